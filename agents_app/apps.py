@@ -1,0 +1,13 @@
+"""Agents and their runs: the LLM loop over governed tools."""
+
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "agents_app"
+    label = "agents_app"
+    verbose_name = "Agents"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agents_app import receivers  # noqa: F401 - resumes runs when their calls settle

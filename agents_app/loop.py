@@ -1,0 +1,224 @@
+"""The agent loop: one step at a time, persisted between steps, resumable on any worker.
+
+A step is: (A) under the run's row lock, check that every call of the last turn settled, append
+their results in order and take a short lease; (B) ask the model, outside any transaction; (C)
+under the lock again, record the model's turn and send its tool calls through the governed
+pipeline. Settled calls wake the run again (``receivers``), so a turn with mixed fates resumes the
+run once, when the last of its calls settles.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents_app.models import Agent, AgentRun, RunStatus, StopReason
+from agents_app.models_adapters import ModelTurn, adapter_for
+from toolhub.authorization import CallPrincipal
+from toolhub.exceptions import ModelError
+from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tools.context import ToolContext
+from toolhub.tools.registry import registry
+
+__all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
+
+logger = logging.getLogger(__name__)
+
+#: How long one worker may talk to the model before another may take the step over.
+STEP_LEASE_SECONDS = 180
+
+
+@dataclass(frozen=True)
+class _Step:
+    agent: Agent
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+def run_advance(*, run_id: uuid.UUID) -> None:
+    """Take the run one model turn further, if it is ready for one."""
+    step = _begin_step(run_id)
+    if step is None:
+        return
+    try:
+        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
+    except ModelError as exc:
+        _fail(run_id, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
+        return
+    except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
+        logger.exception("model adapter failed for run %s", run_id)
+        _fail(
+            run_id,
+            stop_reason=StopReason.MODEL_ERROR,
+            error=f"Model adapter error ({type(exc).__name__})",
+            retryable=True,
+        )
+        return
+    _record_turn(run_id, turn)
+
+
+def visible_tool_definitions(agent: Agent) -> list[dict[str, Any]]:
+    """The OpenAI-style function definitions of the tools this agent may call now."""
+    disabled = set(ToolDefinition.objects.filter(enabled=False).values_list("name", flat=True))
+    definitions = []
+    for name in agent.tools:
+        tool = registry.get(name)
+        if tool is None or name in disabled:
+            continue
+        definitions.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.json_schema,
+                },
+            }
+        )
+    return definitions
+
+
+def run_principal(run: AgentRun) -> CallPrincipal:
+    """Who the run's calls are made for: its user, tenant and agent (never the model's say)."""
+    return CallPrincipal(
+        user_id=run.user_id,
+        username=run.user.get_username() if run.user else "",
+        tenant=run.tenant,
+        agent_name=run.agent.name,
+        agent_tools=frozenset(run.agent.tools),
+    )
+
+
+def run_tool_context(run: AgentRun) -> ToolContext:
+    """Run-level context from the request, with the boundary's values on top."""
+    boundary = {
+        "tenant": run.tenant,
+        "user": run.user.get_username() if run.user else "",
+        "user_id": run.user_id,
+        "run_id": str(run.id),
+        "loop_id": str(run.id),
+        "agent": run.agent.name,
+    }
+    return ToolContext(run.context).merged(boundary)
+
+
+def _begin_step(run_id: uuid.UUID) -> _Step | None:
+    now = timezone.now()
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().select_related("agent").filter(id=run_id).first()
+        if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+            return None
+        if run.step_lease_until and run.step_lease_until > now:
+            return None
+        calls = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn).order_by("position"))
+        if any(not call.is_settled for call in calls):
+            waiting = any(call.status == CallStatus.PENDING_APPROVAL for call in calls)
+            status = RunStatus.WAITING if waiting else RunStatus.RUNNING
+            if run.status != status:
+                run.status = status
+                run.save(update_fields=["status", "updated_at"])
+            return None
+        if _awaits_results(run.messages):
+            run.messages = [
+                *run.messages,
+                *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
+            ]
+        run.status = RunStatus.RUNNING
+        run.step_lease_until = now + timedelta(seconds=STEP_LEASE_SECONDS)
+        run.save(update_fields=["messages", "status", "step_lease_until", "updated_at"])
+        return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run.agent))
+
+
+def _awaits_results(messages: list[dict[str, Any]]) -> bool:
+    return bool(messages) and messages[-1].get("role") == "assistant" and bool(messages[-1].get("tool_calls"))
+
+
+def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().select_related("agent", "user").get(id=run_id)
+        run.step_lease_until = None
+        if run.status != RunStatus.RUNNING:
+            run.save(update_fields=["step_lease_until", "updated_at"])
+            return
+        run.turn += 1
+        run.prompt_tokens += turn.prompt_tokens
+        run.completion_tokens += turn.completion_tokens
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in turn.tool_calls
+            ]
+        run.messages = [*run.messages, message]
+        if not turn.tool_calls:
+            run.output = turn.content
+            _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
+            return
+        used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
+        if used + len(turn.tool_calls) > run.agent.max_tool_calls:
+            run.error = (
+                f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
+                f"beyond this agent's limit of {run.agent.max_tool_calls} per run. Nothing more was executed."
+            )
+            _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
+            return
+        run.save(
+            update_fields=[
+                "turn",
+                "prompt_tokens",
+                "completion_tokens",
+                "messages",
+                "step_lease_until",
+                "updated_at",
+            ]
+        )
+        principal, context = run_principal(run), run_tool_context(run)
+        requested = []
+        for position, call in enumerate(turn.tool_calls):
+            requested.append(
+                tool_call_request(
+                    request=CallRequest(
+                        tool_name=call.name,
+                        arguments=call.arguments,
+                        principal=principal,
+                        context=context,
+                        run_id=run.id,
+                        turn=run.turn,
+                        position=position,
+                        model_call_id=call.id,
+                    )
+                )
+            )
+        if any(call.status == CallStatus.PENDING_APPROVAL for call in requested):
+            run.status = RunStatus.WAITING
+            run.save(update_fields=["status", "updated_at"])
+
+
+def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
+    run.status = status
+    run.stop_reason = stop_reason
+    run.finished_at = now
+    run.retryable = False
+    run.save()
+
+
+def _fail(run_id: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(id=run_id)
+        run.step_lease_until = None
+        run.status = RunStatus.FAILED
+        run.stop_reason = stop_reason
+        run.error = error
+        run.retryable = retryable
+        run.finished_at = timezone.now()
+        run.save()

@@ -1,0 +1,12 @@
+"""Routes of the agents API."""
+
+from django.urls import path
+
+from agents_app import api
+
+urlpatterns = [
+    path("agents/", api.AgentListCreateView.as_view(), name="agent-list"),
+    path("runs/", api.RunCreateView.as_view(), name="run-create"),
+    path("runs/<uuid:pk>/", api.RunDetailView.as_view(), name="run-detail"),
+    path("runs/<uuid:pk>/retry/", api.RunRetryView.as_view(), name="run-retry"),
+]

@@ -1,0 +1,139 @@
+"""Approvals API: list requests, approve or reject one."""
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.services import approval_approve, approval_reject
+from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
+from toolhub.selectors import displayed_arguments
+
+
+class ApprovalDecisionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ApprovalDecision
+        fields = ["decision", "decided_by_name", "comment", "diff", "created_at"]
+
+
+class ApprovalRequestSerializer(serializers.ModelSerializer):
+    call = serializers.UUIDField(source="call_id")
+    run = serializers.UUIDField(source="call.run_id")
+    arguments = serializers.SerializerMethodField()
+    requested_by = serializers.CharField(source="requested_by.username", default="")
+    decisions = ApprovalDecisionSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = ApprovalRequest
+        fields = [
+            "id",
+            "status",
+            "tool_name",
+            "risk",
+            "reason",
+            "call",
+            "run",
+            "arguments",
+            "requested_by",
+            "agent_name",
+            "tenant",
+            "required_approvals",
+            "expires_at",
+            "created_at",
+            "decided_at",
+            "decisions",
+        ]
+
+    def get_arguments(self, request: ApprovalRequest) -> dict:
+        return displayed_arguments(request.call)
+
+
+class DecisionInputSerializer(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class ApproveInputSerializer(DecisionInputSerializer):
+    arguments = serializers.DictField(
+        required=False, help_text="Edited arguments; validated against the tool's schema."
+    )
+
+
+class ApprovalListView(generics.ListAPIView):
+    """Approval requests, newest first; ``?status=pending`` for the operator's queue."""
+
+    serializer_class = ApprovalRequestSerializer
+
+    @extend_schema(parameters=[OpenApiParameter("status", str, enum=ApprovalStatus.values)])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        requests = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions")
+        wanted = self.request.query_params.get("status")
+        if wanted:
+            if wanted not in ApprovalStatus.values:
+                raise ValidationError({"status": f"Unknown status; use one of {', '.join(ApprovalStatus.values)}."})
+            requests = requests.filter(status=wanted)
+        return requests.order_by("-created_at", "-id")
+
+
+class ApprovalDetailView(generics.RetrieveAPIView):
+    serializer_class = ApprovalRequestSerializer
+    queryset = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions")
+
+
+class _DecisionView(APIView):
+    input_serializer = DecisionInputSerializer
+
+    def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
+        raise NotImplementedError
+
+    def post(self, request: Request, pk: int) -> Response:
+        get_object_or_404(ApprovalRequest, pk=pk)
+        payload = self.input_serializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            decided = self.decide(pk, request.user, payload.validated_data)
+        except DecisionNotAllowedError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+        except AlreadyDecidedError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except ApprovalError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        decided = ApprovalRequest.objects.select_related("call", "requested_by").get(pk=decided.pk)
+        return Response(ApprovalRequestSerializer(decided).data)
+
+
+class ApproveView(_DecisionView):
+    """Approve a request, optionally with edited arguments.
+
+    403 without permission or for the requester, 409 when it was already decided.
+    """
+
+    input_serializer = ApproveInputSerializer
+
+    @extend_schema(request=ApproveInputSerializer, responses=ApprovalRequestSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        return super().post(request, pk)
+
+    def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
+        return approval_approve(
+            request_id=request_id, user=user, comment=data["comment"], arguments=data.get("arguments")
+        )
+
+
+class RejectView(_DecisionView):
+    """Reject a request; the model is told it was rejected by an operator, with the comment."""
+
+    @extend_schema(request=DecisionInputSerializer, responses=ApprovalRequestSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        return super().post(request, pk)
+
+    def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
+        return approval_reject(request_id=request_id, user=user, comment=data["comment"])

@@ -1,0 +1,126 @@
+"""``manage.py load_demo``: demo users, a tenant, accounts and agents, safe to run again."""
+
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from agents_app.models import Agent, Provider
+from demo.models import Account
+from toolhub.models import Tenant, TenantMembership
+
+DEMO_PASSWORD_NOTE = "Demo users (passwords are for local demos only): admin/admin, operator/operator, alice/alice."
+
+ORDER_SCRIPT = [
+    {
+        "content": "",
+        "tool_calls": [{"name": "create_order", "arguments": {"product": "Laptop", "amount": "5000"}}],
+    },
+    {"content": "Done. The order tool answered: {last_tool_result}"},
+]
+
+TRANSFER_SCRIPT = [
+    {
+        "content": "",
+        "tool_calls": [
+            {"name": "get_balance", "arguments": {"account_id": "ACC-1"}},
+            {"name": "calculate", "arguments": {"a": 1000, "op": "/", "b": 4}},
+        ],
+    },
+    {"content": "", "tool_calls": [{"name": "debit", "arguments": {"account_id": "ACC-1", "amount": "250"}}]},
+    {
+        "content": "",
+        "tool_calls": [{"name": "credit", "arguments": {"account_id": "ACC-2", "amount": "250"}}],
+    },
+    {"content": "Moved 250 from ACC-1 to ACC-2: {last_tool_result}"},
+]
+
+
+class Command(BaseCommand):
+    help = "Load demo users, a tenant, ledger accounts and agents (idempotent)."
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        users = get_user_model()
+        tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
+
+        admin = users.objects.filter(username="admin").first() or users.objects.create_superuser(
+            "admin", "admin@example.com", "admin"
+        )
+        operators, _ = Group.objects.get_or_create(name="operators")
+        operators.permissions.set(
+            Permission.objects.filter(
+                content_type__app_label__in=["approvals", "toolhub", "agents_app"],
+                codename__regex=r"^(view_|decide_approvalrequest$|change_tooldefinition$)",
+            )
+        )
+        operator = users.objects.filter(username="operator").first()
+        if operator is None:
+            operator = users.objects.create_user("operator", "operator@example.com", "operator", is_staff=True)
+        operator.groups.add(operators)
+        alice = users.objects.filter(username="alice").first() or users.objects.create_user(
+            "alice", "alice@example.com", "alice"
+        )
+        for user in (admin, operator, alice):
+            TenantMembership.objects.get_or_create(user=user, tenant=tenant)
+
+        for account_id, balance, frozen in (
+            ("ACC-1", "1000.00", False),
+            ("ACC-2", "500.00", False),
+            ("ACC-FROZEN", "0", True),
+        ):
+            Account.objects.get_or_create(
+                account_id=account_id,
+                defaults={
+                    "owner": "ACME",
+                    "tenant": tenant.slug,
+                    "balance": Decimal(balance),
+                    "frozen": frozen,
+                },
+            )
+
+        Agent.objects.update_or_create(
+            name="order-demo",
+            defaults={
+                "description": "Scripted: creates an order of 5000, which needs an operator's approval.",
+                "provider": Provider.SCRIPTED,
+                "script": ORDER_SCRIPT,
+                "system_prompt": "You place orders for the user.",
+                "tools": ["create_order", "get_order"],
+            },
+        )
+        Agent.objects.update_or_create(
+            name="transfer-demo",
+            defaults={
+                "description": "Scripted: checks a balance and moves money between two accounts.",
+                "provider": Provider.SCRIPTED,
+                "script": TRANSFER_SCRIPT,
+                "system_prompt": "You move money between accounts.",
+                "tools": ["get_balance", "calculate", "debit", "credit"],
+            },
+        )
+        Agent.objects.get_or_create(
+            name="assistant",
+            defaults={
+                "description": "A real model through any OpenAI-compatible endpoint (Ollama by default).",
+                "provider": Provider.OPENAI,
+                "base_url": "http://127.0.0.1:11434/v1",
+                "model_name": "llama3.1",
+                "api_key_env": "",
+                "system_prompt": "You are a careful assistant for ACME's orders and ledger. Use the tools.",
+                "tools": [
+                    "current_time",
+                    "days_between",
+                    "calculate",
+                    "get_order",
+                    "create_order",
+                    "get_balance",
+                    "debit",
+                    "credit",
+                ],
+            },
+        )
+        self.stdout.write(self.style.SUCCESS(f"Demo data loaded. {DEMO_PASSWORD_NOTE}"))

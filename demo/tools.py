@@ -1,0 +1,148 @@
+"""The demo tools, autodiscovered like any app's ``tools.py``."""
+
+import datetime as dt
+import enum
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Annotated, Any
+
+from django.db import transaction
+from django.utils import timezone
+from pydantic import BaseModel, Field
+
+from demo.models import Account, LedgerEntry, Order
+from toolhub import Param, Risk, ToolContext, ToolError, tool
+
+Money = Annotated[Decimal, Field(gt=0, max_digits=14, decimal_places=2)]
+
+
+class Operation(enum.Enum):
+    """An arithmetic operation."""
+
+    ADD = "+"
+    SUBTRACT = "-"
+    MULTIPLY = "*"
+    DIVIDE = "/"
+
+
+class OrderOut(BaseModel):
+    order_id: int
+    product: str
+    amount: Decimal
+    created_at: dt.datetime
+
+
+@tool(idempotent=True, category="time")
+def current_time() -> dt.datetime:
+    """Return the current date and time (UTC)."""
+    return timezone.now()
+
+
+@tool(idempotent=True, category="time")
+def days_between(start: dt.date, end: dt.date) -> int:
+    """Count the days from one date to another.
+
+    Args:
+        start: The first date (ISO 8601, e.g. 2025-01-31).
+        end: The second date; negative results mean it is before ``start``.
+    """
+    return (end - start).days
+
+
+@tool(idempotent=True, category="math")
+def calculate(
+    a: Annotated[float, Param("The left operand.")],
+    op: Annotated[Operation, Param("The operation: +, -, * or /.")],
+    b: Annotated[float, Param("The right operand.")],
+) -> float:
+    """Apply an arithmetic operation to two numbers."""
+    if op is Operation.DIVIDE:
+        if b == 0:
+            raise ToolError("Division by zero is undefined; ask the user for a non-zero divisor.")
+        return a / b
+    if op is Operation.ADD:
+        return a + b
+    if op is Operation.SUBTRACT:
+        return a - b
+    return a * b
+
+
+@tool(idempotent=True, category="orders")
+def get_order(order_id: Annotated[int, Param("The order's number.")], ctx: ToolContext) -> OrderOut:
+    """Look up an order of the current tenant."""
+    order = Order.objects.filter(pk=order_id, tenant=ctx.tenant or "").first()
+    if order is None:
+        raise ToolError(f"There is no order {order_id} for this tenant.")
+    return OrderOut(order_id=order.pk, product=order.product, amount=order.amount, created_at=order.created_at)
+
+
+def _large_order(arguments: Mapping[str, Any], ctx: ToolContext) -> str | None:
+    amount = arguments.get("amount")
+    if amount is not None and Decimal(str(amount)) > Decimal("1000"):
+        return "orders above 1000 need an operator's approval"
+    return None
+
+
+@tool(risk=Risk.MEDIUM, approval=_large_order, category="orders")
+def create_order(
+    product: Annotated[str, Param("What to order."), Field(min_length=1, max_length=200)],
+    amount: Annotated[Money, Param("The order's total, in the account currency.")],
+    ctx: ToolContext,
+) -> OrderOut:
+    """Create an order; orders above 1000 wait for an operator's approval."""
+    order = Order.objects.create(
+        product=product,
+        amount=amount,
+        tenant=ctx.tenant or "",
+        created_by=ctx.user or "",
+        call_id=ctx.idempotency_key or "",
+    )
+    return OrderOut(order_id=order.pk, product=order.product, amount=order.amount, created_at=order.created_at)
+
+
+def _account(account_id: str, ctx: ToolContext, *, lock: bool = False) -> Account:
+    accounts = Account.objects.select_for_update() if lock else Account.objects.all()
+    account = accounts.filter(account_id=account_id, tenant=ctx.tenant or "").first()
+    if account is None:
+        raise ToolError(f"There is no account {account_id!r} for this tenant.")
+    return account
+
+
+@tool(idempotent=True, category="ledger")
+def get_balance(account_id: Annotated[str, Param("The account's id, e.g. ACC-1.")], ctx: ToolContext) -> Decimal:
+    """Return an account's balance."""
+    return _account(account_id, ctx).balance
+
+
+@tool(risk=Risk.MEDIUM, category="ledger", compensate_with="credit")
+def debit(
+    account_id: Annotated[str, Param("The account to take money from.")],
+    amount: Annotated[Money, Param("How much to take.")],
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Take money from an account."""
+    with transaction.atomic():
+        account = _account(account_id, ctx, lock=True)
+        if account.balance < amount:
+            raise ToolError(f"Account {account_id} has insufficient funds for {amount}.")
+        account.balance -= amount
+        account.save(update_fields=["balance"])
+        LedgerEntry.objects.create(account=account, amount=-amount, kind="debit", call_id=ctx.idempotency_key or "")
+    return {"account_id": account_id, "amount": amount, "balance": account.balance}
+
+
+@tool(risk=Risk.MEDIUM, category="ledger")
+def credit(
+    account_id: Annotated[str, Param("The account to pay money into.")],
+    amount: Annotated[Money, Param("How much to pay in.")],
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Pay money into an account; a frozen account refuses it."""
+    with transaction.atomic():
+        account = _account(account_id, ctx, lock=True)
+        if account.frozen:
+            raise ToolError(f"Account {account_id} is frozen and cannot receive money.")
+        account.balance += amount
+        account.save(update_fields=["balance"])
+        LedgerEntry.objects.create(account=account, amount=amount, kind="credit", call_id=ctx.idempotency_key or "")
+    return {"account_id": account_id, "amount": amount, "balance": account.balance}

@@ -1,0 +1,11 @@
+"""Routes of the core API."""
+
+from django.urls import path
+
+from toolhub.api import views
+
+urlpatterns = [
+    path("tools/", views.ToolListView.as_view(), name="tool-list"),
+    path("calls/", views.CallListView.as_view(), name="call-list"),
+    path("calls/<uuid:pk>/", views.CallDetailView.as_view(), name="call-detail"),
+]

@@ -1,0 +1,204 @@
+"""The tamper-evident audit trail: append to a hash chain, and verify every chain.
+
+Each event belongs to one of ``AUDIT_CHAINS`` chains, picked by a stable key (the call or run id),
+so that concurrent writers on different calls do not queue behind one lock. Appends to a chain
+lock its head row, so a chain never forks. Hashes are computed over canonical text exactly as the
+database stores and returns it.
+"""
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.conf import toolhub_setting
+from toolhub.models import AuditChainHead, AuditEvent, ToolCall
+
+__all__ = [
+    "canonical_json",
+    "audit_append",
+    "audit_call_event",
+    "redact",
+    "verify_audit_chains",
+    "AuditProblem",
+    "REDACTED",
+]
+
+REDACTED = "***redacted***"
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize with sorted keys and no whitespace: the same data always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def redact(arguments: Mapping[str, Any], sensitive: frozenset[str] | set[str]) -> dict[str, Any]:
+    """Return ``arguments`` with the values of sensitive names replaced, for anything shown or logged."""
+    return {key: (REDACTED if key in sensitive else value) for key, value in arguments.items()}
+
+
+def chain_for(key: uuid.UUID | str | None) -> int:
+    """Pick a chain by a stable key, so one call's events stay in one chain, in order."""
+    chains = int(toolhub_setting("AUDIT_CHAINS"))
+    if key is None:
+        return 0
+    return zlib.crc32(str(key).encode()) % chains
+
+
+def _timestamp(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")
+
+
+def compute_hash(event: AuditEvent) -> str:
+    """Hash every column that matters, as stored, together with the previous hash."""
+    material = canonical_json(
+        {
+            "chain": event.chain,
+            "seq": event.seq,
+            "event_type": event.event_type,
+            "call_id": str(event.call_id) if event.call_id else None,
+            "run_id": str(event.run_id) if event.run_id else None,
+            "tool_name": event.tool_name,
+            "status": event.status,
+            "tenant": event.tenant,
+            "actor": event.actor,
+            "created_at": _timestamp(event.created_at),
+            "data": event.data,
+            "prev_hash": event.prev_hash,
+        }
+    )
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def audit_append(
+    *,
+    event_type: str,
+    actor: str,
+    data: Mapping[str, Any] | None = None,
+    call_id: uuid.UUID | None = None,
+    run_id: uuid.UUID | None = None,
+    tool_name: str = "",
+    status: str = "",
+    tenant: str = "",
+) -> AuditEvent:
+    """Append one event to its chain; must run inside the transaction of the change it records."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit_append must run inside the transaction of the change it records")
+    chain = chain_for(call_id or run_id)
+    AuditChainHead.objects.get_or_create(chain=chain)
+    head = AuditChainHead.objects.select_for_update().get(chain=chain)
+    # Microseconds are what both databases keep, so the hash survives a round trip.
+    event = AuditEvent(
+        chain=chain,
+        seq=head.seq + 1,
+        event_type=event_type,
+        call_id=call_id,
+        run_id=run_id,
+        tool_name=tool_name,
+        status=status,
+        tenant=tenant or "",
+        actor=actor[:200],
+        created_at=timezone.now(),
+        data=canonical_json(data or {}),
+        prev_hash=head.hash,
+    )
+    event.hash = compute_hash(event)
+    event.save(force_insert=True)
+    AuditChainHead.objects.filter(chain=chain).update(seq=event.seq, hash=event.hash)
+    return event
+
+
+def audit_call_event(
+    call: ToolCall, event_type: str, *, actor: str, data: Mapping[str, Any] | None = None
+) -> AuditEvent:
+    """Record a call's event (its new status included) in the call's chain."""
+    return audit_append(
+        event_type=event_type,
+        actor=actor,
+        data=data,
+        call_id=call.id,
+        run_id=call.run_id,
+        tool_name=call.tool_name,
+        status=call.status,
+        tenant=call.tenant,
+    )
+
+
+@dataclass(frozen=True)
+class AuditProblem:
+    """The first place a chain does not verify."""
+
+    chain: int
+    event_id: int | None
+    seq: int
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"event #{self.event_id}" if self.event_id is not None else f"after seq {self.seq}"
+        return f"chain {self.chain}: {where} (seq {self.seq}): {self.reason}"
+
+
+def verify_audit_chains(
+    progress: Callable[[int], None] | None = None, batch_size: int = 2000
+) -> tuple[int, list[AuditProblem]]:
+    """Recompute every chain; return the number of events checked and the first problem per chain."""
+    checked = 0
+    problems: list[AuditProblem] = []
+    heads = {head.chain: head for head in AuditChainHead.objects.all()}
+    chains = set(heads) | set(AuditEvent.objects.values_list("chain", flat=True).distinct())
+    for chain in sorted(chains):
+        expected_seq, prev_hash, problem = 1, "", None
+        for event in _iter_chain(chain, batch_size):
+            checked += 1
+            if progress is not None:
+                progress(checked)
+            if event.seq != expected_seq:
+                problem = AuditProblem(chain, event.id, event.seq, f"expected seq {expected_seq}: events are missing")
+            elif event.prev_hash != prev_hash:
+                problem = AuditProblem(chain, event.id, event.seq, "previous hash does not match: chain was altered")
+            elif compute_hash(event) != event.hash:
+                problem = AuditProblem(chain, event.id, event.seq, "hash does not match its content: event was altered")
+            if problem:
+                break
+            expected_seq, prev_hash = event.seq + 1, event.hash
+        head = heads.get(chain)
+        if problem is None and head is not None and (head.seq != expected_seq - 1 or head.hash != prev_hash):
+            problem = AuditProblem(
+                chain,
+                None,
+                expected_seq - 1,
+                f"chain head says seq {head.seq}: the newest events were removed",
+            )
+        if problem:
+            problems.append(problem)
+    return checked, problems
+
+
+def _iter_chain(chain: int, batch_size: int) -> Iterator[AuditEvent]:
+    last_seq = 0
+    while True:
+        batch = list(AuditEvent.objects.filter(chain=chain, seq__gt=last_seq).order_by("seq")[:batch_size])
+        if not batch:
+            return
+        yield from batch
+        last_seq = batch[-1].seq

@@ -1,0 +1,47 @@
+"""The database catalogue of tools: kept in step with the code, read for operator overrides."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.models import ToolDefinition
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import ToolRegistry, registry
+
+__all__ = ["tool_catalogue_sync", "effective_risk"]
+
+
+@transaction.atomic
+def tool_catalogue_sync(*, source: ToolRegistry = registry) -> dict[str, int]:
+    """Mirror every registered tool into ``ToolDefinition``; keep operators' fields untouched."""
+    now = timezone.now()
+    existing = {definition.name: definition for definition in ToolDefinition.objects.all()}
+    created = updated = 0
+    for tool in source.all():
+        values = {
+            "description": tool.description,
+            "module": tool.module,
+            "version": tool.version,
+            "input_schema": tool.json_schema,
+            "risk": str(tool.risk),
+            "group": tool.group,
+            "present_in_code": True,
+            "synced_at": now,
+        }
+        definition = existing.pop(tool.name, None)
+        if definition is None:
+            ToolDefinition.objects.create(name=tool.name, **values)
+            created += 1
+        elif any(getattr(definition, key) != value for key, value in values.items() if key != "synced_at"):
+            ToolDefinition.objects.filter(pk=definition.pk).update(**values)
+            updated += 1
+    removed = ToolDefinition.objects.filter(name__in=list(existing), present_in_code=True).update(
+        present_in_code=False, synced_at=now
+    )
+    return {"created": created, "updated": updated, "removed": removed}
+
+
+def effective_risk(tool: Tool, definition: ToolDefinition | None) -> str:
+    """The risk that governs a call: the operator's override, else the code's declaration."""
+    if definition is not None and definition.risk_override:
+        return definition.risk_override
+    return str(tool.risk)

@@ -1,0 +1,57 @@
+"""What the model is told when a call cannot run: actionable, and never echoing sensitive values."""
+
+import difflib
+import traceback
+from collections.abc import Iterable
+
+from django.utils.module_loading import import_string
+from pydantic import ValidationError
+
+from toolhub.conf import toolhub_setting
+from toolhub.exceptions import ToolError
+
+__all__ = ["unknown_tool_message", "invalid_arguments_message", "execution_error", "exception_detail"]
+
+
+def unknown_tool_message(name: str, available: Iterable[str]) -> str:
+    """Name the closest existing tools so the model can correct itself."""
+    names = sorted(available)
+    close = difflib.get_close_matches(name, names, n=int(toolhub_setting("UNKNOWN_TOOL_SUGGESTIONS")), cutoff=0.5)
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    message = f"Unknown tool {shown!r}."
+    if close:
+        message += f" Did you mean: {', '.join(close)}?"
+    elif names:
+        message += f" Available tools: {', '.join(names[:20])}."
+    return message
+
+
+def invalid_arguments_message(tool_name: str, exc: ValidationError) -> str:
+    """List each field problem by location and reason; input values are never repeated back."""
+    lines = [f"Invalid arguments for tool {tool_name!r}; nothing was executed. Fix these and call again:"]
+    for error in exc.errors(include_url=False, include_input=False):
+        location = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        lines.append(f"- {location}: {error['msg']}")
+    return "\n".join(lines)
+
+
+def default_error_handler(exc: BaseException) -> str:
+    """Sanitize an execution error: a ``ToolError`` speaks to the model, anything else is summarized."""
+    if isinstance(exc, ToolError):
+        return str(exc)
+    return (
+        f"The tool failed with an internal error ({type(exc).__name__}). "
+        "The details were recorded for the operators; do not retry with the same arguments."
+    )
+
+
+def execution_error(exc: BaseException) -> str:
+    """The model-facing message for an execution error, through the configured handler."""
+    handler_path = toolhub_setting("ERROR_HANDLER")
+    handler = import_string(handler_path) if handler_path else default_error_handler
+    return handler(exc)
+
+
+def exception_detail(exc: BaseException) -> str:
+    """Full detail of an error, kept for auditors only."""
+    return "".join(traceback.format_exception(exc))

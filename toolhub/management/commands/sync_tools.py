@@ -1,0 +1,20 @@
+"""``manage.py sync_tools``: mirror the registered tools into the database catalogue."""
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from toolhub.catalogue import tool_catalogue_sync
+
+
+class Command(BaseCommand):
+    help = "Mirror every registered tool into the ToolDefinition catalogue (operators' settings are kept)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        counts = tool_catalogue_sync()
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Catalogue synced: {counts['created']} created, {counts['updated']} updated, "
+                f"{counts['removed']} no longer in code."
+            )
+        )

@@ -1,0 +1,215 @@
+"""The core records: the tool catalogue, governed tool calls, tenants and the audit trail."""
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Tenant(models.Model):
+    """A customer or organisation whose data tools act on; runs carry exactly one."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class TenantMembership(models.Model):
+    """Which tenants a user may act for; the boundary picks the run's tenant from these, never the model."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tenant_memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="unique_tenant_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant}"
+
+
+class RiskLevel(models.TextChoices):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class ToolDefinition(models.Model):
+    """The catalogue row mirroring a registered tool; holds what operators govern at run time.
+
+    Code is the source of truth for name, description and schema (refreshed by ``sync_tools``);
+    ``enabled`` and ``risk_override`` belong to operators and are never overwritten by a sync.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    module = models.CharField(max_length=200, blank=True)
+    version = models.CharField(max_length=32, blank=True)
+    input_schema = models.JSONField(default=dict)
+    risk = models.CharField(max_length=16, choices=RiskLevel.choices, default=RiskLevel.LOW)
+    risk_override = models.CharField(max_length=16, choices=RiskLevel.choices, blank=True)
+    group = models.CharField(max_length=100, blank=True)
+    enabled = models.BooleanField(default=True)
+    present_in_code = models.BooleanField(default=True)
+    synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def effective_risk(self) -> str:
+        return self.risk_override or self.risk
+
+
+class CallStatus(models.TextChoices):
+    INVALID = "invalid"
+    DENIED = "denied"
+    PENDING_APPROVAL = "pending_approval"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NEEDS_ATTENTION = "needs_attention"
+    COMPENSATED = "compensated"
+
+
+#: Statuses after which nothing more happens to a call on its own; a waiting run can go on.
+SETTLED_STATUSES = frozenset(
+    {
+        CallStatus.INVALID,
+        CallStatus.DENIED,
+        CallStatus.REJECTED,
+        CallStatus.EXPIRED,
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.CANCELLED,
+        CallStatus.NEEDS_ATTENTION,
+        CallStatus.COMPENSATED,
+    }
+)
+
+
+class CallKind(models.TextChoices):
+    CALL = "call"
+    COMPENSATION = "compensation"
+
+
+class ToolCall(models.Model):
+    """One governed call of a tool, whoever asked for it; its status history is in the audit trail."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=CallKind.choices, default=CallKind.CALL)
+    tool_name = models.CharField(max_length=200, db_index=True)
+    tool_version = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=20, choices=CallStatus.choices, db_index=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    raw_arguments = models.TextField(blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
+    )
+    agent_name = models.CharField(max_length=100, blank=True)
+    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    turn = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0)
+    model_call_id = models.CharField(max_length=100, blank=True)
+    saga_id = models.CharField(max_length=100, blank=True, db_index=True)
+    approval_hash = models.CharField(max_length=64, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="What the model is told when the call did not succeed.")
+    error_detail = models.TextField(blank=True, help_text="Full detail (traceback) for auditors only.")
+    attempts = models.PositiveIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["run_id", "turn", "position"], name="toolcall_run_turn"),
+            models.Index(fields=["status", "queued_at"], name="toolcall_status_queued"),
+            models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} [{self.status}] {self.id}"
+
+    @property
+    def is_settled(self) -> bool:
+        return self.status in SETTLED_STATUSES
+
+    def model_text(self) -> str:
+        """The tool result the model reads for this call, whatever its fate."""
+        from toolhub.tools.results import result_text_for_model
+
+        if self.status == CallStatus.SUCCEEDED:
+            return result_text_for_model(self.result)
+        if self.error:
+            return self.error
+        return f"The call of {self.tool_name} ended with status {self.status}."
+
+
+class AuditChainHead(models.Model):
+    """The newest hash of one audit chain; locking this row serializes appends to the chain."""
+
+    chain = models.PositiveSmallIntegerField(primary_key=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"chain {self.chain} @ {self.seq}"
+
+
+class AuditEvent(models.Model):
+    """One append-only, hash-chained record of something that happened to a call or a run.
+
+    ``data`` is canonical JSON text, hashed exactly as stored, so verification from the database's
+    own rows reproduces every hash on SQLite and PostgreSQL alike. Strings (tool, actor, tenant)
+    are copied so that the record survives renames and deletions.
+    """
+
+    chain = models.PositiveSmallIntegerField()
+    seq = models.PositiveBigIntegerField()
+    event_type = models.CharField(max_length=64, db_index=True)
+    call_id = models.UUIDField(null=True, blank=True, db_index=True)
+    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, blank=True)
+    tenant = models.CharField(max_length=100, blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+    data = models.TextField(default="{}")
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["chain", "seq"], name="audit_chain_seq_unique")]
+        indexes = [
+            models.Index(fields=["tool_name", "created_at"], name="audit_tool_created"),
+            models.Index(fields=["tenant", "created_at"], name="audit_tenant_created"),
+            models.Index(fields=["actor", "created_at"], name="audit_actor_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.event_type} {self.tool_name}"
+
+    @property
+    def payload(self) -> Any:
+        import json
+
+        return json.loads(self.data)

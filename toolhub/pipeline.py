@@ -1,0 +1,301 @@
+"""The governed call pipeline, request side: resolve, validate, authorize, approve, dispatch.
+
+Every call, whoever asks, goes through ``tool_call_request`` and leaves one ``ToolCall`` row plus its
+audit events. Execution happens on a worker (``toolhub.execution``).
+"""
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from toolhub.audit import audit_call_event, canonical_json, redact
+from toolhub.authorization import CallPrincipal, authorization_denial
+from toolhub.calls import call_transition, notify_settled
+from toolhub.catalogue import effective_risk
+from toolhub.conf import toolhub_setting
+from toolhub.feedback import invalid_arguments_message, unknown_tool_message
+from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.signals import approval_needed
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.registry import registry
+from toolhub.tools.results import to_json_value
+
+__all__ = [
+    "CallRequest",
+    "tool_call_request",
+    "tool_call_release",
+    "tool_call_refuse",
+    "approval_hash",
+    "dispatch_call",
+]
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """A request to call a tool, as the model (or an API client) made it, plus where it belongs."""
+
+    tool_name: str
+    arguments: str | Mapping[str, Any] | None
+    principal: CallPrincipal
+    context: ToolContext
+    run_id: uuid.UUID | None = None
+    turn: int = 0
+    position: int = 0
+    model_call_id: str = ""
+    saga_id: str = ""
+    kind: CallKind = CallKind.CALL
+
+
+class _Refusal(Exception):
+    def __init__(self, status: CallStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any]) -> str:
+    """What an approval is bound to: the tool, its version and the canonical arguments."""
+    material = canonical_json({"tool": tool_name, "version": tool_version, "arguments": arguments})
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+@transaction.atomic
+def tool_call_request(*, request: CallRequest) -> ToolCall:
+    """Record a call and take it as far as policy allows: refused, waiting for approval, or queued."""
+    principal = request.principal
+    call = ToolCall(
+        id=uuid.uuid4(),
+        kind=request.kind,
+        tool_name=request.tool_name[:200],
+        status=CallStatus.QUEUED,  # provisional; the row is written below with its real status
+        tenant=principal.tenant,
+        user_id=principal.user_id,
+        agent_name=principal.agent_name,
+        run_id=request.run_id,
+        turn=request.turn,
+        position=request.position,
+        model_call_id=request.model_call_id[:100],
+        saga_id=request.saga_id,
+        context=_storable_context(request.context),
+    )
+    actor = _actor(principal)
+    try:
+        tool = _resolve(request.tool_name)
+        arguments = _parse_arguments(request.arguments)
+        validated = _validate(tool, arguments)
+        call.tool_version = tool.version
+        call.arguments = to_json_value(validated)
+        definition = ToolDefinition.objects.filter(name=tool.name).first()
+        denial = authorization_denial(tool.name, definition, principal)
+        if denial:
+            raise _Refusal(CallStatus.DENIED, denial)
+    except _Refusal as refusal:
+        call.raw_arguments = _raw_text(request.tool_name, request.arguments)
+        call.status = refusal.status
+        call.error = refusal.message
+        call.finished_at = timezone.now()
+        call.save(force_insert=True)
+        audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, None))
+        audit_call_event(call, f"call.{refusal.status}", actor="policy", data={"reason": refusal.message})
+        transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
+        return call
+
+    reason = _approval_reason(tool, definition, validated, request.context)
+    call.status = CallStatus.PENDING_APPROVAL if reason else CallStatus.QUEUED
+    if reason:
+        call.approval_hash = approval_hash(tool.name, tool.version, call.arguments)
+    else:
+        call.queued_at = timezone.now()
+    call.save(force_insert=True)
+    audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, tool))
+    if reason:
+        audit_call_event(call, "call.pending_approval", actor="policy", data={"reason": reason})
+        approval_needed.send(sender=ToolCall, call=call, reason=reason)
+    else:
+        audit_call_event(call, "call.queued", actor="policy", data={"reason": "no approval needed"})
+        dispatch_call(call)
+    return call
+
+
+def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any] | None = None) -> bool:
+    """Queue an approved call for execution (with operator-edited arguments, when given)."""
+    fields: dict[str, Any] = {"queued_at": timezone.now()}
+    data: dict[str, Any] = {"reason": "approved"}
+    if arguments is not None:
+        # The operator's edit is what was approved: the binding follows the new arguments.
+        fields["arguments"] = dict(arguments)
+        fields["approval_hash"] = approval_hash(call.tool_name, call.tool_version, fields["arguments"])
+        data["arguments"] = _redacted(call.tool_name, dict(arguments))
+    with transaction.atomic():
+        moved = call_transition(
+            call,
+            to=CallStatus.QUEUED,
+            allowed_from={CallStatus.PENDING_APPROVAL},
+            actor=actor,
+            data=data,
+            **fields,
+        )
+        if moved:
+            dispatch_call(call)
+    return moved
+
+
+def tool_call_refuse(*, call: ToolCall, actor: str, status: CallStatus, message: str) -> bool:
+    """Settle a call waiting for approval without running it (rejected, expired or cancelled)."""
+    return call_transition(
+        call,
+        to=status,
+        allowed_from={CallStatus.PENDING_APPROVAL},
+        actor=actor,
+        data={"message": message},
+        error=message,
+        finished_at=timezone.now(),
+    )
+
+
+def dispatch_call(call: ToolCall) -> None:
+    """Send the call to a worker once the transaction that queued it has committed.
+
+    A failed publish is not fatal: the row stays ``queued`` and the sweeper dispatches it again.
+    """
+    from toolhub.tasks import execute_tool_call_task
+
+    call_id = str(call.id)
+    transaction.on_commit(lambda: execute_tool_call_task.delay(call_id), robust=True)
+
+
+def _resolve(name: str) -> Tool:
+    tool = registry.get(name) if isinstance(name, str) else None
+    if tool is None:
+        raise _Refusal(CallStatus.INVALID, unknown_tool_message(str(name), registry.names()))
+    return tool
+
+
+def _parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    max_bytes = int(toolhub_setting("MAX_ARGUMENTS_BYTES"))
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
+            raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            message = getattr(exc, "msg", "could not be parsed")
+            raise _Refusal(
+                CallStatus.INVALID,
+                f"Arguments are not valid JSON ({message}); send a JSON object with the tool's parameters.",
+            ) from None
+    else:
+        parsed = raw
+    if not isinstance(parsed, Mapping):
+        raise _Refusal(CallStatus.INVALID, "Arguments must be a JSON object mapping parameter names to values.")
+    if len(canonical_json(parsed).encode()) > max_bytes:
+        raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
+    return dict(parsed)
+
+
+def _validate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    limit = int(toolhub_setting("MAX_STRING_LENGTH"))
+    too_long = _first_long_string(arguments, limit)
+    if too_long is not None:
+        raise _Refusal(
+            CallStatus.INVALID,
+            f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
+            f"{limit} characters.",
+        )
+    try:
+        return tool.validate_arguments(arguments)
+    except ValidationError as exc:
+        raise _Refusal(CallStatus.INVALID, invalid_arguments_message(tool.name, exc)) from None
+
+
+def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
+    if isinstance(value, str):
+        return path or "a value" if len(value) > limit else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and len(key) > limit:
+                return "a key"
+            found = _first_long_string(item, limit, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _first_long_string(item, limit, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _approval_reason(
+    tool: Tool, definition: ToolDefinition | None, arguments: Mapping[str, Any], ctx: ToolContext
+) -> str | None:
+    """Code rule first: ``always``/``never`` or a callable; ``auto`` asks the (overridable) risk."""
+    rule = tool.approval
+    if rule == "always":
+        return "the tool always needs approval"
+    if rule == "never":
+        return None
+    if callable(rule):
+        verdict = rule(arguments, ctx)
+        if verdict:
+            return verdict if isinstance(verdict, str) else "the tool's approval rule matched"
+    risk = Risk(effective_risk(tool, definition))
+    if risk.needs_approval:
+        return f"risk is {risk}"
+    return None
+
+
+def _storable_context(ctx: ToolContext) -> dict[str, Any]:
+    return json.loads(canonical_json(ctx.as_dict()))
+
+
+def _request_data(call: ToolCall, tool: Tool | None) -> dict[str, Any]:
+    arguments = _redacted(call.tool_name, call.arguments) if tool else {}
+    data: dict[str, Any] = {
+        "arguments": arguments,
+        "tool_version": call.tool_version,
+        "agent": call.agent_name,
+        "user_id": call.user_id,
+        "kind": call.kind,
+        "context": call.context,
+    }
+    if call.saga_id:
+        data["saga_id"] = call.saga_id
+    return data
+
+
+def _redacted(tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    tool = registry.get(tool_name)
+    return redact(arguments, tool.sensitive if tool else frozenset())
+
+
+def _raw_text(tool_name: str, raw: str | Mapping[str, Any] | None) -> str:
+    """Keep what the model sent for a refused call, bounded, for auditors; sensitive values withheld."""
+    tool = registry.get(tool_name) if isinstance(tool_name, str) else None
+    if tool is not None and tool.sensitive:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else raw
+        except (ValueError, RecursionError):
+            return "(withheld: unparsable arguments of a tool with sensitive parameters)"
+        if not isinstance(parsed, Mapping):
+            return "(withheld: arguments of a tool with sensitive parameters)"
+        raw = redact(parsed, tool.sensitive)
+    text = raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
+    return text[:2000]
+
+
+def _actor(principal: CallPrincipal) -> str:
+    parts = [f"user:{principal.username}" if principal.username else "anonymous"]
+    if principal.agent_name:
+        parts.append(f"agent:{principal.agent_name}")
+    return " via ".join(parts)

@@ -1,0 +1,67 @@
+"""Periodic repair of what a lost broker message or a dead worker leaves behind.
+
+PostgreSQL is the record and Redis only the transport: a queued call whose message never ran is
+dispatched again; a running call whose worker died (its lease expired) is never run twice when the
+tool is not idempotent: it goes to ``needs_attention`` for an operator.
+"""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.calls import call_transition
+from toolhub.conf import toolhub_setting
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import dispatch_call
+from toolhub.tools.registry import registry
+
+__all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases"]
+
+
+def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
+    """Dispatch again every ``queued`` call that has waited longer than its message should take."""
+    seconds = older_than_seconds if older_than_seconds is not None else toolhub_setting("REDISPATCH_AFTER_SECONDS")
+    cutoff = timezone.now() - timedelta(seconds=float(seconds))
+    stale = list(ToolCall.objects.filter(status=CallStatus.QUEUED, queued_at__lt=cutoff).only("id")[:500])
+    for call in stale:
+        with transaction.atomic():
+            # Bumping queued_at keeps the next sweep from sending it again at once.
+            ToolCall.objects.filter(id=call.id, status=CallStatus.QUEUED).update(queued_at=timezone.now())
+            dispatch_call(call)
+    return len(stale)
+
+
+def calls_reconcile_expired_leases() -> dict[str, int]:
+    """Settle calls whose worker vanished: idempotent ones are queued again, the others need attention."""
+    now = timezone.now()
+    counts = {"requeued": 0, "needs_attention": 0}
+    for call in ToolCall.objects.filter(status=CallStatus.RUNNING, lease_expires_at__lt=now)[:500]:
+        tool = registry.get(call.tool_name)
+        with transaction.atomic():
+            if tool is not None and tool.idempotent:
+                if call_transition(
+                    call,
+                    to=CallStatus.QUEUED,
+                    allowed_from={CallStatus.RUNNING},
+                    actor="reconciler",
+                    data={"reason": "lease expired; idempotent tool is retried", "attempt": call.attempts},
+                    queued_at=now,
+                    lease_expires_at=None,
+                ):
+                    dispatch_call(call)
+                    counts["requeued"] += 1
+            elif call_transition(
+                call,
+                to=CallStatus.NEEDS_ATTENTION,
+                allowed_from={CallStatus.RUNNING},
+                actor="reconciler",
+                data={"reason": "lease expired while running; outcome unknown", "attempt": call.attempts},
+                error=(
+                    "The outcome of this call is unknown (its worker stopped while running it). "
+                    "An operator was alerted; do not call it again until they resolve it."
+                ),
+                lease_expires_at=None,
+            ):
+                counts["needs_attention"] += 1
+    return counts

@@ -1,0 +1,22 @@
+"""Celery tasks of the core: thin wrappers that take ids and call one service each."""
+
+import uuid
+
+from celery import shared_task
+
+from toolhub.execution import tool_call_execute
+from toolhub.sweeper import calls_reconcile_expired_leases, calls_redispatch_stale
+
+
+@shared_task(name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True)
+def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Execute one queued tool call; a second delivery of the same call does nothing."""
+    worker = "eager" if self.request.is_eager else (self.request.hostname or "worker")
+    tool_call_execute(call_id=uuid.UUID(call_id), worker=worker)
+
+
+@shared_task(name="toolhub.tasks.sweep_task", ignore_result=True)
+def sweep_task() -> None:
+    """Re-dispatch lost calls and reconcile calls whose worker died."""
+    calls_redispatch_stale()
+    calls_reconcile_expired_leases()

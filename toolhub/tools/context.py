@@ -1,0 +1,97 @@
+"""ToolContext: immutable out-of-band values a tool receives but the model never sees or sets."""
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["ToolContext", "RESERVED_CONTEXT_KEYS"]
+
+#: Keys only the boundary (the authenticated request, the pipeline) may set.
+RESERVED_CONTEXT_KEYS = frozenset(
+    {"tenant", "user", "user_id", "run_id", "loop_id", "call_id", "idempotency_key", "agent", "saga_id"}
+)
+
+
+class ToolContext(Mapping[str, Any]):
+    """An immutable mapping of context values (tenant, user, run id, call id, custom keys).
+
+    It is set at the boundary from the authenticated request, never from model output. ``merged``
+    layers a more specific context (an interaction) over a broader one (a run): the later one wins.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        merged = dict(values or {})
+        merged.update(kwargs)
+        object.__setattr__(self, "_values", MappingProxyType(merged))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ToolContext is immutable; use merged() or with_values() for a new one")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ToolContext({dict(self._values)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self._values) == dict(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
+
+    def merged(self, other: Mapping[str, Any] | None) -> "ToolContext":
+        """Return a new context with ``other`` layered on top (its values win on conflicts)."""
+        if not other:
+            return self
+        return ToolContext({**self._values, **other})
+
+    def with_values(self, **values: Any) -> "ToolContext":
+        """Return a new context with ``values`` set."""
+        return self.merged(values)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return a plain, mutable copy."""
+        return dict(self._values)
+
+    @property
+    def tenant(self) -> str | None:
+        return self._values.get("tenant")
+
+    @property
+    def user(self) -> str | None:
+        return self._values.get("user")
+
+    @property
+    def user_id(self) -> int | None:
+        return self._values.get("user_id")
+
+    @property
+    def run_id(self) -> str | None:
+        return self._values.get("run_id")
+
+    @property
+    def loop_id(self) -> str | None:
+        return self._values.get("loop_id")
+
+    @property
+    def call_id(self) -> str | None:
+        return self._values.get("call_id")
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self._values.get("correlation_id")
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """A key stable across retries of one call, to pass to downstream systems."""
+        return self._values.get("idempotency_key") or self._values.get("call_id")

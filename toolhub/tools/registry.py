@@ -1,0 +1,115 @@
+"""The one tool registry: filled by autodiscovery of ``tools.py`` modules, then frozen."""
+
+import contextlib
+import importlib
+import importlib.util
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from toolhub.exceptions import RegistryFrozenError, ToolDefinitionError
+from toolhub.tools.definition import TOOL_ATTRIBUTE, Tool
+
+__all__ = ["ToolRegistry", "registry", "autodiscover"]
+
+
+class ToolRegistry:
+    """Name -> ``Tool``; written during startup only, read by the pipeline and the catalogue."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._frozen = False
+        self._lock = threading.Lock()
+
+    def register(self, tool: Tool | Callable[..., Any]) -> Tool:
+        """Add a tool; refuses duplicates and any write once the registry is frozen."""
+        resolved = _as_tool(tool)
+        with self._lock:
+            if self._frozen:
+                raise RegistryFrozenError(
+                    f"Cannot register tool {resolved.name!r}: the registry is frozen after startup. "
+                    "Define tools in an installed app's tools.py, or use registry.temporarily() in tests."
+                )
+            existing = self._tools.get(resolved.name)
+            if existing is not None and existing.handler is not resolved.handler:
+                raise ToolDefinitionError(
+                    f"Duplicate tool name {resolved.name!r}: defined in {existing.module} and "
+                    f"{resolved.module}. Give one of them another name=."
+                )
+            self._tools[resolved.name] = resolved
+        return resolved
+
+    def freeze(self) -> None:
+        self._frozen = True
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def all(self) -> list[Tool]:
+        return [self._tools[name] for name in sorted(self._tools)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @contextlib.contextmanager
+    def temporarily(self, *tools: Tool | Callable[..., Any]) -> Iterator[list[Tool]]:
+        """Register ``tools`` for the duration of a block (tests), then restore the previous state."""
+        saved = dict(self._tools)
+        added: list[Tool] = []
+        with self._lock:
+            for item in tools:
+                resolved = _as_tool(item)
+                if resolved.name in self._tools and self._tools[resolved.name].handler is not resolved.handler:
+                    raise ToolDefinitionError(f"Duplicate tool name {resolved.name!r} in registry.temporarily().")
+                self._tools[resolved.name] = resolved
+                added.append(resolved)
+        try:
+            yield added
+        finally:
+            with self._lock:
+                self._tools = saved
+
+
+def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    built = getattr(item, TOOL_ATTRIBUTE, None)
+    if built is None:
+        raise ToolDefinitionError(f"{item!r} is not a tool: decorate it with @tool or build a Tool.")
+    return built
+
+
+registry = ToolRegistry()
+
+
+def autodiscover(app_modules: list[str], target: ToolRegistry = registry) -> None:
+    """Import ``<app>.tools`` for each app and register the tools defined there, then freeze."""
+    for app_module in app_modules:
+        module_name = f"{app_module}.tools"
+        if importlib.util.find_spec(app_module) is None:
+            continue
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except ModuleNotFoundError:
+            spec = None
+        if spec is None:
+            continue
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if isinstance(value, Tool):
+                target.register(value)
+                continue
+            decorated = getattr(value, TOOL_ATTRIBUTE, None)
+            if decorated is not None and decorated.module == module_name:
+                target.register(decorated)
+    target.freeze()
