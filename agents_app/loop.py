@@ -141,7 +141,7 @@ def _awaits_results(messages: list[dict[str, Any]]) -> bool:
 def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
     now = timezone.now()
     with transaction.atomic():
-        run = AgentRun.objects.select_for_update().select_related("agent", "user").get(id=run_id)
+        run = AgentRun.objects.select_for_update(of=("self",)).select_related("agent", "user").get(id=run_id)
         run.step_lease_until = None
         if run.status != RunStatus.RUNNING:
             run.save(update_fields=["step_lease_until", "updated_at"])

@@ -73,7 +73,7 @@ def _decide(
     arguments: Mapping[str, Any] | None,
 ) -> ApprovalRequest:
     # The row lock makes concurrent deciders queue; the status check then lets exactly one win.
-    request = ApprovalRequest.objects.select_for_update().select_related("call").get(pk=request_id)
+    request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
     if not user.has_perm(DECIDE_PERMISSION):
@@ -161,7 +161,7 @@ def approvals_expire_due() -> int:
     due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
     for request_id in due.values_list("pk", flat=True)[:500]:
         with transaction.atomic():
-            request = ApprovalRequest.objects.select_for_update().select_related("call").get(pk=request_id)
+            request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
             if request.status == ApprovalStatus.PENDING and request.expires_at <= timezone.now():
                 _expire(request)
                 expired += 1

@@ -1,0 +1,40 @@
+# toolhub: `make run` serves the demo on the embedded default; `make test` runs every test.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+
+# The test suite runs on the real services (PostgreSQL, Redis, Celery worker processes).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: install run test test-fast worker lint bench chaos clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: install
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py migrate --noinput
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py load_demo
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py runserver 127.0.0.1:8000
+
+test: install
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
+		$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
+
+worker: install
+	$(VENV)/bin/celery -A toolhub worker -B -l info
+
+lint: install
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .pytest_cache

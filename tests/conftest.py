@@ -1,0 +1,133 @@
+"""Fixtures shared by every test: users with their roles, API clients, the Celery mode.
+
+Unit and API tests run Celery eagerly (in-process). Tests marked ``integration`` talk to real
+PostgreSQL, Redis and Celery worker processes; under CI=true a missing service fails them.
+"""
+
+import os
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from rest_framework.test import APIClient
+
+from toolhub.celery import app as celery_app
+from toolhub.models import Tenant, TenantMembership
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def service_reachable(url: str, default_port: int) -> bool:
+    """Whether a TCP service named by a URL answers on its port."""
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Outside CI, integration tests need services the developer may not run: say so instead of failing."""
+    if IN_CI:
+        return
+    database = os.environ.get("DATABASE_URL", "")
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    missing = []
+    if not database.startswith("postgres"):
+        missing.append("DATABASE_URL pointing at PostgreSQL")
+    elif not service_reachable(database, 5432):
+        missing.append("a reachable PostgreSQL")
+    if not broker.startswith("redis"):
+        missing.append("CELERY_BROKER_URL pointing at Redis")
+    elif not service_reachable(broker, 6379):
+        missing.append("a reachable Redis")
+    if not missing:
+        return
+    marker = pytest.mark.skip(reason=f"integration test needs {', '.join(missing)} (use `make test`)")
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True)
+def _celery_mode(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Eager tasks for unit and API tests; real workers for integration tests."""
+    eager = "integration" not in request.keywords
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = eager
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def tenant(db: None) -> Tenant:
+    tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
+    return tenant
+
+
+@pytest.fixture
+def other_tenant(db: None) -> Tenant:
+    tenant, _ = Tenant.objects.get_or_create(slug="globex", defaults={"name": "Globex"})
+    return tenant
+
+
+@pytest.fixture
+def alice(tenant: Tenant) -> User:
+    """A user who starts runs (a requester), member of tenant acme."""
+    user = User.objects.create_user("alice", "alice@example.com", "alice-password")
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def operator(tenant: Tenant) -> User:
+    """A staff user allowed to decide approval requests."""
+    user = User.objects.create_user("operator", "operator@example.com", "operator-password", is_staff=True)
+    group, _ = Group.objects.get_or_create(name="operators")
+    group.permissions.set(
+        Permission.objects.filter(
+            content_type__app_label__in=["approvals", "toolhub", "agents_app"],
+            codename__regex=r"^(view_|decide_approvalrequest$|change_tooldefinition$)",
+        )
+    )
+    user.groups.add(group)
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def second_operator(operator: User, tenant: Tenant) -> User:
+    user = User.objects.create_user("operator2", "operator2@example.com", "operator2-password", is_staff=True)
+    user.groups.add(Group.objects.get(name="operators"))
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def viewer(tenant: Tenant) -> User:
+    """A staff user without the permission to decide approvals."""
+    user = User.objects.create_user("viewer", "viewer@example.com", "viewer-password", is_staff=True)
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def alice_client(alice: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(alice)
+    return client
+
+
+@pytest.fixture
+def operator_client(operator: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(operator)
+    return client
