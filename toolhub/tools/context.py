@@ -29,6 +29,9 @@ class ToolContext(Mapping[str, Any]):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("ToolContext is immutable; use merged() or with_values() for a new one")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ToolContext is immutable; use merged() or with_values() for a new one")
+
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 

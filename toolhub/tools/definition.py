@@ -74,7 +74,7 @@ class Tool:
     module: str = ""
 
     def __post_init__(self) -> None:
-        if not _NAME_PATTERN.match(self.name):
+        if not _NAME_PATTERN.fullmatch(self.name):
             raise ToolDefinitionError(
                 f"Tool name {self.name!r} is not valid: use letters, digits, '_' or '-', starting with a "
                 "letter, at most 64 characters."

@@ -66,14 +66,14 @@ class ToolRegistry:
         """Register ``tools`` for the duration of a block (tests), then restore the previous state."""
         saved = dict(self._tools)
         added: list[Tool] = []
-        with self._lock:
-            for item in tools:
-                resolved = _as_tool(item)
-                if resolved.name in self._tools and self._tools[resolved.name].handler is not resolved.handler:
-                    raise ToolDefinitionError(f"Duplicate tool name {resolved.name!r} in registry.temporarily().")
-                self._tools[resolved.name] = resolved
-                added.append(resolved)
         try:
+            with self._lock:
+                for item in tools:
+                    resolved = _as_tool(item)
+                    if resolved.name in self._tools and self._tools[resolved.name].handler is not resolved.handler:
+                        raise ToolDefinitionError(f"Duplicate tool name {resolved.name!r} in registry.temporarily().")
+                    self._tools[resolved.name] = resolved
+                    added.append(resolved)
             yield added
         finally:
             with self._lock:
