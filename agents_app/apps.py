@@ -11,3 +11,7 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents_app import receivers  # noqa: F401 - resumes runs when their calls settle
+        from agents_app.selectors import agent_tools
+        from toolhub.authorization import register_agent_tools_resolver
+
+        register_agent_tools_resolver(agent_tools)

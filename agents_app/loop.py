@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelTurn, adapter_for
-from toolhub.authorization import CallPrincipal
+from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.exceptions import ModelError
-from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
@@ -62,13 +62,13 @@ def run_advance(*, run_id: uuid.UUID) -> None:
     _record_turn(run_id, turn)
 
 
-def visible_tool_definitions(agent: Agent) -> list[dict[str, Any]]:
-    """The OpenAI-style function definitions of the tools this agent may call now."""
-    disabled = set(ToolDefinition.objects.filter(enabled=False).values_list("name", flat=True))
+def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
+    """The OpenAI-style definitions of the tools this run may call now: its agent's and its principal's."""
+    verdicts = authorize_tools([name for name in run.agent.tools if name in registry], run_principal(run))
     definitions = []
-    for name in agent.tools:
+    for name in run.agent.tools:
         tool = registry.get(name)
-        if tool is None or name in disabled:
+        if tool is None or verdicts.get(name) is not None:
             continue
         definitions.append(
             {
@@ -131,7 +131,7 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
         run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=STEP_LEASE_SECONDS)
         run.save(update_fields=["messages", "status", "step_lease_until", "updated_at"])
-        return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run.agent))
+        return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run))
 
 
 def _awaits_results(messages: list[dict[str, Any]]) -> bool:

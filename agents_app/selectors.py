@@ -22,3 +22,11 @@ def run_pending_approval_ids(run: AgentRun) -> list[int]:
         .order_by("id")
         .values_list("id", flat=True)
     )
+
+
+def agent_tools(name: str) -> frozenset[str] | None:
+    """The tools an agent has now (empty when the agent no longer exists)."""
+    from agents_app.models import Agent
+
+    tools = Agent.objects.filter(name=name).values_list("tools", flat=True).first()
+    return frozenset(tools or ())

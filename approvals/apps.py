@@ -10,3 +10,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals import receivers  # noqa: F401 - connects to the core's signals
+        from approvals.rules import database_rule_verdict
+        from toolhub.policy import register_approval_rule_source
+
+        register_approval_rule_source(database_rule_verdict)

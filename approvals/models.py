@@ -3,7 +3,46 @@
 from django.conf import settings
 from django.db import models
 
-from toolhub.models import ToolCall
+from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
+
+
+class Operator(models.TextChoices):
+    EQ = "==", "equals"
+    NE = "!=", "differs from"
+    GT = ">", "greater than"
+    GE = ">=", "at least"
+    LT = "<", "less than"
+    LE = "<=", "at most"
+    IN = "in", "is one of"
+    CONTAINS = "contains", "contains"
+
+
+class ApprovalRule(models.Model):
+    """An operator's rule: calls it matches wait for approval (see toolhub.policy for precedence).
+
+    A rule matches when every condition that is set holds: the tool (by name or group), the tenant,
+    the minimum risk, and ``argument operator value`` (e.g. ``amount > 1000``).
+    """
+
+    name = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=100, help_text="Lower numbers are evaluated first.")
+    tool_name = models.CharField(max_length=200, blank=True)
+    tool_group = models.ForeignKey(ToolGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    min_risk = models.CharField(max_length=16, choices=RiskLevel.choices, blank=True)
+    argument = models.CharField(max_length=100, blank=True, help_text="Argument name the condition reads.")
+    operator = models.CharField(max_length=10, choices=Operator.choices, blank=True)
+    value = models.JSONField(null=True, blank=True, help_text="JSON value compared with the argument.")
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["priority", "id"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ApprovalStatus(models.TextChoices):
@@ -30,6 +69,15 @@ class ApprovalRequest(models.Model):
     agent_name = models.CharField(max_length=100, blank=True)
     tenant = models.CharField(max_length=100, blank=True)
     required_approvals = models.PositiveSmallIntegerField(default=1)
+    rule = models.ForeignKey(ApprovalRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
+    source = models.CharField(max_length=32, blank=True, help_text="code, rule, risk or tool_changed.")
+    round = models.PositiveSmallIntegerField(default=1, help_text="Rises when the request is reopened.")
+    approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    escalation_group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    escalate_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(db_index=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     decided_at = models.DateTimeField(null=True, blank=True)
@@ -58,11 +106,39 @@ class ApprovalDecision(models.Model):
     comment = models.TextField(blank=True)
     edited_arguments = models.JSONField(null=True, blank=True)
     diff = models.JSONField(null=True, blank=True)
+    round = models.PositiveSmallIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at"]
-        constraints = [models.UniqueConstraint(fields=["request", "decided_by"], name="one_decision_per_operator")]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "round", "decided_by"], name="one_decision_per_operator")
+        ]
 
     def __str__(self) -> str:
         return f"{self.decision} by {self.decided_by_name}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class WebhookDelivery(models.Model):
+    """One notification to the configured webhook; delivered and retried by workers, times in the database."""
+
+    event = models.CharField(max_length=64)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_index=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.event} ({self.status})"

@@ -6,45 +6,92 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from approvals import signals
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.webhooks import webhook_enqueue
 from toolhub.audit import audit_call_event, redact
+from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
 from toolhub.feedback import invalid_arguments_message
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import tool_call_refuse, tool_call_release
+from toolhub.policy import ApprovalVerdict
 from toolhub.tools.registry import registry
 from toolhub.tools.results import to_json_value
 
-__all__ = ["approval_request_create", "approval_approve", "approval_reject", "approvals_expire_due"]
+__all__ = [
+    "approval_request_create",
+    "approval_approve",
+    "approval_reject",
+    "approvals_expire_due",
+    "approvals_escalate_due",
+    "approval_may_decide",
+]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-def approval_request_create(*, call: ToolCall, reason: str) -> ApprovalRequest:
-    """Open the request for a call the pipeline held back (inside the pipeline's transaction)."""
-    tool = registry.get(call.tool_name)
-    risk = str(tool.risk) if tool else ""
-    from toolhub.models import ToolDefinition
-
-    definition = ToolDefinition.objects.filter(name=call.tool_name).first()
-    if definition is not None and definition.risk_override:
-        risk = definition.risk_override
-    timeout = float(toolhub_setting("APPROVAL_TIMEOUT_SECONDS"))
-    return ApprovalRequest.objects.create(
-        call=call,
-        reason=reason[:500],
-        tool_name=call.tool_name,
-        risk=risk,
-        requested_by_id=call.user_id,
-        agent_name=call.agent_name,
-        tenant=call.tenant,
-        required_approvals=2 if risk == "critical" else 1,
-        expires_at=timezone.now() + timedelta(seconds=timeout),
+def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> ApprovalRequest:
+    """Open (or reopen) the request for a call the pipeline held back, inside the pipeline's transaction."""
+    now = timezone.now()
+    timeout = verdict.timeout_seconds or float(toolhub_setting("APPROVAL_TIMEOUT_SECONDS"))
+    group = _governing_group(call.tool_name)
+    escalate_after = (group.escalate_after_seconds if group else None) or float(
+        toolhub_setting("ESCALATE_AFTER_SECONDS")
     )
+    terms = {
+        "reason": verdict.reason[:500],
+        "source": verdict.source,
+        "rule_id": verdict.rule_id,
+        "risk": verdict.risk,
+        "required_approvals": verdict.required_approvals,
+        "approver_group": group.approver_group if group else None,
+        "escalation_group": group.escalation_group if group else None,
+        "escalate_at": now + timedelta(seconds=escalate_after) if group and group.escalation_group_id else None,
+        "escalated_at": None,
+        "expires_at": now + timedelta(seconds=timeout),
+    }
+    request = ApprovalRequest.objects.filter(call=call).select_for_update().first()
+    if request is None:
+        request = ApprovalRequest.objects.create(
+            call=call,
+            tool_name=call.tool_name,
+            requested_by_id=call.user_id,
+            agent_name=call.agent_name,
+            tenant=call.tenant,
+            **terms,
+        )
+    else:
+        # The call came back (its tool changed after approval): a new round, earlier decisions no longer count.
+        for name, value in terms.items():
+            setattr(request, name, value)
+        request.status = ApprovalStatus.PENDING
+        request.round += 1
+        request.decided_at = None
+        request.save()
+    _notify(signals.approval_requested, request, "approval.requested")
+    return request
+
+
+def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str | None:
+    """Why ``user`` may not decide ``request``, or ``None`` when they may."""
+    if not user.has_perm(DECIDE_PERMISSION):
+        return "You need the 'Can approve or reject held-back tool calls' permission."
+    if request.requested_by_id is not None and request.requested_by_id == user.pk:
+        return "You started this call; another operator must decide it."
+    if request.approver_group_id:
+        groups = set(user.groups.values_list("id", flat=True))
+        allowed = {request.approver_group_id}
+        if request.escalated_at and request.escalation_group_id:
+            allowed.add(request.escalation_group_id)
+        if not groups & allowed and not user.is_superuser:
+            return "Only the approvers of this tool's group may decide this request."
+    return None
 
 
 def approval_approve(
@@ -76,11 +123,10 @@ def _decide(
     request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
-    if not user.has_perm(DECIDE_PERMISSION):
-        raise DecisionNotAllowedError("You need the 'Can approve or reject held-back tool calls' permission.")
-    if request.requested_by_id is not None and request.requested_by_id == user.pk:
-        raise DecisionNotAllowedError("You started this call; another operator must decide it.")
-    if request.decisions.filter(decided_by=user).exists():
+    refusal = approval_may_decide(request, user)
+    if refusal:
+        raise DecisionNotAllowedError(refusal)
+    if request.decisions.filter(decided_by=user, round=request.round).exists():
         raise DecisionNotAllowedError("You already approved this call; a second, different operator must decide.")
     now = timezone.now()
     if request.expires_at <= now:
@@ -100,6 +146,7 @@ def _decide(
         comment=comment,
         edited_arguments=edited,
         diff=diff,
+        round=request.round,
     )
     tool = registry.get(call.tool_name)
     sensitive = tool.sensitive if tool else frozenset()
@@ -114,14 +161,28 @@ def _decide(
         request.save(update_fields=["status", "decided_at"])
         message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
         tool_call_refuse(call=call, actor=actor, status=CallStatus.REJECTED, message=message)
+        _notify(
+            signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment
+        )
         return request
 
-    approvals = request.decisions.exclude(decision=DecisionKind.REJECT).count()
+    approvals = request.decisions.filter(round=request.round).exclude(decision=DecisionKind.REJECT).count()
     if approvals >= request.required_approvals:
         request.status = ApprovalStatus.APPROVED
         request.decided_at = now
         request.save(update_fields=["status", "decided_at"])
-        tool_call_release(call=call, actor=actor, arguments=edited)
+        # With four eyes, an edit by either approver is what runs; the last edit wins.
+        last_edit = request.decisions.filter(round=request.round, decision=DecisionKind.EDIT).order_by("-id").first()
+        tool_call_release(
+            call=call,
+            actor=actor,
+            arguments=edited if edited is not None else (last_edit.edited_arguments if last_edit else None),
+        )
+        _notify(
+            signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment
+        )
+    else:
+        _notify(signals.approval_decided, request, "approval.partial", decision="partial", by=username, comment=comment)
     return request
 
 
@@ -153,6 +214,8 @@ def _expire(request: ApprovalRequest) -> None:
         status=CallStatus.EXPIRED,
         message="The approval request expired before an operator decided; the call was not executed.",
     )
+    audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
+    _notify(signals.approval_expired, request, "approval.expired")
 
 
 def approvals_expire_due() -> int:
@@ -166,3 +229,57 @@ def approvals_expire_due() -> int:
                 _expire(request)
                 expired += 1
     return expired
+
+
+def approvals_escalate_due() -> int:
+    """Open waiting requests to their fallback approver group once their escalation time has come."""
+    escalated = 0
+    due = ApprovalRequest.objects.filter(
+        status=ApprovalStatus.PENDING, escalated_at__isnull=True, escalate_at__lte=timezone.now()
+    )
+    for request_id in due.values_list("pk", flat=True)[:500]:
+        with transaction.atomic():
+            request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
+            if request.status != ApprovalStatus.PENDING or request.escalated_at is not None:
+                continue
+            request.escalated_at = timezone.now()
+            request.save(update_fields=["escalated_at"])
+            group_name = request.escalation_group.name if request.escalation_group else ""
+            audit_call_event(
+                request.call,
+                "approval.escalated",
+                actor="escalation",
+                data={"request": request.pk, "to_group": group_name},
+            )
+            _notify(signals.approval_escalated, request, "approval.escalated")
+            escalated += 1
+    return escalated
+
+
+def _governing_group(tool_name: str) -> ToolGroup | None:
+    """The tool's group that restricts approvers (the first by name), if any."""
+    names = tool_group_names([tool_name])[tool_name]
+    if not names:
+        return None
+    return (
+        ToolGroup.objects.filter(name__in=names)
+        .select_related("approver_group", "escalation_group")
+        .order_by(F("approver_group").asc(nulls_last=True), "name")
+        .first()
+    )
+
+
+def _notify(signal: Any, request: ApprovalRequest, event: str, **extra: Any) -> None:
+    """Send the signal after commit and queue the webhook notification in this transaction."""
+    payload = {
+        "request": request.pk,
+        "call": str(request.call_id),
+        "run": str(request.call.run_id) if request.call.run_id else None,
+        "tool": request.tool_name,
+        "status": request.status,
+        "reason": request.reason,
+        "tenant": request.tenant,
+        **extra,
+    }
+    webhook_enqueue(event=event, payload=payload)
+    transaction.on_commit(lambda: signal.send(sender=ApprovalRequest, request=request, **extra), robust=True)

@@ -1,11 +1,20 @@
-"""Celery tasks of approvals."""
+"""Celery tasks of approvals: thin wrappers over services, acting on times stored in the database."""
 
 from celery import shared_task
 
-from approvals.services import approvals_expire_due
+from approvals.services import approvals_escalate_due, approvals_expire_due
+from approvals.webhooks import webhook_deliver, webhooks_deliver_due
 
 
 @shared_task(name="approvals.tasks.expire_approvals_task", ignore_result=True)
 def expire_approvals_task() -> None:
-    """Expire pending approval requests whose deadline passed (times live in the database)."""
+    """Expire overdue requests, escalate waiting ones, retry due webhook deliveries."""
     approvals_expire_due()
+    approvals_escalate_due()
+    webhooks_deliver_due()
+
+
+@shared_task(name="approvals.tasks.deliver_webhook_task", ignore_result=True)
+def deliver_webhook_task(delivery_id: int) -> None:
+    """Deliver one webhook notification (a failure is retried later by the periodic task)."""
+    webhook_deliver(delivery_id=delivery_id)

@@ -32,13 +32,13 @@ class OrderOut(BaseModel):
     created_at: dt.datetime
 
 
-@tool(idempotent=True, category="time")
+@tool(idempotent=True, group="utilities", category="time")
 def current_time() -> dt.datetime:
     """Return the current date and time (UTC)."""
     return timezone.now()
 
 
-@tool(idempotent=True, category="time")
+@tool(idempotent=True, group="utilities", category="time")
 def days_between(start: dt.date, end: dt.date) -> int:
     """Count the days from one date to another.
 
@@ -49,7 +49,7 @@ def days_between(start: dt.date, end: dt.date) -> int:
     return (end - start).days
 
 
-@tool(idempotent=True, category="math")
+@tool(idempotent=True, group="utilities", category="math")
 def calculate(
     a: Annotated[float, Param("The left operand.")],
     op: Annotated[Operation, Param("The operation: +, -, * or /.")],
@@ -67,7 +67,7 @@ def calculate(
     return a * b
 
 
-@tool(idempotent=True, category="orders")
+@tool(idempotent=True, group="orders", category="orders")
 def get_order(order_id: Annotated[int, Param("The order's number.")], ctx: ToolContext) -> OrderOut:
     """Look up an order of the current tenant."""
     order = Order.objects.filter(pk=order_id, tenant=ctx.tenant or "").first()
@@ -83,7 +83,7 @@ def _large_order(arguments: Mapping[str, Any], ctx: ToolContext) -> str | None:
     return None
 
 
-@tool(risk=Risk.MEDIUM, approval=_large_order, category="orders")
+@tool(risk=Risk.MEDIUM, approval=_large_order, group="orders", category="orders")
 def create_order(
     product: Annotated[str, Param("What to order."), Field(min_length=1, max_length=200)],
     amount: Annotated[Money, Param("The order's total, in the account currency.")],
@@ -108,13 +108,13 @@ def _account(account_id: str, ctx: ToolContext, *, lock: bool = False) -> Accoun
     return account
 
 
-@tool(idempotent=True, category="ledger")
+@tool(idempotent=True, group="ledger", category="ledger")
 def get_balance(account_id: Annotated[str, Param("The account's id, e.g. ACC-1.")], ctx: ToolContext) -> Decimal:
     """Return an account's balance."""
     return _account(account_id, ctx).balance
 
 
-@tool(risk=Risk.MEDIUM, category="ledger", compensate_with="credit")
+@tool(risk=Risk.MEDIUM, group="ledger", category="ledger", compensate_with="credit")
 def debit(
     account_id: Annotated[str, Param("The account to take money from.")],
     amount: Annotated[Money, Param("How much to take.")],
@@ -131,7 +131,7 @@ def debit(
     return {"account_id": account_id, "amount": amount, "balance": account.balance}
 
 
-@tool(risk=Risk.MEDIUM, category="ledger")
+@tool(risk=Risk.MEDIUM, group="ledger", category="ledger")
 def credit(
     account_id: Annotated[str, Param("The account to pay money into.")],
     amount: Annotated[Money, Param("How much to pay in.")],

@@ -1,10 +1,35 @@
-"""Who may call what: checked when a call is requested and again when a worker executes it."""
+"""Who may call what: checked when tools are listed, when a call is requested, and again on the worker.
 
+A call is allowed when the operator has not disabled the tool, the user's side (the user, their
+Django groups, their tenant) holds an allow grant and the agent's side (the agent's tool list or an
+allow grant to the agent) does too, and no deny grant matches either side: deny wins. Without any
+grant, ``TOOLHUB["DEFAULT_TOOL_ACCESS"]`` decides for the user's side (``deny`` by default).
+"""
+
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from toolhub.models import ToolDefinition
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 
-__all__ = ["CallPrincipal", "authorization_denial"]
+from toolhub.conf import toolhub_setting
+from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
+from toolhub.tools.registry import registry
+
+__all__ = [
+    "CallPrincipal",
+    "register_agent_tools_resolver",
+    "principal_of_call",
+    "authorization_denial",
+    "authorize_tools",
+    "tool_group_names",
+    "tenant_argument_denial",
+    "TENANT_ARGUMENT_NAMES",
+]
+
+#: Argument names that designate a tenant; the model may only ever name the principal's own.
+TENANT_ARGUMENT_NAMES = frozenset({"tenant", "tenant_id", "tenant_slug"})
 
 
 @dataclass(frozen=True)
@@ -19,10 +44,108 @@ class CallPrincipal:
     agent_tools: frozenset[str] | None = None
 
 
-def authorization_denial(tool_name: str, definition: ToolDefinition | None, principal: CallPrincipal) -> str | None:
-    """Return why ``principal`` may not call the tool now, or ``None`` when it may."""
-    if definition is not None and not definition.enabled:
-        return f"Tool {tool_name!r} is disabled by an operator; do not call it."
-    if principal.agent_tools is not None and tool_name not in principal.agent_tools:
-        return f"Tool {tool_name!r} is not available to agent {principal.agent_name!r}; do not call it."
+_agent_tools_resolver: Callable[[str], frozenset[str] | None] | None = None
+
+
+def register_agent_tools_resolver(resolver: Callable[[str], frozenset[str] | None]) -> None:
+    """Let the agents app say which tools an agent has, so workers re-check it without importing it."""
+    global _agent_tools_resolver
+    _agent_tools_resolver = resolver
+
+
+def principal_of_call(*, user_id: int | None, tenant: str, agent_name: str) -> CallPrincipal:
+    """Rebuild a call's principal from its row, with the agent's tools as they are now."""
+    agent_tools = None
+    if agent_name:
+        agent_tools = _agent_tools_resolver(agent_name) if _agent_tools_resolver else frozenset()
+    return CallPrincipal(user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools)
+
+
+def tool_group_names(tool_names: Iterable[str]) -> dict[str, set[str]]:
+    """The groups each tool belongs to: declared in code (``group=``) or added by operators."""
+    names = set(tool_names)
+    memberships: dict[str, set[str]] = {name: set() for name in names}
+    for name in names:
+        tool = registry.get(name)
+        if tool is not None and tool.group:
+            memberships[name].add(tool.group)
+    for group_name, extra in ToolGroup.objects.values_list("name", "extra_tools"):
+        for name in set(extra or ()) & names:
+            memberships[name].add(group_name)
+    return memberships
+
+
+def authorize_tools(tool_names: Iterable[str], principal: CallPrincipal) -> dict[str, str | None]:
+    """For each tool, why ``principal`` may not call it now, or ``None`` when it may (a few queries in all)."""
+    names = sorted(set(tool_names))
+    disabled = set(ToolDefinition.objects.filter(name__in=names, enabled=False).values_list("name", flat=True))
+    memberships = tool_group_names(names)
+    all_groups = set().union(*memberships.values()) if memberships else set()
+    user = _user(principal.user_id)
+    user_group_ids = set(user.groups.values_list("id", flat=True)) if user is not None else set()
+
+    principal_filter = Q(tenant__slug=principal.tenant) if principal.tenant else Q(pk__in=[])
+    if user is not None:
+        principal_filter |= Q(user_id=user.pk) | Q(group_id__in=user_group_ids)
+    if principal.agent_name:
+        principal_filter |= Q(agent_name=principal.agent_name)
+    grants = list(
+        Grant.objects.filter(principal_filter)
+        .filter(Q(tool_name__in=names) | Q(tool_group__name__in=all_groups))
+        .values("effect", "tool_name", "tool_group__name", "agent_name")
+    )
+    default_allow = toolhub_setting("DEFAULT_TOOL_ACCESS") == "allow"
+    verdicts: dict[str, str | None] = {}
+    for name in names:
+        applicable = [g for g in grants if g["tool_name"] == name or g["tool_group__name"] in memberships[name]]
+        user_side = [g for g in applicable if not g["agent_name"]]
+        agent_side = [g for g in applicable if g["agent_name"]]
+        verdicts[name] = _verdict(name, principal, user, disabled, user_side, agent_side, default_allow)
+    return verdicts
+
+
+def authorization_denial(tool_name: str, principal: CallPrincipal) -> str | None:
+    """Why ``principal`` may not call ``tool_name`` now, or ``None`` when it may."""
+    return authorize_tools([tool_name], principal)[tool_name]
+
+
+def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipal) -> str | None:
+    """Refuse arguments that name a tenant other than the principal's: tenants come from the boundary."""
+    for key in TENANT_ARGUMENT_NAMES & set(arguments):
+        if str(arguments[key]) != principal.tenant:
+            return f"Argument {key!r} must be your own tenant; calls for other tenants are refused."
     return None
+
+
+def _verdict(
+    name: str,
+    principal: CallPrincipal,
+    user: Any,
+    disabled: set[str],
+    user_side: list[dict[str, Any]],
+    agent_side: list[dict[str, Any]],
+    default_allow: bool,
+) -> str | None:
+    if name in disabled:
+        return f"Tool {name!r} is disabled by an operator; do not call it."
+    if any(g["effect"] == GrantEffect.DENY for g in user_side):
+        return f"Tool {name!r} is denied to you; do not call it."
+    if any(g["effect"] == GrantEffect.DENY for g in agent_side):
+        return f"Tool {name!r} is denied to agent {principal.agent_name!r}; do not call it."
+    if principal.agent_tools is not None and name not in principal.agent_tools:
+        if not any(g["effect"] == GrantEffect.ALLOW for g in agent_side):
+            return f"Tool {name!r} is not available to agent {principal.agent_name!r}; do not call it."
+    user_allowed = (
+        default_allow
+        or (user is not None and user.is_superuser)
+        or any(g["effect"] == GrantEffect.ALLOW for g in user_side)
+    )
+    if not user_allowed:
+        return f"Tool {name!r} is not granted to you; do not call it."
+    return None
+
+
+def _user(user_id: int | None) -> Any:
+    if user_id is None:
+        return None
+    return get_user_model().objects.filter(pk=user_id).only("id", "is_superuser").first()

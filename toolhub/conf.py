@@ -23,6 +23,16 @@ DEFAULTS: dict[str, Any] = {
     "AUDIT_CHAINS": 8,
     # Dotted path of ``callable(exc) -> str`` that turns an execution error into the model's message.
     "ERROR_HANDLER": "",
+    # Whether a user may call a tool no grant mentions: "deny" (grants required) or "allow".
+    "DEFAULT_TOOL_ACCESS": "deny",
+    # Audit checkpoints are signed with the key in this environment variable (never in the database).
+    "AUDIT_KEY_ENV": "TOOLHUB_AUDIT_KEY",
+    # Optional URL that receives approval notifications (JSON, HMAC-signed with the key below).
+    "WEBHOOK_URL": "",
+    "WEBHOOK_SECRET_ENV": "TOOLHUB_WEBHOOK_SECRET",
+    "WEBHOOK_MAX_ATTEMPTS": 6,
+    # Seconds a pending approval waits before it escalates to the fallback group (when one is set).
+    "ESCALATE_AFTER_SECONDS": 3600,
     # How many close names to suggest for an unknown tool.
     "UNKNOWN_TOOL_SUGGESTIONS": 3,
 }

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from toolhub.authorization import CallPrincipal, authorization_denial
+from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
 from toolhub.feedback import exception_detail, execution_error
-from toolhub.models import CallStatus, ToolCall, ToolDefinition
-from toolhub.pipeline import approval_hash
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import approval_hash, tool_call_require_reapproval
 from toolhub.tools.context import ToolContext
 from toolhub.tools.results import ToolResult, to_json_value
 
@@ -56,6 +56,10 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     if call is None:
         return None
     tool = registry.get(call.tool_name)
+    if call.approval_hash and tool is not None and tool.version != call.tool_version:
+        # What was approved is not what would run: a fresh decision is needed.
+        tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
+        return call
     refusal = _refusal_at_execution(call, tool)
     if refusal:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
@@ -97,15 +101,10 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     """Permissions and the approval binding are checked again when the call runs, not only when asked."""
     if tool is None:
         return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
-    definition = ToolDefinition.objects.filter(name=call.tool_name).first()
-    principal = CallPrincipal(
-        user_id=call.user_id, username="", tenant=call.tenant, agent_name=call.agent_name, agent_tools=None
-    )
-    denial = authorization_denial(call.tool_name, definition, principal)
+    principal = principal_of_call(user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name)
+    denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
         return denial
-    if call.approval_hash and tool.version != call.tool_version:
-        return f"Tool {call.tool_name!r} changed after the call was approved; the approval no longer applies."
     if call.approval_hash and approval_hash(call.tool_name, tool.version, call.arguments) != call.approval_hash:
         # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
         return "The arguments differ from what was approved; nothing was executed."

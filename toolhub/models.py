@@ -213,3 +213,87 @@ class AuditEvent(models.Model):
         import json
 
         return json.loads(self.data)
+
+
+class ToolGroup(models.Model):
+    """A named set of tools granted together, with the capabilities they exercise.
+
+    Members come from the code (``@tool(group="ledger")``) and from operators (``extra_tools``).
+    A group may restrict who approves its calls (``approver_group``) and name a fallback group that
+    may decide once a request has waited ``escalate_after_seconds``.
+    """
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    provider = models.CharField(max_length=100, blank=True, help_text="Where the tools come from, e.g. 'demo'.")
+    capabilities = models.JSONField(
+        default=list, blank=True, help_text="Capability permissions, e.g. ['internet_access', 'money_movement']."
+    )
+    extra_tools = models.JSONField(default=list, blank=True, help_text="Tool names added by operators.")
+    system_prompt_addition = models.TextField(blank=True)
+    active_by_default = models.BooleanField(default=True)
+    approver_group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Only members of this Django group may decide this group's approval requests.",
+    )
+    escalation_group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Fallback approvers once a request has waited escalate_after_seconds.",
+    )
+    escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GrantEffect(models.TextChoices):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class Grant(models.Model):
+    """Allows or denies one tool or a tool group to one principal: a user, a Django group, a tenant or an agent.
+
+    Deny wins over allow. A run may use a tool only if both its user's side (user, their Django
+    groups, their tenant) and its agent are allowed and neither is denied.
+    """
+
+    effect = models.CharField(max_length=8, choices=GrantEffect.choices, default=GrantEffect.ALLOW)
+    tool_group = models.ForeignKey(ToolGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="grants")
+    tool_name = models.CharField(max_length=200, blank=True, help_text="A single tool, instead of a group.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants"
+    )
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
+    agent_name = models.CharField(max_length=100, blank=True)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                name="grant_names_one_target",
+                condition=(
+                    (models.Q(tool_group__isnull=False) & models.Q(tool_name=""))
+                    | (models.Q(tool_group__isnull=True) & ~models.Q(tool_name=""))
+                ),
+            ),
+            models.CheckConstraint(
+                name="grant_names_one_principal",
+                condition=(
+                    models.Q(user__isnull=False, group__isnull=True, tenant__isnull=True, agent_name="")
+                    | models.Q(user__isnull=True, group__isnull=False, tenant__isnull=True, agent_name="")
+                    | models.Q(user__isnull=True, group__isnull=True, tenant__isnull=False, agent_name="")
+                    | (models.Q(user__isnull=True, group__isnull=True, tenant__isnull=True) & ~models.Q(agent_name=""))
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = self.tool_name or f"group {self.tool_group}"
+        principal = self.user or self.group or self.tenant or f"agent {self.agent_name}"
+        return f"{self.effect} {target} to {principal}"

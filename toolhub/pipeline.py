@@ -16,15 +16,15 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from toolhub.audit import audit_call_event, canonical_json, redact
-from toolhub.authorization import CallPrincipal, authorization_denial
+from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
-from toolhub.catalogue import effective_risk
 from toolhub.conf import toolhub_setting
 from toolhub.feedback import invalid_arguments_message, unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
 from toolhub.tools.context import ToolContext
-from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 from toolhub.tools.results import to_json_value
 
@@ -33,6 +33,7 @@ __all__ = [
     "tool_call_request",
     "tool_call_release",
     "tool_call_refuse",
+    "tool_call_require_reapproval",
     "approval_hash",
     "dispatch_call",
 ]
@@ -94,7 +95,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         call.tool_version = tool.version
         call.arguments = to_json_value(validated)
         definition = ToolDefinition.objects.filter(name=tool.name).first()
-        denial = authorization_denial(tool.name, definition, principal)
+        denial = authorization_denial(tool.name, principal) or tenant_argument_denial(validated, principal)
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
     except _Refusal as refusal:
@@ -108,17 +109,24 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
         return call
 
-    reason = _approval_reason(tool, definition, validated, request.context)
-    call.status = CallStatus.PENDING_APPROVAL if reason else CallStatus.QUEUED
-    if reason:
+    verdict = approval_verdict(
+        tool=tool, definition=definition, arguments=validated, ctx=request.context, principal=principal
+    )
+    call.status = CallStatus.PENDING_APPROVAL if verdict else CallStatus.QUEUED
+    if verdict:
         call.approval_hash = approval_hash(tool.name, tool.version, call.arguments)
     else:
         call.queued_at = timezone.now()
     call.save(force_insert=True)
     audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, tool))
-    if reason:
-        audit_call_event(call, "call.pending_approval", actor="policy", data={"reason": reason})
-        approval_needed.send(sender=ToolCall, call=call, reason=reason)
+    if verdict:
+        audit_call_event(
+            call,
+            "call.pending_approval",
+            actor="policy",
+            data={"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id},
+        )
+        approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
     else:
         audit_call_event(call, "call.queued", actor="policy", data={"reason": "no approval needed"})
         dispatch_call(call)
@@ -145,6 +153,30 @@ def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any
         )
         if moved:
             dispatch_call(call)
+    return moved
+
+
+def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> bool:
+    """Send a claimed call back for approval because its tool changed since it was approved."""
+    reason = (
+        f"tool {tool.name!r} changed after approval (version {call.tool_version} -> {tool.version}); "
+        "the earlier approval no longer applies"
+    )
+    with transaction.atomic():
+        moved = call_transition(
+            call,
+            to=CallStatus.PENDING_APPROVAL,
+            allowed_from={CallStatus.RUNNING},
+            actor=actor,
+            data={"reason": reason, "approved_version": call.tool_version, "current_version": tool.version},
+            tool_version=tool.version,
+            approval_hash=approval_hash(tool.name, tool.version, call.arguments),
+            started_at=None,
+            lease_expires_at=None,
+        )
+        if moved:
+            verdict = ApprovalVerdict(reason, "tool_changed", str(tool.risk))
+            approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=verdict)
     return moved
 
 
@@ -233,25 +265,6 @@ def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
             found = _first_long_string(item, limit, f"{path}[{index}]")
             if found:
                 return found
-    return None
-
-
-def _approval_reason(
-    tool: Tool, definition: ToolDefinition | None, arguments: Mapping[str, Any], ctx: ToolContext
-) -> str | None:
-    """Code rule first: ``always``/``never`` or a callable; ``auto`` asks the (overridable) risk."""
-    rule = tool.approval
-    if rule == "always":
-        return "the tool always needs approval"
-    if rule == "never":
-        return None
-    if callable(rule):
-        verdict = rule(arguments, ctx)
-        if verdict:
-            return verdict if isinstance(verdict, str) else "the tool's approval rule matched"
-    risk = Risk(effective_risk(tool, definition))
-    if risk.needs_approval:
-        return f"risk is {risk}"
     return None
 
 

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from agents_app.models import Agent, Provider
 from demo.models import Account
-from toolhub.models import Tenant, TenantMembership
+from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
 DEMO_PASSWORD_NOTE = "Demo users (passwords are for local demos only): admin/admin, operator/operator, alice/alice."
 
@@ -66,6 +66,18 @@ class Command(BaseCommand):
         )
         for user in (admin, operator, alice):
             TenantMembership.objects.get_or_create(user=user, tenant=tenant)
+
+        groups = {
+            "utilities": ("Clock and calculator.", []),
+            "orders": ("Look up and place orders.", ["money_movement"]),
+            "ledger": ("Balances, debits and credits.", ["money_movement"]),
+        }
+        for name, (description, capabilities) in groups.items():
+            group, _ = ToolGroup.objects.update_or_create(
+                name=name,
+                defaults={"description": description, "provider": "demo", "capabilities": capabilities},
+            )
+            Grant.objects.get_or_create(effect=GrantEffect.ALLOW, tool_group=group, tenant=tenant)
 
         for account_id, balance, frozen in (
             ("ACC-1", "1000.00", False),

@@ -1,0 +1,93 @@
+"""Operators' database approval rules, evaluated by the core's policy as a rule source."""
+
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from approvals.models import ApprovalRule, Operator
+from toolhub.authorization import CallPrincipal, tool_group_names
+from toolhub.policy import ApprovalVerdict
+from toolhub.tools.definition import Risk, Tool
+
+__all__ = ["database_rule_verdict", "rule_matches"]
+
+_RISK_ORDER = [Risk.LOW, Risk.MEDIUM, Risk.HIGH, Risk.CRITICAL]
+
+
+def database_rule_verdict(
+    tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
+) -> ApprovalVerdict | None:
+    """The first enabled rule (by priority) that matches the call, as a verdict."""
+    groups = tool_group_names([tool.name])[tool.name]
+    for rule in ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"):
+        if rule_matches(
+            rule, tool_name=tool.name, groups=groups, risk=risk, arguments=arguments, tenant=principal.tenant
+        ):
+            minimum = 2 if risk == Risk.CRITICAL else 1
+            return ApprovalVerdict(
+                reason=f"rule {rule.name!r} matched",
+                source="rule",
+                risk=risk,
+                rule_id=rule.pk,
+                timeout_seconds=rule.timeout_seconds,
+                required_approvals=max(minimum, rule.required_approvals),
+            )
+    return None
+
+
+def rule_matches(
+    rule: ApprovalRule, *, tool_name: str, groups: set[str], risk: str, arguments: Mapping[str, Any], tenant: str
+) -> bool:
+    """Whether every condition the rule sets holds for this call."""
+    if rule.tool_name and rule.tool_name != tool_name:
+        return False
+    if rule.tool_group_id and rule.tool_group.name not in groups:
+        return False
+    if rule.tenant_id and rule.tenant.slug != tenant:
+        return False
+    if rule.min_risk and _RISK_ORDER.index(Risk(risk)) < _RISK_ORDER.index(Risk(rule.min_risk)):
+        return False
+    if rule.argument:
+        if rule.argument not in arguments:
+            return False
+        return _compare(arguments[rule.argument], rule.operator or Operator.EQ, rule.value)
+    return True
+
+
+def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    if operator == Operator.IN:
+        return isinstance(expected, list) and _normal(actual) in [_normal(item) for item in expected]
+    if operator == Operator.CONTAINS:
+        return str(expected) in str(actual) if not isinstance(actual, list | dict) else expected in actual
+    left, right = _normal(actual), _normal(expected)
+    if operator == Operator.EQ:
+        return left == right
+    if operator == Operator.NE:
+        return left != right
+    try:
+        if operator == Operator.GT:
+            return left > right
+        if operator == Operator.GE:
+            return left >= right
+        if operator == Operator.LT:
+            return left < right
+        if operator == Operator.LE:
+            return left <= right
+    except TypeError:
+        # A rule comparing incomparable values cannot be decided: hold the call rather than let it pass.
+        return True
+    return False
+
+
+def _normal(value: Any) -> Any:
+    """Compare numbers as exact decimals, whether they arrive as int, float, Decimal or numeric text."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float | Decimal):
+        return Decimal(str(value))
+    if isinstance(value, str):
+        try:
+            return Decimal(value)
+        except InvalidOperation:
+            return value
+    return value

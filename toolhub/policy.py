@@ -1,0 +1,75 @@
+"""Whether a call needs an operator's approval, and why.
+
+Precedence, first match wins:
+
+1. the tool's code rule: ``approval="always"``, or a callable that returns a reason (or True);
+2. operators' database rules (``approvals.ApprovalRule``), by priority, registered as a rule source;
+3. the effective risk (code, or the operator's override): ``high`` and ``critical`` need approval,
+   unless the code rule is ``approval="never"``.
+
+Operators can therefore always tighten policy at run time (rules, risk overrides), and a
+developer's ``never`` only switches off the risk default, never an operator's rule.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolhub.authorization import CallPrincipal
+from toolhub.catalogue import effective_risk
+from toolhub.models import ToolDefinition
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Risk, Tool
+
+__all__ = ["ApprovalVerdict", "approval_verdict", "register_approval_rule_source", "RuleSource"]
+
+
+@dataclass(frozen=True)
+class ApprovalVerdict:
+    """Why a call needs approval, and the terms of that approval."""
+
+    reason: str
+    source: str
+    risk: str
+    rule_id: int | None = None
+    timeout_seconds: float | None = None
+    required_approvals: int = 1
+
+
+#: ``source(tool, risk, arguments, principal) -> ApprovalVerdict | None``
+RuleSource = Callable[[Tool, str, Mapping[str, Any], CallPrincipal], ApprovalVerdict | None]
+_rule_sources: list[RuleSource] = []
+
+
+def register_approval_rule_source(source: RuleSource) -> None:
+    """Add a source of run-time approval rules (the approvals app registers its database rules)."""
+    if source not in _rule_sources:
+        _rule_sources.append(source)
+
+
+def approval_verdict(
+    *,
+    tool: Tool,
+    definition: ToolDefinition | None,
+    arguments: Mapping[str, Any],
+    ctx: ToolContext,
+    principal: CallPrincipal,
+) -> ApprovalVerdict | None:
+    """Apply the documented precedence; ``None`` means the call may run without approval."""
+    risk = effective_risk(tool, definition)
+    minimum = 2 if risk == Risk.CRITICAL else 1
+    rule = tool.approval
+    if rule == "always":
+        return ApprovalVerdict("the tool always needs approval", "code", risk, required_approvals=minimum)
+    if callable(rule):
+        outcome = rule(arguments, ctx)
+        if outcome:
+            reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
+            return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
+    for source in _rule_sources:
+        verdict = source(tool, risk, arguments, principal)
+        if verdict is not None:
+            return verdict
+    if rule != "never" and Risk(risk).needs_approval:
+        return ApprovalVerdict(f"risk is {risk}", "risk", risk, required_approvals=minimum)
+    return None
