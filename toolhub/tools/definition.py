@@ -69,6 +69,8 @@ class Tool:
     idempotent: bool = False
     sensitive: frozenset[str] = frozenset()
     compensate_with: str | None = None
+    #: ``mapping(arguments, result) -> dict`` of the compensation's arguments; without one they are matched by name.
+    compensation_mapping: Callable[[Mapping[str, Any], Any], Mapping[str, Any]] | None = None
     return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM
     strict: bool = False
     module: str = ""
@@ -205,6 +207,7 @@ def tool(
     idempotent: bool = False,
     sensitive: tuple[str, ...] | frozenset[str] = (),
     compensate_with: str | None = None,
+    compensation_mapping: Callable[[Mapping[str, Any], Any], Mapping[str, Any]] | None = None,
     return_behavior: ReturnBehavior | str = ReturnBehavior.TO_LLM,
     strict: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
@@ -221,8 +224,40 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         built = Tool.from_callable(func, **dict(options))
         setattr(func, TOOL_ATTRIBUTE, built)
         func.tool = built  # type: ignore[attr-defined]
+        func.compensation = _compensation_decorator(func)  # type: ignore[attr-defined]
         return func
 
     if fn is not None:
         return decorate(fn)
     return decorate
+
+
+def _compensation_decorator(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Build ``@original.compensation``: declare the decorated function as the tool that undoes ``original``.
+
+    ``@debit.compensation`` (or ``@debit.compensation(mapping=fn, idempotent=True)``) makes the function a
+    tool (unless it is one already) and sets ``compensate_with`` (and the mapping) on a copy of the
+    original's ``Tool``: tools stay immutable, the attribute is set again.
+    """
+
+    def compensation(fn: Callable[..., Any] | None = None, /, *, mapping: Any = None, **options: Any) -> Any:
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            built = getattr(func, TOOL_ATTRIBUTE, None)
+            if built is None:
+                built = getattr(tool(**options)(func), TOOL_ATTRIBUTE)
+            elif options:
+                raise ToolDefinitionError(
+                    f"Tool {built.name!r} is already a tool: pass {sorted(options)} to its @tool(...), "
+                    "not to .compensation."
+                )
+            current = getattr(original, TOOL_ATTRIBUTE)
+            updated = dataclasses.replace(current, compensate_with=built.name, compensation_mapping=mapping)
+            setattr(original, TOOL_ATTRIBUTE, updated)
+            original.tool = updated  # type: ignore[attr-defined]
+            return func
+
+        if fn is not None:
+            return register(fn)
+        return register
+
+    return compensation
