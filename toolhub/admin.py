@@ -1,0 +1,237 @@
+"""The admin of the core: the tool catalogue operators govern, and the read-only call and audit trail."""
+
+import json
+import uuid
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+
+from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall, ToolDefinition
+from toolhub.selectors import displayed_arguments, tool_call_audit_events
+
+admin.site.site_header = "toolhub"
+admin.site.site_title = "toolhub"
+admin.site.index_title = "Operators and auditors"
+
+
+def pretty_json(value: Any) -> str:
+    """Render a JSON value as indented, escaped text for read-only admin fields."""
+    return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def admin_link(url_name: str, pk: Any, text: Any) -> str:
+    """A link to another admin page, or plain text when that admin is not installed (the core imports no apps)."""
+    try:
+        url = reverse(url_name, args=[pk])
+    except NoReverseMatch:
+        return str(text)
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records nobody edits from the admin, superusers included: view permission only."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name")
+    search_fields = ("slug", "name")
+
+
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant")
+    list_filter = ("tenant",)
+    search_fields = ("user__username", "tenant__slug")
+    list_select_related = ("user", "tenant")
+    raw_id_fields = ("user",)
+
+
+@admin.register(ToolDefinition)
+class ToolDefinitionAdmin(admin.ModelAdmin):
+    """The catalogue: the code owns names and schemas, operators own ``enabled`` and ``risk_override``."""
+
+    list_display = ("name", "effective_risk", "risk_override", "enabled", "group", "present_in_code", "version")
+    list_editable = ("enabled", "risk_override")
+    list_filter = ("enabled", "risk", "risk_override", "group", "present_in_code")
+    search_fields = ("name", "description", "group")
+    show_full_result_count = False
+    fieldsets = (
+        ("Governed by operators", {"fields": ("enabled", "risk_override")}),
+        (
+            "From the code (refreshed by sync_tools)",
+            {"fields": ("name", "description", "risk", "group", "module", "version", "schema", "present_in_code")},
+        ),
+        (None, {"fields": ("synced_at",)}),
+    )
+    readonly_fields = (
+        "name",
+        "description",
+        "risk",
+        "group",
+        "module",
+        "version",
+        "schema",
+        "present_in_code",
+        "synced_at",
+    )
+
+    # Rows come from the code through sync_tools; a row added or deleted here would lie about it.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ToolDefinition | None = None) -> bool:
+        return False
+
+    @admin.display(description="Effective risk")
+    def effective_risk(self, obj: ToolDefinition) -> str:
+        return obj.effective_risk
+
+    @admin.display(description="Input schema")
+    def schema(self, obj: ToolDefinition) -> str:
+        return pretty_json(obj.input_schema)
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    """Every governed call, for operators and auditors; only the pipeline writes these rows."""
+
+    list_display = ("id", "tool_name", "status", "kind", "tenant", "agent_name", "user", "created_at", "finished_at")
+    list_filter = ("status", "kind", "tool_name", "tenant")
+    search_fields = ("tool_name", "agent_name", "model_call_id", "saga_id")
+    list_select_related = ("user",)
+    show_full_result_count = False
+    fieldsets = (
+        (None, {"fields": ("id", "kind", "tool_name", "tool_version", "status", "approval")}),
+        ("Who asked", {"fields": ("user", "agent_name", "tenant", "run", "turn", "position", "model_call_id")}),
+        ("Input", {"fields": ("shown_arguments", "raw_arguments", "shown_context")}),
+        ("Outcome", {"fields": ("shown_result", "error", "error_detail")}),
+        (
+            "Execution",
+            {"fields": ("saga_id", "approval_hash", "attempts", "worker", "lease_expires_at")},
+        ),
+        ("Timing", {"fields": ("created_at", "queued_at", "started_at", "finished_at", "updated_at")}),
+        ("Audit trail", {"fields": ("audit_events",)}),
+    )
+    readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[ToolCall], search_term: str
+    ) -> tuple[QuerySet[ToolCall], bool]:
+        # A call id is matched exactly (indexed primary key); other terms search the text columns.
+        call_id = _as_uuid(search_term)
+        if call_id is not None:
+            return queryset.filter(pk=call_id), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="Arguments (sensitive values redacted)")
+    def shown_arguments(self, obj: ToolCall) -> str:
+        return pretty_json(displayed_arguments(obj))
+
+    @admin.display(description="Context")
+    def shown_context(self, obj: ToolCall) -> str:
+        return pretty_json(obj.context)
+
+    @admin.display(description="Result")
+    def shown_result(self, obj: ToolCall) -> str:
+        return pretty_json(obj.result) if obj.result is not None else "-"
+
+    @admin.display(description="Agent run")
+    def run(self, obj: ToolCall) -> str:
+        return admin_link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
+
+    @admin.display(description="Approval request")
+    def approval(self, obj: ToolCall) -> str:
+        # Reverse one-to-one from the approvals app, looked up by name so the core imports no apps.
+        request = getattr(obj, "approval_request", None)
+        if request is None:
+            return "-"
+        return admin_link("admin:approvals_approvalrequest_change", request.pk, f"#{request.pk} ({request.status})")
+
+    @admin.display(description="Audit events")
+    def audit_events(self, obj: ToolCall) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    admin_link("admin:toolhub_auditevent_change", event.pk, event.pk),
+                    event.created_at.isoformat(timespec="milliseconds"),
+                    event.event_type,
+                    event.status,
+                    event.actor,
+                    pretty_json(event.payload),
+                )
+                for event in tool_call_audit_events(obj)
+            ),
+        )
+        return format_html(
+            '<table class="toolhub-table" id="call-audit-events"><thead><tr><th>#</th><th>When</th><th>Event</th>'
+            "<th>Status</th><th>Actor</th><th>Data</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    """The append-only audit trail; strictly read-only (the database refuses changes too)."""
+
+    list_display = ("id", "created_at", "event_type", "tool_name", "status", "actor", "tenant", "call", "chain", "seq")
+    list_filter = ("event_type", "tenant")
+    search_fields = ("tool_name", "actor")
+    show_full_result_count = False
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "created_at",
+        "event_type",
+        "call",
+        "run_id",
+        "tool_name",
+        "status",
+        "tenant",
+        "actor",
+        "shown_data",
+        "chain",
+        "seq",
+        "prev_hash",
+        "hash",
+    )
+    readonly_fields = fields
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
+    ) -> tuple[QuerySet[AuditEvent], bool]:
+        # A call id is matched exactly on its index; other terms search tool name and actor.
+        call_id = _as_uuid(search_term)
+        if call_id is not None:
+            return queryset.filter(call_id=call_id), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="Call")
+    def call(self, obj: AuditEvent) -> str:
+        return admin_link("admin:toolhub_toolcall_change", obj.call_id, obj.call_id) if obj.call_id else "-"
+
+    @admin.display(description="Data")
+    def shown_data(self, obj: AuditEvent) -> str:
+        return pretty_json(obj.payload)
+
+
+def _as_uuid(term: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(term.strip())
+    except ValueError:
+        return None
