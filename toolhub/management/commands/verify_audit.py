@@ -1,11 +1,14 @@
 """``manage.py verify_audit``: recompute every audit hash chain and name the first broken event."""
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.audit import verify_audit_chains
+from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_problems
 
 
 class Command(BaseCommand):
@@ -13,6 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--no-progress", action="store_true", help="Do not draw the progress counter.")
+        parser.add_argument(
+            "--checkpoint", help="A file from `audit_checkpoint`; detects a truncated tail since it was taken."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         show = not options["no_progress"] and sys.stderr.isatty()
@@ -25,8 +31,22 @@ class Command(BaseCommand):
         checked, problems = verify_audit_chains(progress=progress)
         if show:
             sys.stderr.write("\n")
-        if problems:
-            for problem in problems:
+        messages = [str(problem) for problem in problems]
+        if options["checkpoint"]:
+            messages += self._checkpoint_problems(options["checkpoint"])
+        if messages:
+            for problem in messages:
                 self.stderr.write(f"TAMPERED {problem}")
-            raise CommandError(f"Audit trail does not verify: {len(problems)} chain(s) broken, first: {problems[0]}")
-        self.stdout.write(self.style.SUCCESS(f"Audit trail verified: {checked} events, every chain intact."))
+            raise CommandError(f"Audit trail does not verify: {len(messages)} problem(s), first: {messages[0]}")
+        suffix = " and matches the checkpoint" if options["checkpoint"] else ""
+        self.stdout.write(self.style.SUCCESS(f"Audit trail verified: {checked} events, every chain intact{suffix}."))
+
+    def _checkpoint_problems(self, path: str) -> list[str]:
+        try:
+            checkpoint = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"Cannot read checkpoint {path}: {exc}") from exc
+        try:
+            return audit_checkpoint_problems(checkpoint)
+        except CheckpointKeyError as exc:
+            raise CommandError(str(exc)) from exc
