@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from approvals import signals
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.webhooks import webhook_enqueue
-from toolhub.audit import audit_call_event, redact
+from toolhub.audit import REDACTED, audit_call_event
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
@@ -110,8 +110,16 @@ def approval_reject(*, request_id: int, user: AbstractBaseUser, comment: str = "
     return _decide(request_id=request_id, user=user, kind=DecisionKind.REJECT, comment=comment, arguments=None)
 
 
+def _decide(**options: Any) -> ApprovalRequest:
+    request = _decide_in_transaction(**options)
+    if request.status == ApprovalStatus.EXPIRED:
+        # Raised only now, so that the expiry found on the way is committed and the model is told.
+        raise AlreadyDecidedError("This approval request expired; nothing was changed.")
+    return request
+
+
 @transaction.atomic
-def _decide(
+def _decide_in_transaction(
     *,
     request_id: int,
     user: AbstractBaseUser,
@@ -131,7 +139,7 @@ def _decide(
     now = timezone.now()
     if request.expires_at <= now:
         _expire(request)
-        raise AlreadyDecidedError("This approval request expired; nothing was changed.")
+        return request
 
     call = request.call
     username = user.get_username()
@@ -148,11 +156,9 @@ def _decide(
         diff=diff,
         round=request.round,
     )
-    tool = registry.get(call.tool_name)
-    sensitive = tool.sensitive if tool else frozenset()
     audit_data: dict[str, Any] = {"decision": str(decision_kind), "comment": comment, "request": request.pk}
     if diff is not None:
-        audit_data["diff"] = {key: redact(change, sensitive) for key, change in diff.items()}
+        audit_data["diff"] = diff
     audit_call_event(call, f"approval.{decision_kind}", actor=actor, data=audit_data)
 
     if kind == DecisionKind.REJECT:
@@ -196,8 +202,11 @@ def _edited_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> tuple[dic
         validated = to_json_value(tool.validate_arguments(merged))
     except ValidationError as exc:
         raise ApprovalError(invalid_arguments_message(tool.name, exc)) from None
+    # The diff is shown to operators and auditors: sensitive values are never part of it.
     diff = {
-        key: {"before": call.arguments.get(key), "after": validated.get(key)}
+        key: {"before": REDACTED, "after": REDACTED}
+        if key in tool.sensitive
+        else {"before": call.arguments.get(key), "after": validated.get(key)}
         for key in sorted(set(call.arguments) | set(validated))
         if call.arguments.get(key) != validated.get(key)
     }

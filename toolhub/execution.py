@@ -15,6 +15,7 @@ from toolhub.conf import toolhub_setting
 from toolhub.feedback import exception_detail, execution_error
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, tool_call_require_reapproval
+from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.results import ToolResult, to_json_value
 
@@ -84,6 +85,9 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         return call
     try:
         result = _result_value(outcome)
+        problem = json_storage_problem(result)
+        if problem:
+            raise ValueError(f"The result cannot be stored as JSON: {problem}")
     except Exception as exc:  # noqa: BLE001
         _finish(
             call,
@@ -137,6 +141,8 @@ def _finish(
     error: str = "",
     detail: str = "",
 ) -> None:
+    # What a tool raised may hold characters no text column stores.
+    error, detail = storable_text(error), storable_text(detail)
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error

@@ -23,6 +23,7 @@ from toolhub.feedback import invalid_arguments_message, unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
 from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
+from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -75,7 +76,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     call = ToolCall(
         id=uuid.uuid4(),
         kind=request.kind,
-        tool_name=request.tool_name[:200],
+        tool_name=storable_text(request.tool_name[:200]),
         status=CallStatus.QUEUED,  # provisional; the row is written below with its real status
         tenant=principal.tenant,
         user_id=principal.user_id,
@@ -83,7 +84,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         run_id=request.run_id,
         turn=request.turn,
         position=request.position,
-        model_call_id=request.model_call_id[:100],
+        model_call_id=storable_text(request.model_call_id[:100]),
         saga_id=request.saga_id,
         context=_storable_context(request.context),
     )
@@ -92,8 +93,9 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         tool = _resolve(request.tool_name)
         arguments = _parse_arguments(request.arguments)
         validated = _validate(tool, arguments)
+        stored = _storable_arguments(tool, validated)
         call.tool_version = tool.version
-        call.arguments = to_json_value(validated)
+        call.arguments = stored
         definition = ToolDefinition.objects.filter(name=tool.name).first()
         denial = authorization_denial(tool.name, principal) or tenant_argument_denial(validated, principal)
         if denial:
@@ -230,8 +232,11 @@ def _parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
         parsed = raw
     if not isinstance(parsed, Mapping):
         raise _Refusal(CallStatus.INVALID, "Arguments must be a JSON object mapping parameter names to values.")
-    if len(canonical_json(parsed).encode()) > max_bytes:
+    if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
         raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
+    problem = json_storage_problem(parsed)
+    if problem:
+        raise _Refusal(CallStatus.INVALID, f"Invalid arguments; nothing was executed: {problem}.")
     return dict(parsed)
 
 
@@ -248,6 +253,16 @@ def _validate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
         return tool.validate_arguments(arguments)
     except ValidationError as exc:
         raise _Refusal(CallStatus.INVALID, invalid_arguments_message(tool.name, exc)) from None
+
+
+def _storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
+    """The validated arguments as JSON; values coerced into what no JSON column stores are refused."""
+    stored = to_json_value(validated)
+    problem = json_storage_problem(stored)
+    if problem:
+        message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
+        raise _Refusal(CallStatus.INVALID, message)
+    return stored
 
 
 def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
@@ -304,7 +319,7 @@ def _raw_text(tool_name: str, raw: str | Mapping[str, Any] | None) -> str:
             return "(withheld: arguments of a tool with sensitive parameters)"
         raw = redact(parsed, tool.sensitive)
     text = raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
-    return text[:2000]
+    return storable_text(text[:2000])
 
 
 def _actor(principal: CallPrincipal) -> str:

@@ -1,0 +1,48 @@
+"""What the database can store: checks for values that model and tool output may carry but no column takes.
+
+``json.loads`` accepts ``NaN``, ``Infinity``, NUL characters and lone surrogates; PostgreSQL's jsonb and
+text columns refuse them all. Finding them first turns a crash into a clear refusal.
+"""
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["json_storage_problem", "storable_text"]
+
+
+def json_storage_problem(value: Any, path: str = "") -> str | None:
+    """Why JSON data cannot be stored as it is (naming where in it), or ``None`` when it can."""
+    where = path or "a value"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is not a finite number"
+    if isinstance(value, str):
+        return _text_problem(value, where)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            problem = (_text_problem(key, "a key") if isinstance(key, str) else None) or json_storage_problem(
+                item, f"{path}.{key}" if path else str(key)
+            )
+            if problem:
+                return problem
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problem = json_storage_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+    return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` with NUL characters and lone surrogates written out as escapes, so any column stores it."""
+    return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _text_problem(text: str, where: str) -> str | None:
+    if "\x00" in text:
+        return f"{where} contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{where} contains an invalid character (a lone surrogate)"
+    return None
