@@ -19,9 +19,6 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.management.commands.load_demo import ORDER_SCRIPT
 from toolhub.models import Tenant, TenantMembership
 
-# Playwright's sync API runs an event loop in this thread; Django would otherwise refuse ORM calls.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -44,16 +41,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     setattr(item, f"report_{report.when}", report)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """Chromium for one test module; module scope keeps Playwright's event loop out of other tests.
+
+    Playwright's sync API runs an event loop in this thread, so Django's async-safety check would
+    refuse the tests' own ORM calls: it is lifted while the browser runs, and only then.
+    """
     if not os.path.exists(CHROMIUM):
         if IN_CI:
             pytest.fail(f"{CHROMIUM} is missing; install Debian's chromium package")
         pytest.skip(f"browser tests need {CHROMIUM} (Debian's chromium package)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
