@@ -7,24 +7,34 @@ from toolhub.celery import app as celery_app
 from toolhub.exceptions import ToolError
 from toolhub.tools import (
     Param,
+    Progress,
     ReturnBehavior,
     Risk,
+    Secret,
     Tool,
     ToolContext,
     ToolResult,
+    ToolTimeoutError,
+    register_context_type,
     registry,
     tool,
+    tools_from_instance,
 )
 
 __all__ = [
     "Param",
+    "Progress",
     "ReturnBehavior",
     "Risk",
+    "Secret",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "ToolTimeoutError",
     "celery_app",
+    "register_context_type",
     "registry",
     "tool",
+    "tools_from_instance",
 ]

@@ -35,6 +35,18 @@ DEFAULTS: dict[str, Any] = {
     "ESCALATE_AFTER_SECONDS": 3600,
     # How many close names to suggest for an unknown tool.
     "UNKNOWN_TOOL_SUGGESTIONS": 3,
+    # Dotted path of ``callable(name, available_names) -> str``: what the model is told for an unknown tool.
+    "UNKNOWN_TOOL_HANDLER": "",
+    # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
+    "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
+    # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).
+    "REQUIRE_PARAMETER_DESCRIPTIONS": False,
+    # Progress updates kept per call (the newest), and the least seconds between two writes of them.
+    "PROGRESS_KEEP": 50,
+    "PROGRESS_MIN_INTERVAL_SECONDS": 0.5,
+    # Largest artifact a tool may store with a call, and largest result an external system may post.
+    "MAX_ARTIFACT_BYTES": 10_000_000,
+    "MAX_EXTERNAL_RESULT_BYTES": 1_000_000,
 }
 
 

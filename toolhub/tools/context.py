@@ -58,6 +58,25 @@ class ToolContext(Mapping[str, Any]):
             return self
         return ToolContext({**self._values, **other})
 
+    @classmethod
+    def layered(
+        cls,
+        run: Mapping[str, Any] | None = None,
+        interaction: Mapping[str, Any] | None = None,
+        *,
+        boundary: Mapping[str, Any] | None = None,
+    ) -> "ToolContext":
+        """Merge run-level context, then per-interaction context (it wins on conflicts), then the boundary's.
+
+        The boundary (the authenticated request, the pipeline) has the last word: reserved keys
+        (tenant, user, run id, ...) in the run's or the interaction's values never override it.
+        """
+        merged = dict(run or {})
+        merged.update(interaction or {})
+        if boundary:
+            merged.update(boundary)
+        return cls(merged)
+
     def with_values(self, **values: Any) -> "ToolContext":
         """Return a new context with ``values`` set."""
         return self.merged(values)

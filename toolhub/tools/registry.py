@@ -31,7 +31,7 @@ class ToolRegistry:
                     "Define tools in an installed app's tools.py, or use registry.temporarily() in tests."
                 )
             existing = self._tools.get(resolved.name)
-            if existing is not None and existing.handler is not resolved.handler:
+            if existing is not None and not _same_definition(existing, resolved):
                 raise ToolDefinitionError(
                     f"Duplicate tool name {resolved.name!r}: defined in {existing.module} and "
                     f"{resolved.module}. Give one of them another name=."
@@ -70,7 +70,7 @@ class ToolRegistry:
             with self._lock:
                 for item in tools:
                     resolved = _as_tool(item)
-                    if resolved.name in self._tools and self._tools[resolved.name].handler is not resolved.handler:
+                    if resolved.name in self._tools and not _same_definition(self._tools[resolved.name], resolved):
                         raise ToolDefinitionError(f"Duplicate tool name {resolved.name!r} in registry.temporarily().")
                     self._tools[resolved.name] = resolved
                     added.append(resolved)
@@ -81,19 +81,34 @@ class ToolRegistry:
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
-    if isinstance(item, Tool):
-        return item
-    built = getattr(item, TOOL_ATTRIBUTE, None)
+    built = item if isinstance(item, Tool) else getattr(item, TOOL_ATTRIBUTE, None)
     if built is None:
         raise ToolDefinitionError(f"{item!r} is not a tool: decorate it with @tool or build a Tool.")
+    if built.is_method:
+        raise ToolDefinitionError(
+            f"Tool {built.name!r} is a method that is not bound to an object; register the tools of an instance "
+            "instead: tools_from_instance(obj)."
+        )
     return built
+
+
+def _same_definition(existing: Tool, new: Tool) -> bool:
+    """The same tool seen twice (imported in two modules, or copied with a compensation) is no duplicate."""
+    if existing is new:
+        return True
+    if existing.handler is not None:
+        return existing.handler is new.handler
+    return new.handler is None and existing.version == new.version
 
 
 registry = ToolRegistry()
 
 
 def autodiscover(app_modules: list[str], target: ToolRegistry = registry) -> None:
-    """Import ``<app>.tools`` for each app and register the tools defined there, then freeze."""
+    """Import ``<app>.tools`` for each app and register the tools defined there, then freeze.
+
+    Found at module level: ``@tool`` functions, ``Tool`` values and lists of them (``tools_from_instance``).
+    """
     for app_module in app_modules:
         module_name = f"{app_module}.tools"
         if importlib.util.find_spec(app_module) is None:
@@ -109,7 +124,12 @@ def autodiscover(app_modules: list[str], target: ToolRegistry = registry) -> Non
             if isinstance(value, Tool):
                 target.register(value)
                 continue
+            if isinstance(value, list | tuple) and value and all(isinstance(item, Tool) for item in value):
+                # e.g. ``SHOP_TOOLS = tools_from_instance(Shop())`` at module level
+                for item in value:
+                    target.register(item)
+                continue
             decorated = getattr(value, TOOL_ATTRIBUTE, None)
-            if decorated is not None and decorated.module == module_name:
+            if decorated is not None and decorated.module == module_name and not decorated.is_method:
                 target.register(decorated)
     target.freeze()

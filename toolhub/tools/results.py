@@ -6,17 +6,22 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-__all__ = ["ToolResult", "to_json_value", "result_text_for_model"]
+__all__ = ["ToolResult", "to_json_value", "result_text_for_model", "artifact_content"]
 
 
 @dataclass(frozen=True)
 class ToolResult:
-    """An explicit result: plain text for the model, an error message, or an artifact."""
+    """An explicit result: plain text for the model, an error message, or an artifact.
+
+    An artifact (a file, a report, a large data set) is stored with the call and listed on it; the
+    model reads a short summary (``text``, or one naming the artifact), not the data.
+    """
 
     kind: str
     value: Any = None
     name: str = ""
     media_type: str = ""
+    summary: str = ""
 
     @classmethod
     def text(cls, text: str) -> "ToolResult":
@@ -29,9 +34,15 @@ class ToolResult:
         return cls(kind="error", value=message)
 
     @classmethod
-    def artifact(cls, data: Any, *, name: str, media_type: str = "application/json") -> "ToolResult":
-        """Return data that is stored on the call and summarized, not pasted, to the model."""
-        return cls(kind="artifact", value=data, name=name, media_type=media_type)
+    def artifact(cls, data: Any, *, name: str, media_type: str = "application/json", text: str = "") -> "ToolResult":
+        """Return data that is stored on the call and summarized, not pasted, to the model.
+
+        ``data`` is ``bytes`` (stored as is), ``str`` (UTF-8) or anything JSON-serializable. ``text``
+        is what the model reads; by default a sentence naming the artifact, its type and size.
+        """
+        if not name or not isinstance(name, str):
+            raise ValueError("An artifact needs a name, e.g. name='report.csv'.")
+        return cls(kind="artifact", value=data, name=name[:200], media_type=media_type, summary=text)
 
 
 def to_json_value(value: Any) -> Any:
@@ -44,3 +55,13 @@ def result_text_for_model(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def artifact_content(result: ToolResult) -> bytes:
+    """The bytes stored for an artifact result."""
+    data = result.value
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    return json.dumps(to_json_value(data), ensure_ascii=False, sort_keys=True).encode("utf-8")

@@ -1,0 +1,145 @@
+"""Typed context objects: classes whose instances are injected into tools by type, built from the context.
+
+::
+
+    @register_context_type
+    @dataclass(frozen=True)
+    class UserContext:
+        user_id: str
+        locale: str = "en"
+
+    @tool
+    def my_orders(status: str, user: UserContext) -> list[Order]: ...
+
+The model never sees ``user``. When the tool runs, toolhub builds a ``UserContext`` from the call's
+``ToolContext``: from ``factory(ctx)`` when one was registered, else by validating the mapping under
+``key`` (default: the class name in snake case, here ``user_context``) into the class with pydantic.
+Contexts cross the worker boundary as JSON, so the object is rebuilt on the worker, never pickled.
+"""
+
+import inspect
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from pydantic import TypeAdapter, ValidationError
+
+from toolhub.exceptions import ToolDefinitionError, ToolhubError
+
+__all__ = [
+    "register_context_type",
+    "is_context_type",
+    "context_object",
+    "ContextObjectUnavailable",
+    "ContextTypeSpec",
+]
+
+T = TypeVar("T", bound=type)
+
+_FORBIDDEN = (str, int, float, bool, bytes, list, dict, tuple, set, frozenset)
+
+
+class ContextObjectUnavailable(ToolhubError):
+    """A tool needs a typed context object the call's context cannot provide."""
+
+
+@dataclass(frozen=True)
+class ContextTypeSpec:
+    """How to build one context type from a ``ToolContext``."""
+
+    cls: type
+    key: str
+    factory: Callable[[Mapping[str, Any]], Any] | None
+
+
+_registry: dict[type, ContextTypeSpec] = {}
+_adapters: dict[type, TypeAdapter[Any]] = {}
+_lock = threading.Lock()
+
+
+@overload
+def register_context_type(cls: T, /) -> T: ...
+
+
+@overload
+def register_context_type(
+    cls: None = None, /, *, key: str | None = None, factory: Callable[[Mapping[str, Any]], Any] | None = None
+) -> Callable[[T], T]: ...
+
+
+def register_context_type(
+    cls: Any = None, /, *, key: str | None = None, factory: Callable[[Mapping[str, Any]], Any] | None = None
+) -> Any:
+    """Make ``cls`` injectable into tools by type; use as a call or a class decorator.
+
+    Register before the tools that use it are defined (at the top of ``tools.py``). Registering the
+    same class again with the same settings is harmless; with other settings it is an error.
+    """
+
+    def register(klass: Any) -> Any:
+        if not isinstance(klass, type):
+            raise ToolDefinitionError(f"register_context_type() takes a class, not {klass!r}.")
+        from toolhub.tools.context import ToolContext
+        from toolhub.tools.progress import Progress
+
+        if klass in (ToolContext, Progress) or issubclass(klass, _FORBIDDEN):
+            raise ToolDefinitionError(
+                f"{klass.__qualname__} cannot be a context type: builtin and toolhub types are model parameters "
+                "or are injected already; register a class of your own."
+            )
+        if factory is not None and not callable(factory):
+            raise ToolDefinitionError(f"register_context_type({klass.__qualname__}): factory must be callable.")
+        spec = ContextTypeSpec(klass, key or _snake(klass.__name__), factory)
+        with _lock:
+            existing = _registry.get(klass)
+            if existing is not None and existing != spec:
+                raise ToolDefinitionError(
+                    f"Context type {klass.__qualname__} is registered already with key {existing.key!r}; "
+                    "register it once."
+                )
+            _registry[klass] = spec
+        return klass
+
+    if cls is not None:
+        return register(cls)
+    return register
+
+
+def is_context_type(annotation: Any) -> bool:
+    """Whether ``annotation`` is a registered context type."""
+    return isinstance(annotation, type) and annotation in _registry
+
+
+def context_object(cls: type, ctx: Mapping[str, Any], *, tool_name: str, parameter: str, default: Any) -> Any:
+    """Build the ``cls`` instance for one call from its context."""
+    spec = _registry.get(cls)
+    if spec is None:
+        raise ContextObjectUnavailable(f"{cls.__qualname__} is not a registered context type.")
+    if spec.factory is not None:
+        return spec.factory(ctx)
+    if spec.key not in ctx:
+        if default is not inspect.Parameter.empty:
+            return default
+        raise ContextObjectUnavailable(
+            f"Tool {tool_name!r} needs {cls.__qualname__} (parameter {parameter!r}), but the call's context has no "
+            f"{spec.key!r}; set it at the boundary (the run's or the request's context)."
+        )
+    value = ctx[spec.key]
+    if isinstance(value, cls):
+        return value
+    adapter = _adapters.get(cls)
+    if adapter is None:
+        adapter = _adapters[cls] = TypeAdapter(cls)
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        raise ContextObjectUnavailable(
+            f"Tool {tool_name!r}: context {spec.key!r} is not a valid {cls.__qualname__} "
+            f"({exc.error_count()} problem(s))."
+        ) from None
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

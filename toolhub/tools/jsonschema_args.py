@@ -1,0 +1,99 @@
+"""Validation of arguments against a hand-written JSON Schema (``Tool.create`` with a schema, ``Tool.external``).
+
+Errors come out as a ``pydantic.ValidationError``, like every other tool's, so the pipeline reports
+them to the model the same way: one line per problem, by location, never repeating the values sent.
+"""
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from toolhub.exceptions import ToolDefinitionError
+
+__all__ = ["checked_object_schema", "validate_against_schema"]
+
+
+def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Check that ``schema`` is a valid JSON Schema of an object and return a normalized copy."""
+    if not isinstance(schema, Mapping):
+        raise ToolDefinitionError(f"Tool {tool_name!r}: the parameters' schema must be a JSON Schema object (a dict).")
+    normalized = copy.deepcopy(dict(schema))
+    kind = normalized.setdefault("type", "object")
+    if kind != "object":
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema must describe an object (type 'object'), not {kind!r}."
+        )
+    normalized.setdefault("properties", {})
+    if not isinstance(normalized["properties"], Mapping):
+        raise ToolDefinitionError(f"Tool {tool_name!r}: 'properties' of the parameters' schema must be an object.")
+    try:
+        jsonschema.validators.validator_for(normalized).check_schema(normalized)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "(root)"
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema is not valid JSON Schema at {where}: {exc.message}"
+        ) from None
+    missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
+    if missing:
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the schema requires {missing}, which are not among its properties."
+        )
+    return normalized
+
+
+_validators: dict[int, Any] = {}
+
+
+def validate_against_schema(tool_name: str, schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``arguments``; raise ``pydantic.ValidationError`` listing each problem without values."""
+    validator = _validators.get(id(schema))
+    if validator is None:
+        validator = _validators[id(schema)] = jsonschema.validators.validator_for(schema)(schema)
+    values = dict(arguments)
+    line_errors: list[InitErrorDetails] = []
+    for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
+        location = tuple(error.absolute_path)
+        for loc, message in _describe(error, location):
+            line_errors.append(
+                InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None)  # type: ignore[typeddict-item]
+            )
+    if line_errors:
+        raise ValidationError.from_exception_data(f"{tool_name} arguments", line_errors, hide_input=True)
+    return values
+
+
+def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """Say what is wrong in the schema's terms; jsonschema's own messages repeat the value, these do not."""
+    rule, expected, instance = error.validator, error.validator_value, error.instance
+    if rule == "required" and isinstance(instance, Mapping):
+        return [((*location, name), "Field required") for name in expected if name not in instance]
+    if rule == "additionalProperties" and isinstance(instance, Mapping):
+        known = set(error.schema.get("properties", {}))
+        return [((*location, str(name)), "Extra inputs are not permitted") for name in instance if name not in known]
+    if rule == "type":
+        return [(location, f"Input should be of type {expected}")]
+    if rule in ("enum", "const"):
+        options = expected if rule == "enum" else [expected]
+        return [(location, f"Input should be one of {', '.join(repr(o) for o in options)}")]
+    if rule in (
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minProperties",
+        "maxProperties",
+        "pattern",
+        "format",
+    ):
+        return [(location, f"Input should satisfy {rule} {expected!r}")]
+    return [(location, f"Input does not satisfy the schema's {rule!r} rule")]

@@ -1,0 +1,92 @@
+"""Per-call time limits, enforced where the tool runs.
+
+Synchronous tools on the main thread (a Celery prefork worker process, or an eager call) are
+interrupted with ``SIGALRM``: the exception is raised inside the tool, so its ``transaction.atomic``
+blocks roll back. Elsewhere (a thread) the tool runs in a helper thread that is abandoned on
+timeout, since Python cannot stop a thread. Async tools are cancelled with ``asyncio.wait_for``.
+"""
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+from toolhub.exceptions import ToolhubError
+
+__all__ = ["ToolTimeoutError", "call_with_timeout", "await_with_timeout"]
+
+T = TypeVar("T")
+
+
+class ToolTimeoutError(ToolhubError):
+    """A tool ran longer than its ``timeout``; the call fails with this message."""
+
+    def __init__(self, tool_name: str, seconds: float) -> None:
+        super().__init__(
+            f"Tool {tool_name!r} did not finish within its time limit of {seconds:g} s and was stopped; "
+            "its work may be incomplete. Try smaller inputs, or tell the user it timed out."
+        )
+        self.tool_name = tool_name
+        self.seconds = seconds
+
+
+def call_with_timeout(fn: Callable[[], T], *, seconds: float | None, tool_name: str) -> T:
+    """Run ``fn()``; raise ``ToolTimeoutError`` if it takes longer than ``seconds`` (``None``: no limit)."""
+    if not seconds:
+        return fn()
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        with _alarm(seconds, tool_name):
+            return fn()
+    return _in_thread(fn, seconds, tool_name)
+
+
+def await_with_timeout(awaitable: Awaitable[T], *, seconds: float | None, tool_name: str) -> T:
+    """Run a coroutine to completion in a fresh event loop, cancelling it after ``seconds``."""
+
+    async def run() -> T:
+        if not seconds:
+            return await awaitable
+        try:
+            return await asyncio.wait_for(awaitable, timeout=seconds)
+        except TimeoutError:
+            raise ToolTimeoutError(tool_name, seconds) from None
+
+    return asyncio.run(run())
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float, tool_name: str) -> Iterator[None]:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise ToolTimeoutError(tool_name, seconds)
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_timer[0]:
+            # Someone else's alarm was pending: give it back what is left of it (at least a tick).
+            signal.setitimer(signal.ITIMER_REAL, max(previous_timer[0] - seconds, 0.001), previous_timer[1])
+
+
+def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"toolhub-{tool_name}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ToolTimeoutError(tool_name, seconds)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
