@@ -9,7 +9,7 @@ run once, when the last of its calls settles.
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -17,11 +17,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
-from agents_app.models_adapters import ModelTurn, adapter_for
+from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
 
@@ -59,7 +60,7 @@ def run_advance(*, run_id: uuid.UUID) -> None:
             retryable=True,
         )
         return
-    _record_turn(run_id, turn)
+    _record_turn(run_id, _storable_turn(turn))
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -136,6 +137,15 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
 
 def _awaits_results(messages: list[dict[str, Any]]) -> bool:
     return bool(messages) and messages[-1].get("role") == "assistant" and bool(messages[-1].get("tool_calls"))
+
+
+def _storable_turn(turn: ModelTurn) -> ModelTurn:
+    """The model's text as the database can store it: NUL characters and lone surrogates escaped."""
+    calls = tuple(
+        ModelToolCall(id=storable_text(c.id), name=storable_text(c.name), arguments=storable_text(c.arguments))
+        for c in turn.tool_calls
+    )
+    return replace(turn, content=storable_text(turn.content), tool_calls=calls)
 
 
 def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:

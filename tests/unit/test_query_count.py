@@ -1,0 +1,50 @@
+"""The governed path stays cheap: a bounded number of SQL queries per call, whatever the table sizes."""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.testapp.models import SideEffect
+from tests.unit.helpers import principal_for
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tools.context import ToolContext
+
+pytestmark = pytest.mark.django_db
+
+#: Measured on PostgreSQL and SQLite: 42 queries (savepoints and the tool's own INSERT included) for one
+#: low-risk call, requested and executed, when its audit chain exists; a chain's very first event adds 3.
+#: Authorization runs twice (request and worker); each of the 4 audit events locks and moves its chain head.
+MAX_QUERIES_PER_CALL = 45
+
+
+def _governed_call(user: User, note: str, capture: Any) -> ToolCall:
+    with capture(execute=True):
+        call = tool_call_request(
+            request=CallRequest(
+                tool_name="record_effect",
+                arguments={"note": note},
+                principal=principal_for(user, tenant="acme"),
+                context=ToolContext(),
+            )
+        )
+    return call
+
+
+def test_one_governed_call_issues_a_bounded_number_of_queries(
+    alice: User, settings: Any, django_capture_on_commit_callbacks: Any, django_assert_max_num_queries: Any
+) -> None:
+    # given one audit chain whose head exists already, and history in the tables
+    settings.TOOLHUB = {**settings.TOOLHUB, "AUDIT_CHAINS": 1}
+    for index in range(5):
+        _governed_call(alice, f"warm-up {index}", django_capture_on_commit_callbacks)
+
+    # when one more low-risk call is requested and executed
+    with django_assert_max_num_queries(MAX_QUERIES_PER_CALL):
+        call = _governed_call(alice, "measured", django_capture_on_commit_callbacks)
+
+    # then it did its work
+    call.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED
+    assert SideEffect.objects.filter(call_id=str(call.id)).count() == 1
