@@ -24,6 +24,8 @@ from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import ReturnBehavior
+from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
 
 __all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
@@ -71,16 +73,8 @@ def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
         tool = registry.get(name)
         if tool is None or verdicts.get(name) is not None:
             continue
-        definitions.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.json_schema,
-                },
-            }
-        )
+        # strict=True tools go out under OpenAI's strict schema rules
+        definitions.append(tool_definition(tool, "openai"))
     return definitions
 
 
@@ -95,8 +89,8 @@ def run_principal(run: AgentRun) -> CallPrincipal:
     )
 
 
-def run_tool_context(run: AgentRun) -> ToolContext:
-    """Run-level context from the request, with the boundary's values on top."""
+def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -> ToolContext:
+    """Run-level context from the request, then ``interaction``'s (it wins), with the boundary's values on top."""
     boundary = {
         "tenant": run.tenant,
         "user": run.user.get_username() if run.user else "",
@@ -105,7 +99,7 @@ def run_tool_context(run: AgentRun) -> ToolContext:
         "loop_id": str(run.id),
         "agent": run.agent.name,
     }
-    return ToolContext(run.context).merged(boundary)
+    return ToolContext.layered(run.context, interaction, boundary=boundary)
 
 
 def _begin_step(run_id: uuid.UUID) -> _Step | None:
@@ -118,7 +112,7 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
             return None
         calls = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn).order_by("position"))
         if any(not call.is_settled for call in calls):
-            waiting = any(call.status == CallStatus.PENDING_APPROVAL for call in calls)
+            waiting = any(call.status in _SUSPENDING for call in calls)
             status = RunStatus.WAITING if waiting else RunStatus.RUNNING
             if run.status != status:
                 run.status = status
@@ -129,10 +123,38 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
                 *run.messages,
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
             ]
+            if _returns_immediately(calls):
+                run.output = "\n".join(call.model_text() for call in calls)
+                run.step_lease_until = None
+                _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
+                return None
         run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=STEP_LEASE_SECONDS)
         run.save(update_fields=["messages", "status", "step_lease_until", "updated_at"])
         return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run))
+
+
+#: Call statuses that suspend the run until someone outside acts (an operator, an external executor).
+_SUSPENDING = frozenset({CallStatus.PENDING_APPROVAL, CallStatus.AWAITING_RESULT})
+
+
+def _returns_immediately(calls: list[ToolCall]) -> bool:
+    """Whether the run ends with this turn's tool results, without asking the model again.
+
+    LangChain4j's rule: no call failed, and every call is IMMEDIATE, except that the last one may be
+    IMMEDIATE_IF_LAST instead.
+    """
+    if not calls or any(call.status != CallStatus.SUCCEEDED for call in calls):
+        return False
+    behaviors = []
+    for call in calls:
+        tool = registry.get(call.tool_name)
+        behaviors.append(tool.return_behavior if tool is not None else ReturnBehavior.TO_LLM)
+    *earlier, last = behaviors
+    return all(b == ReturnBehavior.IMMEDIATE for b in earlier) and last in (
+        ReturnBehavior.IMMEDIATE,
+        ReturnBehavior.IMMEDIATE_IF_LAST,
+    )
 
 
 def _awaits_results(messages: list[dict[str, Any]]) -> bool:
@@ -209,7 +231,7 @@ def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
                     )
                 )
             )
-        if any(call.status == CallStatus.PENDING_APPROVAL for call in requested):
+        if any(call.status in _SUSPENDING for call in requested):
             run.status = RunStatus.WAITING
             run.save(update_fields=["status", "updated_at"])
 

@@ -1,5 +1,6 @@
 """The governed call pipeline, worker side: claim a queued call once, execute it, record the outcome."""
 
+import hashlib
 import logging
 import uuid
 from datetime import timedelta
@@ -13,11 +14,13 @@ from toolhub.authorization import authorization_denial, principal_of_call, tenan
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
 from toolhub.feedback import exception_detail, execution_error
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, tool_call_require_reapproval
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
-from toolhub.tools.results import ToolResult, to_json_value
+from toolhub.tools.presets import scrub
+from toolhub.tools.progress import Progress
+from toolhub.tools.results import ToolResult, artifact_content, to_json_value
 
 __all__ = ["tool_call_execute", "tool_call_claim"]
 
@@ -33,7 +36,7 @@ def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     from toolhub.tools.registry import registry
 
     tool = registry.get(call.tool_name)
-    lease = float(toolhub_setting("CALL_LEASE_SECONDS")) + float((tool.timeout if tool else 0) or 0)
+    lease = float(toolhub_setting("CALL_LEASE_SECONDS")) + (tool.effective_timeout if tool else 0.0)
     attempt = call.attempts + 1
     claimed = call_transition(
         call,
@@ -67,24 +70,32 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         return call
     assert tool is not None
     ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
+    progress = _progress_of(call) if tool.needs_progress else None
     try:
         arguments = tool.validate_arguments(call.arguments)
-        outcome = tool.invoke(arguments, ctx)
+        outcome = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
+        _flush_progress(progress)
         _finish(
             call,
             status=CallStatus.FAILED,
-            error=execution_error(exc),
-            detail=exception_detail(exc),
+            # A secret preset must not reach the trail even when an exception quotes it.
+            error=scrub(execution_error(exc), tool.presets),
+            detail=scrub(exception_detail(exc), tool.presets),
             worker=worker,
         )
         return call
+    _flush_progress(progress)
     if isinstance(outcome, ToolResult) and outcome.kind == "error":
         _finish(call, status=CallStatus.FAILED, error=str(outcome.value), worker=worker)
         return call
+    artifact = _artifact_of(outcome)
+    if isinstance(artifact, str):
+        _finish(call, status=CallStatus.FAILED, error=artifact, worker=worker)
+        return call
     try:
-        result = _result_value(outcome)
+        result = _result_value(outcome, artifact)
         problem = json_storage_problem(result)
         if problem:
             raise ValueError(f"The result cannot be stored as JSON: {problem}")
@@ -97,7 +108,7 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
             worker=worker,
         )
         return call
-    _finish(call, status=CallStatus.SUCCEEDED, result=result, worker=worker)
+    _finish(call, status=CallStatus.SUCCEEDED, result=result, worker=worker, artifact=artifact)
     return call
 
 
@@ -119,17 +130,59 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     return None
 
 
-def _result_value(outcome: Any) -> Any:
+def _result_value(outcome: Any, artifact: dict[str, Any] | None = None) -> Any:
     if isinstance(outcome, ToolResult):
         if outcome.kind == "text":
             return str(outcome.value)
-        if outcome.kind == "artifact":
-            return {
-                "artifact": outcome.name,
-                "media_type": outcome.media_type,
-                "data": to_json_value(outcome.value),
-            }
+        if outcome.kind == "artifact" and artifact is not None:
+            # The model reads a summary; the data is stored with the call and listed on it.
+            return outcome.summary or (
+                f"Stored artifact {artifact['name']!r} ({artifact['media_type']}, {artifact['size']} bytes) "
+                "with this call; its content is not shown here."
+            )
     return to_json_value(outcome)
+
+
+def _artifact_of(outcome: Any) -> dict[str, Any] | str | None:
+    """The artifact row's values for an artifact result, or the error message when it cannot be stored."""
+    if not (isinstance(outcome, ToolResult) and outcome.kind == "artifact"):
+        return None
+    try:
+        content = artifact_content(outcome)
+    except Exception:  # noqa: BLE001
+        return "The tool returned an artifact that cannot be serialized; nothing was stored."
+    limit = int(toolhub_setting("MAX_ARTIFACT_BYTES"))
+    if len(content) > limit:
+        return f"The tool's artifact {outcome.name!r} is larger than {limit} bytes; it was not stored."
+    return {
+        "name": outcome.name,
+        "media_type": (outcome.media_type or "application/octet-stream")[:100],
+        "size": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "content": content,
+    }
+
+
+def _progress_of(call: ToolCall) -> Progress:
+    """A progress emitter whose updates are written to the running call (and only while it runs)."""
+
+    def store(updates: list[dict[str, Any]]) -> None:
+        ToolCall.objects.filter(id=call.id, status=CallStatus.RUNNING).update(progress=updates)
+
+    return Progress(
+        store,
+        min_interval=float(toolhub_setting("PROGRESS_MIN_INTERVAL_SECONDS")),
+        keep=int(toolhub_setting("PROGRESS_KEEP")),
+    )
+
+
+def _flush_progress(progress: Progress | None) -> None:
+    if progress is None:
+        return
+    try:
+        progress.flush()
+    except Exception:  # noqa: BLE001 - losing the last progress note must not lose the outcome
+        logger.warning("could not store the last progress updates", exc_info=True)
 
 
 def _finish(
@@ -140,12 +193,15 @@ def _finish(
     result: Any = None,
     error: str = "",
     detail: str = "",
+    artifact: dict[str, Any] | None = None,
 ) -> None:
     # What a tool raised may hold characters no text column stores.
     error, detail = storable_text(error), storable_text(detail)
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error
+    if artifact is not None:
+        data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
     with transaction.atomic():
         moved = call_transition(
             call,
@@ -159,6 +215,8 @@ def _finish(
             finished_at=timezone.now(),
             lease_expires_at=None,
         )
+        if moved and artifact is not None:
+            ToolCallArtifact.objects.create(call=call, **artifact)
     if not moved:
         logger.warning(
             "call %s was taken from this worker before it finished; outcome %s not recorded", call.id, status

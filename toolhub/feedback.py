@@ -9,12 +9,29 @@ from pydantic import ValidationError
 
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolError
+from toolhub.tools.context_types import ContextObjectUnavailable
+from toolhub.tools.presets import PresetUnavailable
+from toolhub.tools.timeouts import ToolTimeoutError
 
-__all__ = ["unknown_tool_message", "invalid_arguments_message", "execution_error", "exception_detail"]
+__all__ = [
+    "default_unknown_tool_message",
+    "unknown_tool_message",
+    "invalid_arguments_message",
+    "execution_error",
+    "exception_detail",
+]
 
 
 def unknown_tool_message(name: str, available: Iterable[str]) -> str:
-    """Name the closest existing tools so the model can correct itself."""
+    """Name the closest existing tools so the model can correct itself (``TOOLHUB["UNKNOWN_TOOL_HANDLER"]``)."""
+    handler_path = toolhub_setting("UNKNOWN_TOOL_HANDLER")
+    if handler_path:
+        return str(import_string(handler_path)(name, sorted(available)))
+    return default_unknown_tool_message(name, available)
+
+
+def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:
+    """``Unknown tool 'x'. Did you mean: y, z?``, or the available tools when none is close."""
     names = sorted(available)
     close = difflib.get_close_matches(name, names, n=int(toolhub_setting("UNKNOWN_TOOL_SUGGESTIONS")), cutoff=0.5)
     shown = name if len(name) <= 80 else name[:77] + "..."
@@ -37,8 +54,15 @@ def invalid_arguments_message(tool_name: str, exc: ValidationError) -> str:
 
 def default_error_handler(exc: BaseException) -> str:
     """Sanitize an execution error: a ``ToolError`` speaks to the model, anything else is summarized."""
-    if isinstance(exc, ToolError):
+    if isinstance(exc, ToolError | ToolTimeoutError):
         return str(exc)
+    if isinstance(exc, PresetUnavailable):
+        return (
+            "The tool is not configured on this server (a setting it needs is missing); the operators were told. "
+            "Do not retry it."
+        )
+    if isinstance(exc, ContextObjectUnavailable):
+        return "The tool cannot run in this conversation (context it needs is missing); do not retry it."
     return (
         f"The tool failed with an internal error ({type(exc).__name__}). "
         "The details were recorded for the operators; do not retry with the same arguments."

@@ -75,6 +75,8 @@ class CallStatus(models.TextChoices):
     EXPIRED = "expired"
     QUEUED = "queued"
     RUNNING = "running"
+    #: An external (schema-only) tool's call waits for its result from outside.
+    AWAITING_RESULT = "awaiting_result"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -131,6 +133,9 @@ class ToolCall(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)
+    progress = models.JSONField(
+        default=list, blank=True, help_text="Progress updates of a long tool, oldest first; never shown to the model."
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -161,6 +166,24 @@ class ToolCall(models.Model):
         if self.error:
             return self.error
         return f"The call of {self.tool_name} ended with status {self.status}."
+
+
+class ToolCallArtifact(models.Model):
+    """A file or data set a tool returned with ``ToolResult.artifact``: stored with its call, summarized to the model."""
+
+    call = models.ForeignKey(ToolCall, on_delete=models.PROTECT, related_name="artifacts")
+    name = models.CharField(max_length=200)
+    media_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64, help_text="Also recorded in the call's audit event.")
+    content = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.media_type}, {self.size} bytes)"
 
 
 class AuditChainHead(models.Model):

@@ -19,12 +19,13 @@ from toolhub.audit import audit_call_event, canonical_json, redact
 from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
 from toolhub.conf import toolhub_setting
+from toolhub.exceptions import ToolhubError
 from toolhub.feedback import invalid_arguments_message, unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
 from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
 from toolhub.storable import json_storage_problem, storable_text
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 from toolhub.tools.results import to_json_value
@@ -35,6 +36,8 @@ __all__ = [
     "tool_call_release",
     "tool_call_refuse",
     "tool_call_require_reapproval",
+    "tool_call_submit_result",
+    "ExternalResultError",
     "approval_hash",
     "dispatch_call",
 ]
@@ -54,6 +57,8 @@ class CallRequest:
     model_call_id: str = ""
     saga_id: str = ""
     kind: CallKind = CallKind.CALL
+    #: Context of this one interaction, layered over ``context`` (it wins, except on the boundary's keys).
+    interaction_context: Mapping[str, Any] | None = None
 
 
 class _Refusal(Exception):
@@ -73,6 +78,7 @@ def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any
 def tool_call_request(*, request: CallRequest) -> ToolCall:
     """Record a call and take it as far as policy allows: refused, waiting for approval, or queued."""
     principal = request.principal
+    context = _effective_context(request)
     call = ToolCall(
         id=uuid.uuid4(),
         kind=request.kind,
@@ -86,7 +92,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         position=request.position,
         model_call_id=storable_text(request.model_call_id[:100]),
         saga_id=request.saga_id,
-        context=_storable_context(request.context),
+        context=_storable_context(context),
     )
     actor = _actor(principal)
     try:
@@ -111,10 +117,30 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
         return call
 
+    already_loaded = _one_shot_answer(tool, context)
+    if already_loaded is not None:
+        # A one-shot tool called again in the same loop answers without running (nor asking approval).
+        call.status = CallStatus.SUCCEEDED
+        call.result = already_loaded
+        call.finished_at = timezone.now()
+        call.save(force_insert=True)
+        audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, tool))
+        audit_call_event(
+            call,
+            "call.succeeded",
+            actor="policy",
+            data={"reason": "one shot per loop: already called in this loop; not run", "loop_id": context.loop_id},
+        )
+        transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
+        return call
+
     verdict = approval_verdict(
-        tool=tool, definition=definition, arguments=validated, ctx=request.context, principal=principal
+        tool=tool, definition=definition, arguments=validated, ctx=context, principal=principal
     )
-    call.status = CallStatus.PENDING_APPROVAL if verdict else CallStatus.QUEUED
+    if verdict:
+        call.status = CallStatus.PENDING_APPROVAL
+    else:
+        call.status = CallStatus.AWAITING_RESULT if tool.is_external else CallStatus.QUEUED
     if verdict:
         call.approval_hash = approval_hash(tool.name, tool.version, call.arguments)
     else:
@@ -129,6 +155,9 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
             data={"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id},
         )
         approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
+    elif tool.is_external:
+        reason = "external tool: its result comes from outside"
+        audit_call_event(call, "call.awaiting_result", actor="policy", data={"reason": reason})
     else:
         audit_call_event(call, "call.queued", actor="policy", data={"reason": "no approval needed"})
         dispatch_call(call)
@@ -144,18 +173,79 @@ def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any
         fields["arguments"] = dict(arguments)
         fields["approval_hash"] = approval_hash(call.tool_name, call.tool_version, fields["arguments"])
         data["arguments"] = _redacted(call.tool_name, dict(arguments))
+    tool = registry.get(call.tool_name)
+    external = tool is not None and tool.is_external
     with transaction.atomic():
         moved = call_transition(
             call,
-            to=CallStatus.QUEUED,
+            # An approved call of an external tool waits for its result instead of a worker.
+            to=CallStatus.AWAITING_RESULT if external else CallStatus.QUEUED,
             allowed_from={CallStatus.PENDING_APPROVAL},
             actor=actor,
             data=data,
             **fields,
         )
-        if moved:
+        if moved and not external:
             dispatch_call(call)
     return moved
+
+
+class ExternalResultError(ToolhubError):
+    """An external tool's result was refused (the call does not await one, or the result cannot be stored)."""
+
+
+def tool_call_submit_result(
+    *, call_id: uuid.UUID, actor: str, result: Any = None, error: str | None = None
+) -> ToolCall:
+    """Settle an external tool's call with the result (or the error) supplied from outside; the run resumes.
+
+    The transition is audited like a worker's (with the result's size and SHA-256); a call that
+    does not await a result refuses it, so a second submission changes nothing.
+    """
+    with transaction.atomic():
+        call = ToolCall.objects.select_for_update().filter(id=call_id).first()
+        if call is None:
+            raise ExternalResultError("There is no such call.")
+        if call.status != CallStatus.AWAITING_RESULT:
+            raise ExternalResultError(
+                f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."
+            )
+        now = timezone.now()
+        if error is not None:
+            message = storable_text(str(error))[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+            if not message.strip():
+                raise ExternalResultError("An error needs a message for the model.")
+            call_transition(
+                call,
+                to=CallStatus.FAILED,
+                allowed_from={CallStatus.AWAITING_RESULT},
+                actor=actor,
+                data={"source": "external", "error": message},
+                error=message,
+                finished_at=now,
+            )
+            return call
+        problem = json_storage_problem(result)
+        if problem:
+            raise ExternalResultError(f"The result cannot be stored: {problem}.")
+        encoded = canonical_json(result).encode("utf-8")
+        limit = int(toolhub_setting("MAX_EXTERNAL_RESULT_BYTES"))
+        if len(encoded) > limit:
+            raise ExternalResultError(f"The result is larger than {limit} bytes.")
+        call_transition(
+            call,
+            to=CallStatus.SUCCEEDED,
+            allowed_from={CallStatus.AWAITING_RESULT},
+            actor=actor,
+            data={
+                "source": "external",
+                "result_bytes": len(encoded),
+                "result_sha256": hashlib.sha256(encoded).hexdigest(),
+            },
+            result=result,
+            finished_at=now,
+        )
+    return call
 
 
 def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> bool:
@@ -281,6 +371,41 @@ def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
             if found:
                 return found
     return None
+
+
+def _effective_context(request: CallRequest) -> ToolContext:
+    """Run-level context, then the interaction's on top; the boundary's reserved keys are never overridden."""
+    if not request.interaction_context:
+        return request.context
+    interaction = {k: v for k, v in request.interaction_context.items() if k not in RESERVED_CONTEXT_KEYS}
+    return request.context.merged(interaction)
+
+
+def _one_shot_answer(tool: Tool, context: ToolContext) -> str | None:
+    """For a one-shot tool already called in this loop, what the model is told instead of running it again."""
+    loop_id = context.loop_id
+    if not tool.one_shot_per_loop or not loop_id:
+        return None
+    earlier = ToolCall.objects.filter(
+        tool_name=tool.name, context__loop_id=str(loop_id), status__in=_ONE_SHOT_TAKEN
+    ).exists()
+    if not earlier:
+        return None
+    answer = (
+        f"ALREADY LOADED. The body of '{tool.name}' was returned earlier in this turn \u2014 read it from your "
+        "conversation history above. Do not call this tool again."
+    )
+    return f"{answer}\n{tool.advice}" if tool.advice else answer
+
+
+#: A one-shot tool's earlier call in the loop counts when it ran, runs, or may still run.
+_ONE_SHOT_TAKEN = [
+    CallStatus.QUEUED,
+    CallStatus.RUNNING,
+    CallStatus.SUCCEEDED,
+    CallStatus.PENDING_APPROVAL,
+    CallStatus.AWAITING_RESULT,
+]
 
 
 def _storable_context(ctx: ToolContext) -> dict[str, Any]:
