@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 
-from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall, ToolDefinition
+from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
 from toolhub.selectors import displayed_arguments, tool_call_audit_events
 
 admin.site.site_header = "toolhub"
@@ -103,6 +103,47 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
     @admin.display(description="Input schema")
     def schema(self, obj: ToolDefinition) -> str:
         return pretty_json(obj.input_schema)
+
+
+@admin.register(ToolGroup)
+class ToolGroupAdmin(admin.ModelAdmin):
+    """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add."""
+
+    list_display = ("name", "provider", "active_by_default", "approver_group", "escalation_group", "members")
+    list_filter = ("active_by_default", "provider")
+    search_fields = ("name", "description")
+    list_select_related = ("approver_group", "escalation_group")
+    fieldsets = (
+        (None, {"fields": ("name", "description", "provider", "active_by_default")}),
+        ("Tools", {"fields": ("code_members", "extra_tools", "capabilities", "system_prompt_addition")}),
+        ("Approvals", {"fields": ("approver_group", "escalation_group", "escalate_after_seconds")}),
+    )
+    readonly_fields = ("code_members",)
+
+    @admin.display(description="Extra tools")
+    def members(self, obj: ToolGroup) -> str:
+        return ", ".join(obj.extra_tools or []) or "-"
+
+    @admin.display(description="Members from the code")
+    def code_members(self, obj: ToolGroup) -> str:
+        names = ToolDefinition.objects.filter(group=obj.name).values_list("name", flat=True) if obj.pk else []
+        return ", ".join(names) or "-"
+
+
+@admin.register(Grant)
+class GrantAdmin(admin.ModelAdmin):
+    """Who may use which tool or group; deny wins over allow."""
+
+    list_display = ("__str__", "effect", "tool_group", "tool_name", "user", "group", "tenant", "agent_name", "note")
+    list_filter = ("effect", "tool_group", "tenant")
+    search_fields = ("tool_name", "agent_name", "note", "user__username", "group__name")
+    list_select_related = ("tool_group", "user", "group", "tenant")
+    raw_id_fields = ("user",)
+    fieldsets = (
+        (None, {"fields": ("effect", "note")}),
+        ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
+        ("To whom (one of)", {"fields": ("user", "group", "tenant", "agent_name")}),
+    )
 
 
 @admin.register(ToolCall)
