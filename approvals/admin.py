@@ -15,8 +15,15 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import DECIDE_PERMISSION, approval_approve, approval_reject
+from approvals.models import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalRule,
+    ApprovalStatus,
+    DecisionKind,
+    WebhookDelivery,
+)
+from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
 from toolhub.exceptions import ApprovalError
 from toolhub.selectors import displayed_arguments
 
@@ -49,7 +56,7 @@ class ApprovalDecisionInline(admin.TabularInline):
     model = ApprovalDecision
     extra = 0
     can_delete = False
-    fields = ("decision", "decided_by_name", "comment", "diff", "created_at")
+    fields = ("round", "decision", "decided_by_name", "comment", "diff", "created_at")
     readonly_fields = fields
     verbose_name_plural = "Decisions so far"
 
@@ -79,38 +86,30 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "created_at",
         "expires_at",
     )
-    list_filter = ("status", "risk", "tool_name")
+    list_filter = ("status", "risk", "tool_name", "source")
     search_fields = ("tool_name", "reason", "agent_name", "tenant", "requested_by__username")
     list_select_related = ("requested_by",)
     show_full_result_count = False
     inlines = (ApprovalDecisionInline,)
     actions = ("approve_selected", "reject_selected")
     fieldsets = (
-        (None, {"fields": ("tool_name", "status", "risk", "reason", "required_approvals")}),
+        (None, {"fields": ("tool_name", "status", "risk", "reason", "source", "rule", "required_approvals", "round")}),
         ("The call", {"fields": ("call_link", "call_status", "arguments")}),
         ("Who asked", {"fields": ("requested_by", "agent_name", "tenant", "run_link")}),
+        (
+            "Who decides",
+            {"fields": ("approver_group", "escalation_group", "escalate_at", "escalated_at"), "classes": ["collapse"]},
+        ),
         ("When", {"fields": ("created_at", "expires_at", "decided_at")}),
     )
-    readonly_fields = (
-        "tool_name",
-        "status",
-        "risk",
-        "reason",
-        "required_approvals",
-        "call_link",
-        "call_status",
-        "arguments",
-        "requested_by",
-        "agent_name",
-        "tenant",
-        "run_link",
-        "created_at",
-        "expires_at",
-        "decided_at",
-    )
+    readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
-        return super().get_queryset(request).select_related("call", "requested_by")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("call", "requested_by", "rule", "approver_group", "escalation_group")
+        )
 
     # Requests are opened by the pipeline and changed only by decisions: no add, change or delete.
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -200,6 +199,8 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         can_decide = obj is not None and obj.status == ApprovalStatus.PENDING and self.has_decide_permission(request)
         context["can_decide"] = can_decide
         if can_decide:
+            # Shown as a warning only: the service has the final word when the button is pressed.
+            context["decision_refusal"] = approval_may_decide(obj, request.user)
             context["decision_form"] = DecisionForm()
             context["decision_urls"] = {
                 decision: reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{decision}", args=[obj.pk])
@@ -257,6 +258,64 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
                 level=messages.ERROR,
             )
         return None
+
+
+@admin.register(ApprovalRule)
+class ApprovalRuleAdmin(admin.ModelAdmin):
+    """Operators' approval rules, evaluated by priority after the code's own rule."""
+
+    list_display = (
+        "name",
+        "enabled",
+        "priority",
+        "tool_name",
+        "tool_group",
+        "tenant",
+        "min_risk",
+        "condition",
+        "required_approvals",
+        "timeout_seconds",
+    )
+    list_editable = ("enabled", "priority")
+    list_filter = ("enabled", "min_risk", "tool_group", "tenant")
+    search_fields = ("name", "tool_name", "argument")
+    list_select_related = ("tool_group", "tenant")
+    fieldsets = (
+        (None, {"fields": ("name", "enabled", "priority")}),
+        ("Which calls", {"fields": ("tool_name", "tool_group", "tenant", "min_risk")}),
+        ("Condition on an argument (optional)", {"fields": ("argument", "operator", "value")}),
+        ("What it asks for", {"fields": ("required_approvals", "timeout_seconds")}),
+    )
+
+    @admin.display(description="Condition")
+    def condition(self, obj: ApprovalRule) -> str:
+        if not obj.argument:
+            return "-"
+        return f"{obj.argument} {obj.operator} {json.dumps(obj.value)}"
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here."""
+
+    list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
+    list_filter = ("status", "event")
+    show_full_result_count = False
+    fields = ("event", "status", "attempts", "next_attempt_at", "delivered_at", "last_error", "shown_payload")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: WebhookDelivery | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: WebhookDelivery | None = None) -> bool:
+        return False
+
+    @admin.display(description="Payload")
+    def shown_payload(self, obj: WebhookDelivery) -> str:
+        return _pretty_json(obj.payload)
 
 
 def _outcome(request: ApprovalRequest, done: str) -> str:
