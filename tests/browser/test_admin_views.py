@@ -13,7 +13,8 @@ from agents_app.services import run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_reject
 from demo.management.commands.load_demo import ORDER_SCRIPT
-from toolhub.models import AuditEvent, CallStatus, ToolCall
+from toolhub.catalogue import tool_catalogue_sync
+from toolhub.models import AuditEvent, CallStatus, ToolCall, ToolDefinition
 
 pytestmark = pytest.mark.django_db
 
@@ -171,3 +172,34 @@ def test_auditor_sees_sensitive_arguments_redacted_on_the_approval_page(
     body = page.content.decode()
     assert "&quot;amount&quot;: &quot;5000&quot;" in body
     assert 'id="approval-decision"' not in body
+
+
+def test_operator_governs_tools_from_the_catalogue_list_but_cannot_add_or_delete(operator: User) -> None:
+    # given: the catalogue mirrors the code
+    tool_catalogue_sync()
+    definition = ToolDefinition.objects.get(name="create_order")
+    client = logged_in(operator)
+
+    # when: the operator disables create_order and raises its risk from the list
+    response = client.post(
+        reverse("admin:toolhub_tooldefinition_changelist") + "?q=create_order",
+        {
+            "form-TOTAL_FORMS": "1",
+            "form-INITIAL_FORMS": "1",
+            "form-MIN_NUM_FORMS": "0",
+            "form-MAX_NUM_FORMS": "1000",
+            "form-0-id": str(definition.pk),
+            "form-0-risk_override": "critical",
+            "_save": "Save",
+        },
+    )
+
+    # then: the operator's fields changed, the code's did not; rows cannot be added or deleted
+    assert response.status_code == 302, response.content.decode()[:2000]
+    definition.refresh_from_db()
+    assert (definition.enabled, definition.risk_override, definition.risk) == (False, "critical", "medium")
+    assert client.get(reverse("admin:toolhub_tooldefinition_add")).status_code == 403
+    assert client.get(reverse("admin:toolhub_tooldefinition_delete", args=[definition.pk])).status_code == 403
+    page = client.get(reverse("admin:toolhub_tooldefinition_change", args=[definition.pk]))
+    assert b'name="input_schema"' not in page.content
+    assert b'name="name"' not in page.content

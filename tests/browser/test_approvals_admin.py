@@ -103,6 +103,7 @@ def test_requester_cannot_approve_her_own_call(page: Page, operator: User, alice
 
     admin_login(page, "alice", "alice-password")
     page.goto(f"/admin/approvals/approvalrequest/{request.pk}/change/")
+    expect(page.locator("#approval-decision .toolhub-warning")).to_contain_text("You started this call")
     page.get_by_label("Comment").fill("Approving my own order.")
     page.get_by_role("button", name="Approve").click()
 
