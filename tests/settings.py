@@ -1,9 +1,20 @@
-"""Test settings: the real settings plus a test-only app whose tools workers can import too."""
+"""Test settings: the real settings plus a test-only app whose tools workers can import too.
+
+Each pytest process gets its own PostgreSQL test database and its own Celery queue, handed to the
+worker processes it starts, so concurrent test runs on one machine never share state.
+"""
+
+import os
 
 from toolhub.settings import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp.apps.TestAppConfig"]  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+_run_id = os.environ.get("TOOLHUB_TEST_RUN_ID") or str(os.getpid())
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": f"test_toolhub_{_run_id}"}  # noqa: F405
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or f"toolhub-test-{_run_id}"
 
 # Tests about other behaviour need no grants; tests/governance/ switch back to the production default
 # ("deny": a user needs a grant) with the `settings` fixture and check it explicitly.

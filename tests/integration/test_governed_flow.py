@@ -1,6 +1,7 @@
 """The whole governed flow on real services: API -> waiting -> approve -> worker executes -> completed."""
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_run_waits_for_approval_then_a_worker_executes_the_call_once(
     call = ToolCall.objects.get(run_id=run_id)
     assert call.status == CallStatus.SUCCEEDED
     assert call.attempts == 1
-    assert call.worker.startswith("itest@")
+    assert call.worker.startswith(f"itest-{os.getpid()}@")
     assert "Order placed" in done["output"] and '"product": "Laptop"' in done["output"]
     events = list(AuditEvent.objects.filter(call_id=call.id).order_by("seq").values_list("event_type", flat=True))
     assert events == [

@@ -34,6 +34,8 @@ def worker_environment(**extra: str) -> dict[str, str]:
             "DATABASE_URL": test_database_url(),
             "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
             "CELERY_TASK_ALWAYS_EAGER": "false",
+            # the queue this test process sends to; a worker must not invent its own
+            "CELERY_TASK_DEFAULT_QUEUE": celery_app.conf.task_default_queue,
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -45,7 +47,8 @@ class Worker:
     """One ``celery -A toolhub worker`` process (prefork), started and stopped by tests."""
 
     def __init__(self, name: str, concurrency: int = 2, **env: str) -> None:
-        self.name = name
+        # Unique per test process: workers of concurrent runs never answer each other's pings.
+        self.name = f"{name}-{os.getpid()}"
         self.concurrency = concurrency
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
