@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "toolhub.apps.ToolhubConfig",
+    "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
     "agents_app.apps.AgentsConfig",
     "demo.apps.DemoConfig",
@@ -127,6 +128,7 @@ CELERY_BEAT_SCHEDULE = {
     "toolhub-sweep": {"task": "toolhub.tasks.sweep_task", "schedule": 30.0},
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},
     "agents-sweep": {"task": "agents_app.tasks.sweep_runs_task", "schedule": 60.0},
+    "sagas-sweep": {"task": "toolhub.sagas.tasks.sagas_sweep_task", "schedule": 5.0},
 }
 
 # toolhub's own tunables; read them through toolhub.conf.toolhub_setting, which documents defaults.

@@ -1,0 +1,144 @@
+"""Compensation arguments: explicit mapping, else names from the result, then the arguments."""
+
+import dataclasses
+from typing import Annotated, TypedDict
+
+import pytest
+from pydantic import BaseModel, Field
+
+from toolhub import Param, tool
+from toolhub.sagas.mapping import (
+    MappingError,
+    compensation_arguments,
+    known_result_fields,
+    match_arguments,
+    normalized_name,
+    unmatched_parameters,
+)
+
+
+@pytest.mark.parametrize("name", ["txId", "tx_id", "TX_ID", "TxId", "tx-id", "txid"])
+def test_names_match_case_underscore_and_camel_case_insensitively(name: str) -> None:
+    assert normalized_name(name) == normalized_name("tx_id") == "txid"
+
+
+def test_different_names_stay_different() -> None:
+    assert normalized_name("account") != normalized_name("account_id")
+
+
+@tool
+def debit(account_id: str, amount: int) -> dict:
+    """Take money."""
+    return {}
+
+
+@tool
+def refund(tx_id: str, account_id: str, amount: int, reason: str = "compensation") -> dict:
+    """Give it back."""
+    return {}
+
+
+def test_arguments_come_from_the_result_first_then_the_original_arguments() -> None:
+    # given a result that names the transaction in camelCase and repeats the amount differently
+    result = {"txId": "TX-1", "amount": 70, "status": "SUCCESS"}
+
+    # when
+    arguments = compensation_arguments(
+        tool=debit.tool, compensation=refund.tool, arguments={"account_id": "A", "amount": 100}, result=result
+    )
+
+    # then the result wins over the arguments, and an optional parameter nobody names keeps its default
+    assert arguments == {"tx_id": "TX-1", "account_id": "A", "amount": 70}
+
+
+def test_a_scalar_result_leaves_only_the_arguments() -> None:
+    with pytest.raises(MappingError) as failure:
+        compensation_arguments(tool=debit.tool, compensation=refund.tool, arguments={"account_id": "A"}, result=3)
+    message = str(failure.value)
+    assert "tx_id, amount" in message and "'refund'" in message and "mapping" in message
+
+
+def test_a_missing_required_parameter_names_what_was_looked_at() -> None:
+    specs = refund.tool.parameters
+    with pytest.raises(MappingError, match=r"needs tx_id.*result: amount.*arguments: accountid"):
+        match_arguments(specs, [("result", {"amount": 1}), ("arguments", {"accountId": "A"})], compensation="refund")
+
+
+def test_an_explicit_mapping_is_used_as_is() -> None:
+    @tool(compensation_mapping=lambda arguments, result: {"tx_id": result["ref"], "account_id": "X", "amount": 1})
+    def pay(amount: int) -> dict:
+        """Pay."""
+        return {}
+
+    arguments = compensation_arguments(
+        tool=pay.tool, compensation=refund.tool, arguments={"amount": 5}, result={"ref": "R"}
+    )
+    assert arguments == {"tx_id": "R", "account_id": "X", "amount": 1}
+
+
+def test_a_mapping_that_raises_or_returns_garbage_is_a_mapping_error() -> None:
+    @tool(compensation_mapping=lambda arguments, result: result["nope"])
+    def pay(amount: int) -> dict:
+        """Pay."""
+        return {}
+
+    @tool(compensation_mapping=lambda arguments, result: ["not", "a", "dict"])
+    def pay_list(amount: int) -> dict:
+        """Pay."""
+        return {}
+
+    with pytest.raises(MappingError, match="raised KeyError"):
+        compensation_arguments(tool=pay.tool, compensation=refund.tool, arguments={}, result={})
+    with pytest.raises(MappingError, match="returned list"):
+        compensation_arguments(tool=pay_list.tool, compensation=refund.tool, arguments={}, result={})
+
+
+class DebitOut(BaseModel):
+    tx_id: str = Field(alias="txId")
+    balance: int
+
+
+class DebitDict(TypedDict):
+    txId: str
+
+
+@dataclasses.dataclass
+class DebitData:
+    transaction: str
+
+
+def test_result_fields_are_known_for_pydantic_typeddict_and_dataclass_results() -> None:
+    @tool
+    def a(x: int) -> DebitOut:
+        """A."""
+        raise NotImplementedError
+
+    @tool
+    def b(x: int) -> DebitDict:
+        """B."""
+        raise NotImplementedError
+
+    @tool
+    def c(x: int) -> Annotated[DebitData, "doc"]:
+        """C."""
+        raise NotImplementedError
+
+    @tool
+    def d(x: int) -> dict:
+        """D."""
+        return {}
+
+    assert known_result_fields(a.tool) == {"tx_id", "txId", "balance"}
+    assert known_result_fields(b.tool) == {"txId"}
+    assert known_result_fields(c.tool) == {"transaction"}
+    assert known_result_fields(d.tool) is None
+
+
+def test_unmatched_parameters_only_for_known_result_types() -> None:
+    @tool
+    def typed_debit(account_id: Annotated[str, Param("Account.")], amount: int) -> DebitData:
+        """Debit with a declared result."""
+        raise NotImplementedError
+
+    assert unmatched_parameters(typed_debit.tool, refund.tool) == ["tx_id"]
+    assert unmatched_parameters(debit.tool, refund.tool) is None  # a dict result: cannot be known before a call

@@ -1,0 +1,362 @@
+"""The operators' view of sagas: steps, compensations, attempts and errors, with retry and resolve-by-hand."""
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+
+from toolhub.audit import redact
+from toolhub.exceptions import InvalidTransitionError
+from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
+from toolhub.sagas.selectors import call_summary, saga_audit_events
+from toolhub.sagas.services import compensation_resolve, compensation_retry
+from toolhub.tools.registry import registry
+
+OPERATE_PERMISSION = "sagas.operate_saga"
+
+
+def _json(value: Any) -> str:
+    return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _link(url_name: str, pk: Any, text: Any) -> str:
+    try:
+        return format_html('<a href="{}">{}</a>', reverse(url_name, args=[pk]), text)
+    except NoReverseMatch:
+        return str(text)
+
+
+def _call_link(call_id: Any) -> str:
+    return _link("admin:toolhub_toolcall_change", call_id, call_id) if call_id else "-"
+
+
+class ResolveForm(forms.Form):
+    """What the operator did (or why nothing needs doing); recorded in the audit trail."""
+
+    note = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "e.g. refunded by hand in the bank UI"}),
+    )
+
+
+class NeedsAttentionFilter(admin.SimpleListFilter):
+    """Sagas where a compensation failed, its outcome is unknown, or a step waits for an operator's decision."""
+
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Needs attention"), ("no", "Does not")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        field = "status" if queryset.model is Saga else "saga__status"
+        if self.value() == "yes":
+            return queryset.filter(**{field: SagaStatus.NEEDS_ATTENTION})
+        if self.value() == "no":
+            return queryset.exclude(**{field: SagaStatus.NEEDS_ATTENTION})
+        return queryset
+
+
+class _OperatorActions:
+    """Retry and resolve-by-hand, shared by the saga and compensation lists; both call the services."""
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(OPERATE_PERMISSION)
+
+    def _compensations_of(self, queryset: QuerySet[Any]) -> list[Compensation]:
+        raise NotImplementedError
+
+    def _retry(self, request: HttpRequest, queryset: QuerySet[Any], attention_only: bool) -> None:
+        actor = f"user:{request.user.get_username()}"
+        chosen = self._compensations_of(queryset)
+        if attention_only:
+            chosen = [c for c in chosen if c.status in {"failed", "unknown", "held"}]
+        self._apply(request, chosen, "retried", lambda c: compensation_retry(compensation=c, actor=actor))
+
+    def _resolve(self, request: HttpRequest, queryset: QuerySet[Any], action: str) -> HttpResponse | None:
+        chosen = self._compensations_of(queryset)
+        form = ResolveForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            context = {
+                **self.admin_site.each_context(request),  # type: ignore[attr-defined]
+                "title": "Resolve compensations by hand",
+                "opts": self.opts,  # type: ignore[attr-defined]
+                "objects": list(queryset),
+                "compensations": chosen,
+                "form": form,
+                "action": action,
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/sagas/resolve_selected.html", context)
+        actor, note = f"user:{request.user.get_username()}", form.cleaned_data["note"]
+        self._apply(request, chosen, "resolved", lambda c: compensation_resolve(compensation=c, actor=actor, note=note))
+        return None
+
+    def _apply(
+        self, request: HttpRequest, chosen: list[Compensation], done: str, service: Callable[[Compensation], Any]
+    ) -> None:
+        succeeded, failures = 0, []
+        for compensation in chosen:
+            try:
+                service(compensation)
+            except InvalidTransitionError as exc:
+                failures.append(str(exc))
+            else:
+                succeeded += 1
+        if not chosen:
+            self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)  # type: ignore[attr-defined]
+        if succeeded:
+            self.message_user(request, f"{succeeded} compensation(s) {done}.", messages.SUCCESS)  # type: ignore[attr-defined]
+        if failures:
+            self.message_user(request, " ".join(failures), messages.ERROR)  # type: ignore[attr-defined]
+
+
+class CompensationInline(admin.TabularInline):
+    model = Compensation
+    fk_name = "saga"
+    extra = 0
+    can_delete = False
+    ordering = ("-sequence",)
+    fields = (
+        "sequence",
+        "step",
+        "tool_name",
+        "compensation_call",
+        "status",
+        "attempts_shown",
+        "next_attempt_at",
+        "last_error",
+        "resolution",
+    )
+    readonly_fields = fields
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Step (arguments redacted)")
+    def step(self, obj: Compensation) -> str:
+        return format_html("{}<br>{}", call_summary(obj.step_call), _call_link(obj.step_call_id))
+
+    @admin.display(description="Compensation call")
+    def compensation_call(self, obj: Compensation) -> str:
+        return _call_link(obj.call_id)
+
+    @admin.display(description="Attempts")
+    def attempts_shown(self, obj: Compensation) -> str:
+        return f"{obj.attempts} / {obj.max_attempts}"
+
+    @admin.display(description="Resolved")
+    def resolution(self, obj: Compensation) -> str:
+        return f"{obj.resolved_by}: {obj.resolution_note}" if obj.resolved_by else "-"
+
+
+class RollbackInline(admin.TabularInline):
+    model = Rollback
+    extra = 0
+    can_delete = False
+    fields = ("trigger", "failed_step", "requested_by", "requested_at", "finished_at", "told_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Failed step")
+    def failed_step(self, obj: Rollback) -> str:
+        if obj.failed_call_id is None:
+            return "-"
+        failed = obj.failed_call
+        return format_html("{} ({})<br>{}", failed.tool_name, failed.error, _call_link(obj.failed_call_id))
+
+
+@admin.register(Saga)
+class SagaAdmin(_OperatorActions, admin.ModelAdmin):
+    """Sagas for operators: what was done, what was undone, what failed and what needs a decision."""
+
+    list_display = ("key", "status", "tenant", "run", "steps", "updated_at")
+    list_filter = (NeedsAttentionFilter, "status", "tenant")
+    search_fields = ("key",)
+    show_full_result_count = False
+    ordering = ("-updated_at",)
+    actions = ("retry_selected", "resolve_selected")
+    fields = ("key", "status", "tenant", "run", "created_at", "updated_at", "attempts", "audit_events")
+    readonly_fields = fields
+    inlines = (CompensationInline, RollbackInline)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
+        return list(
+            Compensation.objects.filter(saga__in=queryset, status__in=("failed", "unknown", "held"))
+            .select_related("saga")
+            .order_by("saga_id", "-sequence")
+        )
+
+    @admin.action(description="Retry the compensations that need attention", permissions=["operate"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> None:
+        self._retry(request, queryset, attention_only=True)
+
+    @admin.action(description="Resolve by hand the compensations that need attention", permissions=["operate"])
+    def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> HttpResponse | None:
+        return self._resolve(request, queryset, "resolve_selected")
+
+    @admin.display(description="Agent run")
+    def run(self, obj: Saga) -> str:
+        return _link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
+
+    @admin.display(description="Steps")
+    def steps(self, obj: Saga) -> int:
+        return obj.last_sequence
+
+    @admin.display(description="Attempts of the compensations")
+    def attempts(self, obj: Saga) -> str:
+        rows = CompensationAttempt.objects.filter(compensation__saga=obj).select_related("compensation")
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    a.compensation.sequence,
+                    a.compensation.tool_name,
+                    a.number,
+                    a.outcome,
+                    a.error or "-",
+                    a.worker or "-",
+                    a.finished_at.isoformat(timespec="seconds") if a.finished_at else "-",
+                )
+                for a in rows.order_by("id")
+            ),
+        )
+        return format_html(
+            '<table class="toolhub-table" id="saga-attempts"><thead><tr><th>Step #</th><th>Compensation</th>'
+            "<th>Attempt</th><th>Outcome</th><th>Error</th><th>Worker</th><th>Finished</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            body,
+        )
+
+    @admin.display(description="Audit events")
+    def audit_events(self, obj: Saga) -> str:
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    e.created_at.isoformat(timespec="milliseconds"),
+                    e.event_type,
+                    e.tool_name,
+                    e.status,
+                    e.actor,
+                    _json(e.payload),
+                )
+                for e in saga_audit_events(obj)[:500]
+            ),
+        )
+        return format_html(
+            '<table class="toolhub-table" id="saga-audit-events"><thead><tr><th>When</th><th>Event</th><th>Tool</th>'
+            "<th>Status</th><th>Actor</th><th>Data</th></tr></thead><tbody>{}</tbody></table>",
+            body,
+        )
+
+
+class CompensationAttemptInline(admin.TabularInline):
+    model = CompensationAttempt
+    extra = 0
+    can_delete = False
+    fields = ("number", "outcome", "error", "worker", "started_at", "finished_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Compensation)
+class CompensationAdmin(_OperatorActions, admin.ModelAdmin):
+    """One compensation: the step it undoes, its arguments, its call, every attempt and error."""
+
+    list_display = ("saga", "sequence", "step_tool", "tool_name", "status", "attempts", "next_attempt_at", "updated_at")
+    list_filter = (NeedsAttentionFilter, "status", "tool_name")
+    search_fields = ("saga__key", "step_tool", "tool_name")
+    list_select_related = ("saga",)
+    show_full_result_count = False
+    actions = ("retry_selected", "resolve_selected")
+    fields = (
+        "saga",
+        "sequence",
+        "status",
+        "step",
+        "tool_name",
+        "shown_arguments",
+        "mapping_error",
+        "compensation_call",
+        "attempts",
+        "max_attempts",
+        "next_attempt_at",
+        "last_error",
+        "resolved_by",
+        "resolution_note",
+        "rollback",
+        "created_at",
+        "updated_at",
+        "finished_at",
+    )
+    readonly_fields = fields
+    inlines = (CompensationAttemptInline,)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def _compensations_of(self, queryset: QuerySet[Compensation]) -> list[Compensation]:
+        return list(queryset.select_related("saga").order_by("saga_id", "-sequence"))
+
+    @admin.action(description="Retry (or compensate a held step)", permissions=["operate"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Compensation]) -> None:
+        self._retry(request, queryset, attention_only=False)
+
+    @admin.action(description="Resolve by hand", permissions=["operate"])
+    def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Compensation]) -> HttpResponse | None:
+        return self._resolve(request, queryset, "resolve_selected")
+
+    @admin.display(description="Step (arguments redacted)")
+    def step(self, obj: Compensation) -> str:
+        return format_html("{}<br>{}", call_summary(obj.step_call), _call_link(obj.step_call_id))
+
+    @admin.display(description="Arguments (sensitive values redacted)")
+    def shown_arguments(self, obj: Compensation) -> str:
+        if obj.arguments is None:
+            return "-"
+        tool = registry.get(obj.tool_name)
+        return _json(redact(obj.arguments, tool.sensitive if tool else frozenset()))
+
+    @admin.display(description="Compensation call")
+    def compensation_call(self, obj: Compensation) -> str:
+        return _call_link(obj.call_id)

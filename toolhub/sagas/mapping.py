@@ -1,0 +1,130 @@
+"""Compensation arguments: the tool's explicit mapping, else names matched from the result, then the arguments.
+
+Names match case-, ``_``- and camelCase-insensitively: ``txId``, ``tx_id`` and ``TX_ID`` are one name.
+"""
+
+import dataclasses
+import re
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel
+
+from toolhub.exceptions import ToolhubError
+from toolhub.tools.definition import Tool
+
+__all__ = [
+    "MappingError",
+    "normalized_name",
+    "match_arguments",
+    "compensation_arguments",
+    "known_result_fields",
+    "unmatched_parameters",
+]
+
+
+class MappingError(ToolhubError):
+    """The arguments of a compensation cannot be built from the original call."""
+
+
+_SEPARATORS = re.compile(r"[_\-\s]")
+
+
+def normalized_name(name: str) -> str:
+    """The form two names are compared in: no separators, case folded (``txId`` == ``tx_id``)."""
+    return _SEPARATORS.sub("", name).casefold()
+
+
+def match_arguments(
+    parameters: Iterable[Any], sources: Iterable[tuple[str, Mapping[str, Any]]], *, compensation: str
+) -> dict[str, Any]:
+    """Fill each parameter from the first source holding its name; a missing required one is an error.
+
+    ``sources`` are ``(label, mapping)`` pairs, most preferred first (the result, then the arguments).
+    """
+    indexed = []
+    for label, values in sources:
+        index: dict[str, Any] = {}
+        for key, value in values.items():
+            index.setdefault(normalized_name(str(key)), value)
+        indexed.append((label, index))
+    matched: dict[str, Any] = {}
+    missing: list[str] = []
+    for spec in parameters:
+        key = normalized_name(spec.name)
+        for _, index in indexed:
+            if key in index:
+                matched[spec.name] = index[key]
+                break
+        else:
+            if spec.default is ...:
+                missing.append(spec.name)
+    if missing:
+        looked_in = "; ".join(f"{label}: {', '.join(sorted(index)) or '-'}" for label, index in indexed)
+        raise MappingError(
+            f"Compensation {compensation!r} needs {', '.join(missing)}, found neither in the original result nor in "
+            f"its arguments ({looked_in}). Give the original tool a mapping function, or rename the parameters."
+        )
+    return matched
+
+
+def compensation_arguments(
+    *, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any
+) -> dict[str, Any]:
+    """The arguments of ``compensation`` for a call of ``tool`` with ``arguments`` that returned ``result``."""
+    if tool.compensation_mapping is not None:
+        try:
+            mapped = tool.compensation_mapping(dict(arguments), result)
+        except Exception as exc:  # noqa: BLE001 - a broken mapping is reported on the compensation, not raised
+            raise MappingError(f"The compensation mapping of {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(mapped, Mapping):
+            raise MappingError(
+                f"The compensation mapping of {tool.name!r} returned {type(mapped).__name__}, not a mapping of "
+                f"{compensation.name!r}'s arguments."
+            )
+        return dict(mapped)
+    sources: list[tuple[str, Mapping[str, Any]]] = []
+    if isinstance(result, Mapping):
+        sources.append(("result", result))
+    sources.append(("arguments", arguments))
+    return match_arguments(compensation.parameters, sources, compensation=compensation.name)
+
+
+def known_result_fields(tool: Tool) -> frozenset[str] | None:
+    """The field names a tool's result will have, when its return annotation says (pydantic, TypedDict, dataclass)."""
+    try:
+        hints = typing.get_type_hints(tool.handler, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable hints mean an unknown result type
+        return None
+    annotation = hints.get("return")
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if not isinstance(annotation, type):
+        return None
+    if issubclass(annotation, BaseModel):
+        names: set[str] = set()
+        for name, field in annotation.model_fields.items():
+            names.add(name)
+            names.update(alias for alias in (field.alias, field.serialization_alias) if alias)
+        return frozenset(names)
+    if typing.is_typeddict(annotation):
+        return frozenset(typing.get_type_hints(annotation))
+    if dataclasses.is_dataclass(annotation):
+        return frozenset(field.name for field in dataclasses.fields(annotation))
+    return None
+
+
+def unmatched_parameters(tool: Tool, compensation: Tool) -> list[str] | None:
+    """Required parameters of ``compensation`` no known result field or argument of ``tool`` can fill.
+
+    ``None`` when it cannot be known before a call: the tool has a mapping function, or its result type
+    is not declared precisely.
+    """
+    if tool.compensation_mapping is not None:
+        return None
+    fields = known_result_fields(tool)
+    if fields is None:
+        return None
+    available = {normalized_name(name) for name in fields} | {normalized_name(p.name) for p in tool.parameters}
+    return [p.name for p in compensation.parameters if p.default is ... and normalized_name(p.name) not in available]

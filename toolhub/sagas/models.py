@@ -1,0 +1,150 @@
+"""Sagas, their rollbacks, and one compensation per completed compensable step."""
+
+from django.db import models
+
+from toolhub.models import ToolCall
+
+
+class SagaStatus(models.TextChoices):
+    OPEN = "open", "Open (nothing to undo requested)"
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    RESOLVED = "resolved", "Resolved by an operator"
+
+
+class Saga(models.Model):
+    """The steps of one agent run, or of direct calls sharing a ``saga_id``, that may have to be undone together.
+
+    ``key`` is the run id for a run, or the caller's saga id; ``last_sequence`` numbers the recorded
+    steps in the order they completed, so that they are compensated newest first.
+    """
+
+    key = models.CharField(max_length=100, unique=True)
+    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    status = models.CharField(max_length=20, choices=SagaStatus.choices, default=SagaStatus.OPEN, db_index=True)
+    last_sequence = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("operate_saga", "Can retry and resolve a saga's compensations")]
+
+    def __str__(self) -> str:
+        return f"saga {self.key} ({self.status})"
+
+
+class RollbackTrigger(models.TextChoices):
+    STEP_FAILED = "step_failed", "A step failed"
+    ON_DEMAND = "on_demand", "Asked for"
+
+
+class Rollback(models.Model):
+    """One request to undo a saga's completed steps: why, by whom, when it finished, when the model was told."""
+
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="rollbacks")
+    trigger = models.CharField(max_length=16, choices=RollbackTrigger.choices)
+    failed_call = models.ForeignKey(
+        ToolCall, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="The step that failed."
+    )
+    requested_by = models.CharField(max_length=200)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    told_at = models.DateTimeField(null=True, blank=True, help_text="When the conversation was told the outcome.")
+
+    class Meta:
+        ordering = ["-requested_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["saga", "failed_call"],
+                condition=models.Q(failed_call__isnull=False),
+                name="saga_rollback_once_per_failure",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"rollback #{self.pk} of {self.saga.key}"
+
+
+class CompensationStatus(models.TextChoices):
+    RECORDED = "recorded", "Recorded (step completed)"
+    PENDING = "pending", "Pending (waits its turn)"
+    RUNNING = "running", "Running (its call is in the pipeline)"
+    RETRY_SCHEDULED = "retry_scheduled", "Retry scheduled"
+    SUCCEEDED = "succeeded", "Compensated"
+    FAILED = "failed", "Failed (needs attention)"
+    UNKNOWN = "unknown", "Outcome unknown (needs attention)"
+    HELD = "held", "Held: the step's outcome is unknown"
+    RESOLVED = "resolved", "Resolved by an operator"
+
+
+#: A compensation in one of these states is being worked on; the next one waits for it.
+ACTIVE_COMPENSATION_STATUSES = frozenset({CompensationStatus.RUNNING, CompensationStatus.RETRY_SCHEDULED})
+#: A compensation in one of these states needs an operator's decision.
+ATTENTION_COMPENSATION_STATUSES = frozenset(
+    {CompensationStatus.FAILED, CompensationStatus.UNKNOWN, CompensationStatus.HELD}
+)
+
+
+class Compensation(models.Model):
+    """How to undo one completed step of a saga, and how far undoing it got.
+
+    ``call`` is the compensation's own governed call (kind ``compensation``); a retry runs that same
+    call again, so the tool sees one idempotency key (the call id) across attempts.
+    """
+
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="compensations")
+    sequence = models.PositiveIntegerField(help_text="Order in which the step completed; undone newest first.")
+    rollback = models.ForeignKey(
+        Rollback, null=True, blank=True, on_delete=models.SET_NULL, related_name="compensations"
+    )
+    step_call = models.OneToOneField(ToolCall, on_delete=models.PROTECT, related_name="saga_compensation")
+    step_tool = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200, help_text="The compensating tool.")
+    arguments = models.JSONField(null=True, blank=True, help_text="The compensation's arguments, once known.")
+    mapping_error = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=20, choices=CompensationStatus.choices, default=CompensationStatus.RECORDED, db_index=True
+    )
+    call = models.OneToOneField(
+        ToolCall, null=True, blank=True, on_delete=models.PROTECT, related_name="compensation_of"
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=1)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    resolved_by = models.CharField(max_length=200, blank=True)
+    resolution_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["saga", "-sequence"]
+        constraints = [models.UniqueConstraint(fields=["saga", "sequence"], name="saga_compensation_sequence")]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="compensation_due")]
+
+    def __str__(self) -> str:
+        return f"#{self.sequence} {self.step_tool} -> {self.tool_name} ({self.status})"
+
+
+class CompensationAttempt(models.Model):
+    """The outcome of one finished attempt of a compensation, with its error, for operators."""
+
+    compensation = models.ForeignKey(Compensation, on_delete=models.CASCADE, related_name="attempt_log")
+    call = models.ForeignKey(ToolCall, on_delete=models.PROTECT, related_name="+")
+    number = models.PositiveIntegerField(help_text="The call's attempt number (0: refused before it ran).")
+    outcome = models.CharField(max_length=20)
+    error = models.TextField(blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["compensation", "id"]
+        constraints = [models.UniqueConstraint(fields=["call", "number"], name="compensation_attempt_once")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.compensation_id}: {self.outcome}"

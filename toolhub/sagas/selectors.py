@@ -1,0 +1,81 @@
+"""Reads of the sagas: for the admin, the API and the conversation of a run."""
+
+import uuid
+
+from django.db.models import QuerySet
+
+from toolhub.audit import canonical_json, redact
+from toolhub.models import AuditEvent, ToolCall
+from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
+from toolhub.tools.registry import registry
+
+__all__ = [
+    "saga_for_run",
+    "sagas_needing_attention",
+    "saga_compensations",
+    "saga_audit_events",
+    "rollback_note",
+    "call_summary",
+]
+
+
+def saga_for_run(run_id: uuid.UUID) -> Saga | None:
+    """The saga of an agent run, if one of its steps was compensable."""
+    return Saga.objects.filter(key=str(run_id)).first()
+
+
+def sagas_needing_attention() -> QuerySet[Saga]:
+    """Sagas with a compensation that failed, whose outcome is unknown, or that waits for an operator."""
+    return Saga.objects.filter(status=SagaStatus.NEEDS_ATTENTION).order_by("-updated_at")
+
+
+def saga_compensations(saga: Saga) -> QuerySet[Compensation]:
+    """A saga's compensations in the order they are run: newest step first."""
+    return saga.compensations.select_related("step_call", "call").order_by("-sequence")
+
+
+def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
+    """The audit events of a saga's steps and compensation calls, and of the saga itself."""
+    call_ids = list(saga.compensations.values_list("step_call_id", flat=True))
+    call_ids += [pk for pk in saga.compensations.values_list("call_id", flat=True) if pk]
+    events = AuditEvent.objects.filter(call_id__in=call_ids)
+    if saga.run_id is not None:
+        events = events | AuditEvent.objects.filter(run_id=saga.run_id, event_type__startswith="saga.")
+    return events.order_by("created_at", "id")
+
+
+def call_summary(call: ToolCall) -> str:
+    """``tool({"arg": value})`` with sensitive values redacted, for notes and the admin."""
+    tool = registry.get(call.tool_name)
+    arguments = redact(call.arguments or {}, tool.sensitive if tool else frozenset())
+    return f"{call.tool_name}({canonical_json(arguments)})"
+
+
+def rollback_note(rollback: Rollback) -> str:
+    """What the model reads after a rollback: which step failed and what became of each completed step."""
+    lines = []
+    failed = rollback.failed_call
+    if failed is not None:
+        lines.append(
+            f"Step {call_summary(failed)} failed ({failed.error or failed.status}). toolhub rolled back the steps "
+            "completed before it, newest first:"
+        )
+    else:
+        lines.append(f"The completed steps were rolled back at the request of {rollback.requested_by}, newest first:")
+    for compensation in rollback.compensations.select_related("step_call").order_by("-sequence"):
+        step = call_summary(compensation.step_call)
+        status = compensation.status
+        if status == CompensationStatus.SUCCEEDED:
+            lines.append(f"- {step}: rolled back (by {compensation.tool_name}).")
+        elif status == CompensationStatus.HELD:
+            lines.append(f"- {step}: its own outcome is unknown; an operator decides whether to roll it back.")
+        elif status == CompensationStatus.UNKNOWN:
+            lines.append(f"- {step}: the rollback was interrupted, its outcome is unknown; an operator was alerted.")
+        elif status == CompensationStatus.RESOLVED:
+            lines.append(f"- {step}: resolved by an operator ({compensation.resolution_note or 'no note'}).")
+        else:
+            lines.append(
+                f"- {step}: NOT rolled back: {compensation.tool_name} failed after {compensation.attempts} "
+                f"attempt(s) ({compensation.last_error or status}); an operator was alerted."
+            )
+    return "\n".join(lines)
