@@ -14,6 +14,9 @@ from agents_app.models import Agent, AgentRun, Provider
 from agents_app.selectors import run_pending_approval_ids, runs_visible_to
 from agents_app.services import RunInputError, agent_create, run_retry, run_start
 from toolhub.models import CallKind, ToolCall
+from toolhub.sagas.api import SagaSerializer
+from toolhub.sagas.selectors import saga_for_run
+from toolhub.sagas.services import NothingToCompensateError, saga_rollback_on_demand
 from toolhub.selectors import displayed_arguments
 
 
@@ -214,6 +217,30 @@ class RunRetryView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
+
+
+class RunRollbackView(APIView):
+    """Compensate the run's completed steps now, newest first, each by a worker; GET shows how far it got."""
+
+    @extend_schema(request=None, responses={200: SagaSerializer})
+    def get(self, request: Request, pk: str) -> Response:
+        run = get_object_or_404(runs_visible_to(request.user), pk=pk)
+        saga = saga_for_run(run.id)
+        if saga is None:
+            return Response({"detail": "This run has no compensable step."}, status=status.HTTP_404_NOT_FOUND)
+        return Response(SagaSerializer(saga).data)
+
+    @extend_schema(request=None, responses={202: SagaSerializer})
+    def post(self, request: Request, pk: str) -> Response:
+        run = get_object_or_404(runs_visible_to(request.user), pk=pk)
+        try:
+            saga = saga_rollback_on_demand(
+                saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
+            )
+        except NothingToCompensateError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        saga.refresh_from_db()
+        return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _agent_named(identifier: str) -> Agent | None:

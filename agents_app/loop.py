@@ -22,6 +22,7 @@ from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import ReturnBehavior
@@ -107,6 +108,8 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().select_related("agent").filter(id=run_id).first()
         if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+            if run is not None and _append_rollback_notes(run):  # a rollback asked for after the run ended
+                run.save(update_fields=["messages", "updated_at"])
             return None
         if run.step_lease_until and run.step_lease_until > now:
             return None
@@ -119,6 +122,10 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
                 run.save(update_fields=["status", "updated_at"])
             return None
         if _awaits_results(run.messages):
+            if run.agent.compensate_on_error and saga_rollback_on_failure(
+                run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
+            ):
+                return None  # the completed steps are being compensated; their calls wake the run again
             run.messages = [
                 *run.messages,
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
@@ -128,10 +135,18 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
                 run.step_lease_until = None
                 _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
                 return None
+        _append_rollback_notes(run)
         run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=STEP_LEASE_SECONDS)
         run.save(update_fields=["messages", "status", "step_lease_until", "updated_at"])
         return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run))
+
+
+def _append_rollback_notes(run: AgentRun) -> bool:
+    """Tell the conversation which step failed and which steps were rolled back (after the tool results)."""
+    notes = saga_rollback_notes(run_id=run.id)
+    run.messages = [*run.messages, *({"role": "system", "content": note} for note in notes)]
+    return bool(notes)
 
 
 #: Call statuses that suspend the run until someone outside acts (an operator, an external executor).

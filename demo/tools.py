@@ -114,7 +114,7 @@ def get_balance(account_id: Annotated[str, Param("The account's id, e.g. ACC-1."
     return _account(account_id, ctx).balance
 
 
-@tool(risk=Risk.MEDIUM, group="ledger", category="ledger", compensate_with="credit")
+@tool(risk=Risk.MEDIUM, group="ledger", category="ledger")  # compensated by refund_debit, below
 def debit(
     account_id: Annotated[str, Param("The account to take money from.")],
     amount: Annotated[Money, Param("How much to take.")],
@@ -128,7 +128,27 @@ def debit(
         account.balance -= amount
         account.save(update_fields=["balance"])
         LedgerEntry.objects.create(account=account, amount=-amount, kind="debit", call_id=ctx.idempotency_key or "")
-    return {"account_id": account_id, "amount": amount, "balance": account.balance}
+    return {"tx_id": ctx.idempotency_key or "", "account_id": account_id, "amount": amount, "balance": account.balance}
+
+
+@debit.compensation(idempotent=True, risk=Risk.MEDIUM, group="ledger", category="ledger")
+def refund_debit(
+    tx_id: Annotated[str, Param("The debit's transaction id.")],
+    account_id: Annotated[str, Param("The account that was debited.")],
+    amount: Annotated[Money, Param("How much was debited.")],
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Pay a debit back (its compensation); repeating it with the same idempotency key refunds once."""
+    key = ctx.idempotency_key or ""
+    with transaction.atomic():
+        account = _account(account_id, ctx, lock=True)
+        if not LedgerEntry.objects.filter(account=account, kind="debit", call_id=tx_id, amount=-amount).exists():
+            raise ToolError(f"There is no debit {tx_id} of {amount} on account {account_id}; nothing to refund.")
+        if not LedgerEntry.objects.filter(account=account, kind="refund", call_id=key).exists():
+            account.balance += amount
+            account.save(update_fields=["balance"])
+            LedgerEntry.objects.create(account=account, amount=amount, kind="refund", call_id=key)
+    return {"refunded": tx_id, "account_id": account_id, "amount": amount, "balance": account.balance}
 
 
 @tool(risk=Risk.MEDIUM, group="ledger", category="ledger")
