@@ -1,24 +1,44 @@
-"""System checks over the registered tools, reported by ``manage.py check`` at startup."""
+"""System checks over the registered tools, reported by ``manage.py check`` at startup.
+
+=============  ==========================================================================
+toolhub.E001   a tool's parameters have no JSON Schema (an unsupported type)
+toolhub.E002   ``compensate_with`` names a tool that is not registered
+toolhub.E003   two tool names differ only in case or in ``-``/``_`` (duplicates to a model)
+toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
+toolhub.W001   a tool does not declare its risk level (it is treated as low)
+toolhub.W002   a preset secret is set neither in the settings nor in the environment
+=============  ==========================================================================
+
+Exact duplicate names never get this far: the registry refuses the second tool at startup.
+"""
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 
 
 @register("toolhub")
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every tool must have a buildable schema and point its compensation at a real tool."""
+    """Every tool must have a buildable schema, a declared risk and a real compensation target."""
     problems: list[CheckMessage] = []
-    for tool in registry.all():
+    tools = registry.all()
+    for tool in tools:
         try:
             tool.json_schema  # noqa: B018 - building it is the check
         except ToolDefinitionError as exc:
             problems.append(
-                Error(str(exc), hint="Use JSON-compatible parameter types.", obj=tool.name, id="toolhub.E001")
+                Error(
+                    str(exc),
+                    hint="Use types pydantic validates from JSON (primitives, models, dataclasses, TypedDict, ...).",
+                    obj=tool.name,
+                    id="toolhub.E001",
+                )
             )
+            continue
         if tool.compensate_with and tool.compensate_with not in registry:
             problems.append(
                 Error(
@@ -28,4 +48,53 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     id="toolhub.E002",
                 )
             )
+        if tool.strict:
+            try:
+                tool.strict_json_schema  # noqa: B018
+            except ToolDefinitionError as exc:
+                problems.append(
+                    Error(
+                        str(exc),
+                        hint="Replace dict parameters by a pydantic model or TypedDict, or drop strict=True.",
+                        obj=tool.name,
+                        id="toolhub.E004",
+                    )
+                )
+        if not tool.risk_declared:
+            problems.append(
+                Warning(
+                    f"Tool {tool.name!r} does not declare a risk level; it is treated as low risk.",
+                    hint="Pass risk= to @tool (low, medium, high or critical); high and critical need approval.",
+                    obj=tool.name,
+                    id="toolhub.W001",
+                )
+            )
+        for parameter, preset in tool.presets.items():
+            if isinstance(preset, Secret) and preset.resolve() is None:
+                problems.append(
+                    Warning(
+                        f"Tool {tool.name!r}: secret {preset.name!r} (parameter {parameter!r}) is not set; "
+                        "calls will fail until it is.",
+                        hint=f"Set the Django setting or the environment variable {preset.name} where workers run.",
+                        obj=tool.name,
+                        id="toolhub.W002",
+                    )
+                )
+    problems.extend(_confusable_names([tool.name for tool in tools]))
     return problems
+
+
+def _confusable_names(names: list[str]) -> list[CheckMessage]:
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.lower().replace("-", "_"), []).append(name)
+    return [
+        Error(
+            f"Tool names {', '.join(sorted(same))} differ only in case or '-'/'_'; models confuse them.",
+            hint="Rename all but one of them (name= on @tool, or naming= on tools_from_instance).",
+            obj=sorted(same)[0],
+            id="toolhub.E003",
+        )
+        for same in groups.values()
+        if len(same) > 1
+    ]

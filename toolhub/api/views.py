@@ -1,21 +1,107 @@
-"""Core API views: the tool catalogue and governed calls (read side)."""
+"""Core API views: the tool catalogue and its exports, governed calls, external results and artifacts."""
 
+import uuid
+from typing import Any
+
+from django.db.models import Prefetch
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics
-from rest_framework.exceptions import ValidationError
+from rest_framework import generics, status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from toolhub.api.serializers import ToolCallDetailSerializer, ToolCallSerializer, ToolDefinitionSerializer
-from toolhub.models import CallStatus, ToolCall, ToolDefinition
+from toolhub.api.serializers import (
+    CallResultInputSerializer,
+    ToolCallDetailSerializer,
+    ToolCallSerializer,
+    ToolDefinitionSerializer,
+)
+from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
+from toolhub.pipeline import ExternalResultError, tool_call_submit_result
 from toolhub.selectors import tool_call_list
+from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
+from toolhub.tools.registry import registry
+
+#: Who may supply an external tool's result besides the user the call was made for.
+SUBMIT_RESULT_PERMISSION = "toolhub.change_toolcall"
+
+
+class _ExportRenderer(JSONRenderer):
+    """JSON, selected by ``?format=<provider>``: the catalogue in that provider's tool shape."""
+
+
+class OpenAIToolsRenderer(_ExportRenderer):
+    format = "openai"
+
+
+class AnthropicToolsRenderer(_ExportRenderer):
+    format = "anthropic"
+
+
+class MCPToolsRenderer(_ExportRenderer):
+    format = "mcp"
 
 
 class ToolListView(generics.ListAPIView):
-    """The tool catalogue with each tool's JSON Schema and the operators' settings."""
+    """The tool catalogue with each tool's JSON Schema and the operators' settings.
+
+    ``?format=openai|anthropic|mcp`` returns instead the tools you may call, as that provider's tool
+    definitions (OpenAI function tools, with strict schemas for strict tools; Anthropic tools; an MCP
+    ``tools/list`` result).
+    """
 
     serializer_class = ToolDefinitionSerializer
     queryset = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
     pagination_class = None
+    renderer_classes = [
+        JSONRenderer,
+        BrowsableAPIRenderer,
+        OpenAIToolsRenderer,
+        AnthropicToolsRenderer,
+        MCPToolsRenderer,
+    ]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "format", str, enum=["json", *EXPORT_FORMATS], description="Export the tools in a provider's shape."
+            ),
+            OpenApiParameter("tenant", str, description="With a format: the tenant to export for (a member's own)."),
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        export_format = getattr(request.accepted_renderer, "format", "json")
+        if export_format in EXPORT_FORMATS:
+            return Response(tool_definitions(_tools_for(request), export_format))
+        return super().get(request, *args, **kwargs)
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        requested = request.query_params.get("format")
+        if not force and requested and requested not in {r.format for r in self.get_renderers()}:
+            raise ValidationError({"format": f"Unknown format; use one of json, {', '.join(EXPORT_FORMATS)}."})
+        return super().perform_content_negotiation(request, force)
+
+
+def _tools_for(request: Request) -> list[Any]:
+    """The registered tools the requesting user may call now (operators' switches and grants applied)."""
+    user = request.user
+    tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
+    requested = request.query_params.get("tenant")
+    if requested is not None and requested not in tenants:
+        raise ValidationError({"tenant": "You are not a member of this tenant."})
+    tenant = requested if requested is not None else (tenants[0] if len(tenants) == 1 else "")
+    principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
+    verdicts = authorize_tools(registry.names(), principal)
+    return [tool for tool in registry.all() if verdicts.get(tool.name) is None]
+
+
+def _with_artifacts(calls: Any) -> Any:
+    return calls.prefetch_related(Prefetch("artifacts", queryset=ToolCallArtifact.objects.defer("content")))
 
 
 class CallListView(generics.ListAPIView):
@@ -40,19 +126,75 @@ class CallListView(generics.ListAPIView):
             raise ValidationError({"status": f"Unknown status; use one of {', '.join(CallStatus.values)}."})
         run = params.get("run")
         if run:
-            import uuid
-
             try:
                 uuid.UUID(run)
             except ValueError:
                 raise ValidationError({"run": "Not a run id."}) from None
-        return tool_call_list(run=run, tool=params.get("tool"), status=status)
+        return _with_artifacts(tool_call_list(run=run, tool=params.get("tool"), status=status))
 
 
 class CallDetailView(generics.RetrieveAPIView):
-    """One call with its audit events."""
+    """One call with its progress, artifacts and audit events."""
 
     serializer_class = ToolCallDetailSerializer
 
     def get_object(self) -> ToolCall:
-        return get_object_or_404(ToolCall, pk=self.kwargs["pk"])
+        return get_object_or_404(_with_artifacts(ToolCall.objects.all()), pk=self.kwargs["pk"])
+
+
+class CallResultView(APIView):
+    """Supply the result (or the error) of an external tool's call; the run waiting on it resumes.
+
+    Send ``{"result": <any JSON>}`` or ``{"error": "message for the model"}``. Allowed for the user
+    the call was made for and for holders of the ``toolhub.change_toolcall`` permission; a call
+    that does not await a result answers 409 and nothing changes.
+    """
+
+    @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer})
+    def post(self, request: Request, pk: uuid.UUID) -> Response:
+        call = get_object_or_404(ToolCall, pk=pk)
+        if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
+            raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
+        if call.status != CallStatus.AWAITING_RESULT:
+            return _conflict(call)
+        payload = CallResultInputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        try:
+            call = tool_call_submit_result(
+                call_id=call.id,
+                actor=f"external:{request.user.get_username()}",
+                result=data.get("result"),
+                error=data.get("error"),
+            )
+        except ExternalResultError as exc:
+            current = ToolCall.objects.get(pk=pk)
+            if current.status != CallStatus.AWAITING_RESULT:
+                return _conflict(current)
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
+
+
+def _conflict(call: ToolCall) -> Response:
+    return Response(
+        {"detail": f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."},
+        status=status.HTTP_409_CONFLICT,
+    )
+
+
+class CallArtifactView(APIView):
+    """Download one artifact a call stored (always as an attachment)."""
+
+    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    def get(self, request: Request, pk: uuid.UUID, artifact_id: int) -> HttpResponse:
+        artifact = get_object_or_404(ToolCallArtifact, call_id=pk, pk=artifact_id)
+        response = HttpResponse(bytes(artifact.content), content_type=artifact.media_type or "application/octet-stream")
+        # Never rendered in the browser: a tool's output is not trusted markup.
+        response["Content-Disposition"] = f'attachment; filename="{_safe_filename(artifact.name)}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+def _safe_filename(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch in "._- " else "_" for ch in name).strip() or "artifact"
+    return cleaned[:150]
