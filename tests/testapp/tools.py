@@ -52,28 +52,28 @@ def crashes() -> str:
 # --- Saga steps and their compensations (tests/integration/test_sagas.py) ---------------------------
 
 
-@tool
+@tool(risk=Risk.LOW)
 def saga_step(label: Annotated[str, Param("Which step this is.")], ctx: ToolContext) -> dict:
     """Do one compensable step: record one side effect; the result names it in camelCase (``stepId``)."""
     effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="saga_step", note=label)
     return {"stepId": effect.pk, "label": label}
 
 
-@saga_step.compensation(idempotent=True)
+@saga_step.compensation(idempotent=True, risk=Risk.LOW)
 def undo_saga_step(step_id: Annotated[int, Param("The step's id.")], label: str, ctx: ToolContext) -> dict:
     """Undo one step; once per idempotency key, however often it runs."""
     SideEffect.objects.get_or_create(call_id=ctx.idempotency_key or "", tool="undo_saga_step", defaults={"note": label})
     return {"undone": step_id}
 
 
-@tool
+@tool(risk=Risk.LOW)
 def fragile_step(label: Annotated[str, Param("Which step this is.")], ctx: ToolContext) -> dict:
     """Do a step whose undoing fails until the downstream system is repaired."""
     SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="fragile_step", note=label)
     return {"label": label}
 
 
-@fragile_step.compensation(idempotent=True)
+@fragile_step.compensation(idempotent=True, risk=Risk.LOW)
 def undo_fragile_step(label: Annotated[str, Param("Which step to undo.")], ctx: ToolContext) -> dict:
     """Undo a fragile step; refused until a ``repair`` side effect with the same label exists."""
     if not SideEffect.objects.filter(tool="repair", note=label).exists():
@@ -84,7 +84,7 @@ def undo_fragile_step(label: Annotated[str, Param("Which step to undo.")], ctx: 
     return {"undone": label}
 
 
-@tool
+@tool(risk=Risk.LOW)
 def slow_undo_step(
     label: Annotated[str, Param("Which step this is.")],
     seconds: Annotated[float, Param("How long undoing it takes.")],
@@ -95,7 +95,7 @@ def slow_undo_step(
     return {"label": label, "seconds": seconds}
 
 
-@slow_undo_step.compensation(idempotent=True)
+@slow_undo_step.compensation(idempotent=True, risk=Risk.LOW)
 def undo_slow_step(label: str, seconds: float, ctx: ToolContext) -> dict:
     """Undo: take effect once per idempotency key, then work for ``seconds`` before answering."""
     SideEffect.objects.get_or_create(call_id=ctx.idempotency_key or "", tool="undo_slow_step", defaults={"note": label})
