@@ -123,7 +123,7 @@ def test_artifacts_are_stored_listed_and_downloadable(
     assert download.status_code == 200 and download.content == b"\x89PNG\r\n"
     assert download["Content-Disposition"] == 'attachment; filename="chart.png"'
     assert download["X-Content-Type-Options"] == "nosniff"
-    assert ToolCallArtifact.objects.get(call=rows).content.tobytes() == b'{"rows": [1, 2]}'
+    assert bytes(ToolCallArtifact.objects.get(call=rows).content) == b'{"rows": [1, 2]}'
     # and its hash is in the audit trail
     from toolhub.models import AuditEvent
 
