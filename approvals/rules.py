@@ -18,8 +18,9 @@ def database_rule_verdict(
     tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
 ) -> ApprovalVerdict | None:
     """The first enabled rule (by priority) that matches the call, as a verdict."""
-    groups = tool_group_names([tool.name])[tool.name]
-    for rule in ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"):
+    rules = list(ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"))
+    groups = tool_group_names([tool.name])[tool.name] if any(rule.tool_group_id for rule in rules) else set()
+    for rule in rules:
         if rule_matches(
             rule, tool_name=tool.name, groups=groups, risk=risk, arguments=arguments, tenant=principal.tenant
         ):

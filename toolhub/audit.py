@@ -26,6 +26,8 @@ __all__ = [
     "canonical_json",
     "audit_append",
     "audit_call_event",
+    "audit_call_events",
+    "EventSpec",
     "redact",
     "verify_audit_chains",
     "AuditProblem",
@@ -90,6 +92,15 @@ def compute_hash(event: AuditEvent) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class EventSpec:
+    """One event to append: what happened, who did it, and its data."""
+
+    event_type: str
+    actor: str
+    data: Mapping[str, Any] | None = None
+
+
 def audit_append(
     *,
     event_type: str,
@@ -102,46 +113,79 @@ def audit_append(
     tenant: str = "",
 ) -> AuditEvent:
     """Append one event to its chain; must run inside the transaction of the change it records."""
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("audit_append must run inside the transaction of the change it records")
-    chain = chain_for(call_id or run_id)
-    AuditChainHead.objects.get_or_create(chain=chain)
-    head = AuditChainHead.objects.select_for_update().get(chain=chain)
-    # Microseconds are what both databases keep, so the hash survives a round trip.
-    event = AuditEvent(
-        chain=chain,
-        seq=head.seq + 1,
-        event_type=event_type,
+    return _append_many(
+        [EventSpec(event_type, actor, data)],
         call_id=call_id,
         run_id=run_id,
         tool_name=tool_name,
         status=status,
-        tenant=tenant or "",
-        actor=actor[:200],
-        created_at=timezone.now(),
-        data=canonical_json(data or {}),
-        prev_hash=head.hash,
-    )
-    event.hash = compute_hash(event)
-    event.save(force_insert=True)
-    AuditChainHead.objects.filter(chain=chain).update(seq=event.seq, hash=event.hash)
-    return event
+        tenant=tenant,
+    )[0]
 
 
 def audit_call_event(
     call: ToolCall, event_type: str, *, actor: str, data: Mapping[str, Any] | None = None
 ) -> AuditEvent:
     """Record a call's event (its new status included) in the call's chain."""
-    return audit_append(
-        event_type=event_type,
-        actor=actor,
-        data=data,
-        call_id=call.id,
-        run_id=call.run_id,
-        tool_name=call.tool_name,
-        status=call.status,
-        tenant=call.tenant,
+    return audit_call_events(call, [EventSpec(event_type, actor, data)])[0]
+
+
+def audit_call_events(call: ToolCall, events: list[EventSpec]) -> list[AuditEvent]:
+    """Record several events of one call at once: one lock of the chain head, one insert, one head update."""
+    return _append_many(
+        events, call_id=call.id, run_id=call.run_id, tool_name=call.tool_name, status=call.status, tenant=call.tenant
     )
+
+
+_HEAD_ADVANCE = "UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s RETURNING seq, hash"
+
+
+def _append_many(
+    events: list[EventSpec],
+    *,
+    call_id: uuid.UUID | None,
+    run_id: uuid.UUID | None,
+    tool_name: str,
+    status: str,
+    tenant: str,
+) -> list[AuditEvent]:
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        raise RuntimeError("audit events must be written inside the transaction of the change they record")
+    chain = chain_for(call_id or run_id)
+    # Advancing the head locks its row until commit (appends to a chain are serialized) and reads
+    # the previous hash in the same statement.
+    with connection.cursor() as cursor:
+        cursor.execute(_HEAD_ADVANCE, [len(events), chain])
+        row = cursor.fetchone()
+        if row is None:
+            AuditChainHead.objects.get_or_create(chain=chain)
+            cursor.execute(_HEAD_ADVANCE, [len(events), chain])
+            row = cursor.fetchone()
+    last_seq, prev_hash = row
+    now = timezone.now()
+    written = []
+    for offset, spec in enumerate(events):
+        event = AuditEvent(
+            chain=chain,
+            seq=last_seq - len(events) + 1 + offset,
+            event_type=spec.event_type,
+            call_id=call_id,
+            run_id=run_id,
+            tool_name=tool_name,
+            status=status,
+            tenant=tenant or "",
+            actor=spec.actor[:200],
+            created_at=now,
+            data=canonical_json(spec.data or {}),
+            prev_hash=prev_hash,
+        )
+        event.hash = compute_hash(event)
+        prev_hash = event.hash
+        written.append(event)
+    AuditEvent.objects.bulk_create(written)
+    AuditChainHead.objects.filter(chain=chain).update(hash=prev_hash)
+    return written
 
 
 @dataclass(frozen=True)

@@ -75,14 +75,27 @@ def tool_group_names(tool_names: Iterable[str]) -> dict[str, set[str]]:
     return memberships
 
 
-def authorize_tools(tool_names: Iterable[str], principal: CallPrincipal) -> dict[str, str | None]:
-    """For each tool, why ``principal`` may not call it now, or ``None`` when it may (a few queries in all)."""
+def authorize_tools(
+    tool_names: Iterable[str],
+    principal: CallPrincipal,
+    *,
+    definitions: Mapping[str, ToolDefinition | None] | None = None,
+) -> dict[str, str | None]:
+    """For each tool, why ``principal`` may not call it now, or ``None`` when it may (a few queries in all).
+
+    ``definitions`` are catalogue rows the caller loaded already, to spare a query.
+    """
     names = sorted(set(tool_names))
-    disabled = set(ToolDefinition.objects.filter(name__in=names, enabled=False).values_list("name", flat=True))
+    if definitions is not None and set(definitions) >= set(names):
+        disabled = {name for name, row in definitions.items() if row is not None and not row.enabled}
+    else:
+        disabled = set(ToolDefinition.objects.filter(name__in=names, enabled=False).values_list("name", flat=True))
     memberships = tool_group_names(names)
     all_groups = set().union(*memberships.values()) if memberships else set()
     user = _user(principal.user_id)
     user_group_ids = set(user.groups.values_list("id", flat=True)) if user is not None else set()
+    if not names:
+        return {}
 
     principal_filter = Q(tenant__slug=principal.tenant) if principal.tenant else Q(pk__in=[])
     if user is not None:
@@ -104,9 +117,12 @@ def authorize_tools(tool_names: Iterable[str], principal: CallPrincipal) -> dict
     return verdicts
 
 
-def authorization_denial(tool_name: str, principal: CallPrincipal) -> str | None:
+def authorization_denial(
+    tool_name: str, principal: CallPrincipal, *, definition: ToolDefinition | None | type[Ellipsis] = ...
+) -> str | None:
     """Why ``principal`` may not call ``tool_name`` now, or ``None`` when it may."""
-    return authorize_tools([tool_name], principal)[tool_name]
+    definitions = None if definition is ... else {tool_name: definition}
+    return authorize_tools([tool_name], principal, definitions=definitions)[tool_name]
 
 
 def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipal) -> str | None:

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from toolhub.audit import audit_call_event, canonical_json, redact
+from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact
 from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
 from toolhub.conf import toolhub_setting
@@ -103,7 +103,9 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         call.tool_version = tool.version
         call.arguments = stored
         definition = ToolDefinition.objects.filter(name=tool.name).first()
-        denial = authorization_denial(tool.name, principal) or tenant_argument_denial(validated, principal)
+        denial = authorization_denial(tool.name, principal, definition=definition) or tenant_argument_denial(
+            validated, principal
+        )
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
     except _Refusal as refusal:
@@ -112,8 +114,13 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         call.error = refusal.message
         call.finished_at = timezone.now()
         call.save(force_insert=True)
-        audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, None))
-        audit_call_event(call, f"call.{refusal.status}", actor="policy", data={"reason": refusal.message})
+        audit_call_events(
+            call,
+            [
+                EventSpec("call.requested", actor, _request_data(call, None)),
+                EventSpec(f"call.{refusal.status}", "policy", {"reason": refusal.message}),
+            ],
+        )
         transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
         return call
 
@@ -124,12 +131,13 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         call.result = already_loaded
         call.finished_at = timezone.now()
         call.save(force_insert=True)
-        audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, tool))
-        audit_call_event(
+        reason = "one shot per loop: already called in this loop; not run"
+        audit_call_events(
             call,
-            "call.succeeded",
-            actor="policy",
-            data={"reason": "one shot per loop: already called in this loop; not run", "loop_id": context.loop_id},
+            [
+                EventSpec("call.requested", actor, _request_data(call, tool)),
+                EventSpec("call.succeeded", "policy", {"reason": reason, "loop_id": context.loop_id}),
+            ],
         )
         transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
         return call
@@ -146,20 +154,21 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     else:
         call.queued_at = timezone.now()
     call.save(force_insert=True)
-    audit_call_event(call, "call.requested", actor=actor, data=_request_data(call, tool))
     if verdict:
-        audit_call_event(
-            call,
+        decided = EventSpec(
             "call.pending_approval",
-            actor="policy",
-            data={"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id},
+            "policy",
+            {"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id},
         )
-        approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
     elif tool.is_external:
-        reason = "external tool: its result comes from outside"
-        audit_call_event(call, "call.awaiting_result", actor="policy", data={"reason": reason})
+        external = {"reason": "external tool: its result comes from outside"}
+        decided = EventSpec("call.awaiting_result", "policy", external)
     else:
-        audit_call_event(call, "call.queued", actor="policy", data={"reason": "no approval needed"})
+        decided = EventSpec("call.queued", "policy", {"reason": "no approval needed"})
+    audit_call_events(call, [EventSpec("call.requested", actor, _request_data(call, tool)), decided])
+    if verdict:
+        approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
+    elif not tool.is_external:
         dispatch_call(call)
     return call
 
