@@ -4,7 +4,7 @@ import time
 from typing import Annotated
 
 from tests.testapp.models import SideEffect
-from toolhub import Param, Risk, ToolContext, ToolError, tool
+from toolhub import Param, Progress, Risk, ToolContext, ToolError, tool
 
 
 @tool
@@ -101,3 +101,24 @@ def undo_slow_step(label: str, seconds: float, ctx: ToolContext) -> dict:
     SideEffect.objects.get_or_create(call_id=ctx.idempotency_key or "", tool="undo_slow_step", defaults={"note": label})
     time.sleep(seconds)
     return {"undone": label}
+
+
+@tool(risk=Risk.LOW, timeout=1.0)
+def overrunning_effect(seconds: Annotated[float, Param("How long to work.")], ctx: ToolContext) -> dict:
+    """Work for ``seconds`` under a 1 s time limit; records a side effect only if it finishes in time."""
+    time.sleep(seconds)
+    SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="overrunning_effect")
+    return {"done": True}
+
+
+@tool(risk=Risk.LOW, timeout=30)
+def stepped_work(
+    steps: Annotated[int, Param("How many steps to work.")],
+    seconds_per_step: Annotated[float, Param("How long each step takes.")],
+    progress: Progress,
+) -> str:
+    """Work in steps, reporting progress after each (stored on the call, never shown to the model)."""
+    for step in range(1, steps + 1):
+        time.sleep(seconds_per_step)
+        progress.update(f"step {step} of {steps}", current=step, total=steps)
+    return f"worked {steps} steps"
