@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 
+from toolhub.catalogue import tool_definition_govern
 from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
 from toolhub.selectors import displayed_arguments, tool_call_audit_events
 
@@ -95,6 +96,15 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: ToolDefinition | None = None) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: ToolDefinition, form: Any, change: bool) -> None:
+        """Operators' changes go through the service, which records them in the audit trail."""
+        tool_definition_govern(
+            definition=obj,
+            actor=f"operator:{request.user.get_username()}",
+            enabled=form.cleaned_data.get("enabled"),
+            risk_override=form.cleaned_data.get("risk_override"),
+        )
 
     @admin.display(description="Effective risk")
     def effective_risk(self, obj: ToolDefinition) -> str:

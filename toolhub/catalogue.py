@@ -7,7 +7,7 @@ from toolhub.models import ToolDefinition
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import ToolRegistry, registry
 
-__all__ = ["tool_catalogue_sync", "effective_risk"]
+__all__ = ["tool_catalogue_sync", "effective_risk", "tool_definition_govern"]
 
 
 @transaction.atomic
@@ -45,3 +45,24 @@ def effective_risk(tool: Tool, definition: ToolDefinition | None) -> str:
     if definition is not None and definition.risk_override:
         return definition.risk_override
     return str(tool.risk)
+
+
+@transaction.atomic
+def tool_definition_govern(
+    *, definition: ToolDefinition, actor: str, enabled: bool | None = None, risk_override: str | None = None
+) -> ToolDefinition:
+    """Apply an operator's change to a catalogue row, recorded in the audit trail with who made it."""
+    from toolhub.audit import audit_append
+
+    changes = {}
+    for field, value in (("enabled", enabled), ("risk_override", risk_override)):
+        current = ToolDefinition.objects.filter(pk=definition.pk).values_list(field, flat=True).get()
+        if value is not None and value != current:
+            changes[field] = {"before": current, "after": value}
+            setattr(definition, field, value)
+    if changes:
+        definition.save(update_fields=list(changes))
+        audit_append(
+            event_type="catalogue.changed", actor=actor, tool_name=definition.name, data={"changes": changes}
+        )
+    return definition
