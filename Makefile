@@ -29,6 +29,10 @@ test: install
 test-fast: install
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
+# Fault injection over real services (its own database, Redis DB and queue); CHAOS_ARGS="--seconds 30 --seed 7".
+chaos: install
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m benchmarks.chaos $(CHAOS_ARGS)
+
 worker: install
 	$(VENV)/bin/celery -A toolhub worker -B -l info
 
@@ -38,3 +42,7 @@ lint: install
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache
+
+# Benchmarks on the machine's PostgreSQL and Redis with 2 worker processes; writes benchmarks/results/.
+bench: install
+	$(PY) -m benchmarks.run $(BENCH_ARGS)

@@ -139,6 +139,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
 
     def __str__(self) -> str:
         return f"{self.event} ({self.status})"

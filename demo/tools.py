@@ -32,13 +32,13 @@ class OrderOut(BaseModel):
     created_at: dt.datetime
 
 
-@tool(idempotent=True, group="utilities", category="time")
+@tool(risk=Risk.LOW, idempotent=True, group="utilities", category="time")
 def current_time() -> dt.datetime:
     """Return the current date and time (UTC)."""
     return timezone.now()
 
 
-@tool(idempotent=True, group="utilities", category="time")
+@tool(risk=Risk.LOW, idempotent=True, group="utilities", category="time")
 def days_between(start: dt.date, end: dt.date) -> int:
     """Count the days from one date to another.
 
@@ -49,7 +49,7 @@ def days_between(start: dt.date, end: dt.date) -> int:
     return (end - start).days
 
 
-@tool(idempotent=True, group="utilities", category="math")
+@tool(risk=Risk.LOW, idempotent=True, group="utilities", category="math")
 def calculate(
     a: Annotated[float, Param("The left operand.")],
     op: Annotated[Operation, Param("The operation: +, -, * or /.")],
@@ -67,7 +67,7 @@ def calculate(
     return a * b
 
 
-@tool(idempotent=True, group="orders", category="orders")
+@tool(risk=Risk.LOW, idempotent=True, group="orders", category="orders")
 def get_order(order_id: Annotated[int, Param("The order's number.")], ctx: ToolContext) -> OrderOut:
     """Look up an order of the current tenant."""
     order = Order.objects.filter(pk=order_id, tenant=ctx.tenant or "").first()
@@ -108,7 +108,7 @@ def _account(account_id: str, ctx: ToolContext, *, lock: bool = False) -> Accoun
     return account
 
 
-@tool(idempotent=True, group="ledger", category="ledger")
+@tool(risk=Risk.LOW, idempotent=True, group="ledger", category="ledger")
 def get_balance(account_id: Annotated[str, Param("The account's id, e.g. ACC-1.")], ctx: ToolContext) -> Decimal:
     """Return an account's balance."""
     return _account(account_id, ctx).balance

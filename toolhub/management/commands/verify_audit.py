@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.audit import verify_audit_chains
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_problems
+from toolhub.models import AuditChainHead
 
 
 class Command(BaseCommand):
@@ -23,9 +24,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         show = not options["no_progress"] and sys.stderr.isatty()
 
+        # The chain heads give the total without a COUNT(*) over a table that may hold millions of rows.
+        total = sum(AuditChainHead.objects.values_list("seq", flat=True)) or 1
+
         def progress(count: int) -> None:
-            if show and count % 1000 == 0:
-                sys.stderr.write(f"\rverified {count} events")
+            if show and (count % 1000 == 0 or count == total):
+                done = min(1.0, count / total)
+                bar = "#" * int(done * 40)
+                sys.stderr.write(f"\r[{bar:<40}] {done:6.1%} {count}/{total} events")
                 sys.stderr.flush()
 
         checked, problems = verify_audit_chains(progress=progress)
