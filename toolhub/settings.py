@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "toolhub.apps.ToolhubConfig",
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
@@ -112,6 +113,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Administered, audited agent tools: agents, runs, governed tool calls, approvals.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI served from this server, so the API docs work without reaching a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: no broker configured means the embedded default, where tasks run eagerly in-process.
