@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
 from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
 from toolhub.selectors import displayed_arguments
@@ -74,7 +75,7 @@ class ApprovalListView(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        requests = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions")
+        requests = approval_requests_visible_to(self.request.user)
         wanted = self.request.query_params.get("status")
         if wanted:
             if wanted not in ApprovalStatus.values:
@@ -85,7 +86,9 @@ class ApprovalListView(generics.ListAPIView):
 
 class ApprovalDetailView(generics.RetrieveAPIView):
     serializer_class = ApprovalRequestSerializer
-    queryset = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions")
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return approval_requests_visible_to(self.request.user)
 
 
 class _DecisionView(APIView):

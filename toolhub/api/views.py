@@ -23,7 +23,7 @@ from toolhub.api.serializers import (
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.pipeline import ExternalResultError, tool_call_submit_result
-from toolhub.selectors import tool_call_list
+from toolhub.selectors import tool_call_list, tool_calls_visible_to
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
 
@@ -130,7 +130,8 @@ class CallListView(generics.ListAPIView):
                 uuid.UUID(run)
             except ValueError:
                 raise ValidationError({"run": "Not a run id."}) from None
-        return _with_artifacts(tool_call_list(run=run, tool=params.get("tool"), status=status))
+        calls = tool_call_list(run=run, tool=params.get("tool"), status=status, visible_to=self.request.user)
+        return _with_artifacts(calls)
 
 
 class CallDetailView(generics.RetrieveAPIView):
@@ -139,7 +140,7 @@ class CallDetailView(generics.RetrieveAPIView):
     serializer_class = ToolCallDetailSerializer
 
     def get_object(self) -> ToolCall:
-        return get_object_or_404(_with_artifacts(ToolCall.objects.all()), pk=self.kwargs["pk"])
+        return get_object_or_404(_with_artifacts(tool_calls_visible_to(self.request.user)), pk=self.kwargs["pk"])
 
 
 class CallResultView(APIView):
@@ -187,7 +188,8 @@ class CallArtifactView(APIView):
 
     @extend_schema(responses={(200, "application/octet-stream"): bytes})
     def get(self, request: Request, pk: uuid.UUID, artifact_id: int) -> HttpResponse:
-        artifact = get_object_or_404(ToolCallArtifact, call_id=pk, pk=artifact_id)
+        visible = ToolCallArtifact.objects.filter(call__in=tool_calls_visible_to(request.user))
+        artifact = get_object_or_404(visible, call_id=pk, pk=artifact_id)
         response = HttpResponse(bytes(artifact.content), content_type=artifact.media_type or "application/octet-stream")
         # Never rendered in the browser: a tool's output is not trusted markup.
         response["Content-Disposition"] = f'attachment; filename="{_safe_filename(artifact.name)}"'

@@ -1,0 +1,60 @@
+"""Fixtures of the API tests: more users and clients, agents, and requests that run what they commit."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from agents_app.models import Agent
+from agents_app.services import agent_create
+from toolhub.models import Tenant, TenantMembership
+
+ORDER_SCRIPT = [
+    {"tool_calls": [{"name": "create_order", "arguments": {"product": "Laptop", "amount": "5000"}}]},
+    {"content": "Order placed: {last_tool_result}"},
+]
+
+
+def client_for(user: User) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def bob(other_tenant: Tenant) -> User:
+    """A user of another tenant, who is neither staff nor an operator."""
+    user = User.objects.create_user("bob", "bob@example.com", "bob-password")
+    TenantMembership.objects.create(user=user, tenant=other_tenant)
+    return user
+
+
+@pytest.fixture
+def viewer_client(viewer: User) -> APIClient:
+    return client_for(viewer)
+
+
+@pytest.fixture
+def bob_client(bob: User) -> APIClient:
+    return client_for(bob)
+
+
+@pytest.fixture
+def order_agent(db: None) -> Agent:
+    """The demo's order agent: its model orders a 5000 laptop, which needs an operator's approval."""
+    return agent_create(
+        name="order-demo", provider="scripted", script=ORDER_SCRIPT, tools=["create_order", "get_order"]
+    )
+
+
+@pytest.fixture
+def committed(django_capture_on_commit_callbacks: Any) -> Callable[..., Any]:
+    """Call an API client method and run what the request's commit triggers (Celery is eager)."""
+
+    def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with django_capture_on_commit_callbacks(execute=True):
+            return method(*args, **kwargs)
+
+    return call

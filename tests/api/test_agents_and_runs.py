@@ -1,0 +1,244 @@
+"""Agents and runs over the REST API, up to the whole governed flow with an operator's approval."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from agents_app.models import Agent, AgentRun
+from demo.models import Order
+from toolhub.models import ToolCall
+
+pytestmark = pytest.mark.django_db
+
+Committed = Callable[..., Any]
+
+SCRIPT = [{"content": "Hello from the script."}]
+
+
+def _create_agent(client: APIClient, **overrides: Any) -> Any:
+    payload = {"name": "greeter", "model": {"provider": "scripted", "script": SCRIPT}, "tools": ["calculate"]}
+    payload.update(overrides)
+    return client.post("/api/v1/agents/", payload, format="json")
+
+
+# --- agents ------------------------------------------------------------------------------------------
+
+
+def test_create_and_list_agents(alice_client: APIClient, alice: User) -> None:
+    # when
+    created = _create_agent(alice_client, system_prompt="Be brief.", max_tool_calls=3)
+
+    # then
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["name"] == "greeter"
+    assert body["model"] == {"provider": "scripted", "base_url": "", "model": "", "api_key_env": "", "script": SCRIPT}
+    assert (body["tools"], body["max_tool_calls"], body["system_prompt"]) == (["calculate"], 3, "Be brief.")
+    assert Agent.objects.get(name="greeter").created_by == alice
+    listed = alice_client.get("/api/v1/agents/")
+    assert listed.status_code == 200
+    assert [agent["name"] for agent in listed.json()] == ["greeter"]
+
+
+def test_an_agent_with_an_unknown_tool_is_refused(alice_client: APIClient) -> None:
+    response = _create_agent(alice_client, tools=["calculate", "launch_rockets"])
+
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("Unknown tool(s): launch_rockets. Known tools:")
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"name": "not a slug"}, "name"),
+        ({"model": {"provider": "telepathy"}}, "model"),
+        ({"model": {"provider": "openai", "api_key_env": "sk-live-123"}}, "model"),
+        ({"max_tool_calls": 0}, "max_tool_calls"),
+        ({"tools": "calculate"}, "tools"),
+    ],
+)
+def test_malformed_agent_input_is_refused(alice_client: APIClient, overrides: dict[str, Any], field: str) -> None:
+    response = _create_agent(alice_client, **overrides)
+
+    assert response.status_code == 400
+    assert field in response.json()
+    assert not Agent.objects.exists()
+
+
+def test_an_openai_agent_needs_a_model_name(alice_client: APIClient) -> None:
+    response = _create_agent(alice_client, model={"provider": "openai", "base_url": "http://127.0.0.1:9/v1"})
+
+    assert response.status_code == 400
+    assert "model.model" in response.json()["detail"]
+
+
+def test_agent_names_are_unique(alice_client: APIClient) -> None:
+    assert _create_agent(alice_client).status_code == 201
+
+    again = _create_agent(alice_client)
+
+    assert again.status_code == 400
+    assert again.json() == {"name": ["An agent with this name exists already."]}
+
+
+def test_agents_need_authentication(api_client: APIClient, db: None) -> None:
+    assert api_client.get("/api/v1/agents/").status_code in (401, 403)
+    assert _create_agent(api_client).status_code in (401, 403)
+    assert not Agent.objects.exists()
+
+
+# --- runs --------------------------------------------------------------------------------------------
+
+
+def test_start_a_run_and_read_it(alice_client: APIClient, committed: Committed, alice: User) -> None:
+    _create_agent(alice_client)
+
+    started = committed(alice_client.post, "/api/v1/runs/", {"agent": "greeter", "input": "hi"}, format="json")
+
+    assert started.status_code == 201, started.content
+    run_id = started.json()["id"]
+    body = alice_client.get(f"/api/v1/runs/{run_id}/").json()
+    assert body["status"] == "completed"
+    assert body["stop_reason"] == "answered"
+    assert body["output"] == "Hello from the script."
+    assert body["agent"] == "greeter"
+    assert body["tenant"] == "acme"
+    assert body["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello from the script."},
+    ]
+    assert body["tool_calls"] == [] and body["pending_approvals"] == []
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+
+
+def test_an_agent_can_be_named_by_id(alice_client: APIClient, committed: Committed) -> None:
+    agent_id = _create_agent(alice_client).json()["id"]
+
+    started = committed(alice_client.post, "/api/v1/runs/", {"agent": str(agent_id), "input": "hi"}, format="json")
+
+    assert started.status_code == 201
+
+
+def test_an_unknown_agent_is_refused(alice_client: APIClient) -> None:
+    response = alice_client.post("/api/v1/runs/", {"agent": "ghost", "input": "hi"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"agent": ["Unknown agent 'ghost'."]}
+    assert not AgentRun.objects.exists()
+
+
+@pytest.mark.parametrize("key", ["user", "user_id", "run_id", "call_id", "agent", "idempotency_key"])
+def test_reserved_context_keys_are_refused(alice_client: APIClient, key: str) -> None:
+    _create_agent(alice_client)
+
+    response = alice_client.post(
+        "/api/v1/runs/", {"agent": "greeter", "input": "hi", "context": {key: "someone-else"}}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == f"Context keys {key} are set by toolhub, not by the request."
+    assert not AgentRun.objects.exists()
+
+
+def test_a_tenant_the_user_is_not_a_member_of_is_refused(alice_client: APIClient, other_tenant: Any) -> None:
+    _create_agent(alice_client)
+
+    response = alice_client.post(
+        "/api/v1/runs/", {"agent": "greeter", "input": "hi", "context": {"tenant": "globex"}}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == "You are not a member of tenant 'globex'."
+    assert not AgentRun.objects.exists()
+
+
+def test_own_tenant_and_custom_context_are_accepted(alice_client: APIClient, committed: Committed) -> None:
+    _create_agent(alice_client)
+
+    started = committed(
+        alice_client.post,
+        "/api/v1/runs/",
+        {"agent": "greeter", "input": "hi", "context": {"tenant": "acme", "locale": "fr"}},
+        format="json",
+    )
+
+    assert started.status_code == 201, started.content
+    assert (started.json()["tenant"], started.json()["context"]) == ("acme", {"locale": "fr"})
+
+
+def test_malformed_run_input_is_refused(alice_client: APIClient) -> None:
+    _create_agent(alice_client)
+
+    missing = alice_client.post("/api/v1/runs/", {"agent": "greeter"}, format="json")
+    bad_context = alice_client.post("/api/v1/runs/", {"agent": "greeter", "input": "x", "context": [1]}, format="json")
+
+    assert missing.status_code == 400 and "input" in missing.json()
+    assert bad_context.status_code == 400 and "context" in bad_context.json()
+
+
+def test_runs_need_authentication(api_client: APIClient, db: None) -> None:
+    response = api_client.post("/api/v1/runs/", {"agent": "greeter", "input": "hi"}, format="json")
+
+    assert response.status_code in (401, 403)
+
+
+def test_users_see_only_their_own_runs(
+    alice_client: APIClient, bob_client: APIClient, operator_client: APIClient, committed: Committed
+) -> None:
+    _create_agent(alice_client)
+    run_id = committed(alice_client.post, "/api/v1/runs/", {"agent": "greeter", "input": "hi"}, format="json").json()[
+        "id"
+    ]
+
+    assert bob_client.get(f"/api/v1/runs/{run_id}/").status_code == 404
+    assert bob_client.post(f"/api/v1/runs/{run_id}/retry/").status_code == 404
+    assert operator_client.get(f"/api/v1/runs/{run_id}/").status_code == 200
+
+
+# --- the whole flow ----------------------------------------------------------------------------------
+
+
+def test_order_flow_waits_for_approval_then_completes(
+    alice_client: APIClient, operator_client: APIClient, order_agent: Agent, committed: Committed
+) -> None:
+    # given alice starts a run whose model orders a 5000 laptop
+    started = committed(
+        alice_client.post, "/api/v1/runs/", {"agent": "order-demo", "input": "Order a laptop"}, format="json"
+    )
+    assert started.status_code == 201, started.content
+    run_id = started.json()["id"]
+
+    # then the run waits on one pending approval, and nothing was ordered
+    waiting = alice_client.get(f"/api/v1/runs/{run_id}/").json()
+    assert waiting["status"] == "waiting"
+    [pending_id] = waiting["pending_approvals"]
+    [call] = waiting["tool_calls"]
+    assert (call["tool"], call["status"], call["arguments"]) == (
+        "create_order",
+        "pending_approval",
+        {"product": "Laptop", "amount": "5000"},
+    )
+    assert Order.objects.count() == 0
+    queue = operator_client.get("/api/v1/approvals/?status=pending").json()["results"]
+    assert [(item["id"], item["run"], item["requested_by"]) for item in queue] == [(pending_id, run_id, "alice")]
+
+    # when the operator approves it
+    approved = committed(
+        operator_client.post, f"/api/v1/approvals/{pending_id}/approve/", {"comment": "ok"}, format="json"
+    )
+
+    # then the order was placed once and the run completed
+    assert approved.status_code == 200, approved.content
+    assert approved.json()["status"] == "approved"
+    done = alice_client.get(f"/api/v1/runs/{run_id}/").json()
+    assert done["status"] == "completed"
+    assert done["pending_approvals"] == []
+    assert done["tool_calls"][0]["status"] == "succeeded"
+    assert done["output"].startswith("Order placed: ")
+    order = Order.objects.get()
+    assert (order.product, order.amount, order.tenant, order.created_by) == ("Laptop", 5000, "acme", "alice")
+    assert ToolCall.objects.get().attempts == 1
