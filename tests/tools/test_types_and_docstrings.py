@@ -3,6 +3,7 @@
 import collections.abc
 import dataclasses
 import datetime as dt
+import enum
 import typing
 import uuid
 from decimal import Decimal
@@ -12,7 +13,7 @@ import pytest
 from pydantic import BaseModel, Field, ValidationError
 from typing_extensions import TypedDict
 
-from toolhub import Param, Tool, tool
+from toolhub import Param, Tool, registry, tool
 from toolhub.exceptions import ToolDefinitionError
 
 
@@ -251,3 +252,53 @@ def test_any_is_accepted_with_opt_in_and_inside_containers() -> None:
         """Contained Any."""
 
     assert tool(contained).tool.json_schema["properties"]["extra"] == {"type": "object", "additionalProperties": True}
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def _tricky(
+    customer_id: Annotated[str, Param("The customer.")],
+    limit: Annotated[int, Field(ge=1, le=100, description="At most.")] = 10,
+    colour: Colour = Colour.RED,
+    amount: Decimal = Decimal("1.50"),
+    day: dt.date = dt.date(2025, 1, 1),
+    point: Point | None = None,
+    lines: list[Line] | None = None,
+    address: Address | None = None,
+    pair: tuple[int, str] = (1, "a"),
+    tags: frozenset[str] = frozenset(),
+    kind: Literal["a", "b"] = "a",
+    maybe: Annotated[int | None, Param("Maybe.")] = None,
+    nested: dict[str, list[Line]] | None = None,
+) -> None:
+    """Tricky."""
+
+
+def test_the_fast_schema_equals_the_input_models_schema() -> None:
+    # the fast path (per-type schemas, no model) must say exactly what the input model says
+    from toolhub.tools.schema import fast_json_schema, json_schema_of
+
+    tools = [tool(name="tricky")(_tricky).tool, *registry.all()]
+    for built in tools:
+        if built.schema_override is not None or built.input_type is not None:
+            continue
+        fast = fast_json_schema(built.parameters)
+        assert fast is not None, built.name
+        assert fast == json_schema_of(built.name, built.input_model), built.name
+
+
+def test_two_types_with_one_name_fall_back_to_the_model() -> None:
+    from toolhub.tools.schema import fast_json_schema
+
+    first = type("Same", (BaseModel,), {"__annotations__": {"a": int}})
+    second = type("Same", (BaseModel,), {"__annotations__": {"b": str}})
+
+    def clash(x: first, y: second) -> None:  # type: ignore[valid-type]
+        """Clash."""
+
+    built = tool(clash).tool
+    assert fast_json_schema(built.parameters) is None
+    assert len(built.json_schema["$defs"]) == 2  # the model disambiguates

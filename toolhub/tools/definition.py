@@ -30,6 +30,7 @@ from toolhub.tools.schema import (
     check_annotation,
     describe_function,
     describe_model,
+    fast_json_schema,
     json_schema_of,
 )
 from toolhub.tools.timeouts import await_with_timeout, call_with_timeout
@@ -225,6 +226,11 @@ class Tool:
         """JSON Schema of the inputs, as shown to the model."""
         if self.schema_override is not None and not self.parameters:
             return copy.deepcopy(dict(self.schema_override))
+        if self.input_type is None:
+            # Most tools: assembled from cached per-type schemas, so startup does not build 1,000 models.
+            fast = fast_json_schema(self.parameters)
+            if fast is not None:
+                return fast
         return json_schema_of(self.name, self.input_model)
 
     @cached_property
@@ -443,6 +449,7 @@ class Tool:
             raise ToolDefinitionError(f"Tool {name!r}: the input type must be a pydantic model, not {input_type!r}.")
         if output_type is not None and output_type is not str:
             try:
+                check_annotation(output_type, tool_name=name, param_name="(output)", allow_any=True)
                 _output_adapter(output_type)
             except Exception as exc:  # noqa: BLE001 - pydantic raises several kinds for unsupported types
                 raise ToolDefinitionError(f"Tool {name!r}: its output type cannot be serialized ({exc}).") from exc
@@ -598,7 +605,7 @@ def _parameters_of(
             f"Tool {tool_name!r}: parameters must be a JSON Schema, a mapping of names to types or a pydantic model, "
             f"not {type(parameters).__name__}."
         )
-    if "properties" in parameters or parameters.get("type") == "object" or not parameters:
+    if "properties" in parameters or isinstance(parameters.get("type"), str) or not parameters:
         schema = checked_object_schema(tool_name, parameters)
         if require:
             bare = [n for n, p in schema["properties"].items() if not (isinstance(p, Mapping) and p.get("description"))]
