@@ -258,3 +258,13 @@ def test_sync_timeout_interrupts_the_tool() -> None:
         spin.tool.invoke({"seconds": 5}, timeout=0.1)
     assert time.monotonic() - started < 1
     assert spin.tool.invoke({"seconds": 0}, timeout=1) == "done"
+
+
+def test_autodiscovery_registers_instance_tools_and_tool_values_but_not_bare_methods() -> None:
+    from toolhub.tools.registry import ToolRegistry, autodiscover
+
+    own = ToolRegistry()
+    autodiscover(["tests.tools.discoverable"], target=own)
+
+    assert own.names() == ["echo_back", "north_temperature"]
+    assert own.get("north_temperature").invoke({"city": "Oslo"}) == "north: 21C in Oslo"
