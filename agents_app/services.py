@@ -10,6 +10,7 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentRun, Provider, RunStatus, StopReason
 from toolhub.exceptions import ToolhubError
 from toolhub.models import TenantMembership
+from toolhub.storable import json_storage_problem
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS
 from toolhub.tools.registry import registry
 
@@ -44,6 +45,9 @@ def agent_create(
         raise RunInputError("An OpenAI-compatible agent needs model.model (the model's name).")
     if provider == Provider.SCRIPTED and not isinstance(script, list):
         raise RunInputError("A scripted agent needs model.script, a JSON list of turns.")
+    problem = json_storage_problem({"model.script": script, "system_prompt": system_prompt})
+    if problem:
+        raise RunInputError(f"The agent cannot be stored: {problem}.")
     return Agent.objects.create(
         name=name,
         provider=provider,
@@ -68,6 +72,9 @@ def run_start(
     reserved = sorted(set(context) & RESERVED_CONTEXT_KEYS)
     if reserved:
         raise RunInputError(f"Context keys {', '.join(reserved)} are set by toolhub, not by the request.")
+    problem = json_storage_problem({"input": input, "context": context})
+    if problem:
+        raise RunInputError(f"The run cannot be stored: {problem}.")
     messages: list[dict[str, Any]] = []
     if agent.system_prompt:
         messages.append({"role": "system", "content": agent.system_prompt})

@@ -1,5 +1,6 @@
 """Agents and runs over the REST API, up to the whole governed flow with an operator's approval."""
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,31 @@ def test_malformed_agent_input_is_refused(alice_client: APIClient, overrides: di
 
     assert response.status_code == 400
     assert field in response.json()
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        (
+            {"model": {"provider": "scripted", "script": [{"content": "a\u0000b"}]}},
+            "model.script[0].content contains a NUL",
+        ),
+        ({"model": {"provider": "scripted", "script": [{"content": "\ud800"}]}}, "contains an invalid character"),
+        ({"system_prompt": "\ud800"}, "Surrogate characters are not allowed"),
+    ],
+    ids=["nul-in-script", "surrogate-in-script", "surrogate-in-prompt"],
+)
+def test_agent_text_the_database_cannot_store_is_refused(
+    alice_client: APIClient, overrides: dict[str, Any], problem: str
+) -> None:
+    payload = {"name": "greeter", "model": {"provider": "scripted", "script": SCRIPT}, **overrides}
+
+    # sent as ASCII JSON text, the way a client escapes what it cannot encode
+    response = alice_client.post("/api/v1/agents/", json.dumps(payload), content_type="application/json")
+
+    assert response.status_code == 400
+    assert problem in str(response.json())
     assert not Agent.objects.exists()
 
 
@@ -168,6 +194,29 @@ def test_own_tenant_and_custom_context_are_accepted(alice_client: APIClient, com
 
     assert started.status_code == 201, started.content
     assert (started.json()["tenant"], started.json()["context"]) == ("acme", {"locale": "fr"})
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        ({"input": "hi", "context": {"locale": "a\u0000"}}, "context.locale contains a NUL character"),
+        ({"input": "hi", "context": {"nested": [{"x": "\ud800"}]}}, "context.nested[0].x contains an invalid"),
+        ({"input": "\udfff"}, "Surrogate characters are not allowed"),
+    ],
+    ids=["nul-in-context", "surrogate-in-context", "surrogate-in-input"],
+)
+def test_run_text_the_database_cannot_store_is_refused(
+    alice_client: APIClient, payload: dict[str, Any], problem: str
+) -> None:
+    _create_agent(alice_client)
+
+    response = alice_client.post(
+        "/api/v1/runs/", json.dumps({"agent": "greeter", **payload}), content_type="application/json"
+    )
+
+    assert response.status_code == 400
+    assert problem in str(response.json())
+    assert not AgentRun.objects.exists()
 
 
 def test_malformed_run_input_is_refused(alice_client: APIClient) -> None:
