@@ -240,3 +240,35 @@ def test_a_lone_direct_call_or_a_failure_without_compensable_steps_forms_no_saga
     _call("reserve", {"item": "solo"}, saga="", user=alice)
     _call("explode", {"reason": "boom"}, saga="plain", user=alice)
     assert not Saga.objects.exists()
+
+
+def test_a_compensation_whose_outcome_is_unknown_needs_attention_and_a_lost_notification_is_repaired(
+    alice: User,
+) -> None:
+    # given a rollback whose second compensation is under way (its first attempt failed, a retry is due)
+    _call("book", {"item": "a"}, saga="lost", user=alice)
+    _call("reserve", {"item": "x"}, saga="lost", user=alice)
+    RELEASE_FAILS["on"] = True
+    _call("explode", {"reason": "boom"}, saga="lost", user=alice)
+    first, fragile = _compensations("lost")
+    assert fragile.status == CompensationStatus.RETRY_SCHEDULED
+
+    # when its worker died mid-way on the retry (the reconciler left the call needs_attention) and the
+    # settle notification was lost
+    Compensation.objects.filter(pk=fragile.pk).update(status=CompensationStatus.RUNNING, next_attempt_at=None)
+    ToolCall.objects.filter(pk=fragile.call_id).update(status=CallStatus.NEEDS_ATTENTION, error="worker died")
+
+    # then the periodic sweep applies the outcome: unknown, the saga needs attention, the next one still runs
+    assert sagas_sweep()["synced"] == 1
+    fragile.refresh_from_db()
+    first.refresh_from_db()
+    assert fragile.status == CompensationStatus.UNKNOWN and fragile.last_error == "worker died"
+    assert first.status == CompensationStatus.SUCCEEDED
+    assert Saga.objects.get(key="lost").status == SagaStatus.NEEDS_ATTENTION
+
+    # and the operator's retry runs the same call again (same idempotency key)
+    RELEASE_FAILS["on"] = False
+    compensation_retry(compensation=fragile, actor="user:operator")
+    fragile.refresh_from_db()
+    assert fragile.status == CompensationStatus.SUCCEEDED and fragile.call.status == CallStatus.SUCCEEDED
+    assert Saga.objects.get(key="lost").status == SagaStatus.COMPENSATED
