@@ -19,3 +19,9 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or f"too
 # Tests about other behaviour need no grants; tests/governance/ switch back to the production default
 # ("deny": a user needs a grant) with the `settings` fixture and check it explicitly.
 TOOLHUB = {**TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}  # noqa: F405
+
+# The fault-injection run (benchmarks/chaos.py) gives its workers short leases and time limits, so that the
+# calls of a killed worker are found and settled within seconds instead of minutes.
+for _name in ("CALL_LEASE_SECONDS", "DEFAULT_TOOL_TIMEOUT_SECONDS"):
+    if os.environ.get(f"TOOLHUB_{_name}"):
+        TOOLHUB[_name] = float(os.environ[f"TOOLHUB_{_name}"])

@@ -1,0 +1,1 @@
+"""Benchmarks and fault injection: one command each (`make bench`, `make chaos`)."""
