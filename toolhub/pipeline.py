@@ -6,6 +6,7 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 
 import hashlib
 import json
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -322,7 +323,7 @@ def _parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
         try:
             parsed = json.loads(raw)
         except (ValueError, RecursionError) as exc:
-            message = getattr(exc, "msg", "could not be parsed")
+            message = getattr(exc, "msg", f"nested deeper than {MAX_NESTING} levels")
             raise _Refusal(
                 CallStatus.INVALID,
                 f"Arguments are not valid JSON ({message}); send a JSON object with the tool's parameters.",
@@ -331,12 +332,63 @@ def _parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
         parsed = raw
     if not isinstance(parsed, Mapping):
         raise _Refusal(CallStatus.INVALID, "Arguments must be a JSON object mapping parameter names to values.")
+    if _nesting_exceeds(parsed, MAX_NESTING):
+        # Deeper data would exhaust the recursion limit of the serializers and checks below.
+        raise _Refusal(
+            CallStatus.INVALID, f"Arguments are nested deeper than {MAX_NESTING} levels; nothing was executed."
+        )
     if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
         raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
     problem = json_storage_problem(parsed)
     if problem:
-        raise _Refusal(CallStatus.INVALID, f"Invalid arguments; nothing was executed: {problem}.")
+        raise _Refusal(CallStatus.INVALID, _model_message(f"Invalid arguments; nothing was executed: {problem}."))
     return dict(parsed)
+
+
+#: Deepest nesting of lists and objects accepted in arguments (far beyond any tool's needs).
+MAX_NESTING = 100
+#: What a refusal tells the model, at most: problem lines, and characters per line (the middle is cut).
+_MESSAGE_LINES = 12
+_MESSAGE_LINE_CHARS = 150
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest deeper than ``limit`` in ``value`` (counted without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _model_message(message: str) -> str:
+    """An argument error as the model reads it: printable, a bounded number of short lines.
+
+    These messages quote the model's own keys; a control character, a 10,000-character key or
+    thousands of unexpected keys must not come back verbatim.
+    """
+    lines = [_printable_line(line) for line in message.split("\n")]
+    if len(lines) > _MESSAGE_LINES + 1:
+        more = len(lines) - 1 - _MESSAGE_LINES
+        lines = [*lines[: _MESSAGE_LINES + 1], f"- ... and {more} more problem(s) of the same kind."]
+    return "\n".join(lines)
+
+
+def _printable_line(line: str) -> str:
+    line = "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNPRINTABLE else ch for ch in line)
+    if len(line) <= _MESSAGE_LINE_CHARS:
+        return line
+    keep = (_MESSAGE_LINE_CHARS - 30) // 2
+    return f"{line[:keep]} [...{len(line) - 2 * keep} characters...] {line[-keep:]}"
+
+
+#: Control and format characters, lone surrogates, line and paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _validate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -345,13 +397,15 @@ def _validate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     if too_long is not None:
         raise _Refusal(
             CallStatus.INVALID,
-            f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
-            f"{limit} characters.",
+            _model_message(
+                f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
+                f"{limit} characters."
+            ),
         )
     try:
         return tool.validate_arguments(arguments)
     except ValidationError as exc:
-        raise _Refusal(CallStatus.INVALID, invalid_arguments_message(tool.name, exc)) from None
+        raise _Refusal(CallStatus.INVALID, _model_message(invalid_arguments_message(tool.name, exc))) from None
 
 
 def _storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
@@ -360,7 +414,7 @@ def _storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]
     problem = json_storage_problem(stored)
     if problem:
         message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
-        raise _Refusal(CallStatus.INVALID, message)
+        raise _Refusal(CallStatus.INVALID, _model_message(message))
     return stored
 
 
@@ -452,7 +506,10 @@ def _raw_text(tool_name: str, raw: str | Mapping[str, Any] | None) -> str:
         if not isinstance(parsed, Mapping):
             return "(withheld: arguments of a tool with sensitive parameters)"
         raw = redact(parsed, tool.sensitive)
-    text = raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
+    try:
+        text = raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
+    except (RecursionError, ValueError, TypeError):
+        text = "(not shown: arguments that cannot be written as JSON, e.g. nested too deeply)"
     return storable_text(text[:2000])
 
 
