@@ -10,3 +10,11 @@ class SideEffect(models.Model):
     tool = models.CharField(max_length=100)
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class PlainRecord(models.Model):
+    """A bare row of about a call's size: the baseline the benchmarks compare governed calls with."""
+
+    name = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,312 @@
+"""``make bench``: every benchmark in one run, each figure a ratio against a baseline measured beside it.
+
+Writes benchmarks/results/results.json and results.md and prints the table. On these noisy 2-core
+machines absolute times drift from run to run; the ratios are what to compare across changes.
+"""
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from benchmarks.harness import RESULTS, configure, interleaved, median, percentile
+
+DATABASE, BROKER_DB, QUEUE = "toolhub_bench", 13, "toolhub-bench"
+
+
+def governance_overhead(rounds: int) -> dict[str, Any]:
+    """One low-risk call through the whole pipeline, in process, against the bare function plus one insert."""
+    from celery import current_app
+
+    from tests.testapp.models import PlainRecord
+    from tests.testapp.tools import record_effect
+    from toolhub.authorization import CallPrincipal
+    from toolhub.pipeline import CallRequest, tool_call_request
+    from toolhub.tools.context import ToolContext
+
+    current_app.conf.task_always_eager = True
+    principal = CallPrincipal(user_id=None, username="bench", tenant="acme")
+    context = ToolContext(tenant="acme", user="bench")
+
+    def governed() -> None:
+        tool_call_request(
+            request=CallRequest(
+                tool_name="record_effect", arguments='{"note": "benchmark"}', principal=principal, context=context
+            )
+        )
+
+    def bare() -> None:
+        arguments = {"note": "benchmark"}
+        result = record_effect(note=arguments["note"], ctx=context.with_values(call_id=str(uuid.uuid4())))
+        PlainRecord.objects.create(name="record_effect", payload={"arguments": arguments, "result": result})
+
+    for _ in range(20):  # warm caches, connections, schema builds
+        governed(), bare()
+    governed_times, bare_times = interleaved(governed, bare, rounds)
+    current_app.conf.task_always_eager = False
+    return {
+        "rounds": rounds,
+        "governed_ms_p50": median(governed_times) * 1000,
+        "baseline_ms_p50": median(bare_times) * 1000,
+        "ratio": median(governed_times) / median(bare_times),
+        "goal": "<= 2x",
+    }
+
+
+def celery_throughput(calls: int) -> dict[str, Any]:
+    """Calls per second through broker and 2 workers, against a bare task doing one insert."""
+    from tests.testapp.models import PlainRecord
+    from tests.testapp.tasks import bare_insert_task
+    from toolhub.authorization import CallPrincipal
+    from toolhub.models import CallStatus, ToolCall
+    from toolhub.pipeline import CallRequest, tool_call_request
+    from toolhub.tools.context import ToolContext
+
+    principal = CallPrincipal(user_id=None, username="bench", tenant="acme")
+    context = ToolContext(tenant="acme")
+
+    def bare_batch() -> float:
+        started = time.perf_counter()
+        for index in range(calls):
+            bare_insert_task.delay("bare", {"note": "benchmark", "index": index})
+        _wait(lambda: PlainRecord.objects.filter(name="bare").count() >= calls)
+        elapsed = time.perf_counter() - started
+        PlainRecord.objects.filter(name="bare").delete()
+        return elapsed
+
+    def governed_batch() -> float:
+        started = time.perf_counter()
+        ids = [
+            tool_call_request(
+                request=CallRequest(
+                    tool_name="record_effect", arguments={"note": "benchmark"}, principal=principal, context=context
+                )
+            ).pk
+            for _ in range(calls)
+        ]
+        _wait(lambda: ToolCall.objects.filter(pk__in=ids, status=CallStatus.SUCCEEDED).count() >= calls)
+        return time.perf_counter() - started
+
+    bare_batch(), governed_batch()  # warm both paths
+    bare_times, governed_times = [], []
+    for _ in range(2):
+        bare_times.append(bare_batch())
+        governed_times.append(governed_batch())
+    bare_rate, governed_rate = calls / min(bare_times), calls / min(governed_times)
+    return {
+        "calls": calls,
+        "governed_calls_per_s": governed_rate,
+        "baseline_tasks_per_s": bare_rate,
+        "ratio": governed_rate / bare_rate,
+        "goal": ">= 0.5x",
+    }
+
+
+def approval_latency(samples: int) -> dict[str, Any]:
+    """Approve -> executed -> run resumed and completed, against a bare task round trip."""
+
+    from agents_app.models import Agent, AgentRun, RunStatus
+    from agents_app.services import run_start
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_approve
+    from tests.testapp.models import PlainRecord
+    from tests.testapp.tasks import bare_insert_task
+
+    requester, operator = _users()
+    agent, _ = Agent.objects.get_or_create(
+        name="bench-approval",
+        defaults={
+            "script": [
+                {"tool_calls": [{"name": "risky_effect", "arguments": {"note": "held"}}]},
+                {"content": "done: {last_tool_result}"},
+            ],
+            "tools": ["risky_effect"],
+        },
+    )
+    governed, bare = [], []
+    for index in range(samples):
+        run = run_start(agent=agent, user=requester, input="go")
+        _wait(lambda r=run: AgentRun.objects.get(pk=r.pk).status == RunStatus.WAITING)
+        request = ApprovalRequest.objects.get(call__run_id=run.pk)
+        started = time.perf_counter()
+        approval_approve(request_id=request.pk, user=operator, comment="bench")
+        _wait(lambda r=run: AgentRun.objects.get(pk=r.pk).status == RunStatus.COMPLETED, interval=0.002)
+        governed.append(time.perf_counter() - started)
+
+        name = f"rt-{index}"
+        started = time.perf_counter()
+        bare_insert_task.delay(name, {})
+        _wait(lambda n=name: PlainRecord.objects.filter(name=n).exists(), interval=0.002)
+        bare.append(time.perf_counter() - started)
+    return {
+        "samples": samples,
+        "governed_ms_p50": percentile(governed, 0.5) * 1000,
+        "governed_ms_p99": percentile(governed, 0.99) * 1000,
+        "baseline_ms_p50": percentile(bare, 0.5) * 1000,
+        "baseline_ms_p99": percentile(bare, 0.99) * 1000,
+        "ratio_p50": percentile(governed, 0.5) / percentile(bare, 0.5),
+        "ratio_p99": percentile(governed, 0.99) / percentile(bare, 0.99),
+        "goal": "<= 3x",
+    }
+
+
+def concurrent_runs(runs: int, approval_share: float) -> dict[str, Any]:
+    """Many scripted runs at once, a share of them held for approval and approved by a scripted operator."""
+    from agents_app.models import Agent, AgentRun, RunStatus
+    from agents_app.services import run_start
+    from approvals.models import ApprovalRequest, ApprovalStatus
+    from approvals.services import approval_approve
+    from toolhub.audit import verify_audit_chains
+    from toolhub.models import AuditEvent, ToolCall
+
+    requester, operator = _users()
+    scripts = {
+        "bench-plain": ("record_effect", "plain"),
+        "bench-held": ("risky_effect", "held"),
+    }
+    agents = {}
+    for name, (tool, note) in scripts.items():
+        agents[name], _ = Agent.objects.get_or_create(
+            name=name,
+            defaults={
+                "script": [
+                    {"tool_calls": [{"name": tool, "arguments": {"note": note}}]},
+                    {"content": "done: {last_tool_result}"},
+                ],
+                "tools": [tool],
+            },
+        )
+    held_every = round(1 / approval_share)
+    stop = threading.Event()
+
+    def scripted_operator() -> None:
+        from django.db import connection
+
+        while not stop.is_set():
+            for request_id in ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING).values_list(
+                "pk", flat=True
+            ):
+                approval_approve(request_id=request_id, user=operator, comment="scripted operator")
+            time.sleep(0.05)
+        connection.close()
+
+    approver = threading.Thread(target=scripted_operator, daemon=True)
+    approver.start()
+    started = time.perf_counter()
+    run_ids = []
+    for index in range(runs):
+        agent = agents["bench-held" if index % held_every == 0 else "bench-plain"]
+        run_ids.append(run_start(agent=agent, user=requester, input=f"run {index}").pk)
+    _wait(lambda: AgentRun.objects.filter(pk__in=run_ids, status=RunStatus.COMPLETED).count() == runs, timeout=600)
+    total = time.perf_counter() - started
+    stop.set()
+    approver.join(timeout=10)
+    latencies = [(run.finished_at - run.created_at).total_seconds() for run in AgentRun.objects.filter(pk__in=run_ids)]
+    calls = ToolCall.objects.filter(run_id__in=run_ids)
+    audited = AuditEvent.objects.filter(call_id__in=calls.values("id")).values("call_id").distinct().count()
+    _, problems = verify_audit_chains()
+    return {
+        "runs": runs,
+        "held_for_approval": sum(1 for index in range(runs) if index % held_every == 0),
+        "completed": AgentRun.objects.filter(pk__in=run_ids, status=RunStatus.COMPLETED).count(),
+        "calls": calls.count(),
+        "calls_audited": audited,
+        "audit_chain_problems": len(problems),
+        "total_s": total,
+        "run_latency_s_p50": percentile(latencies, 0.5),
+        "run_latency_s_p90": percentile(latencies, 0.9),
+        "run_latency_s_p99": percentile(latencies, 0.99),
+        "run_latency_s_max": max(latencies),
+    }
+
+
+def _users() -> tuple[Any, Any]:
+    from django.contrib.auth.models import Permission, User
+
+    requester, _ = User.objects.get_or_create(username="bench-requester")
+    operator, created = User.objects.get_or_create(username="bench-operator", defaults={"is_staff": True})
+    if created:
+        operator.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
+        operator = User.objects.get(pk=operator.pk)
+    return requester, operator
+
+
+def _wait(predicate: Any, *, timeout: float = 300.0, interval: float = 0.01) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark step did not finish in time")
+        time.sleep(interval)
+
+
+def _table(results: dict[str, Any]) -> str:
+    rows = ["| benchmark | toolhub | baseline (same run) | ratio | goal |", "| --- | --- | --- | --- | --- |"]
+    if "tool_layer" in results:
+        for row in results["tool_layer"].get("rows", []):
+            rows.append(row)
+    g = results["governance_overhead"]
+    rows.append(
+        f"| one low-risk governed call, in process | {g['governed_ms_p50']:.2f} ms | bare function + one insert "
+        f"{g['baseline_ms_p50']:.2f} ms | {g['ratio']:.1f}x | {g['goal']} |"
+    )
+    c = results["celery_throughput"]
+    rows.append(
+        f"| calls/s through Redis + 2 workers ({c['calls']} calls) | {c['governed_calls_per_s']:.0f}/s | bare insert "
+        f"task {c['baseline_tasks_per_s']:.0f}/s | {c['ratio']:.2f}x | {c['goal']} |"
+    )
+    a = results["approval_latency"]
+    rows.append(
+        "| approve -> executed -> run completed (p50 / p99) | "
+        f"{a['governed_ms_p50']:.0f} / {a['governed_ms_p99']:.0f} ms | bare task round trip "
+        f"{a['baseline_ms_p50']:.0f} / {a['baseline_ms_p99']:.0f} ms | "
+        f"{a['ratio_p50']:.1f}x / {a['ratio_p99']:.1f}x | {a['goal']} |"
+    )
+    r = results["concurrent_runs"]
+    rows.append(
+        f"| {r['runs']} concurrent scripted runs, {r['held_for_approval']} held for approval | "
+        f"{r['completed']} completed in {r['total_s']:.1f} s; run latency p50 {r['run_latency_s_p50']:.2f} s, "
+        f"p90 {r['run_latency_s_p90']:.2f} s, p99 {r['run_latency_s_p99']:.2f} s | - | - | all complete, all audited "
+        f"({r['calls_audited']}/{r['calls']} calls audited, {r['audit_chain_problems']} chain problems) |"
+    )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="Fewer rounds, for a smoke run.")
+    args = parser.parse_args()
+    configure(database=DATABASE, broker_db=BROKER_DB, queue=QUEUE)
+    from django.db import connection
+
+    from tests.integration.workers import Worker, purge_queue
+
+    scale = 0.2 if args.quick else 1.0
+    results: dict[str, Any] = {"machine": {"cores": __import__("os").cpu_count()}}
+    try:
+        from benchmarks.bench_tool_layer import run as tool_layer
+
+        results["tool_layer"] = tool_layer()
+    except ImportError:
+        pass
+    results["governance_overhead"] = governance_overhead(rounds=int(300 * scale))
+    purge_queue()
+    workers = [Worker(f"bench{index}", concurrency=1).start() for index in range(2)]
+    try:
+        results["celery_throughput"] = celery_throughput(calls=int(500 * scale))
+        results["approval_latency"] = approval_latency(samples=int(100 * scale))
+        results["concurrent_runs"] = concurrent_runs(runs=int(100 * scale) or 10, approval_share=0.2)
+    finally:
+        for worker in workers:
+            worker.stop()
+        connection.close()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    table = _table(results)
+    (RESULTS / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    (RESULTS / "results.md").write_text(table + "\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
