@@ -31,7 +31,7 @@ test-fast: install
 
 # Fault injection over real services (its own database, Redis DB and queue); CHAOS_ARGS="--seconds 30 --seed 7".
 chaos: install
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} $(PY) -m benchmarks.chaos $(CHAOS_ARGS)
+	$(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A toolhub worker -B -l info

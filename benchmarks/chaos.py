@@ -13,9 +13,10 @@ transitions only, side effects at most once per call, nothing queued or running,
 intact. It prints a summary, writes it to ``benchmarks/results/chaos.json`` and exits 1, loudly, on
 any violation.
 
-Everything is the driver's own: a PostgreSQL database dropped and created anew (``toolhub_chaos``),
-a Redis DB number (12; the driver refuses one that holds other queues) and a queue. Workers run with
-the test settings (the test tools live there) and short leases (``TOOLHUB_CALL_LEASE_SECONDS``).
+Everything is the driver's own (set up by ``benchmarks.harness`` on ``BENCH_POSTGRES_URL`` and
+``BENCH_REDIS_URL``, the machine's services by default): a PostgreSQL database dropped and created
+anew (``toolhub_chaos``), a Redis DB number (12; the driver refuses one that holds other queues) and
+a queue. Workers run with the test settings (the test tools live there) and short leases.
 """
 
 import argparse
@@ -30,16 +31,15 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlunparse
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT, configure
+
 RESULT_FILE = ROOT / "benchmarks" / "results" / "chaos.json"
 
 DATABASE = "toolhub_chaos"
 QUEUE = "toolhub-chaos"
-DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/12"
+BROKER_DB = 12
 TENANT = "chaos"
 
 #: Worker settings: a claimed call's lease is CALL_LEASE_SECONDS plus the tool's time limit, so a
@@ -94,9 +94,10 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault-every", type=float, default=2.0, help="mean seconds between faults (default 2)")
     parser.add_argument("--drain-seconds", type=float, default=180.0, help="longest wait for every call to settle")
     parser.add_argument(
-        "--broker-url",
-        default=os.environ.get("CHAOS_BROKER_URL", DEFAULT_BROKER_URL),
-        help=f"a Redis DB of the driver's own: it is flushed (default {DEFAULT_BROKER_URL}, env CHAOS_BROKER_URL)",
+        "--broker-db",
+        type=int,
+        default=int(os.environ.get("CHAOS_BROKER_DB", BROKER_DB)),
+        help=f"Redis DB number of the driver's own, flushed again and again (default {BROKER_DB}, env CHAOS_BROKER_DB)",
     )
     parser.add_argument("--database", default=DATABASE, help=f"database to drop and create (default {DATABASE})")
     return parser.parse_args(argv)
@@ -106,41 +107,16 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _prepare_services(options: argparse.Namespace) -> None:
-    """A fresh database, an empty broker DB of our own, the environment workers inherit; then Django."""
-    server = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-    if not server.startswith("postgres"):
-        sys.exit(f"chaos: DATABASE_URL must point at a PostgreSQL server (got {server!r}); run `make chaos`.")
-    database_url = urlunparse(urlparse(server)._replace(path=f"/{options.database}"))
-    _recreate_database(database_url)
-    _claim_broker_db(options.broker_url)
+    """A fresh database and a broker DB of our own (see ``benchmarks.harness``), with short leases; then Django."""
     os.environ.update(
         {
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DATABASE_URL": database_url,
-            "CELERY_BROKER_URL": options.broker_url,
-            "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
             "CELERY_TASK_ALWAYS_EAGER": "false",
             "TOOLHUB_CALL_LEASE_SECONDS": str(LEASE_SECONDS),
             "TOOLHUB_DEFAULT_TOOL_TIMEOUT_SECONDS": str(TOOL_TIMEOUT_SECONDS),
         }
     )
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", interactive=False, verbosity=0)
-
-
-def _recreate_database(database_url: str) -> None:
-    import psycopg
-
-    parsed = urlparse(database_url)
-    name = parsed.path.lstrip("/")
-    with psycopg.connect(urlunparse(parsed._replace(path="/postgres")), autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
+    configure(database=options.database, broker_db=options.broker_db, queue=QUEUE)
+    _claim_broker_db(os.environ["CELERY_BROKER_URL"])
 
 
 def _claim_broker_db(broker_url: str) -> None:
@@ -156,7 +132,7 @@ def _claim_broker_db(broker_url: str) -> None:
     if foreign:
         sys.exit(
             f"chaos: Redis {broker_url} holds other queues ({', '.join(foreign[:5])}); it would flush them. "
-            "Pick a free DB number with --broker-url or CHAOS_BROKER_URL."
+            "Pick a free DB number with --broker-db or CHAOS_BROKER_DB."
         )
     client.flushdb()
 
@@ -173,8 +149,9 @@ class Chaos:
         self.options = options
         self.call_rng = random.Random(options.seed)
         self.fault_rng = random.Random(options.seed + 1_000_003)
-        self.redis = redis.Redis.from_url(options.broker_url)
-        self.broker_db = self.redis.connection_pool.connection_kwargs.get("db", 0)
+        self.broker_url = os.environ["CELERY_BROKER_URL"]
+        self.redis = redis.Redis.from_url(self.broker_url)
+        self.broker_db = options.broker_db
         self.workers: list[Any] = []
         self.restarts: dict[int, threading.Thread] = {}
         self.lock = threading.Lock()
@@ -213,7 +190,7 @@ class Chaos:
         self.timings["workers_start_seconds"] = round(time.monotonic() - started, 2)
         print(
             f"chaos: {self.options.workers} workers x {self.options.concurrency} processes on queue {QUEUE}, "
-            f"database {os.environ['DATABASE_URL']}, broker {self.options.broker_url}; seed {self.options.seed}",
+            f"database {os.environ['DATABASE_URL']}, broker {self.broker_url}; seed {self.options.seed}",
             flush=True,
         )
 
