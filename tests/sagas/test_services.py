@@ -272,3 +272,37 @@ def test_a_compensation_whose_outcome_is_unknown_needs_attention_and_a_lost_noti
     fragile.refresh_from_db()
     assert fragile.status == CompensationStatus.SUCCEEDED and fragile.call.status == CallStatus.SUCCEEDED
     assert Saga.objects.get(key="lost").status == SagaStatus.COMPENSATED
+
+
+def test_a_direct_saga_failure_whose_notification_was_lost_is_rolled_back_by_the_sweep(alice: User) -> None:
+    # given a completed step, and a later failed step of the same saga that the sagas never heard of
+    _call("book", {"item": "a"}, saga="deaf", user=alice)
+    from toolhub.signals import call_settled
+
+    receivers = call_settled.receivers
+    call_settled.receivers = []  # the process died between the commit and the notification
+    try:
+        call_settled.sender_receivers_cache.clear()
+        failed = _call("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
+    assert Saga.objects.get(key="deaf").status == SagaStatus.OPEN
+
+    # when the periodic sweep runs
+    assert sagas_sweep()["rolled_back"] == 1
+
+    # then the saga is rolled back for that failure, once
+    saga = Saga.objects.get(key="deaf")
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.get().failed_call_id == failed.id
+    assert sagas_sweep()["rolled_back"] == 0
+
+
+def test_a_failure_before_the_newest_step_does_not_roll_back_later(alice: User) -> None:
+    # given a direct caller who carried on after a failure
+    _call("explode", {"reason": "first try"}, saga="carry-on", user=alice)
+    _call("book", {"item": "a"}, saga="carry-on", user=alice)
+
+    # then the sweep does not undo the later step
+    assert sagas_sweep()["rolled_back"] == 0
+    assert Saga.objects.get(key="carry-on").status == SagaStatus.OPEN

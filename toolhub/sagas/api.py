@@ -40,12 +40,9 @@ class RollbackSerializer(serializers.ModelSerializer):
 
 
 class SagaSerializer(serializers.ModelSerializer):
-    compensations = serializers.SerializerMethodField()
+    compensations = CompensationSerializer(many=True, read_only=True, help_text="Newest step first.")
     rollbacks = RollbackSerializer(many=True, read_only=True)
 
     class Meta:
         model = Saga
         fields = ["key", "run_id", "status", "compensations", "rollbacks", "created_at", "updated_at"]
-
-    def get_compensations(self, saga: Saga) -> list[dict]:
-        return CompensationSerializer(saga.compensations.order_by("-sequence"), many=True).data

@@ -281,7 +281,7 @@ def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper")
 def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     """The periodic repair: due retries run, lost call outcomes are applied, stalled rollbacks go on."""
     now = timezone.now()
-    counts = {"retried": 0, "synced": 0, "advanced": 0}
+    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0}
     due = Compensation.objects.filter(status=_Status.RETRY_SCHEDULED, next_attempt_at__lte=now)
     for compensation_id in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]:
         counts["retried"] += compensation_retry_due(compensation_id=compensation_id)
@@ -293,7 +293,34 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     for saga_id in list(stalled[:limit]):
         saga_advance(saga_id=saga_id)
         counts["advanced"] += 1
+    counts["rolled_back"] = _roll_back_unheard_failures(limit)
     return counts
+
+
+def _roll_back_unheard_failures(limit: int) -> int:
+    """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost)."""
+    rolled_back = 0
+    open_sagas = Saga.objects.filter(run_id__isnull=True, compensations__status=_Status.RECORDED).distinct()
+    for saga in open_sagas[:limit]:
+        newest_step = saga.compensations.filter(status=_Status.RECORDED).order_by("-sequence").first()
+        assert newest_step is not None
+        failed = (
+            ToolCall.objects.filter(saga_id=saga.key, kind=CallKind.CALL, run_id__isnull=True, status=CallStatus.FAILED)
+            .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
+            .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))
+            .order_by("created_at")
+            .first()
+        )
+        if failed is not None:
+            saga_rollback(
+                saga_key=saga.key,
+                tenant=saga.tenant,
+                actor="saga-sweeper",
+                trigger=RollbackTrigger.STEP_FAILED,
+                failed_call=failed,
+            )
+            rolled_back += 1
+    return rolled_back
 
 
 def compensation_retry(*, compensation: Compensation, actor: str) -> Compensation:
