@@ -133,7 +133,7 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
             if _returns_immediately(calls):
                 run.output = "\n".join(call.model_text() for call in calls)
                 run.step_lease_until = None
-                _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
+                _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
                 return None
         _append_rollback_notes(run)
         run.status = RunStatus.RUNNING

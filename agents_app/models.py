@@ -52,6 +52,7 @@ class RunStatus(models.TextChoices):
 class StopReason(models.TextChoices):
     NONE = "", "-"
     ANSWERED = "answered"
+    IMMEDIATE_RETURN = "immediate_return", "ended by a tool's immediate return"
     MAX_TOOL_CALLS = "max_tool_calls"
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"

@@ -169,7 +169,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
         (None, {"fields": ("id", "kind", "tool_name", "tool_version", "status", "approval")}),
         ("Who asked", {"fields": ("user", "agent_name", "tenant", "run", "turn", "position", "model_call_id")}),
         ("Input", {"fields": ("shown_arguments", "raw_arguments", "shown_context")}),
-        ("Outcome", {"fields": ("shown_result", "error", "error_detail")}),
+        ("Outcome", {"fields": ("shown_result", "error", "error_detail", "shown_progress", "artifact_list")}),
         (
             "Execution",
             {"fields": ("saga_id", "approval_hash", "attempts", "worker", "lease_expires_at")},
@@ -199,6 +199,30 @@ class ToolCallAdmin(ReadOnlyAdmin):
     @admin.display(description="Result")
     def shown_result(self, obj: ToolCall) -> str:
         return pretty_json(obj.result) if obj.result is not None else "-"
+
+    @admin.display(description="Progress")
+    def shown_progress(self, obj: ToolCall) -> str:
+        return pretty_json(obj.progress) if obj.progress else "-"
+
+    @admin.display(description="Artifacts")
+    def artifact_list(self, obj: ToolCall) -> str:
+        artifacts = list(obj.artifacts.only("id", "name", "media_type", "size", "sha256"))
+        if not artifacts:
+            return "-"
+        return format_html_join(
+            "",
+            '<div><a href="{}" download>{}</a> ({}, {} bytes, sha256 {})</div>',
+            (
+                (
+                    reverse("call-artifact", args=[obj.pk, artifact.pk]),
+                    artifact.name,
+                    artifact.media_type,
+                    artifact.size,
+                    artifact.sha256[:16],
+                )
+                for artifact in artifacts
+            ),
+        )
 
     @admin.display(description="Agent run")
     def run(self, obj: ToolCall) -> str:

@@ -17,6 +17,8 @@ DEFAULTS: dict[str, Any] = {
     "CALL_LEASE_SECONDS": 300,
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
     "REDISPATCH_AFTER_SECONDS": 60,
+    # Seconds a call of an external (schema-only) tool waits for its result before it expires.
+    "EXTERNAL_RESULT_TIMEOUT_SECONDS": 24 * 3600,
     # Seconds an approval request stays open before it expires.
     "APPROVAL_TIMEOUT_SECONDS": 24 * 3600,
     # Number of independent audit hash chains (shards); appends to one chain are serialized.

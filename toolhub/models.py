@@ -169,7 +169,10 @@ class ToolCall(models.Model):
 
 
 class ToolCallArtifact(models.Model):
-    """A file or data set a tool returned with ``ToolResult.artifact``: stored with its call, summarized to the model."""
+    """A file or data set a tool returned with ``ToolResult.artifact``, stored with its call.
+
+    Only a summary reaches the model; the content is downloaded by people with access to the call.
+    """
 
     call = models.ForeignKey(ToolCall, on_delete=models.PROTECT, related_name="artifacts")
     name = models.CharField(max_length=200)

@@ -16,7 +16,7 @@ from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import dispatch_call
 from toolhub.tools.registry import registry
 
-__all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases"]
+__all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_expire_awaiting_results"]
 
 
 def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
@@ -65,3 +65,23 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
             ):
                 counts["needs_attention"] += 1
     return counts
+
+
+def calls_expire_awaiting_results() -> int:
+    """Expire calls of external tools whose result did not arrive in time; the model is told."""
+    seconds = float(toolhub_setting("EXTERNAL_RESULT_TIMEOUT_SECONDS"))
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    expired = 0
+    for call in ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, queued_at__lt=cutoff)[:500]:
+        message = f"No result for {call.tool_name} arrived within {seconds:.0f} s; the call expired unanswered."
+        if call_transition(
+            call,
+            to=CallStatus.EXPIRED,
+            allowed_from={CallStatus.AWAITING_RESULT},
+            actor="expiry",
+            data={"reason": "external result did not arrive in time"},
+            error=message,
+            finished_at=timezone.now(),
+        ):
+            expired += 1
+    return expired

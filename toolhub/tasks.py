@@ -5,7 +5,7 @@ import uuid
 from celery import shared_task
 
 from toolhub.execution import tool_call_execute
-from toolhub.sweeper import calls_reconcile_expired_leases, calls_redispatch_stale
+from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
 
 
 @shared_task(name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True)
@@ -20,3 +20,4 @@ def sweep_task() -> None:
     """Re-dispatch lost calls and reconcile calls whose worker died."""
     calls_redispatch_stale()
     calls_reconcile_expired_leases()
+    calls_expire_awaiting_results()

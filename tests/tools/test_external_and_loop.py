@@ -186,6 +186,13 @@ def test_immediate_tools_end_the_run_with_their_results(start_run: StartRun, ali
     assert (not_last.status, not_last.output) == (RunStatus.COMPLETED, "asked again")
     assert (mixed.status, mixed.output) == (RunStatus.COMPLETED, "asked again")
     assert (failed.status, failed.output) == (RunStatus.COMPLETED, "saw not now")
+    assert [run.stop_reason for run in (immediate, last, not_last, mixed, failed)] == [
+        "immediate_return",
+        "immediate_return",
+        "answered",
+        "answered",
+        "answered",
+    ]
 
 
 @tool(one_shot_per_loop=True, advice="Write your script now using the skill body above.")
