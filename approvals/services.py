@@ -129,11 +129,12 @@ def _decide_in_transaction(
 ) -> ApprovalRequest:
     # The row lock makes concurrent deciders queue; the status check then lets exactly one win.
     request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
-    if request.status != ApprovalStatus.PENDING:
-        raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
+    # Who may decide is answered before the state, so that a user without the right learns nothing of it.
     refusal = approval_may_decide(request, user)
     if refusal:
         raise DecisionNotAllowedError(refusal)
+    if request.status != ApprovalStatus.PENDING:
+        raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
     if request.decisions.filter(decided_by=user, round=request.round).exists():
         raise DecisionNotAllowedError("You already approved this call; a second, different operator must decide.")
     now = timezone.now()

@@ -170,3 +170,14 @@ def test_operator_decisions_are_audit_events_with_identity_and_comment(request_c
     event = AuditEvent.objects.get(call_id=call.pk, event_type="approval.approve")
     assert event.actor == "operator:operator"
     assert event.payload["comment"] == "checked the note"
+
+
+def test_a_user_without_the_right_gets_403_not_the_requests_state(request_call, operator: User, viewer: User) -> None:
+    from rest_framework.test import APIClient
+
+    call = request_call("risky_effect", {"note": "x"})
+    request = ApprovalRequest.objects.get(call=call)
+    approval_approve(request_id=request.pk, user=operator, comment="ok")
+    client = APIClient()
+    client.force_authenticate(viewer)
+    assert client.post(f"/api/v1/approvals/{request.pk}/reject/", {}, format="json").status_code == 403
