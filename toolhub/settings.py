@@ -120,8 +120,10 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: no broker configured means the embedded default, where tasks run eagerly in-process.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL or _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+_broker = os.environ.get("CELERY_BROKER_URL", "")
+CELERY_TASK_ALWAYS_EAGER = not _broker or _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Eager tasks never touch the broker; the in-memory transport only spares kombu an empty URL.
+CELERY_BROKER_URL = _broker or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -38,6 +38,12 @@ TRANSFER_SCRIPT = [
     {"content": "Moved 250 from ACC-1 to ACC-2: {last_tool_result}"},
 ]
 
+ROLLBACK_SCRIPT = [
+    {"content": "", "tool_calls": [{"name": "debit", "arguments": {"account_id": "ACC-1", "amount": "100"}}]},
+    {"content": "", "tool_calls": [{"name": "credit", "arguments": {"account_id": "ACC-FROZEN", "amount": "100"}}]},
+    {"content": "The transfer could not be completed and was rolled back: {last_tool_result}"},
+]
+
 
 class Command(BaseCommand):
     help = "Load demo users, a tenant, ledger accounts and agents (idempotent)."
@@ -112,6 +118,17 @@ class Command(BaseCommand):
                 "script": TRANSFER_SCRIPT,
                 "system_prompt": "You move money between accounts.",
                 "tools": ["get_balance", "calculate", "debit", "credit"],
+            },
+        )
+        Agent.objects.update_or_create(
+            name="rollback-demo",
+            defaults={
+                "description": "Scripted saga: debits ACC-1, fails to credit a frozen account, and is rolled back.",
+                "provider": Provider.SCRIPTED,
+                "script": ROLLBACK_SCRIPT,
+                "system_prompt": "You move money between accounts.",
+                "tools": ["debit", "credit"],
+                "compensate_on_error": True,
             },
         )
         Agent.objects.get_or_create(
