@@ -7,7 +7,7 @@ from tests.testapp.models import SideEffect
 from toolhub import Param, Progress, Risk, ToolContext, ToolError, tool
 
 
-@tool
+@tool(risk=Risk.LOW)
 def record_effect(note: Annotated[str, Param("Free text stored with the effect.")], ctx: ToolContext) -> dict:
     """Record one side effect (not idempotent): each execution adds exactly one row."""
     effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="record_effect", note=note)
@@ -21,7 +21,7 @@ def risky_effect(note: Annotated[str, Param("Free text stored with the effect.")
     return {"effect_id": effect.pk}
 
 
-@tool
+@tool(risk=Risk.LOW)
 def slow_effect(seconds: Annotated[float, Param("How long to work before recording.")], ctx: ToolContext) -> dict:
     """Sleep, then record one side effect (not idempotent): a window for killing the worker."""
     time.sleep(seconds)
@@ -29,7 +29,7 @@ def slow_effect(seconds: Annotated[float, Param("How long to work before recordi
     return {"effect_id": effect.pk}
 
 
-@tool(idempotent=True)
+@tool(risk=Risk.LOW, idempotent=True)
 def slow_idempotent(seconds: Annotated[float, Param("How long to work.")], ctx: ToolContext) -> dict:
     """Sleep, then record a side effect; idempotent, so it may be retried after a worker dies."""
     time.sleep(seconds)
@@ -37,13 +37,13 @@ def slow_idempotent(seconds: Annotated[float, Param("How long to work.")], ctx: 
     return {"done": True}
 
 
-@tool
+@tool(risk=Risk.LOW)
 def always_fails(reason: Annotated[str, Param("What to fail with.")]) -> str:
     """Fail with a tool error meant for the model."""
     raise ToolError(f"failed as asked: {reason}")
 
 
-@tool
+@tool(risk=Risk.LOW)
 def crashes() -> str:
     """Fail with an unexpected exception whose details must not reach the model."""
     raise RuntimeError("secret internal detail: db password is hunter2")
