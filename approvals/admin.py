@@ -24,6 +24,7 @@ from approvals.models import (
     WebhookDelivery,
 )
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
+from toolhub.admin_helpers import ReadOnlyMixin, pretty_json
 from toolhub.exceptions import ApprovalError
 from toolhub.selectors import displayed_arguments
 
@@ -46,11 +47,7 @@ class DecisionForm(forms.Form):
     )
 
 
-def _pretty_json(value: Any) -> str:
-    return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
-class ApprovalDecisionInline(admin.TabularInline):
+class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
     """The decisions taken so far; they are records, so nobody edits them here."""
 
     model = ApprovalDecision
@@ -60,18 +57,12 @@ class ApprovalDecisionInline(admin.TabularInline):
     readonly_fields = fields
     verbose_name_plural = "Decisions so far"
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(admin.ModelAdmin):
+class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Pending and past approval requests; deciding happens only through the approval services."""
 
     list_display = (
@@ -111,15 +102,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             .select_related("call", "requested_by", "rule", "approver_group", "escalation_group")
         )
 
-    # Requests are opened by the pipeline and changed only by decisions: no add, change or delete.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: ApprovalRequest | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: ApprovalRequest | None = None) -> bool:
-        return False
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         """Whether the user may see the decision buttons and actions; the services check again."""
@@ -136,7 +119,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
     @admin.display(description="Arguments (sensitive values redacted)")
     def arguments(self, obj: ApprovalRequest) -> str:
-        return _pretty_json(displayed_arguments(obj.call))
+        return pretty_json(displayed_arguments(obj.call))
 
     @admin.display(description="Agent run")
     def run_link(self, obj: ApprovalRequest) -> str:
@@ -295,7 +278,7 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here."""
 
     list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
@@ -304,18 +287,12 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     fields = ("event", "status", "attempts", "next_attempt_at", "delivered_at", "last_error", "shown_payload")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: WebhookDelivery | None = None) -> bool:
-        return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: WebhookDelivery | None = None) -> bool:
-        return False
 
     @admin.display(description="Payload")
     def shown_payload(self, obj: WebhookDelivery) -> str:
-        return _pretty_json(obj.payload)
+        return pretty_json(obj.payload)
 
 
 def _outcome(request: ApprovalRequest, done: str) -> str:

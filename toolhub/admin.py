@@ -1,15 +1,15 @@
 """The admin of the core: the tool catalogue operators govern, and the read-only call and audit trail."""
 
-import json
 import uuid
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from toolhub.admin_helpers import ReadOnlyMixin, admin_link, pretty_json
 from toolhub.catalogue import tool_definition_govern
 from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
 from toolhub.selectors import displayed_arguments, tool_call_audit_events
@@ -19,31 +19,8 @@ admin.site.site_title = "toolhub"
 admin.site.index_title = "Operators and auditors"
 
 
-def pretty_json(value: Any) -> str:
-    """Render a JSON value as indented, escaped text for read-only admin fields."""
-    return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
-def admin_link(url_name: str, pk: Any, text: Any) -> str:
-    """A link to another admin page, or plain text when that admin is not installed (the core imports no apps)."""
-    try:
-        url = reverse(url_name, args=[pk])
-    except NoReverseMatch:
-        return str(text)
-    return format_html('<a href="{}">{}</a>', url, text)
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Records nobody edits from the admin, superusers included: view permission only."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Tenant)

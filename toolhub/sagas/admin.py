@@ -1,6 +1,5 @@
 """The operators' view of sagas: steps, compensations, attempts and errors, with retry and resolve-by-hand."""
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -10,9 +9,9 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 
+from toolhub.admin_helpers import ReadOnlyMixin, admin_link, pretty_json
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
@@ -23,19 +22,8 @@ from toolhub.tools.registry import registry
 OPERATE_PERMISSION = "sagas.operate_saga"
 
 
-def _json(value: Any) -> str:
-    return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
-def _link(url_name: str, pk: Any, text: Any) -> str:
-    try:
-        return format_html('<a href="{}">{}</a>', reverse(url_name, args=[pk]), text)
-    except NoReverseMatch:
-        return str(text)
-
-
 def _call_link(call_id: Any) -> str:
-    return _link("admin:toolhub_toolcall_change", call_id, call_id) if call_id else "-"
+    return admin_link("admin:toolhub_toolcall_change", call_id, call_id) if call_id else "-"
 
 
 class ResolveForm(forms.Form):
@@ -119,7 +107,7 @@ class _OperatorActions:
             self.message_user(request, " ".join(failures), messages.ERROR)  # type: ignore[attr-defined]
 
 
-class CompensationInline(admin.TabularInline):
+class CompensationInline(ReadOnlyMixin, admin.TabularInline):
     model = Compensation
     fk_name = "saga"
     extra = 0
@@ -139,11 +127,7 @@ class CompensationInline(admin.TabularInline):
     readonly_fields = fields
     show_change_link = True
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="Step (arguments redacted)")
     def step(self, obj: Compensation) -> str:
@@ -162,18 +146,14 @@ class CompensationInline(admin.TabularInline):
         return f"{obj.resolved_by}: {obj.resolution_note}" if obj.resolved_by else "-"
 
 
-class RollbackInline(admin.TabularInline):
+class RollbackInline(ReadOnlyMixin, admin.TabularInline):
     model = Rollback
     extra = 0
     can_delete = False
     fields = ("trigger", "failed_step", "requested_by", "requested_at", "finished_at", "told_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="Failed step")
     def failed_step(self, obj: Rollback) -> str:
@@ -184,7 +164,7 @@ class RollbackInline(admin.TabularInline):
 
 
 @admin.register(Saga)
-class SagaAdmin(_OperatorActions, admin.ModelAdmin):
+class SagaAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """Sagas for operators: what was done, what was undone, what failed and what needs a decision."""
 
     list_display = ("key", "status", "tenant", "run", "steps", "updated_at")
@@ -197,14 +177,8 @@ class SagaAdmin(_OperatorActions, admin.ModelAdmin):
     readonly_fields = fields
     inlines = (CompensationInline, RollbackInline)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
         return list(
@@ -223,7 +197,7 @@ class SagaAdmin(_OperatorActions, admin.ModelAdmin):
 
     @admin.display(description="Agent run")
     def run(self, obj: Saga) -> str:
-        return _link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
+        return admin_link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
 
     @admin.display(description="Steps")
     def steps(self, obj: Saga) -> int:
@@ -267,7 +241,7 @@ class SagaAdmin(_OperatorActions, admin.ModelAdmin):
                     e.tool_name,
                     e.status,
                     e.actor,
-                    _json(e.payload),
+                    pretty_json(e.payload),
                 )
                 for e in saga_audit_events(obj)[:500]
             ),
@@ -279,22 +253,18 @@ class SagaAdmin(_OperatorActions, admin.ModelAdmin):
         )
 
 
-class CompensationAttemptInline(admin.TabularInline):
+class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):
     model = CompensationAttempt
     extra = 0
     can_delete = False
     fields = ("number", "outcome", "error", "worker", "started_at", "finished_at")
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Compensation)
-class CompensationAdmin(_OperatorActions, admin.ModelAdmin):
+class CompensationAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """One compensation: the step it undoes, its arguments, its call, every attempt and error."""
 
     list_display = ("saga", "sequence", "step_tool", "tool_name", "status", "attempts", "next_attempt_at", "updated_at")
@@ -326,14 +296,8 @@ class CompensationAdmin(_OperatorActions, admin.ModelAdmin):
     readonly_fields = fields
     inlines = (CompensationAttemptInline,)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def _compensations_of(self, queryset: QuerySet[Compensation]) -> list[Compensation]:
         return list(queryset.select_related("saga").order_by("saga_id", "-sequence"))
@@ -355,7 +319,7 @@ class CompensationAdmin(_OperatorActions, admin.ModelAdmin):
         if obj.arguments is None:
             return "-"
         tool = registry.get(obj.tool_name)
-        return _json(redact(obj.arguments, tool.sensitive if tool else frozenset()))
+        return pretty_json(redact(obj.arguments, tool.sensitive if tool else frozenset()))
 
     @admin.display(description="Compensation call")
     def compensation_call(self, obj: Compensation) -> str:
