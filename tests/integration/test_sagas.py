@@ -80,6 +80,8 @@ def _rolled_back(key: str, timeout: float = 60.0) -> Saga:
         saga = Saga.objects.filter(key=key).first()
         if saga is None or not saga.rollbacks.exists() or saga.compensations.filter(status__in=BUSY).exists():
             return None
+        # Read again: the last compensation may have committed (with the saga's status) since the first read.
+        saga.refresh_from_db()
         return saga
 
     return wait_for(done, timeout=timeout, what=f"rollback of saga {key} finished")  # type: ignore[return-value]
