@@ -58,9 +58,6 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
     verbose_name_plural = "Decisions so far"
 
 
-
-
-
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """Pending and past approval requests; deciding happens only through the approval services."""
@@ -101,8 +98,6 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             .get_queryset(request)
             .select_related("call", "requested_by", "rule", "approver_group", "escalation_group")
         )
-
-
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         """Whether the user may see the decision buttons and actions; the services check again."""
@@ -286,9 +281,6 @@ class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
     show_full_result_count = False
     fields = ("event", "status", "attempts", "next_attempt_at", "delivered_at", "last_error", "shown_payload")
     readonly_fields = fields
-
-
-
 
     @admin.display(description="Payload")
     def shown_payload(self, obj: WebhookDelivery) -> str:

@@ -62,7 +62,5 @@ def tool_definition_govern(
             setattr(definition, field, value)
     if changes:
         definition.save(update_fields=list(changes))
-        audit_append(
-            event_type="catalogue.changed", actor=actor, tool_name=definition.name, data={"changes": changes}
-        )
+        audit_append(event_type="catalogue.changed", actor=actor, tool_name=definition.name, data={"changes": changes})
     return definition

@@ -259,11 +259,19 @@ class ToolGroup(models.Model):
     system_prompt_addition = models.TextField(blank=True)
     active_by_default = models.BooleanField(default=True)
     approver_group = models.ForeignKey(
-        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Only members of this Django group may decide this group's approval requests.",
     )
     escalation_group = models.ForeignKey(
-        "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="Fallback approvers once a request has waited escalate_after_seconds.",
     )
     escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)

@@ -143,9 +143,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
         return call
 
-    verdict = approval_verdict(
-        tool=tool, definition=definition, arguments=validated, ctx=context, principal=principal
-    )
+    verdict = approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=context, principal=principal)
     if verdict:
         call.status = CallStatus.PENDING_APPROVAL
     else:

@@ -127,8 +127,6 @@ class CompensationInline(ReadOnlyMixin, admin.TabularInline):
     readonly_fields = fields
     show_change_link = True
 
-
-
     @admin.display(description="Step (arguments redacted)")
     def step(self, obj: Compensation) -> str:
         return format_html("{}<br>{}", call_summary(obj.step_call), _call_link(obj.step_call_id))
@@ -153,8 +151,6 @@ class RollbackInline(ReadOnlyMixin, admin.TabularInline):
     fields = ("trigger", "failed_step", "requested_by", "requested_at", "finished_at", "told_at")
     readonly_fields = fields
 
-
-
     @admin.display(description="Failed step")
     def failed_step(self, obj: Rollback) -> str:
         if obj.failed_call_id is None:
@@ -176,9 +172,6 @@ class SagaAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     fields = ("key", "status", "tenant", "run", "created_at", "updated_at", "attempts", "audit_events")
     readonly_fields = fields
     inlines = (CompensationInline, RollbackInline)
-
-
-
 
     def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
         return list(
@@ -261,8 +254,6 @@ class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):
     readonly_fields = fields
 
 
-
-
 @admin.register(Compensation)
 class CompensationAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """One compensation: the step it undoes, its arguments, its call, every attempt and error."""
@@ -295,9 +286,6 @@ class CompensationAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     )
     readonly_fields = fields
     inlines = (CompensationAttemptInline,)
-
-
-
 
     def _compensations_of(self, queryset: QuerySet[Compensation]) -> list[Compensation]:
         return list(queryset.select_related("saga").order_by("saga_id", "-sequence"))
