@@ -17,6 +17,7 @@ from toolhub.celery import app as celery_app
 from toolhub.models import Tenant, TenantMembership
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+CHROMIUM = "/usr/bin/chromium"
 
 
 def service_reachable(url: str, default_port: int) -> bool:
@@ -30,9 +31,17 @@ def service_reachable(url: str, default_port: int) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Outside CI, integration tests need services the developer may not run: say so instead of failing."""
+    """Outside CI, integration and browser tests need what a developer may not have: say so instead of failing.
+
+    Under CI=true nothing is skipped: a missing service or browser fails its tests.
+    """
     if IN_CI:
         return
+    if not os.path.exists(CHROMIUM):
+        no_browser = pytest.mark.skip(reason=f"browser tests need {CHROMIUM} (Debian's chromium package)")
+        for item in items:
+            if "browser" in item.keywords:
+                item.add_marker(no_browser)
     database = os.environ.get("DATABASE_URL", "")
     broker = os.environ.get("CELERY_BROKER_URL", "")
     missing = []
