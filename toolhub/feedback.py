@@ -2,6 +2,7 @@
 
 import difflib
 import traceback
+import unicodedata
 from collections.abc import Iterable
 
 from django.utils.module_loading import import_string
@@ -14,6 +15,7 @@ from toolhub.tools.presets import PresetUnavailable
 from toolhub.tools.timeouts import ToolTimeoutError
 
 __all__ = [
+    "bounded_model_message",
     "default_unknown_tool_message",
     "unknown_tool_message",
     "invalid_arguments_message",
@@ -79,3 +81,33 @@ def execution_error(exc: BaseException) -> str:
 def exception_detail(exc: BaseException) -> str:
     """Full detail of an error, kept for auditors only."""
     return "".join(traceback.format_exception(exc))
+
+
+#: What a refusal tells the model, at most: problem lines, and characters per line (the middle is cut).
+_MESSAGE_LINES = 12
+_MESSAGE_LINE_CHARS = 150
+
+
+def bounded_model_message(message: str) -> str:
+    """An argument error as the model reads it: printable, a bounded number of short lines.
+
+    These messages quote the model's own keys; a control character, a 10,000-character key or
+    thousands of unexpected keys must not come back verbatim.
+    """
+    lines = [_printable_line(line) for line in message.split("\n")]
+    if len(lines) > _MESSAGE_LINES + 1:
+        more = len(lines) - 1 - _MESSAGE_LINES
+        lines = [*lines[: _MESSAGE_LINES + 1], f"- ... and {more} more problem(s) of the same kind."]
+    return "\n".join(lines)
+
+
+def _printable_line(line: str) -> str:
+    line = "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNPRINTABLE else ch for ch in line)
+    if len(line) <= _MESSAGE_LINE_CHARS:
+        return line
+    keep = (_MESSAGE_LINE_CHARS - 30) // 2
+    return f"{line[:keep]} [...{len(line) - 2 * keep} characters...] {line[-keep:]}"
+
+
+#: Control and format characters, lone surrogates, line and paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})

@@ -6,7 +6,6 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 
 import hashlib
 import json
-import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,14 +13,14 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from pydantic import ValidationError
 
+from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact
 from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
-from toolhub.feedback import invalid_arguments_message, unknown_tool_message
+from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
 from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
@@ -29,7 +28,6 @@ from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
-from toolhub.tools.results import to_json_value
 
 __all__ = [
     "CallRequest",
@@ -98,9 +96,11 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     actor = _actor(principal)
     try:
         tool = _resolve(request.tool_name)
-        arguments = _parse_arguments(request.arguments)
-        validated = _validate(tool, arguments)
-        stored = _storable_arguments(tool, validated)
+        try:
+            validated = validate_arguments(tool, parse_arguments(request.arguments))
+            stored = storable_arguments(tool, validated)
+        except ArgumentsRefused as refused:
+            raise _Refusal(CallStatus.INVALID, str(refused)) from None
         call.tool_version = tool.version
         call.arguments = stored
         definition = ToolDefinition.objects.filter(name=tool.name).first()
@@ -309,129 +309,6 @@ def _resolve(name: str) -> Tool:
     if tool is None:
         raise _Refusal(CallStatus.INVALID, unknown_tool_message(str(name), registry.names()))
     return tool
-
-
-def _parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    max_bytes = int(toolhub_setting("MAX_ARGUMENTS_BYTES"))
-    if raw is None or raw == "":
-        return {}
-    if isinstance(raw, str):
-        if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
-            raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
-        try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            message = getattr(exc, "msg", f"nested deeper than {MAX_NESTING} levels")
-            raise _Refusal(
-                CallStatus.INVALID,
-                f"Arguments are not valid JSON ({message}); send a JSON object with the tool's parameters.",
-            ) from None
-    else:
-        parsed = raw
-    if not isinstance(parsed, Mapping):
-        raise _Refusal(CallStatus.INVALID, "Arguments must be a JSON object mapping parameter names to values.")
-    if _nesting_exceeds(parsed, MAX_NESTING):
-        # Deeper data would exhaust the recursion limit of the serializers and checks below.
-        raise _Refusal(
-            CallStatus.INVALID, f"Arguments are nested deeper than {MAX_NESTING} levels; nothing was executed."
-        )
-    if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
-        raise _Refusal(CallStatus.INVALID, f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
-    problem = json_storage_problem(parsed)
-    if problem:
-        raise _Refusal(CallStatus.INVALID, _model_message(f"Invalid arguments; nothing was executed: {problem}."))
-    return dict(parsed)
-
-
-#: Deepest nesting of lists and objects accepted in arguments (far beyond any tool's needs).
-MAX_NESTING = 100
-#: What a refusal tells the model, at most: problem lines, and characters per line (the middle is cut).
-_MESSAGE_LINES = 12
-_MESSAGE_LINE_CHARS = 150
-
-
-def _nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest deeper than ``limit`` in ``value`` (counted without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def _model_message(message: str) -> str:
-    """An argument error as the model reads it: printable, a bounded number of short lines.
-
-    These messages quote the model's own keys; a control character, a 10,000-character key or
-    thousands of unexpected keys must not come back verbatim.
-    """
-    lines = [_printable_line(line) for line in message.split("\n")]
-    if len(lines) > _MESSAGE_LINES + 1:
-        more = len(lines) - 1 - _MESSAGE_LINES
-        lines = [*lines[: _MESSAGE_LINES + 1], f"- ... and {more} more problem(s) of the same kind."]
-    return "\n".join(lines)
-
-
-def _printable_line(line: str) -> str:
-    line = "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNPRINTABLE else ch for ch in line)
-    if len(line) <= _MESSAGE_LINE_CHARS:
-        return line
-    keep = (_MESSAGE_LINE_CHARS - 30) // 2
-    return f"{line[:keep]} [...{len(line) - 2 * keep} characters...] {line[-keep:]}"
-
-
-#: Control and format characters, lone surrogates, line and paragraph separators.
-_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def _validate(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
-    limit = int(toolhub_setting("MAX_STRING_LENGTH"))
-    too_long = _first_long_string(arguments, limit)
-    if too_long is not None:
-        raise _Refusal(
-            CallStatus.INVALID,
-            _model_message(
-                f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
-                f"{limit} characters."
-            ),
-        )
-    try:
-        return tool.validate_arguments(arguments)
-    except ValidationError as exc:
-        raise _Refusal(CallStatus.INVALID, _model_message(invalid_arguments_message(tool.name, exc))) from None
-
-
-def _storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
-    """The validated arguments as JSON; values coerced into what no JSON column stores are refused."""
-    stored = to_json_value(validated)
-    problem = json_storage_problem(stored)
-    if problem:
-        message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
-        raise _Refusal(CallStatus.INVALID, _model_message(message))
-    return stored
-
-
-def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
-    if isinstance(value, str):
-        return path or "a value" if len(value) > limit else None
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str) and len(key) > limit:
-                return "a key"
-            found = _first_long_string(item, limit, f"{path}.{key}" if path else str(key))
-            if found:
-                return found
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = _first_long_string(item, limit, f"{path}[{index}]")
-            if found:
-                return found
-    return None
 
 
 def _effective_context(request: CallRequest) -> ToolContext:

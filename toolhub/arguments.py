@@ -1,0 +1,117 @@
+"""Arguments as a model sends them, turned into validated values or refused with a message for the model.
+
+The checks run before anything else looks at the values: size, nesting, JSON shape, what a database
+column can store, then the tool's own schema.
+"""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from toolhub.audit import canonical_json
+from toolhub.conf import toolhub_setting
+from toolhub.exceptions import ToolhubError
+from toolhub.feedback import bounded_model_message, invalid_arguments_message
+from toolhub.storable import json_storage_problem
+from toolhub.tools.definition import Tool
+from toolhub.tools.results import to_json_value
+
+__all__ = ["ArgumentsRefused", "MAX_NESTING", "parse_arguments", "validate_arguments", "storable_arguments"]
+
+#: Deepest nesting of lists and objects accepted in arguments (far beyond any tool's needs).
+MAX_NESTING = 100
+
+
+class ArgumentsRefused(ToolhubError):
+    """The arguments cannot be used; the message says why, for the model, and nothing was executed."""
+
+
+def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parse what the model sent into a mapping of arguments, within the size and nesting limits."""
+    max_bytes = int(toolhub_setting("MAX_ARGUMENTS_BYTES"))
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
+            raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            message = getattr(exc, "msg", f"nested deeper than {MAX_NESTING} levels")
+            raise ArgumentsRefused(
+                f"Arguments are not valid JSON ({message}); send a JSON object with the tool's parameters.",
+            ) from None
+    else:
+        parsed = raw
+    if not isinstance(parsed, Mapping):
+        raise ArgumentsRefused("Arguments must be a JSON object mapping parameter names to values.")
+    if _nesting_exceeds(parsed, MAX_NESTING):
+        # Deeper data would exhaust the recursion limit of the serializers and checks below.
+        raise ArgumentsRefused(f"Arguments are nested deeper than {MAX_NESTING} levels; nothing was executed.")
+    if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
+        raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
+    problem = json_storage_problem(parsed)
+    if problem:
+        raise ArgumentsRefused(bounded_model_message(f"Invalid arguments; nothing was executed: {problem}."))
+    return dict(parsed)
+
+
+def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Check the string limit, then the tool's schema; return the validated values."""
+    limit = int(toolhub_setting("MAX_STRING_LENGTH"))
+    too_long = _first_long_string(arguments, limit)
+    if too_long is not None:
+        raise ArgumentsRefused(
+            bounded_model_message(
+                f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
+                f"{limit} characters."
+            ),
+        )
+    try:
+        return tool.validate_arguments(arguments)
+    except ValidationError as exc:
+        raise ArgumentsRefused(bounded_model_message(invalid_arguments_message(tool.name, exc))) from None
+
+
+def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
+    """The validated arguments as JSON; values coerced into what no JSON column stores are refused."""
+    stored = to_json_value(validated)
+    problem = json_storage_problem(stored)
+    if problem:
+        message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
+        raise ArgumentsRefused(bounded_model_message(message))
+    return stored
+
+
+def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
+    if isinstance(value, str):
+        return path or "a value" if len(value) > limit else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and len(key) > limit:
+                return "a key"
+            found = _first_long_string(item, limit, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _first_long_string(item, limit, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether lists and objects nest deeper than ``limit`` in ``value`` (counted without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
