@@ -1,8 +1,5 @@
 """The admin of agents (configured by operators) and of their runs (read-only, for watching)."""
 
-import json
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
@@ -10,7 +7,6 @@ from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
-from toolhub.audit import canonical_json, redact
 from toolhub.models import ToolCall
 from toolhub.tools.registry import registry
 
@@ -92,7 +88,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Messages (sensitive tool arguments redacted)")
     def shown_messages(self, obj: AgentRun) -> str:
-        return pretty_json([_displayed_message(message) for message in obj.messages])
+        return pretty_json(obj.messages)
 
     @admin.display(description="Context")
     def shown_context(self, obj: AgentRun) -> str:
@@ -120,29 +116,3 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "<th>Kind</th><th>Status</th></tr></thead><tbody>{}</tbody></table>",
             rows,
         )
-
-
-def _displayed_message(message: Any) -> Any:
-    """A conversation message as shown to people: the model's tool arguments with sensitive values redacted."""
-    if not isinstance(message, dict) or not message.get("tool_calls"):
-        return message
-    return {**message, "tool_calls": [_displayed_tool_call(call) for call in message["tool_calls"]]}
-
-
-def _displayed_tool_call(call: Any) -> Any:
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict):
-        return call
-    tool = registry.get(str(function.get("name", "")))
-    if tool is None or not tool.sensitive:
-        return call
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except (TypeError, ValueError):
-        arguments = None
-    shown = (
-        canonical_json(redact(arguments, tool.sensitive))
-        if isinstance(arguments, dict)
-        else "(withheld: arguments of a tool with sensitive parameters)"
-    )
-    return {**call, "function": {**function, "arguments": shown}}

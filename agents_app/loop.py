@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
+from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -202,7 +203,8 @@ def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    # Kept for the conversation with sensitive values replaced; the call itself gets them.
+                    "function": {"name": call.name, "arguments": _kept_arguments(call.name, call.arguments)},
                 }
                 for call in turn.tool_calls
             ]
@@ -269,3 +271,8 @@ def _fail(run_id: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: 
         run.retryable = retryable
         run.finished_at = timezone.now()
         run.save()
+
+
+def _kept_arguments(tool_name: str, raw: str) -> str:
+    tool = registry.get(tool_name)
+    return redacted_arguments_text(tool.sensitive if tool else frozenset(), raw)

@@ -29,6 +29,7 @@ __all__ = [
     "audit_call_events",
     "EventSpec",
     "redact",
+    "redacted_arguments_text",
     "verify_audit_chains",
     "AuditProblem",
     "REDACTED",
@@ -57,6 +58,26 @@ def canonical_json(value: Any) -> str:
 def redact(arguments: Mapping[str, Any], sensitive: frozenset[str] | set[str]) -> dict[str, Any]:
     """Return ``arguments`` with the values of sensitive names replaced, for anything shown or logged."""
     return {key: (REDACTED if key in sensitive else value) for key, value in arguments.items()}
+
+
+def redacted_arguments_text(sensitive: frozenset[str] | set[str], raw: str | Mapping[str, Any] | None) -> str:
+    """Arguments as the model sent them (JSON text or a mapping), as text fit to keep: sensitive values replaced.
+
+    Text that cannot be parsed is withheld whole when the tool has sensitive parameters, since any part
+    of it might be one of their values.
+    """
+    if sensitive:
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else raw
+        except (ValueError, RecursionError):
+            return "(withheld: unparsable arguments of a tool with sensitive parameters)"
+        if not isinstance(parsed, Mapping):
+            return "(withheld: arguments of a tool with sensitive parameters)"
+        raw = redact(parsed, sensitive)
+    try:
+        return raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
+    except (RecursionError, ValueError, TypeError):
+        return "(not shown: arguments that cannot be written as JSON, e.g. nested too deeply)"
 
 
 def chain_for(key: uuid.UUID | str | None) -> int:

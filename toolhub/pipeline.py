@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact
+from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact, redacted_arguments_text
 from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
 from toolhub.conf import toolhub_setting
@@ -373,18 +373,7 @@ def _redacted(tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
 def _raw_text(tool_name: str, raw: str | Mapping[str, Any] | None) -> str:
     """Keep what the model sent for a refused call, bounded, for auditors; sensitive values withheld."""
     tool = registry.get(tool_name) if isinstance(tool_name, str) else None
-    if tool is not None and tool.sensitive:
-        try:
-            parsed = json.loads(raw) if isinstance(raw, str) else raw
-        except (ValueError, RecursionError):
-            return "(withheld: unparsable arguments of a tool with sensitive parameters)"
-        if not isinstance(parsed, Mapping):
-            return "(withheld: arguments of a tool with sensitive parameters)"
-        raw = redact(parsed, tool.sensitive)
-    try:
-        text = raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
-    except (RecursionError, ValueError, TypeError):
-        text = "(not shown: arguments that cannot be written as JSON, e.g. nested too deeply)"
+    text = redacted_arguments_text(tool.sensitive if tool else frozenset(), raw)
     return storable_text(text[:2000])
 
 
