@@ -73,6 +73,7 @@ class ApprovalRequest(models.Model):
     source = models.CharField(max_length=32, blank=True, help_text="code, rule, risk or tool_changed.")
     round = models.PositiveSmallIntegerField(default=1, help_text="Rises when the request is reopened.")
     approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    approver_permission = models.CharField(max_length=150, blank=True)
     escalation_group = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -51,6 +50,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         "risk": verdict.risk,
         "required_approvals": verdict.required_approvals,
         "approver_group": group.approver_group if group else None,
+        "approver_permission": group.approver_permission if group else "",
         "escalation_group": group.escalation_group if group else None,
         "escalate_at": now + timedelta(seconds=escalate_after) if group and group.escalation_group_id else None,
         "escalated_at": None,
@@ -84,12 +84,12 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You need the 'Can approve or reject held-back tool calls' permission."
     if request.requested_by_id is not None and request.requested_by_id == user.pk:
         return "You started this call; another operator must decide it."
-    if request.approver_group_id:
+    if (request.approver_group_id or request.approver_permission) and not user.is_superuser:
         groups = set(user.groups.values_list("id", flat=True))
-        allowed = {request.approver_group_id}
-        if request.escalated_at and request.escalation_group_id:
-            allowed.add(request.escalation_group_id)
-        if not groups & allowed and not user.is_superuser:
+        fallback = bool(request.escalated_at) and request.escalation_group_id in groups
+        in_group = not request.approver_group_id or request.approver_group_id in groups
+        permitted = not request.approver_permission or user.has_perm(request.approver_permission)
+        if not fallback and not (in_group and permitted):
             return "Only the approvers of this tool's group may decide this request."
     return None
 
@@ -267,16 +267,13 @@ def approvals_escalate_due() -> int:
 
 
 def _governing_group(tool_name: str) -> ToolGroup | None:
-    """The tool's group that restricts approvers (the first by name), if any."""
+    """The tool's group that governs its approvals: the first by name that restricts approvers, else the first."""
     names = tool_group_names([tool_name])[tool_name]
     if not names:
         return None
-    return (
-        ToolGroup.objects.filter(name__in=names)
-        .select_related("approver_group", "escalation_group")
-        .order_by(F("approver_group").asc(nulls_last=True), "name")
-        .first()
-    )
+    groups = list(ToolGroup.objects.filter(name__in=names).select_related("approver_group", "escalation_group"))
+    restricting = [g for g in groups if g.approver_group_id or g.approver_permission]
+    return min(restricting or groups, key=lambda group: group.name, default=None)
 
 
 def _notify(signal: Any, request: ApprovalRequest, event: str, **extra: Any) -> None:

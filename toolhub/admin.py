@@ -103,7 +103,10 @@ class ToolGroupAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "description", "provider", "active_by_default")}),
         ("Tools", {"fields": ("code_members", "extra_tools", "capabilities", "system_prompt_addition")}),
-        ("Approvals", {"fields": ("approver_group", "escalation_group", "escalate_after_seconds")}),
+        (
+            "Approvals",
+            {"fields": ("approver_group", "approver_permission", "escalation_group", "escalate_after_seconds")},
+        ),
     )
     readonly_fields = ("code_members",)
 

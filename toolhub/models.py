@@ -245,8 +245,8 @@ class ToolGroup(models.Model):
     """A named set of tools granted together, with the capabilities they exercise.
 
     Members come from the code (``@tool(group="ledger")``) and from operators (``extra_tools``).
-    A group may restrict who approves its calls (``approver_group``) and name a fallback group that
-    may decide once a request has waited ``escalate_after_seconds``.
+    A group may restrict who approves its calls (``approver_group`` and/or ``approver_permission``) and
+    name a fallback group that may decide once a request has waited ``escalate_after_seconds``.
     """
 
     name = models.SlugField(max_length=100, unique=True)
@@ -266,6 +266,11 @@ class ToolGroup(models.Model):
         related_name="+",
         help_text="Only members of this Django group may decide this group's approval requests.",
     )
+    approver_permission = models.CharField(
+        max_length=150,
+        blank=True,
+        help_text="Only users with this permission ('app_label.codename') may decide this group's approval requests.",
+    )
     escalation_group = models.ForeignKey(
         "auth.Group",
         null=True,
@@ -281,6 +286,19 @@ class ToolGroup(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """A mistyped approver permission would leave nobody able to decide: refuse one that does not exist."""
+        from django.contrib.auth.models import Permission
+        from django.core.exceptions import ValidationError
+
+        if not self.approver_permission:
+            return
+        app_label, _, codename = self.approver_permission.partition(".")
+        if not Permission.objects.filter(content_type__app_label=app_label, codename=codename).exists():
+            raise ValidationError(
+                {"approver_permission": f"No permission {self.approver_permission!r}; use 'app_label.codename'."}
+            )
 
 
 class GrantEffect(models.TextChoices):

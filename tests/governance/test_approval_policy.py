@@ -181,3 +181,27 @@ def test_a_user_without_the_right_gets_403_not_the_requests_state(request_call, 
     client = APIClient()
     client.force_authenticate(viewer)
     assert client.post(f"/api/v1/approvals/{request.pk}/reject/", {}, format="json").status_code == 403
+
+
+def test_a_tool_group_can_require_a_permission_of_its_approvers(
+    request_call, operator: User, second_operator: User
+) -> None:
+    from django.contrib.auth.models import Permission
+    from django.core.exceptions import ValidationError
+
+    # a mistyped permission is refused before it can lock every approver out
+    with pytest.raises(ValidationError, match="No permission"):
+        ToolGroup(name="typo", approver_permission="approvals.approve_mony").full_clean()
+
+    group = ToolGroup(name="money", extra_tools=["risky_effect"], approver_permission="approvals.add_approvalrule")
+    group.full_clean()
+    group.save()
+    second_operator.user_permissions.add(Permission.objects.get(codename="add_approvalrule"))
+    second_operator = User.objects.get(pk=second_operator.pk)  # fresh permission cache
+    call = request_call("risky_effect", {"note": "x"})
+    request = ApprovalRequest.objects.get(call=call)
+    assert request.approver_permission == "approvals.add_approvalrule"
+    with pytest.raises(DecisionNotAllowedError, match="approvers of this tool's group"):
+        approval_approve(request_id=request.pk, user=operator)
+    approval_approve(request_id=request.pk, user=second_operator, comment="has the right")
+    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.SUCCEEDED
