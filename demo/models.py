@@ -27,6 +27,9 @@ class LedgerEntry(models.Model):
     call_id = models.CharField(max_length=64, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name_plural = "ledger entries"
+
     def __str__(self) -> str:
         return f"{self.kind} {self.amount} on {self.account_id}"
 
