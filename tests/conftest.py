@@ -6,15 +6,20 @@ PostgreSQL, Redis and Celery worker processes; under CI=true a missing service f
 
 import os
 import socket
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 from rest_framework.test import APIClient
 
+from tests.helpers import RequestCall, principal_for
 from toolhub.celery import app as celery_app
-from toolhub.models import Tenant, TenantMembership
+from toolhub.models import Tenant, TenantMembership, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tools.context import ToolContext
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CHROMIUM = "/usr/bin/chromium"
@@ -140,3 +145,51 @@ def operator_client(operator: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(operator)
     return client
+
+
+@pytest.fixture
+def request_call(db: None, django_capture_on_commit_callbacks: Any) -> RequestCall:
+    """Request a governed call as a model would and run what its commit triggers; return the fresh row.
+
+    Suites that always act for one tenant or user override this fixture with their defaults.
+    """
+
+    def request(
+        tool_name: str,
+        arguments: str | Mapping[str, Any] | None,
+        user: User | None = None,
+        run_id: uuid.UUID | None = None,
+        *,
+        tenant: str = "",
+        agent_name: str = "",
+        agent_tools: frozenset[str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        interaction: Mapping[str, Any] | None = None,
+    ) -> ToolCall:
+        principal = principal_for(user, tenant=tenant, agent_name=agent_name, agent_tools=agent_tools)
+        with django_capture_on_commit_callbacks(execute=True):
+            call = tool_call_request(
+                request=CallRequest(
+                    tool_name=tool_name,
+                    arguments=arguments,
+                    principal=principal,
+                    context=ToolContext(context or {}),
+                    interaction_context=interaction,
+                    run_id=run_id,
+                )
+            )
+        call.refresh_from_db()
+        return call
+
+    return request
+
+
+@pytest.fixture
+def committed(django_capture_on_commit_callbacks: Any) -> Callable[..., Any]:
+    """Call ``fn`` and run everything its commit triggers (Celery is eager), as a committed request would."""
+
+    def call(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        with django_capture_on_commit_callbacks(execute=True):
+            return fn(*args, **kwargs)
+
+    return call

@@ -1,8 +1,5 @@
 """Fixtures of the API tests: more users and clients, agents, and requests that run what they commit."""
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -47,14 +44,3 @@ def order_agent(db: None) -> Agent:
     return agent_create(
         name="order-demo", provider="scripted", script=ORDER_SCRIPT, tools=["create_order", "get_order"]
     )
-
-
-@pytest.fixture
-def committed(django_capture_on_commit_callbacks: Any) -> Callable[..., Any]:
-    """Call an API client method and run what the request's commit triggers (Celery is eager)."""
-
-    def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        with django_capture_on_commit_callbacks(execute=True):
-            return method(*args, **kwargs)
-
-    return call

@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.api.conftest import client_for
+from tests.helpers import principal_for
 from tests.testapp.models import SideEffect
-from tests.unit.helpers import principal_for
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext

@@ -1,43 +1,28 @@
 """The tool catalogue, governed calls with their audit trail, the OpenAPI document and token auth."""
 
+import functools
 import json
 import uuid
 from collections.abc import Callable
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from tests.unit.helpers import principal_for
+from tests.helpers import RequestCall
 from toolhub import ToolResult, registry, tool
 from toolhub.audit import REDACTED
 from toolhub.models import ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
-from toolhub.tools.context import ToolContext
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def request_call(django_capture_on_commit_callbacks: Any) -> Callable[..., ToolCall]:
-    def request(tool_name: str, arguments: Any, user: User | None = None, run_id: uuid.UUID | None = None) -> ToolCall:
-        with django_capture_on_commit_callbacks(execute=True):
-            call = tool_call_request(
-                request=CallRequest(
-                    tool_name=tool_name,
-                    arguments=arguments,
-                    principal=principal_for(user, tenant="acme"),
-                    context=ToolContext(),
-                    run_id=run_id,
-                )
-            )
-        call.refresh_from_db()
-        return call
-
-    return request
+def request_call(request_call: RequestCall) -> RequestCall:
+    """These calls act for tenant acme."""
+    return functools.partial(request_call, tenant="acme")
 
 
 def test_the_tool_catalogue_shows_schemas(alice_client: APIClient) -> None:

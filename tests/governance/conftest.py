@@ -3,16 +3,14 @@
 import http.server
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
-from toolhub.authorization import CallPrincipal
+from tests.helpers import RequestCall
 from toolhub.models import ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
-from toolhub.tools.context import ToolContext
 
 
 @pytest.fixture
@@ -22,24 +20,13 @@ def deny_by_default(settings: Any) -> None:
 
 
 @pytest.fixture
-def request_call(alice: User) -> Callable[..., ToolCall]:
-    """Request a call as alice (tenant acme), optionally through an agent."""
+def request_call(request_call: RequestCall, alice: User) -> RequestCall:
+    """Request a call as alice (tenant acme) unless ``user`` says otherwise, optionally through an agent."""
 
-    def request(
-        tool: str, arguments: Any, *, user: User | None = None, agent: str = "", agent_tools: Any = None
-    ) -> ToolCall:
+    def request(tool: str, arguments: Any, *, user: User | None = None, **options: Any) -> ToolCall:
         who = user or alice
-        principal = CallPrincipal(
-            user_id=who.pk,
-            username=who.username,
-            tenant="acme",
-            agent_name=agent,
-            agent_tools=frozenset(agent_tools) if agent_tools is not None else None,
-        )
-        context = ToolContext(tenant="acme", user=who.username, user_id=who.pk)
-        return tool_call_request(
-            request=CallRequest(tool_name=tool, arguments=arguments, principal=principal, context=context)
-        )
+        context = {"tenant": "acme", "user": who.username, "user_id": who.pk}
+        return request_call(tool, arguments, who, tenant="acme", context=context, **options)
 
     return request
 

@@ -5,9 +5,12 @@ from django.contrib.auth.models import Group, User
 
 from agents_app.loop import visible_tool_definitions
 from agents_app.models import Agent, AgentRun
+from tests.helpers import principal_for
 from tests.testapp.models import SideEffect
 from toolhub.audit import verify_audit_chains
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolDefinition, ToolGroup
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tools.context import ToolContext
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("deny_by_default")]
 
@@ -53,13 +56,19 @@ def test_deny_wins_over_allow(request_call, tenant: Tenant, alice: User) -> None
 def test_an_agent_needs_the_tool_in_its_list_or_a_grant_and_a_deny_to_it_wins(request_call, tenant: Tenant) -> None:
     Grant.objects.create(tool_group=_group("record_effect"), tenant=tenant)
     # not in the agent's list, no grant to the agent
-    assert request_call("record_effect", {"note": "a"}, agent="bot", agent_tools=[]).status == CallStatus.DENIED
+    assert (
+        request_call("record_effect", {"note": "a"}, agent_name="bot", agent_tools=frozenset()).status
+        == CallStatus.DENIED
+    )
     # an allow grant to the agent stands for the list
     Grant.objects.create(tool_name="record_effect", agent_name="bot")
-    assert request_call("record_effect", {"note": "b"}, agent="bot", agent_tools=[]).status != CallStatus.DENIED
+    assert (
+        request_call("record_effect", {"note": "b"}, agent_name="bot", agent_tools=frozenset()).status
+        != CallStatus.DENIED
+    )
     # a deny to the agent wins over its list
     Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="bot")
-    denied = request_call("record_effect", {"note": "c"}, agent="bot", agent_tools=["record_effect"])
+    denied = request_call("record_effect", {"note": "c"}, agent_name="bot", agent_tools=frozenset({"record_effect"}))
     assert denied.status == CallStatus.DENIED and "denied to agent" in denied.error
 
 
@@ -75,11 +84,18 @@ def test_a_run_sees_only_tools_both_its_agent_and_its_user_may_use(alice: User, 
 
 @pytest.mark.django_db(transaction=False)  # on_commit callbacks are captured only inside the test's transaction
 def test_the_worker_checks_the_grant_again_when_the_call_executes(
-    request_call, tenant: Tenant, django_capture_on_commit_callbacks
+    alice: User, tenant: Tenant, django_capture_on_commit_callbacks
 ) -> None:
     grant = Grant.objects.create(tool_group=_group("record_effect"), tenant=tenant)
     with django_capture_on_commit_callbacks(execute=False) as dispatches:
-        call = request_call("record_effect", {"note": "x"})
+        call = tool_call_request(
+            request=CallRequest(
+                tool_name="record_effect",
+                arguments={"note": "x"},
+                principal=principal_for(alice, tenant="acme"),
+                context=ToolContext(tenant="acme"),
+            )
+        )
     assert call.status == CallStatus.QUEUED
     grant.delete()  # revoked while the call waited for a worker
     for dispatch in dispatches:

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from pydantic import BaseModel
 from rest_framework.test import APIClient
 
-from tests.tools.conftest import RequestCall, event_types
+from tests.helpers import RequestCall, event_types
 from toolhub import Progress, ToolError, ToolResult, registry, tool
 from toolhub.models import CallStatus, ToolCallArtifact
 

@@ -6,8 +6,9 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents_app.models import RunStatus
+from tests.helpers import RequestCall, event_types
 from tests.testapp.models import SideEffect
-from tests.tools.conftest import RequestCall, StartRun, event_types
+from tests.tools.conftest import StartRun
 from toolhub import ReturnBehavior, Tool, ToolContext, registry, tool
 from toolhub.models import CallStatus, ToolCall
 

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from pydantic import BaseModel
 
-from tests.tools.conftest import RequestCall, audit_text
+from tests.helpers import RequestCall, audit_text
 from toolhub import Secret, ToolContext, register_context_type, registry, tool
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.models import CallStatus

@@ -11,9 +11,8 @@ from django.utils import timezone
 from agents_app.models import Agent, AgentRun, RunStatus
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.services import approval_approve, approval_reject, approvals_expire_due
+from tests.helpers import RequestCall, assert_audit_intact, event_types
 from tests.testapp.models import SideEffect
-from tests.unit.conftest import RequestCall
-from tests.unit.helpers import assert_audit_intact, event_types
 from toolhub import registry, tool
 from toolhub.audit import REDACTED
 from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
@@ -49,9 +48,9 @@ def _call(request: ApprovalRequest) -> ToolCall:
     return ToolCall.objects.get(pk=request.call_id)
 
 
-def test_approval_runs_the_call_once(held: ApprovalRequest, operator: User, settle: Settle) -> None:
+def test_approval_runs_the_call_once(held: ApprovalRequest, operator: User, committed: Settle) -> None:
     # when
-    decided = settle(approval_approve, request_id=held.pk, user=operator, comment="ok")
+    decided = committed(approval_approve, request_id=held.pk, user=operator, comment="ok")
 
     # then
     assert decided.status == ApprovalStatus.APPROVED
@@ -104,9 +103,9 @@ def test_deciding_needs_the_permission(held: ApprovalRequest, who: str, request:
 
 
 def test_a_decided_request_cannot_be_decided_again(
-    held: ApprovalRequest, operator: User, second_operator: User, settle: Settle
+    held: ApprovalRequest, operator: User, second_operator: User, committed: Settle
 ) -> None:
-    settle(approval_approve, request_id=held.pk, user=operator)
+    committed(approval_approve, request_id=held.pk, user=operator)
 
     with pytest.raises(AlreadyDecidedError, match="already approved"):
         approval_reject(request_id=held.pk, user=second_operator, comment="too late")
@@ -118,13 +117,13 @@ def test_a_decided_request_cannot_be_decided_again(
 
 
 def test_rejection_reaches_the_model_and_the_run_completes(
-    review_run: AgentRun, operator: User, settle: Settle
+    review_run: AgentRun, operator: User, committed: Settle
 ) -> None:
     # given
     request = ApprovalRequest.objects.get(call__run_id=review_run.id)
 
     # when
-    decided = settle(approval_reject, request_id=request.pk, user=operator, comment="not today")
+    decided = committed(approval_reject, request_id=request.pk, user=operator, comment="not today")
 
     # then the model reads the operator's comment and the loop goes on
     assert decided.status == ApprovalStatus.REJECTED
@@ -143,16 +142,16 @@ def test_rejection_reaches_the_model_and_the_run_completes(
     assert_audit_intact()
 
 
-def test_rejection_without_a_comment(held: ApprovalRequest, operator: User, settle: Settle) -> None:
-    settle(approval_reject, request_id=held.pk, user=operator)
+def test_rejection_without_a_comment(held: ApprovalRequest, operator: User, committed: Settle) -> None:
+    committed(approval_reject, request_id=held.pk, user=operator)
 
     assert _call(held).error == "Rejected by operator (no comment given)."
 
 
-def test_approval_resumes_a_waiting_run(review_run: AgentRun, operator: User, settle: Settle) -> None:
+def test_approval_resumes_a_waiting_run(review_run: AgentRun, operator: User, committed: Settle) -> None:
     request = ApprovalRequest.objects.get(call__run_id=review_run.id)
 
-    settle(approval_approve, request_id=request.pk, user=operator)
+    committed(approval_approve, request_id=request.pk, user=operator)
 
     review_run.refresh_from_db()
     assert review_run.status == RunStatus.COMPLETED
@@ -161,7 +160,7 @@ def test_approval_resumes_a_waiting_run(review_run: AgentRun, operator: User, se
 
 
 def test_critical_calls_need_two_distinct_approvers(
-    request_call: RequestCall, alice: User, operator: User, second_operator: User, settle: Settle
+    request_call: RequestCall, alice: User, operator: User, second_operator: User, committed: Settle
 ) -> None:
     # given a tool an operator raised to critical
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
@@ -170,7 +169,7 @@ def test_critical_calls_need_two_distinct_approvers(
     assert (request.risk, request.required_approvals) == ("critical", 2)
 
     # when one operator approves, it still waits, and they cannot approve twice
-    first = settle(approval_approve, request_id=request.pk, user=operator)
+    first = committed(approval_approve, request_id=request.pk, user=operator)
     assert first.status == ApprovalStatus.PENDING
     assert _call(request).status == CallStatus.PENDING_APPROVAL
     with pytest.raises(DecisionNotAllowedError, match="second, different operator"):
@@ -178,7 +177,7 @@ def test_critical_calls_need_two_distinct_approvers(
     assert SideEffect.objects.count() == 0
 
     # when a second, different operator approves
-    second = settle(approval_approve, request_id=request.pk, user=second_operator)
+    second = committed(approval_approve, request_id=request.pk, user=second_operator)
 
     # then it runs, once
     assert second.status == ApprovalStatus.APPROVED
@@ -188,13 +187,13 @@ def test_critical_calls_need_two_distinct_approvers(
 
 
 def test_a_critical_call_can_be_rejected_by_the_second_operator(
-    request_call: RequestCall, alice: User, operator: User, second_operator: User, settle: Settle
+    request_call: RequestCall, alice: User, operator: User, second_operator: User, committed: Settle
 ) -> None:
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
     request = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "big"}, user=alice))
 
-    settle(approval_approve, request_id=request.pk, user=operator)
-    decided = settle(approval_reject, request_id=request.pk, user=second_operator, comment="no")
+    committed(approval_approve, request_id=request.pk, user=operator)
+    decided = committed(approval_reject, request_id=request.pk, user=second_operator, comment="no")
 
     assert decided.status == ApprovalStatus.REJECTED
     assert _call(request).status == CallStatus.REJECTED
@@ -213,9 +212,9 @@ def test_edited_arguments_are_validated(held: ApprovalRequest, operator: User) -
     assert SideEffect.objects.count() == 0
 
 
-def test_edited_arguments_are_what_runs(held: ApprovalRequest, operator: User, settle: Settle) -> None:
+def test_edited_arguments_are_what_runs(held: ApprovalRequest, operator: User, committed: Settle) -> None:
     # when the operator approves with an edit
-    settle(approval_approve, request_id=held.pk, user=operator, comment="fixed", arguments={"note": "edited"})
+    committed(approval_approve, request_id=held.pk, user=operator, comment="fixed", arguments={"note": "edited"})
 
     # then the edited version ran, and the edit is on record
     call = _call(held)
@@ -234,15 +233,15 @@ def test_edited_arguments_are_what_runs(held: ApprovalRequest, operator: User, s
 
 
 def test_an_edit_by_the_first_of_two_approvers_is_what_runs(
-    request_call: RequestCall, alice: User, operator: User, second_operator: User, settle: Settle
+    request_call: RequestCall, alice: User, operator: User, second_operator: User, committed: Settle
 ) -> None:
     # given a critical call the first operator corrects
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
     request = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "5000"}, user=alice))
-    settle(approval_approve, request_id=request.pk, user=operator, arguments={"note": "500"})
+    committed(approval_approve, request_id=request.pk, user=operator, arguments={"note": "500"})
 
     # when the second operator approves
-    settle(approval_approve, request_id=request.pk, user=second_operator)
+    committed(approval_approve, request_id=request.pk, user=second_operator)
 
     # then the corrected arguments ran, not the original ones
     assert _call(request).arguments == {"note": "500"}
@@ -268,13 +267,13 @@ def test_arguments_changed_behind_the_approval_are_refused(
     assert SideEffect.objects.count() == 0
 
 
-def test_expiry_settles_the_call_and_tells_the_model(review_run: AgentRun, settle: Settle) -> None:
+def test_expiry_settles_the_call_and_tells_the_model(review_run: AgentRun, committed: Settle) -> None:
     # given a request past its deadline
     request = ApprovalRequest.objects.get(call__run_id=review_run.id)
     ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
     # when the periodic task runs
-    expired = settle(approvals_expire_due)
+    expired = committed(approvals_expire_due)
 
     # then the request and the call expired, and the run went on with the news
     assert expired == 1
@@ -289,23 +288,23 @@ def test_expiry_settles_the_call_and_tells_the_model(review_run: AgentRun, settl
     assert review_run.output == f"Outcome: {message}"
     assert SideEffect.objects.count() == 0
     assert event_types(call)[-2:] == ["call.expired", "approval.expired"]
-    assert settle(approvals_expire_due) == 0
+    assert committed(approvals_expire_due) == 0
     assert_audit_intact()
 
 
-def test_requests_not_yet_due_do_not_expire(held: ApprovalRequest, settle: Settle) -> None:
-    assert settle(approvals_expire_due) == 0
+def test_requests_not_yet_due_do_not_expire(held: ApprovalRequest, committed: Settle) -> None:
+    assert committed(approvals_expire_due) == 0
 
     held.refresh_from_db()
     assert held.status == ApprovalStatus.PENDING
 
 
-def test_deciding_an_overdue_request_expires_it(review_run: AgentRun, operator: User, settle: Settle) -> None:
+def test_deciding_an_overdue_request_expires_it(review_run: AgentRun, operator: User, committed: Settle) -> None:
     request = ApprovalRequest.objects.get(call__run_id=review_run.id)
     ApprovalRequest.objects.filter(pk=request.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
     with pytest.raises(AlreadyDecidedError, match="expired"):
-        settle(approval_approve, request_id=request.pk, user=operator)
+        committed(approval_approve, request_id=request.pk, user=operator)
 
     request.refresh_from_db()
     assert request.status == ApprovalStatus.EXPIRED
@@ -324,14 +323,14 @@ def rotate_password(username: str, password: str) -> dict[str, Any]:
 
 
 def test_edited_sensitive_values_stay_out_of_the_trail(
-    request_call: RequestCall, alice: User, operator: User, settle: Settle
+    request_call: RequestCall, alice: User, operator: User, committed: Settle
 ) -> None:
     with registry.temporarily(rotate_password):
         request = ApprovalRequest.objects.get(
             call=request_call("rotate_password", {"username": "bob", "password": "old-secret-1"}, user=alice)
         )
 
-        settle(approval_approve, request_id=request.pk, user=operator, arguments={"password": "new-secret-2"})
+        committed(approval_approve, request_id=request.pk, user=operator, arguments={"password": "new-secret-2"})
 
         call = _call(request)
         assert call.status == CallStatus.SUCCEEDED

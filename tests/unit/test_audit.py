@@ -11,8 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
-from tests.unit.conftest import RequestCall
-from tests.unit.helpers import assert_audit_intact
+from tests.helpers import RequestCall, assert_audit_intact
 from toolhub.audit import audit_append, chain_for, verify_audit_chains
 from toolhub.models import AuditChainHead, AuditEvent
 

@@ -13,9 +13,9 @@ from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
 from demo.models import Order
+from tests.helpers import assert_audit_intact
 from tests.testapp.models import SideEffect
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve
-from tests.unit.helpers import assert_audit_intact
 from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +89,7 @@ def test_a_bad_call_is_told_to_the_model_and_the_run_goes_on(
 
 
 def test_a_call_needing_approval_makes_the_run_wait_then_resume(
-    make_agent: MakeAgent, start_run: StartRun, alice: User, operator: User, settle: Settle
+    make_agent: MakeAgent, start_run: StartRun, alice: User, operator: User, committed: Settle
 ) -> None:
     # given a run whose model asks for a large order
     agent = make_agent("orders", script=ORDER_SCRIPT, tools=["create_order"])
@@ -103,7 +103,7 @@ def test_a_call_needing_approval_makes_the_run_wait_then_resume(
 
     # when an operator approves
     request = ApprovalRequest.objects.get(call=call)
-    settle(approval_approve, request_id=request.pk, user=operator)
+    committed(approval_approve, request_id=request.pk, user=operator)
 
     # then the call ran once and the run completed
     run.refresh_from_db()
@@ -115,7 +115,7 @@ def test_a_call_needing_approval_makes_the_run_wait_then_resume(
 
 
 def test_one_turn_with_mixed_fates_resumes_once_all_settle(
-    make_agent: MakeAgent, start_run: StartRun, alice: User, operator: User, settle: Settle
+    make_agent: MakeAgent, start_run: StartRun, alice: User, operator: User, committed: Settle
 ) -> None:
     script = [
         {
@@ -132,7 +132,7 @@ def test_one_turn_with_mixed_fates_resumes_once_all_settle(
     assert run.status == RunStatus.WAITING
 
     request = ApprovalRequest.objects.get(call__run_id=run.id)
-    settle(approval_approve, request_id=request.pk, user=operator)
+    committed(approval_approve, request_id=request.pk, user=operator)
 
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED

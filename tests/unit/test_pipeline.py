@@ -8,9 +8,8 @@ from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
+from tests.helpers import RequestCall, assert_audit_intact, event_types, principal_for
 from tests.testapp.models import SideEffect
-from tests.unit.conftest import RequestCall
-from tests.unit.helpers import assert_audit_intact, event_types, principal_for
 from toolhub import Param, registry, tool
 from toolhub.audit import REDACTED
 from toolhub.execution import tool_call_execute

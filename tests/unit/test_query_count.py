@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from tests.helpers import principal_for
 from tests.testapp.models import SideEffect
-from tests.unit.helpers import principal_for
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext

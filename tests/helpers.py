@@ -1,4 +1,6 @@
-"""Plain helpers shared by the unit and API tests."""
+"""Plain helpers shared by every test suite."""
+
+from collections.abc import Callable
 
 from django.contrib.auth.models import User
 
@@ -6,10 +8,18 @@ from toolhub.audit import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.models import AuditEvent, ToolCall
 
+#: ``request_call(tool_name, arguments, user=None, run_id=None, *, tenant=..., ...)`` (tests/conftest.py).
+RequestCall = Callable[..., ToolCall]
+
 
 def event_types(call: ToolCall) -> list[str]:
     """The call's audit event types, in the order they were appended."""
     return list(AuditEvent.objects.filter(call_id=call.id).order_by("seq").values_list("event_type", flat=True))
+
+
+def audit_text(call: ToolCall) -> str:
+    """Everything the audit trail holds about a call, as one string (to look for leaks)."""
+    return " ".join(AuditEvent.objects.filter(call_id=call.id).values_list("data", flat=True))
 
 
 def assert_audit_intact() -> int:
