@@ -5,7 +5,6 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, Provider, RunStatus, StopReason
 from toolhub.exceptions import ToolhubError
@@ -102,19 +101,6 @@ def run_retry(*, run: AgentRun) -> AgentRun:
         locked.finished_at = None
         locked.save()
         _schedule_advance(locked)
-    return locked
-
-
-def run_cancel(*, run: AgentRun) -> AgentRun:
-    """Stop a run; calls already executing finish, but the model is not asked again."""
-    with transaction.atomic():
-        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
-        if locked.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-            raise RunInputError(f"The run is already {locked.status}.")
-        locked.status = RunStatus.CANCELLED
-        locked.stop_reason = StopReason.CANCELLED
-        locked.finished_at = timezone.now()
-        locked.save()
     return locked
 
 
