@@ -44,6 +44,29 @@ ROLLBACK_SCRIPT = [
     {"content": "The transfer could not be completed and was rolled back: {last_tool_result}"},
 ]
 
+#: The scripted demo agents, reset to these settings on every load.
+SCRIPTED_AGENTS = {
+    "order-demo": {
+        "description": "Scripted: creates an order of 5000, which needs an operator's approval.",
+        "script": ORDER_SCRIPT,
+        "system_prompt": "You place orders for the user.",
+        "tools": ["create_order", "get_order"],
+    },
+    "transfer-demo": {
+        "description": "Scripted: checks a balance and moves money between two accounts.",
+        "script": TRANSFER_SCRIPT,
+        "system_prompt": "You move money between accounts.",
+        "tools": ["get_balance", "calculate", "debit", "credit"],
+    },
+    "rollback-demo": {
+        "description": "Scripted saga: debits ACC-1, fails to credit a frozen account, and is rolled back.",
+        "script": ROLLBACK_SCRIPT,
+        "system_prompt": "You move money between accounts.",
+        "tools": ["debit", "credit"],
+        "compensate_on_error": True,
+    },
+}
+
 
 class Command(BaseCommand):
     help = "Load demo users, a tenant, ledger accounts and agents (idempotent)."
@@ -100,37 +123,8 @@ class Command(BaseCommand):
                 },
             )
 
-        Agent.objects.update_or_create(
-            name="order-demo",
-            defaults={
-                "description": "Scripted: creates an order of 5000, which needs an operator's approval.",
-                "provider": Provider.SCRIPTED,
-                "script": ORDER_SCRIPT,
-                "system_prompt": "You place orders for the user.",
-                "tools": ["create_order", "get_order"],
-            },
-        )
-        Agent.objects.update_or_create(
-            name="transfer-demo",
-            defaults={
-                "description": "Scripted: checks a balance and moves money between two accounts.",
-                "provider": Provider.SCRIPTED,
-                "script": TRANSFER_SCRIPT,
-                "system_prompt": "You move money between accounts.",
-                "tools": ["get_balance", "calculate", "debit", "credit"],
-            },
-        )
-        Agent.objects.update_or_create(
-            name="rollback-demo",
-            defaults={
-                "description": "Scripted saga: debits ACC-1, fails to credit a frozen account, and is rolled back.",
-                "provider": Provider.SCRIPTED,
-                "script": ROLLBACK_SCRIPT,
-                "system_prompt": "You move money between accounts.",
-                "tools": ["debit", "credit"],
-                "compensate_on_error": True,
-            },
-        )
+        for name, settings in SCRIPTED_AGENTS.items():
+            Agent.objects.update_or_create(name=name, defaults={"provider": Provider.SCRIPTED, **settings})
         Agent.objects.get_or_create(
             name="assistant",
             defaults={
