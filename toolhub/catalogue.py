@@ -55,8 +55,9 @@ def tool_definition_govern(
     from toolhub.audit import audit_append
 
     changes = {}
+    stored = ToolDefinition.objects.filter(pk=definition.pk).values("enabled", "risk_override").get()
     for field, value in (("enabled", enabled), ("risk_override", risk_override)):
-        current = ToolDefinition.objects.filter(pk=definition.pk).values_list(field, flat=True).get()
+        current = stored[field]
         if value is not None and value != current:
             changes[field] = {"before": current, "after": value}
             setattr(definition, field, value)
