@@ -65,6 +65,12 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return call
     refusal = _refusal_at_execution(call, tool)
+    if refusal is None:
+        assert tool is not None
+        try:
+            arguments = tool.validate_arguments(call.arguments)
+        except ValidationError:
+            refusal = f"The stored arguments no longer match tool {call.tool_name!r}; nothing was executed."
     if refusal:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
         return call
@@ -72,7 +78,6 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
     progress = _progress_of(call) if tool.needs_progress else None
     try:
-        arguments = tool.validate_arguments(call.arguments)
         outcome = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
@@ -123,10 +128,6 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     if call.approval_hash and approval_hash(call.tool_name, tool.version, call.arguments) != call.approval_hash:
         # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
         return "The arguments differ from what was approved; nothing was executed."
-    try:
-        tool.validate_arguments(call.arguments)
-    except ValidationError:
-        return f"The stored arguments no longer match tool {call.tool_name!r}; nothing was executed."
     return None
 
 

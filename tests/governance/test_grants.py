@@ -128,3 +128,43 @@ def test_a_model_passing_another_tenants_id_is_denied(request_call, tenant: Tena
     own.refresh_from_db()
     assert own.status == CallStatus.SUCCEEDED
     assert other.status == CallStatus.DENIED and "your own tenant" in other.error
+
+
+@pytest.mark.django_db(transaction=False)  # on_commit callbacks are captured only inside the test's transaction
+def test_a_call_whose_stored_arguments_no_longer_fit_the_tool_is_refused_on_the_worker(
+    alice: User, tenant: Tenant, django_capture_on_commit_callbacks
+) -> None:
+    from toolhub.tools.definition import Tool
+    from toolhub.tools.registry import registry
+
+    runs: list[str] = []
+
+    def note(text: str) -> str:
+        """Take a note."""
+        runs.append(text)
+        return text
+
+    def note_v2(count: int) -> str:
+        """Take a note, counted."""
+        runs.append(str(count))
+        return str(count)
+
+    Grant.objects.create(tool_name="note", tenant=tenant)
+    with registry.temporarily(Tool.from_callable(note)):
+        with django_capture_on_commit_callbacks(execute=False) as dispatches:
+            call = tool_call_request(
+                request=CallRequest(
+                    tool_name="note",
+                    arguments={"text": "hi"},
+                    principal=principal_for(alice, tenant="acme"),
+                    context=ToolContext(tenant="acme"),
+                )
+            )
+    # the tool is redeployed with other parameters before a worker picks the call up
+    with registry.temporarily(Tool.from_callable(note_v2, name="note")):
+        for dispatch in dispatches:
+            dispatch()
+    call.refresh_from_db()
+    assert call.status == CallStatus.DENIED
+    assert "no longer match tool 'note'" in call.error
+    assert runs == []
