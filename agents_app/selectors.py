@@ -3,7 +3,7 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from agents_app.models import AgentRun
+from agents_app.models import Agent, AgentRun
 from approvals.models import ApprovalRequest, ApprovalStatus
 
 
@@ -24,9 +24,7 @@ def run_pending_approval_ids(run: AgentRun) -> list[int]:
     )
 
 
-def agent_tools(name: str) -> frozenset[str] | None:
+def agent_tools(name: str) -> frozenset[str]:
     """The tools an agent has now (empty when the agent no longer exists)."""
-    from agents_app.models import Agent
-
     tools = Agent.objects.filter(name=name).values_list("tools", flat=True).first()
     return frozenset(tools or ())
