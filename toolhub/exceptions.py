@@ -10,6 +10,7 @@ __all__ = [
     "AlreadyDecidedError",
     "DecisionNotAllowedError",
     "ModelError",
+    "NotInTenantError",
 ]
 
 
@@ -47,3 +48,7 @@ class DecisionNotAllowedError(ApprovalError):
 
 class ModelError(ToolhubError):
     """The model endpoint was unreachable or answered something that is not a valid turn."""
+
+
+class NotInTenantError(ToolhubError):
+    """A person asked to read or act on a row outside their tenants; answered exactly like a missing row."""

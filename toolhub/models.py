@@ -13,6 +13,9 @@ class Tenant(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
 
+    class Meta:
+        permissions = [("cross_tenant", "Can see and act on every tenant's data (platform team)")]
+
     def __str__(self) -> str:
         return self.slug
 

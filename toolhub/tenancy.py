@@ -1,0 +1,92 @@
+"""The tenant boundary: which tenants a person acts for, and querysets cut down to them.
+
+Every selector, API view, admin queryset and action, and service that reads or acts on tenant data
+goes through :func:`tenant_scope`. Being staff or holding an operator's permission never widens it:
+only a superuser or the explicit ``toolhub.cross_tenant`` permission (for a platform team) crosses
+it. Rows of another tenant are filtered out, never refused with a different answer, so that an id
+of another tenant answers exactly like a missing one (404).
+
+Rows with an empty tenant belong to nobody's tenant (calls of a user without a tenant, global
+records); only people who cross the boundary see them, besides their owner where a selector says so.
+"""
+
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db.models import Model, Q, QuerySet
+
+from toolhub.exceptions import NotInTenantError
+
+__all__ = [
+    "CROSS_TENANT_PERMISSION",
+    "TenantScope",
+    "NotInTenantError",
+    "tenant_scope",
+    "scoped",
+    "require_tenant",
+]
+
+#: The one permission besides superuser status that lets a person see and act on every tenant.
+CROSS_TENANT_PERMISSION = "toolhub.cross_tenant"
+
+_CACHE_ATTRIBUTE = "_toolhub_tenant_scope"
+
+M = TypeVar("M", bound=Model)
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    """The tenants one person may see and act on; ``everything`` for superusers and the cross-tenant permission."""
+
+    everything: bool
+    tenants: frozenset[str]
+
+    def allows(self, tenant: str | None) -> bool:
+        """Whether a row of ``tenant`` (a slug; empty for none) is inside the boundary."""
+        return self.everything or (bool(tenant) and tenant in self.tenants)
+
+    def q(self, field: str = "tenant") -> Q:
+        """A filter that keeps rows whose ``field`` (a tenant slug, or a path to one) is inside the boundary."""
+        if self.everything:
+            return Q()
+        if not self.tenants:
+            return Q(pk__in=[])
+        return Q(**{f"{field}__in": sorted(self.tenants)})
+
+    def filter(self, queryset: QuerySet[M], field: str = "tenant") -> QuerySet[M]:
+        """``queryset`` cut down to the rows inside the boundary."""
+        if self.everything:
+            return queryset
+        return queryset.filter(self.q(field))
+
+
+_NOBODY = TenantScope(everything=False, tenants=frozenset())
+
+
+def tenant_scope(user: Any) -> TenantScope:
+    """The tenants ``user`` may see and act on (memoized on the user object for the request)."""
+    if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
+        return _NOBODY
+    cached = getattr(user, _CACHE_ATTRIBUTE, None)
+    if cached is not None:
+        return cached
+    from toolhub.models import TenantMembership
+
+    if user.is_superuser or user.has_perm(CROSS_TENANT_PERMISSION):
+        scope = TenantScope(everything=True, tenants=frozenset())
+    else:
+        slugs = TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True)
+        scope = TenantScope(everything=False, tenants=frozenset(slugs))
+    setattr(user, _CACHE_ATTRIBUTE, scope)
+    return scope
+
+
+def scoped(queryset: QuerySet[M], user: Any, field: str = "tenant") -> QuerySet[M]:
+    """``queryset`` cut down to the tenants ``user`` may see; ``field`` names the tenant slug (or a path to it)."""
+    return tenant_scope(user).filter(queryset, field)
+
+
+def require_tenant(user: Any, tenant: str | None) -> None:
+    """Refuse, as if the row did not exist, a person acting on a row of a tenant they are not in."""
+    if not tenant_scope(user).allows(tenant):
+        raise NotInTenantError("No such record among your tenants.")
