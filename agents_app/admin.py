@@ -7,6 +7,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
+from toolhub.admin_helpers import TenantScopedAdmin
 from toolhub.models import ToolCall
 from toolhub.tools.registry import registry
 
@@ -69,8 +70,8 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(ReadOnlyAdmin):
-    """Runs, for operators watching them: the conversation, its tool calls and where it stopped."""
+class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
+    """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped."""
 
     list_display = ("id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
     list_filter = ("status", "stop_reason", "agent")

@@ -5,14 +5,12 @@ from django.db.models import QuerySet
 
 from agents_app.models import Agent, AgentRun
 from approvals.models import ApprovalRequest, ApprovalStatus
+from toolhub.tenancy import has_tenant_wide_role, visible_rows
 
 
 def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
-    """A user sees their own runs; staff see all."""
-    runs = AgentRun.objects.all()
-    if getattr(user, "is_staff", False):
-        return runs
-    return runs.filter(user_id=user.pk)
+    """Staff (operators, auditors) see every run of their tenants; anyone else their own runs."""
+    return visible_rows(AgentRun.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
 
 
 def run_pending_approval_ids(run: AgentRun) -> list[int]:

@@ -24,8 +24,8 @@ from approvals.models import (
     WebhookDelivery,
 )
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
-from toolhub.admin_helpers import ReadOnlyMixin, pretty_json
-from toolhub.exceptions import ApprovalError
+from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from toolhub.exceptions import ApprovalError, NotInTenantError
 from toolhub.selectors import displayed_arguments
 
 Decide = Callable[..., ApprovalRequest]
@@ -59,8 +59,12 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    """Pending and past approval requests; deciding happens only through the approval services."""
+class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
+    """Pending and past approval requests of the user's tenants; deciding happens only through the approval services.
+
+    The scoped queryset is what the change page, the decision views and the bulk actions act on, so
+    another tenant's request is absent everywhere (its page answers like a missing id).
+    """
 
     list_display = (
         "id",
@@ -158,6 +162,9 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         else:
             try:
                 result = service(request_id=obj.pk, user=request.user, comment=form.cleaned_data["comment"])
+            except NotInTenantError:
+                # The request left the user's tenants since the page was read: answer as for a missing one.
+                return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
             except ApprovalError as exc:
                 self.message_user(request, f"Could not {decision} request #{obj.pk}: {exc}", level=messages.ERROR)
             else:
@@ -178,7 +185,10 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         context["can_decide"] = can_decide
         if can_decide:
             # Shown as a warning only: the service has the final word when the button is pressed.
-            context["decision_refusal"] = approval_may_decide(obj, request.user)
+            try:
+                context["decision_refusal"] = approval_may_decide(obj, request.user)
+            except NotInTenantError as exc:
+                context["decision_refusal"] = str(exc)
             context["decision_form"] = DecisionForm()
             context["decision_urls"] = {
                 decision: reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{decision}", args=[obj.pk])
@@ -223,6 +233,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         for item in requests:
             try:
                 service(request_id=item.pk, user=request.user, comment=comment)
+            except NotInTenantError as exc:
+                failures.append(f"#{item.pk}: {exc}")
             except ApprovalError as exc:
                 failures.append(f"#{item.pk} ({item.tool_name}): {exc}")
             else:
@@ -239,8 +251,15 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(ApprovalRule)
-class ApprovalRuleAdmin(admin.ModelAdmin):
-    """Operators' approval rules, evaluated by priority after the code's own rule."""
+class ApprovalRuleAdmin(TenantScopedAdmin, admin.ModelAdmin):
+    """Operators' approval rules, evaluated by priority after the code's own rule.
+
+    Tenant-scoped staff manage the rules of their tenants and read the global ones (bound to no
+    tenant, they apply to every tenant), which only people who cross the boundary change.
+    """
+
+    tenant_field = "tenant__slug"
+    global_rows_visible = True
 
     list_display = (
         "name",
@@ -273,8 +292,13 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here."""
+class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
+    """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here.
+
+    Each payload names the tenant of its request: staff see their tenants' deliveries only.
+    """
+
+    tenant_field = "payload__tenant"
 
     list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
     list_filter = ("status", "event")

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
-from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
+from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError, NotInTenantError
 from toolhub.selectors import displayed_arguments
 
 
@@ -98,11 +98,15 @@ class _DecisionView(APIView):
         raise NotImplementedError
 
     def post(self, request: Request, pk: int) -> Response:
-        get_object_or_404(ApprovalRequest, pk=pk)
+        # Another tenant's request answers exactly like a missing one, before the body is even read.
+        get_object_or_404(approval_requests_visible_to(request.user), pk=pk)
         payload = self.input_serializer(data=request.data)
         payload.is_valid(raise_exception=True)
         try:
             decided = self.decide(pk, request.user, payload.validated_data)
+        except NotInTenantError:
+            # Exactly the answer for a missing id (the row may have left the user's tenants meanwhile).
+            get_object_or_404(ApprovalRequest.objects.none(), pk=pk)
         except DecisionNotAllowedError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except AlreadyDecidedError as exc:

@@ -20,6 +20,7 @@ from toolhub.feedback import invalid_arguments_message
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import tool_call_refuse, tool_call_release
 from toolhub.policy import ApprovalVerdict
+from toolhub.tenancy import require_tenant
 from toolhub.tools.registry import registry
 from toolhub.tools.results import to_json_value
 
@@ -79,7 +80,12 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
 
 
 def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str | None:
-    """Why ``user`` may not decide ``request``, or ``None`` when they may."""
+    """Why ``user`` may not decide ``request``, or ``None`` when they may.
+
+    A user outside the request's tenant is refused with :class:`NotInTenantError` before anything
+    else is checked, so that the answer reveals nothing of the request (callers answer it as 404).
+    """
+    require_tenant(user, request.tenant)
     if not user.has_perm(DECIDE_PERMISSION):
         return "You need the 'Can approve or reject held-back tool calls' permission."
     if request.requested_by_id is not None and request.requested_by_id == user.pk:

@@ -1,4 +1,9 @@
-"""The admin of the core: the tool catalogue operators govern, and the read-only call and audit trail."""
+"""The admin of the core: the tool catalogue operators govern, and the read-only call and audit trail.
+
+Tenant data (calls, audit events, tenants, memberships, tenant-bound grants) is scoped to the
+user's tenants; the catalogue and tool groups are platform-wide configuration that only people who
+cross the boundary change (see :mod:`toolhub.admin_helpers`).
+"""
 
 import uuid
 from typing import Any
@@ -9,7 +14,13 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from toolhub.admin_helpers import ReadOnlyMixin, admin_link, pretty_json
+from toolhub.admin_helpers import (
+    CrossTenantChangesOnly,
+    ReadOnlyMixin,
+    TenantScopedAdmin,
+    admin_link,
+    pretty_json,
+)
 from toolhub.catalogue import tool_definition_govern
 from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
 from toolhub.selectors import displayed_arguments, tool_call_audit_events
@@ -24,13 +35,19 @@ class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
+    """Tenants: staff see their own; only people who cross the boundary add, rename or delete one."""
+
+    tenant_field = "slug"
     list_display = ("slug", "name")
     search_fields = ("slug", "name")
 
 
 @admin.register(TenantMembership)
-class TenantMembershipAdmin(admin.ModelAdmin):
+class TenantMembershipAdmin(TenantScopedAdmin, admin.ModelAdmin):
+    """Who acts for which tenant; a tenant's admins manage their own tenants' members and no other tenant's."""
+
+    tenant_field = "tenant__slug"
     list_display = ("user", "tenant")
     list_filter = ("tenant",)
     search_fields = ("user__username", "tenant__slug")
@@ -39,8 +56,11 @@ class TenantMembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolDefinition)
-class ToolDefinitionAdmin(admin.ModelAdmin):
-    """The catalogue: the code owns names and schemas, operators own ``enabled`` and ``risk_override``."""
+class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
+    """The catalogue: the code owns names and schemas, operators own ``enabled`` and ``risk_override``.
+
+    A switch here changes every tenant, so only people who cross the tenant boundary change it.
+    """
 
     list_display = ("name", "effective_risk", "risk_override", "enabled", "group", "present_in_code", "version")
     list_editable = ("enabled", "risk_override")
@@ -68,7 +88,7 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
     )
 
     # Rows come from the code through sync_tools; a row added or deleted here would lie about it.
-    def has_add_permission(self, request: HttpRequest) -> bool:
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: ToolDefinition | None = None) -> bool:
@@ -93,8 +113,11 @@ class ToolDefinitionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolGroup)
-class ToolGroupAdmin(admin.ModelAdmin):
-    """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add."""
+class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
+    """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add.
+
+    Groups are shared by every tenant: only people who cross the tenant boundary change them.
+    """
 
     list_display = ("name", "provider", "active_by_default", "approver_group", "escalation_group", "members")
     list_filter = ("active_by_default", "provider")
@@ -121,8 +144,15 @@ class ToolGroupAdmin(admin.ModelAdmin):
 
 
 @admin.register(Grant)
-class GrantAdmin(admin.ModelAdmin):
-    """Who may use which tool or group; deny wins over allow."""
+class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
+    """Who may use which tool or group; deny wins over allow.
+
+    Tenant-scoped staff see and manage only grants to their tenants; grants to a user, a Django group
+    or an agent are platform-wide (they name principals of any tenant) and only people who cross the
+    boundary see them.
+    """
+
+    tenant_field = "tenant__slug"
 
     list_display = ("__str__", "effect", "tool_group", "tool_name", "user", "group", "tenant", "agent_name", "note")
     list_filter = ("effect", "tool_group", "tenant")
@@ -137,8 +167,8 @@ class GrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
-    """Every governed call, for operators and auditors; only the pipeline writes these rows."""
+class ToolCallAdmin(TenantScopedAdmin, ReadOnlyAdmin):
+    """Every governed call of the user's tenants, for operators and auditors; only the pipeline writes these rows."""
 
     list_display = ("id", "tool_name", "status", "kind", "tenant", "agent_name", "user", "created_at", "finished_at")
     list_filter = ("status", "kind", "tool_name", "tenant")
@@ -241,8 +271,8 @@ class ToolCallAdmin(ReadOnlyAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin):
-    """The append-only audit trail; strictly read-only (the database refuses changes too)."""
+class AuditEventAdmin(TenantScopedAdmin, ReadOnlyAdmin):
+    """The append-only audit trail of the user's tenants; strictly read-only (the database refuses changes too)."""
 
     list_display = ("id", "created_at", "event_type", "tool_name", "status", "actor", "tenant", "call", "chain", "seq")
     list_filter = ("event_type", "tenant")

@@ -1,13 +1,32 @@
-"""Pieces every admin module of toolhub shares: read-only records, JSON display, cross-app links."""
+"""Pieces every admin module of toolhub shares: read-only records, JSON display, cross-app links, the tenant console.
+
+The admin is a tenant-scoped console. :class:`TenantScopedAdmin` cuts every admin it is mixed into
+down to the user's tenants through :mod:`toolhub.tenancy`, in ``get_queryset``, so changelists,
+change pages, bulk actions, search, filters and custom views built on ``get_object`` all follow.
+Rows of another tenant are simply absent: their change page answers like a missing id.
+
+Platform-wide configuration (the tool catalogue, tool groups, tenants themselves, approval rules
+and grants bound to no tenant) changes every tenant at once, so only people who cross the boundary
+(superusers, ``toolhub.cross_tenant``) add, change or delete it; tenant-scoped staff read it (the
+catalogue, groups, global rules) or do not see it at all (grants to users, groups and agents, which
+name principals of any tenant). See :class:`CrossTenantChangesOnly`.
+"""
 
 import json
 from typing import Any
 
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-__all__ = ["ReadOnlyMixin", "pretty_json", "admin_link"]
+from toolhub.models import Tenant
+from toolhub.tenancy import scoped, tenant_scope
+
+__all__ = ["ReadOnlyMixin", "TenantScopedAdmin", "CrossTenantChangesOnly", "pretty_json", "admin_link"]
 
 
 class ReadOnlyMixin:
@@ -21,6 +40,118 @@ class ReadOnlyMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class TenantScopedAdmin:
+    """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
+
+    ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
+    ``"tenant__slug"``). With ``global_rows_visible`` the rows bound to no tenant (platform-wide
+    configuration) are shown to tenant-scoped staff too, read-only.
+    """
+
+    tenant_field: str = "tenant"
+    global_rows_visible: bool = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)  # type: ignore[misc]
+        scope = tenant_scope(request.user)
+        if scope.everything:
+            return queryset
+        inside = scope.q(self.tenant_field)
+        if self.global_rows_visible:
+            inside |= Q(**{f"{self.tenant_field}__isnull": True}) | Q(**{self.tenant_field: ""})
+        return queryset.filter(inside)
+
+    def tenant_of(self, obj: Model) -> str:
+        """The slug of the tenant ``obj`` belongs to; empty for a row bound to no tenant."""
+        value: Any = obj
+        for part in self.tenant_field.split("__"):
+            value = getattr(value, part, None)
+            if value is None:
+                return ""
+        return str(value)
+
+    def in_tenant_scope(self, request: HttpRequest, obj: Model | None) -> bool:
+        """Whether the user may act on ``obj`` (``None``: the list as a whole)."""
+        return obj is None or tenant_scope(request.user).allows(self.tenant_of(obj))
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed: bool = super().has_change_permission(request, obj)  # type: ignore[misc]
+        return allowed and self.in_tenant_scope(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed: bool = super().has_delete_permission(request, obj)  # type: ignore[misc]
+        return allowed and self.in_tenant_scope(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
+        # Defence in depth: forms offer only the user's tenants, and list_editable rows outside them are disabled.
+        if not self.in_tenant_scope(request, obj):
+            raise PermissionDenied
+        super().save_model(request, obj, form, change)  # type: ignore[misc]
+
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
+        if not self.in_tenant_scope(request, obj):
+            raise PermissionDenied
+        super().delete_model(request, obj)  # type: ignore[misc]
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        if (
+            not tenant_scope(request.user).everything
+            and queryset.exclude(tenant_scope(request.user).q(self.tenant_field)).exists()
+        ):
+            raise PermissionDenied
+        super().delete_queryset(request, queryset)  # type: ignore[misc]
+
+    def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
+        """A tenant is chosen among the user's own tenants; a tenant-scoped user must choose one."""
+        if db_field.related_model is Tenant:
+            scope = tenant_scope(request.user)
+            kwargs["queryset"] = scoped(Tenant.objects.order_by("slug"), request.user, "slug")
+            if not scope.everything:
+                kwargs["required"] = True
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def get_list_filter(self, request: HttpRequest) -> list[Any]:
+        """Filters on a related row offer only the values found among the rows the user may see."""
+        filters = []
+        for entry in super().get_list_filter(request):  # type: ignore[misc]
+            if isinstance(entry, str) and "__" not in entry:
+                field = self.model._meta.get_field(entry)  # type: ignore[attr-defined]
+                if field.is_relation:
+                    entry = (entry, admin.RelatedOnlyFieldListFilter)
+            filters.append(entry)
+        return filters
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
+        """Rows of list_editable outside the user's tenants (global rows shown read-only) cannot be edited."""
+        base = super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
+        admin_self = self
+
+        class ScopedChangelistForm(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                super().__init__(*args, **form_kwargs)
+                if self.instance.pk is not None and not admin_self.in_tenant_scope(request, self.instance):
+                    for field in self.fields.values():
+                        field.disabled = True
+
+        return ScopedChangelistForm
+
+
+class CrossTenantChangesOnly:
+    """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
+
+    def _crosses_boundary(self, request: HttpRequest) -> bool:
+        return tenant_scope(request.user).everything
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return self._crosses_boundary(request) and super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
 def pretty_json(value: Any) -> str:

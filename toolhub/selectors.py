@@ -5,17 +5,29 @@ from django.db.models import QuerySet
 
 from toolhub.audit import redact
 from toolhub.models import AuditEvent, ToolCall
+from toolhub.tenancy import has_tenant_wide_role, visible_rows
 from toolhub.tools.registry import registry
 
-__all__ = ["tool_call_list", "tool_calls_visible_to", "tool_call_audit_events", "displayed_arguments"]
+__all__ = [
+    "tool_call_list",
+    "tool_calls_visible_to",
+    "tool_call_audit_events",
+    "audit_events_visible_to",
+    "displayed_arguments",
+]
 
 
 def tool_calls_visible_to(user: AbstractBaseUser) -> QuerySet[ToolCall]:
-    """A user sees the calls made for them; staff (operators, auditors) see all."""
-    calls = ToolCall.objects.all()
-    if getattr(user, "is_staff", False):
-        return calls
-    return calls.filter(user_id=user.pk)
+    """Staff (operators, auditors) see every call of their tenants; anyone else the calls made for them."""
+    return visible_rows(ToolCall.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
+
+
+def audit_events_visible_to(user: AbstractBaseUser) -> QuerySet[AuditEvent]:
+    """Staff see the audit events of their tenants; anyone else those of the calls they may see."""
+    events = AuditEvent.objects.all()
+    if has_tenant_wide_role(user):
+        return visible_rows(events, user, tenant_wide=True)
+    return events.filter(call_id__in=tool_calls_visible_to(user).values("id"))
 
 
 def tool_call_list(

@@ -24,6 +24,8 @@ __all__ = [
     "tenant_scope",
     "scoped",
     "require_tenant",
+    "has_tenant_wide_role",
+    "visible_rows",
 ]
 
 #: The one permission besides superuser status that lets a person see and act on every tenant.
@@ -90,3 +92,38 @@ def require_tenant(user: Any, tenant: str | None) -> None:
     """Refuse, as if the row did not exist, a person acting on a row of a tenant they are not in."""
     if not tenant_scope(user).allows(tenant):
         raise NotInTenantError("No such record among your tenants.")
+
+
+def has_tenant_wide_role(user: Any, *permissions: str) -> bool:
+    """Whether ``user`` reads every row of their tenants (staff: operators, auditors; or one of ``permissions``).
+
+    Everyone else reads only their own rows. Either way the tenant boundary still applies.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    return bool(getattr(user, "is_staff", False)) or any(user.has_perm(permission) for permission in permissions)
+
+
+def visible_rows(
+    queryset: QuerySet[M],
+    user: Any,
+    *,
+    tenant_wide: bool,
+    field: str = "tenant",
+    owner_field: str = "user",
+) -> QuerySet[M]:
+    """The rows of ``queryset`` that ``user`` may read.
+
+    People who cross the boundary read everything; with a tenant-wide role, every row of one's
+    tenants; otherwise one's own rows (``owner_field``), inside one's tenants or bound to no tenant
+    (a user without a tenant still sees their own calls), never a tenant one has left.
+    """
+    scope = tenant_scope(user)
+    if scope.everything:
+        return queryset
+    if user is None or not getattr(user, "is_authenticated", False):
+        return queryset.none()
+    if tenant_wide:
+        return queryset.filter(scope.q(field))
+    inside = Q(**{f"{field}__in": sorted(scope.tenants)}) | Q(**{field: ""})
+    return queryset.filter(Q(**{f"{owner_field}_id": user.pk}) & inside)

@@ -24,6 +24,7 @@ from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.pipeline import ExternalResultError, tool_call_submit_result
 from toolhub.selectors import tool_call_list, tool_calls_visible_to
+from toolhub.tenancy import has_tenant_wide_role, visible_rows
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
 
@@ -147,13 +148,18 @@ class CallResultView(APIView):
     """Supply the result (or the error) of an external tool's call; the run waiting on it resumes.
 
     Send ``{"result": <any JSON>}`` or ``{"error": "message for the model"}``. Allowed for the user
-    the call was made for and for holders of the ``toolhub.change_toolcall`` permission; a call
-    that does not await a result answers 409 and nothing changes.
+    the call was made for and for holders of the ``toolhub.change_toolcall`` permission in the
+    call's tenant; a call of another tenant answers 404 like a missing one; a call that does not
+    await a result answers 409 and nothing changes.
     """
 
     @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
-        call = get_object_or_404(ToolCall, pk=pk)
+        user = request.user
+        reachable = visible_rows(
+            ToolCall.objects.all(), user, tenant_wide=has_tenant_wide_role(user, SUBMIT_RESULT_PERMISSION)
+        )
+        call = get_object_or_404(reachable, pk=pk)
         if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
         if call.status != CallStatus.AWAITING_RESULT:

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from toolhub.admin_helpers import ReadOnlyMixin, admin_link, pretty_json
+from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
@@ -160,8 +160,11 @@ class RollbackInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Saga)
-class SagaAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
-    """Sagas for operators: what was done, what was undone, what failed and what needs a decision."""
+class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
+    """Sagas of the user's tenants for operators: what was done, what was undone, what failed and what needs a decision.
+
+    Retry and resolve act only on the compensations of the selected, tenant-scoped sagas.
+    """
 
     list_display = ("key", "status", "tenant", "run", "steps", "updated_at")
     list_filter = (NeedsAttentionFilter, "status", "tenant")
@@ -255,8 +258,10 @@ class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Compensation)
-class CompensationAdmin(ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
-    """One compensation: the step it undoes, its arguments, its call, every attempt and error."""
+class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
+    """One compensation of the user's tenants: the step it undoes, its arguments, its call, every attempt and error."""
+
+    tenant_field = "saga__tenant"
 
     list_display = ("saga", "sequence", "step_tool", "tool_name", "status", "attempts", "next_attempt_at", "updated_at")
     list_filter = (NeedsAttentionFilter, "status", "tool_name")

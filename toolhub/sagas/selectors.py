@@ -2,14 +2,18 @@
 
 import uuid
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from toolhub.audit import canonical_json, redact
 from toolhub.models import AuditEvent, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
+from toolhub.tenancy import scoped
 from toolhub.tools.registry import registry
 
 __all__ = [
+    "sagas_visible_to",
+    "compensations_visible_to",
     "saga_for_run",
     "sagas_needing_attention",
     "saga_compensations",
@@ -19,14 +23,26 @@ __all__ = [
 ]
 
 
-def saga_for_run(run_id: uuid.UUID) -> Saga | None:
-    """The saga of an agent run, if one of its steps was compensable."""
-    return Saga.objects.filter(key=str(run_id)).first()
+def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
+    """The sagas of the tenants ``user`` belongs to (all of them for those who cross the boundary)."""
+    return scoped(Saga.objects.all(), user)
 
 
-def sagas_needing_attention() -> QuerySet[Saga]:
+def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
+    """The compensations of the sagas ``user`` may see."""
+    return scoped(Compensation.objects.all(), user, "saga__tenant")
+
+
+def saga_for_run(run_id: uuid.UUID, *, visible_to: AbstractBaseUser | None = None) -> Saga | None:
+    """The saga of an agent run, if one of its steps was compensable (and, given a user, they may see it)."""
+    sagas = sagas_visible_to(visible_to) if visible_to is not None else Saga.objects.all()
+    return sagas.filter(key=str(run_id)).first()
+
+
+def sagas_needing_attention(*, visible_to: AbstractBaseUser | None = None) -> QuerySet[Saga]:
     """Sagas with a compensation that failed, whose outcome is unknown, or that waits for an operator."""
-    return Saga.objects.filter(status=SagaStatus.NEEDS_ATTENTION).order_by("-updated_at")
+    sagas = sagas_visible_to(visible_to) if visible_to is not None else Saga.objects.all()
+    return sagas.filter(status=SagaStatus.NEEDS_ATTENTION).order_by("-updated_at")
 
 
 def saga_compensations(saga: Saga) -> QuerySet[Compensation]:
