@@ -132,7 +132,7 @@ def test_operators_see_sagas_that_need_attention_and_retry_or_resolve_them(alice
     assert saga.status == SagaStatus.NEEDS_ATTENTION
     failed = saga.compensations.get(step_tool="reserve")
     assert failed.status == CompensationStatus.FAILED and failed.attempts == 2
-    healthy = Saga.objects.create(key="healthy", status=SagaStatus.COMPENSATED)
+    healthy = Saga.objects.create(key="healthy", tenant="acme", status=SagaStatus.COMPENSATED)
     client = _operator_client(operator)
 
     # the list filter shows the one that needs attention

@@ -74,7 +74,7 @@ def test_approval_runs_the_call_once(held: ApprovalRequest, operator: User, comm
 
 def test_the_requester_cannot_decide_their_own_call(request_call: RequestCall, operator: User) -> None:
     # given an operator who asked for the call themself
-    call = request_call("risky_effect", {"note": "mine"}, user=operator)
+    call = request_call("risky_effect", {"note": "mine"}, user=operator, tenant="acme")
     request = ApprovalRequest.objects.get(call=call)
 
     # when / then
@@ -164,7 +164,7 @@ def test_critical_calls_need_two_distinct_approvers(
 ) -> None:
     # given a tool an operator raised to critical
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
-    call = request_call("risky_effect", {"note": "big"}, user=alice)
+    call = request_call("risky_effect", {"note": "big"}, user=alice, tenant="acme")
     request = ApprovalRequest.objects.get(call=call)
     assert (request.risk, request.required_approvals) == ("critical", 2)
 
@@ -190,7 +190,7 @@ def test_a_critical_call_can_be_rejected_by_the_second_operator(
     request_call: RequestCall, alice: User, operator: User, second_operator: User, committed: Settle
 ) -> None:
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
-    request = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "big"}, user=alice))
+    request = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "big"}, user=alice, tenant="acme"))
 
     committed(approval_approve, request_id=request.pk, user=operator)
     decided = committed(approval_reject, request_id=request.pk, user=second_operator, comment="no")
@@ -237,7 +237,9 @@ def test_an_edit_by_the_first_of_two_approvers_is_what_runs(
 ) -> None:
     # given a critical call the first operator corrects
     ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
-    request = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "5000"}, user=alice))
+    request = ApprovalRequest.objects.get(
+        call=request_call("risky_effect", {"note": "5000"}, user=alice, tenant="acme")
+    )
     committed(approval_approve, request_id=request.pk, user=operator, arguments={"note": "500"})
 
     # when the second operator approves
@@ -327,7 +329,9 @@ def test_edited_sensitive_values_stay_out_of_the_trail(
 ) -> None:
     with registry.temporarily(rotate_password):
         request = ApprovalRequest.objects.get(
-            call=request_call("rotate_password", {"username": "bob", "password": "old-secret-1"}, user=alice)
+            call=request_call(
+                "rotate_password", {"username": "bob", "password": "old-secret-1"}, user=alice, tenant="acme"
+            )
         )
 
         committed(approval_approve, request_id=request.pk, user=operator, arguments={"password": "new-secret-2"})
