@@ -15,11 +15,9 @@ from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, 
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
-from toolhub.sagas.selectors import call_summary, saga_audit_events
+from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.sagas.services import compensation_resolve, compensation_retry
 from toolhub.tools.registry import registry
-
-OPERATE_PERMISSION = "sagas.operate_saga"
 
 
 def _call_link(call_id: Any) -> str:

@@ -8,8 +8,11 @@ from django.db.models import QuerySet
 from toolhub.audit import canonical_json, redact
 from toolhub.models import AuditEvent, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
-from toolhub.tenancy import scoped
+from toolhub.tenancy import has_tenant_wide_role, visible_rows
 from toolhub.tools.registry import registry
+
+#: Operators of sagas see every saga of their tenants, like staff (the permission toolhub.sagas.admin checks).
+OPERATE_PERMISSION = "sagas.operate_saga"
 
 __all__ = [
     "sagas_visible_to",
@@ -24,13 +27,16 @@ __all__ = [
 
 
 def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
-    """The sagas of the tenants ``user`` belongs to (all of them for those who cross the boundary)."""
-    return scoped(Saga.objects.all(), user)
+    """Staff (operators, auditors) see the sagas of their tenants; anyone else the sagas of their own steps."""
+    if has_tenant_wide_role(user, OPERATE_PERMISSION):
+        return visible_rows(Saga.objects.all(), user, tenant_wide=True)
+    own = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="compensations__step_call__user")
+    return Saga.objects.filter(pk__in=own.values("pk"))
 
 
 def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
     """The compensations of the sagas ``user`` may see."""
-    return scoped(Compensation.objects.all(), user, "saga__tenant")
+    return Compensation.objects.filter(saga__in=sagas_visible_to(user))
 
 
 def saga_for_run(run_id: uuid.UUID, *, visible_to: AbstractBaseUser | None = None) -> Saga | None:
