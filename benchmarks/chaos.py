@@ -183,6 +183,7 @@ class Chaos:
         TenantMembership.objects.create(user=requester, tenant=tenant)
         operator = User.objects.create_user("chaos-operator", is_staff=True)
         operator.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
+        TenantMembership.objects.create(user=operator, tenant=tenant)  # operators decide in their own tenants only
         self.operator = User.objects.get(pk=operator.pk)  # a fresh instance: permissions are cached
         self.principal = CallPrincipal(user_id=requester.pk, username=requester.username, tenant=TENANT)
         started = time.monotonic()

@@ -225,11 +225,17 @@ def concurrent_runs(runs: int, approval_share: float) -> dict[str, Any]:
 def _users() -> tuple[Any, Any]:
     from django.contrib.auth.models import Permission, User
 
+    from toolhub.models import Tenant, TenantMembership
+
     requester, _ = User.objects.get_or_create(username="bench-requester")
     operator, created = User.objects.get_or_create(username="bench-operator", defaults={"is_staff": True})
     if created:
         operator.user_permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
         operator = User.objects.get(pk=operator.pk)
+    # The benchmark's calls and runs are acme's: its operator decides there, and only there.
+    acme, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
+    for user in (requester, operator):
+        TenantMembership.objects.get_or_create(user=user, tenant=acme)
     return requester, operator
 
 

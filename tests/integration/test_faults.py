@@ -25,7 +25,7 @@ from tests.testapp.models import SideEffect
 from toolhub.audit import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.celery import app as celery_app
-from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sweeper import calls_reconcile_expired_leases, calls_redispatch_stale
 from toolhub.tools.context import ToolContext
@@ -148,15 +148,17 @@ def test_a_flushed_broker_loses_no_call(fault_queue: str, alice: User) -> None:
 def test_twenty_concurrent_decisions_on_one_approval_give_exactly_one_decision_and_one_execution(
     fault_queue: str, alice: User
 ) -> None:
-    # given twenty operators and one held-back call
+    # given twenty operators of the call's tenant and one held-back call
     group, _ = Group.objects.get_or_create(name="operators")
     from django.contrib.auth.models import Permission
 
     group.permissions.add(Permission.objects.get(codename="decide_approvalrequest"))
+    acme, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
     operators = []
     for index in range(20):
         user = User.objects.create_user(f"op{index}", is_staff=True)
         user.groups.add(group)
+        TenantMembership.objects.create(user=user, tenant=acme)
         operators.append(user)
     call = _request("risky_effect", {"note": "once"}, alice)
     request = ApprovalRequest.objects.get(call=call)
