@@ -11,6 +11,7 @@ from toolhub.tools.registry import registry
 __all__ = [
     "tool_call_list",
     "tool_calls_visible_to",
+    "tool_calls_taking_results_from",
     "tool_call_audit_events",
     "audit_events_visible_to",
     "displayed_arguments",
@@ -20,6 +21,19 @@ __all__ = [
 def tool_calls_visible_to(user: AbstractBaseUser) -> QuerySet[ToolCall]:
     """Staff (operators, auditors) see every call of their tenants; anyone else the calls made for them."""
     return visible_rows(ToolCall.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
+
+
+#: Who may supply an external tool's result besides the user the call was made for (in the call's tenant).
+SUBMIT_RESULT_PERMISSION = "toolhub.change_toolcall"
+
+
+def tool_calls_taking_results_from(user: AbstractBaseUser) -> QuerySet[ToolCall]:
+    """The calls ``user`` may reach to supply an external result: those they see, or their tenants' with the permission.
+
+    Whether they may then supply it (their own call, or the permission) is for the caller to say.
+    """
+    tenant_wide = has_tenant_wide_role(user, SUBMIT_RESULT_PERMISSION)
+    return visible_rows(ToolCall.objects.all(), user, tenant_wide=tenant_wide)
 
 
 def audit_events_visible_to(user: AbstractBaseUser) -> QuerySet[AuditEvent]:

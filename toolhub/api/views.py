@@ -23,13 +23,14 @@ from toolhub.api.serializers import (
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.pipeline import ExternalResultError, tool_call_submit_result
-from toolhub.selectors import tool_call_list, tool_calls_visible_to
-from toolhub.tenancy import has_tenant_wide_role, visible_rows
+from toolhub.selectors import (
+    SUBMIT_RESULT_PERMISSION,
+    tool_call_list,
+    tool_calls_taking_results_from,
+    tool_calls_visible_to,
+)
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
-
-#: Who may supply an external tool's result besides the user the call was made for.
-SUBMIT_RESULT_PERMISSION = "toolhub.change_toolcall"
 
 
 class _ExportRenderer(JSONRenderer):
@@ -149,17 +150,13 @@ class CallResultView(APIView):
 
     Send ``{"result": <any JSON>}`` or ``{"error": "message for the model"}``. Allowed for the user
     the call was made for and for holders of the ``toolhub.change_toolcall`` permission in the
-    call's tenant; a call of another tenant answers 404 like a missing one; a call that does not
-    await a result answers 409 and nothing changes.
+    call's tenant (someone who sees the call without that right gets 403); a call of another tenant
+    answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes.
     """
 
     @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
-        user = request.user
-        reachable = visible_rows(
-            ToolCall.objects.all(), user, tenant_wide=has_tenant_wide_role(user, SUBMIT_RESULT_PERMISSION)
-        )
-        call = get_object_or_404(reachable, pk=pk)
+        call = get_object_or_404(tool_calls_taking_results_from(request.user), pk=pk)
         if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
         if call.status != CallStatus.AWAITING_RESULT:
