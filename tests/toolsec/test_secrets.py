@@ -4,6 +4,7 @@ import functools
 import hashlib
 import json
 import logging
+import threading
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,6 +17,7 @@ from toolhub import registry
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.tools.secrets import SecretScrubber
+from toolhub.tools.timeouts import call_with_timeout
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +168,19 @@ def test_an_error_escaping_the_scope_is_replaced_by_a_scrubbed_one() -> None:
 def test_short_or_unset_values_change_nothing() -> None:
     assert SecretScrubber(["abc", ""]).text("abc def") == "abc def"
     assert SecretScrubber([]).value({"a": [1, "b"]}) == {"a": [1, "b"]}
+
+
+def test_the_log_scope_follows_a_tool_into_its_time_limit_thread(caplog: pytest.LogCaptureFixture) -> None:
+    # off the main thread a tool runs in a helper thread (to enforce its time limit): its logs are scrubbed too
+    caplog.set_level(logging.INFO)
+
+    def worker_thread() -> None:
+        with SecretScrubber([SECRET]).scope():
+            call_with_timeout(lambda: logging.getLogger("tool").warning("key %s", SECRET), seconds=5, tool_name="t")
+
+    thread = threading.Thread(target=worker_thread)
+    thread.start()
+    thread.join()
+
+    assert "key [secret]" in caplog.text
+    assert_no_secret(caplog.text)
