@@ -11,7 +11,7 @@ from django.utils import timezone
 from pydantic import BaseModel, Field
 
 from demo.models import Account, LedgerEntry, Order
-from toolhub import Param, Risk, ToolContext, ToolError, tool
+from toolhub import Param, Risk, Secret, ToolContext, ToolError, tool
 
 Money = Annotated[Decimal, Field(gt=0, max_digits=14, decimal_places=2)]
 
@@ -65,6 +65,38 @@ def calculate(
     if op is Operation.SUBTRACT:
         return a - b
     return a * b
+
+
+#: The channels the demo notification service knows.
+NOTIFY_CHANNELS = ("#general", "#ops", "#sales")
+
+
+@tool(
+    risk=Risk.MEDIUM,
+    group="utilities",
+    category="notifications",
+    presets={"api_key": Secret("DEMO_NOTIFY_API_KEY")},
+)
+def send_notification(
+    channel: Annotated[str, Param("Where to post: #general, #ops or #sales.")],
+    message: Annotated[str, Param("What to post."), Field(min_length=1, max_length=500)],
+    api_key: str,
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Post a message to one of the team's notification channels.
+
+    The service's API key comes from the environment variable DEMO_NOTIFY_API_KEY on the workers; the
+    model never sees it, and toolhub replaces it by ``[secret]`` wherever the tool's output would show it.
+    Without it, calls fail with "the tool is not configured on this server" (the detail names the variable).
+    """
+    if channel not in NOTIFY_CHANNELS:
+        # Like many HTTP clients, the demo service echoes the request it refused, credentials included:
+        # what the model and the trail get reads "Bearer [secret]".
+        raise ToolError(
+            f"The notification service refused channel {channel!r} (POST https://notify.example/v1/messages, "
+            f"Authorization: Bearer {api_key}); use one of {', '.join(NOTIFY_CHANNELS)}."
+        )
+    return {"channel": channel, "delivered": True, "notification_id": f"ntf-{ctx.idempotency_key or 'local'}"}
 
 
 @tool(risk=Risk.LOW, idempotent=True, group="orders", category="orders")

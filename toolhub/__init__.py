@@ -1,11 +1,12 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, ToolContext, Param, Risk``.
+The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret``.
 """
 
 from toolhub.celery import app as celery_app
 from toolhub.exceptions import ToolError
 from toolhub.tools import (
+    FromContext,
     Param,
     Progress,
     ReturnBehavior,
@@ -22,6 +23,7 @@ from toolhub.tools import (
 )
 
 __all__ = [
+    "FromContext",
     "Param",
     "Progress",
     "ReturnBehavior",

@@ -5,8 +5,10 @@ toolhub.E001   a tool's parameters have no JSON Schema (an unsupported type)
 toolhub.E002   ``compensate_with`` names a tool that is not registered
 toolhub.E003   two tool names differ only in case or in ``-``/``_`` (duplicates to a model)
 toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
+toolhub.E005   a registered context type is a parameter the model fills in (it would set the context)
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
+toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
 =============  ==========================================================================
 
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
@@ -17,8 +19,11 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.tools.context_types import is_context_type
+from toolhub.tools.definition import Tool
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
+from toolhub.tools.schema import context_type_exposures
 
 
 @register("toolhub")
@@ -81,6 +86,37 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     )
                 )
     problems.extend(_confusable_names([tool.name for tool in tools]))
+    problems.extend(context_injection_problems(tools))
+    return problems
+
+
+def context_injection_problems(tools: list[Tool]) -> list[CheckMessage]:
+    """Context types reach tools only by injection, never as parameters the model fills in."""
+    problems: list[CheckMessage] = []
+    for tool in tools:
+        for parameter, context_class in context_type_exposures(tool.parameters):
+            name = context_class.__qualname__
+            problems.append(
+                Error(
+                    f"Tool {tool.name!r}, parameter {parameter!r}: {name} is a registered context type, but the "
+                    "model fills this parameter in, so it could set the context.",
+                    hint=f"Annotate the parameter Annotated[{name}, FromContext] (a whole parameter, not nested).",
+                    obj=tool.name,
+                    id="toolhub.E005",
+                )
+            )
+        for injected in tool.injected:
+            if injected.kind == "context_object" and not is_context_type(injected.annotation):
+                name = getattr(injected.annotation, "__qualname__", repr(injected.annotation))
+                problems.append(
+                    Warning(
+                        f"Tool {tool.name!r}, parameter {injected.name!r}: {name} is marked FromContext but is not a "
+                        "registered context type; its calls fail until it is.",
+                        hint=f"Call register_context_type({name}) (e.g. as a class decorator) in the app's tools.py.",
+                        obj=tool.name,
+                        id="toolhub.W003",
+                    )
+                )
     return problems
 
 

@@ -1,5 +1,6 @@
 """The governed call pipeline, worker side: claim a queued call once, execute it, record the outcome."""
 
+import functools
 import hashlib
 import logging
 import uuid
@@ -18,9 +19,10 @@ from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, tool_call_require_reapproval
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
-from toolhub.tools.presets import scrub
+from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult, artifact_content, to_json_value
+from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
 __all__ = ["tool_call_execute", "tool_call_claim"]
 
@@ -53,7 +55,12 @@ def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
 
 
 def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
-    """Claim and run one call; the outcome (result or sanitized error) is stored and audited."""
+    """Claim and run one call; the outcome (result or sanitized error) is stored and audited.
+
+    Tool output enters the pipeline here, and only through ``_finish`` (result, error, detail),
+    ``_artifact_of`` and the progress sink, each passing it through the call's ``SecretScrubber``;
+    log records created meanwhile are scrubbed by its scope.
+    """
     from toolhub.tools.registry import registry
 
     call = tool_call_claim(call_id=call_id, worker=worker)
@@ -75,46 +82,44 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
         return call
     assert tool is not None
+    secrets = SecretScrubber.for_presets(tool.presets)
+    with secrets.scope():
+        _run(call, tool, arguments, worker=worker, secrets=secrets)
+    return call
+
+
+def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, secrets: SecretScrubber) -> None:
     ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
-    progress = _progress_of(call) if tool.needs_progress else None
+    progress = _progress_of(call, secrets) if tool.needs_progress else None
+    finish = functools.partial(_finish, call, worker=worker, secrets=secrets)
     try:
         outcome = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
         _flush_progress(progress)
-        _finish(
-            call,
-            status=CallStatus.FAILED,
-            # A secret preset must not reach the trail even when an exception quotes it.
-            error=scrub(execution_error(exc), tool.presets),
-            detail=scrub(exception_detail(exc), tool.presets),
-            worker=worker,
-        )
-        return call
+        finish(status=CallStatus.FAILED, error=execution_error(exc), detail=exception_detail(exc))
+        return
     _flush_progress(progress)
     if isinstance(outcome, ToolResult) and outcome.kind == "error":
-        _finish(call, status=CallStatus.FAILED, error=str(outcome.value), worker=worker)
-        return call
-    artifact = _artifact_of(outcome)
+        finish(status=CallStatus.FAILED, error=str(outcome.value))
+        return
+    artifact = _artifact_of(outcome, secrets)
     if isinstance(artifact, str):
-        _finish(call, status=CallStatus.FAILED, error=artifact, worker=worker)
-        return call
+        finish(status=CallStatus.FAILED, error=artifact)
+        return
     try:
         result = _result_value(outcome, artifact)
         problem = json_storage_problem(result)
         if problem:
             raise ValueError(f"The result cannot be stored as JSON: {problem}")
     except Exception as exc:  # noqa: BLE001
-        _finish(
-            call,
+        finish(
             status=CallStatus.FAILED,
             error="The tool returned a value that cannot be serialized to JSON.",
             detail=exception_detail(exc),
-            worker=worker,
         )
-        return call
-    _finish(call, status=CallStatus.SUCCEEDED, result=result, worker=worker, artifact=artifact)
-    return call
+        return
+    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact)
 
 
 def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
@@ -144,28 +149,40 @@ def _result_value(outcome: Any, artifact: dict[str, Any] | None = None) -> Any:
     return to_json_value(outcome)
 
 
-def _artifact_of(outcome: Any) -> dict[str, Any] | str | None:
-    """The artifact row's values for an artifact result, or the error message when it cannot be stored."""
+def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str | None:
+    """The artifact row's values for an artifact result, or the error message when it cannot be stored.
+
+    A text artifact is stored with its secrets replaced; a binary one that holds a secret is refused.
+    """
     if not (isinstance(outcome, ToolResult) and outcome.kind == "artifact"):
         return None
+    name = secrets.text(outcome.name)
+    media_type = secrets.text(outcome.media_type or "application/octet-stream")[:100]
     try:
         content = artifact_content(outcome)
     except Exception:  # noqa: BLE001
         return "The tool returned an artifact that cannot be serialized; nothing was stored."
     limit = int(toolhub_setting("MAX_ARTIFACT_BYTES"))
     if len(content) > limit:
-        return f"The tool's artifact {outcome.name!r} is larger than {limit} bytes; it was not stored."
+        return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
+    scrubbed = secrets.artifact(content, media_type)
+    if scrubbed is None:
+        return (
+            f"The tool's artifact {name!r} ({media_type}) is binary and contains a secret value; it was not stored. "
+            "A tool must never put its secrets in what it returns."
+        )
+    content = scrubbed
     return {
-        "name": outcome.name,
-        "media_type": (outcome.media_type or "application/octet-stream")[:100],
+        "name": name,
+        "media_type": media_type,
         "size": len(content),
         "sha256": hashlib.sha256(content).hexdigest(),
         "content": content,
     }
 
 
-def _progress_of(call: ToolCall) -> Progress:
-    """A progress emitter whose updates are written to the running call (and only while it runs)."""
+def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:
+    """A progress emitter whose updates are written to the running call (only while it runs), secrets replaced."""
 
     def store(updates: list[dict[str, Any]]) -> None:
         ToolCall.objects.filter(id=call.id, status=CallStatus.RUNNING).update(progress=updates)
@@ -174,6 +191,7 @@ def _progress_of(call: ToolCall) -> Progress:
         store,
         min_interval=float(toolhub_setting("PROGRESS_MIN_INTERVAL_SECONDS")),
         keep=int(toolhub_setting("PROGRESS_KEEP")),
+        redact=secrets.text,
     )
 
 
@@ -195,9 +213,12 @@ def _finish(
     error: str = "",
     detail: str = "",
     artifact: dict[str, Any] | None = None,
+    secrets: SecretScrubber = NO_SECRETS,
 ) -> None:
+    """Record a call's outcome: the one place a worker writes what a tool returned, so its secrets are replaced here."""
     # What a tool raised may hold characters no text column stores.
-    error, detail = storable_text(error), storable_text(detail)
+    error, detail = storable_text(secrets.text(error)), storable_text(secrets.text(detail))
+    result = secrets.value(result)
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error

@@ -25,7 +25,11 @@ __all__ = [
 
 
 def unknown_tool_message(name: str, available: Iterable[str]) -> str:
-    """Name the closest existing tools so the model can correct itself (``TOOLHUB["UNKNOWN_TOOL_HANDLER"]``)."""
+    """Name the closest tools so the model can correct itself (``TOOLHUB["UNKNOWN_TOOL_HANDLER"]``).
+
+    ``available`` are the tools the caller may see (``pipeline.visible_tool_names``), never the whole
+    catalogue: a suggestion must not reveal a tool the run may not use.
+    """
     handler_path = toolhub_setting("UNKNOWN_TOOL_HANDLER")
     if handler_path:
         return str(import_string(handler_path)(name, sorted(available)))
@@ -42,6 +46,8 @@ def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:
         message += f" Did you mean: {', '.join(close)}?"
     elif names:
         message += f" Available tools: {', '.join(names[:20])}."
+    else:
+        message += " No tools are available to you here."
     return message
 
 

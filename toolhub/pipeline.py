@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact, redacted_arguments_text
-from toolhub.authorization import CallPrincipal, authorization_denial, tenant_argument_denial
+from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools, tenant_argument_denial
 from toolhub.calls import call_transition, notify_settled
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
@@ -39,6 +39,7 @@ __all__ = [
     "ExternalResultError",
     "approval_hash",
     "dispatch_call",
+    "visible_tool_names",
 ]
 
 
@@ -95,7 +96,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     )
     actor = _actor(principal)
     try:
-        tool = _resolve(request.tool_name)
+        tool = _resolve(request.tool_name, principal)
         try:
             validated = validate_arguments(tool, parse_arguments(request.arguments))
             stored = storable_arguments(tool, validated)
@@ -304,11 +305,24 @@ def dispatch_call(call: ToolCall) -> None:
     transaction.on_commit(lambda: execute_tool_call_task.delay(call_id), robust=True)
 
 
-def _resolve(name: str) -> Tool:
+def _resolve(name: str, principal: CallPrincipal) -> Tool:
     tool = registry.get(name) if isinstance(name, str) else None
     if tool is None:
-        raise _Refusal(CallStatus.INVALID, unknown_tool_message(str(name), registry.names()))
+        raise _Refusal(CallStatus.INVALID, unknown_tool_message(str(name), visible_tool_names(principal)))
     return tool
+
+
+def visible_tool_names(principal: CallPrincipal) -> list[str]:
+    """The tools ``principal`` may call now: its agent's (without an agent, the catalogue's) it is authorized for.
+
+    An unknown name is answered with suggestions from these only: naming a tool the run may not use would
+    reveal the rest of the catalogue.
+    """
+    if principal.agent_tools is None:
+        candidates = registry.names()
+    else:
+        candidates = [name for name in principal.agent_tools if name in registry]
+    return sorted(name for name, denial in authorize_tools(candidates, principal).items() if denial is None)
 
 
 def _effective_context(request: CallRequest) -> ToolContext:

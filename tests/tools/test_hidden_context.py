@@ -164,7 +164,7 @@ def test_missing_secret_fails_the_call_and_a_leaked_secret_is_scrubbed(
     assert "not configured on this server" in missing.error
     assert "secret 'TOOLHUB_TEST_TOKEN'" in missing.error_detail
     assert leaked.status == CallStatus.FAILED
-    assert "tok-very-secret" not in leaked.error_detail and "***redacted***" in leaked.error_detail
+    assert "tok-very-secret" not in leaked.error_detail and "[secret]" in leaked.error_detail
 
 
 def test_idempotency_key_is_the_call_id(request_call: RequestCall, alice: User) -> None:

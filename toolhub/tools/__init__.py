@@ -1,7 +1,7 @@
 """The tool framework: definitions, schemas, context, results and the registry."""
 
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
-from toolhub.tools.context_types import register_context_type
+from toolhub.tools.context_types import FromContext, register_context_type
 from toolhub.tools.definition import ReturnBehavior, Risk, Tool, tool
 from toolhub.tools.instance import tools_from_instance
 from toolhub.tools.presets import Secret
@@ -13,6 +13,7 @@ from toolhub.tools.timeouts import ToolTimeoutError
 
 __all__ = [
     "RESERVED_CONTEXT_KEYS",
+    "FromContext",
     "Param",
     "Progress",
     "ReturnBehavior",

@@ -1,4 +1,4 @@
-"""Typed context objects: classes whose instances are injected into tools by type, built from the context.
+"""Typed context objects: classes whose instances are injected into tools, built from the context.
 
 ::
 
@@ -9,12 +9,20 @@
         locale: str = "en"
 
     @tool
-    def my_orders(status: str, user: UserContext) -> list[Order]: ...
+    def my_orders(status: str, user: Annotated[UserContext, FromContext]) -> list[Order]: ...
 
-The model never sees ``user``. When the tool runs, toolhub builds a ``UserContext`` from the call's
-``ToolContext``: from ``factory(ctx)`` when one was registered, else by validating the mapping under
-``key`` (default: the class name in snake case, here ``user_context``) into the class with pydantic.
-Contexts cross the worker boundary as JSON, so the object is rebuilt on the worker, never pickled.
+The model never sees ``user``. ``FromContext`` says so at the use site, so it holds whatever the order of
+definition: the class may be registered before or after the tool (it must be by the time a call runs;
+``manage.py check`` warns, ``toolhub.W003``, when it is not). The bare spelling ``user: UserContext`` (or
+``UserContext | None``) is injected too when the class is registered before the tool is defined. A
+registered context type that would reach the model as a parameter (registered after a tool naming it
+bare, or inside another parameter's type) is refused: when such a tool is registered or the registry
+frozen, when the context type is registered after such a tool, and by the system check ``toolhub.E005``.
+
+When the tool runs, toolhub builds a ``UserContext`` from the call's ``ToolContext``: from ``factory(ctx)``
+when one was registered, else by validating the mapping under ``key`` (default: the class name in snake
+case, here ``user_context``) into the class with pydantic. Contexts cross the worker boundary as JSON, so
+the object is rebuilt on the worker, never pickled.
 """
 
 import inspect
@@ -29,6 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
 
 __all__ = [
+    "FromContext",
     "register_context_type",
     "is_context_type",
     "context_object",
@@ -43,6 +52,24 @@ _FORBIDDEN = (str, int, float, bool, bytes, list, dict, tuple, set, frozenset)
 
 class ContextObjectUnavailable(ToolhubError):
     """A tool needs a typed context object the call's context cannot provide."""
+
+
+class _FromContext:
+    """Marks a tool parameter as a context object: ``user: Annotated[UserContext, FromContext]``."""
+
+    _instance: "_FromContext | None" = None
+
+    def __new__(cls) -> "_FromContext":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "FromContext"
+
+
+#: ``Annotated[UserContext, FromContext]``: the parameter is built from the call's context, never shown to the model.
+FromContext = _FromContext()
 
 
 @dataclass(frozen=True)
@@ -74,21 +101,15 @@ def register_context_type(
 ) -> Any:
     """Make ``cls`` injectable into tools by type; use as a call or a class decorator.
 
-    Register before the tools that use it are defined (at the top of ``tools.py``). Registering the
-    same class again with the same settings is harmless; with other settings it is an error.
+    Tools mark its parameters ``Annotated[cls, FromContext]``. A registered tool that already takes
+    ``cls`` as a model parameter makes this an error: its model could otherwise set the context.
+    Registering the same class again with the same settings is harmless; with other settings it is an error.
     """
 
     def register(klass: Any) -> Any:
         if not isinstance(klass, type):
             raise ToolDefinitionError(f"register_context_type() takes a class, not {klass!r}.")
-        from toolhub.tools.context import ToolContext
-        from toolhub.tools.progress import Progress
-
-        if klass in (ToolContext, Progress) or issubclass(klass, _FORBIDDEN):
-            raise ToolDefinitionError(
-                f"{klass.__qualname__} cannot be a context type: builtin and toolhub types are model parameters "
-                "or are injected already; register a class of your own."
-            )
+        check_context_class(klass, where=f"{klass.__qualname__} cannot be a context type")
         if factory is not None and not callable(factory):
             raise ToolDefinitionError(f"register_context_type({klass.__qualname__}): factory must be callable.")
         spec = ContextTypeSpec(klass, key or _snake(klass.__name__), factory)
@@ -99,12 +120,41 @@ def register_context_type(
                     f"Context type {klass.__qualname__} is registered already with key {existing.key!r}; "
                     "register it once."
                 )
+            if existing is None:
+                _refuse_if_exposed(klass)
             _registry[klass] = spec
         return klass
 
     if cls is not None:
         return register(cls)
     return register
+
+
+def check_context_class(klass: Any, *, where: str) -> None:
+    """Refuse what cannot be a context type: builtins (model parameters) and toolhub's own injected types."""
+    from toolhub.tools.context import ToolContext
+    from toolhub.tools.progress import Progress
+
+    if not isinstance(klass, type) or klass in (ToolContext, Progress) or issubclass(klass, _FORBIDDEN):
+        raise ToolDefinitionError(
+            f"{where}: builtin and toolhub types are model parameters or are injected already; "
+            "use a class of your own (a dataclass or a pydantic model)."
+        )
+
+
+def _refuse_if_exposed(klass: type) -> None:
+    """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
+    from toolhub.tools.registry import registry
+    from toolhub.tools.schema import context_type_exposures
+
+    for tool in registry.all():
+        for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):
+            if exposed is klass:
+                raise ToolDefinitionError(
+                    f"Cannot register context type {klass.__qualname__}: tool {tool.name!r} already takes it as "
+                    f"parameter {parameter!r}, which the model fills in. Annotate that parameter "
+                    f"Annotated[{klass.__qualname__}, FromContext] so it is injected from the context."
+                )
 
 
 def is_context_type(annotation: Any) -> bool:

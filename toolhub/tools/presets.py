@@ -8,20 +8,18 @@
 Preset parameters are absent from the schema, so the model cannot send them (an attempt is refused as
 an unknown argument, without echoing it). They are resolved when the call runs, never stored in the
 call's arguments, the conversation or the audit trail: a ``Secret`` from the Django setting of that
-name, else from the environment variable of that name.
+name, else from the environment variable of that name. Whatever a tool outputs (result, error, progress,
+artifacts, log lines) has its secrets' values replaced on the way out (``toolhub.tools.secrets``).
 """
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from toolhub.exceptions import ToolhubError
 
-#: The same marker the audit trail uses for withheld values.
-REDACTED = "***redacted***"
-
-__all__ = ["Secret", "PresetUnavailable", "resolve_preset", "secret_values", "scrub"]
+__all__ = ["Secret", "PresetUnavailable", "resolve_preset"]
 
 
 class PresetUnavailable(ToolhubError):
@@ -66,24 +64,6 @@ def resolve_preset(tool_name: str, parameter: str, preset: Any) -> Any:
     if callable(preset) and not isinstance(preset, type):
         return _call(preset)
     return preset
-
-
-def secret_values(presets: Mapping[str, Any]) -> list[str]:
-    """The current values of a tool's secrets, to scrub them from anything recorded."""
-    values = []
-    for preset in presets.values():
-        if isinstance(preset, Secret):
-            value = preset.resolve()
-            if isinstance(value, str) and len(value) >= 4:
-                values.append(value)
-    return values
-
-
-def scrub(text: str, presets: Mapping[str, Any]) -> str:
-    """Replace any secret value of ``presets`` that appears in ``text``."""
-    for value in secret_values(presets):
-        text = text.replace(value, REDACTED)
-    return text
 
 
 def _call(factory: Callable[[], Any]) -> Any:

@@ -24,7 +24,7 @@ class Progress:
 
     On a worker every update is stored on the ``ToolCall`` (at most ``keep`` of the newest, written at
     most every ``min_interval`` seconds plus once at the end) and shown to operators and API clients.
-    Updates never reach the model.
+    Updates never reach the model; on a worker, the tool's secrets are replaced in their messages.
     """
 
     def __init__(
@@ -33,8 +33,10 @@ class Progress:
         *,
         min_interval: float = 0.0,
         keep: int = 50,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._sink = sink
+        self._redact = redact
         self._min_interval = min_interval
         self._keep = max(1, keep)
         self._updates: list[dict[str, Any]] = []
@@ -50,7 +52,9 @@ class Progress:
             raise ValueError("Progress current must not be negative.")
         entry: dict[str, Any] = {"at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")}
         if message:
-            entry["message"] = str(message)[:_MESSAGE_LIMIT]
+            # Redacted before it is cut, so a cut cannot leave part of a secret behind.
+            text = self._redact(str(message)) if self._redact else str(message)
+            entry["message"] = text[:_MESSAGE_LIMIT]
         if current is not None:
             entry["current"] = current
         if total is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from toolhub.exceptions import RegistryFrozenError, ToolDefinitionError
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Tool
+from toolhub.tools.schema import context_type_exposures
 
 __all__ = ["ToolRegistry", "registry", "autodiscover"]
 
@@ -22,8 +23,9 @@ class ToolRegistry:
         self._lock = threading.Lock()
 
     def register(self, tool: Tool | Callable[..., Any]) -> Tool:
-        """Add a tool; refuses duplicates and any write once the registry is frozen."""
+        """Add a tool; refuses duplicates, exposed context types and any write once the registry is frozen."""
         resolved = _as_tool(tool)
+        _refuse_exposed_context(resolved)
         with self._lock:
             if self._frozen:
                 raise RegistryFrozenError(
@@ -40,7 +42,11 @@ class ToolRegistry:
         return resolved
 
     def freeze(self) -> None:
-        self._frozen = True
+        """Refuse further writes; first check every tool again, now that every context type is registered."""
+        with self._lock:
+            for tool in self._tools.values():
+                _refuse_exposed_context(tool)
+            self._frozen = True
 
     @property
     def frozen(self) -> bool:
@@ -70,6 +76,7 @@ class ToolRegistry:
             with self._lock:
                 for item in tools:
                     resolved = _as_tool(item)
+                    _refuse_exposed_context(resolved)
                     if resolved.name in self._tools and not _same_definition(self._tools[resolved.name], resolved):
                         raise ToolDefinitionError(f"Duplicate tool name {resolved.name!r} in registry.temporarily().")
                     self._tools[resolved.name] = resolved
@@ -90,6 +97,18 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
             "instead: tools_from_instance(obj)."
         )
     return built
+
+
+def _refuse_exposed_context(tool: Tool) -> None:
+    """A registered context type must never be a model parameter: the model would set the context."""
+    for parameter, context_class in context_type_exposures(tool.parameters):
+        name = context_class.__qualname__
+        raise ToolDefinitionError(
+            f"Tool {tool.name!r}, parameter {parameter!r}: its type holds {name}, a registered context type, "
+            f"but the model would fill it in (the class was registered after the tool was defined, or is nested "
+            f"in another type). Annotate the parameter Annotated[{name}, FromContext] so it is injected from the "
+            "call's context."
+        )
 
 
 def _same_definition(existing: Tool, new: Tool) -> bool:

@@ -30,7 +30,7 @@ from pydantic.fields import FieldInfo
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.context import ToolContext
-from toolhub.tools.context_types import is_context_type
+from toolhub.tools.context_types import FromContext, check_context_class, is_context_type
 from toolhub.tools.progress import Progress
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "fast_json_schema",
     "check_annotation",
     "accepts_none",
+    "context_type_exposures",
 ]
 
 _UNSUPPORTED_ORIGINS = (
@@ -203,8 +204,14 @@ def describe_function(
         if base is Progress:
             injected.append(InjectedParameter(name, "progress", base, param.default))
             continue
-        if is_context_type(base):
-            injected.append(InjectedParameter(name, "context_object", base, param.default))
+        context_class = _optional_of(base)
+        if _marked_from_context(annotation):
+            check_context_class(context_class, where=f"Tool {tool_name!r}, parameter {name!r}: FromContext")
+            injected.append(InjectedParameter(name, "context_object", context_class, param.default))
+            continue
+        if is_context_type(context_class):
+            # The bare spelling, for a class registered before the tool was defined.
+            injected.append(InjectedParameter(name, "context_object", context_class, param.default))
             continue
         description = _param_description(annotation) or doc_params.get(name)
         check_annotation(annotation, tool_name=tool_name, param_name=name, allow_any=allow_any)
@@ -360,6 +367,35 @@ def accepts_none(annotation: Any) -> bool:
     return False
 
 
+def context_type_exposures(
+    parameters: tuple["ParameterSpec", ...], *, extra: type | None = None
+) -> list[tuple[str, type]]:
+    """Model parameters whose type is, or holds, a registered context type (or ``extra``): (name, class) pairs.
+
+    Such a parameter would let the model set what only the boundary may: it is refused at registration.
+    """
+    found = []
+    for spec in parameters:
+        for node in _walk(spec.annotation, set()):
+            if isinstance(node, type) and (node is extra or is_context_type(node)):
+                found.append((spec.name, node))
+                break
+    return found
+
+
+def _marked_from_context(annotation: Any) -> bool:
+    return get_origin(annotation) is Annotated and any(extra is FromContext for extra in get_args(annotation)[1:])
+
+
+def _optional_of(annotation: Any) -> Any:
+    """``X`` for ``X | None`` (``Optional[X]``), else the annotation itself."""
+    if get_origin(annotation) is typing.Union or isinstance(annotation, types.UnionType):
+        members = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return annotation
+
+
 def _parse_docstring(text: str) -> docstring_parser.Docstring:
     """Parse with the style the docstring is written in; trying every style costs 4x as much at startup."""
     if ":param" in text or ":return" in text or ":raises" in text or ":type" in text:
@@ -394,6 +430,14 @@ def check_annotation(annotation: Any, *, tool_name: str, param_name: str, allow_
 
 
 def _check_annotation(annotation: Any, *, tool_name: str, param_name: str, allow_any: bool) -> None:
+    if any(_marked_from_context(node) for node in _walk(annotation, set())):
+        _refuse(
+            tool_name,
+            param_name,
+            annotation,
+            "FromContext marks a whole parameter of a @tool function, Annotated[YourContext, FromContext]; "
+            "it cannot be nested in a type or used in an input model",
+        )
     if not allow_any:
         for member in _top_level_members(annotation):
             if member is Any or member is object:

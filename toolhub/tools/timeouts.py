@@ -8,6 +8,7 @@ timeout, since Python cannot stop a thread. Async tools are cancelled with ``asy
 
 import asyncio
 import contextlib
+import contextvars
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -82,7 +83,9 @@ def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
 
-    worker = threading.Thread(target=target, name=f"toolhub-{tool_name}", daemon=True)
+    # The helper thread runs in the caller's context, so context variables (the secrets' log scope) hold there too.
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(target,), name=f"toolhub-{tool_name}", daemon=True)
     worker.start()
     worker.join(seconds)
     if worker.is_alive():

@@ -1,0 +1,186 @@
+"""A ``Secret`` preset's value is never stored or shown, whichever way out of the tool it takes."""
+
+import functools
+import hashlib
+import json
+import logging
+import threading
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.helpers import RequestCall
+from tests.toolsec.conftest import StartRun
+from tests.toolsec.leakapp.tools import SECRET_ENV, leaky
+from tests.toolsec.leaks import SECRET, assert_no_secret, traces_of
+from toolhub import registry
+from toolhub.exceptions import ToolhubError
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
+from toolhub.tools.secrets import SecretScrubber
+from toolhub.tools.timeouts import call_with_timeout
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def request_call(request_call: RequestCall, monkeypatch: pytest.MonkeyPatch) -> RequestCall:
+    """Calls for tenant acme, with the leaky tool registered and its secret set."""
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    return functools.partial(request_call, tenant="acme")
+
+
+def _leak(request_call: RequestCall, channel: str, caplog: pytest.LogCaptureFixture) -> ToolCall:
+    caplog.set_level(logging.DEBUG)
+    with registry.temporarily(leaky):
+        call = request_call("leaky", {"channel": channel})
+    logged = [caplog.text, *(r.getMessage() for r in caplog.records), *(r.exc_text or "" for r in caplog.records)]
+    assert_no_secret(traces_of(call), *logged)
+    # the tool's log lines are kept, with the secret replaced
+    assert "calling upstream with key [secret] (url-encoded [secret])" in caplog.text
+    assert all(record.exc_info is None for record in caplog.records)
+    return call
+
+
+def test_an_exception_quoting_the_secret(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:
+    call = _leak(request_call, "exception", caplog)
+
+    assert call.status == CallStatus.FAILED
+    assert call.error.startswith("The tool failed with an internal error (RuntimeError)")
+    assert "headers={'Authorization': 'Bearer [secret]'}, raw=b'[secret]'" in call.error_detail
+    # the tracebacks the tool and the worker logged are there, scrubbed
+    assert "ConnectionError: upstream said 401 for [secret]" in caplog.text
+    assert "RuntimeError: request failed: headers={'Authorization': 'Bearer [secret]'}" in caplog.text
+
+
+def test_a_tool_error_and_an_error_result(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:
+    raised = _leak(request_call, "tool_error", caplog)
+    returned = _leak(request_call, "error_result", caplog)
+
+    assert raised.status == returned.status == CallStatus.FAILED
+    assert raised.error == "The service refused key [secret]; url https://svc.example/?key=[secret]"
+    assert raised.model_text() == raised.error
+    assert returned.error == "refused: [secret]"
+
+
+def test_a_result_with_the_secret_nested_in_values_keys_and_models(
+    request_call: RequestCall, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = _leak(request_call, "result", caplog)
+    text = _leak(request_call, "text", caplog)
+
+    assert data.status == text.status == CallStatus.SUCCEEDED
+    assert data.result == {
+        "key": "[secret]",
+        "nested": [{"deep": "x[secret]y"}, ["[secret]"]],
+        "[secret]": "the key as a key",
+        "model": {"user": "bot", "token": "[secret]"},
+    }
+    assert text.result == "key=[secret]"
+
+
+def test_progress_messages(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:
+    call = _leak(request_call, "progress", caplog)
+
+    assert call.status == CallStatus.SUCCEEDED
+    # replaced before the message is cut to 500 characters, so no part of the secret is left
+    assert [update["message"] for update in call.progress] == ["authenticated with [secret]", "x" * 490 + "[secret]"]
+
+
+def test_text_artifacts_are_scrubbed(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:
+    csv = _leak(request_call, "text_artifact", caplog)
+    data = _leak(request_call, "json_artifact", caplog)
+
+    assert csv.status == data.status == CallStatus.SUCCEEDED
+    assert csv.result == "see [secret]"
+    stored = ToolCallArtifact.objects.get(call=csv)
+    content = bytes(stored.content)
+    assert (stored.name, content) == ("keys-[secret].csv", b"name,token\nbot,[secret]\n")
+    assert (stored.size, stored.sha256) == (len(content), hashlib.sha256(content).hexdigest())
+    assert json.loads(bytes(ToolCallArtifact.objects.get(call=data).content)) == {
+        "list": ["[secret]"],
+        "token": "[secret]",
+    }
+
+
+def test_a_binary_artifact_holding_the_secret_is_refused(
+    request_call: RequestCall, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = _leak(request_call, "binary_artifact", caplog)
+    clean = _leak(request_call, "clean_binary_artifact", caplog)
+
+    assert refused.status == CallStatus.FAILED
+    assert refused.error.startswith("The tool's artifact 'img.png' (image/png) is binary and contains a secret value")
+    assert not ToolCallArtifact.objects.filter(call=refused).exists()
+    # binary content without the secret is stored byte for byte
+    assert clean.status == CallStatus.SUCCEEDED
+    assert bytes(ToolCallArtifact.objects.get(call=clean).content) == b"\x89PNG\r\n\x1a\n\x00\xff\x00"
+
+
+def test_a_result_that_cannot_be_serialized(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:
+    call = _leak(request_call, "unserializable", caplog)
+
+    assert call.status == CallStatus.FAILED
+    assert call.error == "The tool returned a value that cannot be serialized to JSON."
+
+
+def test_what_the_model_is_told_in_a_run(
+    start_run: StartRun, alice: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given an agent whose tool leaks through an error, then through its result
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    script = [
+        {"tool_calls": [{"name": "leaky", "arguments": {"channel": "tool_error"}}]},
+        {"tool_calls": [{"name": "leaky", "arguments": {"channel": "result"}}]},
+        {"content": "Got {last_tool_result}"},
+    ]
+    with registry.temporarily(leaky):
+        run = start_run(alice, tools=["leaky"], script=script)
+
+    # then the conversation, the output and every call's traces hold the marker, never the secret
+    calls = list(ToolCall.objects.filter(run_id=run.id).order_by("turn"))
+    assert [call.status for call in calls] == [CallStatus.FAILED, CallStatus.SUCCEEDED]
+    assert_no_secret(json.dumps(run.messages), run.output, caplog.text, *(traces_of(call) for call in calls))
+    told = [message["content"] for message in run.messages if message["role"] == "tool"]
+    assert told[0].startswith("The service refused key [secret]")
+    assert '"key": "[secret]"' in told[1] and '"key": "[secret]"' in run.output
+
+
+def test_a_missing_secret_fails_the_call_clearly(request_call: RequestCall, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_ENV)
+    with registry.temporarily(leaky):
+        call = request_call("leaky", {"channel": "result"})
+
+    assert call.status == CallStatus.FAILED
+    assert "not configured on this server" in call.error
+    assert f"secret {SECRET_ENV!r} for parameter 'api_key' is not set" in call.error_detail
+
+
+def test_an_error_escaping_the_scope_is_replaced_by_a_scrubbed_one() -> None:
+    # an infrastructure error after the tool ran (the database, say) is logged by Celery: it must not quote it
+    with pytest.raises(ToolhubError) as raised, SecretScrubber([SECRET]).scope():
+        raise RuntimeError(f"could not store {SECRET!r}")
+
+    assert SECRET not in str(raised.value)
+    assert "RuntimeError: could not store '[secret]'" in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_short_or_unset_values_change_nothing() -> None:
+    assert SecretScrubber(["abc", ""]).text("abc def") == "abc def"
+    assert SecretScrubber([]).value({"a": [1, "b"]}) == {"a": [1, "b"]}
+
+
+def test_the_log_scope_follows_a_tool_into_its_time_limit_thread(caplog: pytest.LogCaptureFixture) -> None:
+    # off the main thread a tool runs in a helper thread (to enforce its time limit): its logs are scrubbed too
+    caplog.set_level(logging.INFO)
+
+    def worker_thread() -> None:
+        with SecretScrubber([SECRET]).scope():
+            call_with_timeout(lambda: logging.getLogger("tool").warning("key %s", SECRET), seconds=5, tool_name="t")
+
+    thread = threading.Thread(target=worker_thread)
+    thread.start()
+    thread.join()
+
+    assert "key [secret]" in caplog.text
+    assert_no_secret(caplog.text)

@@ -1,0 +1,215 @@
+"""Secrets never leave a tool: the value of every ``Secret`` preset is replaced by ``[secret]`` in what it outputs.
+
+The worker builds one ``SecretScrubber`` per call from the secrets the tool receives and passes every way
+out of the tool through it, where that output enters the pipeline (``toolhub.execution``):
+
+- the result, nested values and dictionary keys included, ``ToolResult.text`` and ``ToolResult.error``;
+- an exception: the model's message and the traceback kept for auditors;
+- progress messages;
+- artifacts: a *text* artifact (a textual media type, e.g. ``text/*`` or JSON) is scrubbed and hashed
+  after scrubbing; a *binary* one holding the secret's bytes is refused (the call fails, nothing is
+  stored), because replacing bytes inside a binary format corrupts it and cannot be trusted to remove
+  every copy;
+- log records created while the call runs, whatever the logger (the tool's own included): a log record
+  factory rewrites their message, and formats their traceback to scrubbed text (dropping the exception
+  object, whose frames hold the secret).
+
+Audit events, the stored call and what the model is told are built from these scrubbed values only.
+Besides the plain value, the forms an exception or a log line typically carries are matched: ``repr``
+escapes, JSON, URL encoding and a bytes ``repr``. A secret transformed otherwise (hashed, base64 inside a
+header, compressed into a binary artifact) is not recognisable: tools must still not output secrets.
+Values shorter than ``MIN_SECRET_LENGTH`` characters are not scrubbed (every occurrence of a common
+short string would be), so secrets must be at least that long.
+"""
+
+import contextlib
+import contextvars
+import json
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+from toolhub.exceptions import ToolhubError
+from toolhub.tools.presets import Secret
+
+__all__ = ["SECRET_MARKER", "MIN_SECRET_LENGTH", "NO_SECRETS", "SecretScrubber", "is_text_media_type"]
+
+#: What a secret is replaced by, wherever it would have been stored or shown.
+SECRET_MARKER = "[secret]"
+MIN_SECRET_LENGTH = 4
+
+_TEXT_MEDIA_TYPES = frozenset(
+    {
+        "application/json",
+        "application/x-ndjson",
+        "application/jsonl",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/csv",
+        "application/javascript",
+        "application/sql",
+    }
+)
+
+
+def is_text_media_type(media_type: str) -> bool:
+    """Whether an artifact of this media type is text (scrubbed) rather than binary (refused if it holds a secret)."""
+    base = media_type.split(";", 1)[0].strip().lower()
+    return base.startswith("text/") or base in _TEXT_MEDIA_TYPES or base.endswith(("+json", "+xml"))
+
+
+class SecretScrubber:
+    """Replaces a set of secret values, and their simple encodings, by ``SECRET_MARKER``."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = tuple(dict.fromkeys(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH))
+        forms = {form for value in self.values for form in _text_forms(value)}
+        # Longest first, so a form that contains another is replaced whole.
+        self._forms = tuple(sorted(forms, key=len, reverse=True))
+        raw = {form.encode("utf-8") for form in forms}
+        raw |= {value.encode(codec) for value in self.values for codec in ("utf-16-le", "utf-16-be")}
+        self._raw = tuple(raw)
+
+    @classmethod
+    def for_presets(cls, presets: Mapping[str, Any]) -> "SecretScrubber":
+        """A scrubber for the secrets a tool with these presets receives now (unset ones are skipped)."""
+        values = []
+        for preset in presets.values():
+            if isinstance(preset, Secret):
+                value = preset.resolve()
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                if value is not None:
+                    values.append(str(value))
+        return cls(values)
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced."""
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, SECRET_MARKER)
+        return text
+
+    def value(self, data: Any) -> Any:
+        """JSON data with every secret replaced, in strings, keys and numbers (a numeric secret) alike."""
+        if not self._forms:
+            return data
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, bool) or data is None:
+            return data
+        if isinstance(data, int | float):
+            shown = str(data)
+            return SECRET_MARKER if self.text(shown) != shown else data
+        if isinstance(data, Mapping):
+            return {(self.text(k) if isinstance(k, str) else k): self.value(v) for k, v in data.items()}
+        if isinstance(data, list | tuple):
+            return [self.value(item) for item in data]
+        return data
+
+    def holds_secret(self, content: bytes) -> bool:
+        """Whether binary content holds a secret's bytes (UTF-8, UTF-16, or one of its text encodings)."""
+        return any(raw in content for raw in self._raw)
+
+    def artifact(self, content: bytes, media_type: str) -> bytes | None:
+        """Text content with its secrets replaced; ``None`` for binary content that holds a secret."""
+        if not self._forms:
+            return content
+        if is_text_media_type(media_type):
+            # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
+            text = content.decode("utf-8", "surrogateescape")
+            return self.text(text).encode("utf-8", "surrogateescape")
+        return None if self.holds_secret(content) else content
+
+    def log_record(self, record: logging.LogRecord) -> None:
+        """Rewrite a log record in place: its message, traceback and stack without the secrets."""
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string must not hide what it carried
+            message = f"{record.msg!r} % {record.args!r}"
+        record.msg, record.args = self.text(message), ()
+        if record.exc_info:
+            if record.exc_info[0] is not None:
+                record.exc_text = self.text("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+            # The exception object (and its frames' local variables) would reach handlers that read exc_info.
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = self.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.text(record.stack_info)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator["SecretScrubber"]:
+        """While the block runs (in this thread or context), every log record created is scrubbed.
+
+        An exception escaping the block whose traceback would show a secret is replaced by one that
+        carries the scrubbed traceback, so whoever logs it (Celery) logs no secret.
+        """
+        outer = _active.get()
+        active = SecretScrubber((*outer.values, *self.values)) if outer else self
+        if not active:
+            yield self
+            return
+        _install_record_factory()
+        token = _active.set(active)
+        try:
+            yield self
+        except Exception as exc:
+            shown = "".join(traceback.format_exception(exc))
+            scrubbed = active.text(shown)
+            if scrubbed != shown:
+                raise ToolhubError(
+                    f"An error occurred while a call holding secrets ran (scrubbed):\n{scrubbed}"
+                ) from None
+            raise
+        finally:
+            _active.reset(token)
+
+
+#: A scrubber that changes nothing (a tool without secrets).
+NO_SECRETS = SecretScrubber(())
+
+_active: contextvars.ContextVar[SecretScrubber | None] = contextvars.ContextVar("toolhub_secrets", default=None)
+_factory_lock = threading.Lock()
+
+
+def _text_forms(value: str) -> set[str]:
+    """The value as an exception message, a repr, JSON, a URL or a bytes repr would show it."""
+    forms = {
+        value,
+        repr(value)[1:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        quote(value, safe=""),
+        quote_plus(value),
+        repr(value.encode("utf-8"))[2:-1],
+    }
+    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
+
+
+def _install_record_factory() -> None:
+    """Wrap the log record factory once per process (again if someone replaced it since)."""
+    with _factory_lock:
+        current = logging.getLogRecordFactory()
+        if getattr(current, "_toolhub_scrubs_secrets", False):
+            return
+        logging.setLogRecordFactory(_scrubbing_factory(current))
+
+
+def _scrubbing_factory(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        scrubber = _active.get()
+        if scrubber:
+            scrubber.log_record(record)
+        return record
+
+    factory._toolhub_scrubs_secrets = True  # type: ignore[attr-defined]
+    return factory
