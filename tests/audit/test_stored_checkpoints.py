@@ -19,6 +19,8 @@ from toolhub.conf import DEFAULTS
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from toolhub.tasks import audit_checkpoint_task
 
+pytestmark = pytest.mark.django_db
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
