@@ -37,7 +37,7 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(warning))
         action = "created" if report.created else "updated"
         password = (
-            f"password from {password_env}" if report.password_set else f"password unchanged ({password_env} unset)"
+            f"password from {password_env}" if report.password_set else f"password unchanged: {password_env} unset"
         )
         audit = ", ".join(f"{table}: {privileges}" for table, privileges in APPEND_ONLY_PRIVILEGES.items())
         self.stdout.write(
