@@ -66,6 +66,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_past_the_audit_truncate_guard() -> Iterator[None]:
+    """Let the test database's owner empty the audit tables between transactional tests.
+
+    pytest-django empties every table with one TRUNCATE, which the audit tables refuse (statement
+    triggers, migration 0007). The flush, and nothing else, runs in replica mode, where ordinary
+    triggers do not fire; only a superuser may ask for that, never the application's role.
+    """
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    original = DatabaseOperations.sql_flush
+
+    def sql_flush(self: DatabaseOperations, *args: Any, **kwargs: Any) -> list[str]:
+        statements = original(self, *args, **kwargs)
+        return ["SET LOCAL session_replication_role = replica", *statements] if statements else statements
+
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
+    yield
+    DatabaseOperations.sql_flush = original  # type: ignore[method-assign]
+
+
 @pytest.fixture(autouse=True)
 def _celery_mode(request: pytest.FixtureRequest) -> Iterator[None]:
     """Eager tasks for unit and API tests; real workers for integration tests."""

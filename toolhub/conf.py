@@ -29,6 +29,17 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_TOOL_ACCESS": "deny",
     # Audit checkpoints are signed with the key in this environment variable (never in the database).
     "AUDIT_KEY_ENV": "TOOLHUB_AUDIT_KEY",
+    # Seconds between two signed checkpoints written by beat. Beat reads it once, when it starts, from the
+    # environment variable TOOLHUB_AUDIT_CHECKPOINT_SECONDS or this default (CELERY_BEAT_SCHEDULE in
+    # toolhub/settings.py); a settings module of your own sets that schedule entry instead.
+    "AUDIT_CHECKPOINT_SECONDS": 300,
+    # Optional directory that receives a copy of every stored checkpoint (e.g. storage the database's
+    # owner cannot write); verify_audit checks the newest file there too.
+    "AUDIT_CHECKPOINT_DIR": "",
+    # The database role the web and workers connect with (``manage.py toolhub_db_roles`` creates it), and
+    # the environment variable holding its password.
+    "DB_APP_ROLE": "toolhub_app",
+    "DB_APP_PASSWORD_ENV": "TOOLHUB_DB_APP_PASSWORD",
     # Optional URL that receives approval notifications (JSON, HMAC-signed with the key below).
     "WEBHOOK_URL": "",
     "WEBHOOK_SECRET_ENV": "TOOLHUB_WEBHOOK_SECRET",

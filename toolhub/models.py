@@ -244,6 +244,26 @@ class AuditEvent(models.Model):
         return json.loads(self.data)
 
 
+class AuditCheckpoint(models.Model):
+    """Every audit chain's head at one moment, HMAC-signed with a key kept outside the database.
+
+    ``body`` is canonical JSON text (``seq``, ``created_at``, ``heads``) signed exactly as stored.
+    Checkpoints are numbered 1, 2, 3, ... so a deleted one leaves a gap; like the events they may only
+    be appended (the application's role holds SELECT and INSERT, and triggers refuse the rest).
+    """
+
+    seq = models.PositiveBigIntegerField(unique=True)
+    created_at = models.DateTimeField()
+    body = models.TextField()
+    signature = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"audit checkpoint #{self.seq}"
+
+
 class ToolGroup(models.Model):
     """A named set of tools granted together, with the capabilities they exercise.
 

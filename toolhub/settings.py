@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from toolhub.conf import DEFAULTS as _TOOLHUB
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -136,6 +138,11 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},
     "agents-sweep": {"task": "agents_app.tasks.sweep_runs_task", "schedule": 60.0},
     "sagas-sweep": {"task": "toolhub.sagas.tasks.sagas_sweep_task", "schedule": 5.0},
+    # Signed audit checkpoints; the interval is AUDIT_CHECKPOINT_SECONDS of toolhub/conf.py.
+    "toolhub-audit-checkpoint": {
+        "task": "toolhub.tasks.audit_checkpoint_task",
+        "schedule": float(os.environ.get("TOOLHUB_AUDIT_CHECKPOINT_SECONDS") or _TOOLHUB["AUDIT_CHECKPOINT_SECONDS"]),
+    },
 }
 
 # toolhub's own tunables; read them through toolhub.conf.toolhub_setting, which documents defaults.

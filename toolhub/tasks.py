@@ -1,11 +1,15 @@
 """Celery tasks of the core: thin wrappers that take ids and call one service each."""
 
+import logging
 import uuid
 
 from celery import shared_task
 
+from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
 from toolhub.execution import tool_call_execute
 from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True)
@@ -21,3 +25,12 @@ def sweep_task() -> None:
     calls_redispatch_stale()
     calls_reconcile_expired_leases()
     calls_expire_awaiting_results()
+
+
+@shared_task(name="toolhub.tasks.audit_checkpoint_task", ignore_result=True)
+def audit_checkpoint_task() -> None:
+    """Store a signed checkpoint of every audit chain's head (beat, every AUDIT_CHECKPOINT_SECONDS)."""
+    try:
+        audit_checkpoint_create()
+    except CheckpointKeyError as exc:
+        logger.warning("Audit checkpoint not written: %s", exc)

@@ -35,10 +35,10 @@ def _calls(request_call, count: int) -> None:
         request_call("record_effect", {"note": f"n{index}"})
 
 
-def test_truncating_the_tail_and_rewriting_the_head_is_detected_only_with_a_checkpoint(
+def test_truncating_the_tail_and_rewriting_the_head_is_detected_by_the_checkpoint(
     request_call, audit_key, trigger_off, tmp_path: Path
 ) -> None:
-    # given a trail and a checkpoint taken now
+    # given a trail and a checkpoint taken now (stored, and exported to a file)
     _calls(request_call, 3)
     checkpoint = tmp_path / "checkpoint.json"
     call_command("audit_checkpoint", "--output", str(checkpoint))
@@ -54,8 +54,12 @@ def test_truncating_the_tail_and_rewriting_the_head_is_detected_only_with_a_chec
         seq=survivor.seq if survivor else 0, hash=survivor.hash if survivor else ""
     )
 
-    # then the chains alone still verify, but the checkpoint names the truncation
-    call_command("verify_audit", "--no-progress")
+    # then the chains alone would still verify, but the stored checkpoint and the file both name the truncation
+    from toolhub.audit import verify_audit_chains
+
+    assert verify_audit_chains()[1] == []
+    with pytest.raises(CommandError, match=rf"chain {chain}: the checkpoint's head .* truncated"):
+        call_command("verify_audit", "--no-progress")
     with pytest.raises(CommandError, match=rf"chain {chain}: the checkpoint's head .* truncated"):
         call_command("verify_audit", "--no-progress", "--checkpoint", str(checkpoint))
 

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 from django.db import connection
 
@@ -26,12 +27,31 @@ def test_database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
 
 
+# The URL workers connect with when the session set up the application role (see conftest.py); the
+# pytest process itself stays the owner that created and migrated the test database.
+_worker_database_url: str | None = None
+
+
+def app_database_url(role: str, password: str) -> str:
+    """The test database's URL for the application role instead of the owner."""
+    settings = connection.settings_dict
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    return f"postgres://{role}:{quote(password, safe='')}@{host}:{port}/{settings['NAME']}"
+
+
+def use_worker_database_url(url: str | None) -> None:
+    """Make every worker started from now on connect with ``url`` (None: as the owner, like this process)."""
+    global _worker_database_url
+    _worker_database_url = url
+
+
 def worker_environment(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": _worker_database_url or test_database_url(),
             "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
             "CELERY_TASK_ALWAYS_EAGER": "false",
             # the queue this test process sends to; a worker must not invent its own

@@ -1,4 +1,4 @@
-"""``manage.py audit_checkpoint``: export a signed checkpoint of every audit chain's head."""
+"""``manage.py audit_checkpoint``: sign every audit chain's head, store it, and print or export it."""
 
 import json
 import sys
@@ -11,7 +11,10 @@ from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
 
 
 class Command(BaseCommand):
-    help = "Write an HMAC-signed checkpoint of the audit chains' heads (key from TOOLHUB_AUDIT_KEY)."
+    help = (
+        "Store an HMAC-signed checkpoint of the audit chains' heads (key from TOOLHUB_AUDIT_KEY) where "
+        "verify_audit finds it, and print it or write it to a file to keep elsewhere."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--output", "-o", help="File to write (default: standard output).")
@@ -25,6 +28,10 @@ class Command(BaseCommand):
         if options["output"]:
             Path(options["output"]).write_text(text + "\n")
             chains = len(checkpoint["heads"])
-            self.stderr.write(self.style.SUCCESS(f"Checkpoint of {chains} chain(s) written to {options['output']}."))
+            self.stderr.write(
+                self.style.SUCCESS(
+                    f"Checkpoint #{checkpoint['seq']} of {chains} chain(s) stored and written to {options['output']}."
+                )
+            )
         else:
             sys.stdout.write(text + "\n")

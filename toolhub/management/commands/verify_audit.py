@@ -1,4 +1,4 @@
-"""``manage.py verify_audit``: recompute every audit hash chain and name the first broken event."""
+"""``manage.py verify_audit``: recompute every audit hash chain and compare it with the newest checkpoint."""
 
 import json
 import sys
@@ -8,17 +8,25 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.audit import verify_audit_chains
-from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_problems
+from toolhub.checkpoints import (
+    CheckpointKeyError,
+    audit_checkpoint_problems,
+    audit_stored_checkpoint_problems,
+    audit_stored_file_problems,
+)
 from toolhub.models import AuditChainHead
 
 
 class Command(BaseCommand):
-    help = "Recompute the audit trail's hash chains; exit non-zero naming the first bad event of each chain."
+    help = (
+        "Recompute the audit trail's hash chains and check them against the newest stored checkpoint; "
+        "exit non-zero naming the first bad event of each chain and every chain that shrank or vanished."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--no-progress", action="store_true", help="Do not draw the progress counter.")
         parser.add_argument(
-            "--checkpoint", help="A file from `audit_checkpoint`; detects a truncated tail since it was taken."
+            "--checkpoint", help="Also a file from `audit_checkpoint --output`; detects a truncated tail since then."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,20 +46,40 @@ class Command(BaseCommand):
         if show:
             sys.stderr.write("\n")
         messages = [str(problem) for problem in problems]
+        compared: list[str] = []
+        stored = stored_file = None
+        try:
+            stored, found = audit_stored_checkpoint_problems()
+            messages += found
+            stored_file, found = audit_stored_file_problems()
+            messages += found
+        except CheckpointKeyError as exc:
+            messages.append(f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}")
+        if stored is not None:
+            compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}")
+        if stored_file is not None:
+            compared.append(f"checkpoint file {stored_file.name}")
         if options["checkpoint"]:
             messages += self._checkpoint_problems(options["checkpoint"])
+            compared.append("the checkpoint")
         if messages:
             for problem in messages:
                 self.stderr.write(f"TAMPERED {problem}")
             raise CommandError(f"Audit trail does not verify: {len(messages)} problem(s), first: {messages[0]}")
-        suffix = " and matches the checkpoint" if options["checkpoint"] else ""
+        suffix = f" and matches {' and '.join(compared)}" if compared else ""
         self.stdout.write(self.style.SUCCESS(f"Audit trail verified: {checked} events, every chain intact{suffix}."))
+        if stored is None:
+            self.stdout.write(
+                "No stored checkpoint yet: a truncated tail is detected once beat or `audit_checkpoint` stored one."
+            )
 
     def _checkpoint_problems(self, path: str) -> list[str]:
         try:
             checkpoint = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read checkpoint {path}: {exc}") from exc
+        if not isinstance(checkpoint, dict):
+            raise CommandError(f"Cannot read checkpoint {path}: it is not a checkpoint from `audit_checkpoint`.")
         try:
             return audit_checkpoint_problems(checkpoint)
         except CheckpointKeyError as exc:

@@ -1,0 +1,90 @@
+"""Fixtures for the audit trail's database guarantees: the application role, tampering as the owner, the key."""
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+
+from toolhub.audit import audit_append, chain_for
+from toolhub.models import AuditEvent
+
+AUDIT_TABLES = ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint")
+
+
+@pytest.fixture
+def audit_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key")
+    return "audit-test-key"
+
+
+@pytest.fixture
+def app_role(db: None) -> str:
+    """A fresh application role made by the command; created inside the test's transaction, so it vanishes with it."""
+    role = f"toolhub_app_{uuid.uuid4().hex[:12]}"
+    call_command("toolhub_db_roles", "--role", role, stdout=None)
+    return role
+
+
+@pytest.fixture
+def as_role() -> Callable[[str], AbstractContextManager[None]]:
+    """Run statements with the privileges of another role, as its own connection would."""
+
+    @contextmanager
+    def acting(role: str) -> Iterator[None]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET ROLE {connection.ops.quote_name(role)}")
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET ROLE")
+
+    return acting
+
+
+@contextmanager
+def owner_tampering() -> Iterator[None]:
+    """An attacker with the owner's rights: every audit trigger off, then on again (SQLite has none)."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        for table in AUDIT_TABLES:
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            for table in AUDIT_TABLES:
+                cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+
+def keys_in_distinct_chains(count: int) -> list[uuid.UUID]:
+    """Call ids that land in ``count`` different chains."""
+    by_chain: dict[int, uuid.UUID] = {}
+    while len(by_chain) < count:
+        key = uuid.uuid4()
+        by_chain.setdefault(chain_for(key), key)
+    return list(by_chain.values())
+
+
+def append_events(count: int, key: uuid.UUID | None = None) -> list[AuditEvent]:
+    """Append ``count`` events of one call the way the application does."""
+    key = key or uuid.uuid4()
+    with transaction.atomic():
+        return [
+            audit_append(
+                event_type=f"test.step{index}",
+                actor="tester",
+                data={"index": index, "amount": Decimal("1.50")},
+                call_id=key,
+                tool_name="record_effect",
+                status="queued",
+                tenant="acme",
+            )
+            for index in range(1, count + 1)
+        ]

@@ -1,0 +1,133 @@
+"""The application's own PostgreSQL role: full use of the data, but only appending to the audit trail.
+
+Migrations run as the owner of the tables. The web and worker processes connect as a second role that
+is not the owner, not a member of it, and not a superuser: it cannot ALTER a table (so it cannot
+disable the audit triggers), and on the audit tables it holds only what appending needs. The owner
+runs ``manage.py toolhub_db_roles`` after every ``migrate``; it is idempotent.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
+
+from toolhub.exceptions import ToolhubError
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
+
+__all__ = ["DatabaseRoleError", "RoleReport", "db_app_role_ensure", "APPEND_ONLY_PRIVILEGES"]
+
+# What the application role may do on each audit table: read and append. A chain's head row is
+# advanced (UPDATE) by every append, which locks it and so serializes the chain's writers.
+APPEND_ONLY_PRIVILEGES: dict[str, str] = {
+    AuditEvent._meta.db_table: "SELECT, INSERT",
+    AuditCheckpoint._meta.db_table: "SELECT, INSERT",
+    AuditChainHead._meta.db_table: "SELECT, INSERT, UPDATE",
+}
+DATA_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
+SEQUENCE_PRIVILEGES = "USAGE, SELECT"
+
+_ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class DatabaseRoleError(ToolhubError):
+    """The application role cannot be set up as asked."""
+
+
+@dataclass
+class RoleReport:
+    """What ``db_app_role_ensure`` did, for the command to print."""
+
+    role: str
+    owner: str
+    database: str
+    schema: str
+    created: bool
+    password_set: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "default") -> RoleReport:
+    """Create or update the application role and grant it exactly what the application needs.
+
+    Run as the owner of the tables (the role that ran ``migrate``). Every table and sequence of the
+    schema gets read/write rights, the audit tables only ``APPEND_ONLY_PRIVILEGES``, and default
+    privileges cover tables later migrations create (run this again after them: a new audit table
+    would otherwise get full rights).
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        raise DatabaseRoleError(
+            f"Database roles exist on PostgreSQL only; this database is {connection.vendor}, where the "
+            "application and migrations share one connection: nothing to do. Point DATABASE_URL at PostgreSQL."
+        )
+    if not _ROLE_NAME.match(role):
+        raise DatabaseRoleError(
+            f"Role name {role!r} is not allowed: use lower-case letters, digits and underscores (at most 63)."
+        )
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_database(), current_schema()")
+        owner, database, schema = cursor.fetchone()
+        if role == owner:
+            raise DatabaseRoleError(
+                f"The application role must not be the owner {owner!r} that runs migrations: name another role."
+            )
+        cursor.execute(
+            "SELECT rolsuper, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = %s",
+            [role],
+        )
+        existing = cursor.fetchone()
+        name = connection.ops.quote_name(role)
+        if existing is None:
+            cursor.execute(f"CREATE ROLE {name} LOGIN NOCREATEDB NOCREATEROLE")
+        else:
+            if any(existing):
+                raise DatabaseRoleError(
+                    f"Role {role!r} is a superuser or may replicate or bypass row security, so no privilege "
+                    f"binds it: use another role, or run ALTER ROLE {role} NOSUPERUSER NOREPLICATION NOBYPASSRLS."
+                )
+            # A role that may create roles could make itself a member of the owner.
+            cursor.execute(f"ALTER ROLE {name} LOGIN NOCREATEDB NOCREATEROLE")
+        cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
+        if cursor.fetchone()[0]:
+            raise DatabaseRoleError(
+                f"Role {role!r} is a member of the owner {owner!r} and could act as it: REVOKE {owner} FROM {role}."
+            )
+        if password:
+            # Only the SCRAM verifier leaves this process, so no log or statement history holds the password.
+            verifier = connection.connection.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
+            cursor.execute(f"ALTER ROLE {name} PASSWORD %s", [verifier.decode()])
+        _grant(cursor, connection.ops.quote_name, role=role, owner=owner, database=database, schema=schema)
+        cursor.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", [role, schema])
+        warnings = []
+        if cursor.fetchone()[0]:
+            warnings.append(
+                f"Role {role!r} may create objects in schema {schema!r} (PUBLIC holds CREATE there): "
+                f"run REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC."
+            )
+    return RoleReport(
+        role=role,
+        owner=owner,
+        database=database,
+        schema=schema,
+        created=existing is None,
+        password_set=bool(password),
+        warnings=warnings,
+    )
+
+
+def _grant(
+    cursor: CursorWrapper, quote: Callable[[str], str], *, role: str, owner: str, database: str, schema: str
+) -> None:
+    name, in_schema = quote(role), quote(schema)
+    cursor.execute(f"GRANT CONNECT ON DATABASE {quote(database)} TO {name}")
+    cursor.execute(f"GRANT USAGE ON SCHEMA {in_schema} TO {name}")
+    cursor.execute(f"GRANT {DATA_PRIVILEGES} ON ALL TABLES IN SCHEMA {in_schema} TO {name}")
+    cursor.execute(f"GRANT {SEQUENCE_PRIVILEGES} ON ALL SEQUENCES IN SCHEMA {in_schema} TO {name}")
+    for table, privileges in APPEND_ONLY_PRIVILEGES.items():
+        cursor.execute(f"REVOKE ALL ON TABLE {in_schema}.{quote(table)} FROM {name}")
+        cursor.execute(f"GRANT {privileges} ON TABLE {in_schema}.{quote(table)} TO {name}")
+    defaults = f"ALTER DEFAULT PRIVILEGES FOR ROLE {quote(owner)} IN SCHEMA {in_schema}"
+    cursor.execute(f"{defaults} GRANT {DATA_PRIVILEGES} ON TABLES TO {name}")
+    cursor.execute(f"{defaults} GRANT {SEQUENCE_PRIVILEGES} ON SEQUENCES TO {name}")
