@@ -99,7 +99,9 @@ LEAKS = ("leakuser", "leakdb", "DATABASE", "SECRET_KEY", "Traceback", "api/v1/",
 
 
 def _error_pages(run_django: RunDjango, **env: str) -> dict[str, list]:
-    result = run_django("-c", ERROR_PAGES, DATABASE_URL=LEAKY_DATABASE, **{"DJANGO_ALLOWED_HOSTS": "localhost", **env})
+    result = run_django(
+        "-c", ERROR_PAGES, **{"DJANGO_ALLOWED_HOSTS": "localhost", **env, "DATABASE_URL": LEAKY_DATABASE}
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
