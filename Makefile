@@ -17,10 +17,13 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $@
 
+# The embedded demo asks for DEBUG explicitly (development key, demo passwords); production never sets it.
+EMBEDDED := env -u DATABASE_URL -u CELERY_BROKER_URL DJANGO_DEBUG=1
+
 run: install
-	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py migrate --noinput
-	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py load_demo
-	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) manage.py runserver 127.0.0.1:8000
+	$(EMBEDDED) $(PY) manage.py migrate --noinput
+	$(EMBEDDED) $(PY) manage.py load_demo
+	$(EMBEDDED) $(PY) manage.py runserver 127.0.0.1:8000
 
 test: install
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} CELERY_BROKER_URL=$${CELERY_BROKER_URL:-$(TEST_BROKER_URL)} \
@@ -33,8 +36,9 @@ test-fast: install
 chaos: install
 	$(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
+# A development worker beside `make run` on a broker (DEBUG on like the web); production: README "Production".
 worker: install
-	$(VENV)/bin/celery -A toolhub worker -B -l info
+	DJANGO_DEBUG=1 $(VENV)/bin/celery -A toolhub worker -B -l info
 
 lint: install
 	$(VENV)/bin/ruff format --check .

@@ -180,6 +180,8 @@ class AgentListCreateView(APIView):
 class RunCreateView(APIView):
     """Start a run; it proceeds on workers. Poll ``GET /runs/{id}/`` for its state."""
 
+    throttle_scope = "runs"
+
     @extend_schema(request=RunInputSerializer, responses={201: RunSerializer})
     def post(self, request: Request) -> Response:
         payload = RunInputSerializer(data=request.data)

@@ -93,6 +93,7 @@ class ApprovalDetailView(generics.RetrieveAPIView):
 
 class _DecisionView(APIView):
     input_serializer = DecisionInputSerializer
+    throttle_scope = "decisions"
 
     def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
         raise NotImplementedError

@@ -22,6 +22,8 @@ def configure(*, database: str, broker_db: int, queue: str) -> None:
     server = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432")
     redis = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379")
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    # DEBUG is off here as in production, so a key is required; this one only ever signs benchmark data.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "benchmarks-only-secret-key-never-used-in-production-0123456789")
     os.environ["DATABASE_URL"] = f"{server}/{database}"
     os.environ["CELERY_BROKER_URL"] = f"{redis}/{broker_db}"
     os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue

@@ -6,10 +6,25 @@ worker processes it starts, so concurrent test runs on one machine never share s
 
 import os
 
-from toolhub.settings import *  # noqa: F403
+# The real settings refuse to start without a key when DEBUG is off (as it is in tests). Set in the
+# environment, so the worker processes the tests start (which import these settings too) share it.
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-never-used-outside-the-test-suite-0123456789")
+
+from toolhub.settings import *  # noqa: E402, F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp.apps.TestAppConfig"]  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The test client and the browser tests' live server speak plain http; tests/posture/ checks the
+# production values of these through toolhub.settings in a subprocess.
+SECURE_SSL_REDIRECT = False
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
+
+# Other tests start runs and decide approvals freely; tests/posture/ lowers the rates to test throttling.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"runs": "100000/minute", "decisions": "100000/minute"},
+}
 
 _run_id = os.environ.get("TOOLHUB_TEST_RUN_ID") or str(os.getpid())
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405

@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     # Largest artifact a tool may store with a call, and largest result an external system may post.
     "MAX_ARTIFACT_BYTES": 10_000_000,
     "MAX_EXTERNAL_RESULT_BYTES": 1_000_000,
+    # Deepest nesting of lists and objects a JSON request body may have (tool arguments allow 100 inside it).
+    "MAX_REQUEST_NESTING": 200,
 }
 
 

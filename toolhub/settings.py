@@ -1,14 +1,17 @@
 """Settings for toolhub, read from the environment.
 
-With no environment at all this is the embedded default: SQLite, no broker, Celery tasks run
-eagerly in-process. Set ``DATABASE_URL`` and ``CELERY_BROKER_URL`` for PostgreSQL and Redis with
-separate ``celery -A toolhub worker`` processes.
+Production is the default: ``DEBUG`` is off unless ``DJANGO_DEBUG=1``, and without
+``DJANGO_SECRET_KEY`` the process refuses to start. ``make run`` (the embedded demo) sets
+``DJANGO_DEBUG=1``: SQLite, no broker, Celery tasks run eagerly in-process, a development key.
+Set ``DATABASE_URL`` and ``CELERY_BROKER_URL`` for PostgreSQL and Redis with separate
+``celery -A toolhub worker`` processes; the README's "Production" section lists the rest.
 """
 
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from toolhub.conf import DEFAULTS as _TOOLHUB
 
@@ -22,9 +25,40 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "toolhub-insecure-development-key-change-me")
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+def _env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# Off unless asked for: the debug page shows settings and connection strings to anyone.
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Set it to a long random value, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`, kept the same on every web and "
+            "worker process; or set DJANGO_DEBUG=1 for local development, which uses a development key."
+        )
+    # Only with DEBUG on (local development), so it never signs a production session.
+    SECRET_KEY = "django-insecure-toolhub-development-key"
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# HTTPS: on by default without DEBUG (cookies only over TLS, http redirected to https).
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HSTS is sticky in browsers for its whole lifetime, so it is switched on deliberately, not by default.
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy: the header it sets to "https" (e.g. X-Forwarded-Proto). Trust it only
+# when the proxy overwrites that header on every request; otherwise a client could claim https.
+_proxy_ssl_header = os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+USE_X_FORWARDED_HOST = _env_bool("DJANGO_USE_X_FORWARDED_HOST", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -48,6 +82,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "toolhub.api.parsers.JSONBodyCheckMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -84,9 +119,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Throttle counters live in the cache: in production give every web process the same one (Redis).
+_cache_url = os.environ.get("DJANGO_CACHE_URL", "")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        if _cache_url
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -108,6 +155,18 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",
     "PAGE_SIZE": 50,
+    # JSON nested too deep, or carrying text no column can store, is refused with a 400 before any view runs.
+    "DEFAULT_PARSER_CLASSES": [
+        "toolhub.api.parsers.StorableJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # Only views that name a scope are throttled: starting runs and deciding approvals.
+    "DEFAULT_THROTTLE_CLASSES": ["toolhub.api.throttling.ScopedRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "runs": os.environ.get("TOOLHUB_THROTTLE_RUNS", "30/minute"),
+        "decisions": os.environ.get("TOOLHUB_THROTTLE_DECISIONS", "60/minute"),
+    },
 }
 
 SPECTACULAR_SETTINGS = {
@@ -119,6 +178,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One stable schema name per choice set (several models share RiskLevel, several have a "status").
+    "ENUM_NAME_OVERRIDES": {
+        "RiskLevelEnum": "toolhub.models.RiskLevel",
+        "CallStatusEnum": "toolhub.models.CallStatus",
+        "ApprovalStatusEnum": "approvals.models.ApprovalStatus",
+        "RunStatusEnum": "agents_app.models.RunStatus",
+        "SagaStatusEnum": "toolhub.sagas.models.SagaStatus",
+        "CompensationStatusEnum": "toolhub.sagas.models.CompensationStatus",
+    },
 }
 
 # Celery: no broker configured means the embedded default, where tasks run eagerly in-process.

@@ -9,3 +9,9 @@ class NewestFirstCursorPagination(CursorPagination):
     ordering = "-created_at"
     page_size_query_param = "page_size"
     max_page_size = 500
+
+
+class ByNameCursorPagination(NewestFirstCursorPagination):
+    """Alphabetical by the unique ``name``: for catalogues, which people read by name."""
+
+    ordering = "name"

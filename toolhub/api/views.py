@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from toolhub.api.pagination import ByNameCursorPagination
 from toolhub.api.serializers import (
     CallResultInputSerializer,
     ToolCallDetailSerializer,
@@ -52,14 +53,15 @@ class MCPToolsRenderer(_ExportRenderer):
 class ToolListView(generics.ListAPIView):
     """The tool catalogue with each tool's JSON Schema and the operators' settings.
 
-    ``?format=openai|anthropic|mcp`` returns instead the tools you may call, as that provider's tool
-    definitions (OpenAI function tools, with strict schemas for strict tools; Anthropic tools; an MCP
-    ``tools/list`` result).
+    The JSON list is paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500).
+    ``?format=openai|anthropic|mcp`` returns instead the tools you may call, whole and unpaginated, as
+    that provider's tool definitions (OpenAI function tools, with strict schemas for strict tools;
+    Anthropic tools; an MCP ``tools/list`` result): a model needs its complete tool list in one piece.
     """
 
     serializer_class = ToolDefinitionSerializer
     queryset = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
-    pagination_class = None
+    pagination_class = ByNameCursorPagination
     renderer_classes = [
         JSONRenderer,
         BrowsableAPIRenderer,

@@ -1,11 +1,13 @@
 """``manage.py load_demo``: demo users, a tenant, accounts and agents, safe to run again."""
 
+import secrets
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
-from django.core.management.base import BaseCommand
+from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from agents_app.models import Agent, Provider
@@ -13,6 +15,10 @@ from demo.models import Account
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
 DEMO_PASSWORD_NOTE = "Demo users (passwords are for local demos only): admin/admin, operator/operator, alice/alice."
+RANDOM_PASSWORD_NOTE = (
+    "DEBUG is off, so the demo users got random passwords instead of the weak demo ones (admin/admin, ...). "
+    "They are shown this once and stored only as hashes: "
+)
 
 ORDER_SCRIPT = [
     {
@@ -69,16 +75,26 @@ SCRIPTED_AGENTS = {
 
 
 class Command(BaseCommand):
-    help = "Load demo users, a tenant, ledger accounts and agents (idempotent)."
+    help = (
+        "Load demo users, a tenant, ledger accounts and agents (idempotent). The weak demo passwords "
+        "(admin/admin, ...) are set only with DEBUG on or --demo-passwords; otherwise new demo users get "
+        "random passwords, printed once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--demo-passwords",
+            action="store_true",
+            help="Give the demo users their weak demo passwords (admin/admin, ...) even with DEBUG off.",
+        )
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
-        users = get_user_model()
+        weak = django_settings.DEBUG or options["demo_passwords"]
+        self.random_passwords: dict[str, str] = {}
         tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
 
-        admin = users.objects.filter(username="admin").first() or users.objects.create_superuser(
-            "admin", "admin@example.com", "admin"
-        )
+        admin = self._demo_user("admin", weak=weak, is_staff=True, is_superuser=True)
         operators, _ = Group.objects.get_or_create(name="operators")
         operators.permissions.set(
             Permission.objects.filter(
@@ -86,13 +102,9 @@ class Command(BaseCommand):
                 codename__regex=r"^(view_|decide_approvalrequest$|change_tooldefinition$)",
             )
         )
-        operator = users.objects.filter(username="operator").first()
-        if operator is None:
-            operator = users.objects.create_user("operator", "operator@example.com", "operator", is_staff=True)
+        operator = self._demo_user("operator", weak=weak, is_staff=True)
         operator.groups.add(operators)
-        alice = users.objects.filter(username="alice").first() or users.objects.create_user(
-            "alice", "alice@example.com", "alice"
-        )
+        alice = self._demo_user("alice", weak=weak)
         for user in (admin, operator, alice):
             TenantMembership.objects.get_or_create(user=user, tenant=tenant)
 
@@ -146,4 +158,32 @@ class Command(BaseCommand):
                 ],
             },
         )
-        self.stdout.write(self.style.SUCCESS(f"Demo data loaded. {DEMO_PASSWORD_NOTE}"))
+        self.stdout.write(self.style.SUCCESS(f"Demo data loaded. {self._password_note(weak)}"))
+
+    def _demo_user(self, username: str, *, weak: bool, **flags: bool) -> AbstractBaseUser:
+        """The demo user ``username``; created with the weak demo password only when ``weak``.
+
+        Without ``weak``, a new user gets a random password, and an existing one still holding the
+        weak demo password (from an earlier demo load) gets a random one too; others are left alone.
+        """
+        users = get_user_model()
+        user = users.objects.filter(username=username).first()
+        if user is None:
+            user = users(username=username, email=f"{username}@example.com", **flags)
+        elif weak or not user.check_password(username):
+            return user
+        if weak:
+            user.set_password(username)
+        else:
+            self.random_passwords[username] = secrets.token_urlsafe(16)
+            user.set_password(self.random_passwords[username])
+        user.save()
+        return user
+
+    def _password_note(self, weak: bool) -> str:
+        if weak:
+            return DEMO_PASSWORD_NOTE
+        if not self.random_passwords:
+            return "DEBUG is off: the demo users kept their passwords (none is a weak demo password)."
+        shown = ", ".join(f"{name}/{password}" for name, password in self.random_passwords.items())
+        return RANDOM_PASSWORD_NOTE + shown + "."

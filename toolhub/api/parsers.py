@@ -1,0 +1,85 @@
+"""JSON request bodies every view can trust: bounded nesting, and only text the database can store.
+
+``json.loads`` recurses once per level, so a body nested thousands deep ends in ``RecursionError``
+(a 500), and it accepts NUL characters and lone surrogates that no PostgreSQL column takes. The
+parser measures the depth on the raw text first, without recursion, and checks the decoded data with
+``toolhub.storable``; the middleware runs it before any view, so an endpoint that never reads its
+body refuses a bad one too, and nothing is written.
+"""
+
+import io
+import re
+from itertools import accumulate, repeat
+from operator import sub
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+from toolhub.conf import toolhub_setting
+from toolhub.storable import json_storage_problem
+
+__all__ = ["JSONBodyCheckMiddleware", "StorableJSONParser", "json_nesting_depth"]
+
+#: A JSON string literal (escapes included); brackets inside one are text, not structure.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: Opening brackets become 2 and closing ones 0, so that subtracting 1 gives each one's step in depth.
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+#: Set on a Django request whose JSON body the middleware has checked, so DRF does not check it again.
+_CHECKED = "_toolhub_json_body_checked"
+
+
+def json_nesting_depth(text: str) -> int:
+    """How deep lists and objects nest in JSON ``text``, counted without decoding it and without recursion."""
+    structure = _STRING.sub("", text).encode("ascii", "ignore").translate(_STEPS, _NOT_BRACKETS)
+    return max(accumulate(map(sub, structure, repeat(1))), default=0)
+
+
+class StorableJSONParser(JSONParser):
+    """DRF's JSON parser, refusing bodies nested deeper than ``MAX_REQUEST_NESTING`` or holding unstorable text."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+        parser_context = parser_context or {}
+        raw = stream.read()
+        request = parser_context.get("request")
+        if request is not None and getattr(request._request, _CHECKED, False):
+            return super().parse(io.BytesIO(raw), media_type, parser_context)
+        encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            text = raw.decode(encoding)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise ParseError(f"JSON parse error - the body is not valid {encoding} text: {exc}") from None
+        limit = toolhub_setting("MAX_REQUEST_NESTING")
+        depth = json_nesting_depth(text)
+        if depth > limit:
+            raise ParseError(
+                f"The request body nests lists and objects {depth} levels deep; at most {limit} are accepted. "
+                "Nothing was done."
+            )
+        data = super().parse(io.BytesIO(raw), media_type, parser_context)
+        problem = json_storage_problem(data)
+        if problem:
+            raise ParseError(
+                f"The request body cannot be stored: {problem}. Remove it or write it out as text; nothing was done."
+            )
+        return data
+
+
+class JSONBodyCheckMiddleware:
+    """Check every JSON request body with ``StorableJSONParser`` before the view runs; answer 400 if it fails."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.content_type == StorableJSONParser.media_type and request.body:
+            context = {"encoding": request.encoding or settings.DEFAULT_CHARSET}
+            try:
+                StorableJSONParser().parse(io.BytesIO(request.body), StorableJSONParser.media_type, context)
+            except ParseError as exc:
+                return JsonResponse({"detail": str(exc.detail)}, status=400)
+            setattr(request, _CHECKED, True)
+        return self.get_response(request)
