@@ -9,6 +9,8 @@ import os
 # The real settings refuse to start without a key when DEBUG is off (as it is in tests). Set in the
 # environment, so the worker processes the tests start (which import these settings too) share it.
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-never-used-outside-the-test-suite-0123456789")
+# The demo app (off by default without DEBUG) holds tools and data many tests use.
+os.environ.setdefault("TOOLHUB_DEMO", "1")
 
 from toolhub.settings import *  # noqa: E402, F403
 

@@ -75,8 +75,11 @@ INSTALLED_APPS = [
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
     "agents_app.apps.AgentsConfig",
-    "demo.apps.DemoConfig",
 ]
+# The demo (ledger, orders, their tools and `load_demo`) belongs to the embedded mode; a production
+# server leaves it out unless TOOLHUB_DEMO=1 asks for it (e.g. a throwaway demo on a real stack).
+if _env_bool("TOOLHUB_DEMO", DEBUG):
+    INSTALLED_APPS.append("demo.apps.DemoConfig")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

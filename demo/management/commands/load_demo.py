@@ -6,7 +6,8 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, Group, Permission
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
@@ -95,13 +96,9 @@ class Command(BaseCommand):
         tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
 
         admin = self._demo_user("admin", weak=weak, is_staff=True, is_superuser=True)
-        operators, _ = Group.objects.get_or_create(name="operators")
-        operators.permissions.set(
-            Permission.objects.filter(
-                content_type__app_label__in=["approvals", "toolhub", "agents_app"],
-                codename__regex=r"^(view_|decide_approvalrequest$|change_tooldefinition$)",
-            )
-        )
+        # The roles (operators, auditors, developers) with exactly their permissions.
+        call_command("toolhub_roles", verbosity=0)
+        operators = Group.objects.get(name="operators")
         operator = self._demo_user("operator", weak=weak, is_staff=True)
         operator.groups.add(operators)
         alice = self._demo_user("alice", weak=weak)
