@@ -257,6 +257,7 @@ def test_on_sqlite_the_command_explains_there_is_nothing_to_do(tmp_path: Path) -
     env = {
         "PATH": "/usr/bin:/bin",
         "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+        "DJANGO_DEBUG": "1",  # the embedded mode
         "DATABASE_URL": f"sqlite:///{tmp_path / 'embedded.sqlite3'}",
     }
 
