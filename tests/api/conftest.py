@@ -1,7 +1,7 @@
 """Fixtures of the API tests: more users and clients, agents, and requests that run what they commit."""
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from agents_app.models import Agent
@@ -26,6 +26,20 @@ def bob(other_tenant: Tenant) -> User:
     user = User.objects.create_user("bob", "bob@example.com", "bob-password")
     TenantMembership.objects.create(user=user, tenant=other_tenant)
     return user
+
+
+@pytest.fixture
+def developer(tenant: Tenant) -> User:
+    """A member of acme in the developers group, who may create and change agents."""
+    user = User.objects.create_user("dev", "dev@example.com", "dev-password")
+    user.groups.add(Group.objects.get(name="developers"))
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
+
+
+@pytest.fixture
+def developer_client(developer: User) -> APIClient:
+    return client_for(developer)
 
 
 @pytest.fixture
