@@ -4,10 +4,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from tests.conftest import IN_CI, service_reachable
 from tests.integration.workers import Worker, purge_queue
+from toolhub.models import Tenant, TenantMembership
 
 
 def _require_services() -> None:
@@ -28,3 +30,12 @@ def celery_worker(django_db_setup: None, django_db_blocker: pytest.FixtureReques
     worker = Worker("itest", concurrency=2).start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture
+def developer(tenant: Tenant) -> User:
+    """A member of acme in the developers group, who creates the agents alice runs."""
+    user = User.objects.create_user("dev", "dev@example.com", "dev-password")
+    user.groups.add(Group.objects.get(name="developers"))
+    TenantMembership.objects.create(user=user, tenant=tenant)
+    return user
