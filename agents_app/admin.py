@@ -16,6 +16,18 @@ from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
 
 
+class ModelProviderForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="The OpenAI-compatible endpoint, e.g. https://api.openai.com/v1.",
+    )
+
+    class Meta:
+        model = ModelProvider
+        fields = "__all__"
+
+
 @admin.register(ModelProvider)
 class ModelProviderAdmin(admin.ModelAdmin):
     """Model endpoints and the names of the environment variables holding their keys.
@@ -24,6 +36,7 @@ class ModelProviderAdmin(admin.ModelAdmin):
     nobody else ever reads a provider's URL or credential reference.
     """
 
+    form = ModelProviderForm
     list_display = ("name", "kind", "tenant", "model_name", "deadline_seconds", "enabled")
     list_filter = ("kind", "enabled")
     search_fields = ("name", "model_name")

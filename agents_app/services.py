@@ -6,7 +6,15 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from agents_app.models import SCRIPTED_PROVIDER_NAME, Agent, AgentRun, ProviderKind, RunStatus, StopReason
+from agents_app.models import (
+    SCRIPTED_PROVIDER_NAME,
+    Agent,
+    AgentRun,
+    ProviderKind,
+    RunStatus,
+    StopReason,
+    default_provider_id,
+)
 from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.exceptions import ToolhubError
 from toolhub.models import Tenant, TenantMembership
@@ -106,7 +114,7 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     unknown = sorted(set(changes) - AGENT_FIELDS)
     if unknown:
         raise RunInputError(f"These agent fields cannot be changed: {', '.join(unknown)}.")
-    locked = Agent.objects.select_for_update().select_related("tenant", "provider").get(pk=agent.pk)
+    locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
     _apply(locked, changes)
@@ -155,6 +163,8 @@ def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
             raise RunInputError(f"Unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(registry.names())}.")
         agent.tools = tools
     if "provider" in changes:
+        if changes["provider"] == SCRIPTED_PROVIDER_NAME:
+            default_provider_id()  # every database has the scripted provider (unless an administrator disabled it)
         usable = providers_usable_by(agent.tenant_id)
         provider = usable.filter(name=changes["provider"]).first()
         if provider is None:

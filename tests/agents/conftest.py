@@ -4,7 +4,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind
@@ -22,12 +22,28 @@ def client_for(user: User) -> APIClient:
     return client
 
 
+def developers_group() -> Group:
+    """The developers role (made by a migration; made again here after a transactional test flushed it)."""
+    group, _ = Group.objects.get_or_create(name="developers")
+    group.permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="agents_app", codename__in=["add_agent", "change_agent", "view_agent"]
+        )
+    )
+    return group
+
+
 def _member(username: str, tenant: Tenant, *, developer: bool = False, **extra: Any) -> User:
     user = User.objects.create_user(username, f"{username}@example.com", f"{username}-password", **extra)
     if developer:
-        user.groups.add(Group.objects.get(name="developers"))
+        user.groups.add(developers_group())
     TenantMembership.objects.create(user=user, tenant=tenant)
     return user
+
+
+def make_developer(username: str, tenant: Tenant) -> User:
+    """A member of ``tenant`` in the developers group, who may create and change its agents."""
+    return _member(username, tenant, developer=True)
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """Fixtures of the API tests: more users and clients, agents, and requests that run what they commit."""
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents_app.models import Agent
 from agents_app.services import agent_create
+from tests.agents.conftest import make_developer
 from toolhub.models import Tenant, TenantMembership
 
 ORDER_SCRIPT = [
@@ -31,10 +32,7 @@ def bob(other_tenant: Tenant) -> User:
 @pytest.fixture
 def developer(tenant: Tenant) -> User:
     """A member of acme in the developers group, who may create and change agents."""
-    user = User.objects.create_user("dev", "dev@example.com", "dev-password")
-    user.groups.add(Group.objects.get(name="developers"))
-    TenantMembership.objects.create(user=user, tenant=tenant)
-    return user
+    return make_developer("dev", tenant)
 
 
 @pytest.fixture

@@ -4,12 +4,13 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection
 
+from tests.agents.conftest import make_developer
 from tests.conftest import IN_CI, service_reachable
 from tests.integration.workers import Worker, purge_queue
-from toolhub.models import Tenant, TenantMembership
+from toolhub.models import Tenant
 
 
 def _require_services() -> None:
@@ -35,7 +36,4 @@ def celery_worker(django_db_setup: None, django_db_blocker: pytest.FixtureReques
 @pytest.fixture
 def developer(tenant: Tenant) -> User:
     """A member of acme in the developers group, who creates the agents alice runs."""
-    user = User.objects.create_user("dev", "dev@example.com", "dev-password")
-    user.groups.add(Group.objects.get(name="developers"))
-    TenantMembership.objects.create(user=user, tenant=tenant)
-    return user
+    return make_developer("dev", tenant)

@@ -70,7 +70,13 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            model.requests.append({"path": self.path, "body": json.loads(raw or b"{}")})
+            model.requests.append(
+                {
+                    "path": self.path,
+                    "body": json.loads(raw or b"{}"),
+                    "authorization": self.headers.get("Authorization"),
+                }
+            )
             reply = model.replies.popleft() if model.replies else model.fallback
             time.sleep(reply.delay)
             self.send_response(reply.status)
