@@ -19,13 +19,19 @@ class _ToolCallTask(Task):
     backstop for a worker stuck elsewhere, so they must never cut a tool that is still within its time.
     """
 
+    _limit_for_size: tuple[int, float] | None = None
+
     @property
     def soft_time_limit(self) -> float:  # type: ignore[override]
         from toolhub.tools.registry import registry
 
-        timeouts = [tool.effective_timeout for tool in registry.all()]
-        longest = max([float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS")), *timeouts])
-        return longest + TOOL_TASK_MARGIN_SECONDS
+        # Read on every dispatch too (Celery compares the two limits): cached per registry size.
+        size = len(registry)
+        if self._limit_for_size is None or self._limit_for_size[0] != size:
+            timeouts = [tool.effective_timeout for tool in registry.all()]
+            longest = max([float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS")), *timeouts])
+            self._limit_for_size = (size, longest + TOOL_TASK_MARGIN_SECONDS)
+        return self._limit_for_size[1]
 
     @property
     def time_limit(self) -> float:  # type: ignore[override]
