@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus
 from agents_app.selectors import agent_tools
-from agents_app.services import agent_create, run_start
+from agents_app.services import RunInputError, agent_create, run_start
 from tests.agents.conftest import SCRIPT
 from tests.unit.fake_openai import FakeModel, completion, serve
 from toolhub.authorization import principal_of_call
@@ -124,7 +124,7 @@ def test_a_run_cannot_use_another_tenants_agent_even_through_the_service(
 ) -> None:
     globex = agent_create(name="globex-agent", tenant="globex", script=SCRIPT)
 
-    with pytest.raises(Exception, match="Unknown agent 'globex-agent' in tenant 'acme'"):
+    with pytest.raises(RunInputError, match="Unknown agent 'globex-agent' in tenant 'acme'"):
         run_start(agent=globex, user=alice, input="hi")
     assert not AgentRun.objects.exists()
 
