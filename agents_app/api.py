@@ -206,7 +206,7 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
-class AgentListCreateView(generics.GenericAPIView):
+class AgentListCreateView(generics.ListAPIView):
     """List the agents of your tenants and the global ones (paginated), or create one (developers)."""
 
     permission_classes = [ManagesAgents]
@@ -214,11 +214,6 @@ class AgentListCreateView(generics.GenericAPIView):
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return agents_visible_to(self.request.user)
-
-    @extend_schema(responses=AgentSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(AgentSerializer(page, many=True).data)
 
     @extend_schema(request=AgentInputSerializer, responses={201: AgentSerializer})
     def post(self, request: Request) -> Response:
