@@ -1,31 +1,81 @@
-"""The admin of agents (configured by operators) and of their runs (read-only, for watching)."""
+"""The admin of model providers (administrators only), agents (developers) and their runs (read-only)."""
+
+from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from agents_app.models import Agent, AgentRun
+from agents_app.models import Agent, AgentRun, ModelProvider
+from agents_app.selectors import agents_visible_to
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import TenantScopedAdmin
-from toolhub.models import ToolCall
+from toolhub.models import Tenant, ToolCall
+from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
 
 
-class AgentForm(forms.ModelForm):
-    """Checks the tool names as the agent service does, so a typo is caught here and not mid-run."""
+class ModelProviderForm(forms.ModelForm):
+    base_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="The OpenAI-compatible endpoint, e.g. https://api.openai.com/v1.",
+    )
 
-    base_url = forms.URLField(required=False, assume_scheme="https", help_text="The OpenAI-compatible endpoint.")
+    class Meta:
+        model = ModelProvider
+        fields = "__all__"
+
+
+@admin.register(ModelProvider)
+class ModelProviderAdmin(admin.ModelAdmin):
+    """Model endpoints and the names of the environment variables holding their keys.
+
+    Only people who cross the tenant boundary (superusers, the platform team) see this page at all:
+    nobody else ever reads a provider's URL or credential reference.
+    """
+
+    form = ModelProviderForm
+    list_display = ("name", "kind", "tenant", "model_name", "deadline_seconds", "enabled")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "model_name")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "tenant", "enabled")}),
+        ("Endpoint", {"fields": ("base_url", "model_name", "credential_env")}),
+        ("Time limits", {"fields": ("request_timeout_seconds", "deadline_seconds")}),
+    )
+
+    def _administers(self, request: HttpRequest) -> bool:
+        return tenant_scope(request.user).everything
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._administers(request) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._administers(request) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._administers(request) and super().has_delete_permission(request, obj)
+
+
+class AgentForm(forms.ModelForm):
+    """Checks the tool names and the provider as the agent service does, so a mistake is caught here."""
 
     class Meta:
         model = Agent
         fields = (
             "name",
+            "tenant",
             "description",
             "provider",
-            "base_url",
-            "model_name",
-            "api_key_env",
             "script",
             "system_prompt",
             "tools",
@@ -45,23 +95,64 @@ class AgentForm(forms.ModelForm):
             )
         return tools
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        provider, tenant = cleaned.get("provider"), cleaned.get("tenant")
+        if (
+            provider is not None
+            and provider.tenant_id is not None
+            and provider.tenant_id != getattr(tenant, "pk", None)
+        ):
+            self.add_error("provider", "This provider belongs to another tenant; choose a global one or one of yours.")
+        return cleaned
+
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    """Agents: model settings, prompt, tools and limits (API keys stay in the environment)."""
+    """Agents of the user's tenants and the global ones; only those who cross the boundary change global agents."""
 
     form = AgentForm
-    list_display = ("name", "provider", "model_name", "max_tool_calls", "compensate_on_error", "created_at")
-    list_filter = ("provider",)
-    search_fields = ("name", "description", "model_name")
+    list_display = ("name", "tenant", "provider", "max_tool_calls", "compensate_on_error", "created_at")
+    list_filter = ("provider__kind",)
+    list_select_related = ("tenant", "provider")
+    search_fields = ("name", "description")
     fieldsets = (
-        (None, {"fields": ("name", "description")}),
-        ("Model", {"fields": ("provider", "base_url", "model_name", "api_key_env", "script")}),
+        (None, {"fields": ("name", "tenant", "description")}),
+        ("Model", {"fields": ("provider", "script")}),
         ("Behaviour", {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls")}),
         ("Sagas", {"fields": ("compensate_on_error",)}),
         (None, {"fields": ("created_by", "created_at")}),
     )
     readonly_fields = ("created_by", "created_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return agents_visible_to(request.user)
+
+    def has_change_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        if obj is not None and obj.tenant_id is None and not tenant_scope(request.user).everything:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        if obj is not None and obj.tenant_id is None and not tenant_scope(request.user).everything:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        scope = tenant_scope(request.user)
+        if db_field.name == "tenant":
+            kwargs["queryset"] = scope.filter(Tenant.objects.all(), "slug")
+            field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+            # Only those who cross the boundary may leave it empty (a global agent).
+            field.required = not scope.everything
+            return field
+        if db_field.name == "provider":
+            # Providers are shown by name only; their URL and credential stay on the administrators' page.
+            providers = ModelProvider.objects.filter(enabled=True)
+            if not scope.everything:
+                providers = providers.filter(tenant__isnull=True) | providers.filter(tenant__slug__in=scope.tenants)
+            kwargs["queryset"] = providers
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm, change: bool) -> None:
         if not change and obj.created_by_id is None:

@@ -1,51 +1,89 @@
-"""Agents API: create and list agents; start, read and retry runs."""
+"""Agents API: list, read, create and change agents; start, read and retry runs.
+
+Agents are scoped to the caller's tenants (plus the global ones); another tenant's agent answers
+exactly like a missing one. Creating and changing agents needs the developers' permissions, and a
+request names a model provider: endpoints and credentials are configured by administrators.
+"""
 
 from typing import Any
 
 from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents_app.models import Agent, AgentRun, Provider
-from agents_app.selectors import run_pending_approval_ids, runs_visible_to
-from agents_app.services import RunInputError, agent_create, run_retry, run_start
+from agents_app.models import Agent, AgentRun
+from agents_app.selectors import agents_visible_to, run_pending_approval_ids, runs_visible_to
+from agents_app.services import (
+    AgentPermissionError,
+    RunInputError,
+    agent_create,
+    agent_default_tenant,
+    agent_update,
+    run_retry,
+    run_start_by_reference,
+)
 from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
 from toolhub.sagas.services import NothingToCompensateError, saga_rollback_on_demand
 from toolhub.selectors import displayed_arguments
 
+#: The model settings an API request may give; everything else is the provider's, set by administrators.
+MODEL_KEYS = frozenset({"provider", "script"})
+
 
 class ModelSettingsSerializer(serializers.Serializer):
-    provider = serializers.ChoiceField(choices=Provider.values)
-    base_url = serializers.URLField(required=False, allow_blank=True, default="")
-    model = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
-    api_key_env = serializers.RegexField(
-        r"^[A-Za-z_][A-Za-z0-9_]*$",
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=100,
-        help_text="The NAME of the environment variable holding the API key; never the key itself.",
+    provider = serializers.SlugField(
+        max_length=100, help_text="The name of a model provider configured by an administrator, e.g. `scripted`."
     )
-    script = serializers.ListField(child=serializers.DictField(), required=False, default=list)
+    script = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="Turns of the scripted model (scripted providers)."
+    )
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        extra = sorted(set(data) - MODEL_KEYS) if isinstance(data, dict) else []
+        if extra:
+            raise serializers.ValidationError(
+                f"model.{extra[0]} cannot be set here: endpoints, model names and credentials belong to model "
+                "providers, which administrators configure. Name one in model.provider."
+            )
+        return super().to_internal_value(data)
 
 
 class AgentInputSerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=100)
+    tenant = serializers.SlugField(
+        required=False,
+        allow_null=True,
+        help_text="The agent's tenant (default: your only tenant); null for a global agent (administrators only).",
+    )
+    description = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
     model = ModelSettingsSerializer()
-    system_prompt = serializers.CharField(required=False, allow_blank=True, default="")
-    tools = serializers.ListField(child=serializers.CharField(max_length=200), required=False, default=list)
-    max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False, default=10)
-    compensate_on_error = serializers.BooleanField(required=False, default=False)
-    parallel_tool_calls = serializers.BooleanField(required=False, default=True)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
+    tools = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=1000)
+    max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    compensate_on_error = serializers.BooleanField(required=False)
+    parallel_tool_calls = serializers.BooleanField(required=False)
+
+
+class AgentPatchSerializer(AgentInputSerializer):
+    name = serializers.SlugField(max_length=100, required=False)
+    model = ModelSettingsSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "tenant" in attrs:
+            raise serializers.ValidationError(
+                {"tenant": ["An agent's tenant cannot be changed; create the agent in the other tenant instead."]}
+            )
+        return attrs
 
 
 class AgentSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="null: a global agent.")
     model = serializers.SerializerMethodField()
 
     class Meta:
@@ -53,6 +91,7 @@ class AgentSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "name",
+            "tenant",
             "description",
             "model",
             "system_prompt",
@@ -64,21 +103,41 @@ class AgentSerializer(serializers.ModelSerializer):
         ]
 
     def get_model(self, agent: Agent) -> dict[str, Any]:
-        return {
-            "provider": agent.provider,
-            "base_url": agent.base_url,
-            "model": agent.model_name,
-            "api_key_env": agent.api_key_env,
-            "script": agent.script,
-        }
+        # The provider's URL, model and credential stay with administrators.
+        return {"provider": agent.provider.name, "kind": agent.provider.kind, "script": agent.script}
 
 
 class RunInputSerializer(serializers.Serializer):
-    agent = serializers.CharField(help_text="The agent's name (or id).", max_length=100)
+    agent_id = serializers.IntegerField(required=False, min_value=1, help_text="The agent's id.")
+    agent = serializers.CharField(
+        required=False,
+        max_length=100,
+        help_text="The agent's name (unique within your tenant; a tenant's own agent before a global one).",
+    )
     input = serializers.CharField(max_length=100_000)
     context = serializers.DictField(
         required=False, default=dict, help_text="Custom context keys; `tenant` if you belong to several."
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("agent_id" in attrs) == ("agent" in attrs):
+            raise serializers.ValidationError(
+                {"agent": ["Name the agent by exactly one of agent_id (its id) or agent (its name)."]}
+            )
+        return attrs
+
+
+class ManagesAgents(permissions.BasePermission):
+    """Reading agents needs a login; creating needs ``agents_app.add_agent``, changing ``change_agent``."""
+
+    message = "You may not manage agents; ask an administrator for the developers role."
+    _needed = {"POST": "agents_app.add_agent", "PATCH": "agents_app.change_agent", "PUT": "agents_app.change_agent"}
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        needed = self._needed.get(request.method or "")
+        return needed is None or request.user.has_perm(needed)
 
 
 class RunToolCallSerializer(serializers.ModelSerializer):
@@ -147,38 +206,71 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
-class AgentListCreateView(APIView):
-    """List agents, or create one."""
+class AgentListCreateView(generics.ListAPIView):
+    """List the agents of your tenants and the global ones (paginated), or create one (developers)."""
 
-    @extend_schema(responses=AgentSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        return Response(AgentSerializer(Agent.objects.order_by("name"), many=True).data)
+    permission_classes = [ManagesAgents]
+    serializer_class = AgentSerializer
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return agents_visible_to(self.request.user)
 
     @extend_schema(request=AgentInputSerializer, responses={201: AgentSerializer})
     def post(self, request: Request) -> Response:
         payload = AgentInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        data = payload.validated_data
+        data = dict(payload.validated_data)
         model = data.pop("model")
         try:
+            tenant = data.pop("tenant") if "tenant" in data else agent_default_tenant(request.user)
             agent = agent_create(
-                **data,
-                provider=model["provider"],
-                base_url=model["base_url"],
-                model_name=model["model"],
-                api_key_env=model["api_key_env"],
-                script=model["script"],
-                created_by=request.user,
+                **data, tenant=tenant, provider=model["provider"], script=model.get("script"), created_by=request.user
             )
+        except AgentPermissionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
         except RunInputError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except IntegrityError:
-            return Response({"name": ["An agent with this name exists already."]}, status=status.HTTP_400_BAD_REQUEST)
+            return Response(
+                {"name": ["An agent with this name exists already in this tenant."]},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
 
 
+class AgentDetailView(APIView):
+    """One agent of your tenants (or a global one); developers change it with PATCH."""
+
+    permission_classes = [ManagesAgents]
+
+    @extend_schema(responses=AgentSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(AgentSerializer(get_object_or_404(agents_visible_to(request.user), pk=pk)).data)
+
+    @extend_schema(request=AgentPatchSerializer, responses=AgentSerializer)
+    def patch(self, request: Request, pk: int) -> Response:
+        agent = get_object_or_404(agents_visible_to(request.user), pk=pk)
+        payload = AgentPatchSerializer(data=request.data, partial=True)
+        payload.is_valid(raise_exception=True)
+        changes = dict(payload.validated_data)
+        model = changes.pop("model", None) or {}
+        changes.update({key: model[key] for key in ("provider", "script") if key in model})
+        try:
+            agent = agent_update(agent=agent, changes=changes, changed_by=request.user)
+        except AgentPermissionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+        except RunInputError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except IntegrityError:
+            return Response(
+                {"name": ["An agent with this name exists already in this tenant."]},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(AgentSerializer(agent).data)
+
+
 class RunCreateView(APIView):
-    """Start a run; it proceeds on workers. Poll ``GET /runs/{id}/`` for its state."""
+    """Start a run of an agent named by id or by name; it proceeds on workers. Poll ``GET /runs/{id}/``."""
 
     throttle_scope = "runs"
 
@@ -187,11 +279,14 @@ class RunCreateView(APIView):
         payload = RunInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        agent = _agent_named(data["agent"])
-        if agent is None:
-            return Response({"agent": [f"Unknown agent {data['agent'][:100]!r}."]}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            run = run_start(agent=agent, user=request.user, input=data["input"], context=data["context"])
+            run = run_start_by_reference(
+                user=request.user,
+                agent_id=data.get("agent_id"),
+                agent_name=data.get("agent"),
+                input=data["input"],
+                context=data["context"],
+            )
         except RunInputError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         run.refresh_from_db()
@@ -243,10 +338,3 @@ class RunRollbackView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         saga.refresh_from_db()
         return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
-
-
-def _agent_named(identifier: str) -> Agent | None:
-    agent = Agent.objects.filter(name=identifier).first()
-    if agent is None and identifier.isdigit():
-        agent = Agent.objects.filter(pk=int(identifier)).first()
-    return agent

@@ -5,6 +5,11 @@ their results in order and take a short lease; (B) ask the model, outside any tr
 under the lock again, record the model's turn and send its tool calls through the governed
 pipeline. Settled calls wake the run again (``receivers``), so a turn with mixed fates resumes the
 run once, when the last of its calls settles.
+
+Each step carries a fresh token, stored with its lease. The lease outlasts the provider's deadline,
+and (C) records the model's answer only if the run still holds the same token: an answer that
+arrives after the lease was given up (or taken over) is dropped, so one run never has two model
+calls that both count.
 """
 
 import logging
@@ -34,13 +39,14 @@ __all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool
 
 logger = logging.getLogger(__name__)
 
-#: How long one worker may talk to the model before another may take the step over.
-STEP_LEASE_SECONDS = 180
+#: How much longer than the provider's deadline a step's lease lasts (recording the turn, clock skew).
+STEP_LEASE_MARGIN_SECONDS = 30
 
 
 @dataclass(frozen=True)
 class _Step:
     agent: Agent
+    token: uuid.UUID
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
 
@@ -53,18 +59,19 @@ def run_advance(*, run_id: uuid.UUID) -> None:
     try:
         turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
     except ModelError as exc:
-        _fail(run_id, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
+        _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
         return
     except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
         logger.exception("model adapter failed for run %s", run_id)
         _fail(
             run_id,
+            step.token,
             stop_reason=StopReason.MODEL_ERROR,
             error=f"Model adapter error ({type(exc).__name__})",
             retryable=True,
         )
         return
-    _record_turn(run_id, _storable_turn(turn))
+    _record_turn(run_id, step.token, _storable_turn(turn))
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -107,7 +114,12 @@ def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -
 def _begin_step(run_id: uuid.UUID) -> _Step | None:
     now = timezone.now()
     with transaction.atomic():
-        run = AgentRun.objects.select_for_update().select_related("agent").filter(id=run_id).first()
+        run = (
+            AgentRun.objects.select_for_update(of=("self",))
+            .select_related("agent", "agent__provider")
+            .filter(id=run_id)
+            .first()
+        )
         if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             if run is not None and _append_rollback_notes(run):  # a rollback asked for after the run ended
                 run.save(update_fields=["messages", "updated_at"])
@@ -134,13 +146,18 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
             if _returns_immediately(calls):
                 run.output = "\n".join(call.model_text() for call in calls)
                 run.step_lease_until = None
+                run.step_token = None
                 _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
                 return None
         _append_rollback_notes(run)
         run.status = RunStatus.RUNNING
-        run.step_lease_until = now + timedelta(seconds=STEP_LEASE_SECONDS)
-        run.save(update_fields=["messages", "status", "step_lease_until", "updated_at"])
-        return _Step(agent=run.agent, messages=list(run.messages), tools=visible_tool_definitions(run))
+        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
+        run.step_lease_until = now + timedelta(seconds=lease)
+        run.step_token = uuid.uuid4()
+        run.save(update_fields=["messages", "status", "step_lease_until", "step_token", "updated_at"])
+        return _Step(
+            agent=run.agent, token=run.step_token, messages=list(run.messages), tools=visible_tool_definitions(run)
+        )
 
 
 def _append_rollback_notes(run: AgentRun) -> bool:
@@ -186,13 +203,24 @@ def _storable_turn(turn: ModelTurn) -> ModelTurn:
     return replace(turn, content=storable_text(turn.content), tool_calls=calls)
 
 
-def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
+def _holds_step(run: AgentRun, token: uuid.UUID) -> bool:
+    """Whether the step that asked the model still owns the run; if not, its answer is dropped."""
+    if run.step_token == token:
+        return True
+    logger.warning("run %s: a model answer arrived for a step that no longer holds the run; it was dropped", run.id)
+    return False
+
+
+def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
     now = timezone.now()
     with transaction.atomic():
         run = AgentRun.objects.select_for_update(of=("self",)).select_related("agent", "user").get(id=run_id)
+        if not _holds_step(run, token):
+            return
         run.step_lease_until = None
+        run.step_token = None
         if run.status != RunStatus.RUNNING:
-            run.save(update_fields=["step_lease_until", "updated_at"])
+            run.save(update_fields=["step_lease_until", "step_token", "updated_at"])
             return
         run.turn += 1
         run.prompt_tokens += turn.prompt_tokens
@@ -228,6 +256,7 @@ def _record_turn(run_id: uuid.UUID, turn: ModelTurn) -> None:
                 "completion_tokens",
                 "messages",
                 "step_lease_until",
+                "step_token",
                 "updated_at",
             ]
         )
@@ -261,10 +290,13 @@ def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: A
     run.save()
 
 
-def _fail(run_id: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
+def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(id=run_id)
+        if not _holds_step(run, token):
+            return
         run.step_lease_until = None
+        run.step_token = None
         run.status = RunStatus.FAILED
         run.stop_reason = stop_reason
         run.error = error

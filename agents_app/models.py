@@ -3,26 +3,90 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 
-class Provider(models.TextChoices):
+class ProviderKind(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible endpoint"
     SCRIPTED = "scripted", "Scripted (deterministic)"
 
 
-class Agent(models.Model):
-    """An LLM with a system prompt and the tools it may use.
+#: Longest overall deadline a provider may give one model call; the agent task's time limits follow it.
+MAX_MODEL_DEADLINE_SECONDS = 900
 
-    The API key is never stored: ``api_key_env`` names the environment variable that holds it.
+#: The provider every database has (created by a migration): the deterministic scripted model.
+SCRIPTED_PROVIDER_NAME = "scripted"
+
+
+class ModelProvider(models.Model):
+    """A model endpoint, configured by administrators; agents name it, API users never see its URL or key.
+
+    The API key is never stored: ``credential_env`` names the environment variable of the web and
+    worker processes that holds it.
     """
 
-    name = models.SlugField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
-    provider = models.CharField(max_length=16, choices=Provider.choices, default=Provider.SCRIPTED)
-    base_url = models.URLField(blank=True)
+    name = models.SlugField(max_length=100, unique=True, help_text="What agents reference, e.g. openai-prod.")
+    kind = models.CharField(max_length=16, choices=ProviderKind.choices, default=ProviderKind.OPENAI)
+    tenant = models.ForeignKey(
+        "toolhub.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Only this tenant's agents may use it; empty: every tenant's agents and global agents.",
+    )
+    base_url = models.URLField(blank=True, help_text="The OpenAI-compatible endpoint, e.g. https://api.openai.com/v1.")
     model_name = models.CharField(max_length=200, blank=True)
-    api_key_env = models.CharField(max_length=100, blank=True)
+    credential_env = models.CharField(
+        max_length=100,
+        blank=True,
+        validators=[RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "Give the NAME of an environment variable.")],
+        help_text="Name of the environment variable holding the API key (never the key); empty: no key.",
+    )
+    request_timeout_seconds = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(MAX_MODEL_DEADLINE_SECONDS)],
+        help_text="Longest wait for connecting or for the next bytes of an answer.",
+    )
+    deadline_seconds = models.FloatField(
+        default=120.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(MAX_MODEL_DEADLINE_SECONDS)],
+        help_text="Longest time one model call may take in all, however the endpoint drips its answer.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def default_provider_id() -> int:
+    """The scripted provider, so that an agent created without naming one plays its script."""
+    provider, _ = ModelProvider.objects.get_or_create(
+        name=SCRIPTED_PROVIDER_NAME, defaults={"kind": ProviderKind.SCRIPTED}
+    )
+    return provider.pk
+
+
+class Agent(models.Model):
+    """An LLM (through a named model provider) with a system prompt and the tools it may use.
+
+    An agent belongs to one tenant, or is global (no tenant; only people who cross the tenant
+    boundary create or change those). Names are unique within a tenant and among globals.
+    """
+
+    name = models.SlugField(max_length=100)
+    tenant = models.ForeignKey(
+        "toolhub.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="Empty: global."
+    )
+    description = models.TextField(blank=True)
+    provider = models.ForeignKey(
+        ModelProvider, on_delete=models.PROTECT, related_name="agents", default=default_provider_id
+    )
     script = models.JSONField(default=list, blank=True, help_text="Turns of the scripted model.")
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text="Names of the tools this agent may call.")
@@ -36,6 +100,14 @@ class Agent(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"], condition=models.Q(tenant__isnull=False), name="unique_agent_name_in_tenant"
+            ),
+            models.UniqueConstraint(
+                fields=["name"], condition=models.Q(tenant__isnull=True), name="unique_global_agent_name"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -78,6 +150,9 @@ class AgentRun(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     step_lease_until = models.DateTimeField(
         null=True, blank=True, help_text="Set while one worker talks to the model for this run."
+    )
+    step_token = models.UUIDField(
+        null=True, blank=True, help_text="Names the model call in flight; an answer carrying another token is dropped."
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

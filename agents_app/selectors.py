@@ -1,11 +1,13 @@
-"""Reads of agents and runs."""
+"""Reads of agents, model providers and runs, cut down to the caller's tenants."""
+
+import uuid
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet
 
-from agents_app.models import Agent, AgentRun
+from agents_app.models import Agent, AgentRun, ModelProvider
 from approvals.models import ApprovalRequest, ApprovalStatus
-from toolhub.tenancy import has_tenant_wide_role, visible_rows
+from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
 
 def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
@@ -22,7 +24,59 @@ def run_pending_approval_ids(run: AgentRun) -> list[int]:
     )
 
 
-def agent_tools(name: str) -> frozenset[str]:
-    """The tools an agent has now (empty when the agent no longer exists)."""
-    tools = Agent.objects.filter(name=name).values_list("tools", flat=True).first()
-    return frozenset(tools or ())
+def agents_visible_to(user: AbstractBaseUser) -> QuerySet[Agent]:
+    """The agents ``user`` may list, read and run: those of their tenants, and the global ones."""
+    scope = tenant_scope(user)
+    agents = Agent.objects.select_related("tenant", "provider")
+    if scope.everything:
+        return agents
+    return agents.filter(Q(tenant__isnull=True) | scope.q("tenant__slug"))
+
+
+def agents_of_tenant(tenant: str) -> QuerySet[Agent]:
+    """The agents a run of ``tenant`` (a slug; empty for none) may use: the tenant's own and the global ones."""
+    agents = Agent.objects.select_related("tenant", "provider")
+    if not tenant:
+        return agents.filter(tenant__isnull=True)
+    return agents.filter(Q(tenant__isnull=True) | Q(tenant__slug=tenant))
+
+
+def agent_for_run(*, tenant: str, agent_id: int | None = None, name: str | None = None) -> Agent | None:
+    """The agent a run of ``tenant`` asks for, by id or by name (never a guess between the two).
+
+    A name is looked up among the tenant's agents first, then among the global ones.
+    """
+    agents = agents_of_tenant(tenant)
+    if agent_id is not None:
+        return agents.filter(pk=agent_id).first()
+    if name is None:
+        return None
+    return agents.filter(name=name).order_by(F("tenant_id").asc(nulls_last=True)).first()
+
+
+def providers_usable_by(tenant_id: int | None) -> QuerySet[ModelProvider]:
+    """The enabled providers an agent of the tenant with id ``tenant_id`` (``None``: a global agent) may name."""
+    providers = ModelProvider.objects.filter(enabled=True)
+    if tenant_id is None:
+        return providers.filter(tenant__isnull=True)
+    return providers.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+
+
+def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None) -> frozenset[str]:
+    """The tools an agent has now (empty when it no longer exists).
+
+    The core asks with the call's agent name, tenant and run: the run names its agent exactly;
+    without a run the name is resolved as a run of that tenant would resolve it.
+    """
+    if run_id is not None:
+        tools = AgentRun.objects.filter(id=run_id, agent__name=name).values_list("agent__tools", flat=True).first()
+        if tools is not None:
+            return frozenset(tools)
+    agent = (
+        agents_of_tenant(tenant)
+        .filter(name=name)
+        .order_by(F("tenant_id").asc(nulls_last=True))
+        .values_list("tools", flat=True)
+        .first()
+    )
+    return frozenset(agent or ())

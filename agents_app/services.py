@@ -1,4 +1,4 @@
-"""Agent and run services: create agents, start, retry and cancel runs."""
+"""Agent and run services: create and change agents, start, retry and cancel runs."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -6,68 +6,194 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from agents_app.models import Agent, AgentRun, Provider, RunStatus, StopReason
+from agents_app.models import (
+    SCRIPTED_PROVIDER_NAME,
+    Agent,
+    AgentRun,
+    ProviderKind,
+    RunStatus,
+    StopReason,
+    default_provider_id,
+)
+from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.exceptions import ToolhubError
-from toolhub.models import TenantMembership
+from toolhub.models import Tenant, TenantMembership
 from toolhub.storable import json_storage_problem
+from toolhub.tenancy import tenant_scope
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS
 from toolhub.tools.registry import registry
 
-__all__ = ["agent_create", "run_start", "run_retry", "RunInputError"]
+__all__ = [
+    "agent_create",
+    "agent_update",
+    "agent_default_tenant",
+    "run_start",
+    "run_start_by_reference",
+    "run_retry",
+    "RunInputError",
+    "AgentPermissionError",
+    "AGENT_FIELDS",
+]
 
 
 class RunInputError(ToolhubError):
     """A run or agent request that cannot be accepted as given."""
 
 
+class AgentPermissionError(ToolhubError):
+    """The person may not create or change this agent (a permission, or a global agent they may not touch)."""
+
+
+#: What ``agent_update`` may change; the tenant stays (a new agent is created in another tenant instead).
+AGENT_FIELDS = frozenset(
+    {
+        "name",
+        "description",
+        "provider",
+        "script",
+        "system_prompt",
+        "tools",
+        "max_tool_calls",
+        "compensate_on_error",
+        "parallel_tool_calls",
+    }
+)
+
+
+def agent_default_tenant(user: AbstractBaseUser) -> str:
+    """The tenant a new agent of ``user`` belongs to when the request names none: their only tenant."""
+    tenants = sorted(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
+    if len(tenants) == 1:
+        return tenants[0]
+    if tenants:
+        raise RunInputError(f"You belong to several tenants; say which in tenant ({', '.join(tenants)}).")
+    raise RunInputError("You belong to no tenant; name the agent's tenant in tenant (or null for a global agent).")
+
+
 @transaction.atomic
 def agent_create(
     *,
     name: str,
-    provider: str,
+    provider: str = SCRIPTED_PROVIDER_NAME,
+    tenant: str | None = None,
+    description: str = "",
     system_prompt: str = "",
     tools: list[str] | None = None,
     max_tool_calls: int = 10,
-    base_url: str = "",
-    model_name: str = "",
-    api_key_env: str = "",
     script: list[Any] | None = None,
+    compensate_on_error: bool = False,
+    parallel_tool_calls: bool = True,
     created_by: AbstractBaseUser | None = None,
-    **options: Any,
 ) -> Agent:
-    """Create an agent after checking that its tools exist and its model settings are complete."""
-    tools = list(tools or [])
-    unknown = [name_ for name_ in tools if name_ not in registry]
+    """Create an agent of ``tenant`` (a slug; ``None``: global) on the model provider named ``provider``.
+
+    ``created_by`` is the person asking: they need ``agents_app.add_agent`` and may only create agents
+    in their tenants (global ones only if they cross the boundary). Without one, the caller is
+    trusted code (the demo loader, an administrator's script).
+    """
+    if created_by is not None:
+        _check_may_manage(created_by, "add", tenant)
+    tenant_row = _tenant_row(tenant)
+    agent = Agent(
+        tenant=tenant_row,
+        description=description,
+        system_prompt=system_prompt,
+        max_tool_calls=max_tool_calls,
+        compensate_on_error=compensate_on_error,
+        parallel_tool_calls=parallel_tool_calls,
+        created_by=created_by if created_by is not None and created_by.pk else None,
+    )
+    _apply(agent, {"name": name, "provider": provider, "tools": tools or [], "script": script})
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: AbstractBaseUser | None) -> Agent:
+    """Change an agent's settings (see ``AGENT_FIELDS``); the same checks as ``agent_create`` apply."""
+    unknown = sorted(set(changes) - AGENT_FIELDS)
     if unknown:
-        raise RunInputError(f"Unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(registry.names())}.")
-    if provider == Provider.OPENAI and not model_name:
-        raise RunInputError("An OpenAI-compatible agent needs model.model (the model's name).")
-    if provider == Provider.SCRIPTED and not isinstance(script, list):
-        raise RunInputError("A scripted agent needs model.script, a JSON list of turns.")
-    problem = json_storage_problem({"model.script": script, "system_prompt": system_prompt})
+        raise RunInputError(f"These agent fields cannot be changed: {', '.join(unknown)}.")
+    locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
+    if changed_by is not None:
+        _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
+    _apply(locked, changes)
+    locked.save()
+    return locked
+
+
+def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -> None:
+    if not user.has_perm(f"agents_app.{action}_agent"):
+        raise AgentPermissionError(
+            f"You may not {action} agents; ask an administrator for the developers role (agents_app.{action}_agent)."
+        )
+    scope = tenant_scope(user)
+    if tenant is None and not scope.everything:
+        raise AgentPermissionError(
+            f"Only administrators who act on every tenant may {action} global agents; name one of your tenants."
+        )
+    if tenant is not None and not scope.allows(tenant):
+        raise RunInputError(f"Unknown tenant {tenant[:100]!r} among yours.")
+
+
+def _tenant_row(slug: str | None) -> Tenant | None:
+    if slug is None:
+        return None
+    row = Tenant.objects.filter(slug=slug).first()
+    if row is None:
+        raise RunInputError(f"Unknown tenant {slug[:100]!r} among yours.")
+    return row
+
+
+def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
+    """Check and set ``changes`` on ``agent``: tools that exist, a provider its tenant may use, a storable script."""
+    for field in AGENT_FIELDS - {"provider", "tools", "script", "name"}:
+        if field in changes:
+            setattr(agent, field, changes[field])
+    if "name" in changes and changes["name"] != agent.name:
+        others = Agent.objects.filter(name=changes["name"], tenant_id=agent.tenant_id).exclude(pk=agent.pk)
+        if others.exists():
+            where = "among global agents" if agent.tenant_id is None else "in this tenant"
+            raise RunInputError(f"An agent named {changes['name']!r} exists already {where}; choose another name.")
+        agent.name = changes["name"]
+    if "tools" in changes:
+        tools = list(changes["tools"] or [])
+        unknown = [name for name in tools if name not in registry]
+        if unknown:
+            raise RunInputError(f"Unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(registry.names())}.")
+        agent.tools = tools
+    if "provider" in changes:
+        if changes["provider"] == SCRIPTED_PROVIDER_NAME:
+            default_provider_id()  # every database has the scripted provider (unless an administrator disabled it)
+        usable = providers_usable_by(agent.tenant_id)
+        provider = usable.filter(name=changes["provider"]).first()
+        if provider is None:
+            names = ", ".join(usable.values_list("name", flat=True)) or "none"
+            raise RunInputError(
+                f"Unknown model provider {str(changes['provider'])[:100]!r}; providers this agent may use: {names}. "
+                "Administrators configure model providers."
+            )
+        agent.provider = provider
+    if "script" in changes:
+        agent.script = changes["script"] if changes["script"] is not None else []
+    if agent.provider.kind == ProviderKind.SCRIPTED and not isinstance(agent.script, list):
+        raise RunInputError("An agent on a scripted provider needs model.script, a JSON list of turns.")
+    problem = json_storage_problem({"model.script": agent.script, "system_prompt": agent.system_prompt})
     if problem:
         raise RunInputError(f"The agent cannot be stored: {problem}.")
-    return Agent.objects.create(
-        name=name,
-        provider=provider,
-        system_prompt=system_prompt,
-        tools=tools,
-        max_tool_calls=max_tool_calls,
-        base_url=base_url,
-        model_name=model_name,
-        api_key_env=api_key_env,
-        script=script or [],
-        created_by=created_by if created_by is not None and created_by.pk else None,
-        **options,
-    )
 
 
 def run_start(
     *, agent: Agent, user: AbstractBaseUser, input: str, context: Mapping[str, Any] | None = None
 ) -> AgentRun:
-    """Start a run for ``user``; the tenant and identity come from the user, never from the model."""
+    """Start a run for ``user``; the tenant and identity come from the user, never from the model.
+
+    The agent must belong to the run's tenant or be global.
+    """
     context = dict(context or {})
     tenant = _run_tenant(user, context.pop("tenant", None))
+    if agent.tenant_id is not None and (agent.tenant is None or agent.tenant.slug != tenant):
+        raise RunInputError(f"Unknown agent {agent.name!r} in tenant {tenant or '(none)'!r}.")
     reserved = sorted(set(context) & RESERVED_CONTEXT_KEYS)
     if reserved:
         raise RunInputError(f"Context keys {', '.join(reserved)} are set by toolhub, not by the request.")
@@ -84,6 +210,29 @@ def run_start(
         )
         _schedule_advance(run)
     return run
+
+
+def run_start_by_reference(
+    *,
+    user: AbstractBaseUser,
+    agent_id: int | None,
+    agent_name: str | None,
+    input: str,
+    context: Mapping[str, Any] | None = None,
+) -> AgentRun:
+    """Start a run of the agent named by id or by name (exactly one) among those of the run's tenant and the globals.
+
+    A name is only ever a name (one that looks like a number too); another tenant's agent answers
+    exactly like a missing one.
+    """
+    if (agent_id is None) == (agent_name is None):
+        raise RunInputError("Name the agent by exactly one of agent_id (its id) or agent (its name).")
+    tenant = _run_tenant(user, dict(context or {}).get("tenant"))
+    agent = agent_for_run(tenant=tenant, agent_id=agent_id, name=agent_name)
+    if agent is None:
+        shown = f"id {agent_id}" if agent_id is not None else repr(str(agent_name)[:100])
+        raise RunInputError(f"Unknown agent {shown} among your tenant's agents and the global ones.")
+    return run_start(agent=agent, user=user, input=input, context=context)
 
 
 def run_retry(*, run: AgentRun) -> AgentRun:
@@ -112,13 +261,13 @@ def _schedule_advance(run: AgentRun) -> None:
 
 
 def _run_tenant(user: AbstractBaseUser, requested: Any) -> str:
-    tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
     if requested is None:
+        tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
         if len(tenants) > 1:
             raise RunInputError(
                 f"You belong to several tenants; say which in context.tenant ({', '.join(sorted(tenants))})."
             )
         return tenants[0] if tenants else ""
-    if str(requested) not in tenants:
+    if not tenant_scope(user).allows(str(requested)) or not Tenant.objects.filter(slug=str(requested)).exists():
         raise RunInputError(f"You are not a member of tenant {str(requested)[:100]!r}.")
     return str(requested)

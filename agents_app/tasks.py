@@ -6,11 +6,20 @@ from datetime import timedelta
 from celery import shared_task
 from django.utils import timezone
 
-from agents_app.loop import run_advance
-from agents_app.models import AgentRun, RunStatus
+from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, run_advance
+from agents_app.models import MAX_MODEL_DEADLINE_SECONDS, AgentRun, RunStatus
+
+#: A step waits at most its provider's deadline for the model; the rest is bookkeeping in the database.
+ADVANCE_SOFT_TIME_LIMIT = MAX_MODEL_DEADLINE_SECONDS + STEP_LEASE_MARGIN_SECONDS
 
 
-@shared_task(name="agents_app.tasks.advance_run_task", acks_late=True, ignore_result=True)
+@shared_task(
+    name="agents_app.tasks.advance_run_task",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=ADVANCE_SOFT_TIME_LIMIT,
+    time_limit=ADVANCE_SOFT_TIME_LIMIT + 30,
+)
 def advance_run_task(run_id: str) -> None:
     """Take a run one model turn further if it is ready; extra deliveries do nothing."""
     run_advance(run_id=uuid.UUID(run_id))

@@ -6,6 +6,7 @@ from agents_app import api
 
 urlpatterns = [
     path("agents/", api.AgentListCreateView.as_view(), name="agent-list"),
+    path("agents/<int:pk>/", api.AgentDetailView.as_view(), name="agent-detail"),
     path("runs/", api.RunCreateView.as_view(), name="run-create"),
     path("runs/<uuid:pk>/", api.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:pk>/retry/", api.RunRetryView.as_view(), name="run-retry"),

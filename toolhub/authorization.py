@@ -6,6 +6,7 @@ allow grant to the agent) does too, and no deny grant matches either side: deny 
 grant, ``TOOLHUB["DEFAULT_TOOL_ACCESS"]`` decides for the user's side (``deny`` by default).
 """
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,20 +45,29 @@ class CallPrincipal:
     agent_tools: frozenset[str] | None = None
 
 
-_agent_tools_resolver: Callable[[str], frozenset[str] | None] | None = None
+#: ``resolver(agent_name, *, tenant, run_id)``: agent names are unique only within a tenant, so it gets both.
+AgentToolsResolver = Callable[..., frozenset[str] | None]
+
+_agent_tools_resolver: AgentToolsResolver | None = None
 
 
-def register_agent_tools_resolver(resolver: Callable[[str], frozenset[str] | None]) -> None:
-    """Let the agents app say which tools an agent has, so workers re-check it without importing it."""
+def register_agent_tools_resolver(resolver: AgentToolsResolver) -> None:
+    """Let the agents app say which tools an agent has, so workers re-check it without importing it.
+
+    It is called as ``resolver(agent_name, tenant=..., run_id=...)`` with the call's tenant and run.
+    """
     global _agent_tools_resolver
     _agent_tools_resolver = resolver
 
 
-def principal_of_call(*, user_id: int | None, tenant: str, agent_name: str) -> CallPrincipal:
+def principal_of_call(
+    *, user_id: int | None, tenant: str, agent_name: str, run_id: uuid.UUID | None = None
+) -> CallPrincipal:
     """Rebuild a call's principal from its row, with the agent's tools as they are now."""
     agent_tools = None
     if agent_name:
-        agent_tools = _agent_tools_resolver(agent_name) if _agent_tools_resolver else frozenset()
+        resolver = _agent_tools_resolver
+        agent_tools = resolver(agent_name, tenant=tenant, run_id=run_id) if resolver else frozenset()
     return CallPrincipal(user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools)
 
 

@@ -126,7 +126,9 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     """Permissions and the approval binding are checked again when the call runs, not only when asked."""
     if tool is None:
         return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
-    principal = principal_of_call(user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name)
+    principal = principal_of_call(
+        user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name, run_id=call.run_id
+    )
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
         return denial

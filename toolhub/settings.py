@@ -204,6 +204,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "toolhub")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Every task has time limits: a soft one (SoftTimeLimitExceeded, so the task can clean up) and a hard
+# one (the worker process is replaced). Tasks with their own budget set theirs: the tool-execution
+# task follows the longest tool timeout, the agent step its provider's deadline.
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "300"))
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", str(CELERY_TASK_SOFT_TIME_LIMIT + 60)))
 CELERY_BEAT_SCHEDULE = {
     "toolhub-sweep": {"task": "toolhub.tasks.sweep_task", "schedule": 30.0},
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},

@@ -3,16 +3,48 @@
 import logging
 import uuid
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
+from toolhub.conf import toolhub_setting
 from toolhub.execution import tool_call_execute
 from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
 
 logger = logging.getLogger(__name__)
 
+#: Seconds the execute task's soft limit leaves beyond the longest tool timeout (claiming, storing, audit).
+TOOL_TASK_MARGIN_SECONDS = 60
 
-@shared_task(name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True)
+
+class _ToolCallTask(Task):
+    """Time limits that follow the longest tool timeout, read when the worker starts (the registry is frozen).
+
+    The tool's own ``timeout`` (``toolhub.tools.timeouts``) stops a tool; Celery's limits are only the
+    backstop for a worker stuck elsewhere, so they must never cut a tool that is still within its time.
+    """
+
+    _limit_for_size: tuple[int, float] | None = None
+
+    @property
+    def soft_time_limit(self) -> float:  # type: ignore[override]
+        from toolhub.tools.registry import registry
+
+        # Read on every dispatch too (Celery compares the two limits): cached per registry size.
+        size = len(registry)
+        if self._limit_for_size is None or self._limit_for_size[0] != size:
+            timeouts = [tool.effective_timeout for tool in registry.all()]
+            longest = max([float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS")), *timeouts])
+            self._limit_for_size = (size, longest + TOOL_TASK_MARGIN_SECONDS)
+        return self._limit_for_size[1]
+
+    @property
+    def time_limit(self) -> float:  # type: ignore[override]
+        return self.soft_time_limit + 30
+
+
+@shared_task(
+    name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True, base=_ToolCallTask
+)
 def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyped-def]
     """Execute one queued tool call; a second delivery of the same call does nothing."""
     worker = "eager" if self.request.is_eager else (self.request.hostname or "worker")

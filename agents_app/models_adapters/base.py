@@ -1,10 +1,16 @@
 """The interface every model adapter implements, and the choice of adapter for an agent."""
 
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolhub.exceptions import ModelError
+
 if TYPE_CHECKING:
     from agents_app.models import Agent
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,18 +43,45 @@ class ModelAdapter(Protocol):
 
 
 def adapter_for(agent: "Agent") -> ModelAdapter:
-    """Build the adapter an agent is configured for."""
-    from agents_app.models import Provider
+    """Build the adapter of the agent's model provider.
 
-    if agent.provider == Provider.OPENAI:
+    Raises ``ModelError`` with a message that names only the provider when it is disabled or its
+    credential is missing; which environment variable was missing goes to the server log only.
+    """
+    from agents_app.models import ProviderKind
+
+    provider = agent.provider
+    if not provider.enabled:
+        logger.warning("model provider %s of agent %s is disabled", provider.name, agent.pk)
+        raise ModelError(not_configured_message(provider.name))
+    if provider.kind == ProviderKind.OPENAI:
         from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
 
+        api_key = os.environ.get(provider.credential_env, "") if provider.credential_env else ""
+        if provider.credential_env and not api_key:
+            logger.error(
+                "model provider %s: the environment variable %s that should hold its API key is not set",
+                provider.name,
+                provider.credential_env,
+            )
+            raise ModelError(not_configured_message(provider.name))
+        if not provider.model_name:
+            logger.error("model provider %s has no model name", provider.name)
+            raise ModelError(not_configured_message(provider.name))
         return OpenAIChatAdapter(
-            base_url=agent.base_url or None,
-            model=agent.model_name,
-            api_key_env=agent.api_key_env,
+            provider_name=provider.name,
+            base_url=provider.base_url or None,
+            model=provider.model_name,
+            api_key=api_key,
             parallel_tool_calls=agent.parallel_tool_calls,
+            request_timeout=provider.request_timeout_seconds,
+            deadline=provider.deadline_seconds,
         )
     from agents_app.models_adapters.scripted import ScriptedAdapter
 
     return ScriptedAdapter(script=agent.script)
+
+
+def not_configured_message(provider_name: str) -> str:
+    """What a run (and its user) is told when a provider cannot be used; never which setting is missing."""
+    return f"Model provider {provider_name!r} is not configured; ask an administrator."

@@ -6,6 +6,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import Agent
 from agents_app.services import agent_create
+from tests.agents.conftest import make_developer
 from toolhub.models import Tenant, TenantMembership
 
 ORDER_SCRIPT = [
@@ -26,6 +27,17 @@ def bob(other_tenant: Tenant) -> User:
     user = User.objects.create_user("bob", "bob@example.com", "bob-password")
     TenantMembership.objects.create(user=user, tenant=other_tenant)
     return user
+
+
+@pytest.fixture
+def developer(tenant: Tenant) -> User:
+    """A member of acme in the developers group, who may create and change agents."""
+    return make_developer("dev", tenant)
+
+
+@pytest.fixture
+def developer_client(developer: User) -> APIClient:
+    return client_for(developer)
 
 
 @pytest.fixture

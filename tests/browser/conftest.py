@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from pytest_django.live_server_helper import LiveServer
 
-from agents_app.models import Agent, AgentRun, Provider
+from agents_app.models import Agent, AgentRun
 from agents_app.services import run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.management.commands.load_demo import ORDER_SCRIPT
@@ -105,7 +105,6 @@ def order_agent(transactional_db: None) -> Agent:
     """The demo's scripted agent: orders a laptop for 5000, which needs an operator's approval."""
     return Agent.objects.create(
         name="order-demo",
-        provider=Provider.SCRIPTED,
         script=ORDER_SCRIPT,
         system_prompt="You place orders for the user.",
         tools=["create_order", "get_order"],

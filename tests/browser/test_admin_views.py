@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from agents_app.models import Agent, Provider
+from agents_app.models import Agent
 from agents_app.services import run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_reject
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def pending(alice: User, django_capture_on_commit_callbacks: Callable[..., Any]) -> ApprovalRequest:
     """Alice's order of 5000, waiting for an operator."""
-    agent = Agent.objects.create(
-        name="order-demo", provider=Provider.SCRIPTED, script=ORDER_SCRIPT, tools=["create_order"]
-    )
+    agent = Agent.objects.create(name="order-demo", script=ORDER_SCRIPT, tools=["create_order"])
     with django_capture_on_commit_callbacks(execute=True):
         run = run_start(agent=agent, user=alice, input="Order a laptop for me.")
     request = ApprovalRequest.objects.select_related("call").get(call__run_id=run.id)

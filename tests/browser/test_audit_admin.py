@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from agents_app.models import Agent, AgentRun, Provider, RunStatus
+from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.services import run_start
 from tests.browser.conftest import ARTIFACTS, admin_login
 from toolhub import Param, tool
@@ -35,7 +35,6 @@ def completed_crm_run(alice: User) -> Iterator[AgentRun]:
     with registry.temporarily(lookup_customer):
         agent = Agent.objects.create(
             name="crm-demo",
-            provider=Provider.SCRIPTED,
             tools=["lookup_customer"],
             script=[
                 {

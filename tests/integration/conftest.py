@@ -8,11 +8,14 @@ from io import StringIO
 from typing import NamedTuple
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
 
+from tests.agents.conftest import make_developer
 from tests.conftest import IN_CI, service_reachable
 from tests.integration.workers import Worker, app_database_url, purge_queue, use_worker_database_url
+from toolhub.models import Tenant
 
 
 def _require_services() -> None:
@@ -72,3 +75,9 @@ def celery_worker(
     worker = Worker("itest", concurrency=2).start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture
+def developer(tenant: Tenant) -> User:
+    """A member of acme in the developers group, who creates the agents alice runs."""
+    return make_developer("dev", tenant)

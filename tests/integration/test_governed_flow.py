@@ -38,11 +38,11 @@ def _run(client: APIClient, run_id: str) -> dict:
 
 
 def test_run_waits_for_approval_then_a_worker_executes_the_call_once(
-    celery_worker: Worker, alice: User, operator: User
+    celery_worker: Worker, alice: User, operator: User, developer: User
 ) -> None:
-    # given an agent whose model asks for an order above the approval threshold
+    # given an agent of acme (made by a developer) whose model asks for an order above the approval threshold
     alice_api, operator_api = _token_client(alice), _token_client(operator)
-    created = alice_api.post(
+    created = _token_client(developer).post(
         "/api/v1/agents/",
         {"name": "orders", "model": {"provider": "scripted", "script": ORDER_SCRIPT}, "tools": ["create_order"]},
         format="json",

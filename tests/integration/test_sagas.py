@@ -92,7 +92,7 @@ def _compensation(pk: int) -> Compensation:
 
 
 def test_demo_transfer_the_credit_to_a_frozen_account_fails_and_the_debit_is_refunded(
-    celery_worker: Worker, alice: User
+    celery_worker: Worker, alice: User, developer: User
 ) -> None:
     # given two accounts, the second one frozen, and an agent that compensates on error
     Account.objects.create(account_id="ACC-A", owner="alice", tenant="acme", balance=Decimal("1000.00"))
@@ -106,7 +106,9 @@ def test_demo_transfer_the_credit_to_a_frozen_account_fails_and_the_debit_is_ref
         "tools": ["debit", "credit"],
         "compensate_on_error": True,
     }
-    assert api.post("/api/v1/agents/", agent, format="json").status_code == 201
+    developer_api = APIClient()
+    developer_api.force_authenticate(developer)
+    assert developer_api.post("/api/v1/agents/", agent, format="json").status_code == 201
 
     # when the model debits A and then credits the frozen B
     started = api.post("/api/v1/runs/", {"agent": "transfer", "input": "move 250 from ACC-A to ACC-B"}, format="json")

@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,10 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
+    #: Seconds to wait before answering at all (a slow endpoint).
+    delay: float = 0.0
+    #: Seconds between two bytes of the body (an endpoint that drips its answer; 0: all at once).
+    drip: float = 0.0
 
 
 def completion(
@@ -46,6 +51,8 @@ class FakeModel:
     requests: list[dict[str, Any]] = field(default_factory=list)
     fallback: Reply = field(default_factory=lambda: Reply(500, b'{"error": {"message": "no reply queued"}}'))
     port: int = 0
+    #: Answers the client hung up on before they were complete.
+    abandoned: int = 0
 
     @property
     def base_url(self) -> str:
@@ -63,13 +70,28 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            model.requests.append({"path": self.path, "body": json.loads(raw or b"{}")})
+            model.requests.append(
+                {
+                    "path": self.path,
+                    "body": json.loads(raw or b"{}"),
+                    "authorization": self.headers.get("Authorization"),
+                }
+            )
             reply = model.replies.popleft() if model.replies else model.fallback
+            time.sleep(reply.delay)
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
             self.end_headers()
-            self.wfile.write(reply.body)
+            try:
+                if not reply.drip:
+                    self.wfile.write(reply.body)
+                for byte in reply.body if reply.drip else b"":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(reply.drip)
+            except (BrokenPipeError, ConnectionResetError):
+                model.abandoned += 1  # the client gave up on this answer
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             pass

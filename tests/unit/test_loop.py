@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from agents_app.models import Agent, AgentRun, RunStatus, StopReason
+from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus, StopReason
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
@@ -192,12 +192,18 @@ def fake_model() -> Iterator[FakeModel]:
         yield model
 
 
-def _openai_agent(base_url: str, **options: Any) -> Agent:
-    return agent_create(
-        name=options.pop("name", "gpt"),
-        provider="openai",
+def _openai_agent(base_url: str, *, credential_env: str = "", **options: Any) -> Agent:
+    """An agent on a provider an administrator configured for the fake endpoint."""
+    provider = ModelProvider.objects.create(
+        name=f"fake-{ModelProvider.objects.count()}",
+        kind=ProviderKind.OPENAI,
         base_url=base_url,
         model_name="test-model",
+        credential_env=credential_env,
+    )
+    return agent_create(
+        name=options.pop("name", "gpt"),
+        provider=provider.name,
         tools=options.pop("tools", ["calculate"]),
         **options,
     )
@@ -288,16 +294,18 @@ def test_model_text_the_database_cannot_store_is_made_storable(
     assert "\x00" not in json.dumps(run.messages)
 
 
-def test_missing_api_key_variable_fails_the_run(fake_model: FakeModel, start_run: StartRun, alice: User) -> None:
-    agent = _openai_agent(fake_model.base_url, api_key_env="TOOLHUB_TEST_KEY_THAT_IS_NOT_SET")
+def test_missing_api_key_variable_fails_the_run_without_naming_it(
+    fake_model: FakeModel, start_run: StartRun, alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = _openai_agent(fake_model.base_url, credential_env="TOOLHUB_TEST_KEY_THAT_IS_NOT_SET")
 
     run = start_run(agent, alice)
 
     assert run.status == RunStatus.FAILED
-    assert (
-        run.error
-        == "The environment variable TOOLHUB_TEST_KEY_THAT_IS_NOT_SET that should hold the API key is not set."
-    )
+    assert run.error == f"Model provider {agent.provider.name!r} is not configured; ask an administrator."
+    assert "TOOLHUB_TEST_KEY_THAT_IS_NOT_SET" not in json.dumps(run.messages)
+    # the detail is for the server log only
+    assert "TOOLHUB_TEST_KEY_THAT_IS_NOT_SET" in caplog.text
     assert fake_model.requests == []
 
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from agents_app.models import Agent, Provider
+from agents_app.models import SCRIPTED_PROVIDER_NAME, Agent, ModelProvider, ProviderKind
 from demo.models import Account
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
@@ -132,16 +132,35 @@ class Command(BaseCommand):
                 },
             )
 
-        for name, settings in SCRIPTED_AGENTS.items():
-            Agent.objects.update_or_create(name=name, defaults={"provider": Provider.SCRIPTED, **settings})
-        Agent.objects.get_or_create(
-            name="assistant",
+        # Model endpoints are the administrators': agents only name a provider.
+        scripted, _ = ModelProvider.objects.update_or_create(
+            name=SCRIPTED_PROVIDER_NAME, defaults={"kind": ProviderKind.SCRIPTED, "tenant": None, "enabled": True}
+        )
+        # An example of a real endpoint (Ollama). Disabled until an administrator enables it in the admin
+        # and sets OLLAMA_API_KEY (any value for Ollama) in the web and worker environment.
+        local, _ = ModelProvider.objects.get_or_create(
+            name="openai-local",
             defaults={
-                "description": "A real model through any OpenAI-compatible endpoint (Ollama by default).",
-                "provider": Provider.OPENAI,
+                "kind": ProviderKind.OPENAI,
                 "base_url": "http://127.0.0.1:11434/v1",
                 "model_name": "llama3.1",
-                "api_key_env": "",
+                "credential_env": "OLLAMA_API_KEY",
+                "deadline_seconds": 120.0,
+                "enabled": False,
+            },
+        )
+        for name in [*SCRIPTED_AGENTS, "assistant"]:
+            # Databases from before agents had tenants hold the demo agents as global ones: move them to acme.
+            if not Agent.objects.filter(name=name, tenant=tenant).exists():
+                Agent.objects.filter(name=name, tenant__isnull=True).update(tenant=tenant)
+        for name, settings in SCRIPTED_AGENTS.items():
+            Agent.objects.update_or_create(name=name, tenant=tenant, defaults={"provider": scripted, **settings})
+        Agent.objects.get_or_create(
+            name="assistant",
+            tenant=tenant,
+            defaults={
+                "description": "A real model through the openai-local provider (Ollama; an administrator enables it).",
+                "provider": local,
                 "system_prompt": "You are a careful assistant for ACME's orders and ledger. Use the tools.",
                 "tools": [
                     "current_time",
