@@ -53,7 +53,7 @@ class ArgumentsChangedError(ApprovalError):
 
 
 class EditedArgumentsError(ApprovalError):
-    """An operator's edited arguments cannot be used (invalid, unstorable, too large, too deep); nothing was recorded."""
+    """An operator's edited arguments cannot be used (invalid, unstorable, too large, too deep); nothing recorded."""
 
 
 class ModelError(ToolhubError):
