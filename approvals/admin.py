@@ -116,7 +116,7 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             "The arguments under approval",
             {
                 "fields": (
-                    "arguments",
+                    "arguments_to_run",
                     "arguments_diff",
                     "original_arguments_shown",
                     "approvals_so_far",
@@ -155,7 +155,8 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         return obj.call.status
 
     @admin.display(description="Arguments that will run (sensitive values redacted)")
-    def arguments(self, obj: ApprovalRequest) -> str:
+    def arguments_to_run(self, obj: ApprovalRequest) -> str:
+        # Not named after the model field: the admin would show that field's raw value, secrets included.
         return pretty_json(shown_arguments(obj))
 
     @admin.display(description="Changed from the model's original")
@@ -353,8 +354,18 @@ class WebhookDeliveryAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
     list_filter = ("status", "event")
+    search_fields = ("message_id",)
     show_full_result_count = False
-    fields = ("event", "status", "attempts", "next_attempt_at", "delivered_at", "last_error", "shown_payload")
+    fields = (
+        "message_id",
+        "event",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "last_error",
+        "shown_payload",
+    )
     readonly_fields = fields
 
     @admin.display(description="Payload")
