@@ -90,8 +90,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="webhookdelivery",
             name="message_id",
-            field=models.CharField(
-                default=approvals.models.new_message_id, editable=False, max_length=64, unique=True
-            ),
+            field=models.CharField(default=approvals.models.new_message_id, editable=False, max_length=64, unique=True),
         ),
     ]
