@@ -20,6 +20,7 @@ from approvals.models import (
     ApprovalRequest,
     ApprovalRule,
     ApprovalStatus,
+    DecisionKind,
     WebhookDelivery,
 )
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
@@ -252,6 +253,11 @@ class ApprovalRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             # Shown as a warning only: the service has the final word when the button is pressed.
             context["decision_refusal"] = approval_may_decide(obj, request.user)
             context.setdefault("decision_form", ApproveForm(initial=_version_shown(obj)))
+            context["approved_this_round"] = (
+                obj.decisions.filter(decided_by=request.user, round=obj.round)
+                .exclude(decision=DecisionKind.REJECT)
+                .exists()
+            )
             context["decision_urls"] = {
                 decision: reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{decision}", args=[obj.pk])
                 for decision in DECISIONS

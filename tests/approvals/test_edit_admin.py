@@ -113,7 +113,9 @@ def test_editing_in_the_form_opens_a_new_round(hold: Hold, operator: User) -> No
     )
 
     assert response.status_code == 302
-    assert "was recorded (round 2); it needs 1 more approver(s)" in client.get(response["Location"]).content.decode()
+    after = client.get(response["Location"]).content.decode()
+    assert "was recorded (round 2); it needs 1 more approver(s)" in after
+    assert 'id="approved-this-round"' in after and "another operator must approve it" in after
     fresh = ApprovalRequest.objects.get(pk=request.pk)
     assert (fresh.round, fresh.arguments, fresh.status) == (2, {"note": "pay 500"}, ApprovalStatus.PENDING)
 
