@@ -27,7 +27,14 @@ from django.utils import timezone
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_setting
 
-__all__ = ["webhook_enqueue", "webhook_deliver", "webhooks_deliver_due", "webhook_signature", "webhook_secret_key"]
+__all__ = [
+    "webhook_enqueue",
+    "webhook_deliver",
+    "webhooks_deliver_due",
+    "webhooks_dispatch_due",
+    "webhook_signature",
+    "webhook_secret_key",
+]
 
 SECRET_PREFIX = "whsec_"
 #: How long a claimed delivery is left to its worker beyond the POST's own timeout, before others may retry it.
@@ -82,11 +89,27 @@ def webhook_deliver(*, delivery_id: int, timeout: float = 10.0) -> bool:
 
 
 def webhooks_deliver_due(*, limit: int = 200, timeout: float = 10.0) -> int:
-    """Attempt every pending delivery whose time has come; return how many were attempted."""
+    """Attempt every pending delivery whose time has come, here and now; return how many were attempted."""
+    return sum(1 for delivery_id in _due(limit) if _attempt(delivery_id, timeout=timeout) is not None)
+
+
+def webhooks_dispatch_due(*, limit: int = 200) -> int:
+    """Hand every due delivery to a worker task of its own (the periodic task stays short); return how many.
+
+    A delivery sent twice is attempted once: the first worker's claim makes it not due for the second.
+    """
+    from approvals.tasks import deliver_webhook_task
+
+    due = _due(limit)
+    for delivery_id in due:
+        deliver_webhook_task.delay(delivery_id)
+    return len(due)
+
+
+def _due(limit: int) -> list[int]:
     _give_up_exhausted()
     due = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now())
-    ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
-    return sum(1 for delivery_id in ids if _attempt(delivery_id, timeout=timeout) is not None)
+    return list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
 
 
 def _attempt(delivery_id: int, *, timeout: float) -> bool | None:

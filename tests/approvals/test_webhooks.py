@@ -15,6 +15,7 @@ from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from approvals.models import DeliveryStatus, WebhookDelivery
+from approvals.tasks import expire_approvals_task
 from approvals.webhooks import webhook_deliver, webhook_enqueue, webhooks_deliver_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -231,3 +232,18 @@ def test_deliveries_give_up_after_the_last_attempt(receiver: Receiver, settings:
     WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
     assert webhooks_deliver_due() == 0
     assert len(receiver.received) == 2
+
+
+def test_the_periodic_task_hands_due_deliveries_to_workers(receiver: Receiver) -> None:
+    # given one due delivery and one whose next attempt is later
+    due = _enqueue()
+    later = _enqueue()
+    WebhookDelivery.objects.filter(pk=later.pk).update(next_attempt_at=timezone.now() + timedelta(minutes=5))
+
+    # when the periodic task runs (Celery is eager here: each handed-over task runs at once)
+    expire_approvals_task.delay()
+
+    # then only the due one was delivered, once
+    assert [item["headers"]["webhook-id"] for item in receiver.received] == [due.message_id]
+    assert WebhookDelivery.objects.get(pk=due.pk).status == DeliveryStatus.DELIVERED
+    assert WebhookDelivery.objects.get(pk=later.pk).attempts == 0
