@@ -24,9 +24,11 @@ from approvals.models import (
     WebhookDelivery,
 )
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
+from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
-from toolhub.exceptions import ApprovalError, NotInTenantError
-from toolhub.selectors import displayed_arguments
+from toolhub.arguments import ArgumentsRefused, parse_arguments
+from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
+from toolhub.tools.registry import registry
 
 Decide = Callable[..., ApprovalRequest]
 
@@ -38,13 +40,42 @@ DECISIONS: dict[str, tuple[str, str, Decide]] = {
 
 
 class DecisionForm(forms.Form):
-    """The operator's comment; for a rejection it is what the model reads."""
+    """The operator's comment (for a rejection, what the model reads) and the version they reviewed.
+
+    ``round`` and ``arguments_hash`` are the version shown on the page: approving a version that is no
+    longer current is refused by the service, so nobody approves arguments they did not see.
+    """
 
     comment = forms.CharField(
         required=False,
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "Why? (the model reads it on rejection)"}),
     )
+    round = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    arguments_hash = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+
+
+class ApproveForm(DecisionForm):
+    """Approving may edit the arguments: the JSON object's values replace those of the version under approval."""
+
+    arguments = forms.CharField(
+        label="Arguments",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
+        help_text="Change a value to edit the call before approving it. An edit opens a new round: every other "
+        "required approval is given again by someone who saw the edited arguments.",
+    )
+
+    def clean_arguments(self) -> dict[str, Any] | None:
+        """The edit as a mapping (``None`` when the box is empty), through the same intake as a model's arguments."""
+        text = self.cleaned_data["arguments"]
+        if not text.strip():
+            return None
+        try:
+            return parse_arguments(text)
+        except ArgumentsRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
 
 
 class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
@@ -53,7 +84,7 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
     model = ApprovalDecision
     extra = 0
     can_delete = False
-    fields = ("round", "decision", "decided_by_name", "comment", "diff", "created_at")
+    fields = ("round", "decision", "decided_by_name", "comment", "diff", "arguments_hash", "created_at")
     readonly_fields = fields
     verbose_name_plural = "Decisions so far"
 
@@ -86,7 +117,19 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     actions = ("approve_selected", "reject_selected")
     fieldsets = (
         (None, {"fields": ("tool_name", "status", "risk", "reason", "source", "rule", "required_approvals", "round")}),
-        ("The call", {"fields": ("call_link", "call_status", "arguments")}),
+        (
+            "The arguments under approval",
+            {
+                "fields": (
+                    "arguments_to_run",
+                    "arguments_diff",
+                    "original_arguments_shown",
+                    "approvals_so_far",
+                    "arguments_hash",
+                )
+            },
+        ),
+        ("The call", {"fields": ("call_link", "call_status")}),
         ("Who asked", {"fields": ("requested_by", "agent_name", "tenant", "run_link")}),
         (
             "Who decides",
@@ -116,9 +159,23 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     def call_status(self, obj: ApprovalRequest) -> str:
         return obj.call.status
 
-    @admin.display(description="Arguments (sensitive values redacted)")
-    def arguments(self, obj: ApprovalRequest) -> str:
-        return pretty_json(displayed_arguments(obj.call))
+    @admin.display(description="Arguments that will run (sensitive values redacted)")
+    def arguments_to_run(self, obj: ApprovalRequest) -> str:
+        # Not named after the model field: the admin would show that field's raw value, secrets included.
+        return pretty_json(shown_arguments(obj))
+
+    @admin.display(description="Changed from the model's original")
+    def arguments_diff(self, obj: ApprovalRequest) -> str:
+        diff = shown_diff(obj)
+        return pretty_json(diff) if diff else "Not edited: these are the model's own arguments."
+
+    @admin.display(description="The model's original arguments")
+    def original_arguments_shown(self, obj: ApprovalRequest) -> str:
+        return pretty_json(shown_original_arguments(obj))
+
+    @admin.display(description="Approvals in this round")
+    def approvals_so_far(self, obj: ApprovalRequest) -> str:
+        return f"Round {obj.round}: {approvals_in_round(obj)} of {obj.required_approvals} approval(s)"
 
     @admin.display(description="Agent run")
     def run_link(self, obj: ApprovalRequest) -> str:
@@ -149,28 +206,44 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         return view
 
     def decide_view(self, request: HttpRequest, object_id: str, decision: str) -> HttpResponse:
-        """Take one decision posted from the change page and go back to it."""
+        """Take one decision posted from the change page and go back to it (with the form's errors, if any)."""
         if not self.has_decide_permission(request):
             raise PermissionDenied
         obj = self.get_object(request, object_id)
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         _, done, service = DECISIONS[decision]
-        form = DecisionForm(request.POST)
+        form = (ApproveForm if decision == "approve" else DecisionForm)(request.POST)
         if not form.is_valid():
-            self.message_user(request, f"Nothing was {done}: {form.errors.as_text()}", level=messages.ERROR)
+            return self._change_page_with_errors(request, object_id, form)
+        options: dict[str, Any] = {"comment": form.cleaned_data["comment"]}
+        if decision == "approve":
+            options.update(
+                arguments=form.cleaned_data["arguments"],
+                expected_round=form.cleaned_data["round"],
+                expected_arguments_hash=form.cleaned_data["arguments_hash"] or None,
+            )
+        try:
+            result = service(request_id=obj.pk, user=request.user, **options)
+        except NotInTenantError:
+            # The request left the user's tenants since the page was read: answer as for a missing one.
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        except EditedArgumentsError as exc:
+            form.add_error("arguments", str(exc))
+            return self._change_page_with_errors(request, object_id, form)
+        except ApprovalError as exc:
+            self.message_user(request, f"Could not {decision} request #{obj.pk}: {exc}", level=messages.ERROR)
         else:
-            try:
-                result = service(request_id=obj.pk, user=request.user, comment=form.cleaned_data["comment"])
-            except NotInTenantError:
-                # The request left the user's tenants since the page was read: answer as for a missing one.
-                return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-            except ApprovalError as exc:
-                self.message_user(request, f"Could not {decision} request #{obj.pk}: {exc}", level=messages.ERROR)
-            else:
-                self.message_user(request, _outcome(result, done), level=messages.SUCCESS)
+            self.message_user(request, _outcome(result, done), level=messages.SUCCESS)
         change_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj.pk])
         return HttpResponseRedirect(change_url)
+
+    def _change_page_with_errors(self, request: HttpRequest, object_id: str, form: DecisionForm) -> HttpResponse:
+        """Show the change page again with the operator's input and what was wrong with it; nothing was recorded."""
+        self.message_user(request, "Nothing was recorded: correct the errors below.", level=messages.ERROR)
+        # The page itself is read-only: render it as for a GET, with the bound decision form.
+        request.method = "GET"
+        return self.change_view(request, object_id, extra_context={"decision_form": form})
 
     def render_change_form(
         self,
@@ -189,7 +262,12 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
                 context["decision_refusal"] = approval_may_decide(obj, request.user)
             except NotInTenantError as exc:
                 context["decision_refusal"] = str(exc)
-            context["decision_form"] = DecisionForm()
+            context.setdefault("decision_form", ApproveForm(initial=_version_shown(obj)))
+            context["approved_this_round"] = (
+                obj.decisions.filter(decided_by=request.user, round=obj.round)
+                .exclude(decision=DecisionKind.REJECT)
+                .exists()
+            )
             context["decision_urls"] = {
                 decision: reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{decision}", args=[obj.pk])
                 for decision in DECISIONS
@@ -211,14 +289,14 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     ) -> HttpResponse | None:
         """Ask for a comment on an intermediate page, then decide each request through the service."""
         label, done, service = DECISIONS[decision]
-        requests = list(queryset.order_by("pk"))
+        requests = list(queryset.order_by("pk").prefetch_related("decisions"))
         form = DecisionForm(request.POST if "apply" in request.POST else None)
         if not form.is_valid():
             context = {
                 **self.admin_site.each_context(request),
                 "title": f"{label} the selected approval requests",
                 "opts": self.opts,
-                "requests": requests,
+                "requests": [(item, pretty_json(shown_arguments(item)), shown_diff(item)) for item in requests],
                 "form": form,
                 "action": f"{decision}_selected",
                 "label": label,
@@ -231,8 +309,12 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         succeeded = 0
         failures: list[str] = []
         for item in requests:
+            options: dict[str, Any] = {"comment": comment}
+            if decision == "approve":
+                # Each approval is bound to the version listed on the confirmation page.
+                options["expected_arguments_hash"] = request.POST.get(f"arguments_hash_{item.pk}") or None
             try:
-                service(request_id=item.pk, user=request.user, comment=comment)
+                service(request_id=item.pk, user=request.user, **options)
             except NotInTenantError as exc:
                 failures.append(f"#{item.pk}: {exc}")
             except ApprovalError as exc:
@@ -302,8 +384,18 @@ class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
 
     list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
     list_filter = ("status", "event")
+    search_fields = ("message_id",)
     show_full_result_count = False
-    fields = ("event", "status", "attempts", "next_attempt_at", "delivered_at", "last_error", "shown_payload")
+    fields = (
+        "message_id",
+        "event",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "last_error",
+        "shown_payload",
+    )
     readonly_fields = fields
 
     @admin.display(description="Payload")
@@ -312,8 +404,23 @@ class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
 
 
 def _outcome(request: ApprovalRequest, done: str) -> str:
-    """Say what the decision did; a critical call may still wait for a second approver."""
+    """Say what the decision did; a critical or edited call may still wait for more approvers."""
     if request.status == ApprovalStatus.PENDING:
-        remaining = request.required_approvals - request.decisions.exclude(decision=DecisionKind.REJECT).count()
-        return f"Your approval of request #{request.pk} was recorded; it needs {remaining} more approver(s)."
+        remaining = request.required_approvals - approvals_in_round(request)
+        return (
+            f"Your approval of request #{request.pk} was recorded (round {request.round}); "
+            f"it needs {remaining} more approver(s)."
+        )
     return f"Request #{request.pk} ({request.tool_name}) was {done}."
+
+
+def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
+    """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
+    tool = registry.get(request.tool_name)
+    sensitive = tool.sensitive if tool else frozenset()
+    editable = {key: value for key, value in (request.arguments or {}).items() if key not in sensitive}
+    return {
+        "round": request.round,
+        "arguments_hash": request.arguments_hash,
+        "arguments": json.dumps(editable, indent=2, sort_keys=True, ensure_ascii=False),
+    }

@@ -13,20 +13,32 @@ from rest_framework.views import APIView
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
-from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError, NotInTenantError
-from toolhub.selectors import displayed_arguments
+from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
+from toolhub.exceptions import (
+    AlreadyDecidedError,
+    ApprovalError,
+    ArgumentsChangedError,
+    DecisionNotAllowedError,
+    EditedArgumentsError,
+    NotInTenantError,
+)
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApprovalDecision
-        fields = ["decision", "decided_by_name", "comment", "diff", "created_at"]
+        fields = ["decision", "decided_by_name", "comment", "diff", "round", "arguments_hash", "created_at"]
 
 
 class ApprovalRequestSerializer(serializers.ModelSerializer):
+    """A request with the version under approval; approve with its ``round`` or ``arguments_hash``."""
+
     call = serializers.UUIDField(source="call_id")
     run = serializers.UUIDField(source="call.run_id")
-    arguments = serializers.SerializerMethodField()
+    arguments = serializers.SerializerMethodField(help_text="The version under approval: what runs once approved.")
+    original_arguments = serializers.SerializerMethodField(help_text="The arguments as the model sent them.")
+    arguments_diff = serializers.SerializerMethodField(help_text="How the version differs from the model's original.")
+    approvals_in_round = serializers.SerializerMethodField()
     requested_by = serializers.CharField(source="requested_by.username", default="")
     decisions = ApprovalDecisionSerializer(many=True, read_only=True)
 
@@ -41,6 +53,11 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
             "call",
             "run",
             "arguments",
+            "original_arguments",
+            "arguments_diff",
+            "round",
+            "arguments_hash",
+            "approvals_in_round",
             "requested_by",
             "agent_name",
             "tenant",
@@ -51,8 +68,17 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
             "decisions",
         ]
 
-    def get_arguments(self, request: ApprovalRequest) -> dict:
-        return displayed_arguments(request.call)
+    def get_arguments(self, request: ApprovalRequest) -> dict[str, Any]:
+        return shown_arguments(request)
+
+    def get_original_arguments(self, request: ApprovalRequest) -> dict[str, Any]:
+        return shown_original_arguments(request)
+
+    def get_arguments_diff(self, request: ApprovalRequest) -> dict[str, Any]:
+        return shown_diff(request)
+
+    def get_approvals_in_round(self, request: ApprovalRequest) -> int:
+        return approvals_in_round(request)
 
 
 class DecisionInputSerializer(serializers.Serializer):
@@ -61,7 +87,17 @@ class DecisionInputSerializer(serializers.Serializer):
 
 class ApproveInputSerializer(DecisionInputSerializer):
     arguments = serializers.DictField(
-        required=False, help_text="Edited arguments; validated against the tool's schema."
+        required=False,
+        help_text="Edited arguments (changes over the version under approval), validated against the tool's schema. "
+        "An edit opens a new round: the other required approvals are given again.",
+    )
+    expected_arguments_hash = serializers.CharField(
+        required=False,
+        max_length=64,
+        help_text="The arguments_hash of the version you reviewed; a version that is no longer current answers 409.",
+    )
+    round = serializers.IntegerField(
+        required=False, min_value=1, help_text="The round you reviewed; a round that is over answers 409."
     )
 
 
@@ -110,18 +146,26 @@ class _DecisionView(APIView):
             get_object_or_404(ApprovalRequest.objects.none(), pk=pk)
         except DecisionNotAllowedError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except AlreadyDecidedError as exc:
+        except (AlreadyDecidedError, ArgumentsChangedError) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except EditedArgumentsError as exc:
+            return Response({"detail": str(exc), "arguments": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         except ApprovalError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        decided = ApprovalRequest.objects.select_related("call", "requested_by").get(pk=decided.pk)
+        decided = (
+            ApprovalRequest.objects.select_related("call", "requested_by")
+            .prefetch_related("decisions")
+            .get(pk=decided.pk)
+        )
         return Response(ApprovalRequestSerializer(decided).data)
 
 
 class ApproveView(_DecisionView):
-    """Approve a request, optionally with edited arguments.
+    """Approve the version under approval, or edit it (which opens a new round).
 
-    403 without permission or for the requester, 409 when it was already decided.
+    Send the ``round`` or ``expected_arguments_hash`` you reviewed. 403 without permission, for the
+    requester or for a second approval by the same person in a round; 409 when it was already decided or
+    the arguments changed since you looked; 400 for arguments that cannot be used.
     """
 
     input_serializer = ApproveInputSerializer
@@ -132,7 +176,12 @@ class ApproveView(_DecisionView):
 
     def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
         return approval_approve(
-            request_id=request_id, user=user, comment=data["comment"], arguments=data.get("arguments")
+            request_id=request_id,
+            user=user,
+            comment=data["comment"],
+            arguments=data.get("arguments"),
+            expected_round=data.get("round"),
+            expected_arguments_hash=data.get("expected_arguments_hash"),
         )
 
 

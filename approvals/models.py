@@ -1,5 +1,7 @@
 """Approval requests for held-back calls and the operators' decisions on them."""
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -71,7 +73,16 @@ class ApprovalRequest(models.Model):
     required_approvals = models.PositiveSmallIntegerField(default=1)
     rule = models.ForeignKey(ApprovalRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
     source = models.CharField(max_length=32, blank=True, help_text="code, rule, risk or tool_changed.")
-    round = models.PositiveSmallIntegerField(default=1, help_text="Rises when the request is reopened.")
+    round = models.PositiveSmallIntegerField(
+        default=1, help_text="Rises with every edit and when the request is reopened; approvals count within one round."
+    )
+    original_arguments = models.JSONField(default=dict, blank=True, help_text="The arguments as the model sent them.")
+    arguments = models.JSONField(
+        default=dict, blank=True, help_text="The version under approval: exactly what runs once it is approved."
+    )
+    arguments_hash = models.CharField(
+        max_length=64, blank=True, help_text="The version's binding: a hash of (tool, tool version, arguments)."
+    )
     approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approver_permission = models.CharField(max_length=150, blank=True)
     escalation_group = models.ForeignKey(
@@ -108,12 +119,20 @@ class ApprovalDecision(models.Model):
     edited_arguments = models.JSONField(null=True, blank=True)
     diff = models.JSONField(null=True, blank=True)
     round = models.PositiveSmallIntegerField(default=1)
+    arguments_hash = models.CharField(
+        max_length=64, blank=True, help_text="The version of the arguments this decision was taken on."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["request", "round", "decided_by"], name="one_decision_per_operator")
+            # One approval per person and round; a rejection (which ends the request) may follow one's own approval.
+            models.UniqueConstraint(
+                fields=["request", "round", "decided_by"],
+                condition=~models.Q(decision="reject"),
+                name="one_approval_per_operator_and_round",
+            )
         ]
 
     def __str__(self) -> str:
@@ -126,9 +145,19 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class WebhookDelivery(models.Model):
-    """One notification to the configured webhook; delivered and retried by workers, times in the database."""
+def new_message_id() -> str:
+    """A Standard Webhooks message id: the same for every attempt of one delivery, so receivers drop replays."""
+    return f"msg_{uuid.uuid4().hex}"
 
+
+class WebhookDelivery(models.Model):
+    """One notification to the configured webhook; delivered and retried by workers, times in the database.
+
+    A worker claims a due delivery by moving ``next_attempt_at`` past the attempt's lease, posts it outside
+    any transaction, then records the outcome; a worker that died in between leaves it due again.
+    """
+
+    message_id = models.CharField(max_length=64, unique=True, default=new_message_id, editable=False)
     event = models.CharField(max_length=64)
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)

@@ -1,4 +1,8 @@
-"""Approval services: create requests, decide them (exactly one decision wins), expire them."""
+"""Approval services: create requests, decide them (exactly one decision wins), expire them.
+
+An edit replaces the version under approval and opens a new round: approvals count within one round, so
+every required approval is given by people who saw the arguments that will run.
+"""
 
 from collections.abc import Mapping
 from datetime import timedelta
@@ -7,22 +11,28 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-from pydantic import ValidationError
 
 from approvals import signals
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
-from toolhub.audit import REDACTED, audit_call_event
+from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.audit import audit_call_event
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_setting
-from toolhub.exceptions import AlreadyDecidedError, ApprovalError, DecisionNotAllowedError
-from toolhub.feedback import invalid_arguments_message
+from toolhub.exceptions import (
+    AlreadyDecidedError,
+    ApprovalError,
+    ArgumentsChangedError,
+    DecisionNotAllowedError,
+    EditedArgumentsError,
+)
 from toolhub.models import CallStatus, ToolCall, ToolGroup
-from toolhub.pipeline import tool_call_refuse, tool_call_release
+from toolhub.pipeline import approval_hash, tool_call_refuse, tool_call_release
 from toolhub.policy import ApprovalVerdict
+from toolhub.storable import json_storage_problem
 from toolhub.tenancy import require_tenant
 from toolhub.tools.registry import registry
-from toolhub.tools.results import to_json_value
 
 __all__ = [
     "approval_request_create",
@@ -57,6 +67,8 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         "escalated_at": None,
         "expires_at": now + timedelta(seconds=timeout),
     }
+    # The version under approval: the call's arguments, bound by the hash the pipeline computed.
+    terms.update(arguments=call.arguments, arguments_hash=call.approval_hash)
     request = ApprovalRequest.objects.filter(call=call).select_for_update().first()
     if request is None:
         request = ApprovalRequest.objects.create(
@@ -65,6 +77,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
             requested_by_id=call.user_id,
             agent_name=call.agent_name,
             tenant=call.tenant,
+            original_arguments=call.arguments,
             **terms,
         )
     else:
@@ -106,14 +119,30 @@ def approval_approve(
     user: AbstractBaseUser,
     comment: str = "",
     arguments: Mapping[str, Any] | None = None,
+    expected_round: int | None = None,
+    expected_arguments_hash: str | None = None,
 ) -> ApprovalRequest:
-    """Approve (optionally with edited arguments); the call runs once enough approvers agreed."""
-    return _decide(request_id=request_id, user=user, kind=DecisionKind.APPROVE, comment=comment, arguments=arguments)
+    """Approve the version under approval, or edit it (which opens a new round); the call runs once enough agree.
+
+    ``expected_round`` / ``expected_arguments_hash`` name the version the approver reviewed: when it is no
+    longer current, ``ArgumentsChangedError`` is raised and nothing is recorded. Without either, the approver
+    is taken to have seen the model's original arguments, which is refused once someone edited them.
+    """
+    return _decide(
+        request_id=request_id,
+        user=user,
+        kind=DecisionKind.APPROVE,
+        comment=comment,
+        arguments=arguments,
+        seen=(expected_round, expected_arguments_hash),
+    )
 
 
 def approval_reject(*, request_id: int, user: AbstractBaseUser, comment: str = "") -> ApprovalRequest:
     """Reject; the model is told the call was rejected by an operator, with the comment."""
-    return _decide(request_id=request_id, user=user, kind=DecisionKind.REJECT, comment=comment, arguments=None)
+    return _decide(
+        request_id=request_id, user=user, kind=DecisionKind.REJECT, comment=comment, arguments=None, seen=(None, None)
+    )
 
 
 def _decide(**options: Any) -> ApprovalRequest:
@@ -132,8 +161,9 @@ def _decide_in_transaction(
     kind: DecisionKind,
     comment: str,
     arguments: Mapping[str, Any] | None,
+    seen: tuple[int | None, str | None],
 ) -> ApprovalRequest:
-    # The row lock makes concurrent deciders queue; the status check then lets exactly one win.
+    # The row lock makes concurrent deciders queue; the checks below then see the latest round and version.
     request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
     # Who may decide is answered before the state, so that a user without the right learns nothing of it.
     refusal = approval_may_decide(request, user)
@@ -141,83 +171,172 @@ def _decide_in_transaction(
         raise DecisionNotAllowedError(refusal)
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
-    if request.decisions.filter(decided_by=user, round=request.round).exists():
-        raise DecisionNotAllowedError("You already approved this call; a second, different operator must decide.")
-    now = timezone.now()
-    if request.expires_at <= now:
+    if request.expires_at <= timezone.now():
         _expire(request)
         return request
-
-    call = request.call
-    username = user.get_username()
-    actor = f"operator:{username}"
-    edited, diff = _edited_arguments(call, arguments) if arguments is not None else (None, None)
-    decision_kind = DecisionKind.EDIT if edited is not None else kind
-    ApprovalDecision.objects.create(
-        request=request,
-        decided_by=user,
-        decided_by_name=username,
-        decision=decision_kind,
-        comment=comment,
-        edited_arguments=edited,
-        diff=diff,
-        round=request.round,
-    )
-    audit_data: dict[str, Any] = {"decision": str(decision_kind), "comment": comment, "request": request.pk}
-    if diff is not None:
-        audit_data["diff"] = diff
-    audit_call_event(call, f"approval.{decision_kind}", actor=actor, data=audit_data)
-
+    problem = json_storage_problem(comment, "the comment")
+    if problem:
+        raise ApprovalError(f"The decision was not recorded: {problem}.")
     if kind == DecisionKind.REJECT:
-        request.status = ApprovalStatus.REJECTED
-        request.decided_at = now
-        request.save(update_fields=["status", "decided_at"])
-        message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
-        tool_call_refuse(call=call, actor=actor, status=CallStatus.REJECTED, message=message)
-        _notify(
-            signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment
-        )
+        # A rejection ends the request whatever version the rejecter saw.
+        _reject(request, user, comment)
         return request
 
+    _check_seen_version(request, *seen)
+    edited = _edited_version(request, arguments) if arguments is not None else None
+    if edited is None:
+        _record_approval(request, user, comment)
+    else:
+        _record_edit(request, user, comment, edited)
     approvals = request.decisions.filter(round=request.round).exclude(decision=DecisionKind.REJECT).count()
     if approvals >= request.required_approvals:
-        request.status = ApprovalStatus.APPROVED
-        request.decided_at = now
-        request.save(update_fields=["status", "decided_at"])
-        # With four eyes, an edit by either approver is what runs; the last edit wins.
-        last_edit = request.decisions.filter(round=request.round, decision=DecisionKind.EDIT).order_by("-id").first()
-        tool_call_release(
-            call=call,
-            actor=actor,
-            arguments=edited if edited is not None else (last_edit.edited_arguments if last_edit else None),
-        )
-        _notify(
-            signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment
-        )
+        _release(request, user, comment)
     else:
-        _notify(signals.approval_decided, request, "approval.partial", decision="partial", by=username, comment=comment)
+        _notify(
+            signals.approval_decided,
+            request,
+            "approval.partial",
+            decision="partial",
+            by=user.get_username(),
+            comment=comment,
+        )
     return request
 
 
-def _edited_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Validate an operator's edit against the tool's schema and compute what changed."""
-    tool = registry.get(call.tool_name)
+def _check_seen_version(request: ApprovalRequest, expected_round: int | None, expected_hash: str | None) -> None:
+    """Refuse an approval of a version that is no longer the one under approval."""
+    current = f"now round {request.round}, arguments_hash {request.arguments_hash}"
+    if expected_round is None and expected_hash is None:
+        if request.decisions.filter(decision=DecisionKind.EDIT).exists():
+            raise ArgumentsChangedError(
+                f"The arguments changed since the call was requested ({current}); review them again and send "
+                "the round or arguments_hash you approved."
+            )
+        return
+    stale_round = expected_round is not None and expected_round != request.round
+    stale_hash = expected_hash is not None and expected_hash != request.arguments_hash
+    if stale_round or stale_hash:
+        raise ArgumentsChangedError(f"The arguments changed since you looked; review them again ({current}).")
+
+
+def _edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The new version an edit makes (the changes over the current version), or ``None`` if it changes nothing.
+
+    The edit goes through the same intake as a model's arguments: size, nesting, storable text, the schema.
+    """
+    tool = registry.get(request.tool_name)
     if tool is None:
-        raise ApprovalError(f"Tool {call.tool_name!r} no longer exists; the call cannot be edited.")
-    merged = {**call.arguments, **dict(arguments)}
+        raise ApprovalError(f"Tool {request.tool_name!r} no longer exists; the call cannot be edited.")
     try:
-        validated = to_json_value(tool.validate_arguments(merged))
-    except ValidationError as exc:
-        raise ApprovalError(invalid_arguments_message(tool.name, exc)) from None
-    # The diff is shown to operators and auditors: sensitive values are never part of it.
-    diff = {
-        key: {"before": REDACTED, "after": REDACTED}
-        if key in tool.sensitive
-        else {"before": call.arguments.get(key), "after": validated.get(key)}
-        for key in sorted(set(call.arguments) | set(validated))
-        if call.arguments.get(key) != validated.get(key)
-    }
-    return validated, diff
+        changes = parse_arguments(edit)
+        version = storable_arguments(tool, validate_arguments(tool, {**request.arguments, **changes}))
+    except ArgumentsRefused as refused:
+        raise EditedArgumentsError(f"The edited arguments cannot be used; nothing was recorded. {refused}") from None
+    return None if version == request.arguments else version
+
+
+def _record_approval(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
+    """One approval of the current version; the same person approves a version once."""
+    if request.decisions.filter(decided_by=user, round=request.round).exclude(decision=DecisionKind.REJECT).exists():
+        raise DecisionNotAllowedError(
+            "You already approved this version of the call; a second, different operator must approve it too."
+        )
+    _decision(request, user, DecisionKind.APPROVE, comment)
+    audit_call_event(
+        request.call,
+        "approval.approve",
+        actor=_actor(user),
+        data={
+            "decision": str(DecisionKind.APPROVE),
+            "comment": comment,
+            "request": request.pk,
+            "round": request.round,
+            "arguments_hash": request.arguments_hash,
+        },
+    )
+
+
+def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]) -> None:
+    """Replace the version under approval and open a new round, in which the editor's approval counts once."""
+    call = request.call
+    previous, previous_hash = request.arguments, request.arguments_hash
+    request.round += 1
+    request.arguments = version
+    request.save(update_fields=["round", "arguments"])
+    # The binding is computed over the values as the database returns them, as the worker will read them.
+    request.refresh_from_db(fields=["arguments"])
+    request.arguments_hash = approval_hash(call.tool_name, call.tool_version, request.arguments)
+    request.save(update_fields=["arguments_hash"])
+    diff = arguments_diff(request.tool_name, previous, request.arguments)
+    _decision(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
+    audit_call_event(
+        call,
+        "approval.edit",
+        actor=_actor(user),
+        data={
+            "decision": str(DecisionKind.EDIT),
+            "comment": comment,
+            "request": request.pk,
+            "round": request.round,
+            "previous_arguments_hash": previous_hash,
+            "arguments_hash": request.arguments_hash,
+            "diff": diff,
+            "diff_from_original": shown_diff(request),
+        },
+    )
+
+
+def _decision(
+    request: ApprovalRequest, user: AbstractBaseUser, kind: DecisionKind, comment: str, **extra: Any
+) -> ApprovalDecision:
+    return ApprovalDecision.objects.create(
+        request=request,
+        decided_by=user,
+        decided_by_name=user.get_username(),
+        decision=kind,
+        comment=comment,
+        round=request.round,
+        arguments_hash=request.arguments_hash,
+        **extra,
+    )
+
+
+def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
+    username = user.get_username()
+    _decision(request, user, DecisionKind.REJECT, comment)
+    audit_call_event(
+        request.call,
+        "approval.reject",
+        actor=_actor(user),
+        data={"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
+    )
+    request.status = ApprovalStatus.REJECTED
+    request.decided_at = timezone.now()
+    request.save(update_fields=["status", "decided_at"])
+    message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
+    tool_call_refuse(call=request.call, actor=_actor(user), status=CallStatus.REJECTED, message=message)
+    _notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
+
+
+def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
+    """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments."""
+    call = request.call
+    if approval_hash(call.tool_name, call.tool_version, request.arguments) != request.arguments_hash:
+        raise ApprovalError(
+            "The arguments under approval no longer match the version that was approved; nothing was recorded. "
+            "Reject this request and ask for the call again."
+        )
+    request.status = ApprovalStatus.APPROVED
+    request.decided_at = timezone.now()
+    request.save(update_fields=["status", "decided_at"])
+    edited = request.arguments if request.arguments != call.arguments else None
+    tool_call_release(call=call, actor=_actor(user), arguments=edited)
+    username = user.get_username()
+    _notify(signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment)
+
+
+def _actor(user: AbstractBaseUser) -> str:
+    return f"operator:{user.get_username()}"
 
 
 def _expire(request: ApprovalRequest) -> None:
@@ -292,6 +411,8 @@ def _notify(signal: Any, request: ApprovalRequest, event: str, **extra: Any) -> 
         "status": request.status,
         "reason": request.reason,
         "tenant": request.tenant,
+        "round": request.round,
+        "arguments_hash": request.arguments_hash,
         **extra,
     }
     webhook_enqueue(event=event, payload=payload)

@@ -3,15 +3,15 @@
 from celery import shared_task
 
 from approvals.services import approvals_escalate_due, approvals_expire_due
-from approvals.webhooks import webhook_deliver, webhooks_deliver_due
+from approvals.webhooks import webhook_deliver, webhooks_dispatch_due
 
 
 @shared_task(name="approvals.tasks.expire_approvals_task", ignore_result=True)
 def expire_approvals_task() -> None:
-    """Expire overdue requests, escalate waiting ones, retry due webhook deliveries."""
+    """Expire overdue requests, escalate waiting ones, hand due webhook deliveries to workers."""
     approvals_expire_due()
     approvals_escalate_due()
-    webhooks_deliver_due()
+    webhooks_dispatch_due()
 
 
 @shared_task(name="approvals.tasks.deliver_webhook_task", ignore_result=True)

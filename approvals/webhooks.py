@@ -1,11 +1,23 @@
-"""Approval notifications to an optional webhook: JSON, HMAC-SHA256 signed, delivered and retried by workers."""
+"""Approval notifications to an optional webhook, signed with the Standard Webhooks scheme, retried by workers.
 
+Every delivery has a message id that stays the same across its retries and is signed together with the
+attempt's timestamp (``webhook-id``, ``webhook-timestamp``, ``webhook-signature: v1,<base64 HMAC-SHA256 of
+"{id}.{timestamp}.{body}">``), so a receiver that checks the timestamp and remembers ids refuses replays.
+
+No row lock is held while the HTTP POST runs: a worker claims a due delivery with one conditional UPDATE
+that moves its next attempt past a lease, posts outside any transaction, and records the outcome in a
+second short transaction. A worker that dies in between leaves the delivery due again once the lease ends.
+"""
+
+import base64
+import binascii
 import hashlib
 import hmac
 import json
 import os
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -15,14 +27,35 @@ from django.utils import timezone
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_setting
 
-__all__ = ["webhook_enqueue", "webhook_deliver", "webhooks_deliver_due", "signature_of"]
+__all__ = [
+    "webhook_enqueue",
+    "webhook_deliver",
+    "webhooks_deliver_due",
+    "webhooks_dispatch_due",
+    "webhook_signature",
+    "webhook_secret_key",
+]
 
-SIGNATURE_HEADER = "X-Toolhub-Signature"
+SECRET_PREFIX = "whsec_"
+#: How long a claimed delivery is left to its worker beyond the POST's own timeout, before others may retry it.
+LEASE_MARGIN_SECONDS = 30
+MAX_BACKOFF_SECONDS = 3600
 
 
-def signature_of(body: bytes, secret: str) -> str:
-    """``sha256=<hex>`` of the body; receivers recompute it with the shared secret."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def webhook_secret_key(secret: str) -> bytes:
+    """The HMAC key: ``whsec_<base64>`` is decoded (the Standard Webhooks form), any other secret used as is."""
+    if secret.startswith(SECRET_PREFIX):
+        try:
+            return base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+        except binascii.Error:
+            raise ValueError("The webhook secret starts with 'whsec_' but the rest is not base64.") from None
+    return secret.encode()
+
+
+def webhook_signature(*, key: bytes, message_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">``, the value of the ``webhook-signature`` header."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
 
 
 def webhook_enqueue(*, event: str, payload: dict[str, Any]) -> WebhookDelivery | None:
@@ -41,44 +74,123 @@ def webhook_enqueue(*, event: str, payload: dict[str, Any]) -> WebhookDelivery |
     return delivery
 
 
+@dataclass(frozen=True)
+class _Claim:
+    delivery: WebhookDelivery
+    attempt: int
+
+
 def webhook_deliver(*, delivery_id: int, timeout: float = 10.0) -> bool:
-    """POST one delivery; on failure schedule the next attempt with exponential backoff (in the database)."""
-    with transaction.atomic():
-        delivery = WebhookDelivery.objects.select_for_update(skip_locked=True).filter(pk=delivery_id).first()
-        if delivery is None or delivery.status != DeliveryStatus.PENDING:
-            return False
-        body = json.dumps(
-            {"event": delivery.event, "delivery": delivery.pk, **delivery.payload}, sort_keys=True
-        ).encode()
-        secret = os.environ.get(toolhub_setting("WEBHOOK_SECRET_ENV"), "")
-        headers = {"Content-Type": "application/json", "X-Toolhub-Event": delivery.event}
-        if secret:
-            headers[SIGNATURE_HEADER] = signature_of(body, secret)
-        delivery.attempts += 1
-        try:
-            request = urllib.request.Request(toolhub_setting("WEBHOOK_URL"), data=body, headers=headers, method="POST")
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - operator-configured URL
-                ok = 200 <= response.status < 300
-                error = "" if ok else f"HTTP {response.status}"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            ok, error = False, f"{type(exc).__name__}: {exc}"[:500]
-        now = timezone.now()
-        if ok:
-            delivery.status, delivery.delivered_at, delivery.last_error = DeliveryStatus.DELIVERED, now, ""
-        else:
-            delivery.last_error = error
-            if delivery.attempts >= int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS")):
-                delivery.status = DeliveryStatus.FAILED
-            else:
-                delivery.next_attempt_at = now + timedelta(seconds=min(3600, 2**delivery.attempts * 5))
-        delivery.save()
+    """Attempt one due delivery; on failure the next attempt is scheduled with exponential backoff.
+
+    Returns whether the receiver accepted it (``False`` also when the delivery was not due or is claimed).
+    """
+    return _attempt(delivery_id, timeout=timeout) is True
+
+
+def webhooks_deliver_due(*, limit: int = 200, timeout: float = 10.0) -> int:
+    """Attempt every pending delivery whose time has come, here and now; return how many were attempted."""
+    return sum(1 for delivery_id in _due(limit) if _attempt(delivery_id, timeout=timeout) is not None)
+
+
+def webhooks_dispatch_due(*, limit: int = 200) -> int:
+    """Hand every due delivery to a worker task of its own (the periodic task stays short); return how many.
+
+    A delivery sent twice is attempted once: the first worker's claim makes it not due for the second.
+    """
+    from approvals.tasks import deliver_webhook_task
+
+    due = _due(limit)
+    for delivery_id in due:
+        deliver_webhook_task.delay(delivery_id)
+    return len(due)
+
+
+def _due(limit: int) -> list[int]:
+    _give_up_exhausted()
+    due = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now())
+    return list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+
+
+def _attempt(delivery_id: int, *, timeout: float) -> bool | None:
+    """Claim, POST, record; whether it was accepted, or ``None`` when it was not ours to attempt."""
+    claim = _claim(delivery_id, lease=timeout + LEASE_MARGIN_SECONDS)
+    if claim is None:
+        return None
+    ok, error = _post(claim.delivery, timeout=timeout)
+    _record_outcome(claim, ok=ok, error=error)
     return ok
 
 
-def webhooks_deliver_due() -> int:
-    """Attempt every pending delivery whose time has come; return how many were attempted."""
-    due = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now())
-    ids = list(due.values_list("pk", flat=True)[:200])
-    for delivery_id in ids:
-        webhook_deliver(delivery_id=delivery_id)
-    return len(ids)
+def _claim(delivery_id: int, *, lease: float) -> _Claim | None:
+    """Take a due delivery for one attempt: a short transaction; a delivery another worker holds is skipped."""
+    now = timezone.now()
+    max_attempts = int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS"))
+    with transaction.atomic():
+        delivery = (
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .filter(
+                pk=delivery_id,
+                status=DeliveryStatus.PENDING,
+                next_attempt_at__lte=now,
+                attempts__lt=max_attempts,
+            )
+            .first()
+        )
+        if delivery is None:
+            return None
+        # The lease: until it ends, the delivery is not due for anyone else, even if this worker dies.
+        delivery.attempts += 1
+        delivery.next_attempt_at = now + timedelta(seconds=lease)
+        delivery.save(update_fields=["attempts", "next_attempt_at"])
+    return _Claim(delivery=delivery, attempt=delivery.attempts)
+
+
+def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
+    """POST the delivery, outside any transaction; return whether it was accepted and the error if not."""
+    body = json.dumps({"event": delivery.event, "delivery": delivery.pk, **delivery.payload}, sort_keys=True).encode()
+    timestamp = int(timezone.now().timestamp())
+    headers = {
+        "Content-Type": "application/json",
+        "X-Toolhub-Event": delivery.event,
+        "webhook-id": delivery.message_id,
+        "webhook-timestamp": str(timestamp),
+    }
+    try:
+        secret = os.environ.get(toolhub_setting("WEBHOOK_SECRET_ENV"), "")
+        if secret:
+            key = webhook_secret_key(secret)
+            headers["webhook-signature"] = webhook_signature(
+                key=key, message_id=delivery.message_id, timestamp=timestamp, body=body
+            )
+        request = urllib.request.Request(toolhub_setting("WEBHOOK_URL"), data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - operator-configured URL
+            if 200 <= response.status < 300:
+                return True, ""
+            return False, f"HTTP {response.status}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _record_outcome(claim: _Claim, *, ok: bool, error: str) -> None:
+    """Record one attempt's outcome, unless a later attempt took the delivery over (its lease had ended)."""
+    now = timezone.now()
+    mine = WebhookDelivery.objects.filter(pk=claim.delivery.pk, status=DeliveryStatus.PENDING, attempts=claim.attempt)
+    if ok:
+        mine.update(status=DeliveryStatus.DELIVERED, delivered_at=now, last_error="")
+    elif claim.attempt >= int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS")):
+        mine.update(status=DeliveryStatus.FAILED, last_error=error)
+    else:
+        backoff = min(MAX_BACKOFF_SECONDS, 2**claim.attempt * 5)
+        mine.update(next_attempt_at=now + timedelta(seconds=backoff), last_error=error)
+
+
+def _give_up_exhausted() -> None:
+    """Deliveries whose last allowed attempt never recorded an outcome (its worker died) fail once its lease ends."""
+    WebhookDelivery.objects.filter(
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=timezone.now(),
+        attempts__gte=int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS")),
+    ).update(
+        status=DeliveryStatus.FAILED, last_error="No outcome was recorded for the last attempt (its worker stopped)."
+    )

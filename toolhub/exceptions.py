@@ -9,6 +9,8 @@ __all__ = [
     "ApprovalError",
     "AlreadyDecidedError",
     "DecisionNotAllowedError",
+    "ArgumentsChangedError",
+    "EditedArgumentsError",
     "ModelError",
     "NotInTenantError",
 ]
@@ -44,6 +46,14 @@ class AlreadyDecidedError(ApprovalError):
 
 class DecisionNotAllowedError(ApprovalError):
     """The user may not decide this approval request."""
+
+
+class ArgumentsChangedError(ApprovalError):
+    """The arguments under approval changed since the decider looked at them; nothing was recorded."""
+
+
+class EditedArgumentsError(ApprovalError):
+    """An operator's edited arguments cannot be used (invalid, unstorable, too large, too deep); nothing recorded."""
 
 
 class ModelError(ToolhubError):

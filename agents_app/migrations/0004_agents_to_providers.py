@@ -1,14 +1,13 @@
-"""Turn each agent's own endpoint settings into a named model provider, and let developers manage agents.
+"""Turn each agent's own endpoint settings into a named model provider.
 
 Agents with the same (base URL, model, key variable) share one provider; existing agents stay
-global, as they were visible to everyone before. The ``developers`` group gets the permissions
-to add and change agents.
+global, as they were visible to everyone before. Who may manage agents is the ``developers`` role,
+set up by ``manage.py toolhub_roles`` (run it after this migration).
 """
 
 from django.db import migrations
 from django.utils.text import slugify
 
-DEVELOPER_PERMISSIONS = ("add_agent", "change_agent", "view_agent")
 
 
 def agents_to_providers(apps, schema_editor):  # type: ignore[no-untyped-def]
@@ -54,22 +53,6 @@ def _free_name(model, name: str) -> str:  # type: ignore[no-untyped-def]
     return candidate
 
 
-def developers_manage_agents(apps, schema_editor):  # type: ignore[no-untyped-def]
-    from django.contrib.auth.management import create_permissions
-
-    # Permissions are normally created after migrate; the group needs them now.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    developers, _ = Group.objects.get_or_create(name="developers")
-    developers.permissions.add(
-        *Permission.objects.filter(content_type__app_label="agents_app", codename__in=DEVELOPER_PERMISSIONS)
-    )
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("agents_app", "0003_model_providers"),
@@ -79,5 +62,4 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(agents_to_providers, providers_to_agents),
-        migrations.RunPython(developers_manage_agents, migrations.RunPython.noop),
     ]

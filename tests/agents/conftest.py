@@ -4,7 +4,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind
@@ -23,14 +24,9 @@ def client_for(user: User) -> APIClient:
 
 
 def developers_group() -> Group:
-    """The developers role (made by a migration; made again here after a transactional test flushed it)."""
-    group, _ = Group.objects.get_or_create(name="developers")
-    group.permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="agents_app", codename__in=["add_agent", "change_agent", "view_agent"]
-        )
-    )
-    return group
+    """The developers role, as ``manage.py toolhub_roles`` sets it up."""
+    call_command("toolhub_roles", verbosity=0)
+    return Group.objects.get(name="developers")
 
 
 def _member(username: str, tenant: Tenant, *, developer: bool = False, **extra: Any) -> User:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from agents_app.models import AgentRun, ModelProvider, ProviderKind, RunStatus, StopReason
 from agents_app.services import agent_create, run_start
 from agents_app.tasks import sweep_runs_task
-from tests.integration.conftest import celery_worker  # noqa: F401 - the worker process fixture
+from tests.integration.conftest import app_database_role, celery_worker  # noqa: F401 - the worker process fixtures
 from tests.integration.workers import Worker, wait_for
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve
 

@@ -25,7 +25,7 @@ def test_operator_approves_from_the_change_page_and_the_run_completes(
     admin_login(page, "operator", "operator-password")
     page.get_by_role("link", name="Approval requests").first.click()
     page.get_by_role("link", name=str(request.pk), exact=True).click()
-    expect(page.locator(".field-arguments")).to_contain_text('"amount": "5000"')
+    expect(page.locator(".field-arguments_to_run")).to_contain_text('"amount": "5000"')
     expect(page.locator(".field-reason")).to_contain_text("orders above 1000 need an operator's approval")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "approval_change_page.png"), full_page=True)
@@ -82,7 +82,7 @@ def test_staff_without_the_permission_sees_no_decision_buttons_or_actions(
     admin_login(page, "viewer", "viewer-password")
     page.goto(f"/admin/approvals/approvalrequest/{request.pk}/change/")
 
-    expect(page.locator(".field-arguments")).to_contain_text('"product": "Laptop"')
+    expect(page.locator(".field-arguments_to_run")).to_contain_text('"product": "Laptop"')
     expect(page.locator(".toolhub-notice")).to_contain_text("waits for an operator")
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.get_by_role("button", name="Reject")).to_have_count(0)

@@ -1,5 +1,6 @@
 """Approval rules, approver groups, escalation, binding, expiry and notifications."""
 
+import base64
 import hashlib
 import hmac
 from datetime import timedelta
@@ -151,8 +152,11 @@ def test_notifications_reach_the_webhook_signed_and_failed_deliveries_are_retrie
     events = [parse(item["body"])["event"] for item in received]
     assert events == ["approval.requested", "approval.approved"]
     for item in received:
-        expected = "sha256=" + hmac.new(b"s3cret", item["body"], hashlib.sha256).hexdigest()
-        assert item["headers"]["X-Toolhub-Signature"] == expected
+        # the Standard Webhooks scheme: the id and the timestamp are signed with the body
+        headers = {name.lower(): value for name, value in item["headers"].items()}
+        signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + item["body"]
+        expected = "v1," + base64.b64encode(hmac.new(b"s3cret", signed, hashlib.sha256).digest()).decode()
+        assert headers["webhook-signature"] == expected
     assert parse(received[1]["body"])["by"] == "operator"
 
     # the receiver goes away: the delivery is kept and scheduled again, not lost
@@ -160,6 +164,9 @@ def test_notifications_reach_the_webhook_signed_and_failed_deliveries_are_retrie
     request_call("risky_effect", {"note": "y"})
     failed = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).get()
     assert failed.attempts == 1 and failed.next_attempt_at > timezone.now() and failed.last_error
+    assert webhook_deliver(delivery_id=failed.pk) is False  # not due yet: nothing is attempted
+    assert WebhookDelivery.objects.get(pk=failed.pk).attempts == 1
+    WebhookDelivery.objects.filter(pk=failed.pk).update(next_attempt_at=timezone.now())
     assert webhook_deliver(delivery_id=failed.pk) is False
     assert WebhookDelivery.objects.get(pk=failed.pk).attempts == 2
 

@@ -242,8 +242,8 @@ def test_an_edit_by_the_first_of_two_approvers_is_what_runs(
     )
     committed(approval_approve, request_id=request.pk, user=operator, arguments={"note": "500"})
 
-    # when the second operator approves
-    committed(approval_approve, request_id=request.pk, user=second_operator)
+    # when the second operator approves the corrected version (the round the edit opened)
+    committed(approval_approve, request_id=request.pk, user=second_operator, expected_round=2)
 
     # then the corrected arguments ran, not the original ones
     assert _call(request).arguments == {"note": "500"}

@@ -1,0 +1,56 @@
+"""Versions of the arguments under approval: what is shown of them, and how one differs from another.
+
+A request holds the model's original arguments and the version under approval (what runs once it is
+approved). Every edit makes a new version and opens a new round; approvals count within one round.
+Sensitive values are never part of anything this module returns.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from approvals.models import ApprovalRequest, DecisionKind
+from toolhub.audit import REDACTED, redact
+from toolhub.tools.registry import registry
+
+__all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff", "approvals_in_round"]
+
+
+def _sensitive(tool_name: str) -> frozenset[str]:
+    tool = registry.get(tool_name)
+    return tool.sensitive if tool else frozenset()
+
+
+def arguments_diff(tool_name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """``{name: {"before": ..., "after": ...}}`` for every argument that differs; sensitive values redacted."""
+    sensitive = _sensitive(tool_name)
+    return {
+        key: {"before": REDACTED, "after": REDACTED}
+        if key in sensitive
+        else {"before": before.get(key), "after": after.get(key)}
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    }
+
+
+def shown_arguments(request: ApprovalRequest) -> dict[str, Any]:
+    """The version under approval (what will run), as anyone may see it."""
+    return redact(request.arguments or {}, _sensitive(request.tool_name))
+
+
+def shown_original_arguments(request: ApprovalRequest) -> dict[str, Any]:
+    """The arguments as the model sent them, as anyone may see them."""
+    return redact(request.original_arguments or {}, _sensitive(request.tool_name))
+
+
+def shown_diff(request: ApprovalRequest) -> dict[str, Any]:
+    """How the version under approval differs from the model's original (empty when nobody edited it)."""
+    return arguments_diff(request.tool_name, request.original_arguments or {}, request.arguments or {})
+
+
+def approvals_in_round(request: ApprovalRequest) -> int:
+    """How many approvals the current round has (an edit counts as its editor's approval)."""
+    return sum(
+        1
+        for decision in request.decisions.all()
+        if decision.round == request.round and decision.decision != DecisionKind.REJECT
+    )
