@@ -95,4 +95,5 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         for role, count in roles_sync().items():
-            self.stdout.write(f"{role}: {count} permission(s)")
+            if options["verbosity"] >= 1:
+                self.stdout.write(f"{role}: {count} permission(s)")
