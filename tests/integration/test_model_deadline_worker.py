@@ -10,7 +10,6 @@ from django.utils import timezone
 from agents_app.models import AgentRun, ModelProvider, ProviderKind, RunStatus, StopReason
 from agents_app.services import agent_create, run_start
 from agents_app.tasks import sweep_runs_task
-from tests.integration.conftest import app_database_role, celery_worker  # noqa: F401 - the worker process fixtures
 from tests.integration.workers import Worker, wait_for
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve
 
@@ -18,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_worker_gives_up_on_a_stalled_endpoint_at_the_deadline_and_sweeps_never_call_twice(
-    celery_worker: Worker,  # noqa: F811
+    celery_worker: Worker,
     alice: User,
 ) -> None:
     with serve(FakeModel()) as model:
