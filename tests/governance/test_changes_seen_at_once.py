@@ -1,0 +1,137 @@
+"""A governance change is seen by the very next call: no cache may serve a revoked grant, a disabled tool, an old rule.
+
+Each test makes one call, changes governance the way operators do (the admin, the catalogue service, a
+rule saved or deleted), and makes the next call at once, through the whole pipeline on PostgreSQL.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from approvals.models import ApprovalRequest, ApprovalRule
+from tests.helpers import principal_for
+from tests.testapp.models import SideEffect
+from toolhub.audit import verify_audit_chains
+from toolhub.catalogue import tool_definition_govern
+from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolDefinition
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tasks import execute_tool_call_task
+from toolhub.tools.context import ToolContext
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("deny_by_default")]
+
+
+def _revoke_by_deleting(grant: Grant, **_: Any) -> None:
+    grant.delete()
+
+
+def _revoke_by_turning_into_a_deny(grant: Grant, **_: Any) -> None:
+    grant.effect = GrantEffect.DENY
+    grant.save()
+
+
+def _revoke_in_the_admin(grant: Grant, *, admin_client: Client) -> None:
+    response = admin_client.post(f"/admin/toolhub/grant/{grant.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302, response.content[:500]
+    assert not Grant.objects.filter(pk=grant.pk).exists()
+
+
+REVOCATIONS = [_revoke_by_deleting, _revoke_by_turning_into_a_deny, _revoke_in_the_admin]
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    """A superuser's browser session in the admin (https, as production serves it)."""
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "root-password"))
+    return client
+
+
+@pytest.fixture
+def grant(tenant: Tenant) -> Grant:
+    return Grant.objects.create(tool_name="record_effect", tenant=tenant, note="acme may record")
+
+
+@pytest.mark.parametrize("revoke", REVOCATIONS, ids=lambda fn: fn.__name__.removeprefix("_revoke_"))
+def test_a_grant_revoked_between_two_calls_denies_the_second(
+    request_call: Any, grant: Grant, admin_client: Client, revoke: Any
+) -> None:
+    first = request_call("record_effect", {"note": "before"})
+    assert first.status == CallStatus.SUCCEEDED
+
+    revoke(grant, admin_client=admin_client)
+    second = request_call("record_effect", {"note": "after"})
+
+    assert second.status == CallStatus.DENIED
+    assert "not granted to you" in second.error or "denied to you" in second.error
+    assert list(SideEffect.objects.values_list("call_id", flat=True)) == [str(first.pk)]
+    assert verify_audit_chains()[1] == []
+
+
+def test_a_grant_revoked_after_the_request_denies_the_execution(
+    alice: User, grant: Grant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's check sees the revocation too: the call was queued while allowed, and is never run."""
+    dispatched: list[str] = []
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id: dispatched.append(str(call_id)))
+    request = CallRequest(
+        tool_name="record_effect",
+        arguments={"note": "queued"},
+        principal=principal_for(alice, tenant="acme"),
+        context=ToolContext({"tenant": "acme", "user": alice.username, "user_id": alice.pk}),
+    )
+    call = tool_call_request(request=request)
+    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.QUEUED
+    assert dispatched == [str(call.pk)]
+
+    grant.delete()
+    execute_tool_call_task(dispatched[0])  # the worker takes the message
+
+    call.refresh_from_db()
+    assert call.status == CallStatus.DENIED
+    assert SideEffect.objects.count() == 0
+    assert verify_audit_chains()[1] == []
+
+
+def test_a_grant_given_between_two_calls_allows_the_second(request_call: Any, tenant: Tenant) -> None:
+    """The other direction: a denial is not remembered either."""
+    assert request_call("record_effect", {"note": "before"}).status == CallStatus.DENIED
+    Grant.objects.create(tool_name="record_effect", tenant=tenant)
+    assert request_call("record_effect", {"note": "after"}).status == CallStatus.SUCCEEDED
+
+
+def test_a_tool_disabled_between_two_calls_refuses_the_second(request_call: Any, grant: Grant) -> None:
+    assert request_call("record_effect", {"note": "before"}).status == CallStatus.SUCCEEDED
+
+    definition = ToolDefinition.objects.get(name="record_effect")
+    tool_definition_govern(definition=definition, actor="operator", enabled=False)
+    second = request_call("record_effect", {"note": "after"})
+
+    assert second.status == CallStatus.DENIED
+    assert "disabled" in second.error
+    assert SideEffect.objects.count() == 1
+
+    tool_definition_govern(definition=definition, actor="operator", enabled=True)
+    assert request_call("record_effect", {"note": "again"}).status == CallStatus.SUCCEEDED
+
+
+def test_an_approval_rule_changed_between_two_calls_governs_the_second(request_call: Any, grant: Grant) -> None:
+    rule = ApprovalRule.objects.create(name="hold records", tool_name="record_effect", enabled=False)
+    assert request_call("record_effect", {"note": "before"}).status == CallStatus.SUCCEEDED
+
+    rule.enabled = True
+    rule.save()
+    held = request_call("record_effect", {"note": "held"})
+    assert held.status == CallStatus.PENDING_APPROVAL
+    assert ApprovalRequest.objects.get(call=held).rule == rule
+
+    rule.argument, rule.operator, rule.value = "note", "contains", "wire"
+    rule.save()
+    assert request_call("record_effect", {"note": "plain"}).status == CallStatus.SUCCEEDED
+    assert request_call("record_effect", {"note": "wire it"}).status == CallStatus.PENDING_APPROVAL
+
+    rule.delete()
+    assert request_call("record_effect", {"note": "wire again"}).status == CallStatus.SUCCEEDED
+    assert verify_audit_chains()[1] == []
