@@ -114,6 +114,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # A reused connection is checked (one round trip) before its first use in a request or task, so
+        # one the server dropped meanwhile is replaced instead of failing the request.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -204,6 +207,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "toolhub")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes the database connection before and after every task unless this is set;
+# set, it only does so every CELERY_DB_REUSE_MAX tasks, and toolhub/celery.py closes connections as
+# Django does around a request instead: after DATABASE_CONN_MAX_AGE seconds (0, the default: after every
+# task) or when broken. So workers reuse their connection exactly as long as web processes do.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 # Every task has time limits: a soft one (SoftTimeLimitExceeded, so the task can clean up) and a hard
 # one (the worker process is replaced). Tasks with their own budget set theirs: the tool-execution
 # task follows the longest tool timeout, the agent step its provider's deadline.
