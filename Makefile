@@ -33,7 +33,7 @@ test: install
 test-fast: install
 	env -u DATABASE_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
 
-# Fault injection over real services (its own database, Redis DB and queue); CHAOS_ARGS="--seconds 30 --seed 7".
+# Fault injection over real services (its own database, private redis-server and queue); CHAOS_ARGS="--seconds 30 --seed 7".
 chaos: install
 	$(PY) -m benchmarks.chaos $(CHAOS_ARGS)
 
@@ -48,7 +48,7 @@ lint: install
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache
 
-# Benchmarks on the machine's PostgreSQL and Redis with 2 worker processes; writes benchmarks/results/.
+# Benchmarks on the machine's PostgreSQL and a private redis-server with 2 worker processes; writes benchmarks/results/.
 # DBOS Transact (the `bench` extra) is measured beside toolhub when it installs; without it that row says so.
 bench: install
 	$(VENV)/bin/pip install --quiet -e '.[dev,bench]' || echo "bench: DBOS Transact not installed; its row will say so"

@@ -5,18 +5,23 @@
 A stream of governed calls (non-idempotent ``record_effect`` and ``slow_effect``, idempotent
 ``slow_idempotent``, high-risk ``risky_effect`` decided by a scripted operator) runs against real
 ``celery -A toolhub worker`` processes while, at random, a pool process or a whole worker is
-SIGKILLed (and restarted), the broker's Redis DB is flushed or its connections are cut, and calls
-are delivered again. The sweeper runs every second, as Celery beat would run it. Then the driver
+SIGKILLed (and restarted), the broker's Redis DB is flushed or its connections are cut, the broker's
+Redis server itself is SIGKILLed and started again (losing every message it held), the workers'
+PostgreSQL connections are terminated (``pg_terminate_backend``) in the middle of their calls, and
+calls are delivered again. The sweeper runs every second, as Celery beat would run it. Then the driver
 drains (sweeps until nothing is open), delivers every call once more, and checks what the pipeline
 guarantees: every call settled exactly once (terminal, or ``needs_attention``) through legal
 transitions only, side effects at most once per call, nothing queued or running, the audit chain
 intact. It prints a summary, writes it to ``benchmarks/results/chaos.json`` and exits 1, loudly, on
 any violation.
 
-Everything is the driver's own (set up by ``benchmarks.harness`` on ``BENCH_POSTGRES_URL`` and
-``BENCH_REDIS_URL``, the machine's services by default): a PostgreSQL database dropped and created
-anew (``toolhub_chaos``), a Redis DB number (12; the driver refuses one that holds other queues) and
-a queue. Workers run with the test settings (the test tools live there) and short leases.
+Everything is the driver's own (set up by ``benchmarks.harness``), so two runs at once never meet: a
+PostgreSQL database named for this run (``toolhub_chaos_<pid>_<token>`` on ``BENCH_POSTGRES_URL``,
+dropped at the end unless an invariant failed), a private ``redis-server`` on a free 127.0.0.1 port
+as the broker (the shared Redis is never touched; with ``BENCH_REDIS_URL`` that Redis is used instead,
+its DB refused if it holds other queues, and the Redis-restart fault is skipped), and a queue. Workers
+run with the test settings (the test tools live there), short leases, and their database connections
+reused and named (``application_name``) so that the PostgreSQL fault finds them.
 """
 
 import argparse
@@ -33,13 +38,16 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from benchmarks.harness import ROOT, configure
+from benchmarks.harness import ROOT, Services, configure
 
 RESULT_FILE = ROOT / "benchmarks" / "results" / "chaos.json"
 
-DATABASE = "toolhub_chaos"
+PREFIX = "toolhub_chaos"
+#: The run's queue; ``_prepare_services`` names it after the run's database.
 QUEUE = "toolhub-chaos"
-BROKER_DB = 12
+BROKER_DB = 0
+#: ``application_name`` of the workers' PostgreSQL connections (the driver's own are never terminated).
+WORKER_APPLICATION_NAME = "toolhub-chaos-worker"
 TENANT = "chaos"
 
 #: Worker settings: a claimed call's lease is CALL_LEASE_SECONDS plus the tool's time limit, so a
@@ -48,7 +56,15 @@ LEASE_SECONDS = 3.0
 TOOL_TIMEOUT_SECONDS = 6.0
 
 TOOL_MIX = {"record_effect": 35, "slow_effect": 25, "slow_idempotent": 25, "risky_effect": 15}
-FAULT_MIX = {"pool_kill": 30, "worker_kill": 15, "broker_flush": 10, "redis_disconnect": 10, "duplicate_delivery": 35}
+FAULT_MIX = {
+    "pool_kill": 25,
+    "worker_kill": 12,
+    "broker_flush": 8,
+    "redis_disconnect": 8,
+    "redis_restart": 8,
+    "pg_terminate": 14,
+    "duplicate_delivery": 25,
+}
 #: Tools whose side effect rows are counted (one row per execution; the idempotent one per call id).
 EFFECT_TOOLS = frozenset(TOOL_MIX)
 
@@ -67,17 +83,24 @@ def main(argv: list[str] | None = None) -> int:
     """Run the fault injection; return the exit status (1 when an invariant was violated)."""
     options = _options(argv)
     started = time.monotonic()
-    _prepare_services(options)
-    chaos = Chaos(options)
+    services = _prepare_services(options)
+    chaos = Chaos(options, services)
+    ok = False
     try:
-        chaos.start()
-        chaos.inject(options.seconds)
-        chaos.drain(options.drain_seconds)
-        chaos.deliver_everything_again()
+        try:
+            chaos.start()
+            chaos.inject(options.seconds)
+            chaos.drain(options.drain_seconds)
+            chaos.deliver_everything_again()
+        finally:
+            chaos.stop()
+        invariants = check_invariants(chaos)
+        summary = chaos.summary(invariants, total_seconds=time.monotonic() - started)
+        ok = summary["ok"]
     finally:
-        chaos.stop()
-    invariants = check_invariants(chaos)
-    summary = chaos.summary(invariants, total_seconds=time.monotonic() - started)
+        services.close(drop_database=ok)
+        if not ok:
+            print(f"chaos: database {services.database} kept for inspection (drop it when done)", flush=True)
     RESULT_FILE.parent.mkdir(parents=True, exist_ok=True)
     RESULT_FILE.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     _print_summary(summary)
@@ -97,17 +120,17 @@ def _options(argv: list[str] | None) -> argparse.Namespace:
         "--broker-db",
         type=int,
         default=int(os.environ.get("CHAOS_BROKER_DB", BROKER_DB)),
-        help=f"Redis DB number of the driver's own, flushed again and again (default {BROKER_DB}, env CHAOS_BROKER_DB)",
+        help=f"broker Redis DB number, flushed again and again (default {BROKER_DB}, env CHAOS_BROKER_DB)",
     )
-    parser.add_argument("--database", default=DATABASE, help=f"database to drop and create (default {DATABASE})")
     return parser.parse_args(argv)
 
 
 # --- services ----------------------------------------------------------------------------------------
 
 
-def _prepare_services(options: argparse.Namespace) -> None:
-    """A fresh database and a broker DB of our own (see ``benchmarks.harness``), with short leases; then Django."""
+def _prepare_services(options: argparse.Namespace) -> Services:
+    """A database and a broker of this run's own (see ``benchmarks.harness``), with short leases; then Django."""
+    global QUEUE
     os.environ.update(
         {
             "CELERY_TASK_ALWAYS_EAGER": "false",
@@ -115,8 +138,10 @@ def _prepare_services(options: argparse.Namespace) -> None:
             "TOOLHUB_DEFAULT_TOOL_TIMEOUT_SECONDS": str(TOOL_TIMEOUT_SECONDS),
         }
     )
-    configure(database=options.database, broker_db=options.broker_db, queue=QUEUE)
+    services = configure(prefix=PREFIX, broker_db=options.broker_db)
+    QUEUE = os.environ["CELERY_TASK_DEFAULT_QUEUE"]
     _claim_broker_db(os.environ["CELERY_BROKER_URL"])
+    return services
 
 
 def _claim_broker_db(broker_url: str) -> None:
@@ -143,10 +168,11 @@ def _claim_broker_db(broker_url: str) -> None:
 class Chaos:
     """The driver: workers, the call stream, the scripted operator, the sweeper, and the faults."""
 
-    def __init__(self, options: argparse.Namespace) -> None:
+    def __init__(self, options: argparse.Namespace, services: Services) -> None:
         import redis
 
         self.options = options
+        self.services = services
         self.call_rng = random.Random(options.seed)
         self.fault_rng = random.Random(options.seed + 1_000_003)
         self.broker_url = os.environ["CELERY_BROKER_URL"]
@@ -165,6 +191,8 @@ class Chaos:
         self.driver_errors: list[str] = []
         #: Trouble of the harness itself (a restarted worker that did not answer at once), not of toolhub.
         self.harness_notes: list[str] = []
+        #: Workers that died by themselves during the faults and were restarted, as a supervisor would.
+        self.supervisor_restarts: list[str] = []
         self.late_duplicates: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.drained = False
@@ -198,7 +226,11 @@ class Chaos:
     def _new_worker(self, slot: int) -> Any:
         from tests.integration.workers import Worker
 
-        return Worker(f"chaos{slot}x{next(self.worker_numbers)}", concurrency=self.options.concurrency)
+        # Named connections (the PostgreSQL fault finds them), kept between tasks as in production.
+        database_url = f"{self.services.database_url}?application_name={WORKER_APPLICATION_NAME}"
+        return Worker(
+            f"chaos{slot}x{next(self.worker_numbers)}", concurrency=self.options.concurrency, DATABASE_URL=database_url
+        )
 
     def stop(self) -> None:
         """Stop every worker (and any still starting); never leave processes behind."""
@@ -230,6 +262,7 @@ class Chaos:
                 next_operator = now + 0.5
             if now >= next_sweep:
                 self.sweep(redispatch_after=10.0)
+                self.supervise()
                 next_sweep = now + 1.0
             if now >= next_fault:
                 self.inject_fault()
@@ -309,6 +342,24 @@ class Chaos:
         self.faults[kind] += 1
         self.fault_log.append({"at": round(time.monotonic() - self._t0, 2), "kind": kind, "detail": detail})
 
+    def supervise(self) -> None:
+        """Restart a worker that exited by itself, as a process supervisor (systemd, Kubernetes) would.
+
+        Celery 5.7 / kombu can die on a broker restart ("Unrecoverable error" while restoring unacknowledged
+        messages to a server that is gone); production runs workers under a supervisor that restarts them.
+        """
+        with self.lock:
+            exited = [
+                (slot, worker)
+                for slot, worker in enumerate(self.workers)
+                if slot not in self.restarts and worker.process is not None and worker.process.poll() is not None
+            ]
+        for slot, worker in exited:
+            self.supervisor_restarts.append(
+                f"{worker.name} exited by itself (status {worker.process.returncode}); restarting slot {slot}"
+            )
+            self._restart(slot)
+
     def _live_slots(self) -> list[int]:
         with self.lock:
             return [
@@ -366,14 +417,15 @@ class Chaos:
 
     def _restart(self, slot: int) -> None:
         def start() -> None:
-            for attempt in range(1, 4):
+            for attempt in range(1, 6):
                 replacement = self._new_worker(slot)
                 try:
                     replacement.start(timeout=90)
                     break
-                except Exception as exc:  # noqa: BLE001 - e.g. its ping was cut by a redis_disconnect fault
+                except Exception as exc:  # noqa: BLE001 - e.g. its ping was cut by a Redis fault
                     replacement.kill()
                     self.harness_notes.append(f"restarting worker slot {slot}, attempt {attempt}, failed: {exc}")
+                    time.sleep(attempt)  # a restarting broker answers again within seconds
             with self.lock:
                 self.workers[slot] = replacement
                 self.restarts.pop(slot, None)
@@ -388,7 +440,7 @@ class Chaos:
         burst = self.fault_rng.randint(4, 10)
         for _ in range(burst):
             self.request_call(tool_name=self.fault_rng.choice(["slow_effect", "slow_idempotent", "record_effect"]))
-        lost = self.redis.llen(QUEUE)
+        lost = self._queued()
         self.redis.flushdb()
         return f"flushed Redis DB {self.broker_db} after a burst of {burst} calls ({lost} queued messages lost)"
 
@@ -401,6 +453,81 @@ class Chaos:
             if str(client["id"]) != str(own):
                 cut += self.redis.client_kill_filter(_id=client["id"])
         return f"cut {cut} connections to Redis DB {self.broker_db}"
+
+    def _fault_redis_restart(self) -> str | None:
+        """SIGKILL the broker's redis-server and start it again: every connection drops, every message is lost.
+
+        Queued messages and the ones workers had taken but not acknowledged are gone with it; workers and
+        the driver must reconnect, and the sweeper must find the calls whose messages were lost.
+        """
+        server = self.services.redis
+        if server is None:
+            return None  # a Redis of the operator's own (BENCH_REDIS_URL) is never killed
+        burst = self.fault_rng.randint(3, 8)
+        for _ in range(burst):
+            self.request_call(tool_name=self.fault_rng.choice(["slow_effect", "slow_idempotent", "record_effect"]))
+        lost = self._queued() + self._unacked()
+        server.kill()
+        down = round(self.fault_rng.uniform(0.2, 2.0), 2)
+        time.sleep(down)
+        server.start()
+        return (
+            f"redis-server on port {server.port} SIGKILLed after a burst of {burst} calls, down {down} s, started "
+            f"again ({lost} queued or unacknowledged messages lost)"
+        )
+
+    def _fault_pg_terminate(self) -> str | None:
+        """Terminate the workers' PostgreSQL connections, preferring those inside a statement or a transaction."""
+        from django.db import connection
+
+        from toolhub.models import CallStatus, ToolCall
+
+        # Mid-call: wait (briefly) until a call is running, so its outcome is written on a dead connection.
+        if not ToolCall.objects.filter(status=CallStatus.RUNNING).exists():
+            self.request_call(tool_name=self.fault_rng.choice(["slow_effect", "slow_idempotent"]))
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline and not ToolCall.objects.filter(status=CallStatus.RUNNING).exists():
+                time.sleep(0.05)
+        running = ToolCall.objects.filter(status=CallStatus.RUNNING).count()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid, state FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+                [WORKER_APPLICATION_NAME],
+            )
+            backends = cursor.fetchall()
+            if not backends:
+                return None
+            busy = [pid for pid, state in backends if state in ("active", "idle in transaction")]
+            if busy and self.fault_rng.random() < 0.7:
+                targets = busy
+            else:
+                targets = [pid for pid, _ in backends]
+            terminated = 0
+            for pid in targets:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+                terminated += bool(cursor.fetchone()[0])
+        return (
+            f"terminated {terminated} of {len(backends)} worker connections ({len(busy)} inside a statement or "
+            f"transaction) while {running} calls were running"
+        )
+
+    def _queued(self) -> int:
+        """Messages waiting in the run's queue (0 when the broker does not answer, e.g. right after a restart)."""
+        import redis
+
+        try:
+            return self.redis.llen(QUEUE)
+        except redis.RedisError:
+            return 0
+
+    def _unacked(self) -> int:
+        """Messages workers have taken but not acknowledged (kombu's Redis transport keeps them in a hash)."""
+        import redis
+
+        try:
+            return self.redis.hlen("unacked")
+        except redis.RedisError:
+            return 0
 
     def _fault_duplicate_delivery(self) -> str | None:
         """Deliver calls again: some already settled or running, and a fresh one three times at once."""
@@ -460,7 +587,7 @@ class Chaos:
         for call_id in statuses:
             execute_tool_call_task.delay(str(call_id))
         deadline = time.monotonic() + 120
-        while self.redis.llen(QUEUE) and time.monotonic() < deadline:
+        while self._queued() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(3.0)  # the last messages taken from the queue finish
         changed = [
@@ -470,7 +597,7 @@ class Chaos:
         ]
         self.late_duplicates = {
             "messages": len(statuses),
-            "left_in_queue": self.redis.llen(QUEUE),
+            "left_in_queue": self._queued(),
             "status_changes": changed,
             "new_side_effects": SideEffect.objects.count() - effects,
             "new_audit_events": AuditEvent.objects.count() - events,
@@ -504,6 +631,7 @@ class Chaos:
             "late_duplicates": {**late, "status_changes": late.get("status_changes", [])[:10]},
             "worker_log_errors": _worker_log_errors(),
             "harness_notes": self.harness_notes,
+            "supervisor_restarts": self.supervisor_restarts,
             "timings": {**self.timings, "total_seconds": round(total_seconds, 2)},
             "invariants": [asdict(invariant) for invariant in invariants],
             "fault_log": self.fault_log,
@@ -654,6 +782,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     print(f"  operator   {summary['operator_decisions']}")
     print(f"  effects    {summary['side_effects']} side effects, {summary['audit_events']} audit events")
     print(f"  worker log {summary['worker_log_errors']['counts']}  {summary['worker_log_errors']['samples']}")
+    for note in summary["supervisor_restarts"]:
+        print(f"  supervisor {note}")
     for note in summary["harness_notes"]:
         print(f"  harness    {note}")
     print("  invariants")
