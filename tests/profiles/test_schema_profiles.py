@@ -100,7 +100,7 @@ class Address(BaseModel):
 
 
 @tool
-def book(
+def book_stay(
     amount: Annotated[Decimal, Field(max_digits=8, decimal_places=2, ge=0), Param("Amount in EUR.")],
     color: Color,
     on: dt.date,
@@ -118,7 +118,7 @@ def book(
 
 
 @tool(strict=True)
-def book_strictly(
+def book_stay_strictly(
     amount: Annotated[Decimal, Field(max_digits=8, decimal_places=2, ge=0)],
     color: Color,
     address: Address,
@@ -150,12 +150,12 @@ MINIMAL = {k: FULL[k] for k in ("amount", "color", "on", "mode", "note", "tags",
 def test_arguments_valid_under_the_tool_are_valid_under_each_profile_and_back(
     profile: str, arguments: dict[str, Any]
 ) -> None:
-    schema, strict = profile_parameters(book.tool, profile)
+    schema, strict = profile_parameters(book_stay.tool, profile)
     assert not strict  # an optional int cannot take null: strict mode would change its meaning
 
-    jsonschema.validate(arguments, book.tool.json_schema)
+    jsonschema.validate(arguments, book_stay.tool.json_schema)
     jsonschema.validate(arguments, _as_json_schema(schema))
-    values = book.tool.validate_arguments(arguments)
+    values = book_stay.tool.validate_arguments(arguments)
     assert values["amount"] == Decimal(str(arguments["amount"])) and values["color"] is Color.BLUE
     assert values["on"] == dt.date(2026, 11, 30) and values["address"].street == "Main"
     assert _no_refs_or_unions(schema, profile)
@@ -175,18 +175,18 @@ def test_arguments_valid_under_the_tool_are_valid_under_each_profile_and_back(
     ],
 )
 def test_a_profile_refuses_what_the_tool_refuses(profile: str, field: str, value: Any) -> None:
-    schema, _ = profile_parameters(book.tool, profile)
+    schema, _ = profile_parameters(book_stay.tool, profile)
     arguments = {**MINIMAL, field: value}
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(arguments, _as_json_schema(schema))
     with pytest.raises(pydantic.ValidationError):
-        book.tool.validate_arguments(arguments)
+        book_stay.tool.validate_arguments(arguments)
 
 
 @pytest.mark.parametrize("profile", ["openai", "openai-strict"])
 def test_strict_tools_take_nulls_for_unset_optionals(profile: str) -> None:
-    schema, strict = profile_parameters(book_strictly.tool, profile)
+    schema, strict = profile_parameters(book_stay_strictly.tool, profile)
     arguments = {
         "amount": "10.00",
         "color": "red",
@@ -199,7 +199,7 @@ def test_strict_tools_take_nulls_for_unset_optionals(profile: str) -> None:
     assert schema["required"] == ["amount", "color", "address", "at", "copies"]
     assert schema["properties"]["address"]["additionalProperties"] is False
     jsonschema.validate(arguments, schema)
-    values = book_strictly.tool.validate_arguments(arguments)
+    values = book_stay_strictly.tool.validate_arguments(arguments)
     assert values["copies"] == 1 and values["at"] is None and values["address"].color is Color.RED
 
 
@@ -229,7 +229,7 @@ def test_decimal_patterns_keep_the_digit_limits() -> None:
     assert decimal_pattern(max_digits=8, decimal_places=2) == r"^-?\d{1,6}(\.\d{1,2})?$"
     assert decimal_pattern(max_digits=5, decimal_places=0, signed=False) == r"^\d{1,5}$"
     assert decimal_pattern(max_digits=None, decimal_places=None) == r"^-?\d+(\.\d+)?$"
-    amount = profile_parameters(book.tool, "compact")[0]["properties"]["amount"]
+    amount = profile_parameters(book_stay.tool, "compact")[0]["properties"]["amount"]
     assert amount["type"] == "string" and amount["pattern"] == r"^\d{1,6}(\.\d{1,2})?$"
     assert "Amount in EUR." in amount["description"]
     # narrower than the tool, never wider: plain notation only
@@ -268,7 +268,7 @@ def test_hand_written_schemas_are_inlined_and_compacted() -> None:
 
 
 def test_the_checks_name_what_a_raw_pydantic_schema_breaks() -> None:
-    raw = book.tool.json_schema
+    raw = book_stay.tool.json_schema
 
     compact = profile_problems(raw, "compact")
     strict = profile_problems(raw, "openai-strict", strict=True)
@@ -313,12 +313,12 @@ def test_the_api_exports_each_profile(profile: str, settings: Any) -> None:
     settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}
     client = APIClient()
     client.force_authenticate(User.objects.create_user("ada"))
-    with registry.temporarily(book):
+    with registry.temporarily(book_stay):
         response = client.get(f"/api/v1/tools/?format={profile}")
 
     assert response.status_code == 200, response.content
     definitions = response.json()
-    [exported] = [d for d in definitions if (d.get("function") or d)["name"] == "book"]
+    [exported] = [d for d in definitions if (d.get("function") or d)["name"] == "book_stay"]
     schema = exported.get("input_schema") or (exported.get("function") or exported)["parameters"]
-    assert schema == profile_parameters(book.tool, profile)[0]
+    assert schema == profile_parameters(book_stay.tool, profile)[0]
     assert profile_problems(schema, profile) == []
