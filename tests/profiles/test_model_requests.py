@@ -10,7 +10,7 @@ from agents_app.models import AgentRun, RunStatus
 from agents_app.models_adapters.notes import NOTE_PREFIX, messages_for_model
 from agents_app.services import RunInputError, run_start
 from tests.profiles.conftest import MakeAgent
-from tests.profiles.test_schema_profiles import book_stay
+from tests.profiles.sample_tools import book_stay
 from tests.sagas.sample_tools import LOG, TOOLS
 from tests.unit.fake_openai import FakeModel, completion
 from toolhub.catalogue import tool_catalogue_sync

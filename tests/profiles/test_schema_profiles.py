@@ -5,17 +5,16 @@ import importlib
 import pkgutil
 import re
 from decimal import Decimal
-from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import jsonschema
 import pydantic
 import pytest
-from pydantic import BaseModel, Field
 
 import demo.tools
 import tests
-from toolhub import Param, Tool, registry, tool
+from tests.profiles.sample_tools import Address, Color, book_stay, book_stay_strictly
+from toolhub import Tool, registry, tool
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.export import EXPORT_FORMATS, SCHEMA_PROFILES, profile_parameters, tool_definition
 from toolhub.tools.profiles import decimal_pattern, profile_problems, profile_schema, strict_safe
@@ -86,47 +85,6 @@ def test_exports_keep_their_shapes_and_add_the_profiles() -> None:
 
 
 # --- round trips for representative types --------------------------------------------------------
-
-
-class Color(StrEnum):
-    RED = "red"
-    BLUE = "blue"
-
-
-class Address(BaseModel):
-    street: str
-    unit: str | None = None
-    color: Color = Color.RED
-
-
-@tool
-def book_stay(
-    amount: Annotated[Decimal, Field(max_digits=8, decimal_places=2, ge=0), Param("Amount in EUR.")],
-    color: Color,
-    on: dt.date,
-    mode: Literal["fast", "slow"],
-    note: str | None,
-    tags: list[str],
-    address: Address,
-    stops: list[Address] | None = None,
-    at: dt.datetime | None = None,
-    copies: int = 1,
-    fee: Decimal | None = None,
-) -> str:
-    """Book something."""
-    return "ok"
-
-
-@tool(strict=True)
-def book_stay_strictly(
-    amount: Annotated[Decimal, Field(max_digits=8, decimal_places=2, ge=0)],
-    color: Color,
-    address: Address,
-    at: dt.datetime | None = None,
-    copies: int = 1,
-) -> str:
-    """Book strictly."""
-    return "ok"
 
 
 FULL = {

@@ -18,7 +18,7 @@ from pydantic_core import core_schema
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.definition import Risk, Tool
-from toolhub.tools.profiles import PROFILES, decimal_fragment, profile_schema, strict_safe
+from toolhub.tools.profiles import PROFILES, decimal_fragment, has_plain_decimals, profile_schema, strict_safe
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -118,7 +118,7 @@ def _input_schema(tool: Tool) -> dict[str, Any]:
     ``decimal_places``; they are read again from the input model, only for tools that have decimals.
     """
     schema = tool.json_schema
-    if '"string"}]' not in repr(schema).replace("'", '"') or (tool.schema_override is not None and not tool.parameters):
+    if (tool.schema_override is not None and not tool.parameters) or not has_plain_decimals(schema):
         return schema
     from toolhub.tools.schema import _drop_titles
 

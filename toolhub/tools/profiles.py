@@ -30,6 +30,7 @@ __all__ = [
     "PROFILES",
     "SchemaProfile",
     "decimal_pattern",
+    "has_plain_decimals",
     "profile_problems",
     "profile_schema",
     "strict_safe",
@@ -229,6 +230,11 @@ def decimal_fragment(
         "pattern": decimal_pattern(max_digits=max_digits, decimal_places=decimal_places, signed=signed),
         "description": "; ".join(words) + ".",
     }
+
+
+def has_plain_decimals(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` holds a decimal as pydantic writes it (``anyOf: [number, string]``, limits lost)."""
+    return any("anyOf" in node and _is_decimal_union(node) for node in _nodes(schema))
 
 
 def strict_safe(schema: dict[str, Any]) -> bool:
