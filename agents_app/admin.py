@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from agents_app.models import Agent, AgentRun, ModelProvider
+from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import agents_visible_to
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import TenantScopedAdmin
@@ -45,6 +45,7 @@ class ModelProviderAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "kind", "tenant", "enabled")}),
         ("Endpoint", {"fields": ("base_url", "model_name", "credential_env")}),
         ("Time limits", {"fields": ("request_timeout_seconds", "deadline_seconds")}),
+        ("Conversation shape", {"fields": ("schema_profile", "note_placement")}),
     )
 
     def _administers(self, request: HttpRequest) -> bool:
@@ -82,6 +83,9 @@ class AgentForm(forms.ModelForm):
             "max_tool_calls",
             "compensate_on_error",
             "parallel_tool_calls",
+            "tool_choice",
+            "temperature",
+            "max_tokens",
         )
 
     def clean_tools(self) -> list[str]:
@@ -104,6 +108,9 @@ class AgentForm(forms.ModelForm):
             and provider.tenant_id != getattr(tenant, "pk", None)
         ):
             self.add_error("provider", "This provider belongs to another tenant; choose a global one or one of yours.")
+        problem = tool_choice_problem(cleaned.get("tool_choice") or "", cleaned.get("tools") or [])
+        if problem and "tool_choice" not in self.errors:
+            self.add_error("tool_choice", problem)
         return cleaned
 
 
@@ -120,6 +127,7 @@ class AgentAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "tenant", "description")}),
         ("Model", {"fields": ("provider", "script")}),
         ("Behaviour", {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls")}),
+        ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens")}),
         ("Sagas", {"fields": ("compensate_on_error",)}),
         (None, {"fields": ("created_by", "created_at")}),
     )

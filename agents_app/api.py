@@ -68,6 +68,22 @@ class AgentInputSerializer(serializers.Serializer):
     max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False)
     compensate_on_error = serializers.BooleanField(required=False)
     parallel_tool_calls = serializers.BooleanField(required=False)
+    tool_choice = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="auto, required, none, or one of the agent's tools; empty: the server's default.",
+    )
+    temperature = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0, max_value=2.0, help_text="null: the server's default."
+    )
+    max_tokens = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=1_000_000,
+        help_text="Longest answer per model turn, in tokens; null: the server's default.",
+    )
 
 
 class AgentPatchSerializer(AgentInputSerializer):
@@ -99,6 +115,9 @@ class AgentSerializer(serializers.ModelSerializer):
             "max_tool_calls",
             "compensate_on_error",
             "parallel_tool_calls",
+            "tool_choice",
+            "temperature",
+            "max_tokens",
             "created_at",
         ]
 

@@ -32,7 +32,7 @@ from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import ReturnBehavior
-from toolhub.tools.export import tool_definition
+from toolhub.tools.export import openai_tool
 from toolhub.tools.registry import registry
 
 __all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
@@ -75,15 +75,15 @@ def run_advance(*, run_id: uuid.UUID) -> None:
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
-    """The OpenAI-style definitions of the tools this run may call now: its agent's and its principal's."""
+    """The OpenAI-style definitions of the tools this run may call now, in its provider's schema profile."""
     verdicts = authorize_tools([name for name in run.agent.tools if name in registry], run_principal(run))
+    profile = run.agent.provider.effective_schema_profile
     definitions = []
     for name in run.agent.tools:
         tool = registry.get(name)
         if tool is None or verdicts.get(name) is not None:
             continue
-        # strict=True tools go out under OpenAI's strict schema rules
-        definitions.append(tool_definition(tool, "openai"))
+        definitions.append(openai_tool(tool, profile))
     return definitions
 
 
@@ -161,7 +161,11 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
 
 
 def _append_rollback_notes(run: AgentRun) -> bool:
-    """Tell the conversation which step failed and which steps were rolled back (after the tool results)."""
+    """Record which step failed and which steps were rolled back, after the tool results.
+
+    Stored as system messages where they happened; the adapter places them for the model per its
+    provider's ``note_placement`` (``models_adapters.notes``).
+    """
     notes = saga_rollback_notes(run_id=run.id)
     run.messages = [*run.messages, *({"role": "system", "content": note} for note in notes)]
     return bool(notes)

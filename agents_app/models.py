@@ -12,6 +12,44 @@ class ProviderKind(models.TextChoices):
     SCRIPTED = "scripted", "Scripted (deterministic)"
 
 
+class SchemaProfile(models.TextChoices):
+    """The dialect of JSON Schema the provider's server accepts in tool definitions (``toolhub.tools.profiles``)."""
+
+    OPENAI = "openai", "OpenAI-compatible (strict where a tool declares it)"
+    OPENAI_STRICT = "openai-strict", "OpenAI with Structured Outputs (strict wherever it is safe)"
+    ANTHROPIC = "anthropic", "Anthropic"
+    GEMINI = "gemini", "Gemini (OpenAPI subset)"
+    COMPACT = "compact", "Compact: llama.cpp, vLLM, Ollama grammar compilers"
+
+
+#: The profile a provider of each kind uses unless an administrator picks another.
+DEFAULT_SCHEMA_PROFILES = {"openai": SchemaProfile.OPENAI, "scripted": SchemaProfile.OPENAI}
+
+
+class NotePlacement(models.TextChoices):
+    """Where notes for the model (a rollback, a policy) go in the conversation it is sent."""
+
+    TOOL_RESULT = "tool_result", "Appended to the latest tool result (works with every chat template)"
+    USER = "user", "A user-role note where it happened"
+    SYSTEM = "system", "In the leading system message, rebuilt each turn"
+
+
+#: Tool choices every OpenAI-compatible server knows; an agent may also name one of its tools.
+TOOL_CHOICE_MODES = ("auto", "required", "none")
+
+
+def tool_choice_problem(choice: str, tools: list[str]) -> str | None:
+    """Why ``choice`` is not a valid ``tool_choice`` for an agent with ``tools`` (``None``: it is)."""
+    if not choice or choice in TOOL_CHOICE_MODES:
+        return None
+    if choice in tools:
+        return None
+    return (
+        f"tool_choice must be empty, {', '.join(TOOL_CHOICE_MODES)}, or the name of one of the agent's tools, "
+        f"not {choice[:100]!r}."
+    )
+
+
 #: Longest overall deadline a provider may give one model call; the agent task's time limits follow it.
 MAX_MODEL_DEADLINE_SECONDS = 900
 
@@ -54,6 +92,19 @@ class ModelProvider(models.Model):
         validators=[MinValueValidator(1.0), MaxValueValidator(MAX_MODEL_DEADLINE_SECONDS)],
         help_text="Longest time one model call may take in all, however the endpoint drips its answer.",
     )
+    schema_profile = models.CharField(
+        max_length=16,
+        choices=SchemaProfile.choices,
+        blank=True,
+        help_text="How tool schemas are written for this server; empty: the default of its kind (openai).",
+    )
+    note_placement = models.CharField(
+        max_length=16,
+        choices=NotePlacement.choices,
+        default=NotePlacement.TOOL_RESULT,
+        help_text="Where rollback and policy notes go in what the model is sent; several chat templates "
+        "refuse a system message after the first.",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -63,9 +114,18 @@ class ModelProvider(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def effective_schema_profile(self) -> str:
+        """The chosen schema profile, else the default of the provider's kind."""
+        return self.schema_profile or str(DEFAULT_SCHEMA_PROFILES.get(self.kind, SchemaProfile.OPENAI))
+
 
 def default_provider_id() -> int:
     """The scripted provider, so that an agent created without naming one plays its script."""
+    # Only the id is read: migrations call this (as a field default) before later columns exist.
+    existing = ModelProvider.objects.filter(name=SCRIPTED_PROVIDER_NAME).values_list("pk", flat=True).first()
+    if existing is not None:
+        return int(existing)
     provider, _ = ModelProvider.objects.get_or_create(
         name=SCRIPTED_PROVIDER_NAME, defaults={"kind": ProviderKind.SCRIPTED}
     )
@@ -93,6 +153,24 @@ class Agent(models.Model):
     max_tool_calls = models.PositiveIntegerField(default=10)
     compensate_on_error = models.BooleanField(default=False)
     parallel_tool_calls = models.BooleanField(default=True)
+    tool_choice = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="auto, required, none, or one of the agent's tools (the model must call it); empty: the server's "
+        "default.",
+    )
+    temperature = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
+        help_text="Sampling temperature sent to the model (0 to 2); empty: the server's default.",
+    )
+    max_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+        help_text="Longest answer the model may give per turn, in tokens; empty: the server's default.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -14,6 +14,7 @@ from agents_app.models import (
     RunStatus,
     StopReason,
     default_provider_id,
+    tool_choice_problem,
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.exceptions import ToolhubError
@@ -56,6 +57,9 @@ AGENT_FIELDS = frozenset(
         "max_tool_calls",
         "compensate_on_error",
         "parallel_tool_calls",
+        "tool_choice",
+        "temperature",
+        "max_tokens",
     }
 )
 
@@ -83,6 +87,9 @@ def agent_create(
     script: list[Any] | None = None,
     compensate_on_error: bool = False,
     parallel_tool_calls: bool = True,
+    tool_choice: str = "",
+    temperature: float | None = None,
+    max_tokens: int | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> Agent:
     """Create an agent of ``tenant`` (a slug; ``None``: global) on the model provider named ``provider``.
@@ -103,7 +110,18 @@ def agent_create(
         parallel_tool_calls=parallel_tool_calls,
         created_by=created_by if created_by is not None and created_by.pk else None,
     )
-    _apply(agent, {"name": name, "provider": provider, "tools": tools or [], "script": script})
+    _apply(
+        agent,
+        {
+            "name": name,
+            "provider": provider,
+            "tools": tools or [],
+            "script": script,
+            "tool_choice": tool_choice,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        },
+    )
     agent.save()
     return agent
 
@@ -176,6 +194,15 @@ def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
         agent.provider = provider
     if "script" in changes:
         agent.script = changes["script"] if changes["script"] is not None else []
+    if agent.tool_choice is None:
+        agent.tool_choice = ""
+    choice_problem = tool_choice_problem(agent.tool_choice, agent.tools)
+    if choice_problem:
+        raise RunInputError(choice_problem)
+    if agent.temperature is not None and not 0 <= agent.temperature <= 2:
+        raise RunInputError(f"temperature must be between 0 and 2, not {agent.temperature}.")
+    if agent.max_tokens is not None and not 1 <= agent.max_tokens <= 1_000_000:
+        raise RunInputError(f"max_tokens must be between 1 and 1000000, not {agent.max_tokens}.")
     if agent.provider.kind == ProviderKind.SCRIPTED and not isinstance(agent.script, list):
         raise RunInputError("An agent on a scripted provider needs model.script, a JSON list of turns.")
     problem = json_storage_problem({"model.script": agent.script, "system_prompt": agent.system_prompt})

@@ -76,6 +76,10 @@ def adapter_for(agent: "Agent") -> ModelAdapter:
             parallel_tool_calls=agent.parallel_tool_calls,
             request_timeout=provider.request_timeout_seconds,
             deadline=provider.deadline_seconds,
+            note_placement=provider.note_placement,
+            tool_choice=agent.tool_choice,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
         )
     from agents_app.models_adapters.scripted import ScriptedAdapter
 

@@ -1,12 +1,16 @@
 """OpenAI-compatible Chat Completions through the official SDK (OpenAI, Ollama, vLLM, LM Studio...)."""
 
+import logging
 import threading
 from typing import Any
 
 import openai
 
 from agents_app.models_adapters.base import ModelToolCall, ModelTurn
+from agents_app.models_adapters.notes import messages_for_model
 from toolhub.exceptions import ModelError
+
+logger = logging.getLogger(__name__)
 
 
 class OpenAIChatAdapter:
@@ -16,6 +20,9 @@ class OpenAIChatAdapter:
     answer a byte at a time never trips it. So the call runs on a helper thread and the step gives
     up on it at ``deadline`` seconds, closing its connection (the step token makes sure a late answer
     could not be recorded anyway).
+
+    Notes for the model are placed per ``note_placement`` (``notes.messages_for_model``); the agent's
+    ``tool_choice``, ``temperature`` and ``max_tokens`` are sent when set, else the server decides.
     """
 
     def __init__(
@@ -28,6 +35,10 @@ class OpenAIChatAdapter:
         parallel_tool_calls: bool = True,
         request_timeout: float = 30.0,
         deadline: float = 120.0,
+        note_placement: str = "tool_result",
+        tool_choice: str = "",
+        temperature: float | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._provider_name = provider_name
         self._deadline = deadline
@@ -37,15 +48,35 @@ class OpenAIChatAdapter:
         )
         self._model = model
         self._parallel_tool_calls = parallel_tool_calls
+        self._note_placement = note_placement
+        self._tool_choice = tool_choice
+        self._temperature = temperature
+        self._max_tokens = max_tokens
 
     def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelTurn:
-        options: dict[str, Any] = {"model": self._model, "messages": messages}
+        options: dict[str, Any] = {"model": self._model, "messages": messages_for_model(messages, self._note_placement)}
         if tools:
             options["tools"] = tools
             if not self._parallel_tool_calls:
                 options["parallel_tool_calls"] = False
+            choice = self._tool_choice_for(tools)
+            if choice is not None:
+                options["tool_choice"] = choice
+        if self._temperature is not None:
+            options["temperature"] = self._temperature
+        if self._max_tokens is not None:
+            options["max_tokens"] = self._max_tokens
         response = self._create_within_deadline(options)
         return _turn_from(response)
+
+    def _tool_choice_for(self, tools: list[dict[str, Any]]) -> Any:
+        """The ``tool_choice`` to send: a mode, or a named tool if the run may call it now (else none)."""
+        if not self._tool_choice or self._tool_choice in ("auto", "required", "none"):
+            return self._tool_choice or None
+        if any(t.get("function", {}).get("name") == self._tool_choice for t in tools):
+            return {"type": "function", "function": {"name": self._tool_choice}}
+        logger.warning("tool_choice %s is not among the tools this run may call now; not sent", self._tool_choice)
+        return None
 
     def _create_within_deadline(self, options: dict[str, Any]) -> Any:
         outcome: dict[str, Any] = {}

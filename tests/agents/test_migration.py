@@ -8,6 +8,10 @@ BEFORE = [("agents_app", "0002_immediate_return")]
 AFTER = [("agents_app", "0005_agent_provider_required")]
 
 
+def _latest() -> list[tuple[str, str]]:
+    return MigrationExecutor(connection).loader.graph.leaf_nodes("agents_app")
+
+
 def _migrate(targets: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
     executor = MigrationExecutor(connection)
     executor.migrate(targets)
@@ -30,6 +34,7 @@ def test_existing_agents_are_moved_onto_providers() -> None:
         new = _migrate(AFTER)
     finally:
         _migrate(AFTER)
+        latest = _migrate(_latest())  # later tests need today's schema
 
     # then each distinct endpoint became one provider, and every agent names one (global, as they were visible to all)
     agents = {a.name: a for a in new.get_model("agents_app", "Agent").objects.select_related("provider")}
@@ -47,3 +52,8 @@ def test_existing_agents_are_moved_onto_providers() -> None:
     )
     assert (agents["hosted"].provider.name, agents["hosted"].provider.credential_env) == ("hosted-model", "")
     assert all(a.tenant_id is None for a in agents.values())
+    # and later migrations give them today's defaults: the kind's schema profile, notes in tool results
+    provider = latest.get_model("agents_app", "ModelProvider").objects.get(name="local-a-model")
+    assert (provider.schema_profile, provider.note_placement) == ("", "tool_result")
+    agent = latest.get_model("agents_app", "Agent").objects.get(name="hosted")
+    assert (agent.tool_choice, agent.temperature, agent.max_tokens) == ("", None, None)

@@ -84,12 +84,20 @@ def test_provider_shapes() -> None:
 
     assert openai["type"] == "function"
     assert openai["function"]["strict"] is True
-    assert openai["function"]["parameters"] == ship.tool.strict_json_schema
-    assert anthropic == {"name": "ship", "description": "Ship a parcel.", "input_schema": ship.tool.json_schema}
+    # the strict schema in the openai profile: the same rules, with the nested model inlined
+    parameters = openai["function"]["parameters"]
+    assert parameters["required"] == ship.tool.strict_json_schema["required"]
+    assert parameters["properties"]["address"] == {
+        **ship.tool.strict_json_schema["$defs"]["Address"],
+        "properties": {"street": {"type": "string"}, "unit": {"type": ["string", "null"]}},
+    }
+    assert "$defs" not in parameters
+    assert anthropic["name"] == "ship" and anthropic["description"] == "Ship a parcel."
+    assert anthropic["input_schema"]["required"] == ["to", "address"] and "$defs" not in anthropic["input_schema"]
     assert mcp["tools"][0]["inputSchema"] == ship.tool.json_schema
     assert mcp["tools"][0]["annotations"] == {"idempotentHint": True, "destructiveHint": False}
     with pytest.raises(ValueError, match="Unknown export format"):
-        tool_definition(ship.tool, "gemini")
+        tool_definition(ship.tool, "llama")
 
 
 class Sum(BaseModel):
@@ -115,7 +123,7 @@ def test_api_exports_the_tools_the_user_may_call(alice_client: APIClient, settin
         anthropic = alice_client.get("/api/v1/tools/?format=anthropic")
         mcp = alice_client.get("/api/v1/tools/?format=mcp")
         catalogue = alice_client.get("/api/v1/tools/")
-        unknown = alice_client.get("/api/v1/tools/?format=gemini")
+        unknown = alice_client.get("/api/v1/tools/?format=llama")
         settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
         denied = alice_client.get("/api/v1/tools/?format=openai")
 

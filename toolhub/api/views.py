@@ -50,13 +50,27 @@ class MCPToolsRenderer(_ExportRenderer):
     format = "mcp"
 
 
+class OpenAIStrictToolsRenderer(_ExportRenderer):
+    format = "openai-strict"
+
+
+class GeminiToolsRenderer(_ExportRenderer):
+    format = "gemini"
+
+
+class CompactToolsRenderer(_ExportRenderer):
+    format = "compact"
+
+
 class ToolListView(generics.ListAPIView):
     """The tool catalogue with each tool's JSON Schema and the operators' settings.
 
     The JSON list is paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500).
-    ``?format=openai|anthropic|mcp`` returns instead the tools you may call, whole and unpaginated, as
-    that provider's tool definitions (OpenAI function tools, with strict schemas for strict tools;
-    Anthropic tools; an MCP ``tools/list`` result): a model needs its complete tool list in one piece.
+    ``?format=openai|openai-strict|anthropic|gemini|compact|mcp`` returns instead the tools you may
+    call, whole and unpaginated, as that provider's tool definitions with their schemas in its
+    profile (OpenAI function tools, with ``strict`` where declared or, for ``openai-strict``, safe;
+    Anthropic tools; Gemini function declarations; ``compact`` OpenAI function tools for llama.cpp,
+    vLLM and Ollama; an MCP ``tools/list`` result): a model needs its complete tool list in one piece.
     """
 
     serializer_class = ToolDefinitionSerializer
@@ -68,6 +82,9 @@ class ToolListView(generics.ListAPIView):
         OpenAIToolsRenderer,
         AnthropicToolsRenderer,
         MCPToolsRenderer,
+        OpenAIStrictToolsRenderer,
+        GeminiToolsRenderer,
+        CompactToolsRenderer,
     ]
 
     @extend_schema(

@@ -1,35 +1,55 @@
-"""Tool definitions in each provider's shape: OpenAI (function calling), Anthropic (tool use), MCP.
+"""Tool definitions in each provider's shape: OpenAI (function calling), Anthropic (tool use), Gemini, MCP.
 
-A ``strict=True`` tool is exported to OpenAI under the strict rules: every object closed
-(``additionalProperties: false``), every property required, optional ones nullable (a ``null``
-from the model means "use the default"; toolhub maps it back before validation).
+The input schemas go out in the provider's schema profile (``toolhub.tools.profiles``): refs
+inlined, decimals as strings with their digit limits, optionals simply not required. A tool sent
+with ``strict`` (``strict=True`` tools for the ``openai`` profile; every tool strict mode cannot
+change for ``openai-strict``) is under OpenAI's strict rules: every object closed, every property
+required, optional ones nullable (a ``null`` from the model means "use the default"; toolhub maps
+it back before validation). MCP gets the tool's own JSON Schema.
 """
 
 import copy
+import functools
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.profiles import PROFILES, decimal_fragment, has_plain_decimals, profile_schema, strict_safe
 
-__all__ = ["EXPORT_FORMATS", "strict_schema", "tool_definition", "tool_definitions"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "SCHEMA_PROFILES",
+    "openai_tool",
+    "profile_parameters",
+    "strict_schema",
+    "tool_definition",
+    "tool_definitions",
+]
 
-EXPORT_FORMATS = ("openai", "anthropic", "mcp")
+#: The schema profiles, by name (``openai``, ``openai-strict``, ``anthropic``, ``gemini``, ``compact``).
+SCHEMA_PROFILES = tuple(PROFILES)
+
+EXPORT_FORMATS = (*SCHEMA_PROFILES, "mcp")
 
 
 def tool_definition(tool: Tool, export_format: str) -> dict[str, Any]:
-    """One tool as ``export_format`` (``openai``, ``anthropic`` or ``mcp``) describes tools."""
-    if export_format == "openai":
-        function: dict[str, Any] = {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.strict_json_schema if tool.strict else tool.json_schema,
-        }
-        if tool.strict:
-            function["strict"] = True
-        return {"type": "function", "function": function}
+    """One tool as ``export_format`` describes tools: a schema profile (in its provider's shape) or ``mcp``.
+
+    ``openai``, ``openai-strict`` and ``compact`` (llama.cpp, vLLM, Ollama speak the OpenAI API) are
+    OpenAI function tools; ``anthropic`` an Anthropic tool; ``gemini`` a Gemini function declaration.
+    """
+    if export_format in ("openai", "openai-strict", "compact"):
+        return openai_tool(tool, export_format)
     if export_format == "anthropic":
-        return {"name": tool.name, "description": tool.description, "input_schema": tool.json_schema}
+        schema, _ = profile_parameters(tool, "anthropic")
+        return {"name": tool.name, "description": tool.description, "input_schema": schema}
+    if export_format == "gemini":
+        schema, _ = profile_parameters(tool, "gemini")
+        return {"name": tool.name, "description": tool.description, "parameters": schema}
     if export_format == "mcp":
         definition: dict[str, Any] = {
             "name": tool.name,
@@ -53,6 +73,77 @@ def tool_definitions(tools: Iterable[Tool], export_format: str) -> Any:
     if export_format == "mcp":
         return {"tools": definitions}
     return definitions
+
+
+def openai_tool(tool: Tool, profile: str) -> dict[str, Any]:
+    """``tool`` as an OpenAI function tool whose parameters are in ``profile`` (what the model adapter sends)."""
+    schema, strict = profile_parameters(tool, profile)
+    function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": schema}
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def profile_parameters(tool: Tool, profile: str) -> tuple[dict[str, Any], bool]:
+    """The tool's input schema in ``profile``, and whether it is sent with ``strict``.
+
+    Raises ``ValueError`` for an unknown profile, ``ToolDefinitionError`` for a ``strict=True`` tool
+    whose inputs strict mode cannot express (as ``Tool.strict_json_schema`` does).
+    """
+    schema, strict = _profile_parameters(tool, profile)
+    return copy.deepcopy(schema), strict
+
+
+@functools.lru_cache(maxsize=4096)
+def _profile_parameters(tool: Tool, profile: str) -> tuple[dict[str, Any], bool]:
+    rules = PROFILES.get(profile)
+    if rules is None:
+        raise ValueError(f"Unknown schema profile {profile!r}; use one of {', '.join(SCHEMA_PROFILES)}.")
+    source = _input_schema(tool)
+    if rules.strict == "declared":
+        strict = tool.strict
+    elif rules.strict == "safe":
+        strict = tool.strict or strict_safe(source)
+    else:
+        strict = False
+    if strict and tool.strict:
+        tool.strict_json_schema  # noqa: B018 - refuses open mappings with the usual message
+    return profile_schema(source, profile, strict=strict), strict
+
+
+def _input_schema(tool: Tool) -> dict[str, Any]:
+    """The tool's JSON Schema, with each ``Decimal`` as a string pattern keeping its digit limits.
+
+    Pydantic writes a decimal as ``anyOf: [number, string]`` and drops ``max_digits`` and
+    ``decimal_places``; they are read again from the input model, only for tools that have decimals.
+    """
+    schema = tool.json_schema
+    if (tool.schema_override is not None and not tool.parameters) or not has_plain_decimals(schema):
+        return schema
+    from toolhub.tools.schema import _drop_titles
+
+    try:
+        regenerated = tool.input_model.model_json_schema(schema_generator=_DecimalsAsStrings)
+    except Exception:  # noqa: BLE001 - the profile then writes decimals without their limits
+        return schema
+    cleaned: dict[str, Any] = _drop_titles(regenerated)
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+class _DecimalsAsStrings(GenerateJsonSchema):
+    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+        return decimal_fragment(
+            max_digits=schema.get("max_digits"),
+            decimal_places=schema.get("decimal_places"),
+            bounds={
+                "minimum": schema.get("ge"),
+                "exclusiveMinimum": schema.get("gt"),
+                "maximum": schema.get("le"),
+                "exclusiveMaximum": schema.get("lt"),
+                "multipleOf": schema.get("multiple_of"),
+            },
+        )
 
 
 def strict_schema(tool_name: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -147,6 +147,8 @@ class Command(BaseCommand):
                 "credential_env": "OLLAMA_API_KEY",
                 "deadline_seconds": 120.0,
                 "enabled": False,
+                # Ollama compiles tool schemas into a grammar: no $ref, no anyOf
+                "schema_profile": "compact",
             },
         )
         for name in [*SCRIPTED_AGENTS, "assistant"]:
