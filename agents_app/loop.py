@@ -12,6 +12,7 @@ arrives after the lease was given up (or taken over) is dropped, so one run neve
 calls that both count.
 """
 
+import enum
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -35,7 +36,7 @@ from toolhub.tools.definition import ReturnBehavior
 from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
 
-__all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
+__all__ = ["Advance", "run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +52,31 @@ class _Step:
     tools: list[dict[str, Any]]
 
 
-def run_advance(*, run_id: uuid.UUID) -> None:
-    """Take the run one model turn further, if it is ready for one."""
-    step = _begin_step(run_id)
+class Advance(enum.Enum):
+    """What ``run_advance`` did."""
+
+    IDLE = "idle"  #: nothing to do now (calls still open, another step holds the run, the run ended)
+    STEPPED = "stepped"  #: one step was taken (or ended the run)
+    NO_TIME = "no_time"  #: the run is ready, but its model's deadline does not fit the caller's time: nothing done
+
+
+def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Advance:
+    """Take the run one model turn further, if it is ready for one.
+
+    ``seconds_left``: how long the caller may still run (a tool worker advancing the run after the
+    turn's last call settled, within its own task's soft time limit). A step whose model deadline
+    and bookkeeping margin do not fit is not begun (``NO_TIME``): the caller hands it to the agent task.
+    """
+    step = _begin_step(run_id, seconds_left)
     if step is None:
-        return
+        return Advance.IDLE
+    if step is NO_TIME:
+        return Advance.NO_TIME
     try:
         turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
     except ModelError as exc:
         _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
-        return
+        return Advance.STEPPED
     except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
         logger.exception("model adapter failed for run %s", run_id)
         _fail(
@@ -70,8 +86,9 @@ def run_advance(*, run_id: uuid.UUID) -> None:
             error=f"Model adapter error ({type(exc).__name__})",
             retryable=True,
         )
-        return
+        return Advance.STEPPED
     _record_turn(run_id, step.token, _storable_turn(turn))
+    return Advance.STEPPED
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -111,7 +128,12 @@ def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -
     return ToolContext.layered(run.context, interaction, boundary=boundary)
 
 
-def _begin_step(run_id: uuid.UUID) -> _Step | None:
+#: ``_begin_step``'s answer when the run is ready but the caller's time does not cover a step.
+NO_TIME: Any = object()
+
+
+def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
+    """Under the run's lock: its last turn's results appended and a step leased, or None (or NO_TIME)."""
     now = timezone.now()
     with transaction.atomic():
         run = (
@@ -149,9 +171,13 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
                 run.step_token = None
                 _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
                 return None
+        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
+        if seconds_left is not None and lease > seconds_left:
+            # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
+            transaction.set_rollback(True)
+            return NO_TIME
         _append_rollback_notes(run)
         run.status = RunStatus.RUNNING
-        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
         run.step_lease_until = now + timedelta(seconds=lease)
         run.step_token = uuid.uuid4()
         run.save(update_fields=["messages", "status", "step_lease_until", "step_token", "updated_at"])
