@@ -138,7 +138,7 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
     with transaction.atomic():
         run = (
             AgentRun.objects.select_for_update(of=("self",))
-            .select_related("agent", "agent__provider")
+            .select_related("agent", "agent__provider", "user")
             .filter(id=run_id)
             .first()
         )
@@ -275,17 +275,6 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
-        run.save(
-            update_fields=[
-                "turn",
-                "prompt_tokens",
-                "completion_tokens",
-                "messages",
-                "step_lease_until",
-                "step_token",
-                "updated_at",
-            ]
-        )
         principal, context = run_principal(run), run_tool_context(run)
         requested = []
         for position, call in enumerate(turn.tool_calls):
@@ -305,7 +294,19 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
         if any(call.status in _SUSPENDING for call in requested):
             run.status = RunStatus.WAITING
-            run.save(update_fields=["status", "updated_at"])
+        # One write of the run for the whole turn, in the transaction that recorded its calls.
+        run.save(
+            update_fields=[
+                "turn",
+                "prompt_tokens",
+                "completion_tokens",
+                "messages",
+                "status",
+                "step_lease_until",
+                "step_token",
+                "updated_at",
+            ]
+        )
 
 
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
