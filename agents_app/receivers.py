@@ -30,11 +30,10 @@ def _advance_here(run_id: uuid.UUID, seconds_left: float) -> None:
     """Advance the run in this worker if its step fits the task's remaining time; else send the agent task."""
     from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, Advance, run_advance
 
-    if seconds_left <= STEP_LEASE_MARGIN_SECONDS:
-        _send_advance(run_id)
-        return
+    outcome = Advance.NO_TIME
     try:
-        outcome = run_advance(run_id=run_id, seconds_left=seconds_left)
+        if seconds_left > STEP_LEASE_MARGIN_SECONDS:
+            outcome = run_advance(run_id=run_id, seconds_left=seconds_left)
     except Exception:  # noqa: BLE001 - the agent task retries the step on its own budget
         logger.exception("run %s: advancing in the tool worker failed; sending advance_run_task", run_id)
         _send_advance(run_id)

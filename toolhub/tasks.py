@@ -59,9 +59,9 @@ def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyp
 
 
 def _soft_limit(task: Task) -> float:
-    """The soft time limit of this delivery: the message's own if it set one, else the task's."""
-    limits = task.request.timelimit or (None, None)
-    return float(limits[1] or task.soft_time_limit)
+    """The first limit that would stop this delivery: the message's own limits if it set any, else the task's."""
+    hard, soft = task.request.timelimit or (None, None)
+    return float(min(soft or task.soft_time_limit, hard or task.time_limit))
 
 
 @shared_task(name="toolhub.tasks.sweep_task", ignore_result=True)

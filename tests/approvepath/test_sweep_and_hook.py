@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from agents_app.loop import Advance, run_advance
+from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, Advance, run_advance
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus
 from agents_app.selectors import runs_to_wake
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -103,3 +103,52 @@ def test_the_sweep_wakes_idle_running_runs_and_waiting_runs_whose_calls_all_sett
     assert set(runs_to_wake(idle_since=later)) == {running.pk, settled.pk}
     assert runs_to_wake(idle_since=timezone.now() - timedelta(hours=1)) == []
     assert {held.pk, queued.pk, done.pk}.isdisjoint(runs_to_wake(idle_since=later))
+
+
+@pytest.mark.django_db(transaction=True)  # commits for real, so the settle is announced inside the task
+@pytest.mark.parametrize(("deadline", "inline"), [(900.0, False), (120.0, True)])
+def test_the_tool_task_takes_the_next_step_only_when_it_fits_its_time_limit(
+    alice: User, caplog: pytest.LogCaptureFixture, deadline: float, inline: bool
+) -> None:
+    # given a run waiting for its one queued call, on a provider whose calls may take ``deadline`` seconds
+    from toolhub.tasks import execute_tool_call_task
+
+    limit = execute_tool_call_task.soft_time_limit
+    assert 120.0 + STEP_LEASE_MARGIN_SECONDS < limit < 900.0  # 120 s fits the tool task's limit, 900 s does not
+    provider = ModelProvider.objects.create(
+        name="scripted-limits", kind=ProviderKind.SCRIPTED, deadline_seconds=deadline
+    )
+    asked = {"id": "call_1_1", "type": "function", "function": {"name": "record_effect", "arguments": "{}"}}
+    agent = Agent.objects.create(
+        name="limits", script=[{"content": "unused"}, {"content": "ok"}], tools=["record_effect"], provider=provider
+    )
+    run = AgentRun.objects.create(
+        agent=agent,
+        user=alice,
+        tenant="acme",
+        input="hi",
+        turn=1,
+        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [asked]}],
+    )
+    call = ToolCall.objects.create(
+        tool_name="record_effect",
+        arguments={"note": "a"},
+        status=CallStatus.QUEUED,
+        run_id=run.pk,
+        turn=1,
+        model_call_id="call_1_1",
+        tenant="acme",
+        user_id=alice.pk,
+        context={"tenant": "acme", "run_id": str(run.pk)},
+    )
+
+    # when a tool task runs the call
+    with caplog.at_level(logging.INFO):
+        execute_tool_call_task.apply(args=[str(call.pk)])
+
+    # then the run completed: in the tool task when the step fits, else through advance_run_task
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and run.output == "ok"
+    assert ("advanced in the worker that settled its last call" in caplog.text) is inline
+    assert ("does not fit this tool task's time limit" in caplog.text) is not inline
+    assert ("advance_run_task" in caplog.text) is not inline
