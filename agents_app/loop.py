@@ -3,7 +3,8 @@
 A step is: (A) under the run's row lock, check that every call of the last turn settled, append
 their results in order and take a short lease; (B) ask the model, outside any transaction; (C)
 under the lock again, record the model's turn and send its tool calls through the governed
-pipeline. Settled calls wake the run again (``receivers``), so a turn with mixed fates resumes the
+pipeline. Settled calls wake the run again (``receivers``: in the tool worker that settled the call,
+right after it, when the step fits that task's time limit), so a turn with mixed fates resumes the
 run once, when the last of its calls settles.
 
 Each step carries a fresh token, stored with its lease. The lease outlasts the provider's deadline,
@@ -68,10 +69,8 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
     and bookkeeping margin do not fit is not begun (``NO_TIME``): the caller hands it to the agent task.
     """
     step = _begin_step(run_id, seconds_left)
-    if step is None:
-        return Advance.IDLE
-    if step is NO_TIME:
-        return Advance.NO_TIME
+    if not isinstance(step, _Step):
+        return step
     try:
         turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
     except ModelError as exc:
@@ -128,12 +127,8 @@ def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -
     return ToolContext.layered(run.context, interaction, boundary=boundary)
 
 
-#: ``_begin_step``'s answer when the run is ready but the caller's time does not cover a step.
-NO_TIME: Any = object()
-
-
-def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
-    """Under the run's lock: its last turn's results appended and a step leased, or None (or NO_TIME)."""
+def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step | Advance:
+    """Under the run's lock: its last turn's results appended and a step leased, or why not."""
     now = timezone.now()
     with transaction.atomic():
         run = (
@@ -145,9 +140,9 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
         if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             if run is not None and _append_rollback_notes(run):  # a rollback asked for after the run ended
                 run.save(update_fields=["messages", "updated_at"])
-            return None
+            return Advance.IDLE
         if run.step_lease_until and run.step_lease_until > now:
-            return None
+            return Advance.IDLE
         calls = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn).order_by("position"))
         if any(not call.is_settled for call in calls):
             waiting = any(call.status in _SUSPENDING for call in calls)
@@ -155,12 +150,12 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
             if run.status != status:
                 run.status = status
                 run.save(update_fields=["status", "updated_at"])
-            return None
+            return Advance.IDLE
         if _awaits_results(run.messages):
             if run.agent.compensate_on_error and saga_rollback_on_failure(
                 run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
             ):
-                return None  # the completed steps are being compensated; their calls wake the run again
+                return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
             run.messages = [
                 *run.messages,
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
@@ -170,12 +165,12 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> Any:
                 run.step_lease_until = None
                 run.step_token = None
                 _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
-                return None
+                return Advance.STEPPED
         lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
         if seconds_left is not None and lease > seconds_left:
             # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
             transaction.set_rollback(True)
-            return NO_TIME
+            return Advance.NO_TIME
         _append_rollback_notes(run)
         run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=lease)
