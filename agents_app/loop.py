@@ -3,7 +3,8 @@
 A step is: (A) under the run's row lock, check that every call of the last turn settled, append
 their results in order and take a short lease; (B) ask the model, outside any transaction; (C)
 under the lock again, record the model's turn and send its tool calls through the governed
-pipeline. Settled calls wake the run again (``receivers``), so a turn with mixed fates resumes the
+pipeline. Settled calls wake the run again (``receivers``: in the tool worker that settled the call,
+right after it, when the step fits that task's time limit), so a turn with mixed fates resumes the
 run once, when the last of its calls settles.
 
 Each step carries a fresh token, stored with its lease. The lease outlasts the provider's deadline,
@@ -12,6 +13,7 @@ arrives after the lease was given up (or taken over) is dropped, so one run neve
 calls that both count.
 """
 
+import enum
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -35,7 +37,7 @@ from toolhub.tools.definition import ReturnBehavior
 from toolhub.tools.export import openai_tool
 from toolhub.tools.registry import registry
 
-__all__ = ["run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
+__all__ = ["Advance", "run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +53,29 @@ class _Step:
     tools: list[dict[str, Any]]
 
 
-def run_advance(*, run_id: uuid.UUID) -> None:
-    """Take the run one model turn further, if it is ready for one."""
-    step = _begin_step(run_id)
-    if step is None:
-        return
+class Advance(enum.Enum):
+    """What ``run_advance`` did."""
+
+    IDLE = "idle"  #: nothing to do now (calls still open, another step holds the run, the run ended)
+    STEPPED = "stepped"  #: one step was taken (or ended the run)
+    NO_TIME = "no_time"  #: the run is ready, but its model's deadline does not fit the caller's time: nothing done
+
+
+def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Advance:
+    """Take the run one model turn further, if it is ready for one.
+
+    ``seconds_left``: how long the caller may still run (a tool worker advancing the run after the
+    turn's last call settled, within its own task's soft time limit). A step whose model deadline
+    and bookkeeping margin do not fit is not begun (``NO_TIME``): the caller hands it to the agent task.
+    """
+    step = _begin_step(run_id, seconds_left)
+    if not isinstance(step, _Step):
+        return step
     try:
         turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
     except ModelError as exc:
         _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
-        return
+        return Advance.STEPPED
     except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
         logger.exception("model adapter failed for run %s", run_id)
         _fail(
@@ -70,8 +85,9 @@ def run_advance(*, run_id: uuid.UUID) -> None:
             error=f"Model adapter error ({type(exc).__name__})",
             retryable=True,
         )
-        return
+        return Advance.STEPPED
     _record_turn(run_id, step.token, _storable_turn(turn))
+    return Advance.STEPPED
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -111,21 +127,22 @@ def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -
     return ToolContext.layered(run.context, interaction, boundary=boundary)
 
 
-def _begin_step(run_id: uuid.UUID) -> _Step | None:
+def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step | Advance:
+    """Under the run's lock: its last turn's results appended and a step leased, or why not."""
     now = timezone.now()
     with transaction.atomic():
         run = (
             AgentRun.objects.select_for_update(of=("self",))
-            .select_related("agent", "agent__provider")
+            .select_related("agent", "agent__provider", "user")
             .filter(id=run_id)
             .first()
         )
         if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             if run is not None and _append_rollback_notes(run):  # a rollback asked for after the run ended
                 run.save(update_fields=["messages", "updated_at"])
-            return None
+            return Advance.IDLE
         if run.step_lease_until and run.step_lease_until > now:
-            return None
+            return Advance.IDLE
         calls = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn).order_by("position"))
         if any(not call.is_settled for call in calls):
             waiting = any(call.status in _SUSPENDING for call in calls)
@@ -133,12 +150,12 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
             if run.status != status:
                 run.status = status
                 run.save(update_fields=["status", "updated_at"])
-            return None
+            return Advance.IDLE
         if _awaits_results(run.messages):
             if run.agent.compensate_on_error and saga_rollback_on_failure(
                 run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
             ):
-                return None  # the completed steps are being compensated; their calls wake the run again
+                return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
             run.messages = [
                 *run.messages,
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
@@ -148,10 +165,14 @@ def _begin_step(run_id: uuid.UUID) -> _Step | None:
                 run.step_lease_until = None
                 run.step_token = None
                 _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
-                return None
+                return Advance.STEPPED
+        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
+        if seconds_left is not None and lease > seconds_left:
+            # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
+            transaction.set_rollback(True)
+            return Advance.NO_TIME
         _append_rollback_notes(run)
         run.status = RunStatus.RUNNING
-        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
         run.step_lease_until = now + timedelta(seconds=lease)
         run.step_token = uuid.uuid4()
         run.save(update_fields=["messages", "status", "step_lease_until", "step_token", "updated_at"])
@@ -253,17 +274,6 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
-        run.save(
-            update_fields=[
-                "turn",
-                "prompt_tokens",
-                "completion_tokens",
-                "messages",
-                "step_lease_until",
-                "step_token",
-                "updated_at",
-            ]
-        )
         principal, context = run_principal(run), run_tool_context(run)
         requested = []
         for position, call in enumerate(turn.tool_calls):
@@ -283,7 +293,19 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
         if any(call.status in _SUSPENDING for call in requested):
             run.status = RunStatus.WAITING
-            run.save(update_fields=["status", "updated_at"])
+        # One write of the run for the whole turn, in the transaction that recorded its calls.
+        run.save(
+            update_fields=[
+                "turn",
+                "prompt_tokens",
+                "completion_tokens",
+                "messages",
+                "status",
+                "step_lease_until",
+                "step_token",
+                "updated_at",
+            ]
+        )
 
 
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:

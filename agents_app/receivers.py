@@ -1,17 +1,51 @@
-"""Wakes a run when one of its calls settles; the loop itself decides whether it can go on."""
+"""Wakes a run when one of its calls settles; the loop itself decides whether it can go on.
 
+In a tool worker the wake-up runs right there once the task's own work is done (no second broker hop
+for the step that follows a turn's last call); anywhere else (an operator's rejection, an external
+result, a cancellation) it is an ``advance_run_task`` message. Both end in ``run_advance``, whose row
+lock, lease and step token make a wake-up that finds nothing to do harmless, and the sweep wakes a run
+whose wake-up was lost (a worker killed between settling the call and advancing the run).
+"""
+
+import logging
 import uuid
 from typing import Any
 
 from django.dispatch import receiver
 
-from toolhub.signals import call_settled
+from toolhub.signals import after_task, call_settled
+
+logger = logging.getLogger(__name__)
 
 
 @receiver(call_settled, dispatch_uid="agents_app.advance_on_settle")
 def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None, **kwargs: Any) -> None:
     if run_id is None:
         return
+    if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
+        _send_advance(run_id)
+
+
+def _advance_here(run_id: uuid.UUID, seconds_left: float) -> None:
+    """Advance the run in this worker if its step fits the task's remaining time; else send the agent task."""
+    from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, Advance, run_advance
+
+    outcome = Advance.NO_TIME
+    try:
+        if seconds_left > STEP_LEASE_MARGIN_SECONDS:
+            outcome = run_advance(run_id=run_id, seconds_left=seconds_left)
+    except Exception:  # noqa: BLE001 - the agent task retries the step on its own budget
+        logger.exception("run %s: advancing in the tool worker failed; sending advance_run_task", run_id)
+        _send_advance(run_id)
+        return
+    if outcome is Advance.NO_TIME:
+        logger.info("run %s: its step does not fit this tool task's time limit; sending advance_run_task", run_id)
+        _send_advance(run_id)
+    elif outcome is Advance.STEPPED:
+        logger.info("run %s advanced in the worker that settled its last call", run_id)
+
+
+def _send_advance(run_id: uuid.UUID) -> None:
     from agents_app.tasks import advance_run_task
 
     advance_run_task.delay(str(run_id))

@@ -1,18 +1,34 @@
 """Reads of agents, model providers and runs, cut down to the caller's tenants."""
 
 import uuid
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
-from agents_app.models import Agent, AgentRun, ModelProvider
+from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
+from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
 
 def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
     """Staff (operators, auditors) see every run of their tenants; anyone else their own runs."""
     return visible_rows(AgentRun.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
+
+
+def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
+    """Runs nobody advanced since ``idle_since`` that may be able to go on.
+
+    Running ones (a lost message, a worker that died mid-step) and waiting ones whose last turn's calls
+    have all settled (the wake-up after the last call was lost: a worker killed between settling it and
+    advancing the run). A waiting run with a call still held or awaiting its result is left alone.
+    """
+    open_calls = ToolCall.objects.filter(run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL).exclude(
+        status__in=list(SETTLED_STATUSES)
+    )
+    stalled = Q(status=RunStatus.RUNNING) | (Q(status=RunStatus.WAITING) & ~Exists(open_calls))
+    return list(AgentRun.objects.filter(stalled, updated_at__lt=idle_since).values_list("id", flat=True)[:limit])
 
 
 def run_pending_approval_ids(run: AgentRun) -> list[int]:

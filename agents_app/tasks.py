@@ -7,7 +7,8 @@ from celery import shared_task
 from django.utils import timezone
 
 from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, run_advance
-from agents_app.models import MAX_MODEL_DEADLINE_SECONDS, AgentRun, RunStatus
+from agents_app.models import MAX_MODEL_DEADLINE_SECONDS
+from agents_app.selectors import runs_to_wake
 
 #: A step waits at most its provider's deadline for the model; the rest is bookkeeping in the database.
 ADVANCE_SOFT_TIME_LIMIT = MAX_MODEL_DEADLINE_SECONDS + STEP_LEASE_MARGIN_SECONDS
@@ -27,9 +28,6 @@ def advance_run_task(run_id: str) -> None:
 
 @shared_task(name="agents_app.tasks.sweep_runs_task", ignore_result=True)
 def sweep_runs_task(idle_seconds: float = 60.0) -> None:
-    """Wake running runs that nobody advanced lately (a lost message, a worker that died mid-step)."""
-    cutoff = timezone.now() - timedelta(seconds=idle_seconds)
-    for run_id in AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=cutoff).values_list("id", flat=True)[
-        :500
-    ]:
+    """Wake runs that nobody advanced lately and may go on (see ``runs_to_wake``)."""
+    for run_id in runs_to_wake(idle_since=timezone.now() - timedelta(seconds=idle_seconds)):
         advance_run_task.delay(str(run_id))

@@ -17,7 +17,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, 
 from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import audit_call_event
+from toolhub.audit import EventSpec, audit_call_event
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import (
@@ -182,16 +182,23 @@ def _decide_in_transaction(
         _reject(request, user, comment)
         return request
 
-    _check_seen_version(request, *seen)
+    # Every decision of the request, read once: the checks and the count below work on this list.
+    decisions = list(request.decisions.values_list("decision", "round", "decided_by_id"))
+    _check_seen_version(request, decisions, *seen)
     edited = _edited_version(request, arguments) if arguments is not None else None
     if edited is None:
-        _record_approval(request, user, comment)
+        event = _record_approval(request, user, comment, decisions)
     else:
-        _record_edit(request, user, comment, edited)
-    approvals = request.decisions.filter(round=request.round).exclude(decision=DecisionKind.REJECT).count()
+        event = _record_edit(request, user, comment, edited)
+    # The decision just recorded counts (an edit opens a new round in which only the editor's approval counts).
+    approvals = 1 + sum(
+        1 for decision, round_, _ in decisions if round_ == request.round and decision != DecisionKind.REJECT
+    )
     if approvals >= request.required_approvals:
-        _release(request, user, comment)
+        # The decision and the release are one audit append: one lock of the chain head for both events.
+        _release(request, user, comment, event)
     else:
+        audit_call_event(request.call, event.event_type, actor=event.actor, data=event.data)
         _notify(
             signals.approval_decided,
             request,
@@ -203,11 +210,17 @@ def _decide_in_transaction(
     return request
 
 
-def _check_seen_version(request: ApprovalRequest, expected_round: int | None, expected_hash: str | None) -> None:
+#: A request's decisions as read once per decision: (decision, round, decided_by_id).
+_Decisions = list[tuple[str, int, int | None]]
+
+
+def _check_seen_version(
+    request: ApprovalRequest, decisions: _Decisions, expected_round: int | None, expected_hash: str | None
+) -> None:
     """Refuse an approval of a version that is no longer the one under approval."""
     current = f"now round {request.round}, arguments_hash {request.arguments_hash}"
     if expected_round is None and expected_hash is None:
-        if request.decisions.filter(decision=DecisionKind.EDIT).exists():
+        if any(decision == DecisionKind.EDIT for decision, _, _ in decisions):
             raise ArgumentsChangedError(
                 f"The arguments changed since the call was requested ({current}); review them again and send "
                 "the round or arguments_hash you approved."
@@ -235,18 +248,23 @@ def _edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> dict[s
     return None if version == request.arguments else version
 
 
-def _record_approval(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
-    """One approval of the current version; the same person approves a version once."""
-    if request.decisions.filter(decided_by=user, round=request.round).exclude(decision=DecisionKind.REJECT).exists():
+def _record_approval(
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: _Decisions
+) -> EventSpec:
+    """One approval of the current version; the same person approves a version once. Returns its audit event."""
+    mine = (
+        decided_by == user.pk and round_ == request.round and decision != DecisionKind.REJECT
+        for decision, round_, decided_by in decisions
+    )
+    if any(mine):
         raise DecisionNotAllowedError(
             "You already approved this version of the call; a second, different operator must approve it too."
         )
     _decision(request, user, DecisionKind.APPROVE, comment)
-    audit_call_event(
-        request.call,
+    return EventSpec(
         "approval.approve",
-        actor=_actor(user),
-        data={
+        _actor(user),
+        {
             "decision": str(DecisionKind.APPROVE),
             "comment": comment,
             "request": request.pk,
@@ -256,8 +274,11 @@ def _record_approval(request: ApprovalRequest, user: AbstractBaseUser, comment: 
     )
 
 
-def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]) -> None:
-    """Replace the version under approval and open a new round, in which the editor's approval counts once."""
+def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]) -> EventSpec:
+    """Replace the version under approval and open a new round, in which the editor's approval counts once.
+
+    Returns the edit's audit event, appended by the caller (with the release, when the edit suffices).
+    """
     call = request.call
     previous, previous_hash = request.arguments, request.arguments_hash
     request.round += 1
@@ -269,11 +290,10 @@ def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str,
     request.save(update_fields=["arguments_hash"])
     diff = arguments_diff(request.tool_name, previous, request.arguments)
     _decision(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
-    audit_call_event(
-        call,
+    return EventSpec(
         "approval.edit",
-        actor=_actor(user),
-        data={
+        _actor(user),
+        {
             "decision": str(DecisionKind.EDIT),
             "comment": comment,
             "request": request.pk,
@@ -318,8 +338,11 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
     _notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
 
 
-def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
-    """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments."""
+def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec) -> None:
+    """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments.
+
+    ``decided`` (the deciding approval's audit event) is appended together with the call's release.
+    """
     call = request.call
     if approval_hash(call.tool_name, call.tool_version, request.arguments) != request.arguments_hash:
         raise ApprovalError(
@@ -330,7 +353,9 @@ def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> 
     request.decided_at = timezone.now()
     request.save(update_fields=["status", "decided_at"])
     edited = request.arguments if request.arguments != call.arguments else None
-    tool_call_release(call=call, actor=_actor(user), arguments=edited)
+    if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided]):
+        # The call left pending_approval some other way; the decision is audited all the same.
+        audit_call_event(call, decided.event_type, actor=decided.actor, data=decided.data)
     username = user.get_username()
     _notify(signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment)
 

@@ -7,7 +7,7 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,8 +173,13 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     return call
 
 
-def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any] | None = None) -> bool:
-    """Queue an approved call for execution (with operator-edited arguments, when given)."""
+def tool_call_release(
+    *, call: ToolCall, actor: str, arguments: Mapping[str, Any] | None = None, preceding: Sequence[EventSpec] = ()
+) -> bool:
+    """Queue an approved call for execution (with operator-edited arguments, when given).
+
+    ``preceding``: the deciding approval's audit events, appended with the release's in one write.
+    """
     fields: dict[str, Any] = {"queued_at": timezone.now()}
     data: dict[str, Any] = {"reason": "approved"}
     if arguments is not None:
@@ -184,7 +189,7 @@ def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any
         data["arguments"] = _redacted(call.tool_name, dict(arguments))
     tool = registry.get(call.tool_name)
     external = tool is not None and tool.is_external
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # one with the approval that released it
         moved = call_transition(
             call,
             # An approved call of an external tool waits for its result instead of a worker.
@@ -192,6 +197,7 @@ def tool_call_release(*, call: ToolCall, actor: str, arguments: Mapping[str, Any
             allowed_from={CallStatus.PENDING_APPROVAL},
             actor=actor,
             data=data,
+            preceding=preceding,
             **fields,
         )
         if moved and not external:

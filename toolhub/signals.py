@@ -1,12 +1,72 @@
 """Signals through which the core tells other apps what happened, without importing them."""
 
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
 from django.dispatch import Signal
 
-__all__ = ["approval_needed", "call_settled"]
+__all__ = ["approval_needed", "call_settled", "after_task", "running_after_task"]
+
+logger = logging.getLogger(__name__)
 
 #: A call became ``pending_approval``; kwargs: ``call`` (ToolCall), ``reason`` (str). Sent inside the
 #: transaction, so the receiver's rows (the approval request) commit or roll back with the call.
 approval_needed = Signal()
 
 #: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None). Sent after commit.
+#: A receiver whose follow-up would be another broker message may hand it to ``after_task`` instead.
 call_settled = Signal()
+
+#: What runs after a task's own work: called with the seconds left before the task's soft time limit.
+AfterTaskAction = Callable[[float], None]
+
+
+@dataclass
+class _AfterTask:
+    deadline: float  # time.monotonic() at which the task's soft time limit strikes
+    actions: list[AfterTaskAction] = field(default_factory=list)
+
+
+_after_task: ContextVar[_AfterTask | None] = ContextVar("toolhub_after_task", default=None)
+
+
+def after_task(action: AfterTaskAction) -> bool:
+    """Have ``action`` run in this process once the current worker task's own work is done.
+
+    Saves a broker hop for follow-up work (the agent loop's next step after a run's last call
+    settled). ``action`` is told how many seconds the task has left, and must send its own message
+    instead when that is not enough. Returns False outside a task that offers this: the caller then
+    does what it would have done without it.
+    """
+    scope = _after_task.get()
+    if scope is None:
+        return False
+    scope.actions.append(action)
+    return True
+
+
+@contextmanager
+def running_after_task(*, seconds: float) -> Iterator[None]:
+    """Collect ``after_task`` actions during the block and run them after it, in order.
+
+    ``seconds``: how long the task may still run from now (up to its soft time limit). When the block
+    raises, the actions are told no time is left, so they hand their work to the broker.
+    """
+    scope = _AfterTask(deadline=time.monotonic() + seconds)
+    token = _after_task.set(scope)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _after_task.reset(token)
+        for action in scope.actions:
+            left = 0.0 if failed else scope.deadline - time.monotonic()
+            try:
+                action(left)
+            except Exception:  # noqa: BLE001 - a follow-up must not undo the task's own recorded work
+                logger.exception("an after-task action failed; the sweeps repair what it left undone")

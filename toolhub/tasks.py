@@ -8,6 +8,7 @@ from celery import Task, shared_task
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
 from toolhub.conf import toolhub_setting
 from toolhub.execution import tool_call_execute
+from toolhub.signals import running_after_task
 from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
 
 logger = logging.getLogger(__name__)
@@ -46,9 +47,21 @@ class _ToolCallTask(Task):
     name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True, base=_ToolCallTask
 )
 def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Execute one queued tool call; a second delivery of the same call does nothing."""
+    """Execute one queued tool call; a second delivery of the same call does nothing.
+
+    Follow-up work of the settled call (the run's next step) runs here afterwards, within what is left
+    of this task's soft time limit, instead of going through the broker again (``after_task``).
+    """
     worker = "eager" if self.request.is_eager else (self.request.hostname or "worker")
-    tool_call_execute(call_id=uuid.UUID(call_id), worker=worker)
+    # Celery's soft limit counts from just before this function: what is left is (almost) all of it.
+    with running_after_task(seconds=_soft_limit(self)):
+        tool_call_execute(call_id=uuid.UUID(call_id), worker=worker)
+
+
+def _soft_limit(task: Task) -> float:
+    """The first limit that would stop this delivery: the message's own limits if it set any, else the task's."""
+    hard, soft = task.request.timelimit or (None, None)
+    return float(min(soft or task.soft_time_limit, hard or task.time_limit))
 
 
 @shared_task(name="toolhub.tasks.sweep_task", ignore_result=True)

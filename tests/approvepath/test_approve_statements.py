@@ -1,0 +1,120 @@
+"""The approve transaction: one decisions query, one audit append for the deciding approval and the release."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals.models import ApprovalStatus
+from approvals.services import approval_approve
+from tests.approvals.conftest import Hold
+from toolhub.audit import verify_audit_chains
+from toolhub.models import AuditEvent, CallStatus
+
+pytestmark = pytest.mark.django_db
+
+#: Before: 22 (three decisions queries, two audit appends of three statements each, two savepoints).
+#: Now: the request row, the decider's permissions and tenants (3), one decisions query, the decision,
+#: the request, the call, one audit append (3), and the test's own savepoint and release.
+APPROVE_STATEMENTS = 13
+
+
+def _approve(request_id: int, user: User, **options: object) -> list[str]:
+    fresh = User.objects.get(pk=user.pk)  # as a request brings it: no permissions cached
+    with CaptureQueriesContext(connection) as captured:
+        approval_approve(request_id=request_id, user=fresh, comment="fine", **options)
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def _decision_queries(statements: list[str]) -> list[str]:
+    return [sql for sql in statements if sql.startswith("SELECT") and '"approvals_approvaldecision"' in sql]
+
+
+def _head_advances(statements: list[str]) -> list[str]:
+    return [sql for sql in statements if sql.startswith("UPDATE toolhub_auditchainhead SET seq")]
+
+
+def _events(call_id: object) -> list[tuple[str, str]]:
+    rows = AuditEvent.objects.filter(call_id=call_id).order_by("seq").values_list("event_type", "status")
+    return list(rows)
+
+
+def test_the_deciding_approval_is_one_decisions_query_and_one_audit_append(hold: Hold, operator: User) -> None:
+    # given a call held for one approver
+    request = hold("pay 5000")
+
+    # when the operator approves it
+    statements = _approve(request.pk, operator)
+
+    # then the call is queued, in few statements: one decisions query, one append for both events
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED and request.call.status == CallStatus.QUEUED
+    assert len(statements) <= APPROVE_STATEMENTS, "\n".join(statements)
+    assert len(_decision_queries(statements)) == 1
+    assert len(_head_advances(statements)) == 1
+    assert "seq = seq + 2" in _head_advances(statements)[0]
+    assert _events(request.call_id) == [
+        ("call.requested", "pending_approval"),
+        ("call.pending_approval", "pending_approval"),
+        ("approval.approve", "queued"),
+        ("call.queued", "queued"),
+    ]
+    assert verify_audit_chains()[1] == []
+
+
+def test_a_partial_approval_is_audited_alone_and_the_second_one_releases_with_it(
+    hold: Hold, operator: User, second_operator: User
+) -> None:
+    # given a call that needs two approvers
+    request = hold("pay 9000", approvers=2)
+
+    # when the first approves, then the second
+    first = _approve(request.pk, operator)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING and request.call.status == CallStatus.PENDING_APPROVAL
+    second = _approve(request.pk, second_operator)
+
+    # then each decision read the decisions once; the second appended its approval with the release
+    assert len(_decision_queries(first)) == len(_decision_queries(second)) == 1
+    assert len(_head_advances(first)) == len(_head_advances(second)) == 1
+    assert len(second) <= APPROVE_STATEMENTS, "\n".join(second)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED and request.call.status == CallStatus.QUEUED
+    assert [event for event, _ in _events(request.call_id)][2:] == [
+        "approval.approve",
+        "approval.approve",
+        "call.queued",
+    ]
+    assert verify_audit_chains()[1] == []
+
+
+def test_the_same_operator_approving_twice_is_refused_from_the_one_decisions_query(hold: Hold, operator: User) -> None:
+    # given a call that needs two approvers, approved once by the operator
+    request = hold("pay 9000", approvers=2)
+    _approve(request.pk, operator)
+    events_before = _events(request.call_id)
+
+    # when the same operator approves again, then it is refused and nothing is recorded
+    from toolhub.exceptions import DecisionNotAllowedError
+
+    with pytest.raises(DecisionNotAllowedError, match="second, different operator"):
+        _approve(request.pk, operator)
+    request.refresh_from_db()
+    assert request.decisions.count() == 1 and request.status == ApprovalStatus.PENDING
+    assert _events(request.call_id) == events_before
+
+
+def test_an_edit_that_suffices_releases_in_the_same_append(hold: Hold, operator: User) -> None:
+    # given a call held for one approver
+    request = hold("pay 5000")
+
+    # when the operator edits the arguments (which is their approval of the new version)
+    statements = _approve(request.pk, operator, arguments={"note": "pay 4000"}, expected_round=1)
+
+    # then the edited version is queued, the edit and the release audited in one append
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+    assert request.call.status == CallStatus.QUEUED and request.call.arguments == {"note": "pay 4000"}
+    assert len(_decision_queries(statements)) == 1 and len(_head_advances(statements)) == 1
+    assert [event for event, _ in _events(request.call_id)][2:] == ["approval.edit", "call.queued"]
+    assert verify_audit_chains()[1] == []
