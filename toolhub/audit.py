@@ -120,6 +120,8 @@ class EventSpec:
     event_type: str
     actor: str
     data: Mapping[str, Any] | None = None
+    #: The status the event records, when it is not the one the call is left in (a transition passed through).
+    status: str | None = None
 
 
 def audit_append(
@@ -194,7 +196,7 @@ def _append_many(
             call_id=call_id,
             run_id=run_id,
             tool_name=tool_name,
-            status=status,
+            status=spec.status or status,
             tenant=tenant or "",
             actor=spec.actor[:200],
             created_at=now,

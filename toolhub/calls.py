@@ -1,6 +1,5 @@
 """State transitions of tool calls: one guarded function, one audit event per transition."""
 
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -41,11 +40,10 @@ def call_transition(
             setattr(call, name, value)
         audit_call_event(call, event or f"call.{to}", actor=actor, data=data)
         if to in SETTLED_STATUSES:
-            call_id, run_id = call.id, call.run_id
-            transaction.on_commit(lambda: notify_settled(call_id, run_id), robust=True)
+            transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
 
 
-def notify_settled(call_id: uuid.UUID, run_id: uuid.UUID | None) -> None:
-    """Tell listeners (the agent loop) that a call settled; call only after the commit."""
-    call_settled.send(sender=ToolCall, call_id=call_id, run_id=run_id)
+def notify_settled(call: ToolCall) -> None:
+    """Tell listeners (the agent loop, the sagas) that a call settled; call only after the commit."""
+    call_settled.send(sender=ToolCall, call_id=call.id, run_id=call.run_id, call=call)

@@ -192,6 +192,16 @@ class ToolCallArtifact(models.Model):
         return f"{self.name} ({self.media_type}, {self.size} bytes)"
 
 
+class GovernanceVersion(models.Model):
+    """One row whose stamp database triggers change with every governance change (``toolhub.governance``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    stamp = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"governance @ {self.stamp}"
+
+
 class AuditChainHead(models.Model):
     """The newest hash of one audit chain; locking this row serializes appends to the chain."""
 

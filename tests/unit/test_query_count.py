@@ -13,10 +13,12 @@ from toolhub.tools.context import ToolContext
 
 pytestmark = pytest.mark.django_db
 
-#: Measured on PostgreSQL and SQLite: 34 queries (savepoints and the tool's own INSERT included) for one
-#: low-risk call, requested and executed, when its audit chain exists (42 before the audit appends of one
-#: transition shared a head update). Authorization runs twice: when the call is asked and on the worker.
-MAX_QUERIES_PER_CALL = 38
+#: Measured on PostgreSQL and SQLite: 16 queries (savepoints and the tool's own INSERT included) for one
+#: low-risk call, requested and executed in process, when its audit chain exists: one read of the governance
+#: stamp (definitions, groups, grants and rules come from the cache), the call row written already claimed
+#: with its audit events, the tool's INSERT, the outcome with its audit event. 34 before the cache and the
+#: claimed insert (authorization ran twice, a claim transaction, the sagas re-read the call).
+MAX_QUERIES_PER_CALL = 16
 
 
 def _governed_call(user: User, note: str, capture: Any) -> ToolCall:

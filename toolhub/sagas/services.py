@@ -42,6 +42,7 @@ __all__ = [
     "NothingToCompensateError",
     "saga_key_of",
     "saga_call_settled",
+    "saga_ignores",
     "saga_record_step",
     "saga_rollback",
     "saga_rollback_on_demand",
@@ -76,6 +77,21 @@ def saga_key_of(call: ToolCall) -> str:
 
 
 # --- reacting to calls -------------------------------------------------------------------------------
+
+
+def saga_ignores(call: ToolCall) -> bool:
+    """Whether no saga can care that ``call`` settled, judged from what never changes on a call (no read).
+
+    Sagas follow compensations, succeeded steps of compensable tools, and failed direct calls that share a
+    saga id; a call of a tool without compensation in a run, or outside any saga, concerns none.
+    """
+    if call.kind != CallKind.CALL:
+        return False
+    if not saga_key_of(call):
+        return True
+    tool = registry.get(call.tool_name)
+    compensable = tool is not None and bool(tool.compensate_with)
+    return not compensable and not (call.run_id is None and call.saga_id)
 
 
 def saga_call_settled(*, call_id: uuid.UUID) -> None:
