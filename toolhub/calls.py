@@ -1,16 +1,33 @@
-"""State transitions of tool calls: one guarded function, one audit event per transition."""
+"""State transitions of tool calls: one guarded function, one audit event per transition.
+
+A call's write and its audit events go together: the row's INSERT or guarded UPDATE runs in the same
+statement as the audit chain head's advance (``audit_call_events(change=...)``), then one statement
+inserts the events and moves the head's hash.
+"""
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
+from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
-from toolhub.audit import audit_call_event
+from toolhub.audit import EventSpec, audit_call_events
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.signals import call_settled
 
-__all__ = ["call_transition", "notify_settled"]
+__all__ = ["call_insert", "call_transition", "notify_settled"]
+
+
+def call_insert(call: ToolCall, events: list[EventSpec]) -> None:
+    """Write a new call row with its audit events (the row and the chain head's advance in one statement)."""
+    connection = transaction.get_connection()
+    query = InsertQuery(ToolCall)
+    query.insert_values(ToolCall._meta.concrete_fields, [call])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
+    audit_call_events(call, events, change=(sql, list(params)))
+    call._state.adding = False
+    call._state.db = connection.alias
 
 
 def call_transition(
@@ -28,17 +45,21 @@ def call_transition(
     The move is a conditional UPDATE, so of two racing writers exactly one wins; the audit event is
     written in the same transaction; a settled call notifies listeners after commit.
     """
-    now = timezone.now()
-    with transaction.atomic():
-        moved = ToolCall.objects.filter(id=call.id, status__in=list(allowed_from)).update(
-            status=to, updated_at=now, **fields
-        )
-        if not moved:
+    values = {"status": to, "updated_at": timezone.now(), **fields}
+    connection = transaction.get_connection()
+    query = ToolCall.objects.filter(id=call.id, status__in=list(allowed_from)).query.chain(UpdateQuery)
+    query.add_update_values(values)
+    sql, params = query.get_compiler(connection=connection).as_sql()
+    previous = {name: getattr(call, name) for name in values}
+    for name, value in values.items():
+        setattr(call, name, value)
+    # No savepoint: a failure here aborts the caller's transaction anyway, and the guarded UPDATE settles races.
+    with transaction.atomic(savepoint=False):
+        written = audit_call_events(call, [EventSpec(event or f"call.{to}", actor, data)], change=(sql, list(params)))
+        if written is None:
+            for name, value in previous.items():
+                setattr(call, name, value)
             return False
-        call.status = to
-        for name, value in fields.items():
-            setattr(call, name, value)
-        audit_call_event(call, event or f"call.{to}", actor=actor, data=data)
         if to in SETTLED_STATUSES:
             transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, canonical_json, redact, redacted_arguments_text
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
@@ -24,7 +24,7 @@ from toolhub.authorization import (
     tenant_argument_denial,
     tool_definitions,
 )
-from toolhub.calls import call_transition, notify_settled
+from toolhub.calls import call_insert, call_transition, notify_settled
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
@@ -117,8 +117,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     )
     with governance_scope():
         decision = _decide(call, request, context)
-    call.save(force_insert=True)
-    audit_call_events(call, decision.events)
+    call_insert(call, decision.events)
     decision.then(call)
     return call
 
