@@ -9,14 +9,35 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
-from django.db.models.sql import InsertQuery, UpdateQuery
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from toolhub.audit import EventSpec, audit_call_events
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.signals import call_settled
+from toolhub.transitions import TransitionTable, guarded_update_sql
 
-__all__ = ["call_insert", "call_transition", "notify_settled"]
+__all__ = ["CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled"]
+
+_S = CallStatus
+
+#: Every move a call's status may make after its row is written (``tool_call_request`` writes the first).
+CALL_TRANSITIONS = TransitionTable(
+    "call status",
+    {
+        # an operator decides; an approved external call waits for its result
+        _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
+        # a worker claims
+        _S.QUEUED: {_S.RUNNING},
+        # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again
+        _S.RUNNING: {_S.SUCCEEDED, _S.FAILED, _S.DENIED, _S.QUEUED, _S.NEEDS_ATTENTION, _S.PENDING_APPROVAL},
+        _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED},
+        # a compensation retried by the sagas; a compensated step
+        _S.FAILED: {_S.QUEUED},
+        _S.NEEDS_ATTENTION: {_S.QUEUED, _S.COMPENSATED},
+        _S.SUCCEEDED: {_S.COMPENSATED},
+    },
+)
 
 
 def call_insert(call: ToolCall, events: list[EventSpec]) -> None:
@@ -46,16 +67,15 @@ def call_transition(
     written in the same transaction; a settled call notifies listeners after commit.
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
-    connection = transaction.get_connection()
-    query = ToolCall.objects.filter(id=call.id, status__in=list(allowed_from)).query.chain(UpdateQuery)
-    query.add_update_values(values)
-    sql, params = query.get_compiler(connection=connection).as_sql()
+    sql, params = guarded_update_sql(
+        ToolCall, call.id, table=CALL_TRANSITIONS, to=to, allowed_from=allowed_from, values=values
+    )
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
     # No savepoint: a failure here aborts the caller's transaction anyway, and the guarded UPDATE settles races.
     with transaction.atomic(savepoint=False):
-        written = audit_call_events(call, [EventSpec(event or f"call.{to}", actor, data)], change=(sql, list(params)))
+        written = audit_call_events(call, [EventSpec(event or f"call.{to}", actor, data)], change=(sql, params))
         if written is None:
             for name, value in previous.items():
                 setattr(call, name, value)

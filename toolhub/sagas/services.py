@@ -37,6 +37,7 @@ from toolhub.sagas.models import (
 from toolhub.sagas.selectors import rollback_note
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
+from toolhub.transitions import TransitionTable, guarded_update
 
 __all__ = [
     "NothingToCompensateError",
@@ -63,6 +64,20 @@ logger = logging.getLogger(__name__)
 #: The actor of what the sagas do on their own (as opposed to an operator's action).
 SAGA_ACTOR = "saga"
 _Status = CompensationStatus
+
+#: Every move a compensation's status may make (``held`` and ``recorded`` are set when it is created).
+COMPENSATION_TRANSITIONS = TransitionTable(
+    "compensation status",
+    {
+        _Status.RECORDED: {_Status.PENDING},
+        _Status.PENDING: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
+        _Status.RETRY_SCHEDULED: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
+        _Status.RUNNING: {_Status.SUCCEEDED, _Status.RETRY_SCHEDULED, _Status.UNKNOWN, _Status.FAILED},
+        _Status.FAILED: {_Status.PENDING, _Status.RESOLVED},
+        _Status.UNKNOWN: {_Status.PENDING, _Status.RESOLVED},
+        _Status.HELD: {_Status.PENDING, _Status.RESOLVED},
+    },
+)
 
 
 class NothingToCompensateError(ToolhubError):
@@ -734,8 +749,13 @@ def _transition(
     **fields: Any,
 ) -> bool:
     """Move a compensation to ``to`` if it is still in one of ``allowed_from``; audit the move."""
-    moved = Compensation.objects.filter(pk=compensation.pk, status__in=list(allowed_from)).update(
-        status=to, updated_at=timezone.now(), **fields
+    moved = guarded_update(
+        Compensation,
+        compensation.pk,
+        table=COMPENSATION_TRANSITIONS,
+        to=to,
+        allowed_from=allowed_from,
+        values={"updated_at": timezone.now(), **fields},
     )
     if not moved:
         return False
