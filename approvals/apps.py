@@ -11,6 +11,9 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from approvals import receivers  # noqa: F401 - connects to the core's signals
         from approvals.rules import database_rule_verdict
+        from toolhub.governance import governance_watch
         from toolhub.policy import register_approval_rule_source
 
         register_approval_rule_source(database_rule_verdict)
+        # Rules are cached with the rest of governance: a changed rule applies to the next call.
+        governance_watch("approvals_approvalrule")

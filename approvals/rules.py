@@ -6,6 +6,7 @@ from typing import Any
 
 from approvals.models import ApprovalRule, Operator
 from toolhub.authorization import CallPrincipal, tool_group_names
+from toolhub.governance import governance_cached
 from toolhub.policy import ApprovalVerdict
 from toolhub.tools.definition import Risk, Tool
 
@@ -18,7 +19,7 @@ def database_rule_verdict(
     tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
 ) -> ApprovalVerdict | None:
     """The first enabled rule (by priority) that matches the call, as a verdict."""
-    rules = list(ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"))
+    rules = governance_cached(("approval_rules",), _enabled_rules)
     groups = tool_group_names([tool.name])[tool.name] if any(rule.tool_group_id for rule in rules) else set()
     for rule in rules:
         if rule_matches(
@@ -34,6 +35,10 @@ def database_rule_verdict(
                 required_approvals=max(minimum, rule.required_approvals),
             )
     return None
+
+
+def _enabled_rules() -> list[ApprovalRule]:
+    return list(ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"))
 
 
 def rule_matches(

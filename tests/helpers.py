@@ -1,6 +1,7 @@
 """Plain helpers shared by every test suite."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.contrib.auth.models import User
 
@@ -43,3 +44,21 @@ def principal_for(
         agent_name=agent_name,
         agent_tools=agent_tools,
     )
+
+
+@contextmanager
+def for_a_worker() -> Iterator[None]:
+    """Calls requested inside are queued for a worker instead of run by this process when it commits.
+
+    In eager mode the requesting process writes a call already claimed and runs it itself; tests of what
+    a worker does to a queued call (claim it, check it again) request it here, hold the commit's
+    dispatch, change something, then let the dispatch deliver it.
+    """
+    from toolhub.celery import app
+
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = False
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = eager

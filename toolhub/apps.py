@@ -5,6 +5,8 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
+from toolhub.governance import governance_watch
+
 
 class ToolhubConfig(AppConfig):
     name = "toolhub"
@@ -18,6 +20,30 @@ class ToolhubConfig(AppConfig):
         if not registry.frozen:
             autodiscover([config.name for config in apps.get_app_configs()])
         post_migrate.connect(_sync_catalogue, sender=self)
+        post_migrate.connect(_install_governance_triggers, sender=self)
+        for table, events in GOVERNANCE_TABLES.items():
+            governance_watch(table, events=events)
+
+
+#: The core's tables that decide who may call what; a change to any of them stamps a new governance version.
+GOVERNANCE_TABLES = {
+    "toolhub_tooldefinition": "INSERT OR UPDATE OR DELETE",
+    "toolhub_toolgroup": "INSERT OR UPDATE OR DELETE",
+    "toolhub_grant": "INSERT OR UPDATE OR DELETE",
+    "toolhub_tenant": "INSERT OR UPDATE OR DELETE",
+    "auth_group": "INSERT OR UPDATE OR DELETE",
+    "auth_user_groups": "INSERT OR UPDATE OR DELETE",
+    # Logins write last_login; only the superuser bit (and users coming and going) matter here.
+    "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser",
+}
+
+
+def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
+    from django.db import connections
+
+    from toolhub.governance import governance_triggers_install
+
+    governance_triggers_install(connections[using])
 
 
 def _sync_catalogue(**kwargs: Any) -> None:

@@ -7,6 +7,7 @@ database stores and returns it.
 """
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import uuid
@@ -120,6 +121,8 @@ class EventSpec:
     event_type: str
     actor: str
     data: Mapping[str, Any] | None = None
+    #: The status the event records, when it is not the one the call is left in (a transition passed through).
+    status: str | None = None
 
 
 def audit_append(
@@ -134,31 +137,56 @@ def audit_append(
     tenant: str = "",
 ) -> AuditEvent:
     """Append one event to its chain; must run inside the transaction of the change it records."""
-    return _append_many(
+    written = _append_many(
         [EventSpec(event_type, actor, data)],
         call_id=call_id,
         run_id=run_id,
         tool_name=tool_name,
         status=status,
         tenant=tenant,
-    )[0]
+    )
+    assert written is not None
+    return written[0]
 
 
 def audit_call_event(
     call: ToolCall, event_type: str, *, actor: str, data: Mapping[str, Any] | None = None
 ) -> AuditEvent:
     """Record a call's event (its new status included) in the call's chain."""
-    return audit_call_events(call, [EventSpec(event_type, actor, data)])[0]
+    written = audit_call_events(call, [EventSpec(event_type, actor, data)])
+    assert written is not None
+    return written[0]
 
 
-def audit_call_events(call: ToolCall, events: list[EventSpec]) -> list[AuditEvent]:
-    """Record several events of one call at once: one lock of the chain head, one insert, one head update."""
+def audit_call_events(
+    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]] | None = None
+) -> list[AuditEvent] | None:
+    """Record several events of one call at once: one lock of the chain head, one insert, one head update.
+
+    ``change`` is the SQL (and parameters) of the INSERT or conditional UPDATE of the call row these events
+    record; it runs in the same statement as the head's advance. When it touches no row, nothing is
+    appended and ``None`` is returned (another writer won the race).
+    """
     return _append_many(
-        events, call_id=call.id, run_id=call.run_id, tool_name=call.tool_name, status=call.status, tenant=call.tenant
+        events,
+        call_id=call.id,
+        run_id=call.run_id,
+        tool_name=call.tool_name,
+        status=call.status,
+        tenant=call.tenant,
+        change=change,
     )
 
 
 _HEAD_ADVANCE = "UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s RETURNING seq, hash"
+
+#: The change and the head's advance in one statement; the head moves only if the change touched a row.
+_CHANGE_AND_HEAD_ADVANCE = (
+    "WITH change AS ({change} RETURNING 1), "
+    "head AS (UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s AND EXISTS (SELECT 1 FROM change) "
+    "RETURNING seq, hash) "
+    "SELECT (SELECT count(*) FROM change), head.seq, head.hash FROM (SELECT 1) AS one LEFT JOIN head ON true"
+)
 
 
 def _append_many(
@@ -169,7 +197,8 @@ def _append_many(
     tool_name: str,
     status: str,
     tenant: str,
-) -> list[AuditEvent]:
+    change: tuple[str, list[Any]] | None = None,
+) -> list[AuditEvent] | None:
     connection = transaction.get_connection()
     if not connection.in_atomic_block:
         raise RuntimeError("audit events must be written inside the transaction of the change they record")
@@ -177,8 +206,20 @@ def _append_many(
     # Advancing the head locks its row until commit (appends to a chain are serialized) and reads
     # the previous hash in the same statement.
     with connection.cursor() as cursor:
-        cursor.execute(_HEAD_ADVANCE, [len(events), chain])
-        row = cursor.fetchone()
+        row = None
+        if change is not None and connection.vendor == "postgresql":
+            cursor.execute(_CHANGE_AND_HEAD_ADVANCE.format(change=change[0]), [*change[1], len(events), chain])
+            changed, *head = cursor.fetchone()
+            if not changed:
+                return None
+            row = tuple(head) if head[0] is not None else None
+        elif change is not None:
+            cursor.execute(*change)
+            if not cursor.rowcount:
+                return None
+        if row is None:
+            cursor.execute(_HEAD_ADVANCE, [len(events), chain])
+            row = cursor.fetchone()
         if row is None:
             AuditChainHead.objects.get_or_create(chain=chain)
             cursor.execute(_HEAD_ADVANCE, [len(events), chain])
@@ -194,7 +235,7 @@ def _append_many(
             call_id=call_id,
             run_id=run_id,
             tool_name=tool_name,
-            status=status,
+            status=spec.status or status,
             tenant=tenant or "",
             actor=spec.actor[:200],
             created_at=now,
@@ -204,9 +245,41 @@ def _append_many(
         event.hash = compute_hash(event)
         prev_hash = event.hash
         written.append(event)
-    AuditEvent.objects.bulk_create(written)
-    AuditChainHead.objects.filter(chain=chain).update(hash=prev_hash)
+    _write(connection, written, chain=chain, head_hash=prev_hash)
     return written
+
+
+def _write(connection: Any, events: list[AuditEvent], *, chain: int, head_hash: str) -> None:
+    """Insert the events and move the chain head's hash: one statement on PostgreSQL, two elsewhere."""
+    if connection.vendor != "postgresql":
+        AuditEvent.objects.bulk_create(events)
+        AuditChainHead.objects.filter(chain=chain).update(hash=head_hash)
+        return
+    columns, row = _insert_shape()
+    params: list[Any] = [head_hash, chain]
+    for event in events:
+        params.extend(field.get_db_prep_save(getattr(event, field.attname), connection) for field in _EVENT_FIELDS)
+    sql = (
+        "WITH head AS (UPDATE toolhub_auditchainhead SET hash = %s WHERE chain = %s) "
+        f"INSERT INTO toolhub_auditevent ({columns}) VALUES {', '.join([row] * len(events))} RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = [pk for (pk,) in cursor.fetchall()]
+    for event, pk in zip(events, ids, strict=True):
+        event.id = pk
+        event._state.adding = False
+        event._state.db = connection.alias
+
+
+_EVENT_FIELDS = [field for field in AuditEvent._meta.concrete_fields if not field.primary_key]
+
+
+@functools.cache
+def _insert_shape() -> tuple[str, str]:
+    """The column list and one row's placeholders of an event INSERT (PostgreSQL), built once."""
+    columns = ", ".join(f'"{field.column}"' for field in _EVENT_FIELDS)
+    return columns, "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
 
 
 @dataclass(frozen=True)

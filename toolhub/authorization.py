@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from toolhub.conf import toolhub_setting
+from toolhub.governance import governance_cached, governance_scope
 from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
 
@@ -25,6 +26,7 @@ __all__ = [
     "authorization_denial",
     "authorize_tools",
     "tool_group_names",
+    "tool_definitions",
     "tenant_argument_denial",
     "TENANT_ARGUMENT_NAMES",
 ]
@@ -79,10 +81,61 @@ def tool_group_names(tool_names: Iterable[str]) -> dict[str, set[str]]:
         tool = registry.get(name)
         if tool is not None and tool.group:
             memberships[name].add(tool.group)
-    for group_name, extra in ToolGroup.objects.values_list("name", "extra_tools"):
-        for name in set(extra or ()) & names:
+    for group_name, extra in _extra_tools():
+        for name in extra & names:
             memberships[name].add(group_name)
     return memberships
+
+
+def tool_definitions() -> Mapping[str, ToolDefinition]:
+    """The catalogue by tool name, cached until the next governance change (read-only rows)."""
+    return governance_cached(("tool_definitions",), lambda: {row.name: row for row in ToolDefinition.objects.all()})
+
+
+def _extra_tools() -> tuple[tuple[str, frozenset[str]], ...]:
+    return governance_cached(
+        ("tool_groups",),
+        lambda: tuple(
+            (name, frozenset(extra or ())) for name, extra in ToolGroup.objects.values_list("name", "extra_tools")
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _UserFacts:
+    is_superuser: bool
+    group_ids: frozenset[int]
+
+
+def _user_facts(user_id: int | None) -> _UserFacts | None:
+    """The bits of a user authorization reads: the superuser flag and the Django groups."""
+    if user_id is None:
+        return None
+
+    def load() -> _UserFacts | None:
+        user = get_user_model().objects.filter(pk=user_id).only("id", "is_superuser").first()
+        if user is None:
+            return None
+        return _UserFacts(user.is_superuser, frozenset(user.groups.values_list("id", flat=True)))
+
+    return governance_cached(("user", user_id), load)
+
+
+def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[str, Any], ...]:
+    """Every grant naming the principal's tenant, user, user's groups or agent, whatever the tool."""
+    key = ("grants", principal.tenant, principal.user_id if user else None, principal.agent_name)
+
+    def load() -> tuple[dict[str, Any], ...]:
+        principal_filter = Q(tenant__slug=principal.tenant) if principal.tenant else Q(pk__in=[])
+        if user is not None:
+            principal_filter |= Q(user_id=principal.user_id) | Q(group_id__in=user.group_ids)
+        if principal.agent_name:
+            principal_filter |= Q(agent_name=principal.agent_name)
+        return tuple(
+            Grant.objects.filter(principal_filter).values("effect", "tool_name", "tool_group__name", "agent_name")
+        )
+
+    return governance_cached(key, load)
 
 
 def authorize_tools(
@@ -91,32 +144,21 @@ def authorize_tools(
     *,
     definitions: Mapping[str, ToolDefinition | None] | None = None,
 ) -> dict[str, str | None]:
-    """For each tool, why ``principal`` may not call it now, or ``None`` when it may (a few queries in all).
+    """For each tool, why ``principal`` may not call it now, or ``None`` when it may.
 
-    ``definitions`` are catalogue rows the caller loaded already, to spare a query.
+    Lookups are cached behind the governance stamp (``toolhub.governance``): one read of the stamp
+    when nothing changed. ``definitions`` are catalogue rows the caller loaded already.
     """
     names = sorted(set(tool_names))
-    if definitions is not None and set(definitions) >= set(names):
-        disabled = {name for name, row in definitions.items() if row is not None and not row.enabled}
-    else:
-        disabled = set(ToolDefinition.objects.filter(name__in=names, enabled=False).values_list("name", flat=True))
-    memberships = tool_group_names(names)
-    all_groups = set().union(*memberships.values()) if memberships else set()
-    user = _user(principal.user_id)
-    user_group_ids = set(user.groups.values_list("id", flat=True)) if user is not None else set()
     if not names:
         return {}
-
-    principal_filter = Q(tenant__slug=principal.tenant) if principal.tenant else Q(pk__in=[])
-    if user is not None:
-        principal_filter |= Q(user_id=user.pk) | Q(group_id__in=user_group_ids)
-    if principal.agent_name:
-        principal_filter |= Q(agent_name=principal.agent_name)
-    grants = list(
-        Grant.objects.filter(principal_filter)
-        .filter(Q(tool_name__in=names) | Q(tool_group__name__in=all_groups))
-        .values("effect", "tool_name", "tool_group__name", "agent_name")
-    )
+    with governance_scope():
+        if definitions is None or not set(definitions) >= set(names):
+            definitions = tool_definitions()
+        disabled = {name for name in names if (row := definitions.get(name)) is not None and not row.enabled}
+        memberships = tool_group_names(names)
+        user = _user_facts(principal.user_id)
+        grants = _grants_of(principal, user)
     default_allow = toolhub_setting("DEFAULT_TOOL_ACCESS") == "allow"
     verdicts: dict[str, str | None] = {}
     for name in names:
@@ -146,7 +188,7 @@ def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipa
 def _verdict(
     name: str,
     principal: CallPrincipal,
-    user: Any,
+    user: _UserFacts | None,
     disabled: set[str],
     user_side: list[dict[str, Any]],
     agent_side: list[dict[str, Any]],
@@ -169,9 +211,3 @@ def _verdict(
     if not user_allowed:
         return f"Tool {name!r} is not granted to you; do not call it."
     return None
-
-
-def _user(user_id: int | None) -> Any:
-    if user_id is None:
-        return None
-    return get_user_model().objects.filter(pk=user_id).only("id", "is_superuser").first()

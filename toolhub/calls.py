@@ -1,17 +1,54 @@
-"""State transitions of tool calls: one guarded function, one audit event per transition."""
+"""State transitions of tool calls: one guarded function, one audit event per transition.
 
-import uuid
+A call's write and its audit events go together: the row's INSERT or guarded UPDATE runs in the same
+statement as the audit chain head's advance (``audit_call_events(change=...)``), then one statement
+inserts the events and moves the head's hash.
+"""
+
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from toolhub.audit import EventSpec, audit_call_events
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.signals import call_settled
+from toolhub.transitions import TransitionTable, guarded_update_sql
 
-__all__ = ["call_transition", "notify_settled"]
+__all__ = ["CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled"]
+
+_S = CallStatus
+
+#: Every move a call's status may make after its row is written (``tool_call_request`` writes the first).
+CALL_TRANSITIONS = TransitionTable(
+    "call status",
+    {
+        # an operator decides; an approved external call waits for its result
+        _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
+        # a worker claims
+        _S.QUEUED: {_S.RUNNING},
+        # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again
+        _S.RUNNING: {_S.SUCCEEDED, _S.FAILED, _S.DENIED, _S.QUEUED, _S.NEEDS_ATTENTION, _S.PENDING_APPROVAL},
+        _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED},
+        # a compensation retried by the sagas; a compensated step
+        _S.FAILED: {_S.QUEUED},
+        _S.NEEDS_ATTENTION: {_S.QUEUED, _S.COMPENSATED},
+        _S.SUCCEEDED: {_S.COMPENSATED},
+    },
+)
+
+
+def call_insert(call: ToolCall, events: list[EventSpec]) -> None:
+    """Write a new call row with its audit events (the row and the chain head's advance in one statement)."""
+    connection = transaction.get_connection()
+    query = InsertQuery(ToolCall)
+    query.insert_values(ToolCall._meta.concrete_fields, [call])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
+    audit_call_events(call, events, change=(sql, list(params)))
+    call._state.adding = False
+    call._state.db = connection.alias
 
 
 def call_transition(
@@ -31,24 +68,27 @@ def call_transition(
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
     """
-    now = timezone.now()
-    # Inside a caller's transaction no savepoint: a failure here fails the caller's whole change anyway.
+    values = {"status": to, "updated_at": timezone.now(), **fields}
+    sql, params = guarded_update_sql(
+        ToolCall, call.id, table=CALL_TRANSITIONS, to=to, allowed_from=allowed_from, values=values
+    )
+    previous = {name: getattr(call, name) for name in values}
+    for name, value in values.items():
+        setattr(call, name, value)
+    # No savepoint: a failure here aborts the caller's transaction anyway, and the guarded UPDATE settles races.
     with transaction.atomic(savepoint=False):
-        moved = ToolCall.objects.filter(id=call.id, status__in=list(allowed_from)).update(
-            status=to, updated_at=now, **fields
+        written = audit_call_events(
+            call, [*preceding, EventSpec(event or f"call.{to}", actor, data)], change=(sql, params)
         )
-        if not moved:
+        if written is None:
+            for name, value in previous.items():
+                setattr(call, name, value)
             return False
-        call.status = to
-        for name, value in fields.items():
-            setattr(call, name, value)
-        audit_call_events(call, [*preceding, EventSpec(event or f"call.{to}", actor, data)])
         if to in SETTLED_STATUSES:
-            call_id, run_id = call.id, call.run_id
-            transaction.on_commit(lambda: notify_settled(call_id, run_id), robust=True)
+            transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
 
 
-def notify_settled(call_id: uuid.UUID, run_id: uuid.UUID | None) -> None:
-    """Tell listeners (the agent loop) that a call settled; call only after the commit."""
-    call_settled.send(sender=ToolCall, call_id=call_id, run_id=run_id)
+def notify_settled(call: ToolCall) -> None:
+    """Tell listeners (the agent loop, the sagas) that a call settled; call only after the commit."""
+    call_settled.send(sender=ToolCall, call_id=call.id, run_id=call.run_id, call=call)

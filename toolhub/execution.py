@@ -4,7 +4,6 @@ import functools
 import hashlib
 import logging
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -16,7 +15,7 @@ from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
 from toolhub.feedback import exception_detail, execution_error
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
-from toolhub.pipeline import approval_hash, tool_call_require_reapproval
+from toolhub.pipeline import approval_hash, call_lease, tool_call_require_reapproval
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -24,7 +23,7 @@ from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult, artifact_content, to_json_value
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
-__all__ = ["tool_call_execute", "tool_call_claim"]
+__all__ = ["tool_call_execute", "tool_call_claim", "tool_call_run_claimed"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +36,6 @@ def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     now = timezone.now()
     from toolhub.tools.registry import registry
 
-    tool = registry.get(call.tool_name)
-    lease = float(toolhub_setting("CALL_LEASE_SECONDS")) + (tool.effective_timeout if tool else 0.0)
     attempt = call.attempts + 1
     claimed = call_transition(
         call,
@@ -49,7 +46,7 @@ def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         attempts=attempt,
         worker=worker[:200],
         started_at=now,
-        lease_expires_at=now + timedelta(seconds=lease),
+        lease_expires_at=now + call_lease(registry.get(call.tool_name)),
     )
     return call if claimed else None
 
@@ -82,6 +79,16 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
         return call
     assert tool is not None
+    tool_call_run_claimed(call=call, tool=tool, arguments=arguments, worker=worker)
+    return call
+
+
+def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, Any], worker: str) -> ToolCall:
+    """Run a call this process holds the claim of (``running``, committed) and record its outcome.
+
+    A worker gets here after claiming and re-checking a queued call; the process that asked for a call
+    and runs it itself gets here straight after the commit that wrote it claimed.
+    """
     secrets = SecretScrubber.for_presets(tool.presets)
     with secrets.scope():
         _run(call, tool, arguments, worker=worker, secrets=secrets)

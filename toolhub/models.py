@@ -113,22 +113,22 @@ class ToolCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=16, choices=CallKind.choices, default=CallKind.CALL)
-    tool_name = models.CharField(max_length=200, db_index=True)
+    tool_name = models.CharField(max_length=200)
     tool_version = models.CharField(max_length=32, blank=True)
-    status = models.CharField(max_length=20, choices=CallStatus.choices, db_index=True)
+    status = models.CharField(max_length=20, choices=CallStatus.choices)
     arguments = models.JSONField(default=dict, blank=True)
     raw_arguments = models.TextField(blank=True)
     context = models.JSONField(default=dict, blank=True)
-    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    tenant = models.CharField(max_length=100, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
     )
     agent_name = models.CharField(max_length=100, blank=True)
-    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    run_id = models.UUIDField(null=True, blank=True)
     turn = models.PositiveIntegerField(default=0)
     position = models.PositiveIntegerField(default=0)
     model_call_id = models.CharField(max_length=100, blank=True)
-    saga_id = models.CharField(max_length=100, blank=True, db_index=True)
+    saga_id = models.CharField(max_length=100, blank=True)
     approval_hash = models.CharField(max_length=64, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="What the model is told when the call did not succeed.")
@@ -147,10 +147,14 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Every index slows the hot path's INSERT and UPDATEs: the composites serve run_id, status and
+        # tool_name lookups by their first column, and no column is searched by prefix (no _like twins).
         indexes = [
             models.Index(fields=["run_id", "turn", "position"], name="toolcall_run_turn"),
             models.Index(fields=["status", "queued_at"], name="toolcall_status_queued"),
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
+            models.Index(fields=["tenant", "created_at"], name="toolcall_tenant_created"),
+            models.Index(fields=["saga_id"], name="toolcall_saga"),
         ]
 
     def __str__(self) -> str:
@@ -190,6 +194,16 @@ class ToolCallArtifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.media_type}, {self.size} bytes)"
+
+
+class GovernanceVersion(models.Model):
+    """One row whose stamp database triggers change with every governance change (``toolhub.governance``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    stamp = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"governance @ {self.stamp}"
 
 
 class AuditChainHead(models.Model):

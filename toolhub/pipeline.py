@@ -7,21 +7,29 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, audit_call_events, canonical_json, redact, redacted_arguments_text
-from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools, tenant_argument_denial
-from toolhub.calls import call_transition, notify_settled
+from toolhub.audit import EventSpec, canonical_json, redact, redacted_arguments_text
+from toolhub.authorization import (
+    CallPrincipal,
+    authorization_denial,
+    authorize_tools,
+    tenant_argument_denial,
+    tool_definitions,
+)
+from toolhub.calls import call_insert, call_transition, notify_settled
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
-from toolhub.models import CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.governance import governance_scope
+from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
 from toolhub.storable import json_storage_problem, storable_text
@@ -39,6 +47,8 @@ __all__ = [
     "ExternalResultError",
     "approval_hash",
     "dispatch_call",
+    "call_lease",
+    "EAGER_WORKER",
     "visible_tool_names",
 ]
 
@@ -74,19 +84,30 @@ def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+@dataclass
+class _Decision:
+    """What policy made of a request: the audit events of the new row, and what follows once it is written."""
+
+    events: list[EventSpec]
+    then: Callable[[ToolCall], None]
+
+
 @transaction.atomic
 def tool_call_request(*, request: CallRequest) -> ToolCall:
-    """Record a call and take it as far as policy allows: refused, waiting for approval, or queued."""
-    principal = request.principal
+    """Record a call and take it as far as policy allows: refused, waiting for approval, queued, or running here.
+
+    Policy decides first (reads only; governance lookups come from the cache behind one stamp read),
+    then the row and its audit events are written in one go, then the decision's follow-up runs.
+    """
     context = _effective_context(request)
     call = ToolCall(
         id=uuid.uuid4(),
         kind=request.kind,
         tool_name=storable_text(request.tool_name[:200]),
-        status=CallStatus.QUEUED,  # provisional; the row is written below with its real status
-        tenant=principal.tenant,
-        user_id=principal.user_id,
-        agent_name=principal.agent_name,
+        status=CallStatus.QUEUED,  # provisional; the decision sets the real status
+        tenant=request.principal.tenant,
+        user_id=request.principal.user_id,
+        agent_name=request.principal.agent_name,
         run_id=request.run_id,
         turn=request.turn,
         position=request.position,
@@ -94,7 +115,18 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         saga_id=request.saga_id,
         context=_storable_context(context),
     )
+    with governance_scope():
+        decision = _decide(call, request, context)
+    call_insert(call, decision.events)
+    decision.then(call)
+    return call
+
+
+def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Decision:
+    """Set the new call's status and fields from policy; write nothing."""
+    principal = request.principal
     actor = _actor(principal)
+    now = timezone.now()
     try:
         tool = _resolve(request.tool_name, principal)
         try:
@@ -104,7 +136,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
             raise _Refusal(CallStatus.INVALID, str(refused)) from None
         call.tool_version = tool.version
         call.arguments = stored
-        definition = ToolDefinition.objects.filter(name=tool.name).first()
+        definition = tool_definitions().get(tool.name)
         denial = authorization_denial(tool.name, principal, definition=definition) or tenant_argument_denial(
             validated, principal
         )
@@ -112,65 +144,76 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
             raise _Refusal(CallStatus.DENIED, denial)
     except _Refusal as refusal:
         call.raw_arguments = _raw_text(request.tool_name, request.arguments)
-        call.status = refusal.status
-        call.error = refusal.message
-        call.finished_at = timezone.now()
-        call.save(force_insert=True)
-        audit_call_events(
-            call,
-            [
-                EventSpec("call.requested", actor, _request_data(call, None)),
-                EventSpec(f"call.{refusal.status}", "policy", {"reason": refusal.message}),
-            ],
-        )
-        transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
-        return call
+        call.status, call.error, call.finished_at = refusal.status, refusal.message, now
+        refused = EventSpec(f"call.{refusal.status}", "policy", {"reason": refusal.message})
+        return _Decision([EventSpec("call.requested", actor, _request_data(call, None)), refused], _notify_on_commit)
+    requested = EventSpec("call.requested", actor, _request_data(call, tool))
 
     already_loaded = _one_shot_answer(tool, context)
     if already_loaded is not None:
         # A one-shot tool called again in the same loop answers without running (nor asking approval).
-        call.status = CallStatus.SUCCEEDED
-        call.result = already_loaded
-        call.finished_at = timezone.now()
-        call.save(force_insert=True)
+        call.status, call.result, call.finished_at = CallStatus.SUCCEEDED, already_loaded, now
         reason = "one shot per loop: already called in this loop; not run"
-        audit_call_events(
-            call,
-            [
-                EventSpec("call.requested", actor, _request_data(call, tool)),
-                EventSpec("call.succeeded", "policy", {"reason": reason, "loop_id": context.loop_id}),
-            ],
-        )
-        transaction.on_commit(lambda: notify_settled(call.id, call.run_id), robust=True)
-        return call
+        answered = EventSpec("call.succeeded", "policy", {"reason": reason, "loop_id": context.loop_id})
+        return _Decision([requested, answered], _notify_on_commit)
 
     verdict = approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=context, principal=principal)
     if verdict:
         call.status = CallStatus.PENDING_APPROVAL
-    else:
-        call.status = CallStatus.AWAITING_RESULT if tool.is_external else CallStatus.QUEUED
-    if verdict:
         call.approval_hash = approval_hash(tool.name, tool.version, call.arguments)
-    else:
-        call.queued_at = timezone.now()
-    call.save(force_insert=True)
-    if verdict:
-        decided = EventSpec(
-            "call.pending_approval",
-            "policy",
-            {"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id},
-        )
-    elif tool.is_external:
+        pending = {"reason": verdict.reason, "source": verdict.source, "rule_id": verdict.rule_id}
+
+        def ask(call: ToolCall) -> None:
+            approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
+
+        return _Decision([requested, EventSpec("call.pending_approval", "policy", pending)], ask)
+    if tool.is_external:
+        call.status = CallStatus.AWAITING_RESULT
         external = {"reason": "external tool: its result comes from outside"}
-        decided = EventSpec("call.awaiting_result", "policy", external)
-    else:
-        decided = EventSpec("call.queued", "policy", {"reason": "no approval needed"})
-    audit_call_events(call, [EventSpec("call.requested", actor, _request_data(call, tool)), decided])
-    if verdict:
-        approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
-    elif not tool.is_external:
-        dispatch_call(call)
-    return call
+        return _Decision([requested, EventSpec("call.awaiting_result", "policy", external)], _nothing)
+    call.queued_at = now
+    queued = EventSpec("call.queued", "policy", {"reason": "no approval needed"}, status=CallStatus.QUEUED)
+    if not _runs_in_this_process():
+        call.status = CallStatus.QUEUED
+        return _Decision([requested, queued], dispatch_call)
+    # This process executes the call itself: the row is written already claimed (durably, before the
+    # tool runs), so no claim transaction follows and nothing is checked twice within one decision.
+    call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
+    call.lease_expires_at = now + call_lease(tool)
+    running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
+
+    def run_here(call: ToolCall) -> None:
+        from toolhub.execution import tool_call_run_claimed
+
+        transaction.on_commit(
+            lambda: tool_call_run_claimed(call=call, tool=tool, arguments=validated, worker=EAGER_WORKER), robust=True
+        )
+
+    return _Decision([requested, queued, running], run_here)
+
+
+#: The worker name of calls executed by the process that asked for them.
+EAGER_WORKER = "eager"
+
+
+def call_lease(tool: Tool | None) -> timedelta:
+    """How long a claim holds before the reconciler may take the call back: the tool's timeout plus a margin."""
+    return timedelta(seconds=float(toolhub_setting("CALL_LEASE_SECONDS")) + (tool.effective_timeout if tool else 0.0))
+
+
+def _runs_in_this_process() -> bool:
+    """Whether a dispatched call would run here, at commit (the embedded default's eager tasks)."""
+    from toolhub.celery import app
+
+    return bool(app.conf.task_always_eager)
+
+
+def _notify_on_commit(call: ToolCall) -> None:
+    transaction.on_commit(lambda: notify_settled(call), robust=True)
+
+
+def _nothing(call: ToolCall) -> None:
+    return None
 
 
 def tool_call_release(

@@ -17,8 +17,9 @@ logger = logging.getLogger(__name__)
 #: transaction, so the receiver's rows (the approval request) commit or roll back with the call.
 approval_needed = Signal()
 
-#: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None). Sent after commit.
-#: A receiver whose follow-up would be another broker message may hand it to ``after_task`` instead.
+#: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None) and ``call`` (the ToolCall as that
+#: transition left it, so a listener need not read it again). Sent after commit. A receiver whose follow-up
+#: would be another broker message may hand it to ``after_task`` instead.
 call_settled = Signal()
 
 #: What runs after a task's own work: called with the seconds left before the task's soft time limit.

@@ -31,6 +31,7 @@ from agents_app.models import RunStatus
 from agents_app.models_adapters.scripted import ScriptedAdapter
 from agents_app.services import agent_create, run_start
 from tests.fuzz.conftest import CASES
+from tests.helpers import for_a_worker
 from tests.testapp.models import SideEffect
 from toolhub.audit import verify_audit_chains
 from toolhub.authorization import CallPrincipal
@@ -201,7 +202,8 @@ class Pipeline:
             context=ToolContext(tenant="acme"),
             model_call_id="call_fuzz",
         )
-        with self.capture(execute=False):  # the commit never comes: nothing is dispatched
+        # Queued for a worker (not claimed by this process), and the commit never comes: nothing is dispatched.
+        with for_a_worker(), self.capture(execute=False):
             call = tool_call_request(request=request)
         row = ToolCall.objects.get(pk=call.pk)
         events = list(AuditEvent.objects.filter(call_id=row.pk).order_by("seq").values_list("event_type", flat=True))

@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group, User
 
 from agents_app.loop import visible_tool_definitions
 from agents_app.models import Agent, AgentRun
-from tests.helpers import principal_for
+from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub.audit import verify_audit_chains
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolDefinition, ToolGroup
@@ -87,7 +87,7 @@ def test_the_worker_checks_the_grant_again_when_the_call_executes(
     alice: User, tenant: Tenant, django_capture_on_commit_callbacks
 ) -> None:
     grant = Grant.objects.create(tool_group=_group("record_effect"), tenant=tenant)
-    with django_capture_on_commit_callbacks(execute=False) as dispatches:
+    with for_a_worker(), django_capture_on_commit_callbacks(execute=False) as dispatches:
         call = tool_call_request(
             request=CallRequest(
                 tool_name="record_effect",
@@ -151,7 +151,7 @@ def test_a_call_whose_stored_arguments_no_longer_fit_the_tool_is_refused_on_the_
 
     Grant.objects.create(tool_name="note", tenant=tenant)
     with registry.temporarily(Tool.from_callable(note)):
-        with django_capture_on_commit_callbacks(execute=False) as dispatches:
+        with for_a_worker(), django_capture_on_commit_callbacks(execute=False) as dispatches:
             call = tool_call_request(
                 request=CallRequest(
                     tool_name="note",

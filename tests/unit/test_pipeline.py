@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
-from tests.helpers import RequestCall, assert_audit_intact, event_types, principal_for
+from tests.helpers import RequestCall, assert_audit_intact, event_types, for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub import Param, registry, tool
 from toolhub.audit import REDACTED
@@ -204,8 +204,9 @@ def test_dispatch_waits_for_the_commit(alice: User, django_capture_on_commit_cal
     # given a call requested inside a transaction that has not committed yet
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         call = _request("record_effect", {"note": "later"}, alice)
-        # then nothing ran yet
-        assert call.status == CallStatus.QUEUED
+        # then the row is written claimed by this process (it executes the call itself), and nothing ran yet
+        assert (call.status, call.worker, call.attempts) == (CallStatus.RUNNING, "eager", 1)
+        assert call.lease_expires_at is not None
         assert SideEffect.objects.count() == 0
 
     # when the commit's callbacks run
@@ -279,7 +280,7 @@ def test_disabled_tool_is_denied(request_call: RequestCall) -> None:
 def test_tool_disabled_after_queueing_is_denied_at_execution(
     alice: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+    with for_a_worker(), django_capture_on_commit_callbacks(execute=False) as callbacks:
         call = _request("record_effect", {"note": "x"}, alice)
     ToolDefinition.objects.filter(name="record_effect").update(enabled=False)
 
@@ -385,7 +386,7 @@ def test_a_second_execution_attempt_does_not_run_the_call_again(
     alice: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     # given a queued call whose broker message has not been delivered
-    with django_capture_on_commit_callbacks(execute=False):
+    with for_a_worker(), django_capture_on_commit_callbacks(execute=False):
         call = _request("record_effect", {"note": "once"}, alice)
 
     # when two deliveries of it reach workers

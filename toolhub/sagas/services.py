@@ -37,11 +37,13 @@ from toolhub.sagas.models import (
 from toolhub.sagas.selectors import rollback_note
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
+from toolhub.transitions import TransitionTable, guarded_update
 
 __all__ = [
     "NothingToCompensateError",
     "saga_key_of",
     "saga_call_settled",
+    "saga_ignores",
     "saga_record_step",
     "saga_rollback",
     "saga_rollback_on_demand",
@@ -63,6 +65,20 @@ logger = logging.getLogger(__name__)
 SAGA_ACTOR = "saga"
 _Status = CompensationStatus
 
+#: Every move a compensation's status may make (``held`` and ``recorded`` are set when it is created).
+COMPENSATION_TRANSITIONS = TransitionTable(
+    "compensation status",
+    {
+        _Status.RECORDED: {_Status.PENDING},
+        _Status.PENDING: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
+        _Status.RETRY_SCHEDULED: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
+        _Status.RUNNING: {_Status.SUCCEEDED, _Status.RETRY_SCHEDULED, _Status.UNKNOWN, _Status.FAILED},
+        _Status.FAILED: {_Status.PENDING, _Status.RESOLVED},
+        _Status.UNKNOWN: {_Status.PENDING, _Status.RESOLVED},
+        _Status.HELD: {_Status.PENDING, _Status.RESOLVED},
+    },
+)
+
 
 class NothingToCompensateError(ToolhubError):
     """A rollback was asked for, but no completed step of the saga can be compensated."""
@@ -76,6 +92,21 @@ def saga_key_of(call: ToolCall) -> str:
 
 
 # --- reacting to calls -------------------------------------------------------------------------------
+
+
+def saga_ignores(call: ToolCall) -> bool:
+    """Whether no saga can care that ``call`` settled, judged from what never changes on a call (no read).
+
+    Sagas follow compensations, succeeded steps of compensable tools, and failed direct calls that share a
+    saga id; a call of a tool without compensation in a run, or outside any saga, concerns none.
+    """
+    if call.kind != CallKind.CALL:
+        return False
+    if not saga_key_of(call):
+        return True
+    tool = registry.get(call.tool_name)
+    compensable = tool is not None and bool(tool.compensate_with)
+    return not compensable and not (call.run_id is None and call.saga_id)
 
 
 def saga_call_settled(*, call_id: uuid.UUID) -> None:
@@ -718,8 +749,13 @@ def _transition(
     **fields: Any,
 ) -> bool:
     """Move a compensation to ``to`` if it is still in one of ``allowed_from``; audit the move."""
-    moved = Compensation.objects.filter(pk=compensation.pk, status__in=list(allowed_from)).update(
-        status=to, updated_at=timezone.now(), **fields
+    moved = guarded_update(
+        Compensation,
+        compensation.pk,
+        table=COMPENSATION_TRANSITIONS,
+        to=to,
+        allowed_from=allowed_from,
+        values={"updated_at": timezone.now(), **fields},
     )
     if not moved:
         return False

@@ -1,0 +1,174 @@
+"""Governance lookups cached per process behind a version stamp, so any change applies to the very next call.
+
+Every table whose rows decide who may call what (the catalogue, tool groups, grants, tenants, users'
+superuser bit and groups, and tables other apps watch such as approval rules) carries a database trigger
+that stamps ``toolhub_governanceversion`` in the same transaction as the change, whatever wrote it: the
+admin, a service, a bulk update or raw SQL. A call reads that one row; when its stamp differs from the one
+the process cached under, the cache is dropped. There is no time to live: a revoked grant, a disabled tool
+or a changed rule is seen by the next call in every process.
+
+Stamps come from a sequence on PostgreSQL and from random numbers on SQLite, so a change that rolls back
+never hands its stamp to a later, different change (a process may have cached what it saw in between).
+Without the row (an emptied database), nothing is cached.
+"""
+
+import contextvars
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from django.db import connection as default_connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.utils import DatabaseError
+
+__all__ = [
+    "governance_watch",
+    "governance_watched_tables",
+    "governance_cached",
+    "governance_scope",
+    "governance_triggers_install",
+]
+
+T = TypeVar("T")
+
+#: Entries a process keeps for one stamp before it starts afresh (principals times lookups).
+MAX_ENTRIES = 10_000
+
+_READ_STAMP = "SELECT stamp FROM toolhub_governanceversion WHERE id = 1"
+
+#: Watched tables and the statement events that change what they govern.
+_watched: dict[str, str] = {}
+
+
+def governance_watch(table: str, *, events: str = "INSERT OR UPDATE OR DELETE") -> None:
+    """Stamp a new governance version whenever ``table`` changes (installed by ``migrate``).
+
+    Apps whose tables feed authorization or approval policy call this from ``AppConfig.ready``.
+    """
+    _watched[table] = events
+
+
+def governance_watched_tables() -> dict[str, str]:
+    """The watched tables and their trigger events."""
+    return dict(_watched)
+
+
+class _Cache:
+    """What one process loaded while the stamp was ``stamp``."""
+
+    def __init__(self, stamp: int | None) -> None:
+        self.stamp = stamp
+        self.entries: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, loader: Callable[[], T]) -> T:
+        try:
+            return self.entries[key]
+        except KeyError:
+            pass
+        value = loader()
+        if self.stamp is not None:
+            if len(self.entries) >= MAX_ENTRIES:
+                self.entries = {}
+            self.entries[key] = value
+        return value
+
+
+_lock = threading.Lock()
+_current = _Cache(None)
+_scope: contextvars.ContextVar[_Cache | None] = contextvars.ContextVar("toolhub_governance_scope", default=None)
+
+
+def _read_stamp() -> int | None:
+    try:
+        with default_connection.cursor() as cursor:
+            cursor.execute(_READ_STAMP)
+            row = cursor.fetchone()
+    except DatabaseError:
+        # Before the migration that creates the table: no caching. Inside a transaction this would
+        # abort it, so only an unmigrated database ever gets here.
+        return None
+    return row[0] if row else None
+
+
+def _snapshot() -> _Cache:
+    global _current
+    scoped = _scope.get()
+    if scoped is not None:
+        return scoped
+    stamp = _read_stamp()
+    if stamp is None:
+        return _Cache(None)
+    with _lock:
+        if _current.stamp != stamp:
+            _current = _Cache(stamp)
+        return _current
+
+
+@contextmanager
+def governance_scope() -> Iterator[None]:
+    """Read the stamp once for everything looked up inside (one governed call's decisions)."""
+    if _scope.get() is not None:
+        yield
+        return
+    token = _scope.set(_snapshot())
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def governance_cached(key: Hashable, loader: Callable[[], T]) -> T:
+    """``loader()``'s value, cached until the next governance change; treat it as read-only."""
+    return _snapshot().get(key, loader)
+
+
+# --- the triggers ------------------------------------------------------------------------------------
+
+_PG_FUNCTION = """
+CREATE SEQUENCE IF NOT EXISTS toolhub_governance_stamp;
+CREATE OR REPLACE FUNCTION toolhub_governance_bump() RETURNS trigger AS $$
+BEGIN
+    INSERT INTO toolhub_governanceversion (id, stamp) VALUES (1, nextval('toolhub_governance_stamp'))
+    ON CONFLICT (id) DO UPDATE SET stamp = EXCLUDED.stamp;
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+"""
+
+
+def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -> list[str]:
+    """Create (or replace) the stamp row and a trigger on every watched table that exists; return those tables."""
+    connection = connection or default_connection
+    existing = set(connection.introspection.table_names())
+    if "toolhub_governanceversion" not in existing:
+        return []
+    tables = [table for table in sorted(_watched) if table in existing]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_PG_FUNCTION)
+            cursor.execute(
+                "INSERT INTO toolhub_governanceversion (id, stamp) VALUES (1, nextval('toolhub_governance_stamp')) "
+                "ON CONFLICT (id) DO NOTHING"
+            )
+            for table in tables:
+                cursor.execute(f"DROP TRIGGER IF EXISTS toolhub_governance_bump ON {quote(table)}")
+                cursor.execute(
+                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_watched[table]} ON {quote(table)} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION toolhub_governance_bump()"
+                )
+        elif connection.vendor == "sqlite":
+            # Not INSERT OR REPLACE: an outer statement's conflict clause (Django's INSERT OR IGNORE of m2m
+            # rows) overrides the trigger's, which would then keep the old stamp.
+            bump = (
+                "UPDATE toolhub_governanceversion SET stamp = random() WHERE id = 1; "
+                "INSERT OR IGNORE INTO toolhub_governanceversion (id, stamp) VALUES (1, random())"
+            )
+            cursor.execute("INSERT OR IGNORE INTO toolhub_governanceversion (id, stamp) VALUES (1, random())")
+            for table in tables:
+                for event in _watched[table].split(" OR "):
+                    name = quote(f"toolhub_gov_{table}_{event.split()[0].lower()}")
+                    cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+                    cursor.execute(f"CREATE TRIGGER {name} AFTER {event} ON {quote(table)} BEGIN {bump}; END")
+    return tables
