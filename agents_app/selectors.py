@@ -7,12 +7,23 @@ from django.db.models import F, Q, QuerySet
 
 from agents_app.models import Agent, AgentRun, ModelProvider
 from approvals.models import ApprovalRequest, ApprovalStatus
+from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
 
 def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
     """Staff (operators, auditors) see every run of their tenants; anyone else their own runs."""
     return visible_rows(AgentRun.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
+
+
+def run_may_operate(run: AgentRun, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may act on ``run`` (retry it, roll it back): its own user, or an operator of its tenant.
+
+    Seeing a run is not enough: auditors and developers read every run of their tenants and change nothing.
+    """
+    if run.user_id is not None and run.user_id == user.pk:
+        return True
+    return user.has_perm(OPERATE_PERMISSION) and tenant_scope(user).allows(run.tenant)
 
 
 def run_pending_approval_ids(run: AgentRun) -> list[int]:
