@@ -9,7 +9,9 @@ Platform-wide configuration (the tool catalogue, tool groups, tenants themselves
 and grants bound to no tenant) changes every tenant at once, so only people who cross the boundary
 (superusers, ``toolhub.cross_tenant``) add, change or delete it; tenant-scoped staff read it (the
 catalogue, groups, global rules) or do not see it at all (grants to users, groups and agents, which
-name principals of any tenant). See :class:`CrossTenantChangesOnly`.
+name principals of any tenant). See :class:`CrossTenantChangesOnly`. Pages that hold credentials
+or endpoints (model providers, API tokens) are not shown to tenant-scoped staff at all
+(:class:`CrossTenantOnly`).
 """
 
 import json
@@ -26,7 +28,14 @@ from django.utils.html import format_html
 from toolhub.models import Tenant
 from toolhub.tenancy import scoped, tenant_scope
 
-__all__ = ["ReadOnlyMixin", "TenantScopedAdmin", "CrossTenantChangesOnly", "pretty_json", "admin_link"]
+__all__ = [
+    "ReadOnlyMixin",
+    "TenantScopedAdmin",
+    "CrossTenantChangesOnly",
+    "CrossTenantOnly",
+    "pretty_json",
+    "admin_link",
+]
 
 
 class ReadOnlyMixin:
@@ -46,8 +55,9 @@ class TenantScopedAdmin:
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
-    ``"tenant__slug"``). With ``global_rows_visible`` the rows bound to no tenant (platform-wide
-    configuration) are shown to tenant-scoped staff too, read-only.
+    ``"tenant__slug"``); through a many-valued relation (a user's ``"tenant_memberships__tenant__slug"``)
+    a row is shown once if any of its tenants is the user's. With ``global_rows_visible`` the rows
+    bound to no tenant (platform-wide configuration) are shown to tenant-scoped staff too, read-only.
     """
 
     tenant_field: str = "tenant"
@@ -61,7 +71,21 @@ class TenantScopedAdmin:
         inside = scope.q(self.tenant_field)
         if self.global_rows_visible:
             inside |= Q(**{f"{self.tenant_field}__isnull": True}) | Q(**{self.tenant_field: ""})
+        if self._tenant_field_is_many():
+            # A join through a many-valued relation repeats rows; keep each row once.
+            return queryset.filter(pk__in=queryset.model._default_manager.filter(inside).values("pk"))
         return queryset.filter(inside)
+
+    def _tenant_field_is_many(self) -> bool:
+        model: Any = self.model  # type: ignore[attr-defined]
+        for part in self.tenant_field.split("__"):
+            field = model._meta.get_field(part)
+            if field.one_to_many or field.many_to_many:
+                return True
+            if not field.is_relation:
+                return False  # a column, or a key inside a JSON column
+            model = field.related_model
+        return False
 
     def tenant_of(self, obj: Model) -> str:
         """The slug of the tenant ``obj`` belongs to; empty for a row bound to no tenant."""
@@ -143,6 +167,31 @@ class CrossTenantChangesOnly:
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:
         return tenant_scope(request.user).everything
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return self._crosses_boundary(request) and super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+
+class CrossTenantOnly:
+    """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
+
+    Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.
+    """
+
+    def _crosses_boundary(self, request: HttpRequest) -> bool:
+        return tenant_scope(request.user).everything
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._crosses_boundary(request) and super().has_module_permission(request)  # type: ignore[misc]
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_view_permission(request, obj)  # type: ignore[misc]
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return self._crosses_boundary(request) and super().has_add_permission(request, *args)  # type: ignore[misc]
