@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -77,6 +77,13 @@ class TenantUserAdmin(TenantScopedAdmin, CrossTenantChangesOnly, UserAdmin):
     """
 
     tenant_field = "tenant_memberships__tenant__slug"
+
+    def choosable_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """A membership names a user of one's tenants, or a newcomer in no tenant yet (never a superuser)."""
+        newcomers = self.model.objects.filter(tenant_memberships__isnull=True, is_superuser=False)
+        return self.model.objects.filter(
+            Q(pk__in=self.get_queryset(request).values("pk")) | Q(pk__in=newcomers.values("pk"))
+        )
 
 
 @admin.register(Group)

@@ -19,7 +19,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.widgets import ForeignKeyRawIdWidget
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -76,6 +77,10 @@ class TenantScopedAdmin:
             return queryset.filter(pk__in=queryset.model._default_manager.filter(inside).values("pk"))
         return queryset.filter(inside)
 
+    def choosable_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """The rows another admin's form may point at (a foreign key to this model): those shown here."""
+        return self.get_queryset(request)
+
     def _tenant_field_is_many(self) -> bool:
         model: Any = self.model  # type: ignore[attr-defined]
         for part in self.tenant_field.split("__"):
@@ -128,12 +133,27 @@ class TenantScopedAdmin:
         super().delete_queryset(request, queryset)  # type: ignore[misc]
 
     def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
-        """A tenant is chosen among the user's own tenants; a tenant-scoped user must choose one."""
+        """A tenant is chosen among the user's own tenants (a tenant-scoped user must choose one).
+
+        A row of another tenant-scoped admin (a user, a call) is chosen among the rows that admin shows,
+        even when typed in by id, and a raw id box names no row outside them.
+        """
+        scope = tenant_scope(request.user)
         if db_field.related_model is Tenant:
-            scope = tenant_scope(request.user)
             kwargs["queryset"] = scoped(Tenant.objects.order_by("slug"), request.user, "slug")
             if not scope.everything:
                 kwargs["required"] = True
+        elif "queryset" not in kwargs and not scope.everything:
+            related_admin = self.admin_site._registry.get(db_field.related_model)  # type: ignore[attr-defined]
+            if isinstance(related_admin, TenantScopedAdmin):
+                kwargs["queryset"] = related_admin.choosable_queryset(request)
+                if db_field.name in self.raw_id_fields:  # type: ignore[attr-defined]
+                    kwargs["widget"] = _ScopedRawIdWidget(
+                        db_field.remote_field,
+                        self.admin_site,
+                        kwargs["queryset"],
+                        using=kwargs.get("using"),  # type: ignore[attr-defined]
+                    )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
     def get_list_filter(self, request: HttpRequest) -> list[Any]:
@@ -160,6 +180,23 @@ class TenantScopedAdmin:
                         field.disabled = True
 
         return ScopedChangelistForm
+
+
+class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
+    """Django's raw id box, which names the row of any id typed in, naming only rows of ``queryset``."""
+
+    def __init__(self, rel: Any, admin_site: Any, queryset: QuerySet[Any], **kwargs: Any) -> None:
+        super().__init__(rel, admin_site, **kwargs)
+        self.queryset = queryset
+
+    def label_and_url_for_value(self, value: Any) -> tuple[str, str]:
+        key = self.rel.get_related_field().name
+        try:
+            if not self.queryset.filter(**{key: value}).exists():
+                return "", ""
+        except (ValueError, TypeError, ValidationError):
+            return "", ""
+        return super().label_and_url_for_value(value)
 
 
 class CrossTenantChangesOnly:

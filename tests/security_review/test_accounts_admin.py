@@ -174,3 +174,28 @@ def test_people_across_the_boundary_still_manage_accounts(
 
     assert response.status_code == 302
     assert User.objects.get(pk=acme_member.pk).check_password("A-new-passw0rd!")
+
+
+def test_tenant_scoped_staff_cannot_pull_another_tenants_user_into_their_tenant_by_id(
+    globex_manager: User, acme_member: User, other_tenant: Tenant, superuser: User
+) -> None:
+    # the user box takes a raw id: an id of acme's user must not become a globex membership (and show their name)
+    client = admin_client(globex_manager)
+
+    response = client.post("/admin/toolhub/tenantmembership/add/", {"user": acme_member.pk, "tenant": other_tenant.pk})
+
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    assert not TenantMembership.objects.filter(user=acme_member, tenant=other_tenant).exists()
+    assert "acme-member" not in response.content.decode()
+    # nor a superuser (in no tenant), while a newcomer in no tenant yet can be added
+    refused = client.post("/admin/toolhub/tenantmembership/add/", {"user": superuser.pk, "tenant": other_tenant.pk})
+    newcomer = make_user("newcomer")
+    added = client.post("/admin/toolhub/tenantmembership/add/", {"user": newcomer.pk, "tenant": other_tenant.pk})
+    assert refused.status_code == 200 and "root" not in refused.content.decode()
+    assert added.status_code == 302
+    assert list(
+        TenantMembership.objects.filter(tenant=other_tenant)
+        .values_list("user__username", flat=True)
+        .order_by("user__username")
+    ) == ["globex-manager", "newcomer"]
