@@ -5,7 +5,6 @@ orders to any staff member holding the demo's view permissions.
 """
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from demo.models import Account, LedgerEntry, Order
