@@ -311,7 +311,7 @@ class RunRetryView(APIView):
 
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request: Request, pk: str) -> Response:
-        run = _operable_run(request, pk, "retry")
+        run = _operable_run(request, pk, "retry it")
         try:
             run = run_retry(run=run)
         except RunInputError as exc:
@@ -336,7 +336,7 @@ class RunRollbackView(APIView):
 
     @extend_schema(request=None, responses={202: SagaSerializer})
     def post(self, request: Request, pk: str) -> Response:
-        run = _operable_run(request, pk, "roll back")
+        run = _operable_run(request, pk, "roll it back")
         try:
             saga = saga_rollback_on_demand(
                 saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
@@ -351,5 +351,5 @@ def _operable_run(request: Request, pk: str, action: str) -> AgentRun:
     """The run to act on: 404 when it is not visible (another tenant's, or missing), 403 when only visible."""
     run = get_object_or_404(runs_visible_to(request.user), pk=pk)
     if not run_may_operate(run, request.user):
-        raise PermissionDenied(f"Only the user the run was started for, or an operator of its tenant, may {action} it.")
+        raise PermissionDenied(f"Only the user the run was started for, or an operator of its tenant, may {action}.")
     return run
