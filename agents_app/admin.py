@@ -11,7 +11,7 @@ from django.utils.html import format_html, format_html_join
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import agents_visible_to
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
-from toolhub.admin_helpers import TenantScopedAdmin
+from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
 from toolhub.models import Tenant, ToolCall
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
@@ -30,7 +30,7 @@ class ModelProviderForm(forms.ModelForm):
 
 
 @admin.register(ModelProvider)
-class ModelProviderAdmin(admin.ModelAdmin):
+class ModelProviderAdmin(CrossTenantOnly, admin.ModelAdmin):
     """Model endpoints and the names of the environment variables holding their keys.
 
     Only people who cross the tenant boundary (superusers, the platform team) see this page at all:
@@ -47,24 +47,6 @@ class ModelProviderAdmin(admin.ModelAdmin):
         ("Time limits", {"fields": ("request_timeout_seconds", "deadline_seconds")}),
         ("Conversation shape", {"fields": ("schema_profile", "note_placement")}),
     )
-
-    def _administers(self, request: HttpRequest) -> bool:
-        return tenant_scope(request.user).everything
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self._administers(request) and super().has_module_permission(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._administers(request) and super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self._administers(request) and super().has_add_permission(request)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._administers(request) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._administers(request) and super().has_delete_permission(request, obj)
 
 
 class AgentForm(forms.ModelForm):

@@ -11,12 +11,13 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app.models import Agent, AgentRun
-from agents_app.selectors import agents_visible_to, run_pending_approval_ids, runs_visible_to
+from agents_app.selectors import agents_visible_to, run_may_operate, run_pending_approval_ids, runs_visible_to
 from agents_app.services import (
     AgentPermissionError,
     RunInputError,
@@ -322,11 +323,14 @@ class RunDetailView(generics.RetrieveAPIView):
 
 
 class RunRetryView(APIView):
-    """Resume a run that failed for a retryable reason (model endpoint down or answering garbage)."""
+    """Resume a run that failed for a retryable reason (model endpoint down or answering garbage).
+
+    Its own user or an operator of its tenant; other staff who see it get 403.
+    """
 
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request: Request, pk: str) -> Response:
-        run = get_object_or_404(runs_visible_to(request.user), pk=pk)
+        run = _operable_run(request, pk, "retry it")
         try:
             run = run_retry(run=run)
         except RunInputError as exc:
@@ -336,7 +340,10 @@ class RunRetryView(APIView):
 
 
 class RunRollbackView(APIView):
-    """Compensate the run's completed steps now, newest first, each by a worker; GET shows how far it got."""
+    """Compensate the run's completed steps now, newest first, each by a worker; GET shows how far it got.
+
+    POST: the run's own user or an operator of its tenant; other staff who see it (auditors) get 403.
+    """
 
     @extend_schema(request=None, responses={200: SagaSerializer})
     def get(self, request: Request, pk: str) -> Response:
@@ -348,7 +355,7 @@ class RunRollbackView(APIView):
 
     @extend_schema(request=None, responses={202: SagaSerializer})
     def post(self, request: Request, pk: str) -> Response:
-        run = get_object_or_404(runs_visible_to(request.user), pk=pk)
+        run = _operable_run(request, pk, "roll it back")
         try:
             saga = saga_rollback_on_demand(
                 saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
@@ -357,3 +364,11 @@ class RunRollbackView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         saga.refresh_from_db()
         return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _operable_run(request: Request, pk: str, action: str) -> AgentRun:
+    """The run to act on: 404 when it is not visible (another tenant's, or missing), 403 when only visible."""
+    run = get_object_or_404(runs_visible_to(request.user), pk=pk)
+    if not run_may_operate(run, request.user):
+        raise PermissionDenied(f"Only the user the run was started for, or an operator of its tenant, may {action}.")
+    return run

@@ -9,6 +9,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
+from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
 
@@ -29,6 +30,16 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     )
     stalled = Q(status=RunStatus.RUNNING) | (Q(status=RunStatus.WAITING) & ~Exists(open_calls))
     return list(AgentRun.objects.filter(stalled, updated_at__lt=idle_since).values_list("id", flat=True)[:limit])
+
+
+def run_may_operate(run: AgentRun, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may act on ``run`` (retry it, roll it back): its own user, or an operator of its tenant.
+
+    Seeing a run is not enough: auditors and developers read every run of their tenants and change nothing.
+    """
+    if run.user_id is not None and run.user_id == user.pk:
+        return True
+    return user.has_perm(OPERATE_PERMISSION) and tenant_scope(user).allows(run.tenant)
 
 
 def run_pending_approval_ids(run: AgentRun) -> list[int]:

@@ -18,23 +18,34 @@ _RISK_ORDER = [Risk.LOW, Risk.MEDIUM, Risk.HIGH, Risk.CRITICAL]
 def database_rule_verdict(
     tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
 ) -> ApprovalVerdict | None:
-    """The first enabled rule (by priority) that matches the call, as a verdict."""
+    """The first enabled rule (by priority) that matches the call, as a verdict.
+
+    A tenant's rule (which that tenant's developers manage) may ask for more approvals than the
+    platform's global rules, never fewer: the first matching global rule sets a floor.
+    """
     rules = governance_cached(("approval_rules",), _enabled_rules)
     groups = tool_group_names([tool.name])[tool.name] if any(rule.tool_group_id for rule in rules) else set()
+    winner: ApprovalRule | None = None
+    platform_floor = 0
     for rule in rules:
         if rule_matches(
             rule, tool_name=tool.name, groups=groups, risk=risk, arguments=arguments, tenant=principal.tenant
         ):
-            minimum = 2 if risk == Risk.CRITICAL else 1
-            return ApprovalVerdict(
-                reason=f"rule {rule.name!r} matched",
-                source="rule",
-                risk=risk,
-                rule_id=rule.pk,
-                timeout_seconds=rule.timeout_seconds,
-                required_approvals=max(minimum, rule.required_approvals),
-            )
-    return None
+            winner = winner or rule
+            if rule.tenant_id is None:
+                platform_floor = rule.required_approvals
+                break
+    if winner is None:
+        return None
+    minimum = 2 if risk == Risk.CRITICAL else 1
+    return ApprovalVerdict(
+        reason=f"rule {winner.name!r} matched",
+        source="rule",
+        risk=risk,
+        rule_id=winner.pk,
+        timeout_seconds=winner.timeout_seconds,
+        required_approvals=max(minimum, winner.required_approvals, platform_floor),
+    )
 
 
 def _enabled_rules() -> list[ApprovalRule]:

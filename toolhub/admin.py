@@ -2,20 +2,28 @@
 
 Tenant data (calls, audit events, tenants, memberships, tenant-bound grants) is scoped to the
 user's tenants; the catalogue and tool groups are platform-wide configuration that only people who
-cross the boundary change (see :mod:`toolhub.admin_helpers`).
+cross the boundary change (see :mod:`toolhub.admin_helpers`). So are people's accounts: Django's own
+User and Group pages and DRF's token page are replaced here by tenant-scoped ones, since whoever
+changes an account (superuser status, groups, permissions, password, API token) acts as anyone.
 """
 
 import uuid
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from rest_framework.authtoken.admin import TokenAdmin
+from rest_framework.authtoken.models import TokenProxy
 
 from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
+    CrossTenantOnly,
     ReadOnlyMixin,
     TenantScopedAdmin,
     admin_link,
@@ -53,6 +61,39 @@ class TenantMembershipAdmin(TenantScopedAdmin, admin.ModelAdmin):
     search_fields = ("user__username", "tenant__slug")
     list_select_related = ("user", "tenant")
     raw_id_fields = ("user",)
+
+
+for _model in (get_user_model(), Group, TokenProxy):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+
+
+@admin.register(get_user_model())
+class TenantUserAdmin(TenantScopedAdmin, CrossTenantChangesOnly, UserAdmin):
+    """People: tenant-scoped staff read the users of their tenants; only people who cross the boundary change accounts.
+
+    Changing an account (superuser or staff status, groups, permissions, password) is acting as its
+    owner, who may belong to other tenants too.
+    """
+
+    tenant_field = "tenant_memberships__tenant__slug"
+
+    def choosable_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """A membership names a user of one's tenants, or a newcomer in no tenant yet (never a superuser)."""
+        newcomers = self.model.objects.filter(tenant_memberships__isnull=True, is_superuser=False)
+        return self.model.objects.filter(
+            Q(pk__in=self.get_queryset(request).values("pk")) | Q(pk__in=newcomers.values("pk"))
+        )
+
+
+@admin.register(Group)
+class RoleGroupAdmin(CrossTenantChangesOnly, GroupAdmin):
+    """Roles are shared by every tenant: one tenant's staff adding a permission would change everyone's."""
+
+
+@admin.register(TokenProxy)
+class ApiTokenAdmin(CrossTenantOnly, TokenAdmin):
+    """API tokens are credentials: only people who cross the boundary see or create them."""
 
 
 @admin.register(ToolDefinition)

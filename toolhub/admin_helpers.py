@@ -9,7 +9,9 @@ Platform-wide configuration (the tool catalogue, tool groups, tenants themselves
 and grants bound to no tenant) changes every tenant at once, so only people who cross the boundary
 (superusers, ``toolhub.cross_tenant``) add, change or delete it; tenant-scoped staff read it (the
 catalogue, groups, global rules) or do not see it at all (grants to users, groups and agents, which
-name principals of any tenant). See :class:`CrossTenantChangesOnly`.
+name principals of any tenant). See :class:`CrossTenantChangesOnly`. Pages that hold credentials
+or endpoints (model providers, API tokens) are not shown to tenant-scoped staff at all
+(:class:`CrossTenantOnly`).
 """
 
 import json
@@ -17,7 +19,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.widgets import ForeignKeyRawIdWidget
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -26,7 +29,14 @@ from django.utils.html import format_html
 from toolhub.models import Tenant
 from toolhub.tenancy import scoped, tenant_scope
 
-__all__ = ["ReadOnlyMixin", "TenantScopedAdmin", "CrossTenantChangesOnly", "pretty_json", "admin_link"]
+__all__ = [
+    "ReadOnlyMixin",
+    "TenantScopedAdmin",
+    "CrossTenantChangesOnly",
+    "CrossTenantOnly",
+    "pretty_json",
+    "admin_link",
+]
 
 
 class ReadOnlyMixin:
@@ -46,8 +56,9 @@ class TenantScopedAdmin:
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
-    ``"tenant__slug"``). With ``global_rows_visible`` the rows bound to no tenant (platform-wide
-    configuration) are shown to tenant-scoped staff too, read-only.
+    ``"tenant__slug"``); through a many-valued relation (a user's ``"tenant_memberships__tenant__slug"``)
+    a row is shown once if any of its tenants is the user's. With ``global_rows_visible`` the rows
+    bound to no tenant (platform-wide configuration) are shown to tenant-scoped staff too, read-only.
     """
 
     tenant_field: str = "tenant"
@@ -61,7 +72,25 @@ class TenantScopedAdmin:
         inside = scope.q(self.tenant_field)
         if self.global_rows_visible:
             inside |= Q(**{f"{self.tenant_field}__isnull": True}) | Q(**{self.tenant_field: ""})
+        if self._tenant_field_is_many():
+            # A join through a many-valued relation repeats rows; keep each row once.
+            return queryset.filter(pk__in=queryset.model._default_manager.filter(inside).values("pk"))
         return queryset.filter(inside)
+
+    def choosable_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """The rows another admin's form may point at (a foreign key to this model): those shown here."""
+        return self.get_queryset(request)
+
+    def _tenant_field_is_many(self) -> bool:
+        model: Any = self.model  # type: ignore[attr-defined]
+        for part in self.tenant_field.split("__"):
+            field = model._meta.get_field(part)
+            if field.one_to_many or field.many_to_many:
+                return True
+            if not field.is_relation:
+                return False  # a column, or a key inside a JSON column
+            model = field.related_model
+        return False
 
     def tenant_of(self, obj: Model) -> str:
         """The slug of the tenant ``obj`` belongs to; empty for a row bound to no tenant."""
@@ -104,12 +133,27 @@ class TenantScopedAdmin:
         super().delete_queryset(request, queryset)  # type: ignore[misc]
 
     def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
-        """A tenant is chosen among the user's own tenants; a tenant-scoped user must choose one."""
+        """A tenant is chosen among the user's own tenants (a tenant-scoped user must choose one).
+
+        A row of another tenant-scoped admin (a user, a call) is chosen among the rows that admin shows,
+        even when typed in by id, and a raw id box names no row outside them.
+        """
+        scope = tenant_scope(request.user)
         if db_field.related_model is Tenant:
-            scope = tenant_scope(request.user)
             kwargs["queryset"] = scoped(Tenant.objects.order_by("slug"), request.user, "slug")
             if not scope.everything:
                 kwargs["required"] = True
+        elif "queryset" not in kwargs and not scope.everything:
+            related_admin = self.admin_site._registry.get(db_field.related_model)  # type: ignore[attr-defined]
+            if isinstance(related_admin, TenantScopedAdmin):
+                kwargs["queryset"] = related_admin.choosable_queryset(request)
+                if db_field.name in self.raw_id_fields:  # type: ignore[attr-defined]
+                    kwargs["widget"] = _ScopedRawIdWidget(
+                        db_field.remote_field,
+                        self.admin_site,
+                        kwargs["queryset"],
+                        using=kwargs.get("using"),  # type: ignore[attr-defined]
+                    )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
     def get_list_filter(self, request: HttpRequest) -> list[Any]:
@@ -138,11 +182,53 @@ class TenantScopedAdmin:
         return ScopedChangelistForm
 
 
+class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
+    """Django's raw id box, which names the row of any id typed in, naming only rows of ``queryset``."""
+
+    def __init__(self, rel: Any, admin_site: Any, queryset: QuerySet[Any], **kwargs: Any) -> None:
+        super().__init__(rel, admin_site, **kwargs)
+        self.queryset = queryset
+
+    def label_and_url_for_value(self, value: Any) -> tuple[str, str]:
+        key = self.rel.get_related_field().name
+        try:
+            if not self.queryset.filter(**{key: value}).exists():
+                return "", ""
+        except (ValueError, TypeError, ValidationError):
+            return "", ""
+        return super().label_and_url_for_value(value)
+
+
 class CrossTenantChangesOnly:
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:
         return tenant_scope(request.user).everything
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return self._crosses_boundary(request) and super().has_add_permission(request, *args)  # type: ignore[misc]
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_change_permission(request, obj)  # type: ignore[misc]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
+
+
+class CrossTenantOnly:
+    """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
+
+    Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.
+    """
+
+    def _crosses_boundary(self, request: HttpRequest) -> bool:
+        return tenant_scope(request.user).everything
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._crosses_boundary(request) and super().has_module_permission(request)  # type: ignore[misc]
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self._crosses_boundary(request) and super().has_view_permission(request, obj)  # type: ignore[misc]
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return self._crosses_boundary(request) and super().has_add_permission(request, *args)  # type: ignore[misc]

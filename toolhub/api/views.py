@@ -62,10 +62,16 @@ class CompactToolsRenderer(_ExportRenderer):
     format = "compact"
 
 
+#: Who lists the whole catalogue (the roles, and superusers); anyone else sees the tools they may call.
+CATALOGUE_PERMISSION = "toolhub.view_tooldefinition"
+
+
 class ToolListView(generics.ListAPIView):
     """The tool catalogue with each tool's JSON Schema and the operators' settings.
 
-    The JSON list is paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500).
+    Holders of ``toolhub.view_tooldefinition`` (the roles) list the whole catalogue; anyone else only
+    the tools they may call (``?tenant=`` for a member of several tenants). The JSON list is
+    paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500).
     ``?format=openai|openai-strict|anthropic|gemini|compact|mcp`` returns instead the tools you may
     call, whole and unpaginated, as that provider's tool definitions with their schemas in its
     profile (OpenAI function tools, with ``strict`` where declared or, for ``openai-strict``, safe;
@@ -74,7 +80,6 @@ class ToolListView(generics.ListAPIView):
     """
 
     serializer_class = ToolDefinitionSerializer
-    queryset = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
     pagination_class = ByNameCursorPagination
     renderer_classes = [
         JSONRenderer,
@@ -92,7 +97,7 @@ class ToolListView(generics.ListAPIView):
             OpenApiParameter(
                 "format", str, enum=["json", *EXPORT_FORMATS], description="Export the tools in a provider's shape."
             ),
-            OpenApiParameter("tenant", str, description="With a format: the tenant to export for (a member's own)."),
+            OpenApiParameter("tenant", str, description="The tenant to list or export for (a member's own)."),
         ]
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -100,6 +105,12 @@ class ToolListView(generics.ListAPIView):
         if export_format in EXPORT_FORMATS:
             return Response(tool_definitions(_tools_for(request), export_format))
         return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        definitions = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
+        if self.request.user.has_perm(CATALOGUE_PERMISSION):
+            return definitions
+        return definitions.filter(name__in=[tool.name for tool in _tools_for(self.request)])
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         requested = request.query_params.get("format")
