@@ -31,7 +31,8 @@ def _decision_queries(statements: list[str]) -> list[str]:
 
 
 def _head_advances(statements: list[str]) -> list[str]:
-    return [sql for sql in statements if sql.startswith("UPDATE toolhub_auditchainhead SET seq")]
+    # alone, or (on PostgreSQL) in one statement with the call row's change
+    return [sql for sql in statements if "UPDATE toolhub_auditchainhead SET seq" in sql]
 
 
 def _events(call_id: object) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from approvals.models import ApprovalRequest, ApprovalRule
-from tests.helpers import principal_for
+from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub.audit import verify_audit_chains
 from toolhub.catalogue import tool_definition_govern
@@ -82,7 +82,8 @@ def test_a_grant_revoked_after_the_request_denies_the_execution(
         principal=principal_for(alice, tenant="acme"),
         context=ToolContext({"tenant": "acme", "user": alice.username, "user_id": alice.pk}),
     )
-    call = tool_call_request(request=request)
+    with for_a_worker():  # queued for a worker, not run by this process at commit
+        call = tool_call_request(request=request)
     assert ToolCall.objects.get(pk=call.pk).status == CallStatus.QUEUED
     assert dispatched == [str(call.pk)]
 
