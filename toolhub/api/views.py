@@ -22,7 +22,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CallPrincipal, authorize_tools
-from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
+from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.pipeline import ExternalResultError, tool_call_submit_result
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
@@ -30,6 +30,7 @@ from toolhub.selectors import (
     tool_calls_taking_results_from,
     tool_calls_visible_to,
 )
+from toolhub.tenancy import tenant_scope
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
 
@@ -122,11 +123,15 @@ class ToolListView(generics.ListAPIView):
 def _tools_for(request: Request) -> list[Any]:
     """The registered tools the requesting user may call now (operators' switches and grants applied)."""
     user = request.user
-    tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
     requested = request.query_params.get("tenant")
-    if requested is not None and requested not in tenants:
-        raise ValidationError({"tenant": "You are not a member of this tenant."})
-    tenant = requested if requested is not None else (tenants[0] if len(tenants) == 1 else "")
+    if requested is not None:
+        # The shared boundary: superusers and the cross-tenant permission may ask for any existing tenant.
+        if not tenant_scope(user).allows(requested) or not Tenant.objects.filter(slug=requested).exists():
+            raise ValidationError({"tenant": "No such tenant among yours; give the slug of one of your tenants."})
+        tenant = requested
+    else:
+        tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
+        tenant = tenants[0] if len(tenants) == 1 else ""
     principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
     verdicts = authorize_tools(registry.names(), principal)
     return [tool for tool in registry.all() if verdicts.get(tool.name) is None]
