@@ -325,8 +325,10 @@ class RunDetailView(generics.RetrieveAPIView):
 class RunRetryView(APIView):
     """Resume a run that failed for a retryable reason (model endpoint down or answering garbage).
 
-    Its own user or an operator of its tenant; other staff who see it get 403.
+    Its own user or an operator of its tenant; other staff who see it get 403. Throttled like starting a run.
     """
+
+    throttle_scope = "runs"
 
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request: Request, pk: str) -> Response:
@@ -343,7 +345,10 @@ class RunRollbackView(APIView):
     """Compensate the run's completed steps now, newest first, each by a worker; GET shows how far it got.
 
     POST: the run's own user or an operator of its tenant; other staff who see it (auditors) get 403.
+    POST is throttled like starting a run; GET is not.
     """
+
+    throttle_scope = "runs"
 
     @extend_schema(request=None, responses={200: SagaSerializer})
     def get(self, request: Request, pk: str) -> Response:

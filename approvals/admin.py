@@ -1,6 +1,7 @@
 """The operators' approval desk: read a held-back call, then approve or reject it through the services."""
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from approvals.models import (
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
 from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from toolhub.api.throttling import throttle_wait
 from toolhub.arguments import ArgumentsRefused, parse_arguments
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
 from toolhub.tools.registry import registry
@@ -213,6 +215,10 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         if obj is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
         _, done, service = DECISIONS[decision]
+        change_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj.pk])
+        if (refusal := _over_the_rate(request)) is not None:
+            self.message_user(request, f"Nothing was recorded: {refusal}", level=messages.ERROR)
+            return HttpResponseRedirect(change_url)
         form = (ApproveForm if decision == "approve" else DecisionForm)(request.POST)
         if not form.is_valid():
             return self._change_page_with_errors(request, object_id, form)
@@ -235,7 +241,6 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
             self.message_user(request, f"Could not {decision} request #{obj.pk}: {exc}", level=messages.ERROR)
         else:
             self.message_user(request, _outcome(result, done), level=messages.SUCCESS)
-        change_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj.pk])
         return HttpResponseRedirect(change_url)
 
     def _change_page_with_errors(self, request: HttpRequest, object_id: str, form: DecisionForm) -> HttpResponse:
@@ -309,6 +314,10 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         succeeded = 0
         failures: list[str] = []
         for item in requests:
+            # Each decision counts against the rate, as one through the API would; the rest wait.
+            if (refusal := _over_the_rate(request)) is not None:
+                failures.append(f"#{item.pk} and the requests after it were not decided: {refusal}")
+                break
             options: dict[str, Any] = {"comment": comment}
             if decision == "approve":
                 # Each approval is bound to the version listed on the confirmation page.
@@ -401,6 +410,14 @@ class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="Payload")
     def shown_payload(self, obj: WebhookDelivery) -> str:
         return pretty_json(obj.payload)
+
+
+def _over_the_rate(request: HttpRequest) -> str | None:
+    """Count one decision against the user's ``decisions`` rate (shared with the API); why not, when over it."""
+    wait = throttle_wait(request, "decisions")
+    if wait is None:
+        return None
+    return f"you are deciding too fast; try again in {math.ceil(wait)} second(s)."
 
 
 def _outcome(request: ApprovalRequest, done: str) -> str:
