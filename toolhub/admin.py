@@ -195,15 +195,27 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
 
     tenant_field = "tenant__slug"
 
-    list_display = ("__str__", "effect", "tool_group", "tool_name", "user", "group", "tenant", "agent_name", "note")
+    list_display = (
+        "__str__",
+        "effect",
+        "tool_group",
+        "tool_name",
+        "user",
+        "group",
+        "tenant",
+        "agent_name",
+        "agent_tenant",
+        "note",
+    )
     list_filter = ("effect", "tool_group", "tenant")
     search_fields = ("tool_name", "agent_name", "note", "user__username", "group__name")
-    list_select_related = ("tool_group", "user", "group", "tenant")
+    list_select_related = ("tool_group", "user", "group", "tenant", "agent_tenant")
     raw_id_fields = ("user",)
     fieldsets = (
         (None, {"fields": ("effect", "note")}),
         ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
         ("To whom (one of)", {"fields": ("user", "group", "tenant", "agent_name")}),
+        ("For an agent: in which tenant (optional)", {"fields": ("agent_tenant",)}),
     )
 
 

@@ -122,7 +122,10 @@ def _user_facts(user_id: int | None) -> _UserFacts | None:
 
 
 def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[str, Any], ...]:
-    """Every grant naming the principal's tenant, user, user's groups or agent, whatever the tool."""
+    """Every grant naming the principal's tenant, user, user's groups or agent, whatever the tool.
+
+    The key holds the call's tenant, which also selects the agent grants bound to a tenant.
+    """
     key = ("grants", principal.tenant, principal.user_id if user else None, principal.agent_name)
 
     def load() -> tuple[dict[str, Any], ...]:
@@ -130,7 +133,11 @@ def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[
         if user is not None:
             principal_filter |= Q(user_id=principal.user_id) | Q(group_id__in=user.group_ids)
         if principal.agent_name:
-            principal_filter |= Q(agent_name=principal.agent_name)
+            # Agent names are unique only within a tenant: a grant naming a tenant holds for calls in it only.
+            in_tenant = Q(agent_tenant__isnull=True)
+            if principal.tenant:
+                in_tenant |= Q(agent_tenant__slug=principal.tenant)
+            principal_filter |= Q(agent_name=principal.agent_name) & in_tenant
         return tuple(
             Grant.objects.filter(principal_filter).values("effect", "tool_name", "tool_group__name", "agent_name")
         )

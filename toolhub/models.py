@@ -359,6 +359,15 @@ class Grant(models.Model):
     group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
     agent_name = models.CharField(max_length=100, blank=True)
+    agent_tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_tool_grants",
+        help_text="With an agent name: the grant holds only for that agent's calls in this tenant. "
+        "Empty: for the agent's calls in every tenant.",
+    )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -380,9 +389,15 @@ class Grant(models.Model):
                     | (models.Q(user__isnull=True, group__isnull=True, tenant__isnull=True) & ~models.Q(agent_name=""))
                 ),
             ),
+            models.CheckConstraint(
+                name="grant_agent_tenant_needs_agent",
+                condition=models.Q(agent_tenant__isnull=True) | ~models.Q(agent_name=""),
+            ),
         ]
 
     def __str__(self) -> str:
         target = self.tool_name or f"group {self.tool_group}"
         principal = self.user or self.group or self.tenant or f"agent {self.agent_name}"
+        if self.agent_name and self.agent_tenant_id:
+            principal = f"{principal} in {self.agent_tenant}"
         return f"{self.effect} {target} to {principal}"
