@@ -1,10 +1,10 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret``.
+The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``.
 """
 
 from toolhub.celery import app as celery_app
-from toolhub.exceptions import ToolError
+from toolhub.exceptions import ToolError, ToolSuspend
 from toolhub.tools import (
     FromContext,
     Param,
@@ -33,6 +33,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "ToolSuspend",
     "ToolTimeoutError",
     "celery_app",
     "register_context_type",

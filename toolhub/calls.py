@@ -29,8 +29,17 @@ CALL_TRANSITIONS = TransitionTable(
         _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
         # a worker claims
         _S.QUEUED: {_S.RUNNING},
-        # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again
-        _S.RUNNING: {_S.SUCCEEDED, _S.FAILED, _S.DENIED, _S.QUEUED, _S.NEEDS_ATTENTION, _S.PENDING_APPROVAL},
+        # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again;
+        # a tool that suspends itself (``ToolSuspend``) waits for its result from outside
+        _S.RUNNING: {
+            _S.SUCCEEDED,
+            _S.FAILED,
+            _S.DENIED,
+            _S.QUEUED,
+            _S.NEEDS_ATTENTION,
+            _S.PENDING_APPROVAL,
+            _S.AWAITING_RESULT,
+        },
         _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED},
         # a compensation retried by the sagas; a compensated step
         _S.FAILED: {_S.QUEUED},

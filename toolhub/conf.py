@@ -50,6 +50,11 @@ DEFAULTS: dict[str, Any] = {
     "UNKNOWN_TOOL_SUGGESTIONS": 3,
     # Dotted path of ``callable(name, available_names) -> str``: what the model is told for an unknown tool.
     "UNKNOWN_TOOL_HANDLER": "",
+    # Dotted path of ``callable(tool_name, errors) -> str``: what the model is told for arguments that fail the
+    # tool's schema; ``errors`` is a list of {"loc", "msg", "type"} (never the values). Bounded like the default.
+    "ARGUMENT_ERROR_HANDLER": "",
+    # What the model reads when a tool returns None (it succeeded with nothing to say).
+    "NONE_RESULT_TEXT": "Done.",
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
     "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).

@@ -1,10 +1,13 @@
 """toolhub's error hierarchy; every message says what was wrong and what to do about it."""
 
+from typing import Any
+
 __all__ = [
     "ToolhubError",
     "ToolDefinitionError",
     "RegistryFrozenError",
     "ToolError",
+    "ToolSuspend",
     "InvalidTransitionError",
     "ApprovalError",
     "AlreadyDecidedError",
@@ -30,6 +33,20 @@ class RegistryFrozenError(ToolhubError):
 
 class ToolError(ToolhubError):
     """Raised by a tool to hand the model a message meant for it (the call fails with that text)."""
+
+
+class ToolSuspend(ToolhubError):  # noqa: N818 - named for what a tool does, as AgentScope's ToolSuspendException
+    """Raised by a tool to suspend its call mid-way: the call awaits a result supplied from outside.
+
+    ``reason`` says why (shown to operators and the executor); ``payload`` (JSON) is what the outside
+    executor needs. Both are stored with the call and audited, secrets replaced; the result arrives by
+    ``POST /api/v1/calls/{id}/result/`` and the run resumes.
+    """
+
+    def __init__(self, reason: str, payload: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.payload = payload
 
 
 class InvalidTransitionError(ToolhubError):

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
+from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, call_lease, tool_call_require_reapproval
@@ -101,6 +102,10 @@ def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, 
     finish = functools.partial(_finish, call, worker=worker, secrets=secrets)
     try:
         outcome = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
+    except ToolSuspend as suspend:
+        _flush_progress(progress)
+        _suspend(call, suspend, worker=worker, secrets=secrets)
+        return
     except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
         _flush_progress(progress)
@@ -127,6 +132,45 @@ def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, 
         )
         return
     finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact)
+
+
+def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: SecretScrubber) -> None:
+    """Park a call whose tool suspended itself: it awaits its result from outside, as an external tool's does.
+
+    The reason and payload are what a tool hands out, so they are scrubbed like its output; a payload
+    that cannot be stored fails the call instead (the model is told), so nothing waits for nothing.
+    """
+    reason = storable_text(secrets.text(str(suspend.reason)))[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+    try:
+        payload = secrets.value(to_json_value(suspend.payload))
+        problem = json_storage_problem(payload)
+    except Exception as exc:  # noqa: BLE001
+        problem = str(exc) or type(exc).__name__
+    if problem:
+        _finish(
+            call,
+            status=CallStatus.FAILED,
+            worker=worker,
+            error="The tool suspended itself with a payload that cannot be stored as JSON; nothing awaits a result.",
+            detail=problem,
+            secrets=secrets,
+        )
+        return
+    suspension = {"reason": reason, "payload": payload}
+    with transaction.atomic():
+        moved = call_transition(
+            call,
+            to=CallStatus.AWAITING_RESULT,
+            allowed_from={CallStatus.RUNNING},
+            actor=f"worker:{worker}",
+            data={"attempt": call.attempts, "source": "suspended", **suspension},
+            suspension=suspension,
+            # The expiry (EXTERNAL_RESULT_TIMEOUT_SECONDS) counts from here.
+            queued_at=timezone.now(),
+            lease_expires_at=None,
+        )
+    if not moved:
+        logger.warning("call %s was taken from this worker before it suspended; suspension not recorded", call.id)
 
 
 def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:

@@ -19,6 +19,7 @@ __all__ = [
     "default_unknown_tool_message",
     "unknown_tool_message",
     "invalid_arguments_message",
+    "default_invalid_arguments_message",
     "execution_error",
     "exception_detail",
 ]
@@ -52,11 +53,29 @@ def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:
 
 
 def invalid_arguments_message(tool_name: str, exc: ValidationError) -> str:
-    """List each field problem by location and reason; input values are never repeated back."""
+    """List each field problem by location and reason (``TOOLHUB["ARGUMENT_ERROR_HANDLER"]``).
+
+    Input values are never repeated back: a handler gets the locations, messages and types only. The
+    caller bounds whatever comes back (``bounded_model_message``), a handler's text as the default's.
+    """
+    errors = [
+        {
+            "loc": ".".join(str(part) for part in error["loc"]) or "(arguments)",
+            "msg": str(error["msg"]),
+            "type": str(error["type"]),
+        }
+        for error in exc.errors(include_url=False, include_input=False)
+    ]
+    handler_path = toolhub_setting("ARGUMENT_ERROR_HANDLER")
+    if handler_path:
+        return str(import_string(handler_path)(tool_name, errors))
+    return default_invalid_arguments_message(tool_name, errors)
+
+
+def default_invalid_arguments_message(tool_name: str, errors: list[dict[str, str]]) -> str:
+    """``Invalid arguments for tool 'x'; nothing was executed. Fix these and call again:`` and one line each."""
     lines = [f"Invalid arguments for tool {tool_name!r}; nothing was executed. Fix these and call again:"]
-    for error in exc.errors(include_url=False, include_input=False):
-        location = ".".join(str(part) for part in error["loc"]) or "(arguments)"
-        lines.append(f"- {location}: {error['msg']}")
+    lines.extend(f"- {error['loc']}: {error['msg']}" for error in errors)
     return "\n".join(lines)
 
 

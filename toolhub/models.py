@@ -139,6 +139,11 @@ class ToolCall(models.Model):
     progress = models.JSONField(
         default=list, blank=True, help_text="Progress updates of a long tool, oldest first; never shown to the model."
     )
+    suspension = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Why a tool suspended itself and the payload it handed out; its result comes from outside.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -266,7 +266,8 @@ def tool_call_submit_result(
             raise ExternalResultError("There is no such call.")
         if call.status != CallStatus.AWAITING_RESULT:
             raise ExternalResultError(
-                f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."
+                f"This call is {call.status}; only a call that awaits its result "
+                "(an external tool's, or one whose tool suspended itself) accepts one."
             )
         now = timezone.now()
         if error is not None:

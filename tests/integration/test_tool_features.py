@@ -63,3 +63,29 @@ def test_progress_is_stored_on_the_call_while_it_runs(celery_worker: Worker, ali
     assert [u["current"] for u in done.progress] == [1, 2, 3, 4]
     assert done.progress[-1]["fraction"] == 1.0
     assert done.model_text() == "worked 4 steps"
+
+
+def test_a_tool_suspends_itself_on_the_worker_and_resumes_with_the_posted_result(
+    celery_worker: Worker, alice: User
+) -> None:
+    from toolhub.pipeline import tool_call_submit_result
+
+    # given a tool that suspends itself mid-call, run by a real worker
+    call = _request("suspending_effect", {"note": "ship it"}, alice)
+
+    # then the call awaits its result, with why and what the executor needs stored on it
+    waiting = wait_for(
+        lambda: (c := ToolCall.objects.get(pk=call.pk)).status == CallStatus.AWAITING_RESULT and c,
+        timeout=20,
+        what="suspension",
+    )
+    assert waiting.suspension == {"reason": "waiting for the outside executor", "payload": {"note": "ship it"}}
+    assert waiting.worker.startswith(celery_worker.name) and waiting.lease_expires_at is None
+
+    # when the outside executor posts the result, the call succeeds with it (and nothing re-runs the tool)
+    done = tool_call_submit_result(call_id=call.pk, actor="external:alice", result={"shipped": True})
+    assert done.status == CallStatus.SUCCEEDED
+    events = list(AuditEvent.objects.filter(call_id=call.id).order_by("seq").values_list("event_type", flat=True))
+    assert events == ["call.requested", "call.queued", "call.running", "call.awaiting_result", "call.succeeded"]
+    time.sleep(1)
+    assert ToolCall.objects.get(pk=call.pk).result == {"shipped": True}

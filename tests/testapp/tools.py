@@ -4,7 +4,7 @@ import time
 from typing import Annotated
 
 from tests.testapp.models import SideEffect
-from toolhub import Param, Progress, Risk, ToolContext, ToolError, tool
+from toolhub import Param, Progress, Risk, ToolContext, ToolError, ToolSuspend, tool
 
 
 @tool(risk=Risk.LOW)
@@ -122,3 +122,9 @@ def stepped_work(
         time.sleep(seconds_per_step)
         progress.update(f"step {step} of {steps}", current=step, total=steps)
     return f"worked {steps} steps"
+
+
+@tool(risk=Risk.LOW)
+def suspending_effect(note: Annotated[str, Param("Free text handed to the outside executor.")]) -> str:
+    """Suspend mid-call: the result comes from outside (``POST /api/v1/calls/{id}/result/``)."""
+    raise ToolSuspend("waiting for the outside executor", {"note": note})

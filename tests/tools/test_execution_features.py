@@ -168,7 +168,7 @@ def test_results_and_errors_reach_the_model_as_intended(request_call: RequestCal
         }
 
     assert calls["model"].result == {"total": "9.90", "at": "2025-01-02", "colour": "red"}
-    assert calls["none"].model_text() == "null"
+    assert calls["none"].model_text() == "Done."  # TOOLHUB["NONE_RESULT_TEXT"], not "null"
     assert calls["text"].model_text() == "exactly this"
     assert calls["tool_error"].error == "The order is closed; ask the user for another one."
     assert calls["result_error"].error == "No such customer."

@@ -327,7 +327,7 @@ def test_results_are_serialized_to_json() -> None:
 def test_result_text_for_model() -> None:
     assert result_text_for_model("plain text") == "plain text"
     assert result_text_for_model({"b": 1, "a": "é"}) == '{"a": "é", "b": 1}'
-    assert result_text_for_model(None) == "null"
+    assert result_text_for_model(None) == "Done."  # TOOLHUB["NONE_RESULT_TEXT"]
 
 
 def test_explicit_results() -> None:

@@ -89,6 +89,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
             "saga_id",
             "attempts",
             "progress",
+            "suspension",
             "artifacts",
             "created_at",
             "started_at",

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from toolhub.conf import toolhub_setting
+
 __all__ = ["ToolResult", "to_json_value", "result_text_for_model", "artifact_content"]
 
 
@@ -51,7 +53,13 @@ def to_json_value(value: Any) -> Any:
 
 
 def result_text_for_model(value: Any) -> str:
-    """Render stored JSON result data as the text the model reads."""
+    """Render stored JSON result data as the text the model reads.
+
+    ``None`` (a tool that succeeded with nothing to say) reads as ``TOOLHUB["NONE_RESULT_TEXT"]``, not ``null``,
+    which a model may take for a failure; the stored result stays ``None``.
+    """
+    if value is None:
+        return str(toolhub_setting("NONE_RESULT_TEXT"))
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
