@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('toolhub', '0009_toolcall_lean_indexes'),
+        ('toolhub', '0010_grant_agent_tenant'),
     ]
 
     operations = [
