@@ -14,6 +14,13 @@ from toolhub.authorization import authorization_denial, principal_of_call, tenan
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
 from toolhub.feedback import exception_detail, execution_error
+from toolhub.interceptors import (
+    INTERCEPTOR_FAILED_MESSAGE,
+    InterceptedCall,
+    InterceptorFailed,
+    configured_interceptors,
+    interceptors_after,
+)
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, call_lease, tool_call_require_reapproval
 from toolhub.storable import json_storage_problem, storable_text
@@ -126,7 +133,27 @@ def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, 
             detail=exception_detail(exc),
         )
         return
-    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact)
+    try:
+        result, intercepted = _intercepted_result(call, secrets.value(result))
+    except InterceptorFailed as failed:
+        finish(status=CallStatus.FAILED, error=INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail)
+        return
+    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact, intercepted=intercepted)
+
+
+def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
+    """The ``after`` interceptors' view of a result (secrets already scrubbed), and who changed it."""
+    if not configured_interceptors():
+        return result, []
+    seen = InterceptedCall(
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        tenant=call.tenant,
+        user_id=call.user_id,
+        agent_name=call.agent_name,
+        context=call.context,
+    )
+    return interceptors_after(call=seen, result=result)
 
 
 def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
@@ -223,6 +250,7 @@ def _finish(
     detail: str = "",
     artifact: dict[str, Any] | None = None,
     secrets: SecretScrubber = NO_SECRETS,
+    intercepted: list[str] | None = None,
 ) -> None:
     """Record a call's outcome: the one place a worker writes what a tool returned, so its secrets are replaced here."""
     # What a tool raised may hold characters no text column stores.
@@ -231,6 +259,8 @@ def _finish(
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error
+    if intercepted:
+        data["result_changed_by"] = [f"interceptor:{name}" for name in intercepted]
     if artifact is not None:
         data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
     with transaction.atomic():
