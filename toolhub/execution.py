@@ -2,6 +2,7 @@
 
 import functools
 import hashlib
+import json
 import logging
 import uuid
 from typing import Any
@@ -136,7 +137,7 @@ def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, 
     try:
         result, intercepted = _intercepted_result(call, secrets.value(result))
     except InterceptorFailed as failed:
-        finish(status=CallStatus.FAILED, error=INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail)
+        finish(status=CallStatus.FAILED, error=INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
         return
     finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact, intercepted=intercepted)
 
@@ -153,7 +154,15 @@ def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
         agent_name=call.agent_name,
         context=call.context,
     )
-    return interceptors_after(call=seen, result=result)
+    result, changed = interceptors_after(call=seen, result=result)
+    try:
+        json.dumps(result)  # what an interceptor returns is not checked by the tool's serializer
+        problem = json_storage_problem(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = str(exc)
+    if problem:
+        raise InterceptorFailed(changed[-1], f"its result cannot be stored as JSON: {problem}")
+    return result, changed
 
 
 def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
@@ -251,6 +260,7 @@ def _finish(
     artifact: dict[str, Any] | None = None,
     secrets: SecretScrubber = NO_SECRETS,
     intercepted: list[str] | None = None,
+    failed_by: str = "",
 ) -> None:
     """Record a call's outcome: the one place a worker writes what a tool returned, so its secrets are replaced here."""
     # What a tool raised may hold characters no text column stores.
@@ -261,6 +271,8 @@ def _finish(
         data["error"] = error
     if intercepted:
         data["result_changed_by"] = [f"interceptor:{name}" for name in intercepted]
+    if failed_by:
+        data["interceptor"] = failed_by
     if artifact is not None:
         data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
     with transaction.atomic():

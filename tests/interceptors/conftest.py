@@ -124,3 +124,12 @@ def request_call(request_call: RequestCall) -> RequestCall:
 
 def recorder(name: str, **options: Any) -> dict[str, Any]:
     return {"class": "tests.interceptors.conftest.Recorder", "options": {"name": name, **options}}
+
+
+class Unstorable(Interceptor):
+    """Replaces the result with something no JSON column stores."""
+
+    name = "unstorable"
+
+    def after(self, call: InterceptedCall, result: Any) -> Any:
+        return {"when": object()}

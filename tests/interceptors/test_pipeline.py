@@ -184,6 +184,7 @@ def test_a_raising_interceptor_fails_closed(
     else:
         # the tool ran, but its unchecked result is withheld
         assert call.status == CallStatus.FAILED and call.result is None
+        assert _event(call, "call.failed").payload["interceptor"] == "exploding"
         assert SideEffect.objects.count() == 1
 
 
@@ -205,3 +206,16 @@ def test_bad_configuration_is_refused_with_a_clear_error(interceptors: Configure
 
     with pytest.raises(ImproperlyConfigured, match=problem):
         configured_interceptors()
+
+
+def test_a_result_replaced_by_something_unstorable_fails_closed(
+    interceptors: Configure, request_call: RequestCall, alice: User
+) -> None:
+    interceptors("tests.interceptors.conftest.Unstorable")
+
+    call = request_call("lookup_customer", {"name": "Ada"}, user=alice)
+
+    assert call.status == CallStatus.FAILED and call.result is None
+    assert call.model_text() == INTERCEPTOR_FAILED_MESSAGE
+    assert "cannot be stored as JSON" in call.error_detail
+    assert _event(call, "call.failed").payload["interceptor"] == "unstorable"
