@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from approvals.models import ApprovalRequest, DecisionKind
-from toolhub.audit import REDACTED, redact
+from toolhub.audit import arguments_diff as _arguments_diff
+from toolhub.audit import redact
 from toolhub.tools.registry import registry
 
 __all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff", "approvals_in_round"]
@@ -22,14 +23,7 @@ def _sensitive(tool_name: str) -> frozenset[str]:
 
 def arguments_diff(tool_name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """``{name: {"before": ..., "after": ...}}`` for every argument that differs; sensitive values redacted."""
-    sensitive = _sensitive(tool_name)
-    return {
-        key: {"before": REDACTED, "after": REDACTED}
-        if key in sensitive
-        else {"before": before.get(key), "after": after.get(key)}
-        for key in sorted(set(before) | set(after))
-        if before.get(key) != after.get(key)
-    }
+    return _arguments_diff(before, after, _sensitive(tool_name))
 
 
 def shown_arguments(request: ApprovalRequest) -> dict[str, Any]:

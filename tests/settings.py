@@ -4,6 +4,7 @@ Each pytest process gets its own PostgreSQL test database and its own Celery que
 worker processes it starts, so concurrent test runs on one machine never share state.
 """
 
+import json
 import os
 
 # The real settings refuse to start without a key when DEBUG is off (as it is in tests). Set in the
@@ -42,3 +43,7 @@ TOOLHUB = {**TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}  # noqa: F405
 for _name in ("CALL_LEASE_SECONDS", "DEFAULT_TOOL_TIMEOUT_SECONDS"):
     if os.environ.get(f"TOOLHUB_{_name}"):
         TOOLHUB[_name] = float(os.environ[f"TOOLHUB_{_name}"])
+
+# A worker started by tests/interceptors/ gets its interceptors (TOOLHUB["INTERCEPTORS"], as JSON) here.
+if os.environ.get("TOOLHUB_TEST_INTERCEPTORS"):
+    TOOLHUB["INTERCEPTORS"] = json.loads(os.environ["TOOLHUB_TEST_INTERCEPTORS"])

@@ -15,10 +15,12 @@ class ToolhubConfig(AppConfig):
 
     def ready(self) -> None:
         from toolhub import checks  # noqa: F401 - registers the system checks
+        from toolhub.interceptors import configured_interceptors
         from toolhub.tools.registry import autodiscover, registry
 
         if not registry.frozen:
             autodiscover([config.name for config in apps.get_app_configs()])
+        configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         for table, events in GOVERNANCE_TABLES.items():

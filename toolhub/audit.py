@@ -30,6 +30,7 @@ __all__ = [
     "audit_call_events",
     "EventSpec",
     "redact",
+    "arguments_diff",
     "redacted_arguments_text",
     "verify_audit_chains",
     "AuditProblem",
@@ -59,6 +60,19 @@ def canonical_json(value: Any) -> str:
 def redact(arguments: Mapping[str, Any], sensitive: frozenset[str] | set[str]) -> dict[str, Any]:
     """Return ``arguments`` with the values of sensitive names replaced, for anything shown or logged."""
     return {key: (REDACTED if key in sensitive else value) for key, value in arguments.items()}
+
+
+def arguments_diff(
+    before: Mapping[str, Any], after: Mapping[str, Any], sensitive: frozenset[str] | set[str]
+) -> dict[str, Any]:
+    """``{name: {"before": ..., "after": ...}}`` for every argument that differs; sensitive values redacted."""
+    return {
+        key: {"before": REDACTED, "after": REDACTED}
+        if key in sensitive
+        else {"before": before.get(key), "after": after.get(key)}
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    }
 
 
 def redacted_arguments_text(sensitive: frozenset[str] | set[str], raw: str | Mapping[str, Any] | None) -> str:

@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_EXTERNAL_RESULT_BYTES": 1_000_000,
     # Deepest nesting of lists and objects a JSON request body may have (tool arguments allow 100 inside it).
     "MAX_REQUEST_NESTING": 200,
+    # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
+    # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
+    "INTERCEPTORS": [],
 }
 
 

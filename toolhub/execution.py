@@ -2,6 +2,7 @@
 
 import functools
 import hashlib
+import json
 import logging
 import uuid
 from typing import Any
@@ -15,6 +16,13 @@ from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
+from toolhub.interceptors import (
+    INTERCEPTOR_FAILED_MESSAGE,
+    InterceptedCall,
+    InterceptorFailed,
+    configured_interceptors,
+    interceptors_after,
+)
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, call_lease, tool_call_require_reapproval
 from toolhub.storable import json_storage_problem, storable_text
@@ -131,7 +139,35 @@ def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, 
             detail=exception_detail(exc),
         )
         return
-    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact)
+    try:
+        result, intercepted = _intercepted_result(call, secrets.value(result))
+    except InterceptorFailed as failed:
+        finish(status=CallStatus.FAILED, error=INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
+        return
+    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact, intercepted=intercepted)
+
+
+def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
+    """The ``after`` interceptors' view of a result (secrets already scrubbed), and who changed it."""
+    if not configured_interceptors():
+        return result, []
+    seen = InterceptedCall(
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        tenant=call.tenant,
+        user_id=call.user_id,
+        agent_name=call.agent_name,
+        context=call.context,
+    )
+    result, changed = interceptors_after(call=seen, result=result)
+    try:
+        json.dumps(result)  # what an interceptor returns is not checked by the tool's serializer
+        problem = json_storage_problem(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = str(exc)
+    if problem:
+        raise InterceptorFailed(changed[-1], f"its result cannot be stored as JSON: {problem}")
+    return result, changed
 
 
 def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: SecretScrubber) -> None:
@@ -267,6 +303,8 @@ def _finish(
     detail: str = "",
     artifact: dict[str, Any] | None = None,
     secrets: SecretScrubber = NO_SECRETS,
+    intercepted: list[str] | None = None,
+    failed_by: str = "",
 ) -> None:
     """Record a call's outcome: the one place a worker writes what a tool returned, so its secrets are replaced here."""
     # What a tool raised may hold characters no text column stores.
@@ -275,6 +313,10 @@ def _finish(
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error
+    if intercepted:
+        data["result_changed_by"] = [f"interceptor:{name}" for name in intercepted]
+    if failed_by:
+        data["interceptor"] = failed_by
     if artifact is not None:
         data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
     with transaction.atomic():

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, canonical_json, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, arguments_diff, canonical_json, redact, redacted_arguments_text
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
@@ -29,6 +29,13 @@ from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
+from toolhub.interceptors import (
+    INTERCEPTOR_FAILED_MESSAGE,
+    InterceptedCall,
+    InterceptorFailed,
+    configured_interceptors,
+    interceptors_before,
+)
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.policy import ApprovalVerdict, approval_verdict
 from toolhub.signals import approval_needed
@@ -72,10 +79,15 @@ class CallRequest:
 
 
 class _Refusal(Exception):
-    def __init__(self, status: CallStatus, message: str) -> None:
+    def __init__(
+        self, status: CallStatus, message: str, *, actor: str = "policy", detail: str = "", **data: Any
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.actor = actor
+        self.detail = detail
+        self.data = data
 
 
 def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any]) -> str:
@@ -134,6 +146,7 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
             stored = storable_arguments(tool, validated)
         except ArgumentsRefused as refused:
             raise _Refusal(CallStatus.INVALID, str(refused)) from None
+        validated, stored, rewrites = _intercepted_arguments(call, tool, validated, stored, context)
         call.tool_version = tool.version
         call.arguments = stored
         definition = tool_definitions().get(tool.name)
@@ -145,9 +158,11 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
     except _Refusal as refusal:
         call.raw_arguments = _raw_text(request.tool_name, request.arguments)
         call.status, call.error, call.finished_at = refusal.status, refusal.message, now
-        refused = EventSpec(f"call.{refusal.status}", "policy", {"reason": refusal.message})
+        call.error_detail = refusal.detail
+        refused = EventSpec(f"call.{refusal.status}", refusal.actor, {"reason": refusal.message, **refusal.data})
         return _Decision([EventSpec("call.requested", actor, _request_data(call, None)), refused], _notify_on_commit)
-    requested = EventSpec("call.requested", actor, _request_data(call, tool))
+    # ``call.requested`` holds the arguments that run; each interceptor's rewrite follows it as a diff.
+    requested, rewritten = EventSpec("call.requested", actor, _request_data(call, tool)), rewrites
 
     already_loaded = _one_shot_answer(tool, context)
     if already_loaded is not None:
@@ -155,7 +170,7 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         call.status, call.result, call.finished_at = CallStatus.SUCCEEDED, already_loaded, now
         reason = "one shot per loop: already called in this loop; not run"
         answered = EventSpec("call.succeeded", "policy", {"reason": reason, "loop_id": context.loop_id})
-        return _Decision([requested, answered], _notify_on_commit)
+        return _Decision([requested, *rewritten, answered], _notify_on_commit)
 
     verdict = approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=context, principal=principal)
     if verdict:
@@ -166,16 +181,16 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         def ask(call: ToolCall) -> None:
             approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
 
-        return _Decision([requested, EventSpec("call.pending_approval", "policy", pending)], ask)
+        return _Decision([requested, *rewritten, EventSpec("call.pending_approval", "policy", pending)], ask)
     if tool.is_external:
         call.status = CallStatus.AWAITING_RESULT
         external = {"reason": "external tool: its result comes from outside"}
-        return _Decision([requested, EventSpec("call.awaiting_result", "policy", external)], _nothing)
+        return _Decision([requested, *rewritten, EventSpec("call.awaiting_result", "policy", external)], _nothing)
     call.queued_at = now
     queued = EventSpec("call.queued", "policy", {"reason": "no approval needed"}, status=CallStatus.QUEUED)
     if not _runs_in_this_process():
         call.status = CallStatus.QUEUED
-        return _Decision([requested, queued], dispatch_call)
+        return _Decision([requested, *rewritten, queued], dispatch_call)
     # This process executes the call itself: the row is written already claimed (durably, before the
     # tool runs), so no claim transaction follows and nothing is checked twice within one decision.
     call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
@@ -189,7 +204,7 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
             lambda: tool_call_run_claimed(call=call, tool=tool, arguments=validated, worker=EAGER_WORKER), robust=True
         )
 
-    return _Decision([requested, queued, running], run_here)
+    return _Decision([requested, *rewritten, queued, running], run_here)
 
 
 #: The worker name of calls executed by the process that asked for them.
@@ -408,6 +423,55 @@ _ONE_SHOT_TAKEN = [
     CallStatus.PENDING_APPROVAL,
     CallStatus.AWAITING_RESULT,
 ]
+
+
+def _intercepted_arguments(
+    call: ToolCall, tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
+) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
+    """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
+
+    Runs after schema validation and before authorization and approval, so policy decides on what would run.
+    """
+    if not configured_interceptors():
+        return validated, stored, []
+
+    def revalidate(arguments: dict[str, Any]) -> dict[str, Any]:
+        return storable_arguments(tool, validate_arguments(tool, arguments))
+
+    seen = InterceptedCall(
+        tool_name=tool.name,
+        arguments=stored,
+        tenant=call.tenant,
+        user_id=call.user_id,
+        agent_name=call.agent_name,
+        context=context.as_dict(),
+    )
+    try:
+        outcome = interceptors_before(call=seen, revalidate=revalidate)
+    except InterceptorFailed as failed:
+        raise _Refusal(
+            CallStatus.DENIED,
+            INTERCEPTOR_FAILED_MESSAGE,
+            actor=f"interceptor:{failed.name}",
+            detail=failed.detail,
+            interceptor=failed.name,
+            failed=True,
+        ) from None
+    if outcome.refusal:
+        message = storable_text(outcome.refusal)[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+        name = outcome.refused_by
+        raise _Refusal(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
+    events = [
+        EventSpec(
+            "call.arguments_rewritten",
+            f"interceptor:{name}",
+            {"interceptor": name, "diff": arguments_diff(before, after, tool.sensitive)},
+        )
+        for name, before, after in outcome.rewrites
+    ]
+    if not events:
+        return validated, stored, events
+    return validate_arguments(tool, outcome.arguments), outcome.arguments, events
 
 
 def _storable_context(ctx: ToolContext) -> dict[str, Any]:
