@@ -65,7 +65,7 @@ def _wait_until(predicate: Any, timeout: float = 10.0) -> None:
 @pytest.mark.parametrize(
     "reply",
     [
-        Reply(200, completion(content="too late").body, delay=5.0),
+        Reply(200, completion(content="too late").body, delay=8.0),
         # headers at once, then a byte every 0.2 s: each read is quick, so only an overall deadline cuts it
         Reply(200, completion(content="dripping " * 20).body, drip=0.2),
     ],
@@ -83,8 +83,9 @@ def test_a_model_call_is_cut_at_its_providers_deadline(
     run = start_run(agent, alice, "hello")
     elapsed = time.monotonic() - started
 
-    # then the run failed, retryably, with a clear message, about when the deadline passed
-    assert elapsed < 3.5
+    # then the run failed, retryably, with a clear message, at the deadline: well before the answer would
+    # have come (a bound with room for a loaded 2-core machine)
+    assert elapsed < 6.0
     assert run.status == RunStatus.FAILED
     assert run.stop_reason == StopReason.MODEL_ERROR
     assert run.retryable is True
