@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from tests.helpers import for_a_worker
-from tests.integration.conftest import app_database_role  # noqa: F401 - the fixture workers connect with
+from tests.integration.conftest import AppRole
 from tests.integration.workers import Worker, wait_for
 from toolhub.authorization import CallPrincipal
 from toolhub.celery import app
@@ -21,7 +21,7 @@ PII = {"class": "toolhub.interceptors.PIIRedaction", "options": {"kinds": ["emai
 
 
 @pytest.fixture(scope="module")
-def pii_worker(app_database_role: object) -> Iterator[tuple[Worker, str]]:  # noqa: F811
+def pii_worker(app_database_role: AppRole) -> Iterator[tuple[Worker, str]]:
     """A worker of its own queue (no other worker takes these calls), configured with PII redaction."""
     queue = f"{app.conf.task_default_queue}-pii"
     worker = Worker(
