@@ -58,12 +58,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         missing.append("CELERY_BROKER_URL pointing at Redis")
     elif not service_reachable(broker, 6379):
         missing.append("a reachable Redis")
-    if not missing:
-        return
-    marker = pytest.mark.skip(reason=f"integration test needs {', '.join(missing)} (use `make test`)")
-    for item in items:
-        if "integration" in item.keywords:
-            item.add_marker(marker)
+    if missing:
+        marker = pytest.mark.skip(reason=f"integration test needs {', '.join(missing)} (use `make test`)")
+        for item in items:
+            if "integration" in item.keywords:
+                item.add_marker(marker)
+    if missing[:1] and "PostgreSQL" in missing[0]:
+        no_postgres = pytest.mark.skip(reason=f"this test needs {missing[0]} (use `make test`)")
+        for item in items:
+            if "postgres" in item.keywords:
+                item.add_marker(no_postgres)
 
 
 @pytest.fixture(scope="session", autouse=True)
