@@ -10,6 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import agents_visible_to
+from agents_app.services import AGENT_FIELDS
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
 from toolhub.models import Tenant, ToolCall
@@ -54,21 +55,7 @@ class AgentForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = (
-            "name",
-            "tenant",
-            "description",
-            "provider",
-            "script",
-            "system_prompt",
-            "tools",
-            "max_tool_calls",
-            "compensate_on_error",
-            "parallel_tool_calls",
-            "tool_choice",
-            "temperature",
-            "max_tokens",
-        )
+        fields = ("tenant", *AGENT_FIELDS)
 
     def clean_tools(self) -> list[str]:
         tools = self.cleaned_data["tools"] or []

@@ -45,22 +45,21 @@ class AgentPermissionError(ToolhubError):
     """The person may not create or change this agent (a permission, or a global agent they may not touch)."""
 
 
-#: What ``agent_update`` may change; the tenant stays (a new agent is created in another tenant instead).
-AGENT_FIELDS = frozenset(
-    {
-        "name",
-        "description",
-        "provider",
-        "script",
-        "system_prompt",
-        "tools",
-        "max_tool_calls",
-        "compensate_on_error",
-        "parallel_tool_calls",
-        "tool_choice",
-        "temperature",
-        "max_tokens",
-    }
+#: What ``agent_update`` may change, in the order forms show it; the tenant stays (a new agent is created
+#: in another tenant instead).
+AGENT_FIELDS = (
+    "name",
+    "description",
+    "provider",
+    "script",
+    "system_prompt",
+    "tools",
+    "max_tool_calls",
+    "compensate_on_error",
+    "parallel_tool_calls",
+    "tool_choice",
+    "temperature",
+    "max_tokens",
 )
 
 
@@ -129,7 +128,7 @@ def agent_create(
 @transaction.atomic
 def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: AbstractBaseUser | None) -> Agent:
     """Change an agent's settings (see ``AGENT_FIELDS``); the same checks as ``agent_create`` apply."""
-    unknown = sorted(set(changes) - AGENT_FIELDS)
+    unknown = sorted(set(changes) - set(AGENT_FIELDS))
     if unknown:
         raise RunInputError(f"These agent fields cannot be changed: {', '.join(unknown)}.")
     locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
@@ -165,7 +164,7 @@ def _tenant_row(slug: str | None) -> Tenant | None:
 
 def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
     """Check and set ``changes`` on ``agent``: tools that exist, a provider its tenant may use, a storable script."""
-    for field in AGENT_FIELDS - {"provider", "tools", "script", "name"}:
+    for field in set(AGENT_FIELDS) - {"provider", "tools", "script", "name"}:
         if field in changes:
             setattr(agent, field, changes[field])
     if "name" in changes and changes["name"] != agent.name:
