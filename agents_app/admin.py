@@ -4,16 +4,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
-from agents_app.selectors import agents_visible_to
 from agents_app.services import AGENT_FIELDS
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
-from toolhub.models import Tenant, ToolCall
+from toolhub.models import ToolCall
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
 
@@ -84,7 +82,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
     """Agents of the user's tenants and the global ones; only those who cross the boundary change global agents."""
 
     form = AgentForm
@@ -101,28 +99,12 @@ class AgentAdmin(admin.ModelAdmin):
         (None, {"fields": ("created_by", "created_at")}),
     )
     readonly_fields = ("created_by", "created_at")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
-        return agents_visible_to(request.user)
-
-    def has_change_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
-        if obj is not None and obj.tenant_id is None and not tenant_scope(request.user).everything:
-            return False
-        return super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
-        if obj is not None and obj.tenant_id is None and not tenant_scope(request.user).everything:
-            return False
-        return super().has_delete_permission(request, obj)
+    # Global agents are shown to everyone, changed only by those who cross the boundary (TenantScopedAdmin).
+    tenant_field = "tenant__slug"
+    global_rows_visible = True
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         scope = tenant_scope(request.user)
-        if db_field.name == "tenant":
-            kwargs["queryset"] = scope.filter(Tenant.objects.all(), "slug")
-            field = super().formfield_for_foreignkey(db_field, request, **kwargs)
-            # Only those who cross the boundary may leave it empty (a global agent).
-            field.required = not scope.everything
-            return field
         if db_field.name == "provider":
             # Providers are shown by name only; their URL and credential stay on the administrators' page.
             providers = ModelProvider.objects.filter(enabled=True)
