@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
     "ARGUMENT_ERROR_HANDLER": "",
     # What the model reads when a tool returns None (it succeeded with nothing to say).
     "NONE_RESULT_TEXT": "Done.",
+    # The tool-search provider: a name in toolhub.search.base.PROVIDERS or a dotted path to a factory.
+    "TOOL_SEARCH_PROVIDER": "lexical",
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
     "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).

@@ -1,0 +1,54 @@
+"""The interface every tool-search provider implements, and how the configured one is found."""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from django.utils.module_loading import import_string
+
+from toolhub.conf import toolhub_setting
+
+__all__ = ["PROVIDERS", "SearchDocument", "SearchIndex", "SearchProvider", "get_provider"]
+
+
+@dataclass(frozen=True)
+class SearchDocument:
+    """What a provider may know of one tool: its name and the words that describe it."""
+
+    name: str
+    description: str = ""
+    category: str = ""
+    tags: tuple[str, ...] = ()
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+
+class SearchIndex(Protocol):
+    """An index built over a fixed set of documents."""
+
+    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
+        """The names of the best ``k`` documents for ``query``, best first (only ``category``'s when given)."""
+        ...
+
+
+class SearchProvider(Protocol):
+    """Builds indexes; one provider object may build many (one per principal's catalogue)."""
+
+    name: str
+
+    def build(self, documents: Iterable[SearchDocument]) -> SearchIndex:
+        """An index over exactly ``documents``."""
+        ...
+
+
+# Provider names to dotted paths of a zero-argument factory; TOOL_SEARCH_PROVIDER may also be a dotted path.
+PROVIDERS: dict[str, str] = {}
+
+
+def get_provider(name: str | None = None) -> SearchProvider:
+    """The provider called ``name`` (default: ``TOOLHUB["TOOL_SEARCH_PROVIDER"]``)."""
+    chosen = name or toolhub_setting("TOOL_SEARCH_PROVIDER")
+    path = PROVIDERS.get(chosen, chosen)
+    if "." not in path:
+        known = ", ".join(sorted(PROVIDERS)) or "none registered"
+        raise LookupError(f"Unknown tool search provider {chosen!r}; known: {known}.")
+    return import_string(path)()
