@@ -5,6 +5,6 @@ The run-time side (the ``tool_search`` meta tool, grants, what a run sees) build
 tool cannot surface in a hit, a count or a suggestion.
 """
 
-from toolhub.search.base import SearchDocument, SearchIndex, SearchProvider, get_provider
+from toolhub.search.base import SearchDocument, SearchIndex, SearchProvider, document_from_tool, get_provider
 
-__all__ = ["SearchDocument", "SearchIndex", "SearchProvider", "get_provider"]
+__all__ = ["SearchDocument", "SearchIndex", "SearchProvider", "document_from_tool", "get_provider"]

@@ -2,13 +2,16 @@
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.utils.module_loading import import_string
 
 from toolhub.conf import toolhub_setting
 
-__all__ = ["PROVIDERS", "SearchDocument", "SearchIndex", "SearchProvider", "get_provider"]
+if TYPE_CHECKING:
+    from toolhub.tools.definition import Tool
+
+__all__ = ["PROVIDERS", "SearchDocument", "SearchIndex", "SearchProvider", "document_from_tool", "get_provider"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,28 @@ class SearchProvider(Protocol):
 
 
 # Provider names to dotted paths of a zero-argument factory; TOOL_SEARCH_PROVIDER may also be a dotted path.
-PROVIDERS: dict[str, str] = {}
+PROVIDERS: dict[str, str] = {
+    "lexical": "toolhub.search.lexical.LexicalProvider",
+    "bm25-naive": "toolhub.search.lexical.NaiveBM25Provider",
+    "postgres": "toolhub.search.postgres.PostgresProvider",
+    "embedding": "toolhub.search.embedding.EmbeddingProvider",
+    "hybrid": "toolhub.search.embedding.HybridProvider",
+}
+
+
+def document_from_tool(tool: "Tool") -> SearchDocument:
+    """What a provider indexes of a registered tool: the words the model would read in its definition."""
+    properties: dict[str, Any] = tool.json_schema.get("properties", {}) if tool.json_schema else {}
+    parameters = {
+        name: str(spec.get("description", "")) if isinstance(spec, Mapping) else "" for name, spec in properties.items()
+    }
+    return SearchDocument(
+        name=tool.name,
+        description=tool.description,
+        category=tool.category,
+        tags=tuple(sorted(tool.tags)),
+        parameters=parameters,
+    )
 
 
 def get_provider(name: str | None = None) -> SearchProvider:

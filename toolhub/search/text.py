@@ -1,0 +1,145 @@
+"""Turning tool names, descriptions and queries into index terms.
+
+One analyzer for documents and queries alike, so both meet on the same terms: identifiers are split
+(``send_email``, ``sendEmail``, ``send-email`` all give ``send`` and ``email``), English words are
+lowercased, stripped of stop words and stemmed with Snowball (``snowballstemmer``), and runs of CJK
+characters, written without spaces, become overlapping character bigrams (``天气预报`` gives ``天气``,
+``气预``, ``预报``). Bigrams need no dictionary to load and no segmenter to keep up to date, and they
+work the same for Chinese, Japanese kanji/kana and Korean.
+"""
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+import snowballstemmer
+
+__all__ = ["analyze", "expand", "split_identifier"]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
+_IS_CJK = re.compile(rf"[{_CJK}]")
+# camelCase / PascalCase / acronyms / digits: "parseHTTPResponse2" -> parse, HTTP, Response, 2.
+_IDENTIFIER_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+# Words that say nothing about which tool is meant ("please", "can you", "I want to").
+_STOP_WORDS = frozenset(
+    """
+    a about an and any are as at be been being but by can could did do does doing for from had has have
+    having he her here hers him his how i if in into is it its itself just let me might mine more most
+    must my myself need needs no nor not of off on once only or other our ours out over own please same
+    shall she should so some such than that the their theirs them then there these they this those to too
+    under until up us very via was want wants we were what when where which while who whom why will with
+    would you your yours yourself
+    """.split()
+)
+
+# General equivalences between words people use for the same operation or thing in software. They are
+# deliberately generic (verbs of CRUD, messaging and scheduling, common nouns) and applied to queries only,
+# with a lower weight than the words actually typed, so an exact match still ranks first.
+_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("create", "add", "make", "new", "open", "register", "insert"),
+    ("delete", "remove", "erase", "drop", "destroy", "purge", "discard"),
+    ("update", "change", "modify", "edit", "alter", "set", "adjust"),
+    ("get", "fetch", "retrieve", "read", "show", "view", "display", "look", "lookup", "check"),
+    ("find", "search", "query", "locate", "discover"),
+    ("list", "enumerate", "all", "browse"),
+    ("send", "deliver", "dispatch", "notify", "message", "post"),
+    ("email", "mail", "inbox"),
+    ("cancel", "abort", "stop", "terminate", "revoke", "void"),
+    ("schedule", "book", "reserve", "plan", "arrange"),
+    ("start", "launch", "run", "begin", "trigger", "execute", "kick"),
+    ("buy", "purchase", "order"),
+    ("pay", "payment", "charge", "bill", "invoice"),
+    ("refund", "reimburse", "return", "chargeback"),
+    ("convert", "transform", "translate", "change"),
+    ("summarize", "summary", "digest", "overview", "recap"),
+    ("download", "export", "save"),
+    ("upload", "import", "attach"),
+    ("copy", "duplicate", "clone"),
+    ("move", "transfer", "relocate"),
+    ("calculate", "compute", "estimate", "count"),
+    ("user", "account", "member", "person", "people", "customer", "employee", "staff"),
+    ("picture", "image", "photo", "screenshot"),
+    ("document", "file", "doc", "pdf"),
+    ("price", "cost", "quote", "rate", "fee"),
+    ("meeting", "appointment", "event", "calendar"),
+    ("weather", "forecast", "temperature"),
+    ("ticket", "issue", "bug", "incident"),
+    ("error", "failure", "exception", "crash"),
+    ("log", "logs", "trace"),
+    ("stock", "inventory", "quantity"),
+    ("shipment", "delivery", "parcel", "package", "track"),
+    ("password", "credential", "login"),
+    ("approve", "accept", "authorize", "confirm"),
+    ("reject", "decline", "deny"),
+    ("restart", "reboot", "reload"),
+    ("backup", "snapshot"),
+    ("restore", "recover", "rollback"),
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> "snowballstemmer.stemmer":
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _stemmer().stemWord(word)
+
+
+def _synonyms() -> dict[str, frozenset[str]]:
+    table: dict[str, set[str]] = {}
+    for group in _SYNONYM_GROUPS:
+        stems = {_stem(word) for word in group}
+        for stem in stems:
+            table.setdefault(stem, set()).update(stems - {stem})
+    return {stem: frozenset(others) for stem, others in table.items()}
+
+
+_SYNONYMS = _synonyms()
+
+
+def split_identifier(text: str) -> list[str]:
+    """The words of an identifier or phrase: ``"sendEmail_v2"`` -> ``["send", "email", "v", "2"]``."""
+    return [part.lower() for chunk in _CHUNK.findall(text) for part in _IDENTIFIER_PART.findall(chunk) or [chunk]]
+
+
+def _bigrams(run: str) -> Iterator[str]:
+    if len(run) == 1:
+        yield run
+        return
+    for start in range(len(run) - 1):
+        yield run[start : start + 2]
+
+
+@lru_cache(maxsize=50_000)
+def _analyze_cached(text: str, stem: bool) -> tuple[str, ...]:
+    terms: list[str] = []
+    for chunk in _CHUNK.findall(text):
+        if _IS_CJK.match(chunk):
+            terms.extend(_bigrams(chunk))
+            continue
+        for part in _IDENTIFIER_PART.findall(chunk):
+            word = part.lower()
+            if word in _STOP_WORDS:
+                continue
+            terms.append(_stem(word) if stem else word)
+    return tuple(terms)
+
+
+def analyze(text: str, *, stem: bool = True) -> tuple[str, ...]:
+    """The index terms of ``text``, in order (repeats kept: they count as term frequency)."""
+    return _analyze_cached(text, stem) if text else ()
+
+
+def expand(terms: tuple[str, ...]) -> dict[str, float]:
+    """Query terms with weights: typed terms 1.0, general synonyms of them 0.5 (never above a typed term)."""
+    weights: dict[str, float] = {}
+    for term in terms:
+        weights[term] = 1.0
+    for term in terms:
+        for other in _SYNONYMS.get(term, ()):
+            weights.setdefault(other, 0.5)
+    return weights
