@@ -57,6 +57,8 @@ DEFAULTS: dict[str, Any] = {
     "NONE_RESULT_TEXT": "Done.",
     # The tool-search provider: a name in toolhub.search.base.PROVIDERS or a dotted path to a factory.
     "TOOL_SEARCH_PROVIDER": "lexical",
+    # PostgreSQL text search configuration the "postgres" provider stems and drops stop words with.
+    "TOOL_SEARCH_POSTGRES_CONFIG": "english",
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
     "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-__all__ = ["analyze", "expand", "split_identifier"]
+__all__ = ["analyze", "expand", "plain_words", "split_identifier"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
@@ -22,7 +22,8 @@ _IS_CJK = re.compile(rf"[{_CJK}]")
 # camelCase / PascalCase / acronyms / digits: "parseHTTPResponse2" -> parse, HTTP, Response, 2.
 _IDENTIFIER_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
-# Words that say nothing about which tool is meant ("please", "can you", "I want to").
+# Words that say nothing about which tool is meant ("please", "can you", "I want to"), and the tails of
+# contractions ("what's", "don't", "I'll").
 _STOP_WORDS = frozenset(
     """
     a about an and any are as at be been being but by can could did do does doing for from had has have
@@ -30,7 +31,7 @@ _STOP_WORDS = frozenset(
     must my myself need needs no nor not of off on once only or other our ours out over own please same
     shall she should so some such than that the their theirs them then there these they this those to too
     under until up us very via was want wants we were what when where which while who whom why will with
-    would you your yours yourself
+    would you your yours yourself s t m d ll re ve
     """.split()
 )
 
@@ -106,10 +107,9 @@ def split_identifier(text: str) -> list[str]:
     return [part.lower() for chunk in _CHUNK.findall(text) for part in _IDENTIFIER_PART.findall(chunk) or [chunk]]
 
 
-def _bigrams(run: str) -> Iterator[str]:
-    if len(run) == 1:
-        yield run
-        return
+def _cjk_terms(run: str) -> Iterator[str]:
+    # Bigrams carry most words; single characters let a one-character word (雨, 车) still meet its compounds.
+    yield from run
     for start in range(len(run) - 1):
         yield run[start : start + 2]
 
@@ -119,7 +119,7 @@ def _analyze_cached(text: str, stem: bool) -> tuple[str, ...]:
     terms: list[str] = []
     for chunk in _CHUNK.findall(text):
         if _IS_CJK.match(chunk):
-            terms.extend(_bigrams(chunk))
+            terms.extend(_cjk_terms(chunk))
             continue
         for part in _IDENTIFIER_PART.findall(chunk):
             word = part.lower()
@@ -143,3 +143,8 @@ def expand(terms: tuple[str, ...]) -> dict[str, float]:
         for other in _SYNONYMS.get(term, ()):
             weights.setdefault(other, 0.5)
     return weights
+
+
+def plain_words(text: str) -> str:
+    """``text`` as space-separated words and CJK bigrams, unstemmed: for an engine that stems itself (PostgreSQL)."""
+    return " ".join(analyze(text, stem=False))

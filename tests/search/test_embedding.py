@@ -1,0 +1,39 @@
+import sys
+
+import pytest
+
+from toolhub.search import SearchDocument, get_provider
+from toolhub.search import embedding as embedding_module
+
+DOCUMENTS = [
+    SearchDocument("send_email", "Send an email message to recipients.", "messaging", ("email",)),
+    SearchDocument("resize_image", "Scale an image to new dimensions.", "files", ("images",)),
+    SearchDocument("get_weather_forecast", "Weather forecast for a city.", "travel"),
+]
+
+
+def test_embedding_finds_a_tool_by_meaning() -> None:
+    index = get_provider("embedding").build(DOCUMENTS)
+    assert index.search("will it rain tomorrow in Paris", k=1) == ["get_weather_forecast"]
+    assert index.search("make this photo smaller", k=3)[0] == "resize_image"
+    assert index.search("make this photo smaller", k=3, category="messaging") == ["send_email"]
+    assert index.search("", k=3) == []
+
+
+def test_hybrid_fuses_both_rankings_and_keeps_to_the_documents() -> None:
+    index = get_provider("hybrid").build(DOCUMENTS[1:])
+    assert index.search("email my boss", k=5)[0] != "send_email"
+    assert "send_email" not in index.search("send email", k=5)
+    assert index.search("weather forecast", k=1) == ["get_weather_forecast"]
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given the extra's packages missing (an import of them fails)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    embedding_module.encoder.cache_clear()
+    try:
+        for name in ("embedding", "hybrid"):
+            with pytest.raises(embedding_module.MissingExtraError, match=r"toolhub\[search-embedding\]"):
+                get_provider(name)
+    finally:
+        embedding_module.encoder.cache_clear()

@@ -1,0 +1,44 @@
+"""Recall regression: the providers must not fall below the figures measured on the labeled set.
+
+The floors are the recall@5 measured when they were set (benchmarks/results/search.md), less a little;
+they move up when a provider improves, never down to let a change through.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from toolhub.search import get_provider
+from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FLOORS = {"lexical": 0.68, "embedding": 0.77, "hybrid": 0.83}
+
+
+@pytest.fixture(scope="module")
+def labeled() -> tuple[list, list]:
+    documents = load_catalogue(DATA / "tool_search_catalogue.json")
+    names = [document.name for document in documents]
+    queries = load_queries(DATA / "tool_search_queries.json", names)
+    queries += load_queries(DATA / "tool_search_queries_heldout.json", names)
+    return documents, queries
+
+
+def test_the_labeled_set_is_the_size_the_figures_claim(labeled: tuple[list, list]) -> None:
+    documents, queries = labeled
+    chinese = [query for query in queries if any("\u4e00" <= char <= "\u9fff" for char in query.query)]
+    assert len(documents) >= 120 and len(queries) >= 150 and len(chinese) >= 15
+
+
+@pytest.mark.parametrize("provider", sorted(FLOORS))
+def test_recall_at_5_stays_above_its_floor(labeled: tuple[list, list], provider: str) -> None:
+    documents, queries = labeled
+    report = evaluate(get_provider(provider), documents, queries, k=5)
+    assert report["recall@5"] >= FLOORS[provider], report
+
+
+def test_lexical_beats_the_naive_baseline(labeled: tuple[list, list]) -> None:
+    documents, queries = labeled
+    lexical = evaluate(get_provider("lexical"), documents, queries)
+    naive = evaluate(get_provider("bm25-naive"), documents, queries)
+    assert lexical["recall@5"] > naive["recall@5"] and lexical["mrr"] > naive["mrr"]

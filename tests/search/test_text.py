@@ -1,0 +1,31 @@
+from toolhub.search.text import analyze, expand, plain_words, split_identifier
+
+
+def test_identifiers_split_on_snake_camel_kebab_and_digits() -> None:
+    assert split_identifier("send_email") == ["send", "email"]
+    assert split_identifier("sendEmail") == ["send", "email"]
+    assert split_identifier("parseHTTPResponse2") == ["parse", "http", "response", "2"]
+    assert split_identifier("create-dns-record") == ["create", "dns", "record"]
+
+
+def test_words_are_stemmed_and_stop_words_dropped() -> None:
+    # given inflected forms and filler words, when analyzed, then they meet on one stem each
+    assert analyze("Please cancel the orders") == analyze("cancelled order")
+    assert "the" not in analyze("the invoices")
+    assert analyze("invoices") == analyze("invoice")
+
+
+def test_cjk_runs_become_characters_and_bigrams_without_a_dictionary() -> None:
+    assert analyze("天气预报") == ("天", "气", "预", "报", "天气", "气预", "预报")
+    assert analyze("下雨 rain") == ("下", "雨", "下雨", "rain")
+    assert analyze("雨") == ("雨",)
+
+
+def test_synonyms_expand_queries_below_the_typed_words() -> None:
+    weights = expand(analyze("remove file"))
+    assert weights[analyze("remove")[0]] == 1.0
+    assert weights[analyze("delete")[0]] == 0.5
+
+
+def test_plain_words_keep_words_unstemmed_for_postgres() -> None:
+    assert plain_words("listRunningPods 天气") == "list running pods 天 气 天气"
