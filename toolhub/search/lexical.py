@@ -3,16 +3,16 @@
 A tool's name says most about it, its category and tags next, its description and parameters least;
 BM25F folds the fields into one weighted, length-normalized term frequency before the saturation,
 so a word repeated in a long description cannot outweigh the same word in the name. Every term's
-contribution to every document is computed once at build time: a search only adds up the postings of
-its few terms, which keeps a query at 10,000 tools around a millisecond.
+contribution to every document is computed once at build time and kept as two numpy arrays (documents,
+contributions): a search adds up its few terms' arrays into one score vector, in C rather than in a
+Python loop, which keeps a query at 10,000 tools within a couple of milliseconds.
 """
 
-import heapq
-import math
 import re
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import numpy as np
 
 from toolhub.search.base import SearchDocument
 from toolhub.search.text import analyze, expand
@@ -53,8 +53,8 @@ def _fields(document: SearchDocument) -> dict[str, str]:
 class _Postings:
     names: tuple[str, ...]
     categories: tuple[str, ...]
-    # term -> ((document index, score contribution), ...)
-    postings: dict[str, tuple[tuple[int, float], ...]]
+    # term -> (document indexes, their score contributions)
+    postings: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def _build_postings(
@@ -69,27 +69,42 @@ def _build_postings(
         field_terms.append({field: analyzer(text) for field, text in fields.items()})
     count = len(docs) or 1
     average = {field: (sum(len(terms[field]) for terms in field_terms) / count) or 1.0 for field in weights}
-    document_frequency: Counter[str] = Counter()
-    per_document: list[dict[str, float]] = []
-    for terms in field_terms:
-        weighted: dict[str, float] = defaultdict(float)
+    # One (term, document, weighted frequency) triple per distinct term of a document; the BM25 arithmetic
+    # then runs on all of them at once.
+    term_ids: dict[str, int] = {}
+    flat_terms: list[int] = []
+    flat_documents: list[int] = []
+    flat_frequencies: list[float] = []
+    for index, terms in enumerate(field_terms):
+        weighted: dict[str, float] = {}
         for field, (weight, b) in weights.items():
-            field_terms_here = terms[field]
-            norm = 1.0 - b + b * len(field_terms_here) / average[field]
-            for term, tf in Counter(field_terms_here).items():
-                weighted[term] += weight * tf / norm
-        per_document.append(weighted)
-        document_frequency.update(weighted.keys())
-    postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for index, weighted in enumerate(per_document):
-        for term, tf in weighted.items():
-            df = document_frequency[term]
-            idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
-            postings[term].append((index, idf * tf * (_K1 + 1.0) / (_K1 + tf)))
+            here = terms[field]
+            if not here:
+                continue
+            factor = weight / (1.0 - b + b * len(here) / average[field])
+            for term in here:
+                weighted[term] = weighted.get(term, 0.0) + factor
+        for term, frequency in weighted.items():
+            flat_terms.append(term_ids.setdefault(term, len(term_ids)))
+            flat_documents.append(index)
+            flat_frequencies.append(frequency)
+    term_of = np.array(flat_terms, dtype=np.int64)
+    frequency = np.array(flat_frequencies, dtype=np.float64)
+    document_frequency = np.bincount(term_of, minlength=len(term_ids))
+    idf = np.log1p((count - document_frequency + 0.5) / (document_frequency + 0.5))
+    contribution = idf[term_of] * frequency * (_K1 + 1.0) / (_K1 + frequency)
+    order = np.argsort(term_of, kind="stable")
+    documents_sorted = np.array(flat_documents, dtype=np.int32)[order]
+    contribution = contribution[order]
+    ends = np.cumsum(document_frequency)
+    starts = ends - document_frequency
     return _Postings(
         names=tuple(document.name for document in docs),
         categories=tuple(document.category for document in docs),
-        postings={term: tuple(entries) for term, entries in postings.items()},
+        postings={
+            term: (documents_sorted[starts[tid] : ends[tid]], contribution[starts[tid] : ends[tid]])
+            for term, tid in term_ids.items()
+        },
     )
 
 
@@ -106,20 +121,31 @@ class LexicalIndex:
 
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The names of the best ``k`` tools for ``query``, best first; tools matching no term are left out."""
+        names = self._data.names
+        if k <= 0 or not names:
+            return []
         terms = self._analyzer(query)
         weights = expand(terms) if self._synonyms else dict.fromkeys(terms, 1.0)
-        scores: dict[int, float] = {}
+        scores = np.zeros(len(names))
         postings = self._data.postings
         for term, weight in weights.items():
-            for index, contribution in postings.get(term, ()):
-                scores[index] = scores.get(index, 0.0) + weight * contribution
+            found = postings.get(term)
+            if found is not None:
+                # A term lists each document once, so the fancy-indexed add never repeats an index.
+                scores[found[0]] += weight * found[1]
         if category is not None:
-            categories = self._data.categories
-            scores = {index: score for index, score in scores.items() if categories[index] == category}
+            scores[self._category_mask(category)] = 0.0
+        hits = np.flatnonzero(scores > 0.0)
+        if len(hits) > k:
+            kth = np.partition(scores[hits], len(hits) - k)[len(hits) - k]
+            hits = hits[scores[hits] >= kth]
         # Ties break on the name, so the same catalogue always gives the same order.
-        names = self._data.names
-        best = heapq.nsmallest(max(k, 0), scores.items(), key=lambda item: (-item[1], names[item[0]]))
-        return [names[index] for index, _ in best]
+        ranked = sorted(hits.tolist(), key=lambda index: (-scores[index], names[index]))
+        return [names[index] for index in ranked[:k]]
+
+    def _category_mask(self, category: str) -> np.ndarray:
+        """True for the documents outside ``category``."""
+        return np.fromiter((c != category for c in self._data.categories), bool, len(self._data.categories))
 
 
 class LexicalProvider:

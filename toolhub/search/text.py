@@ -114,19 +114,28 @@ def _cjk_terms(run: str) -> Iterator[str]:
         yield run[start : start + 2]
 
 
-@lru_cache(maxsize=50_000)
-def _analyze_cached(text: str, stem: bool) -> tuple[str, ...]:
+@lru_cache(maxsize=200_000)
+def _chunk_terms(chunk: str, stem: bool) -> tuple[str, ...]:
+    # Chunks (runs of letters and digits, or of CJK) repeat across a catalogue far more than whole texts do.
+    if _IS_CJK.match(chunk):
+        return tuple(_cjk_terms(chunk))
+    terms = []
+    for part in _IDENTIFIER_PART.findall(chunk):
+        word = part.lower()
+        if word in _STOP_WORDS:
+            continue
+        terms.append(_stem(word) if stem and not word.isdigit() else word)
+    return tuple(terms)
+
+
+def _analyze_uncached(text: str, stem: bool) -> tuple[str, ...]:
     terms: list[str] = []
     for chunk in _CHUNK.findall(text):
-        if _IS_CJK.match(chunk):
-            terms.extend(_cjk_terms(chunk))
-            continue
-        for part in _IDENTIFIER_PART.findall(chunk):
-            word = part.lower()
-            if word in _STOP_WORDS:
-                continue
-            terms.append(_stem(word) if stem else word)
+        terms.extend(_chunk_terms(chunk, stem))
     return tuple(terms)
+
+
+_analyze_cached = lru_cache(maxsize=20_000)(_analyze_uncached)
 
 
 def analyze(text: str, *, stem: bool = True) -> tuple[str, ...]:
