@@ -37,3 +37,10 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
                 get_provider(name)
     finally:
         embedding_module.encoder.cache_clear()
+
+
+def test_hybrid_answers_chinese_queries_from_the_lexical_ranking_alone() -> None:
+    documents = DOCUMENTS + [SearchDocument("query_express_delivery", "根据快递单号查询包裹的物流轨迹。", "物流")]
+    hybrid = get_provider("hybrid").build(documents)
+    lexical = get_provider("lexical").build(documents)
+    assert hybrid.search("我的快递到哪了", k=3) == lexical.search("我的快递到哪了", k=3) == ["query_express_delivery"]

@@ -12,7 +12,7 @@ from toolhub.search import get_provider
 from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-FLOORS = {"lexical": 0.68, "embedding": 0.77, "hybrid": 0.83}
+FLOORS = {"lexical": 0.70, "embedding": 0.78, "hybrid": 0.85}
 
 
 @pytest.fixture(scope="module")

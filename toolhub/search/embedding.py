@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from toolhub.exceptions import ToolhubError
 from toolhub.search.base import SearchDocument
 from toolhub.search.lexical import LexicalIndex, LexicalProvider
+from toolhub.search.text import CJK_PATTERN as _CJK
 
 if TYPE_CHECKING:
     import numpy
@@ -136,8 +137,17 @@ class EmbeddingProvider:
         return EmbeddingIndex(list(documents))
 
 
+def _mostly_cjk(text: str) -> bool:
+    letters = [char for char in text if char.isalpha()]
+    return bool(letters) and sum(1 for char in letters if _CJK.match(char)) * 2 > len(letters)
+
+
 class HybridIndex:
-    """Lexical and embedding rankings fused by reciprocal rank: each list votes 1 / (60 + rank)."""
+    """Lexical and embedding rankings fused by reciprocal rank: each list votes 1 / (60 + rank).
+
+    all-MiniLM-L6-v2 was trained on English text: for a query written mostly in CJK characters its vectors
+    say little, so such a query is answered by the lexical ranking alone (which reads CJK as bigrams).
+    """
 
     def __init__(self, lexical: LexicalIndex, semantic: EmbeddingIndex) -> None:
         self._lexical = lexical
@@ -146,11 +156,11 @@ class HybridIndex:
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The best ``k`` tools by fused rank, best first."""
         depth = max(k, _FUSION_DEPTH)
+        rankings = [self._lexical.search(query, k=depth, category=category)]
+        if not _mostly_cjk(query):
+            rankings.append(self._semantic.search(query, k=depth, category=category))
         fused: dict[str, float] = {}
-        for ranking in (
-            self._lexical.search(query, k=depth, category=category),
-            self._semantic.search(query, k=depth, category=category),
-        ):
+        for ranking in rankings:
             for rank, name in enumerate(ranking, start=1):
                 fused[name] = fused.get(name, 0.0) + 1.0 / (_RRF_K + rank)
         return [name for name, _ in heapq.nsmallest(max(k, 0), fused.items(), key=lambda item: (-item[1], item[0]))]

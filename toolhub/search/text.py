@@ -14,11 +14,13 @@ from functools import lru_cache
 
 import snowballstemmer
 
-__all__ = ["analyze", "expand", "plain_words", "split_identifier"]
+__all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
 _IS_CJK = re.compile(rf"[{_CJK}]")
+#: Matches one CJK character (Han, kana, Hangul).
+CJK_PATTERN = _IS_CJK
 # camelCase / PascalCase / acronyms / digits: "parseHTTPResponse2" -> parse, HTTP, Response, 2.
 _IDENTIFIER_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
