@@ -49,6 +49,7 @@ def test_category_filter_and_k(documents: list[SearchDocument]) -> None:
     index = LexicalProvider().build(documents)
     assert index.search("invoice", k=5, category="mail") == ["archive_messages"]
     assert index.search("invoice", k=0) == []
+    assert index.search("invoice", category="no such category") == []
 
 
 def test_only_the_documents_given_are_ever_returned(documents: list[SearchDocument]) -> None:

@@ -115,6 +115,9 @@ class LexicalIndex:
         self._data = postings
         self._analyzer = analyzer
         self._synonyms = synonyms
+        self._category_code: dict[str, int] = {}
+        codes = [self._category_code.setdefault(category, len(self._category_code)) for category in postings.categories]
+        self._category_codes = np.array(codes, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self._data.names)
@@ -134,7 +137,7 @@ class LexicalIndex:
                 # A term lists each document once, so the fancy-indexed add never repeats an index.
                 scores[found[0]] += weight * found[1]
         if category is not None:
-            scores[self._category_mask(category)] = 0.0
+            scores[self._category_codes != self._category_code.get(category, -1)] = 0.0
         hits = np.flatnonzero(scores > 0.0)
         if len(hits) > k:
             kth = np.partition(scores[hits], len(hits) - k)[len(hits) - k]
@@ -142,10 +145,6 @@ class LexicalIndex:
         # Ties break on the name, so the same catalogue always gives the same order.
         ranked = sorted(hits.tolist(), key=lambda index: (-scores[index], names[index]))
         return [names[index] for index in ranked[:k]]
-
-    def _category_mask(self, category: str) -> np.ndarray:
-        """True for the documents outside ``category``."""
-        return np.fromiter((c != category for c in self._data.categories), bool, len(self._data.categories))
 
 
 class LexicalProvider:
