@@ -19,6 +19,10 @@ class ToolhubConfig(AppConfig):
         from toolhub.tools.registry import autodiscover, registry
 
         if not registry.frozen:
+            from toolhub.disclosure.meta import META_TOOLS
+
+            for meta_tool in META_TOOLS:  # the core's own tools: tool_search, reset_equipped_tools
+                registry.register(meta_tool)
             autodiscover([config.name for config in apps.get_app_configs()])
         configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
         post_migrate.connect(_sync_catalogue, sender=self)
@@ -35,6 +39,9 @@ GOVERNANCE_TABLES = {
     "toolhub_tenant": "INSERT OR UPDATE OR DELETE",
     "auth_group": "INSERT OR UPDATE OR DELETE",
     "auth_user_groups": "INSERT OR UPDATE OR DELETE",
+    # Capabilities are permissions (toolhub.disclosure.capabilities): who holds them decides too.
+    "auth_user_user_permissions": "INSERT OR UPDATE OR DELETE",
+    "auth_group_permissions": "INSERT OR UPDATE OR DELETE",
     # Logins write last_login; only the superuser bit (and users coming and going) matter here.
     "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser",
 }
