@@ -1,6 +1,6 @@
 """Fixtures for progressive disclosure: sample tools, a recording model, and a small test search provider."""
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -8,46 +8,15 @@ import pytest
 from agents_app.models import Agent
 from agents_app.models_adapters.scripted import ScriptedAdapter
 from tests.disclosure import sample_tools
-from toolhub.search import SearchDocument
+from tests.disclosure.providers import WordProvider
 from toolhub.tools.registry import registry
-
-
-class WordIndex:
-    """A test index: documents sharing a word with the query, most shared words first."""
-
-    def __init__(self, documents: Iterable[SearchDocument]) -> None:
-        self.documents = list(documents)
-
-    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
-        words = set(query.lower().split())
-        scored = []
-        for doc in self.documents:
-            if category and doc.category != category:
-                continue
-            text = f"{doc.name.replace('_', ' ')} {doc.description} {' '.join(doc.tags)}".lower()
-            score = len(words & set(text.replace(",", " ").replace(".", " ").split()))
-            if score:
-                scored.append((-score, doc.name))
-        return [name for _, name in sorted(scored)[:k]]
-
-
-class WordProvider:
-    """Registered by dotted path with TOOL_SEARCH_PROVIDER; remembers what it indexed."""
-
-    name = "words"
-    built: list[list[str]] = []
-
-    def build(self, documents: Iterable[SearchDocument]) -> WordIndex:
-        index = WordIndex(documents)
-        WordProvider.built.append([doc.name for doc in index.documents])
-        return index
 
 
 @pytest.fixture(autouse=True)
 def disclosure_tools(settings: Any) -> Iterator[None]:
     settings.TOOLHUB = {
         **settings.TOOLHUB,
-        "TOOL_SEARCH_PROVIDER": "tests.disclosure.conftest.WordProvider",
+        "TOOL_SEARCH_PROVIDER": "tests.disclosure.providers.WordProvider",
         "TOOL_PROVIDERS": ["tests.disclosure.conftest.weather_provider", "tests.disclosure.conftest.broken_provider"],
     }
     WordProvider.built = []

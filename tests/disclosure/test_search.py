@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents_app.models import RunStatus
-from tests.disclosure.conftest import Recorder, WordProvider, answer, call
+from tests.disclosure.conftest import Recorder, answer, call
+from tests.disclosure.providers import WordProvider
 from tests.helpers import event_types
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall
 

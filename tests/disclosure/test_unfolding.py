@@ -117,7 +117,7 @@ def test_by_category_reveals_that_category_only(
     script = [call("file_operations", category="read"), answer()]
     agent = make_agent(script=script, tools=["file_operations"])
 
-    run = start_run(agent, alice)
+    start_run(agent, alice)
 
     assert recorder.tool(0, "file_operations")["parameters"]["properties"]["category"]["enum"] == ["read", "write"]
     assert recorder.names(1) == ["file_operations", "query_table", "file_operations_context"]
