@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from toolhub.governance import governance_cached
 from toolhub.models import ToolGroup
@@ -68,8 +68,7 @@ def user_roles(user_id: int | None) -> frozenset[str]:
         return frozenset()
 
     def load() -> frozenset[str]:
-        user = get_user_model().objects.filter(pk=user_id).first()
-        return frozenset(user.groups.values_list("name", flat=True)) if user else frozenset()
+        return frozenset(Group.objects.filter(user__id=user_id).values_list("name", flat=True))
 
     return governance_cached(("disclosure.roles", user_id), load)
 

@@ -149,7 +149,6 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
         kept.append(name)
     verdicts = authorize_tools(kept, request.principal)
     granted = [name for name in kept if verdicts.get(name) is None]
-    granted_set = set(granted)
     visible = []
     for name in granted:
         facade = _facade(name)
@@ -161,7 +160,6 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     tools = [_shown(name, state) for name in visible]
     facts = group_facts()
     additions = [facts[g].system_prompt_addition for g in sorted(shown_groups) if g in facts]
-    del granted_set
     return Disclosure(
         tools=tools,
         prompt_additions=[text for text in additions if text.strip()],
