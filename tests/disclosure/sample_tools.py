@@ -90,9 +90,9 @@ def _level(arguments: dict[str, Any]) -> list[Any]:
 API = UnfoldingTool.selectable(
     "api_operations",
     "API operations: pass level 'basic' or 'admin'.",
-    [query_table, delete_record],
     {"level": Annotated[str, Param("basic or admin")]},
     _level,
+    tools=[query_table, delete_record],
 )
 
 

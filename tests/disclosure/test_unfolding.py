@@ -175,9 +175,9 @@ def test_selectable_selector_may_build_tools_but_only_known_names_unfold() -> No
     built = UnfoldingTool.selectable(
         "builder",
         "Builds tools.",
-        [query_table],
         {"n": int},
         lambda arguments: [query_table.tool.with_description(f"built for {arguments['n']}"), "not_a_child"],
+        tools=[query_table],
     )
 
     assert built.select({"n": 3}) == ["query_table"]

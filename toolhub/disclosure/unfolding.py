@@ -137,19 +137,20 @@ class UnfoldingTool:
         cls,
         name: str,
         description: str,
-        tools: Sequence[Any],
         parameters: Mapping[str, Any],
         selector: Selector,
         *,
+        tools: Sequence[Any],
         child_usage_notes: str = "",
         exclusive: bool = False,
     ) -> "UnfoldingTool":
-        """A facade whose ``selector(arguments)`` picks which of ``tools`` it reveals.
+        """A facade whose ``selector(arguments)`` picks which inner tools a call reveals.
 
         ``parameters`` is the facade's input (a JSON Schema of an object, or a mapping of names to
-        types, as for ``Tool.create``). The selector may also build tools from the arguments: give the
-        tools it can build in ``tools`` too, so every worker knows them; a built tool is matched to
-        those by name, and a name the facade does not hold is never revealed.
+        types, as for ``Tool.create``). The selector may build tools from the arguments (or return
+        names); declare in ``tools`` every tool it can return, so that every worker knows it and
+        grants govern it: a returned tool is matched to those by name (the declared one is what
+        runs), and a name the facade does not declare is never revealed.
         """
         if not callable(selector):
             raise ToolDefinitionError(f"Unfolding tool {name!r}: the selector must be callable.")
