@@ -27,6 +27,7 @@ class ToolhubConfig(AppConfig):
         configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
+        post_migrate.connect(_capability_permissions, sender=self)
         for table, events in GOVERNANCE_TABLES.items():
             governance_watch(table, events=events)
 
@@ -53,6 +54,16 @@ def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
     from toolhub.governance import governance_triggers_install
 
     governance_triggers_install(connections[using])
+
+
+def _capability_permissions(**kwargs: Any) -> None:
+    """Every capability a group names has its permission, also for groups saved before capabilities were enforced."""
+    from toolhub.disclosure.capabilities import capability_name_problem, capability_permissions_ensure
+    from toolhub.models import ToolGroup
+
+    for capabilities in ToolGroup.objects.values_list("capabilities", flat=True):
+        if capabilities and capability_name_problem(capabilities) is None:
+            capability_permissions_ensure(capabilities)
 
 
 def _sync_catalogue(**kwargs: Any) -> None:

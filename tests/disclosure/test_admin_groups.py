@@ -62,3 +62,14 @@ def test_bad_rules_and_capabilities_are_refused_with_a_message(
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not ToolGroup.objects.exists()
+
+
+def test_migrate_gives_every_existing_groups_capabilities_a_permission() -> None:
+    from django.core.management import call_command
+
+    ToolGroup.objects.create(name="legacy", capabilities=["internet_access"])
+    assert not Permission.objects.filter(codename="capability_internet_access").exists()
+
+    call_command("migrate", verbosity=0)
+
+    assert Permission.objects.filter(codename="capability_internet_access", content_type__app_label="toolhub").exists()
