@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
-from agents_app.services import AGENT_FIELDS
+from agents_app.services import AGENT_FIELDS, tool_provider_problem
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
 from toolhub.models import ToolCall
@@ -75,6 +75,9 @@ class AgentForm(forms.ModelForm):
             and provider.tenant_id != getattr(tenant, "pk", None)
         ):
             self.add_error("provider", "This provider belongs to another tenant; choose a global one or one of yours.")
+        provider_problem = tool_provider_problem(cleaned.get("tool_provider") or "")
+        if provider_problem:
+            self.add_error("tool_provider", provider_problem)
         problem = tool_choice_problem(cleaned.get("tool_choice") or "", cleaned.get("tools") or [])
         if problem and "tool_choice" not in self.errors:
             self.add_error("tool_choice", problem)
@@ -95,6 +98,7 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
         ("Model", {"fields": ("provider", "script")}),
         ("Behaviour", {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls")}),
         ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens")}),
+        ("Progressive disclosure", {"fields": ("tool_search", "group_switching", "tool_provider")}),
         ("Sagas", {"fields": ("compensate_on_error",)}),
         (None, {"fields": ("created_by", "created_at")}),
     )
@@ -133,6 +137,7 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         ("Conversation", {"fields": ("input", "output", "shown_messages")}),
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
+        ("Visible tools", {"fields": ("shown_disclosure",)}),
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
@@ -140,6 +145,10 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     @admin.display(description="Messages (sensitive tool arguments redacted)")
     def shown_messages(self, obj: AgentRun) -> str:
         return pretty_json(obj.messages)
+
+    @admin.display(description="What the run can see (groups, unfolded facades, search hits, exclusive mode)")
+    def shown_disclosure(self, obj: AgentRun) -> str:
+        return pretty_json(obj.disclosure)
 
     @admin.display(description="Context")
     def shown_context(self, obj: AgentRun) -> str:

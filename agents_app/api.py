@@ -85,6 +85,18 @@ class AgentInputSerializer(serializers.Serializer):
         max_value=1_000_000,
         help_text="Longest answer per model turn, in tokens; null: the server's default.",
     )
+    tool_search = serializers.BooleanField(
+        required=False, help_text="Show always-visible tools and tool_search, then each search's hits, not every tool."
+    )
+    group_switching = serializers.BooleanField(
+        required=False, help_text="Give the model reset_equipped_tools to switch among its granted tool groups."
+    )
+    tool_provider = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="One of the tool provider hooks administrators list in TOOLHUB['TOOL_PROVIDERS']; empty: none.",
+    )
 
 
 class AgentPatchSerializer(AgentInputSerializer):
@@ -119,6 +131,9 @@ class AgentSerializer(serializers.ModelSerializer):
             "tool_choice",
             "temperature",
             "max_tokens",
+            "tool_search",
+            "group_switching",
+            "tool_provider",
             "created_at",
         ]
 
@@ -207,6 +222,7 @@ class RunSerializer(serializers.ModelSerializer):
             "pending_approvals",
             "usage",
             "turn",
+            "disclosure",
             "created_at",
             "finished_at",
         ]

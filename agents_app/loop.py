@@ -23,10 +23,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents_app.disclosure import agent_tool_names, messages_with_additions, run_disclosure, run_state_after_calls
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
 from toolhub.audit import redacted_arguments_text
-from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
@@ -91,16 +92,12 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
-    """The OpenAI-style definitions of the tools this run may call now, in its provider's schema profile."""
-    verdicts = authorize_tools([name for name in run.agent.tools if name in registry], run_principal(run))
+    """The OpenAI-style definitions of the tools this run's model sees now, in its provider's schema profile.
+
+    Progressive disclosure (``agents_app.disclosure``) decides which, after permissions.
+    """
     profile = run.agent.provider.effective_schema_profile
-    definitions = []
-    for name in run.agent.tools:
-        tool = registry.get(name)
-        if tool is None or verdicts.get(name) is not None:
-            continue
-        definitions.append(openai_tool(tool, profile))
-    return definitions
+    return [openai_tool(tool, profile) for tool in run_disclosure(run).tools]
 
 
 def run_principal(run: AgentRun) -> CallPrincipal:
@@ -110,7 +107,7 @@ def run_principal(run: AgentRun) -> CallPrincipal:
         username=run.user.get_username() if run.user else "",
         tenant=run.tenant,
         agent_name=run.agent.name,
-        agent_tools=frozenset(run.agent.tools),
+        agent_tools=agent_tool_names(run.agent),
     )
 
 
@@ -160,6 +157,7 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
                 *run.messages,
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
             ]
+            run_state_after_calls(run, calls)
             if _returns_immediately(calls):
                 run.output = "\n".join(call.model_text() for call in calls)
                 run.step_lease_until = None
@@ -172,12 +170,18 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
             transaction.set_rollback(True)
             return Advance.NO_TIME
         _append_rollback_notes(run)
+        disclosure = run_disclosure(run)
+        run.disclosure = disclosure.state.to_json()
         run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=lease)
         run.step_token = uuid.uuid4()
-        run.save(update_fields=["messages", "status", "step_lease_until", "step_token", "updated_at"])
+        run.save(update_fields=["messages", "disclosure", "status", "step_lease_until", "step_token", "updated_at"])
+        profile = run.agent.provider.effective_schema_profile
         return _Step(
-            agent=run.agent, token=run.step_token, messages=list(run.messages), tools=visible_tool_definitions(run)
+            agent=run.agent,
+            token=run.step_token,
+            messages=messages_with_additions(list(run.messages), disclosure.prompt_additions),
+            tools=[openai_tool(tool, profile) for tool in disclosure.tools],
         )
 
 

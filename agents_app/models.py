@@ -171,6 +171,20 @@ class Agent(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
         help_text="Longest answer the model may give per turn, in tokens; empty: the server's default.",
     )
+    tool_search = models.BooleanField(
+        default=False,
+        help_text="Progressive disclosure by search: the model sees its always-visible tools and tool_search, and "
+        "each search's hits on the next turn, instead of every tool.",
+    )
+    group_switching = models.BooleanField(
+        default=False, help_text="Give the model reset_equipped_tools to switch among the tool groups it is granted."
+    )
+    tool_provider = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Dotted path of callable(run, latest_user_message) -> tool names shown on a turn (still filtered "
+        "by grants); empty: none.",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -231,6 +245,12 @@ class AgentRun(models.Model):
     )
     step_token = models.UUIDField(
         null=True, blank=True, help_text="Names the model call in flight; an answer carrying another token is dropped."
+    )
+    disclosure = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the run can see (toolhub.disclosure.DisclosureState): active groups, unfolded facades, "
+        "the latest search hits, exclusive mode, and the tools last shown.",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

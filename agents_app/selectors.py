@@ -95,15 +95,20 @@ def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None)
     The core asks with the call's agent name, tenant and run: the run names its agent exactly;
     without a run the name is resolved as a run of that tenant would resolve it.
     """
+    from toolhub.disclosure.visibility import expand_agent_tools
+
+    fields = ("agent__tools", "agent__tool_search", "agent__group_switching")
     if run_id is not None:
-        tools = AgentRun.objects.filter(id=run_id, agent__name=name).values_list("agent__tools", flat=True).first()
-        if tools is not None:
-            return frozenset(tools)
+        row = AgentRun.objects.filter(id=run_id, agent__name=name).values_list(*fields).first()
+        if row is not None:
+            return expand_agent_tools(row[0] or (), tool_search=row[1], group_switching=row[2])
     agent = (
         agents_of_tenant(tenant)
         .filter(name=name)
         .order_by(F("tenant_id").asc(nulls_last=True))
-        .values_list("tools", flat=True)
+        .values_list("tools", "tool_search", "group_switching")
         .first()
     )
-    return frozenset(agent or ())
+    if agent is None:
+        return frozenset()
+    return expand_agent_tools(agent[0] or (), tool_search=agent[1], group_switching=agent[2])

@@ -17,6 +17,7 @@ from agents_app.models import (
     tool_choice_problem,
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
+from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
 from toolhub.models import Tenant, TenantMembership
 from toolhub.storable import json_storage_problem
@@ -34,6 +35,7 @@ __all__ = [
     "RunInputError",
     "AgentPermissionError",
     "AGENT_FIELDS",
+    "tool_provider_problem",
 ]
 
 
@@ -60,7 +62,27 @@ AGENT_FIELDS = (
     "tool_choice",
     "temperature",
     "max_tokens",
+    "tool_search",
+    "group_switching",
+    "tool_provider",
 )
+
+
+def tool_provider_problem(path: str) -> str | None:
+    """Why an agent may not name ``path`` as its tool provider hook (``None``: it may).
+
+    Hooks are code that runs on every turn: administrators list the ones agents may name in
+    ``TOOLHUB["TOOL_PROVIDERS"]``, so an API user never makes toolhub call an arbitrary function.
+    """
+    if not path:
+        return None
+    allowed = list(toolhub_setting("TOOL_PROVIDERS"))
+    if path not in allowed:
+        return (
+            f"Unknown tool provider {path[:200]!r}; an agent may name one of TOOLHUB['TOOL_PROVIDERS']: "
+            f"{', '.join(allowed) or 'none configured'}."
+        )
+    return None
 
 
 def agent_default_tenant(user: AbstractBaseUser) -> str:
@@ -89,6 +111,9 @@ def agent_create(
     tool_choice: str = "",
     temperature: float | None = None,
     max_tokens: int | None = None,
+    tool_search: bool = False,
+    group_switching: bool = False,
+    tool_provider: str = "",
     created_by: AbstractBaseUser | None = None,
 ) -> Agent:
     """Create an agent of ``tenant`` (a slug; ``None``: global) on the model provider named ``provider``.
@@ -119,6 +144,9 @@ def agent_create(
             "tool_choice": tool_choice,
             "temperature": temperature,
             "max_tokens": max_tokens,
+            "tool_search": tool_search,
+            "group_switching": group_switching,
+            "tool_provider": tool_provider,
         },
     )
     agent.save()
@@ -195,6 +223,10 @@ def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
         agent.script = changes["script"] if changes["script"] is not None else []
     if agent.tool_choice is None:
         agent.tool_choice = ""
+    agent.tool_provider = agent.tool_provider or ""
+    provider_problem = tool_provider_problem(agent.tool_provider)
+    if provider_problem:
+        raise RunInputError(provider_problem)
     choice_problem = tool_choice_problem(agent.tool_choice, agent.tools)
     if choice_problem:
         raise RunInputError(choice_problem)

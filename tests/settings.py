@@ -47,3 +47,7 @@ for _name in ("CALL_LEASE_SECONDS", "DEFAULT_TOOL_TIMEOUT_SECONDS"):
 # A worker started by tests/interceptors/ gets its interceptors (TOOLHUB["INTERCEPTORS"], as JSON) here.
 if os.environ.get("TOOLHUB_TEST_INTERCEPTORS"):
     TOOLHUB["INTERCEPTORS"] = json.loads(os.environ["TOOLHUB_TEST_INTERCEPTORS"])
+
+# A worker started by tests/integration/test_disclosure_worker.py searches tools with this provider (a dotted path).
+if os.environ.get("TOOLHUB_TEST_SEARCH_PROVIDER"):
+    TOOLHUB["TOOL_SEARCH_PROVIDER"] = os.environ["TOOLHUB_TEST_SEARCH_PROVIDER"]

@@ -1,9 +1,11 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``.
+The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``, and
+``UnfoldingTool`` / ``unfolding_tools`` for progressive disclosure.
 """
 
 from toolhub.celery import app as celery_app
+from toolhub.disclosure import UnfoldingTool, unfolding_tools
 from toolhub.exceptions import ToolError, ToolSuspend
 from toolhub.tools import (
     FromContext,
@@ -35,9 +37,11 @@ __all__ = [
     "ToolResult",
     "ToolSuspend",
     "ToolTimeoutError",
+    "UnfoldingTool",
     "celery_app",
     "register_context_type",
     "registry",
     "tool",
     "tools_from_instance",
+    "unfolding_tools",
 ]

@@ -30,6 +30,7 @@ from toolhub.admin_helpers import (
     pretty_json,
 )
 from toolhub.catalogue import tool_definition_govern
+from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
 from toolhub.selectors import displayed_arguments, tool_call_audit_events
 
@@ -165,14 +166,20 @@ class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
     search_fields = ("name", "description")
     list_select_related = ("approver_group", "escalation_group")
     fieldsets = (
-        (None, {"fields": ("name", "description", "provider", "active_by_default")}),
-        ("Tools", {"fields": ("code_members", "extra_tools", "capabilities", "system_prompt_addition")}),
+        (None, {"fields": ("name", "description", "provider")}),
+        ("Tools", {"fields": ("code_members", "extra_tools", "capabilities")}),
+        ("At run time", {"fields": ("active_by_default", "activation_rules", "system_prompt_addition")}),
         (
             "Approvals",
             {"fields": ("approver_group", "approver_permission", "escalation_group", "escalate_after_seconds")},
         ),
     )
     readonly_fields = ("code_members",)
+
+    def save_model(self, request: HttpRequest, obj: ToolGroup, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Each capability is a permission administrators give to users or Django groups.
+        capability_permissions_ensure(obj.capabilities or [])
 
     @admin.display(description="Extra tools")
     def members(self, obj: ToolGroup) -> str:

@@ -19,10 +19,15 @@ class ToolhubConfig(AppConfig):
         from toolhub.tools.registry import autodiscover, registry
 
         if not registry.frozen:
+            from toolhub.disclosure.meta import META_TOOLS
+
+            for meta_tool in META_TOOLS:  # the core's own tools: tool_search, reset_equipped_tools
+                registry.register(meta_tool)
             autodiscover([config.name for config in apps.get_app_configs()])
         configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
+        post_migrate.connect(_capability_permissions, sender=self)
         for table, events in GOVERNANCE_TABLES.items():
             governance_watch(table, events=events)
 
@@ -35,6 +40,9 @@ GOVERNANCE_TABLES = {
     "toolhub_tenant": "INSERT OR UPDATE OR DELETE",
     "auth_group": "INSERT OR UPDATE OR DELETE",
     "auth_user_groups": "INSERT OR UPDATE OR DELETE",
+    # Capabilities are permissions (toolhub.disclosure.capabilities): who holds them decides too.
+    "auth_user_user_permissions": "INSERT OR UPDATE OR DELETE",
+    "auth_group_permissions": "INSERT OR UPDATE OR DELETE",
     # Logins write last_login; only the superuser bit (and users coming and going) matter here.
     "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser",
 }
@@ -46,6 +54,16 @@ def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
     from toolhub.governance import governance_triggers_install
 
     governance_triggers_install(connections[using])
+
+
+def _capability_permissions(**kwargs: Any) -> None:
+    """Every capability a group names has its permission, also for groups saved before capabilities were enforced."""
+    from toolhub.disclosure.capabilities import capability_name_problem, capability_permissions_ensure
+    from toolhub.models import ToolGroup
+
+    for capabilities in ToolGroup.objects.values_list("capabilities", flat=True):
+        if capabilities and capability_name_problem(capabilities) is None:
+            capability_permissions_ensure(capabilities)
 
 
 def _sync_catalogue(**kwargs: Any) -> None:

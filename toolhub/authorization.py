@@ -92,6 +92,18 @@ def tool_definitions() -> Mapping[str, ToolDefinition]:
     return governance_cached(("tool_definitions",), lambda: {row.name: row for row in ToolDefinition.objects.all()})
 
 
+def _group_capabilities() -> dict[str, tuple[str, ...]]:
+    """Each group's capabilities (only groups that name some)."""
+    return governance_cached(
+        ("group_capabilities",),
+        lambda: {
+            name: tuple(str(c) for c in capabilities)
+            for name, capabilities in ToolGroup.objects.values_list("name", "capabilities")
+            if capabilities
+        },
+    )
+
+
 def _extra_tools() -> tuple[tuple[str, frozenset[str]], ...]:
     return governance_cached(
         ("tool_groups",),
@@ -105,6 +117,7 @@ def _extra_tools() -> tuple[tuple[str, frozenset[str]], ...]:
 class _UserFacts:
     is_superuser: bool
     group_ids: frozenset[int]
+    permissions: frozenset[str] = frozenset()
 
 
 def _user_facts(user_id: int | None) -> _UserFacts | None:
@@ -113,10 +126,13 @@ def _user_facts(user_id: int | None) -> _UserFacts | None:
         return None
 
     def load() -> _UserFacts | None:
-        user = get_user_model().objects.filter(pk=user_id).only("id", "is_superuser").first()
+        user = get_user_model().objects.filter(pk=user_id).only("id", "is_superuser", "is_active").first()
         if user is None:
             return None
-        return _UserFacts(user.is_superuser, frozenset(user.groups.values_list("id", flat=True)))
+        capabilities = {p for p in user.get_all_permissions() if p.startswith("toolhub.capability_")}
+        return _UserFacts(
+            user.is_superuser, frozenset(user.groups.values_list("id", flat=True)), frozenset(capabilities)
+        )
 
     return governance_cached(("user", user_id), load)
 
@@ -166,14 +182,30 @@ def authorize_tools(
         memberships = tool_group_names(names)
         user = _user_facts(principal.user_id)
         grants = _grants_of(principal, user)
+        capabilities = _group_capabilities()
     default_allow = toolhub_setting("DEFAULT_TOOL_ACCESS") == "allow"
     verdicts: dict[str, str | None] = {}
     for name in names:
         applicable = [g for g in grants if g["tool_name"] == name or g["tool_group__name"] in memberships[name]]
         user_side = [g for g in applicable if not g["agent_name"]]
         agent_side = [g for g in applicable if g["agent_name"]]
-        verdicts[name] = _verdict(name, principal, user, disabled, user_side, agent_side, default_allow)
+        verdict = _verdict(name, principal, user, disabled, user_side, agent_side, default_allow)
+        if verdict is None:
+            needed = sorted({c for group in memberships[name] for c in capabilities.get(group, ())})
+            verdict = _capability_verdict(name, needed, user)
+        verdicts[name] = verdict
     return verdicts
+
+
+def _capability_verdict(name: str, needed: list[str], user: _UserFacts | None) -> str | None:
+    """A tool in a group with capabilities needs each capability's permission (``toolhub.disclosure.capabilities``)."""
+    if not needed or (user is not None and user.is_superuser):
+        return None
+    held = user.permissions if user is not None else frozenset()
+    missing = [c for c in needed if f"toolhub.capability_{c}" not in held]
+    if not missing:
+        return None
+    return f"Tool {name!r} needs the capability {missing[0]!r}, which you do not hold; do not call it."
 
 
 def authorization_denial(
@@ -190,6 +222,12 @@ def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipa
         if str(arguments[key]) != principal.tenant:
             return f"Argument {key!r} must be your own tenant; calls for other tenants are refused."
     return None
+
+
+def _is_navigation(name: str) -> bool:
+    from toolhub.disclosure.visibility import is_navigation
+
+    return is_navigation(name)
 
 
 def _verdict(
@@ -210,8 +248,11 @@ def _verdict(
     if principal.agent_tools is not None and name not in principal.agent_tools:
         if not any(g["effect"] == GrantEffect.ALLOW for g in agent_side):
             return f"Tool {name!r} is not available to agent {principal.agent_name!r}; do not call it."
+    # Navigation tools (meta tools, facades) only reveal tools the principal is granted: the agent's say suffices.
+    navigation = principal.agent_tools is not None and name in principal.agent_tools and _is_navigation(name)
     user_allowed = (
         default_allow
+        or navigation
         or (user is not None and user.is_superuser)
         or any(g["effect"] == GrantEffect.ALLOW for g in user_side)
     )

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     "TOOL_SEARCH_PROVIDER": "lexical",
     # PostgreSQL text search configuration the "postgres" provider stems and drops stop words with.
     "TOOL_SEARCH_POSTGRES_CONFIG": "english",
+    # Dotted paths of tool provider hooks, callable(run, latest_user_message) -> tool names, that agents may
+    # name in their tool_provider (progressive disclosure); the names they return are still filtered by grants.
+    "TOOL_PROVIDERS": [],
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
     "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).

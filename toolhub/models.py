@@ -298,8 +298,19 @@ class ToolGroup(models.Model):
         default=list, blank=True, help_text="Capability permissions, e.g. ['internet_access', 'money_movement']."
     )
     extra_tools = models.JSONField(default=list, blank=True, help_text="Tool names added by operators.")
-    system_prompt_addition = models.TextField(blank=True)
-    active_by_default = models.BooleanField(default=True)
+    system_prompt_addition = models.TextField(
+        blank=True,
+        help_text="Added to the system prompt of a run while this group is active and one of its tools shown.",
+    )
+    active_by_default = models.BooleanField(
+        default=True, help_text="Without activation rules: whether the group is active when a run starts."
+    )
+    activation_rules = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Activate only for runs matching one rule, e.g. [{"roles": ["operators"]}, {"tenants": ["acme"], '
+        '"agents": ["support"], "context": {"channel": "web"}}]; empty: active_by_default decides.',
+    )
     approver_group = models.ForeignKey(
         "auth.Group",
         null=True,
@@ -334,6 +345,15 @@ class ToolGroup(models.Model):
         from django.contrib.auth.models import Permission
         from django.core.exceptions import ValidationError
 
+        from toolhub.disclosure.capabilities import capability_name_problem
+        from toolhub.disclosure.groups import activation_rules_problem
+
+        problem = activation_rules_problem(self.activation_rules)
+        if problem:
+            raise ValidationError({"activation_rules": problem})
+        problem = capability_name_problem(self.capabilities)
+        if problem:
+            raise ValidationError({"capabilities": problem})
         if not self.approver_permission:
             return
         app_label, _, codename = self.approver_permission.partition(".")

@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 def _group(*tools: str, name: str = "effects") -> ToolGroup:
-    return ToolGroup.objects.create(name=name, extra_tools=list(tools), capabilities=["side_effects"])
+    # No capabilities: those need their own permission (tests/disclosure/test_groups.py); these tests are about grants.
+    return ToolGroup.objects.create(name=name, extra_tools=list(tools))
 
 
 def test_without_a_grant_the_call_is_denied_recorded_and_not_executed(request_call) -> None:

@@ -23,7 +23,14 @@ class ToolRegistry:
         self._lock = threading.Lock()
 
     def register(self, tool: Tool | Callable[..., Any]) -> Tool:
-        """Add a tool; refuses duplicates, exposed context types and any write once the registry is frozen."""
+        """Add a tool; refuses duplicates, exposed context types and any write once the registry is frozen.
+
+        A composite (an ``UnfoldingTool``: anything with ``__toolhub_tools__()``) registers each of its
+        tools; its facade is returned.
+        """
+        bundled = _bundled(tool)
+        if bundled is not None:
+            return [self.register(item) for item in bundled][0]
         resolved = _as_tool(tool)
         _refuse_exposed_context(resolved)
         with self._lock:
@@ -74,7 +81,7 @@ class ToolRegistry:
         added: list[Tool] = []
         try:
             with self._lock:
-                for item in tools:
+                for item in _flattened(tools):
                     resolved = _as_tool(item)
                     _refuse_exposed_context(resolved)
                     if resolved.name in self._tools and not _same_definition(self._tools[resolved.name], resolved):
@@ -85,6 +92,20 @@ class ToolRegistry:
         finally:
             with self._lock:
                 self._tools = saved
+
+
+def _bundled(item: Any) -> list[Tool] | None:
+    """The tools of a composite such as an ``UnfoldingTool`` (``None`` for a single tool)."""
+    tools = getattr(item, "__toolhub_tools__", None)
+    return list(tools()) if callable(tools) and not isinstance(item, type) else None
+
+
+def _flattened(items: Any) -> list[Any]:
+    flat: list[Any] = []
+    for item in items:
+        bundled = _bundled(item)
+        flat.extend(bundled if bundled is not None else [item])
+    return flat
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
@@ -140,7 +161,7 @@ def autodiscover(app_modules: list[str], target: ToolRegistry = registry) -> Non
             continue
         module = importlib.import_module(module_name)
         for value in vars(module).values():
-            if isinstance(value, Tool):
+            if isinstance(value, Tool) or _bundled(value) is not None:
                 target.register(value)
                 continue
             if isinstance(value, list | tuple) and value and all(isinstance(item, Tool) for item in value):

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from agents_app.models import SCRIPTED_PROVIDER_NAME, Agent, ModelProvider, ProviderKind
 from demo.models import Account
+from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
 DEMO_PASSWORD_NOTE = "Demo users (passwords are for local demos only): admin/admin, operator/operator, alice/alice."
@@ -116,6 +117,10 @@ class Command(BaseCommand):
                 defaults={"description": description, "provider": "demo", "capabilities": capabilities},
             )
             Grant.objects.get_or_create(effect=GrantEffect.ALLOW, tool_group=group, tenant=tenant)
+            # A group's capabilities are permissions its tools' callers must hold: the demo's users hold them.
+            for permission in capability_permissions_ensure(capabilities):
+                alice.user_permissions.add(permission)
+                operator.user_permissions.add(permission)
 
         for account_id, balance, frozen in (
             ("ACC-1", "1000.00", False),

@@ -1,0 +1,91 @@
+"""The agent side of progressive disclosure: a run's visible tools and prompt additions, from its stored state.
+
+``toolhub.disclosure`` decides (after permissions); this module feeds it the run (agent settings,
+principal, context, the agent's tool provider hook) and keeps the state on the run row, so a run
+resumed on another worker sees the same tools.
+"""
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from agents_app.models import Agent, AgentRun
+from toolhub.disclosure.state import DisclosureState
+from toolhub.disclosure.visibility import (
+    Disclosure,
+    DisclosureRequest,
+    SettledCall,
+    disclose,
+    expand_agent_tools,
+    state_after_calls,
+)
+from toolhub.models import ToolCall
+
+__all__ = ["agent_tool_names", "run_disclosure", "run_state_after_calls", "messages_with_additions", "provided_tools"]
+
+logger = logging.getLogger(__name__)
+
+#: Most names an agent's tool provider hook may add to one turn.
+MAX_PROVIDED = 100
+
+
+def agent_tool_names(agent: Agent) -> frozenset[str]:
+    """Every tool the agent has: its list, its facades' inner tools, and its meta tools."""
+    return expand_agent_tools(agent.tools, tool_search=agent.tool_search, group_switching=agent.group_switching)
+
+
+def provided_tools(run: AgentRun) -> list[str]:
+    """The agent's tool provider hook's names for this turn (LangChain4j ToolProvider); grants filter them later.
+
+    A hook that fails or answers something else than names adds nothing (logged): it can only ever
+    show tools, never hide or grant them.
+    """
+    path = run.agent.tool_provider
+    if not path:
+        return []
+    latest = next((m.get("content") or "" for m in reversed(run.messages) if m.get("role") == "user"), run.input)
+    try:
+        names = import_string(path)(run, latest)
+    except Exception:  # noqa: BLE001 - an operator's hook must not stop the run
+        logger.exception("tool provider %s failed for run %s", path, run.id)
+        return []
+    if isinstance(names, str) or not isinstance(names, Sequence | set | frozenset):
+        logger.warning("tool provider %s returned %r, not a list of tool names", path, type(names).__name__)
+        return []
+    return [name for name in names if isinstance(name, str)][:MAX_PROVIDED]
+
+
+def run_disclosure(run: AgentRun) -> Disclosure:
+    """What the run's model is shown on its next turn, with the state to store."""
+    from agents_app.loop import run_principal, run_tool_context
+
+    return disclose(
+        DisclosureRequest(
+            agent_tools=list(run.agent.tools),
+            principal=run_principal(run),
+            state=DisclosureState.from_json(run.disclosure),
+            context=dict(run_tool_context(run)),
+            tool_search=run.agent.tool_search,
+            group_switching=run.agent.group_switching,
+            provided=provided_tools(run),
+        )
+    )
+
+
+def run_state_after_calls(run: AgentRun, calls: list[ToolCall]) -> None:
+    """Apply the last turn's settled navigation calls (facades, searches, group switches) to the run's state."""
+    settled = [SettledCall(c.tool_name, c.status, c.arguments or {}, c.result) for c in calls]
+    run.disclosure = state_after_calls(DisclosureState.from_json(run.disclosure), settled).to_json()
+
+
+def messages_with_additions(messages: list[dict[str, Any]], additions: list[str]) -> list[dict[str, Any]]:
+    """The conversation as sent: the active groups' prompt additions in the leading system message (not stored)."""
+    if not additions:
+        return messages
+    text = "\n\n".join(additions)
+    if messages and messages[0].get("role") == "system":
+        first = {**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{text}".strip()}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]

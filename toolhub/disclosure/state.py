@@ -1,0 +1,75 @@
+"""What one run can see, as stored on the run: the same tools on any worker after any restart."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = ["DisclosureState"]
+
+#: Longest list of names kept in any field (a run never sees more tools than this at once).
+MAX_NAMES = 500
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(str(item)[:200] for item in value if isinstance(item, str))[:MAX_NAMES]
+
+
+@dataclass(frozen=True)
+class DisclosureState:
+    """The visible-tool state of a run; JSON in ``AgentRun.disclosure``.
+
+    ``active_groups`` is ``None`` while the groups' activation rules decide, and the model's choice
+    once it called ``reset_equipped_tools``. ``unfolded`` maps each facade called (in order) to the
+    tools it revealed; ``exclusive`` names the exclusive facade that hides every other tool until the
+    run ends. ``hits`` are the latest ``tool_search`` results (the latest search replaces earlier
+    hits). ``visible`` is what the model was last sent, for operators and auditors.
+    """
+
+    active_groups: tuple[str, ...] | None = None
+    unfolded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    exclusive: str = ""
+    hits: tuple[str, ...] = ()
+    visible: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DisclosureState":
+        """Read a stored state; anything malformed reads as the empty state (nothing extra shown)."""
+        if not isinstance(data, Mapping):
+            return cls()
+        groups = data.get("active_groups")
+        unfolded = data.get("unfolded")
+        return cls(
+            active_groups=_names(groups) if isinstance(groups, list) else None,
+            unfolded={str(k)[:200]: _names(v) for k, v in unfolded.items()} if isinstance(unfolded, Mapping) else {},
+            exclusive=str(data.get("exclusive") or "")[:200],
+            hits=_names(data.get("hits")),
+            visible=_names(data.get("visible")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "active_groups": list(self.active_groups) if self.active_groups is not None else None,
+            "unfolded": {name: list(children) for name, children in self.unfolded.items()},
+            "exclusive": self.exclusive,
+            "hits": list(self.hits),
+            "visible": list(self.visible),
+        }
+
+    def with_unfolded(self, facade: str, children: list[str], *, exclusive: bool) -> "DisclosureState":
+        """The state after ``facade`` was called: its children shown (an exclusive facade hides the rest)."""
+        unfolded = {**self.unfolded, facade: tuple(children)[:MAX_NAMES]}
+        return replace(
+            self, unfolded=unfolded, exclusive=facade if exclusive and not self.exclusive else self.exclusive
+        )
+
+    def with_hits(self, names: list[str]) -> "DisclosureState":
+        """The latest search's hits replace the previous ones."""
+        return replace(self, hits=_names(names))
+
+    def with_groups(self, groups: list[str]) -> "DisclosureState":
+        return replace(self, active_groups=_names(groups))
+
+    def with_visible(self, names: list[str]) -> "DisclosureState":
+        return replace(self, visible=_names(names))

@@ -1,0 +1,325 @@
+"""Unfolding tools (Embabel's ``UnfoldingTool``): one facade the model sees, its inner tools once it calls it.
+
+::
+
+    DATABASE = UnfoldingTool.of(
+        "database_operations", "Work with the database. Call to see the operations.",
+        [query_table.tool, insert_record.tool], child_usage_notes="Query before you insert.",
+    )
+
+Calling a facade (an audited call like any other) replaces it with its inner tools, a guide tool of
+the same name (calling it again lists the inner tools) and a ``<name>_context`` tool that carries the
+facade's description and usage notes. ``exclusive=True`` hides every other tool until the run ends.
+Facades nest: an inner tool may itself be an ``UnfoldingTool``. Module-level facades in an app's
+``tools.py`` are registered by autodiscovery, with every inner tool.
+
+What a facade reveals is always filtered by the caller's grants: a denied inner tool is neither shown
+nor listed.
+"""
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolhub.exceptions import ToolDefinitionError, ToolError
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import TOOL_ATTRIBUTE, Risk, Tool
+from toolhub.tools.instance import tools_from_instance
+
+__all__ = ["UnfoldingTool", "unfolding_tools", "facade_of", "CONTEXT_SUFFIX", "ALL_CATEGORY"]
+
+#: ``<facade>_context``: the tool that carries a facade's description and notes once it is unfolded.
+CONTEXT_SUFFIX = "_context"
+#: The category that holds every inner tool of a by-category facade.
+ALL_CATEGORY = "all"
+#: Attribute ``@unfolding_tools`` sets on a class.
+_CLASS_ATTRIBUTE = "__toolhub_unfolding__"
+
+Child = "Tool | UnfoldingTool"
+Selector = Callable[[Mapping[str, Any]], Iterable[Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class UnfoldingTool:
+    """A facade over inner tools; build one with ``of``, ``by_category``, ``selectable`` or ``from_instance``."""
+
+    name: str
+    description: str
+    children: tuple[Any, ...]
+    child_usage_notes: str = ""
+    exclusive: bool = False
+    categories: Mapping[str, tuple[Any, ...]] | None = None
+    category_parameter: str = "category"
+    parameters: Mapping[str, Any] | None = None
+    selector: Selector | None = None
+    facade: Tool = field(init=False, repr=False)
+    context_tool: Tool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for child in self.children:
+            if not isinstance(child, Tool | UnfoldingTool):
+                raise ToolDefinitionError(
+                    f"Unfolding tool {self.name!r}: {child!r} is neither a Tool nor an UnfoldingTool "
+                    "(pass function.tool for an @tool function)."
+                )
+        if not self.children:
+            raise ToolDefinitionError(f"Unfolding tool {self.name!r} has no inner tools.")
+        names = [child.name for child in self.children]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ToolDefinitionError(f"Unfolding tool {self.name!r}: inner tools named twice: {duplicates}.")
+        facade = Tool.create(
+            self.name,
+            self.description,
+            self._facade_parameters(),
+            self._unfold,
+            risk=Risk.LOW,
+            idempotent=True,
+        )
+        context = Tool.create(
+            f"{self.name}{CONTEXT_SUFFIX}",
+            f"What the tools of {self.name} are for, and how to use them: {self.description}"[:1000],
+            None,
+            self._context,
+            risk=Risk.LOW,
+            idempotent=True,
+        )
+        object.__setattr__(self, "facade", facade)
+        object.__setattr__(self, "context_tool", context)
+
+    # --- factories --------------------------------------------------------------------------------
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        description: str,
+        tools: Sequence[Any],
+        *,
+        child_usage_notes: str = "",
+        exclusive: bool = False,
+    ) -> "UnfoldingTool":
+        """A facade that reveals all of ``tools`` when called."""
+        return cls(name, description, tuple(_as_child(t) for t in tools), child_usage_notes, exclusive)
+
+    @classmethod
+    def by_category(
+        cls,
+        name: str,
+        description: str,
+        tools_by_category: Mapping[str, Sequence[Any]],
+        *,
+        child_usage_notes: str = "",
+        exclusive: bool = False,
+        category_parameter: str = "category",
+    ) -> "UnfoldingTool":
+        """A facade with an enum ``category`` parameter; calling it reveals that category's tools only."""
+        categories = {str(k): tuple(_as_child(t) for t in v) for k, v in tools_by_category.items()}
+        if not categories:
+            raise ToolDefinitionError(f"Unfolding tool {name!r}: by_category() needs at least one category.")
+        children: dict[str, Any] = {}
+        for members in categories.values():
+            for child in members:
+                children.setdefault(child.name, child)
+        return cls(
+            name,
+            description,
+            tuple(children.values()),
+            child_usage_notes,
+            exclusive,
+            categories=categories,
+            category_parameter=category_parameter,
+        )
+
+    @classmethod
+    def selectable(
+        cls,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        selector: Selector,
+        *,
+        tools: Sequence[Any],
+        child_usage_notes: str = "",
+        exclusive: bool = False,
+    ) -> "UnfoldingTool":
+        """A facade whose ``selector(arguments)`` picks which inner tools a call reveals.
+
+        ``parameters`` is the facade's input (a JSON Schema of an object, or a mapping of names to
+        types, as for ``Tool.create``). The selector may build tools from the arguments (or return
+        names); declare in ``tools`` every tool it can return, so that every worker knows it and
+        grants govern it: a returned tool is matched to those by name (the declared one is what
+        runs), and a name the facade does not declare is never revealed.
+        """
+        if not callable(selector):
+            raise ToolDefinitionError(f"Unfolding tool {name!r}: the selector must be callable.")
+        return cls(
+            name,
+            description,
+            tuple(_as_child(t) for t in tools),
+            child_usage_notes,
+            exclusive,
+            parameters=parameters,
+            selector=selector,
+        )
+
+    @classmethod
+    def from_instance(cls, obj: Any) -> "UnfoldingTool":
+        """The facade of an object whose class is decorated with ``@unfolding_tools``.
+
+        Its ``@tool`` methods are the inner tools; when any has ``category=``, the facade is by
+        category (a tool without one is in every category and in ``all``); nested classes decorated
+        with ``@unfolding_tools`` become nested facades (made with no arguments).
+        """
+        options = getattr(type(obj), _CLASS_ATTRIBUTE, None)
+        if options is None:
+            raise ToolDefinitionError(
+                f"{type(obj).__qualname__} is not decorated with @unfolding_tools(name=..., description=...)."
+            )
+        methods = tools_from_instance(obj, required=False)
+        nested = [
+            cls.from_instance(value())
+            for value in vars(type(obj)).values()
+            if isinstance(value, type) and getattr(value, _CLASS_ATTRIBUTE, None) is not None
+        ]
+        common = {"child_usage_notes": options["child_usage_notes"], "exclusive": options["exclusive"]}
+        if any(t.category for t in methods):
+            shared = [t for t in methods if not t.category] + nested
+            grouped: dict[str, list[Any]] = {}
+            for t in methods:
+                if t.category:
+                    grouped.setdefault(t.category, []).append(t)
+            categories = {k: [*v, *shared] for k, v in grouped.items()}
+            categories[ALL_CATEGORY] = [*methods, *nested]
+            return cls.by_category(options["name"], options["description"], categories, **common)
+        return cls.of(options["name"], options["description"], [*methods, *nested], **common)
+
+    # --- what the model sees and calls ------------------------------------------------------------
+
+    def __toolhub_tools__(self) -> list[Tool]:
+        """Every tool to register: the facade, its context tool and, recursively, the inner tools."""
+        tools = [self.facade, self.context_tool]
+        for child in self.children:
+            tools.extend(child.__toolhub_tools__() if isinstance(child, UnfoldingTool) else [child])
+        return tools
+
+    def child_names(self) -> list[str]:
+        return [child.name for child in self.children]
+
+    def descendant_names(self) -> set[str]:
+        """Every tool reachable by unfolding, nested facades' context tools included."""
+        names: set[str] = set()
+        for child in self.children:
+            names.add(child.name)
+            if isinstance(child, UnfoldingTool):
+                names.add(child.context_tool.name)
+                names |= child.descendant_names()
+        return names
+
+    def select(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The names of the inner tools a call with ``arguments`` reveals (before grants)."""
+        known = {child.name for child in self.children}
+        if self.categories is not None:
+            chosen = self.categories.get(str(arguments.get(self.category_parameter, "")), ())
+            return [child.name for child in chosen]
+        if self.selector is not None:
+            picked = []
+            for item in self.selector(dict(arguments)) or ():
+                name = getattr(item, "name", item)
+                if isinstance(name, str) and name in known and name not in picked:
+                    picked.append(name)
+            return picked
+        return self.child_names()
+
+    def _facade_parameters(self) -> Mapping[str, Any] | None:
+        if self.categories is not None:
+            return {
+                "type": "object",
+                "properties": {
+                    self.category_parameter: {
+                        "type": "string",
+                        "enum": sorted(self.categories),
+                        "description": "Which tools to unfold.",
+                    }
+                },
+                "required": [self.category_parameter],
+                "additionalProperties": False,
+            }
+        return self.parameters
+
+    def _unfold(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        names = _granted(self.select(arguments), ctx)
+        if not names:
+            raise ToolError(f"{self.name} has no tools you may use for these arguments.")
+        listing = [{"name": name, "description": _short(name)} for name in names]
+        return {
+            "unfolded": self.name,
+            "tools": listing,
+            "note": f"These tools are available from your next turn; call {self.name}{CONTEXT_SUFFIX} for guidance.",
+        }
+
+    def _context(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        from toolhub.tools.registry import registry
+
+        names = _granted(self.child_names(), ctx)
+        details = []
+        for name in names:
+            tool = registry.get(name)
+            if tool is not None:
+                details.append({"name": name, "description": tool.description, "parameters": tool.json_schema})
+        return {"facade": self.name, "description": self.description, "notes": self.child_usage_notes, "tools": details}
+
+
+def unfolding_tools(
+    *, name: str, description: str, child_usage_notes: str = "", exclusive: bool = False
+) -> Callable[[type], type]:
+    """Class decorator: ``UnfoldingTool.from_instance(obj)`` makes the class's ``@tool`` methods one facade."""
+
+    def decorate(cls: type) -> type:
+        if not inspect.isclass(cls):
+            raise ToolDefinitionError("@unfolding_tools decorates a class.")
+        options = {"name": name, "description": description, "child_usage_notes": child_usage_notes}
+        setattr(cls, _CLASS_ATTRIBUTE, {**options, "exclusive": exclusive})
+        return cls
+
+    return decorate
+
+
+def facade_of(tool: Tool | None) -> tuple["UnfoldingTool | None", str]:
+    """The facade a registered tool belongs to and its role there: ``"facade"``, ``"context"`` or ``""``."""
+    handler = getattr(tool, "handler", None)
+    owner = getattr(handler, "__self__", None)
+    if not isinstance(owner, UnfoldingTool):
+        return None, ""
+    function = getattr(handler, "__func__", None)
+    if function is UnfoldingTool._unfold:
+        return owner, "facade"
+    if function is UnfoldingTool._context:
+        return owner, "context"
+    return None, ""
+
+
+def _as_child(item: Any) -> Any:
+    if isinstance(item, Tool | UnfoldingTool):
+        return item
+    built = getattr(item, TOOL_ATTRIBUTE, None)
+    if isinstance(built, Tool):
+        return built
+    raise ToolDefinitionError(f"{item!r} is not a tool: decorate it with @tool or build a Tool or UnfoldingTool.")
+
+
+def _granted(names: list[str], ctx: ToolContext) -> list[str]:
+    """``names`` the call's principal may use (the same check as a call of them)."""
+    from toolhub.authorization import authorize_tools
+    from toolhub.disclosure.principals import principal_of_context
+
+    verdicts = authorize_tools(names, principal_of_context(ctx))
+    return [name for name in names if verdicts.get(name) is None]
+
+
+def _short(name: str) -> str:
+    from toolhub.tools.registry import registry
+
+    tool = registry.get(name)
+    return (tool.description.split("\n", 1)[0] if tool else "")[:200]

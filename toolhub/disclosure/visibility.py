@@ -1,0 +1,238 @@
+"""Which tools a run's model sees on its next turn, decided after permissions, from the run's stored state.
+
+The pieces, in order: the agent's tools (a facade's inner tools are hidden until it is called; an
+exclusive facade hides every other tool until the run ends), its active groups (a tool in a group
+that is put away is hidden), tool search (when on, only resident ``always_visible`` tools, the
+``tool_search`` tool and the latest search's hits are shown), the agent's tool provider hook, and
+last the grants: nothing the principal may not call is ever shown, whatever the state says.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolhub.authorization import CallPrincipal, authorize_tools, tool_group_names
+from toolhub.disclosure.groups import eligible_groups, group_facts, initially_active, user_roles
+from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
+from toolhub.disclosure.state import DisclosureState
+from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of
+from toolhub.governance import governance_scope
+from toolhub.models import CallStatus
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
+
+__all__ = [
+    "DisclosureRequest",
+    "Disclosure",
+    "disclose",
+    "expand_agent_tools",
+    "is_navigation",
+    "state_after_calls",
+    "equippable_groups",
+    "SettledCall",
+]
+
+
+def is_navigation(name: str) -> bool:
+    """Meta tools, facades and their context tools: they reveal granted tools and do nothing else."""
+    return name in META_TOOL_NAMES or facade_of(registry.get(name))[0] is not None
+
+
+def _facade(name: str) -> UnfoldingTool | None:
+    owner, role = facade_of(registry.get(name))
+    return owner if role == "facade" else None
+
+
+def expand_agent_tools(
+    names: Sequence[str], *, tool_search: bool = False, group_switching: bool = False
+) -> frozenset[str]:
+    """The tools an agent has: its own, its facades' inner and context tools (nested), and its meta tools."""
+    expanded = set(names)
+    for name in names:
+        facade = _facade(name)
+        if facade is not None:
+            expanded.add(facade.context_tool.name)
+            expanded |= facade.descendant_names()
+    if tool_search:
+        expanded.add(TOOL_SEARCH)
+    if group_switching:
+        expanded.add(RESET_EQUIPPED_TOOLS)
+    return frozenset(expanded)
+
+
+@dataclass(frozen=True)
+class DisclosureRequest:
+    """Everything that decides a run's visible tools; built by the agent loop from the run."""
+
+    agent_tools: Sequence[str]
+    principal: CallPrincipal
+    state: DisclosureState
+    context: Mapping[str, Any] = field(default_factory=dict)
+    tool_search: bool = False
+    group_switching: bool = False
+    #: Names from the agent's tool provider hook (still filtered by grants).
+    provided: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """The tools to send (in order), the active groups' prompt additions, and the state to store."""
+
+    tools: list[Tool]
+    prompt_additions: list[str]
+    active_groups: list[str]
+    state: DisclosureState
+
+
+def _run_groups(request: DisclosureRequest, names: set[str]) -> tuple[dict[str, set[str]], dict[str, bool]]:
+    principal = request.principal
+    memberships = tool_group_names(names)
+    all_groups = set().union(*memberships.values()) if memberships else set()
+    eligible = eligible_groups(
+        sorted(all_groups),
+        roles=user_roles(principal.user_id),
+        tenant=principal.tenant,
+        agent=principal.agent_name,
+        context=request.context,
+    )
+    return memberships, eligible
+
+
+def disclose(request: DisclosureRequest) -> Disclosure:
+    """The run's visible tools for its next turn."""
+    with governance_scope():
+        return _disclose(request)
+
+
+def _disclose(request: DisclosureRequest) -> Disclosure:
+    state = request.state
+    own = [name for name in dict.fromkeys(request.agent_tools) if name in registry]
+    hidden: set[str] = set()
+    for name in own:
+        facade = _facade(name)
+        if facade is not None:
+            hidden |= facade.descendant_names()
+    base = [name for name in own if name not in hidden]
+    unfolded: list[str] = []
+    for facade_name, children in state.unfolded.items():
+        unfolded.extend([*children, f"{facade_name}{CONTEXT_SUFFIX}"])
+
+    if state.exclusive:
+        children = state.unfolded.get(state.exclusive, ())
+        candidates = [state.exclusive, *children, f"{state.exclusive}{CONTEXT_SUFFIX}"]
+        # Facades nested in the exclusive one unfold within it.
+        for facade_name in state.unfolded:
+            if facade_name != state.exclusive and facade_name in candidates:
+                candidates.extend([*state.unfolded[facade_name], f"{facade_name}{CONTEXT_SUFFIX}"])
+    else:
+        resident = [name for name in base if _tool(name).always_visible]
+        if request.tool_search:
+            candidates = [*resident, TOOL_SEARCH, *state.hits, *unfolded, *request.provided]
+        else:
+            candidates = [*base, *unfolded, *request.provided]
+        if request.group_switching:
+            candidates.append(RESET_EQUIPPED_TOOLS)
+    candidates = [name for name in dict.fromkeys(candidates) if name in registry]
+
+    memberships, eligible = _run_groups(request, set(candidates))
+    if state.active_groups is not None:
+        active = {name for name in state.active_groups if name in eligible}
+    else:
+        active = initially_active(eligible)
+    shown_groups: set[str] = set()
+    kept = []
+    for name in candidates:
+        groups = memberships.get(name, set())
+        if groups and not (groups & active) and not is_navigation(name) and not _tool(name).always_visible:
+            continue
+        kept.append(name)
+    verdicts = authorize_tools(kept, request.principal)
+    granted = [name for name in kept if verdicts.get(name) is None]
+    visible = []
+    for name in granted:
+        facade = _facade(name)
+        # A facade whose every inner tool is denied would only advertise tools that do not exist for you.
+        if facade is not None and not (facade.descendant_names() & _granted_of(facade, request.principal)):
+            continue
+        visible.append(name)
+        shown_groups |= memberships.get(name, set()) & active
+    tools = [_shown(name, state) for name in visible]
+    facts = group_facts()
+    additions = [facts[g].system_prompt_addition for g in sorted(shown_groups) if g in facts]
+    return Disclosure(
+        tools=tools,
+        prompt_additions=[text for text in additions if text.strip()],
+        active_groups=sorted(active),
+        state=state.with_visible(visible),
+    )
+
+
+def _granted_of(facade: UnfoldingTool, principal: CallPrincipal) -> set[str]:
+    names = sorted(facade.descendant_names())
+    verdicts = authorize_tools(names, principal)
+    return {name for name in names if verdicts.get(name) is None}
+
+
+def _tool(name: str) -> Tool:
+    tool = registry.get(name)
+    assert tool is not None
+    return tool
+
+
+def _shown(name: str, state: DisclosureState) -> Tool:
+    """The tool as the model sees it: an unfolded facade becomes the guide to its inner tools."""
+    tool = _tool(name)
+    if name in state.unfolded:
+        return tool.with_description(
+            f"Guide to the tools of {name}, already unfolded: call them directly. Calling this lists them again."
+        )
+    return tool
+
+
+@dataclass(frozen=True)
+class SettledCall:
+    """A settled call of the last turn, as the loop read it."""
+
+    tool_name: str
+    status: str
+    arguments: Mapping[str, Any]
+    result: Any
+
+
+def state_after_calls(state: DisclosureState, calls: Sequence[SettledCall]) -> DisclosureState:
+    """Apply the last turn's successful navigation calls, in order: unfolds, searches, group switches."""
+    for call in calls:
+        if call.status != CallStatus.SUCCEEDED:
+            continue
+        result = call.result if isinstance(call.result, Mapping) else {}
+        if call.tool_name == TOOL_SEARCH:
+            state = state.with_hits([n for n in result.get("tools", []) if isinstance(n, str)])
+        elif call.tool_name == RESET_EQUIPPED_TOOLS:
+            state = state.with_groups([n for n in result.get("active_groups", []) if isinstance(n, str)])
+        else:
+            facade = _facade(call.tool_name)
+            if facade is not None:
+                state = state.with_unfolded(facade.name, facade.select(call.arguments), exclusive=facade.exclusive)
+    return state
+
+
+def equippable_groups(ctx: ToolContext) -> set[str]:
+    """The groups a call's principal may equip: eligible for it, holding a tool of its agent it is granted."""
+    from toolhub.disclosure.principals import principal_of_context
+
+    principal = principal_of_context(ctx)
+    names = sorted(principal.agent_tools) if principal.agent_tools is not None else registry.names()
+    names = [name for name in names if name in registry and not is_navigation(name)]
+    verdicts = authorize_tools(names, principal)
+    granted = {name for name in names if verdicts.get(name) is None}
+    memberships = tool_group_names(granted)
+    groups = set().union(*memberships.values()) if memberships else set()
+    eligible = eligible_groups(
+        sorted(groups),
+        roles=user_roles(principal.user_id),
+        tenant=principal.tenant,
+        agent=principal.agent_name,
+        context=dict(ctx),
+    )
+    return set(eligible)
