@@ -83,7 +83,7 @@ def bench_registration(count: int = TOOLS) -> dict[str, float]:
     target = ToolRegistry()
     started = time.perf_counter()
     for fn in functions:
-        target.register(Tool.from_callable(fn))
+        target.register(Tool.from_function(fn))
     target.freeze()
     registered = time.perf_counter()
     for built in target.all():
@@ -129,8 +129,8 @@ def bench_calls(repeat: int = CALLS) -> dict[str, float]:
         """Quote a price for the context's tenant."""
         return amount
 
-    built = Tool.from_callable(quote)
-    with_ctx = Tool.from_callable(quote_with_context)
+    built = Tool.from_function(quote)
+    with_ctx = Tool.from_function(quote_with_context)
     raw = {"customer_id": "C-1", "amount": "12.50", "day": "2025-01-31", "express": True}
     validated = built.validate_arguments(raw)
     ctx = ToolContext(tenant="acme", call_id="c-1")

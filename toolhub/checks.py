@@ -23,7 +23,7 @@ from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
-from toolhub.tools.schema import context_type_exposures
+from toolhub.tools.typechecks import context_type_exposures
 
 
 @register("toolhub")

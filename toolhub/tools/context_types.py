@@ -145,7 +145,7 @@ def check_context_class(klass: Any, *, where: str) -> None:
 def _refuse_if_exposed(klass: type) -> None:
     """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
     from toolhub.tools.registry import registry
-    from toolhub.tools.schema import context_type_exposures
+    from toolhub.tools.typechecks import context_type_exposures
 
     for tool in registry.all():
         for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):

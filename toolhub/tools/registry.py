@@ -9,7 +9,7 @@ from typing import Any
 
 from toolhub.exceptions import RegistryFrozenError, ToolDefinitionError
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Tool
-from toolhub.tools.schema import context_type_exposures
+from toolhub.tools.typechecks import context_type_exposures
 
 __all__ = ["ToolRegistry", "registry", "autodiscover"]
 
@@ -46,6 +46,9 @@ class ToolRegistry:
         with self._lock:
             for tool in self._tools.values():
                 _refuse_exposed_context(tool)
+            for tool in self._tools.values():
+                # compensate_with= may name a tool, or be the tool itself: fixed now, as a name.
+                tool.compensation.freeze(tool.name)
             self._frozen = True
 
     @property
