@@ -1,12 +1,13 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``.
+The public API: ``from toolhub import tool, Tool, ToolOptions, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``.
 """
 
 from toolhub.celery import app as celery_app
 from toolhub.exceptions import ToolError, ToolSuspend
 from toolhub.tools import (
     FromContext,
+    FunctionToolOptions,
     Param,
     Progress,
     ReturnBehavior,
@@ -14,6 +15,7 @@ from toolhub.tools import (
     Secret,
     Tool,
     ToolContext,
+    ToolOptions,
     ToolResult,
     ToolTimeoutError,
     register_context_type,
@@ -24,6 +26,7 @@ from toolhub.tools import (
 
 __all__ = [
     "FromContext",
+    "FunctionToolOptions",
     "Param",
     "Progress",
     "ReturnBehavior",
@@ -32,6 +35,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolOptions",
     "ToolResult",
     "ToolSuspend",
     "ToolTimeoutError",
