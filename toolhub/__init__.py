@@ -1,6 +1,7 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, Tool, ToolOptions, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``.
+The public API: ``from toolhub import tool, Tool, ToolOptions, ToolContext, FromContext, Param, Risk,
+Secret, ToolSuspend``.
 """
 
 from toolhub.celery import app as celery_app

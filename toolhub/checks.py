@@ -6,7 +6,7 @@ toolhub.E002   ``compensate_with`` names a tool that is not registered
 toolhub.E003   two tool names differ only in case or in ``-``/``_`` (duplicates to a model)
 toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
 toolhub.E005   a registered context type is a parameter the model fills in (it would set the context)
-toolhub.E006   ``compensate_with`` is neither a tool's name, a ``Tool`` nor an ``@tool`` function (or is the tool itself)
+toolhub.E006   ``compensate_with`` is neither a tool's name, a ``Tool`` nor an ``@tool`` function (or is itself)
 toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, ctx)``
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
