@@ -19,7 +19,7 @@ from typing import Any, Unpack, overload
 
 from pydantic import BaseModel, ValidationError
 
-from toolhub.exceptions import ToolDefinitionError
+from toolhub.exceptions import ToolDefinitionError, ToolhubError
 from toolhub.tools.context import ToolContext
 from toolhub.tools.factories import external_fields, fields_of_function, mapping_fields, output_adapter
 from toolhub.tools.inputs import Inputs, ModelInputs, SignatureInputs
@@ -322,13 +322,12 @@ class Tool:
 
         ``timeout`` (seconds) stops the tool with ``ToolTimeoutError``; ``None`` means no limit.
         """
-        bound = self.inputs.bind(
-            self,
-            self.handler,
-            arguments,
-            ctx if ctx is not None else ToolContext(),
-            progress,  # type: ignore[arg-type]
-        )
+        if self.handler is None:
+            raise ToolhubError(
+                f"Tool {self.name!r} is external: its result is supplied by POST /api/v1/calls/{{id}}/result/, "
+                "it cannot run here."
+            )
+        bound = self.inputs.bind(self, self.handler, arguments, ctx if ctx is not None else ToolContext(), progress)
         result = call_with_timeout(bound, seconds=timeout, tool_name=self.name)
         if inspect.isawaitable(result):
             result = await_with_timeout(result, seconds=timeout, tool_name=self.name)

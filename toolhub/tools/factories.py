@@ -26,7 +26,7 @@ def fields_of_function(fn: Callable[..., Any], options: Mapping[str, Any]) -> di
     """The fields of a tool made from ``fn``: its signature, or its explicit ``input_model``."""
     if not callable(fn) or isinstance(fn, type):
         raise ToolDefinitionError(f"@tool decorates a function or a method, not {fn!r}.")
-    name = options.get("name") or getattr(fn, "__name__", "")
+    name = str(options.get("name") or getattr(fn, "__name__", ""))
     allow_any = bool(options.get("allow_any", False))
     input_model = options.get("input_model")
     output_model = options.get("output_model")

@@ -86,7 +86,7 @@ def _type_schema(annotation: Any) -> dict[str, Any] | None:
     try:
         # As the items of a list, a class comes out as a $ref to its definition, exactly as in a model's field.
         # The input model's extra="forbid" reaches nested dataclasses and TypedDicts; so must it here.
-        as_items = TypeAdapter(list[annotation], config=_FORBID).json_schema()  # type: ignore[valid-type]
+        as_items = TypeAdapter(list[annotation], config=_FORBID).json_schema()
     except Exception:  # noqa: BLE001 - the model path reports the problem with the tool's name
         return None
     schema = dict(as_items.get("items", {}))
@@ -103,9 +103,9 @@ def json_schema_of(tool_name: str, model: type[BaseModel]) -> dict[str, Any]:
         schema = model.model_json_schema()
     except Exception as exc:  # noqa: BLE001
         raise ToolDefinitionError(f"Tool {tool_name!r}: no JSON Schema for its parameters ({exc}).") from exc
-    schema = drop_titles(schema)
-    schema.setdefault("properties", {})
-    return schema
+    cleaned: dict[str, Any] = drop_titles(schema)
+    cleaned.setdefault("properties", {})
+    return cleaned
 
 
 def drop_titles(node: Any) -> Any:
@@ -132,7 +132,7 @@ def _strip_param(annotation: Any) -> Any:
     kept = [extra for extra in extras if not isinstance(extra, Param)]
     if not kept:
         return base
-    return Annotated[(base, *kept)]  # type: ignore[return-value]
+    return Annotated[(base, *kept)]
 
 
 def closed_model(model: type[BaseModel]) -> type[BaseModel]:
