@@ -40,7 +40,7 @@ def test_the_options_are_declared_once_and_typed() -> None:
     assert frozenset(ToolOptions.__optional_keys__) == TOOL_OPTIONS
     assert TOOL_OPTIONS < FUNCTION_TOOL_OPTIONS
     assert {"name", "description", "presets", "input_model", "output_model"} == FUNCTION_TOOL_OPTIONS - TOOL_OPTIONS
-    hints = typing.get_type_hints(FunctionToolOptions, localns={"Tool": Tool})
+    hints = typing.get_type_hints(FunctionToolOptions)
     assert set(hints) == FUNCTION_TOOL_OPTIONS
     # disclosure reads these names
     assert {"category", "tags", "always_visible"} <= TOOL_OPTIONS
@@ -235,3 +235,31 @@ def test_the_old_factories_warn_and_build_the_same_tool() -> None:
     with pytest.raises(ToolDefinitionError, match="'adder': the input type must be a pydantic model"):
         with pytest.warns(DeprecationWarning):
             Tool.from_function("adder", "Add.", dict, Total, lambda n: n)  # type: ignore[call-overload]
+
+
+# Module structure
+
+
+def test_the_tool_package_has_no_import_cycle() -> None:
+    # every import between toolhub/tools modules, at module level or inside a function, goes one way
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "toolhub" / "tools"
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        graph[path.stem] = {
+            node.module.split(".")[2]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toolhub.tools.")
+        }
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for dependency in graph.get(start, set()) - seen:
+            if dependency == target or reaches(dependency, target, seen | {dependency}):
+                return True
+        return False
+
+    cyclic = sorted(module for module in graph if reaches(module, module, set()))
+    assert cyclic == []

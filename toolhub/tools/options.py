@@ -10,15 +10,12 @@ import warnings
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict, TypeVar
 
 from pydantic import BaseModel
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.context import ToolContext
-
-if TYPE_CHECKING:
-    from toolhub.tools.definition import Tool
 
 __all__ = [
     "ApprovalRule",
@@ -60,8 +57,17 @@ class ReturnBehavior(StrEnum):
 NeedsApproval: TypeAlias = bool | Callable[[Mapping[str, Any], ToolContext], str | None]
 #: The deprecated ``approval=`` spelling: ``"auto"``, ``"always"``, ``"never"`` or ``rule(arguments, ctx)``.
 ApprovalRule: TypeAlias = str | Callable[[Mapping[str, Any], ToolContext], bool | str | None]
+
+
+class NamedTool(Protocol):
+    """Anything with a tool's name (a ``Tool``), without importing ``Tool`` here."""
+
+    @property
+    def name(self) -> str: ...
+
+
 #: The tool that undoes this one: its name, the ``Tool``, or the ``@tool`` function itself.
-CompensationTarget: TypeAlias = "str | Tool | Callable[..., Any]"
+CompensationTarget: TypeAlias = str | NamedTool | Callable[..., Any]
 #: ``mapping(arguments, result) -> dict`` of the compensation's arguments.
 CompensationMapping: TypeAlias = Callable[[Mapping[str, Any], Any], Mapping[str, Any]]
 
@@ -85,7 +91,7 @@ class ToolOptions(TypedDict, total=False):
     #: Arguments whose values never reach the audit trail, the API or the admin.
     sensitive: tuple[str, ...] | list[str] | frozenset[str]
     #: The tool that undoes this one (sagas), resolved when the registry freezes.
-    compensate_with: "CompensationTarget"
+    compensate_with: CompensationTarget
     compensation_mapping: CompensationMapping
     return_behavior: ReturnBehavior | Literal["to_llm", "immediate", "immediate_if_last"]
     #: Sent to OpenAI with ``strict``: closed objects, every property required.
