@@ -92,8 +92,12 @@ def test_needs_approval_takes_a_bool_or_a_rule_returning_a_reason() -> None:
     ("old", "new"), [("always", True), ("never", False), ("auto", None), (_over_limit, _over_limit)]
 )
 def test_approval_still_works_for_one_release_with_a_deprecation_warning(old: Any, new: Any) -> None:
-    with pytest.warns(DeprecationWarning, match="approval= is deprecated; use needs_approval="):
+    with pytest.warns(DeprecationWarning, match="approval= is deprecated; use needs_approval=") as record:
         legacy = Tool.from_function(pay, approval=old)
+    assert record[0].filename == __file__  # the warning names the developer's line
+    with pytest.warns(DeprecationWarning) as decorated:
+        tool(approval=old)(pay)
+    assert decorated[0].filename == __file__
     modern = Tool.from_function(pay, needs_approval=new)
 
     assert legacy.needs_approval is new

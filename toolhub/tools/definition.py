@@ -11,7 +11,6 @@ import hashlib
 import inspect
 import json
 import re
-import warnings
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from types import MappingProxyType
@@ -34,6 +33,7 @@ from toolhub.tools.options import (
     Risk,
     ToolOptions,
     read_options,
+    warn_deprecated,
 )
 from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult
@@ -241,7 +241,7 @@ class Tool:
     @property
     def approval(self) -> ApprovalRule:
         """Deprecated: read ``needs_approval``."""
-        warnings.warn("Tool.approval is deprecated; read Tool.needs_approval.", DeprecationWarning, stacklevel=2)
+        warn_deprecated("Tool.approval is deprecated; read Tool.needs_approval.")
         rule = self.needs_approval
         return _APPROVAL_IDENTITY[rule] if rule is None or isinstance(rule, bool) else rule
 
@@ -394,11 +394,9 @@ class Tool:
                     f"Tool {fn!r}: use Tool.from_function(fn, input_model=In, output_model=Out, name=..., "
                     "description=...)."
                 )
-            warnings.warn(
+            warn_deprecated(
                 "Tool.from_function(name, description, In, Out, fn) is deprecated; use "
-                "Tool.from_function(fn, name=..., description=..., input_model=In, output_model=Out).",
-                DeprecationWarning,
-                stacklevel=2,
+                "Tool.from_function(fn, name=..., description=..., input_model=In, output_model=Out)."
             )
             description, input_type, output_type, function = legacy
             if not (isinstance(input_type, type) and issubclass(input_type, BaseModel)):
@@ -414,9 +412,7 @@ class Tool:
     @classmethod
     def from_callable(cls, fn: Callable[..., Any], **options: Unpack[FunctionToolOptions]) -> "Tool":
         """Deprecated: ``Tool.from_function(fn, ...)``."""
-        warnings.warn(
-            "Tool.from_callable(fn) is deprecated; use Tool.from_function(fn).", DeprecationWarning, stacklevel=2
-        )
+        warn_deprecated("Tool.from_callable(fn) is deprecated; use Tool.from_function(fn).")
         return cls.from_function(fn, **options)
 
     @classmethod

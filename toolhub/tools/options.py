@@ -6,6 +6,7 @@ inputs; ``FunctionToolOptions`` adds what only a function's tool has (``@tool`` 
 ``read_options`` turns them into the ``Tool``'s fields, naming the tool in every mistake.
 """
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from enum import StrEnum
@@ -29,6 +30,8 @@ __all__ = [
     "FUNCTION_TOOL_OPTIONS",
     "ToolOptions",
     "read_options",
+    "read_presets",
+    "warn_deprecated",
 ]
 
 
@@ -148,11 +151,9 @@ def read_options(tool_name: str, options: Mapping[str, Any], *, known: frozenset
     if "approval" in values:
         if "needs_approval" in values:
             raise ToolDefinitionError(f"Tool {tool_name!r}: pass needs_approval= only, not approval= as well.")
-        warnings.warn(
+        warn_deprecated(
             f"Tool {tool_name!r}: approval= is deprecated; use needs_approval=True, False or a callable "
-            "returning a reason (or None). It will be removed in the next release.",
-            DeprecationWarning,
-            stacklevel=4,
+            "returning a reason (or None). It will be removed in the next release."
         )
         values["needs_approval"] = _from_approval(tool_name, values.pop("approval"))
     fields["needs_approval"] = _needs_approval(tool_name, values.pop("needs_approval", None))
@@ -162,6 +163,16 @@ def read_options(tool_name: str, options: Mapping[str, Any], *, known: frozenset
         values.pop(leftover, None)
     fields.update(values)
     return fields
+
+
+def warn_deprecated(message: str) -> None:
+    """A ``DeprecationWarning`` pointing at the developer's line: the first frame outside ``toolhub.tools``."""
+    frame = sys._getframe(1)
+    level = 2
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("toolhub.tools."):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
 def read_presets(tool_name: str, presets: Any) -> Mapping[str, Any]:
