@@ -75,8 +75,9 @@ class Compensation:
         self._frozen = False
 
     @property
-    def declared(self) -> bool:
-        return self._target is not None
+    def target(self) -> Any:
+        """What was declared: a tool's name, a ``Tool``, an ``@tool`` function, or ``None``."""
+        return self._target
 
     def set(self, tool_name: str, target: Any, mapping: CompensationMapping | None) -> None:
         """Point the tool at its compensation (``@fn.compensation``); refused once frozen or set elsewhere."""
@@ -185,8 +186,8 @@ class Tool:
                 f"Tool {self.name!r}: advice= is what a one-shot tool answers when called again; "
                 "it needs one_shot_per_loop=True."
             )
-        target = self.compensation._target
-        if target is not None and not (isinstance(target, str | Tool) or callable(target)) or target == "":
+        target = self.compensation.target
+        if target == "" or (target is not None and not (isinstance(target, str | Tool) or callable(target))):
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: compensate_with must be a tool's name, a Tool or an @tool function."
             )
