@@ -1,5 +1,6 @@
 """``mypy --strict`` (django-stubs, pyproject.toml) passes on the tool framework, and sees its options."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -43,9 +44,13 @@ def test_mypy_sees_every_tool_option(cache_dir: Path, tmp_path: Path) -> None:
             """
             from toolhub import Tool, tool
 
-            @tool(risk="extreme", retries=3)
+            @tool(retries=3)
             def pay(amount: int) -> None:
                 \"\"\"Pay.\"\"\"
+
+            @tool(risk="extreme")
+            def refund(amount: int) -> None:
+                \"\"\"Refund.\"\"\"
 
             Tool.create("x", "X.", None, lambda arguments: None, needs_approval="yes")
             Tool.external("y", "Y.", None, timeout="soon")
@@ -58,6 +63,7 @@ def test_mypy_sees_every_tool_option(cache_dir: Path, tmp_path: Path) -> None:
 
     # then each mistake is reported where it is made
     assert result.returncode == 1
-    assert 'Unexpected keyword argument "retries"' in result.stdout
+    for line in (4, 8):  # @tool(retries=3), @tool(risk="extreme")
+        assert re.search(rf'user_tools\.py:{line}: error: .*"tool".*\[call-overload\]', result.stdout), result.stdout
     assert 'Argument "needs_approval" to "create" of "Tool" has incompatible type "str"' in result.stdout
     assert 'Argument "timeout" to "external" of "Tool" has incompatible type "str"' in result.stdout
