@@ -44,6 +44,7 @@ worker: install
 lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/python -m mypy
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache

@@ -115,7 +115,7 @@ def _large_order(arguments: Mapping[str, Any], ctx: ToolContext) -> str | None:
     return None
 
 
-@tool(risk=Risk.MEDIUM, approval=_large_order, group="orders", category="orders")
+@tool(risk=Risk.MEDIUM, needs_approval=_large_order, group="orders", category="orders")
 def create_order(
     product: Annotated[str, Param("What to order."), Field(min_length=1, max_length=200)],
     amount: Annotated[Money, Param("The order's total, in the account currency.")],

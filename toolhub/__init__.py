@@ -1,7 +1,7 @@
 """toolhub: administered, audited agent tools for Django.
 
-The public API: ``from toolhub import tool, ToolContext, FromContext, Param, Risk, Secret, ToolSuspend``, and
-``UnfoldingTool`` / ``unfolding_tools`` for progressive disclosure.
+The public API: ``from toolhub import tool, Tool, ToolOptions, ToolContext, FromContext, Param, Risk,
+Secret, ToolSuspend``, and ``UnfoldingTool`` / ``unfolding_tools`` for progressive disclosure.
 """
 
 from toolhub.celery import app as celery_app
@@ -9,6 +9,7 @@ from toolhub.disclosure import UnfoldingTool, unfolding_tools
 from toolhub.exceptions import ToolError, ToolSuspend
 from toolhub.tools import (
     FromContext,
+    FunctionToolOptions,
     Param,
     Progress,
     ReturnBehavior,
@@ -16,6 +17,7 @@ from toolhub.tools import (
     Secret,
     Tool,
     ToolContext,
+    ToolOptions,
     ToolResult,
     ToolTimeoutError,
     register_context_type,
@@ -26,6 +28,7 @@ from toolhub.tools import (
 
 __all__ = [
     "FromContext",
+    "FunctionToolOptions",
     "Param",
     "Progress",
     "ReturnBehavior",
@@ -34,6 +37,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolOptions",
     "ToolResult",
     "ToolSuspend",
     "ToolTimeoutError",

@@ -6,6 +6,8 @@ toolhub.E002   ``compensate_with`` names a tool that is not registered
 toolhub.E003   two tool names differ only in case or in ``-``/``_`` (duplicates to a model)
 toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
 toolhub.E005   a registered context type is a parameter the model fills in (it would set the context)
+toolhub.E006   ``compensate_with`` is neither a tool's name, a ``Tool`` nor an ``@tool`` function (or is itself)
+toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, ctx)``
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
@@ -14,6 +16,7 @@ toolhub.W003   a ``FromContext`` parameter's class is not a registered context t
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
 """
 
+import inspect
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
@@ -23,7 +26,7 @@ from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
-from toolhub.tools.schema import context_type_exposures
+from toolhub.tools.typechecks import context_type_exposures
 
 
 @register("toolhub")
@@ -44,13 +47,36 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 )
             )
             continue
-        if tool.compensate_with and tool.compensate_with not in registry:
+        try:
+            compensate_with = tool.compensate_with
+        except ToolDefinitionError as exc:
             problems.append(
                 Error(
-                    f"Tool {tool.name!r} is compensated by {tool.compensate_with!r}, which is not a registered tool.",
+                    str(exc),
+                    hint="Pass compensate_with= the compensating tool's name, its Tool, or its @tool function; "
+                    "or decorate the compensation with @<tool>.compensation.",
+                    obj=tool.name,
+                    id="toolhub.E006",
+                )
+            )
+            compensate_with = None
+        if compensate_with and compensate_with not in registry:
+            problems.append(
+                Error(
+                    f"Tool {tool.name!r} is compensated by {compensate_with!r}, which is not a registered tool.",
                     hint="Define the compensating tool in a tools.py, or fix the name in compensate_with=.",
                     obj=tool.name,
                     id="toolhub.E002",
+                )
+            )
+        if callable(tool.needs_approval) and not _callable_with(tool.needs_approval, 2):
+            problems.append(
+                Error(
+                    f"Tool {tool.name!r}: its needs_approval rule cannot be called as rule(arguments, ctx).",
+                    hint="Give it two positional parameters (the validated arguments and the ToolContext) and make "
+                    "it return a reason (str) when the call needs approval, else None.",
+                    obj=tool.name,
+                    id="toolhub.E007",
                 )
             )
         if tool.strict:
@@ -118,6 +144,16 @@ def context_injection_problems(tools: list[Tool]) -> list[CheckMessage]:
                     )
                 )
     return problems
+
+
+def _callable_with(fn: Any, count: int) -> bool:
+    try:
+        inspect.signature(fn).bind(*([None] * count))
+    except TypeError:
+        return False
+    except ValueError:
+        return True  # builtins without a signature: trust them
+    return True
 
 
 def _confusable_names(names: list[str]) -> list[CheckMessage]:

@@ -2,10 +2,10 @@
 
 Precedence, first match wins:
 
-1. the tool's code rule: ``approval="always"``, or a callable that returns a reason (or True);
+1. the tool's code rule: ``needs_approval=True``, or a callable that returns a reason (or ``None``);
 2. operators' database rules (``approvals.ApprovalRule``), by priority, registered as a rule source;
 3. the effective risk (code, or the operator's override): ``high`` and ``critical`` need approval,
-   unless the code rule is ``approval="never"``.
+   unless the code rule is ``needs_approval=False``.
 
 Operators can therefore always tighten policy at run time (rules, risk overrides), and a
 developer's ``never`` only switches off the risk default, never an operator's rule.
@@ -58,8 +58,8 @@ def approval_verdict(
     """Apply the documented precedence; ``None`` means the call may run without approval."""
     risk = effective_risk(tool, definition)
     minimum = 2 if risk == Risk.CRITICAL else 1
-    rule = tool.approval
-    if rule == "always":
+    rule = tool.needs_approval
+    if rule is True:
         return ApprovalVerdict("the tool always needs approval", "code", risk, required_approvals=minimum)
     if callable(rule):
         outcome = rule(arguments, ctx)
@@ -70,6 +70,6 @@ def approval_verdict(
         verdict = source(tool, risk, arguments, principal)
         if verdict is not None:
             return verdict
-    if rule != "never" and Risk(risk).needs_approval:
+    if rule is not False and Risk(risk).needs_approval:
         return ApprovalVerdict(f"risk is {risk}", "risk", risk, required_approvals=minimum)
     return None

@@ -55,7 +55,7 @@ def test_a_developers_never_does_not_override_an_operators_rule(request_call) ->
         """Answer pong."""
         return "pong"
 
-    with registry.temporarily(Tool.from_callable(ping, approval="never", risk="high")):
+    with registry.temporarily(Tool.from_function(ping, needs_approval=False, risk="high")):
         assert request_call("ping", {}).status != CallStatus.PENDING_APPROVAL  # never: risk default off
         ApprovalRule.objects.create(name="hold pings", tool_name="ping")
         assert request_call("ping", {}).status == CallStatus.PENDING_APPROVAL
@@ -101,7 +101,7 @@ def test_a_tool_changed_after_approval_sends_the_call_back_for_a_new_decision(
         SideEffect.objects.create(call_id="transfer", tool="transfer", note=note)
         return "moved"
 
-    original = Tool.from_callable(transfer, risk="high")
+    original = Tool.from_function(transfer, risk="high")
     with registry.temporarily(original):
         call = request_call("transfer", {"note": "x"})
         request = ApprovalRequest.objects.get(call=call)

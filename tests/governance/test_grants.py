@@ -122,7 +122,7 @@ def test_a_model_passing_another_tenants_id_is_denied(request_call, tenant: Tena
 
     from toolhub.tools.registry import registry
 
-    with registry.temporarily(Tool.from_callable(tenant_report)):
+    with registry.temporarily(Tool.from_function(tenant_report)):
         Grant.objects.create(tool_name="tenant_report", tenant=tenant)
         own = request_call("tenant_report", {"tenant_id": "acme"})
         other = request_call("tenant_report", {"tenant_id": "globex"})
@@ -151,7 +151,7 @@ def test_a_call_whose_stored_arguments_no_longer_fit_the_tool_is_refused_on_the_
         return str(count)
 
     Grant.objects.create(tool_name="note", tenant=tenant)
-    with registry.temporarily(Tool.from_callable(note)):
+    with registry.temporarily(Tool.from_function(note)):
         with for_a_worker(), django_capture_on_commit_callbacks(execute=False) as dispatches:
             call = tool_call_request(
                 request=CallRequest(
@@ -162,7 +162,7 @@ def test_a_call_whose_stored_arguments_no_longer_fit_the_tool_is_refused_on_the_
                 )
             )
     # the tool is redeployed with other parameters before a worker picks the call up
-    with registry.temporarily(Tool.from_callable(note_v2, name="note")):
+    with registry.temporarily(Tool.from_function(note_v2, name="note")):
         for dispatch in dispatches:
             dispatch()
     call.refresh_from_db()

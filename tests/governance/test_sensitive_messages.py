@@ -26,7 +26,7 @@ def login(username: str, password: str) -> str:
 
 def test_the_model_sent_password_is_used_but_not_kept(alice: User, alice_client: APIClient) -> None:
     # given a tool with a sensitive parameter, and a model that fills it in
-    tool = Tool.from_callable(login, sensitive=("password",))
+    tool = Tool.from_function(login, sensitive=("password",))
     script = [
         {"content": "", "tool_calls": [{"name": "login", "arguments": {"username": "ada", "password": SECRET}}]},
         {"content": "done: {last_tool_result}"},

@@ -2,7 +2,7 @@ import pytest
 
 from toolhub.search import SearchDocument, document_from_tool, get_provider
 from toolhub.search.lexical import LexicalProvider, NaiveBM25Provider
-from toolhub.tools.definition import tool
+from toolhub import tool
 
 
 @pytest.fixture

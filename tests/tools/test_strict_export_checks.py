@@ -110,7 +110,9 @@ class Pair(BaseModel):
 
 
 def test_mcp_export_advertises_a_typed_output() -> None:
-    add = Tool.from_function("add_pair", "Add a pair.", Pair, Sum, lambda p: Sum(total=p.a + p.b))
+    add = Tool.from_function(
+        lambda p: Sum(total=p.a + p.b), name="add_pair", description="Add a pair.", input_model=Pair, output_model=Sum
+    )
 
     definition = tool_definition(add, "mcp")
 
@@ -187,13 +189,14 @@ def test_check_reports_a_schema_that_cannot_be_built() -> None:
         pass
 
     # a type pydantic cannot handle slipping past definition (built by hand) is caught by the check
-    from toolhub.tools.schema import ParameterSpec
+    from toolhub.tools.inputs import SignatureInputs
+    from toolhub.tools.specs import ParameterSpec
 
     broken = Tool(
         name="broken",
         description="Broken.",
         handler=lambda **kw: None,
-        parameters=(ParameterSpec("x", Loose, ..., None),),
+        inputs=SignatureInputs(parameters=(ParameterSpec("x", Loose, ..., None),)),
     )
 
     problems = _checks_for(broken)

@@ -171,7 +171,7 @@ def test_a_setting_can_require_every_parameter_to_be_described(settings: Any) ->
     with pytest.raises(ToolDefinitionError, match=r"Tool 'half', parameter 'b': has no description"):
         tool(half)
     with pytest.raises(ToolDefinitionError, match=r"Tool 'typed', parameter 'a': has no description"):
-        Tool.from_function("typed", "Typed.", Input, str, lambda value: "x")
+        Tool.from_function(lambda value: "x", name="typed", description="Typed.", input_model=Input, output_model=str)
     with pytest.raises(ToolDefinitionError, match=r"Tool 'schema', parameter 'q': has no description"):
         Tool.create("schema", "Schema.", {"type": "object", "properties": {"q": {"type": "string"}}}, lambda a: a)
 
@@ -279,11 +279,12 @@ def _tricky(
 
 def test_the_fast_schema_equals_the_input_models_schema() -> None:
     # the fast path (per-type schemas, no model) must say exactly what the input model says
+    from toolhub.tools.inputs import FieldsInputs, SignatureInputs
     from toolhub.tools.schema import fast_json_schema, json_schema_of
 
     tools = [tool(name="tricky")(_tricky).tool, *registry.all()]
     for built in tools:
-        if built.schema_override is not None or built.input_type is not None:
+        if not isinstance(built.inputs, SignatureInputs | FieldsInputs):
             continue
         fast = fast_json_schema(built.parameters)
         assert fast is not None, built.name

@@ -157,9 +157,23 @@ class AddResult(BaseModel):
 
 
 def test_from_function_validates_input_and_serializes_output() -> None:
-    add = Tool.from_function("add", "Add.", AddRequest, AddResult, lambda r: AddResult(sum=r.a + r.b))
-    greet = Tool.from_function("greet", "Greet.", AddRequest, str, lambda r: f"{r.a} and {r.b}")
-    as_dict = Tool.from_function("as_dict", "Dict.", AddRequest, AddResult, lambda r, ctx: {"sum": r.a * 2})
+    add = Tool.from_function(
+        lambda r: AddResult(sum=r.a + r.b),
+        name="add",
+        description="Add.",
+        input_model=AddRequest,
+        output_model=AddResult,
+    )
+    greet = Tool.from_function(
+        lambda r: f"{r.a} and {r.b}", name="greet", description="Greet.", input_model=AddRequest, output_model=str
+    )
+    as_dict = Tool.from_function(
+        lambda r, ctx: {"sum": r.a * 2},
+        name="as_dict",
+        description="Dict.",
+        input_model=AddRequest,
+        output_model=AddResult,
+    )
 
     assert add.invoke(add.validate_arguments({"a": 5, "b": "3"})) == AddResult(sum=8)
     assert greet.invoke(greet.validate_arguments({"a": 1, "b": 2})) == "1 and 2"  # strings pass through
@@ -170,7 +184,9 @@ def test_from_function_validates_input_and_serializes_output() -> None:
 
 
 def test_from_function_output_that_does_not_match_fails_the_call() -> None:
-    wrong = Tool.from_function("wrong", "Wrong.", AddRequest, AddResult, lambda r: {"total": 1})
+    wrong = Tool.from_function(
+        lambda r: {"total": 1}, name="wrong", description="Wrong.", input_model=AddRequest, output_model=AddResult
+    )
 
     with pytest.raises(ValidationError):
         wrong.invoke({"a": 1, "b": 1})
@@ -178,9 +194,9 @@ def test_from_function_output_that_does_not_match_fails_the_call() -> None:
 
 def test_from_function_mistakes() -> None:
     with pytest.raises(ToolDefinitionError, match="'bad': the input type must be a pydantic model"):
-        Tool.from_function("bad", "Bad.", dict, str, lambda r: r)
+        Tool.from_function(lambda r: r, name="bad", description="Bad.", input_model=dict, output_model=str)  # type: ignore[typeddict-item]
     with pytest.raises(ToolDefinitionError, match="'bad': its output type cannot be serialized"):
-        Tool.from_function("bad", "Bad.", AddRequest, lambda: 1, lambda r: r)
+        Tool.from_function(lambda r: r, name="bad", description="Bad.", input_model=AddRequest, output_model=lambda: 1)
 
 
 def test_copies_share_the_built_schema() -> None:
@@ -206,7 +222,7 @@ def test_copies_share_the_built_schema() -> None:
         ({"tags": "one"}, "tags= takes a list of strings"),
         ({"presets": {"missing": 1}}, "presets \\['missing'\\] are not parameters"),
         ({"compensate_with": "made"}, "cannot compensate itself"),
-        ({"approval": 3}, "approval must be"),
+        ({"needs_approval": 3}, "needs_approval must be True, False or a callable"),
     ],
 )
 def test_option_mistakes_are_refused_naming_the_tool(options: dict[str, Any], message: str) -> None:

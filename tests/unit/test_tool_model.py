@@ -216,8 +216,8 @@ def test_unknown_risk_and_approval_rule_are_refused() -> None:
 
     with pytest.raises(ToolDefinitionError, match="risk 'extreme' is not one of low, medium, high, critical"):
         tool(risk="extreme")(handler)
-    with pytest.raises(ToolDefinitionError, match="approval must be"):
-        tool(approval="sometimes")(handler)
+    with pytest.raises(ToolDefinitionError, match="needs_approval must be"):
+        tool(needs_approval="sometimes")(handler)  # type: ignore[typeddict-item]
 
 
 def test_decorated_function_stays_callable() -> None:
@@ -272,7 +272,7 @@ def test_version_is_stable_and_changes_with_the_schema() -> None:
         """Same tool."""
 
     first = tool(name="versioned")(v1).tool
-    again = Tool.from_callable(v1, name="versioned")
+    again = Tool.from_function(v1, name="versioned")
 
     assert first.version == again.version
     assert len(first.version) == 16
@@ -284,8 +284,8 @@ def test_version_changes_with_risk() -> None:
     def handler(x: int) -> None:
         """Handler."""
 
-    low = Tool.from_callable(handler, risk=Risk.LOW)
-    high = Tool.from_callable(handler, risk=Risk.HIGH)
+    low = Tool.from_function(handler, risk=Risk.LOW)
+    high = Tool.from_function(handler, risk=Risk.HIGH)
 
     assert low.version != high.version
 

@@ -11,7 +11,7 @@ from pydantic import Field
 from toolhub.exceptions import ToolError
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
-from toolhub.tools.schema import Param
+from toolhub.tools.specs import Param
 
 __all__ = ["TOOL_SEARCH", "RESET_EQUIPPED_TOOLS", "META_TOOLS", "META_TOOL_NAMES", "MAX_SEARCH_RESULTS"]
 

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
+from toolhub.exceptions import ToolDefinitionError
 from toolhub.sagas.mapping import unmatched_parameters
 from toolhub.tools.registry import registry
 
@@ -16,7 +17,11 @@ def check_compensations(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     """Every compensation must be buildable from what the original call knows, and safe to retry."""
     problems: list[CheckMessage] = []
     for tool in registry.all():
-        compensation = registry.get(tool.compensate_with) if tool.compensate_with else None
+        try:
+            target = tool.compensate_with
+        except ToolDefinitionError:
+            target = None  # a target that is no tool is toolhub.E006
+        compensation = registry.get(target) if target else None
         if tool.compensation_mapping is not None and not _accepts_two_arguments(tool.compensation_mapping):
             problems.append(
                 Error(

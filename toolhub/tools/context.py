@@ -20,6 +20,7 @@ class ToolContext(Mapping[str, Any]):
     """
 
     __slots__ = ("_values",)
+    _values: MappingProxyType[str, Any]
 
     def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         merged = dict(values or {})

@@ -35,6 +35,8 @@ from typing import Any, TypeVar, overload
 from pydantic import TypeAdapter, ValidationError
 
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
+from toolhub.tools.context import ToolContext
+from toolhub.tools.progress import Progress
 
 __all__ = [
     "FromContext",
@@ -43,6 +45,7 @@ __all__ = [
     "context_object",
     "ContextObjectUnavailable",
     "ContextTypeSpec",
+    "on_register",
 ]
 
 T = TypeVar("T", bound=type)
@@ -84,6 +87,7 @@ class ContextTypeSpec:
 _registry: dict[type, ContextTypeSpec] = {}
 _adapters: dict[type, TypeAdapter[Any]] = {}
 _lock = threading.Lock()
+_register_checks: list[Callable[[type], None]] = []
 
 
 @overload
@@ -132,9 +136,6 @@ def register_context_type(
 
 def check_context_class(klass: Any, *, where: str) -> None:
     """Refuse what cannot be a context type: builtins (model parameters) and toolhub's own injected types."""
-    from toolhub.tools.context import ToolContext
-    from toolhub.tools.progress import Progress
-
     if not isinstance(klass, type) or klass in (ToolContext, Progress) or issubclass(klass, _FORBIDDEN):
         raise ToolDefinitionError(
             f"{where}: builtin and toolhub types are model parameters or are injected already; "
@@ -142,19 +143,18 @@ def check_context_class(klass: Any, *, where: str) -> None:
         )
 
 
-def _refuse_if_exposed(klass: type) -> None:
-    """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
-    from toolhub.tools.registry import registry
-    from toolhub.tools.schema import context_type_exposures
+def on_register(check: Callable[[type], None]) -> None:
+    """Run ``check(klass)`` before a new context type is registered (the registry refuses tools exposing it).
 
-    for tool in registry.all():
-        for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):
-            if exposed is klass:
-                raise ToolDefinitionError(
-                    f"Cannot register context type {klass.__qualname__}: tool {tool.name!r} already takes it as "
-                    f"parameter {parameter!r}, which the model fills in. Annotate that parameter "
-                    f"Annotated[{klass.__qualname__}, FromContext] so it is injected from the context."
-                )
+    A hook, so that this module needs neither the registry nor the type checks (no import cycle).
+    """
+    if check not in _register_checks:
+        _register_checks.append(check)
+
+
+def _refuse_if_exposed(klass: type) -> None:
+    for check in _register_checks:
+        check(klass)
 
 
 def is_context_type(annotation: Any) -> bool:

@@ -16,9 +16,12 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
-from toolhub.exceptions import ToolDefinitionError
-from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.definition import Tool
+from toolhub.tools.factories import output_adapter
+from toolhub.tools.options import Risk
 from toolhub.tools.profiles import PROFILES, decimal_fragment, has_plain_decimals, profile_schema, strict_safe
+from toolhub.tools.schema import drop_titles
+from toolhub.tools.strict import strict_schema
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -118,15 +121,13 @@ def _input_schema(tool: Tool) -> dict[str, Any]:
     ``decimal_places``; they are read again from the input model, only for tools that have decimals.
     """
     schema = tool.json_schema
-    if (tool.schema_override is not None and not tool.parameters) or not has_plain_decimals(schema):
+    if not tool.inputs.has_model or not has_plain_decimals(schema):
         return schema
-    from toolhub.tools.schema import _drop_titles
-
     try:
         regenerated = tool.input_model.model_json_schema(schema_generator=_DecimalsAsStrings)
     except Exception:  # noqa: BLE001 - the profile then writes decimals without their limits
         return schema
-    cleaned: dict[str, Any] = _drop_titles(regenerated)
+    cleaned: dict[str, Any] = drop_titles(regenerated)
     cleaned.setdefault("properties", {})
     return cleaned
 
@@ -146,72 +147,11 @@ class _DecimalsAsStrings(GenerateJsonSchema):
         )
 
 
-def strict_schema(tool_name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """Return ``schema`` under OpenAI's strict rules; refuse open mappings, which strict mode cannot express."""
-    strict = copy.deepcopy(schema)
-    _close(strict, tool_name, "(arguments)")
-    return strict
-
-
-def _close(node: Any, tool_name: str, path: str) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _close(item, tool_name, path)
-        return
-    if not isinstance(node, dict):
-        return
-    node.pop("default", None)
-    if node.get("type") == "object" or "properties" in node:
-        extra = node.get("additionalProperties")
-        if isinstance(extra, dict) or extra is True or ("properties" not in node and extra is not False):
-            raise ToolDefinitionError(
-                f"Tool {tool_name!r}: strict mode needs objects with fixed properties, but {path} is an open mapping "
-                "(a dict); use a pydantic model or a TypedDict there, or strict=False."
-            )
-        properties = node.setdefault("properties", {})
-        required = set(node.get("required", []))
-        for name, sub in list(properties.items()):
-            _close(sub, tool_name, f"{path}.{name}")
-            if name not in required:
-                properties[name] = _nullable(sub)
-        node["required"] = list(properties)
-        node["additionalProperties"] = False
-    for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf"):
-        if key in node:
-            _close(node[key], tool_name, f"{path}[]")
-    for name, definition in node.get("$defs", {}).items():
-        _close(definition, tool_name, name)
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    if "anyOf" in schema:
-        if {"type": "null"} not in schema["anyOf"]:
-            schema["anyOf"].append({"type": "null"})
-        return schema
-    kind = schema.get("type")
-    if isinstance(kind, str) and "$ref" not in schema:
-        schema["type"] = [kind, "null"]
-        if "enum" in schema and None not in schema["enum"]:
-            schema["enum"] = [*schema["enum"], None]
-        return schema
-    if isinstance(kind, list):
-        if "null" not in kind:
-            schema["type"] = [*kind, "null"]
-        return schema
-    description = schema.pop("description", None)
-    wrapped: dict[str, Any] = {"anyOf": [schema, {"type": "null"}]}
-    if description:
-        wrapped["description"] = description
-    return wrapped
-
-
 def _output_schema(tool: Tool) -> dict[str, Any] | None:
     if tool.output_type is None or tool.output_type is str:
         return None
-    from toolhub.tools.definition import _output_adapter
-
     try:
-        schema = _output_adapter(tool.output_type).json_schema()
+        schema = output_adapter(tool.output_type).json_schema()
     except Exception:  # noqa: BLE001 - an output without a schema is simply not advertised
         return None
     return schema if schema.get("type") == "object" else None

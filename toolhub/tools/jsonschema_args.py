@@ -59,9 +59,7 @@ def validate_against_schema(tool_name: str, schema: dict[str, Any], arguments: M
     for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
         location = tuple(error.absolute_path)
         for loc, message in _describe(error, location):
-            line_errors.append(
-                InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None)  # type: ignore[typeddict-item]
-            )
+            line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None))
     if line_errors:
         raise ValidationError.from_exception_data(f"{tool_name} arguments", line_errors, hide_input=True)
     return values

@@ -44,9 +44,9 @@ class Secret:
         from django.conf import settings
 
         if settings.configured:
-            value = getattr(settings, self.name, None)
-            if value not in (None, ""):
-                return value  # type: ignore[no-any-return]
+            configured: str | None = getattr(settings, self.name, None)
+            if configured not in (None, ""):
+                return configured
         value = os.environ.get(self.name)
         return value if value else None
 

@@ -159,7 +159,7 @@ def profile_schema(schema: dict[str, Any], profile: str, *, strict: bool = False
     """
     rules = _profile(profile)
     inlined = inline_refs(schema)
-    shaped = _shape(inlined, rules, strict=strict)
+    shaped: dict[str, Any] = _shape(inlined, rules, strict=strict)
     if strict:
         _close(shaped)
         shaped = _keep_keywords(shaped, _OPENAI_STRICT_KEYWORDS)

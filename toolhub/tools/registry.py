@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from toolhub.exceptions import RegistryFrozenError, ToolDefinitionError
+from toolhub.tools.context_types import on_register
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Tool
-from toolhub.tools.schema import context_type_exposures
+from toolhub.tools.typechecks import context_type_exposures
 
 __all__ = ["ToolRegistry", "registry", "autodiscover"]
 
@@ -53,6 +54,9 @@ class ToolRegistry:
         with self._lock:
             for tool in self._tools.values():
                 _refuse_exposed_context(tool)
+            for tool in self._tools.values():
+                # compensate_with= may name a tool, or be the tool itself: fixed now, as a name.
+                tool.compensation.freeze(tool.name)
             self._frozen = True
 
     @property
@@ -142,6 +146,21 @@ def _same_definition(existing: Tool, new: Tool) -> bool:
 
 
 registry = ToolRegistry()
+
+
+def _refuse_tools_exposing(klass: type) -> None:
+    """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
+    for tool in registry.all():
+        for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):
+            if exposed is klass:
+                raise ToolDefinitionError(
+                    f"Cannot register context type {klass.__qualname__}: tool {tool.name!r} already takes it as "
+                    f"parameter {parameter!r}, which the model fills in. Annotate that parameter "
+                    f"Annotated[{klass.__qualname__}, FromContext] so it is injected from the context."
+                )
+
+
+on_register(_refuse_tools_exposing)
 
 
 def autodiscover(app_modules: list[str], target: ToolRegistry = registry) -> None:
