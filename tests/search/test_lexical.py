@@ -1,8 +1,8 @@
 import pytest
 
+from toolhub import tool
 from toolhub.search import SearchDocument, document_from_tool, get_provider
 from toolhub.search.lexical import LexicalProvider, NaiveBM25Provider
-from toolhub import tool
 
 
 @pytest.fixture
