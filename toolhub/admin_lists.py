@@ -172,9 +172,13 @@ class InputFilter(admin.SimpleListFilter):
 
 def _other_parameters(changelist: ChangeList, own: list[str]) -> list[tuple[str, str]]:
     """The list's other query parameters, kept as hidden fields when one filter's box is submitted."""
-    return [(key, value) for key, value in changelist.get_filters_params().items() if key not in own] + [
-        (key, changelist.params[key]) for key in ("q", "o") if key in changelist.params
-    ]
+    kept = []
+    for key, value in changelist.filter_params.items():
+        if key in own or key in ("p", "all", "_facets"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            kept.append((key, str(item)))
+    return kept
 
 
 class AgentFilter(InputFilter):
