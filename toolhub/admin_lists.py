@@ -40,15 +40,16 @@ __all__ = [
     "tools_with_risk",
 ]
 
-#: Up to this many rows a filtered list is counted exactly (a bounded count); beyond, estimated.
+#: A list the planner expects to hold at most this many rows is counted exactly (a bounded count).
 EXACT_COUNT_LIMIT = 10_000
 
 
 class EstimatedCountPaginator(Paginator):
-    """Counts exactly up to :data:`EXACT_COUNT_LIMIT` rows, then uses PostgreSQL's planner estimate.
+    """Takes PostgreSQL's planner estimate for a long list, counts a short one exactly (a bounded count).
 
-    The bounded count reads at most that many index entries, whatever the table's size; a long list's
-    page numbers are then approximate, which nobody paging through a million calls notices.
+    The estimate costs one EXPLAIN; only when it is at most :data:`EXACT_COUNT_LIMIT` rows are they
+    counted, and never more than that many, whatever the table's size. A long list's page numbers are
+    then approximate, which nobody paging through a million calls notices.
     """
 
     @cached_property
@@ -56,10 +57,11 @@ class EstimatedCountPaginator(Paginator):
         queryset = self.object_list
         if not isinstance(queryset, QuerySet):
             return super().count
+        estimate = _planner_estimate(queryset)
+        if estimate > EXACT_COUNT_LIMIT:
+            return estimate
         bounded = queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count()
-        if bounded <= EXACT_COUNT_LIMIT:
-            return bounded
-        return max(_planner_estimate(queryset), bounded)
+        return bounded if bounded <= EXACT_COUNT_LIMIT else max(estimate, bounded)
 
 
 def _planner_estimate(queryset: QuerySet[Any]) -> int:
