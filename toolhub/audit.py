@@ -418,26 +418,29 @@ def _verify_chain(
     """Walk one chain in seq order; return the events checked and its first problem, if any."""
     checked = 0
     expected_seq, prev_hash, problem = 1, "", None
-    rows = (
-        AuditEvent.objects.filter(chain=chain)
-        .order_by("seq")
-        .values_list(*_VERIFIED_COLUMNS)
-        .iterator(chunk_size=batch_size)
-    )
-    for event_id, *columns, stored_hash in rows:
-        checked += 1
-        if progress is not None:
-            progress(checked)
-        seq, event_prev_hash = columns[1], columns[-1]
-        if seq != expected_seq:
-            problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
-        elif event_prev_hash != prev_hash:
-            problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
-        elif hash_columns(*columns) != stored_hash:
-            problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
-        if problem:
-            break
-        expected_seq, prev_hash = seq + 1, stored_hash
+    # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
+    # PostgreSQL materializes whole before the first row.
+    with transaction.atomic():
+        rows = (
+            AuditEvent.objects.filter(chain=chain)
+            .order_by("seq")
+            .values_list(*_VERIFIED_COLUMNS)
+            .iterator(chunk_size=batch_size)
+        )
+        for event_id, *columns, stored_hash in rows:
+            checked += 1
+            if progress is not None:
+                progress(checked)
+            seq, event_prev_hash = columns[1], columns[-1]
+            if seq != expected_seq:
+                problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
+            elif event_prev_hash != prev_hash:
+                problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
+            elif hash_columns(*columns) != stored_hash:
+                problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
+            if problem:
+                break
+            expected_seq, prev_hash = seq + 1, stored_hash
     if problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
         problem = AuditProblem(
             chain,

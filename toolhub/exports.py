@@ -54,6 +54,13 @@ _CHUNK = 2000
 def export_rows(calls: QuerySet[ToolCall]) -> Iterator[dict[str, Any]]:
     """Each call of ``calls`` (already scoped and filtered) as an export row, read in chunks on the server."""
     sensitive_by_tool: dict[str, frozenset[str] | None] = {}
+    # A transaction keeps the server-side cursor streaming (outside one it is WITH HOLD, materialized
+    # whole on the server first); it ends when the response is consumed or closed.
+    with transaction.atomic():
+        yield from _rows(calls, sensitive_by_tool)
+
+
+def _rows(calls: QuerySet[ToolCall], sensitive_by_tool: dict[str, frozenset[str] | None]) -> Iterator[dict[str, Any]]:
     rows = calls.order_by("-created_at", "-id").values_list(*_FIELDS).iterator(chunk_size=_CHUNK)
     arguments_at = len(_FIELDS) - 1
     for values in rows:
