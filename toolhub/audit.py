@@ -53,6 +53,10 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+#: The string encoder ``json.dumps(..., ensure_ascii=False)`` uses (the C one when available).
+_encode_string = json.encoder.encode_basestring
+
+
 def canonical_json(value: Any) -> str:
     """Serialize with sorted keys and no whitespace: the same data always gives the same text."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
@@ -139,24 +143,58 @@ def hash_columns(
     data: str,
     prev_hash: str,
 ) -> str:
-    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed."""
-    material = canonical_json(
-        {
-            "chain": chain,
-            "seq": seq,
-            "event_type": event_type,
-            "call_id": str(call_id) if call_id else None,
-            "run_id": str(run_id) if run_id else None,
-            "tool_name": tool_name,
-            "status": status,
-            "tenant": tenant,
-            "actor": actor,
-            "created_at": _timestamp(created_at),
-            "data": data,
-            "prev_hash": prev_hash,
-        }
-    )
-    return hashlib.sha256(material.encode()).hexdigest()
+    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed.
+
+    The hashed text is :func:`canonical_json` of the columns by name; it is written out here directly
+    (the same keys in sorted order, the same string encoder), which makes ``verify_audit`` several
+    times faster than building and sorting a dict per event. Anything unusual takes the general path.
+    """
+    try:
+        text = (
+            '{"actor":'
+            + _encode_string(actor)
+            + ',"call_id":'
+            + (_encode_string(str(call_id)) if call_id else "null")
+            + ',"chain":'
+            + str(int(chain))
+            + ',"created_at":'
+            + _encode_string(_timestamp(created_at))
+            + ',"data":'
+            + _encode_string(data)
+            + ',"event_type":'
+            + _encode_string(event_type)
+            + ',"prev_hash":'
+            + _encode_string(prev_hash)
+            + ',"run_id":'
+            + (_encode_string(str(run_id)) if run_id else "null")
+            + ',"seq":'
+            + str(int(seq))
+            + ',"status":'
+            + _encode_string(status)
+            + ',"tenant":'
+            + _encode_string(tenant)
+            + ',"tool_name":'
+            + _encode_string(tool_name)
+            + "}"
+        )
+    except TypeError:  # a column that is not text (None): the general path writes it as JSON does
+        text = canonical_json(
+            {
+                "chain": chain,
+                "seq": seq,
+                "event_type": event_type,
+                "call_id": str(call_id) if call_id else None,
+                "run_id": str(run_id) if run_id else None,
+                "tool_name": tool_name,
+                "status": status,
+                "tenant": tenant,
+                "actor": actor,
+                "created_at": _timestamp(created_at),
+                "data": data,
+                "prev_hash": prev_hash,
+            }
+        )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def compute_hash(event: AuditEvent) -> str:

@@ -12,18 +12,19 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import connections, transaction
+from django.db.models import Func, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from toolhub.audit import audit_append, redact
 from toolhub.models import ToolCall
 from toolhub.tools.registry import registry
 
-__all__ = ["EXPORT_COLUMNS", "EXPORT_FORMATS", "export_rows", "export_stream", "export_record"]
+__all__ = ["EXPORT_COLUMNS", "EXPORT_FORMATS", "WITHHELD", "export_rows", "export_stream", "export_record"]
 
 logger = logging.getLogger(__name__)
 
-#: The columns an export holds, in order; ``user`` is the username, ``arguments`` redacted JSON.
+#: The columns an export holds, in order; ``user`` is the username, ``arguments`` redacted JSON text.
 EXPORT_COLUMNS = (
     "id",
     "created_at",
@@ -43,6 +44,8 @@ EXPORT_COLUMNS = (
     "arguments",
 )
 _FIELDS = tuple("user__username" if column == "user" else column for column in EXPORT_COLUMNS)
+_TIMES = frozenset({"created_at", "started_at", "finished_at"})
+_UUIDS = frozenset({"id", "run_id"})
 
 EXPORT_FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
 
@@ -50,43 +53,82 @@ WITHHELD = "(withheld: the tool is no longer registered, so its sensitive argume
 
 _CHUNK = 2000
 
+#: One exported call: the values of EXPORT_COLUMNS as text (None for none, attempts an int); the last,
+#: ``arguments``, is JSON text.
+Row = tuple[Any, ...]
 
-def export_rows(calls: QuerySet[ToolCall]) -> Iterator[dict[str, Any]]:
+
+class _IsoText(Func):
+    """A timestamp as ISO 8601 text written by PostgreSQL (cheaper than parsing it into a datetime here)."""
+
+    template = "to_json(%(expressions)s) #>> '{}'"
+    output_field = TextField()
+
+
+def export_rows(calls: QuerySet[ToolCall]) -> Iterator[Row]:
     """Each call of ``calls`` (already scoped and filtered) as an export row, read in chunks on the server."""
-    sensitive_by_tool: dict[str, frozenset[str] | None] = {}
     # A transaction keeps the server-side cursor streaming (outside one it is WITH HOLD, materialized
     # whole on the server first); it ends when the response is consumed or closed.
     with transaction.atomic():
-        yield from _rows(calls, sensitive_by_tool)
+        yield from _rows(calls)
 
 
-def _rows(calls: QuerySet[ToolCall], sensitive_by_tool: dict[str, frozenset[str] | None]) -> Iterator[dict[str, Any]]:
-    rows = calls.order_by("-created_at", "-id").values_list(*_FIELDS).iterator(chunk_size=_CHUNK)
-    arguments_at = len(_FIELDS) - 1
-    for values in rows:
-        row = dict(zip(EXPORT_COLUMNS, values, strict=True))
-        tool_name = row["tool_name"]
+def _rows(calls: QuerySet[ToolCall]) -> Iterator[Row]:
+    ordered = calls.order_by("-created_at", "-id")
+    as_text = connections[calls.db].vendor == "postgresql"
+    if as_text:
+        # PostgreSQL writes timestamps, ids and arguments as text: no per-value parsing here.
+        names = {}
+        for field in _FIELDS:
+            if field in _TIMES:
+                names[f"x_{field}"] = _IsoText(field)
+            elif field in _UUIDS or field == "arguments":
+                names[f"x_{field}"] = Cast(field, TextField())
+        ordered = ordered.annotate(**names)
+        fields = [f"x_{field}" if f"x_{field}" in names else field for field in _FIELDS]
+    else:
+        fields = list(_FIELDS)
+    sensitive_by_tool: dict[str, frozenset[str] | None] = {}
+    for values in ordered.values_list(*fields).iterator(chunk_size=_CHUNK):
+        row = list(values) if as_text else _as_text(values)
+        tool_name = row[2]
         if tool_name not in sensitive_by_tool:
             tool = registry.get(tool_name)
             sensitive_by_tool[tool_name] = tool.sensitive if tool is not None else None
         sensitive = sensitive_by_tool[tool_name]
-        arguments = values[arguments_at]
-        if sensitive is None or (sensitive and not isinstance(arguments, dict)):
-            row["arguments"] = WITHHELD
+        if sensitive is None:
+            row[-1] = _WITHHELD_JSON
         elif sensitive:
-            row["arguments"] = redact(arguments, sensitive)
-        row["user"] = row["user"] or ""
-        yield row
+            row[-1] = _redacted(row[-1], sensitive)
+        yield tuple(row)
 
 
-def _text(value: Any) -> Any:
-    if value is None:
-        return ""
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True, default=str)
-    return value
+_WITHHELD_JSON = json.dumps(WITHHELD)
+
+
+def _redacted(arguments: str, sensitive: frozenset[str]) -> str:
+    try:
+        parsed = json.loads(arguments)
+    except (TypeError, ValueError):
+        return _WITHHELD_JSON
+    if not isinstance(parsed, dict):
+        return _WITHHELD_JSON
+    return json.dumps(redact(parsed, sensitive), ensure_ascii=False)
+
+
+def _as_text(values: tuple[Any, ...]) -> list[Any]:
+    """A row read as Python values (databases other than PostgreSQL) in the shape PostgreSQL gives."""
+    row = []
+    for column, value in zip(EXPORT_COLUMNS, values, strict=True):
+        if value is None or column == "attempts":
+            row.append(value)
+        elif column in _TIMES:
+            row.append(value.isoformat())
+        elif column == "arguments":
+            row.append(json.dumps(value, ensure_ascii=False))
+        else:
+            row.append(str(value))
+    return row
 
 
 class _Line:
@@ -96,7 +138,7 @@ class _Line:
         return value
 
 
-def export_stream(rows: Iterable[dict[str, Any]], export_format: str) -> Iterator[str]:
+def export_stream(rows: Iterable[Row], export_format: str) -> Iterator[str]:
     """``rows`` as CSV (a header first) or JSON Lines, yielded a chunk of lines at a time."""
     if export_format not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {export_format!r}; use one of {', '.join(EXPORT_FORMATS)}")
@@ -107,9 +149,11 @@ def export_stream(rows: Iterable[dict[str, Any]], export_format: str) -> Iterato
     count = 0
     for row in rows:
         if export_format == "csv":
-            buffer.append(writer.writerow([_text(row[column]) for column in EXPORT_COLUMNS]))
+            buffer.append(writer.writerow(row))  # None is written as an empty field
         else:
-            buffer.append(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+            # The arguments are JSON text already: spliced in, not parsed and written again.
+            head = json.dumps(dict(zip(EXPORT_COLUMNS[:-1], row[:-1], strict=True)), ensure_ascii=False)
+            buffer.append(f'{head[:-1]}, "arguments": {row[-1]}}}\n')
         count += 1
         if len(buffer) >= 500:
             yield "".join(buffer)

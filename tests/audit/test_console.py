@@ -212,7 +212,7 @@ def test_csv_export_streams_the_filtered_calls_of_ones_tenants_redacted_and_is_a
     assert SECRET not in text
     row = next(row for row in rows if row["id"] == str(mine.pk))
     assert json.loads(row["arguments"]) == {"customer": "ACME", "api_token": "***redacted***"}
-    assert next(row for row in rows if row["id"] == str(unknown.pk))["arguments"] == WITHHELD
+    assert json.loads(next(row for row in rows if row["id"] == str(unknown.pk))["arguments"]) == WITHHELD
 
     exported = AuditEvent.objects.get(event_type="calls.exported")
     assert exported.actor == "user:aud" and exported.tenant == "acme"
@@ -340,3 +340,76 @@ def test_verify_audit_in_parallel_finds_a_tampered_event_in_any_chain_like_one_p
 
     newest, first = AuditVerification.objects.order_by("-finished_at")[:2]
     assert first.ok and not newest.ok and "event was altered" in newest.problems
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        (0, 1, "call.requested", None, None, "", "", "", "", "{}", ""),
+        (
+            7,
+            99,
+            "call.ok",
+            uuid.uuid4(),
+            uuid.uuid4(),
+            'tööl "q"',
+            "succeeded",
+            "acme",
+            "agent:ü\n\t\\",
+            '{"a":"é"}',
+            "f" * 64,
+        ),
+        (3, 2, "x", "not-a-uuid-string", None, "t", "s", "", "a", "\u2028\x00", "p"),
+        (1, 5, "x", None, None, None, "s", "t", "a", "{}", "p"),  # a None column takes the general path
+    ],
+)
+def test_the_fast_event_hash_equals_the_canonical_json_hash(columns: tuple) -> None:
+    import datetime as dt
+    import hashlib
+
+    from toolhub.audit import canonical_json, hash_columns
+
+    chain, seq, event_type, call_id, run_id, tool_name, status, tenant, actor, data, prev_hash = columns
+    moment = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.UTC)
+    expected = hashlib.sha256(
+        canonical_json(
+            {
+                "chain": chain,
+                "seq": seq,
+                "event_type": event_type,
+                "call_id": str(call_id) if call_id else None,
+                "run_id": str(run_id) if run_id else None,
+                "tool_name": tool_name,
+                "status": status,
+                "tenant": tenant,
+                "actor": actor,
+                "created_at": moment.isoformat(timespec="microseconds"),
+                "data": data,
+                "prev_hash": prev_hash,
+            }
+        ).encode()
+    ).hexdigest()
+    assert (
+        hash_columns(chain, seq, event_type, call_id, run_id, tool_name, status, tenant, actor, moment, data, prev_hash)
+        == expected
+    )
+
+
+def test_rows_read_as_python_values_elsewhere_take_the_shape_postgresql_gives() -> None:
+    import datetime as dt
+
+    from toolhub.exports import EXPORT_COLUMNS, _as_text, export_stream
+
+    moment = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+    call_id = uuid.uuid4()
+    values = dict.fromkeys(EXPORT_COLUMNS, "")
+    values.update(id=call_id, created_at=moment, started_at=None, finished_at=moment, attempts=2, user=None)
+    values.update(run_id=None, arguments={"b": "é", "a": [1]})
+    row = _as_text(tuple(values[column] for column in EXPORT_COLUMNS))
+
+    assert row[0] == str(call_id) and row[1] == "2026-11-30T12:00:00+00:00" and row[11] == 2
+    assert json.loads(row[-1]) == {"b": "é", "a": [1]}
+    line = json.loads("".join(export_stream([tuple(row)], "jsonl")))
+    assert line["arguments"] == {"b": "é", "a": [1]} and line["user"] is None and line["started_at"] is None
+    with pytest.raises(ValueError, match="unknown export format"):
+        list(export_stream([], "xml"))
