@@ -19,6 +19,8 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models import F, Func, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from toolhub.conf import toolhub_setting
@@ -143,7 +145,38 @@ def hash_columns(
     data: str,
     prev_hash: str,
 ) -> str:
-    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed.
+    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed."""
+    return _hash_text(
+        chain,
+        seq,
+        event_type,
+        call_id,
+        run_id,
+        tool_name,
+        status,
+        tenant,
+        actor,
+        _timestamp(created_at),
+        data,
+        prev_hash,
+    )
+
+
+def _hash_text(
+    chain: int,
+    seq: int,
+    event_type: str,
+    call_id: uuid.UUID | str | None,
+    run_id: uuid.UUID | str | None,
+    tool_name: str,
+    status: str,
+    tenant: str,
+    actor: str,
+    created_at: str,
+    data: str,
+    prev_hash: str,
+) -> str:
+    """:func:`hash_columns` with the timestamp already written as ``_timestamp`` writes it.
 
     The hashed text is :func:`canonical_json` of the columns by name; it is written out here directly
     (the same keys in sorted order, the same string encoder), which makes ``verify_audit`` several
@@ -158,7 +191,7 @@ def hash_columns(
             + ',"chain":'
             + str(int(chain))
             + ',"created_at":'
-            + _encode_string(_timestamp(created_at))
+            + _encode_string(created_at)
             + ',"data":'
             + _encode_string(data)
             + ',"event_type":'
@@ -189,7 +222,7 @@ def hash_columns(
                 "status": status,
                 "tenant": tenant,
                 "actor": actor,
-                "created_at": _timestamp(created_at),
+                "created_at": created_at,
                 "data": data,
                 "prev_hash": prev_hash,
             }
@@ -441,6 +474,27 @@ def _chains_with_events() -> list[int]:
 
 _VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
 
+#: ``_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
+_PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+
+
+def _chain_rows(chain: int) -> Any:
+    """One chain's events in seq order as tuples of :data:`_VERIFIED_COLUMNS`.
+
+    On PostgreSQL the timestamp and the ids arrive as the text the hash covers: parsing them into
+    Python objects only to write them out again would cost more than the hash itself.
+    """
+    events = AuditEvent.objects.filter(chain=chain).order_by("seq")
+    if transaction.get_connection().vendor != "postgresql":
+        return events.values_list(*_VERIFIED_COLUMNS)
+    events = events.annotate(
+        v_call_id=Cast("call_id", TextField()),
+        v_run_id=Cast("run_id", TextField()),
+        v_created_at=Func(F("created_at"), template=_PG_TIMESTAMP, output_field=TextField()),
+    )
+    renamed = {"call_id": "v_call_id", "run_id": "v_run_id", "created_at": "v_created_at"}
+    return events.values_list(*(renamed.get(column, column) for column in _VERIFIED_COLUMNS))
+
 
 def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int]) -> tuple[int, AuditProblem | None]:
     chain, head, batch_size = job
@@ -459,12 +513,8 @@ def _verify_chain(
     # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
     # PostgreSQL materializes whole before the first row.
     with transaction.atomic():
-        rows = (
-            AuditEvent.objects.filter(chain=chain)
-            .order_by("seq")
-            .values_list(*_VERIFIED_COLUMNS)
-            .iterator(chunk_size=batch_size)
-        )
+        rows = _chain_rows(chain).iterator(chunk_size=batch_size)
+        as_text = transaction.get_connection().vendor == "postgresql"
         for event_id, *columns, stored_hash in rows:
             checked += 1
             if progress is not None:
@@ -474,7 +524,7 @@ def _verify_chain(
                 problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
             elif event_prev_hash != prev_hash:
                 problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
-            elif hash_columns(*columns) != stored_hash:
+            elif (_hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
                 problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
             if problem:
                 break
