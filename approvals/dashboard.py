@@ -1,6 +1,7 @@
 """The approvals' figures on the admin index's dashboard: approval latency p50 / p95 over its window."""
 
 import datetime as dt
+import math
 from typing import Any
 
 from approvals.models import ApprovalRequest, ApprovalStatus
@@ -11,7 +12,7 @@ __all__ = ["approval_latency_figures"]
 
 def _percentile(ordered: list[float], share: float) -> float:
     """The nearest-rank percentile of an ascending list."""
-    index = max(0, min(len(ordered) - 1, round(share * len(ordered) + 0.5) - 1))
+    index = max(0, min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1))
     return ordered[index]
 
 

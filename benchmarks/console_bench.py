@@ -16,6 +16,7 @@ streaming). Writes ``benchmarks/results/console.md`` with the date and the load 
 
 import argparse
 import datetime as dt
+import math
 import os
 import secrets
 import statistics
@@ -196,18 +197,18 @@ def _renders(auditor: Any, operator: Any) -> list[tuple[str, str, float, str]]:
             "/admin/approvals/approvalrequest/?status__exact=pending",
             "300 ms",
         ),
-        ("tool-call change list, status filter", client, "/admin/toolhub/toolcall/?status__exact=failed", "300 ms"),
-        ("tool-call change list, tool filter", client, f"/admin/toolhub/toolcall/?tool={tool}", "300 ms"),
-        ("tool-call change list, search by call id", client, f"/admin/toolhub/toolcall/?q={call.pk}", "300 ms"),
-        ("tool-call change list, unfiltered", client, "/admin/toolhub/toolcall/", "300 ms"),
-        ("audit event change list", client, "/admin/toolhub/auditevent/", "300 ms"),
+        ("tool-call change list, status filter", client, "/admin/toolhub/toolcall/?status__exact=failed", "<= 300 ms"),
+        ("tool-call change list, tool filter", client, f"/admin/toolhub/toolcall/?tool={tool}", "<= 300 ms"),
+        ("tool-call change list, search by call id", client, f"/admin/toolhub/toolcall/?q={call.pk}", "<= 300 ms"),
+        ("tool-call change list, unfiltered", client, "/admin/toolhub/toolcall/", "<= 300 ms"),
+        ("audit event change list", client, "/admin/toolhub/auditevent/", "<= 300 ms"),
         (
             "audit event change list, event type filter",
             client,
             "/admin/toolhub/auditevent/?event_type=call.failed",
             "300 ms",
         ),
-        ("one call's page with its verified timeline", client, f"/admin/toolhub/toolcall/{call.pk}/change/", "100 ms"),
+        ("one call's page with its verified timeline", client, f"/admin/toolhub/toolcall/{call.pk}/change/", "<= 100 ms"),
         ("admin index with the dashboard", client, "/admin/", "measured"),
         ("API call list, status filter (reference)", client, "/api/v1/calls/?status=failed", "keep 4-16 ms"),
     ]
@@ -230,7 +231,7 @@ def _export(auditor: Any, target: int) -> dict[str, Any]:
     oldest = ToolCall.objects.filter(tenant="acme").order_by("created_at").values_list("created_at", flat=True).first()
     total = ToolCall.objects.filter(tenant="acme").count()
     span_days = max(1, (newest - oldest).days)
-    days = max(1, round(target / max(1, total / span_days)))
+    days = max(1, math.ceil(target / max(1, total / span_days)))
     start = (timezone.localtime(newest) - dt.timedelta(days=days - 1)).date()
     client = Client()
     client.force_login(auditor)

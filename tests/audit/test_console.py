@@ -413,3 +413,31 @@ def test_rows_read_as_python_values_elsewhere_take_the_shape_postgresql_gives() 
     assert line["arguments"] == {"b": "é", "a": [1]} and line["user"] is None and line["started_at"] is None
     with pytest.raises(ValueError, match="unknown export format"):
         list(export_stream([], "xml"))
+
+
+def test_approval_latency_p50_p95_counts_decided_requests_of_ones_tenants(auditors: Group) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from approvals.dashboard import approval_latency_figures
+    from approvals.models import ApprovalRequest, ApprovalStatus
+
+    auditor = member("aud", "acme", auditors)
+    now = timezone.now()
+    for index, (tenant, wait) in enumerate([("acme", 10), ("acme", 20), ("acme", 30), ("acme", 600), ("globex", 9000)]):
+        call = make_call(tenant, status=CallStatus.SUCCEEDED, model_call_id=f"c{index}")
+        request = ApprovalRequest.objects.create(
+            call=call,
+            reason="risk",
+            tool_name=call.tool_name,
+            tenant=tenant,
+            status=ApprovalStatus.APPROVED,
+            expires_at=now + dt.timedelta(hours=1),
+        )
+        ApprovalRequest.objects.filter(pk=request.pk).update(decided_at=request.created_at + dt.timedelta(seconds=wait))
+
+    figures = approval_latency_figures(auditor, now - dt.timedelta(hours=1))
+
+    assert figures == [("approval latency p50 / p95", "20 s / 10 min")]
+    assert approval_latency_figures(auditor, now + dt.timedelta(hours=1)) == [("approval latency p50 / p95", "-")]
