@@ -190,6 +190,7 @@ def _renders(auditor: Any, operator: Any) -> list[tuple[str, str, float, str]]:
     approver.force_login(operator)
     call = ToolCall.objects.filter(tenant="acme").order_by("-created_at").only("id")[500]
     tool = ToolCall.objects.filter(tenant="acme").only("tool_name").first().tool_name
+    call_page = f"/admin/toolhub/toolcall/{call.pk}/change/"
     pages = [
         (
             "approval queue (pending, operator)",
@@ -208,7 +209,7 @@ def _renders(auditor: Any, operator: Any) -> list[tuple[str, str, float, str]]:
             "/admin/toolhub/auditevent/?event_type=call.failed",
             "<= 300 ms",
         ),
-        ("one call's page with its verified timeline", client, f"/admin/toolhub/toolcall/{call.pk}/", "<= 100 ms"),
+        ("one call's page with its verified timeline", client, call_page, "<= 100 ms"),
         ("admin index with the dashboard", client, "/admin/", "measured"),
         ("API call list, status filter (reference)", client, "/api/v1/calls/?status=failed", "keep 4-16 ms"),
     ]
