@@ -131,6 +131,20 @@ def _as_text(values: tuple[Any, ...]) -> list[Any]:
     return row
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV field that a spreadsheet shows as text: one starting like a formula gets a leading quote.
+
+    Agent names, errors and ids come from models and users; opened in a spreadsheet, ``=HYPERLINK(...)``
+    would run. None is written as an empty field.
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 class _Line:
     """A file-like object whose ``write`` hands back what it is given (for ``csv.writer``)."""
 
@@ -149,7 +163,7 @@ def export_stream(rows: Iterable[Row], export_format: str) -> Iterator[str]:
     count = 0
     for row in rows:
         if export_format == "csv":
-            buffer.append(writer.writerow(row))  # None is written as an empty field
+            buffer.append(writer.writerow([_cell(value) for value in row]))
         else:
             # The arguments are JSON text already: spliced in, not parsed and written again.
             head = json.dumps(dict(zip(EXPORT_COLUMNS[:-1], row[:-1], strict=True)), ensure_ascii=False)

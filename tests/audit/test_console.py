@@ -441,3 +441,15 @@ def test_approval_latency_p50_p95_counts_decided_requests_of_ones_tenants(audito
 
     assert figures == [("approval latency p50 / p95", "20 s / 10 min")]
     assert approval_latency_figures(auditor, now + dt.timedelta(hours=1)) == [("approval latency p50 / p95", "-")]
+
+
+def test_csv_fields_that_look_like_formulas_are_written_as_text() -> None:
+    from toolhub.exports import EXPORT_COLUMNS, export_stream
+
+    row = ["x"] * (len(EXPORT_COLUMNS) - 1) + ["{}"]
+    row[6] = '=HYPERLINK("http://evil.example")'
+    row[14] = "-1+2"
+    parsed = list(csv.reader(io.StringIO("".join(export_stream([tuple(row)], "csv")))))[1]
+
+    assert parsed[6] == '\'=HYPERLINK("http://evil.example")' and parsed[14] == "'-1+2"
+    assert parsed[0] == "x" and parsed[-1] == "{}"
