@@ -232,7 +232,7 @@ def _export(auditor: Any, target: int) -> dict[str, Any]:
     oldest = ToolCall.objects.filter(tenant="acme").order_by("created_at").values_list("created_at", flat=True).first()
     total = ToolCall.objects.filter(tenant="acme").count()
     span_days = max(1, (newest - oldest).days)
-    days = max(1, math.ceil(target / max(1, total / span_days)))
+    days = math.ceil(target / max(1, total / span_days)) + 1  # the newest day is partial
     start = (timezone.localtime(newest) - dt.timedelta(days=days - 1)).date()
     client = Client()
     client.force_login(auditor)
