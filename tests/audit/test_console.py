@@ -320,17 +320,22 @@ def test_verify_audit_in_parallel_finds_a_tampered_event_in_any_chain_like_one_p
     generate_calls(SyntheticSpec(count=400, tools=["crm_lookup_secure"], tenants=["acme"]))
     call_command("verify_audit", "--no-progress", "--workers", "2", stdout=io.StringIO())
     chains = sorted(set(AuditEvent.objects.values_list("chain", flat=True)))
-    assert len(chains) > 1
+    assert len(chains) > 2
 
     for chain in (chains[0], chains[-1]):
         target = AuditEvent.objects.filter(chain=chain).order_by("seq")[5]
         with owner_tampering(), connection.cursor() as cursor:
             cursor.execute("UPDATE toolhub_auditevent SET data = '{\"x\":1}' WHERE id = %s", [target.pk])
+    deleted = AuditEvent.objects.filter(chain=chains[1]).order_by("seq")[3]
+    with owner_tampering(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditevent WHERE id = %s", [deleted.pk])
     sequential = verify_audit_chains(workers=1)
     parallel = verify_audit_chains(workers=2)
     assert parallel == sequential
-    assert {problem.chain for problem in parallel[1]} == {chains[0], chains[-1]}
-    assert all("event was altered" in problem.reason for problem in parallel[1])
+    reasons = {problem.chain: problem.reason for problem in parallel[1]}
+    assert set(reasons) == {chains[0], chains[1], chains[-1]}
+    assert "event was altered" in reasons[chains[0]] and "event was altered" in reasons[chains[-1]]
+    assert reasons[chains[1]] == f"expected seq {deleted.seq}: events are missing"
 
     from django.core.management.base import CommandError
 
