@@ -458,3 +458,12 @@ def test_csv_fields_that_look_like_formulas_are_written_as_text() -> None:
 
     assert parsed[6] == '\'=HYPERLINK("http://evil.example")' and parsed[14] == "'-1+2"
     assert parsed[0] == "x" and parsed[-1] == "{}"
+
+
+def test_generate_calls_command_creates_missing_tenants_and_reports_what_it_wrote(db: None) -> None:
+    out = io.StringIO()
+    call_command("generate_calls", "50", "--tenants", "acme,newco", "--batch-size", "20", stdout=out)
+
+    assert "Wrote 50 calls and" in out.getvalue()
+    assert Tenant.objects.filter(slug="newco").exists()
+    assert ToolCall.objects.count() == 50 and verify_audit_chains()[1] == []
