@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test test-fast worker lint bench chaos clean
+.PHONY: install run test test-fast worker lint bench bench-console chaos clean
 
 install: $(VENV)/.installed
 
@@ -54,3 +54,7 @@ clean:
 bench: install
 	$(VENV)/bin/pip install --quiet -e '.[dev,bench]' || echo "bench: DBOS Transact not installed; its row will say so"
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
+
+# The console at 1M calls / 4M events in kept databases (toolhub_console_bench*; generated once, minutes).
+bench-console: install
+	$(PY) -m benchmarks.console_bench $(CONSOLE_BENCH_ARGS)

@@ -10,10 +10,13 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals import receivers  # noqa: F401 - connects to the core's signals
+        from approvals.dashboard import approval_latency_figures
         from approvals.rules import database_rule_verdict
+        from toolhub.dashboard import dashboard_figure
         from toolhub.governance import governance_watch
         from toolhub.policy import register_approval_rule_source
 
         register_approval_rule_source(database_rule_verdict)
+        dashboard_figure(approval_latency_figures)
         # Rules are cached with the rest of governance: a changed rule applies to the next call.
         governance_watch("approvals_approvalrule")

@@ -7,7 +7,6 @@ User and Group pages and DRF's token page are replaced here by tenant-scoped one
 changes an account (superuser status, groups, permissions, password, API token) acts as anyone.
 """
 
-import uuid
 from typing import Any
 
 from django.contrib import admin
@@ -16,8 +15,6 @@ from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
@@ -26,13 +23,12 @@ from toolhub.admin_helpers import (
     CrossTenantOnly,
     ReadOnlyMixin,
     TenantScopedAdmin,
-    admin_link,
+    admin_link,  # noqa: F401 - the apps' admins import them from here
     pretty_json,
 )
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
-from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolCall, ToolDefinition, ToolGroup
-from toolhub.selectors import displayed_arguments, tool_call_audit_events
+from toolhub.models import Grant, Tenant, TenantMembership, ToolDefinition, ToolGroup
 
 admin.site.site_header = "toolhub"
 admin.site.site_title = "toolhub"
@@ -226,157 +222,5 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
     )
 
 
-@admin.register(ToolCall)
-class ToolCallAdmin(TenantScopedAdmin, ReadOnlyAdmin):
-    """Every governed call of the user's tenants, for operators and auditors; only the pipeline writes these rows."""
-
-    list_display = ("id", "tool_name", "status", "kind", "tenant", "agent_name", "user", "created_at", "finished_at")
-    list_filter = ("status", "kind", "tool_name", "tenant")
-    search_fields = ("tool_name", "agent_name", "model_call_id", "saga_id")
-    list_select_related = ("user",)
-    show_full_result_count = False
-    fieldsets = (
-        (None, {"fields": ("id", "kind", "tool_name", "tool_version", "status", "approval")}),
-        ("Who asked", {"fields": ("user", "agent_name", "tenant", "run", "turn", "position", "model_call_id")}),
-        ("Input", {"fields": ("shown_arguments", "raw_arguments", "shown_context")}),
-        ("Outcome", {"fields": ("shown_result", "error", "error_detail", "shown_progress", "artifact_list")}),
-        (
-            "Execution",
-            {"fields": ("saga_id", "approval_hash", "attempts", "worker", "lease_expires_at")},
-        ),
-        ("Timing", {"fields": ("created_at", "queued_at", "started_at", "finished_at", "updated_at")}),
-        ("Audit trail", {"fields": ("audit_events",)}),
-    )
-    readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[ToolCall], search_term: str
-    ) -> tuple[QuerySet[ToolCall], bool]:
-        # A call id is matched exactly (indexed primary key); other terms search the text columns.
-        call_id = _as_uuid(search_term)
-        if call_id is not None:
-            return queryset.filter(pk=call_id), False
-        return super().get_search_results(request, queryset, search_term)
-
-    @admin.display(description="Arguments (sensitive values redacted)")
-    def shown_arguments(self, obj: ToolCall) -> str:
-        return pretty_json(displayed_arguments(obj))
-
-    @admin.display(description="Context")
-    def shown_context(self, obj: ToolCall) -> str:
-        return pretty_json(obj.context)
-
-    @admin.display(description="Result")
-    def shown_result(self, obj: ToolCall) -> str:
-        return pretty_json(obj.result) if obj.result is not None else "-"
-
-    @admin.display(description="Progress")
-    def shown_progress(self, obj: ToolCall) -> str:
-        return pretty_json(obj.progress) if obj.progress else "-"
-
-    @admin.display(description="Artifacts")
-    def artifact_list(self, obj: ToolCall) -> str:
-        artifacts = list(obj.artifacts.only("id", "name", "media_type", "size", "sha256"))
-        if not artifacts:
-            return "-"
-        return format_html_join(
-            "",
-            '<div><a href="{}" download>{}</a> ({}, {} bytes, sha256 {})</div>',
-            (
-                (
-                    reverse("call-artifact", args=[obj.pk, artifact.pk]),
-                    artifact.name,
-                    artifact.media_type,
-                    artifact.size,
-                    artifact.sha256[:16],
-                )
-                for artifact in artifacts
-            ),
-        )
-
-    @admin.display(description="Agent run")
-    def run(self, obj: ToolCall) -> str:
-        return admin_link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
-
-    @admin.display(description="Approval request")
-    def approval(self, obj: ToolCall) -> str:
-        # Reverse one-to-one from the approvals app, looked up by name so the core imports no apps.
-        request = getattr(obj, "approval_request", None)
-        if request is None:
-            return "-"
-        return admin_link("admin:approvals_approvalrequest_change", request.pk, f"#{request.pk} ({request.status})")
-
-    @admin.display(description="Audit events")
-    def audit_events(self, obj: ToolCall) -> str:
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            (
-                (
-                    admin_link("admin:toolhub_auditevent_change", event.pk, event.pk),
-                    event.created_at.isoformat(timespec="milliseconds"),
-                    event.event_type,
-                    event.status,
-                    event.actor,
-                    pretty_json(event.payload),
-                )
-                for event in tool_call_audit_events(obj)
-            ),
-        )
-        return format_html(
-            '<table class="toolhub-table" id="call-audit-events"><thead><tr><th>#</th><th>When</th><th>Event</th>'
-            "<th>Status</th><th>Actor</th><th>Data</th></tr></thead><tbody>{}</tbody></table>",
-            rows,
-        )
-
-
-@admin.register(AuditEvent)
-class AuditEventAdmin(TenantScopedAdmin, ReadOnlyAdmin):
-    """The append-only audit trail of the user's tenants; strictly read-only (the database refuses changes too)."""
-
-    list_display = ("id", "created_at", "event_type", "tool_name", "status", "actor", "tenant", "call", "chain", "seq")
-    list_filter = ("event_type", "tenant")
-    search_fields = ("tool_name", "actor")
-    show_full_result_count = False
-    ordering = ("-id",)
-    fields = (
-        "id",
-        "created_at",
-        "event_type",
-        "call",
-        "run_id",
-        "tool_name",
-        "status",
-        "tenant",
-        "actor",
-        "shown_data",
-        "chain",
-        "seq",
-        "prev_hash",
-        "hash",
-    )
-    readonly_fields = fields
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
-    ) -> tuple[QuerySet[AuditEvent], bool]:
-        # A call id is matched exactly on its index; other terms search tool name and actor.
-        call_id = _as_uuid(search_term)
-        if call_id is not None:
-            return queryset.filter(call_id=call_id), False
-        return super().get_search_results(request, queryset, search_term)
-
-    @admin.display(description="Call")
-    def call(self, obj: AuditEvent) -> str:
-        return admin_link("admin:toolhub_toolcall_change", obj.call_id, obj.call_id) if obj.call_id else "-"
-
-    @admin.display(description="Data")
-    def shown_data(self, obj: AuditEvent) -> str:
-        return pretty_json(obj.payload)
-
-
-def _as_uuid(term: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(term.strip())
-    except ValueError:
-        return None
+# The audit console (calls, the audit trail, exports) registers itself beside the catalogue.
+from toolhub import admin_audit  # noqa: E402, F401

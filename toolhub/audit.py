@@ -10,14 +10,17 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import multiprocessing
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
+from django.db.models import F, Func, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from toolhub.conf import toolhub_setting
@@ -50,6 +53,10 @@ def _default(value: Any) -> Any:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     return str(value)
+
+
+#: The string encoder ``json.dumps(..., ensure_ascii=False)`` uses (the C one when available).
+_encode_string = json.encoder.encode_basestring
 
 
 def canonical_json(value: Any) -> str:
@@ -107,25 +114,125 @@ def _timestamp(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")
 
 
+#: The columns an event's hash covers, in the order :func:`hash_columns` takes them.
+HASHED_COLUMNS = (
+    "chain",
+    "seq",
+    "event_type",
+    "call_id",
+    "run_id",
+    "tool_name",
+    "status",
+    "tenant",
+    "actor",
+    "created_at",
+    "data",
+    "prev_hash",
+)
+
+
+def hash_columns(
+    chain: int,
+    seq: int,
+    event_type: str,
+    call_id: uuid.UUID | str | None,
+    run_id: uuid.UUID | str | None,
+    tool_name: str,
+    status: str,
+    tenant: str,
+    actor: str,
+    created_at: dt.datetime,
+    data: str,
+    prev_hash: str,
+) -> str:
+    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed."""
+    return _hash_text(
+        chain,
+        seq,
+        event_type,
+        call_id,
+        run_id,
+        tool_name,
+        status,
+        tenant,
+        actor,
+        _timestamp(created_at),
+        data,
+        prev_hash,
+    )
+
+
+def _hash_text(
+    chain: int,
+    seq: int,
+    event_type: str,
+    call_id: uuid.UUID | str | None,
+    run_id: uuid.UUID | str | None,
+    tool_name: str,
+    status: str,
+    tenant: str,
+    actor: str,
+    created_at: str,
+    data: str,
+    prev_hash: str,
+) -> str:
+    """:func:`hash_columns` with the timestamp already written as ``_timestamp`` writes it.
+
+    The hashed text is :func:`canonical_json` of the columns by name; it is written out here directly
+    (the same keys in sorted order, the same string encoder), which makes ``verify_audit`` several
+    times faster than building and sorting a dict per event. Anything unusual takes the general path.
+    """
+    try:
+        text = (
+            '{"actor":'
+            + _encode_string(actor)
+            + ',"call_id":'
+            + (_encode_string(str(call_id)) if call_id else "null")
+            + ',"chain":'
+            + str(int(chain))
+            + ',"created_at":'
+            + _encode_string(created_at)
+            + ',"data":'
+            + _encode_string(data)
+            + ',"event_type":'
+            + _encode_string(event_type)
+            + ',"prev_hash":'
+            + _encode_string(prev_hash)
+            + ',"run_id":'
+            + (_encode_string(str(run_id)) if run_id else "null")
+            + ',"seq":'
+            + str(int(seq))
+            + ',"status":'
+            + _encode_string(status)
+            + ',"tenant":'
+            + _encode_string(tenant)
+            + ',"tool_name":'
+            + _encode_string(tool_name)
+            + "}"
+        )
+    except TypeError:  # a column that is not text (None): the general path writes it as JSON does
+        text = canonical_json(
+            {
+                "chain": chain,
+                "seq": seq,
+                "event_type": event_type,
+                "call_id": str(call_id) if call_id else None,
+                "run_id": str(run_id) if run_id else None,
+                "tool_name": tool_name,
+                "status": status,
+                "tenant": tenant,
+                "actor": actor,
+                "created_at": created_at,
+                "data": data,
+                "prev_hash": prev_hash,
+            }
+        )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def compute_hash(event: AuditEvent) -> str:
     """Hash every column that matters, as stored, together with the previous hash."""
-    material = canonical_json(
-        {
-            "chain": event.chain,
-            "seq": event.seq,
-            "event_type": event.event_type,
-            "call_id": str(event.call_id) if event.call_id else None,
-            "run_id": str(event.run_id) if event.run_id else None,
-            "tool_name": event.tool_name,
-            "status": event.status,
-            "tenant": event.tenant,
-            "actor": event.actor,
-            "created_at": _timestamp(event.created_at),
-            "data": event.data,
-            "prev_hash": event.prev_hash,
-        }
-    )
-    return hashlib.sha256(material.encode()).hexdigest()
+    return hash_columns(*(getattr(event, column) for column in HASHED_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -311,46 +418,122 @@ class AuditProblem:
 
 
 def verify_audit_chains(
-    progress: Callable[[int], None] | None = None, batch_size: int = 2000
+    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1
 ) -> tuple[int, list[AuditProblem]]:
-    """Recompute every chain; return the number of events checked and the first problem per chain."""
+    """Recompute every chain; return the number of events checked and the first problem per chain.
+
+    Each chain is read through a server-side cursor (constant memory). With ``workers`` > 1 on
+    PostgreSQL, outside a transaction, chains are verified in that many processes at once, each on its
+    own connection; ``progress`` is then told the count as each chain finishes.
+    """
+    heads = {head.chain: (head.seq, head.hash) for head in AuditChainHead.objects.all()}
+    chains = sorted(set(heads) | set(_chains_with_events()))
+    jobs = [(chain, heads.get(chain), batch_size) for chain in chains]
     checked = 0
     problems: list[AuditProblem] = []
-    heads = {head.chain: head for head in AuditChainHead.objects.all()}
-    chains = set(heads) | set(AuditEvent.objects.values_list("chain", flat=True).distinct())
-    for chain in sorted(chains):
-        expected_seq, prev_hash, problem = 1, "", None
-        for event in _iter_chain(chain, batch_size):
-            checked += 1
+    connection = transaction.get_connection()
+    if workers > 1 and len(jobs) > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
+        # Forked children must not share the parent's socket: close it, each child opens its own.
+        connections.close_all()
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+            results = pool.imap(_verify_chain_job, jobs)
+            for count, problem in results:
+                checked += count
+                if progress is not None:
+                    progress(checked)
+                if problem is not None:
+                    problems.append(problem)
+        return checked, problems
+    for chain, head, size in jobs:
+
+        def counted(count: int, base: int = checked) -> None:
             if progress is not None:
-                progress(checked)
-            if event.seq != expected_seq:
-                problem = AuditProblem(chain, event.id, event.seq, f"expected seq {expected_seq}: events are missing")
-            elif event.prev_hash != prev_hash:
-                problem = AuditProblem(chain, event.id, event.seq, "previous hash does not match: chain was altered")
-            elif compute_hash(event) != event.hash:
-                problem = AuditProblem(chain, event.id, event.seq, "hash does not match its content: event was altered")
-            if problem:
-                break
-            expected_seq, prev_hash = event.seq + 1, event.hash
-        head = heads.get(chain)
-        if problem is None and head is not None and (head.seq != expected_seq - 1 or head.hash != prev_hash):
-            problem = AuditProblem(
-                chain,
-                None,
-                expected_seq - 1,
-                f"chain head says seq {head.seq}: the newest events were removed",
-            )
-        if problem:
+                progress(base + count)
+
+        count, problem = _verify_chain(chain, head, size, counted)
+        checked += count
+        if problem is not None:
             problems.append(problem)
     return checked, problems
 
 
-def _iter_chain(chain: int, batch_size: int) -> Iterator[AuditEvent]:
-    last_seq = 0
-    while True:
-        batch = list(AuditEvent.objects.filter(chain=chain, seq__gt=last_seq).order_by("seq")[:batch_size])
-        if not batch:
-            return
-        yield from batch
-        last_seq = batch[-1].seq
+def _chains_with_events() -> list[int]:
+    """The chains that hold events: on PostgreSQL a skip scan of the (chain, seq) index, not a DISTINCT scan."""
+    connection = transaction.get_connection()
+    if connection.vendor != "postgresql":
+        return list(AuditEvent.objects.values_list("chain", flat=True).distinct())
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE chains(chain) AS ((SELECT chain FROM {table} ORDER BY chain LIMIT 1) UNION ALL "
+            f"SELECT (SELECT e.chain FROM {table} e WHERE e.chain > chains.chain ORDER BY e.chain LIMIT 1) "
+            "FROM chains WHERE chains.chain IS NOT NULL) SELECT chain FROM chains WHERE chain IS NOT NULL"
+        )
+        return [chain for (chain,) in cursor.fetchall()]
+
+
+_VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
+
+#: ``_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
+_PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+
+
+def _chain_rows(chain: int) -> Any:
+    """One chain's events in seq order as tuples of :data:`_VERIFIED_COLUMNS`.
+
+    On PostgreSQL the timestamp and the ids arrive as the text the hash covers: parsing them into
+    Python objects only to write them out again would cost more than the hash itself.
+    """
+    events = AuditEvent.objects.filter(chain=chain).order_by("seq")
+    if transaction.get_connection().vendor != "postgresql":
+        return events.values_list(*_VERIFIED_COLUMNS)
+    events = events.annotate(
+        v_call_id=Cast("call_id", TextField()),
+        v_run_id=Cast("run_id", TextField()),
+        v_created_at=Func(F("created_at"), template=_PG_TIMESTAMP, output_field=TextField()),
+    )
+    renamed = {"call_id": "v_call_id", "run_id": "v_run_id", "created_at": "v_created_at"}
+    return events.values_list(*(renamed.get(column, column) for column in _VERIFIED_COLUMNS))
+
+
+def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int]) -> tuple[int, AuditProblem | None]:
+    chain, head, batch_size = job
+    try:
+        return _verify_chain(chain, head, batch_size, None)
+    finally:
+        connections.close_all()
+
+
+def _verify_chain(
+    chain: int, head: tuple[int, str] | None, batch_size: int, progress: Callable[[int], None] | None
+) -> tuple[int, AuditProblem | None]:
+    """Walk one chain in seq order; return the events checked and its first problem, if any."""
+    checked = 0
+    expected_seq, prev_hash, problem = 1, "", None
+    # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
+    # PostgreSQL materializes whole before the first row.
+    with transaction.atomic():
+        rows = _chain_rows(chain).iterator(chunk_size=batch_size)
+        as_text = transaction.get_connection().vendor == "postgresql"
+        for event_id, *columns, stored_hash in rows:
+            checked += 1
+            if progress is not None:
+                progress(checked)
+            seq, event_prev_hash = columns[1], columns[-1]
+            if seq != expected_seq:
+                problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
+            elif event_prev_hash != prev_hash:
+                problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
+            elif (_hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
+                problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
+            if problem:
+                break
+            expected_seq, prev_hash = seq + 1, stored_hash
+    if problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
+        problem = AuditProblem(
+            chain,
+            None,
+            expected_seq - 1,
+            f"chain head says seq {head[0]}: the newest events were removed",
+        )
+    return checked, problem

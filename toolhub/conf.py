@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     # environment variable TOOLHUB_AUDIT_CHECKPOINT_SECONDS or this default (CELERY_BEAT_SCHEDULE in
     # toolhub/settings.py); a settings module of your own sets that schedule entry instead.
     "AUDIT_CHECKPOINT_SECONDS": 300,
+    # Hours of calls the admin index's dashboard reads (status counts, calls per tool per hour).
+    "DASHBOARD_HOURS": 24,
     # Optional directory that receives a copy of every stored checkpoint (e.g. storage the database's
     # owner cannot write); verify_audit checks the newest file there too.
     "AUDIT_CHECKPOINT_DIR": "",

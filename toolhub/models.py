@@ -156,10 +156,13 @@ class ToolCall(models.Model):
         # tool_name lookups by their first column, and no column is searched by prefix (no _like twins).
         indexes = [
             models.Index(fields=["run_id", "turn", "position"], name="toolcall_run_turn"),
-            models.Index(fields=["status", "queued_at"], name="toolcall_status_queued"),
+            # Status + newest first serves the console's status filter; the sweeper's few queued rows too.
+            models.Index(fields=["status", "created_at"], name="toolcall_status_created"),
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
             models.Index(fields=["tenant", "created_at"], name="toolcall_tenant_created"),
             models.Index(fields=["saga_id"], name="toolcall_saga"),
+            # The provider's id of the tool call: auditors find a call by it (the correlation id).
+            models.Index(fields=["model_call_id"], name="toolcall_model_call"),
         ]
 
     def __str__(self) -> str:
@@ -281,6 +284,28 @@ class AuditCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"audit checkpoint #{self.seq}"
+
+
+class AuditVerification(models.Model):
+    """One run of ``verify_audit``: when, how many events, and whether every chain verified.
+
+    The console shows the newest beside the newest checkpoint, so an auditor sees when the trail was
+    last proven intact without running the check.
+    """
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    events_checked = models.PositiveBigIntegerField()
+    ok = models.BooleanField()
+    problems = models.TextField(blank=True, help_text="The first problems found, one a line (bounded).")
+    checkpoint_seq = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-finished_at"]
+        get_latest_by = "finished_at"
+
+    def __str__(self) -> str:
+        return f"verification of {self.finished_at:%Y-%m-%d %H:%M}: {'ok' if self.ok else 'FAILED'}"
 
 
 class ToolGroup(models.Model):

@@ -1,0 +1,132 @@
+"""What the audit console shows: one call's timeline re-verified, and the trail's last proof of integrity.
+
+A call's events are checked on the page itself: each event's hash is recomputed from its stored
+columns and its links to the events before and after it in its chain are compared. That proves the
+call's own entries unaltered and still in place, in a few index lookups; the whole trail's proof is
+``verify_audit``, whose newest result the index shows with the newest signed checkpoint.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from toolhub.audit import HASHED_COLUMNS, hash_columns
+from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
+
+__all__ = [
+    "TimelineEntry",
+    "CallTimeline",
+    "call_timeline",
+    "ChainStatus",
+    "audit_chain_status",
+    "audit_verification_record",
+]
+
+#: At most this many problems are kept with a verification record.
+_KEPT_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One event of a call with what re-verifying it found (empty ``problems``: verified)."""
+
+    event: AuditEvent
+    problems: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class CallTimeline:
+    entries: list[TimelineEntry] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.entries) and all(entry.verified for entry in self.entries)
+
+
+def call_timeline(call_id: Any) -> CallTimeline:
+    """The call's events in order, each re-verified: its hash, and its links to its chain neighbours.
+
+    Three indexed queries whatever the trail's size: the call's events, then the hashes of the events
+    just before and just after each of them in their chains.
+    """
+    events = list(AuditEvent.objects.filter(call_id=call_id).order_by("created_at", "chain", "seq"))
+    if not events:
+        return CallTimeline()
+    neighbours: dict[tuple[int, int], tuple[str, str]] = {}
+    by_chain: dict[int, set[int]] = {}
+    for event in events:
+        by_chain.setdefault(event.chain, set()).update({event.seq - 1, event.seq + 1})
+    for chain, seqs in by_chain.items():
+        for seq, prev_hash, stored_hash in AuditEvent.objects.filter(chain=chain, seq__in=sorted(seqs)).values_list(
+            "seq", "prev_hash", "hash"
+        ):
+            neighbours[(chain, seq)] = (prev_hash, stored_hash)
+    heads = _head_seqs(by_chain)
+    entries = []
+    for event in events:
+        problems = []
+        if hash_columns(*(getattr(event, column) for column in HASHED_COLUMNS)) != event.hash:
+            problems.append("hash does not match its content: event was altered")
+        before = neighbours.get((event.chain, event.seq - 1))
+        if event.seq == 1:
+            if event.prev_hash:
+                problems.append("first event of its chain names a previous hash")
+        elif before is None:
+            problems.append(f"the event before it (seq {event.seq - 1}) is missing")
+        elif before[1] != event.prev_hash:
+            problems.append("previous hash does not match the event before it: chain was altered")
+        after = neighbours.get((event.chain, event.seq + 1))
+        if after is None:
+            if heads.get(event.chain, 0) > event.seq:
+                problems.append(f"the event after it (seq {event.seq + 1}) is missing")
+        elif after[0] != event.hash:
+            problems.append("the event after it does not link to it: chain was altered")
+        entries.append(TimelineEntry(event, tuple(problems)))
+    return CallTimeline(entries)
+
+
+def _head_seqs(chains: dict[int, set[int]]) -> dict[int, int]:
+    from toolhub.models import AuditChainHead
+
+    return dict(AuditChainHead.objects.filter(chain__in=list(chains)).values_list("chain", "seq"))
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """The newest signed checkpoint and the newest ``verify_audit`` run, for the console's index."""
+
+    checkpoint: AuditCheckpoint | None
+    verification: AuditVerification | None
+
+    @property
+    def state(self) -> str:
+        """``verified``, ``failed`` or ``never verified``."""
+        if self.verification is None:
+            return "never verified"
+        return "verified" if self.verification.ok else "failed"
+
+
+def audit_chain_status() -> ChainStatus:
+    """Two single-row reads on their ordering indexes."""
+    checkpoint = AuditCheckpoint.objects.order_by("-seq").defer("body").first()
+    verification = AuditVerification.objects.order_by("-finished_at").first()
+    return ChainStatus(checkpoint, verification)
+
+
+def audit_verification_record(
+    *, started_at: Any, events_checked: int, problems: list[str], checkpoint_seq: int | None
+) -> AuditVerification:
+    """Keep the outcome of one ``verify_audit`` run (the first problems only) for the console."""
+    return AuditVerification.objects.create(
+        started_at=started_at,
+        finished_at=timezone.now(),
+        events_checked=events_checked,
+        ok=not problems,
+        problems="\n".join(problems[:_KEPT_PROBLEMS]),
+        checkpoint_seq=checkpoint_seq,
+    )

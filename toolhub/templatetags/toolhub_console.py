@@ -1,0 +1,32 @@
+"""Template tags of the console: the dashboard, the audit chain's status, the console's stylesheet."""
+
+from typing import Any
+
+from django import template
+from django.templatetags.static import static
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from toolhub.audit_console import audit_chain_status
+from toolhub.dashboard import dashboard
+
+register = template.Library()
+
+
+@register.simple_tag
+def toolhub_console_css() -> SafeString:
+    return format_html('<link rel="stylesheet" href="{}">', static("toolhub/audit.css"))
+
+
+@register.inclusion_tag("admin/toolhub/chain_status.html")
+def toolhub_chain_status() -> dict[str, Any]:
+    return {"status": audit_chain_status()}
+
+
+@register.inclusion_tag("admin/toolhub/dashboard.html", takes_context=True)
+def toolhub_dashboard(context: template.Context) -> dict[str, Any]:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.has_perm("toolhub.view_toolcall"):
+        return {"board": None}
+    return {"board": dashboard(user), "status": audit_chain_status()}
