@@ -127,6 +127,7 @@ def direct_call_request(
     kind: CallKind = CallKind.API,
     client: Mapping[str, Any] | None = None,
     strict_context: bool = True,
+    call_id: uuid.UUID | None = None,
 ) -> DirectCall:
     """Request a governed call for ``user``, once per idempotency key; return the call (an earlier one on replay).
 
@@ -148,6 +149,7 @@ def direct_call_request(
         saga_id=saga_id,
         kind=kind,
         client=client,
+        call_id=call_id,
     )
     if not key:
         return DirectCall(tool_call_request(request=request))

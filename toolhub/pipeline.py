@@ -78,6 +78,8 @@ class CallRequest:
     interaction_context: Mapping[str, Any] | None = None
     #: Who sent a call from outside (an MCP client's name and version, an API client), for the audit trail.
     client: Mapping[str, Any] | None = None
+    #: The new call's id, when the caller needs to know it before the call is written (to follow it).
+    call_id: uuid.UUID | None = None
 
 
 class _Refusal(Exception):
@@ -115,7 +117,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     """
     context = _effective_context(request)
     call = ToolCall(
-        id=uuid.uuid4(),
+        id=request.call_id or uuid.uuid4(),
         kind=request.kind,
         tool_name=storable_text(request.tool_name[:200]),
         status=CallStatus.QUEUED,  # provisional; the decision sets the real status
