@@ -51,7 +51,7 @@ STATUS_TOOL = "toolhub_call_status"
 #: A member of several tenants says which one they act for.
 TENANT_HEADER = "x-toolhub-tenant"
 #: Where the authenticated user's id travels from the auth wrapper to the handlers.
-_USER_SCOPE_KEY = "toolhub.user_id"
+_USER_SCOPE_KEY = "toolhub.user"
 #: ``_meta`` keys of the protocol itself (progress tokens, the 2026 envelope's ``io.modelcontextprotocol/*``).
 _PROTOCOL_META_KEYS = frozenset({"progressToken", "progress_token"})
 _STATUS_WAIT_MAX = 25.0
@@ -95,7 +95,7 @@ def _in_thread(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
 # --- who is asking ---------------------------------------------------------------------------------------
 
 
-def _token_user_id(authorization: str) -> int | None:
+def _token_user(authorization: str) -> Any:
     """The active user of a DRF token in ``Authorization: Bearer|Token <key>``; ``None`` for anything else."""
     from rest_framework.authtoken.models import Token
 
@@ -105,7 +105,7 @@ def _token_user_id(authorization: str) -> int | None:
     token = Token.objects.select_related("user").filter(key=key.strip()).first()
     if token is None or not token.user.is_active:
         return None
-    return token.user.pk
+    return token.user
 
 
 def _authenticated(app: ASGIApp) -> ASGIApp:
@@ -116,8 +116,8 @@ def _authenticated(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        user_id = await _in_thread(_token_user_id)(headers.get("authorization", ""))
-        if user_id is None:
+        user = await _in_thread(_token_user)(headers.get("authorization", ""))
+        if user is None:
             body = (
                 b'{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Authentication required: send '
                 b'Authorization: Bearer <your toolhub API token>."}}'
@@ -134,19 +134,18 @@ def _authenticated(app: ASGIApp) -> ASGIApp:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        await app({**scope, _USER_SCOPE_KEY: user_id}, receive, send)
+        await app({**scope, _USER_SCOPE_KEY: user}, receive, send)
 
     return wrapper
 
 
 def _user(ctx: ServerRequestContext[Any, Any]) -> Any:
-    from django.contrib.auth import get_user_model
-
+    """The user the request's token authenticated (loaded once per HTTP request, by the auth wrapper)."""
     request = ctx.request
-    user_id = request.scope.get(_USER_SCOPE_KEY) if request is not None else None
-    if user_id is None:
+    user = request.scope.get(_USER_SCOPE_KEY) if request is not None else None
+    if user is None:
         raise MCPError(-32001, "Authentication required.")
-    return get_user_model().objects.get(pk=user_id)
+    return user
 
 
 def _tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -249,25 +248,39 @@ def _result(call: ToolCall, *, for_status_tool: bool = False) -> types.CallToolR
 ProgressSender = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
-async def _follow(call_id: uuid.UUID, started: anyio.Event, seconds: float, report: ProgressSender) -> None:
-    """Send the call's new progress updates until it stops running or ``seconds`` pass."""
-    deadline = time.monotonic() + seconds
-    sent = 0
-    while time.monotonic() < deadline:
-        row = await _in_thread(_progress_of)(call_id)
-        if row is not None:
-            status, progress = row
-            for update in progress[sent:]:
-                current = update.get("current")
-                await report(
-                    float(current if current is not None else sent + 1), update.get("total"), update.get("message")
-                )
-            sent = max(sent, len(progress))
-            if started.is_set() and status not in (CallStatus.QUEUED, CallStatus.RUNNING):
+class _Follower:
+    """Sends a call's new progress updates as ``notifications/progress``, each once."""
+
+    def __init__(self, call_id: uuid.UUID, report: ProgressSender) -> None:
+        self.call_id, self.report, self.sent = call_id, report, 0
+
+    async def poll(self) -> str | None:
+        """Send what is new; return the call's status (``None`` before its row is written)."""
+        row = await _in_thread(_progress_of)(self.call_id)
+        if row is None:
+            return None
+        status, progress = row
+        for update in progress[self.sent :]:
+            current = update.get("current")
+            self.sent += 1
+            await self.report(
+                float(current if current is not None else self.sent), update.get("total"), update.get("message")
+            )
+        return status
+
+    async def while_requested(self) -> None:
+        """Runs beside the request (an eager call executes in it) until cancelled; a quick call never polls."""
+        while True:
+            await anyio.sleep(0.2)
+            await self.poll()
+
+    async def until_settled(self, seconds: float) -> None:
+        """Follow a queued or running call (on a worker) for up to ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if await self.poll() not in (CallStatus.QUEUED, CallStatus.RUNNING):
                 return
-        elif started.is_set():
-            return
-        await anyio.sleep(0.2)
+            await anyio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
 
 
 def _progress_of(call_id: uuid.UUID) -> tuple[str, list[dict[str, Any]]] | None:
@@ -293,7 +306,8 @@ def _request_sync(
         )
     except DirectCallError as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-    call = ToolCall.objects.get(pk=made.call.pk)
+    # The same object the pipeline (and, run here at commit, the execution) moved along: no re-read.
+    call = made.call
     if call.status in (CallStatus.INVALID, CallStatus.DENIED):
         principal = caller_principal(user, tenant=call.tenant or None)
         visible = visible_tool_names(principal)
@@ -330,25 +344,21 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
     if params.name == STATUS_TOOL:
         return await _in_thread(_status_sync)(ctx, params.arguments)
     call_id = uuid.uuid4()
-    started = anyio.Event()
-    follow_for = float(toolhub_setting("MCP_CALL_WAIT_SECONDS"))
-    outcome: list[ToolCall | MCPError] = []
-
-    async def request() -> None:
-        try:
-            outcome.append(await _in_thread(_request_sync)(ctx, params.name, params.arguments, call_id))
-        except MCPError as refused:
-            outcome.append(refused)
-        finally:
-            started.set()
-
+    follower = _Follower(call_id, ctx.session.report_progress)
+    outcome: ToolCall | MCPError
     async with anyio.create_task_group() as group:
-        group.start_soon(request)
-        group.start_soon(_follow, call_id, started, follow_for, ctx.session.report_progress)
-    call = outcome[0]
-    if isinstance(call, MCPError):
-        raise call
+        group.start_soon(follower.while_requested)
+        try:
+            outcome = await _in_thread(_request_sync)(ctx, params.name, params.arguments, call_id)
+        except MCPError as refused:  # raised past the task group, not wrapped in an exception group
+            outcome = refused
+        finally:
+            group.cancel_scope.cancel()
+    if isinstance(outcome, MCPError):
+        raise outcome
+    call = outcome
     if call.status in (CallStatus.QUEUED, CallStatus.RUNNING):
+        await follower.until_settled(float(toolhub_setting("MCP_CALL_WAIT_SECONDS")))
         call = await _in_thread(ToolCall.objects.get)(pk=call.pk)
     return await _in_thread(_result)(call)
 
@@ -373,7 +383,20 @@ def build_server() -> Server[Any]:
         ),
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
+        get_tool_input_schema=_input_schema,
     )
+
+
+def _input_schema(name: str) -> Mapping[str, Any] | None:
+    """A tool's input schema for the SDK's ``Mcp-Param-*`` header check, from the registry (no database).
+
+    Without it the SDK lists the whole catalogue for the caller on every ``tools/call``. It reveals
+    nothing: the call itself is authorized by the pipeline, and an unknown name gets no schema.
+    """
+    if name == STATUS_TOOL:
+        return _STATUS_TOOL_DEFINITION["inputSchema"]  # type: ignore[return-value]
+    tool = registry.get(name)
+    return tool.json_schema if tool is not None else None
 
 
 def _transport_security() -> TransportSecuritySettings:
