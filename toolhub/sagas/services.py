@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -41,6 +41,8 @@ from toolhub.transitions import TransitionTable, guarded_update
 
 __all__ = [
     "NothingToCompensateError",
+    "SagaKeyTakenError",
+    "saga_open",
     "saga_key_of",
     "saga_call_settled",
     "saga_ignores",
@@ -82,6 +84,28 @@ COMPENSATION_TRANSITIONS = TransitionTable(
 
 class NothingToCompensateError(ToolhubError):
     """A rollback was asked for, but no completed step of the saga can be compensated."""
+
+
+class SagaKeyTakenError(ToolhubError):
+    """A direct saga was to be opened under a key that is in use already."""
+
+
+@transaction.atomic
+def saga_open(*, key: str, tenant: str, user: Any, actor: str) -> Saga:
+    """Open a direct saga for ``user``'s calls that will carry ``saga_id=key`` (``POST /api/v1/sagas/``).
+
+    A key in use (a saga, or calls of any tenant carrying it) is refused, so that no caller joins
+    another's saga.
+    """
+    if Saga.objects.filter(key=key).exists() or ToolCall.objects.filter(saga_id=key).exists():
+        raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).")
+    try:
+        with transaction.atomic():
+            saga = Saga.objects.create(key=key, tenant=tenant, created_by=user)
+    except IntegrityError:
+        raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).") from None
+    _audit(saga, "saga.opened", actor=actor, status=saga.status, data={"run_id": None, "direct": True})
+    return saga
 
 
 def saga_key_of(call: ToolCall) -> str:
