@@ -352,3 +352,17 @@ def test_a_concurrent_double_submit_of_one_key_makes_one_call(alice: User) -> No
     assert first.json()["id"] == second.json()["id"]
     assert ToolCall.objects.count() == 1
     assert SideEffect.objects.count() == 1
+
+
+def test_direct_calls_are_throttled_per_user(post: Post, settings: Any) -> None:
+    from django.core.cache import cache
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"calls": "2/minute"}}
+    cache.clear()
+    try:
+        answers = [post({"tool": "record_effect", "arguments": {"note": str(n)}}).status_code for n in range(3)]
+    finally:
+        cache.clear()
+
+    assert answers == [200, 200, 429]
+    assert SideEffect.objects.count() == 2

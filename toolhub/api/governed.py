@@ -138,7 +138,10 @@ class CallCollectionView(CallListView):
     tool you may not see or that does not exist, 409 when the idempotency key came with another
     request. ``?wait=N`` follows a waiting call up to N seconds (``CALL_WAIT_MAX_SECONDS`` at most).
     The ``Idempotency-Key`` header (or the body field) makes a retry return the first call.
+    Making calls is throttled per user (``calls``: ``TOOLHUB_THROTTLE_CALLS``); listing is not.
     """
+
+    throttle_scope = "calls"
 
     @extend_schema(
         request=CallInputSerializer,
