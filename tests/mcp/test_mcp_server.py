@@ -221,3 +221,23 @@ def test_a_client_without_a_valid_token_is_refused(live_asgi: str, grants: None,
     assert raw.status_code == 401
     assert raw.headers["www-authenticate"].startswith("Bearer")
     assert not ToolCall.objects.exists()
+
+
+def test_the_status_tool_shows_only_your_own_calls(live_asgi: str, grants: None, alice: User, bob: User) -> None:
+    async def pending(client: Client) -> Any:
+        return await client.call_tool("risky_effect", {"note": "mine"})
+
+    call_id = with_client(live_asgi, token(alice), pending).meta["io.toolhub/call"]["id"]
+
+    async def status(client: Client, arguments: dict[str, Any]) -> Any:
+        return await client.call_tool("toolhub_call_status", arguments)
+
+    theirs = with_client(live_asgi, token(bob), lambda client: status(client, {"call_id": call_id}))
+    mine = with_client(live_asgi, token(alice), lambda client: status(client, {"call_id": call_id}))
+    bad = with_client(live_asgi, token(alice), lambda client: status(client, {"call_id": "nope"}))
+
+    assert theirs.is_error is True and "no call" in theirs.content[0].text
+    assert mine.is_error is False
+    assert mine.structured_content["status"] == "pending_approval"
+    assert mine.structured_content["approval_id"] == ApprovalRequest.objects.get().pk
+    assert bad.is_error is True and "call_id" in bad.content[0].text
