@@ -26,7 +26,7 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = False
 # Other tests start runs and decide approvals freely; tests/posture/ lowers the rates to test throttling.
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
-    "DEFAULT_THROTTLE_RATES": {"runs": "100000/minute", "decisions": "100000/minute"},
+    "DEFAULT_THROTTLE_RATES": {"runs": "100000/minute", "decisions": "100000/minute", "calls": "100000/minute"},
 }
 
 _run_id = os.environ.get("TOOLHUB_TEST_RUN_ID") or str(os.getpid())

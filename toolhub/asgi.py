@@ -1,8 +1,35 @@
-"""ASGI entry point."""
+"""ASGI entry point: Django, with the MCP server (streamable HTTP) at ``/mcp``.
+
+Serve it with an ASGI server that sends lifespan events, e.g. ``uvicorn toolhub.asgi:application``:
+the MCP app's lifespan starts the SDK's session manager.
+"""
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from toolhub.mcp_server import mcp_asgi_app  # noqa: E402 - needs Django set up first
+
+MCP_PATH = "/mcp"
+
+
+def build_application() -> Any:
+    """Django for everything but ``/mcp`` and the lifespan, which go to a new MCP app (one per server run)."""
+    mcp_application = mcp_asgi_app(MCP_PATH)
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await mcp_application(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
+            await mcp_application({**scope, "path": MCP_PATH}, receive, send)
+        else:
+            await django_application(scope, receive, send)
+
+    return application
+
+
+application = build_application()

@@ -79,6 +79,14 @@ DEFAULTS: dict[str, Any] = {
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
     "INTERCEPTORS": [],
+    # Context keys a client of the REST API or MCP (``_meta``) may set on its calls; the reserved ones (tenant,
+    # user, run, call, idempotency key, ...) are always refused, whatever this list says.
+    "CLIENT_CONTEXT_KEYS": ["correlation_id", "trace_id", "conversation_id", "locale", "timezone"],
+    # Longest ``?wait=`` a client may ask of POST/GET /api/v1/calls/ (seconds); longer asks are cut to it.
+    "CALL_WAIT_MAX_SECONDS": 30,
+    # Seconds an MCP ``tools/call`` follows a queued or running call (sending progress) before it answers
+    # with the call id to poll; a call waiting for approval answers at once.
+    "MCP_CALL_WAIT_SECONDS": 20,
 }
 
 

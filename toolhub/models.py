@@ -104,8 +104,16 @@ SETTLED_STATUSES = frozenset(
 
 
 class CallKind(models.TextChoices):
+    """Who asked for a call: the agent loop (or a service in-process), the REST API, an MCP client, or the sagas."""
+
     CALL = "call"
     COMPENSATION = "compensation"
+    API = "api", "REST API (POST /api/v1/calls/)"
+    MCP = "mcp", "MCP client"
+
+
+#: Kinds of calls that are steps (of a run or of a direct saga), as opposed to the sagas' compensations.
+STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP})
 
 
 class ToolCall(models.Model):
@@ -181,6 +189,31 @@ class ToolCall(models.Model):
         if self.error:
             return self.error
         return f"The call of {self.tool_name} ended with status {self.status}."
+
+
+class CallIdempotencyKey(models.Model):
+    """An ``Idempotency-Key`` a client sent with a direct call, bound to the request it first came with.
+
+    The unique constraint (tenant, user, key) makes a concurrent double submit create one call: the
+    second INSERT waits for the first transaction and fails, and the second request answers with the
+    first's call. ``fingerprint`` is the SHA-256 of the canonical request; another request under the
+    same key is refused (409), as Stripe does.
+    """
+
+    tenant = models.CharField(max_length=100, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    call = models.OneToOneField(
+        ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="idempotency_key"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user", "key"], name="unique_call_idempotency_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} -> {self.call_id}"
 
 
 class ToolCallArtifact(models.Model):

@@ -76,6 +76,10 @@ class CallRequest:
     kind: CallKind = CallKind.CALL
     #: Context of this one interaction, layered over ``context`` (it wins, except on the boundary's keys).
     interaction_context: Mapping[str, Any] | None = None
+    #: Who sent a call from outside (an MCP client's name and version, an API client), for the audit trail.
+    client: Mapping[str, Any] | None = None
+    #: The new call's id, when the caller needs to know it before the call is written (to follow it).
+    call_id: uuid.UUID | None = None
 
 
 class _Refusal(Exception):
@@ -113,7 +117,7 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     """
     context = _effective_context(request)
     call = ToolCall(
-        id=uuid.uuid4(),
+        id=request.call_id or uuid.uuid4(),
         kind=request.kind,
         tool_name=storable_text(request.tool_name[:200]),
         status=CallStatus.QUEUED,  # provisional; the decision sets the real status
@@ -160,9 +164,11 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         call.status, call.error, call.finished_at = refusal.status, refusal.message, now
         call.error_detail = refusal.detail
         refused = EventSpec(f"call.{refusal.status}", refusal.actor, {"reason": refusal.message, **refusal.data})
-        return _Decision([EventSpec("call.requested", actor, _request_data(call, None)), refused], _notify_on_commit)
+        return _Decision(
+            [EventSpec("call.requested", actor, _request_data(call, None, request.client)), refused], _notify_on_commit
+        )
     # ``call.requested`` holds the arguments that run; each interceptor's rewrite follows it as a diff.
-    requested, rewritten = EventSpec("call.requested", actor, _request_data(call, tool)), rewrites
+    requested, rewritten = EventSpec("call.requested", actor, _request_data(call, tool, request.client)), rewrites
 
     already_loaded = _one_shot_answer(tool, context)
     if already_loaded is not None:
@@ -478,7 +484,7 @@ def _storable_context(ctx: ToolContext) -> dict[str, Any]:
     return json.loads(canonical_json(ctx.as_dict()))
 
 
-def _request_data(call: ToolCall, tool: Tool | None) -> dict[str, Any]:
+def _request_data(call: ToolCall, tool: Tool | None, client: Mapping[str, Any] | None = None) -> dict[str, Any]:
     arguments = _redacted(call.tool_name, call.arguments) if tool else {}
     data: dict[str, Any] = {
         "arguments": arguments,
@@ -490,6 +496,8 @@ def _request_data(call: ToolCall, tool: Tool | None) -> dict[str, Any]:
     }
     if call.saga_id:
         data["saga_id"] = call.saga_id
+    if client:
+        data["client"] = dict(client)
     return data
 
 

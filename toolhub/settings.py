@@ -172,6 +172,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "runs": os.environ.get("TOOLHUB_THROTTLE_RUNS", "30/minute"),
         "decisions": os.environ.get("TOOLHUB_THROTTLE_DECISIONS", "60/minute"),
+        "calls": os.environ.get("TOOLHUB_THROTTLE_CALLS", "600/minute"),
     },
 }
 

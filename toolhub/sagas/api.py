@@ -1,10 +1,30 @@
-"""API representation of a saga: its status, rollbacks and compensations (used by the run rollback endpoint)."""
+"""API of the sagas: their representation (also used by the run rollback endpoint) and the direct sagas' views."""
 
-from rest_framework import serializers
+import uuid
 
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from toolhub.api.pagination import NewestFirstCursorPagination
+from toolhub.direct import DirectCallError, caller_principal
+from toolhub.models import ToolCall
 from toolhub.sagas.models import Compensation, Rollback, Saga
+from toolhub.sagas.selectors import OPERATE_PERMISSION, sagas_visible_to
+from toolhub.sagas.services import NothingToCompensateError, SagaKeyTakenError, saga_open, saga_rollback_on_demand
 
-__all__ = ["SagaSerializer", "CompensationSerializer", "RollbackSerializer"]
+__all__ = [
+    "SagaSerializer",
+    "CompensationSerializer",
+    "RollbackSerializer",
+    "SagaListView",
+    "SagaDetailView",
+    "SagaRollbackView",
+]
 
 
 class CompensationSerializer(serializers.ModelSerializer):
@@ -46,3 +66,89 @@ class SagaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Saga
         fields = ["key", "run_id", "status", "compensations", "rollbacks", "created_at", "updated_at"]
+
+
+# --- direct sagas: POST/GET /api/v1/sagas/, GET /api/v1/sagas/{saga_id}/, POST .../rollback/ ---------------
+
+
+class SagaOpenSerializer(serializers.Serializer):
+    """A direct saga to open: its id (generated when not given), and your tenant when you have several."""
+
+    saga_id = serializers.CharField(required=False, max_length=100, help_text="Your id for the saga (default: a UUID).")
+    tenant = serializers.SlugField(required=False, help_text="Your tenant, when you belong to several.")
+
+
+class SagaListView(generics.ListAPIView):
+    """Sagas you may see, newest first; POST opens a direct saga whose calls then carry its ``saga_id``.
+
+    Direct calls (``POST /api/v1/calls/``) with the same ``saga_id`` are its steps: when one fails, the
+    completed compensable steps are rolled back newest first; ``POST /api/v1/sagas/{saga_id}/rollback/``
+    rolls them back on demand.
+    """
+
+    serializer_class = SagaSerializer
+    pagination_class = NewestFirstCursorPagination
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return sagas_visible_to(self.request.user).prefetch_related("compensations", "rollbacks")
+
+    @extend_schema(request=SagaOpenSerializer, responses={201: SagaSerializer})
+    def post(self, request: Request) -> Response:
+        payload = SagaOpenSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        try:
+            principal = caller_principal(request.user, tenant=data.get("tenant"))
+            saga = saga_open(
+                key=data.get("saga_id") or str(uuid.uuid4()),
+                tenant=principal.tenant,
+                user=request.user,
+                actor=f"user:{request.user.get_username()}",
+            )
+        except DirectCallError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except SagaKeyTakenError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(SagaSerializer(saga).data, status=status.HTTP_201_CREATED)
+
+
+class SagaDetailView(generics.RetrieveAPIView):
+    """One saga you may see, by its id: its compensations (newest step first) and rollbacks."""
+
+    serializer_class = SagaSerializer
+    lookup_field = "key"
+    lookup_url_kwarg = "saga_id"
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return sagas_visible_to(self.request.user)
+
+
+class SagaRollbackView(APIView):
+    """Roll a direct saga back now: its completed compensable steps are undone, newest first.
+
+    Allowed for whoever opened the saga or made one of its steps, and for operators of its tenant
+    (``sagas.operate_saga``); others who see it get 403, another tenant's saga answers 404.
+    """
+
+    throttle_scope = "runs"
+
+    @extend_schema(request=None, responses={202: SagaSerializer})
+    def post(self, request: Request, saga_id: str) -> Response:
+        saga = get_object_or_404(sagas_visible_to(request.user), key=saga_id)
+        if saga.run_id is not None:
+            return Response(
+                {"detail": "This is a run's saga; roll it back with POST /api/v1/runs/{id}/rollback/."},
+                status=status.HTTP_409_CONFLICT,
+            )
+        user = request.user
+        own = saga.created_by_id == user.pk or ToolCall.objects.filter(saga_id=saga.key, user_id=user.pk).exists()
+        if not own and not user.has_perm(OPERATE_PERMISSION):
+            raise PermissionDenied(
+                "Only who opened the saga or made one of its steps, or an operator, may roll it back."
+            )
+        try:
+            saga = saga_rollback_on_demand(saga_key=saga.key, tenant=saga.tenant, actor=f"user:{user.get_username()}")
+        except NothingToCompensateError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        saga.refresh_from_db()
+        return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)

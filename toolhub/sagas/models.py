@@ -1,5 +1,6 @@
 """Sagas, their rollbacks, and one compensation per completed compensable step."""
 
+from django.conf import settings
 from django.db import models
 
 from toolhub.models import ToolCall
@@ -25,6 +26,14 @@ class Saga(models.Model):
     tenant = models.CharField(max_length=100, blank=True, db_index=True)
     status = models.CharField(max_length=20, choices=SagaStatus.choices, default=SagaStatus.OPEN, db_index=True)
     last_sequence = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who opened a direct saga over the API (empty for a run's saga, or one opened by its first step).",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -3,7 +3,7 @@
 import uuid
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from toolhub.audit import canonical_json, redact
 from toolhub.models import AuditEvent, ToolCall
@@ -31,7 +31,8 @@ def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
     if has_tenant_wide_role(user, OPERATE_PERMISSION):
         return visible_rows(Saga.objects.all(), user, tenant_wide=True)
     own = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="compensations__step_call__user")
-    return Saga.objects.filter(pk__in=own.values("pk"))
+    opened = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="created_by")
+    return Saga.objects.filter(Q(pk__in=own.values("pk")) | Q(pk__in=opened.values("pk")))
 
 
 def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -19,7 +19,7 @@ from toolhub.audit import audit_append
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.exceptions import InvalidTransitionError, ToolhubError
-from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, dispatch_call, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds, saga_setting
 from toolhub.sagas.mapping import MappingError, compensation_arguments
@@ -41,6 +41,8 @@ from toolhub.transitions import TransitionTable, guarded_update
 
 __all__ = [
     "NothingToCompensateError",
+    "SagaKeyTakenError",
+    "saga_open",
     "saga_key_of",
     "saga_call_settled",
     "saga_ignores",
@@ -84,6 +86,28 @@ class NothingToCompensateError(ToolhubError):
     """A rollback was asked for, but no completed step of the saga can be compensated."""
 
 
+class SagaKeyTakenError(ToolhubError):
+    """A direct saga was to be opened under a key that is in use already."""
+
+
+@transaction.atomic
+def saga_open(*, key: str, tenant: str, user: Any, actor: str) -> Saga:
+    """Open a direct saga for ``user``'s calls that will carry ``saga_id=key`` (``POST /api/v1/sagas/``).
+
+    A key in use (a saga, or calls of any tenant carrying it) is refused, so that no caller joins
+    another's saga.
+    """
+    if Saga.objects.filter(key=key).exists() or ToolCall.objects.filter(saga_id=key).exists():
+        raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).")
+    try:
+        with transaction.atomic():
+            saga = Saga.objects.create(key=key, tenant=tenant, created_by=user)
+    except IntegrityError:
+        raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).") from None
+    _audit(saga, "saga.opened", actor=actor, status=saga.status, data={"run_id": None, "direct": True})
+    return saga
+
+
 def saga_key_of(call: ToolCall) -> str:
     """The saga a call belongs to: its explicit saga id, else its run; ``""`` for a lone direct call."""
     if call.saga_id:
@@ -100,7 +124,7 @@ def saga_ignores(call: ToolCall) -> bool:
     Sagas follow compensations, succeeded steps of compensable tools, and failed direct calls that share a
     saga id; a call of a tool without compensation in a run, or outside any saga, concerns none.
     """
-    if call.kind != CallKind.CALL:
+    if call.kind not in STEP_KINDS:
         return False
     if not saga_key_of(call):
         return True
@@ -139,7 +163,7 @@ def saga_record_step(*, call: ToolCall, actor: str = SAGA_ACTOR) -> Compensation
     """Record a succeeded compensable call as the saga's next step; a no-op for anything else or a second time."""
     tool = registry.get(call.tool_name)
     key = saga_key_of(call)
-    if tool is None or not tool.compensate_with or not key or call.kind != CallKind.CALL:
+    if tool is None or not tool.compensate_with or not key or call.kind not in STEP_KINDS:
         return None
     if call.status != CallStatus.SUCCEEDED:
         return None
@@ -247,7 +271,7 @@ def saga_rollback_on_failure(*, run_id: uuid.UUID, tenant: str, calls: Iterable[
 
     Returns whether that rollback is still under way (the run waits for it before the model's next turn).
     """
-    failed = next((c for c in calls if c.kind == CallKind.CALL and c.status == CallStatus.FAILED), None)
+    failed = next((c for c in calls if c.kind in STEP_KINDS and c.status == CallStatus.FAILED), None)
     if failed is None:
         return False
     rollback = saga_rollback(
@@ -336,7 +360,9 @@ def _roll_back_unheard_failures(limit: int) -> int:
         newest_step = saga.compensations.filter(status=_Status.RECORDED).order_by("-sequence").first()
         assert newest_step is not None
         failed = (
-            ToolCall.objects.filter(saga_id=saga.key, kind=CallKind.CALL, run_id__isnull=True, status=CallStatus.FAILED)
+            ToolCall.objects.filter(
+                saga_id=saga.key, kind__in=STEP_KINDS, run_id__isnull=True, status=CallStatus.FAILED
+            )
             .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
             .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))
             .order_by("created_at")
@@ -455,7 +481,7 @@ def _step_calls(key: str, run_id: uuid.UUID | None) -> QuerySet[ToolCall]:
     match = Q(saga_id=key)
     if run_id is not None:
         match |= Q(run_id=run_id, saga_id="")
-    return ToolCall.objects.filter(match, kind=CallKind.CALL)
+    return ToolCall.objects.filter(match, kind__in=STEP_KINDS)
 
 
 def _record(saga: Saga, call: ToolCall, *, actor: str, status: CompensationStatus | None = None) -> Compensation:

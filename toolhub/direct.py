@@ -1,0 +1,274 @@
+"""Direct governed calls from outside the agent loop: the REST API (``POST /api/v1/calls/``) and MCP clients.
+
+The caller is authenticated; this module turns them into the pipeline's principal and context (the
+tenant and user come from the boundary, never from the client), applies the client's
+``Idempotency-Key``, and sends the call through ``tool_call_request`` like any other.
+"""
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import FieldError, ObjectDoesNotExist
+from django.db import IntegrityError, transaction
+
+from toolhub.audit import canonical_json
+from toolhub.authorization import CallPrincipal
+from toolhub.conf import toolhub_setting
+from toolhub.exceptions import ToolhubError
+from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
+from toolhub.tenancy import tenant_scope
+from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
+
+__all__ = [
+    "WAITING_STATUSES",
+    "DirectCall",
+    "DirectCallError",
+    "CallerContextError",
+    "IdempotencyConflictError",
+    "caller_principal",
+    "client_context",
+    "direct_call_request",
+    "call_wait",
+    "call_approval_id",
+    "call_hidden_from",
+]
+
+#: A call in one of these statuses may still change on its own or by a decision; ``?wait=`` follows it.
+WAITING_STATUSES = frozenset(
+    {CallStatus.PENDING_APPROVAL, CallStatus.QUEUED, CallStatus.RUNNING, CallStatus.AWAITING_RESULT}
+)
+
+_MAX_KEY_LENGTH = 255
+_MAX_SAGA_ID_LENGTH = 100
+
+
+class DirectCallError(ToolhubError):
+    """A direct call was refused before it reached the pipeline (nothing recorded, nothing run)."""
+
+
+class CallerContextError(DirectCallError):
+    """The request's context, tenant, saga id or idempotency key cannot be used as given."""
+
+
+class IdempotencyConflictError(DirectCallError):
+    """The idempotency key was used before with another request."""
+
+    def __init__(self, message: str, *, call_id: uuid.UUID | None) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+
+
+@dataclass(frozen=True)
+class DirectCall:
+    """The call a direct request made, and whether it is an earlier request's (same idempotency key)."""
+
+    call: ToolCall
+    replayed: bool = False
+
+
+def caller_principal(user: AbstractBaseUser, *, tenant: str | None = None) -> CallPrincipal:
+    """The principal of an authenticated caller: their only tenant, or ``tenant`` when they belong to it."""
+    if tenant:
+        if not tenant_scope(user).allows(tenant) or not Tenant.objects.filter(slug=tenant).exists():
+            raise CallerContextError(f"You are not a member of tenant {tenant[:100]!r}; give the slug of one of yours.")
+        chosen = tenant
+    else:
+        tenants = sorted(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
+        if len(tenants) > 1:
+            raise CallerContextError(f"You belong to several tenants; say which with 'tenant' ({', '.join(tenants)}).")
+        chosen = tenants[0] if tenants else ""
+    return CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=chosen)
+
+
+def client_context(values: Mapping[str, Any] | None, *, strict: bool) -> dict[str, Any]:
+    """The context keys a client may set (``TOOLHUB["CLIENT_CONTEXT_KEYS"]``); reserved keys are refused.
+
+    ``strict`` (the REST API) refuses keys outside the allow list too; MCP's ``_meta`` carries the
+    protocol's own keys (progress tokens, trace headers), so there they are dropped instead.
+    """
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise CallerContextError("The context must be an object of string keys.")
+    reserved = sorted(str(key) for key in values if key in RESERVED_CONTEXT_KEYS)
+    if reserved:
+        raise CallerContextError(
+            f"Context keys {', '.join(reserved)} are set by toolhub from your authentication, never by a client."
+        )
+    allowed = set(toolhub_setting("CLIENT_CONTEXT_KEYS"))
+    unknown = sorted(str(key)[:50] for key in values if key not in allowed)
+    if unknown and strict:
+        raise CallerContextError(
+            f"Context keys {', '.join(unknown)} are not accepted; allowed: {', '.join(sorted(allowed)) or 'none'}."
+        )
+    kept = {key: value for key, value in values.items() if key in allowed}
+    for key, value in kept.items():
+        if not isinstance(value, str | int | float | bool) or (isinstance(value, str) and len(value) > 500):
+            raise CallerContextError(f"Context key {key} takes a string (up to 500 characters), a number or a boolean.")
+    return kept
+
+
+def direct_call_request(
+    *,
+    user: AbstractBaseUser,
+    tool_name: str,
+    arguments: str | Mapping[str, Any] | None,
+    context: Mapping[str, Any] | None = None,
+    tenant: str | None = None,
+    saga_id: str = "",
+    idempotency_key: str = "",
+    kind: CallKind = CallKind.API,
+    client: Mapping[str, Any] | None = None,
+    strict_context: bool = True,
+    call_id: uuid.UUID | None = None,
+) -> DirectCall:
+    """Request a governed call for ``user``, once per idempotency key; return the call (an earlier one on replay).
+
+    The key is bound to a fingerprint of the request: the same key with the same request returns the
+    first call, with another request raises :class:`IdempotencyConflictError`. The key's row is
+    inserted before the call in the same transaction, so of two concurrent submits one inserts and
+    the other waits on the unique index, then answers with the first's call.
+    """
+    principal = caller_principal(user, tenant=tenant)
+    values = client_context(context, strict=strict_context)
+    saga_id = _checked_saga_id(saga_id, principal.tenant)
+    key = _checked_key(idempotency_key)
+    boundary = {"tenant": principal.tenant, "user": principal.username, "user_id": principal.user_id}
+    request = CallRequest(
+        tool_name=tool_name if isinstance(tool_name, str) else str(tool_name),
+        arguments=arguments,
+        principal=principal,
+        context=ToolContext.layered(values, boundary=boundary),
+        saga_id=saga_id,
+        kind=kind,
+        client=client,
+        call_id=call_id,
+    )
+    if not key:
+        return DirectCall(tool_call_request(request=request))
+    fingerprint = _fingerprint(request, values)
+    earlier = _earlier(principal, user, key, fingerprint)
+    if earlier is not None:
+        return earlier
+    try:
+        with transaction.atomic():
+            claim = CallIdempotencyKey.objects.create(
+                tenant=principal.tenant, user=user, key=key, fingerprint=fingerprint
+            )
+            call = tool_call_request(request=request)
+            CallIdempotencyKey.objects.filter(pk=claim.pk).update(call=call)
+    except IntegrityError:
+        # Another request with this key committed first (we waited for it on the unique index).
+        earlier = _earlier(principal, user, key, fingerprint)
+        if earlier is None:
+            raise
+        return earlier
+    return DirectCall(call)
+
+
+def _earlier(principal: CallPrincipal, user: AbstractBaseUser, key: str, fingerprint: str) -> DirectCall | None:
+    claim = (
+        CallIdempotencyKey.objects.select_related("call").filter(tenant=principal.tenant, user=user, key=key).first()
+    )
+    if claim is None:
+        return None
+    if claim.fingerprint != fingerprint:
+        raise IdempotencyConflictError(
+            "This Idempotency-Key was used with another request (tool, arguments, context or saga id); "
+            "use a new key for a new request.",
+            call_id=claim.call_id,
+        )
+    assert claim.call is not None  # set in the transaction that created the claim
+    return DirectCall(claim.call, replayed=True)
+
+
+def _checked_key(key: str) -> str:
+    if not isinstance(key, str):
+        raise CallerContextError("The idempotency key must be a string.")
+    key = key.strip()
+    if len(key) > _MAX_KEY_LENGTH:
+        raise CallerContextError(f"The idempotency key is longer than {_MAX_KEY_LENGTH} characters.")
+    return key
+
+
+def _checked_saga_id(saga_id: str, tenant: str) -> str:
+    """A saga id is the caller's name for a group of calls; one already used by another tenant is refused."""
+    if not saga_id:
+        return ""
+    if not isinstance(saga_id, str) or len(saga_id) > _MAX_SAGA_ID_LENGTH or not saga_id.strip():
+        raise CallerContextError(f"A saga id is a non-empty string of at most {_MAX_SAGA_ID_LENGTH} characters.")
+    from toolhub.sagas.models import Saga
+
+    taken = (
+        Saga.objects.filter(key=saga_id).exclude(tenant=tenant).exists()
+        or ToolCall.objects.filter(saga_id=saga_id).exclude(tenant=tenant).exists()
+    )
+    if taken:
+        raise CallerContextError("This saga id is not available; choose another (a new UUID, for instance).")
+    return saga_id
+
+
+def _fingerprint(request: CallRequest, context: Mapping[str, Any]) -> str:
+    arguments: Any = request.arguments
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass
+    material = {
+        "tool": request.tool_name,
+        "arguments": arguments,
+        "context": dict(context),
+        "saga_id": request.saga_id,
+        "tenant": request.principal.tenant,
+        "kind": str(request.kind),
+    }
+    try:
+        text = canonical_json(material)
+    except (TypeError, ValueError):
+        text = repr(material)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
+    """Follow ``call`` for up to ``seconds`` (cut to ``CALL_WAIT_MAX_SECONDS``) until it leaves the waiting states.
+
+    Polls the row's status (one indexed read, backing off to 1 s) outside any transaction, so a
+    decision or a worker's write made meanwhile is seen; returns the fresh row either way.
+    """
+    limit = min(max(float(seconds), 0.0), float(toolhub_setting("CALL_WAIT_MAX_SECONDS")))
+    deadline = time.monotonic() + limit
+    pause = 0.05
+    status = call.status
+    while status in WAITING_STATUSES:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 1.0)
+        status = ToolCall.objects.filter(pk=call.pk).values_list("status", flat=True).first() or status
+    return ToolCall.objects.get(pk=call.pk)
+
+
+def call_approval_id(call: ToolCall) -> int | None:
+    """The id of the approval request of ``call``, if it has one.
+
+    The approvals app's reverse one-to-one, looked up by name so the core imports no app.
+    """
+    try:
+        request = type(call).objects.select_related("approval_request").get(pk=call.pk).approval_request
+    except (AttributeError, ObjectDoesNotExist, FieldError):
+        return None
+    return getattr(request, "pk", None)
+
+
+def call_hidden_from(call: ToolCall, principal: CallPrincipal) -> bool:
+    """Whether a refused call's tool must be answered as unknown: the caller may not see it at all."""
+    return call.tool_name not in visible_tool_names(principal)
