@@ -5,11 +5,11 @@ exactly one wins. Asking for a move the table does not declare is a programming 
 SQL runs, so a new code path cannot invent a transition nobody reviewed.
 """
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import models, transaction
-from django.db.models.sql import UpdateQuery
 
 from toolhub.exceptions import InvalidTransitionError
 
@@ -48,12 +48,44 @@ def guarded_update_sql(
     values: Mapping[str, Any],
     field: str = "status",
 ) -> tuple[str, list[Any]]:
-    """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``)."""
+    """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``).
+
+    The SQL text is built once per shape (model, columns set, number of sources) and kept: a hot path
+    must not pay the ORM's query building on every call. Parameters go through each field's
+    ``get_db_prep_save`` as the ORM's UPDATE would.
+    """
     sources = table.check(allowed_from, to)
-    query = model._default_manager.filter(pk=pk, **{f"{field}__in": sources}).query.chain(UpdateQuery)
-    query.add_update_values({field: to, **values})
-    sql, params = query.get_compiler(connection=transaction.get_connection()).as_sql()
-    return sql, list(params)
+    names = (field, *(name for name in values if name != field))
+    connection = transaction.get_connection()
+    opts = model._meta
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), values[name], connection) for name in names[1:])
+    params.append(opts.pk.get_db_prep_value(pk, connection))
+    params.extend(sources)
+    return _update_sql(model, names, field, len(sources)), params
+
+
+def _prepared(field: Any, value: Any, connection: Any) -> Any:
+    """A value as the ORM's UPDATE would send it (a related instance becomes its key); no expressions."""
+    if hasattr(value, "resolve_expression"):
+        raise TypeError(f"guarded updates take plain values, not expressions ({field.name})")
+    if hasattr(value, "prepare_database_save"):
+        value = value.prepare_database_save(field)
+    return field.get_db_prep_save(value, connection)
+
+
+@functools.lru_cache(maxsize=512)
+def _update_sql(model: type[models.Model], names: tuple[str, ...], field: str, sources: int) -> str:
+    """``UPDATE t SET a = %s, ... WHERE pk = %s AND field IN (%s, ...)`` for one shape, built once."""
+    opts = model._meta
+    table = f'"{opts.db_table}"'
+    assignments = ", ".join(f'"{opts.get_field(name).column}" = %s' for name in names)
+    status_column = opts.get_field(field).column
+    placeholders = ", ".join(["%s"] * sources)
+    return (
+        f'UPDATE {table} SET {assignments} WHERE {table}."{opts.pk.column}" = %s '
+        f'AND {table}."{status_column}" IN ({placeholders})'
+    )
 
 
 def guarded_update(
