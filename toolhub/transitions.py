@@ -13,7 +13,7 @@ from django.db import models, transaction
 
 from toolhub.exceptions import InvalidTransitionError
 
-__all__ = ["TransitionTable", "guarded_update_sql", "guarded_update"]
+__all__ = ["TransitionTable", "guarded_update_sql", "guarded_update", "guarded_save"]
 
 
 class TransitionTable:
@@ -105,3 +105,46 @@ def guarded_update(
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0
+
+
+def guarded_save(
+    instance: models.Model,
+    *,
+    table: TransitionTable,
+    to: str,
+    allowed_from: Iterable[str],
+    update_fields: Iterable[str] | None = None,
+    field: str = "status",
+) -> bool:
+    """Save ``instance`` with its ``field`` set to ``to``, if its row is still in one of ``allowed_from``.
+
+    For rows whose status moves together with other fields (an approval's decision time, a run's messages):
+    the conditional UPDATE writes ``update_fields`` (every field when None; ``auto_now`` ones refreshed) with
+    the status. A source equal to ``to`` is no move (the row keeps its status, the other fields are saved);
+    every other source must be a declared move. Returns whether the row was written; ``instance`` keeps
+    its old status when it was not.
+    """
+    sources = [str(source) for source in allowed_from]
+    moves = [source for source in sources if source != str(to)]
+    if moves:
+        table.check(moves, to)
+    opts = instance._meta
+    if update_fields is None:
+        fields = [f for f in opts.concrete_fields if not f.primary_key and f.name != field]
+    else:
+        fields = [opts.get_field(name) for name in update_fields if name != field]
+    previous = getattr(instance, field)
+    setattr(instance, field, to)
+    values = {f.name: f.pre_save(instance, False) for f in fields}
+    connection = transaction.get_connection()
+    names = (field, *values)
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), value, connection) for name, value in values.items())
+    params.append(opts.pk.get_db_prep_value(instance.pk, connection))
+    params.extend(sources)
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(type(instance), names, field, len(sources)), params)
+        written = cursor.rowcount > 0
+    if not written:
+        setattr(instance, field, previous)
+    return written
