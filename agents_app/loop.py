@@ -26,6 +26,7 @@ from django.utils import timezone
 from agents_app.disclosure import agent_tool_names, messages_with_additions, run_disclosure, run_state_after_calls
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
+from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
@@ -145,8 +146,7 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
             waiting = any(call.status in _SUSPENDING for call in calls)
             status = RunStatus.WAITING if waiting else RunStatus.RUNNING
             if run.status != status:
-                run.status = status
-                run.save(update_fields=["status", "updated_at"])
+                run_transition(run, status, update_fields=[])
             return Advance.IDLE
         if _awaits_results(run.messages):
             if run.agent.compensate_on_error and saga_rollback_on_failure(
@@ -172,10 +172,11 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
         _append_rollback_notes(run)
         disclosure = run_disclosure(run)
         run.disclosure = disclosure.state.to_json()
-        run.status = RunStatus.RUNNING
         run.step_lease_until = now + timedelta(seconds=lease)
         run.step_token = uuid.uuid4()
-        run.save(update_fields=["messages", "disclosure", "status", "step_lease_until", "step_token", "updated_at"])
+        run_transition(
+            run, RunStatus.RUNNING, update_fields=["messages", "disclosure", "step_lease_until", "step_token"]
+        )
         profile = run.agent.provider.effective_schema_profile
         return _Step(
             agent=run.agent,
@@ -295,29 +296,20 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
                     )
                 )
             )
-        if any(call.status in _SUSPENDING for call in requested):
-            run.status = RunStatus.WAITING
+        waiting = any(call.status in _SUSPENDING for call in requested)
         # One write of the run for the whole turn, in the transaction that recorded its calls.
-        run.save(
-            update_fields=[
-                "turn",
-                "prompt_tokens",
-                "completion_tokens",
-                "messages",
-                "status",
-                "step_lease_until",
-                "step_token",
-                "updated_at",
-            ]
+        run_transition(
+            run,
+            RunStatus.WAITING if waiting else run.status,
+            update_fields=["turn", "prompt_tokens", "completion_tokens", "messages", "step_lease_until", "step_token"],
         )
 
 
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
-    run.status = status
     run.stop_reason = stop_reason
     run.finished_at = now
     run.retryable = False
-    run.save()
+    run_transition(run, status)
 
 
 def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
@@ -327,12 +319,11 @@ def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error
             return
         run.step_lease_until = None
         run.step_token = None
-        run.status = RunStatus.FAILED
         run.stop_reason = stop_reason
         run.error = error
         run.retryable = retryable
         run.finished_at = timezone.now()
-        run.save()
+        run_transition(run, RunStatus.FAILED)
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:

@@ -17,6 +17,7 @@ from agents_app.models import (
     tool_choice_problem,
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
+from agents_app.transitions import run_transition
 from toolhub.conf import toolhub_setting
 from toolhub.exceptions import ToolhubError
 from toolhub.models import Tenant, TenantMembership
@@ -301,12 +302,11 @@ def run_retry(*, run: AgentRun) -> AgentRun:
             raise RunInputError(
                 f"Only a run that failed for a retryable reason can be retried; this one is {locked.status}."
             )
-        locked.status = RunStatus.RUNNING
         locked.stop_reason = StopReason.NONE
         locked.error = ""
         locked.retryable = False
         locked.finished_at = None
-        locked.save()
+        run_transition(locked, RunStatus.RUNNING)
         _schedule_advance(locked)
     return locked
 

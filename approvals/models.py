@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
+from toolhub.transitions import TransitionTable
 
 
 class Operator(models.TextChoices):
@@ -53,6 +54,22 @@ class ApprovalStatus(models.TextChoices):
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+
+
+#: Every move a request's status may make (``toolhub.transitions``): decided once; an approved call whose
+#: tool changed before it ran comes back for a new round.
+APPROVAL_TRANSITIONS = TransitionTable(
+    "approval status",
+    {
+        ApprovalStatus.PENDING: {
+            ApprovalStatus.APPROVED,
+            ApprovalStatus.REJECTED,
+            ApprovalStatus.EXPIRED,
+            ApprovalStatus.CANCELLED,
+        },
+        ApprovalStatus.APPROVED: {ApprovalStatus.PENDING},
+    },
+)
 
 
 class ApprovalRequest(models.Model):

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import signals
-from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
@@ -33,6 +33,7 @@ from toolhub.policy import ApprovalVerdict
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import require_tenant
 from toolhub.tools.registry import registry
+from toolhub.transitions import guarded_save
 
 __all__ = [
     "approval_request_create",
@@ -84,10 +85,9 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         # The call came back (its tool changed after approval): a new round, earlier decisions no longer count.
         for name, value in terms.items():
             setattr(request, name, value)
-        request.status = ApprovalStatus.PENDING
         request.round += 1
         request.decided_at = None
-        request.save()
+        _move(request, ApprovalStatus.PENDING, update_fields=None)
     _notify(signals.approval_requested, request, "approval.requested")
     return request
 
@@ -330,9 +330,8 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
         actor=_actor(user),
         data={"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
     )
-    request.status = ApprovalStatus.REJECTED
     request.decided_at = timezone.now()
-    request.save(update_fields=["status", "decided_at"])
+    _move(request, ApprovalStatus.REJECTED)
     message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
     tool_call_refuse(call=request.call, actor=_actor(user), status=CallStatus.REJECTED, message=message)
     _notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
@@ -349,9 +348,8 @@ def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str, dec
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."
         )
-    request.status = ApprovalStatus.APPROVED
     request.decided_at = timezone.now()
-    request.save(update_fields=["status", "decided_at"])
+    _move(request, ApprovalStatus.APPROVED)
     edited = request.arguments if request.arguments != call.arguments else None
     if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided]):
         # The call left pending_approval some other way; the decision is audited all the same.
@@ -364,10 +362,19 @@ def _actor(user: AbstractBaseUser) -> str:
     return f"operator:{user.get_username()}"
 
 
+def _move(
+    request: ApprovalRequest, to: ApprovalStatus, *, update_fields: tuple[str, ...] | None = ("decided_at",)
+) -> None:
+    """Move a request (locked by the caller) through ``APPROVAL_TRANSITIONS``, saving ``update_fields`` with it."""
+    if not guarded_save(
+        request, table=APPROVAL_TRANSITIONS, to=to, allowed_from={request.status}, update_fields=update_fields
+    ):
+        raise AlreadyDecidedError(f"This approval request is no longer {request.status}; nothing was changed.")
+
+
 def _expire(request: ApprovalRequest) -> None:
-    request.status = ApprovalStatus.EXPIRED
     request.decided_at = timezone.now()
-    request.save(update_fields=["status", "decided_at"])
+    _move(request, ApprovalStatus.EXPIRED)
     tool_call_refuse(
         call=request.call,
         actor="expiry",

@@ -43,6 +43,9 @@ TOOLHUB = {**TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}  # noqa: F405
 for _name in ("CALL_LEASE_SECONDS", "DEFAULT_TOOL_TIMEOUT_SECONDS"):
     if os.environ.get(f"TOOLHUB_{_name}"):
         TOOLHUB[_name] = float(os.environ[f"TOOLHUB_{_name}"])
+# The benchmark's and the tests' workers that claim queued calls in batches (group commit).
+if os.environ.get("TOOLHUB_WORKER_CLAIM_BATCH"):
+    TOOLHUB["WORKER_CLAIM_BATCH"] = int(os.environ["TOOLHUB_WORKER_CLAIM_BATCH"])
 
 # A worker started by tests/interceptors/ gets its interceptors (TOOLHUB["INTERCEPTORS"], as JSON) here.
 if os.environ.get("TOOLHUB_TEST_INTERCEPTORS"):

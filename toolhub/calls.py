@@ -5,11 +5,11 @@ statement as the audit chain head's advance (``audit_call_events(change=...)``),
 inserts the events and moves the head's hash.
 """
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from toolhub.audit import EventSpec, audit_call_events
@@ -52,12 +52,22 @@ CALL_TRANSITIONS = TransitionTable(
 def call_insert(call: ToolCall, events: list[EventSpec]) -> None:
     """Write a new call row with its audit events (the row and the chain head's advance in one statement)."""
     connection = transaction.get_connection()
-    query = InsertQuery(ToolCall)
-    query.insert_values(ToolCall._meta.concrete_fields, [call])
-    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
-    audit_call_events(call, events, change=(sql, list(params)))
+    # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
+    params = [field.get_db_prep_save(field.pre_save(call, True), connection) for field in _CALL_FIELDS]
+    audit_call_events(call, events, change=(_call_insert_sql(), params))
     call._state.adding = False
     call._state.db = connection.alias
+
+
+_CALL_FIELDS = ToolCall._meta.concrete_fields
+
+
+@functools.cache
+def _call_insert_sql() -> str:
+    """The call row's INSERT, built once."""
+    columns = ", ".join(f'"{field.column}"' for field in _CALL_FIELDS)
+    placeholders = ", ".join(["%s"] * len(_CALL_FIELDS))
+    return f'INSERT INTO "{ToolCall._meta.db_table}" ({columns}) VALUES ({placeholders})'
 
 
 def call_transition(

@@ -15,6 +15,11 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_MAX_TOOL_CALLS": 10,
     # Seconds a worker holds a claimed call before the reconciler may take it back.
     "CALL_LEASE_SECONDS": 300,
+    # Queued calls a worker claims in one transaction (group commit): its own call plus up to this many
+    # minus one of the oldest others, run one after another, their outcomes recorded in one transaction.
+    # 1 (the default) claims one call per delivery; a larger batch saves commits for short tools but runs
+    # the batch's calls serially, and a worker killed mid-batch leaves the whole batch to the reconciler.
+    "WORKER_CLAIM_BATCH": 1,
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
     "REDISPATCH_AFTER_SECONDS": 60,
     # Seconds a call of an external (schema-only) tool waits for its result before it expires.

@@ -1,16 +1,20 @@
 """The governed call pipeline, worker side: claim a queued call once, execute it, record the outcome."""
 
+import contextvars
 import functools
 import hashlib
 import json
 import logging
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
+from toolhub.audit import chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_setting
@@ -24,7 +28,8 @@ from toolhub.interceptors import (
     interceptors_after,
 )
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
-from toolhub.pipeline import approval_hash, call_lease, tool_call_require_reapproval
+from toolhub.pipeline import approval_hash, call_lease, dispatch_call, tool_call_require_reapproval
+from toolhub.signals import task_seconds_left
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -32,51 +37,106 @@ from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult, artifact_content, to_json_value
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
-__all__ = ["tool_call_execute", "tool_call_claim", "tool_call_run_claimed"]
+__all__ = ["tool_call_execute", "tool_call_claim", "tool_calls_claim", "tool_call_run_claimed"]
 
 logger = logging.getLogger(__name__)
 
 
 def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     """Atomically take a ``queued`` call for this worker; ``None`` if another delivery took it already."""
-    call = ToolCall.objects.filter(id=call_id).first()
-    if call is None or call.status != CallStatus.QUEUED:
-        return None
-    now = timezone.now()
-    from toolhub.tools.registry import registry
-
-    attempt = call.attempts + 1
-    claimed = call_transition(
-        call,
-        to=CallStatus.RUNNING,
-        allowed_from={CallStatus.QUEUED},
-        actor=f"worker:{worker}",
-        data={"attempt": attempt},
-        attempts=attempt,
-        worker=worker[:200],
-        started_at=now,
-        lease_expires_at=now + call_lease(registry.get(call.tool_name)),
-    )
-    return call if claimed else None
+    claimed = tool_calls_claim(call_id=call_id, worker=worker, limit=1)
+    return claimed[0] if claimed else None
 
 
-def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
-    """Claim and run one call; the outcome (result or sanitized error) is stored and audited.
+#: Oldest queued calls first; a row another worker is claiming right now is skipped, not waited for.
+_CLAIMABLE = (
+    "SELECT * FROM toolhub_toolcall WHERE status = %s AND (id = %s OR id IN ("
+    "SELECT id FROM toolhub_toolcall WHERE status = %s AND id <> %s ORDER BY queued_at LIMIT %s "
+    "FOR UPDATE SKIP LOCKED)) FOR UPDATE SKIP LOCKED"
+)
 
-    Tool output enters the pipeline here, and only through ``_finish`` (result, error, detail),
-    ``_artifact_of`` and the progress sink, each passing it through the call's ``SecretScrubber``;
-    log records created meanwhile are scrubbed by its scope.
+
+def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
+    """Claim ``call_id`` and up to ``limit - 1`` other queued calls in one transaction (group commit).
+
+    Every claim (the call's ``running`` row, its lease and its audit event) is committed before any of
+    these calls runs, so at-most-once holds as for a single claim; the messages of the other calls find
+    them taken and do nothing. Leases add up along the batch (each call may wait for those before it).
+    Audit appends go chain by chain in chain order, so two workers claiming batches never deadlock on
+    the chain heads, and each chain's sequence stays gapless. Returned in execution order: ``call_id``
+    first, then the oldest queued first.
     """
     from toolhub.tools.registry import registry
 
-    call = tool_call_claim(call_id=call_id, worker=worker)
-    if call is None:
-        return None
+    with transaction.atomic():
+        rows = list(
+            ToolCall.objects.raw(_CLAIMABLE, [CallStatus.QUEUED, call_id, CallStatus.QUEUED, call_id, limit - 1])
+        )
+        now = timezone.now()
+        rows.sort(key=lambda call: (call.id != call_id, call.queued_at or now))
+        lease = timedelta()
+        claims: list[tuple[ToolCall, Any]] = []
+        for call in rows:
+            tool = registry.get(call.tool_name)
+            # The first call's lease as for a single claim; each later one may also wait for those before it.
+            lease += call_lease(tool) if not claims else timedelta(seconds=tool.effective_timeout if tool else 0.0)
+            claims.append((call, now + lease))
+        claimed: set[uuid.UUID] = set()
+        for call, expires in sorted(claims, key=lambda claim: chain_for(claim[0].id)):
+            attempt = call.attempts + 1
+            if call_transition(
+                call,
+                to=CallStatus.RUNNING,
+                allowed_from={CallStatus.QUEUED},
+                actor=f"worker:{worker}",
+                data={"attempt": attempt},
+                attempts=attempt,
+                worker=worker[:200],
+                started_at=now,
+                lease_expires_at=expires,
+            ):
+                claimed.add(call.id)
+    return [call for call, _ in claims if call.id in claimed]
+
+
+def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
+    """Claim and run one call, or a batch of queued calls with it (``WORKER_CLAIM_BATCH``); outcomes are stored.
+
+    With a batch, the claims commit together before anything runs, and the outcomes are recorded
+    together after the last one ran (one commit each instead of one per call). A claimed call that no
+    longer has time to run within its lease or the task's time limit is handed back, unstarted.
+    Returns ``call_id``'s call when this delivery ran it.
+    """
+    limit = max(1, int(toolhub_setting("WORKER_CLAIM_BATCH")))
+    calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit)
+    if len(calls) <= 1:
+        for call in calls:
+            _execute_claimed(call, worker)
+        return next((call for call in calls if call.id == call_id), None)
+    pending: list[tuple[ToolCall, Callable[[], None]]] = []
+    token = _outcomes.set(pending)
+    try:
+        for index, call in enumerate(calls):
+            # The first runs as a single claim would; a later one only with time left for it.
+            if index == 0 or _has_time_for(call):
+                _execute_claimed(call, worker)
+            else:
+                pending.append((call, functools.partial(_hand_back, call, worker)))
+    finally:
+        _outcomes.reset(token)
+        _record_outcomes(pending)
+    return next((call for call in calls if call.id == call_id), None)
+
+
+def _execute_claimed(call: ToolCall, worker: str) -> None:
+    """Re-check a claimed call (tool version, permissions, approval binding, arguments), then run it."""
+    from toolhub.tools.registry import registry
+
     tool = registry.get(call.tool_name)
     if call.approval_hash and tool is not None and tool.version != call.tool_version:
         # What was approved is not what would run: a fresh decision is needed.
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
-        return call
+        return
     refusal = _refusal_at_execution(call, tool)
     if refusal is None:
         assert tool is not None
@@ -86,10 +146,55 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
             refusal = f"The stored arguments no longer match tool {call.tool_name!r}; nothing was executed."
     if refusal:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
-        return call
+        return
     assert tool is not None
     tool_call_run_claimed(call=call, tool=tool, arguments=arguments, worker=worker)
-    return call
+
+
+#: Outcomes of a claimed batch waiting to be recorded together (None: each is recorded at once).
+_outcomes: contextvars.ContextVar[list[tuple[ToolCall, Callable[[], None]]] | None] = contextvars.ContextVar(
+    "toolhub_batched_outcomes", default=None
+)
+
+#: Seconds kept free beyond a batched call's timeout, to record the batch's outcomes within the task's time limit.
+_BATCH_MARGIN_SECONDS = 30.0
+
+
+def _has_time_for(call: ToolCall) -> bool:
+    """Whether a batched call can still run to its timeout within its lease and the task's time limit."""
+    from toolhub.tools.registry import registry
+
+    tool = registry.get(call.tool_name)
+    timeout = tool.effective_timeout if tool else 0.0
+    task_left = task_seconds_left()
+    lease_left = (call.lease_expires_at - timezone.now()).total_seconds() if call.lease_expires_at else 0.0
+    return lease_left >= timeout and (task_left is None or task_left >= timeout + _BATCH_MARGIN_SECONDS)
+
+
+def _hand_back(call: ToolCall, worker: str) -> None:
+    """Queue again a batched call that never started (another delivery runs it), with the batch's outcomes."""
+    if call_transition(
+        call,
+        to=CallStatus.QUEUED,
+        allowed_from={CallStatus.RUNNING},
+        actor=f"worker:{worker}",
+        data={"reason": "handed back unstarted: no time left in this worker's batch", "attempt": call.attempts},
+        attempts=call.attempts - 1,
+        worker="",
+        started_at=None,
+        lease_expires_at=None,
+        queued_at=timezone.now(),
+    ):
+        dispatch_call(call)
+
+
+def _record_outcomes(pending: list[tuple[ToolCall, Callable[[], None]]]) -> None:
+    """Write a batch's outcomes in one transaction, chain by chain in chain order (no deadlock on the heads)."""
+    if not pending:
+        return
+    with transaction.atomic():
+        for _, write in sorted(pending, key=lambda item: chain_for(item[0].id)):
+            write()
 
 
 def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, Any], worker: str) -> ToolCall:
@@ -319,22 +424,33 @@ def _finish(
         data["interceptor"] = failed_by
     if artifact is not None:
         data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
-    with transaction.atomic():
-        moved = call_transition(
-            call,
-            to=status,
-            allowed_from={CallStatus.RUNNING},
-            actor=f"worker:{worker}",
-            data=data,
-            result=result,
-            error=error,
-            error_detail=detail,
-            finished_at=timezone.now(),
-            lease_expires_at=None,
-        )
-        if moved and artifact is not None:
-            ToolCallArtifact.objects.create(call=call, **artifact)
-    if not moved:
-        logger.warning(
-            "call %s was taken from this worker before it finished; outcome %s not recorded", call.id, status
-        )
+    finished_at = timezone.now()
+
+    def record() -> None:
+        # No savepoint: inside a batch's outcome transaction a failure voids the batch (its calls stay
+        # claimed for the reconciler), as a failure voids a single outcome.
+        with transaction.atomic(savepoint=False):
+            moved = call_transition(
+                call,
+                to=status,
+                allowed_from={CallStatus.RUNNING},
+                actor=f"worker:{worker}",
+                data=data,
+                result=result,
+                error=error,
+                error_detail=detail,
+                finished_at=finished_at,
+                lease_expires_at=None,
+            )
+            if moved and artifact is not None:
+                ToolCallArtifact.objects.create(call=call, **artifact)
+        if not moved:
+            logger.warning(
+                "call %s was taken from this worker before it finished; outcome %s not recorded", call.id, status
+            )
+
+    batch = _outcomes.get()
+    if batch is None:
+        record()
+    else:
+        batch.append((call, record))

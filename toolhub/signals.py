@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.dispatch import Signal
 
-__all__ = ["approval_needed", "call_settled", "after_task", "running_after_task"]
+__all__ = ["approval_needed", "call_settled", "after_task", "running_after_task", "task_seconds_left"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,12 @@ def after_task(action: AfterTaskAction) -> bool:
         return False
     scope.actions.append(action)
     return True
+
+
+def task_seconds_left() -> float | None:
+    """Seconds before the current worker task's soft time limit, or None outside such a task."""
+    scope = _after_task.get()
+    return None if scope is None else scope.deadline - time.monotonic()
 
 
 @contextmanager

@@ -5,15 +5,15 @@ exactly one wins. Asking for a move the table does not declare is a programming 
 SQL runs, so a new code path cannot invent a transition nobody reviewed.
 """
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import models, transaction
-from django.db.models.sql import UpdateQuery
 
 from toolhub.exceptions import InvalidTransitionError
 
-__all__ = ["TransitionTable", "guarded_update_sql", "guarded_update"]
+__all__ = ["TransitionTable", "guarded_update_sql", "guarded_update", "guarded_save"]
 
 
 class TransitionTable:
@@ -48,12 +48,44 @@ def guarded_update_sql(
     values: Mapping[str, Any],
     field: str = "status",
 ) -> tuple[str, list[Any]]:
-    """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``)."""
+    """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``).
+
+    The SQL text is built once per shape (model, columns set, number of sources) and kept: a hot path
+    must not pay the ORM's query building on every call. Parameters go through each field's
+    ``get_db_prep_save`` as the ORM's UPDATE would.
+    """
     sources = table.check(allowed_from, to)
-    query = model._default_manager.filter(pk=pk, **{f"{field}__in": sources}).query.chain(UpdateQuery)
-    query.add_update_values({field: to, **values})
-    sql, params = query.get_compiler(connection=transaction.get_connection()).as_sql()
-    return sql, list(params)
+    names = (field, *(name for name in values if name != field))
+    connection = transaction.get_connection()
+    opts = model._meta
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), values[name], connection) for name in names[1:])
+    params.append(opts.pk.get_db_prep_value(pk, connection))
+    params.extend(sources)
+    return _update_sql(model, names, field, len(sources)), params
+
+
+def _prepared(field: Any, value: Any, connection: Any) -> Any:
+    """A value as the ORM's UPDATE would send it (a related instance becomes its key); no expressions."""
+    if hasattr(value, "resolve_expression"):
+        raise TypeError(f"guarded updates take plain values, not expressions ({field.name})")
+    if hasattr(value, "prepare_database_save"):
+        value = value.prepare_database_save(field)
+    return field.get_db_prep_save(value, connection)
+
+
+@functools.lru_cache(maxsize=512)
+def _update_sql(model: type[models.Model], names: tuple[str, ...], field: str, sources: int) -> str:
+    """``UPDATE t SET a = %s, ... WHERE pk = %s AND field IN (%s, ...)`` for one shape, built once."""
+    opts = model._meta
+    table = f'"{opts.db_table}"'
+    assignments = ", ".join(f'"{opts.get_field(name).column}" = %s' for name in names)
+    status_column = opts.get_field(field).column
+    placeholders = ", ".join(["%s"] * sources)
+    return (
+        f'UPDATE {table} SET {assignments} WHERE {table}."{opts.pk.column}" = %s '
+        f'AND {table}."{status_column}" IN ({placeholders})'
+    )
 
 
 def guarded_update(
@@ -73,3 +105,46 @@ def guarded_update(
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0
+
+
+def guarded_save(
+    instance: models.Model,
+    *,
+    table: TransitionTable,
+    to: str,
+    allowed_from: Iterable[str],
+    update_fields: Iterable[str] | None = None,
+    field: str = "status",
+) -> bool:
+    """Save ``instance`` with its ``field`` set to ``to``, if its row is still in one of ``allowed_from``.
+
+    For rows whose status moves together with other fields (an approval's decision time, a run's messages):
+    the conditional UPDATE writes ``update_fields`` (every field when None; ``auto_now`` ones refreshed) with
+    the status. A source equal to ``to`` is no move (the row keeps its status, the other fields are saved);
+    every other source must be a declared move. Returns whether the row was written; ``instance`` keeps
+    its old status when it was not.
+    """
+    sources = [str(source) for source in allowed_from]
+    moves = [source for source in sources if source != str(to)]
+    if moves:
+        table.check(moves, to)
+    opts = instance._meta
+    if update_fields is None:
+        fields = [f for f in opts.concrete_fields if not f.primary_key and f.name != field]
+    else:
+        fields = [opts.get_field(name) for name in update_fields if name != field]
+    previous = getattr(instance, field)
+    setattr(instance, field, to)
+    values = {f.name: f.pre_save(instance, False) for f in fields}
+    connection = transaction.get_connection()
+    names = (field, *values)
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), value, connection) for name, value in values.items())
+    params.append(opts.pk.get_db_prep_value(instance.pk, connection))
+    params.extend(sources)
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(type(instance), names, field, len(sources)), params)
+        written = cursor.rowcount > 0
+    if not written:
+        setattr(instance, field, previous)
+    return written
