@@ -5,9 +5,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
@@ -179,6 +182,38 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     fields = ("key", "status", "tenant", "run", "created_at", "updated_at", "attempts", "audit_events")
     readonly_fields = fields
     inlines = (CompensationInline, RollbackInline)
+
+    def get_urls(self) -> list[URLPattern]:
+        retry = path(
+            "<path:object_id>/retry/",
+            self.admin_site.admin_view(require_POST(self.retry_view)),
+            name="sagas_saga_retry",
+        )
+        return [retry, *super().get_urls()]
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Retry, from the saga's own page, every compensation of it that needs attention; then back to the page."""
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        saga = self.get_object(request, object_id)  # tenant-scoped: another tenant's saga is absent
+        if saga is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        self._retry(request, Saga.objects.filter(pk=saga.pk), attention_only=True)
+        return HttpResponseRedirect(reverse("admin:sagas_saga_change", args=[saga.pk]))
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Saga | None = None,
+    ) -> HttpResponse:
+        if obj is not None and self.has_operate_permission(request):
+            context["needing_attention"] = len(self._compensations_of(Saga.objects.filter(pk=obj.pk)))
+            context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
         return list(
