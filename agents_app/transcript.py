@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agents_app.models import AgentRun
+from toolhub.admin_tables import duration
 from toolhub.models import ToolCall
 from toolhub.sagas.models import Saga
 from toolhub.sagas.selectors import saga_compensations, saga_for_run
@@ -30,8 +31,8 @@ class TranscriptCall:
     call: ToolCall
     arguments: str
     result: str
-    waited: timedelta | None
-    ran: timedelta | None
+    waited: str
+    ran: str
     approval: Any | None
     decisions: list[Any] = field(default_factory=list)
 
@@ -53,7 +54,7 @@ class Transcript:
     other_calls: list[TranscriptCall]
     saga: Saga | None
     compensations: list[Any]
-    duration: timedelta | None
+    took: str
 
 
 def _between(start: datetime | None, end: datetime | None) -> timedelta | None:
@@ -69,8 +70,8 @@ def _shown(call: ToolCall) -> TranscriptCall:
         call=call,
         arguments=json.dumps(displayed_arguments(call), indent=2, sort_keys=True, ensure_ascii=False, default=str),
         result=text,
-        waited=_between(call.created_at, call.started_at),
-        ran=_between(call.started_at, call.finished_at),
+        waited=duration(_between(call.created_at, call.started_at)) if call.started_at else "",
+        ran=duration(_between(call.started_at, call.finished_at)) if call.finished_at else "",
         approval=approval,
         decisions=list(approval.decisions.all()) if approval is not None else [],
     )
@@ -104,5 +105,5 @@ def run_transcript(run: AgentRun) -> Transcript:
         other_calls=[_shown(call) for call in calls if call.pk not in placed],
         saga=saga,
         compensations=list(saga_compensations(saga)) if saga is not None else [],
-        duration=_between(run.created_at, run.finished_at),
+        took=duration(_between(run.created_at, run.finished_at)) if run.finished_at else "",
     )

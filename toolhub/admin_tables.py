@@ -7,13 +7,14 @@ the clipboard when copied.
 """
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-__all__ = ["admin_table", "short_id"]
+__all__ = ["admin_table", "short_id", "time_cell", "duration"]
 
 #: Ids longer than this are cut on screen (the width of ``.toolhub-id-short`` in console.css).
 SHORT_ID_CHARS = 8
@@ -36,3 +37,29 @@ def short_id(value: Any) -> SafeString | str:
     if len(text) <= SHORT_ID_CHARS:
         return format_html('<code class="toolhub-id">{}</code>', text)
     return format_html('<code class="toolhub-id toolhub-id-short" title="{}">{}</code>', text, text)
+
+
+def time_cell(value: datetime | None) -> SafeString | str:
+    """A moment on one line, to the second (UTC as stored); the exact ISO value on hover."""
+    if value is None:
+        return "-"
+    return format_html(
+        '<time class="toolhub-time" datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        value.isoformat(timespec="milliseconds"),
+        value.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+def duration(value: timedelta | None) -> str:
+    """A duration people read at a glance: ``850 ms``, ``7.3 s``, ``2 min 5 s``, ``3 h 12 min``."""
+    if value is None:
+        return "-"
+    seconds = value.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"

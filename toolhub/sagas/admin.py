@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
-from toolhub.admin_tables import admin_table, short_id
+from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
@@ -252,7 +252,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
                     a.outcome,
                     a.error or "-",
                     a.worker or "-",
-                    a.finished_at.isoformat(timespec="seconds") if a.finished_at else "-",
+                    time_cell(a.finished_at),
                 )
                 for a in rows.order_by("id")
             ),
@@ -265,7 +265,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
             ("When", "Event", "Tool", "Status", "Actor", "Data"),
             (
                 (
-                    e.created_at.isoformat(timespec="milliseconds"),
+                    time_cell(e.created_at),
                     e.event_type,
                     e.tool_name,
                     e.status,
