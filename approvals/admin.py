@@ -78,9 +78,17 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
     model = ApprovalDecision
     extra = 0
     can_delete = False
-    fields = ("round", "decision", "decided_by_name", "comment", "diff", "arguments_hash", "created_at")
+    fields = ("round", "decision", "decided_by_name", "comment", "diff_shown", "version", "created_at")
     readonly_fields = fields
     verbose_name_plural = "Decisions so far"
+
+    @admin.display(description="Changes (sensitive values redacted)")
+    def diff_shown(self, obj: ApprovalDecision) -> str:
+        return pretty_json(obj.diff) if obj.diff else "-"
+
+    @admin.display(description="Version decided on")
+    def version(self, obj: ApprovalDecision) -> str:
+        return short_id(obj.arguments_hash)
 
 
 @admin.register(ApprovalRequest)
