@@ -125,7 +125,8 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
 class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped."""
 
-    list_display = ("id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
+    list_display = ("run_id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
+    list_display_links = ("run_id",)
     list_filter = ("status", "stop_reason", "agent")
     search_fields = ("input", "tenant", "user__username", "agent__name")
     list_select_related = ("agent", "user")
@@ -142,6 +143,10 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+
+    @admin.display(description="Run", ordering="id")
+    def run_id(self, obj: AgentRun) -> str:
+        return short_id(obj.id)
 
     @admin.display(description="Messages (sensitive tool arguments redacted)")
     def shown_messages(self, obj: AgentRun) -> str:

@@ -102,14 +102,13 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
     list_display = (
         "request_id",
         "risk_shown",
-        "tool_name",
-        "agent_name",
+        "tool",
+        "agent",
         "requested_by",
         "tenant",
         "age",
         "expires_in",
         "status",
-        "reason_short",
     )
     list_display_links = ("request_id",)
     list_filter = (StatusFilter, "risk", "tool_name", "source")
@@ -151,6 +150,13 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
             return ("created_at", "pk")
         return ("-created_at", "-pk")
 
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        """The queue of pending requests has no status column (they all are); other views show it."""
+        shown = tuple(super().get_list_display(request))
+        if request.GET.get(StatusFilter.parameter_name, ApprovalStatus.PENDING) == ApprovalStatus.PENDING:
+            return tuple(name for name in shown if name != "status")
+        return shown
+
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """The desk's title carries the number of pending requests of the user's tenants (also in the tab)."""
         count = pending_count(request.user)
@@ -173,7 +179,9 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
     @admin.display(description="Age", ordering="created_at")
     def age(self, obj: ApprovalRequest) -> str:
         return format_html(
-            '<span title="{}">{}</span>', obj.created_at.isoformat(timespec="seconds"), timesince(obj.created_at)
+            '<span title="{}">{}</span>',
+            obj.created_at.isoformat(timespec="seconds"),
+            timesince(obj.created_at, depth=1),
         )
 
     @admin.display(description="Expires in", ordering="expires_at")
@@ -183,11 +191,16 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
         when = obj.expires_at.isoformat(timespec="seconds")
         if obj.expires_at <= timezone.now():
             return format_html('<span class="toolhub-overdue" title="{}">overdue</span>', when)
-        return format_html('<span title="{}">{}</span>', when, timeuntil(obj.expires_at))
+        return format_html('<span title="{}">{}</span>', when, timeuntil(obj.expires_at, depth=1))
 
-    @admin.display(description="Reason")
-    def reason_short(self, obj: ApprovalRequest) -> str:
-        return format_html('<span title="{}">{}</span>', obj.reason, obj.reason)
+    @admin.display(description="Tool", ordering="tool_name")
+    def tool(self, obj: ApprovalRequest) -> str:
+        # Why it was held is on the request's page, and here on hover: the queue stays one line per request.
+        return format_html('<span title="{}">{}</span>', obj.reason, obj.tool_name)
+
+    @admin.display(description="Agent", ordering="agent_name")
+    def agent(self, obj: ApprovalRequest) -> str:
+        return obj.agent_name or "-"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
         return (

@@ -173,7 +173,8 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     Retry and resolve act only on the compensations of the selected, tenant-scoped sagas.
     """
 
-    list_display = ("key", "status", "tenant", "run", "steps", "updated_at")
+    list_display = ("saga_key", "status", "tenant", "run", "steps", "updated_at")
+    list_display_links = ("saga_key",)
     list_filter = (NeedsAttentionFilter, "status", "tenant")
     search_fields = ("key",)
     show_full_result_count = False
@@ -229,6 +230,11 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     @admin.action(description="Resolve by hand the compensations that need attention", permissions=["operate"])
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> HttpResponse | None:
         return self._resolve(request, queryset, "resolve_selected")
+
+    @admin.display(description="Saga", ordering="key")
+    def saga_key(self, obj: Saga) -> str:
+        # A run's saga is keyed by the run's id: shown short, whole on hover and when copied.
+        return short_id(obj.key)
 
     @admin.display(description="Agent run")
     def run(self, obj: Saga) -> str:
