@@ -136,3 +136,31 @@ def test_a_value_the_schema_refuses_leaves_everything_as_it_was(hold: Hold, oper
     assert (request.status, request.round, request.arguments) == (ApprovalStatus.PENDING, 1, {"note": "pay 5000"})
     assert not request.decisions.exists() and AuditEvent.objects.count() == events
     assert not SideEffect.objects.exists()
+
+
+def test_reject_selected_asks_once_for_a_comment_and_rejects_each_with_it(
+    hold: Hold, operator: User, committed: Any
+) -> None:
+    # given two pending requests
+    first, second = hold("a"), hold("b")
+    client = _client(operator)
+    selected = {"action": "reject_selected", "_selected_action": [first.pk, second.pk]}
+
+    # when the operator picks "Reject selected", the confirmation page lists both and asks for one comment
+    page = client.post("/admin/approvals/approvalrequest/", selected).content.decode()
+    assert 'id="action-with-comment-form"' in page and 'id="selected-requests"' in page
+    assert "Reject 2 request(s)" in page
+
+    # and they confirm with a comment
+    response = committed(
+        client.post, "/admin/approvals/approvalrequest/", {**selected, "apply": "yes", "comment": "Not this quarter."}
+    )
+
+    # then both were rejected with that comment, and the model of each is told so
+    assert response.status_code == 302
+    for request in (first, second):
+        request.refresh_from_db()
+        assert request.status == ApprovalStatus.REJECTED
+        assert request.decisions.get().comment == "Not this quarter."
+        assert request.call.error == "Rejected by operator: Not this quarter."
+    assert not SideEffect.objects.exists()
