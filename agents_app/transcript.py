@@ -58,7 +58,8 @@ class Transcript:
 
 
 def _between(start: datetime | None, end: datetime | None) -> timedelta | None:
-    return end - start if start and end else None
+    # Clocks of web and worker processes differ by a few milliseconds: never show a negative wait.
+    return max(end - start, timedelta(0)) if start and end else None
 
 
 def _shown(call: ToolCall) -> TranscriptCall:
