@@ -24,7 +24,7 @@ from approvals.models import (
     DecisionKind,
     WebhookDelivery,
 )
-from approvals.selectors import approval_progress, conversation_before, pending_count
+from approvals.selectors import ConversationBefore, approval_progress, conversation_before, pending_count
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
 from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
@@ -238,16 +238,23 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
             who,
         )
 
+    @staticmethod
+    def _before(obj: ApprovalRequest) -> ConversationBefore:
+        """The conversation before the call, read once per page (two fields show it)."""
+        if not hasattr(obj, "_conversation_before"):
+            obj._conversation_before = conversation_before(obj)  # type: ignore[attr-defined]
+        return obj._conversation_before  # type: ignore[attr-defined]
+
     @admin.display(description="The user's input")
     def user_input(self, obj: ApprovalRequest) -> str:
-        before = conversation_before(obj)
+        before = self._before(obj)
         if not before.found:
             return "Not from an agent run."
         return format_html('<div class="toolhub-text">{}</div>', before.user_input or "-")
 
     @admin.display(description="What the model said with the call")
     def model_message(self, obj: ApprovalRequest) -> str:
-        before = conversation_before(obj)
+        before = self._before(obj)
         if not before.found:
             return "-"
         return format_html(
