@@ -5,12 +5,14 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.template.loader import render_to_string
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.services import AGENT_FIELDS, tool_provider_problem
+from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
+from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
@@ -127,20 +129,29 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
 class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped."""
 
-    list_display = ("id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
+    list_display = ("run_id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
+    list_display_links = ("run_id",)
     list_filter = ("status", "stop_reason", "agent")
     search_fields = ("input", "tenant", "user__username", "agent__name")
     list_select_related = ("agent", "user")
     show_full_result_count = False
     fieldsets = (
         (None, {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable")}),
-        ("Conversation", {"fields": ("input", "output", "shown_messages")}),
+        ("Transcript", {"fields": ("transcript",)}),
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),
+        (
+            "The messages as the model read them",
+            {"fields": ("input", "output", "shown_messages"), "classes": ["collapse"]},
+        ),
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+
+    @admin.display(description="Run", ordering="id")
+    def run_id(self, obj: AgentRun) -> str:
+        return short_id(obj.id)
 
     @admin.display(description="Messages (sensitive tool arguments redacted)")
     def shown_messages(self, obj: AgentRun) -> str:
@@ -154,15 +165,38 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     def shown_context(self, obj: AgentRun) -> str:
         return pretty_json(obj.context)
 
+    @admin.display(description="Transcript")
+    def transcript(self, obj: AgentRun) -> str:
+        transcript = run_transcript(obj)
+        compensations = admin_table(
+            "run-compensations",
+            ("Step #", "Step", "Compensation", "Status", "Attempts", "Last error"),
+            (
+                (
+                    c.sequence,
+                    c.step_tool,
+                    c.tool_name,
+                    c.status,
+                    f"{c.attempts} / {c.max_attempts}",
+                    c.last_error or "-",
+                )
+                for c in transcript.compensations
+            ),
+        )
+        return render_to_string(
+            "admin/agents_app/agentrun/transcript.html",
+            {"run": obj, "transcript": transcript, "compensations_table": compensations},
+        )
+
     @admin.display(description="Tool calls")
     def tool_calls(self, obj: AgentRun) -> str:
         calls = ToolCall.objects.filter(run_id=obj.id).order_by("turn", "position", "created_at")
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        return admin_table(
+            "run-tool-calls",
+            ("Call", "Turn", "Tool", "Kind", "Status"),
             (
                 (
-                    admin_link("admin:toolhub_toolcall_change", call.pk, call.pk),
+                    admin_link("admin:toolhub_toolcall_change", call.pk, short_id(call.pk)),
                     call.turn,
                     call.tool_name,
                     call.kind,
@@ -170,9 +204,4 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
                 )
                 for call in calls.only("id", "turn", "position", "tool_name", "kind", "status", "created_at")
             ),
-        )
-        return format_html(
-            '<table class="toolhub-table" id="run-tool-calls"><thead><tr><th>Call</th><th>Turn</th><th>Tool</th>'
-            "<th>Kind</th><th>Status</th></tr></thead><tbody>{}</tbody></table>",
-            rows,
         )

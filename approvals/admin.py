@@ -5,17 +5,17 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
 from django.views.decorators.http import require_POST
 
+from approvals.forms import ApproveForm, CommentForm, DecisionForm
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -24,11 +24,13 @@ from approvals.models import (
     DecisionKind,
     WebhookDelivery,
 )
+from approvals.selectors import ConversationBefore, approval_progress, conversation_before, pending_count
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
 from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
+from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from toolhub.admin_tables import admin_table, short_id
 from toolhub.api.throttling import throttle_wait
-from toolhub.arguments import ArgumentsRefused, parse_arguments
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
 from toolhub.tools.registry import registry
 
@@ -40,44 +42,34 @@ DECISIONS: dict[str, tuple[str, str, Decide]] = {
     "reject": ("Reject", "rejected", approval_reject),
 }
 
-
-class DecisionForm(forms.Form):
-    """The operator's comment (for a rejection, what the model reads) and the version they reviewed.
-
-    ``round`` and ``arguments_hash`` are the version shown on the page: approving a version that is no
-    longer current is refused by the service, so nobody approves arguments they did not see.
-    """
-
-    comment = forms.CharField(
-        required=False,
-        max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "Why? (the model reads it on rejection)"}),
-    )
-    round = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
-    arguments_hash = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+#: Seconds between two refreshes of the queue in the browser (queue-refresh.js).
+QUEUE_REFRESH_SECONDS = 15
 
 
-class ApproveForm(DecisionForm):
-    """Approving may edit the arguments: the JSON object's values replace those of the version under approval."""
+class StatusFilter(admin.SimpleListFilter):
+    """The desk opens on the pending requests; "All" is a choice of its own, not the filter's absence."""
 
-    arguments = forms.CharField(
-        label="Arguments",
-        required=False,
-        strip=False,
-        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
-        help_text="Change a value to edit the call before approving it. An edit opens a new round: every other "
-        "required approval is given again by someone who saw the edited arguments.",
-    )
+    title = "status"
+    parameter_name = "status"
 
-    def clean_arguments(self) -> dict[str, Any] | None:
-        """The edit as a mapping (``None`` when the box is empty), through the same intake as a model's arguments."""
-        text = self.cleaned_data["arguments"]
-        if not text.strip():
-            return None
-        try:
-            return parse_arguments(text)
-        except ArgumentsRefused as refused:
-            raise forms.ValidationError(str(refused)) from None
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [*ApprovalStatus.choices, ("all", "All")]
+
+    def value(self) -> str:
+        return super().value() or ApprovalStatus.PENDING
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> QuerySet[ApprovalRequest]:
+        if self.value() == "all":
+            return queryset
+        return queryset.filter(status=self.value())
+
+    def choices(self, changelist: Any) -> Any:
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.value() == str(lookup),
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
 
 
 class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
@@ -86,13 +78,21 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
     model = ApprovalDecision
     extra = 0
     can_delete = False
-    fields = ("round", "decision", "decided_by_name", "comment", "diff", "arguments_hash", "created_at")
+    fields = ("round", "decision", "decided_by_name", "comment", "diff_shown", "version", "created_at")
     readonly_fields = fields
     verbose_name_plural = "Decisions so far"
 
+    @admin.display(description="Changes (sensitive values redacted)")
+    def diff_shown(self, obj: ApprovalDecision) -> str:
+        return pretty_json(obj.diff) if obj.diff else "-"
+
+    @admin.display(description="Version decided on")
+    def version(self, obj: ApprovalDecision) -> str:
+        return short_id(obj.arguments_hash)
+
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
+class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin, admin.ModelAdmin):
     """Pending and past approval requests of the user's tenants; deciding happens only through the approval services.
 
     The scoped queryset is what the change page, the decision views and the bulk actions act on, so
@@ -100,20 +100,21 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     """
 
     list_display = (
-        "id",
-        "tool_name",
-        "status",
-        "risk",
-        "reason",
+        "request_id",
+        "risk_shown",
+        "tool",
+        "agent",
         "requested_by",
-        "agent_name",
         "tenant",
-        "created_at",
-        "expires_at",
+        "age",
+        "expires_in",
+        "status",
     )
-    list_filter = ("status", "risk", "tool_name", "source")
+    list_display_links = ("request_id",)
+    list_filter = (StatusFilter, "risk", "tool_name", "source")
     search_fields = ("tool_name", "reason", "agent_name", "tenant", "requested_by__username")
     list_select_related = ("requested_by",)
+    list_per_page = 50
     show_full_result_count = False
     inlines = (ApprovalDecisionInline,)
     actions = ("approve_selected", "reject_selected")
@@ -127,10 +128,12 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
                     "arguments_diff",
                     "original_arguments_shown",
                     "approvals_so_far",
-                    "arguments_hash",
+                    "still_to_approve",
+                    "arguments_hash_short",
                 )
             },
         ),
+        ("Before the call", {"fields": ("user_input", "model_message")}),
         ("The call", {"fields": ("call_link", "call_status")}),
         ("Who asked", {"fields": ("requested_by", "agent_name", "tenant", "run_link")}),
         (
@@ -140,6 +143,64 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         ("When", {"fields": ("created_at", "expires_at", "decided_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        """The queue is worked oldest first; decided requests are read newest first."""
+        if request.GET.get(StatusFilter.parameter_name, ApprovalStatus.PENDING) == ApprovalStatus.PENDING:
+            return ("created_at", "pk")
+        return ("-created_at", "-pk")
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        """The queue of pending requests has no status column (they all are); other views show it."""
+        shown = tuple(super().get_list_display(request))
+        if request.GET.get(StatusFilter.parameter_name, ApprovalStatus.PENDING) == ApprovalStatus.PENDING:
+            return tuple(name for name in shown if name != "status")
+        return shown
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The desk's title carries the number of pending requests of the user's tenants (also in the tab)."""
+        count = pending_count(request.user)
+        context = {
+            "title": f"Approval desk: {count} pending",
+            "pending_count": count,
+            "refresh_seconds": QUEUE_REFRESH_SECONDS,
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+    @admin.display(description="Request", ordering="pk")
+    def request_id(self, obj: ApprovalRequest) -> str:
+        return f"#{obj.pk}"
+
+    @admin.display(description="Risk", ordering="risk")
+    def risk_shown(self, obj: ApprovalRequest) -> str:
+        return format_html('<span class="toolhub-risk toolhub-risk-{}">{}</span>', obj.risk, obj.risk or "-")
+
+    @admin.display(description="Age", ordering="created_at")
+    def age(self, obj: ApprovalRequest) -> str:
+        return format_html(
+            '<span title="{}">{}</span>',
+            obj.created_at.isoformat(timespec="seconds"),
+            timesince(obj.created_at, depth=1),
+        )
+
+    @admin.display(description="Expires in", ordering="expires_at")
+    def expires_in(self, obj: ApprovalRequest) -> str:
+        if obj.status != ApprovalStatus.PENDING:
+            return "-"
+        when = obj.expires_at.isoformat(timespec="seconds")
+        if obj.expires_at <= timezone.now():
+            return format_html('<span class="toolhub-overdue" title="{}">overdue</span>', when)
+        return format_html('<span title="{}">{}</span>', when, timeuntil(obj.expires_at, depth=1))
+
+    @admin.display(description="Tool", ordering="tool_name")
+    def tool(self, obj: ApprovalRequest) -> str:
+        # Why it was held is on the request's page, and here on hover: the queue stays one line per request.
+        return format_html('<span title="{}">{}</span>', obj.reason, obj.tool_name)
+
+    @admin.display(description="Agent", ordering="agent_name")
+    def agent(self, obj: ApprovalRequest) -> str:
+        return obj.agent_name or "-"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
         return (
@@ -155,7 +216,50 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="Tool call")
     def call_link(self, obj: ApprovalRequest) -> str:
         url = reverse("admin:toolhub_toolcall_change", args=[obj.call_id])
-        return format_html('<a href="{}">{}</a>', url, obj.call_id)
+        return format_html('<a href="{}">{}</a>', url, short_id(obj.call_id))
+
+    @admin.display(description="Binding of this version (arguments hash)")
+    def arguments_hash_short(self, obj: ApprovalRequest) -> str:
+        return short_id(obj.arguments_hash)
+
+    @admin.display(description="Still to approve")
+    def still_to_approve(self, obj: ApprovalRequest) -> str:
+        progress = approval_progress(obj)
+        if obj.status != ApprovalStatus.PENDING:
+            return f"Nothing: the request is {obj.status}."
+        given = ", ".join(progress.given_by) or "nobody yet"
+        who = ", ".join(progress.may_approve) or "nobody who can decide it is available"
+        group = f" (approver group: {progress.group})" if progress.group else ""
+        return format_html(
+            "{} more approval(s) needed{}. Approved in this round by: {}. May still approve: {}.",
+            progress.remaining,
+            group,
+            given,
+            who,
+        )
+
+    @staticmethod
+    def _before(obj: ApprovalRequest) -> ConversationBefore:
+        """The conversation before the call, read once per page (two fields show it)."""
+        if not hasattr(obj, "_conversation_before"):
+            obj._conversation_before = conversation_before(obj)  # type: ignore[attr-defined]
+        return obj._conversation_before  # type: ignore[attr-defined]
+
+    @admin.display(description="The user's input")
+    def user_input(self, obj: ApprovalRequest) -> str:
+        before = self._before(obj)
+        if not before.found:
+            return "Not from an agent run."
+        return format_html('<div class="toolhub-text">{}</div>', before.user_input or "-")
+
+    @admin.display(description="What the model said with the call")
+    def model_message(self, obj: ApprovalRequest) -> str:
+        before = self._before(obj)
+        if not before.found:
+            return "-"
+        return format_html(
+            '<div class="toolhub-text">{}</div>', before.model_message or "(nothing: the model only called the tool)"
+        )
 
     @admin.display(description="Call status")
     def call_status(self, obj: ApprovalRequest) -> str:
@@ -185,7 +289,7 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         if run_id is None:
             return "-"
         url = reverse("admin:agents_app_agentrun_change", args=[run_id])
-        return format_html('<a href="{}">{}</a>', url, run_id)
+        return format_html('<a href="{}">{}</a>', url, short_id(run_id))
 
     # --- deciding one request from its page -------------------------------------------------
 
@@ -219,13 +323,17 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
         if (refusal := _over_the_rate(request)) is not None:
             self.message_user(request, f"Nothing was recorded: {refusal}", level=messages.ERROR)
             return HttpResponseRedirect(change_url)
-        form = (ApproveForm if decision == "approve" else DecisionForm)(request.POST)
+        form = (
+            ApproveForm(request.POST, tool_name=obj.tool_name, current=_editable(obj))
+            if decision == "approve"
+            else DecisionForm(request.POST)
+        )
         if not form.is_valid():
             return self._change_page_with_errors(request, object_id, form)
         options: dict[str, Any] = {"comment": form.cleaned_data["comment"]}
         if decision == "approve":
             options.update(
-                arguments=form.cleaned_data["arguments"],
+                arguments=form.cleaned_data["edit"],
                 expected_round=form.cleaned_data["round"],
                 expected_arguments_hash=form.cleaned_data["arguments_hash"] or None,
             )
@@ -267,7 +375,10 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
                 context["decision_refusal"] = approval_may_decide(obj, request.user)
             except NotInTenantError as exc:
                 context["decision_refusal"] = str(exc)
-            context.setdefault("decision_form", ApproveForm(initial=_version_shown(obj)))
+            context.setdefault(
+                "decision_form",
+                ApproveForm(initial=_version_shown(obj), tool_name=obj.tool_name, current=_editable(obj)),
+            )
             context["approved_this_round"] = (
                 obj.decisions.filter(decided_by=request.user, round=obj.round)
                 .exclude(decision=DecisionKind.REJECT)
@@ -292,24 +403,41 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     def _decide_selected(
         self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], decision: str
     ) -> HttpResponse | None:
-        """Ask for a comment on an intermediate page, then decide each request through the service."""
+        """Ask for one comment on an intermediate page, then decide each request through the service."""
         label, done, service = DECISIONS[decision]
         requests = list(queryset.order_by("pk").prefetch_related("decisions"))
-        form = DecisionForm(request.POST if "apply" in request.POST else None)
-        if not form.is_valid():
-            context = {
-                **self.admin_site.each_context(request),
-                "title": f"{label} the selected approval requests",
-                "opts": self.opts,
-                "requests": [(item, pretty_json(shown_arguments(item)), shown_diff(item)) for item in requests],
-                "form": form,
-                "action": f"{decision}_selected",
-                "label": label,
-                "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            }
-            request.current_app = self.admin_site.name
-            return TemplateResponse(request, "admin/approvals/approvalrequest/decide_selected.html", context)
-
+        table = admin_table(
+            "selected-requests",
+            ("#", "Tool", "Status", "Risk", "Reason", "Requested by", "Tenant", "Arguments that will run"),
+            (
+                (
+                    item.pk,
+                    item.tool_name,
+                    item.status,
+                    item.risk,
+                    item.reason,
+                    item.requested_by or "-",
+                    item.tenant,
+                    pretty_json(shown_arguments(item)),
+                )
+                for item in requests
+            ),
+        )
+        page = CommentActionPage(
+            title=f"{label} the selected approval requests",
+            intro=f"You are about to {label.lower()} these {len(requests)} request(s). Each is decided on its own: "
+            "requests that are no longer pending, that you may not decide (for example your own), or whose "
+            "arguments change before you confirm, are reported and left as they are.",
+            table=table,
+            submit=f"{label} {len(requests)} request(s)",
+            # Each approval is bound to the version listed on this page.
+            hidden={f"arguments_hash_{item.pk}": item.arguments_hash for item in requests},
+        )
+        form, confirmation = self.comment_form_or_page(
+            request, CommentForm, action=f"{decision}_selected", selected=requests, page=page
+        )
+        if form is None:
+            return confirmation
         comment = form.cleaned_data["comment"]
         succeeded = 0
         failures: list[str] = []
@@ -431,13 +559,17 @@ def _outcome(request: ApprovalRequest, done: str) -> str:
     return f"Request #{request.pk} ({request.tool_name}) was {done}."
 
 
-def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
-    """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
+def _editable(request: ApprovalRequest) -> dict[str, Any]:
+    """The version under approval without its sensitive values (never sent to the browser)."""
     tool = registry.get(request.tool_name)
     sensitive = tool.sensitive if tool else frozenset()
-    editable = {key: value for key, value in (request.arguments or {}).items() if key not in sensitive}
+    return {key: value for key, value in (request.arguments or {}).items() if key not in sensitive}
+
+
+def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
+    """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
     return {
         "round": request.round,
         "arguments_hash": request.arguments_hash,
-        "arguments": json.dumps(editable, indent=2, sort_keys=True, ensure_ascii=False),
+        "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }

@@ -1,13 +1,27 @@
-"""Reads of approval requests."""
+"""Reads of approval requests: who sees them, who may still decide one, and what was said before the call."""
 
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from approvals.models import ApprovalRequest
-from approvals.services import DECIDE_PERMISSION
-from toolhub.tenancy import has_tenant_wide_role, visible_rows
+from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.services import DECIDE_PERMISSION, approval_may_decide
+from toolhub.exceptions import NotInTenantError
+from toolhub.tenancy import has_tenant_wide_role, scoped, visible_rows
 
-__all__ = ["approval_requests_visible_to"]
+__all__ = [
+    "approval_requests_visible_to",
+    "pending_count",
+    "approvers_of",
+    "approval_progress",
+    "conversation_before",
+    "ApprovalProgress",
+    "ConversationBefore",
+]
 
 
 def approval_requests_visible_to(user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
@@ -16,3 +30,98 @@ def approval_requests_visible_to(user: AbstractBaseUser) -> QuerySet[ApprovalReq
     return visible_rows(
         requests, user, tenant_wide=has_tenant_wide_role(user, DECIDE_PERMISSION), owner_field="requested_by"
     )
+
+
+def pending_count(user: AbstractBaseUser) -> int:
+    """How many requests of the user's tenants wait for a decision (the desk's title)."""
+    return scoped(ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING), user).count()
+
+
+def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
+    """The active people who may decide ``request`` now: the permission, its tenant, its approver group.
+
+    Whoever started the call is left out (four eyes), as is anyone the services would refuse. Superusers
+    are included only when they hold the permission through a group or directly, not by being superusers,
+    so that a platform team is not mailed every tenant's requests.
+    """
+    users = get_user_model().objects.with_perm(DECIDE_PERMISSION, include_superusers=False).filter(is_active=True)
+    chosen = []
+    for user in users.order_by("pk"):
+        try:
+            if approval_may_decide(request, user) is None:
+                chosen.append(user)
+        except NotInTenantError:
+            continue
+    return chosen
+
+
+@dataclass(frozen=True)
+class ApprovalProgress:
+    """Where a request's current round stands: approvals given and by whom, and who else may still give one."""
+
+    needed: int
+    given_by: list[str]
+    remaining: int
+    may_approve: list[str]
+    group: str
+
+
+def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
+    """The current round's approvals and the people who may still approve (none once it is decided)."""
+    given_by = [
+        decision.decided_by_name
+        for decision in request.decisions.all()
+        if decision.round == request.round and decision.decision != DecisionKind.REJECT
+    ]
+    remaining = max(request.required_approvals - len(given_by), 0)
+    may_approve: list[str] = []
+    if request.status == ApprovalStatus.PENDING and remaining:
+        may_approve = [u.get_username() for u in approvers_of(request) if u.get_username() not in given_by]
+    group = request.approver_group.name if request.approver_group_id else ""
+    if request.escalated_at and request.escalation_group_id:
+        group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
+    return ApprovalProgress(request.required_approvals, given_by, remaining, may_approve, group)
+
+
+@dataclass(frozen=True)
+class ConversationBefore:
+    """What the approver reads before deciding: the user's last input and the model's message with the call."""
+
+    user_input: str
+    model_message: str
+    found: bool
+
+
+def conversation_before(request: ApprovalRequest) -> ConversationBefore:
+    """The user input and the model's words that led to the call, read from its run (if agents are installed).
+
+    The assistant message is the one carrying the call's id; the user input is the last user message
+    before it, else the run's input. Tool arguments are not taken from here: the page shows the version
+    under approval, redacted.
+    """
+    call = request.call
+    if call.run_id is None:
+        return ConversationBefore("", "", False)
+    try:
+        run_model = apps.get_model("agents_app", "AgentRun")
+    except LookupError:
+        return ConversationBefore("", "", False)
+    run = run_model.objects.filter(pk=call.run_id).only("input", "messages").first()
+    if run is None:
+        return ConversationBefore("", "", False)
+    messages: list[dict[str, Any]] = [m for m in (run.messages or []) if isinstance(m, dict)]
+    at = next(
+        (
+            i
+            for i, message in enumerate(messages)
+            if message.get("role") == "assistant"
+            and any(tc.get("id") == call.model_call_id for tc in message.get("tool_calls") or [])
+        ),
+        None,
+    )
+    model_message = str(messages[at].get("content") or "") if at is not None else ""
+    before = messages[:at] if at is not None else messages
+    user_input = next(
+        (str(m.get("content") or "") for m in reversed(before) if m.get("role") == "user"), str(run.input or "")
+    )
+    return ConversationBefore(user_input, model_message, True)

@@ -51,6 +51,10 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_URL": "",
     "WEBHOOK_SECRET_ENV": "TOOLHUB_WEBHOOK_SECRET",
     "WEBHOOK_MAX_ATTEMPTS": 6,
+    # E-mail approvers (through Django's e-mail backend) when a request arrives or escalates.
+    "APPROVAL_EMAILS": True,
+    # The console's address as people reach it (e.g. "https://toolhub.example.com"): links in e-mails.
+    "CONSOLE_URL": "",
     # Seconds a pending approval waits before it escalates to the fallback group (when one is set).
     "ESCALATE_AFTER_SECONDS": 3600,
     # How many close names to suggest for an unknown tool.

@@ -1,6 +1,5 @@
 """Four eyes with edits in the admin: an edit opens a new round, stale pages are refused, bad edits are form errors."""
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -40,7 +39,9 @@ def _open(page: Page, request: ApprovalRequest) -> None:
 
 
 def _edit_and_approve(page: Page, arguments: dict[str, str], comment: str) -> None:
-    page.locator("#id_arguments").fill(json.dumps(arguments))
+    """Edit in the fields generated from the tool's schema, then approve."""
+    for name, value in arguments.items():
+        page.locator(f"#id_arg__{name}").fill(value)
     page.get_by_label("Comment").fill(comment)
     page.get_by_role("button", name="Approve").click()
 
@@ -144,7 +145,8 @@ def test_an_edit_no_column_can_store_is_a_form_error(
     admin_login(page, "operator", "operator-password")
     _open(page, request)
 
-    # when: they type arguments that cannot be used, and approve
+    # when: they type arguments that cannot be used into the JSON box, and approve
+    page.get_by_text("Edit as JSON").click()
     page.locator("#id_arguments").fill(typed)
     page.get_by_role("button", name="Approve").click()
 

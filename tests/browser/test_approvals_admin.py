@@ -24,7 +24,7 @@ def test_operator_approves_from_the_change_page_and_the_run_completes(
     # when: the operator finds the request in the list, reads it, comments and approves
     admin_login(page, "operator", "operator-password")
     page.get_by_role("link", name="Approval requests").first.click()
-    page.get_by_role("link", name=str(request.pk), exact=True).click()
+    page.get_by_role("link", name=f"#{request.pk}", exact=True).click()
     expect(page.locator(".field-arguments_to_run")).to_contain_text('"amount": "5000"')
     expect(page.locator(".field-reason")).to_contain_text("orders above 1000 need an operator's approval")
     ARTIFACTS.mkdir(exist_ok=True)
@@ -159,7 +159,7 @@ def test_approve_selected_reports_what_could_not_be_approved(
     approval_reject(request_id=decided.pk, user=second_operator, comment="No.")
 
     admin_login(page, "operator", "operator-password")
-    page.goto("/admin/approvals/approvalrequest/")
+    page.goto("/admin/approvals/approvalrequest/?status=all")
     page.locator("#action-toggle").check()
     page.select_option("select[name=action]", "approve_selected")
     page.get_by_role("button", name="Go").click()

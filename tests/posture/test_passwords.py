@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 pytestmark = pytest.mark.django_db
 
-DEMO_USERS = ("admin", "operator", "alice")
+DEMO_USERS = ("admin", "operator", "operator2", "auditor", "developer", "alice")
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_without_debug_load_demo_creates_no_weak_password(settings: Any) -> None
     users = {user.username: user for user in User.objects.filter(username__in=DEMO_USERS)}
     assert set(users) == set(DEMO_USERS)
     assert not any(user.check_password(user.username) for user in users.values())
-    shown = dict(re.findall(r"(admin|operator|alice)/(\S+?)[,.](?:\s|$)", output))
+    shown = dict(re.findall(r"(admin|operator2|operator|auditor|developer|alice)/(\S+?)[,.](?:\s|$)", output))
     assert set(shown) == set(DEMO_USERS)
     assert all(users[name].check_password(password) for name, password in shown.items())
     assert "DEBUG is off" in output and "shown this once" in output
@@ -63,7 +63,7 @@ def test_without_debug_load_demo_creates_no_weak_password(settings: Any) -> None
 
     # and a second load shows no password again and changes none
     again = _load_demo()
-    assert not re.search(r"(admin|operator|alice)/", again)
+    assert not re.search(r"(admin|operator2?|auditor|developer|alice)/", again)
     assert all(User.objects.get(username=name).check_password(password) for name, password in shown.items())
 
 
@@ -84,7 +84,10 @@ def test_demo_mode_keeps_the_documented_demo_passwords(settings: Any) -> None:
     output = _load_demo()
 
     assert all(User.objects.get(username=name).check_password(name) for name in DEMO_USERS)
-    assert "admin/admin, operator/operator, alice/alice" in output
+    assert (
+        "admin/admin, operator/operator, operator2/operator2, auditor/auditor, developer/developer, alice/alice"
+        in output
+    )
 
 
 def test_demo_passwords_can_be_asked_for_explicitly() -> None:

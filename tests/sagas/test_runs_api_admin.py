@@ -149,7 +149,7 @@ def test_operators_see_sagas_that_need_attention_and_retry_or_resolve_them(alice
     # resolve asks for a note first, then resolves through the service
     resolve = {"action": "resolve_selected", "_selected_action": [saga.pk, healthy.pk]}
     intermediate = client.post("/admin/sagas/saga/", resolve)
-    assert intermediate.status_code == 200 and "resolve-selected-form" in intermediate.content.decode()
+    assert intermediate.status_code == 200 and "action-with-comment-form" in intermediate.content.decode()
 
     # retry after the cause is fixed
     RELEASE_FAILS["on"] = False

@@ -5,13 +5,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.utils.html import format_html, format_html_join
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
+from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
+from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
@@ -21,7 +24,7 @@ from toolhub.tools.registry import registry
 
 
 def _call_link(call_id: Any) -> str:
-    return admin_link("admin:toolhub_toolcall_change", call_id, call_id) if call_id else "-"
+    return admin_link("admin:toolhub_toolcall_change", call_id, short_id(call_id)) if call_id else "-"
 
 
 class ResolveForm(forms.Form):
@@ -30,6 +33,7 @@ class ResolveForm(forms.Form):
     note = forms.CharField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "e.g. refunded by hand in the bank UI"}),
+        help_text="Recorded in the audit trail with your name.",
     )
 
 
@@ -51,7 +55,7 @@ class NeedsAttentionFilter(admin.SimpleListFilter):
         return queryset
 
 
-class _OperatorActions:
+class _OperatorActions(CommentActionMixin):
     """Retry and resolve-by-hand, shared by the saga and compensation lists; both call the services."""
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
@@ -69,19 +73,24 @@ class _OperatorActions:
 
     def _resolve(self, request: HttpRequest, queryset: QuerySet[Any], action: str) -> HttpResponse | None:
         chosen = self._compensations_of(queryset)
-        form = ResolveForm(request.POST if "apply" in request.POST else None)
-        if not form.is_valid():
-            context = {
-                **self.admin_site.each_context(request),  # type: ignore[attr-defined]
-                "title": "Resolve compensations by hand",
-                "opts": self.opts,  # type: ignore[attr-defined]
-                "objects": list(queryset),
-                "compensations": chosen,
-                "form": form,
-                "action": action,
-                "action_checkbox_name": ACTION_CHECKBOX_NAME,
-            }
-            return TemplateResponse(request, "admin/sagas/resolve_selected.html", context)
+        table = admin_table(
+            "selected-compensations",
+            ("Saga", "Step #", "Step", "Compensation", "Status", "Last error"),
+            ((c.saga.key, c.sequence, c.step_tool, c.tool_name, c.status, c.last_error or "-") for c in chosen),
+            empty="None of the selected rows has a compensation that needs attention.",
+        )
+        page = CommentActionPage(
+            title="Resolve compensations by hand",
+            intro=f"These {len(chosen)} compensation(s) will be marked resolved by hand: toolhub will not run them "
+            "(again). Say what you did, or why nothing needs doing.",
+            table=table,
+            submit=f"Resolve {len(chosen)} compensation(s)",
+        )
+        form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
+            request, ResolveForm, action=action, selected=queryset, page=page
+        )
+        if form is None:
+            return confirmation
         actor, note = f"user:{request.user.get_username()}", form.cleaned_data["note"]
         self._apply(request, chosen, "resolved", lambda c: compensation_resolve(compensation=c, actor=actor, note=note))
         return None
@@ -164,7 +173,8 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     Retry and resolve act only on the compensations of the selected, tenant-scoped sagas.
     """
 
-    list_display = ("key", "status", "tenant", "run", "steps", "updated_at")
+    list_display = ("saga_key", "status", "tenant", "run", "steps", "updated_at")
+    list_display_links = ("saga_key",)
     list_filter = (NeedsAttentionFilter, "status", "tenant")
     search_fields = ("key",)
     show_full_result_count = False
@@ -173,6 +183,38 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     fields = ("key", "status", "tenant", "run", "created_at", "updated_at", "attempts", "audit_events")
     readonly_fields = fields
     inlines = (CompensationInline, RollbackInline)
+
+    def get_urls(self) -> list[URLPattern]:
+        retry = path(
+            "<path:object_id>/retry/",
+            self.admin_site.admin_view(require_POST(self.retry_view)),
+            name="sagas_saga_retry",
+        )
+        return [retry, *super().get_urls()]
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Retry, from the saga's own page, every compensation of it that needs attention; then back to the page."""
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        saga = self.get_object(request, object_id)  # tenant-scoped: another tenant's saga is absent
+        if saga is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        self._retry(request, Saga.objects.filter(pk=saga.pk), attention_only=True)
+        return HttpResponseRedirect(reverse("admin:sagas_saga_change", args=[saga.pk]))
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Saga | None = None,
+    ) -> HttpResponse:
+        if obj is not None and self.has_operate_permission(request):
+            context["needing_attention"] = len(self._compensations_of(Saga.objects.filter(pk=obj.pk)))
+            context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
         return list(
@@ -189,9 +231,14 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> HttpResponse | None:
         return self._resolve(request, queryset, "resolve_selected")
 
+    @admin.display(description="Saga", ordering="key")
+    def saga_key(self, obj: Saga) -> str:
+        # A run's saga is keyed by the run's id: shown short, whole on hover and when copied.
+        return short_id(obj.key)
+
     @admin.display(description="Agent run")
     def run(self, obj: Saga) -> str:
-        return admin_link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id) if obj.run_id else "-"
+        return admin_link("admin:agents_app_agentrun_change", obj.run_id, short_id(obj.run_id)) if obj.run_id else "-"
 
     @admin.display(description="Steps")
     def steps(self, obj: Saga) -> int:
@@ -200,9 +247,9 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     @admin.display(description="Attempts of the compensations")
     def attempts(self, obj: Saga) -> str:
         rows = CompensationAttempt.objects.filter(compensation__saga=obj).select_related("compensation")
-        body = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        return admin_table(
+            "saga-attempts",
+            ("Step #", "Compensation", "Attempt", "Outcome", "Error", "Worker", "Finished"),
             (
                 (
                     a.compensation.sequence,
@@ -211,26 +258,20 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
                     a.outcome,
                     a.error or "-",
                     a.worker or "-",
-                    a.finished_at.isoformat(timespec="seconds") if a.finished_at else "-",
+                    time_cell(a.finished_at),
                 )
                 for a in rows.order_by("id")
             ),
         )
-        return format_html(
-            '<table class="toolhub-table" id="saga-attempts"><thead><tr><th>Step #</th><th>Compensation</th>'
-            "<th>Attempt</th><th>Outcome</th><th>Error</th><th>Worker</th><th>Finished</th></tr></thead>"
-            "<tbody>{}</tbody></table>",
-            body,
-        )
 
     @admin.display(description="Audit events")
     def audit_events(self, obj: Saga) -> str:
-        body = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        return admin_table(
+            "saga-audit-events",
+            ("When", "Event", "Tool", "Status", "Actor", "Data"),
             (
                 (
-                    e.created_at.isoformat(timespec="milliseconds"),
+                    time_cell(e.created_at),
                     e.event_type,
                     e.tool_name,
                     e.status,
@@ -239,11 +280,6 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
                 )
                 for e in saga_audit_events(obj)[:500]
             ),
-        )
-        return format_html(
-            '<table class="toolhub-table" id="saga-audit-events"><thead><tr><th>When</th><th>Event</th><th>Tool</th>'
-            "<th>Status</th><th>Actor</th><th>Data</th></tr></thead><tbody>{}</tbody></table>",
-            body,
         )
 
 

@@ -16,7 +16,13 @@ from demo.models import Account
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
-DEMO_PASSWORD_NOTE = "Demo users (passwords are for local demos only): admin/admin, operator/operator, alice/alice."
+DEMO_PASSWORD_NOTE = (
+    "Demo users (passwords are for local demos only): admin/admin, operator/operator, operator2/operator2, "
+    "auditor/auditor, developer/developer, alice/alice."
+)
+
+#: One staff user per role (two operators, for requests that need two approvers); username -> role group.
+ROLE_USERS = {"operator": "operators", "operator2": "operators", "auditor": "auditors", "developer": "developers"}
 RANDOM_PASSWORD_NOTE = (
     "DEBUG is off, so the demo users got random passwords instead of the weak demo ones (admin/admin, ...). "
     "They are shown this once and stored only as hashes: "
@@ -99,11 +105,13 @@ class Command(BaseCommand):
         admin = self._demo_user("admin", weak=weak, is_staff=True, is_superuser=True)
         # The roles (operators, auditors, developers) with exactly their permissions.
         call_command("toolhub_roles", verbosity=0)
-        operators = Group.objects.get(name="operators")
-        operator = self._demo_user("operator", weak=weak, is_staff=True)
-        operator.groups.add(operators)
+        staff = []
+        for username, role in ROLE_USERS.items():
+            user = self._demo_user(username, weak=weak, is_staff=True)
+            user.groups.add(Group.objects.get(name=role))
+            staff.append(user)
         alice = self._demo_user("alice", weak=weak)
-        for user in (admin, operator, alice):
+        for user in (admin, *staff, alice):
             TenantMembership.objects.get_or_create(user=user, tenant=tenant)
 
         groups = {
@@ -119,8 +127,8 @@ class Command(BaseCommand):
             Grant.objects.get_or_create(effect=GrantEffect.ALLOW, tool_group=group, tenant=tenant)
             # A group's capabilities are permissions its tools' callers must hold: the demo's users hold them.
             for permission in capability_permissions_ensure(capabilities):
-                alice.user_permissions.add(permission)
-                operator.user_permissions.add(permission)
+                for user in (alice, *(user for user in staff if ROLE_USERS[user.username] == "operators")):
+                    user.user_permissions.add(permission)
 
         for account_id, balance, frozen in (
             ("ACC-1", "1000.00", False),

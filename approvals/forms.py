@@ -1,0 +1,174 @@
+"""The forms of the approval desk: a comment, the version reviewed, and the arguments to edit before approving.
+
+The argument fields are generated from the tool's JSON Schema (one field per non-sensitive parameter,
+typed and bounded as the schema says), so an operator edits a value in a field of its kind and sees
+a mistake at that field. The JSON box stays for what a field cannot hold; both go through the same
+intake as a model's arguments in the service (``approval_approve``), which has the final word.
+"""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django import forms
+
+from toolhub.arguments import ArgumentsRefused, parse_arguments
+from toolhub.tools.registry import registry
+
+__all__ = ["DecisionForm", "ApproveForm", "CommentForm", "ARGUMENT_PREFIX"]
+
+#: Generated argument fields are named ``arg__<parameter>`` so they never clash with the form's own fields.
+ARGUMENT_PREFIX = "arg__"
+
+
+class CommentForm(forms.Form):
+    """One comment for every selected request (the bulk actions' confirmation page)."""
+
+    comment = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "Why? (the model reads it on rejection)"}),
+        help_text="Recorded with every decision; on rejection the model reads it as the tool's result.",
+    )
+
+
+class DecisionForm(CommentForm):
+    """The operator's comment (for a rejection, what the model reads) and the version they reviewed.
+
+    ``round`` and ``arguments_hash`` are the version shown on the page: approving a version that is no
+    longer current is refused by the service, so nobody approves arguments they did not see.
+    """
+
+    round = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    arguments_hash = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+
+
+class ApproveForm(DecisionForm):
+    """Approving may edit the arguments: in the generated fields or as a JSON object (the values it changes)."""
+
+    arguments = forms.CharField(
+        label="Arguments as JSON",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "spellcheck": "false"}),
+        help_text="Change a value to edit the call before approving it. An edit opens a new round: every other "
+        "required approval is given again by someone who saw the edited arguments.",
+    )
+
+    def __init__(self, *args: Any, tool_name: str = "", current: Mapping[str, Any] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.current = dict(current or {})
+        tool = registry.get(tool_name) if tool_name else None
+        self.kinds: dict[str, str] = {}
+        if tool is None or (self.is_bound and not any(key.startswith(ARGUMENT_PREFIX) for key in self.data)):
+            return  # no tool to describe, or a client that posts the JSON box alone (as the API does)
+        schema = tool.json_schema
+        required = set(schema.get("required", ()))
+        for name, spec in (schema.get("properties") or {}).items():
+            if name in tool.sensitive:
+                continue  # never shown, never pre-filled: kept unless typed into the JSON box
+            field, kind = _field_for(_resolve(spec, schema), name in required, self.current.get(name))
+            self.kinds[name] = kind
+            self.fields[ARGUMENT_PREFIX + name] = field
+
+    def argument_fields(self) -> list[forms.BoundField]:
+        """The generated fields, in the schema's order, for the template."""
+        return [self[ARGUMENT_PREFIX + name] for name in self.kinds]
+
+    def clean_arguments(self) -> dict[str, Any] | None:
+        """The JSON box as a mapping (``None`` when empty), through the same intake as a model's arguments."""
+        text = self.cleaned_data["arguments"]
+        if not text.strip():
+            return None
+        try:
+            return parse_arguments(text)
+        except ArgumentsRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
+
+    def clean(self) -> dict[str, Any]:
+        """Collect the edit: the values that differ from the version on the page, from the fields and the JSON box."""
+        cleaned = super().clean()
+        changes: dict[str, Any] = {}
+        for name, kind in self.kinds.items():
+            key = ARGUMENT_PREFIX + name
+            if key not in cleaned:
+                continue
+            value = _typed(cleaned[key], kind, self.current.get(name))
+            if value is _UNSET:
+                continue
+            if value != self.current.get(name):
+                changes[name] = value
+        typed = cleaned.get("arguments")
+        for name, value in (typed or {}).items():
+            if value == self.current.get(name):
+                continue
+            if name in changes and changes[name] != value:
+                self.add_error("arguments", f"{name} is edited both in its field and here; keep one of the two.")
+                continue
+            changes[name] = value
+        cleaned["edit"] = changes or None
+        return cleaned
+
+
+_UNSET = object()
+
+
+def _resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A property's schema with a local ``$ref`` followed (``#/$defs/Name``), its own keys kept on top."""
+    ref = spec.get("$ref", "")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = (schema.get("$defs") or {}).get(ref.removeprefix("#/$defs/"), {})
+        return {**target, **{k: v for k, v in spec.items() if k != "$ref"}}
+    return spec
+
+
+def _field_for(spec: Mapping[str, Any], required: bool, current: Any) -> tuple[forms.Field, str]:
+    """The form field of one parameter and how its text becomes a value (``text``, ``int``, ``number``, ...)."""
+    options: dict[str, Any] = {
+        "required": required,
+        "help_text": spec.get("description", ""),
+    }
+    if "enum" in spec:
+        values = list(spec["enum"])
+        choices = [(json.dumps(v), str(v)) for v in values]
+        if not required:
+            choices.insert(0, ("", "(not set)"))
+        initial = json.dumps(current) if current is not None else ""
+        return forms.ChoiceField(choices=choices, initial=initial, **options), "enum"
+    kind = spec.get("type")
+    if kind == "string":
+        options.update(max_length=spec.get("maxLength"), min_length=spec.get("minLength"), strip=False)
+        return forms.CharField(initial=current, **options), "text"
+    if kind == "integer":
+        options.update(min_value=spec.get("minimum"), max_value=spec.get("maximum"))
+        return forms.IntegerField(initial=current, **options), "int"
+    if kind == "number":
+        options.update(min_value=spec.get("minimum"), max_value=spec.get("maximum"))
+        return forms.FloatField(initial=current, **options), "number"
+    if kind == "boolean":
+        choices = [("", "(not set)"), ("true", "yes"), ("false", "no")]
+        initial = "" if current is None else ("true" if current else "false")
+        return forms.ChoiceField(choices=choices, initial=initial, **options), "bool"
+    # Anything else (a union, an object, a list): text when the value is text, JSON otherwise.
+    initial = current if isinstance(current, str) or current is None else json.dumps(current, ensure_ascii=False)
+    widget = forms.TextInput if isinstance(current, str) or current is None else forms.Textarea(attrs={"rows": 3})
+    options["help_text"] = (options["help_text"] + " Text, or a JSON value.").strip()
+    return forms.CharField(initial=initial, strip=False, widget=widget, **options), "json"
+
+
+def _typed(value: Any, kind: str, current: Any) -> Any:
+    """The value a cleaned field stands for; ``_UNSET`` for an optional field left empty."""
+    if value in (None, "") and kind in ("text", "json", "enum", "bool", "int", "number"):
+        return _UNSET if current is None else (None if kind != "text" else "")
+    if kind == "enum":
+        return json.loads(value)
+    if kind == "bool":
+        return value == "true"
+    if kind == "number" and float(value).is_integer() and isinstance(current, int):
+        return int(value)
+    if kind == "json" and not isinstance(current, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # plain text for a union that accepts text; the service's schema check decides
+    return value

@@ -1,0 +1,75 @@
+"""E-mail to the people who may decide a request, when it arrives and when it escalates (beside the webhook).
+
+Only approvers who may decide it are written to (:func:`approvals.selectors.approvers_of`: the decide
+permission, the request's tenant, its approver group or, after escalation, the fallback group), one
+message each so that no one learns who else was asked. The message names the tool, tenant, risk and
+reason and links to the request; it never carries the arguments (they may be sensitive).
+"""
+
+import logging
+
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.urls import reverse
+
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.selectors import approvers_of
+from toolhub.conf import toolhub_setting
+
+__all__ = ["approval_email_approvers", "EMAIL_EVENTS"]
+
+logger = logging.getLogger(__name__)
+
+#: The events that write to approvers, and the subject's first words for each.
+EMAIL_EVENTS = {"approval.requested": "Approval needed", "approval.escalated": "Escalated, approval needed"}
+
+
+def approval_email_approvers(*, request_id: int, event: str) -> int:
+    """Write to every approver of a still-pending request; return how many messages were sent.
+
+    A failure of the mail server is logged and not raised: the request stays on the desk (and the
+    webhook is retried on its own), so a missing e-mail never blocks or loses a decision.
+    """
+    if event not in EMAIL_EVENTS or not toolhub_setting("APPROVAL_EMAILS"):
+        return 0
+    request = (
+        ApprovalRequest.objects.select_related("call", "requested_by", "approver_group", "escalation_group")
+        .filter(pk=request_id)
+        .first()
+    )
+    if request is None or request.status != ApprovalStatus.PENDING:
+        return 0
+    recipients = [user.email for user in approvers_of(request) if user.email]
+    if not recipients:
+        return 0
+    subject = f"[toolhub] {EMAIL_EVENTS[event]}: {request.tool_name} ({request.risk or 'unrated'}) in {request.tenant}"
+    body = _body(request, event)
+    messages = [EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [address]) for address in recipients]
+    try:
+        return get_connection().send_messages(messages) or 0
+    except Exception:  # noqa: BLE001 - any mail backend's failure: logged, never in the decision's way
+        logger.exception("Could not e-mail the approvers of approval request %s (%s)", request.pk, event)
+        return 0
+
+
+def _body(request: ApprovalRequest, event: str) -> str:
+    link = toolhub_setting("CONSOLE_URL").rstrip("/") + reverse(
+        "admin:approvals_approvalrequest_change", args=[request.pk]
+    )
+    requester = request.requested_by.get_username() if request.requested_by else "-"
+    lines = [
+        "A tool call waits for your decision."
+        if event == "approval.requested"
+        else "A tool call has waited too long and now waits for your group's decision.",
+        "",
+        f"Tool:        {request.tool_name}",
+        f"Tenant:      {request.tenant or '-'}",
+        f"Risk:        {request.risk or '-'}",
+        f"Why:         {request.reason}",
+        f"Asked by:    {requester} (agent {request.agent_name or '-'})",
+        f"Approvals:   {request.required_approvals} needed (round {request.round})",
+        f"Expires at:  {request.expires_at.isoformat(timespec='seconds')}",
+        "",
+        f"Open it on the approval desk to read the arguments and decide: {link}",
+    ]
+    return "\n".join(lines) + "\n"
