@@ -93,8 +93,11 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "tenant", "description")}),
         ("Model", {"fields": ("provider", "script")}),
-        ("Behaviour", {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls")}),
-        ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens")}),
+        (
+            "Behaviour",
+            {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls", "serial_tool_execution")},
+        ),
+        ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens", "stream")}),
         ("Sagas", {"fields": ("compensate_on_error",)}),
         (None, {"fields": ("created_by", "created_at")}),
     )
@@ -130,7 +133,7 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     show_full_result_count = False
     fieldsets = (
         (None, {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable")}),
-        ("Conversation", {"fields": ("input", "output", "shown_messages")}),
+        ("Conversation", {"fields": ("input", "output", "partial_output", "shown_messages")}),
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),

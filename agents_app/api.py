@@ -69,6 +69,13 @@ class AgentInputSerializer(serializers.Serializer):
     max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False)
     compensate_on_error = serializers.BooleanField(required=False)
     parallel_tool_calls = serializers.BooleanField(required=False)
+    serial_tool_execution = serializers.BooleanField(
+        required=False,
+        help_text="Execute one turn's calls one after another in the model's order; a held call holds the rest.",
+    )
+    stream = serializers.BooleanField(
+        required=False, help_text="Stream the model's answer; GET /runs/{id}/ shows it in partial_output as it arrives."
+    )
     tool_choice = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -116,6 +123,8 @@ class AgentSerializer(serializers.ModelSerializer):
             "max_tool_calls",
             "compensate_on_error",
             "parallel_tool_calls",
+            "serial_tool_execution",
+            "stream",
             "tool_choice",
             "temperature",
             "max_tokens",
@@ -200,6 +209,7 @@ class RunSerializer(serializers.ModelSerializer):
             "retryable",
             "input",
             "output",
+            "partial_output",
             "tenant",
             "context",
             "messages",

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
-from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
+from agents_app.models_adapters import ModelToolCall, ModelTurn, PartialSink, adapter_for
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.exceptions import ModelError
@@ -72,7 +72,8 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
     if not isinstance(step, _Step):
         return step
     try:
-        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
+        on_partial = _partial_writer(run_id, step.token) if step.agent.stream else None
+        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
     except ModelError as exc:
         _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
         return Advance.STEPPED
@@ -88,6 +89,18 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
         return Advance.STEPPED
     _record_turn(run_id, step.token, _storable_turn(turn))
     return Advance.STEPPED
+
+
+def _partial_writer(run_id: uuid.UUID, token: uuid.UUID) -> PartialSink:
+    """Store a streaming answer's text so far on the run, while this step still holds it (one UPDATE, no lock).
+
+    The adapter calls it at a bounded rate (``STREAM_FLUSH_SECONDS``); the turn's record clears it.
+    """
+
+    def write(text: str) -> None:
+        AgentRun.objects.filter(id=run_id, step_token=token).update(partial_output=storable_text(text))
+
+    return write
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -151,6 +164,12 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
                 run.status = status
                 run.save(update_fields=["status", "updated_at"])
             return Advance.IDLE
+        if run.deferred_calls:
+            # Serial execution: the previous call settled, the next one of the turn is requested now.
+            run.status = RunStatus.RUNNING
+            _request_calls(run)
+            run.save(update_fields=["deferred_calls", "status", "updated_at"])
+            return Advance.STEPPED
         if _awaits_results(run.messages):
             if run.agent.compensate_on_error and saga_rollback_on_failure(
                 run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
@@ -244,8 +263,9 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             return
         run.step_lease_until = None
         run.step_token = None
+        run.partial_output = ""  # the whole answer is in the messages (and the output) from now on
         if run.status != RunStatus.RUNNING:
-            run.save(update_fields=["step_lease_until", "step_token", "updated_at"])
+            run.save(update_fields=["step_lease_until", "step_token", "partial_output", "updated_at"])
             return
         run.turn += 1
         run.prompt_tokens += turn.prompt_tokens
@@ -274,25 +294,11 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
-        principal, context = run_principal(run), run_tool_context(run)
-        requested = []
-        for position, call in enumerate(turn.tool_calls):
-            requested.append(
-                tool_call_request(
-                    request=CallRequest(
-                        tool_name=call.name,
-                        arguments=call.arguments,
-                        principal=principal,
-                        context=context,
-                        run_id=run.id,
-                        turn=run.turn,
-                        position=position,
-                        model_call_id=call.id,
-                    )
-                )
-            )
-        if any(call.status in _SUSPENDING for call in requested):
-            run.status = RunStatus.WAITING
+        run.deferred_calls = [
+            {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
+            for position, call in enumerate(turn.tool_calls)
+        ]
+        _request_calls(run)
         # One write of the run for the whole turn, in the transaction that recorded its calls.
         run.save(
             update_fields=[
@@ -300,12 +306,48 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
                 "prompt_tokens",
                 "completion_tokens",
                 "messages",
+                "partial_output",
+                "deferred_calls",
                 "status",
                 "step_lease_until",
                 "step_token",
                 "updated_at",
             ]
         )
+
+
+def _request_calls(run: AgentRun) -> None:
+    """Send the turn's calls not yet requested (``run.deferred_calls``) through the governed pipeline.
+
+    All at once, or, for an agent with ``serial_tool_execution``, one after another in the model's
+    order: requesting stops at the first call that has not settled here (queued, running, held for
+    approval, awaiting a result), and the rest wait in ``deferred_calls`` until it settles and the
+    run is woken (``_begin_step``). The caller holds the run's lock and saves it.
+    """
+    principal, context = run_principal(run), run_tool_context(run)
+    pending = list(run.deferred_calls)
+    requested = []
+    while pending:
+        call = pending.pop(0)
+        requested.append(
+            tool_call_request(
+                request=CallRequest(
+                    tool_name=str(call["name"]),
+                    arguments=call["arguments"],
+                    principal=principal,
+                    context=context,
+                    run_id=run.id,
+                    turn=run.turn,
+                    position=int(call["position"]),
+                    model_call_id=str(call["id"]),
+                )
+            )
+        )
+        if run.agent.serial_tool_execution and not requested[-1].is_settled:
+            break
+    run.deferred_calls = pending
+    if any(call.status in _SUSPENDING for call in requested):
+        run.status = RunStatus.WAITING
 
 
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
@@ -325,6 +367,7 @@ def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error
         run.step_token = None
         run.status = RunStatus.FAILED
         run.stop_reason = stop_reason
+        run.partial_output = ""
         run.error = error
         run.retryable = retryable
         run.finished_at = timezone.now()

@@ -57,6 +57,8 @@ AGENT_FIELDS = (
     "max_tool_calls",
     "compensate_on_error",
     "parallel_tool_calls",
+    "serial_tool_execution",
+    "stream",
     "tool_choice",
     "temperature",
     "max_tokens",
@@ -86,6 +88,8 @@ def agent_create(
     script: list[Any] | None = None,
     compensate_on_error: bool = False,
     parallel_tool_calls: bool = True,
+    serial_tool_execution: bool = False,
+    stream: bool = False,
     tool_choice: str = "",
     temperature: float | None = None,
     max_tokens: int | None = None,
@@ -107,6 +111,8 @@ def agent_create(
         max_tool_calls=max_tool_calls,
         compensate_on_error=compensate_on_error,
         parallel_tool_calls=parallel_tool_calls,
+        serial_tool_execution=serial_tool_execution,
+        stream=stream,
         created_by=created_by if created_by is not None and created_by.pk else None,
     )
     _apply(

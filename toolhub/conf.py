@@ -72,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
     "INTERCEPTORS": [],
+    # Least seconds between two writes of a streaming model answer's text so far to its run.
+    "STREAM_FLUSH_SECONDS": 0.5,
 }
 
 
