@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
 from toolhub.interceptors import (
@@ -176,7 +176,7 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
     The reason and payload are what a tool hands out, so they are scrubbed like its output; a payload
     that cannot be stored fails the call instead (the model is told), so nothing waits for nothing.
     """
-    reason = storable_text(secrets.text(str(suspend.reason)))[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+    reason = storable_text(secrets.text(str(suspend.reason)))[: toolhub_settings().MAX_STRING_LENGTH]
     try:
         payload = secrets.value(to_json_value(suspend.payload))
         problem = json_storage_problem(payload)
@@ -251,7 +251,7 @@ def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str 
         content = artifact_content(outcome)
     except Exception:  # noqa: BLE001
         return "The tool returned an artifact that cannot be serialized; nothing was stored."
-    limit = int(toolhub_setting("MAX_ARTIFACT_BYTES"))
+    limit = toolhub_settings().MAX_ARTIFACT_BYTES
     if len(content) > limit:
         return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
     scrubbed = secrets.artifact(content, media_type)
@@ -278,8 +278,8 @@ def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:
 
     return Progress(
         store,
-        min_interval=float(toolhub_setting("PROGRESS_MIN_INTERVAL_SECONDS")),
-        keep=int(toolhub_setting("PROGRESS_KEEP")),
+        min_interval=toolhub_settings().PROGRESS_MIN_INTERVAL_SECONDS,
+        keep=toolhub_settings().PROGRESS_KEEP,
         redact=secrets.text,
     )
 

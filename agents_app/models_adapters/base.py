@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def adapter_for(agent: "Agent") -> ModelAdapter:
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
             stream=agent.stream,
-            flush_seconds=float(toolhub_setting("STREAM_FLUSH_SECONDS")),
+            flush_seconds=toolhub_settings().STREAM_FLUSH_SECONDS,
         )
     from agents_app.models_adapters.scripted import ScriptedAdapter
 

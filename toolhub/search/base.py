@@ -6,7 +6,7 @@ from typing import Protocol
 
 from django.utils.module_loading import import_string
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 
 __all__ = ["PROVIDERS", "SearchDocument", "SearchIndex", "SearchProvider", "get_provider"]
 
@@ -46,7 +46,7 @@ PROVIDERS: dict[str, str] = {}
 
 def get_provider(name: str | None = None) -> SearchProvider:
     """The provider called ``name`` (default: ``TOOLHUB["TOOL_SEARCH_PROVIDER"]``)."""
-    chosen = name or toolhub_setting("TOOL_SEARCH_PROVIDER")
+    chosen = name or toolhub_settings().TOOL_SEARCH_PROVIDER
     path = PROVIDERS.get(chosen, chosen)
     if "." not in path:
         known = ", ".join(sorted(PROVIDERS)) or "none registered"

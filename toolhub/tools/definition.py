@@ -208,9 +208,9 @@ class Tool:
         """The time limit of one call: the tool's own, else ``TOOLHUB['DEFAULT_TOOL_TIMEOUT_SECONDS']``."""
         if self.timeout:
             return float(self.timeout)
-        from toolhub.conf import toolhub_setting
+        from toolhub.conf import toolhub_settings
 
-        return float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS"))
+        return toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS
 
     @cached_property
     def input_model(self) -> type[BaseModel]:
@@ -562,9 +562,9 @@ def _descriptions_required() -> bool:
 
     if not settings.configured:
         return False
-    from toolhub.conf import toolhub_setting
+    from toolhub.conf import toolhub_settings
 
-    return bool(toolhub_setting("REQUIRE_PARAMETER_DESCRIPTIONS"))
+    return toolhub_settings().REQUIRE_PARAMETER_DESCRIPTIONS
 
 
 def _handler_takes_context(tool_name: str, handler: Any) -> bool:
