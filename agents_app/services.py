@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents_app.models import (
     SCRIPTED_PROVIDER_NAME,
@@ -32,6 +32,7 @@ __all__ = [
     "run_start_by_reference",
     "run_retry",
     "RunInputError",
+    "RunStateError",
     "AgentPermissionError",
     "AGENT_FIELDS",
 ]
@@ -41,8 +42,16 @@ class RunInputError(ToolhubError):
     """A run or agent request that cannot be accepted as given."""
 
 
+class RunStateError(RunInputError):
+    """The run is not in a state that allows what was asked (e.g. a retry of a run that did not fail); 409."""
+
+    status_code = 409
+
+
 class AgentPermissionError(ToolhubError):
     """The person may not create or change this agent (a permission, or a global agent they may not touch)."""
+
+    status_code = 403
 
 
 #: What ``agent_update`` may change, in the order forms show it; the tenant stays (a new agent is created
@@ -127,7 +136,7 @@ def agent_create(
             "max_tokens": max_tokens,
         },
     )
-    agent.save()
+    _save(agent)
     return agent
 
 
@@ -141,8 +150,18 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
     _apply(locked, changes)
-    locked.save()
+    _save(locked)
     return locked
+
+
+def _save(agent: Agent) -> None:
+    """Save; a name taken by a concurrent request meanwhile is refused like one taken before."""
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        where = "among global agents" if agent.tenant_id is None else "in this tenant"
+        raise RunInputError(f"An agent named {agent.name!r} exists already {where}; choose another name.") from None
 
 
 def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -> None:
@@ -272,7 +291,7 @@ def run_retry(*, run: AgentRun) -> AgentRun:
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != RunStatus.FAILED or not locked.retryable:
-            raise RunInputError(
+            raise RunStateError(
                 f"Only a run that failed for a retryable reason can be retried; this one is {locked.status}."
             )
         locked.status = RunStatus.RUNNING

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,14 +14,6 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
-from toolhub.exceptions import (
-    AlreadyDecidedError,
-    ApprovalError,
-    ArgumentsChangedError,
-    DecisionNotAllowedError,
-    EditedArgumentsError,
-    NotInTenantError,
-)
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
@@ -130,6 +122,8 @@ class ApprovalDetailView(generics.RetrieveAPIView):
 class _DecisionView(APIView):
     input_serializer = DecisionInputSerializer
     throttle_scope = "decisions"
+    #: A request that left the user's tenants meanwhile answers like a missing one (toolhub_exception_handler).
+    not_found_model = ApprovalRequest
 
     def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
         raise NotImplementedError
@@ -139,19 +133,8 @@ class _DecisionView(APIView):
         get_object_or_404(approval_requests_visible_to(request.user), pk=pk)
         payload = self.input_serializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
-            decided = self.decide(pk, request.user, payload.validated_data)
-        except NotInTenantError:
-            # Exactly the answer for a missing id (the row may have left the user's tenants meanwhile).
-            get_object_or_404(ApprovalRequest.objects.none(), pk=pk)
-        except DecisionNotAllowedError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except (AlreadyDecidedError, ArgumentsChangedError) as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except EditedArgumentsError as exc:
-            return Response({"detail": str(exc), "arguments": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        except ApprovalError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # Refusals (403 not allowed, 409 decided or changed, 400 unusable edits) answer by their class.
+        decided = self.decide(pk, request.user, payload.validated_data)
         decided = (
             ApprovalRequest.objects.select_related("call", "requested_by")
             .prefetch_related("decisions")

@@ -7,7 +7,7 @@ from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -23,7 +23,7 @@ from toolhub.api.serializers import (
 )
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
-from toolhub.pipeline import ExternalResultError, tool_call_submit_result
+from toolhub.pipeline import ResultNotAwaitedError, tool_call_submit_result
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
     tool_call_list,
@@ -194,31 +194,25 @@ class CallResultView(APIView):
         call = get_object_or_404(tool_calls_taking_results_from(request.user), pk=pk)
         if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
-        if call.status != CallStatus.AWAITING_RESULT:
-            return _conflict(call)
+        if (
+            call.status != CallStatus.AWAITING_RESULT
+        ):  # before reading the body: a late submission is a 409 whatever it holds
+            raise ResultNotAwaitedError(_not_awaited(call))
         payload = CallResultInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        try:
-            call = tool_call_submit_result(
-                call_id=call.id,
-                actor=f"external:{request.user.get_username()}",
-                result=data.get("result"),
-                error=data.get("error"),
-            )
-        except ExternalResultError as exc:
-            current = ToolCall.objects.get(pk=pk)
-            if current.status != CallStatus.AWAITING_RESULT:
-                return _conflict(current)
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # A result that cannot be stored answers 400; a call settled meanwhile 409 (toolhub_exception_handler).
+        call = tool_call_submit_result(
+            call_id=call.id,
+            actor=f"external:{request.user.get_username()}",
+            result=data.get("result"),
+            error=data.get("error"),
+        )
         return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
 
 
-def _conflict(call: ToolCall) -> Response:
-    return Response(
-        {"detail": f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."},
-        status=status.HTTP_409_CONFLICT,
-    )
+def _not_awaited(call: ToolCall) -> str:
+    return f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."
 
 
 class CallArtifactView(APIView):
