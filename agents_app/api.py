@@ -7,6 +7,7 @@ request names a model provider: endpoints and credentials are configured by admi
 
 from typing import Any
 
+import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers, status
@@ -233,11 +234,23 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
+class AgentFilter(django_filters.FilterSet):
+    """``?name=<name>&provider=<provider name>``."""
+
+    name = django_filters.CharFilter(help_text="The agent's name (one per tenant, and one among globals).")
+    provider = django_filters.CharFilter(field_name="provider__name", help_text="A model provider's name.")
+
+    class Meta:
+        model = Agent
+        fields = ["name", "provider"]
+
+
 class AgentListCreateView(generics.ListAPIView):
-    """List the agents of your tenants and the global ones (paginated), or create one (developers)."""
+    """List the agents of your tenants and the global ones (paginated, filtered by ``AgentFilter``), or create one."""
 
     permission_classes = [ManagesAgents]
     serializer_class = AgentSerializer
+    filterset_class = AgentFilter
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return agents_visible_to(self.request.user)

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_filters",
     "toolhub.apps.ToolhubConfig",
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
@@ -160,6 +161,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",
+    # Lists name a django-filter FilterSet (filterset_class); it narrows the tenant-scoped queryset.
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # toolhub's errors answer the status their class declares (toolhub.exceptions), in every view.
     "EXCEPTION_HANDLER": "toolhub.api.exceptions.toolhub_exception_handler",
     "PAGE_SIZE": 50,
