@@ -164,3 +164,20 @@ def test_an_agent_without_stream_asks_for_a_whole_answer(
     run.refresh_from_db()
 
     assert run.output == "whole" and "stream" not in fake_model.requests[0]["body"]
+
+
+def test_a_stream_that_outlasts_the_providers_deadline_is_cut_off_there(
+    fake_model: FakeModel, openai_agent: MakeAgent, alice: User
+) -> None:
+    # given a model that streams one piece every 0.4 s, on a provider with a 1.5 s deadline
+    fake_model.queue(streamed(content=["slow "] * 20, chunk_delay=0.4))
+    agent = openai_agent(stream=True, provider={"deadline_seconds": 1.5})
+
+    # when the run asks it
+    run = run_start(agent=agent, user=alice, input="take your time")
+    run.refresh_from_db()
+
+    # then the turn was given up at the deadline, retryably, with nothing recorded
+    assert (run.status, run.stop_reason, run.retryable) == (RunStatus.FAILED, StopReason.MODEL_ERROR, True)
+    assert "did not answer within its deadline of 1.5 s" in run.error
+    assert run.turn == 0 and run.partial_output == ""
