@@ -98,8 +98,11 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "tenant", "description")}),
         ("Model", {"fields": ("provider", "script")}),
-        ("Behaviour", {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls")}),
-        ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens")}),
+        (
+            "Behaviour",
+            {"fields": ("system_prompt", "tools", "max_tool_calls", "parallel_tool_calls", "serial_tool_execution")},
+        ),
+        ("Sampling", {"fields": ("tool_choice", "temperature", "max_tokens", "stream")}),
         ("Progressive disclosure", {"fields": ("tool_search", "group_switching", "tool_provider")}),
         ("Sagas", {"fields": ("compensate_on_error",)}),
         (None, {"fields": ("created_by", "created_at")}),
@@ -138,6 +141,7 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     fieldsets = (
         (None, {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable")}),
         ("Transcript", {"fields": ("transcript",)}),
+        ("Answer so far (streaming)", {"fields": ("partial_output",)}),
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),

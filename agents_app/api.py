@@ -7,7 +7,7 @@ request names a model provider: endpoints and credentials are configured by admi
 
 from typing import Any
 
-from django.db import IntegrityError
+import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers, status
@@ -19,8 +19,6 @@ from rest_framework.views import APIView
 from agents_app.models import Agent, AgentRun
 from agents_app.selectors import agents_visible_to, run_may_operate, run_pending_approval_ids, runs_visible_to
 from agents_app.services import (
-    AgentPermissionError,
-    RunInputError,
     agent_create,
     agent_default_tenant,
     agent_update,
@@ -30,7 +28,7 @@ from agents_app.services import (
 from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
-from toolhub.sagas.services import NothingToCompensateError, saga_rollback_on_demand
+from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.selectors import displayed_arguments
 
 #: The model settings an API request may give; everything else is the provider's, set by administrators.
@@ -69,6 +67,13 @@ class AgentInputSerializer(serializers.Serializer):
     max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False)
     compensate_on_error = serializers.BooleanField(required=False)
     parallel_tool_calls = serializers.BooleanField(required=False)
+    serial_tool_execution = serializers.BooleanField(
+        required=False,
+        help_text="Execute one turn's calls one after another in the model's order; a held call holds the rest.",
+    )
+    stream = serializers.BooleanField(
+        required=False, help_text="Stream the model's answer; GET /runs/{id}/ shows it in partial_output as it arrives."
+    )
     tool_choice = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -128,6 +133,8 @@ class AgentSerializer(serializers.ModelSerializer):
             "max_tool_calls",
             "compensate_on_error",
             "parallel_tool_calls",
+            "serial_tool_execution",
+            "stream",
             "tool_choice",
             "temperature",
             "max_tokens",
@@ -215,6 +222,7 @@ class RunSerializer(serializers.ModelSerializer):
             "retryable",
             "input",
             "output",
+            "partial_output",
             "tenant",
             "context",
             "messages",
@@ -242,11 +250,23 @@ class RunSerializer(serializers.ModelSerializer):
         }
 
 
+class AgentFilter(django_filters.FilterSet):
+    """``?name=<name>&provider=<provider name>``."""
+
+    name = django_filters.CharFilter(help_text="The agent's name (one per tenant, and one among globals).")
+    provider = django_filters.CharFilter(field_name="provider__name", help_text="A model provider's name.")
+
+    class Meta:
+        model = Agent
+        fields = ["name", "provider"]
+
+
 class AgentListCreateView(generics.ListAPIView):
-    """List the agents of your tenants and the global ones (paginated), or create one (developers)."""
+    """List the agents of your tenants and the global ones (paginated, filtered by ``AgentFilter``), or create one."""
 
     permission_classes = [ManagesAgents]
     serializer_class = AgentSerializer
+    filterset_class = AgentFilter
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return agents_visible_to(self.request.user)
@@ -257,20 +277,10 @@ class AgentListCreateView(generics.ListAPIView):
         payload.is_valid(raise_exception=True)
         data = dict(payload.validated_data)
         model = data.pop("model")
-        try:
-            tenant = data.pop("tenant") if "tenant" in data else agent_default_tenant(request.user)
-            agent = agent_create(
-                **data, tenant=tenant, provider=model["provider"], script=model.get("script"), created_by=request.user
-            )
-        except AgentPermissionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except RunInputError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except IntegrityError:
-            return Response(
-                {"name": ["An agent with this name exists already in this tenant."]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+        tenant = data.pop("tenant") if "tenant" in data else agent_default_tenant(request.user)
+        agent = agent_create(
+            **data, tenant=tenant, provider=model["provider"], script=model.get("script"), created_by=request.user
+        )
         return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
 
 
@@ -291,17 +301,7 @@ class AgentDetailView(APIView):
         changes = dict(payload.validated_data)
         model = changes.pop("model", None) or {}
         changes.update({key: model[key] for key in ("provider", "script") if key in model})
-        try:
-            agent = agent_update(agent=agent, changes=changes, changed_by=request.user)
-        except AgentPermissionError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except RunInputError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except IntegrityError:
-            return Response(
-                {"name": ["An agent with this name exists already in this tenant."]},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+        agent = agent_update(agent=agent, changes=changes, changed_by=request.user)
         return Response(AgentSerializer(agent).data)
 
 
@@ -315,16 +315,13 @@ class RunCreateView(APIView):
         payload = RunInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        try:
-            run = run_start_by_reference(
-                user=request.user,
-                agent_id=data.get("agent_id"),
-                agent_name=data.get("agent"),
-                input=data["input"],
-                context=data["context"],
-            )
-        except RunInputError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        run = run_start_by_reference(
+            user=request.user,
+            agent_id=data.get("agent_id"),
+            agent_name=data.get("agent"),
+            input=data["input"],
+            context=data["context"],
+        )
         run.refresh_from_db()
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -349,10 +346,7 @@ class RunRetryView(APIView):
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "retry it")
-        try:
-            run = run_retry(run=run)
-        except RunInputError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        run = run_retry(run=run)  # a run that cannot be retried: 409 (RunStateError)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
 
@@ -377,12 +371,9 @@ class RunRollbackView(APIView):
     @extend_schema(request=None, responses={202: SagaSerializer})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "roll it back")
-        try:
-            saga = saga_rollback_on_demand(
-                saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
-            )
-        except NothingToCompensateError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        saga = saga_rollback_on_demand(  # nothing to compensate: 409 (NothingToCompensateError)
+            saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
+        )
         saga.refresh_from_db()
         return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
 

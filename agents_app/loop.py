@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from agents_app.disclosure import agent_tool_names, messages_with_additions, run_disclosure, run_state_after_calls
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
-from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
+from agents_app.models_adapters import ModelToolCall, ModelTurn, PartialSink, adapter_for
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
@@ -74,7 +74,8 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
     if not isinstance(step, _Step):
         return step
     try:
-        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools)
+        on_partial = _partial_writer(run_id, step.token) if step.agent.stream else None
+        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
     except ModelError as exc:
         _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
         return Advance.STEPPED
@@ -90,6 +91,18 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
         return Advance.STEPPED
     _record_turn(run_id, step.token, _storable_turn(turn))
     return Advance.STEPPED
+
+
+def _partial_writer(run_id: uuid.UUID, token: uuid.UUID) -> PartialSink:
+    """Store a streaming answer's text so far on the run, while this step still holds it (one UPDATE, no lock).
+
+    The adapter calls it at a bounded rate (``STREAM_FLUSH_SECONDS``); the turn's record clears it.
+    """
+
+    def write(text: str) -> None:
+        AgentRun.objects.filter(id=run_id, step_token=token).update(partial_output=storable_text(text))
+
+    return write
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -148,6 +161,11 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
             if run.status != status:
                 run_transition(run, status, update_fields=[])
             return Advance.IDLE
+        if run.deferred_calls:
+            # Serial execution: the previous call settled, the next one of the turn is requested now.
+            waiting = _request_calls(run)
+            run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=["deferred_calls"])
+            return Advance.STEPPED
         if _awaits_results(run.messages):
             if run.agent.compensate_on_error and saga_rollback_on_failure(
                 run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
@@ -249,8 +267,9 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             return
         run.step_lease_until = None
         run.step_token = None
+        run.partial_output = ""  # the whole answer is in the messages (and the output) from now on
         if run.status != RunStatus.RUNNING:
-            run.save(update_fields=["step_lease_until", "step_token", "updated_at"])
+            run.save(update_fields=["step_lease_until", "step_token", "partial_output", "updated_at"])
             return
         run.turn += 1
         run.prompt_tokens += turn.prompt_tokens
@@ -279,30 +298,60 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
-        principal, context = run_principal(run), run_tool_context(run)
-        requested = []
-        for position, call in enumerate(turn.tool_calls):
-            requested.append(
-                tool_call_request(
-                    request=CallRequest(
-                        tool_name=call.name,
-                        arguments=call.arguments,
-                        principal=principal,
-                        context=context,
-                        run_id=run.id,
-                        turn=run.turn,
-                        position=position,
-                        model_call_id=call.id,
-                    )
-                )
-            )
-        waiting = any(call.status in _SUSPENDING for call in requested)
+        run.deferred_calls = [
+            {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
+            for position, call in enumerate(turn.tool_calls)
+        ]
+        waiting = _request_calls(run)
         # One write of the run for the whole turn, in the transaction that recorded its calls.
         run_transition(
             run,
             RunStatus.WAITING if waiting else run.status,
-            update_fields=["turn", "prompt_tokens", "completion_tokens", "messages", "step_lease_until", "step_token"],
+            update_fields=[
+                "turn",
+                "prompt_tokens",
+                "completion_tokens",
+                "messages",
+                "partial_output",
+                "deferred_calls",
+                "step_lease_until",
+                "step_token",
+            ],
         )
+
+
+def _request_calls(run: AgentRun) -> bool:
+    """Send the turn's calls not yet requested (``run.deferred_calls``) through the governed pipeline.
+
+    All at once, or, for an agent with ``serial_tool_execution``, one after another in the model's
+    order: requesting stops at the first call that has not settled here (queued, running, held for
+    approval, awaiting a result), and the rest wait in ``deferred_calls`` until it settles and the
+    run is woken (``_begin_step``). The caller holds the run's lock and saves it; returns whether a
+    requested call suspends the run (held for approval or awaiting a result).
+    """
+    principal, context = run_principal(run), run_tool_context(run)
+    pending = list(run.deferred_calls)
+    requested = []
+    while pending:
+        call = pending.pop(0)
+        requested.append(
+            tool_call_request(
+                request=CallRequest(
+                    tool_name=str(call["name"]),
+                    arguments=call["arguments"],
+                    principal=principal,
+                    context=context,
+                    run_id=run.id,
+                    turn=run.turn,
+                    position=int(call["position"]),
+                    model_call_id=str(call["id"]),
+                )
+            )
+        )
+        if run.agent.serial_tool_execution and not requested[-1].is_settled:
+            break
+    run.deferred_calls = pending
+    return any(call.status in _SUSPENDING for call in requested)
 
 
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
@@ -320,6 +369,7 @@ def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error
         run.step_lease_until = None
         run.step_token = None
         run.stop_reason = stop_reason
+        run.partial_output = ""
         run.error = error
         run.retryable = retryable
         run.finished_at = timezone.now()

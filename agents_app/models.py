@@ -153,6 +153,16 @@ class Agent(models.Model):
     max_tool_calls = models.PositiveIntegerField(default=10)
     compensate_on_error = models.BooleanField(default=False)
     parallel_tool_calls = models.BooleanField(default=True)
+    serial_tool_execution = models.BooleanField(
+        default=False,
+        help_text="Execute the calls of one model turn one after another, in the model's order (AgentScope "
+        "parallel(false)): the next is dispatched when the previous settles; a call held for approval holds the "
+        "ones after it.",
+    )
+    stream = models.BooleanField(
+        default=False,
+        help_text="Stream the model's answer (OpenAI-compatible providers); the run shows it as it arrives.",
+    )
     tool_choice = models.CharField(
         max_length=100,
         blank=True,
@@ -238,6 +248,14 @@ class AgentRun(models.Model):
     messages = models.JSONField(default=list, blank=True)
     output = models.TextField(blank=True)
     turn = models.PositiveIntegerField(default=0, help_text="Number of model turns taken.")
+    partial_output = models.TextField(
+        blank=True, help_text="The model's answer so far while it streams (agents with stream); empty otherwise."
+    )
+    deferred_calls = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Calls of the current turn not yet requested (serial execution), as the model sent them.",
+    )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     step_lease_until = models.DateTimeField(

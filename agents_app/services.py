@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents_app.models import (
     SCRIPTED_PROVIDER_NAME,
@@ -18,7 +18,7 @@ from agents_app.models import (
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
 from agents_app.transitions import run_transition
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import Tenant, TenantMembership
 from toolhub.storable import json_storage_problem
@@ -34,6 +34,7 @@ __all__ = [
     "run_start_by_reference",
     "run_retry",
     "RunInputError",
+    "RunStateError",
     "AgentPermissionError",
     "AGENT_FIELDS",
     "tool_provider_problem",
@@ -44,8 +45,16 @@ class RunInputError(ToolhubError):
     """A run or agent request that cannot be accepted as given."""
 
 
+class RunStateError(RunInputError):
+    """The run is not in a state that allows what was asked (e.g. a retry of a run that did not fail); 409."""
+
+    status_code = 409
+
+
 class AgentPermissionError(ToolhubError):
     """The person may not create or change this agent (a permission, or a global agent they may not touch)."""
+
+    status_code = 403
 
 
 #: What ``agent_update`` may change, in the order forms show it; the tenant stays (a new agent is created
@@ -60,6 +69,8 @@ AGENT_FIELDS = (
     "max_tool_calls",
     "compensate_on_error",
     "parallel_tool_calls",
+    "serial_tool_execution",
+    "stream",
     "tool_choice",
     "temperature",
     "max_tokens",
@@ -77,7 +88,7 @@ def tool_provider_problem(path: str) -> str | None:
     """
     if not path:
         return None
-    allowed = list(toolhub_setting("TOOL_PROVIDERS"))
+    allowed = list(toolhub_settings().TOOL_PROVIDERS)
     if path not in allowed:
         return (
             f"Unknown tool provider {path[:200]!r}; an agent may name one of TOOLHUB['TOOL_PROVIDERS']: "
@@ -109,6 +120,8 @@ def agent_create(
     script: list[Any] | None = None,
     compensate_on_error: bool = False,
     parallel_tool_calls: bool = True,
+    serial_tool_execution: bool = False,
+    stream: bool = False,
     tool_choice: str = "",
     temperature: float | None = None,
     max_tokens: int | None = None,
@@ -133,6 +146,8 @@ def agent_create(
         max_tool_calls=max_tool_calls,
         compensate_on_error=compensate_on_error,
         parallel_tool_calls=parallel_tool_calls,
+        serial_tool_execution=serial_tool_execution,
+        stream=stream,
         created_by=created_by if created_by is not None and created_by.pk else None,
     )
     _apply(
@@ -150,7 +165,7 @@ def agent_create(
             "tool_provider": tool_provider,
         },
     )
-    agent.save()
+    _save(agent)
     return agent
 
 
@@ -164,8 +179,18 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
     _apply(locked, changes)
-    locked.save()
+    _save(locked)
     return locked
+
+
+def _save(agent: Agent) -> None:
+    """Save; a name taken by a concurrent request meanwhile is refused like one taken before."""
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError:
+        where = "among global agents" if agent.tenant_id is None else "in this tenant"
+        raise RunInputError(f"An agent named {agent.name!r} exists already {where}; choose another name.") from None
 
 
 def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -> None:
@@ -299,7 +324,7 @@ def run_retry(*, run: AgentRun) -> AgentRun:
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != RunStatus.FAILED or not locked.retryable:
-            raise RunInputError(
+            raise RunStateError(
                 f"Only a run that failed for a retryable reason can be retried; this one is {locked.status}."
             )
         locked.stop_reason = StopReason.NONE

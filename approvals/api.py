@@ -2,10 +2,10 @@
 
 from typing import Any
 
+import django_filters
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,14 +14,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
-from toolhub.exceptions import (
-    AlreadyDecidedError,
-    ApprovalError,
-    ArgumentsChangedError,
-    DecisionNotAllowedError,
-    EditedArgumentsError,
-    NotInTenantError,
-)
+from toolhub.api.filters import choice_help
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
@@ -101,23 +94,26 @@ class ApproveInputSerializer(DecisionInputSerializer):
     )
 
 
+class ApprovalFilter(django_filters.FilterSet):
+    """``?status=pending`` for the operator's queue; ``?tool=<name>``."""
+
+    status = django_filters.ChoiceFilter(choices=ApprovalStatus.choices, help_text=choice_help(ApprovalStatus.values))
+    tool = django_filters.CharFilter(field_name="call__tool_name", help_text="The tool of the held call.")
+
+    class Meta:
+        model = ApprovalRequest
+        fields = ["status", "tool"]
+
+
 class ApprovalListView(generics.ListAPIView):
     """Approval requests, newest first; ``?status=pending`` for the operator's queue."""
 
     serializer_class = ApprovalRequestSerializer
 
-    @extend_schema(parameters=[OpenApiParameter("status", str, enum=ApprovalStatus.values)])
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return super().get(request, *args, **kwargs)
+    filterset_class = ApprovalFilter
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        requests = approval_requests_visible_to(self.request.user)
-        wanted = self.request.query_params.get("status")
-        if wanted:
-            if wanted not in ApprovalStatus.values:
-                raise ValidationError({"status": f"Unknown status; use one of {', '.join(ApprovalStatus.values)}."})
-            requests = requests.filter(status=wanted)
-        return requests.order_by("-created_at", "-id")
+        return approval_requests_visible_to(self.request.user)
 
 
 class ApprovalDetailView(generics.RetrieveAPIView):
@@ -130,6 +126,8 @@ class ApprovalDetailView(generics.RetrieveAPIView):
 class _DecisionView(APIView):
     input_serializer = DecisionInputSerializer
     throttle_scope = "decisions"
+    #: A request that left the user's tenants meanwhile answers like a missing one (toolhub_exception_handler).
+    not_found_model = ApprovalRequest
 
     def decide(self, request_id: int, user: Any, data: dict[str, Any]) -> ApprovalRequest:
         raise NotImplementedError
@@ -139,19 +137,8 @@ class _DecisionView(APIView):
         get_object_or_404(approval_requests_visible_to(request.user), pk=pk)
         payload = self.input_serializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
-            decided = self.decide(pk, request.user, payload.validated_data)
-        except NotInTenantError:
-            # Exactly the answer for a missing id (the row may have left the user's tenants meanwhile).
-            get_object_or_404(ApprovalRequest.objects.none(), pk=pk)
-        except DecisionNotAllowedError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-        except (AlreadyDecidedError, ArgumentsChangedError) as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except EditedArgumentsError as exc:
-            return Response({"detail": str(exc), "arguments": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        except ApprovalError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # Refusals (403 not allowed, 409 decided or changed, 400 unusable edits) answer by their class.
+        decided = self.decide(pk, request.user, payload.validated_data)
         decided = (
             ApprovalRequest.objects.select_related("call", "requested_by")
             .prefetch_related("decisions")

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approvers_of
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 
 __all__ = ["approval_email_approvers", "EMAIL_EVENTS"]
 
@@ -30,7 +30,7 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
     A failure of the mail server is logged and not raised: the request stays on the desk (and the
     webhook is retried on its own), so a missing e-mail never blocks or loses a decision.
     """
-    if event not in EMAIL_EVENTS or not toolhub_setting("APPROVAL_EMAILS"):
+    if event not in EMAIL_EVENTS or not toolhub_settings().APPROVAL_EMAILS:
         return 0
     request = (
         ApprovalRequest.objects.select_related("call", "requested_by", "approver_group", "escalation_group")
@@ -53,7 +53,7 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
 
 
 def _body(request: ApprovalRequest, event: str) -> str:
-    link = toolhub_setting("CONSOLE_URL").rstrip("/") + reverse(
+    link = toolhub_settings().CONSOLE_URL.rstrip("/") + reverse(
         "admin:approvals_approvalrequest_change", args=[request.pk]
     )
     requester = request.requested_by.get_username() if request.requested_by else "-"

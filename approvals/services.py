@@ -19,7 +19,7 @@ from approvals.webhooks import webhook_enqueue
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import EventSpec, audit_call_event
 from toolhub.authorization import tool_group_names
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import (
     AlreadyDecidedError,
     ApprovalError,
@@ -50,10 +50,10 @@ DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> ApprovalRequest:
     """Open (or reopen) the request for a call the pipeline held back, inside the pipeline's transaction."""
     now = timezone.now()
-    timeout = verdict.timeout_seconds or float(toolhub_setting("APPROVAL_TIMEOUT_SECONDS"))
+    timeout = verdict.timeout_seconds or toolhub_settings().APPROVAL_TIMEOUT_SECONDS
     group = _governing_group(call.tool_name)
     escalate_after = (group.escalate_after_seconds if group else None) or float(
-        toolhub_setting("ESCALATE_AFTER_SECONDS")
+        toolhub_settings().ESCALATE_AFTER_SECONDS
     )
     terms = {
         "reason": verdict.reason[:500],

@@ -25,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 
 __all__ = [
     "webhook_enqueue",
@@ -60,7 +60,7 @@ def webhook_signature(*, key: bytes, message_id: str, timestamp: int, body: byte
 
 def webhook_enqueue(*, event: str, payload: dict[str, Any]) -> WebhookDelivery | None:
     """Record a notification for delivery after commit; nothing happens when no webhook is configured."""
-    if not toolhub_setting("WEBHOOK_URL"):
+    if not toolhub_settings().WEBHOOK_URL:
         return None
     delivery = WebhookDelivery.objects.create(event=event, payload=payload, next_attempt_at=timezone.now())
     delivery_id = delivery.pk
@@ -125,7 +125,7 @@ def _attempt(delivery_id: int, *, timeout: float) -> bool | None:
 def _claim(delivery_id: int, *, lease: float) -> _Claim | None:
     """Take a due delivery for one attempt: a short transaction; a delivery another worker holds is skipped."""
     now = timezone.now()
-    max_attempts = int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS"))
+    max_attempts = toolhub_settings().WEBHOOK_MAX_ATTEMPTS
     with transaction.atomic():
         delivery = (
             WebhookDelivery.objects.select_for_update(skip_locked=True)
@@ -157,13 +157,13 @@ def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
         "webhook-timestamp": str(timestamp),
     }
     try:
-        secret = os.environ.get(toolhub_setting("WEBHOOK_SECRET_ENV"), "")
+        secret = os.environ.get(toolhub_settings().WEBHOOK_SECRET_ENV, "")
         if secret:
             key = webhook_secret_key(secret)
             headers["webhook-signature"] = webhook_signature(
                 key=key, message_id=delivery.message_id, timestamp=timestamp, body=body
             )
-        request = urllib.request.Request(toolhub_setting("WEBHOOK_URL"), data=body, headers=headers, method="POST")
+        request = urllib.request.Request(toolhub_settings().WEBHOOK_URL, data=body, headers=headers, method="POST")
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - operator-configured URL
             if 200 <= response.status < 300:
                 return True, ""
@@ -178,7 +178,7 @@ def _record_outcome(claim: _Claim, *, ok: bool, error: str) -> None:
     mine = WebhookDelivery.objects.filter(pk=claim.delivery.pk, status=DeliveryStatus.PENDING, attempts=claim.attempt)
     if ok:
         mine.update(status=DeliveryStatus.DELIVERED, delivered_at=now, last_error="")
-    elif claim.attempt >= int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS")):
+    elif claim.attempt >= toolhub_settings().WEBHOOK_MAX_ATTEMPTS:
         mine.update(status=DeliveryStatus.FAILED, last_error=error)
     else:
         backoff = min(MAX_BACKOFF_SECONDS, 2**claim.attempt * 5)
@@ -190,7 +190,7 @@ def _give_up_exhausted() -> None:
     WebhookDelivery.objects.filter(
         status=DeliveryStatus.PENDING,
         next_attempt_at__lte=timezone.now(),
-        attempts__gte=int(toolhub_setting("WEBHOOK_MAX_ATTEMPTS")),
+        attempts__gte=toolhub_settings().WEBHOOK_MAX_ATTEMPTS,
     ).update(
         status=DeliveryStatus.FAILED, last_error="No outcome was recorded for the last attempt (its worker stopped)."
     )

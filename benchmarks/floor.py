@@ -43,7 +43,7 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
     from psycopg.types.json import Jsonb
 
     from toolhub.audit import canonical_json, chain_for, compute_hash
-    from toolhub.conf import toolhub_setting
+    from toolhub.conf import toolhub_settings
     from toolhub.tools.context import ToolContext
 
     connection.ensure_connection()
@@ -53,7 +53,7 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
         cursor.execute(
             "INSERT INTO toolhub_auditchainhead (chain, seq, hash) SELECT g, 0, '' FROM generate_series(0, %s) AS g "
             "ON CONFLICT (chain) DO NOTHING",
-            [int(toolhub_setting("AUDIT_CHAINS")) - 1],
+            [toolhub_settings().AUDIT_CHAINS - 1],
         )
 
     def append(

@@ -15,6 +15,9 @@ class ToolhubConfig(AppConfig):
 
     def ready(self) -> None:
         from toolhub import checks  # noqa: F401 - registers the system checks
+        from toolhub.conf import toolhub_settings
+
+        toolhub_settings()  # validated once, before anything reads it; a bad value fails startup, naming the key
         from toolhub.interceptors import configured_interceptors
         from toolhub.tools.registry import autodiscover, registry
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from toolhub.audit import canonical_json
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import bounded_model_message, invalid_arguments_message
 from toolhub.storable import json_storage_problem
@@ -30,7 +30,7 @@ class ArgumentsRefused(ToolhubError):
 
 def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """Parse what the model sent into a mapping of arguments, within the size and nesting limits."""
-    max_bytes = int(toolhub_setting("MAX_ARGUMENTS_BYTES"))
+    max_bytes = toolhub_settings().MAX_ARGUMENTS_BYTES
     if raw is None or raw == "":
         return {}
     if isinstance(raw, str):
@@ -60,7 +60,7 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
 
 def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """Check the string limit, then the tool's schema; return the validated values."""
-    limit = int(toolhub_setting("MAX_STRING_LENGTH"))
+    limit = toolhub_settings().MAX_STRING_LENGTH
     too_long = _first_long_string(arguments, limit)
     if too_long is not None:
         raise ArgumentsRefused(

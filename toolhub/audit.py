@@ -23,7 +23,7 @@ from django.db.models import F, Func, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, ToolCall
 
 __all__ = [
@@ -104,7 +104,7 @@ def redacted_arguments_text(sensitive: frozenset[str] | set[str], raw: str | Map
 
 def chain_for(key: uuid.UUID | str | None) -> int:
     """Pick a chain by a stable key, so one call's events stay in one chain, in order."""
-    chains = int(toolhub_setting("AUDIT_CHAINS"))
+    chains = toolhub_settings().AUDIT_CHAINS
     if key is None:
         return 0
     return zlib.crc32(str(key).encode()) % chains

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.governance import governance_cached, governance_scope
 from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
@@ -183,7 +183,7 @@ def authorize_tools(
         user = _user_facts(principal.user_id)
         grants = _grants_of(principal, user)
         capabilities = _group_capabilities()
-    default_allow = toolhub_setting("DEFAULT_TOOL_ACCESS") == "allow"
+    default_allow = toolhub_settings().DEFAULT_TOOL_ACCESS == "allow"
     verdicts: dict[str, str | None] = {}
     for name in names:
         applicable = [g for g in grants if g["tool_name"] == name or g["tool_group__name"] in memberships[name]]

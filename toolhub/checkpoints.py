@@ -21,7 +21,7 @@ from django.db.models.functions import Lag
 from django.utils import timezone
 
 from toolhub.audit import canonical_json
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
@@ -41,7 +41,7 @@ class CheckpointKeyError(ToolhubError):
 
 
 def _key() -> bytes:
-    name = toolhub_setting("AUDIT_KEY_ENV")
+    name = toolhub_settings().AUDIT_KEY_ENV
     key = os.environ.get(name, "")
     if not key:
         raise CheckpointKeyError(
@@ -74,7 +74,7 @@ def audit_checkpoint_create() -> dict[str, Any]:
         signature = _sign(text)
         AuditCheckpoint.objects.create(seq=last + 1, created_at=now, body=text, signature=signature)
     document = {**body, "signature": signature}
-    directory = toolhub_setting("AUDIT_CHECKPOINT_DIR")
+    directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     if directory:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def audit_stored_checkpoint_problems() -> tuple[AuditCheckpoint | None, list[str
 
 def audit_stored_file_problems() -> tuple[Path | None, list[str]]:
     """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set) against the database."""
-    directory = toolhub_setting("AUDIT_CHECKPOINT_DIR")
+    directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     files = sorted(Path(directory).glob("audit-checkpoint-*.json")) if directory else []
     if not files:
         return None, []

@@ -1,106 +1,199 @@
-"""toolhub's tunables: one ``TOOLHUB`` settings dict, read through one accessor with defaults."""
+"""toolhub's tunables: one typed, validated settings object built from the ``TOOLHUB`` settings dict.
 
-from typing import Any
+``toolhub_settings()`` returns a frozen ``ToolhubSettings``. Each value comes from ``settings.TOOLHUB``,
+else (for scalar ones) from the environment variable ``TOOLHUB_<NAME>``, else from its default here;
+one rule for every key. The object is validated once (the app's ``ready`` builds it, so a bad value
+fails startup with the key named) and rebuilt when ``settings.TOOLHUB`` changes (Django's
+``setting_changed``: ``override_settings`` and pytest-django's ``settings`` fixture). Environment
+variables are read when it is built.
+
+``toolhub_setting(name)`` is a thin alias kept for code that names a key as a string.
+"""
+
+import os
+import threading
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-__all__ = ["DEFAULTS", "toolhub_setting"]
+__all__ = ["DEFAULTS", "ToolhubSettings", "toolhub_settings", "toolhub_setting"]
 
-DEFAULTS: dict[str, Any] = {
+Positive = Annotated[int, Field(gt=0)]
+NonNegative = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(gt=0)]
+SecondsOrZero = Annotated[float, Field(ge=0)]
+
+
+class ToolhubSettings(BaseModel):
+    """Every toolhub tunable with its type and default; ``settings.TOOLHUB`` overrides any of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, validate_default=True)
+
     # Longest string the model may pass in any argument; longer ones are rejected before anything runs.
-    "MAX_STRING_LENGTH": 10_000,
+    MAX_STRING_LENGTH: Positive = 10_000
     # Largest serialized argument payload, in bytes.
-    "MAX_ARGUMENTS_BYTES": 100_000,
+    MAX_ARGUMENTS_BYTES: Positive = 100_000
     # Default per-run budget of tool calls when an agent does not set one.
-    "DEFAULT_MAX_TOOL_CALLS": 10,
+    DEFAULT_MAX_TOOL_CALLS: Positive = 10
     # Seconds a worker holds a claimed call before the reconciler may take it back.
-    "CALL_LEASE_SECONDS": 300,
+    CALL_LEASE_SECONDS: Seconds = 300
     # Queued calls a worker claims in one transaction (group commit): its own call plus up to this many
     # minus one of the oldest others, run one after another, their outcomes recorded in one transaction.
     # 1 (the default) claims one call per delivery; a larger batch saves commits for short tools but runs
     # the batch's calls serially, and a worker killed mid-batch leaves the whole batch to the reconciler.
-    "WORKER_CLAIM_BATCH": 1,
+    WORKER_CLAIM_BATCH: Positive = 1
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
-    "REDISPATCH_AFTER_SECONDS": 60,
+    REDISPATCH_AFTER_SECONDS: SecondsOrZero = 60
     # Seconds a call of an external (schema-only) tool waits for its result before it expires.
-    "EXTERNAL_RESULT_TIMEOUT_SECONDS": 24 * 3600,
+    EXTERNAL_RESULT_TIMEOUT_SECONDS: Seconds = 24 * 3600
     # Seconds an approval request stays open before it expires.
-    "APPROVAL_TIMEOUT_SECONDS": 24 * 3600,
+    APPROVAL_TIMEOUT_SECONDS: Seconds = 24 * 3600
     # Number of independent audit hash chains (shards); appends to one chain are serialized.
-    "AUDIT_CHAINS": 8,
+    AUDIT_CHAINS: Positive = 8
     # Dotted path of ``callable(exc) -> str`` that turns an execution error into the model's message.
-    "ERROR_HANDLER": "",
+    ERROR_HANDLER: str = ""
     # Whether a user may call a tool no grant mentions: "deny" (grants required) or "allow".
-    "DEFAULT_TOOL_ACCESS": "deny",
+    DEFAULT_TOOL_ACCESS: Literal["deny", "allow"] = "deny"
     # Audit checkpoints are signed with the key in this environment variable (never in the database).
-    "AUDIT_KEY_ENV": "TOOLHUB_AUDIT_KEY",
+    AUDIT_KEY_ENV: str = "TOOLHUB_AUDIT_KEY"
     # Seconds between two signed checkpoints written by beat. Beat reads it once, when it starts, from the
     # environment variable TOOLHUB_AUDIT_CHECKPOINT_SECONDS or this default (CELERY_BEAT_SCHEDULE in
     # toolhub/settings.py); a settings module of your own sets that schedule entry instead.
-    "AUDIT_CHECKPOINT_SECONDS": 300,
+    AUDIT_CHECKPOINT_SECONDS: Seconds = 300
     # Hours of calls the admin index's dashboard reads (status counts, calls per tool per hour).
-    "DASHBOARD_HOURS": 24,
+    DASHBOARD_HOURS: Positive = 24
     # Optional directory that receives a copy of every stored checkpoint (e.g. storage the database's
     # owner cannot write); verify_audit checks the newest file there too.
-    "AUDIT_CHECKPOINT_DIR": "",
+    AUDIT_CHECKPOINT_DIR: str = ""
     # The database role the web and workers connect with (``manage.py toolhub_db_roles`` creates it), and
     # the environment variable holding its password.
-    "DB_APP_ROLE": "toolhub_app",
-    "DB_APP_PASSWORD_ENV": "TOOLHUB_DB_APP_PASSWORD",
+    DB_APP_ROLE: str = "toolhub_app"
+    DB_APP_PASSWORD_ENV: str = "TOOLHUB_DB_APP_PASSWORD"
     # Optional URL that receives approval notifications (JSON, HMAC-signed with the key below).
-    "WEBHOOK_URL": "",
-    "WEBHOOK_SECRET_ENV": "TOOLHUB_WEBHOOK_SECRET",
-    "WEBHOOK_MAX_ATTEMPTS": 6,
+    WEBHOOK_URL: str = ""
+    WEBHOOK_SECRET_ENV: str = "TOOLHUB_WEBHOOK_SECRET"
+    WEBHOOK_MAX_ATTEMPTS: Positive = 6
     # E-mail approvers (through Django's e-mail backend) when a request arrives or escalates.
-    "APPROVAL_EMAILS": True,
+    APPROVAL_EMAILS: bool = True
     # The console's address as people reach it (e.g. "https://toolhub.example.com"): links in e-mails.
-    "CONSOLE_URL": "",
+    CONSOLE_URL: str = ""
     # Seconds a pending approval waits before it escalates to the fallback group (when one is set).
-    "ESCALATE_AFTER_SECONDS": 3600,
+    ESCALATE_AFTER_SECONDS: Seconds = 3600
     # How many close names to suggest for an unknown tool.
-    "UNKNOWN_TOOL_SUGGESTIONS": 3,
+    UNKNOWN_TOOL_SUGGESTIONS: NonNegative = 3
     # Dotted path of ``callable(name, available_names) -> str``: what the model is told for an unknown tool.
-    "UNKNOWN_TOOL_HANDLER": "",
+    UNKNOWN_TOOL_HANDLER: str = ""
     # Dotted path of ``callable(tool_name, errors) -> str``: what the model is told for arguments that fail the
     # tool's schema; ``errors`` is a list of {"loc", "msg", "type"} (never the values). Bounded like the default.
-    "ARGUMENT_ERROR_HANDLER": "",
+    ARGUMENT_ERROR_HANDLER: str = ""
     # What the model reads when a tool returns None (it succeeded with nothing to say).
-    "NONE_RESULT_TEXT": "Done.",
+    NONE_RESULT_TEXT: str = "Done."
     # The tool-search provider: a name in toolhub.search.base.PROVIDERS or a dotted path to a factory.
-    "TOOL_SEARCH_PROVIDER": "lexical",
+    TOOL_SEARCH_PROVIDER: str = "lexical"
     # PostgreSQL text search configuration the "postgres" provider stems and drops stop words with.
-    "TOOL_SEARCH_POSTGRES_CONFIG": "english",
+    TOOL_SEARCH_POSTGRES_CONFIG: str = "english"
     # Dotted paths of tool provider hooks, callable(run, latest_user_message) -> tool names, that agents may
     # name in their tool_provider (progressive disclosure); the names they return are still filtered by grants.
-    "TOOL_PROVIDERS": [],
+    TOOL_PROVIDERS: list[str] = []
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
-    "DEFAULT_TOOL_TIMEOUT_SECONDS": 300,
+    DEFAULT_TOOL_TIMEOUT_SECONDS: Seconds = 300
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).
-    "REQUIRE_PARAMETER_DESCRIPTIONS": False,
+    REQUIRE_PARAMETER_DESCRIPTIONS: bool = False
     # Progress updates kept per call (the newest), and the least seconds between two writes of them.
-    "PROGRESS_KEEP": 50,
-    "PROGRESS_MIN_INTERVAL_SECONDS": 0.5,
+    PROGRESS_KEEP: Positive = 50
+    PROGRESS_MIN_INTERVAL_SECONDS: SecondsOrZero = 0.5
     # Largest artifact a tool may store with a call, and largest result an external system may post.
-    "MAX_ARTIFACT_BYTES": 10_000_000,
-    "MAX_EXTERNAL_RESULT_BYTES": 1_000_000,
+    MAX_ARTIFACT_BYTES: Positive = 10_000_000
+    MAX_EXTERNAL_RESULT_BYTES: Positive = 1_000_000
     # Deepest nesting of lists and objects a JSON request body may have (tool arguments allow 100 inside it).
-    "MAX_REQUEST_NESTING": 200,
+    MAX_REQUEST_NESTING: Positive = 200
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
-    "INTERCEPTORS": [],
+    INTERCEPTORS: list[str | dict[str, Any]] = []
     # Context keys a client of the REST API or MCP (``_meta``) may set on its calls; the reserved ones (tenant,
     # user, run, call, idempotency key, ...) are always refused, whatever this list says.
-    "CLIENT_CONTEXT_KEYS": ["correlation_id", "trace_id", "conversation_id", "locale", "timezone"],
+    CLIENT_CONTEXT_KEYS: list[str] = ["correlation_id", "trace_id", "conversation_id", "locale", "timezone"]
     # Longest ``?wait=`` a client may ask of POST/GET /api/v1/calls/ (seconds); longer asks are cut to it.
-    "CALL_WAIT_MAX_SECONDS": 30,
+    CALL_WAIT_MAX_SECONDS: Seconds = 30
     # Seconds an MCP ``tools/call`` follows a queued or running call (sending progress) before it answers
     # with the call id to poll; a call waiting for approval answers at once.
-    "MCP_CALL_WAIT_SECONDS": 20,
-}
+    MCP_CALL_WAIT_SECONDS: SecondsOrZero = 20
+    # Least seconds between two writes of a streaming model answer's text so far to its run.
+    STREAM_FLUSH_SECONDS: Seconds = 0.5
+    # Sagas: attempts of one compensation (each retry runs the same call again, so its idempotency key is
+    # stable); seconds before the first retry, doubled for each further attempt; the longest wait between two.
+    SAGA_MAX_ATTEMPTS: Positive = 5
+    SAGA_RETRY_BASE_SECONDS: SecondsOrZero = 5.0
+    SAGA_RETRY_MAX_SECONDS: SecondsOrZero = 600.0
+
+
+#: Every key with its default (what ``settings.TOOLHUB`` may set), derived from ``ToolhubSettings``.
+DEFAULTS: dict[str, Any] = {name: field.default for name, field in ToolhubSettings.model_fields.items()}
+
+_lock = threading.Lock()
+_current: ToolhubSettings | None = None
+
+
+def toolhub_settings() -> ToolhubSettings:
+    """The current settings, built and validated on first use; ``ImproperlyConfigured`` names a bad key."""
+    global _current
+    built = _current
+    if built is None:
+        with _lock:
+            built = _current = _current or _build()
+    return built
 
 
 def toolhub_setting(name: str) -> Any:
-    """Return ``settings.TOOLHUB[name]``, falling back to the documented default."""
+    """One value by its key (alias of ``getattr(toolhub_settings(), name)``); ``KeyError`` for an unknown key."""
     if name not in DEFAULTS:
         raise KeyError(f"Unknown toolhub setting {name!r}; known: {', '.join(sorted(DEFAULTS))}")
-    return getattr(settings, "TOOLHUB", {}).get(name, DEFAULTS[name])
+    return getattr(toolhub_settings(), name)
+
+
+def _build() -> ToolhubSettings:
+    configured = getattr(settings, "TOOLHUB", None) or {}
+    if not isinstance(configured, dict):
+        raise ImproperlyConfigured(f"settings.TOOLHUB must be a dict, not {type(configured).__name__}.")
+    values: dict[str, Any] = {}
+    for name, field in ToolhubSettings.model_fields.items():
+        raw = os.environ.get(f"TOOLHUB_{name}")
+        if name in configured or raw is None or not isinstance(field.default, str | int | float | bool):
+            continue
+        try:
+            values[name] = TypeAdapter(field.annotation).validate_strings(raw)
+        except ValidationError as exc:
+            raise ImproperlyConfigured(
+                f"Environment variable TOOLHUB_{name}={raw[:100]!r}: {exc.errors()[0]['msg']}."
+            ) from None
+    values.update(configured)
+    try:
+        return ToolhubSettings.model_validate(values)
+    except ValidationError as exc:
+        raise ImproperlyConfigured(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per bad key: which, what is wrong, what was given (bounded)."""
+    lines = []
+    for error in exc.errors():
+        key = str(error["loc"][0]) if error["loc"] else "?"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"TOOLHUB[{key!r}] is not a toolhub setting; known: {', '.join(sorted(DEFAULTS))}.")
+            continue
+        shown = repr(error.get("input"))[:100]
+        where = "".join(f"[{part!r}]" for part in error["loc"])
+        lines.append(f"TOOLHUB{where}: {error['msg']} (got {shown}; default {DEFAULTS.get(key)!r}).")
+    return "Invalid toolhub settings: " + " ".join(lines)
+
+
+@receiver(setting_changed, dispatch_uid="toolhub.conf.settings_changed")
+def _rebuild_on_change(setting: str, **kwargs: Any) -> None:
+    global _current
+    if setting == "TOOLHUB":
+        with _lock:
+            _current = None

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import scoped
 
@@ -52,7 +52,7 @@ class Dashboard:
 
 def dashboard(user: Any, now: dt.datetime | None = None) -> Dashboard:
     """The dashboard's figures for ``user``'s tenants over the last ``DASHBOARD_HOURS`` hours."""
-    hours = int(toolhub_setting("DASHBOARD_HOURS"))
+    hours = toolhub_settings().DASHBOARD_HOURS
     now = now or timezone.now()
     since = now - dt.timedelta(hours=hours)
     calls = scoped(ToolCall.objects.all(), user)

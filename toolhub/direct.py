@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 
 from toolhub.audit import canonical_json
 from toolhub.authorization import CallPrincipal
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
@@ -102,7 +102,7 @@ def client_context(values: Mapping[str, Any] | None, *, strict: bool) -> dict[st
         raise CallerContextError(
             f"Context keys {', '.join(reserved)} are set by toolhub from your authentication, never by a client."
         )
-    allowed = set(toolhub_setting("CLIENT_CONTEXT_KEYS"))
+    allowed = set(toolhub_settings().CLIENT_CONTEXT_KEYS)
     unknown = sorted(str(key)[:50] for key in values if key not in allowed)
     if unknown and strict:
         raise CallerContextError(
@@ -243,7 +243,7 @@ def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
     Polls the row's status (one indexed read, backing off to 1 s) outside any transaction, so a
     decision or a worker's write made meanwhile is seen; returns the fresh row either way.
     """
-    limit = min(max(float(seconds), 0.0), float(toolhub_setting("CALL_WAIT_MAX_SECONDS")))
+    limit = min(max(float(seconds), 0.0), toolhub_settings().CALL_WAIT_MAX_SECONDS)
     deadline = time.monotonic() + limit
     pause = 0.05
     status = call.status

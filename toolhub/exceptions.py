@@ -1,4 +1,9 @@
-"""toolhub's error hierarchy; every message says what was wrong and what to do about it."""
+"""toolhub's error hierarchy; every message says what was wrong and what to do about it.
+
+Each class says how the API answers it (``status_code``, and ``field`` when the message also belongs
+to one request field); ``toolhub.api.exceptions.toolhub_exception_handler`` turns any of them into
+that response, so views do not map errors by hand.
+"""
 
 from typing import Any
 
@@ -21,6 +26,10 @@ __all__ = [
 
 class ToolhubError(Exception):
     """Base class of every error toolhub raises on purpose."""
+
+    #: The API's answer: this status with ``{"detail": message}`` (and ``{field: [message]}`` when set).
+    status_code: int = 400
+    field: str | None = None
 
 
 class ToolDefinitionError(ToolhubError):
@@ -52,6 +61,8 @@ class ToolSuspend(ToolhubError):  # noqa: N818 - named for what a tool does, as 
 class InvalidTransitionError(ToolhubError):
     """A state change was asked for from a state that does not allow it."""
 
+    status_code = 409
+
 
 class ApprovalError(ToolhubError):
     """An approval decision could not be taken."""
@@ -60,22 +71,34 @@ class ApprovalError(ToolhubError):
 class AlreadyDecidedError(ApprovalError):
     """The approval request was decided (or expired) already."""
 
+    status_code = 409
+
 
 class DecisionNotAllowedError(ApprovalError):
     """The user may not decide this approval request."""
+
+    status_code = 403
 
 
 class ArgumentsChangedError(ApprovalError):
     """The arguments under approval changed since the decider looked at them; nothing was recorded."""
 
+    status_code = 409
+
 
 class EditedArgumentsError(ApprovalError):
     """An operator's edited arguments cannot be used (invalid, unstorable, too large, too deep); nothing recorded."""
+
+    field = "arguments"
 
 
 class ModelError(ToolhubError):
     """The model endpoint was unreachable or answered something that is not a valid turn."""
 
+    status_code = 502
+
 
 class NotInTenantError(ToolhubError):
     """A person asked to read or act on a row outside their tenants; answered exactly like a missing row."""
+
+    status_code = 404  # answered exactly like a missing row (toolhub_exception_handler)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from toolhub.audit import chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
 from toolhub.interceptors import (
@@ -107,7 +107,7 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     longer has time to run within its lease or the task's time limit is handed back, unstarted.
     Returns ``call_id``'s call when this delivery ran it.
     """
-    limit = max(1, int(toolhub_setting("WORKER_CLAIM_BATCH")))
+    limit = max(1, toolhub_settings().WORKER_CLAIM_BATCH)
     calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit)
     if len(calls) <= 1:
         for call in calls:
@@ -281,7 +281,7 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
     The reason and payload are what a tool hands out, so they are scrubbed like its output; a payload
     that cannot be stored fails the call instead (the model is told), so nothing waits for nothing.
     """
-    reason = storable_text(secrets.text(str(suspend.reason)))[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+    reason = storable_text(secrets.text(str(suspend.reason)))[: toolhub_settings().MAX_STRING_LENGTH]
     try:
         payload = secrets.value(to_json_value(suspend.payload))
         problem = json_storage_problem(payload)
@@ -356,7 +356,7 @@ def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str 
         content = artifact_content(outcome)
     except Exception:  # noqa: BLE001
         return "The tool returned an artifact that cannot be serialized; nothing was stored."
-    limit = int(toolhub_setting("MAX_ARTIFACT_BYTES"))
+    limit = toolhub_settings().MAX_ARTIFACT_BYTES
     if len(content) > limit:
         return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
     scrubbed = secrets.artifact(content, media_type)
@@ -383,8 +383,8 @@ def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:
 
     return Progress(
         store,
-        min_interval=float(toolhub_setting("PROGRESS_MIN_INTERVAL_SECONDS")),
-        keep=int(toolhub_setting("PROGRESS_KEEP")),
+        min_interval=toolhub_settings().PROGRESS_MIN_INTERVAL_SECONDS,
+        keep=toolhub_settings().PROGRESS_KEEP,
         redact=secrets.text,
     )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
 from toolhub.tools.context_types import ContextObjectUnavailable
 from toolhub.tools.presets import PresetUnavailable
@@ -31,7 +31,7 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
     ``available`` are the tools the caller may see (``pipeline.visible_tool_names``), never the whole
     catalogue: a suggestion must not reveal a tool the run may not use.
     """
-    handler_path = toolhub_setting("UNKNOWN_TOOL_HANDLER")
+    handler_path = toolhub_settings().UNKNOWN_TOOL_HANDLER
     if handler_path:
         return str(import_string(handler_path)(name, sorted(available)))
     return default_unknown_tool_message(name, available)
@@ -40,7 +40,7 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
 def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:
     """``Unknown tool 'x'. Did you mean: y, z?``, or the available tools when none is close."""
     names = sorted(available)
-    close = difflib.get_close_matches(name, names, n=int(toolhub_setting("UNKNOWN_TOOL_SUGGESTIONS")), cutoff=0.5)
+    close = difflib.get_close_matches(name, names, n=toolhub_settings().UNKNOWN_TOOL_SUGGESTIONS, cutoff=0.5)
     shown = name if len(name) <= 80 else name[:77] + "..."
     message = f"Unknown tool {shown!r}."
     if close:
@@ -66,7 +66,7 @@ def invalid_arguments_message(tool_name: str, exc: ValidationError) -> str:
         }
         for error in exc.errors(include_url=False, include_input=False)
     ]
-    handler_path = toolhub_setting("ARGUMENT_ERROR_HANDLER")
+    handler_path = toolhub_settings().ARGUMENT_ERROR_HANDLER
     if handler_path:
         return str(import_string(handler_path)(tool_name, errors))
     return default_invalid_arguments_message(tool_name, errors)
@@ -98,7 +98,7 @@ def default_error_handler(exc: BaseException) -> str:
 
 def execution_error(exc: BaseException) -> str:
     """The model-facing message for an execution error, through the configured handler."""
-    handler_path = toolhub_setting("ERROR_HANDLER")
+    handler_path = toolhub_settings().ERROR_HANDLER
     handler = import_string(handler_path) if handler_path else default_error_handler
     return handler(exc)
 

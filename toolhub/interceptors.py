@@ -21,7 +21,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.feedback import exception_detail
 
 __all__ = [
@@ -93,7 +93,7 @@ _cache: dict[str, list[Interceptor]] = {}
 
 def configured_interceptors() -> list[Interceptor]:
     """The interceptors of ``TOOLHUB["INTERCEPTORS"]``, built once per configuration."""
-    entries = toolhub_setting("INTERCEPTORS") or []
+    entries = toolhub_settings().INTERCEPTORS or []
     key = json.dumps(entries, sort_keys=True, default=str)
     built = _cache.get(key)
     if built is None:

@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.authorization import authorize_tools
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.direct import (
     WAITING_STATUSES,
     DirectCallError,
@@ -358,7 +358,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
         raise outcome
     call = outcome
     if call.status in (CallStatus.QUEUED, CallStatus.RUNNING):
-        await follower.until_settled(float(toolhub_setting("MCP_CALL_WAIT_SECONDS")))
+        await follower.until_settled(toolhub_settings().MCP_CALL_WAIT_SECONDS)
         call = await _in_thread(ToolCall.objects.get)(pk=call.pk)
     return await _in_thread(_result)(call)
 

@@ -25,7 +25,7 @@ from toolhub.authorization import (
     tool_definitions,
 )
 from toolhub.calls import call_insert, call_transition, notify_settled
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
@@ -52,6 +52,7 @@ __all__ = [
     "tool_call_require_reapproval",
     "tool_call_submit_result",
     "ExternalResultError",
+    "ResultNotAwaitedError",
     "approval_hash",
     "dispatch_call",
     "call_lease",
@@ -219,7 +220,7 @@ EAGER_WORKER = "eager"
 
 def call_lease(tool: Tool | None) -> timedelta:
     """How long a claim holds before the reconciler may take the call back: the tool's timeout plus a margin."""
-    return timedelta(seconds=float(toolhub_setting("CALL_LEASE_SECONDS")) + (tool.effective_timeout if tool else 0.0))
+    return timedelta(seconds=toolhub_settings().CALL_LEASE_SECONDS + (tool.effective_timeout if tool else 0.0))
 
 
 def _runs_in_this_process() -> bool:
@@ -273,6 +274,12 @@ class ExternalResultError(ToolhubError):
     """An external tool's result was refused (the call does not await one, or the result cannot be stored)."""
 
 
+class ResultNotAwaitedError(ExternalResultError):
+    """The call does not await a result (any more): a second submission, or a call that never waited; 409."""
+
+    status_code = 409
+
+
 def tool_call_submit_result(
     *, call_id: uuid.UUID, actor: str, result: Any = None, error: str | None = None
 ) -> ToolCall:
@@ -286,13 +293,13 @@ def tool_call_submit_result(
         if call is None:
             raise ExternalResultError("There is no such call.")
         if call.status != CallStatus.AWAITING_RESULT:
-            raise ExternalResultError(
+            raise ResultNotAwaitedError(
                 f"This call is {call.status}; only a call that awaits its result "
                 "(an external tool's, or one whose tool suspended itself) accepts one."
             )
         now = timezone.now()
         if error is not None:
-            message = storable_text(str(error))[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+            message = storable_text(str(error))[: toolhub_settings().MAX_STRING_LENGTH]
             if not message.strip():
                 raise ExternalResultError("An error needs a message for the model.")
             call_transition(
@@ -309,7 +316,7 @@ def tool_call_submit_result(
         if problem:
             raise ExternalResultError(f"The result cannot be stored: {problem}.")
         encoded = canonical_json(result).encode("utf-8")
-        limit = int(toolhub_setting("MAX_EXTERNAL_RESULT_BYTES"))
+        limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
         if len(encoded) > limit:
             raise ExternalResultError(f"The result is larger than {limit} bytes.")
         call_transition(
@@ -464,7 +471,7 @@ def _intercepted_arguments(
             failed=True,
         ) from None
     if outcome.refusal:
-        message = storable_text(outcome.refusal)[: int(toolhub_setting("MAX_STRING_LENGTH"))]
+        message = storable_text(outcome.refusal)[: toolhub_settings().MAX_STRING_LENGTH]
         name = outcome.refused_by
         raise _Refusal(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
     events = [

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_filters",
     "toolhub.apps.ToolhubConfig",
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
@@ -170,6 +171,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",
+    # Lists name a django-filter FilterSet (filterset_class); it narrows the tenant-scoped queryset.
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # toolhub's errors answer the status their class declares (toolhub.exceptions), in every view.
+    "EXCEPTION_HANDLER": "toolhub.api.exceptions.toolhub_exception_handler",
     "PAGE_SIZE": 50,
     # JSON nested too deep, or carrying text no column can store, is refused with a 400 before any view runs.
     "DEFAULT_PARSER_CLASSES": [
@@ -240,7 +245,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# toolhub's own tunables; read them through toolhub.conf.toolhub_setting, which documents defaults.
+# toolhub's own tunables; toolhub.conf.ToolhubSettings declares them (types, defaults) and validates them.
 TOOLHUB: dict = {}
 
 LOGGING = {

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.calls import call_transition
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import dispatch_call
 from toolhub.tools.registry import registry
@@ -21,7 +21,7 @@ __all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_ex
 
 def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
     """Dispatch again every ``queued`` call that has waited longer than its message should take."""
-    seconds = older_than_seconds if older_than_seconds is not None else toolhub_setting("REDISPATCH_AFTER_SECONDS")
+    seconds = older_than_seconds if older_than_seconds is not None else toolhub_settings().REDISPATCH_AFTER_SECONDS
     cutoff = timezone.now() - timedelta(seconds=float(seconds))
     stale = list(ToolCall.objects.filter(status=CallStatus.QUEUED, queued_at__lt=cutoff).only("id")[:500])
     for call in stale:
@@ -69,7 +69,7 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
 
 def calls_expire_awaiting_results() -> int:
     """Expire calls of external tools whose result did not arrive in time; the model is told."""
-    seconds = float(toolhub_setting("EXTERNAL_RESULT_TIMEOUT_SECONDS"))
+    seconds = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS
     cutoff = timezone.now() - timedelta(seconds=seconds)
     expired = 0
     for call in ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, queued_at__lt=cutoff)[:500]:

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolhub.audit import canonical_json, chain_for, hash_columns
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 
 __all__ = ["SyntheticSpec", "generate_calls", "STATUS_WEIGHTS"]
@@ -132,7 +132,7 @@ def generate_calls(spec: SyntheticSpec, progress: Callable[[int], None] | None =
 
 def _lock_heads() -> dict[int, tuple[int, str]]:
     """Every chain's head, created when missing and locked until the batch commits."""
-    chains = int(toolhub_setting("AUDIT_CHAINS"))
+    chains = toolhub_settings().AUDIT_CHAINS
     existing = set(AuditChainHead.objects.values_list("chain", flat=True))
     AuditChainHead.objects.bulk_create(
         [AuditChainHead(chain=chain) for chain in range(chains) if chain not in existing], ignore_conflicts=True

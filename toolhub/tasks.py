@@ -6,7 +6,7 @@ import uuid
 from celery import Task, shared_task
 
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.execution import tool_call_execute
 from toolhub.signals import running_after_task
 from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
@@ -34,7 +34,7 @@ class _ToolCallTask(Task):
         size = len(registry)
         if self._limit_for_size is None or self._limit_for_size[0] != size:
             timeouts = [tool.effective_timeout for tool in registry.all()]
-            longest = max([float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS")), *timeouts])
+            longest = max([toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS, *timeouts])
             self._limit_for_size = (size, longest + TOOL_TASK_MARGIN_SECONDS)
         return self._limit_for_size[1]
 

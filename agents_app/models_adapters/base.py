@@ -2,9 +2,11 @@
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 
 if TYPE_CHECKING:
@@ -33,13 +35,21 @@ class ModelTurn:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: Receives the model's answer text so far while it streams (at a bounded rate; each call the whole text).
+PartialSink = Callable[[str], None]
+
+
 class ModelAdapter(Protocol):
     """Takes the conversation and the visible tools' definitions, returns the model's next turn.
 
-    Raises ``toolhub.exceptions.ModelError`` when the endpoint is unreachable or answers garbage.
+    With ``on_partial``, an adapter that streams hands it the answer's text so far as it arrives, from
+    the calling thread. Raises ``toolhub.exceptions.ModelError`` when the endpoint is unreachable,
+    answers garbage, or its stream breaks before the answer is complete.
     """
 
-    def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelTurn: ...
+    def complete(
+        self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_partial: PartialSink | None = None
+    ) -> ModelTurn: ...
 
 
 def adapter_for(agent: "Agent") -> ModelAdapter:
@@ -80,6 +90,8 @@ def adapter_for(agent: "Agent") -> ModelAdapter:
             tool_choice=agent.tool_choice,
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
+            stream=agent.stream,
+            flush_seconds=toolhub_settings().STREAM_FLUSH_SECONDS,
         )
     from agents_app.models_adapters.scripted import ScriptedAdapter
 

@@ -2,12 +2,15 @@
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import openai
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink
 from agents_app.models_adapters.notes import messages_for_model
+from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.exceptions import ModelError
 
 logger = logging.getLogger(__name__)
@@ -23,6 +26,10 @@ class OpenAIChatAdapter:
 
     Notes for the model are placed per ``note_placement`` (``notes.messages_for_model``); the agent's
     ``tool_choice``, ``temperature`` and ``max_tokens`` are sent when set, else the server decides.
+
+    With ``stream``, the answer is streamed (``stream=True``, usage asked for in the last chunk) and the
+    waiting thread hands the text so far to ``on_partial`` at most every ``flush_seconds``; a stream that
+    breaks before the model finished fails the turn (``StreamedTurn.turn``).
     """
 
     def __init__(
@@ -39,6 +46,8 @@ class OpenAIChatAdapter:
         tool_choice: str = "",
         temperature: float | None = None,
         max_tokens: int | None = None,
+        stream: bool = False,
+        flush_seconds: float = 0.5,
     ) -> None:
         self._provider_name = provider_name
         self._deadline = deadline
@@ -52,8 +61,12 @@ class OpenAIChatAdapter:
         self._tool_choice = tool_choice
         self._temperature = temperature
         self._max_tokens = max_tokens
+        self._stream = stream
+        self._flush_seconds = flush_seconds
 
-    def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelTurn:
+    def complete(
+        self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_partial: PartialSink | None = None
+    ) -> ModelTurn:
         options: dict[str, Any] = {"model": self._model, "messages": messages_for_model(messages, self._note_placement)}
         if tools:
             options["tools"] = tools
@@ -66,7 +79,14 @@ class OpenAIChatAdapter:
             options["temperature"] = self._temperature
         if self._max_tokens is not None:
             options["max_tokens"] = self._max_tokens
-        response = self._create_within_deadline(options)
+        if self._stream:
+            streamed = StreamedTurn()
+            options.update(stream=True, stream_options={"include_usage": True})
+            self._within_deadline(
+                lambda: _consume(self._client.chat.completions.create(**options), streamed), streamed, on_partial
+            )
+            return streamed.turn()
+        response = self._within_deadline(lambda: self._client.chat.completions.create(**options))
         return _turn_from(response)
 
     def _tool_choice_for(self, tools: list[dict[str, Any]]) -> Any:
@@ -78,25 +98,37 @@ class OpenAIChatAdapter:
         logger.warning("tool_choice %s is not among the tools this run may call now; not sent", self._tool_choice)
         return None
 
-    def _create_within_deadline(self, options: dict[str, Any]) -> Any:
+    def _within_deadline(
+        self,
+        request: Callable[[], Any],
+        streamed: StreamedTurn | None = None,
+        on_partial: PartialSink | None = None,
+    ) -> Any:
+        """Run ``request`` on a helper thread; give up at the deadline; meanwhile pass on a stream's text."""
         outcome: dict[str, Any] = {}
         done = threading.Event()
 
         def call() -> None:
             try:
-                outcome["response"] = self._client.chat.completions.create(**options)
+                outcome["response"] = request()
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 outcome["error"] = exc
             finally:
                 done.set()
 
         threading.Thread(target=call, name=f"model-call-{self._provider_name}", daemon=True).start()
-        if not done.wait(self._deadline):
-            self._client.close()
-            raise ModelError(
-                f"Model provider {self._provider_name!r} did not answer within its deadline of {self._deadline:g} s; "
-                "retry the run later."
-            )
+        give_up = time.monotonic() + self._deadline
+        shown = ""
+        while not done.wait(max(0.0, min(self._flush_seconds, give_up - time.monotonic()))):
+            if time.monotonic() >= give_up:
+                self._client.close()
+                raise ModelError(
+                    f"Model provider {self._provider_name!r} did not answer within its deadline of "
+                    f"{self._deadline:g} s; retry the run later."
+                )
+            if streamed is not None and on_partial is not None and (text := streamed.text()) != shown:
+                on_partial(text)
+                shown = text
         error = outcome.get("error")
         if error is None:
             return outcome["response"]
@@ -109,6 +141,18 @@ class OpenAIChatAdapter:
                 f"Model endpoint answered something that is not a chat completion ({error.__class__.__name__})"
             ) from error
         raise error
+
+
+def _consume(stream: Any, streamed: StreamedTurn) -> None:
+    """Read the SDK's stream to its end into ``streamed``."""
+    try:
+        with stream:
+            for chunk in stream:
+                streamed.add(chunk)
+    except openai.APIError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the transport's errors reach the reader unwrapped; a bad event too
+        raise ModelError(f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run.") from exc
 
 
 def _turn_from(response: Any) -> ModelTurn:

@@ -7,7 +7,7 @@ Each turn is ``{"content": "...", "tool_calls": [{"name": ..., "arguments": {...
 import json
 from typing import Any
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink
 from toolhub.exceptions import ModelError
 
 
@@ -19,7 +19,9 @@ class ScriptedAdapter:
             raise ModelError("The scripted model's script must be a JSON list of turns.")
         self._script = script
 
-    def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelTurn:
+    def complete(
+        self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_partial: PartialSink | None = None
+    ) -> ModelTurn:
         index = sum(1 for message in messages if message.get("role") == "assistant")
         if index >= len(self._script):
             raise ModelError(f"The scripted model has no turn {index + 1} (the script has {len(self._script)}).")
@@ -37,6 +39,8 @@ class ScriptedAdapter:
             calls.append(
                 ModelToolCall(id=f"call_{index + 1}_{position + 1}", name=str(raw.get("name", "")), arguments=text)
             )
+        if on_partial is not None and content:
+            on_partial(content)  # a script "streams" its whole text at once
         words = sum(len(str(m.get("content") or "").split()) for m in messages)
         return ModelTurn(
             content=content,

@@ -57,10 +57,10 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
         def __init__(self, agent: Agent) -> None:
             self.inner = ScriptedAdapter(script=agent.script)
 
-        def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **options: Any) -> Any:
             system = messages[0]["content"] if messages and messages[0].get("role") == "system" else ""
             recorder.turns.append({"tools": tools, "system": system, "messages": messages})
-            return self.inner.complete(messages=messages, tools=tools)
+            return self.inner.complete(messages=messages, tools=tools, **options)
 
     monkeypatch.setattr("agents_app.loop.adapter_for", Recording)
     return recorder

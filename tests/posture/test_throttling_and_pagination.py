@@ -139,7 +139,7 @@ def test_a_page_is_bounded_however_large_the_request(operator_client: APIClient)
 
 
 def test_the_provider_exports_stay_whole(alice_client: APIClient) -> None:
-    exported = alice_client.get("/api/v1/tools/?format=openai&page_size=1")
+    exported = alice_client.get("/api/v1/tools/export/openai/?page_size=1")
 
     assert exported.status_code == 200
     assert isinstance(exported.json(), list)

@@ -272,7 +272,7 @@ def test_the_api_exports_each_profile(profile: str, settings: Any) -> None:
     client = APIClient()
     client.force_authenticate(User.objects.create_user("ada"))
     with registry.temporarily(book_stay):
-        response = client.get(f"/api/v1/tools/?format={profile}")
+        response = client.get(f"/api/v1/tools/export/{profile}/")
 
     assert response.status_code == 200, response.content
     definitions = response.json()

@@ -22,7 +22,7 @@ def _deny_by_default(settings: Any) -> None:
 
 
 def exported(user: User, tenant: str) -> Any:
-    return client_for(user).get(f"/api/v1/tools/?format=openai&tenant={tenant}")
+    return client_for(user).get(f"/api/v1/tools/export/openai/?tenant={tenant}")
 
 
 def test_a_cross_tenant_holder_lists_the_tools_of_a_tenant_they_are_not_in(tenant: Tenant) -> None:

@@ -121,13 +121,13 @@ def test_mcp_export_advertises_a_typed_output() -> None:
 
 def test_api_exports_the_tools_the_user_may_call(alice_client: APIClient, settings: Any) -> None:
     with registry.temporarily(ship):
-        openai = alice_client.get("/api/v1/tools/?format=openai")
-        anthropic = alice_client.get("/api/v1/tools/?format=anthropic")
-        mcp = alice_client.get("/api/v1/tools/?format=mcp")
+        openai = alice_client.get("/api/v1/tools/export/openai/")
+        anthropic = alice_client.get("/api/v1/tools/export/anthropic/")
+        mcp = alice_client.get("/api/v1/tools/export/mcp/")
         catalogue = alice_client.get("/api/v1/tools/")
-        unknown = alice_client.get("/api/v1/tools/?format=llama")
+        unknown = alice_client.get("/api/v1/tools/export/llama/")
         settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
-        denied = alice_client.get("/api/v1/tools/?format=openai")
+        denied = alice_client.get("/api/v1/tools/export/openai/")
 
     assert openai.status_code == 200, openai.content
     shipped = next(d for d in openai.json() if d["function"]["name"] == "ship")
@@ -135,12 +135,12 @@ def test_api_exports_the_tools_the_user_may_call(alice_client: APIClient, settin
     assert any(d["name"] == "ship" and "input_schema" in d for d in anthropic.json())
     assert any(d["name"] == "ship" for d in mcp.json()["tools"])
     assert isinstance(catalogue.json()["results"], list)  # the JSON catalogue is paginated, the exports are not
-    assert unknown.status_code == 400 and "Unknown format" in unknown.json()["format"]
+    assert unknown.status_code == 404 and "Unknown provider 'llama'" in unknown.json()["detail"]
     assert denied.json() == []  # without a grant a user may call nothing
 
 
 def test_api_export_refuses_a_tenant_the_user_is_not_in(alice_client: APIClient) -> None:
-    response = alice_client.get("/api/v1/tools/?format=mcp&tenant=globex")
+    response = alice_client.get("/api/v1/tools/export/mcp/?tenant=globex")
 
     assert response.status_code == 400
 

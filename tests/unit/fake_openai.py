@@ -20,6 +20,10 @@ class Reply:
     delay: float = 0.0
     #: Seconds between two bytes of the body (an endpoint that drips its answer; 0: all at once).
     drip: float = 0.0
+    #: A streamed answer: these pieces, each flushed, ``chunk_delay`` seconds apart; the body is ignored
+    #: and the connection closes after the last piece.
+    chunks: list[bytes] | None = None
+    chunk_delay: float = 0.0
 
 
 def completion(
@@ -41,6 +45,49 @@ def completion(
         "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done},
     }
     return Reply(200, json.dumps(body).encode())
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage:
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def streamed(
+    *,
+    content: list[str] = (),  # type: ignore[assignment]
+    tool_calls: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    finish: bool = True,
+    chunk_delay: float = 0.0,
+    prompt: int = 11,
+    done: int = 7,
+) -> Reply:
+    """A streamed chat completion (SSE) as OpenAI sends it: text pieces, then tool-call deltas.
+
+    ``tool_calls`` items are ``{"index", "id"?, "name"?, "arguments"}`` deltas, sent in order. Without
+    ``finish`` the stream stops after the deltas: no finish reason, no usage, no ``[DONE]``.
+    """
+    pieces = [_chunk({"role": "assistant", "content": ""})]
+    pieces += [_chunk({"content": text}) for text in content]
+    for call in tool_calls:
+        delta: dict[str, Any] = {"index": call["index"], "function": {"arguments": call.get("arguments", "")}}
+        if "id" in call:
+            delta["id"], delta["type"] = call["id"], "function"
+        if "name" in call:
+            delta["function"]["name"] = call["name"]
+        pieces.append(_chunk({"tool_calls": [delta]}))
+    if finish:
+        pieces.append(_chunk({}, finish="tool_calls" if tool_calls else "stop"))
+        usage = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        pieces += [_chunk({}, usage=usage), b"data: [DONE]\n\n"]
+    return Reply(200, b"", content_type="text/event-stream", chunks=pieces, chunk_delay=chunk_delay)
 
 
 @dataclass
@@ -79,6 +126,9 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
             )
             reply = model.replies.popleft() if model.replies else model.fallback
             time.sleep(reply.delay)
+            if reply.chunks is not None:
+                self._stream(reply)
+                return
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
@@ -92,6 +142,19 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
                     time.sleep(reply.drip)
             except (BrokenPipeError, ConnectionResetError):
                 model.abandoned += 1  # the client gave up on this answer
+
+        def _stream(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()  # no length: the answer ends when the connection closes (HTTP/1.0)
+            try:
+                for piece in reply.chunks or ():
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    time.sleep(reply.chunk_delay)
+            except (BrokenPipeError, ConnectionResetError):
+                model.abandoned += 1
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
             pass

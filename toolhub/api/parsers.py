@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.storable import json_storage_problem
 
 __all__ = ["JSONBodyCheckMiddleware", "StorableJSONParser", "json_nesting_depth"]
@@ -52,7 +52,7 @@ class StorableJSONParser(JSONParser):
             text = raw.decode(encoding)
         except (UnicodeDecodeError, LookupError) as exc:
             raise ParseError(f"JSON parse error - the body is not valid {encoding} text: {exc}") from None
-        limit = toolhub_setting("MAX_REQUEST_NESTING")
+        limit = toolhub_settings().MAX_REQUEST_NESTING
         depth = json_nesting_depth(text)
         if depth > limit:
             raise ParseError(

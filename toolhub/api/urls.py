@@ -7,6 +7,7 @@ from toolhub.sagas import api as sagas
 
 urlpatterns = [
     path("tools/", views.ToolListView.as_view(), name="tool-list"),
+    path("tools/export/<str:provider>/", views.ToolExportView.as_view(), name="tool-export"),
     path("calls/", governed.CallCollectionView.as_view(), name="call-list"),
     path("calls/<uuid:pk>/", governed.CallWaitDetailView.as_view(), name="call-detail"),
     path("calls/<uuid:pk>/result/", views.CallResultView.as_view(), name="call-result"),

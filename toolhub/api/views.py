@@ -6,14 +6,16 @@ from typing import Any
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework import generics
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from toolhub.api.filters import CallFilter, ToolFilter
 from toolhub.api.pagination import ByNameCursorPagination
 from toolhub.api.serializers import (
     CallResultInputSerializer,
@@ -23,10 +25,9 @@ from toolhub.api.serializers import (
 )
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
-from toolhub.pipeline import ExternalResultError, tool_call_submit_result
+from toolhub.pipeline import ResultNotAwaitedError, tool_call_submit_result
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
-    tool_call_list,
     tool_calls_taking_results_from,
     tool_calls_visible_to,
 )
@@ -72,16 +73,15 @@ class ToolListView(generics.ListAPIView):
 
     Holders of ``toolhub.view_tooldefinition`` (the roles) list the whole catalogue; anyone else only
     the tools they may call (``?tenant=`` for a member of several tenants). The JSON list is
-    paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500).
-    ``?format=openai|openai-strict|anthropic|gemini|compact|mcp`` returns instead the tools you may
-    call, whole and unpaginated, as that provider's tool definitions with their schemas in its
-    profile (OpenAI function tools, with ``strict`` where declared or, for ``openai-strict``, safe;
-    Anthropic tools; Gemini function declarations; ``compact`` OpenAI function tools for llama.cpp,
-    vLLM and Ollama; an MCP ``tools/list`` result): a model needs its complete tool list in one piece.
+    paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500) and filtered by
+    ``ToolFilter``. The provider exports are ``GET /api/v1/tools/export/<provider>/``
+    (``ToolExportView``); ``?format=<provider>`` here still answers them, deprecated (a
+    ``Deprecation`` header and a ``Link`` to the new address), and goes in the next release.
     """
 
     serializer_class = ToolDefinitionSerializer
     pagination_class = ByNameCursorPagination
+    filterset_class = ToolFilter
     renderer_classes = [
         JSONRenderer,
         BrowsableAPIRenderer,
@@ -96,20 +96,27 @@ class ToolListView(generics.ListAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "format", str, enum=["json", *EXPORT_FORMATS], description="Export the tools in a provider's shape."
+                "format",
+                str,
+                enum=["json", *EXPORT_FORMATS],
+                description="Deprecated: use /api/v1/tools/export/{provider}/.",
+                deprecated=True,
             ),
-            OpenApiParameter("tenant", str, description="The tenant to list or export for (a member's own)."),
+            OpenApiParameter("tenant", str, description="The tenant to list for (a member's own)."),
         ]
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         export_format = getattr(request.accepted_renderer, "format", "json")
         if export_format in EXPORT_FORMATS:
-            return Response(tool_definitions(_tools_for(request), export_format))
+            response = Response(tool_definitions(_tools_for(request), export_format))
+            response["Deprecation"] = "true"
+            response["Link"] = f'</api/v1/tools/export/{export_format}/>; rel="successor-version"'
+            return response
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         definitions = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
-        if self.request.user.has_perm(CATALOGUE_PERMISSION):
+        if getattr(self, "swagger_fake_view", False) or self.request.user.has_perm(CATALOGUE_PERMISSION):
             return definitions
         return definitions.filter(name__in=[tool.name for tool in _tools_for(self.request)])
 
@@ -118,6 +125,28 @@ class ToolListView(generics.ListAPIView):
         if not force and requested and requested not in {r.format for r in self.get_renderers()}:
             raise ValidationError({"format": f"Unknown format; use one of json, {', '.join(EXPORT_FORMATS)}."})
         return super().perform_content_negotiation(request, force)
+
+
+class ToolExportView(APIView):
+    """The tools you may call, whole and unpaginated, as one provider's tool definitions (a model needs all at once).
+
+    ``openai`` (function tools, ``strict`` where declared), ``openai-strict`` (strict wherever it is
+    safe), ``anthropic``, ``gemini`` (function declarations), ``compact`` (OpenAI function tools for
+    llama.cpp, vLLM and Ollama grammar compilers) and ``mcp`` (a ``tools/list`` result). Operators'
+    switches and grants apply; ``?tenant=`` for a member of several tenants. An unknown provider is a 404.
+    """
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("provider", str, OpenApiParameter.PATH, enum=list(EXPORT_FORMATS)),
+            OpenApiParameter("tenant", str, description="The tenant to export for (a member's own)."),
+        ],
+        responses={200: OpenApiTypes.ANY},
+    )
+    def get(self, request: Request, provider: str) -> Response:
+        if provider not in EXPORT_FORMATS:
+            raise NotFound(f"Unknown provider {provider[:50]!r}; use one of {', '.join(EXPORT_FORMATS)}.")
+        return Response(tool_definitions(_tools_for(request), provider))
 
 
 def _tools_for(request: Request) -> list[Any]:
@@ -142,33 +171,13 @@ def _with_artifacts(calls: Any) -> Any:
 
 
 class CallListView(generics.ListAPIView):
-    """Governed calls, newest first; filter by run, tool and status."""
+    """Governed calls you may see, newest first; filter by run, tool and status (``CallFilter``)."""
 
     serializer_class = ToolCallSerializer
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("run", str, description="A run id."),
-            OpenApiParameter("tool", str, description="A tool name."),
-            OpenApiParameter("status", str, enum=CallStatus.values),
-        ]
-    )
-    def get(self, request, *args, **kwargs):  # type: ignore[no-untyped-def]
-        return super().get(request, *args, **kwargs)
+    filterset_class = CallFilter
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
-        params = self.request.query_params
-        status = params.get("status")
-        if status and status not in CallStatus.values:
-            raise ValidationError({"status": f"Unknown status; use one of {', '.join(CallStatus.values)}."})
-        run = params.get("run")
-        if run:
-            try:
-                uuid.UUID(run)
-            except ValueError:
-                raise ValidationError({"run": "Not a run id."}) from None
-        calls = tool_call_list(run=run, tool=params.get("tool"), status=status, visible_to=self.request.user)
-        return _with_artifacts(calls)
+        return _with_artifacts(tool_calls_visible_to(self.request.user))
 
 
 class CallDetailView(generics.RetrieveAPIView):
@@ -194,31 +203,25 @@ class CallResultView(APIView):
         call = get_object_or_404(tool_calls_taking_results_from(request.user), pk=pk)
         if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
-        if call.status != CallStatus.AWAITING_RESULT:
-            return _conflict(call)
+        if (
+            call.status != CallStatus.AWAITING_RESULT
+        ):  # before reading the body: a late submission is a 409 whatever it holds
+            raise ResultNotAwaitedError(_not_awaited(call))
         payload = CallResultInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
-        try:
-            call = tool_call_submit_result(
-                call_id=call.id,
-                actor=f"external:{request.user.get_username()}",
-                result=data.get("result"),
-                error=data.get("error"),
-            )
-        except ExternalResultError as exc:
-            current = ToolCall.objects.get(pk=pk)
-            if current.status != CallStatus.AWAITING_RESULT:
-                return _conflict(current)
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        # A result that cannot be stored answers 400; a call settled meanwhile 409 (toolhub_exception_handler).
+        call = tool_call_submit_result(
+            call_id=call.id,
+            actor=f"external:{request.user.get_username()}",
+            result=data.get("result"),
+            error=data.get("error"),
+        )
         return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
 
 
-def _conflict(call: ToolCall) -> Response:
-    return Response(
-        {"detail": f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."},
-        status=status.HTTP_409_CONFLICT,
-    )
+def _not_awaited(call: ToolCall) -> str:
+    return f"This call is {call.status}; only a call of an external tool that awaits its result accepts one."
 
 
 class CallArtifactView(APIView):

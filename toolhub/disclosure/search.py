@@ -3,7 +3,7 @@
 from collections.abc import Iterable
 
 from toolhub.authorization import CallPrincipal, authorize_tools
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.governance import governance_cached, governance_scope
 from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
@@ -50,7 +50,7 @@ def principal_index(principal: CallPrincipal) -> SearchIndex:
     """
     with governance_scope():
         names = searchable_names(principal)
-        provider_name = str(toolhub_setting("TOOL_SEARCH_PROVIDER"))
+        provider_name = str(toolhub_settings().TOOL_SEARCH_PROVIDER)
         key = (
             "disclosure.search",
             provider_name,

@@ -18,10 +18,11 @@ from django.utils import timezone
 from toolhub.audit import audit_append
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import InvalidTransitionError, ToolhubError
 from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, dispatch_call, tool_call_request
-from toolhub.sagas.conf import retry_delay_seconds, saga_setting
+from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.mapping import MappingError, compensation_arguments
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,
@@ -84,6 +85,8 @@ COMPENSATION_TRANSITIONS = TransitionTable(
 
 class NothingToCompensateError(ToolhubError):
     """A rollback was asked for, but no completed step of the saga can be compensated."""
+
+    status_code = 409
 
 
 class SagaKeyTakenError(ToolhubError):
@@ -400,7 +403,7 @@ def compensation_retry(*, compensation: Compensation, actor: str) -> Compensatio
             actor=actor,
             event="compensation.retry_requested",
             data={"previous_status": current.status},
-            max_attempts=used + int(saga_setting("SAGA_MAX_ATTEMPTS")),
+            max_attempts=used + toolhub_settings().SAGA_MAX_ATTEMPTS,
             next_attempt_at=None,
             finished_at=None,
         )
@@ -504,7 +507,7 @@ def _record(saga: Saga, call: ToolCall, *, actor: str, status: CompensationStatu
         arguments=arguments,
         mapping_error=error,
         status=status,
-        max_attempts=int(saga_setting("SAGA_MAX_ATTEMPTS")),
+        max_attempts=toolhub_settings().SAGA_MAX_ATTEMPTS,
     )
     _audit_compensation(
         saga,

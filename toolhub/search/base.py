@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from django.utils.module_loading import import_string
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 
 if TYPE_CHECKING:
     from toolhub.tools.definition import Tool
@@ -70,7 +70,7 @@ def document_from_tool(tool: "Tool") -> SearchDocument:
 
 def get_provider(name: str | None = None) -> SearchProvider:
     """The provider called ``name`` (default: ``TOOLHUB["TOOL_SEARCH_PROVIDER"]``)."""
-    chosen = name or toolhub_setting("TOOL_SEARCH_PROVIDER")
+    chosen = name or toolhub_settings().TOOL_SEARCH_PROVIDER
     path = PROVIDERS.get(chosen, chosen)
     if "." not in path:
         known = ", ".join(sorted(PROVIDERS)) or "none registered"

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from django.db import connections, transaction
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.search.base import SearchDocument
 from toolhub.search.text import plain_words
@@ -91,7 +91,7 @@ class PostgresProvider:
                 f"{connections[using].vendor}. Choose the lexical provider (TOOL_SEARCH_PROVIDER) instead."
             )
         self._using = using
-        self._config = config or toolhub_setting("TOOL_SEARCH_POSTGRES_CONFIG")
+        self._config = config or toolhub_settings().TOOL_SEARCH_POSTGRES_CONFIG
 
     def build(self, documents: Iterable[SearchDocument]) -> PostgresIndex:
         """Store the catalogue's rows unless the same catalogue is stored already; mark it as used."""

@@ -251,9 +251,9 @@ class Tool:
         """The time limit of one call: the tool's own, else ``TOOLHUB['DEFAULT_TOOL_TIMEOUT_SECONDS']``."""
         if self.timeout:
             return float(self.timeout)
-        from toolhub.conf import toolhub_setting
+        from toolhub.conf import toolhub_settings
 
-        return float(toolhub_setting("DEFAULT_TOOL_TIMEOUT_SECONDS"))
+        return toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS
 
     @cached_property
     def input_model(self) -> type[BaseModel]:

@@ -95,9 +95,9 @@ def descriptions_required() -> bool:
 
     if not settings.configured:
         return False
-    from toolhub.conf import toolhub_setting
+    from toolhub.conf import toolhub_settings
 
-    return bool(toolhub_setting("REQUIRE_PARAMETER_DESCRIPTIONS"))
+    return bool(toolhub_settings().REQUIRE_PARAMETER_DESCRIPTIONS)
 
 
 _output_adapters: dict[Any, TypeAdapter[Any]] = {}

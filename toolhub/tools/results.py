@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 
 __all__ = ["ToolResult", "to_json_value", "result_text_for_model", "artifact_content"]
 
@@ -59,7 +59,7 @@ def result_text_for_model(value: Any) -> str:
     which a model may take for a failure; the stored result stays ``None``.
     """
     if value is None:
-        return str(toolhub_setting("NONE_RESULT_TEXT"))
+        return toolhub_settings().NONE_RESULT_TEXT
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True)

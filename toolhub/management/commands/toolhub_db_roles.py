@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from toolhub.conf import toolhub_setting
+from toolhub.conf import toolhub_settings
 from toolhub.dbroles import APPEND_ONLY_PRIVILEGES, DatabaseRoleError, db_app_role_ensure
 
 
@@ -25,8 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--database", default="default", help="Database alias (default: 'default').")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        role = options["role"] or toolhub_setting("DB_APP_ROLE")
-        password_env = options["password_env"] or toolhub_setting("DB_APP_PASSWORD_ENV")
+        role = options["role"] or toolhub_settings().DB_APP_ROLE
+        password_env = options["password_env"] or toolhub_settings().DB_APP_PASSWORD_ENV
         try:
             report = db_app_role_ensure(
                 role=role, password=os.environ.get(password_env) or None, using=options["database"]

@@ -1,0 +1,94 @@
+"""Assembling a streamed chat completion: text and tool-call deltas in, one ``ModelTurn`` out.
+
+Fed chunk by chunk on the thread that reads the stream while another thread reads the text so far,
+hence the lock. A stream that ends without a ``finish_reason`` broke mid-answer: ``turn()`` refuses
+it, so no half-assembled tool call is ever recorded, let alone executed.
+"""
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn
+from toolhub.exceptions import ModelError
+
+__all__ = ["StreamedTurn"]
+
+
+@dataclass
+class _CallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class StreamedTurn:
+    """The turn a stream of ``ChatCompletionChunk``s describes, built as the chunks arrive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._text: list[str] = []
+        self._calls: dict[int, _CallParts] = {}
+        self._finish_reason: str | None = None
+        self._prompt_tokens = 0
+        self._completion_tokens = 0
+
+    def add(self, chunk: Any) -> None:
+        """Take one chunk: content appended, tool-call deltas merged by their index, usage and finish noted."""
+        with self._lock:
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                self._prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+                self._completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+            for choice in getattr(chunk, "choices", None) or ():
+                if getattr(choice, "index", 0) not in (0, None):
+                    continue  # one answer is asked for; others are ignored
+                delta = getattr(choice, "delta", None)
+                if delta is not None:
+                    if delta.content:
+                        self._text.append(delta.content)
+                    for call in delta.tool_calls or ():
+                        self._add_call_delta(call)
+                if choice.finish_reason:
+                    self._finish_reason = choice.finish_reason
+
+    def _add_call_delta(self, delta: Any) -> None:
+        index = delta.index
+        if index is None:  # some servers leave it out: a new id starts a new call, else the latest goes on
+            known = next((i for i, parts in self._calls.items() if delta.id and parts.id == delta.id), None)
+            index = (
+                known if known is not None else (len(self._calls) if delta.id or not self._calls else max(self._calls))
+            )
+        parts = self._calls.setdefault(int(index), _CallParts())
+        if delta.id and not parts.id:
+            parts.id = delta.id
+        function = getattr(delta, "function", None)
+        if function is not None:
+            if function.name and not parts.name:
+                parts.name = function.name  # sent once; some servers repeat it in every delta
+            if function.arguments:
+                parts.arguments.append(function.arguments)
+
+    def text(self) -> str:
+        """The answer's text so far."""
+        with self._lock:
+            return "".join(self._text)
+
+    def turn(self) -> ModelTurn:
+        """The complete turn; ``ModelError`` when the stream ended before the model finished its answer."""
+        with self._lock:
+            if self._finish_reason is None:
+                raise ModelError(
+                    "The model's streamed answer broke off before it was complete; nothing of it was used. "
+                    "Retry the run."
+                )
+            calls = tuple(
+                ModelToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
+                for index, parts in sorted(self._calls.items())
+            )
+            return ModelTurn(
+                content="".join(self._text),
+                tool_calls=calls,
+                prompt_tokens=self._prompt_tokens,
+                completion_tokens=self._completion_tokens,
+            )
