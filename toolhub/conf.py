@@ -77,6 +77,19 @@ DEFAULTS: dict[str, Any] = {
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
     "INTERCEPTORS": [],
+    # Built-in tools (app toolhub.builtins): the directory holding one workspace per tenant (<root>/<tenant slug>/;
+    # empty: the file and shell tools refuse to run), the largest file they read or write, the most entries listed.
+    "WORKSPACE_ROOT": "",
+    "BUILTIN_FILE_MAX_BYTES": 1_000_000,
+    "BUILTIN_LIST_MAX_ENTRIES": 500,
+    # The shell tool's allow list: [{"command": "wc", "arguments": [r"-[lwc]", r"[\w.-]+"], "max_arguments": 5}];
+    # each argument must match one pattern whole. Anything else waits for an operator's approval.
+    "SHELL_COMMANDS": [],
+    # Seconds a command may run (its process group is then killed; at most 590, the tool's own limit is 600),
+    # bytes of stdout and of stderr kept (the rest is dropped, with a marker), and the PATH commands are found on.
+    "SHELL_TIMEOUT_SECONDS": 30,
+    "SHELL_OUTPUT_MAX_BYTES": 64_000,
+    "SHELL_PATH": "/usr/local/bin:/usr/bin:/bin",
 }
 
 
