@@ -9,3 +9,10 @@ class BuiltinsConfig(AppConfig):
     name = "toolhub.builtins"
     label = "toolhub_builtins"
     verbose_name = "toolhub built-in tools"
+
+    def ready(self) -> None:
+        from django.core.checks import register
+
+        from toolhub.builtins.checks import check_builtin_settings
+
+        register(check_builtin_settings, "toolhub")
