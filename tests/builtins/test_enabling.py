@@ -8,8 +8,11 @@ from django.contrib.auth.models import Group, User
 
 from tests.builtins.conftest import NAMES, CallBuiltin, refusal, tree
 from toolhub.builtins.checks import check_builtin_settings
+from toolhub.builtins.tools import BUILTIN_TOOLS
 from toolhub.models import CallStatus, Grant, Tenant, ToolDefinition, ToolGroup
 from toolhub.tools.definition import Risk
+from toolhub.tools.export import SCHEMA_PROFILES, profile_parameters
+from toolhub.tools.profiles import profile_problems
 from toolhub.tools.registry import ToolRegistry, autodiscover, registry
 
 
@@ -90,3 +93,10 @@ def test_the_checks_report_a_missing_root_and_a_broken_allow_list(settings: Any)
     ]
     assert "pattern '[' does not compile" in messages[1].msg
     assert "must be a bare name" in messages[2].msg
+
+
+@pytest.mark.parametrize("profile", SCHEMA_PROFILES)
+def test_every_built_in_tool_obeys_each_schema_profile(profile: str) -> None:
+    for fn in BUILTIN_TOOLS:
+        schema, strict = profile_parameters(fn.tool, profile)  # type: ignore[attr-defined]
+        assert profile_problems(schema, profile, strict=strict) == [], fn.__name__

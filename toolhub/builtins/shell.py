@@ -117,30 +117,30 @@ def run_command(argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Com
 def _collect(process: subprocess.Popen[bytes], *, timeout: float, cap: int) -> tuple[list[tuple[bytes, int]], bool]:
     """Read both pipes until they close: at most ``cap`` bytes kept of each, the rest counted and dropped."""
     assert process.stdout is not None and process.stderr is not None
-    kept = {process.stdout: bytearray(), process.stderr: bytearray()}
-    dropped = {process.stdout: 0, process.stderr: 0}
+    order = [process.stdout.fileno(), process.stderr.fileno()]
+    kept = {fd: bytearray() for fd in order}
+    dropped = dict.fromkeys(order, 0)
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
-        for stream in kept:
-            selector.register(stream, selectors.EVENT_READ)
+        for fd in order:
+            selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 return [], True
             for key, _ in selector.select(timeout=left):
                 chunk = os.read(key.fd, 65536)
-                stream = key.fileobj
                 if not chunk:
-                    selector.unregister(stream)
+                    selector.unregister(key.fd)
                     continue
-                room = cap - len(kept[stream])  # type: ignore[index]
-                kept[stream].extend(chunk[: max(room, 0)])  # type: ignore[index]
-                dropped[stream] += max(len(chunk) - max(room, 0), 0)  # type: ignore[index]
+                room = max(cap - len(kept[key.fd]), 0)
+                kept[key.fd].extend(chunk[:room])
+                dropped[key.fd] += max(len(chunk) - room, 0)
     try:
         process.wait(timeout=max(deadline - time.monotonic(), 0.01))
     except subprocess.TimeoutExpired:
         return [], True
-    return [(bytes(kept[s]), dropped[s]) for s in (process.stdout, process.stderr)], False
+    return [(bytes(kept[fd]), dropped[fd]) for fd in order], False
 
 
 def _capped_text(stream: tuple[bytes, int], cap: int) -> tuple[str, bool]:

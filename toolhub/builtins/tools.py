@@ -116,7 +116,7 @@ def shell_needs_approval(arguments: Mapping[str, Any], ctx: ToolContext) -> str 
     return f"{problem}: an operator must approve this command" if problem else None
 
 
-@tool(**{**BUILTIN, "needs_approval": shell_needs_approval, "timeout": 600})
+@tool(risk=Risk.HIGH, group="builtins", category="builtins", needs_approval=shell_needs_approval, timeout=600)
 def execute_shell_command(
     argv: Annotated[
         list[Annotated[str, Field(min_length=1)]],
@@ -146,7 +146,10 @@ def execute_shell_command(
 
 def _approved(ctx: ToolContext) -> bool:
     """Whether this call was approved by an operator (only a released approval leaves the binding set)."""
-    return bool(ctx.call_id) and ToolCall.objects.filter(id=ctx.call_id).exclude(approval_hash="").exists()
+    call_id = ctx.call_id
+    if not call_id:
+        return False
+    return ToolCall.objects.filter(id=call_id).exclude(approval_hash="").exists()
 
 
 BUILTIN_TOOLS = [view_text_file, list_directory, write_text_file, insert_text_file, execute_shell_command]
