@@ -85,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
     # The shell tool's allow list: [{"command": "wc", "arguments": [r"-[lwc]", r"[\w.-]+"], "max_arguments": 5}];
     # each argument must match one pattern whole. Anything else waits for an operator's approval.
     "SHELL_COMMANDS": [],
-    # Seconds a command may run (its process group is then killed; at most 590, the tool's own limit is 600),
+    # Seconds a command may run (its process group is then killed; at most 290, the tool's own limit is 300),
     # bytes of stdout and of stderr kept (the rest is dropped, with a marker), and the PATH commands are found on.
     "SHELL_TIMEOUT_SECONDS": 30,
     "SHELL_OUTPUT_MAX_BYTES": 64_000,

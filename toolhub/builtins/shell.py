@@ -90,7 +90,7 @@ def run_command(argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Com
     executable = shutil.which(argv[0], path=env["PATH"]) if "/" not in argv[0] else None
     if executable is None:
         raise ToolError(f"Command {argv[0][:100]!r} is not installed on this server's PATH.")
-    timeout = min(float(toolhub_setting("SHELL_TIMEOUT_SECONDS")), 590.0)
+    timeout = min(float(toolhub_setting("SHELL_TIMEOUT_SECONDS")), 290.0)
     cap = int(toolhub_setting("SHELL_OUTPUT_MAX_BYTES"))
     process = subprocess.Popen(  # noqa: S603 - argv, no shell; the allow list or an operator admitted it
         [executable, *argv[1:]],

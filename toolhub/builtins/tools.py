@@ -116,7 +116,7 @@ def shell_needs_approval(arguments: Mapping[str, Any], ctx: ToolContext) -> str 
     return f"{problem}: an operator must approve this command" if problem else None
 
 
-@tool(risk=Risk.HIGH, group="builtins", category="builtins", needs_approval=shell_needs_approval, timeout=600)
+@tool(risk=Risk.HIGH, group="builtins", category="builtins", needs_approval=shell_needs_approval, timeout=300)
 def execute_shell_command(
     argv: Annotated[
         list[Annotated[str, Field(min_length=1)]],
