@@ -147,7 +147,9 @@ def test_symlinks_are_never_followed(call_builtin: CallBuiltin, root: Path) -> N
     assert (root / "acme" / "link.txt").is_symlink()
 
 
-def test_special_binary_and_oversized_files_are_refused(call_builtin: CallBuiltin, root: Path, settings) -> None:
+def test_special_binary_hardlinked_and_oversized_files_are_refused(
+    call_builtin: CallBuiltin, root: Path, settings
+) -> None:
     settings.TOOLHUB = {**settings.TOOLHUB, "BUILTIN_FILE_MAX_BYTES": 100}
     call_builtin("list_directory", {})
     workspace = root / "acme"
@@ -155,6 +157,8 @@ def test_special_binary_and_oversized_files_are_refused(call_builtin: CallBuilti
     (workspace / "blob.bin").write_bytes(b"\x89PNG\x00\x01\x02")
     (workspace / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     (workspace / "big.txt").write_text("x" * 101)
+    (workspace / "linked.txt").write_text("shared")
+    os.link(workspace / "linked.txt", root.parent / "elsewhere.txt")
 
     cases = [
         ("view_text_file", {"file_path": "pipe"}, "special_file"),
@@ -164,6 +168,8 @@ def test_special_binary_and_oversized_files_are_refused(call_builtin: CallBuilti
         ("view_text_file", {"file_path": "big.txt"}, "too_large"),
         ("write_text_file", {"file_path": "new.txt", "content": "y" * 101}, "too_large"),
         ("insert_text_file", {"file_path": "big.txt", "content": "y", "line_number": 1}, "too_large"),
+        ("view_text_file", {"file_path": "linked.txt"}, "hardlink"),
+        ("insert_text_file", {"file_path": "linked.txt", "content": "y", "line_number": 1}, "hardlink"),
     ]
     for tool_name, arguments, code in cases:
         call = call_builtin(tool_name, arguments)

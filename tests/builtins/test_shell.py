@@ -69,7 +69,12 @@ def test_an_argument_outside_its_patterns_needs_approval(call_builtin: CallBuilt
     call = call_builtin("execute_shell_command", {"argv": ["cat", "../../etc/passwd"]})
 
     assert call.status == CallStatus.PENDING_APPROVAL
-    assert "argument 1 of 'cat' matches none of its allowed patterns" in ApprovalRequest.objects.get(call=call).reason
+    assert "argument 1 of 'cat' names a path outside the workspace" in ApprovalRequest.objects.get(call=call).reason
+    flagged = call_builtin("execute_shell_command", {"argv": ["cat", "notes.txt", "-n"]})
+    assert flagged.status == CallStatus.PENDING_APPROVAL
+    assert (
+        "argument 2 of 'cat' matches none of its allowed patterns" in ApprovalRequest.objects.get(call=flagged).reason
+    )
 
 
 def test_output_is_capped_with_a_marker(call_builtin: CallBuiltin, settings: Any) -> None:
@@ -142,7 +147,7 @@ def test_a_command_runs_in_a_subdirectory(call_builtin: CallBuiltin, root: Path)
     assert tree(root / "acme") == ["docs", "docs/readme.txt"]
 
 
-def test_the_allow_list_matches_whole_arguments(root: Path) -> None:
+def test_the_allow_list_matches_whole_arguments(root: Path, settings: Any) -> None:
     assert allow_list_problem(["echo", "hi there"]) is None
     assert allow_list_problem(["seq", "1", "2"]) is None
     assert allow_list_problem(["seq", "1", "2", "3"]) == "command 'seq' takes at most 2 arguments on the allow list"
@@ -150,6 +155,11 @@ def test_the_allow_list_matches_whole_arguments(root: Path) -> None:
     assert allow_list_problem(["env", "X=1"]) == "argument 1 of 'env' matches none of its allowed patterns"
     assert allow_list_problem(["/bin/echo", "hi"]) == "command '/bin/echo' is not on the shell allow list"
     assert allow_list_problem([]) == "an empty command"
+    # paths leaving the workspace need an operator even when a pattern is too loose to catch them
+    settings.TOOLHUB = {**settings.TOOLHUB, "SHELL_COMMANDS": [{"command": "cat", "arguments": [".*"]}]}
+    assert allow_list_problem(["cat", "notes/a.txt"]) is None
+    for path in ("../x", "a/../../x", "/etc/passwd", "~/.ssh/id_rsa", ".."):
+        assert allow_list_problem(["cat", path]) == "argument 1 of 'cat' names a path outside the workspace"
 
 
 def test_calls_wait_for_an_operator_at_the_default_high_risk(call_builtin: CallBuiltin, root: Path) -> None:

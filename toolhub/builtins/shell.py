@@ -61,6 +61,9 @@ def allow_list_problem(argv: Sequence[str]) -> str | None:
     if len(arguments) > allowed.max_arguments:
         return f"command {allowed.command!r} takes at most {allowed.max_arguments} arguments on the allow list"
     for position, argument in enumerate(arguments, start=1):
+        if argument.startswith(("/", "~")) or ".." in argument.split("/"):
+            # Whatever the patterns say: a path leaving the workspace is for an operator to allow.
+            return f"argument {position} of {allowed.command!r} names a path outside the workspace"
         if not any(pattern.fullmatch(argument) for pattern in allowed.patterns):
             return f"argument {position} of {allowed.command!r} matches none of its allowed patterns"
     return None

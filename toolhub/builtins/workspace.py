@@ -188,8 +188,12 @@ class Workspace:
         except OSError as exc:
             self._refuse_os_error(exc, parent, name, path)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                self._refuse_special(os.fstat(fd).st_mode, path)
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                self._refuse_special(opened.st_mode, path)
+            if opened.st_nlink > 1:
+                # Another name of the same file may sit outside the workspace; writes rename, reads would not see it.
+                raise self._refused("hardlink", "The file has other hard links; it is refused.", path)
             yield fd
         finally:
             os.close(fd)
