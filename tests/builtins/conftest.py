@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import pytest
 from django.contrib.auth.models import User
 
+from tests.builtins.allowlist import SHELL_COMMANDS
 from tests.helpers import RequestCall
 from toolhub import registry
 from toolhub.builtins.tools import BUILTIN_TOOLS
@@ -30,13 +31,7 @@ def root(tmp_path: Path, settings: Any) -> Path:
     settings.TOOLHUB = {
         **settings.TOOLHUB,
         "WORKSPACE_ROOT": str(root),
-        "SHELL_COMMANDS": [
-            {"command": "echo", "arguments": [r"[\w .,-]*"], "max_arguments": 5},
-            {"command": "seq", "arguments": [r"\d+"], "max_arguments": 2},
-            {"command": "env", "arguments": []},
-            {"command": "sleep", "arguments": [r"\d+(\.\d+)?"], "max_arguments": 1},
-            {"command": "cat", "arguments": [r"[\w][\w.-]*"], "max_arguments": 3},
-        ],
+        "SHELL_COMMANDS": SHELL_COMMANDS,
     }
     return root
 
