@@ -118,15 +118,6 @@ class Workspace:
         except UnicodeDecodeError:
             raise self._refused("binary", "The file is binary (not UTF-8 text); it cannot be viewed.", path) from None
 
-    def exists(self, path: str) -> bool:
-        """Whether a regular file is at ``path`` (anything else there is refused by the write that follows)."""
-        parts = self.parts(path)
-        try:
-            with self.directory(parts[:-1], path=path) as parent:
-                return stat.S_ISREG(os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode)
-        except (FileNotFoundError, ToolError):
-            return False
-
     def write_text(self, path: str, text: str) -> int:
         """Create or replace a file with ``text`` in one rename; return the bytes written."""
         parts = self.parts(path)
