@@ -211,3 +211,11 @@ def test_the_tenant_comes_from_the_call_not_from_a_context_that_disagrees(
 def test_a_tenant_argument_cannot_choose_the_workspace(call_builtin: CallBuiltin) -> None:
     call = call_builtin("list_directory", {"path": ".", "tenant": "globex"})
     assert call.status == CallStatus.INVALID
+
+
+def test_a_call_without_a_tenant_touches_no_workspace(request_call, alice: User, root: Path) -> None:
+    call = request_call("list_directory", {}, alice, tenant="", context={})
+
+    assert call.status == CallStatus.FAILED
+    assert refusal(call)["code"] == "no_tenant"
+    assert tree(root.parent) == []
