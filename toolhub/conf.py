@@ -114,6 +114,19 @@ class ToolhubSettings(BaseModel):
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
     INTERCEPTORS: list[str | dict[str, Any]] = []
+    # Built-in tools (app toolhub.builtins): the directory holding one workspace per tenant (<root>/<tenant slug>/;
+    # empty: the file and shell tools refuse to run), the largest file they read or write, the most entries listed.
+    WORKSPACE_ROOT: str = ""
+    BUILTIN_FILE_MAX_BYTES: Positive = 1_000_000
+    BUILTIN_LIST_MAX_ENTRIES: Positive = 500
+    # The shell tool's allow list: [{"command": "wc", "arguments": [r"-[lwc]", r"[\w.-]+"], "max_arguments": 5}];
+    # each argument must match one pattern whole. Anything else waits for an operator's approval.
+    SHELL_COMMANDS: list[dict[str, Any]] = []
+    # Seconds a command may run (its process group is then killed; at most 290, the tool's own limit is 300),
+    # bytes of stdout and of stderr kept (the rest is dropped, with a marker), and the PATH commands are found on.
+    SHELL_TIMEOUT_SECONDS: Annotated[float, Field(gt=0, le=290)] = 30
+    SHELL_OUTPUT_MAX_BYTES: Positive = 64_000
+    SHELL_PATH: str = "/usr/local/bin:/usr/bin:/bin"
     # Context keys a client of the REST API or MCP (``_meta``) may set on its calls; the reserved ones (tenant,
     # user, run, call, idempotency key, ...) are always refused, whatever this list says.
     CLIENT_CONTEXT_KEYS: list[str] = ["correlation_id", "trace_id", "conversation_id", "locale", "timezone"]
