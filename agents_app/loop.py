@@ -23,7 +23,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents_app.disclosure import agent_tool_names, messages_with_additions, run_disclosure, run_state_after_calls
+from agents_app.disclosure import (
+    agent_tool_names,
+    messages_with_additions,
+    run_disclosure,
+    run_gate,
+    run_state_after_calls,
+)
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, adapter_for
 from toolhub.audit import redacted_arguments_text
@@ -278,7 +284,7 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
-        principal, context = run_principal(run), run_tool_context(run)
+        principal, context, gate = run_principal(run), run_tool_context(run), run_gate(run)
         requested = []
         for position, call in enumerate(turn.tool_calls):
             requested.append(
@@ -292,6 +298,7 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
                         turn=run.turn,
                         position=position,
                         model_call_id=call.id,
+                        gate=gate,
                     )
                 )
             )

@@ -106,6 +106,8 @@ SETTLED_STATUSES = frozenset(
 class CallKind(models.TextChoices):
     CALL = "call"
     COMPENSATION = "compensation"
+    #: A call an agentic tool's inner model made (``toolhub.agentic``); ``context.parent_call_id`` names the outer.
+    INNER = "inner"
 
 
 class ToolCall(models.Model):

@@ -7,7 +7,9 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -57,6 +59,7 @@ __all__ = [
     "call_lease",
     "EAGER_WORKER",
     "visible_tool_names",
+    "inline_execution",
 ]
 
 
@@ -76,6 +79,9 @@ class CallRequest:
     kind: CallKind = CallKind.CALL
     #: Context of this one interaction, layered over ``context`` (it wins, except on the boundary's keys).
     interaction_context: Mapping[str, Any] | None = None
+    #: ``gate(tool_name)``: why the call may not run in its run's state now (an agentic tool's guidance), else None.
+    #: Asked after authorization, so a denied tool is answered as denied, never with guidance.
+    gate: Callable[[str], str | None] | None = None
 
 
 class _Refusal(Exception):
@@ -155,6 +161,9 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         )
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
+        guidance = request.gate(tool.name) if request.gate is not None else None
+        if guidance:
+            raise _Refusal(CallStatus.INVALID, storable_text(guidance)[:2000], actor="agentic", gate=True)
     except _Refusal as refusal:
         call.raw_arguments = _raw_text(request.tool_name, request.arguments)
         call.status, call.error, call.finished_at = refusal.status, refusal.message, now
@@ -196,6 +205,9 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
     call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
     call.lease_expires_at = now + call_lease(tool)
     running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
+    if _inline.get():
+        # The caller (an agentic tool's inner loop) runs the claimed call itself once this returns.
+        return _Decision([requested, *rewritten, queued, running], _nothing)
 
     def run_here(call: ToolCall) -> None:
         from toolhub.execution import tool_call_run_claimed
@@ -220,7 +232,24 @@ def _runs_in_this_process() -> bool:
     """Whether a dispatched call would run here, at commit (the embedded default's eager tasks)."""
     from toolhub.celery import app
 
-    return bool(app.conf.task_always_eager)
+    return _inline.get() or bool(app.conf.task_always_eager)
+
+
+_inline: ContextVar[bool] = ContextVar("toolhub_inline_execution", default=False)
+
+
+@contextmanager
+def inline_execution() -> Iterator[None]:
+    """Calls requested in the block that may run now are written claimed, for the caller to run right away.
+
+    An agentic tool's inner loop needs each inner result before its next model turn; it runs them with
+    ``toolhub.execution.tool_call_run_claimed`` in the worker that runs the outer call.
+    """
+    token = _inline.set(True)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
 
 
 def _notify_on_commit(call: ToolCall) -> None:

@@ -1,0 +1,123 @@
+"""``SimpleAgenticTool`` (Embabel): one tool whose call lets a model orchestrate sub-tools, each call governed.
+
+::
+
+    MATH = SimpleAgenticTool(
+        "math_orchestrator", "Work out an arithmetic expression.",
+        tools=[add.tool, multiply.tool], prompt="Use the tools; answer with the number only.",
+        max_iterations=5, agent="math-brain",      # or provider="gpt", or neither: the run's agent's model
+    )
+
+Calling it runs an inner loop on the worker that executes the call: the model (the named agent's,
+the named provider's with the run's agent's settings, or else the run's agent's) sees the sub-tools
+the principal is granted; each of its tool calls goes through the governed pipeline with the same
+principal (validation, grants, approval rules, audit) as a call of kind ``inner`` in the same run,
+linked to the outer call by ``parent_call_id`` in its context, and runs right there. A call that
+needs approval is not waited for: the model is told it waits for an operator (it runs once approved).
+The loop stops at ``max_iterations`` model turns; the outer call then fails, saying so.
+"""
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolhub.agentic.base import as_tool, unique_members
+from toolhub.exceptions import ModelError, ToolDefinitionError, ToolError
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Risk, Tool
+
+__all__ = ["SimpleAgenticTool", "DEFAULT_PROMPT", "MAX_ITERATIONS"]
+
+DEFAULT_PROMPT = (
+    "You are an intelligent agent that can use tools to help you complete tasks. "
+    "Use the provided tools to perform the following task: {description}"
+)
+#: Highest ``max_iterations`` an agentic tool may declare.
+MAX_ITERATIONS = 50
+
+_TASK = {"task": str}
+
+
+@dataclass(frozen=True, eq=False)
+class SimpleAgenticTool:
+    """A tool that runs a model over ``tools`` for at most ``max_iterations`` turns and returns its answer."""
+
+    name: str
+    description: str
+    tools: Sequence[Any]
+    prompt: str = ""
+    max_iterations: int = 10
+    agent: str = ""
+    provider: str = ""
+    parameters: Mapping[str, Any] | None = None
+    risk: Risk = Risk.MEDIUM
+    tool: Tool = field(init=False, repr=False)
+    members: tuple[Tool, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        members = unique_members(self.name, [as_tool(item, self.name) for item in self.tools])
+        if not members:
+            raise ToolDefinitionError(f"Agentic tool {self.name!r} has no tools.")
+        if not 1 <= int(self.max_iterations) <= MAX_ITERATIONS:
+            raise ToolDefinitionError(f"Agentic tool {self.name!r}: max_iterations must be 1 to {MAX_ITERATIONS}.")
+        if self.agent and self.provider:
+            raise ToolDefinitionError(f"Agentic tool {self.name!r}: name an agent or a provider, not both.")
+        tool = Tool.create(self.name, self.description, self.parameters or _TASK, self._orchestrate, risk=self.risk)
+        object.__setattr__(self, "members", members)
+        object.__setattr__(self, "tool", tool)
+
+    def __toolhub_tools__(self) -> list[Tool]:
+        return [self.tool, *self.members]
+
+    def member_names(self) -> set[str]:
+        return {tool.name for tool in self.members}
+
+    def _orchestrate(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        from toolhub.agentic.inner import inner_definitions, inner_tool_call
+        from toolhub.agentic.models import inner_model
+
+        model = inner_model(ctx, agent=self.agent, provider=self.provider)
+        definitions = inner_definitions(ctx, self.members, model.profile)
+        if not definitions:
+            raise ToolError(f"{self.name} has no tools you may use.")
+        system = (self.prompt or DEFAULT_PROMPT).replace("{description}", self.description)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": json.dumps(arguments, default=str)},
+        ]
+        allowed = self.member_names()
+        calls: list[dict[str, Any]] = []
+        for iteration in range(int(self.max_iterations)):
+            try:
+                turn = model.adapter.complete(messages=messages, tools=definitions)
+            except ModelError as exc:
+                raise ToolError(f"{self.name}: {exc}") from None
+            if not turn.tool_calls:
+                return {"answer": turn.content, "iterations": iteration + 1, "calls": calls}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": turn.content or None,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in turn.tool_calls
+                    ],
+                }
+            )
+            for inner in turn.tool_calls:
+                call = inner_tool_call(
+                    ctx,
+                    name=inner.name,
+                    arguments=inner.arguments,
+                    model_call_id=inner.id,
+                    position=len(calls),
+                    allowed=allowed,
+                    owner=self.name,
+                )
+                calls.append({"id": str(call.id), "tool": call.tool_name, "status": call.status})
+                messages.append({"role": "tool", "tool_call_id": inner.id, "content": call.model_text()})
+        raise ToolError(
+            f"{self.name} stopped after {self.max_iterations} model turns without an answer "
+            f"({len(calls)} inner call(s) were made and are recorded)."
+        )
