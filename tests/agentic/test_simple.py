@@ -1,0 +1,132 @@
+"""SimpleAgenticTool: an inner model orchestrates sub-tools; each inner call is governed, audited and linked."""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents_app.models import RunStatus
+from agents_app.services import agent_create
+from tests.agentic import sample_tools
+from tests.agentic.conftest import Recorder, answer, call
+from tests.helpers import event_types
+from toolhub.agentic import SimpleAgenticTool, inner_calls_of
+from toolhub.exceptions import ToolDefinitionError
+from toolhub.models import AuditEvent, CallKind, CallStatus, Grant, GrantEffect, ToolCall
+
+pytestmark = pytest.mark.django_db
+
+
+def _brain(script: list[Any]) -> None:
+    agent_create(name="math-brain", provider="scripted", script=script, tools=[])
+
+
+def _outer(run: Any) -> ToolCall:
+    return ToolCall.objects.get(run_id=run.id, kind=CallKind.CALL, tool_name="math_orchestrator")
+
+
+def test_inner_calls_go_through_the_pipeline_audited_and_linked_to_the_outer_call(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    # given an inner model that adds, then multiplies, then answers
+    _brain([call("add", a=2, b=3), call("multiply", a=5, b=4), answer("20")])
+    agent = make_agent(script=[call("math_orchestrator", task="(2+3)*4"), answer("{last_tool_result}")], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    outer = _outer(run)
+    assert outer.status == CallStatus.SUCCEEDED
+    assert outer.result["answer"] == "20" and outer.result["iterations"] == 3
+    added, multiplied = inner_calls_of(outer.id)
+    assert [added.tool_name, multiplied.tool_name] == ["add", "multiply"]
+    assert [added.result, multiplied.result] == [5, 20]
+    for inner in (added, multiplied):
+        # same principal and run as the outer call, its own audited call, linked by parent_call_id
+        assert inner.kind == CallKind.INNER and inner.run_id == run.id
+        assert inner.user_id == alice.id and inner.tenant == outer.tenant and inner.agent_name == outer.agent_name
+        assert inner.context["parent_call_id"] == str(outer.id)
+        assert event_types(inner) == ["call.requested", "call.queued", "call.running", "call.succeeded"]
+        requested = AuditEvent.objects.get(call_id=inner.id, event_type="call.requested")
+        assert str(outer.id) in requested.data
+    # the run's model saw only the agentic tool; the inner tools were not added to its turn
+    assert recorder.names(0) == ["math_orchestrator"]
+    assert list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL)) == [outer]
+    assert sample_tools.RAN == ["add", "multiply"]
+
+
+def test_the_inner_loop_is_bounded_by_max_iterations(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    _brain([call("add", a=1, b=1)] * 10)
+    agent = make_agent(script=[call("math_orchestrator", task="forever"), answer()], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    outer = _outer(run)
+    assert outer.status == CallStatus.FAILED
+    assert "stopped after 3 model turns" in outer.error
+    assert len(inner_calls_of(outer.id)) == 3
+    assert sample_tools.RAN == ["add"] * 3
+
+
+def test_denied_inner_tool_is_not_offered_and_stays_denied(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given multiply is denied to alice, and an inner model that tries it anyway, then a tool outside the set
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="multiply", user=alice)
+    offered: list[list[str]] = []
+    from agents_app.models_adapters.scripted import ScriptedAdapter
+
+    original = ScriptedAdapter.complete
+
+    def spying(self: Any, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        offered.append([t["function"]["name"] for t in tools])
+        return original(self, messages=messages, tools=tools)
+
+    monkeypatch.setattr(ScriptedAdapter, "complete", spying)
+    _brain([call("multiply", a=2, b=2), call("ship_order"), answer("could not")])
+    agent = make_agent(script=[call("math_orchestrator", task="2*2"), answer()], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    outer = _outer(run)
+    denied, outside = inner_calls_of(outer.id)
+    assert denied.status == CallStatus.DENIED
+    assert outside.status in (CallStatus.DENIED, CallStatus.INVALID)
+    assert offered[1] == ["add"]  # the inner model's first turn (offered[0] is the run's model's)
+    assert sample_tools.RAN == []
+
+
+def test_the_agentic_tool_itself_is_governed(make_agent: Any, start_run: Any, alice: User, recorder: Recorder) -> None:
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="math_orchestrator", user=alice)
+    _brain([call("add", a=1, b=1), answer("2")])
+    agent = make_agent(script=[call("math_orchestrator", task="1+1"), answer()], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    assert _outer(run).status == CallStatus.DENIED
+    assert not ToolCall.objects.filter(kind=CallKind.INNER).exists()
+
+
+def test_a_missing_model_fails_the_call_with_a_message_for_the_model(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    agent = make_agent(script=[call("math_orchestrator", task="1+1"), answer()], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    outer = _outer(run)
+    assert outer.status == CallStatus.FAILED
+    assert "agent 'math-brain'" in outer.error and "ask an administrator" in outer.error
+
+
+def test_definition_mistakes_are_refused() -> None:
+    with pytest.raises(ToolDefinitionError, match="max_iterations"):
+        SimpleAgenticTool("m", "d", tools=[sample_tools.add], max_iterations=0)
+    with pytest.raises(ToolDefinitionError, match="not both"):
+        SimpleAgenticTool("m", "d", tools=[sample_tools.add], agent="a", provider="p")
+    with pytest.raises(ToolDefinitionError, match="no tools"):
+        SimpleAgenticTool("m", "d", tools=[])
+    with pytest.raises(ToolDefinitionError, match="named twice"):
+        SimpleAgenticTool("m", "d", tools=[sample_tools.add, sample_tools.add])
