@@ -30,7 +30,9 @@ def test_inner_calls_go_through_the_pipeline_audited_and_linked_to_the_outer_cal
 ) -> None:
     # given an inner model that adds, then multiplies, then answers
     _brain([call("add", a=2, b=3), call("multiply", a=5, b=4), answer("20")])
-    agent = make_agent(script=[call("math_orchestrator", task="(2+3)*4"), answer("{last_tool_result}")], tools=["math_orchestrator"])
+    agent = make_agent(
+        script=[call("math_orchestrator", task="(2+3)*4"), answer("{last_tool_result}")], tools=["math_orchestrator"]
+    )
 
     run = start_run(agent, alice)
 
