@@ -135,6 +135,12 @@ class Customer:
         """Greet the customer."""
         return f"{greeting}, {self.name}"
 
+    @tool(risk=Risk.HIGH)
+    def close_account(self) -> str:
+        """Close the customer's account (needs an operator's approval)."""
+        RAN.append("customer_close_account")
+        return f"closed {self.id}"
+
 
 CUSTOMER = ChainedType.of(Customer, name="customer", predicate=lambda customer: customer.active)
 

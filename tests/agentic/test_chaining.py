@@ -45,7 +45,7 @@ def test_methods_become_callable_once_an_object_is_retrieved_and_the_latest_wins
     assert _call(run, "customer_profile", 1).result == "Grace (c2)"
     # hidden until an object is retrieved, shown from then on (auto-discovery from find_customer's return type)
     assert recorder.names(0) == ["find_customer"]
-    assert recorder.names(2) == ["find_customer", "customer_profile", "customer_greet"]
+    assert recorder.names(2) == ["find_customer", "customer_profile", "customer_greet", "customer_close_account"]
     # stored under the type's registered name, as the producing call's JSON result
     stored = run.disclosure["chained"]["customer"]
     assert stored["type"] == "customer" and stored["data"] == {"id": "c2", "name": "Grace", "active": True}
@@ -106,6 +106,20 @@ def test_denied_method_stays_denied(make_agent: Any, start_run: Any, alice: User
 
     assert _call(run, "customer_greet").status == CallStatus.DENIED
     assert "customer_greet" not in recorder.names(1) and "customer_profile" in recorder.names(1)
+
+
+def test_a_chained_method_follows_approval_rules(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    script = [call("find_customer", id="c1"), call("customer_close_account"), answer()]
+    agent = make_agent(script=script, tools=["find_customer"])
+
+    run = start_run(agent, alice)
+
+    held = _call(run, "customer_close_account")
+    assert run.status == RunStatus.WAITING
+    assert held.status == CallStatus.PENDING_APPROVAL and ApprovalRequest.objects.filter(call=held).exists()
+    assert sample_tools.RAN == []
 
 
 def test_a_method_called_outside_a_run_binds_nothing(request_call: Any, alice: User) -> None:

@@ -40,7 +40,7 @@ def test_inner_calls_go_through_the_pipeline_audited_and_linked_to_the_outer_cal
     outer = _outer(run)
     assert outer.status == CallStatus.SUCCEEDED
     assert outer.result["answer"] == "20" and outer.result["iterations"] == 3
-    added, multiplied = inner_calls_of(outer.id)
+    added, multiplied = inner_calls_of(outer.id, user=alice)
     assert [added.tool_name, multiplied.tool_name] == ["add", "multiply"]
     assert [added.result, multiplied.result] == [5, 20]
     for inner in (added, multiplied):
@@ -68,8 +68,22 @@ def test_the_inner_loop_is_bounded_by_max_iterations(
     outer = _outer(run)
     assert outer.status == CallStatus.FAILED
     assert "stopped after 3 model turns" in outer.error
-    assert len(inner_calls_of(outer.id)) == 3
+    assert len(inner_calls_of(outer.id, user=alice)) == 3
     assert sample_tools.RAN == ["add"] * 3
+
+
+def test_a_turn_beyond_max_calls_is_refused_whole(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    many = {"tool_calls": [{"name": "add", "arguments": {"a": i, "b": 1}} for i in range(21)]}
+    _brain([many, answer("never")])
+    agent = make_agent(script=[call("math_orchestrator", task="a lot"), answer()], tools=["math_orchestrator"])
+
+    run = start_run(agent, alice)
+
+    outer = _outer(run)
+    assert outer.status == CallStatus.FAILED and "beyond its limit of 20" in outer.error
+    assert inner_calls_of(outer.id, user=alice) == [] and sample_tools.RAN == []
 
 
 def test_denied_inner_tool_is_not_offered_and_stays_denied(
@@ -93,7 +107,7 @@ def test_denied_inner_tool_is_not_offered_and_stays_denied(
     run = start_run(agent, alice)
 
     outer = _outer(run)
-    denied, outside = inner_calls_of(outer.id)
+    denied, outside = inner_calls_of(outer.id, user=alice)
     assert denied.status == CallStatus.DENIED
     assert outside.status in (CallStatus.DENIED, CallStatus.INVALID)
     assert offered[1] == ["add"]  # the inner model's first turn (offered[0] is the run's model's)
@@ -126,9 +140,26 @@ def test_a_missing_model_fails_the_call_with_a_message_for_the_model(
 def test_definition_mistakes_are_refused() -> None:
     with pytest.raises(ToolDefinitionError, match="max_iterations"):
         SimpleAgenticTool("m", "d", tools=[sample_tools.add], max_iterations=0)
+    with pytest.raises(ToolDefinitionError, match="max_calls"):
+        SimpleAgenticTool("m", "d", tools=[sample_tools.add], max_calls=0)
     with pytest.raises(ToolDefinitionError, match="not both"):
         SimpleAgenticTool("m", "d", tools=[sample_tools.add], agent="a", provider="p")
     with pytest.raises(ToolDefinitionError, match="no tools"):
         SimpleAgenticTool("m", "d", tools=[])
     with pytest.raises(ToolDefinitionError, match="named twice"):
         SimpleAgenticTool("m", "d", tools=[sample_tools.add, sample_tools.add])
+
+
+def test_inner_calls_of_another_tenant_never_show(
+    make_agent: Any, start_run: Any, alice: User, other_tenant: Any, recorder: Recorder
+) -> None:
+    from toolhub.models import TenantMembership
+
+    _brain([call("add", a=1, b=2), answer("3")])
+    agent = make_agent(script=[call("math_orchestrator", task="1+2"), answer()], tools=["math_orchestrator"])
+    run = start_run(agent, alice)
+    outsider = User.objects.create_user("olga", "olga@example.com", "olga-password")
+    TenantMembership.objects.create(user=outsider, tenant=other_tenant)
+
+    assert len(inner_calls_of(_outer(run).id, user=alice)) == 1
+    assert inner_calls_of(_outer(run).id, user=outsider) == []

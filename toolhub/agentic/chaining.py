@@ -30,6 +30,7 @@ chooses a class, an import or a pickle. Method calls are governed calls like any
 their tool name, approval rules, audit.
 """
 
+import functools
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -168,13 +169,20 @@ def produced_type(tool: Tool | None) -> ChainedType | None:
     """The chained type a tool returns (its ``output_model`` or its return annotation), if any."""
     if tool is None:
         return None
+    returned = _returned_class(tool)
+    return chained_type_of(returned) if returned is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _returned_class(tool: Tool) -> type | None:
+    """Read once per tool (tools are immutable): every authorization expands an agent's tools with it."""
     returned = tool.output_type
     if returned is None and tool.handler is not None:
         try:
             returned = typing.get_type_hints(tool.handler).get("return")
         except Exception:  # noqa: BLE001 - unresolvable hints: the tool chains nothing
             return None
-    return chained_type_of(returned) if isinstance(returned, type) else None
+    return returned if isinstance(returned, type) else None
 
 
 def method_owner(tool: Tool | None) -> ChainedType | None:

@@ -72,13 +72,12 @@ def inner_tool_call(
     return call
 
 
-def inner_calls_of(call_id: uuid.UUID | str) -> list[ToolCall]:
-    """The inner calls an agentic tool's call made, in order (for operators and auditors)."""
-    return list(
-        ToolCall.objects.filter(kind=CallKind.INNER, context__parent_call_id=str(call_id)).order_by(
-            "created_at", "position"
-        )
-    )
+def inner_calls_of(call_id: uuid.UUID | str, *, user: Any) -> list[ToolCall]:
+    """The inner calls an agentic tool's call made, in order, among the rows of ``user``'s tenants."""
+    from toolhub.tenancy import scoped
+
+    calls = ToolCall.objects.filter(kind=CallKind.INNER, context__parent_call_id=str(call_id))
+    return list(scoped(calls, user).order_by("created_at", "position"))
 
 
 #: The outer call's own keys, which the inner call gets afresh when it runs.

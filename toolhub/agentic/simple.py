@@ -14,7 +14,8 @@ the principal is granted; each of its tool calls goes through the governed pipel
 principal (validation, grants, approval rules, audit) as a call of kind ``inner`` in the same run,
 linked to the outer call by ``parent_call_id`` in its context, and runs right there. A call that
 needs approval is not waited for: the model is told it waits for an operator (it runs once approved).
-The loop stops at ``max_iterations`` model turns; the outer call then fails, saying so.
+The loop stops at ``max_iterations`` model turns, or before a turn that would pass ``max_calls`` inner
+calls; the outer call then fails, saying so (the inner calls made stay recorded).
 """
 
 import json
@@ -35,6 +36,8 @@ DEFAULT_PROMPT = (
 )
 #: Highest ``max_iterations`` an agentic tool may declare.
 MAX_ITERATIONS = 50
+#: Highest ``max_calls`` an agentic tool may declare.
+MAX_CALLS = 200
 
 _TASK = {"task": str}
 
@@ -48,6 +51,8 @@ class SimpleAgenticTool:
     tools: Sequence[Any]
     prompt: str = ""
     max_iterations: int = 10
+    #: Most inner calls one call of it may make (a model turn asking for more is refused whole).
+    max_calls: int = 20
     agent: str = ""
     provider: str = ""
     parameters: Mapping[str, Any] | None = None
@@ -61,6 +66,8 @@ class SimpleAgenticTool:
             raise ToolDefinitionError(f"Agentic tool {self.name!r} has no tools.")
         if not 1 <= int(self.max_iterations) <= MAX_ITERATIONS:
             raise ToolDefinitionError(f"Agentic tool {self.name!r}: max_iterations must be 1 to {MAX_ITERATIONS}.")
+        if not 1 <= int(self.max_calls) <= MAX_CALLS:
+            raise ToolDefinitionError(f"Agentic tool {self.name!r}: max_calls must be 1 to {MAX_CALLS}.")
         if self.agent and self.provider:
             raise ToolDefinitionError(f"Agentic tool {self.name!r}: name an agent or a provider, not both.")
         tool = Tool.create(self.name, self.description, self.parameters or _TASK, self._orchestrate, risk=self.risk)
@@ -95,6 +102,11 @@ class SimpleAgenticTool:
                 raise ToolError(f"{self.name}: {exc}") from None
             if not turn.tool_calls:
                 return {"answer": turn.content, "iterations": iteration + 1, "calls": calls}
+            if len(calls) + len(turn.tool_calls) > self.max_calls:
+                raise ToolError(
+                    f"{self.name} stopped: its model asked for {len(turn.tool_calls)} more tool call(s) after "
+                    f"{len(calls)}, beyond its limit of {self.max_calls}; nothing more was run."
+                )
             messages.append(
                 {
                     "role": "assistant",
