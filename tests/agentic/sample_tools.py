@@ -176,4 +176,9 @@ MATH = SimpleAgenticTool(
     agent="math-brain",
 )
 
-ALL = (RESEARCH, ORDERS, CUSTOMER, find_customer, MATH)
+#: A state machine driven by an inner model instead of the run's.
+ORDER_DESK = SimpleAgenticTool(
+    "order_desk", "Handle an order.", tools=[ORDERS, search], max_iterations=5, agent="desk-brain"
+)
+
+ALL = (RESEARCH, ORDERS, CUSTOMER, find_customer, MATH, ORDER_DESK)

@@ -137,6 +137,46 @@ def test_a_missing_model_fails_the_call_with_a_message_for_the_model(
     assert "agent 'math-brain'" in outer.error and "ask an administrator" in outer.error
 
 
+def test_a_state_machine_inside_governs_the_inner_model_and_its_state_carries_to_the_next_call(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an inner model that confirms the order in each call of order_desk, and a run that calls it twice
+    offered: list[list[str]] = []
+    from agents_app.models_adapters.scripted import ScriptedAdapter
+
+    original = ScriptedAdapter.complete
+
+    def spying(self: Any, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        offered.append([t["function"]["name"] for t in tools])
+        return original(self, messages=messages, tools=tools)
+
+    monkeypatch.setattr(ScriptedAdapter, "complete", spying)
+    agent_create(name="desk-brain", provider="scripted", tools=[], script=[call("confirm_order"), answer("ok")])
+    script = [call("order_desk", task="confirm"), call("order_desk", task="confirm again"), answer()]
+    agent = make_agent(script=script, tools=["order_desk"])
+
+    run = start_run(agent, alice)
+
+    # then the first call moved the inner machine to confirmed; the inner model saw the draft state's tools
+    first, second = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).order_by("turn")
+    assert first.status == CallStatus.SUCCEEDED, first.error
+    assert first.result["state"] == {"order_processor": {"state": "confirmed"}}
+    assert offered[1] == ["search", "order_processor", "add_item", "confirm_order", "order_status"]
+    assert run.disclosure["agentic"]["order_desk.order_processor"] == {"state": "confirmed"}
+    # and the second call continued in confirmed: confirming again is a tool of another state, refused
+    [again] = inner_calls_of(second.id, user=alice)
+    assert again.status == CallStatus.INVALID and "state 'confirmed'" in again.error
+    assert offered[4] == ["search", "order_processor", "charge_card", "ship_order", "order_status"]
+    assert sample_tools.RAN == ["confirm_order"]
+
+    # a run of its own starts from the start state (the state is per run)
+    other = start_run(
+        make_agent("agentic-2", script=[call("order_desk", task="x"), answer()], tools=["order_desk"]), alice
+    )
+    [fresh] = ToolCall.objects.filter(run_id=other.id, kind=CallKind.INNER)
+    assert fresh.tool_name == "confirm_order" and fresh.status == CallStatus.SUCCEEDED
+
+
 def test_definition_mistakes_are_refused() -> None:
     with pytest.raises(ToolDefinitionError, match="max_iterations"):
         SimpleAgenticTool("m", "d", tools=[sample_tools.add], max_iterations=0)

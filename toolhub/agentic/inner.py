@@ -1,14 +1,15 @@
 """An agentic tool's inner calls: through the governed pipeline, with the outer call's principal, run here."""
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from toolhub.agentic.base import AgenticFacts
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 
-__all__ = ["inner_definitions", "inner_tool_call", "inner_calls_of"]
+__all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of"]
 
 
 def inner_definitions(ctx: ToolContext, members: Sequence[Tool], profile: str) -> list[dict[str, Any]]:
@@ -27,7 +28,7 @@ def inner_tool_call(
     arguments: str,
     model_call_id: str,
     position: int,
-    allowed: set[str],
+    gate: Callable[[str], str | None],
     owner: str,
 ) -> ToolCall:
     """Request one inner call (audited, linked to the outer call) and, when policy lets it run now, run it here."""
@@ -35,11 +36,6 @@ def inner_tool_call(
     from toolhub.execution import tool_call_run_claimed
     from toolhub.pipeline import EAGER_WORKER, CallRequest, inline_execution, tool_call_request
     from toolhub.tools.registry import registry
-
-    def gate(tool_name: str) -> str | None:
-        if tool_name in allowed:
-            return None
-        return f"Tool {tool_name!r} is not one of the tools of {owner}; it was not run."
 
     outer = ctx.call_id
     with inline_execution():
@@ -70,6 +66,101 @@ def inner_tool_call(
             "once approved. Do not call it again."
         )
     return call
+
+
+class InnerState:
+    """What an agentic tool's inner model may call now.
+
+    Its plain tools, and its playbooks' and state machines' members as their state allows; that state is
+    replayed from the run's earlier inner calls of this tool, so a later call continues in it.
+    """
+
+    def __init__(self, ctx: ToolContext, owner: Any, entries: dict[str, dict[str, Any]]) -> None:
+        self.ctx = ctx
+        self.owner = owner
+        self.entries = entries
+
+    @classmethod
+    def load(cls, ctx: ToolContext, *, owner: Any) -> "InnerState":
+        entries: dict[str, dict[str, Any]] = {gated.name: {} for gated in owner.gated}
+        state = cls(ctx, owner, entries)
+        run_id = _uuid(ctx.run_id)
+        if owner.gated and run_id is not None:
+            earlier = ToolCall.objects.filter(
+                run_id=run_id,
+                tenant=str(ctx.tenant or ""),
+                kind=CallKind.INNER,
+                status=CallStatus.SUCCEEDED,
+                context__parent_tool=owner.name,
+            ).order_by("created_at", "position")
+            for name in earlier.values_list("tool_name", flat=True)[:10_000]:
+                state.apply(name)
+        return state
+
+    def apply(self, tool_name: str) -> None:
+        for gated in self.owner.gated:
+            if tool_name in gated.member_names():
+                self.entries[gated.name] = gated.after_call(tool_name, self.entries[gated.name])
+
+    def after(self, call: ToolCall) -> None:
+        if call.status == CallStatus.SUCCEEDED:
+            self.apply(call.tool_name)
+
+    def _facts(self, gated: Any, iteration: int) -> AgenticFacts:
+        entry = self.entries[gated.name]
+        done = frozenset(name for name in entry.get("done", []) if isinstance(name, str))
+        return AgenticFacts(done=done, artifacts=self._artifacts(), turn=iteration, context=dict(self.ctx))
+
+    def _artifacts(self) -> frozenset[str]:
+        from toolhub.models import ToolCallArtifact
+
+        run_id = _uuid(self.ctx.run_id)
+        if run_id is None:
+            return frozenset()
+        rows = ToolCallArtifact.objects.filter(
+            call__run_id=run_id, call__tenant=str(self.ctx.tenant or ""), call__status=CallStatus.SUCCEEDED
+        ).values_list("name", flat=True)
+        return frozenset(rows[:1000])
+
+    def offered(self) -> list[Tool]:
+        """The tools the inner model is offered now (grants filter them next)."""
+        hidden: set[str] = set()
+        shown: list[str] = []
+        for gated in self.owner.gated:
+            hidden |= gated.member_names()
+            shown.extend(gated.shown(self.entries[gated.name], AgenticFacts()))
+        names = [t.name for t in self.owner.members if t.name not in hidden] + shown
+        by_name = {t.name: t for t in self.owner.members}
+        tools = [by_name[name] for name in dict.fromkeys(names) if name in by_name]
+        return [
+            t.with_description(f"{t.description}\n{self._status(t.name)}") if self._status(t.name) else t for t in tools
+        ]
+
+    def _status(self, name: str) -> str:
+        gated = next((g for g in self.owner.gated if g.name == name), None)
+        return gated.status(self.entries[name], AgenticFacts()) if gated is not None else ""
+
+    def gate(self, iteration: int) -> Callable[[str], str | None]:
+        from toolhub.agentic.runstate import granted_for
+
+        def granted(names: Iterable[str]) -> list[str]:
+            return granted_for(self.ctx, names)
+
+        def gate(tool_name: str) -> str | None:
+            if tool_name not in self.owner.member_names():
+                return f"Tool {tool_name!r} is not one of the tools of {self.owner.name}; it was not run."
+            for gated in self.owner.gated:
+                if tool_name in gated.member_names():
+                    entry = self.entries[gated.name]
+                    refusal = gated.refusal(tool_name, entry, self._facts(gated, iteration), granted)
+                    if refusal:
+                        return refusal
+            return None
+
+        return gate
+
+    def result(self) -> dict[str, Any]:
+        return {"state": {name: dict(entry) for name, entry in self.entries.items()}} if self.entries else {}
 
 
 def inner_calls_of(call_id: uuid.UUID | str, *, user: Any) -> list[ToolCall]:

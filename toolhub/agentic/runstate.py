@@ -168,6 +168,13 @@ def agentic_state_after(
     for owner in gated_owners(agent_tools):
         if tool_name in owner.member_names():
             state = state.with_agentic(owner.name, owner.after_call(tool_name, state.agentic.get(owner.name, {})))
+    owner = owner_of(registry.get(tool_name))
+    if getattr(owner, "gated", None) and owner.name == tool_name and isinstance(result, Mapping):
+        # A SimpleAgenticTool's inner playbooks and state machines, as its call left them (for people to see).
+        inner = result.get("state")
+        for name, entry in (inner if isinstance(inner, Mapping) else {}).items():
+            if isinstance(entry, Mapping):
+                state = state.with_agentic(f"{tool_name}.{name}", entry)
     chained = produced_type(registry.get(tool_name))
     if chained is not None and chained.accepts(result):
         state = state.with_chained(chained.name, {"type": chained.name, "call_id": call_id, "data": result})

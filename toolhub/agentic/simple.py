@@ -14,6 +14,9 @@ the principal is granted; each of its tool calls goes through the governed pipel
 principal (validation, grants, approval rules, audit) as a call of kind ``inner`` in the same run,
 linked to the outer call by ``parent_call_id`` in its context, and runs right there. A call that
 needs approval is not waited for: the model is told it waits for an operator (it runs once approved).
+A ``PlaybookTool`` or ``StateMachineTool`` among ``tools`` governs what the inner model is offered
+and may call, as it does for a run's model; its state is replayed from the run's earlier inner calls
+of this tool (so a later call, or a resumed run, continues in it) and returned in the result.
 The loop stops at ``max_iterations`` model turns, or before a turn that would pass ``max_calls`` inner
 calls; the outer call then fails, saying so (the inner calls made stay recorded).
 """
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolhub.agentic.base import as_tool, unique_members
+from toolhub.agentic.base import GatedTools, as_tool, unique_members
 from toolhub.exceptions import ModelError, ToolDefinitionError, ToolError
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
@@ -59,9 +62,13 @@ class SimpleAgenticTool:
     risk: Risk = Risk.MEDIUM
     tool: Tool = field(init=False, repr=False)
     members: tuple[Tool, ...] = field(init=False, repr=False)
+    #: Playbooks and state machines among ``tools``: their members are offered as their state allows.
+    gated: tuple[GatedTools, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        members = unique_members(self.name, [as_tool(item, self.name) for item in self.tools])
+        gated = tuple(item for item in self.tools if isinstance(item, GatedTools))
+        plain = [as_tool(item, self.name) for item in self.tools if not isinstance(item, GatedTools)]
+        members = unique_members(self.name, [*plain, *(t for owner in gated for t in owner.__toolhub_tools__())])
         if not members:
             raise ToolDefinitionError(f"Agentic tool {self.name!r} has no tools.")
         if not 1 <= int(self.max_iterations) <= MAX_ITERATIONS:
@@ -72,6 +79,7 @@ class SimpleAgenticTool:
             raise ToolDefinitionError(f"Agentic tool {self.name!r}: name an agent or a provider, not both.")
         tool = Tool.create(self.name, self.description, self.parameters or _TASK, self._orchestrate, risk=self.risk)
         object.__setattr__(self, "members", members)
+        object.__setattr__(self, "gated", gated)
         object.__setattr__(self, "tool", tool)
 
     def __toolhub_tools__(self) -> list[Tool]:
@@ -81,27 +89,27 @@ class SimpleAgenticTool:
         return {tool.name for tool in self.members}
 
     def _orchestrate(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        from toolhub.agentic.inner import inner_definitions, inner_tool_call
+        from toolhub.agentic.inner import InnerState, inner_definitions, inner_tool_call
         from toolhub.agentic.models import inner_model
 
         model = inner_model(ctx, agent=self.agent, provider=self.provider)
-        definitions = inner_definitions(ctx, self.members, model.profile)
-        if not definitions:
-            raise ToolError(f"{self.name} has no tools you may use.")
+        state = InnerState.load(ctx, owner=self)
         system = (self.prompt or DEFAULT_PROMPT).replace("{description}", self.description)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": json.dumps(arguments, default=str)},
         ]
-        allowed = self.member_names()
         calls: list[dict[str, Any]] = []
         for iteration in range(int(self.max_iterations)):
+            definitions = inner_definitions(ctx, state.offered(), model.profile)
+            if not definitions:
+                raise ToolError(f"{self.name} has no tools you may use.")
             try:
                 turn = model.adapter.complete(messages=messages, tools=definitions)
             except ModelError as exc:
                 raise ToolError(f"{self.name}: {exc}") from None
             if not turn.tool_calls:
-                return {"answer": turn.content, "iterations": iteration + 1, "calls": calls}
+                return {"answer": turn.content, "iterations": iteration + 1, "calls": calls, **state.result()}
             if len(calls) + len(turn.tool_calls) > self.max_calls:
                 raise ToolError(
                     f"{self.name} stopped: its model asked for {len(turn.tool_calls)} more tool call(s) after "
@@ -124,9 +132,10 @@ class SimpleAgenticTool:
                     arguments=inner.arguments,
                     model_call_id=inner.id,
                     position=len(calls),
-                    allowed=allowed,
+                    gate=state.gate(iteration),
                     owner=self.name,
                 )
+                state.after(call)
                 calls.append({"id": str(call.id), "tool": call.tool_name, "status": call.status})
                 messages.append({"role": "tool", "tool_call_id": inner.id, "content": call.model_text()})
         raise ToolError(
