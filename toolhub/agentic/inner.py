@@ -2,12 +2,15 @@
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolhub.agentic.base import AgenticFacts
+from toolhub.agentic.base import AgenticFacts, GatedTools
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
+
+if TYPE_CHECKING:
+    from toolhub.agentic.simple import SimpleAgenticTool
 
 __all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of"]
 
@@ -75,13 +78,13 @@ class InnerState:
     replayed from the run's earlier inner calls of this tool, so a later call continues in it.
     """
 
-    def __init__(self, ctx: ToolContext, owner: Any, entries: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, ctx: ToolContext, owner: "SimpleAgenticTool", entries: dict[str, dict[str, Any]]) -> None:
         self.ctx = ctx
         self.owner = owner
         self.entries = entries
 
     @classmethod
-    def load(cls, ctx: ToolContext, *, owner: Any) -> "InnerState":
+    def load(cls, ctx: ToolContext, *, owner: "SimpleAgenticTool") -> "InnerState":
         entries: dict[str, dict[str, Any]] = {gated.name: {} for gated in owner.gated}
         state = cls(ctx, owner, entries)
         run_id = _uuid(ctx.run_id)
@@ -106,7 +109,7 @@ class InnerState:
         if call.status == CallStatus.SUCCEEDED:
             self.apply(call.tool_name)
 
-    def _facts(self, gated: Any, iteration: int) -> AgenticFacts:
+    def _facts(self, gated: GatedTools, iteration: int) -> AgenticFacts:
         entry = self.entries[gated.name]
         done = frozenset(name for name in entry.get("done", []) if isinstance(name, str))
         return AgenticFacts(done=done, artifacts=self._artifacts(), turn=iteration, context=dict(self.ctx))
