@@ -118,3 +118,17 @@ def test_state_machine_definition_mistakes_are_refused() -> None:
         StateMachineTool("m", "d", str, start=Light.RED)  # type: ignore[arg-type]
     with pytest.raises(ToolDefinitionError, match="no tools"):
         StateMachineTool("m", "d", Light, start=Light.RED)
+
+
+def test_calls_of_one_turn_are_checked_against_the_state_the_turn_started_in(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    both = {"tool_calls": [{"name": "confirm_order", "arguments": {}}, {"name": "ship_order", "arguments": {}}]}
+    agent = make_agent(script=[both, answer()], tools=["order_processor"])
+
+    run = start_run(agent, alice)
+
+    confirmed, shipped = _calls(run)
+    assert confirmed.status == CallStatus.SUCCEEDED
+    assert shipped.status == CallStatus.INVALID and "state 'draft'" in shipped.error
+    assert run.disclosure["agentic"]["order_processor"]["state"] == "confirmed"

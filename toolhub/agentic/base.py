@@ -70,9 +70,14 @@ def as_tool(item: Any, owner: str) -> Tool:
 
 def owner_of(tool: Tool | None) -> Any:
     """The agentic tool whose facade (or run handler) ``tool`` is, else ``None``."""
+    from toolhub.agentic.simple import SimpleAgenticTool
+
     handler = getattr(tool, "handler", None)
     owner = getattr(handler, "__self__", None)
-    if getattr(handler, "__name__", "") in {"_guide", "_orchestrate"} and owner is not None:
+    name = getattr(handler, "__name__", "")
+    if (isinstance(owner, GatedTools) and name == "_guide") or (
+        isinstance(owner, SimpleAgenticTool) and name == "_orchestrate"
+    ):
         return owner
     return None
 
