@@ -45,7 +45,7 @@ def test_inner_calls_go_through_the_pipeline_audited_and_linked_to_the_outer_cal
     assert [added.result, multiplied.result] == [5, 20]
     for inner in (added, multiplied):
         # same principal and run as the outer call, its own audited call, linked by parent_call_id
-        assert inner.kind == CallKind.INNER and inner.run_id == run.id
+        assert inner.kind == CallKind.INNER and inner.run_id == run.id and inner.turn == outer.turn
         assert inner.user_id == alice.id and inner.tenant == outer.tenant and inner.agent_name == outer.agent_name
         assert inner.context["parent_call_id"] == str(outer.id)
         assert event_types(inner) == ["call.requested", "call.queued", "call.running", "call.succeeded"]

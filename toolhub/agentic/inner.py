@@ -12,7 +12,7 @@ from toolhub.tools.definition import Tool
 if TYPE_CHECKING:
     from toolhub.agentic.simple import SimpleAgenticTool
 
-__all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of"]
+__all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of", "outer_turn"]
 
 
 def inner_definitions(ctx: ToolContext, members: Sequence[Tool], profile: str) -> list[dict[str, Any]]:
@@ -31,6 +31,7 @@ def inner_tool_call(
     arguments: str,
     model_call_id: str,
     position: int,
+    turn: int = 0,
     gate: Callable[[str], str | None],
     owner: str,
 ) -> ToolCall:
@@ -49,6 +50,7 @@ def inner_tool_call(
                 principal=principal_of_context(ctx),
                 context=ToolContext({k: v for k, v in ctx.as_dict().items() if k not in _OWN_KEYS}),
                 run_id=_uuid(ctx.run_id),
+                turn=turn,
                 position=position,
                 model_call_id=model_call_id[:100],
                 kind=CallKind.INNER,
@@ -164,6 +166,13 @@ class InnerState:
 
     def result(self) -> dict[str, Any]:
         return {"state": {name: dict(entry) for name, entry in self.entries.items()}} if self.entries else {}
+
+
+def outer_turn(ctx: ToolContext) -> int:
+    """The run turn of the call that runs an agentic tool (its inner calls are listed with it)."""
+    if not ctx.call_id:
+        return 0
+    return int(ToolCall.objects.filter(id=ctx.call_id).values_list("turn", flat=True).first() or 0)
 
 
 def inner_calls_of(call_id: uuid.UUID | str, *, user: Any) -> list[ToolCall]:

@@ -89,7 +89,7 @@ class SimpleAgenticTool:
         return {tool.name for tool in self.members}
 
     def _orchestrate(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        from toolhub.agentic.inner import InnerState, inner_definitions, inner_tool_call
+        from toolhub.agentic.inner import InnerState, inner_definitions, inner_tool_call, outer_turn
         from toolhub.agentic.models import inner_model
 
         model = inner_model(ctx, agent=self.agent, provider=self.provider)
@@ -100,6 +100,7 @@ class SimpleAgenticTool:
             {"role": "user", "content": json.dumps(arguments, default=str)},
         ]
         calls: list[dict[str, Any]] = []
+        turn_of_run = outer_turn(ctx)
         for iteration in range(int(self.max_iterations)):
             definitions = inner_definitions(ctx, state.offered(), model.profile)
             if not definitions:
@@ -132,6 +133,7 @@ class SimpleAgenticTool:
                     arguments=inner.arguments,
                     model_call_id=inner.id,
                     position=len(calls),
+                    turn=turn_of_run,
                     gate=state.gate(iteration),
                     owner=self.name,
                 )
