@@ -125,6 +125,8 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     # Playbooks' and state machines' members and chained methods: only those their run state shows now.
     agentic_hidden, agentic_shown = agentic_visibility(own, state)
     hidden |= agentic_hidden
+    if request.tool_search:
+        agentic_shown = []  # found by search like any tool (their calls are still gated by the run's state)
     base = [name for name in own if name not in hidden]
     unfolded: list[str] = []
     for facade_name, children in state.unfolded.items():
