@@ -202,12 +202,17 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         return _Decision([requested, *rewritten, queued], dispatch_call)
     # This process executes the call itself: the row is written already claimed (durably, before the
     # tool runs), so no claim transaction follows and nothing is checked twice within one decision.
+    inline = _inline.get()
+    if inline:
+        # The caller (an agentic tool's inner loop, on its worker) runs the claimed call itself once this returns.
+        call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, inline, now
+        call.lease_expires_at = now + call_lease(tool)
+        return _Decision(
+            [requested, *rewritten, queued, EventSpec("call.running", f"worker:{inline}", {"attempt": 1})], _nothing
+        )
     call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
     call.lease_expires_at = now + call_lease(tool)
     running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
-    if _inline.get():
-        # The caller (an agentic tool's inner loop) runs the claimed call itself once this returns.
-        return _Decision([requested, *rewritten, queued, running], _nothing)
 
     def run_here(call: ToolCall) -> None:
         from toolhub.execution import tool_call_run_claimed
@@ -232,20 +237,21 @@ def _runs_in_this_process() -> bool:
     """Whether a dispatched call would run here, at commit (the embedded default's eager tasks)."""
     from toolhub.celery import app
 
-    return _inline.get() or bool(app.conf.task_always_eager)
+    return bool(_inline.get()) or bool(app.conf.task_always_eager)
 
 
-_inline: ContextVar[bool] = ContextVar("toolhub_inline_execution", default=False)
+#: The worker name calls requested inside ``inline_execution`` are claimed for ("" outside it).
+_inline: ContextVar[str] = ContextVar("toolhub_inline_execution", default="")
 
 
 @contextmanager
-def inline_execution() -> Iterator[None]:
-    """Calls requested in the block that may run now are written claimed, for the caller to run right away.
+def inline_execution(worker: str) -> Iterator[None]:
+    """Calls requested in the block that may run now are written claimed by ``worker``, for the caller to run.
 
     An agentic tool's inner loop needs each inner result before its next model turn; it runs them with
-    ``toolhub.execution.tool_call_run_claimed`` in the worker that runs the outer call.
+    ``toolhub.execution.tool_call_run_claimed`` in the worker that runs the outer call (``worker`` names it).
     """
-    token = _inline.set(True)
+    token = _inline.set(worker[:200] or EAGER_WORKER)
     try:
         yield
     finally:

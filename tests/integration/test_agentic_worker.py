@@ -79,3 +79,38 @@ def test_a_state_machine_continues_in_its_state_after_a_worker_restart(
         "held",
     ]
     assert resumed.output == "done"
+
+
+def test_an_agentic_tool_runs_its_inner_calls_on_the_worker_each_audited_and_linked(
+    celery_worker: Worker, alice: User
+) -> None:
+    # given an inner model that records an effect, hits a failing tool, then answers
+    Agent.objects.create(
+        name="effect-brain",
+        script=[
+            {"tool_calls": [{"name": "record_effect", "arguments": {"note": "inner"}}]},
+            {"tool_calls": [{"name": "always_fails", "arguments": {"reason": "boom"}}]},
+            {"content": "recorded one"},
+        ],
+    )
+    outer_script = [{"tool_calls": [{"name": "effect_desk", "arguments": {"task": "record"}}]}, {"content": "ok"}]
+    agent = Agent.objects.create(name="desk", script=outer_script, tools=["effect_desk"])
+
+    # when a run calls the agentic tool on a real worker
+    run = run_start(agent=agent, user=alice, input="work")
+    done = wait_for(
+        lambda: (r := AgentRun.objects.get(pk=run.pk)).status == RunStatus.COMPLETED and r, timeout=60, what="run done"
+    )
+
+    # then its inner calls ran there, once each, as audited calls linked to it
+    outer = ToolCall.objects.get(run_id=run.pk, tool_name="effect_desk")
+    assert outer.status == CallStatus.SUCCEEDED, outer.error
+    assert outer.result["answer"] == "recorded one"
+    inner = list(ToolCall.objects.filter(context__parent_call_id=str(outer.id)).order_by("created_at"))
+    assert [(c.tool_name, c.status, c.kind) for c in inner] == [
+        ("record_effect", CallStatus.SUCCEEDED, "inner"),
+        ("always_fails", CallStatus.FAILED, "inner"),
+    ]
+    assert all(c.worker and c.worker == outer.worker for c in inner)
+    assert SideEffect.objects.filter(note="inner").count() == 1
+    assert done.output == "ok"

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from tests.testapp.models import SideEffect
 from toolhub import Param, Progress, Risk, ToolContext, ToolError, ToolSuspend, tool
-from toolhub.agentic import StateMachineTool, Transition
+from toolhub.agentic import SimpleAgenticTool, StateMachineTool, Transition
 
 
 @tool(risk=Risk.LOW)
@@ -150,4 +150,14 @@ EFFECT_WORKFLOW = StateMachineTool(
         EffectStage.OPEN: [Transition(record_effect, to=EffectStage.RECORDED)],
         EffectStage.RECORDED: [Transition(risky_effect, to=EffectStage.DONE)],
     },
+)
+
+
+#: An agentic tool the worker tests run on a real worker: an inner model (agent ``effect-brain``) records effects.
+EFFECT_DESK = SimpleAgenticTool(
+    "effect_desk",
+    "Record the effects a task needs.",
+    tools=[record_effect, always_fails],
+    max_iterations=4,
+    agent="effect-brain",
 )

@@ -38,11 +38,12 @@ def inner_tool_call(
     """Request one inner call (audited, linked to the outer call) and, when policy lets it run now, run it here."""
     from toolhub.disclosure.principals import principal_of_context
     from toolhub.execution import tool_call_run_claimed
-    from toolhub.pipeline import EAGER_WORKER, CallRequest, inline_execution, tool_call_request
+    from toolhub.pipeline import CallRequest, inline_execution, tool_call_request
     from toolhub.tools.registry import registry
 
     outer = ctx.call_id
-    with inline_execution():
+    worker = _outer_worker(ctx)
+    with inline_execution(worker):
         call = tool_call_request(
             request=CallRequest(
                 tool_name=name,
@@ -58,12 +59,10 @@ def inner_tool_call(
                 gate=gate,
             )
         )
-    if call.status == CallStatus.RUNNING and call.worker == EAGER_WORKER:
+    if call.status == CallStatus.RUNNING and call.worker == worker:
         tool = registry.get(call.tool_name)
         assert tool is not None
-        tool_call_run_claimed(
-            call=call, tool=tool, arguments=tool.validate_arguments(call.arguments), worker=EAGER_WORKER
-        )
+        tool_call_run_claimed(call=call, tool=tool, arguments=tool.validate_arguments(call.arguments), worker=worker)
     call.refresh_from_db()
     if call.status == CallStatus.PENDING_APPROVAL:
         call.error = (
@@ -166,6 +165,14 @@ class InnerState:
 
     def result(self) -> dict[str, Any]:
         return {"state": {name: dict(entry) for name, entry in self.entries.items()}} if self.entries else {}
+
+
+def _outer_worker(ctx: ToolContext) -> str:
+    """The worker running the outer call: its inner calls are recorded as run by it."""
+    from toolhub.pipeline import EAGER_WORKER
+
+    worker = ToolCall.objects.filter(id=ctx.call_id).values_list("worker", flat=True).first() if ctx.call_id else None
+    return str(worker or EAGER_WORKER)
 
 
 def outer_turn(ctx: ToolContext) -> int:
