@@ -11,7 +11,10 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents_app import receivers  # noqa: F401 - resumes runs when their calls settle
+        from agents_app.agentic import agentic_model
         from agents_app.selectors import agent_tools
+        from toolhub.agentic.models import register_model_resolver
         from toolhub.authorization import register_agent_tools_resolver
 
         register_agent_tools_resolver(agent_tools)
+        register_model_resolver(agentic_model)

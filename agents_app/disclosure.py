@@ -6,12 +6,13 @@ resumed on another worker sees the same tools.
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.utils.module_loading import import_string
 
 from agents_app.models import Agent, AgentRun
+from toolhub.agentic.runstate import agentic_gate
 from toolhub.disclosure.state import DisclosureState
 from toolhub.disclosure.visibility import (
     Disclosure,
@@ -23,7 +24,14 @@ from toolhub.disclosure.visibility import (
 )
 from toolhub.models import ToolCall
 
-__all__ = ["agent_tool_names", "run_disclosure", "run_state_after_calls", "messages_with_additions", "provided_tools"]
+__all__ = [
+    "agent_tool_names",
+    "run_disclosure",
+    "run_state_after_calls",
+    "run_gate",
+    "messages_with_additions",
+    "provided_tools",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +84,23 @@ def run_disclosure(run: AgentRun) -> Disclosure:
 
 def run_state_after_calls(run: AgentRun, calls: list[ToolCall]) -> None:
     """Apply the last turn's settled navigation calls (facades, searches, group switches) to the run's state."""
-    settled = [SettledCall(c.tool_name, c.status, c.arguments or {}, c.result) for c in calls]
-    run.disclosure = state_after_calls(DisclosureState.from_json(run.disclosure), settled).to_json()
+    settled = [SettledCall(c.tool_name, c.status, c.arguments or {}, c.result, str(c.id)) for c in calls]
+    state = state_after_calls(DisclosureState.from_json(run.disclosure), settled, agent_tools=list(run.agent.tools))
+    run.disclosure = state.to_json()
+
+
+def run_gate(run: AgentRun) -> Callable[[str], str | None]:
+    """Why a call of this run's model may not run in its agentic tools' state now (guidance), else None."""
+    from agents_app.loop import run_principal, run_tool_context
+
+    return agentic_gate(
+        agent_tools=list(run.agent.tools),
+        state=DisclosureState.from_json(run.disclosure),
+        principal=run_principal(run),
+        run_id=run.id,
+        turn=run.turn,
+        context=dict(run_tool_context(run)),
+    )
 
 
 def messages_with_additions(messages: list[dict[str, Any]], additions: list[str]) -> list[dict[str, Any]]:

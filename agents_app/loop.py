@@ -23,7 +23,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents_app.disclosure import agent_tool_names, messages_with_additions, run_disclosure, run_state_after_calls
+from agents_app.disclosure import (
+    agent_tool_names,
+    messages_with_additions,
+    run_disclosure,
+    run_gate,
+    run_state_after_calls,
+)
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, PartialSink, adapter_for
 from agents_app.transitions import run_transition
@@ -329,7 +335,7 @@ def _request_calls(run: AgentRun) -> bool:
     run is woken (``_begin_step``). The caller holds the run's lock and saves it; returns whether a
     requested call suspends the run (held for approval or awaiting a result).
     """
-    principal, context = run_principal(run), run_tool_context(run)
+    principal, context, gate = run_principal(run), run_tool_context(run), run_gate(run)
     pending = list(run.deferred_calls)
     requested = []
     while pending:
@@ -345,6 +351,7 @@ def _request_calls(run: AgentRun) -> bool:
                     turn=run.turn,
                     position=int(call["position"]),
                     model_call_id=str(call["id"]),
+                    gate=gate,
                 )
             )
         )

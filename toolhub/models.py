@@ -110,6 +110,8 @@ class CallKind(models.TextChoices):
     COMPENSATION = "compensation"
     API = "api", "REST API (POST /api/v1/calls/)"
     MCP = "mcp", "MCP client"
+    #: A call an agentic tool's inner model made (``toolhub.agentic``); ``context.parent_call_id`` names the outer.
+    INNER = "inner"
 
 
 #: Kinds of calls that are steps (of a run or of a direct saga), as opposed to the sagas' compensations.

@@ -7,7 +7,9 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -58,6 +60,7 @@ __all__ = [
     "call_lease",
     "EAGER_WORKER",
     "visible_tool_names",
+    "inline_execution",
 ]
 
 
@@ -81,6 +84,9 @@ class CallRequest:
     client: Mapping[str, Any] | None = None
     #: The new call's id, when the caller needs to know it before the call is written (to follow it).
     call_id: uuid.UUID | None = None
+    #: ``gate(tool_name)``: why the call may not run in its run's state now (an agentic tool's guidance), else None.
+    #: Asked after authorization, so a denied tool is answered as denied, never with guidance.
+    gate: Callable[[str], str | None] | None = None
 
 
 class _Refusal(Exception):
@@ -160,6 +166,9 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         )
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
+        guidance = request.gate(tool.name) if request.gate is not None else None
+        if guidance:
+            raise _Refusal(CallStatus.INVALID, storable_text(guidance)[:2000], actor="agentic", gate=True)
     except _Refusal as refusal:
         call.raw_arguments = _raw_text(request.tool_name, request.arguments)
         call.status, call.error, call.finished_at = refusal.status, refusal.message, now
@@ -200,6 +209,14 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         return _Decision([requested, *rewritten, queued], dispatch_call)
     # This process executes the call itself: the row is written already claimed (durably, before the
     # tool runs), so no claim transaction follows and nothing is checked twice within one decision.
+    inline = _inline.get()
+    if inline:
+        # The caller (an agentic tool's inner loop, on its worker) runs the claimed call itself once this returns.
+        call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, inline, now
+        call.lease_expires_at = now + call_lease(tool)
+        return _Decision(
+            [requested, *rewritten, queued, EventSpec("call.running", f"worker:{inline}", {"attempt": 1})], _nothing
+        )
     call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
     call.lease_expires_at = now + call_lease(tool)
     running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
@@ -227,7 +244,25 @@ def _runs_in_this_process() -> bool:
     """Whether a dispatched call would run here, at commit (the embedded default's eager tasks)."""
     from toolhub.celery import app
 
-    return bool(app.conf.task_always_eager)
+    return bool(_inline.get()) or bool(app.conf.task_always_eager)
+
+
+#: The worker name calls requested inside ``inline_execution`` are claimed for ("" outside it).
+_inline: ContextVar[str] = ContextVar("toolhub_inline_execution", default="")
+
+
+@contextmanager
+def inline_execution(worker: str) -> Iterator[None]:
+    """Calls requested in the block that may run now are written claimed by ``worker``, for the caller to run.
+
+    An agentic tool's inner loop needs each inner result before its next model turn; it runs them with
+    ``toolhub.execution.tool_call_run_claimed`` in the worker that runs the outer call (``worker`` names it).
+    """
+    token = _inline.set(worker[:200] or EAGER_WORKER)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
 
 
 def _notify_on_commit(call: ToolCall) -> None:

@@ -1,10 +1,12 @@
 """Tools used by the integration and fault-injection tests."""
 
+import enum
 import time
 from typing import Annotated
 
 from tests.testapp.models import SideEffect
 from toolhub import Param, Progress, Risk, ToolContext, ToolError, ToolSuspend, tool
+from toolhub.agentic import SimpleAgenticTool, StateMachineTool, Transition
 
 
 @tool(risk=Risk.LOW)
@@ -128,3 +130,34 @@ def stepped_work(
 def suspending_effect(note: Annotated[str, Param("Free text handed to the outside executor.")]) -> str:
     """Suspend mid-call: the result comes from outside (``POST /api/v1/calls/{id}/result/``)."""
     raise ToolSuspend("waiting for the outside executor", {"note": note})
+
+
+class EffectStage(enum.Enum):
+    """The stages of ``effect_workflow``."""
+
+    OPEN = "open"
+    RECORDED = "recorded"
+    DONE = "done"
+
+
+#: A state machine the worker tests resume across a restart: record an effect, then a risky one, then nothing.
+EFFECT_WORKFLOW = StateMachineTool(
+    "effect_workflow",
+    "Record an effect, then a risky one.",
+    EffectStage,
+    start=EffectStage.OPEN,
+    states={
+        EffectStage.OPEN: [Transition(record_effect, to=EffectStage.RECORDED)],
+        EffectStage.RECORDED: [Transition(risky_effect, to=EffectStage.DONE)],
+    },
+)
+
+
+#: An agentic tool the worker tests run on a real worker: an inner model (agent ``effect-brain``) records effects.
+EFFECT_DESK = SimpleAgenticTool(
+    "effect_desk",
+    "Record the effects a task needs.",
+    tools=[record_effect, always_fails],
+    max_iterations=4,
+    agent="effect-brain",
+)

@@ -16,6 +16,12 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(str(item)[:200] for item in value if isinstance(item, str))[:MAX_NAMES]
 
 
+def _objects(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k)[:200]: dict(v) for k, v in list(value.items())[:MAX_NAMES] if isinstance(v, Mapping)}
+
+
 @dataclass(frozen=True)
 class DisclosureState:
     """The visible-tool state of a run; JSON in ``AgentRun.disclosure``.
@@ -32,6 +38,10 @@ class DisclosureState:
     exclusive: str = ""
     hits: tuple[str, ...] = ()
     visible: tuple[str, ...] = ()
+    #: Agentic tools' run state (``toolhub.agentic``): a playbook's done tools, a state machine's state.
+    agentic: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Chained domain objects, latest per type name: ``{"call_id": ..., "data": {...}}``.
+    chained: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> "DisclosureState":
@@ -46,15 +56,22 @@ class DisclosureState:
             exclusive=str(data.get("exclusive") or "")[:200],
             hits=_names(data.get("hits")),
             visible=_names(data.get("visible")),
+            agentic=_objects(data.get("agentic")),
+            chained=_objects(data.get("chained")),
         )
 
     def to_json(self) -> dict[str, Any]:
+        # Agentic state is written only once a run has some, so runs without agentic tools store what they did.
+        agentic = {"agentic": {k: dict(v) for k, v in self.agentic.items()}} if self.agentic else {}
+        chained = {"chained": {k: dict(v) for k, v in self.chained.items()}} if self.chained else {}
         return {
             "active_groups": list(self.active_groups) if self.active_groups is not None else None,
             "unfolded": {name: list(children) for name, children in self.unfolded.items()},
             "exclusive": self.exclusive,
             "hits": list(self.hits),
             "visible": list(self.visible),
+            **agentic,
+            **chained,
         }
 
     def with_unfolded(self, facade: str, children: list[str], *, exclusive: bool) -> "DisclosureState":
@@ -70,6 +87,14 @@ class DisclosureState:
 
     def with_groups(self, groups: list[str]) -> "DisclosureState":
         return replace(self, active_groups=_names(groups))
+
+    def with_agentic(self, name: str, value: Mapping[str, Any]) -> "DisclosureState":
+        """An agentic tool's new run state (``toolhub.agentic``)."""
+        return replace(self, agentic={**self.agentic, name[:200]: dict(value)})
+
+    def with_chained(self, type_name: str, value: Mapping[str, Any]) -> "DisclosureState":
+        """The latest object of a chained type replaces the earlier one."""
+        return replace(self, chained={**self.chained, type_name[:200]: dict(value)})
 
     def with_visible(self, names: list[str]) -> "DisclosureState":
         return replace(self, visible=_names(names))

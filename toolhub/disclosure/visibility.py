@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolhub.agentic.runstate import agentic_description, agentic_state_after, agentic_visibility
 from toolhub.authorization import CallPrincipal, authorize_tools, tool_group_names
 from toolhub.disclosure.groups import eligible_groups, group_facts, initially_active, user_roles
 from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
@@ -35,8 +36,10 @@ __all__ = [
 
 
 def is_navigation(name: str) -> bool:
-    """Meta tools, facades and their context tools: they reveal granted tools and do nothing else."""
-    return name in META_TOOL_NAMES or facade_of(registry.get(name))[0] is not None
+    """Meta tools, facades and their context tools, playbooks' and state machines' guides: they only reveal."""
+    from toolhub.agentic.runstate import is_agentic_navigation
+
+    return name in META_TOOL_NAMES or facade_of(registry.get(name))[0] is not None or is_agentic_navigation(name)
 
 
 def _facade(name: str) -> UnfoldingTool | None:
@@ -47,13 +50,19 @@ def _facade(name: str) -> UnfoldingTool | None:
 def expand_agent_tools(
     names: Sequence[str], *, tool_search: bool = False, group_switching: bool = False
 ) -> frozenset[str]:
-    """The tools an agent has: its own, its facades' inner and context tools (nested), and its meta tools."""
+    """The tools an agent has: its own, its facades' inner and context tools (nested), and its meta tools.
+
+    Its agentic tools' members and inner tools and the chained methods it discovers (``toolhub.agentic``) too.
+    """
+    from toolhub.agentic.runstate import expand_agentic
+
     expanded = set(names)
     for name in names:
         facade = _facade(name)
         if facade is not None:
             expanded.add(facade.context_tool.name)
             expanded |= facade.descendant_names()
+    expanded |= expand_agentic(expanded)
     if tool_search:
         expanded.add(TOOL_SEARCH)
     if group_switching:
@@ -113,10 +122,16 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
         facade = _facade(name)
         if facade is not None:
             hidden |= facade.descendant_names()
+    # Playbooks' and state machines' members and chained methods: only those their run state shows now.
+    agentic_hidden, agentic_shown = agentic_visibility(own, state)
+    hidden |= agentic_hidden
+    if request.tool_search:
+        agentic_shown = []  # found by search like any tool (their calls are still gated by the run's state)
     base = [name for name in own if name not in hidden]
     unfolded: list[str] = []
     for facade_name, children in state.unfolded.items():
         unfolded.extend([*children, f"{facade_name}{CONTEXT_SUFFIX}"])
+    unfolded.extend(agentic_shown)
 
     if state.exclusive:
         children = state.unfolded.get(state.exclusive, ())
@@ -183,6 +198,9 @@ def _tool(name: str) -> Tool:
 def _shown(name: str, state: DisclosureState) -> Tool:
     """The tool as the model sees it: an unfolded facade becomes the guide to its inner tools."""
     tool = _tool(name)
+    agentic = agentic_description(name, state)
+    if agentic is not None:
+        return tool.with_description(agentic)
     if name in state.unfolded:
         return tool.with_description(
             f"Guide to the tools of {name}, already unfolded: call them directly. Calling this lists them again."
@@ -198,13 +216,22 @@ class SettledCall:
     status: str
     arguments: Mapping[str, Any]
     result: Any
+    call_id: str = ""
 
 
-def state_after_calls(state: DisclosureState, calls: Sequence[SettledCall]) -> DisclosureState:
-    """Apply the last turn's successful navigation calls, in order: unfolds, searches, group switches."""
+def state_after_calls(
+    state: DisclosureState, calls: Sequence[SettledCall], *, agent_tools: Sequence[str] = ()
+) -> DisclosureState:
+    """Apply the last turn's successful calls, in order: unfolds, searches, group switches.
+
+    And the agent's agentic tools' steps: a playbook step done, a state machine's transition, a chained object bound.
+    """
     for call in calls:
         if call.status != CallStatus.SUCCEEDED:
             continue
+        state = agentic_state_after(
+            state, tool_name=call.tool_name, call_id=call.call_id, result=call.result, agent_tools=agent_tools
+        )
         result = call.result if isinstance(call.result, Mapping) else {}
         if call.tool_name == TOOL_SEARCH:
             state = state.with_hits([n for n in result.get("tools", []) if isinstance(n, str)])

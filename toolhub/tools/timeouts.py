@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -63,7 +64,11 @@ def _alarm(seconds: float, tool_name: str) -> Iterator[None]:
         raise ToolTimeoutError(tool_name, seconds)
 
     previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    started = time.monotonic()
     previous_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if previous_timer[0] and previous_timer[0] < seconds:
+        # A tool called from within another (an agentic tool's inner call) never outlives the outer limit.
+        signal.setitimer(signal.ITIMER_REAL, previous_timer[0])
     try:
         yield
     finally:
@@ -71,7 +76,8 @@ def _alarm(seconds: float, tool_name: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_handler)
         if previous_timer[0]:
             # Someone else's alarm was pending: give it back what is left of it (at least a tick).
-            signal.setitimer(signal.ITIMER_REAL, max(previous_timer[0] - seconds, 0.001), previous_timer[1])
+            left = previous_timer[0] - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), previous_timer[1])
 
 
 def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
