@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
+from agents_app.selectors import run_children
 from agents_app.services import AGENT_FIELDS, tool_provider_problem
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
@@ -138,6 +139,8 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),
+        ("Subagents", {"fields": ("parent_link", "depth", "child_runs")}),
+        ("From the model", {"fields": ("shown_updates", "blackboard_entries")}),
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
@@ -153,6 +156,57 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
     @admin.display(description="Context")
     def shown_context(self, obj: AgentRun) -> str:
         return pretty_json(obj.context)
+
+    @admin.display(description="Started by")
+    def parent_link(self, obj: AgentRun) -> str:
+        if obj.parent_run_id is None:
+            return "-"
+        return format_html(
+            "{} (call {})",
+            admin_link("admin:agents_app_agentrun_change", obj.parent_run_id, obj.parent_run_id),
+            admin_link("admin:toolhub_toolcall_change", obj.parent_call_id, obj.parent_call_id),
+        )
+
+    @admin.display(description="Subagent runs")
+    def child_runs(self, obj: AgentRun) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    admin_link("admin:agents_app_agentrun_change", child.pk, child.pk),
+                    child.agent.name,
+                    child.status,
+                    admin_link("admin:toolhub_toolcall_change", child.parent_call_id, child.parent_call_id),
+                )
+                for child in run_children(obj)
+            ),
+        )
+        return format_html(
+            '<table class="toolhub-table" id="run-children"><thead><tr><th>Run</th><th>Agent</th><th>Status</th>'
+            "<th>Parent call</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
+
+    @admin.display(description="Messages and progress the model sent (communicate, progress)")
+    def shown_updates(self, obj: AgentRun) -> str:
+        return pretty_json(obj.updates)
+
+    @admin.display(description="Blackboard (own entries)")
+    def blackboard_entries(self, obj: AgentRun) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (entry.name, entry.kind, entry.size, entry.produced_by_call_id or "-")
+                for entry in obj.blackboard.order_by("id")[:200]
+            ),
+        )
+        return format_html(
+            '<table class="toolhub-table" id="run-blackboard"><thead><tr><th>Name</th><th>Kind</th><th>Bytes</th>'
+            "<th>Produced by call</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
 
     @admin.display(description="Tool calls")
     def tool_calls(self, obj: AgentRun) -> str:
