@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from agents_app.models import AgentRun, BlackboardEntry
-from toolhub.audit import REDACTED, canonical_json
+from toolhub.audit import REDACTED
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.storable import json_storage_problem
@@ -69,13 +69,14 @@ def blackboard_put(
     row = _run_row(run)
     name, kind = _label(name, "name"), _label(kind, "kind")
     value = _redacted(value, frozenset(sensitive))
-    problem = json_storage_problem(value)
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        size = len(encoded.encode("utf-8"))
+        problem = json_storage_problem(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise BlackboardError(f"Blackboard value {name!r} is not JSON data ({type(exc).__name__}).") from None
     if problem:
         raise BlackboardError(f"Blackboard value {name!r} cannot be stored as JSON: {problem}.")
-    try:
-        size = len(canonical_json(value).encode("utf-8"))
-    except (TypeError, ValueError) as exc:
-        raise BlackboardError(f"Blackboard value {name!r} is not JSON data ({type(exc).__name__}).") from None
     if size > MAX_VALUE_BYTES:
         raise BlackboardError(f"Blackboard value {name!r} is {size} bytes; at most {MAX_VALUE_BYTES} are kept.")
     if BlackboardEntry.objects.filter(run_id=row.id).count() >= MAX_ENTRIES_PER_RUN:
