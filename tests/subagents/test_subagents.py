@@ -14,6 +14,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.helpers import assert_audit_intact, event_types
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.models import SideEffect
+from tests.testapp.tools import ask_researcher
 from toolhub import Param, registry
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 
@@ -33,7 +34,8 @@ class TenantTask(BaseModel):
     tenant: Annotated[str, Param("A tenant.")] = ""
 
 
-RESEARCHER = Subagent.of("researcher", "Ask the researcher agent to do a task.", Task, name="ask_researcher")
+#: The test app's subagent tool for the agent named ``researcher`` (registered for the workers too).
+RESEARCHER = ask_researcher
 
 
 def _parent_script(tool: str = "ask_researcher") -> list[dict[str, Any]]:

@@ -3,6 +3,9 @@
 import time
 from typing import Annotated
 
+from pydantic import BaseModel
+
+from agents_app.subagents import Subagent
 from tests.testapp.models import SideEffect
 from toolhub import Param, Progress, Risk, ToolContext, ToolError, ToolSuspend, tool
 
@@ -128,3 +131,15 @@ def stepped_work(
 def suspending_effect(note: Annotated[str, Param("Free text handed to the outside executor.")]) -> str:
     """Suspend mid-call: the result comes from outside (``POST /api/v1/calls/{id}/result/``)."""
     raise ToolSuspend("waiting for the outside executor", {"note": note})
+
+
+class ResearchTask(BaseModel):
+    """What the ``researcher`` subagent is asked to do."""
+
+    task: Annotated[str, Param("The task for the researcher.")]
+
+
+#: The agent named ``researcher`` (made by the test that uses it) as a tool: its call runs as a child run.
+ask_researcher = Subagent.of(
+    "researcher", "Ask the researcher agent to do a task.", ResearchTask, name="ask_researcher"
+)
