@@ -103,13 +103,18 @@ def blackboard_capture_calls(run: AgentRun, calls: Iterable[ToolCall]) -> list[B
     succeeded = {call.id: call for call in calls if call.status == CallStatus.SUCCEEDED}
     if not succeeded:
         return []
+    artifacts = list(ToolCallArtifact.objects.filter(call_id__in=list(succeeded)))
+    if not artifacts:  # the common case costs one query
+        return []
     done = set(
         BlackboardEntry.objects.filter(run_id=run.id, produced_by_call_id__in=list(succeeded)).values_list(
             "produced_by_call_id", flat=True
         )
     )
     entries = []
-    for artifact in ToolCallArtifact.objects.filter(call_id__in=[i for i in succeeded if i not in done]):
+    for artifact in artifacts:
+        if artifact.call_id in done:
+            continue
         call = succeeded[artifact.call_id]
         try:
             entries.append(
