@@ -1,5 +1,6 @@
 """The run's blackboard and the tools about the run itself: only this run's rows, bounded answers."""
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -19,7 +20,7 @@ from agents_app.models import AgentRun, BlackboardEntry, RunStatus
 from agents_app.subagents import SUBAGENT_ANSWER_KIND, Subagent
 from approvals.models import WebhookDelivery
 from tests.subagents.conftest import MakeAgent, StartRun
-from toolhub import Param, ToolResult, registry, tool
+from toolhub import Param, Secret, ToolResult, registry, tool
 from toolhub.audit import REDACTED
 from toolhub.models import CallStatus, TenantMembership, ToolCall
 
@@ -249,3 +250,33 @@ def test_tools_about_the_run_refuse_outside_a_run(
             assert call.status == CallStatus.FAILED and call.error == "This tool works only inside an agent run."
     theirs.refresh_from_db()
     assert theirs.updates == []
+
+
+def test_an_artifact_holding_a_secret_is_on_the_board_without_it(
+    make_agent: MakeAgent, start: StartRun, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLHUB_TEST_TOKEN", "tok-very-secret")
+
+    @tool(presets={"token": Secret("TOOLHUB_TEST_TOKEN")})
+    def leaky_report(token: str) -> ToolResult:
+        """Return a report that quotes the token."""
+        return ToolResult.artifact({"auth": token, "rows": 2}, name="leaky")
+
+    script = [_calls(("leaky_report", {})), _calls(("blackboard_get", {"name": "leaky"})), {"content": "done"}]
+    with registry.temporarily(leaky_report):
+        run = start(make_agent(tools=["leaky_report", "blackboard_get"], script=script), alice)
+    entry = BlackboardEntry.objects.get(run=run)
+    assert "tok-very-secret" not in json.dumps(entry.value) and entry.value["rows"] == 2
+    assert "tok-very-secret" not in json.dumps(_tool_results(run))
+
+
+def test_run_tools_go_through_grants_like_any_tool(
+    make_agent: MakeAgent, start: StartRun, alice: User, settings: Any
+) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
+    script = [_calls(("blackboard_list", {}), ("communicate", {"message": "hi"})), {"content": "done"}]
+    run = start(make_agent(tools=["blackboard_list", "communicate"], script=script), alice)
+    calls = list(ToolCall.objects.filter(run_id=run.id).order_by("position"))
+    assert [call.status for call in calls] == [CallStatus.DENIED, CallStatus.DENIED]
+    run.refresh_from_db()
+    assert run.updates == []
