@@ -15,7 +15,7 @@ from tests.helpers import assert_audit_intact, event_types
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.models import SideEffect
 from tests.testapp.tools import ask_researcher
-from toolhub import Param, registry
+from toolhub import Param, ToolContext, ToolSuspend, registry
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
@@ -268,3 +268,15 @@ def test_nobody_posts_a_result_for_a_subagent_call(
     assert "subagent run" in response.json()["detail"]
     call.refresh_from_db()
     assert call.status == CallStatus.AWAITING_RESULT and call.result is None
+
+
+def test_a_retried_subagent_call_waits_on_the_same_child(make_agent: MakeAgent, start: StartRun, alice: User) -> None:
+    with registry.temporarily(RESEARCHER):
+        make_agent(name="researcher", tools=["risky_effect"], script=HELD_CHILD_SCRIPT)
+        parent = start(make_agent(tools=["ask_researcher"], script=_parent_script()), alice)
+        call = ToolCall.objects.get(run_id=parent.id)
+        # a worker that died after creating the child runs the tool again for the same call
+        with pytest.raises(ToolSuspend) as suspended:
+            RESEARCHER.invoke({"task": "find it"}, ToolContext(call.context).with_values(call_id=str(call.id)))
+    assert suspended.value.payload["subagent_run"] == call.suspension["payload"]["subagent_run"]
+    assert AgentRun.objects.filter(parent_run=parent).count() == 1
