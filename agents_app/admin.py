@@ -6,8 +6,10 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 from django.template.loader import render_to_string
+from django.utils.html import format_html
 
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
+from agents_app.selectors import run_children
 from agents_app.services import AGENT_FIELDS, tool_provider_problem
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
@@ -145,6 +147,8 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         ("Tool calls", {"fields": ("tool_calls",)}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),
+        ("Subagents", {"fields": ("parent_link", "depth", "child_runs")}),
+        ("From the model", {"fields": ("shown_updates", "blackboard_entries")}),
         (
             "The messages as the model read them",
             {"fields": ("input", "output", "shown_messages"), "classes": ["collapse"]},
@@ -190,6 +194,47 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         return render_to_string(
             "admin/agents_app/agentrun/transcript.html",
             {"run": obj, "transcript": transcript, "compensations_table": compensations},
+        )
+
+    @admin.display(description="Started by")
+    def parent_link(self, obj: AgentRun) -> str:
+        if obj.parent_run_id is None:
+            return "-"
+        return format_html(
+            "{} (call {})",
+            admin_link("admin:agents_app_agentrun_change", obj.parent_run_id, short_id(obj.parent_run_id)),
+            admin_link("admin:toolhub_toolcall_change", obj.parent_call_id, short_id(obj.parent_call_id)),
+        )
+
+    @admin.display(description="Subagent runs")
+    def child_runs(self, obj: AgentRun) -> str:
+        return admin_table(
+            "run-children",
+            ("Run", "Agent", "Status", "Parent call"),
+            (
+                (
+                    admin_link("admin:agents_app_agentrun_change", child.pk, short_id(child.pk)),
+                    child.agent.name,
+                    child.status,
+                    admin_link("admin:toolhub_toolcall_change", child.parent_call_id, short_id(child.parent_call_id)),
+                )
+                for child in run_children(obj)
+            ),
+        )
+
+    @admin.display(description="Messages and progress the model sent (communicate, progress)")
+    def shown_updates(self, obj: AgentRun) -> str:
+        return pretty_json(obj.updates)
+
+    @admin.display(description="Blackboard (own entries)")
+    def blackboard_entries(self, obj: AgentRun) -> str:
+        return admin_table(
+            "run-blackboard",
+            ("Name", "Kind", "Bytes", "Produced by call"),
+            (
+                (entry.name, entry.kind, entry.size, short_id(entry.produced_by_call_id))
+                for entry in obj.blackboard.order_by("id")[:200]
+            ),
         )
 
     @admin.display(description="Tool calls")

@@ -17,7 +17,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app.models import Agent, AgentRun
-from agents_app.selectors import agents_visible_to, run_may_operate, run_pending_approval_ids, runs_visible_to
+from agents_app.selectors import (
+    agents_visible_to,
+    run_children,
+    run_may_operate,
+    run_pending_approval_ids,
+    runs_visible_to,
+)
 from agents_app.services import (
     agent_create,
     agent_default_tenant,
@@ -25,6 +31,7 @@ from agents_app.services import (
     run_retry,
     run_start_by_reference,
 )
+from agents_app.subagents import subagent_run_of
 from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
@@ -185,6 +192,7 @@ class ManagesAgents(permissions.BasePermission):
 class RunToolCallSerializer(serializers.ModelSerializer):
     tool = serializers.CharField(source="tool_name")
     arguments = serializers.SerializerMethodField()
+    child_run = serializers.SerializerMethodField()
 
     class Meta:
         model = ToolCall
@@ -199,10 +207,15 @@ class RunToolCallSerializer(serializers.ModelSerializer):
             "position",
             "created_at",
             "finished_at",
+            "child_run",
         ]
 
     def get_arguments(self, call: ToolCall) -> dict:
         return displayed_arguments(call)
+
+    def get_child_run(self, call: ToolCall) -> str | None:
+        """The subagent run this call started (``agents_app.subagents``), if any."""
+        return subagent_run_of(call) or None
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -210,6 +223,8 @@ class RunSerializer(serializers.ModelSerializer):
     tool_calls = serializers.SerializerMethodField()
     pending_approvals = serializers.SerializerMethodField()
     usage = serializers.SerializerMethodField()
+    parent = serializers.SerializerMethodField()
+    children = serializers.SerializerMethodField()
 
     class Meta:
         model = AgentRun
@@ -231,8 +246,25 @@ class RunSerializer(serializers.ModelSerializer):
             "usage",
             "turn",
             "disclosure",
+            "parent",
+            "children",
+            "depth",
+            "updates",
             "created_at",
             "finished_at",
+        ]
+
+    def get_parent(self, run: AgentRun) -> dict[str, Any] | None:
+        """The run whose subagent call started this one, and that call."""
+        if run.parent_run_id is None:
+            return None
+        return {"run": str(run.parent_run_id), "call": str(run.parent_call_id) if run.parent_call_id else None}
+
+    def get_children(self, run: AgentRun) -> list[dict[str, Any]]:
+        """The subagent runs this run started, oldest first."""
+        return [
+            {"run": str(c.id), "agent": c.agent.name, "status": c.status, "call": str(c.parent_call_id)}
+            for c in run_children(run)
         ]
 
     def get_tool_calls(self, run: AgentRun) -> list[dict[str, Any]]:

@@ -10,7 +10,10 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agents_app import receivers  # noqa: F401 - resumes runs when their calls settle
+        from agents_app import (
+            receivers,  # noqa: F401 - resumes runs when their calls settle
+            subagents,  # noqa: F401 - starts a subagent's child run once its call is suspended
+        )
         from agents_app.agentic import agentic_model
         from agents_app.selectors import agent_tools
         from toolhub.agentic.models import register_model_resolver

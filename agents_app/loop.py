@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents_app.blackboard import blackboard_capture_calls
 from agents_app.disclosure import (
     agent_tool_names,
     messages_with_additions,
@@ -32,6 +33,7 @@ from agents_app.disclosure import (
 )
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelToolCall, ModelTurn, PartialSink, adapter_for
+from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
@@ -182,6 +184,7 @@ def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step |
                 *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
             ]
             run_state_after_calls(run, calls)
+            blackboard_capture_calls(run, calls)
             if _returns_immediately(calls):
                 run.output = "\n".join(call.model_text() for call in calls)
                 run.step_lease_until = None
@@ -296,11 +299,21 @@ def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
             run.output = turn.content
             _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
             return
+        tokens_limit = _budget(run, "max_tokens")
+        if tokens_limit is not None and run.prompt_tokens + run.completion_tokens > tokens_limit:
+            run.error = (
+                f"Run stopped: it used {run.prompt_tokens + run.completion_tokens} tokens, beyond the {tokens_limit} "
+                "its parent run gave it. Nothing more was executed."
+            )
+            _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
+            return
         used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
-        if used + len(turn.tool_calls) > run.agent.max_tool_calls:
+        calls_limit = min(run.agent.max_tool_calls, _budget(run, "max_tool_calls") or run.agent.max_tool_calls)
+        if used + len(turn.tool_calls) > calls_limit:
+            whose = "this agent's" if calls_limit == run.agent.max_tool_calls else "its parent run's"
             run.error = (
                 f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
-                f"beyond this agent's limit of {run.agent.max_tool_calls} per run. Nothing more was executed."
+                f"beyond {whose} limit of {calls_limit} per run. Nothing more was executed."
             )
             _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
             return
@@ -361,11 +374,18 @@ def _request_calls(run: AgentRun) -> bool:
     return any(call.status in _SUSPENDING for call in requested)
 
 
+def _budget(run: AgentRun, name: str) -> int | None:
+    """A limit the parent run gave this (child) run (``agents_app.subagents``); ``None``: none."""
+    value = run.limits.get(name) if isinstance(run.limits, dict) else None
+    return value if isinstance(value, int) else None
+
+
 def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
     run.stop_reason = stop_reason
     run.finished_at = now
     run.retryable = False
     run_transition(run, status)
+    subagent_run_ended(run)
 
 
 def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
@@ -381,6 +401,7 @@ def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error
         run.retryable = retryable
         run.finished_at = timezone.now()
         run_transition(run, RunStatus.FAILED)
+        subagent_run_ended(run)
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:

@@ -228,6 +228,7 @@ class StopReason(models.TextChoices):
     ANSWERED = "answered"
     IMMEDIATE_RETURN = "immediate_return", "ended by a tool's immediate return"
     MAX_TOOL_CALLS = "max_tool_calls"
+    MAX_TOKENS = "max_tokens", "token budget spent"
     MODEL_ERROR = "model_error"
     CANCELLED = "cancelled"
 
@@ -270,6 +271,28 @@ class AgentRun(models.Model):
         help_text="What the run can see (toolhub.disclosure.DisclosureState): active groups, unfolded facades, "
         "the latest search hits, exclusive mode, and the tools last shown.",
     )
+    parent_run = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="children",
+        help_text="The run whose subagent tool call started this one (agents_app.subagents).",
+    )
+    parent_call_id = models.UUIDField(
+        null=True, blank=True, unique=True, help_text="The parent's tool call this run answers."
+    )
+    depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a run started by a person; +1 per subagent.")
+    limits = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Budget given by the parent: max_tool_calls and max_tokens (empty: the agent's own limits).",
+    )
+    updates = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="What the model told the user with the communicate tool (kept) and its latest progress note.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -279,3 +302,28 @@ class AgentRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent.name} run {self.id} ({self.status})"
+
+
+class BlackboardEntry(models.Model):
+    """One named object on a run's blackboard: an artifact a tool produced, a subagent's answer, a put value.
+
+    Tenant-scoped like its run and size-bounded (``agents_app.blackboard``); values are stored as
+    redacted JSON, never with secrets or sensitive fields.
+    """
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="blackboard")
+    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=200, help_text="The object's type, e.g. Invoice or the producing tool.")
+    value = models.JSONField(null=True, blank=True)
+    size = models.PositiveIntegerField(default=0, help_text="Bytes of the value as JSON.")
+    produced_by_call_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "blackboard entries"
+        indexes = [models.Index(fields=["run", "kind"], name="blackboard_run_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"

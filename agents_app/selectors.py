@@ -32,6 +32,11 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     return list(AgentRun.objects.filter(stalled, updated_at__lt=idle_since).values_list("id", flat=True)[:limit])
 
 
+def run_children(run: AgentRun) -> QuerySet[AgentRun]:
+    """The subagent runs ``run`` started (``agents_app.subagents``), oldest first; always of the run's tenant."""
+    return AgentRun.objects.filter(parent_run=run, tenant=run.tenant).select_related("agent").order_by("created_at")
+
+
 def run_may_operate(run: AgentRun, user: AbstractBaseUser) -> bool:
     """Whether ``user`` may act on ``run`` (retry it, roll it back): its own user, or an operator of its tenant.
 

@@ -29,7 +29,7 @@ from toolhub.interceptors import (
 )
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import approval_hash, call_lease, dispatch_call, tool_call_require_reapproval
-from toolhub.signals import task_seconds_left
+from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -310,6 +310,8 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
             queued_at=timezone.now(),
             lease_expires_at=None,
         )
+        if moved:
+            transaction.on_commit(lambda: call_suspended.send(sender=ToolCall, call=call), robust=True)
     if not moved:
         logger.warning("call %s was taken from this worker before it suspended; suspension not recorded", call.id)
 

@@ -332,6 +332,11 @@ def tool_call_submit_result(
                 f"This call is {call.status}; only a call that awaits its result "
                 "(an external tool's, or one whose tool suspended itself) accepts one."
             )
+        child = _subagent_run_of(call)
+        if child:
+            raise ExternalResultError(
+                f"This call waits for its subagent run {child}; only that run's outcome settles it."
+            )
         now = timezone.now()
         if error is not None:
             message = storable_text(str(error))[: toolhub_settings().MAX_STRING_LENGTH]
@@ -368,6 +373,12 @@ def tool_call_submit_result(
             finished_at=now,
         )
     return call
+
+
+def _subagent_run_of(call: ToolCall) -> str:
+    """The child run a subagent tool's suspended call waits for (``agents_app.subagents``), or ``""``."""
+    payload = (call.suspension or {}).get("payload") if isinstance(call.suspension, dict) else None
+    return str(payload.get("subagent_run") or "") if isinstance(payload, dict) else ""
 
 
 def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> bool:

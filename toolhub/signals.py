@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.dispatch import Signal
 
-__all__ = ["approval_needed", "call_settled", "after_task", "running_after_task", "task_seconds_left"]
+__all__ = ["approval_needed", "call_settled", "call_suspended", "after_task", "running_after_task", "task_seconds_left"]
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +21,11 @@ approval_needed = Signal()
 #: transition left it, so a listener need not read it again). Sent after commit. A receiver whose follow-up
 #: would be another broker message may hand it to ``after_task`` instead.
 call_settled = Signal()
+
+#: A running call's tool suspended itself (``ToolSuspend``) and the call now awaits its result; kwargs: ``call``
+#: (the ToolCall, with its ``suspension``). Sent after commit, so work the tool left for later (a subagent's
+#: child run) starts only once the call is parked and can be settled.
+call_suspended = Signal()
 
 #: What runs after a task's own work: called with the seconds left before the task's soft time limit.
 AfterTaskAction = Callable[[float], None]

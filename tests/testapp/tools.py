@@ -4,6 +4,9 @@ import enum
 import time
 from typing import Annotated
 
+from pydantic import BaseModel
+
+from agents_app.subagents import Subagent
 from tests.testapp.models import SideEffect
 from toolhub import Param, Progress, Risk, ToolContext, ToolError, ToolSuspend, tool
 from toolhub.agentic import SimpleAgenticTool, StateMachineTool, Transition
@@ -160,4 +163,16 @@ EFFECT_DESK = SimpleAgenticTool(
     tools=[record_effect, always_fails],
     max_iterations=4,
     agent="effect-brain",
+)
+
+
+class ResearchTask(BaseModel):
+    """What the ``researcher`` subagent is asked to do."""
+
+    task: Annotated[str, Param("The task for the researcher.")]
+
+
+#: The agent named ``researcher`` (made by the test that uses it) as a tool: its call runs as a child run.
+ask_researcher = Subagent.of(
+    "researcher", "Ask the researcher agent to do a task.", ResearchTask, name="ask_researcher"
 )

@@ -1,0 +1,254 @@
+"""Subagents (Embabel ``Subagent``): an agent exposed as a tool whose call runs it as a child run.
+
+``Subagent.of("researcher", "Finds sources", ResearchRequest)`` is an ordinary tool (grants, approval
+rules, audit apply). Its call, on the worker, creates a child ``AgentRun`` for the parent run's user,
+tenant and context (never the model's say), linked both ways (``parent_run``, ``parent_call_id``), and
+suspends itself (``ToolSuspend``): the parent's call awaits its result and the parent run waits. The
+child starts once that suspension is committed (``call_suspended``); its own calls are governed and
+audited as its own, under its run id, so an approval inside it holds the child, and through the
+suspended call the parent. When the child ends (``subagent_run_ended``, from the loop), its answer
+settles the parent's call, which wakes the parent run.
+
+Limits per parent run (``SubagentLimits``): nesting depth, and the tool calls and tokens all its
+children may spend together; a child gets what is left as its own budget (``AgentRun.limits``).
+"""
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
+from django.dispatch import receiver
+from django.utils import timezone
+from pydantic import BaseModel
+
+from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, blackboard_put
+from agents_app.models import AgentRun, RunStatus
+from agents_app.selectors import agents_of_tenant
+from agents_app.transitions import RUN_TRANSITIONS
+from toolhub.audit import canonical_json
+from toolhub.calls import call_transition
+from toolhub.conf import toolhub_settings
+from toolhub.exceptions import ToolError, ToolSuspend
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.signals import call_suspended
+from toolhub.storable import storable_text
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Risk, Tool
+from toolhub.transitions import guarded_update
+
+__all__ = ["Subagent", "SubagentLimits", "subagent_run_ended", "SUBAGENT_ANSWER_KIND"]
+
+logger = logging.getLogger(__name__)
+
+#: The blackboard kind of a child run's answer, put on its parent's board.
+SUBAGENT_ANSWER_KIND = "SubagentAnswer"
+
+
+@dataclass(frozen=True)
+class SubagentLimits:
+    """What the children of one parent run may spend: nesting depth, tool calls and tokens, all children together."""
+
+    max_depth: int = 3
+    max_calls: int = 50
+    max_tokens: int = 200_000
+
+
+class Subagent:
+    """Builds the tool that runs an agent as a subagent (``Subagent.of``)."""
+
+    @staticmethod
+    def of(
+        agent: str,
+        description: str,
+        input_model: type[BaseModel],
+        *,
+        name: str = "",
+        limits: SubagentLimits = SubagentLimits(),
+        risk: Risk = Risk.MEDIUM,
+        **options: Any,
+    ) -> Tool:
+        """A tool named ``name`` (default: the agent's name, ``-`` as ``_``) taking ``input_model``.
+
+        The agent is looked up by name among the parent run's tenant's agents and the global ones when
+        the tool is called. Further ``options`` are those of ``Tool.create`` (group, needs_approval, ...).
+        """
+        tool_name = name or agent.replace("-", "_")
+
+        def run_subagent(arguments: BaseModel, ctx: ToolContext) -> Any:
+            return _start_child(agent, tool_name, arguments.model_dump(mode="json"), ctx, limits)
+
+        run_subagent.__qualname__ = f"Subagent[{tool_name}]"
+        return Tool.create(tool_name, description, input_model, run_subagent, risk=risk, **options)
+
+
+def _start_child(
+    agent_name: str, tool_name: str, arguments: dict[str, Any], ctx: ToolContext, limits: SubagentLimits
+) -> Any:
+    """Create (once per call) the child run for the calling run's principal, then suspend the call on it."""
+    parent = _calling_run(ctx)
+    call_id = uuid.UUID(str(ctx.call_id))
+    child = AgentRun.objects.filter(parent_call_id=call_id).first()  # a retried call waits on the same child
+    if child is None:
+        budget = _budget_left(parent, agent_name, limits)
+        agent = agents_of_tenant(parent.tenant).filter(name=agent_name).order_by(F("tenant_id").asc(nulls_last=True))
+        target = agent.first()
+        if target is None:
+            raise ToolError(f"Subagent {agent_name!r} is not available to this run; answer without it.")
+        text = canonical_json(arguments)
+        messages: list[dict[str, Any]] = []
+        if target.system_prompt:
+            messages.append({"role": "system", "content": target.system_prompt})
+        messages.append({"role": "user", "content": text})
+        try:
+            with transaction.atomic():
+                child = AgentRun.objects.create(
+                    agent=target,
+                    user_id=parent.user_id,
+                    tenant=parent.tenant,
+                    context=dict(parent.context),
+                    input=text,
+                    messages=messages,
+                    parent_run=parent,
+                    parent_call_id=call_id,
+                    depth=parent.depth + 1,
+                    limits=budget,
+                )
+        except IntegrityError:
+            child = AgentRun.objects.get(parent_call_id=call_id)
+    raise ToolSuspend(
+        f"waiting for subagent run {child.id} ({child.agent.name})",
+        {"subagent_run": str(child.id), "agent": child.agent.name, "tool": tool_name},
+    )
+
+
+def _calling_run(ctx: ToolContext) -> AgentRun:
+    """The run that made the call, from the boundary's values (run id and tenant), never from arguments."""
+    try:
+        run_id = uuid.UUID(str(ctx.run_id))
+    except ValueError:
+        run_id = None
+    run = AgentRun.objects.filter(id=run_id, tenant=ctx.tenant or "").first() if run_id else None
+    if run is None or not ctx.call_id:
+        raise ToolError("A subagent can only be called by an agent run.")
+    return run
+
+
+def _budget_left(parent: AgentRun, agent_name: str, limits: SubagentLimits) -> dict[str, int]:
+    """The child's budget: what the parent's children have not spent, within the parent's own budget."""
+    if parent.depth + 1 > limits.max_depth:
+        raise ToolError(
+            f"Subagent {agent_name!r} refused: subagents may nest at most {limits.max_depth} level(s) deep and this "
+            f"run is at depth {parent.depth}. Do this part yourself or answer with what you have."
+        )
+    children = AgentRun.objects.filter(parent_run=parent)
+    used_calls = ToolCall.objects.filter(run_id__in=children.values("id"), kind=CallKind.CALL).count()
+    tokens = children.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
+    used_tokens = (tokens["p"] or 0) + (tokens["c"] or 0)
+    calls_left, tokens_left = limits.max_calls - used_calls, limits.max_tokens - used_tokens
+    for what, left in (("max_tool_calls", calls_left), ("max_tokens", tokens_left)):
+        own = parent.limits.get(what) if isinstance(parent.limits, dict) else None
+        if isinstance(own, int):
+            # A child's children share what the child itself was given.
+            spent = (
+                ToolCall.objects.filter(run_id=parent.id, kind=CallKind.CALL).count()
+                if what == "max_tool_calls"
+                else parent.prompt_tokens + parent.completion_tokens
+            )
+            left = min(left, own - spent)
+        if what == "max_tool_calls":
+            calls_left = left
+        else:
+            tokens_left = left
+    if calls_left <= 0:
+        raise ToolError(
+            f"Subagent {agent_name!r} refused: this run's subagents have used all {limits.max_calls} tool calls "
+            "they may make together. Answer with what you have."
+        )
+    if tokens_left <= 0:
+        raise ToolError(
+            f"Subagent {agent_name!r} refused: this run's subagents have used all {limits.max_tokens} tokens "
+            "they may spend together. Answer with what you have."
+        )
+    return {"max_tool_calls": calls_left, "max_tokens": tokens_left}
+
+
+def subagent_run_of(call: ToolCall) -> str:
+    """The id of the child run a suspended subagent call waits for, or ``""``."""
+    suspension = call.suspension if isinstance(call.suspension, dict) else {}
+    payload = suspension.get("payload")
+    return str(payload.get("subagent_run") or "") if isinstance(payload, dict) else ""
+
+
+@receiver(call_suspended, dispatch_uid="agents_app.subagents.start_child")
+def _on_call_suspended(sender: type, call: ToolCall, **kwargs: Any) -> None:
+    """The parent run waits on its suspended call; a subagent's child run starts now that the call can be settled."""
+    if call.run_id is not None:
+        guarded_update(
+            AgentRun,
+            call.run_id,
+            table=RUN_TRANSITIONS,
+            to=RunStatus.WAITING,
+            allowed_from={RunStatus.RUNNING},
+            values={"updated_at": timezone.now()},
+        )
+    child_id = subagent_run_of(call)
+    if not child_id:
+        return
+    from agents_app.tasks import advance_run_task
+
+    advance_run_task.delay(child_id)
+
+
+def subagent_run_ended(run: AgentRun) -> None:
+    """Settle the parent's call with a child run's outcome (in the transaction that ended the child).
+
+    A completed child answers with its output (also put on the parent's blackboard); a failed one fails
+    the call with why, for the parent's model. Its blackboard entries are copied to the parent's.
+    """
+    if run.parent_call_id is None:
+        return
+    call = ToolCall.objects.select_for_update().filter(id=run.parent_call_id).first()
+    if call is None or call.status != CallStatus.AWAITING_RESULT:
+        logger.warning("run %s ended but its parent's call is %s; nothing settled", run.id, call and call.status)
+        return
+    blackboard_copy_to_parent(run)
+    now, actor = timezone.now(), f"agent:{run.agent.name} run:{run.id}"
+    limit = toolhub_settings().MAX_STRING_LENGTH
+    if run.status == RunStatus.COMPLETED:
+        output = storable_text(run.output)[: toolhub_settings().MAX_EXTERNAL_RESULT_BYTES // 4]
+        encoded = canonical_json(output).encode("utf-8")
+        data = {
+            "source": "subagent",
+            "child_run": str(run.id),
+            "result_bytes": len(encoded),
+            "result_sha256": hashlib.sha256(encoded).hexdigest(),
+        }
+        call_transition(
+            call,
+            to=CallStatus.SUCCEEDED,
+            allowed_from={CallStatus.AWAITING_RESULT},
+            actor=actor,
+            data=data,
+            result=output,
+            finished_at=now,
+        )
+        try:
+            blackboard_put(run.parent_run_id, call.tool_name, output, kind=SUBAGENT_ANSWER_KIND, produced_by_call=call)
+        except BlackboardError as exc:
+            logger.warning("run %s: answer not put on the parent's blackboard: %s", run.id, exc)
+        return
+    why = run.error or run.get_stop_reason_display() or run.status
+    message = storable_text(f"Subagent {run.agent.name!r} (run {run.id}) did not finish: {why}")[:limit]
+    call_transition(
+        call,
+        to=CallStatus.FAILED,
+        allowed_from={CallStatus.AWAITING_RESULT},
+        actor=actor,
+        data={"source": "subagent", "child_run": str(run.id), "error": message},
+        error=message,
+        finished_at=now,
+    )
