@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-__all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier"]
+__all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier", "stem"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
@@ -90,6 +90,11 @@ def _stemmer() -> "snowballstemmer.stemmer":
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return _stemmer().stemWord(word)
+
+
+def stem(word: str) -> str:
+    """The index term of one lowercased English word (its Snowball stem), as ``analyze`` makes it."""
+    return _stem(word)
 
 
 def _synonyms() -> dict[str, frozenset[str]]:
