@@ -22,23 +22,25 @@ __all__ = ["MIN_SIMILARITY", "NEIGHBOURS", "TABLE_PATH", "build_table", "related
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "related_terms.txt.gz"
 NEIGHBOURS = 20
 MIN_SIMILARITY = 0.45
-_EMPTY: dict[str, float] = {}
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[str, dict[str, float]]:
-    # One line per stem: "stem other:67 other:52 ...", similarities in hundredths.
-    table: dict[str, dict[str, float]] = {}
+def _table() -> dict[str, str]:
+    # One line per stem: "stem other:67 other:52 ...", similarities in hundredths. Each row stays a string
+    # until a query asks for it (a few MB, against tens for 400,000 parsed pairs in every worker process).
     with gzip.open(TABLE_PATH, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            head, *pairs = line.split()
-            table[head] = {term: int(score) / 100.0 for term, _, score in (pair.rpartition(":") for pair in pairs)}
-    return table
+        return dict(line.rstrip("\n").partition(" ")[::2] for line in lines)
 
 
-def related_terms(term: str) -> dict[str, float]:
-    """The stems related to the stem ``term``, with their similarity (0-1); empty for an unknown term."""
-    return _table().get(term, _EMPTY)
+@lru_cache(maxsize=20_000)
+def _row(term: str) -> tuple[tuple[str, float], ...]:
+    pairs = _table().get(term, "").split()
+    return tuple((other, int(hundredths) / 100.0) for other, _, hundredths in (pair.rpartition(":") for pair in pairs))
+
+
+def related_terms(term: str) -> tuple[tuple[str, float], ...]:
+    """The stems related to the stem ``term``, with their similarity (0-1), closest first; none if unknown."""
+    return _row(term)
 
 
 def build_table() -> dict[str, dict[str, float]]:

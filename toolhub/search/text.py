@@ -169,7 +169,7 @@ def expand(terms: tuple[str, ...]) -> dict[str, float]:
     for term in terms:
         for other in _SYNONYMS.get(term, ()):
             weights.setdefault(other, _SYNONYM_WEIGHT)
-        for other, similarity in related_terms(term).items():
+        for other, similarity in related_terms(term):
             weight = _RELATED_WEIGHT * similarity
             if weights.get(other, 0.0) < weight:
                 weights[other] = weight
