@@ -7,8 +7,9 @@ generated deterministically (fixed seed: same tools and queries every run) and s
 lexical provider and by the naive BM25 baseline, and in PostgreSQL by the postgres provider (a database
 of this run's own, dropped at the end); recall@1/3/5 and MRR are measured on tests/data (the main query
 set, the held-out set written before any tuning, and both together, with the Chinese queries apart).
-The embedding providers are measured on the labeled set only (embedding 10,000 tools on 2 shared cores
-takes minutes); without the ``search-embedding`` extra their rows say so. Writes
+The providers that need the model (embedding, lexical-expanded, hybrid) are measured on the labeled set
+only (embedding 10,000 tools on 2 shared cores takes minutes); without the ``search-embedding`` extra
+their rows say so. Writes
 benchmarks/results/search.md with the date and the load average.
 """
 
@@ -143,7 +144,15 @@ def main() -> None:
         documents, queries = synthetic_catalogue(), synthetic_queries()
         at_scale: dict[str, Any] = {}
         quality: dict[str, Any] = {}
-        for name, builds in (("bm25-naive", 3), ("lexical", 3), ("postgres", 1), ("embedding", 0), ("hybrid", 0)):
+        providers = (
+            ("bm25-naive", 3),
+            ("lexical", 3),
+            ("postgres", 1),
+            ("embedding", 0),
+            ("lexical-expanded", 0),
+            ("hybrid", 0),
+        )
+        for name, builds in providers:
             try:
                 provider = get_provider(name)
             except (ImportError, ToolhubError) as exc:

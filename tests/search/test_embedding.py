@@ -32,7 +32,7 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     embedding_module.encoder.cache_clear()
     try:
-        for name in ("embedding", "hybrid"):
+        for name in ("embedding", "lexical-expanded", "hybrid"):
             with pytest.raises(embedding_module.MissingExtraError, match=r"toolhub\[search-embedding\]"):
                 get_provider(name)
     finally:

@@ -49,7 +49,8 @@ PROVIDERS: dict[str, str] = {
     "bm25-naive": "toolhub.search.lexical.NaiveBM25Provider",
     "postgres": "toolhub.search.postgres.PostgresProvider",
     "embedding": "toolhub.search.embedding.EmbeddingProvider",
-    "hybrid": "toolhub.search.embedding.HybridProvider",
+    "lexical-expanded": "toolhub.search.expansion.ExpandedLexicalProvider",
+    "hybrid": "toolhub.search.hybrid.HybridProvider",
 }
 
 

