@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.disclosure import sample_tools
 from tests.mcp.conftest import token, with_client
+from toolhub.conf import toolhub_settings
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.models import AuditEvent, Grant, GrantEffect, ToolCall
 from toolhub.tools.registry import registry
@@ -294,3 +296,12 @@ def test_bad_inputs_get_a_clear_error(live_asgi: str, catalogue: None, alice: Us
         assert field in text and name in text, text
         assert "xxxxxxxxxx" not in text and "cccccccccc" not in text  # a value is never repeated back
     assert not ToolCall.objects.exists()
+
+
+def test_an_unknown_listing_mode_fails_naming_the_key(settings: Any) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "MCP_TOOL_LISTING": "some"}
+
+    with pytest.raises(ImproperlyConfigured) as raised:
+        toolhub_settings()
+
+    assert "TOOLHUB['MCP_TOOL_LISTING']: Input should be 'all' or 'search'" in str(raised.value)
