@@ -135,6 +135,10 @@ class ToolhubSettings(BaseModel):
     # Seconds an MCP ``tools/call`` follows a queued or running call (sending progress) before it answers
     # with the call id to poll; a call waiting for approval answers at once.
     MCP_CALL_WAIT_SECONDS: SecondsOrZero = 20
+    # What MCP ``tools/list`` shows: "all" (every tool the caller is granted) or "search" (only the always-visible
+    # ones; the rest are found with toolhub_find_tools and called by name). Both add toolhub_find_tools,
+    # toolhub_describe_tool and toolhub_call_status; neither lists facades, their context tools or the meta tools.
+    MCP_TOOL_LISTING: Literal["all", "search"] = "all"
     # Least seconds between two writes of a streaming model answer's text so far to its run.
     STREAM_FLUSH_SECONDS: Seconds = 0.5
     # Sagas: attempts of one compensation (each retry runs the same call again, so its idempotency key is

@@ -4,11 +4,14 @@ Built on the official ``mcp`` SDK's low-level ``Server`` over streamable HTTP, s
 request stands alone, as the 2026-07-28 protocol has it), mounted at ``/mcp`` by ``toolhub.asgi``.
 Clients authenticate with the REST API's tokens (``Authorization: Bearer <token>`` or ``Token``).
 
-``tools/list`` depends only on who asks (their grants): the tools they may call, plus one stable
-``toolhub_call_status`` tool. A call that waits for an operator answers at once with the approval
-id and how to poll (``toolhub_call_status``, or ``GET /api/v1/calls/{id}/?wait=``), never holding
-the client while someone decides; a queued or running call is followed for up to
-``MCP_CALL_WAIT_SECONDS`` while its progress is sent as ``notifications/progress``.
+``tools/list`` depends only on who asks (their grants): the tools they may call (all of them, or with
+``MCP_TOOL_LISTING = "search"`` the always-visible ones), plus the stable ``toolhub_call_status``,
+``toolhub_find_tools`` and ``toolhub_describe_tool`` (``toolhub.mcp_discovery``); the run-oriented
+navigation tools (meta tools, facades, context tools) are never listed nor called here. A call that
+waits for an operator answers at once with the approval id and how to poll (``toolhub_call_status``,
+or ``GET /api/v1/calls/{id}/?wait=``), never holding the client while someone decides; a queued or
+running call is followed for up to ``MCP_CALL_WAIT_SECONDS`` while its progress is sent as
+``notifications/progress``.
 """
 
 import time
@@ -27,7 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolhub.authorization import authorize_tools
+from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.direct import (
     WAITING_STATUSES,
@@ -36,11 +39,20 @@ from toolhub.direct import (
     caller_principal,
     direct_call_request,
 )
+from toolhub.disclosure.visibility import is_navigation
 from toolhub.feedback import unknown_tool_message
+from toolhub.mcp_discovery import (
+    DESCRIBE_TOOL,
+    DESCRIBE_TOOL_DEFINITION,
+    FIND_TOOL,
+    FIND_TOOL_DEFINITION,
+    callable_names,
+    describe_tool,
+    find_tools,
+    listed_tools,
+)
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.pipeline import visible_tool_names
 from toolhub.selectors import tool_calls_visible_to
-from toolhub.tools.definition import Tool
 from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
 
@@ -174,21 +186,29 @@ def _meta_context(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 # --- the catalogue ---------------------------------------------------------------------------------------
 
 
-def _granted_tools(user: Any, tenant: str | None) -> list[Tool]:
+#: The server's own tools, answered here (read-only) rather than by the pipeline.
+_STABLE_TOOLS = (_STATUS_TOOL_DEFINITION, FIND_TOOL_DEFINITION, DESCRIBE_TOOL_DEFINITION)
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> CallPrincipal:
     try:
-        principal = caller_principal(user, tenant=tenant)
+        return caller_principal(_user(ctx), tenant=_tenant(ctx))
     except DirectCallError as exc:
         raise MCPError(types.INVALID_REQUEST, str(exc)) from None
-    verdicts = authorize_tools(registry.names(), principal)
-    return [tool for tool in registry.all() if verdicts.get(tool.name) is None]
 
 
 def _list_tools_sync(ctx: ServerRequestContext[Any, Any]) -> types.ListToolsResult:
-    tools = [
-        types.Tool.model_validate(tool_definition(tool, "mcp")) for tool in _granted_tools(_user(ctx), _tenant(ctx))
-    ]
-    tools.append(types.Tool.model_validate(_STATUS_TOOL_DEFINITION))
+    tools = [types.Tool.model_validate(tool_definition(tool, "mcp")) for tool in listed_tools(_principal(ctx))]
+    tools.extend(types.Tool.model_validate(definition) for definition in _STABLE_TOOLS)
     return types.ListToolsResult(tools=tools)
+
+
+def _find_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    return find_tools(_principal(ctx), arguments)
+
+
+def _describe_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    return describe_tool(_principal(ctx), arguments)
 
 
 # --- answers ---------------------------------------------------------------------------------------------
@@ -292,6 +312,9 @@ def _request_sync(
     ctx: ServerRequestContext[Any, Any], name: str, arguments: Mapping[str, Any] | None, call_id: uuid.UUID
 ) -> ToolCall:
     user = _user(ctx)
+    if is_navigation(name):
+        # Meta tools, facades and context tools act on a run's visible tools; an MCP client has no run.
+        raise MCPError(types.INVALID_PARAMS, unknown_tool_message(name, callable_names(_principal(ctx))))
     try:
         made = direct_call_request(
             user=user,
@@ -310,7 +333,7 @@ def _request_sync(
     call = made.call
     if call.status in (CallStatus.INVALID, CallStatus.DENIED):
         principal = caller_principal(user, tenant=call.tenant or None)
-        visible = visible_tool_names(principal)
+        visible = callable_names(principal)
         if registry.get(call.tool_name) is None or call.tool_name not in visible:
             # A tool the caller may not see is answered exactly like a missing one.
             raise MCPError(types.INVALID_PARAMS, unknown_tool_message(call.tool_name, visible))
@@ -343,6 +366,10 @@ def _status_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, An
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     if params.name == STATUS_TOOL:
         return await _in_thread(_status_sync)(ctx, params.arguments)
+    if params.name == FIND_TOOL:
+        return await _in_thread(_find_sync)(ctx, params.arguments)
+    if params.name == DESCRIBE_TOOL:
+        return await _in_thread(_describe_sync)(ctx, params.arguments)
     call_id = uuid.uuid4()
     follower = _Follower(call_id, ctx.session.report_progress)
     outcome: ToolCall | MCPError
@@ -379,7 +406,9 @@ def build_server() -> Server[Any]:
         version="1",
         instructions=(
             "toolhub's governed tools: every call is authorized, may wait for an operator's approval, and is "
-            f"audited. A call that waits answers with its call id; {STATUS_TOOL} returns its result later."
+            f"audited. A call that waits answers with its call id; {STATUS_TOOL} returns its result later. "
+            f"{FIND_TOOL} finds the tools you may use (also those not listed) and {DESCRIBE_TOOL} describes one; "
+            "call a tool found by its name."
         ),
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
@@ -393,10 +422,11 @@ def _input_schema(name: str) -> Mapping[str, Any] | None:
     Without it the SDK lists the whole catalogue for the caller on every ``tools/call``. It reveals
     nothing: the call itself is authorized by the pipeline, and an unknown name gets no schema.
     """
-    if name == STATUS_TOOL:
-        return _STATUS_TOOL_DEFINITION["inputSchema"]  # type: ignore[return-value]
+    for definition in _STABLE_TOOLS:
+        if definition["name"] == name:
+            return definition["inputSchema"]  # type: ignore[no-any-return]
     tool = registry.get(name)
-    return tool.json_schema if tool is not None else None
+    return tool.json_schema if tool is not None and not is_navigation(name) else None
 
 
 def _transport_security() -> TransportSecuritySettings:

@@ -1,9 +1,61 @@
-"""Fixtures of the MCP tests: a user of another tenant."""
+"""Fixtures of the MCP tests: a live server, an SDK client on it, and a user of another tenant."""
 
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
 import pytest
+import uvicorn
 from django.contrib.auth.models import User
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from rest_framework.authtoken.models import Token
 
+from toolhub.asgi import build_application
 from toolhub.models import Tenant, TenantMembership
+
+
+@pytest.fixture
+def live_asgi() -> Iterator[str]:
+    """toolhub's ASGI app (Django + /mcp) under uvicorn on a free port; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(build_application(), lifespan="on", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def token(user: User) -> str:
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def with_client(
+    base: str, key: str | None, body: Callable[[Client], Awaitable[Any]], scheme: str = "Bearer", **options: Any
+) -> Any:
+    """Run ``body`` with an SDK client connected to the live server's /mcp with ``key``."""
+
+    async def main() -> Any:
+        headers = {"Authorization": f"{scheme} {key}"} if key else {}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=http), **options) as client:
+                return await body(client)
+
+    return anyio.run(main)
 
 
 @pytest.fixture
