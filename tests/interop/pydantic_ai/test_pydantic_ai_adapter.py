@@ -7,7 +7,9 @@ the database is committed for real and both threads see the rows.
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
+import anyio
 import pytest
 from django.contrib.auth.models import User
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -20,10 +22,14 @@ from tests.testapp.models import SideEffect
 from toolhub.adapters.pydantic_ai import (
     ToolhubDeferralError,
     ToolhubToolset,
+    aoperator_decisions,
     operator_decisions,
     pending_approvals,
 )
+from toolhub.celery import app as celery_app
+from toolhub.execution import tool_call_execute
 from toolhub.models import AuditEvent, Grant, ToolCall
+from toolhub.tasks import execute_tool_call_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -217,3 +223,53 @@ def test_invalid_arguments_are_sent_back_to_the_model_and_nothing_runs(alice: Us
     effect = SideEffect.objects.get()
     assert effect.note == "fixed"
     assert result.output == f'The tool said: {{"effect_id":{effect.pk}}}'
+
+
+def test_async_code_resumes_with_an_approval_as_requested(alice: User, operator: User) -> None:
+    model = ScriptedModel("risky_effect", {"note": "as is"})
+    agent = agent_for(alice, model)
+
+    async def first_run() -> Any:
+        return await agent.run("Record it.")
+
+    first = anyio.run(first_run)
+    [pending] = pending_approvals(first.output)
+    client_for(operator).post(f"/api/v1/approvals/{pending.approval_id}/approve/", {}, format="json")
+
+    async def resume() -> tuple[Any, Any]:
+        decisions = await aoperator_decisions(first.output, user=alice)
+        resumed = await agent.run(message_history=first.all_messages(), deferred_tool_results=decisions.results)
+        return decisions, resumed
+
+    decisions, resumed = anyio.run(resume)
+
+    assert decisions.results.approvals == {"call-1": ToolApproved()}
+    assert decisions.results.answered_by == {"call-1": "operator:operator"}
+    effect = SideEffect.objects.get()
+    assert (effect.note, resumed.output) == ("as is", f'The tool said: {{"effect_id":{effect.pk}}}')
+
+
+def test_a_call_still_queued_is_deferred_and_its_result_is_handed_over_later(alice: User) -> None:
+    model = ScriptedModel("record_effect", {"note": "later"})
+    agent = agent_for(alice, model, wait_seconds=0)
+    # Dispatched to a worker (not eagerly), and no worker takes it: the call stays queued.
+    celery_app.conf.task_always_eager = False  # the autouse _celery_mode fixture restores it
+    with mock.patch.object(execute_tool_call_task, "delay") as sent:
+        first = agent.run_sync("Record it.")
+    celery_app.conf.task_always_eager = True
+
+    sent.assert_called_once()
+
+    assert isinstance(first.output, DeferredToolRequests)
+    assert [part.tool_call_id for part in first.output.calls] == ["call-1"]
+    assert operator_decisions(first.output, user=alice).pending == ("call-1",)
+    call = ToolCall.objects.get()
+    assert call.status == "queued"
+
+    tool_call_execute(call_id=call.pk, worker="test")
+    decisions = operator_decisions(first.output, user=alice)
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=decisions.results)
+
+    effect = SideEffect.objects.get()
+    assert decisions.results.calls == {"call-1": {"effect_id": effect.pk}}
+    assert resumed.output == f'The tool said: {{"effect_id":{effect.pk}}}'
