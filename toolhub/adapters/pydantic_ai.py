@@ -18,6 +18,7 @@ A ``True`` approval given to Pydantic AI without toolhub's metadata approves not
 requested from toolhub again and waits for an operator like the first time.
 """
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,7 +116,7 @@ class ToolhubToolset(AbstractToolset[Any]):
                 tool_def=ToolDefinition(
                     name=tool.name,
                     description=tool.description,
-                    parameters_json_schema=dict(tool.json_schema),
+                    parameters_json_schema=copy.deepcopy(dict(tool.json_schema)),  # the registry's stays intact
                     metadata={METADATA_KEY: {"risk": str(tool.risk)}},
                 ),
                 max_retries=self.max_retries,

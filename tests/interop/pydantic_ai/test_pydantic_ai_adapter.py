@@ -27,6 +27,7 @@ from toolhub.adapters.pydantic_ai import (
     pending_approvals,
 )
 from toolhub.celery import app as celery_app
+from toolhub.direct import CallerContextError
 from toolhub.execution import tool_call_execute
 from toolhub.models import AuditEvent, Grant, ToolCall
 from toolhub.tasks import execute_tool_call_task
@@ -273,3 +274,13 @@ def test_a_call_still_queued_is_deferred_and_its_result_is_handed_over_later(ali
     effect = SideEffect.objects.get()
     assert decisions.results.calls == {"call-1": {"effect_id": effect.pk}}
     assert resumed.output == f'The tool said: {{"effect_id":{effect.pk}}}'
+
+
+def test_context_the_client_may_not_set_is_refused_before_anything_is_recorded(alice: User) -> None:
+    agent = agent_for(alice, ScriptedModel("record_effect", {"note": "x"}), context={"tenant": "globex"})
+
+    with pytest.raises(CallerContextError, match="set by toolhub from your authentication"):
+        agent.run_sync("Record it.")
+
+    assert not ToolCall.objects.exists()
+    assert not SideEffect.objects.exists()
