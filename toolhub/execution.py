@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -54,6 +54,8 @@ _CLAIMABLE = (
     "SELECT id FROM toolhub_toolcall WHERE status = %s AND id <> %s ORDER BY queued_at LIMIT %s "
     "FOR UPDATE SKIP LOCKED)) FOR UPDATE SKIP LOCKED"
 )
+#: SQLite (the embedded default) has no row locks: its one writer at a time does what they do.
+_CLAIMABLE_WITHOUT_ROW_LOCKS = _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
 
 
 def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
@@ -69,9 +71,11 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     from toolhub.tools.registry import registry
 
     with transaction.atomic():
-        rows = list(
-            ToolCall.objects.raw(_CLAIMABLE, [CallStatus.QUEUED, call_id, CallStatus.QUEUED, call_id, limit - 1])
+        claimable = (
+            _CLAIMABLE if connection.features.has_select_for_update_skip_locked else _CLAIMABLE_WITHOUT_ROW_LOCKS
         )
+        key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # raw SQL: the backend's form of a UUID
+        rows = list(ToolCall.objects.raw(claimable, [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
         now = timezone.now()
         rows.sort(key=lambda call: (call.id != call_id, call.queued_at or now))
         lease = timedelta()

@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from django.db import connections
+
 from toolhub.exceptions import ToolhubError
 
 __all__ = ["ToolTimeoutError", "call_with_timeout", "await_with_timeout"]
@@ -88,6 +90,9 @@ def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
             outcome["value"] = fn()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
+        finally:
+            # The tool's queries opened this thread's own connection; nobody else can close it.
+            connections.close_all()
 
     # The helper thread runs in the caller's context, so context variables (the secrets' log scope) hold there too.
     context = contextvars.copy_context()

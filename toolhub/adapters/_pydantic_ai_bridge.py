@@ -1,0 +1,161 @@
+"""The Django side of the Pydantic AI adapter: governed calls requested, found and read for one principal.
+
+Plain synchronous functions (the ORM), run in a worker thread by ``toolhub.adapters.pydantic_ai``. A
+framework's call becomes a direct governed call (kind ``api``, client channel ``pydantic-ai``), so the
+pipeline validates, authorizes, holds for approval, executes once and audits it like any other; a call
+is only ever looked up among the principal's own (their user, their tenant).
+"""
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.direct import (
+    WAITING_STATUSES,
+    call_approval_id,
+    call_hidden_from,
+    call_wait,
+    caller_principal,
+    direct_call_request,
+)
+from toolhub.feedback import unknown_tool_message
+from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
+from toolhub.pipeline import visible_tool_names
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
+
+__all__ = [
+    "CHANNEL",
+    "DECISION_EVENTS",
+    "NOT_RUN_STATUSES",
+    "BridgeError",
+    "CallState",
+    "call_state",
+    "granted_tools",
+    "request_call",
+    "unknown_tool_text",
+]
+
+#: How the adapter's calls are named in the audit trail (``call.requested``'s ``client.channel``).
+CHANNEL = "pydantic-ai"
+#: The audit events of an operator's decision on a call; their actor is who answered.
+DECISION_EVENTS = ("approval.approve", "approval.edit", "approval.reject")
+#: A call in one of these never ran and never will: the framework is told it was denied.
+NOT_RUN_STATUSES = frozenset({CallStatus.REJECTED, CallStatus.EXPIRED, CallStatus.DENIED, CallStatus.INVALID})
+
+
+class BridgeError(Exception):
+    """A deferred request or result names no call of this principal (nothing was run or changed)."""
+
+
+@dataclass(frozen=True)
+class CallState:
+    """What the framework needs of a governed call: where it stands, what runs, what the model reads."""
+
+    call_id: uuid.UUID
+    tool_name: str
+    status: str
+    arguments: dict[str, Any]
+    result: Any
+    model_text: str
+    approval_id: int | None = None
+    hidden: bool = False
+    answered_by: str = ""
+
+    @property
+    def waiting_for_operator(self) -> bool:
+        return self.status == CallStatus.PENDING_APPROVAL
+
+    @property
+    def settled(self) -> bool:
+        return self.status not in WAITING_STATUSES
+
+
+def granted_tools(principal: CallPrincipal, only: frozenset[str] | None = None) -> list[Tool]:
+    """The catalogue's tools ``principal`` is authorized for (optionally only those named), in registry order."""
+    verdicts = authorize_tools(registry.names(), principal)
+    return [tool for tool in registry.all() if verdicts.get(tool.name) is None and (only is None or tool.name in only)]
+
+
+def request_call(
+    *,
+    user: AbstractBaseUser,
+    tenant: str | None,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    tool_call_id: str,
+    context: Mapping[str, Any] | None,
+    wait_seconds: float,
+) -> CallState:
+    """Request a governed call as ``user`` and follow it for up to ``wait_seconds`` unless an operator must decide."""
+    made = direct_call_request(
+        user=user,
+        tool_name=tool_name,
+        arguments=dict(arguments),
+        context=context,
+        tenant=tenant,
+        kind=CallKind.API,
+        client={"channel": CHANNEL, "tool_call_id": str(tool_call_id)[:200]},
+    )
+    call = made.call
+    if call.status in (CallStatus.QUEUED, CallStatus.RUNNING) and wait_seconds > 0:
+        call = call_wait(call=call, seconds=wait_seconds)
+    return _state(call, user)
+
+
+def call_state(
+    *, user: AbstractBaseUser, principal: CallPrincipal, call_id: Any, tool_name: str, wait_seconds: float = 0.0
+) -> CallState:
+    """The state of the principal's call ``call_id`` of ``tool_name``, followed up to ``wait_seconds`` once released.
+
+    Raises :class:`BridgeError` when no such call belongs to the principal: a call id from a message
+    history is the client's word, so it is checked against the user, the tenant and the tool.
+    """
+    try:
+        pk = uuid.UUID(str(call_id))
+    except ValueError:
+        raise BridgeError("The deferred tool call carries no valid toolhub call id; ask for the call again.") from None
+    call = ToolCall.objects.filter(
+        pk=pk, user_id=principal.user_id, tenant=principal.tenant, tool_name=tool_name
+    ).first()
+    if call is None:
+        raise BridgeError(f"There is no call {pk} of {tool_name[:200]} among yours; ask for the call again.")
+    if call.status in (CallStatus.QUEUED, CallStatus.RUNNING) and wait_seconds > 0:
+        call = call_wait(call=call, seconds=wait_seconds)
+    return _state(call, user)
+
+
+def _state(call: ToolCall, user: AbstractBaseUser) -> CallState:
+    hidden = False
+    if call.status in (CallStatus.INVALID, CallStatus.DENIED):
+        principal = caller_principal(user, tenant=call.tenant or None)
+        hidden = registry.get(call.tool_name) is None or call_hidden_from(call, principal)
+    answered_by = ""
+    if call.status != CallStatus.PENDING_APPROVAL:
+        actor = (
+            AuditEvent.objects.filter(call_id=call.pk, event_type__in=DECISION_EVENTS)
+            .order_by("-id")
+            .values_list("actor", flat=True)
+            .first()
+        )
+        answered_by = actor or ""
+    return CallState(
+        call_id=call.pk,
+        tool_name=call.tool_name,
+        status=str(call.status),
+        arguments=dict(call.arguments or {}),
+        result=call.result,
+        model_text=call.model_text(),
+        approval_id=call_approval_id(call) if call.status == CallStatus.PENDING_APPROVAL else None,
+        hidden=hidden,
+        answered_by=answered_by,
+    )
+
+
+def unknown_tool_text(user: AbstractBaseUser, tenant: str, name: str) -> str:
+    """What the model reads for a tool it may not see: exactly what a missing tool gets."""
+    return unknown_tool_message(name, visible_tool_names(caller_principal(user, tenant=tenant or None)))
