@@ -14,6 +14,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
@@ -43,8 +44,10 @@ Agent = Callable[..., Any]
 def agent_for(alice: User) -> Agent:
     """An agent acting for alice with the given script, its toolhub bridge, and its thread's config."""
 
-    def build(*script: AIMessage, thread: str = "thread-1") -> tuple[Any, LangGraphToolhub, dict[str, Any]]:
-        hub = LangGraphToolhub(user=alice, wait_seconds=5)
+    def build(
+        *script: AIMessage, thread: str = "thread-1", wait_seconds: float = 5
+    ) -> tuple[Any, LangGraphToolhub, dict[str, Any]]:
+        hub = LangGraphToolhub(user=alice, wait_seconds=wait_seconds)
         model = ScriptedChatModel(messages=iter([*script, AIMessage(content="done")]))
         agent = create_agent(
             model,
@@ -220,3 +223,47 @@ def test_a_resume_needs_a_thread_id(agent_for: Agent) -> None:
     with pytest.raises(LangGraphBridgeError, match="thread id"):
         hub.request_approvals(paused.interrupts, {})
     assert not ToolCall.objects.exists()
+
+
+def test_a_resume_that_skips_the_operator_runs_nothing(agent_for: Agent) -> None:
+    """HITL's own approve is no authorization: the tool joins the held call, which still waits for toolhub."""
+    agent, hub, config = agent_for(asks("risky_effect", {"note": "sneak"}), wait_seconds=0)
+    paused = start(agent, config)
+    hub.request_approvals(paused.interrupts, config)
+
+    finished = agent.invoke(Command(resume={paused.interrupts[0].id: {"type": "approve"}}), config, version="v2")
+
+    (message,) = tool_messages(finished)
+    assert "waiting for an operator's approval" in message.content
+    assert not SideEffect.objects.exists()
+    assert ToolCall.objects.get().status == "pending_approval"
+
+
+def test_a_resume_with_other_arguments_than_approved_runs_nothing_more(
+    agent_for: Agent, operator_client: APIClient
+) -> None:
+    agent, hub, config = agent_for(asks("risky_effect", {"note": "wire 100"}))
+    paused = start(agent, config)
+    hub.request_approvals(paused.interrupts, config)
+    approval = ApprovalRequest.objects.get()
+    operator_client.post(f"/api/v1/approvals/{approval.pk}/approve/", {"arguments": {"note": "wire 10"}}, format="json")
+    forged = {"type": "edit", "edited_action": {"name": "risky_effect", "args": {"note": "wire 1000"}}}
+
+    finished = agent.invoke(Command(resume={paused.interrupts[0].id: forged}), config, version="v2")
+
+    (message,) = tool_messages(finished)
+    assert "not the ones approved" in message.content
+    assert list(SideEffect.objects.values_list("note", flat=True)) == ["wire 10"]  # the approved version, once
+
+
+def test_without_the_middleware_a_held_call_tells_the_model_it_waits(alice: User) -> None:
+    hub = LangGraphToolhub(user=alice, wait_seconds=0)
+    model = ScriptedChatModel(messages=iter([asks("risky_effect", {"note": "x"}), AIMessage(content="done")]))
+    agent = create_agent(model, tools=hub.tools(["risky_effect"]), checkpointer=InMemorySaver())
+
+    finished = start(agent, {"configurable": {"thread_id": "t"}})
+
+    (message,) = tool_messages(finished)
+    assert "waiting for an operator's approval" in message.content
+    assert ApprovalRequest.objects.get().status == "pending"
+    assert not SideEffect.objects.exists()
