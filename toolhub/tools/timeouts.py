@@ -74,6 +74,13 @@ def _alarm(seconds: float, tool_name: str) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(previous_timer[0] - seconds, 0.001), previous_timer[1])
 
 
+def _close_thread_connections() -> None:
+    """Close the database connections the helper thread opened; nothing else would, and each holds a session."""
+    from django.db import connections
+
+    connections.close_all()
+
+
 def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
     outcome: dict[str, Any] = {}
 
@@ -82,6 +89,8 @@ def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
             outcome["value"] = fn()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
+        finally:
+            _close_thread_connections()
 
     # The helper thread runs in the caller's context, so context variables (the secrets' log scope) hold there too.
     context = contextvars.copy_context()
