@@ -17,6 +17,7 @@ identity is in that call's audit trail, which none of the LangGraph approval pat
 """
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from langgraph.types import Command, Interrupt
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.authorization import CallPrincipal, tool_definitions
-from toolhub.direct import call_approval_id, call_wait, caller_principal, direct_call_request
+from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
@@ -273,11 +274,21 @@ class LangGraphToolhub:
             )
         return reviews
 
-    def resume_command(self, interrupts: Sequence[Interrupt], config: Mapping[str, Any]) -> Command[Any] | None:
-        """The ``Command(resume=...)`` carrying the operators' decisions, or ``None`` while one is still pending."""
+    def resume_command(
+        self, interrupts: Sequence[Interrupt], config: Mapping[str, Any], *, wait: float = 0.0
+    ) -> Command[Any] | None:
+        """The ``Command(resume=...)`` carrying the operators' decisions, or ``None`` while one is still pending.
+
+        ``wait`` (seconds, cut to ``CALL_WAIT_MAX_SECONDS``) follows the calls meanwhile: until each is
+        decided and, once released, has run, so the resumed tools answer with results, not "queued".
+        """
+        deadline = time.monotonic() + max(float(wait), 0.0)
         answers: dict[str, dict[str, Any]] = {}
         for review, item in zip(self.request_approvals(interrupts, config), interrupts, strict=True):
             call = ToolCall.objects.get(pk=review.call_id)
+            left = deadline - time.monotonic()
+            if left > 0 and call.status in WAITING_STATUSES:
+                call = call_wait(call=call, seconds=left)
             if call.status == CallStatus.PENDING_APPROVAL:
                 return None
             answers[review.interrupt_id] = _decision(call, item.value)

@@ -5,11 +5,14 @@ toolhub's API; the graph resumes with the matching decision and the tool runs on
 """
 
 import json
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
@@ -18,6 +21,7 @@ from langgraph.types import Command
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
+from approvals.services import approval_approve
 from tests.testapp.models import SideEffect
 from toolhub.adapters.langgraph import LangGraphBridgeError, LangGraphToolhub, langgraph_call_id
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall
@@ -267,3 +271,29 @@ def test_without_the_middleware_a_held_call_tells_the_model_it_waits(alice: User
     assert "waiting for an operator's approval" in message.content
     assert ApprovalRequest.objects.get().status == "pending"
     assert not SideEffect.objects.exists()
+
+
+@pytest.mark.postgres
+def test_resume_command_waits_for_the_decision_and_the_run(agent_for: Agent, operator: User) -> None:
+    agent, hub, config = agent_for(asks("risky_effect", {"note": "later"}))
+    paused = start(agent, config)
+    (review,) = hub.request_approvals(paused.interrupts, config)
+
+    def decide_later() -> None:
+        try:
+            time.sleep(0.5)
+            approval_approve(request_id=review.approval_id, user=operator, comment="ok")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=decide_later)
+    thread.start()
+    command = hub.resume_command(paused.interrupts, config, wait=10)
+    thread.join(10)
+
+    assert command is not None
+    assert command.resume == {paused.interrupts[0].id: {"type": "approve"}}
+    assert ToolCall.objects.get().status == "succeeded"  # released and run before the graph resumes
+    finished = agent.invoke(command, config, version="v2")
+    (message,) = tool_messages(finished)
+    assert json.loads(message.content) == {"effect_id": SideEffect.objects.get().pk}
