@@ -159,12 +159,19 @@ class LangGraphToolhub:
 
     @_closing
     def _call(self, name: str, arguments: Mapping[str, Any], runtime: ToolRuntime) -> str:
-        """Run (or join) the governed call of this tool call and answer with what the model may see."""
-        call_id = langgraph_call_id(_thread_id(runtime.config), runtime.tool_call_id or "")
-        call = self._own_call(call_id, name)
-        if call is None:
-            call = self._request(name, arguments, call_id, runtime.config).call
-        elif call.status not in _REFUSED and not self._same_arguments(call, arguments):
+        """Run (or join) the governed call of this tool call and answer with what the model may see.
+
+        A request refused before it reached the pipeline (no thread id, a taken call id, an unusable
+        tenant) answers with toolhub's bounded message; nothing was recorded or run.
+        """
+        try:
+            call_id = langgraph_call_id(_thread_id(runtime.config), runtime.tool_call_id or "")
+            call = self._own_call(call_id, name)
+            if call is None:
+                call = self._request(name, arguments, call_id, runtime.config).call
+        except ToolhubError as refused:
+            return f"Error: {refused}"
+        if call.status not in _REFUSED and not self._same_arguments(call, arguments):
             # The graph runs other arguments than the ones toolhub ran or released: never run them silently.
             return (
                 f"Error: these arguments are not the ones approved for call {call.id}; the call was not run "

@@ -297,3 +297,16 @@ def test_resume_command_waits_for_the_decision_and_the_run(agent_for: Agent, ope
     finished = agent.invoke(command, config, version="v2")
     (message,) = tool_messages(finished)
     assert json.loads(message.content) == {"effect_id": SideEffect.objects.get().pk}
+
+
+def test_a_tool_call_without_a_thread_id_is_refused_with_a_clear_message(alice: User) -> None:
+    hub = LangGraphToolhub(user=alice, wait_seconds=0)
+    model = ScriptedChatModel(messages=iter([asks("record_effect", {"note": "x"}), AIMessage(content="done")]))
+    agent = create_agent(model, tools=hub.tools(["record_effect"]))
+
+    finished = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, version="v2")
+
+    (message,) = tool_messages(finished)
+    assert message.content.startswith("Error: A governed LangGraph tool call needs a thread id")
+    assert not ToolCall.objects.exists()
+    assert not SideEffect.objects.exists()
