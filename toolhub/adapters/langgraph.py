@@ -1,0 +1,334 @@
+"""LangGraph / LangChain v1 agents on toolhub's governed calls and durable approvals.
+
+``create_agent(model, tools=hub.tools(), middleware=[hub.middleware()], checkpointer=...)`` gives an
+agent whose tools are the toolhub tools its user may call, each executed through the governed call
+(``toolhub.direct``: validation, authorization, approval, execution, audit), and whose
+``HumanInTheLoopMiddleware`` (per-call interrupts) pauses exactly the calls toolhub policy holds for
+approval. :meth:`LangGraphToolhub.request_approvals` turns the paused run's interrupts into toolhub
+approval requests (one governed call each, still pending); operators decide them in the admin or
+through ``POST /api/v1/approvals/{id}/approve/`` (with edited arguments) or ``.../reject/``;
+:meth:`LangGraphToolhub.resume_command` then builds the ``Command(resume=...)`` that carries their
+decisions (approve, edit with the approved arguments, reject with the operator's comment).
+
+One LangGraph tool call is one toolhub call: its id is derived from the thread id and the model's
+tool call id, so when the resumed graph runs the tool, the tool finds the call the operator already
+released (and ran) and answers with its result instead of running it a second time. The approver's
+identity is in that call's audit trail, which none of the LangGraph approval paths records.
+"""
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
+from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.types import Command, Interrupt
+
+from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.authorization import CallPrincipal, tool_definitions
+from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
+from toolhub.exceptions import ToolhubError
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.pipeline import visible_tool_names
+from toolhub.policy import approval_verdict
+from toolhub.tools.context import ToolContext
+from toolhub.tools.registry import registry
+
+__all__ = [
+    "LangGraphToolhub",
+    "LangGraphBridgeError",
+    "PendingReview",
+    "langgraph_call_id",
+]
+
+#: The namespace of the call ids derived from (thread id, tool call id).
+_CALL_NAMESPACE = uuid.UUID("9b0b6c57-3f5e-4d8e-9a57-6c1f0d6a2b41")
+#: The decisions toolhub can carry back: an operator approves, edits (then approves) or rejects.
+_DECISIONS: list[Any] = ["approve", "edit", "reject"]
+#: Statuses in which the operator said no (or policy did); the model is told why, nothing ran.
+_REFUSED = frozenset({CallStatus.REJECTED, CallStatus.DENIED, CallStatus.INVALID, CallStatus.EXPIRED})
+
+
+T = TypeVar("T")
+
+
+@contextmanager
+def _own_connection() -> Iterator[None]:
+    """Close a database connection that this block opened outside a transaction.
+
+    LangGraph runs sync tools and tool middleware on its own pool threads; a connection such a thread
+    opened would otherwise stay open until the thread object is collected.
+    """
+    opened_here = connection.connection is None
+    try:
+        yield
+    finally:
+        if opened_here and not connection.in_atomic_block:
+            connection.close()
+
+
+def _closing(fn: Callable[..., T]) -> Callable[..., T]:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        with _own_connection():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class LangGraphBridgeError(ToolhubError):
+    """A LangGraph interrupt or tool call cannot be matched to a toolhub call of this caller."""
+
+
+def langgraph_call_id(thread_id: str, tool_call_id: str) -> uuid.UUID:
+    """The toolhub call id of one tool call of one thread: the same on the pause and on the resumed run."""
+    if not thread_id or not tool_call_id:
+        raise LangGraphBridgeError(
+            "A governed LangGraph tool call needs a thread id (config['configurable']['thread_id']) and the "
+            "model's tool call id; run the agent with a checkpointer and a thread id."
+        )
+    return uuid.uuid5(_CALL_NAMESPACE, f"{thread_id}\x00{tool_call_id}")
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    """One paused tool call and the toolhub call (and approval request) that stands for it."""
+
+    interrupt_id: str
+    tool_call_id: str
+    call_id: uuid.UUID
+    approval_id: int | None
+    status: str
+
+
+@dataclass(frozen=True)
+class LangGraphToolhub:
+    """The toolhub side of one caller's LangGraph agent: its tools, its approval gate and its resumes.
+
+    ``user`` is the authenticated person the agent acts for (tenant and user come from here, never
+    from the model); ``tenant`` names one of theirs when they belong to several.
+    """
+
+    user: AbstractBaseUser
+    tenant: str | None = None
+    #: How long a tool waits for its call to settle (cut to ``CALL_WAIT_MAX_SECONDS``).
+    wait_seconds: float = 30.0
+
+    def principal(self) -> CallPrincipal:
+        return caller_principal(self.user, tenant=self.tenant)
+
+    # -- tools -----------------------------------------------------------------------------------------
+
+    def tools(self, names: Iterable[str] | None = None) -> list[BaseTool]:
+        """LangChain tools for the toolhub tools this caller may use (``names`` narrows them)."""
+        visible = visible_tool_names(self.principal())
+        if names is not None:
+            wanted = list(names)
+            unknown = sorted(set(wanted) - set(visible))
+            if unknown:
+                raise LangGraphBridgeError(
+                    f"Tools {', '.join(name[:100] for name in unknown[:10])} are unknown or not allowed for this "
+                    f"user; allowed: {', '.join(visible[:20]) or 'none'}."
+                )
+            visible = [name for name in visible if name in set(wanted)]
+        return [self._tool(name) for name in visible]
+
+    def _tool(self, name: str) -> BaseTool:
+        tool = registry.get(name)
+        assert tool is not None  # visible_tool_names lists registered tools only
+
+        def run(runtime: ToolRuntime, **arguments: Any) -> str:
+            return self._call(name, arguments, runtime)
+
+        return StructuredTool.from_function(
+            func=run,
+            name=name,
+            description=tool.description or name,
+            args_schema=tool.json_schema,
+            infer_schema=False,
+        )
+
+    @_closing
+    def _call(self, name: str, arguments: Mapping[str, Any], runtime: ToolRuntime) -> str:
+        """Run (or join) the governed call of this tool call and answer with what the model may see.
+
+        A request refused before it reached the pipeline (no thread id, a taken call id, an unusable
+        tenant) answers with toolhub's bounded message; nothing was recorded or run.
+        """
+        try:
+            call_id = langgraph_call_id(_thread_id(runtime.config), runtime.tool_call_id or "")
+            call = self._own_call(call_id, name)
+            if call is None:
+                call = self._request(name, arguments, call_id, runtime.config).call
+        except ToolhubError as refused:
+            return f"Error: {refused}"
+        if call.status not in _REFUSED and not self._same_arguments(call, arguments):
+            # The graph runs other arguments than the ones toolhub ran or released: never run them silently.
+            return (
+                f"Error: these arguments are not the ones approved for call {call.id}; the call was not run "
+                "again. Ask for a new call."
+            )
+        return _answer(call_wait(call=call, seconds=self.wait_seconds))
+
+    def _request(self, name: str, arguments: Mapping[str, Any], call_id: uuid.UUID, config: Mapping[str, Any]) -> Any:
+        return direct_call_request(
+            user=self.user,
+            tool_name=name,
+            arguments=dict(arguments),
+            tenant=self.tenant,
+            kind=CallKind.API,
+            client={"channel": "langgraph", "thread_id": str(_thread_id(config))[:200]},
+            call_id=call_id,
+        )
+
+    def _own_call(self, call_id: uuid.UUID, name: str) -> ToolCall | None:
+        """The call of this id if it is this caller's, for this tool; another's is refused, never shown."""
+        call = ToolCall.objects.filter(pk=call_id).first()
+        if call is None:
+            return None
+        principal = self.principal()
+        if (call.tenant, call.user_id, call.tool_name) != (principal.tenant, principal.user_id, name):
+            raise LangGraphBridgeError("This thread's tool call id is taken by another call; use a new thread id.")
+        return call
+
+    @staticmethod
+    def _same_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> bool:
+        tool = registry.get(call.tool_name)
+        if tool is None:
+            return False
+        try:
+            return (
+                storable_arguments(tool, validate_arguments(tool, parse_arguments(dict(arguments)))) == call.arguments
+            )
+        except ArgumentsRefused:
+            return False
+
+    # -- the approval gate ------------------------------------------------------------------------------
+
+    def middleware(self, names: Iterable[str] | None = None) -> HumanInTheLoopMiddleware:
+        """``HumanInTheLoopMiddleware`` (per-call) that pauses the tool calls toolhub policy holds for approval.
+
+        Every visible tool is gated by a ``when`` predicate asking toolhub's policy (code rule, operators'
+        rules, risk) about the call's own arguments; on resume it answers the same, since the call exists.
+        """
+        gated = list(names) if names is not None else visible_tool_names(self.principal())
+        interrupt_on: dict[str, bool | InterruptOnConfig] = {
+            name: InterruptOnConfig(allowed_decisions=_DECISIONS, when=self._needs_review) for name in gated
+        }
+        return HumanInTheLoopMiddleware(
+            interrupt_on=interrupt_on,
+            interrupt_mode="per_call",
+            description_prefix="toolhub holds this call for an operator's approval",
+        )
+
+    @_closing
+    def _needs_review(self, request: ToolCallRequest) -> bool:
+        tool_call = request.tool_call
+        name = tool_call["name"]
+        call_id = langgraph_call_id(_thread_id(request.runtime.config), tool_call.get("id") or "")
+        existing = self._own_call(call_id, name)
+        if existing is not None:
+            return call_approval_id(existing) is not None
+        tool = registry.get(name)
+        if tool is None:
+            return False  # the governed call refuses it with the catalogue's message
+        try:
+            validated = validate_arguments(tool, parse_arguments(tool_call.get("args") or {}))
+        except ArgumentsRefused:
+            return False  # refused as invalid by the governed call; nothing to approve
+        principal = self.principal()
+        context = ToolContext.layered(
+            {}, boundary={"tenant": principal.tenant, "user": principal.username, "user_id": principal.user_id}
+        )
+        verdict = approval_verdict(
+            tool=tool,
+            definition=tool_definitions().get(name),
+            arguments=validated,
+            ctx=context,
+            principal=principal,
+        )
+        return verdict is not None
+
+    def request_approvals(self, interrupts: Sequence[Interrupt], config: Mapping[str, Any]) -> list[PendingReview]:
+        """Make each paused tool call a governed call held for approval (once: a repeat finds the same call)."""
+        reviews = []
+        for item in interrupts:
+            value = item.value
+            if not isinstance(value, Mapping) or value.get("type") != "tool_approval":
+                raise LangGraphBridgeError(
+                    "Only the per-call interrupts of LangGraphToolhub.middleware() can become approval requests."
+                )
+            name, tool_call_id = str(value["name"]), str(value["tool_call_id"])
+            call_id = langgraph_call_id(_thread_id(config), tool_call_id)
+            call = self._own_call(call_id, name) or self._request(name, value.get("args") or {}, call_id, config).call
+            reviews.append(
+                PendingReview(
+                    interrupt_id=item.id,
+                    tool_call_id=tool_call_id,
+                    call_id=call.id,
+                    approval_id=call_approval_id(call),
+                    status=str(call.status),
+                )
+            )
+        return reviews
+
+    def resume_command(
+        self, interrupts: Sequence[Interrupt], config: Mapping[str, Any], *, wait: float = 0.0
+    ) -> Command[Any] | None:
+        """The ``Command(resume=...)`` carrying the operators' decisions, or ``None`` while one is still pending.
+
+        ``wait`` (seconds, cut to ``CALL_WAIT_MAX_SECONDS``) follows the calls meanwhile: until each is
+        decided and, once released, has run, so the resumed tools answer with results, not "queued".
+        """
+        deadline = time.monotonic() + max(float(wait), 0.0)
+        answers: dict[str, dict[str, Any]] = {}
+        for review, item in zip(self.request_approvals(interrupts, config), interrupts, strict=True):
+            call = ToolCall.objects.get(pk=review.call_id)
+            left = deadline - time.monotonic()
+            if left > 0 and call.status in WAITING_STATUSES:
+                call = call_wait(call=call, seconds=left)
+            if call.status == CallStatus.PENDING_APPROVAL:
+                return None
+            answers[review.interrupt_id] = _decision(call, item.value)
+        return Command(resume=answers)
+
+
+def _decision(call: ToolCall, asked: Mapping[str, Any]) -> dict[str, Any]:
+    """The HITL decision of a decided call: reject with the reason, edit to the released arguments, or approve."""
+    if call.status in _REFUSED:
+        return {"type": "reject", "message": call.error or f"The call was {call.status}."}
+    tool = registry.get(call.tool_name)
+    proposed = None
+    if tool is not None:
+        try:
+            proposed = storable_arguments(tool, validate_arguments(tool, parse_arguments(asked.get("args") or {})))
+        except ArgumentsRefused:
+            proposed = None
+    if proposed != call.arguments:
+        return {"type": "edit", "edited_action": {"name": call.tool_name, "args": dict(call.arguments)}}
+    return {"type": "approve"}
+
+
+def _answer(call: ToolCall) -> str:
+    """What the model reads: the result as JSON, or the call's (already sanitized) error, or that it waits."""
+    if call.status == CallStatus.SUCCEEDED:
+        return json.dumps(call.result, default=str)
+    if call.status == CallStatus.PENDING_APPROVAL:
+        return f"Call {call.id} is waiting for an operator's approval; it runs once approved."
+    if call.status in {CallStatus.QUEUED, CallStatus.RUNNING, CallStatus.AWAITING_RESULT}:
+        return f"Call {call.id} is still {call.status}; its result is not in yet."
+    return f"Error: {call.error or call.status}"
+
+
+def _thread_id(config: Mapping[str, Any] | None) -> str:
+    configurable = (config or {}).get("configurable") or {}
+    return str(configurable.get("thread_id") or "")
