@@ -1,0 +1,1 @@
+"""Adapters that put other agent frameworks' tools and approvals on toolhub's governed calls."""
