@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -56,6 +56,13 @@ _CLAIMABLE = (
 )
 
 
+def _claimable_sql() -> str:
+    """The claim query for this database: SQLite (the embedded default) has no row locks, one writer at a time."""
+    if connection.features.has_select_for_update_skip_locked:
+        return _CLAIMABLE
+    return _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
+
+
 def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
     """Claim ``call_id`` and up to ``limit - 1`` other queued calls in one transaction (group commit).
 
@@ -68,10 +75,9 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     """
     from toolhub.tools.registry import registry
 
+    key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     with transaction.atomic():
-        rows = list(
-            ToolCall.objects.raw(_CLAIMABLE, [CallStatus.QUEUED, call_id, CallStatus.QUEUED, call_id, limit - 1])
-        )
+        rows = list(ToolCall.objects.raw(_claimable_sql(), [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
         now = timezone.now()
         rows.sort(key=lambda call: (call.id != call_id, call.queued_at or now))
         lease = timedelta()
