@@ -222,3 +222,47 @@ def test_another_tenants_user_neither_sees_nor_resumes_the_paused_run(
     with pytest.raises(AdapterError, match="No paused run"):
         run(resume_governed(outcome.paused.pk, agent, user=mallory, run_config=NO_TRACING))
     assert PausedAgentRun.objects.get().status == PausedRunStatus.PAUSED
+
+
+def test_a_low_and_a_high_risk_call_in_one_turn_each_run_once_across_pause_and_resume(
+    fake: FakeModel, alice: User, operator_client: APIClient
+) -> None:
+    both = completion(
+        tool_calls=[
+            {"id": "call_low", "name": "record_effect", "arguments": json.dumps({"note": "low"})},
+            {"id": "call_high", "name": "risky_effect", "arguments": json.dumps({"note": "high"})},
+        ]
+    )
+    fake.queue(both, completion(content="Both done."))
+    agent = agent_for(fake, alice, "record_effect", "risky_effect")
+    outcome = run(run_governed(agent, "do both", user=alice, run_config=NO_TRACING))
+    assert outcome.paused is not None and [i.tool_name for i in outcome.result.interruptions] == ["risky_effect"]
+    operator_client.post(f"/api/v1/approvals/{ApprovalRequest.objects.get().pk}/approve/", {}, format="json")
+
+    resumed = run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+
+    assert resumed.final_output == "Both done."
+    assert sorted(SideEffect.objects.values_list("note", flat=True)) == ["high", "low"]
+    assert sorted(ToolCall.objects.values_list("tool_name", "status")) == [
+        ("record_effect", CallStatus.SUCCEEDED),
+        ("risky_effect", CallStatus.SUCCEEDED),
+    ]
+
+
+def test_a_resume_that_fails_gives_the_run_back_and_runs_nothing_twice(
+    fake: FakeModel, alice: User, operator_client: APIClient
+) -> None:
+    fake.queue(tool_call("risky_effect", {"note": "once"}))  # then the endpoint fails (no reply queued)
+    agent = agent_for(fake, alice, "risky_effect")
+    outcome = run(run_governed(agent, "go", user=alice, run_config=NO_TRACING))
+    assert outcome.paused is not None
+    operator_client.post(f"/api/v1/approvals/{ApprovalRequest.objects.get().pk}/approve/", {}, format="json")
+
+    with pytest.raises(Exception, match="no reply queued"):
+        run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+    assert PausedAgentRun.objects.get().status == PausedRunStatus.PAUSED
+
+    fake.queue(completion(content="Finally."))
+    resumed = run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+    assert resumed.final_output == "Finally."
+    assert SideEffect.objects.count() == 1 and ToolCall.objects.count() == 1

@@ -38,6 +38,7 @@ from .store import (
     governed_call_result,
     paused_run_claim,
     paused_run_create,
+    paused_run_release,
 )
 
 __all__ = [
@@ -172,7 +173,11 @@ async def resume_governed(
             state.approve(item)
         else:
             state.reject(item, rejection_message=decision.message if decision else "Not decided in toolhub.")
-    result = await Runner.run(agent, state, **runner_options)
+    try:
+        result = await Runner.run(agent, state, **runner_options)
+    except BaseException:
+        await sync_to_async(paused_run_release)(paused_run_id=paused.pk)
+        raise
     return await _outcome(result, agent=agent, user=user, tenant=paused.tenant or None, run_key=paused.run_key)
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "governed_call_result",
     "paused_run_create",
     "paused_run_claim",
+    "paused_run_release",
     "paused_runs_ready",
 ]
 
@@ -242,3 +243,16 @@ def paused_run_claim(
             data={"paused_run": str(run.pk), "decision": "approve" if decision.approve else "reject"},
         )
     return run, decisions
+
+
+def paused_run_release(*, paused_run_id: uuid.UUID | str) -> bool:
+    """Give a claimed run back (its resumed SDK run failed before finishing), so it can be resumed again.
+
+    Safe to repeat: the decided calls keep their toolhub ids, so a second resume reads the same calls'
+    results and runs nothing twice.
+    """
+    return bool(
+        PausedAgentRun.objects.filter(pk=paused_run_id, status=PausedRunStatus.RESUMED).update(
+            status=PausedRunStatus.PAUSED, resumed_at=None
+        )
+    )
