@@ -266,3 +266,34 @@ def test_a_resume_that_fails_gives_the_run_back_and_runs_nothing_twice(
     resumed = run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
     assert resumed.final_output == "Finally."
     assert SideEffect.objects.count() == 1 and ToolCall.objects.count() == 1
+
+
+def test_the_admin_lists_paused_runs_of_the_users_tenants_only(fake: FakeModel, alice: User) -> None:
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    fake.queue(tool_call("risky_effect", {"note": "x"}))
+    prompt = "please order the blue widgets"
+    run(run_governed(agent_for(fake, alice, "risky_effect"), prompt, user=alice, run_config=NO_TRACING))
+    paused = PausedAgentRun.objects.get()
+    globex, _ = Tenant.objects.get_or_create(slug="globex", defaults={"name": "Globex"})
+    view = Permission.objects.get(codename="view_pausedagentrun")
+    staff = {}
+    for name, tenant in (("acme_staff", paused.tenant), ("globex_staff", globex.slug)):
+        user = User.objects.create_user(name, f"{name}@example.com", "pw", is_staff=True)
+        user.user_permissions.add(view)
+        TenantMembership.objects.create(user=user, tenant=Tenant.objects.get(slug=tenant))
+        client = Client()
+        client.force_login(user)
+        staff[name] = client
+    url = "/admin/openai_agents_adapter/pausedagentrun/"
+
+    mine, theirs = staff["acme_staff"].get(url), staff["globex_staff"].get(url)
+
+    assert mine.status_code == theirs.status_code == 200
+    assert str(paused.pk) in mine.content.decode()
+    assert str(paused.pk) not in theirs.content.decode()
+    assert staff["globex_staff"].get(f"{url}{paused.pk}/change/").status_code == 302  # not found: back to the list
+    detail = staff["acme_staff"].get(f"{url}{paused.pk}/change/")
+    assert detail.status_code == 200 and str(ToolCall.objects.get().pk) in detail.content.decode()
+    assert prompt not in detail.content.decode()  # the stored conversation stays out of the admin
