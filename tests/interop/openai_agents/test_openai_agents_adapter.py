@@ -297,3 +297,21 @@ def test_the_admin_lists_paused_runs_of_the_users_tenants_only(fake: FakeModel, 
     detail = staff["acme_staff"].get(f"{url}{paused.pk}/change/")
     assert detail.status_code == 200 and str(ToolCall.objects.get().pk) in detail.content.decode()
     assert prompt not in detail.content.decode()  # the stored conversation stays out of the admin
+
+
+def test_approving_in_the_sdk_alone_runs_nothing(fake: FakeModel, alice: User) -> None:
+    from agents import Runner
+
+    fake.queue(tool_call("risky_effect", {"note": "sneaky"}), completion(content="Ok."))
+    agent = agent_for(fake, alice, "risky_effect")
+    outcome = run(run_governed(agent, "go", user=alice, run_config=NO_TRACING))
+    state = outcome.result.to_state()
+    for item in state.get_interruptions():
+        state.approve(item)  # the SDK's own approval, bypassing toolhub's operators
+
+    result = run(Runner.run(agent, state, run_config=NO_TRACING))
+
+    assert result.final_output == "Ok."
+    assert "waiting for an operator's approval in toolhub; it has not run" in tool_messages(fake)[-1]
+    assert ToolCall.objects.get().status == CallStatus.PENDING_APPROVAL
+    assert SideEffect.objects.count() == 0
