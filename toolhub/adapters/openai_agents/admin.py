@@ -11,7 +11,7 @@ from .models import PausedAgentRun
 
 
 @admin.register(PausedAgentRun)
-class PausedAgentRunAdmin(TenantScopedAdmin, admin.ModelAdmin):
+class PausedAgentRunAdmin(TenantScopedAdmin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Which SDK runs wait for which calls; the stored ``RunState`` (the conversation) is not shown."""
 
     list_display = ("id", "agent_name", "user", "tenant", "status", "created_at", "resumed_at")

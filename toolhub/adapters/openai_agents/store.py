@@ -164,7 +164,7 @@ def paused_run_create(
     paused = PausedAgentRun.objects.create(
         run_key=run_key,
         tenant=principal.tenant,
-        user=user,
+        user_id=user.pk,
         agent_name=agent_name[:200],
         state=state,
         call_ids=[str(call.pk) for call in calls],
