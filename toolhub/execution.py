@@ -54,8 +54,13 @@ _CLAIMABLE = (
     "SELECT id FROM toolhub_toolcall WHERE status = %s AND id <> %s ORDER BY queued_at LIMIT %s "
     "FOR UPDATE SKIP LOCKED)) FOR UPDATE SKIP LOCKED"
 )
-#: SQLite (the embedded default) has no row locks: its one writer at a time does what they do.
-_CLAIMABLE_WITHOUT_ROW_LOCKS = _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
+
+
+def _claimable_sql() -> str:
+    """The claim query for this database: SQLite (the embedded default) has no row locks, one writer at a time."""
+    if connection.features.has_select_for_update_skip_locked:
+        return _CLAIMABLE
+    return _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
 
 
 def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
@@ -70,12 +75,9 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     """
     from toolhub.tools.registry import registry
 
+    key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     with transaction.atomic():
-        claimable = (
-            _CLAIMABLE if connection.features.has_select_for_update_skip_locked else _CLAIMABLE_WITHOUT_ROW_LOCKS
-        )
-        key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # raw SQL: the backend's form of a UUID
-        rows = list(ToolCall.objects.raw(claimable, [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
+        rows = list(ToolCall.objects.raw(_claimable_sql(), [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
         now = timezone.now()
         rows.sort(key=lambda call: (call.id != call_id, call.queued_at or now))
         lease = timedelta()

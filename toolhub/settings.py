@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
     "agents_app.apps.AgentsConfig",
+    "toolhub.adapters.openai_agents.apps.OpenAIAgentsAdapterConfig",
 ]
 # The demo (ledger, orders, their tools and `load_demo`) belongs to the embedded mode; a production
 # server leaves it out unless TOOLHUB_DEMO=1 asks for it (e.g. a throwaway demo on a real stack).

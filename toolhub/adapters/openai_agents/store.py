@@ -1,0 +1,258 @@
+"""The adapter's database side (no SDK import): governed calls keyed by the SDK's call ids, paused runs.
+
+Each SDK tool call maps to one toolhub call whose id is derived from the run's key and the SDK's
+``call_id``, so asking whether it needs approval, pausing on it and invoking it all reach the same row:
+the call is requested once, decided once (by policy or an operator) and executed at most once.
+"""
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from toolhub.audit import audit_call_event
+from toolhub.direct import call_wait, caller_principal, direct_call_request
+from toolhub.exceptions import ToolhubError
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.tenancy import tenant_scope
+
+from .models import PausedAgentRun, PausedRunStatus
+
+__all__ = [
+    "AdapterError",
+    "RunNotDecidedError",
+    "PendingItem",
+    "Decision",
+    "governed_call_id",
+    "governed_call",
+    "governed_call_result",
+    "paused_run_create",
+    "paused_run_claim",
+    "paused_run_release",
+    "paused_runs_ready",
+]
+
+#: Namespace of the toolhub call ids derived from (run key, SDK call id).
+_CALL_NAMESPACE = uuid.UUID("5d0c8a4e-1f7b-4c55-9a63-0f2b7c1d9e42")
+#: Statuses in which an operator's decision still lets the call run (or it ran already).
+_RELEASED = frozenset(
+    {
+        CallStatus.QUEUED,
+        CallStatus.RUNNING,
+        CallStatus.AWAITING_RESULT,
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.NEEDS_ATTENTION,
+        CallStatus.COMPENSATED,
+        CallStatus.CANCELLED,
+    }
+)
+
+
+class AdapterError(ToolhubError):
+    """The adapter cannot do what was asked (nothing was run)."""
+
+
+class RunNotDecidedError(AdapterError):
+    """The paused run still waits for an operator's decision on some of its calls."""
+
+
+@dataclass(frozen=True)
+class PendingItem:
+    """One SDK interruption: which tool, the SDK's call id and the model's raw arguments."""
+
+    tool_name: str
+    sdk_call_id: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the SDK is told for one interruption: approve, or reject with the message the model reads."""
+
+    approve: bool
+    message: str = ""
+
+
+def governed_call_id(run_key: str, sdk_call_id: str) -> uuid.UUID:
+    """The toolhub call id of the SDK's ``sdk_call_id`` in run ``run_key`` (stable across pause and resume)."""
+    return uuid.uuid5(_CALL_NAMESPACE, f"{run_key}\x1f{sdk_call_id}")
+
+
+def governed_call(
+    *,
+    user: AbstractBaseUser,
+    tenant: str | None,
+    run_key: str,
+    tool_name: str,
+    sdk_call_id: str,
+    arguments: str | Mapping[str, Any] | None,
+    client: Mapping[str, Any] | None = None,
+) -> ToolCall:
+    """The toolhub call of this SDK call: requested through the governed pipeline the first time, read after.
+
+    The pipeline decides as it does for every caller (validation, grants, interceptors, approval rules);
+    a low-risk call is queued (or run by this process when tasks are eager) right away.
+    """
+    principal = caller_principal(user, tenant=tenant)
+    call_id = governed_call_id(run_key, sdk_call_id)
+    existing = ToolCall.objects.filter(pk=call_id, tenant=principal.tenant, user_id=user.pk).first()
+    if existing is not None:
+        return existing
+    try:
+        return direct_call_request(
+            user=user,
+            tool_name=tool_name,
+            arguments=arguments,
+            tenant=principal.tenant or None,
+            kind=CallKind.CALL,
+            client=client,
+            call_id=call_id,
+        ).call
+    except IntegrityError:
+        # The same SDK call asked twice at once: the first request's row is the call.
+        return ToolCall.objects.get(pk=call_id, tenant=principal.tenant, user_id=user.pk)
+
+
+def governed_call_result(call: ToolCall, *, wait_seconds: float) -> str:
+    """What the SDK's model reads for ``call``: its result or its (sanitized) error, once it has settled.
+
+    A call still waiting for an operator is never waited for here: approving in the SDK alone does not
+    release a toolhub call, only an operator's decision in toolhub does.
+    """
+    if call.status == CallStatus.PENDING_APPROVAL:
+        return f"The call of {call.tool_name} is waiting for an operator's approval in toolhub; it has not run."
+    settled = call_wait(call=call, seconds=wait_seconds)
+    if not settled.is_settled:
+        return f"The call of {settled.tool_name} is still {settled.status} in toolhub (call {settled.pk})."
+    return settled.model_text()
+
+
+@transaction.atomic
+def paused_run_create(
+    *,
+    user: AbstractBaseUser,
+    tenant: str | None,
+    run_key: str,
+    agent_name: str,
+    state: dict[str, Any],
+    items: Sequence[PendingItem],
+    client: Mapping[str, Any] | None = None,
+) -> PausedAgentRun:
+    """Store an interrupted run; each interruption's toolhub call exists (requested now if it was not yet).
+
+    A call the SDK paused on without asking toolhub (arguments it could not parse) is requested here,
+    so toolhub's answer (invalid, denied or held for approval) decides it like any other.
+    """
+    principal = caller_principal(user, tenant=tenant)
+    calls = [
+        governed_call(
+            user=user,
+            tenant=tenant,
+            run_key=run_key,
+            tool_name=item.tool_name,
+            sdk_call_id=item.sdk_call_id,
+            arguments=item.arguments,
+            client=client,
+        )
+        for item in items
+    ]
+    paused = PausedAgentRun.objects.create(
+        run_key=run_key,
+        tenant=principal.tenant,
+        user_id=user.pk,
+        agent_name=agent_name[:200],
+        state=state,
+        call_ids=[str(call.pk) for call in calls],
+    )
+    for call in calls:
+        audit_call_event(
+            call,
+            "openai_agents.paused",
+            actor=f"user:{user.get_username()}",
+            data={"paused_run": str(paused.pk), "agent": paused.agent_name},
+        )
+    return paused
+
+
+def _decision(call: ToolCall) -> Decision | None:
+    if call.status == CallStatus.PENDING_APPROVAL:
+        return None
+    if call.status in _RELEASED:
+        return Decision(approve=True)
+    return Decision(approve=False, message=call.model_text())
+
+
+def _runs_of(user: AbstractBaseUser) -> list[PausedAgentRun]:
+    scope = tenant_scope(user)
+    runs = PausedAgentRun.objects.filter(user_id=user.pk, status=PausedRunStatus.PAUSED)
+    return [run for run in runs if not run.tenant or scope.allows(run.tenant)]
+
+
+def paused_runs_ready(*, user: AbstractBaseUser) -> list[PausedAgentRun]:
+    """The user's paused runs whose calls have all been decided (ready for ``resume_governed``)."""
+    ready = []
+    for run in _runs_of(user):
+        calls = ToolCall.objects.filter(pk__in=run.call_ids, tenant=run.tenant)
+        if all(_decision(call) is not None for call in calls):
+            ready.append(run)
+    return ready
+
+
+@transaction.atomic
+def paused_run_claim(
+    *, paused_run_id: uuid.UUID | str, user: AbstractBaseUser
+) -> tuple[PausedAgentRun, dict[str, Decision]]:
+    """Take a decided paused run for resuming (once); return it with the decision of each of its calls.
+
+    Only the user who started the run, within their tenants, may resume it. Raises
+    :class:`RunNotDecidedError` (nothing changed) while an operator has yet to decide a call.
+    """
+    scope = tenant_scope(user)
+    run = (
+        PausedAgentRun.objects.select_for_update()
+        .filter(pk=paused_run_id, user_id=user.pk, status=PausedRunStatus.PAUSED)
+        .first()
+    )
+    if run is None or (run.tenant and not scope.allows(run.tenant)):
+        raise AdapterError("No paused run with this id is waiting for you (it was resumed already, or is not yours).")
+    calls = {str(call.pk): call for call in ToolCall.objects.filter(pk__in=run.call_ids, tenant=run.tenant)}
+    decisions: dict[str, Decision] = {}
+    waiting = []
+    for call_id in run.call_ids:
+        call = calls.get(call_id)
+        decision = _decision(call) if call is not None else Decision(False, "The call was not found in toolhub.")
+        if decision is None:
+            waiting.append(call_id)
+        else:
+            decisions[call_id] = decision
+    if waiting:
+        raise RunNotDecidedError(f"Still waiting for an operator's decision on call(s) {', '.join(waiting)}.")
+    PausedAgentRun.objects.filter(pk=run.pk, status=PausedRunStatus.PAUSED).update(
+        status=PausedRunStatus.RESUMED, resumed_at=timezone.now()
+    )
+    for call_id, decision in decisions.items():
+        audit_call_event(
+            calls[call_id],
+            "openai_agents.resumed",
+            actor=f"user:{user.get_username()}",
+            data={"paused_run": str(run.pk), "decision": "approve" if decision.approve else "reject"},
+        )
+    return run, decisions
+
+
+def paused_run_release(*, paused_run_id: uuid.UUID | str) -> bool:
+    """Give a claimed run back (its resumed SDK run failed before finishing), so it can be resumed again.
+
+    Safe to repeat: the decided calls keep their toolhub ids, so a second resume reads the same calls'
+    results and runs nothing twice.
+    """
+    return bool(
+        PausedAgentRun.objects.filter(pk=paused_run_id, status=PausedRunStatus.RESUMED).update(
+            status=PausedRunStatus.PAUSED, resumed_at=None
+        )
+    )
