@@ -15,6 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.db.utils import DatabaseError
 
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
 from toolhub.tools.context import ToolContext
@@ -66,7 +67,11 @@ class RemoteToolProvider:
         return None
 
     def _entries(self) -> dict[str, _Entry]:
-        return governance_cached(("remote_mcp_tools",), _load)
+        try:
+            return governance_cached(("remote_mcp_tools",), _load)
+        except (DatabaseError, RuntimeError):
+            # No database here (a build step, a test without one): no remote tools, the registry's own still work.
+            return {}
 
 
 def _load() -> dict[str, _Entry]:
@@ -116,7 +121,8 @@ def _build(row: Any) -> Tool:
         handler,
         group=row.server.name,
         risk=row.server.risk,
-        timeout=float(row.server.timeout_seconds),
+        # Within the default, which the worker task's time limit always covers (toolhub.tasks).
+        timeout=min(float(row.server.timeout_seconds), float(toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS)),
         idempotent=bool(annotations.get("idempotentHint", False)),
         tags=("mcp", f"mcp:{row.server.name}"),
         allow_any=True,

@@ -107,6 +107,10 @@ class ToolRegistry:
         tools = [self.get(name) for name in self.names()]
         return [tool for tool in tools if tool is not None]
 
+    def code_tools(self) -> list[Tool]:
+        """The tools registered at startup only (no provider, no database): for checks and static limits."""
+        return [self._tools[name] for name in sorted(self._tools)]
+
     def refusal(self, name: str, tenant: str | None) -> str | None:
         """Why a provider refuses a call of its tool ``name`` for ``tenant`` now (``None`` for code tools)."""
         if name in self._tools:
@@ -195,7 +199,7 @@ registry = ToolRegistry()
 
 def _refuse_tools_exposing(klass: type) -> None:
     """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
-    for tool in registry.all():
+    for tool in registry.code_tools():  # a provider's tools take JSON only: no context type to expose
         for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):
             if exposed is klass:
                 raise ToolDefinitionError(
