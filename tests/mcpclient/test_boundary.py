@@ -148,3 +148,24 @@ def test_tenant_staff_see_only_their_tenants_credentials_and_no_servers(
     other = RemoteMcpCredential.objects.get(tenant="globex")
     assert client.get(reverse("admin:toolhub_remotemcpcredential_change", args=[other.pk])).status_code in (302, 404)
     assert client.get(reverse("admin:toolhub_remotemcpserver_changelist")).status_code == 403
+
+
+def test_a_folded_server_shows_one_facade_that_reveals_its_accepted_tools(
+    accepted_tool: RemoteMcpTool, alice: User, request_call: Any
+) -> None:
+    from toolhub.disclosure.unfolding import facade_of
+    from toolhub.disclosure.visibility import expand_agent_tools
+
+    RemoteMcpServer.objects.update(unfold=True, unfold_notes="Look up before you write.")
+    RemoteMcpCredential.objects.create(server=accepted_tool.server, tenant="acme", credential_env="CRM_ACME")
+
+    facade, role = facade_of(registry.get("crm__tools"))
+    assert role == "facade" and [child.name for child in facade.children] == ["crm__lookup_customer"]
+    assert expand_agent_tools(["crm__tools"]) >= {"crm__tools", "crm__tools_context", "crm__lookup_customer"}
+    RemoteMcpTool.objects.update(status="active", current_definition=accepted_tool.accepted_definition)
+
+    # The boundary's keys, as the agent loop sets them: the facade reveals what this principal may call.
+    call = request_call("crm__tools", {}, alice, tenant="acme", context={"tenant": "acme", "user_id": alice.pk})
+
+    assert call.status == "succeeded", call.error
+    assert "crm__lookup_customer" in str(call.result)

@@ -55,6 +55,11 @@ class RemoteMcpServer(models.Model):
         help_text="The risk of this server's tools; high and critical wait for an operator's approval.",
     )
     timeout_seconds = models.FloatField(default=30.0)
+    unfold = models.BooleanField(
+        default=False,
+        help_text="Show the model one facade '<name>__tools' instead of every tool; calling it reveals them.",
+    )
+    unfold_notes = models.TextField(blank=True, help_text="Usage notes shown once the facade is unfolded.")
     synced_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
 

@@ -88,21 +88,49 @@ def _load() -> dict[str, _Entry]:
     except DatabaseError:
         return {}
     entries: dict[str, _Entry] = {}
+    by_server: dict[int, list[Tool]] = {}
     for row in rows:
         try:
             tool = _build(row)
         except ToolDefinitionError as exc:
             logger.warning("Remote MCP tool %s is unusable: %s", row.tool_name, exc)
             continue
-        entries[row.tool_name] = _Entry(
-            tool=tool,
-            server=row.server.name,
-            status=row.status,
-            enabled=row.server.enabled,
-            credential_required=row.server.credential_required,
-            tenants=frozenset(tenants.get(row.server_id, ())),
-        )
+        entries[row.tool_name] = _entry(row.server, tool, row.status, tenants)
+        by_server.setdefault(row.server_id, []).append(tool)
+    for row in rows:
+        server = row.server
+        if server.unfold and server.pk in by_server:
+            facade = _facade(server, by_server.pop(server.pk))
+            for tool in (facade.facade, facade.context_tool):
+                if tool.name in entries:  # a remote tool of that name keeps it; the facade is left out
+                    logger.warning("Remote MCP server %s: %s is a tool's name; no facade.", server.name, tool.name)
+                    continue
+                entries[tool.name] = _entry(server, tool, "active", tenants)
     return entries
+
+
+def _entry(server: Any, tool: Tool, status: str, tenants: dict[int, set[str]]) -> _Entry:
+    return _Entry(
+        tool=tool,
+        server=server.name,
+        status=status,
+        enabled=server.enabled,
+        credential_required=server.credential_required,
+        tenants=frozenset(tenants.get(server.pk, ())),
+    )
+
+
+def facade_name(server_name: str) -> str:
+    """The name of a server's facade, when its tools are shown folded (``unfold``)."""
+    return f"{server_name}__tools"
+
+
+def _facade(server: Any, tools: list[Tool]) -> Any:
+    """One ``UnfoldingTool`` over a server's accepted tools: the model sees it, calling it reveals them."""
+    from toolhub.disclosure.unfolding import UnfoldingTool
+
+    description = server.description or f"Tools of the remote MCP server {server.name}. Call to see them."
+    return UnfoldingTool.of(facade_name(server.name), description, tools, child_usage_notes=server.unfold_notes)
 
 
 def _build(row: Any) -> Tool:
