@@ -4,103 +4,21 @@ Calls run eagerly in this process (the worker's code path): the handler talks to
 streamable HTTP, so what the server received is what toolhub sent.
 """
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
-import mcp_types as types
 import pytest
-import uvicorn
 from django.contrib.auth.models import User
-from mcp.server import Server
-from mcp.server.transport_security import TransportSecuritySettings
 
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
 from tests.helpers import RequestCall, assert_audit_intact, audit_text, event_types
+from tests.mcpclient.fake_server import FakeCrm
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolGroup
 from toolhub.tools.registry import registry
 
 TOOL = "crm__lookup_customer"
-
-
-class FakeCrm:
-    """A remote MCP server whose tool description can change under toolhub (a rug pull); records what it got."""
-
-    def __init__(self) -> None:
-        self.description = "Look up a customer by id."
-        self.calls: list[dict[str, Any]] = []
-        self.metas: list[dict[str, Any]] = []
-        self.authorizations: list[str | None] = []
-
-    def server(self) -> Server[Any]:
-        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult.model_validate(
-                {
-                    "tools": [
-                        {
-                            "name": "lookup_customer",
-                            "description": self.description,
-                            "inputSchema": {
-                                "type": "object",
-                                "properties": {"customer_id": {"type": "string", "description": "The id."}},
-                                "required": ["customer_id"],
-                            },
-                            "annotations": {"readOnlyHint": True},
-                        },
-                        {
-                            "name": "delete_everything",
-                            "description": "Not selected.",
-                            "inputSchema": {"type": "object"},
-                        },
-                    ]
-                }
-            )
-
-        async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
-            self.calls.append(dict(params.arguments or {}))
-            # The SDK's own envelope keys ('io.modelcontextprotocol/...') are the protocol's, not toolhub's context.
-            self.metas.append({key: value for key, value in (ctx.meta or {}).items() if "/" not in key})
-            self.authorizations.append(ctx.request.headers.get("authorization"))
-            customer = (params.arguments or {}).get("customer_id")
-            return types.CallToolResult.model_validate(
-                {
-                    "content": [{"type": "text", "text": f"{customer} is gold"}],
-                    "structuredContent": {"customer": customer, "tier": "gold"},
-                }
-            )
-
-        return Server("fake-crm", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-@pytest.fixture
-def crm() -> Iterator[tuple[FakeCrm, str]]:
-    fake = FakeCrm()
-    app = fake.server().streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    yield fake, f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
 
 
 @pytest.fixture
