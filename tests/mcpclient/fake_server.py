@@ -52,6 +52,8 @@ class FakeCrm:
             self.metas.append({key: value for key, value in (ctx.meta or {}).items() if "/" not in key})
             self.authorizations.append(ctx.request.headers.get("authorization"))
             customer = (params.arguments or {}).get("customer_id")
+            if customer == "echo-token":  # a careless server repeating the caller's token
+                customer = f"seen {ctx.request.headers.get('authorization')}"
             return types.CallToolResult.model_validate(
                 {
                     "content": [{"type": "text", "text": f"{customer} is gold"}],

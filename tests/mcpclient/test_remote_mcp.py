@@ -186,3 +186,15 @@ def test_an_unreachable_server_fails_the_call_with_a_clear_message(
 
     assert call.status == "failed"
     assert "could not be reached" in call.error or "failed" in call.error
+
+
+def test_a_token_echoed_by_the_server_is_never_stored(
+    crm: tuple[FakeCrm, str], server_row: RemoteMcpServer, operator: User, alice: User, request_call: RequestCall
+) -> None:
+    accepted(server_row, operator)
+
+    call = request_call(TOOL, {"customer_id": "echo-token"}, alice, tenant="acme")
+
+    assert call.status == "succeeded", call.error
+    assert call.result == {"customer": "seen Bearer [secret]", "tier": "gold"}
+    assert "token-acme" not in audit_text(call) and "token-acme" not in str(call.result)

@@ -20,6 +20,7 @@ from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
+from toolhub.tools.secrets import SecretScrubber
 
 __all__ = ["RemoteToolProvider", "remote_tool_provider"]
 
@@ -159,9 +160,7 @@ def _build(row: Any) -> Tool:
 
 def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
     """Runs on the worker: re-read the pin, authenticate as the call's tenant, check the definition, call."""
-    from toolhub.mcp_client.meta import meta_for_server
     from toolhub.mcp_client.models import RemoteMcpTool, RemoteToolStatus
-    from toolhub.mcp_client.remote import remote_call
     from toolhub.mcp_client.services import credential_headers, quarantine_message, remote_tool_quarantine
 
     row = RemoteMcpTool.objects.select_related("server").filter(tool_name=tool_name).first()
@@ -171,15 +170,12 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     if row.status == RemoteToolStatus.QUARANTINED:
         raise ToolError(quarantine_message(row))
     headers = credential_headers(server, _tenant_of(ctx))
-    outcome = remote_call(
-        server.url,
-        headers=headers,
-        timeout=server.timeout_seconds,
-        remote_name=row.remote_name,
-        arguments=arguments,
-        meta=meta_for_server(ctx, mode=server.meta_mode, keys=server.meta_keys or []),
-        accepted_hash=row.accepted_hash,
-    )
+    # A server echoing the token back (in a result or an error) must not store it: scrubbed as a Secret preset is.
+    secrets = SecretScrubber([value.split(" ", 1)[-1] for value in headers.values()])
+    try:
+        outcome = _remote_call(row, server, headers, arguments, ctx)
+    except ToolError as exc:
+        raise ToolError(secrets.text(str(exc))) from None
     if outcome.listed is None:
         RemoteMcpTool.objects.filter(pk=row.pk).update(status=RemoteToolStatus.REMOVED)
         raise ToolError(f"Remote MCP server {server.name!r} no longer offers {row.remote_name!r}; nothing was sent.")
@@ -188,8 +184,23 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     if definition_hash(outcome.listed) != row.accepted_hash:
         raise ToolError(remote_tool_quarantine(row=row, listed=outcome.listed, actor=f"mcp:{server.name}"))
     if outcome.is_error:
-        raise ToolError(f"Remote tool {row.remote_name!r} answered with an error: {outcome.text[:1000]}")
-    return outcome.structured if outcome.structured is not None else outcome.text
+        raise ToolError(secrets.text(f"Remote tool {row.remote_name!r} answered with an error: {outcome.text[:1000]}"))
+    return secrets.value(outcome.structured if outcome.structured is not None else outcome.text)
+
+
+def _remote_call(row: Any, server: Any, headers: dict[str, str], arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    from toolhub.mcp_client.meta import meta_for_server
+    from toolhub.mcp_client.remote import remote_call
+
+    return remote_call(
+        server.url,
+        headers=headers,
+        timeout=server.timeout_seconds,
+        remote_name=row.remote_name,
+        arguments=arguments,
+        meta=meta_for_server(ctx, mode=server.meta_mode, keys=server.meta_keys or []),
+        accepted_hash=row.accepted_hash,
+    )
 
 
 def _tenant_of(ctx: ToolContext) -> str | None:
