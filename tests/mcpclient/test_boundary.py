@@ -169,3 +169,21 @@ def test_a_folded_server_shows_one_facade_that_reveals_its_accepted_tools(
 
     assert call.status == "succeeded", call.error
     assert "crm__lookup_customer" in str(call.result)
+
+
+@pytest.mark.django_db
+def test_a_selection_that_cannot_work_is_refused_on_save_and_on_fetch() -> None:
+    from django.core.exceptions import ValidationError
+
+    from toolhub.exceptions import ToolError
+    from toolhub.mcp_client.services import remote_server_sync
+
+    server = RemoteMcpServer(name="crm", url="http://127.0.0.1:9/mcp", select_regex="(", select_predicate="no.such.fn")
+    with pytest.raises(ValidationError) as refused:
+        server.full_clean()
+    assert set(refused.value.message_dict) == {"select_regex", "select_predicate"}
+
+    server.save()
+    with pytest.raises(ToolError, match="Not a valid regular expression"):
+        remote_server_sync(server=server, actor="operator:root")
+    assert not RemoteMcpTool.objects.exists()

@@ -11,7 +11,15 @@ from django.utils.module_loading import import_string
 
 from toolhub.exceptions import ToolDefinitionError
 
-__all__ = ["definition_of", "definition_hash", "definition_diff", "local_name", "selected"]
+__all__ = [
+    "changed_fields",
+    "definition_diff",
+    "definition_hash",
+    "definition_of",
+    "local_name",
+    "selected",
+    "selection_problems",
+]
 
 #: The parts of a listed tool an administrator accepts; any change to one of them quarantines the tool.
 PINNED_FIELDS = ("name", "description", "inputSchema", "annotations")
@@ -56,6 +64,25 @@ def local_name(server: str, remote_name: str) -> str:
             "name (a letter first, at most 64 characters); shorten the server's name or select other tools."
         )
     return name
+
+
+def selection_problems(*, regex: str, predicate: str) -> dict[str, str]:
+    """Field -> why the server's selection cannot work (a regex that does not compile, a path that does not import)."""
+    problems: dict[str, str] = {}
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            problems["select_regex"] = f"Not a valid regular expression: {exc}."
+    if predicate:
+        try:
+            function = import_string(predicate)
+        except ImportError as exc:
+            problems["select_predicate"] = f"Cannot import {predicate!r}: {exc}."
+        else:
+            if not callable(function):
+                problems["select_predicate"] = f"{predicate!r} is not a function."
+    return problems
 
 
 def selected(listed: Mapping[str, Any], *, names: list[str], regex: str, predicate: str) -> bool:

@@ -4,6 +4,7 @@ Defined here and imported by ``toolhub.models`` (app label ``toolhub``).
 """
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 __all__ = ["MetaMode", "RemoteMcpCredential", "RemoteMcpServer", "RemoteMcpTool", "RemoteToolStatus", "Transport"]
@@ -68,6 +69,14 @@ class RemoteMcpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """A selection that cannot work is refused when saved, not when the tools are fetched."""
+        from toolhub.mcp_client.definitions import selection_problems
+
+        problems = selection_problems(regex=self.select_regex, predicate=self.select_predicate)
+        if problems:
+            raise ValidationError(problems)
 
     @property
     def provider(self) -> str:

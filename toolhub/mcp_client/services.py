@@ -8,7 +8,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.exceptions import ToolError
-from toolhub.mcp_client.definitions import changed_fields, definition_diff, definition_hash, local_name, selected
+from toolhub.mcp_client.definitions import (
+    changed_fields,
+    definition_diff,
+    definition_hash,
+    local_name,
+    selected,
+    selection_problems,
+)
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
 from toolhub.mcp_client.remote import remote_tools
 
@@ -64,6 +71,9 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
 
     Authenticated with the credential of tenant '' when there is one, else the first tenant's.
     """
+    problems = selection_problems(regex=server.select_regex, predicate=server.select_predicate)
+    if problems:
+        raise ToolError(f"Remote MCP server {server.name!r}: {'; '.join(problems.values())}")
     credential = RemoteMcpCredential.objects.filter(server=server).order_by("tenant").first()
     try:
         headers = credential_headers(server, credential.tenant) if credential else {}
