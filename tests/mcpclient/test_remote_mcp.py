@@ -198,3 +198,26 @@ def test_a_token_echoed_by_the_server_is_never_stored(
     assert call.status == "succeeded", call.error
     assert call.result == {"customer": "seen Bearer [secret]", "tier": "gold"}
     assert "token-acme" not in audit_text(call) and "token-acme" not in str(call.result)
+
+
+def test_each_tenants_calls_use_that_tenants_credential(
+    crm: tuple[FakeCrm, str],
+    server_row: RemoteMcpServer,
+    operator: User,
+    alice: User,
+    other_tenant: Tenant,
+    request_call: RequestCall,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    accepted(server_row, operator)
+    monkeypatch.setenv("CRM_TOKEN_GLOBEX", "token-globex")
+    RemoteMcpCredential.objects.create(server=server_row, tenant="globex", credential_env="CRM_TOKEN_GLOBEX")
+    bob = User.objects.create_user("bob", "bob@example.com", "pw")
+    TenantMembership.objects.create(user=bob, tenant=other_tenant)
+
+    acme = request_call(TOOL, {"customer_id": "a-1"}, alice, tenant="acme", context={"tenant": "globex"})
+    globex = request_call(TOOL, {"customer_id": "g-1"}, bob, tenant="globex")
+
+    assert (acme.status, globex.status) == ("succeeded", "succeeded")
+    # The call's tenant (set at the boundary) picks the credential; a context value naming another changes nothing.
+    assert crm[0].authorizations == ["Bearer token-acme", "Bearer token-globex"]
