@@ -224,3 +224,6 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
 
 # The audit console (calls, the audit trail, exports) registers itself beside the catalogue.
 from toolhub import admin_audit  # noqa: E402, F401
+
+# Remote MCP servers, their pinned tools and per-tenant credentials.
+from toolhub.mcp_client import admin as mcp_client_admin  # noqa: E402, F401

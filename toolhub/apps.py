@@ -26,6 +26,9 @@ class ToolhubConfig(AppConfig):
 
             for meta_tool in META_TOOLS:  # the core's own tools: tool_search, reset_equipped_tools
                 registry.register(meta_tool)
+            from toolhub.mcp_client.provider import remote_tool_provider
+
+            registry.add_provider(remote_tool_provider)  # remote MCP tools, accepted by administrators at run time
             autodiscover([config.name for config in apps.get_app_configs()])
         configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
         post_migrate.connect(_sync_catalogue, sender=self)
@@ -48,6 +51,10 @@ GOVERNANCE_TABLES = {
     "auth_group_permissions": "INSERT OR UPDATE OR DELETE",
     # Logins write last_login; only the superuser bit (and users coming and going) matter here.
     "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser",
+    # Remote MCP tools (toolhub.mcp_client): accepted definitions, quarantines, servers and credentials.
+    "toolhub_remotemcpserver": "INSERT OR UPDATE OR DELETE",
+    "toolhub_remotemcptool": "INSERT OR UPDATE OR DELETE",
+    "toolhub_remotemcpcredential": "INSERT OR UPDATE OR DELETE",
 }
 
 

@@ -241,6 +241,9 @@ def _verdict(
 ) -> str | None:
     if name in disabled:
         return f"Tool {name!r} is disabled by an operator; do not call it."
+    refused = registry.refusal(name, principal.tenant)  # remote MCP tools: quarantined, no credential, ...
+    if refused:
+        return refused
     if any(g["effect"] == GrantEffect.DENY for g in user_side):
         return f"Tool {name!r} is denied to you; do not call it."
     if any(g["effect"] == GrantEffect.DENY for g in agent_side):

@@ -16,7 +16,7 @@ def tool_catalogue_sync(*, source: ToolRegistry = registry) -> dict[str, int]:
     now = timezone.now()
     existing = {definition.name: definition for definition in ToolDefinition.objects.all()}
     created = updated = 0
-    for tool in source.all():
+    for tool in source.code_tools():  # remote MCP tools are governed by their own rows
         values = {
             "description": tool.description,
             "module": tool.module,

@@ -486,3 +486,7 @@ class Grant(models.Model):
         if self.agent_name and self.agent_tenant_id:
             principal = f"{principal} in {self.agent_tenant}"
         return f"{self.effect} {target} to {principal}"
+
+
+# Defined beside their services, registered under this app.
+from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool  # noqa: E402, F401

@@ -33,7 +33,8 @@ class _ToolCallTask(Task):
         # Read on every dispatch too (Celery compares the two limits): cached per registry size.
         size = len(registry)
         if self._limit_for_size is None or self._limit_for_size[0] != size:
-            timeouts = [tool.effective_timeout for tool in registry.all()]
+            # Code tools only (no query per dispatch); remote tools' timeouts stay within the default.
+            timeouts = [tool.effective_timeout for tool in registry.code_tools()]
             longest = max([toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS, *timeouts])
             self._limit_for_size = (size, longest + TOOL_TASK_MARGIN_SECONDS)
         return self._limit_for_size[1]

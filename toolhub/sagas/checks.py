@@ -16,7 +16,7 @@ __all__ = ["check_compensations"]
 def check_compensations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Every compensation must be buildable from what the original call knows, and safe to retry."""
     problems: list[CheckMessage] = []
-    for tool in registry.all():
+    for tool in registry.code_tools():
         try:
             target = tool.compensate_with
         except ToolDefinitionError:

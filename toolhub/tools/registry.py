@@ -5,14 +5,29 @@ import importlib
 import importlib.util
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from toolhub.exceptions import RegistryFrozenError, ToolDefinitionError
 from toolhub.tools.context_types import on_register
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Tool
 from toolhub.tools.typechecks import context_type_exposures
 
-__all__ = ["ToolRegistry", "registry", "autodiscover"]
+__all__ = ["ToolProvider", "ToolRegistry", "registry", "autodiscover"]
+
+
+class ToolProvider(Protocol):
+    """A source of tools configured at run time (remote MCP servers), added before the registry freezes.
+
+    The registry consults it for names it does not hold itself; its tools never shadow code tools.
+    """
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str) -> Tool | None: ...
+
+    def refusal(self, name: str, tenant: str | None) -> str | None:
+        """Why a call of one of its tools is refused now for ``tenant``, or ``None``."""
+        ...
 
 
 class ToolRegistry:
@@ -22,6 +37,15 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._frozen = False
         self._lock = threading.Lock()
+        self._providers: list[ToolProvider] = []
+
+    def add_provider(self, provider: ToolProvider) -> None:
+        """Consult ``provider`` for the tools it configures at run time; only before the freeze, like a tool."""
+        with self._lock:
+            if self._frozen:
+                raise RegistryFrozenError("Cannot add a tool provider: the registry is frozen after startup.")
+            if provider not in self._providers:
+                self._providers.append(provider)
 
     def register(self, tool: Tool | Callable[..., Any]) -> Tool:
         """Add a tool; refuses duplicates, exposed context types and any write once the registry is frozen.
@@ -64,16 +88,41 @@ class ToolRegistry:
         return self._frozen
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        tool = self._tools.get(name)
+        if tool is not None or not self._providers:
+            return tool
+        for provider in self._providers:
+            provided = provider.get(name)
+            if provided is not None:
+                return provided
+        return None
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        if not self._providers:
+            return sorted(self._tools)
+        provided = {name for provider in self._providers for name in provider.names()}
+        return sorted(provided | set(self._tools))
 
     def all(self) -> list[Tool]:
+        tools = [self.get(name) for name in self.names()]
+        return [tool for tool in tools if tool is not None]
+
+    def code_tools(self) -> list[Tool]:
+        """The tools registered at startup only (no provider, no database): for checks and static limits."""
         return [self._tools[name] for name in sorted(self._tools)]
 
+    def refusal(self, name: str, tenant: str | None) -> str | None:
+        """Why a provider refuses a call of its tool ``name`` for ``tenant`` now (``None`` for code tools)."""
+        if name in self._tools:
+            return None
+        for provider in self._providers:
+            refused = provider.refusal(name, tenant)
+            if refused:
+                return refused
+        return None
+
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return isinstance(name, str) and self.get(name) is not None
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -150,7 +199,7 @@ registry = ToolRegistry()
 
 def _refuse_tools_exposing(klass: type) -> None:
     """A registered tool taking ``klass`` as a model parameter would let the model set this context: refuse."""
-    for tool in registry.all():
+    for tool in registry.code_tools():  # a provider's tools take JSON only: no context type to expose
         for parameter, exposed in context_type_exposures(tool.parameters, extra=klass):
             if exposed is klass:
                 raise ToolDefinitionError(

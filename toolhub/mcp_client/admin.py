@@ -1,0 +1,96 @@
+"""Admin pages for remote MCP servers, their pinned tools (accept, with the diff) and per-tenant credentials."""
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, pretty_json
+from toolhub.exceptions import ToolError
+from toolhub.mcp_client.definitions import definition_diff
+from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
+from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
+
+__all__ = ["RemoteMcpServerAdmin", "RemoteMcpToolAdmin", "RemoteMcpCredentialAdmin"]
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"operator:{request.user.get_username()}"
+
+
+@admin.register(RemoteMcpServer)
+class RemoteMcpServerAdmin(CrossTenantOnly, admin.ModelAdmin):
+    """Servers are platform configuration (endpoints): only people who cross the tenant boundary see them."""
+
+    list_display = ("name", "url", "enabled", "risk", "meta_mode", "synced_at", "last_error")
+    readonly_fields = ("synced_at", "last_error")
+    actions = ("fetch_tools",)
+
+    @admin.action(description="Fetch the tools they offer now (new ones wait for acceptance, changed ones quarantine)")
+    def fetch_tools(self, request: HttpRequest, queryset: QuerySet[RemoteMcpServer]) -> None:
+        for server in queryset:
+            try:
+                counts = remote_server_sync(server=server, actor=_actor(request))
+            except ToolError as exc:
+                self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
+                continue
+            self.message_user(request, f"{server.name}: {counts}", messages.SUCCESS)
+
+
+@admin.register(RemoteMcpTool)
+class RemoteMcpToolAdmin(CrossTenantOnly, admin.ModelAdmin):
+    """Each remote tool with its pinned definition; a change is shown as a diff and must be accepted."""
+
+    list_display = ("tool_name", "server", "status", "accepted_by", "accepted_at", "seen_at")
+    list_filter = ("status", "server")
+    search_fields = ("tool_name", "remote_name")
+    readonly_fields = (
+        "server",
+        "remote_name",
+        "tool_name",
+        "status",
+        "accepted_by",
+        "accepted_at",
+        "accepted_hash",
+        "current_hash",
+        "seen_at",
+        "change",
+        "accepted",
+    )
+    exclude = ("accepted_definition", "current_definition")
+    actions = ("accept_offered",)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    @admin.action(description="Accept the definition offered now (audited)")
+    def accept_offered(self, request: HttpRequest, queryset: QuerySet[RemoteMcpTool]) -> None:
+        for row in queryset:
+            try:
+                remote_tool_accept(row=row, actor=_actor(request), user=request.user)
+            except ToolError as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(request, f"Accepted {row.tool_name}.", messages.SUCCESS)
+
+    @admin.display(description="Change since accepted")
+    def change(self, obj: RemoteMcpTool) -> str:
+        if obj.accepted_hash == obj.current_hash:
+            return "none"
+        return format_html(
+            '<pre class="toolhub-diff">{}</pre>', definition_diff(obj.accepted_definition, obj.current_definition)
+        )
+
+    @admin.display(description="Accepted definition")
+    def accepted(self, obj: RemoteMcpTool) -> str:
+        return pretty_json(obj.accepted_definition)
+
+
+@admin.register(RemoteMcpCredential)
+class RemoteMcpCredentialAdmin(TenantScopedAdmin, admin.ModelAdmin):
+    """Which environment variable holds a tenant's token for a server (the name only, never the value)."""
+
+    list_display = ("server", "tenant", "credential_env", "header")
+    list_filter = ("server",)

@@ -1,0 +1,98 @@
+"""Talking to a remote MCP server with the official ``mcp`` SDK client (streamable HTTP).
+
+Each use opens one session: toolhub never holds a connection between calls, so a worker that
+restarts, or a server that is down at startup, changes nothing until the next use.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from toolhub.exceptions import ToolError
+
+__all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
+
+
+class RemoteServerError(ToolError):
+    """The remote server could not be reached or refused the request (the message names the server)."""
+
+
+@dataclass(frozen=True)
+class RemoteCallOutcome:
+    """What a call found: the tool's definition as listed right before the call, and its result (if called)."""
+
+    listed: dict[str, Any] | None
+    text: str = ""
+    structured: Any = None
+    is_error: bool = False
+
+
+def remote_tools(url: str, *, headers: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+    """Every tool the server lists, as wire-format dicts (``inputSchema``, ``annotations``)."""
+
+    async def main(client: Client) -> list[dict[str, Any]]:
+        return await _listed(client)
+
+    return _run(url, headers, timeout, main)
+
+
+def remote_call(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    remote_name: str,
+    arguments: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    accepted_hash: str,
+) -> RemoteCallOutcome:
+    """List the tools, and call ``remote_name`` only if its definition still hashes to ``accepted_hash``."""
+    from toolhub.mcp_client.definitions import definition_hash
+
+    async def main(client: Client) -> RemoteCallOutcome:
+        listed = next((tool for tool in await _listed(client) if tool.get("name") == remote_name), None)
+        if listed is None or definition_hash(listed) != accepted_hash:
+            return RemoteCallOutcome(listed=listed)
+        result = await client.call_tool(remote_name, dict(arguments), meta=dict(meta) or None)
+        text = "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+        return RemoteCallOutcome(
+            listed=listed, text=text, structured=result.structured_content, is_error=bool(result.is_error)
+        )
+
+    return _run(url, headers, timeout, main)
+
+
+async def _listed(client: Client) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server paging forever is cut off
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools.extend(tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _run(url: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any:
+    async def main() -> Any:
+        with anyio.fail_after(timeout):
+            async with create_mcp_http_client(headers=dict(headers)) as http:
+                async with Client(streamable_http_client(url, http_client=http)) as client:
+                    return await body(client)
+
+    try:
+        return anyio.run(main)
+    except TimeoutError:
+        raise RemoteServerError(f"The MCP server at {url} did not answer within {timeout:g} s.") from None
+    except (httpx2.HTTPError, OSError) as exc:
+        raise RemoteServerError(f"The MCP server at {url} could not be reached: {type(exc).__name__}.") from None
+    except ExceptionGroup as group:
+        first = group.exceptions[0] if group.exceptions else group
+        raise RemoteServerError(f"The MCP server at {url} failed: {type(first).__name__}: {first}"[:500]) from None

@@ -1,0 +1,194 @@
+"""Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.exceptions import ToolError
+from toolhub.mcp_client.definitions import (
+    changed_fields,
+    definition_diff,
+    definition_hash,
+    local_name,
+    selected,
+    selection_problems,
+)
+from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
+from toolhub.mcp_client.remote import remote_tools
+
+__all__ = [
+    "credential_headers",
+    "credential_refusal",
+    "quarantine_message",
+    "remote_server_sync",
+    "remote_tool_accept",
+    "remote_tool_quarantine",
+]
+
+
+def credential_refusal(server: RemoteMcpServer, tenant: str | None, credentials: Mapping[str, str]) -> str | None:
+    """Why a call for ``tenant`` may not use ``server`` (no credential reference), or ``None``."""
+    if not server.credential_required or (tenant or "") in credentials:
+        return None
+    return (
+        f"Remote MCP server {server.name!r} has no credential for tenant {tenant or '(none)'!r}; nothing was sent. "
+        "An administrator must add a remote MCP credential for this tenant before its tools can be used."
+    )
+
+
+def credential_headers(server: RemoteMcpServer, tenant: str | None) -> dict[str, str]:
+    """The HTTP headers that authenticate ``tenant``'s calls, read from the referenced environment variable."""
+    credential = RemoteMcpCredential.objects.filter(server=server, tenant=tenant or "").first()
+    if credential is None:
+        refusal = credential_refusal(server, tenant, {})
+        if refusal:
+            raise ToolError(refusal)
+        return {}
+    value = os.environ.get(credential.credential_env, "")
+    if not value:
+        raise ToolError(
+            f"The credential for remote MCP server {server.name!r} is not configured where tools run "
+            f"(environment variable {credential.credential_env!r} is unset); the operators must set it. Do not retry."
+        )
+    return {credential.header: f"{credential.scheme} {value}".strip()}
+
+
+def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
+    """What a refused call says: which tool changed, what changed, and what has to happen."""
+    changed = ", ".join(fields or changed_fields(row.accepted_definition, row.current_definition)) or "definition"
+    return (
+        f"Tool {row.tool_name!r} is quarantined: remote MCP server {row.server.name!r} changed its {changed} "
+        "since an administrator accepted it, so it is not called. An administrator must review the change and "
+        "accept the new version (admin: Remote MCP tools) before it can be used again."
+    )
+
+
+def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]:
+    """Fetch the server's tools and record what it offers now: new ones wait, changed ones are quarantined.
+
+    Authenticated with the credential of tenant '' when there is one, else the first tenant's.
+    """
+    problems = selection_problems(regex=server.select_regex, predicate=server.select_predicate)
+    if problems:
+        raise ToolError(f"Remote MCP server {server.name!r}: {'; '.join(problems.values())}")
+    credential = RemoteMcpCredential.objects.filter(server=server).order_by("tenant").first()
+    try:
+        headers = credential_headers(server, credential.tenant) if credential else {}
+        listed = remote_tools(server.url, headers=headers, timeout=server.timeout_seconds)
+    except ToolError as exc:
+        RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=str(exc)[:2000])
+        raise
+    wanted = [
+        tool
+        for tool in listed
+        if selected(
+            tool, names=list(server.select_names or []), regex=server.select_regex, predicate=server.select_predicate
+        )
+    ]
+    counts = {"listed": len(listed), "selected": len(wanted), "new": 0, "quarantined": 0, "removed": 0}
+    with transaction.atomic():
+        _ensure_group(server)
+        seen: set[str] = set()
+        for tool in wanted:
+            name = str(tool["name"])
+            seen.add(name)
+            row = RemoteMcpTool.objects.select_for_update().filter(server=server, remote_name=name).first()
+            if row is None:
+                RemoteMcpTool.objects.create(
+                    server=server,
+                    remote_name=name,
+                    tool_name=local_name(server.name, name),
+                    current_definition=tool,
+                    current_hash=definition_hash(tool),
+                    seen_at=timezone.now(),
+                )
+                counts["new"] += 1
+            elif _record_seen(row, tool, actor=actor):
+                counts["quarantined"] += 1
+        gone = RemoteMcpTool.objects.filter(server=server).exclude(remote_name__in=seen)
+        counts["removed"] = gone.exclude(status=RemoteToolStatus.REMOVED).update(status=RemoteToolStatus.REMOVED)
+        RemoteMcpServer.objects.filter(pk=server.pk).update(synced_at=timezone.now(), last_error="")
+        from toolhub.audit import audit_append
+
+        audit_append(event_type="remote_mcp.synced", actor=actor, data={"server": server.name, **counts})
+    return counts
+
+
+def remote_tool_quarantine(*, row: RemoteMcpTool, listed: dict[str, Any], actor: str) -> str:
+    """Record a definition that differs from the accepted one (a rug pull); return the refusal message."""
+    with transaction.atomic():
+        locked = RemoteMcpTool.objects.select_for_update().select_related("server").get(pk=row.pk)
+        _record_seen(locked, listed, actor=actor)
+    return quarantine_message(locked)
+
+
+@transaction.atomic
+def remote_tool_accept(*, row: RemoteMcpTool, actor: str, user: Any = None) -> RemoteMcpTool:
+    """An administrator accepts the definition offered now: it becomes the pinned one (audited with the diff)."""
+    from toolhub.audit import audit_append
+
+    locked = RemoteMcpTool.objects.select_for_update().select_related("server").get(pk=row.pk)
+    if locked.current_definition is None:
+        raise ToolError(f"Tool {locked.tool_name!r} has no fetched definition to accept; fetch its server's tools.")
+    previous = locked.accepted_hash
+    audit_append(
+        event_type="remote_mcp.tool_accepted",
+        actor=actor,
+        tool_name=locked.tool_name,
+        data={
+            "server": locked.server.name,
+            "remote_name": locked.remote_name,
+            "previous_hash": previous,
+            "accepted_hash": locked.current_hash,
+            "changed": changed_fields(locked.accepted_definition, locked.current_definition) if previous else [],
+            "diff": definition_diff(locked.accepted_definition, locked.current_definition)[:20000],
+        },
+    )
+    locked.accepted_definition = locked.current_definition
+    locked.accepted_hash = locked.current_hash
+    locked.accepted_at = timezone.now()
+    locked.accepted_by = user if getattr(user, "pk", None) else None
+    locked.status = RemoteToolStatus.ACTIVE
+    locked.save()
+    return locked
+
+
+def _record_seen(row: RemoteMcpTool, listed: dict[str, Any], *, actor: str) -> bool:
+    """Store what the server offers now; return whether this newly quarantined the tool (audited then)."""
+    current = definition_hash(listed)
+    if not row.accepted_hash:
+        status = RemoteToolStatus.PENDING
+    else:
+        status = RemoteToolStatus.ACTIVE if current == row.accepted_hash else RemoteToolStatus.QUARANTINED
+    newly = status == RemoteToolStatus.QUARANTINED and (
+        row.status != RemoteToolStatus.QUARANTINED or row.current_hash != current
+    )
+    row.current_definition, row.current_hash, row.status, row.seen_at = listed, current, status, timezone.now()
+    row.save(update_fields=["current_definition", "current_hash", "status", "seen_at"])
+    if newly:
+        from toolhub.audit import audit_append
+
+        audit_append(
+            event_type="remote_mcp.tool_quarantined",
+            actor=actor,
+            tool_name=row.tool_name,
+            data={
+                "server": row.server.name,
+                "accepted_hash": row.accepted_hash,
+                "offered_hash": current,
+                "changed": changed_fields(row.accepted_definition, listed),
+            },
+        )
+    return newly
+
+
+def _ensure_group(server: RemoteMcpServer) -> None:
+    """The server's tools form the tool group ``server.name`` (provider ``mcp:<name>``), grantable like any."""
+    from toolhub.models import ToolGroup
+
+    ToolGroup.objects.get_or_create(
+        name=server.name, defaults={"provider": server.provider, "description": server.description[:2000]}
+    )
