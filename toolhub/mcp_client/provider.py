@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import SynchronousOnlyOperation
 from django.db import transaction
 from django.db.utils import DatabaseError
 
@@ -70,8 +71,9 @@ class RemoteToolProvider:
     def _entries(self) -> dict[str, _Entry]:
         try:
             return governance_cached(("remote_mcp_tools",), _load)
-        except (DatabaseError, RuntimeError):
-            # No database here (a build step, a test without one): no remote tools, the registry's own still work.
+        except (DatabaseError, RuntimeError, SynchronousOnlyOperation):
+            # No database here (a build step, a test without one, an event loop's thread: async callers ask
+            # through sync_to_async when they need remote tools): no remote tools, the registry's own still work.
             return {}
 
 

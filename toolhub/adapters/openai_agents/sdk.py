@@ -194,7 +194,8 @@ async def _outcome(
         )
         for item in result.interruptions
     ]
-    foreign = sorted({item.tool_name for item in items} - set(registry.names()))
+    known = await sync_to_async(registry.names)()  # remote MCP tools come from the database
+    foreign = sorted({item.tool_name for item in items} - set(known))
     if foreign:
         raise AdapterError(f"Only toolhub tools can pause a governed run; not toolhub's: {', '.join(foreign)[:300]}.")
     state = result.to_state().to_json()
