@@ -25,6 +25,7 @@ from agents_app.selectors import (
     runs_visible_to,
 )
 from agents_app.services import (
+    AGENT_FIELDS,
     agent_create,
     agent_default_tenant,
     agent_update,
@@ -129,25 +130,11 @@ class AgentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Agent
+        # The service's fields, its provider and script shown together as ``model``: one list to extend.
         fields = [
             "id",
-            "name",
             "tenant",
-            "description",
-            "model",
-            "system_prompt",
-            "tools",
-            "max_tool_calls",
-            "compensate_on_error",
-            "parallel_tool_calls",
-            "serial_tool_execution",
-            "stream",
-            "tool_choice",
-            "temperature",
-            "max_tokens",
-            "tool_search",
-            "group_switching",
-            "tool_provider",
+            *("model" if name == "provider" else name for name in AGENT_FIELDS if name != "script"),
             "created_at",
         ]
 
