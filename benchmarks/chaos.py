@@ -660,7 +660,7 @@ def check_invariants(chaos: Chaos) -> list[Invariant]:
     from django.utils import timezone
 
     from tests.testapp.models import SideEffect
-    from toolhub.audit import verify_audit_chains
+    from toolhub.audit_verify import verify_audit_chains
     from toolhub.models import SETTLED_STATUSES, AuditEvent, CallStatus, ToolCall
 
     calls = {row[0]: row[1:] for row in ToolCall.objects.values_list("id", "tool_name", "status", "lease_expires_at")}

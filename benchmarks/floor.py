@@ -1,15 +1,14 @@
 """The floor of a governed call: the fewest statements its guarantees need, in raw SQL on toolhub's own tables.
 
 A governed call must make its intent durable before the tool acts (a committed call row with its audit
-events) and its outcome durable after (a committed update with its audit event): two transactions, each
-with the row change plus the chain head's advance in one statement and the events plus the head's new
-hash in a second, beside the tool's own work. This module issues exactly that, hand-written SQL on a raw
-psycopg connection (no ORM, no policy, no governance read), with hashes ``verify_audit_chains`` accepts,
-so the benchmark can show how far from this floor toolhub stands where a goal is out of physical reach.
+events) and its outcome durable after (a committed update with its audit event). Each is one statement,
+committed by itself: the row's change, the chain head's advance and the events, with the chain hashes
+finished by the database (the statement ``toolhub.audit_sql`` builds, which ``verify_audit`` accepts).
+This module issues exactly those two statements, prepared as toolhub's are, beside the tool's
+own work: no ORM, no policy, no governance read. The benchmark shows how far from it toolhub stands.
 """
 
 import datetime as dt
-import types
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,24 +16,16 @@ from typing import Any
 __all__ = ["raw_sql_floor"]
 
 _CALL_INSERT = (
-    "WITH change AS (INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
+    "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
     "raw_arguments, context, tenant, agent_name, turn, position, model_call_id, saga_id, approval_hash, error, "
     "error_detail, attempts, worker, progress, created_at, queued_at, started_at, lease_expires_at, updated_at) "
     "VALUES (%s, 'call', %s, '', 'running', %s, '', %s, %s, '', 0, 0, '', '', '', '', '', 1, 'floor', '[]', "
-    "%s, %s, %s, %s, %s) RETURNING 1) "
-    "UPDATE toolhub_auditchainhead SET seq = seq + 3 WHERE chain = %s AND EXISTS (SELECT 1 FROM change) "
-    "RETURNING seq, hash"
+    "%s, %s, %s, %s, %s)"
 )
 _CALL_SETTLE = (
-    "WITH change AS (UPDATE toolhub_toolcall SET status = 'succeeded', result = %s, finished_at = %s, "
-    "lease_expires_at = NULL, updated_at = %s WHERE id = %s AND status = 'running' RETURNING 1) "
-    "UPDATE toolhub_auditchainhead SET seq = seq + 1 WHERE chain = %s AND EXISTS (SELECT 1 FROM change) "
-    "RETURNING seq, hash"
+    "UPDATE toolhub_toolcall SET status = 'succeeded', result = %s, finished_at = %s, "
+    "lease_expires_at = NULL, updated_at = %s WHERE id = %s AND status = 'running'"
 )
-_EVENT_COLUMNS = (
-    "chain, seq, event_type, call_id, run_id, tool_name, status, tenant, actor, created_at, data, prev_hash, hash"
-)
-_EVENT_ROW = "(%s, %s, %s, %s, NULL, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
 def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Callable[[], None]:
@@ -42,75 +33,46 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
     from django.db import connection
     from psycopg.types.json import Jsonb
 
-    from toolhub.audit import canonical_json, chain_for, compute_hash
-    from toolhub.conf import toolhub_settings
+    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
+    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
     from toolhub.tools.context import ToolContext
 
-    connection.ensure_connection()
-    raw = connection.connection
+    cursor = prepared_cursor(connection)  # bound and prepared by the server, as toolhub's writes are
     arguments = {"note": "benchmark"}
-    with raw.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO toolhub_auditchainhead (chain, seq, hash) SELECT g, 0, '' FROM generate_series(0, %s) AS g "
-            "ON CONFLICT (chain) DO NOTHING",
-            [toolhub_settings().AUDIT_CHAINS - 1],
-        )
+    data = canonical_json({})
 
-    def append(
-        cursor: Any, chain: int, head: tuple[int, str], call_id: uuid.UUID, events: list[tuple[str, str]]
-    ) -> None:
-        last_seq, prev_hash = head
-        now = dt.datetime.now(dt.UTC)
-        rows: list[Any] = []
-        for offset, (event_type, status) in enumerate(events):
-            event = types.SimpleNamespace(
-                chain=chain,
-                seq=last_seq - len(events) + 1 + offset,
-                event_type=event_type,
-                call_id=call_id,
-                run_id=None,
-                tool_name=tool_name,
-                status=status,
-                tenant=tenant,
-                actor="floor",
-                created_at=now,
-                data=canonical_json({}),
-                prev_hash=prev_hash,
-            )
-            prev_hash = compute_hash(event)  # type: ignore[arg-type]
-            rows.extend(
-                [chain, event.seq, event_type, call_id, tool_name, status, tenant, "floor", now, event.data]
-                + [event.prev_hash, prev_hash]
-            )
-        cursor.execute(
-            f"WITH head AS (UPDATE toolhub_auditchainhead SET hash = %s WHERE chain = %s) "
-            f"INSERT INTO toolhub_auditevent ({_EVENT_COLUMNS}) VALUES {', '.join([_EVENT_ROW] * len(events))}",
-            [prev_hash, chain, *rows],
+    def write(change: str, change_params: list[Any], call_id: uuid.UUID, events: list[tuple[str, str]]) -> None:
+        chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
+        parts = [
+            hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
+            for event, status in events
+        ]
+        params = appended_params(
+            change_params,
+            parts,  # type: ignore[arg-type]
+            chain=chain,
+            call_id=call_id,
+            run_id=None,
+            tool_name=tool_name,
+            tenant=tenant,
+            created_at=now,
+            columns=[(event, status, "floor", data) for event, status in events],
         )
+        cursor.execute(appended_sql(len(events), change), params)  # autocommit: its own transaction
 
     def governed_floor() -> None:
         call_id = uuid.uuid4()
-        chain = chain_for(call_id)
         now = dt.datetime.now(dt.UTC)
         lease = now + dt.timedelta(seconds=60)
-        with raw.transaction(), raw.cursor() as cursor:
-            cursor.execute(
-                _CALL_INSERT,
-                [call_id, tool_name, Jsonb(arguments), Jsonb({}), tenant, now, now, now, lease, now, chain],
-            )
-            head = cursor.fetchone()
-            append(
-                cursor,
-                chain,
-                head,
-                call_id,
-                [("call.requested", "queued"), ("call.queued", "queued"), ("call.running", "running")],
-            )
+        intent = [call_id, tool_name, Jsonb(arguments), Jsonb({}), tenant, now, now, now, lease, now]
+        write(
+            _CALL_INSERT,
+            intent,
+            call_id,
+            [("call.requested", "queued"), ("call.queued", "queued"), ("call.running", "running")],
+        )
         result = tool(note=arguments["note"], ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
         now = dt.datetime.now(dt.UTC)
-        with raw.transaction(), raw.cursor() as cursor:
-            cursor.execute(_CALL_SETTLE, [Jsonb(result), now, now, call_id, chain])
-            head = cursor.fetchone()
-            append(cursor, chain, head, call_id, [("call.succeeded", "succeeded")])
+        write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
 
     return governed_floor

@@ -240,7 +240,7 @@ def concurrent_runs(runs: int, approval_share: float) -> dict[str, Any]:
     from agents_app.services import run_start
     from approvals.models import ApprovalRequest, ApprovalStatus
     from approvals.services import approval_approve
-    from toolhub.audit import verify_audit_chains
+    from toolhub.audit_verify import verify_audit_chains
     from toolhub.models import AuditEvent, ToolCall
 
     requester, operator = _users()

@@ -5,7 +5,7 @@ from contextlib import contextmanager
 
 from django.contrib.auth.models import User
 
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.models import AuditEvent, ToolCall
 

@@ -7,27 +7,26 @@ database stores and returns it.
 """
 
 import datetime as dt
-import functools
 import hashlib
 import json
-import multiprocessing
 import uuid
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import F, Func, TextField
-from django.db.models.functions import Cast
+from django.db import transaction
 from django.utils import timezone
 
+from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, ToolCall
 
 __all__ = [
     "canonical_json",
+    "hash_columns",
+    "hash_parts",
     "audit_append",
     "audit_call_event",
     "audit_call_events",
@@ -35,8 +34,6 @@ __all__ = [
     "redact",
     "arguments_diff",
     "redacted_arguments_text",
-    "verify_audit_chains",
-    "AuditProblem",
     "REDACTED",
 ]
 
@@ -178,39 +175,14 @@ def _hash_text(
 ) -> str:
     """:func:`hash_columns` with the timestamp already written as ``_timestamp`` writes it.
 
-    The hashed text is :func:`canonical_json` of the columns by name; it is written out here directly
-    (the same keys in sorted order, the same string encoder), which makes ``verify_audit`` several
-    times faster than building and sorting a dict per event. Anything unusual takes the general path.
+    The hashed text is :func:`canonical_json` of the columns by name. It is written out by
+    :func:`hash_parts` (the same keys in sorted order, the same string encoder), which makes
+    ``verify_audit`` several times faster than building and sorting a dict per event.
     """
-    try:
-        text = (
-            '{"actor":'
-            + _encode_string(actor)
-            + ',"call_id":'
-            + (_encode_string(str(call_id)) if call_id else "null")
-            + ',"chain":'
-            + str(int(chain))
-            + ',"created_at":'
-            + _encode_string(created_at)
-            + ',"data":'
-            + _encode_string(data)
-            + ',"event_type":'
-            + _encode_string(event_type)
-            + ',"prev_hash":'
-            + _encode_string(prev_hash)
-            + ',"run_id":'
-            + (_encode_string(str(run_id)) if run_id else "null")
-            + ',"seq":'
-            + str(int(seq))
-            + ',"status":'
-            + _encode_string(status)
-            + ',"tenant":'
-            + _encode_string(tenant)
-            + ',"tool_name":'
-            + _encode_string(tool_name)
-            + "}"
-        )
-    except TypeError:  # a column that is not text (None): the general path writes it as JSON does
+    parts = hash_parts(chain, event_type, call_id, run_id, tool_name, status, tenant, actor, created_at, data)
+    if parts is None or (prev_hash and not prev_hash.isalnum()):
+        # A column that is not text (None), or a stored previous hash that is not one (a tampered row,
+        # which verification reports anyway): the general path writes it exactly as JSON does.
         text = canonical_json(
             {
                 "chain": chain,
@@ -227,7 +199,59 @@ def _hash_text(
                 "prev_hash": prev_hash,
             }
         )
+    else:
+        before, middle, after = parts
+        text = before + prev_hash + middle + str(int(seq)) + after
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hash_parts(
+    chain: int,
+    event_type: str,
+    call_id: uuid.UUID | str | None,
+    run_id: uuid.UUID | str | None,
+    tool_name: str,
+    status: str,
+    tenant: str,
+    actor: str,
+    created_at: str,
+    data: str,
+) -> tuple[str, str, str] | None:
+    """An event's hashed text around the two values only its chain's head knows: the previous hash and seq.
+
+    The text is ``before + prev_hash + middle + str(seq) + after``, so the database can finish it and
+    hash it in the statement that advances the head (``toolhub.audit_sql``). None when a column is not
+    text: such an event takes the general path. A previous hash is hex (or empty) and needs no escaping.
+    """
+    try:
+        before = (
+            '{"actor":'
+            + _encode_string(actor)
+            + ',"call_id":'
+            + (_encode_string(str(call_id)) if call_id else "null")
+            + ',"chain":'
+            + str(int(chain))
+            + ',"created_at":'
+            + _encode_string(created_at)
+            + ',"data":'
+            + _encode_string(data)
+            + ',"event_type":'
+            + _encode_string(event_type)
+            + ',"prev_hash":"'
+        )
+        middle = '","run_id":' + (_encode_string(str(run_id)) if run_id else "null") + ',"seq":'
+        after = (
+            ',"status":'
+            + _encode_string(status)
+            + ',"tenant":'
+            + _encode_string(tenant)
+            + ',"tool_name":'
+            + _encode_string(tool_name)
+            + "}"
+        )
+    except TypeError:
+        return None
+    return before, middle, after
 
 
 def compute_hash(event: AuditEvent) -> str:
@@ -301,14 +325,6 @@ def audit_call_events(
 
 _HEAD_ADVANCE = "UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s RETURNING seq, hash"
 
-#: The change and the head's advance in one statement; the head moves only if the change touched a row.
-_CHANGE_AND_HEAD_ADVANCE = (
-    "WITH change AS ({change} RETURNING 1), "
-    "head AS (UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s AND EXISTS (SELECT 1 FROM change) "
-    "RETURNING seq, hash) "
-    "SELECT (SELECT count(*) FROM change), head.seq, head.hash FROM (SELECT 1) AS one LEFT JOIN head ON true"
-)
-
 
 def _append_many(
     events: list[EventSpec],
@@ -320,38 +336,21 @@ def _append_many(
     tenant: str,
     change: tuple[str, list[Any]] | None = None,
 ) -> list[AuditEvent] | None:
+    """Append ``events`` (after ``change``, when given); ``None`` when the change touched no row.
+
+    On PostgreSQL the change, the head's advance and the events are one statement, atomic by itself
+    (``toolhub.audit_sql``); elsewhere they are separate statements inside the caller's transaction.
+    """
     connection = transaction.get_connection()
-    if not connection.in_atomic_block:
+    # Events record a change: made in the caller's transaction, or (``change``) in the same statement.
+    single_statement = change is not None and connection.vendor == "postgresql"
+    if not (connection.in_atomic_block or single_statement):
         raise RuntimeError("audit events must be written inside the transaction of the change they record")
     chain = chain_for(call_id or run_id)
-    # Advancing the head locks its row until commit (appends to a chain are serialized) and reads
-    # the previous hash in the same statement.
-    with connection.cursor() as cursor:
-        row = None
-        if change is not None and connection.vendor == "postgresql":
-            cursor.execute(_CHANGE_AND_HEAD_ADVANCE.format(change=change[0]), [*change[1], len(events), chain])
-            changed, *head = cursor.fetchone()
-            if not changed:
-                return None
-            row = tuple(head) if head[0] is not None else None
-        elif change is not None:
-            cursor.execute(*change)
-            if not cursor.rowcount:
-                return None
-        if row is None:
-            cursor.execute(_HEAD_ADVANCE, [len(events), chain])
-            row = cursor.fetchone()
-        if row is None:
-            AuditChainHead.objects.get_or_create(chain=chain)
-            cursor.execute(_HEAD_ADVANCE, [len(events), chain])
-            row = cursor.fetchone()
-    last_seq, prev_hash = row
     now = timezone.now()
-    written = []
-    for offset, spec in enumerate(events):
-        event = AuditEvent(
+    written = [
+        AuditEvent(
             chain=chain,
-            seq=last_seq - len(events) + 1 + offset,
             event_type=spec.event_type,
             call_id=call_id,
             run_id=run_id,
@@ -361,179 +360,95 @@ def _append_many(
             actor=spec.actor[:200],
             created_at=now,
             data=canonical_json(spec.data or {}),
-            prev_hash=prev_hash,
         )
+        for spec in events
+    ]
+    if connection.vendor == "postgresql":
+        parts = [_parts_of(event) for event in written]
+        if all(part is not None for part in parts):
+            return _append_in_one_statement(connection, written, parts, change)  # type: ignore[arg-type]
+    if not connection.in_atomic_block:  # text the database cannot finish (never for a call's own columns)
+        with transaction.atomic(savepoint=False):
+            return _append_in_steps(connection, written, change)
+    return _append_in_steps(connection, written, change)
+
+
+def _append_in_steps(
+    connection: Any, written: list[AuditEvent], change: tuple[str, list[Any]] | None
+) -> list[AuditEvent] | None:
+    """The change, the head's advance and the events as separate statements in the current transaction."""
+    chain = written[0].chain
+    # Advancing the head locks its row until commit (appends to a chain are serialized) and reads
+    # the previous hash in the same statement.
+    with connection.cursor() as cursor:
+        if change is not None:
+            cursor.execute(*change)
+            if not cursor.rowcount:
+                return None
+        cursor.execute(_HEAD_ADVANCE, [len(written), chain])
+        row = cursor.fetchone()
+        if row is None:
+            AuditChainHead.objects.get_or_create(chain=chain)
+            cursor.execute(_HEAD_ADVANCE, [len(written), chain])
+            row = cursor.fetchone()
+    last_seq, prev_hash = row
+    for offset, event in enumerate(written):
+        event.seq = last_seq - len(written) + 1 + offset
+        event.prev_hash = prev_hash
         event.hash = compute_hash(event)
         prev_hash = event.hash
-        written.append(event)
     _write(connection, written, chain=chain, head_hash=prev_hash)
     return written
 
 
-def _write(connection: Any, events: list[AuditEvent], *, chain: int, head_hash: str) -> None:
-    """Insert the events and move the chain head's hash: one statement on PostgreSQL, two elsewhere."""
-    if connection.vendor != "postgresql":
-        AuditEvent.objects.bulk_create(events)
-        AuditChainHead.objects.filter(chain=chain).update(hash=head_hash)
-        return
-    columns, row = _insert_shape()
-    params: list[Any] = [head_hash, chain]
-    for event in events:
-        params.extend(field.get_db_prep_save(getattr(event, field.attname), connection) for field in _EVENT_FIELDS)
-    sql = (
-        "WITH head AS (UPDATE toolhub_auditchainhead SET hash = %s WHERE chain = %s) "
-        f"INSERT INTO toolhub_auditevent ({columns}) VALUES {', '.join([row] * len(events))} RETURNING id"
+def _parts_of(event: AuditEvent) -> tuple[str, str, str] | None:
+    return hash_parts(
+        event.chain,
+        event.event_type,
+        event.call_id,
+        event.run_id,
+        event.tool_name,
+        event.status,
+        event.tenant,
+        event.actor,
+        _timestamp(event.created_at),
+        event.data,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = [pk for (pk,) in cursor.fetchall()]
-    for event, pk in zip(events, ids, strict=True):
-        event.id = pk
+
+
+def _append_in_one_statement(
+    connection: Any,
+    written: list[AuditEvent],
+    parts: list[tuple[str, str, str]],
+    change: tuple[str, list[Any]] | None,
+) -> list[AuditEvent] | None:
+    """PostgreSQL: the change, the head and the events in one statement; the database finishes the hashes."""
+    first = written[0]
+    params = appended_params(
+        change[1] if change else [],
+        parts,
+        chain=first.chain,
+        call_id=first.call_id,
+        run_id=first.run_id,
+        tool_name=first.tool_name,
+        tenant=first.tenant,
+        created_at=first.created_at,
+        columns=[(event.event_type, event.status, event.actor, event.data) for event in written],
+    )
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(appended_sql(len(written), change[0] if change else None), params)
+        changed, base, hashes, ids = cursor.fetchone()
+    if not changed:
+        return None
+    for offset, (event, pk) in enumerate(zip(written, ids, strict=True)):
+        event.id, event.seq = pk, base + offset + 1
+        event.prev_hash, event.hash = hashes[offset], hashes[offset + 1]
         event._state.adding = False
         event._state.db = connection.alias
+    return written
 
 
-_EVENT_FIELDS = [field for field in AuditEvent._meta.concrete_fields if not field.primary_key]
-
-
-@functools.cache
-def _insert_shape() -> tuple[str, str]:
-    """The column list and one row's placeholders of an event INSERT (PostgreSQL), built once."""
-    columns = ", ".join(f'"{field.column}"' for field in _EVENT_FIELDS)
-    return columns, "(" + ", ".join(["%s"] * len(_EVENT_FIELDS)) + ")"
-
-
-@dataclass(frozen=True)
-class AuditProblem:
-    """The first place a chain does not verify."""
-
-    chain: int
-    event_id: int | None
-    seq: int
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"event #{self.event_id}" if self.event_id is not None else f"after seq {self.seq}"
-        return f"chain {self.chain}: {where} (seq {self.seq}): {self.reason}"
-
-
-def verify_audit_chains(
-    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1
-) -> tuple[int, list[AuditProblem]]:
-    """Recompute every chain; return the number of events checked and the first problem per chain.
-
-    Each chain is read through a server-side cursor (constant memory). With ``workers`` > 1 on
-    PostgreSQL, outside a transaction, chains are verified in that many processes at once, each on its
-    own connection; ``progress`` is then told the count as each chain finishes.
-    """
-    heads = {head.chain: (head.seq, head.hash) for head in AuditChainHead.objects.all()}
-    chains = sorted(set(heads) | set(_chains_with_events()))
-    jobs = [(chain, heads.get(chain), batch_size) for chain in chains]
-    checked = 0
-    problems: list[AuditProblem] = []
-    connection = transaction.get_connection()
-    if workers > 1 and len(jobs) > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
-        # Forked children must not share the parent's socket: close it, each child opens its own.
-        connections.close_all()
-        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-            results = pool.imap(_verify_chain_job, jobs)
-            for count, problem in results:
-                checked += count
-                if progress is not None:
-                    progress(checked)
-                if problem is not None:
-                    problems.append(problem)
-        return checked, problems
-    for chain, head, size in jobs:
-
-        def counted(count: int, base: int = checked) -> None:
-            if progress is not None:
-                progress(base + count)
-
-        count, problem = _verify_chain(chain, head, size, counted)
-        checked += count
-        if problem is not None:
-            problems.append(problem)
-    return checked, problems
-
-
-def _chains_with_events() -> list[int]:
-    """The chains that hold events: on PostgreSQL a skip scan of the (chain, seq) index, not a DISTINCT scan."""
-    connection = transaction.get_connection()
-    if connection.vendor != "postgresql":
-        return list(AuditEvent.objects.values_list("chain", flat=True).distinct())
-    table = AuditEvent._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH RECURSIVE chains(chain) AS ((SELECT chain FROM {table} ORDER BY chain LIMIT 1) UNION ALL "
-            f"SELECT (SELECT e.chain FROM {table} e WHERE e.chain > chains.chain ORDER BY e.chain LIMIT 1) "
-            "FROM chains WHERE chains.chain IS NOT NULL) SELECT chain FROM chains WHERE chain IS NOT NULL"
-        )
-        return [chain for (chain,) in cursor.fetchall()]
-
-
-_VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
-
-#: ``_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
-_PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
-
-
-def _chain_rows(chain: int) -> Any:
-    """One chain's events in seq order as tuples of :data:`_VERIFIED_COLUMNS`.
-
-    On PostgreSQL the timestamp and the ids arrive as the text the hash covers: parsing them into
-    Python objects only to write them out again would cost more than the hash itself.
-    """
-    events = AuditEvent.objects.filter(chain=chain).order_by("seq")
-    if transaction.get_connection().vendor != "postgresql":
-        return events.values_list(*_VERIFIED_COLUMNS)
-    events = events.annotate(
-        v_call_id=Cast("call_id", TextField()),
-        v_run_id=Cast("run_id", TextField()),
-        v_created_at=Func(F("created_at"), template=_PG_TIMESTAMP, output_field=TextField()),
-    )
-    renamed = {"call_id": "v_call_id", "run_id": "v_run_id", "created_at": "v_created_at"}
-    return events.values_list(*(renamed.get(column, column) for column in _VERIFIED_COLUMNS))
-
-
-def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int]) -> tuple[int, AuditProblem | None]:
-    chain, head, batch_size = job
-    try:
-        return _verify_chain(chain, head, batch_size, None)
-    finally:
-        connections.close_all()
-
-
-def _verify_chain(
-    chain: int, head: tuple[int, str] | None, batch_size: int, progress: Callable[[int], None] | None
-) -> tuple[int, AuditProblem | None]:
-    """Walk one chain in seq order; return the events checked and its first problem, if any."""
-    checked = 0
-    expected_seq, prev_hash, problem = 1, "", None
-    # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
-    # PostgreSQL materializes whole before the first row.
-    with transaction.atomic():
-        rows = _chain_rows(chain).iterator(chunk_size=batch_size)
-        as_text = transaction.get_connection().vendor == "postgresql"
-        for event_id, *columns, stored_hash in rows:
-            checked += 1
-            if progress is not None:
-                progress(checked)
-            seq, event_prev_hash = columns[1], columns[-1]
-            if seq != expected_seq:
-                problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
-            elif event_prev_hash != prev_hash:
-                problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
-            elif (_hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
-                problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
-            if problem:
-                break
-            expected_seq, prev_hash = seq + 1, stored_hash
-    if problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
-        problem = AuditProblem(
-            chain,
-            None,
-            expected_seq - 1,
-            f"chain head says seq {head[0]}: the newest events were removed",
-        )
-    return checked, problem
+def _write(connection: Any, events: list[AuditEvent], *, chain: int, head_hash: str) -> None:
+    """Insert the events and move the chain head's hash (databases other than PostgreSQL)."""
+    AuditEvent.objects.bulk_create(events)
+    AuditChainHead.objects.filter(chain=chain).update(hash=head_hash)

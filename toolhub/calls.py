@@ -7,17 +7,19 @@ inserts the events and moves the head's hash.
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from toolhub.audit import EventSpec, audit_call_events
+from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
-__all__ = ["CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled"]
+__all__ = ["CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled", "one_write"]
 
 _S = CallStatus
 
@@ -49,25 +51,36 @@ CALL_TRANSITIONS = TransitionTable(
 )
 
 
-def call_insert(call: ToolCall, events: list[EventSpec]) -> None:
-    """Write a new call row with its audit events (the row and the chain head's advance in one statement)."""
+def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = None) -> bool:
+    """Write a new call row with its audit events (the row and the chain head's advance in one statement).
+
+    ``stamp``: the governance stamp the call was decided under; the row is written only while it is still
+    current, else nothing is written and False returned (decide again under the new governance).
+    """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
     params = [field.get_db_prep_save(field.pre_save(call, True), connection) for field in _CALL_FIELDS]
-    audit_call_events(call, events, change=(_call_insert_sql(), params))
+    if stamp is not None:
+        params.append(stamp)
+    if audit_call_events(call, events, change=(_call_insert_sql(checked=stamp is not None), params)) is None:
+        return False
     call._state.adding = False
     call._state.db = connection.alias
+    return True
 
 
 _CALL_FIELDS = ToolCall._meta.concrete_fields
 
 
 @functools.cache
-def _call_insert_sql() -> str:
-    """The call row's INSERT, built once."""
+def _call_insert_sql(*, checked: bool) -> str:
+    """The call row's INSERT, built once; ``checked``: only while the governance stamp is still the given one."""
     columns = ", ".join(f'"{field.column}"' for field in _CALL_FIELDS)
     placeholders = ", ".join(["%s"] * len(_CALL_FIELDS))
-    return f'INSERT INTO "{ToolCall._meta.db_table}" ({columns}) VALUES ({placeholders})'
+    table = ToolCall._meta.db_table
+    if checked:
+        return f'INSERT INTO "{table}" ({columns}) SELECT {placeholders} WHERE {GOVERNANCE_STAMP_CHECK}'
+    return f'INSERT INTO "{table}" ({columns}) VALUES ({placeholders})'
 
 
 def call_transition(
@@ -94,8 +107,7 @@ def call_transition(
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
-    # No savepoint: a failure here aborts the caller's transaction anyway, and the guarded UPDATE settles races.
-    with transaction.atomic(savepoint=False):
+    with one_write():
         written = audit_call_events(
             call, [*preceding, EventSpec(event or f"call.{to}", actor, data)], change=(sql, params)
         )
@@ -106,6 +118,18 @@ def call_transition(
         if to in SETTLED_STATUSES:
             transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
+
+
+def one_write() -> AbstractContextManager[Any]:
+    """What makes a row change and its audit events atomic: a transaction, except on PostgreSQL.
+
+    On PostgreSQL they are one statement (``toolhub.audit_sql``), which outside a transaction commits
+    by itself: a call's write costs one round trip. No savepoint elsewhere: a failure aborts the
+    caller's transaction anyway, and the guarded UPDATE settles races.
+    """
+    if transaction.get_connection().vendor == "postgresql":
+        return nullcontext()
+    return transaction.atomic(savepoint=False)
 
 
 def notify_settled(call: ToolCall) -> None:

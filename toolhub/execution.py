@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from toolhub.audit import chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
-from toolhub.calls import call_transition
+from toolhub.calls import call_transition, one_write
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
@@ -75,6 +75,8 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     """
     from toolhub.tools.registry import registry
 
+    if limit == 1:
+        return _claim_one(call_id, worker)
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     with transaction.atomic():
         rows = list(ToolCall.objects.raw(_claimable_sql(), [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
@@ -103,6 +105,33 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
             ):
                 claimed.add(call.id)
     return [call for call, _ in claims if call.id in claimed]
+
+
+def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
+    """Claim one queued call: read it, then move it to ``running`` with a guarded UPDATE (no row lock needed).
+
+    Of two deliveries racing for it, the guarded UPDATE lets exactly one win; with its audit event it is
+    one statement on PostgreSQL, committed before the tool runs.
+    """
+    from toolhub.tools.registry import registry
+
+    call = ToolCall.objects.filter(id=call_id, status=CallStatus.QUEUED).first()
+    if call is None:
+        return []
+    now = timezone.now()
+    attempt = call.attempts + 1
+    claimed = call_transition(
+        call,
+        to=CallStatus.RUNNING,
+        allowed_from={CallStatus.QUEUED},
+        actor=f"worker:{worker}",
+        data={"attempt": attempt},
+        attempts=attempt,
+        worker=worker[:200],
+        started_at=now,
+        lease_expires_at=now + call_lease(registry.get(call.tool_name)),
+    )
+    return [call] if claimed else []
 
 
 def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
@@ -436,8 +465,9 @@ def _finish(
 
     def record() -> None:
         # No savepoint: inside a batch's outcome transaction a failure voids the batch (its calls stay
-        # claimed for the reconciler), as a failure voids a single outcome.
-        with transaction.atomic(savepoint=False):
+        # claimed for the reconciler), as a failure voids a single outcome. Without an artifact row the
+        # outcome is one statement (``one_write``).
+        with transaction.atomic(savepoint=False) if artifact is not None else one_write():
             moved = call_transition(
                 call,
                 to=status,

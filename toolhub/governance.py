@@ -27,6 +27,7 @@ __all__ = [
     "governance_watched_tables",
     "governance_cached",
     "governance_scope",
+    "GOVERNANCE_STAMP_CHECK",
     "governance_triggers_install",
 ]
 
@@ -106,16 +107,29 @@ def _snapshot() -> _Cache:
 
 
 @contextmanager
-def governance_scope() -> Iterator[None]:
-    """Read the stamp once for everything looked up inside (one governed call's decisions)."""
-    if _scope.get() is not None:
-        yield
+def governance_scope(*, checked_by_write: bool = False) -> Iterator[int | None]:
+    """Read the stamp once for everything looked up inside (one governed call's decisions); yield it.
+
+    ``checked_by_write``: the caller's write checks the yielded stamp itself (``GOVERNANCE_STAMP_CHECK``
+    in the same statement) and decides again when it moved, so the stamp this process last saw is
+    used without reading it: a call that changes nothing pays no read for its governance.
+    """
+    scoped = _scope.get()
+    if scoped is not None:
+        yield scoped.stamp
         return
-    token = _scope.set(_snapshot())
+    current = _current
+    cache = current if checked_by_write and current.stamp is not None else _snapshot()
+    token = _scope.set(cache)
     try:
-        yield
+        yield cache.stamp
     finally:
         _scope.reset(token)
+
+
+#: A condition true while the governance stamp is still ``%s``: a write guarded by it fails (touches no row)
+#: when a governance change committed after the stamp its decisions were made under.
+GOVERNANCE_STAMP_CHECK = "EXISTS (SELECT 1 FROM toolhub_governanceversion WHERE id = 1 AND stamp = %s)"
 
 
 def governance_cached(key: Hashable, loader: Callable[[], T]) -> T:

@@ -255,6 +255,8 @@ class AuditChainHead(models.Model):
     chain = models.PositiveSmallIntegerField(primary_key=True)
     seq = models.PositiveBigIntegerField(default=0)
     hash = models.CharField(max_length=64, blank=True)
+    #: The hash before the newest append: the statement that appends reads it back to chain its events.
+    previous_hash = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"chain {self.chain} @ {self.seq}"

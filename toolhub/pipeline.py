@@ -26,7 +26,7 @@ from toolhub.authorization import (
     tenant_argument_denial,
     tool_definitions,
 )
-from toolhub.calls import call_insert, call_transition, notify_settled
+from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
@@ -113,21 +113,52 @@ class _Decision:
 
     events: list[EventSpec]
     then: Callable[[ToolCall], None]
+    #: ``then`` writes rows that must commit with the call's (an approval request): one transaction for both.
+    then_writes: bool = False
 
 
-@transaction.atomic
+#: Decisions made again when governance changed between a decision and its write, before one unchecked write.
+_DECISION_ATTEMPTS = 3
+
+
 def tool_call_request(*, request: CallRequest) -> ToolCall:
     """Record a call and take it as far as policy allows: refused, waiting for approval, queued, or running here.
 
-    Policy decides first (reads only; governance lookups come from the cache behind one stamp read),
-    then the row and its audit events are written in one go, then the decision's follow-up runs.
+    *Decide*, then *record*. Policy decides first and writes nothing: governance lookups come from this
+    process's cache under the stamp it last saw. The row and its audit events are then written in one
+    statement that also checks that stamp is still current (on PostgreSQL, outside a caller's transaction,
+    that statement is the whole transaction). When a governance change committed in between, nothing is
+    written and the call is decided again under the new governance, so a revoked grant is seen by the very
+    next call. Then the decision's follow-up runs.
     """
     context = _effective_context(request)
-    call = ToolCall(
+    prepared: dict[str, _Arguments] = {}
+
+    def prepare(tool: Tool) -> _Arguments:
+        if tool.name not in prepared:
+            prepared[tool.name] = _prepared_arguments(tool, request, context)
+        return prepared[tool.name]
+
+    attempt = 0
+    while True:
+        call = _new_call(request, context)
+        with governance_scope(checked_by_write=attempt == 0) as stamp:
+            decision = _decide(call, request, context, prepare)
+        checked = stamp if attempt < _DECISION_ATTEMPTS else None
+        with transaction.atomic() if decision.then_writes else one_write():
+            if call_insert(call, decision.events, stamp=checked):
+                decision.then(call)
+                return call
+        attempt += 1
+
+
+def _new_call(request: CallRequest, context: ToolContext) -> ToolCall:
+    """The call's row before policy decides (its status is provisional)."""
+    return ToolCall(
         id=request.call_id or uuid.uuid4(),
         kind=request.kind,
         tool_name=storable_text(request.tool_name[:200]),
-        status=CallStatus.QUEUED,  # provisional; the decision sets the real status
+        status=CallStatus.QUEUED,
         tenant=request.principal.tenant,
         user_id=request.principal.user_id,
         agent_name=request.principal.agent_name,
@@ -138,26 +169,25 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         saga_id=request.saga_id,
         context=_storable_context(context),
     )
-    with governance_scope():
-        decision = _decide(call, request, context)
-    call_insert(call, decision.events)
-    decision.then(call)
-    return call
 
 
-def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Decision:
-    """Set the new call's status and fields from policy; write nothing."""
+def _decide(
+    call: ToolCall, request: CallRequest, context: ToolContext, prepare: Callable[[Tool], "_Arguments"]
+) -> _Decision:
+    """Set the new call's status and fields from policy; write nothing.
+
+    ``prepare(tool)`` gives the arguments as they would run (or why not); it runs the user's hooks and is
+    made once per request, however many times governance makes the call be decided again.
+    """
     principal = request.principal
     actor = _actor(principal)
     now = timezone.now()
     try:
         tool = _resolve(request.tool_name, principal)
-        try:
-            validated = validate_arguments(tool, parse_arguments(request.arguments))
-            stored = storable_arguments(tool, validated)
-        except ArgumentsRefused as refused:
-            raise _Refusal(CallStatus.INVALID, str(refused)) from None
-        validated, stored, rewrites = _intercepted_arguments(call, tool, validated, stored, context)
+        arguments = prepare(tool)
+        if arguments.refusal is not None:
+            raise arguments.refusal
+        validated, stored, rewrites = arguments.validated, arguments.stored, arguments.rewrites
         call.tool_version = tool.version
         call.arguments = stored
         definition = tool_definitions().get(tool.name)
@@ -197,7 +227,9 @@ def _decide(call: ToolCall, request: CallRequest, context: ToolContext) -> _Deci
         def ask(call: ToolCall) -> None:
             approval_needed.send(sender=ToolCall, call=call, reason=verdict.reason, verdict=verdict)
 
-        return _Decision([requested, *rewritten, EventSpec("call.pending_approval", "policy", pending)], ask)
+        return _Decision(
+            [requested, *rewritten, EventSpec("call.pending_approval", "policy", pending)], ask, then_writes=True
+        )
     if tool.is_external:
         call.status = CallStatus.AWAITING_RESULT
         external = {"reason": "external tool: its result comes from outside"}
@@ -484,8 +516,35 @@ _ONE_SHOT_TAKEN = [
 ]
 
 
+@dataclass(frozen=True)
+class _Arguments:
+    """A request's arguments as they would run (validated, as stored, the interceptors' rewrites), or its refusal."""
+
+    validated: dict[str, Any]
+    stored: dict[str, Any]
+    rewrites: list[EventSpec]
+    refusal: _Refusal | None = None
+
+
+def _prepared_arguments(tool: Tool, request: CallRequest, context: ToolContext) -> _Arguments:
+    """Parse, validate and intercept: done once per request, as it runs the user's hooks.
+
+    Governance does not change its outcome, so a call decided again after a governance change reuses it:
+    the argument-error handler and the interceptors see each request once.
+    """
+    try:
+        try:
+            validated = validate_arguments(tool, parse_arguments(request.arguments))
+            stored = storable_arguments(tool, validated)
+        except ArgumentsRefused as refused:
+            raise _Refusal(CallStatus.INVALID, str(refused)) from None
+        return _Arguments(*_intercepted_arguments(request, tool, validated, stored, context))
+    except _Refusal as refusal:
+        return _Arguments({}, {}, [], refusal)
+
+
 def _intercepted_arguments(
-    call: ToolCall, tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
+    request: CallRequest, tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
 ) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
     """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
 
@@ -500,9 +559,9 @@ def _intercepted_arguments(
     seen = InterceptedCall(
         tool_name=tool.name,
         arguments=stored,
-        tenant=call.tenant,
-        user_id=call.user_id,
-        agent_name=call.agent_name,
+        tenant=request.principal.tenant,
+        user_id=request.principal.user_id,
+        agent_name=request.principal.agent_name,
         context=context.as_dict(),
     )
     try:

@@ -18,7 +18,8 @@ from django.test.utils import CaptureQueriesContext
 from tests.audit.conftest import owner_tampering
 from toolhub import Param, tool
 from toolhub.admin_lists import EstimatedCountPaginator
-from toolhub.audit import audit_call_event, verify_audit_chains
+from toolhub.audit import audit_call_event
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.exports import WITHHELD
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolDefinition

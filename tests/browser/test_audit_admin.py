@@ -11,7 +11,7 @@ from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.services import run_start
 from tests.browser.conftest import ARTIFACTS, admin_login
 from toolhub import Param, tool
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.tools.registry import registry
 

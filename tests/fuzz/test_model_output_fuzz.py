@@ -33,7 +33,7 @@ from agents_app.services import agent_create, run_start
 from tests.fuzz.conftest import CASES
 from tests.helpers import for_a_worker
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_setting
 from toolhub.models import AuditEvent, CallStatus, ToolCall

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditEvent, ToolDefinition
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.test import Client
 from approvals.models import ApprovalRequest, ApprovalRule
 from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.catalogue import tool_definition_govern
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolDefinition
 from toolhub.pipeline import CallRequest, tool_call_request
@@ -136,3 +136,48 @@ def test_an_approval_rule_changed_between_two_calls_governs_the_second(request_c
     rule.delete()
     assert request_call("record_effect", {"note": "wire again"}).status == CallStatus.SUCCEEDED
     assert verify_audit_chains()[1] == []
+
+
+handled: list[str] = []
+
+
+def counting_handler(tool_name: str, errors: list[dict[str, Any]]) -> str:
+    """An argument-error handler that records each time it runs (a hook with an effect outside toolhub)."""
+    handled.append(tool_name)
+    return f"{tool_name}: bad arguments"
+
+
+def test_a_call_decided_under_a_stale_stamp_is_decided_again_and_runs_the_hooks_once(
+    request_call: Any, grant: Grant, settings: Any
+) -> None:
+    # given a process whose governance cache was filled under the current stamp
+    assert request_call("record_effect", {"note": "warm"}).status == CallStatus.SUCCEEDED
+    settings.TOOLHUB = {**settings.TOOLHUB, "ARGUMENT_ERROR_HANDLER": f"{__name__}.counting_handler"}
+    handled.clear()
+
+    # when governance changes behind it (the process has not read the new stamp) and bad arguments arrive
+    grant.delete()
+    refused = request_call("record_effect", {"note": 7})
+    denied = request_call("record_effect", {"note": "after"})
+
+    # then the first write, checked against the stale stamp, wrote nothing; the call was decided again
+    # with the argument-error handler run once; the next call sees the revocation
+    assert refused.status == CallStatus.INVALID and refused.error == "record_effect: bad arguments"
+    assert handled == ["record_effect"]
+    assert denied.status == CallStatus.DENIED
+    assert ToolCall.objects.count() == 3
+    assert verify_audit_chains()[1] == []
+
+
+def test_with_governance_unchanged_a_call_reads_no_stamp_of_its_own(request_call: Any, grant: Grant) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    request_call("record_effect", {"note": "warm"})
+    with CaptureQueriesContext(connection) as captured:
+        call = request_call("record_effect", {"note": "measured"})
+
+    assert call.status == CallStatus.SUCCEEDED
+    stamp_reads = [query["sql"] for query in captured.captured_queries if "toolhub_governanceversion" in query["sql"]]
+    # the stamp is checked inside the call row's write, not read before it
+    assert len(stamp_reads) == 1 and stamp_reads[0].startswith("WITH change AS (INSERT INTO")

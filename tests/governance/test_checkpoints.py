@@ -55,7 +55,7 @@ def test_truncating_the_tail_and_rewriting_the_head_is_detected_by_the_checkpoin
     )
 
     # then the chains alone would still verify, but the stored checkpoint and the file both name the truncation
-    from toolhub.audit import verify_audit_chains
+    from toolhub.audit_verify import verify_audit_chains
 
     assert verify_audit_chains()[1] == []
     with pytest.raises(CommandError, match=rf"chain {chain}: the checkpoint's head .* truncated"):

@@ -7,7 +7,7 @@ from agents_app.loop import visible_tool_definitions
 from agents_app.models import Agent, AgentRun
 from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolDefinition, ToolGroup
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext

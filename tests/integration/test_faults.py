@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalDecision, ApprovalRequest
 from tests.integration.workers import Worker, wait_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.celery import app as celery_app
 from toolhub.models import SETTLED_STATUSES, CallStatus, Tenant, TenantMembership, ToolCall

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from demo.models import Order
 from tests.integration.workers import LOG_DIR, Worker, wait_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -21,7 +21,7 @@ from approvals.services import approval_approve
 from tests.integration.workers import LOG_DIR, Worker, wait_for
 from tests.testapp.faults import DIE_AFTER_SETTLE_ENV
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.celery import app as celery_app
 from toolhub.models import CallStatus, ToolCall
 

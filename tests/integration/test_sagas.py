@@ -24,7 +24,7 @@ from rest_framework.test import APIClient
 from demo.models import Account, LedgerEntry
 from tests.integration.workers import LOG_DIR, ROOT, Worker, wait_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.celery import app as celery_app
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall

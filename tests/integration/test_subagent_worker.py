@@ -9,7 +9,7 @@ from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create
 from tests.integration.workers import Worker, wait_for
 from tests.testapp.models import SideEffect
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import CallStatus, ToolCall
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from toolhub import ToolContext
-from toolhub.audit import verify_audit_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall

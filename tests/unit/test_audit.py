@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
 from tests.helpers import RequestCall, assert_audit_intact
-from toolhub.audit import audit_append, chain_for, verify_audit_chains
+from toolhub.audit import audit_append, chain_for
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditChainHead, AuditEvent
 
 pytestmark = pytest.mark.django_db

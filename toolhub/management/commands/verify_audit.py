@@ -9,8 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from toolhub.audit import verify_audit_chains
 from toolhub.audit_console import audit_verification_record
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
     audit_checkpoint_problems,

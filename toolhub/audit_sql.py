@@ -1,0 +1,156 @@
+"""One audited change as one PostgreSQL statement: the row's change, the chain head's advance, the events.
+
+A governed call's write is a call row's INSERT or guarded UPDATE plus its audit events. Each event's
+hash covers its chain's previous hash and its seq, which only the locked chain head knows; every other
+part of the hashed text is known before the statement runs (``toolhub.audit.hash_parts``). So the
+database finishes the text and hashes it (``sha256``) while it advances the head, and inserts the
+events with those hashes, all in the statement that changes the row: one round trip, and, outside a
+transaction, one commit. ``verify_audit`` recomputes every hash in Python from the stored columns.
+
+The statement's text depends only on the number of events (and the change's own SQL), so it is built
+once per shape; the values travel one parameter each. The head row is upserted, so a chain's first event needs
+no prior row, and the head moves only if the change touched a row (of two racing writers, the loser
+appends nothing).
+"""
+
+import functools
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+__all__ = ["appended_params", "appended_sql", "prepared_cursor"]
+
+_HEAD = "toolhub_auditchainhead"
+#: Executions of one statement on one connection before psycopg prepares it.
+_PREPARE_AFTER = 2
+_EVENTS = "toolhub_auditevent"
+
+
+def _hash(index: int, previous: str, base: str) -> str:
+    """SQL of event ``index``'s hash (1-based) from the previous hash and the chain's seq before the append."""
+    return (
+        f"encode(sha256(convert_to(p.b[{index}] || {previous} || p.m[{index}] || (({base}) + {index})::text "
+        f"|| p.a[{index}], 'UTF8')), 'hex')"
+    )
+
+
+def _last_hash(count: int, previous: str, base: str) -> str:
+    """SQL of the newest hash after ``count`` events, each nested in the next."""
+    expression = previous
+    for index in range(1, count + 1):
+        expression = _hash(index, expression, base)
+    return expression
+
+
+@functools.lru_cache(maxsize=256)
+def appended_sql(count: int, change: str | None) -> str:
+    """The statement appending ``count`` events (after ``change``, a row's INSERT or UPDATE, when given).
+
+    Parameters, in order: the change's own; the hashed text's three parts, one per event each (before
+    the previous hash, between it and seq, after seq); the chain; the chain again, call id, run id, tool
+    name, tenant and time of the events; then event types, statuses, actors and data, one per event each.
+    Returns one row: whether the change touched a row (1 without a change), the chain's seq before the
+    append, the hashes (the previous one first) and the new events' ids in seq order.
+    """
+    if count < 1:
+        raise ValueError("an append writes at least one event")
+    changed = "EXISTS (SELECT 1 FROM change)" if change else "true"
+    base = f"head.seq - {count}"
+    laterals = " ".join(
+        f"CROSS JOIN LATERAL (SELECT {_hash(index, 'head.previous_hash' if index == 1 else f'l{index - 1}.h', base)} "
+        f"AS h) l{index}"
+        for index in range(1, count + 1)
+    )
+    first_hash = _last_hash(count, "''", "0")
+    values = ", ".join(["%s"] * count)  # one parameter per event: scalars need no array quoting on the client
+    hashes = ", ".join(["head.previous_hash", *(f"l{index}.h" for index in range(1, count + 1))])
+    with_change = f"change AS ({change} RETURNING 1), " if change else ""
+    return (
+        f"WITH {with_change}"
+        f"p AS (SELECT ARRAY[{values}]::text[] AS b, ARRAY[{values}]::text[] AS m, ARRAY[{values}]::text[] AS a), "
+        f"head AS (INSERT INTO {_HEAD} AS h (chain, seq, hash, previous_hash) "
+        f"SELECT %s, {count}, {first_hash}, '' FROM p WHERE {changed} "
+        f"ON CONFLICT (chain) DO UPDATE SET seq = h.seq + {count}, "
+        f"hash = (SELECT {_last_hash(count, 'h.hash', 'h.seq')} FROM p), previous_hash = h.hash "
+        "RETURNING seq, previous_hash), "
+        f"chained AS (SELECT head.seq - {count} AS base, ARRAY[{hashes}] AS hashes FROM head CROSS JOIN p {laterals}), "
+        f"written AS (INSERT INTO {_EVENTS} (chain, seq, event_type, call_id, run_id, tool_name, status, tenant, "
+        "actor, created_at, data, prev_hash, hash) "
+        "SELECT %s, c.base + v.k, v.event_type, %s::uuid, %s::uuid, %s, v.status, %s, v.actor, %s::timestamptz, "
+        "v.data, c.hashes[v.k], c.hashes[v.k + 1] "
+        f"FROM chained c CROSS JOIN unnest(ARRAY[{values}]::text[], ARRAY[{values}]::text[], "
+        f"ARRAY[{values}]::text[], ARRAY[{values}]::text[]) "
+        "WITH ORDINALITY AS v(event_type, status, actor, data, k) RETURNING id, seq) "
+        f"SELECT {'(SELECT count(*) FROM change)' if change else '1'}, (SELECT base FROM chained), "
+        "(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq)"
+    )
+
+
+def appended_params(
+    change_params: list[Any],
+    parts: list[tuple[str, str, str]],
+    *,
+    chain: int,
+    call_id: Any,
+    run_id: Any,
+    tool_name: str,
+    tenant: str,
+    created_at: Any,
+    columns: list[tuple[str, str, str, str]],
+) -> list[Any]:
+    """The parameters of :func:`appended_sql`; ``columns`` are each event's (type, status, actor, data)."""
+    before, middle, after = zip(*parts, strict=True)
+    event_types, statuses, actors, data = zip(*columns, strict=True)
+    return [
+        *change_params,
+        *before,
+        *middle,
+        *after,
+        chain,
+        chain,
+        call_id,
+        run_id,
+        tool_name,
+        tenant,
+        created_at,
+        *event_types,
+        *statuses,
+        *actors,
+        *data,
+    ]
+
+
+def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor whose statements the server binds and, once repeated, prepares (psycopg 3).
+
+    Django binds parameters on the client, so PostgreSQL parses and plans every statement afresh: for
+    this statement, planning alone costs about as much as running it. A server-binding cursor lets psycopg
+    prepare a statement once it repeats (``prepare_threshold``; Django leaves it unset, which psycopg reads
+    as never), so each connection plans each shape once. Wrapped as Django wraps its own cursors: errors,
+    execute wrappers and query logging (``CaptureQueriesContext``, the query-count tests) behave the same.
+    ``PREPARED_STATEMENTS`` off: Django's usual cursor.
+    """
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    from toolhub.conf import toolhub_settings
+
+    if not toolhub_settings().PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Only server-binding cursors ever prepare, so Django's own (client-binding) queries are unaffected.
+        raw.prepare_threshold = _PREPARE_AFTER
+    cursor = ServerBindingCursor(raw)
+    if connection.queries_logged:
+        return _StatementDebugCursor(cursor, connection)
+    return connection.make_cursor(cursor)
+
+
+class _StatementDebugCursor(CursorDebugWrapper):
+    """Logs the statement's text as given: a prepared statement's executed text is not kept by psycopg."""
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)

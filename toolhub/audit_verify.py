@@ -1,0 +1,157 @@
+"""Verification of the audit trail: recompute every chain's hashes from the rows as stored.
+
+Each chain is read in seq order through a server-side cursor (constant memory); on PostgreSQL the
+chains are verified in parallel processes. A chain verifies against alteration and deletion inside it;
+its head catches the removal of its newest events (signed checkpoints, ``toolhub.checkpoints``, catch a
+rewritten head).
+"""
+
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.models import F, Func, TextField
+from django.db.models.functions import Cast
+
+from toolhub.audit import HASHED_COLUMNS, _hash_text, hash_columns
+from toolhub.models import AuditChainHead, AuditEvent
+
+__all__ = ["AuditProblem", "verify_audit_chains"]
+
+
+@dataclass(frozen=True)
+class AuditProblem:
+    """The first place a chain does not verify."""
+
+    chain: int
+    event_id: int | None
+    seq: int
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"event #{self.event_id}" if self.event_id is not None else f"after seq {self.seq}"
+        return f"chain {self.chain}: {where} (seq {self.seq}): {self.reason}"
+
+
+def verify_audit_chains(
+    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1
+) -> tuple[int, list[AuditProblem]]:
+    """Recompute every chain; return the number of events checked and the first problem per chain.
+
+    Each chain is read through a server-side cursor (constant memory). With ``workers`` > 1 on
+    PostgreSQL, outside a transaction, chains are verified in that many processes at once, each on its
+    own connection; ``progress`` is then told the count as each chain finishes.
+    """
+    heads = {head.chain: (head.seq, head.hash) for head in AuditChainHead.objects.all()}
+    chains = sorted(set(heads) | set(_chains_with_events()))
+    jobs = [(chain, heads.get(chain), batch_size) for chain in chains]
+    checked = 0
+    problems: list[AuditProblem] = []
+    connection = transaction.get_connection()
+    if workers > 1 and len(jobs) > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
+        # Forked children must not share the parent's socket: close it, each child opens its own.
+        connections.close_all()
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+            results = pool.imap(_verify_chain_job, jobs)
+            for count, problem in results:
+                checked += count
+                if progress is not None:
+                    progress(checked)
+                if problem is not None:
+                    problems.append(problem)
+        return checked, problems
+    for chain, head, size in jobs:
+
+        def counted(count: int, base: int = checked) -> None:
+            if progress is not None:
+                progress(base + count)
+
+        count, problem = _verify_chain(chain, head, size, counted)
+        checked += count
+        if problem is not None:
+            problems.append(problem)
+    return checked, problems
+
+
+def _chains_with_events() -> list[int]:
+    """The chains that hold events: on PostgreSQL a skip scan of the (chain, seq) index, not a DISTINCT scan."""
+    connection = transaction.get_connection()
+    if connection.vendor != "postgresql":
+        return list(AuditEvent.objects.values_list("chain", flat=True).distinct())
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE chains(chain) AS ((SELECT chain FROM {table} ORDER BY chain LIMIT 1) UNION ALL "
+            f"SELECT (SELECT e.chain FROM {table} e WHERE e.chain > chains.chain ORDER BY e.chain LIMIT 1) "
+            "FROM chains WHERE chains.chain IS NOT NULL) SELECT chain FROM chains WHERE chain IS NOT NULL"
+        )
+        return [chain for (chain,) in cursor.fetchall()]
+
+
+_VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
+
+#: ``_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
+_PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+
+
+def _chain_rows(chain: int) -> Any:
+    """One chain's events in seq order as tuples of :data:`_VERIFIED_COLUMNS`.
+
+    On PostgreSQL the timestamp and the ids arrive as the text the hash covers: parsing them into
+    Python objects only to write them out again would cost more than the hash itself.
+    """
+    events = AuditEvent.objects.filter(chain=chain).order_by("seq")
+    if transaction.get_connection().vendor != "postgresql":
+        return events.values_list(*_VERIFIED_COLUMNS)
+    events = events.annotate(
+        v_call_id=Cast("call_id", TextField()),
+        v_run_id=Cast("run_id", TextField()),
+        v_created_at=Func(F("created_at"), template=_PG_TIMESTAMP, output_field=TextField()),
+    )
+    renamed = {"call_id": "v_call_id", "run_id": "v_run_id", "created_at": "v_created_at"}
+    return events.values_list(*(renamed.get(column, column) for column in _VERIFIED_COLUMNS))
+
+
+def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int]) -> tuple[int, AuditProblem | None]:
+    chain, head, batch_size = job
+    try:
+        return _verify_chain(chain, head, batch_size, None)
+    finally:
+        connections.close_all()
+
+
+def _verify_chain(
+    chain: int, head: tuple[int, str] | None, batch_size: int, progress: Callable[[int], None] | None
+) -> tuple[int, AuditProblem | None]:
+    """Walk one chain in seq order; return the events checked and its first problem, if any."""
+    checked = 0
+    expected_seq, prev_hash, problem = 1, "", None
+    # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
+    # PostgreSQL materializes whole before the first row.
+    with transaction.atomic():
+        rows = _chain_rows(chain).iterator(chunk_size=batch_size)
+        as_text = transaction.get_connection().vendor == "postgresql"
+        for event_id, *columns, stored_hash in rows:
+            checked += 1
+            if progress is not None:
+                progress(checked)
+            seq, event_prev_hash = columns[1], columns[-1]
+            if seq != expected_seq:
+                problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
+            elif event_prev_hash != prev_hash:
+                problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
+            elif (_hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
+                problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
+            if problem:
+                break
+            expected_seq, prev_hash = seq + 1, stored_hash
+    if problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
+        problem = AuditProblem(
+            chain,
+            None,
+            expected_seq - 1,
+            f"chain head says seq {head[0]}: the newest events were removed",
+        )
+    return checked, problem
