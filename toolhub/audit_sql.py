@@ -8,12 +8,14 @@ events with those hashes, all in the statement that changes the row: one round t
 transaction, one commit. ``verify_audit`` recomputes every hash in Python from the stored columns.
 
 The statement's text depends only on the number of events (and the change's own SQL), so it is built
-once per shape; the values travel one parameter each. The head row is upserted, so a chain's first event needs
+once per shape; the per-event values travel as one JSON parameter (few parameters: psycopg
+keeps the statement's conversion). The head row is upserted, so a chain's first event needs
 no prior row, and the head moves only if the change touched a row (of two racing writers, the loser
 appends nothing).
 """
 
 import functools
+import json
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -25,6 +27,18 @@ _HEAD = "toolhub_auditchainhead"
 #: Executions of one statement on one connection before psycopg prepares it.
 _PREPARE_AFTER = 2
 _EVENTS = "toolhub_auditevent"
+
+
+#: The per-event values, one JSON list each: the hashed text's parts before the previous hash (b), between
+#: it and seq (m) and after seq (a); the event's type (t), status (s), actor (x) and data (d).
+_KEYS = ("b", "m", "a", "t", "s", "x", "d")
+
+
+def _array(key: str) -> str:
+    """SQL of the given JSON's list ``key`` as ``text[]``, in its order."""
+    return (
+        f"ARRAY(SELECT e.v FROM json_array_elements_text(given.j -> '{key}') WITH ORDINALITY AS e(v, k) ORDER BY e.k)"
+    )
 
 
 def _hash(index: int, previous: str, base: str) -> str:
@@ -47,9 +61,8 @@ def _last_hash(count: int, previous: str, base: str) -> str:
 def appended_sql(count: int, change: str | None) -> str:
     """The statement appending ``count`` events (after ``change``, a row's INSERT or UPDATE, when given).
 
-    Parameters, in order: the change's own; the hashed text's three parts, one per event each (before
-    the previous hash, between it and seq, after seq); the chain; the chain again, call id, run id, tool
-    name, tenant and time of the events; then event types, statuses, actors and data, one per event each.
+    Parameters, in order: the change's own; the per-event values as one JSON object (:data:`_KEYS`); the
+    chain; the chain again, call id, run id, tool name, tenant and time of the events.
     Returns one row: whether the change touched a row (1 without a change), the chain's seq before the
     append, the hashes (the previous one first) and the new events' ids in seq order.
     """
@@ -63,12 +76,12 @@ def appended_sql(count: int, change: str | None) -> str:
         for index in range(1, count + 1)
     )
     first_hash = _last_hash(count, "''", "0")
-    values = ", ".join(["%s"] * count)  # one parameter per event: scalars need no array quoting on the client
+    arrays = ", ".join(f"{_array(key)} AS {key}" for key in _KEYS)
     hashes = ", ".join(["head.previous_hash", *(f"l{index}.h" for index in range(1, count + 1))])
     with_change = f"change AS ({change} RETURNING 1), " if change else ""
     return (
         f"WITH {with_change}"
-        f"p AS (SELECT ARRAY[{values}]::text[] AS b, ARRAY[{values}]::text[] AS m, ARRAY[{values}]::text[] AS a), "
+        f"p AS (SELECT {arrays} FROM (SELECT %s::json AS j) AS given), "
         f"head AS (INSERT INTO {_HEAD} AS h (chain, seq, hash, previous_hash) "
         f"SELECT %s, {count}, {first_hash}, '' FROM p WHERE {changed} "
         f"ON CONFLICT (chain) DO UPDATE SET seq = h.seq + {count}, "
@@ -79,8 +92,7 @@ def appended_sql(count: int, change: str | None) -> str:
         "actor, created_at, data, prev_hash, hash) "
         "SELECT %s, c.base + v.k, v.event_type, %s::uuid, %s::uuid, %s, v.status, %s, v.actor, %s::timestamptz, "
         "v.data, c.hashes[v.k], c.hashes[v.k + 1] "
-        f"FROM chained c CROSS JOIN unnest(ARRAY[{values}]::text[], ARRAY[{values}]::text[], "
-        f"ARRAY[{values}]::text[], ARRAY[{values}]::text[]) "
+        "FROM chained c CROSS JOIN p CROSS JOIN unnest(p.t, p.s, p.x, p.d) "
         "WITH ORDINALITY AS v(event_type, status, actor, data, k) RETURNING id, seq) "
         f"SELECT {'(SELECT count(*) FROM change)' if change else '1'}, (SELECT base FROM chained), "
         "(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq)"
@@ -100,25 +112,9 @@ def appended_params(
     columns: list[tuple[str, str, str, str]],
 ) -> list[Any]:
     """The parameters of :func:`appended_sql`; ``columns`` are each event's (type, status, actor, data)."""
-    before, middle, after = zip(*parts, strict=True)
-    event_types, statuses, actors, data = zip(*columns, strict=True)
-    return [
-        *change_params,
-        *before,
-        *middle,
-        *after,
-        chain,
-        chain,
-        call_id,
-        run_id,
-        tool_name,
-        tenant,
-        created_at,
-        *event_types,
-        *statuses,
-        *actors,
-        *data,
-    ]
+    values = [*zip(*parts, strict=True), *zip(*columns, strict=True)]
+    given = json.dumps(dict(zip(_KEYS, values, strict=True)), ensure_ascii=False, separators=(",", ":"))
+    return [*change_params, given, chain, chain, call_id, run_id, tool_name, tenant, created_at]
 
 
 def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
