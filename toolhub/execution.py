@@ -107,6 +107,10 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     return [call for call, _ in claims if call.id in claimed]
 
 
+#: One queued call's row (written out: the ORM would compile the query on every delivery).
+_QUEUED_CALL = "SELECT * FROM toolhub_toolcall WHERE id = %s AND status = %s"
+
+
 def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
     """Claim one queued call: read it, then move it to ``running`` with a guarded UPDATE (no row lock needed).
 
@@ -115,7 +119,8 @@ def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
     """
     from toolhub.tools.registry import registry
 
-    call = ToolCall.objects.filter(id=call_id, status=CallStatus.QUEUED).first()
+    key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
+    call = next(iter(ToolCall.objects.raw(_QUEUED_CALL, [key, CallStatus.QUEUED])), None)
     if call is None:
         return []
     now = timezone.now()
