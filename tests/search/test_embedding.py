@@ -77,3 +77,37 @@ def test_rebuilding_over_known_tools_encodes_only_the_new_ones(monkeypatch: pyte
     # then only that tool is encoded (and the query, when searching), and the results use every tool
     assert len(encoded) == 1 and "book hotel" in encoded[0]
     assert index.search("somewhere to sleep in Lisbon", k=1) == ["book_hotel"]
+
+
+def test_vectors_match_the_sentence_transformers_reference_pooling() -> None:
+    # given similarities computed by the reference pipeline (fp32 weights of all-MiniLM-L6-v2, mean pooling over
+    # the attention mask, L2 normalisation, as sentence-transformers' modules.json describes it)
+    texts = [
+        "will it rain tomorrow in Paris",
+        "get weather forecast: Weather forecast for a city.",
+        "make this photo smaller",
+        "resize image: Scale an image to new dimensions.",
+    ]
+    reference = {(0, 1): 0.3477, (2, 3): 0.5376, (0, 3): 0.0186, (1, 2): 0.0401}
+    # when the int8 model encodes the same texts in one padded batch
+    vectors = embedding_module.encoder().encode(texts)
+    # then they are unit vectors whose similarities agree with the reference (CLS pooling, or padding counted
+    # in the mean, would move them far more than int8 rounding does)
+    assert max(abs(float(vector @ vector) - 1.0) for vector in vectors) < 1e-5
+    for (one, other), expected in reference.items():
+        assert abs(float(vectors[one] @ vectors[other]) - expected) < 0.01, (texts[one], texts[other])
+
+
+def test_padding_beside_a_longer_text_leaves_a_vector_unchanged() -> None:
+    encoder = embedding_module.encoder()
+    alone = encoder.encode(["make this photo smaller"])[0]
+    batched = encoder.encode(["make this photo smaller", "resize image: " + "scale an image to new dimensions " * 8])[0]
+    assert float(alone @ batched) > 0.9999
+
+
+def test_a_long_description_is_cut_where_the_model_was_trained_to_stop() -> None:
+    # all-MiniLM-L6-v2 was trained on at most 256 tokens; words past them change nothing
+    encoder = embedding_module.encoder()
+    long_text = "rotate the api key of a service account " * 40
+    vectors = encoder.encode([long_text, long_text + "and then book a hotel room in Rome for the weekend"])
+    assert float(vectors[0] @ vectors[1]) > 0.9999

@@ -139,8 +139,12 @@ def encoder() -> _Encoder:
 
 def _document_text(document: SearchDocument) -> str:
     # "name words: description": the name's words (snake_case reads as words to WordPiece) then what the tool
-    # does. Category, tags and parameter texts, appended, diluted the one vector a tool gets and lowered recall
-    # on the main labeled set; lexical search still matches them.
+    # does. Recall@5 on all 205 labeled queries, embedding alone / in hybrid: this text 0.810 / 0.907, the
+    # description alone 0.824 / 0.883, "name words. description" 0.824 / 0.902; appending category and tags
+    # (0.815) or parameter texts (0.805) dilutes the one vector a tool gets, and lexical search matches them.
+    # This text was chosen on the main set, and the held-out set alone prefers the description (0.83 vs 0.69);
+    # it stays because hybrid, the provider meant to use it, does best with it on all queries (held-out: 38 of
+    # 42 found, against 39 with "name words. description"): a difference of one query either way.
     words = " ".join(split_identifier(document.name))
     return f"{words}: {document.description}" if document.description else words
 
