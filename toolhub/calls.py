@@ -92,6 +92,7 @@ def call_transition(
     event: str | None = None,
     data: Mapping[str, Any] | None = None,
     preceding: Sequence[EventSpec] = (),
+    checked_stamp: int | None = None,
     **fields: Any,
 ) -> bool:
     """Move ``call`` to ``to`` if it is still in one of ``allowed_from``; return whether it moved.
@@ -99,10 +100,17 @@ def call_transition(
     The move is a conditional UPDATE, so of two racing writers exactly one wins; the audit event is
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
+    ``checked_stamp``: move only while the governance stamp is still this one.
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     sql, params = guarded_update_sql(
-        ToolCall, call.id, table=CALL_TRANSITIONS, to=to, allowed_from=allowed_from, values=values
+        ToolCall,
+        call.id,
+        table=CALL_TRANSITIONS,
+        to=to,
+        allowed_from=allowed_from,
+        values=values,
+        condition=None if checked_stamp is None else (GOVERNANCE_STAMP_CHECK, [checked_stamp]),
     )
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():

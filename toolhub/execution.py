@@ -20,6 +20,7 @@ from toolhub.calls import call_transition, one_write
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
+from toolhub.governance import governance_scope, governance_stamp
 from toolhub.interceptors import (
     INTERCEPTOR_FAILED_MESSAGE,
     InterceptedCall,
@@ -115,28 +116,39 @@ def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
     """Claim one queued call: read it, then move it to ``running`` with a guarded UPDATE (no row lock needed).
 
     Of two deliveries racing for it, the guarded UPDATE lets exactly one win; with its audit event it is
-    one statement on PostgreSQL, committed before the tool runs.
+    one statement on PostgreSQL, committed before the tool runs. The UPDATE also checks that the
+    governance stamp is still the one this process's cache holds, so the re-check that follows needs no
+    read of its own; when the stamp moved, the stamp is read and the claim tried again.
     """
     from toolhub.tools.registry import registry
 
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
-    call = next(iter(ToolCall.objects.raw(_QUEUED_CALL, [key, CallStatus.QUEUED])), None)
-    if call is None:
-        return []
-    now = timezone.now()
-    attempt = call.attempts + 1
-    claimed = call_transition(
-        call,
-        to=CallStatus.RUNNING,
-        allowed_from={CallStatus.QUEUED},
-        actor=f"worker:{worker}",
-        data={"attempt": attempt},
-        attempts=attempt,
-        worker=worker[:200],
-        started_at=now,
-        lease_expires_at=now + call_lease(registry.get(call.tool_name)),
-    )
-    return [call] if claimed else []
+    for attempt in range(_CLAIM_ATTEMPTS):
+        call = next(iter(ToolCall.objects.raw(_QUEUED_CALL, [key, CallStatus.QUEUED])), None)
+        if call is None:
+            return []
+        stamp = governance_stamp(assume_current=attempt == 0)
+        now = timezone.now()
+        claimed = call_transition(
+            call,
+            to=CallStatus.RUNNING,
+            allowed_from={CallStatus.QUEUED},
+            actor=f"worker:{worker}",
+            data={"attempt": call.attempts + 1},
+            # the last attempt does not check: a stream of governance changes must not starve a call
+            checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
+            attempts=call.attempts + 1,
+            worker=worker[:200],
+            started_at=now,
+            lease_expires_at=now + call_lease(registry.get(call.tool_name)),
+        )
+        if claimed:
+            return [call]
+    return []
+
+
+#: Claims of one delivery, the first under the stamp this process last saw.
+_CLAIM_ATTEMPTS = 3
 
 
 def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
@@ -151,7 +163,7 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit)
     if len(calls) <= 1:
         for call in calls:
-            _execute_claimed(call, worker)
+            _execute_claimed(call, worker, stamp_checked=limit == 1)
         return next((call for call in calls if call.id == call_id), None)
     pending: list[tuple[ToolCall, Callable[[], None]]] = []
     token = _outcomes.set(pending)
@@ -168,8 +180,11 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
     return next((call for call in calls if call.id == call_id), None)
 
 
-def _execute_claimed(call: ToolCall, worker: str) -> None:
-    """Re-check a claimed call (tool version, permissions, approval binding, arguments), then run it."""
+def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
+    """Re-check a claimed call (tool version, permissions, approval binding, arguments), then run it.
+
+    ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none.
+    """
     from toolhub.tools.registry import registry
 
     tool = registry.get(call.tool_name)
@@ -177,7 +192,8 @@ def _execute_claimed(call: ToolCall, worker: str) -> None:
         # What was approved is not what would run: a fresh decision is needed.
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return
-    refusal = _refusal_at_execution(call, tool)
+    with governance_scope(checked_by_write=stamp_checked):
+        refusal = _refusal_at_execution(call, tool)
     if refusal is None:
         assert tool is not None
         try:

@@ -28,6 +28,7 @@ __all__ = [
     "governance_cached",
     "governance_scope",
     "GOVERNANCE_STAMP_CHECK",
+    "governance_stamp",
     "governance_triggers_install",
 ]
 
@@ -125,6 +126,17 @@ def governance_scope(*, checked_by_write: bool = False) -> Iterator[int | None]:
         yield cache.stamp
     finally:
         _scope.reset(token)
+
+
+def governance_stamp(*, assume_current: bool) -> int | None:
+    """The stamp this process's cache holds (``assume_current``: without reading it, when it has one) or reads.
+
+    For a write that checks the stamp itself (``GOVERNANCE_STAMP_CHECK``): when that check fails, read it.
+    """
+    current = _current
+    if assume_current and current.stamp is not None:
+        return current.stamp
+    return _snapshot().stamp
 
 
 #: A condition true while the governance stamp is still ``%s``: a write guarded by it fails (touches no row)

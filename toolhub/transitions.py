@@ -47,12 +47,14 @@ def guarded_update_sql(
     allowed_from: Iterable[str],
     values: Mapping[str, Any],
     field: str = "status",
+    condition: tuple[str, list[Any]] | None = None,
 ) -> tuple[str, list[Any]]:
     """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``).
 
     The SQL text is built once per shape (model, columns set, number of sources) and kept: a hot path
     must not pay the ORM's query building on every call. Parameters go through each field's
-    ``get_db_prep_save`` as the ORM's UPDATE would.
+    ``get_db_prep_save`` as the ORM's UPDATE would. ``condition``: one more SQL condition (and its
+    parameters) the row's move also needs, e.g. that the governance stamp is still the one checked.
     """
     sources = table.check(allowed_from, to)
     names = (field, *(name for name in values if name != field))
@@ -62,7 +64,10 @@ def guarded_update_sql(
     params.extend(_prepared(opts.get_field(name), values[name], connection) for name in names[1:])
     params.append(opts.pk.get_db_prep_value(pk, connection))
     params.extend(sources)
-    return _update_sql(model, names, field, len(sources)), params
+    sql = _update_sql(model, names, field, len(sources))
+    if condition is not None:
+        sql, params = f"{sql} AND {condition[0]}", [*params, *condition[1]]
+    return sql, params
 
 
 def _prepared(field: Any, value: Any, connection: Any) -> Any:

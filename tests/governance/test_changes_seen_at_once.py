@@ -181,3 +181,30 @@ def test_with_governance_unchanged_a_call_reads_no_stamp_of_its_own(request_call
     stamp_reads = [query["sql"] for query in captured.captured_queries if "toolhub_governanceversion" in query["sql"]]
     # the stamp is checked inside the call row's write, not read before it
     assert len(stamp_reads) == 1 and stamp_reads[0].startswith("WITH change AS (INSERT INTO")
+
+
+def test_a_worker_checks_the_stamp_in_its_claim_and_reads_none_when_nothing_changed(
+    alice: User, grant: Grant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    dispatched: list[str] = []
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id: dispatched.append(str(call_id)))
+    principal = principal_for(alice, tenant="acme")
+    context = ToolContext({"tenant": "acme", "user": alice.username, "user_id": alice.pk})
+    with for_a_worker():
+        for note in ("warm", "measured"):
+            tool_call_request(
+                request=CallRequest(
+                    tool_name="record_effect", arguments={"note": note}, principal=principal, context=context
+                )
+            )
+    execute_tool_call_task(dispatched[0])  # the worker's cache holds the current stamp
+
+    with CaptureQueriesContext(connection) as captured:
+        execute_tool_call_task(dispatched[1])
+
+    assert ToolCall.objects.get(pk=dispatched[1]).status == CallStatus.SUCCEEDED
+    stamp_reads = [query["sql"] for query in captured.captured_queries if "toolhub_governanceversion" in query["sql"]]
+    assert len(stamp_reads) == 1 and stamp_reads[0].startswith("WITH change AS (UPDATE")  # inside the claim
