@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 
 from tests.helpers import assert_audit_intact
-from toolhub.audit import EventSpec, audit_append, audit_call_events, compute_hash, hash_parts
+from toolhub.audit import EventSpec, audit_append, audit_call_events, canonical_json, compute_hash, hash_parts
 from toolhub.audit_sql import appended_sql
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 
@@ -51,11 +51,27 @@ def test_hashes_finished_by_the_database_match_pythons(text: str) -> None:
     assert_audit_intact()
 
 
-def test_the_parts_rebuild_the_hashed_text() -> None:
-    moment = "2026-11-30T18:00:00.123456+00:00"
+def test_the_parts_rebuild_the_canonical_text_of_the_columns() -> None:
+    moment, call_id = "2026-11-30T18:00:00.123456+00:00", uuid.uuid4()
     for text in AWKWARD_TEXT:
-        before, middle, after = hash_parts(7, "call.queued", uuid.uuid4(), None, text, "queued", text, text, moment, text)
-        assert before.endswith('"prev_hash":"') and middle.endswith('"seq":') and after.endswith("}")
+        parts = hash_parts(7, "call.queued", call_id, None, text, "queued", text, text, moment, text)
+        assert parts is not None
+        before, middle, after = parts
+        columns = {
+            "chain": 7,
+            "seq": 42,
+            "event_type": "call.queued",
+            "call_id": str(call_id),
+            "run_id": None,
+            "tool_name": text,
+            "status": "queued",
+            "tenant": text,
+            "actor": text,
+            "created_at": moment,
+            "data": text,
+            "prev_hash": "ab12",
+        }
+        assert before + "ab12" + middle + "42" + after == canonical_json(columns)
 
 
 def test_a_chain_without_a_head_row_starts_in_the_same_statement() -> None:
