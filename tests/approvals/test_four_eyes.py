@@ -228,6 +228,7 @@ def test_a_version_changed_behind_the_approvals_is_not_released(
     assert SideEffect.objects.count() == 0
 
 
+@pytest.mark.postgres  # row locks: SQLite has none
 @pytest.mark.django_db(transaction=True)
 def test_an_approval_racing_an_edit_waits_for_it_and_is_refused(
     hold: Hold, operator: User, second_operator: User

@@ -152,6 +152,7 @@ def test_the_message_id_stays_the_same_across_retries(receiver: Receiver) -> Non
     assert WebhookDelivery.objects.get(pk=delivery.pk).status == DeliveryStatus.DELIVERED
 
 
+@pytest.mark.postgres  # row locks: SQLite has none
 def test_no_row_lock_is_held_while_the_receiver_answers(receiver: Receiver) -> None:
     # given a receiver that holds the request open
     receiver.hold = threading.Event()

@@ -141,6 +141,11 @@ def test_an_approval_rule_changed_between_two_calls_governs_the_second(request_c
 handled: list[str] = []
 
 
+def _writes_the_call_row(sql: str, verb: str) -> bool:
+    """``sql`` is the call row's INSERT or UPDATE (alone, or on PostgreSQL with its audit events)."""
+    return sql.startswith((f'{verb} "toolhub_toolcall"', f'{verb} INTO "toolhub_toolcall"', f"WITH change AS ({verb}"))
+
+
 def counting_handler(tool_name: str, errors: list[dict[str, Any]]) -> str:
     """An argument-error handler that records each time it runs (a hook with an effect outside toolhub)."""
     handled.append(tool_name)
@@ -180,7 +185,7 @@ def test_with_governance_unchanged_a_call_reads_no_stamp_of_its_own(request_call
     assert call.status == CallStatus.SUCCEEDED
     stamp_reads = [query["sql"] for query in captured.captured_queries if "toolhub_governanceversion" in query["sql"]]
     # the stamp is checked inside the call row's write, not read before it
-    assert len(stamp_reads) == 1 and stamp_reads[0].startswith("WITH change AS (INSERT INTO")
+    assert len(stamp_reads) == 1 and _writes_the_call_row(stamp_reads[0], "INSERT")
 
 
 def test_a_worker_checks_the_stamp_in_its_claim_and_reads_none_when_nothing_changed(
@@ -207,4 +212,4 @@ def test_a_worker_checks_the_stamp_in_its_claim_and_reads_none_when_nothing_chan
 
     assert ToolCall.objects.get(pk=dispatched[1]).status == CallStatus.SUCCEEDED
     stamp_reads = [query["sql"] for query in captured.captured_queries if "toolhub_governanceversion" in query["sql"]]
-    assert len(stamp_reads) == 1 and stamp_reads[0].startswith("WITH change AS (UPDATE")  # inside the claim
+    assert len(stamp_reads) == 1 and _writes_the_call_row(stamp_reads[0], "UPDATE")  # inside the claim
