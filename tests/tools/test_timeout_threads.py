@@ -12,6 +12,7 @@ from toolhub.tools.timeouts import call_with_timeout
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.postgres  # SQLite's in-memory test database is one connection shared by every thread
 def test_the_helper_threads_connection_is_closed_when_the_tool_returns() -> None:
     seen: dict[str, Any] = {}
 
