@@ -42,6 +42,7 @@ from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.models import Saga
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -111,10 +112,15 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
 
 
 def _locked_run(run_id: uuid.UUID) -> AgentRun | None:
-    """The run, locked until the transaction ends, with what a step reads of its agent, provider and user."""
+    """The run, locked until the transaction ends, with what a step reads of its agent, provider and user.
+
+    ``has_saga``: whether the run has a saga (whose rollbacks the conversation may have to be told of), in
+    the same statement, so that a run without one reads no saga.
+    """
     return (
         AgentRun.objects.select_for_update(of=("self",))
         .select_related("agent", "agent__provider", "user")
+        .annotate(has_saga=Exists(Saga.objects.filter(key=str(run_id))))
         .filter(id=run_id)
         .first()
     )
@@ -267,6 +273,8 @@ def _append_rollback_notes(run: AgentRun) -> bool:
     Stored as system messages where they happened; the adapter places them for the model per its
     provider's ``note_placement`` (``models_adapters.notes``).
     """
+    if not run.has_saga and not run.agent.compensate_on_error:  # no saga, and this step cannot open one
+        return False
     notes = saga_rollback_notes(run_id=run.id)
     run.messages = [*run.messages, *({"role": "system", "content": note} for note in notes)]
     return bool(notes)

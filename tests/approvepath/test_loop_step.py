@@ -77,6 +77,10 @@ def test_the_final_answer_after_the_results_is_one_transaction_and_one_write_of_
 
     # then one transaction appended the result, asked the model and completed the run, writing it once
     assert (_transactions(statements), _run_locks(statements), _run_updates(statements)) == (1, 1, 1)
+    # and the run has no saga (the lock's statement says so) and its call no artifact: neither is read
+    assert not [
+        sql for sql in statements if sql.startswith(('SELECT "sagas_saga"', 'SELECT "toolhub_toolcallartifact"'))
+    ]
     run.refresh_from_db()
     assert (run.status, run.turn, run.step_token, run.step_lease_until) == (RunStatus.COMPLETED, 2, None, None)
     assert [message["role"] for message in run.messages] == ["user", "assistant", "tool", "assistant"]
