@@ -136,6 +136,7 @@ def _model_answer(run_id: uuid.UUID, step: _Step, on_partial: PartialSink | None
 
 
 def _failure(run_id: uuid.UUID, exc: Exception) -> _Failed:
+    """What the run is told of a model error; an adapter's own bug is logged and named by its type only."""
     if isinstance(exc, ModelError):
         return _Failed(str(exc))
     logger.error("model adapter failed for run %s", run_id, exc_info=exc)
