@@ -35,6 +35,7 @@ from agents_app.disclosure import (
 )
 from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, adapter_for
+from agents_app.steprows import locked_run
 from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
@@ -42,7 +43,6 @@ from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import CallRequest, tool_call_request
-from toolhub.sagas.models import Saga
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -91,7 +91,7 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
     and bookkeeping margin do not fit is not begun (``NO_TIME``): the caller hands it to the agent task.
     """
     with transaction.atomic():
-        run = _locked_run(run_id)
+        run = locked_run(run_id)
         if run is None:
             return Advance.IDLE
         now = timezone.now()
@@ -105,25 +105,10 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
         token = _take_lease(run, now)
     answer = _model_answer(run_id, step, on_partial=_partial_writer(run_id, token) if step.stream else None)
     with transaction.atomic():
-        run = _locked_run(run_id)
+        run = locked_run(run_id)
         if run is not None and _holds_step(run, token):
             _end_step(run, answer, now=timezone.now())
     return Advance.STEPPED
-
-
-def _locked_run(run_id: uuid.UUID) -> AgentRun | None:
-    """The run, locked until the transaction ends, with what a step reads of its agent, provider and user.
-
-    ``has_saga``: whether the run has a saga (whose rollbacks the conversation may have to be told of), in
-    the same statement, so that a run without one reads no saga.
-    """
-    return (
-        AgentRun.objects.select_for_update(of=("self",))
-        .select_related("agent", "agent__provider", "user")
-        .annotate(has_saga=Exists(Saga.objects.filter(key=str(run_id))))
-        .filter(id=run_id)
-        .first()
-    )
 
 
 def _model_answer(run_id: uuid.UUID, step: _Step, on_partial: PartialSink | None) -> ModelTurn | _Failed:
