@@ -18,9 +18,6 @@ class AgentsConfig(AppConfig):
         from agents_app.selectors import agent_tools
         from toolhub.agentic.models import register_model_resolver
         from toolhub.authorization import register_agent_tools_resolver
-        from toolhub.governance import governance_watch
 
         register_agent_tools_resolver(agent_tools)
-        # An agent's tools are cached with the rest of governance: a changed agent applies to the next call.
-        governance_watch("agents_app_agent")
         register_model_resolver(agentic_model)

@@ -8,7 +8,6 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
-from toolhub.governance import governance_cached
 from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
@@ -99,15 +98,8 @@ def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None)
     """The tools an agent has now (empty when it no longer exists).
 
     The core asks with the call's agent name, tenant and run: the run names its agent exactly;
-    without a run the name is resolved as a run of that tenant would resolve it. Cached until the next
-    governance change (the agents table is watched, see ``AgentsConfig.ready``; a run's agent never changes).
+    without a run the name is resolved as a run of that tenant would resolve it.
     """
-    return governance_cached(
-        ("agent_tools", name, tenant, run_id), lambda: _agent_tools(name, tenant=tenant, run_id=run_id)
-    )
-
-
-def _agent_tools(name: str, *, tenant: str, run_id: uuid.UUID | None) -> frozenset[str]:
     from toolhub.disclosure.visibility import expand_agent_tools
 
     fields = ("agent__tools", "agent__tool_search", "agent__group_switching")
