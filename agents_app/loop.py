@@ -1,15 +1,16 @@
 """The agent loop: one step at a time, persisted between steps, resumable on any worker.
 
 A step is: (A) under the run's row lock, check that every call of the last turn settled, append
-their results in order and take a short lease; (B) ask the model, outside any transaction; (C)
-under the lock again, record the model's turn and send its tool calls through the governed
-pipeline. Settled calls wake the run again (``receivers``: in the tool worker that settled the call,
-right after it, when the step fits that task's time limit), so a turn with mixed fates resumes the
-run once, when the last of its calls settles.
+their results in order; (B) ask the model; (C) under the lock, record the model's turn and send its
+tool calls through the governed pipeline. Settled calls wake the run again (``receivers``: in the
+tool worker that settled the call, right after it, when the step fits that task's time limit), so a
+turn with mixed fates resumes the run once, when the last of its calls settles.
 
-Each step carries a fresh token, stored with its lease. The lease outlasts the provider's deadline,
-and (C) records the model's answer only if the run still holds the same token: an answer that
-arrives after the lease was given up (or taken over) is dropped, so one run never has two model
+A model that answers in process (the scripted one: no I/O, no wait) is asked under the lock, so the
+whole step is one transaction and one write of the run. Any other model is asked outside a
+transaction: (A) ends by taking a short lease with a fresh step token, and (C) records the answer
+only if the run still holds the same token. The lease outlasts the provider's deadline; an answer
+that arrives after the lease was given up (or taken over) is dropped, so one run never has two model
 calls that both count.
 """
 
@@ -21,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
@@ -31,14 +33,15 @@ from agents_app.disclosure import (
     run_gate,
     run_state_after_calls,
 )
-from agents_app.models import Agent, AgentRun, RunStatus, StopReason
-from agents_app.models_adapters import ModelToolCall, ModelTurn, PartialSink, adapter_for
+from agents_app.models import AgentRun, RunStatus, StopReason
+from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, adapter_for
+from agents_app.steprows import locked_run
 from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
@@ -57,10 +60,19 @@ STEP_LEASE_MARGIN_SECONDS = 30
 
 @dataclass(frozen=True)
 class _Step:
-    agent: Agent
-    token: uuid.UUID
+    """A step ready to ask the model: the adapter and what it is sent."""
+
+    adapter: ModelAdapter
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+    stream: bool
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """The model (or its adapter) failed; what the run is told."""
+
+    error: str
 
 
 class Advance(enum.Enum):
@@ -78,27 +90,42 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
     turn's last call settled, within its own task's soft time limit). A step whose model deadline
     and bookkeeping margin do not fit is not begun (``NO_TIME``): the caller hands it to the agent task.
     """
-    step = _begin_step(run_id, seconds_left)
-    if not isinstance(step, _Step):
-        return step
-    try:
-        on_partial = _partial_writer(run_id, step.token) if step.agent.stream else None
-        turn = adapter_for(step.agent).complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
-    except ModelError as exc:
-        _fail(run_id, step.token, stop_reason=StopReason.MODEL_ERROR, error=str(exc), retryable=True)
-        return Advance.STEPPED
-    except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
-        logger.exception("model adapter failed for run %s", run_id)
-        _fail(
-            run_id,
-            step.token,
-            stop_reason=StopReason.MODEL_ERROR,
-            error=f"Model adapter error ({type(exc).__name__})",
-            retryable=True,
-        )
-        return Advance.STEPPED
-    _record_turn(run_id, step.token, _storable_turn(turn))
+    with transaction.atomic():
+        run = locked_run(run_id)
+        if run is None:
+            return Advance.IDLE
+        now = timezone.now()
+        step = _begin_step(run, now, seconds_left)
+        if not isinstance(step, _Step):
+            return step
+        if getattr(step.adapter, "answers_in_process", False) is True:
+            # Nothing to wait for: the step ends in this transaction, with one write of the run.
+            _end_step(run, _model_answer(run_id, step, on_partial=None), now=now)
+            return Advance.STEPPED
+        token = _take_lease(run, now)
+    answer = _model_answer(run_id, step, on_partial=_partial_writer(run_id, token) if step.stream else None)
+    with transaction.atomic():
+        run = locked_run(run_id)
+        if run is not None and _holds_step(run, token):
+            _end_step(run, answer, now=timezone.now())
     return Advance.STEPPED
+
+
+def _model_answer(run_id: uuid.UUID, step: _Step, on_partial: PartialSink | None) -> ModelTurn | _Failed:
+    """The model's turn as the database can store it, or why there is none."""
+    try:
+        turn = step.adapter.complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
+    except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
+        return _failure(run_id, exc)
+    return _storable_turn(turn)
+
+
+def _failure(run_id: uuid.UUID, exc: Exception) -> _Failed:
+    """What the run is told of a model error; an adapter's own bug is logged and named by its type only."""
+    if isinstance(exc, ModelError):
+        return _Failed(str(exc))
+    logger.error("model adapter failed for run %s", run_id, exc_info=exc)
+    return _Failed(f"Model adapter error ({type(exc).__name__})")
 
 
 def _partial_writer(run_id: uuid.UUID, token: uuid.UUID) -> PartialSink:
@@ -146,71 +173,84 @@ def run_tool_context(run: AgentRun, interaction: dict[str, Any] | None = None) -
     return ToolContext.layered(run.context, interaction, boundary=boundary)
 
 
-def _begin_step(run_id: uuid.UUID, seconds_left: float | None = None) -> _Step | Advance:
-    """Under the run's lock: its last turn's results appended and a step leased, or why not."""
-    now = timezone.now()
-    with transaction.atomic():
-        run = (
-            AgentRun.objects.select_for_update(of=("self",))
-            .select_related("agent", "agent__provider", "user")
-            .filter(id=run_id)
-            .first()
-        )
-        if run is None or run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
-            if run is not None and _append_rollback_notes(run):  # a rollback asked for after the run ended
-                run.save(update_fields=["messages", "updated_at"])
-            return Advance.IDLE
-        if run.step_lease_until and run.step_lease_until > now:
-            return Advance.IDLE
-        calls = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn).order_by("position"))
-        if any(not call.is_settled for call in calls):
-            waiting = any(call.status in _SUSPENDING for call in calls)
-            status = RunStatus.WAITING if waiting else RunStatus.RUNNING
-            if run.status != status:
-                run_transition(run, status, update_fields=[])
-            return Advance.IDLE
-        if run.deferred_calls:
-            # Serial execution: the previous call settled, the next one of the turn is requested now.
-            waiting = _request_calls(run)
-            run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=["deferred_calls"])
+def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | Advance:
+    """On the locked run: its last turn's results appended and the model's input made ready, or why not.
+
+    Writes the run only when the step ends here (the run waits or ended); otherwise the caller writes
+    it once, with the lease (``_take_lease``) or with the model's answer (``_end_step``).
+    """
+    if run.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+        if _append_rollback_notes(run):  # a rollback asked for after the run ended
+            run.save(update_fields=["messages", "updated_at"])
+        return Advance.IDLE
+    if run.step_lease_until and run.step_lease_until > now:
+        return Advance.IDLE
+    artifacts = ToolCallArtifact.objects.filter(call_id=OuterRef("pk"))
+    calls = list(
+        ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn)
+        .annotate(has_artifacts=Exists(artifacts))
+        .order_by("position")
+    )
+    if any(not call.is_settled for call in calls):
+        waiting = any(call.status in _SUSPENDING for call in calls)
+        status = RunStatus.WAITING if waiting else RunStatus.RUNNING
+        if run.status != status:
+            run_transition(run, status, update_fields=[])
+        return Advance.IDLE
+    if run.deferred_calls:
+        # Serial execution: the previous call settled, the next one of the turn is requested now.
+        waiting = _request_calls(run)
+        run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=["deferred_calls"])
+        return Advance.STEPPED
+    if _awaits_results(run.messages):
+        if run.agent.compensate_on_error and saga_rollback_on_failure(
+            run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
+        ):
+            return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
+        run.messages = [
+            *run.messages,
+            *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
+        ]
+        run_state_after_calls(run, calls)
+        blackboard_capture_calls(run, [call for call in calls if call.has_artifacts])
+        if _returns_immediately(calls):
+            run.output = "\n".join(call.model_text() for call in calls)
+            run.step_lease_until = None
+            run.step_token = None
+            _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
             return Advance.STEPPED
-        if _awaits_results(run.messages):
-            if run.agent.compensate_on_error and saga_rollback_on_failure(
-                run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
-            ):
-                return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
-            run.messages = [
-                *run.messages,
-                *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
-            ]
-            run_state_after_calls(run, calls)
-            blackboard_capture_calls(run, calls)
-            if _returns_immediately(calls):
-                run.output = "\n".join(call.model_text() for call in calls)
-                run.step_lease_until = None
-                run.step_token = None
-                _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
-                return Advance.STEPPED
-        lease = run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
-        if seconds_left is not None and lease > seconds_left:
-            # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
-            transaction.set_rollback(True)
-            return Advance.NO_TIME
-        _append_rollback_notes(run)
-        disclosure = run_disclosure(run)
-        run.disclosure = disclosure.state.to_json()
-        run.step_lease_until = now + timedelta(seconds=lease)
-        run.step_token = uuid.uuid4()
-        run_transition(
-            run, RunStatus.RUNNING, update_fields=["messages", "disclosure", "step_lease_until", "step_token"]
-        )
-        profile = run.agent.provider.effective_schema_profile
-        return _Step(
-            agent=run.agent,
-            token=run.step_token,
-            messages=messages_with_additions(list(run.messages), disclosure.prompt_additions),
-            tools=[openai_tool(tool, profile) for tool in disclosure.tools],
-        )
+    if seconds_left is not None and _lease_seconds(run) > seconds_left:
+        # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
+        transaction.set_rollback(True)
+        return Advance.NO_TIME
+    _append_rollback_notes(run)
+    disclosure = run_disclosure(run)
+    run.disclosure = disclosure.state.to_json()
+    try:
+        adapter = adapter_for(run.agent)
+    except Exception as exc:  # noqa: BLE001 - a provider that cannot be used fails the step like its model
+        _fail_step(run, _failure(run.id, exc), now=now)
+        return Advance.STEPPED
+    profile = run.agent.provider.effective_schema_profile
+    return _Step(
+        adapter=adapter,
+        messages=messages_with_additions(list(run.messages), disclosure.prompt_additions),
+        tools=[openai_tool(tool, profile) for tool in disclosure.tools],
+        stream=run.agent.stream,
+    )
+
+
+def _lease_seconds(run: AgentRun) -> float:
+    """How long a step holds the run: its provider's deadline and the bookkeeping margin."""
+    return run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
+
+
+def _take_lease(run: AgentRun, now: Any) -> uuid.UUID:
+    """Write the begun step (results, disclosure) with a lease and a fresh token; the model is asked after commit."""
+    run.step_lease_until = now + timedelta(seconds=_lease_seconds(run))
+    run.step_token = uuid.uuid4()
+    run_transition(run, RunStatus.RUNNING, update_fields=["messages", "disclosure", "step_lease_until", "step_token"])
+    return run.step_token
 
 
 def _append_rollback_notes(run: AgentRun) -> bool:
@@ -219,6 +259,8 @@ def _append_rollback_notes(run: AgentRun) -> bool:
     Stored as system messages where they happened; the adapter places them for the model per its
     provider's ``note_placement`` (``models_adapters.notes``).
     """
+    if not run.has_saga and not run.agent.compensate_on_error:  # no saga, and this step cannot open one
+        return False
     notes = saga_rollback_notes(run_id=run.id)
     run.messages = [*run.messages, *({"role": "system", "content": note} for note in notes)]
     return bool(notes)
@@ -268,75 +310,65 @@ def _holds_step(run: AgentRun, token: uuid.UUID) -> bool:
     return False
 
 
-def _record_turn(run_id: uuid.UUID, token: uuid.UUID, turn: ModelTurn) -> None:
-    now = timezone.now()
-    with transaction.atomic():
-        run = AgentRun.objects.select_for_update(of=("self",)).select_related("agent", "user").get(id=run_id)
-        if not _holds_step(run, token):
-            return
-        run.step_lease_until = None
-        run.step_token = None
-        run.partial_output = ""  # the whole answer is in the messages (and the output) from now on
-        if run.status != RunStatus.RUNNING:
-            run.save(update_fields=["step_lease_until", "step_token", "partial_output", "updated_at"])
-            return
-        run.turn += 1
-        run.prompt_tokens += turn.prompt_tokens
-        run.completion_tokens += turn.completion_tokens
-        message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
-        if turn.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    # Kept for the conversation with sensitive values replaced; the call itself gets them.
-                    "function": {"name": call.name, "arguments": _kept_arguments(call.name, call.arguments)},
-                }
-                for call in turn.tool_calls
-            ]
-        run.messages = [*run.messages, message]
-        if not turn.tool_calls:
-            run.output = turn.content
-            _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
-            return
-        tokens_limit = _budget(run, "max_tokens")
-        if tokens_limit is not None and run.prompt_tokens + run.completion_tokens > tokens_limit:
-            run.error = (
-                f"Run stopped: it used {run.prompt_tokens + run.completion_tokens} tokens, beyond the {tokens_limit} "
-                "its parent run gave it. Nothing more was executed."
-            )
-            _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
-            return
-        used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
-        calls_limit = min(run.agent.max_tool_calls, _budget(run, "max_tool_calls") or run.agent.max_tool_calls)
-        if used + len(turn.tool_calls) > calls_limit:
-            whose = "this agent's" if calls_limit == run.agent.max_tool_calls else "its parent run's"
-            run.error = (
-                f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
-                f"beyond {whose} limit of {calls_limit} per run. Nothing more was executed."
-            )
-            _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
-            return
-        run.deferred_calls = [
-            {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
-            for position, call in enumerate(turn.tool_calls)
+def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
+    """Record the model's answer (or its failure) on the locked run: one write of the run for the whole step."""
+    run.step_lease_until = None
+    run.step_token = None
+    run.partial_output = ""  # the whole answer is in the messages (and the output) from now on
+    if run.status not in (RunStatus.RUNNING, RunStatus.WAITING):  # it ended (was cancelled) meanwhile
+        run.save(update_fields=["step_lease_until", "step_token", "partial_output", "updated_at"])
+        return
+    if isinstance(answer, _Failed):
+        _fail_step(run, answer, now=now)
+        return
+    _record_turn(run, answer, now=now)
+
+
+def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
+    run.turn += 1
+    run.prompt_tokens += turn.prompt_tokens
+    run.completion_tokens += turn.completion_tokens
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                # Kept for the conversation with sensitive values replaced; the call itself gets them.
+                "function": {"name": call.name, "arguments": _kept_arguments(call.name, call.arguments)},
+            }
+            for call in turn.tool_calls
         ]
-        waiting = _request_calls(run)
-        # One write of the run for the whole turn, in the transaction that recorded its calls.
-        run_transition(
-            run,
-            RunStatus.WAITING if waiting else run.status,
-            update_fields=[
-                "turn",
-                "prompt_tokens",
-                "completion_tokens",
-                "messages",
-                "partial_output",
-                "deferred_calls",
-                "step_lease_until",
-                "step_token",
-            ],
+    run.messages = [*run.messages, message]
+    if not turn.tool_calls:
+        run.output = turn.content
+        _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
+        return
+    tokens_limit = _budget(run, "max_tokens")
+    if tokens_limit is not None and run.prompt_tokens + run.completion_tokens > tokens_limit:
+        run.error = (
+            f"Run stopped: it used {run.prompt_tokens + run.completion_tokens} tokens, beyond the {tokens_limit} "
+            "its parent run gave it. Nothing more was executed."
         )
+        _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
+        return
+    used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
+    calls_limit = min(run.agent.max_tool_calls, _budget(run, "max_tool_calls") or run.agent.max_tool_calls)
+    if used + len(turn.tool_calls) > calls_limit:
+        whose = "this agent's" if calls_limit == run.agent.max_tool_calls else "its parent run's"
+        run.error = (
+            f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
+            f"beyond {whose} limit of {calls_limit} per run. Nothing more was executed."
+        )
+        _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
+        return
+    run.deferred_calls = [
+        {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
+        for position, call in enumerate(turn.tool_calls)
+    ]
+    waiting = _request_calls(run)
+    # One write of the run for the whole turn, in the transaction that recorded its calls.
+    run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=_STEP_FIELDS)
 
 
 def _request_calls(run: AgentRun) -> bool:
@@ -380,28 +412,37 @@ def _budget(run: AgentRun, name: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any) -> None:
+#: What a step changes on the run, written together when the step ends.
+_STEP_FIELDS = (
+    "messages",
+    "disclosure",
+    "turn",
+    "prompt_tokens",
+    "completion_tokens",
+    "partial_output",
+    "deferred_calls",
+    "step_lease_until",
+    "step_token",
+)
+#: What ending the run writes besides.
+_END_FIELDS = (*_STEP_FIELDS, "output", "error", "stop_reason", "finished_at", "retryable")
+
+
+def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any, retryable: bool = False) -> None:
     run.stop_reason = stop_reason
     run.finished_at = now
-    run.retryable = False
-    run_transition(run, status)
+    run.retryable = retryable
+    run_transition(run, status, update_fields=_END_FIELDS)
     subagent_run_ended(run)
 
 
-def _fail(run_id: uuid.UUID, token: uuid.UUID, *, stop_reason: StopReason, error: str, retryable: bool) -> None:
-    with transaction.atomic():
-        run = AgentRun.objects.select_for_update().get(id=run_id)
-        if not _holds_step(run, token):
-            return
-        run.step_lease_until = None
-        run.step_token = None
-        run.stop_reason = stop_reason
-        run.partial_output = ""
-        run.error = error
-        run.retryable = retryable
-        run.finished_at = timezone.now()
-        run_transition(run, RunStatus.FAILED)
-        subagent_run_ended(run)
+def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
+    """The model could not answer: the run fails, and may be retried (``run_retry``)."""
+    run.step_lease_until = None
+    run.step_token = None
+    run.partial_output = ""
+    run.error = failed.error
+    _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True)
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:

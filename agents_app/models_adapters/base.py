@@ -45,7 +45,13 @@ class ModelAdapter(Protocol):
     With ``on_partial``, an adapter that streams hands it the answer's text so far as it arrives, from
     the calling thread. Raises ``toolhub.exceptions.ModelError`` when the endpoint is unreachable,
     answers garbage, or its stream breaks before the answer is complete.
+
+    ``answers_in_process``: True for an adapter that answers from memory, with no I/O and no wait (the
+    scripted model); the loop then takes the whole step in one transaction under the run's lock, with
+    no lease. Any other adapter (or one that does not say) is asked outside a transaction, under a lease.
     """
+
+    answers_in_process: bool
 
     def complete(
         self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_partial: PartialSink | None = None

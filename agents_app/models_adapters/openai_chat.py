@@ -32,6 +32,9 @@ class OpenAIChatAdapter:
     breaks before the model finished fails the turn (``StreamedTurn.turn``).
     """
 
+    #: A network call that may take up to the provider's deadline: asked outside any transaction.
+    answers_in_process = False
+
     def __init__(
         self,
         *,

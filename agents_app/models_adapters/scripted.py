@@ -14,6 +14,9 @@ from toolhub.exceptions import ModelError
 class ScriptedAdapter:
     """Plays the turn whose index is the number of assistant messages so far."""
 
+    #: The script is in memory: asking it under the run's lock costs nothing (see ``ModelAdapter``).
+    answers_in_process = True
+
     def __init__(self, *, script: Any) -> None:
         if not isinstance(script, list):
             raise ModelError("The scripted model's script must be a JSON list of turns.")
