@@ -24,9 +24,9 @@ from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 __all__ = ["appended_params", "appended_sql", "prepared_cursor"]
 
 _HEAD = "toolhub_auditchainhead"
+_EVENTS = "toolhub_auditevent"
 #: Executions of one statement on one connection before psycopg prepares it.
 _PREPARE_AFTER = 2
-_EVENTS = "toolhub_auditevent"
 
 
 #: The per-event values, one JSON list each: the hashed text's parts before the previous hash (b), between

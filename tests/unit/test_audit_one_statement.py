@@ -136,3 +136,20 @@ def test_the_statement_is_built_once_per_shape() -> None:
     assert appended_sql.cache_info().misses == 2 and appended_sql.cache_info().hits == 1
     with pytest.raises(ValueError):
         appended_sql(0, None)
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "client-bound"])
+def test_the_statement_appends_the_same_chain_prepared_or_not(settings: object, prepared: bool) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "PREPARED_STATEMENTS": prepared}  # type: ignore[attr-defined]
+    call_id = uuid.uuid4()
+    with transaction.atomic():
+        # more executions than psycopg waits for before it prepares a statement
+        events = [audit_append(event_type="test.repeat", actor="tester", call_id=call_id) for _ in range(5)]
+
+    assert [event.seq for event in events] == list(range(events[0].seq, events[0].seq + 5))
+    assert all(compute_hash(event) == event.hash for event in events)
+    assert_audit_intact()
+    if prepared:  # the server holds it prepared for this session
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%auditchainhead%"])
+            assert cursor.fetchone()[0] >= 1
