@@ -272,7 +272,7 @@ class AuditEvent(models.Model):
 
     chain = models.PositiveSmallIntegerField()
     seq = models.PositiveBigIntegerField()
-    event_type = models.CharField(max_length=64, db_index=True)
+    event_type = models.CharField(max_length=64)
     call_id = models.UUIDField(null=True, blank=True, db_index=True)
     run_id = models.UUIDField(null=True, blank=True, db_index=True)
     tool_name = models.CharField(max_length=200, blank=True)
@@ -291,6 +291,9 @@ class AuditEvent(models.Model):
             models.Index(fields=["tool_name", "created_at"], name="audit_tool_created"),
             models.Index(fields=["tenant", "created_at"], name="audit_tenant_created"),
             models.Index(fields=["actor", "created_at"], name="audit_actor_created"),
+            # Equality only (the audit browser's filter): no ``varchar_pattern_ops`` twin for LIKE, which
+            # ``db_index=True`` would add on PostgreSQL and every append would maintain.
+            models.Index(fields=["event_type"], name="audit_event_type"),
         ]
 
     def __str__(self) -> str:
