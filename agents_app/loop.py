@@ -22,7 +22,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
@@ -35,13 +34,13 @@ from agents_app.disclosure import (
 )
 from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, adapter_for
-from agents_app.steprows import locked_run
+from agents_app.steprows import locked_run, turn_calls
 from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
-from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
+from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
@@ -185,12 +184,7 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         return Advance.IDLE
     if run.step_lease_until and run.step_lease_until > now:
         return Advance.IDLE
-    artifacts = ToolCallArtifact.objects.filter(call_id=OuterRef("pk"))
-    calls = list(
-        ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, turn=run.turn)
-        .annotate(has_artifacts=Exists(artifacts))
-        .order_by("position")
-    )
+    calls = turn_calls(run)
     if any(not call.is_settled for call in calls):
         waiting = any(call.status in _SUSPENDING for call in calls)
         status = RunStatus.WAITING if waiting else RunStatus.RUNNING

@@ -1,14 +1,18 @@
 """Reads of agents, model providers and runs, cut down to the caller's tenants."""
 
+import functools
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
+from toolhub.rowread import converted
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
@@ -86,6 +90,38 @@ def agent_for_run(*, tenant: str, agent_id: int | None = None, name: str | None 
     return agents.filter(name=name).order_by(F("tenant_id").asc(nulls_last=True)).first()
 
 
+#: The agent fields ``agent_tools`` reads.
+_AGENT_TOOL_FIELDS = ("tools", "tool_search", "group_switching")
+
+
+def _run_agent_tools(run_id: uuid.UUID, name: str) -> list[Any] | None:
+    """The run's agent's tool fields, if it is the agent ``name``.
+
+    Every worker's re-check of a run's call reads this: its SQL is written once (``toolhub.rowread``)
+    instead of compiled by the ORM each time.
+    """
+    key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_run_agent_tools_sql(), [key, name])
+        row = cursor.fetchone()
+    return None if row is None else converted(Agent, _AGENT_TOOL_FIELDS, row)
+
+
+@functools.cache
+def _run_agent_tools_sql() -> str:
+    q = connection.ops.quote_name
+
+    def column(model: type[Any], name: str) -> str:
+        return q(model._meta.get_field(name).column)
+
+    columns = ", ".join(f"a.{column(Agent, name)}" for name in _AGENT_TOOL_FIELDS)
+    return (
+        f"SELECT {columns} FROM {q(AgentRun._meta.db_table)} r "
+        f"JOIN {q(Agent._meta.db_table)} a ON a.{column(Agent, 'id')} = r.{column(AgentRun, 'agent')} "
+        f"WHERE r.{column(AgentRun, 'id')} = %s AND a.{column(Agent, 'name')} = %s"
+    )
+
+
 def providers_usable_by(tenant_id: int | None) -> QuerySet[ModelProvider]:
     """The enabled providers an agent of the tenant with id ``tenant_id`` (``None``: a global agent) may name."""
     providers = ModelProvider.objects.filter(enabled=True)
@@ -102,9 +138,8 @@ def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None)
     """
     from toolhub.disclosure.visibility import expand_agent_tools
 
-    fields = ("agent__tools", "agent__tool_search", "agent__group_switching")
     if run_id is not None:
-        row = AgentRun.objects.filter(id=run_id, agent__name=name).values_list(*fields).first()
+        row = _run_agent_tools(run_id, name)
         if row is not None:
             return expand_agent_tools(row[0] or (), tool_search=row[1], group_switching=row[2])
     agent = (

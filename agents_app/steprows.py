@@ -1,22 +1,23 @@
-"""The loop step's read of its run, with the SQL built once per process instead of by the ORM on every step.
+"""The loop step's reads of its run and its turn's calls, with SQL built once per process instead of by the ORM.
 
 A step locks the run and reads it with its agent, the agent's provider and the run's user, and whether
-the run has a saga: one statement. Rows become model instances as the ORM would make them (each
-field's database converters applied, ``from_db``), with the related ones already attached, so the step
-reads nothing more of them.
+the run has a saga: one statement; then the calls of its turn, each with whether it left an artifact.
+Rows become model instances as the ORM would make them (``toolhub.rowread``), with the related ones
+already attached, so the step reads nothing more of them.
 """
 
 import functools
 import uuid
-from typing import Any
 
 from django.db import connection
 from django.db.models import Model
 
 from agents_app.models import Agent, AgentRun, ModelProvider
+from toolhub.models import CallKind, ToolCall, ToolCallArtifact
+from toolhub.rowread import columns_sql, instance_of
 from toolhub.sagas.models import Saga
 
-__all__ = ["locked_run"]
+__all__ = ["locked_run", "turn_calls"]
 
 
 def locked_run(run_id: uuid.UUID) -> AgentRun | None:
@@ -31,9 +32,9 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     has_saga, *values = row
     start = 0
     instances = []
-    for model, fields in shapes:
-        instances.append(_instance(model, fields, values[start : start + len(fields)]))
-        start += len(fields)
+    for model, width in shapes:
+        instances.append(instance_of(model, values[start : start + width]))
+        start += width
     run, agent, provider, user = instances
     agent._state.fields_cache["provider"] = provider
     run._state.fields_cache["agent"] = agent
@@ -42,22 +43,9 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     return run
 
 
-def _instance(model: type[Model], fields: list[Any], values: list[Any]) -> Any:
-    """The instance of one model's values, in ``concrete_fields`` order (``None`` for a missing outer-joined row)."""
-    if values[[field.primary_key for field in fields].index(True)] is None:  # a run whose user was deleted
-        return None
-    converted = []
-    for field, value in zip(fields, values, strict=True):
-        column = field.get_col(model._meta.db_table)
-        for converter in (*connection.ops.get_db_converters(column), *field.get_db_converters(connection)):
-            value = converter(value, column, connection)
-        converted.append(value)
-    return model.from_db(connection.alias, [field.attname for field in fields], converted)
-
-
 @functools.cache
-def _locked_run_sql(vendor: str, lock_of: bool) -> tuple[str, list[tuple[type[Model], list[Any]]]]:
-    """The statement and, in its column order, each model with its fields (in ``concrete_fields`` order)."""
+def _locked_run_sql(vendor: str, lock_of: bool) -> tuple[str, list[tuple[type[Model], int]]]:
+    """The statement and, in its column order, each model with its number of columns (``concrete_fields``)."""
     from django.contrib.auth import get_user_model
 
     user_model = get_user_model()
@@ -68,9 +56,8 @@ def _locked_run_sql(vendor: str, lock_of: bool) -> tuple[str, list[tuple[type[Mo
 
     shapes, columns = [], []
     for model, alias in ((AgentRun, "r"), (Agent, "a"), (ModelProvider, "p"), (user_model, "u")):
-        fields = list(model._meta.concrete_fields)
-        shapes.append((model, fields))
-        columns.extend(f"{alias}.{q(field.column)}" for field in fields)
+        shapes.append((model, len(model._meta.concrete_fields)))
+        columns.append(columns_sql(model, alias))
     pk = {model: q(model._meta.pk.column) for model in (Agent, ModelProvider, user_model, AgentRun)}
     sql = (
         f"SELECT EXISTS (SELECT 1 FROM {q(Saga._meta.db_table)} s WHERE s.{column(Saga, 'key')} = %s), "
@@ -83,3 +70,30 @@ def _locked_run_sql(vendor: str, lock_of: bool) -> tuple[str, list[tuple[type[Mo
     if vendor != "sqlite":  # SQLite has no row locks: one writer at a time
         sql += " FOR UPDATE OF r" if lock_of else " FOR UPDATE"
     return sql, shapes
+
+
+def turn_calls(run: AgentRun) -> list[ToolCall]:
+    """The calls of the run's current turn in the model's order, each with ``has_artifacts``."""
+    key = ToolCall._meta.get_field("run_id").get_db_prep_value(run.id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_turn_calls_sql(), [key, CallKind.CALL, run.turn])
+        rows = cursor.fetchall()
+    calls = []
+    for *values, has_artifacts in rows:
+        call = instance_of(ToolCall, values)
+        call.has_artifacts = bool(has_artifacts)
+        calls.append(call)
+    return calls
+
+
+@functools.cache
+def _turn_calls_sql() -> str:
+    q = connection.ops.quote_name
+    artifacts, calls = q(ToolCallArtifact._meta.db_table), q(ToolCall._meta.db_table)
+    artifact_call = q(ToolCallArtifact._meta.get_field("call").column)
+    return (
+        f"SELECT {columns_sql(ToolCall, 'c')}, "
+        f"EXISTS (SELECT 1 FROM {artifacts} t WHERE t.{artifact_call} = c.{q('id')}) "
+        f"FROM {calls} c WHERE c.{q('run_id')} = %s AND c.{q('kind')} = %s AND c.{q('turn')} = %s "
+        f"ORDER BY c.{q('position')}"
+    )

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals import signals
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.rows import Decisions, locked_request, request_decisions
 from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
@@ -164,7 +165,7 @@ def _decide_in_transaction(
     seen: tuple[int | None, str | None],
 ) -> ApprovalRequest:
     # The row lock makes concurrent deciders queue; the checks below then see the latest round and version.
-    request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
+    request = locked_request(request_id)
     # Who may decide is answered before the state, so that a user without the right learns nothing of it.
     refusal = approval_may_decide(request, user)
     if refusal:
@@ -183,7 +184,7 @@ def _decide_in_transaction(
         return request
 
     # Every decision of the request, read once: the checks and the count below work on this list.
-    decisions = list(request.decisions.values_list("decision", "round", "decided_by_id"))
+    decisions = request_decisions(request)
     _check_seen_version(request, decisions, *seen)
     edited = _edited_version(request, arguments) if arguments is not None else None
     if edited is None:
@@ -211,7 +212,7 @@ def _decide_in_transaction(
 
 
 #: A request's decisions as read once per decision: (decision, round, decided_by_id).
-_Decisions = list[tuple[str, int, int | None]]
+_Decisions = Decisions
 
 
 def _check_seen_version(
@@ -391,7 +392,7 @@ def approvals_expire_due() -> int:
     due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
     for request_id in due.values_list("pk", flat=True)[:500]:
         with transaction.atomic():
-            request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
+            request = locked_request(request_id)
             if request.status == ApprovalStatus.PENDING and request.expires_at <= timezone.now():
                 _expire(request)
                 expired += 1
@@ -406,7 +407,7 @@ def approvals_escalate_due() -> int:
     )
     for request_id in due.values_list("pk", flat=True)[:500]:
         with transaction.atomic():
-            request = ApprovalRequest.objects.select_for_update(of=("self",)).select_related("call").get(pk=request_id)
+            request = locked_request(request_id)
             if request.status != ApprovalStatus.PENDING or request.escalated_at is not None:
                 continue
             request.escalated_at = timezone.now()

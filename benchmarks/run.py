@@ -214,7 +214,8 @@ def approval_latency(samples: int) -> dict[str, Any]:
         request = ApprovalRequest.objects.get(call__run_id=run.pk)
         started = time.perf_counter()
         approval_approve(request_id=request.pk, user=operator, comment="bench")
-        _wait(lambda r=run: AgentRun.objects.get(pk=r.pk).status == RunStatus.COMPLETED, interval=0.002)
+        # Observed as the baseline's row is: an EXISTS query every 2 ms (not a read of the whole run).
+        _wait(lambda r=run: AgentRun.objects.filter(pk=r.pk, status=RunStatus.COMPLETED).exists(), interval=0.002)
         governed.append(time.perf_counter() - started)
 
         name = f"rt-{index}"

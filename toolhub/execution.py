@@ -7,20 +7,20 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
 from toolhub.audit import chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_transition, one_write
+from toolhub.claims import tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
-from toolhub.governance import governance_scope, governance_stamp
+from toolhub.governance import governance_scope
 from toolhub.interceptors import (
     INTERCEPTOR_FAILED_MESSAGE,
     InterceptedCall,
@@ -29,7 +29,7 @@ from toolhub.interceptors import (
     interceptors_after,
 )
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
-from toolhub.pipeline import approval_hash, call_lease, dispatch_call, tool_call_require_reapproval
+from toolhub.pipeline import approval_hash, dispatch_call, tool_call_require_reapproval
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
@@ -38,117 +38,9 @@ from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult, artifact_content, to_json_value
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
-__all__ = ["tool_call_execute", "tool_call_claim", "tool_calls_claim", "tool_call_run_claimed"]
+__all__ = ["tool_call_execute", "tool_call_run_claimed"]
 
 logger = logging.getLogger(__name__)
-
-
-def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
-    """Atomically take a ``queued`` call for this worker; ``None`` if another delivery took it already."""
-    claimed = tool_calls_claim(call_id=call_id, worker=worker, limit=1)
-    return claimed[0] if claimed else None
-
-
-#: Oldest queued calls first; a row another worker is claiming right now is skipped, not waited for.
-_CLAIMABLE = (
-    "SELECT * FROM toolhub_toolcall WHERE status = %s AND (id = %s OR id IN ("
-    "SELECT id FROM toolhub_toolcall WHERE status = %s AND id <> %s ORDER BY queued_at LIMIT %s "
-    "FOR UPDATE SKIP LOCKED)) FOR UPDATE SKIP LOCKED"
-)
-
-
-def _claimable_sql() -> str:
-    """The claim query for this database: SQLite (the embedded default) has no row locks, one writer at a time."""
-    if connection.features.has_select_for_update_skip_locked:
-        return _CLAIMABLE
-    return _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
-
-
-def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
-    """Claim ``call_id`` and up to ``limit - 1`` other queued calls in one transaction (group commit).
-
-    Every claim (the call's ``running`` row, its lease and its audit event) is committed before any of
-    these calls runs, so at-most-once holds as for a single claim; the messages of the other calls find
-    them taken and do nothing. Leases add up along the batch (each call may wait for those before it).
-    Audit appends go chain by chain in chain order, so two workers claiming batches never deadlock on
-    the chain heads, and each chain's sequence stays gapless. Returned in execution order: ``call_id``
-    first, then the oldest queued first.
-    """
-    from toolhub.tools.registry import registry
-
-    if limit == 1:
-        return _claim_one(call_id, worker)
-    key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
-    with transaction.atomic():
-        rows = list(ToolCall.objects.raw(_claimable_sql(), [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
-        now = timezone.now()
-        rows.sort(key=lambda call: (call.id != call_id, call.queued_at or now))
-        lease = timedelta()
-        claims: list[tuple[ToolCall, Any]] = []
-        for call in rows:
-            tool = registry.get(call.tool_name)
-            # The first call's lease as for a single claim; each later one may also wait for those before it.
-            lease += call_lease(tool) if not claims else timedelta(seconds=tool.effective_timeout if tool else 0.0)
-            claims.append((call, now + lease))
-        claimed: set[uuid.UUID] = set()
-        for call, expires in sorted(claims, key=lambda claim: chain_for(claim[0].id)):
-            attempt = call.attempts + 1
-            if call_transition(
-                call,
-                to=CallStatus.RUNNING,
-                allowed_from={CallStatus.QUEUED},
-                actor=f"worker:{worker}",
-                data={"attempt": attempt},
-                attempts=attempt,
-                worker=worker[:200],
-                started_at=now,
-                lease_expires_at=expires,
-            ):
-                claimed.add(call.id)
-    return [call for call, _ in claims if call.id in claimed]
-
-
-#: One queued call's row (written out: the ORM would compile the query on every delivery).
-_QUEUED_CALL = "SELECT * FROM toolhub_toolcall WHERE id = %s AND status = %s"
-
-
-def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
-    """Claim one queued call: read it, then move it to ``running`` with a guarded UPDATE (no row lock needed).
-
-    Of two deliveries racing for it, the guarded UPDATE lets exactly one win; with its audit event it is
-    one statement on PostgreSQL, committed before the tool runs. The UPDATE also checks that the
-    governance stamp is still the one this process's cache holds, so the re-check that follows needs no
-    read of its own; when the stamp moved, the stamp is read and the claim tried again.
-    """
-    from toolhub.tools.registry import registry
-
-    key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
-    for attempt in range(_CLAIM_ATTEMPTS):
-        call = next(iter(ToolCall.objects.raw(_QUEUED_CALL, [key, CallStatus.QUEUED])), None)
-        if call is None:
-            return []
-        stamp = governance_stamp(assume_current=attempt == 0)
-        now = timezone.now()
-        claimed = call_transition(
-            call,
-            to=CallStatus.RUNNING,
-            allowed_from={CallStatus.QUEUED},
-            actor=f"worker:{worker}",
-            data={"attempt": call.attempts + 1},
-            # the last attempt does not check: a stream of governance changes must not starve a call
-            checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
-            attempts=call.attempts + 1,
-            worker=worker[:200],
-            started_at=now,
-            lease_expires_at=now + call_lease(registry.get(call.tool_name)),
-        )
-        if claimed:
-            return [call]
-    return []
-
-
-#: Claims of one delivery, the first under the stamp this process last saw.
-_CLAIM_ATTEMPTS = 3
 
 
 def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:

@@ -1,0 +1,69 @@
+"""The decision path's reads, with SQL written once per process instead of compiled by the ORM each time.
+
+Every approval, rejection, expiry and escalation locks its request and reads it with its call, then
+(for a decision) the request's earlier decisions. Rows become instances as the ORM makes them
+(``toolhub.rowread``), the call attached as ``select_related`` would attach it.
+"""
+
+import functools
+
+from django.db import connection
+
+from approvals.models import ApprovalDecision, ApprovalRequest
+from toolhub.models import ToolCall
+from toolhub.rowread import columns_sql, converted, instance_of
+
+__all__ = ["locked_request", "request_decisions"]
+
+#: A request's decisions as the decision path reads them: (decision, round, decided_by_id), oldest first.
+Decisions = list[tuple[str, int, int | None]]
+
+_DECISION_FIELDS = ("decision", "round", "decided_by")
+
+
+def locked_request(request_id: int) -> ApprovalRequest:
+    """The request, locked until the transaction ends, with its call; ``ApprovalRequest.DoesNotExist`` if none."""
+    sql = _locked_request_sql(connection.vendor, connection.features.has_select_for_update_of)
+    key = ApprovalRequest._meta.pk.get_db_prep_value(request_id, connection)  # a malformed id fails as in the ORM
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+    if row is None:
+        raise ApprovalRequest.DoesNotExist(f"ApprovalRequest {request_id} does not exist.")
+    width = len(ApprovalRequest._meta.concrete_fields)
+    request = instance_of(ApprovalRequest, row[:width])
+    request._state.fields_cache["call"] = instance_of(ToolCall, row[width:])
+    return request
+
+
+def request_decisions(request: ApprovalRequest) -> Decisions:
+    """Every decision of ``request``, oldest first (the model's ordering)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_decisions_sql(), [request.pk])
+        return [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row)) for row in cursor.fetchall()]  # type: ignore[misc]
+
+
+@functools.cache
+def _locked_request_sql(vendor: str, lock_of: bool) -> str:
+    q = connection.ops.quote_name
+    request_call = q(ApprovalRequest._meta.get_field("call").column)
+    requests, calls = q(ApprovalRequest._meta.db_table), q(ToolCall._meta.db_table)
+    sql = (
+        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')} "
+        f"FROM {requests} r JOIN {calls} c ON c.{q('id')} = r.{request_call} "
+        f"WHERE r.{q(ApprovalRequest._meta.pk.column)} = %s"
+    )
+    if vendor != "sqlite":  # SQLite has no row locks: one writer at a time
+        sql += " FOR UPDATE OF r" if lock_of else " FOR UPDATE"
+    return sql
+
+
+@functools.cache
+def _decisions_sql() -> str:
+    q = connection.ops.quote_name
+    columns = ", ".join(q(ApprovalDecision._meta.get_field(name).column) for name in _DECISION_FIELDS)
+    return (
+        f"SELECT {columns} FROM {q(ApprovalDecision._meta.db_table)} "
+        f"WHERE {q(ApprovalDecision._meta.get_field('request').column)} = %s "
+        f"ORDER BY {q(ApprovalDecision._meta.get_field('created_at').column)}, {q(ApprovalDecision._meta.pk.column)}"
+    )

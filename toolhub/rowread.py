@@ -1,0 +1,75 @@
+"""Rows of the hot path's fixed reads, with SQL written once and made into instances as the ORM makes them.
+
+The ORM compiles a query every time one is evaluated: for the few reads every call or loop step makes
+(a worker's claim, the step's run and calls), compiling cost several times running the statement.
+These reads keep their SQL (built once per process) and turn rows into model instances the way the
+ORM does (each field's database converters applied, then ``from_db``), so nothing downstream can tell.
+"""
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.models import Field, Model
+
+__all__ = ["columns_sql", "converted", "instance_of"]
+
+#: Per field that has any: its index among the fields, its column expression and its converters, in order.
+_Converters = tuple[tuple[int, Any, tuple[Any, ...]], ...]
+
+
+def columns_sql(model: type[Model], alias: str) -> str:
+    """The model's concrete columns as ``alias."column", ...``, in the order :func:`instance_of` reads them."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+def instance_of(model: type[Model], values: Sequence[Any]) -> Any:
+    """The instance of one row's values (in ``concrete_fields`` order); None for a missing outer-joined row."""
+    fields = model._meta.concrete_fields
+    if values[_pk_index(model)] is None:
+        return None
+    row = _convert(_converters(model, tuple(field.name for field in fields)), values)
+    return model.from_db(connection.alias, _attnames(model), row)
+
+
+def converted(model: type[Model], names: tuple[str, ...], values: Sequence[Any]) -> list[Any]:
+    """Values read for the fields ``names`` of ``model``, converted as the ORM converts them."""
+    return _convert(_converters(model, names), values)
+
+
+def _convert(converters: _Converters, values: Sequence[Any]) -> list[Any]:
+    row = list(values)
+    for index, column, functions in converters:
+        value = row[index]
+        for function in functions:
+            value = function(value, column, connection)
+        row[index] = value
+    return row
+
+
+@functools.cache
+def _converters(model: type[Model], names: tuple[str, ...]) -> _Converters:
+    """The database converters of the fields ``names``, looked up once per process.
+
+    They depend on the database's vendor and the field only: the same for every connection (thread).
+    """
+    found = []
+    for index, name in enumerate(names):
+        field: Field = model._meta.get_field(name)  # type: ignore[assignment]
+        column = field.get_col(model._meta.db_table)
+        functions = (*connection.ops.get_db_converters(column), *field.get_db_converters(connection))
+        if functions:
+            found.append((index, column, functions))
+    return tuple(found)
+
+
+@functools.cache
+def _pk_index(model: type[Model]) -> int:
+    return [field.primary_key for field in model._meta.concrete_fields].index(True)
+
+
+@functools.cache
+def _attnames(model: type[Model]) -> list[str]:
+    return [field.attname for field in model._meta.concrete_fields]
