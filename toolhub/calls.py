@@ -16,7 +16,6 @@ from django.utils import timezone
 from toolhub.audit import EventSpec, audit_call_events
 from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
-from toolhub.rowjson import json_columns, row_json, row_source_sql
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
@@ -60,16 +59,10 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
-    values = (field.pre_save(call, True) for field in _CALL_FIELDS)
-    as_json = connection.vendor == "postgresql" and _JSON_COLUMNS is not None
-    if as_json:
-        params = [row_json(_JSON_COLUMNS, values)]  # type: ignore[arg-type]
-    else:
-        params = [field.get_db_prep_save(value, connection) for field, value in zip(_CALL_FIELDS, values, strict=True)]
+    params = [field.get_db_prep_save(field.pre_save(call, True), connection) for field in _CALL_FIELDS]
     if stamp is not None:
         params.append(stamp)
-    sql = _call_insert_sql(checked=stamp is not None, as_json=as_json)
-    if audit_call_events(call, events, change=(sql, params)) is None:
+    if audit_call_events(call, events, change=(_call_insert_sql(checked=stamp is not None), params)) is None:
         return False
     call._state.adding = False
     call._state.db = connection.alias
@@ -77,23 +70,17 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
 
 
 _CALL_FIELDS = ToolCall._meta.concrete_fields
-#: The row as one JSON parameter on PostgreSQL (``toolhub.rowjson``).
-_JSON_COLUMNS = json_columns(ToolCall, tuple(field.name for field in _CALL_FIELDS))
 
 
 @functools.cache
-def _call_insert_sql(*, checked: bool, as_json: bool) -> str:
-    """The call row's INSERT, built once; ``checked``: only while the governance stamp is still the given one.
-
-    ``as_json``: the row comes as one JSON parameter (PostgreSQL), else as one parameter per column.
-    """
-    columns = [field.column for field in _CALL_FIELDS]
+def _call_insert_sql(*, checked: bool) -> str:
+    """The call row's INSERT, built once; ``checked``: only while the governance stamp is still the given one."""
+    columns = ", ".join(f'"{field.column}"' for field in _CALL_FIELDS)
+    placeholders = ", ".join(["%s"] * len(_CALL_FIELDS))
     table = ToolCall._meta.db_table
-    source = row_source_sql(ToolCall, columns) if as_json else "SELECT " + ", ".join(["%s"] * len(columns))
-    listed = ", ".join(f'"{column}"' for column in columns)
     if checked:
-        return f'INSERT INTO "{table}" ({listed}) {source} WHERE {GOVERNANCE_STAMP_CHECK}'
-    return f'INSERT INTO "{table}" ({listed}) {source}'
+        return f'INSERT INTO "{table}" ({columns}) SELECT {placeholders} WHERE {GOVERNANCE_STAMP_CHECK}'
+    return f'INSERT INTO "{table}" ({columns}) VALUES ({placeholders})'
 
 
 def call_transition(

@@ -12,7 +12,6 @@ from typing import Any
 from django.db import models, transaction
 
 from toolhub.exceptions import InvalidTransitionError
-from toolhub.rowjson import json_columns, row_json, row_source_sql
 
 __all__ = ["TransitionTable", "guarded_update_sql", "guarded_update", "guarded_save"]
 
@@ -53,39 +52,22 @@ def guarded_update_sql(
     """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``).
 
     The SQL text is built once per shape (model, columns set, number of sources) and kept: a hot path
-    must not pay the ORM's query building on every call. On PostgreSQL the values go as one JSON parameter
-    (``toolhub.rowjson``), elsewhere through each field's ``get_db_prep_save`` as the ORM's UPDATE would
-    send them. ``condition``: one more SQL condition (and its
+    must not pay the ORM's query building on every call. Parameters go through each field's
+    ``get_db_prep_save`` as the ORM's UPDATE would. ``condition``: one more SQL condition (and its
     parameters) the row's move also needs, e.g. that the governance stamp is still the one checked.
     """
     sources = table.check(allowed_from, to)
-    sql, params = _update_statement(model, pk, field, to, values, sources)
+    names = (field, *(name for name in values if name != field))
+    connection = transaction.get_connection()
+    opts = model._meta
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), values[name], connection) for name in names[1:])
+    params.append(opts.pk.get_db_prep_value(pk, connection))
+    params.extend(sources)
+    sql = _update_sql(model, names, field, len(sources))
     if condition is not None:
         sql, params = f"{sql} AND {condition[0]}", [*params, *condition[1]]
     return sql, params
-
-
-def _update_statement(
-    model: type[models.Model], pk: Any, field: str, to: str, values: Mapping[str, Any], sources: list[str]
-) -> tuple[str, list[Any]]:
-    """The guarded UPDATE of one row: on PostgreSQL its values as one JSON parameter (``toolhub.rowjson``)."""
-    names = (field, *(name for name in values if name != field))
-    row = [to, *(values[name] for name in names[1:])]
-    for index, name in enumerate(names):
-        if hasattr(row[index], "resolve_expression"):
-            raise TypeError(f"guarded updates take plain values, not expressions ({name})")
-    connection = transaction.get_connection()
-    opts = model._meta
-    key = opts.pk.get_db_prep_value(pk, connection)
-    columns = json_columns(model, names) if connection.vendor == "postgresql" else None
-    if columns is not None:
-        related = [
-            value.prepare_database_save(opts.get_field(name)) if hasattr(value, "prepare_database_save") else value
-            for name, value in zip(names, row, strict=True)
-        ]
-        return _update_sql(model, names, field, len(sources), as_json=True), [row_json(columns, related), key, *sources]
-    params = [_prepared(opts.get_field(name), value, connection) for name, value in zip(names, row, strict=True)]
-    return _update_sql(model, names, field, len(sources), as_json=False), [*params, key, *sources]
 
 
 def _prepared(field: Any, value: Any, connection: Any) -> Any:
@@ -98,19 +80,11 @@ def _prepared(field: Any, value: Any, connection: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=512)
-def _update_sql(model: type[models.Model], names: tuple[str, ...], field: str, sources: int, *, as_json: bool) -> str:
-    """``UPDATE t SET a = %s, ... WHERE pk = %s AND field IN (%s, ...)`` for one shape, built once.
-
-    ``as_json``: ``SET (a, ...) = (SELECT a, ... FROM json_populate_record(...))`` from one JSON parameter.
-    """
+def _update_sql(model: type[models.Model], names: tuple[str, ...], field: str, sources: int) -> str:
+    """``UPDATE t SET a = %s, ... WHERE pk = %s AND field IN (%s, ...)`` for one shape, built once."""
     opts = model._meta
     table = f'"{opts.db_table}"'
-    columns = [opts.get_field(name).column for name in names]
-    if as_json:
-        listed = ", ".join(f'"{column}"' for column in columns)
-        assignments = f"({listed}) = ({row_source_sql(model, columns)})"
-    else:
-        assignments = ", ".join(f'"{column}" = %s' for column in columns)
+    assignments = ", ".join(f'"{opts.get_field(name).column}" = %s' for name in names)
     status_column = opts.get_field(field).column
     placeholders = ", ".join(["%s"] * sources)
     return (
@@ -167,9 +141,14 @@ def guarded_save(
     previous = getattr(instance, field)
     setattr(instance, field, to)
     values = {f.name: f.pre_save(instance, False) for f in fields}
-    sql, params = _update_statement(type(instance), instance.pk, field, to, values, sources)
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(sql, params)
+    connection = transaction.get_connection()
+    names = (field, *values)
+    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params.extend(_prepared(opts.get_field(name), value, connection) for name, value in values.items())
+    params.append(opts.pk.get_db_prep_value(instance.pk, connection))
+    params.extend(sources)
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(type(instance), names, field, len(sources)), params)
         written = cursor.rowcount > 0
     if not written:
         setattr(instance, field, previous)

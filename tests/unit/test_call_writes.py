@@ -1,8 +1,9 @@
-"""Rows sent as one JSON parameter (``toolhub.rowjson``) are stored exactly as the ORM would store them.
+"""The hot path's hand-built writes store a call exactly as the ORM would store it.
 
-On PostgreSQL a call's INSERT and every guarded status move send their values as one JSON object that
-the database reads with ``json_populate_record``. Text, JSON values of every shape, times to the
-microsecond, UUIDs and keys must come back unchanged; a value the ORM would refuse is refused too.
+A call's INSERT (``call_insert``) and its guarded status moves (``call_transition``) are SQL built once
+and run inside the audit append's statement, not the ORM's ``save``. Text, JSON values of every shape,
+times to the microsecond, UUIDs and keys must come back unchanged; a value the ORM would refuse is
+refused too, with nothing written.
 """
 
 import datetime as dt
@@ -17,7 +18,6 @@ from tests.unit.test_audit_one_statement import AWKWARD_TEXT
 from toolhub.audit import EventSpec
 from toolhub.calls import call_insert, call_transition
 from toolhub.models import CallStatus, ToolCall
-from toolhub.rowjson import json_columns
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -123,11 +123,3 @@ def test_a_value_json_cannot_hold_is_refused_and_nothing_is_written() -> None:
         call_insert(call, [EventSpec("call.requested", "test")])
 
     assert not ToolCall.objects.filter(pk=call.pk).exists()
-
-
-def test_fields_without_a_faithful_json_form_keep_the_parameters() -> None:
-    from toolhub.models import ToolCallArtifact
-
-    assert json_columns(ToolCall, ("status", "result", "started_at", "user")) is not None
-    # Bytes have no JSON form: such a row is sent one parameter per column, as before.
-    assert json_columns(ToolCallArtifact, ("name", "content")) is None
