@@ -12,7 +12,7 @@ from django.db import connection, transaction
 
 from tests.helpers import assert_audit_intact
 from toolhub.audit import EventSpec, audit_append, audit_call_events, canonical_json, compute_hash, hash_parts
-from toolhub.audit_sql import appended_sql
+from toolhub.audit_sql import appended_sql, prepared_cursor
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -153,3 +153,21 @@ def test_the_statement_appends_the_same_chain_prepared_or_not(settings: object, 
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%auditchainhead%"])
             assert cursor.fetchone()[0] >= 1
+
+
+def test_a_connection_that_prepares_plans_its_statements_generically(transactional_db: None) -> None:
+    """Set once per connection, outside a transaction, so that a rollback cannot take it back."""
+    connection.close()
+    with transaction.atomic(), prepared_cursor(connection) as cursor:
+        cursor.execute("SELECT 1")
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "auto"  # not inside a transaction, which could be rolled back
+
+    with prepared_cursor(connection) as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+    with transaction.atomic():
+        transaction.set_rollback(True)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
