@@ -14,7 +14,7 @@ from django.db.models import Model
 
 from agents_app.models import Agent, AgentRun, ModelProvider
 from toolhub.models import CallKind, ToolCall, ToolCallArtifact
-from toolhub.rowread import columns_sql, instance_of
+from toolhub.rowread import columns_sql, instance_of, instances_of, lock_clause
 from toolhub.sagas.models import Saga
 
 __all__ = ["locked_run", "turn_calls"]
@@ -22,7 +22,7 @@ __all__ = ["locked_run", "turn_calls"]
 
 def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     """The run locked until the transaction ends, with ``agent``, ``agent.provider``, ``user`` and ``has_saga``."""
-    sql, shapes = _locked_run_sql(connection.vendor, connection.features.has_select_for_update_of)
+    sql = _locked_run_sql()
     key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [str(run_id), key])
@@ -30,12 +30,7 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     if row is None:
         return None
     has_saga, *values = row
-    start = 0
-    instances = []
-    for model, width in shapes:
-        instances.append(instance_of(model, values[start : start + width]))
-        start += width
-    run, agent, provider, user = instances
+    run, agent, provider, user = instances_of(_run_models(), values)
     agent._state.fields_cache["provider"] = provider
     run._state.fields_cache["agent"] = agent
     run._state.fields_cache["user"] = user
@@ -44,32 +39,31 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
 
 
 @functools.cache
-def _locked_run_sql(vendor: str, lock_of: bool) -> tuple[str, list[tuple[type[Model], int]]]:
-    """The statement and, in its column order, each model with its number of columns (``concrete_fields``)."""
+def _run_models() -> tuple[type[Model], ...]:
+    """The models the locked read joins, in its column order."""
     from django.contrib.auth import get_user_model
 
-    user_model = get_user_model()
+    return (AgentRun, Agent, ModelProvider, get_user_model())
+
+
+@functools.cache
+def _locked_run_sql() -> str:
+    user_model = _run_models()[-1]
     q = connection.ops.quote_name
 
     def column(model: type[Model], name: str) -> str:
         return q(model._meta.get_field(name).column)
 
-    shapes, columns = [], []
-    for model, alias in ((AgentRun, "r"), (Agent, "a"), (ModelProvider, "p"), (user_model, "u")):
-        shapes.append((model, len(model._meta.concrete_fields)))
-        columns.append(columns_sql(model, alias))
-    pk = {model: q(model._meta.pk.column) for model in (Agent, ModelProvider, user_model, AgentRun)}
-    sql = (
+    columns = ", ".join(columns_sql(model, alias) for model, alias in zip(_run_models(), "rapu", strict=True))
+    pk = {model: q(model._meta.pk.column) for model in _run_models()}
+    return (
         f"SELECT EXISTS (SELECT 1 FROM {q(Saga._meta.db_table)} s WHERE s.{column(Saga, 'key')} = %s), "
-        f"{', '.join(columns)} FROM {q(AgentRun._meta.db_table)} r "
+        f"{columns} FROM {q(AgentRun._meta.db_table)} r "
         f"JOIN {q(Agent._meta.db_table)} a ON a.{pk[Agent]} = r.{column(AgentRun, 'agent')} "
         f"JOIN {q(ModelProvider._meta.db_table)} p ON p.{pk[ModelProvider]} = a.{column(Agent, 'provider')} "
         f"LEFT JOIN {q(user_model._meta.db_table)} u ON u.{pk[user_model]} = r.{column(AgentRun, 'user')} "
-        f"WHERE r.{pk[AgentRun]} = %s"
+        f"WHERE r.{pk[AgentRun]} = %s{lock_clause('r')}"
     )
-    if vendor != "sqlite":  # SQLite has no row locks: one writer at a time
-        sql += " FOR UPDATE OF r" if lock_of else " FOR UPDATE"
-    return sql, shapes
 
 
 def turn_calls(run: AgentRun) -> list[ToolCall]:

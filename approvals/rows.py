@@ -11,7 +11,7 @@ from django.db import connection
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from toolhub.models import ToolCall
-from toolhub.rowread import columns_sql, converted, instance_of
+from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
 
 __all__ = ["locked_request", "request_decisions"]
 
@@ -23,16 +23,14 @@ _DECISION_FIELDS = ("decision", "round", "decided_by")
 
 def locked_request(request_id: int) -> ApprovalRequest:
     """The request, locked until the transaction ends, with its call; ``ApprovalRequest.DoesNotExist`` if none."""
-    sql = _locked_request_sql(connection.vendor, connection.features.has_select_for_update_of)
     key = ApprovalRequest._meta.pk.get_db_prep_value(request_id, connection)  # a malformed id fails as in the ORM
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key])
+        cursor.execute(_locked_request_sql(), [key])
         row = cursor.fetchone()
     if row is None:
         raise ApprovalRequest.DoesNotExist(f"ApprovalRequest {request_id} does not exist.")
-    width = len(ApprovalRequest._meta.concrete_fields)
-    request = instance_of(ApprovalRequest, row[:width])
-    request._state.fields_cache["call"] = instance_of(ToolCall, row[width:])
+    request, call = instances_of((ApprovalRequest, ToolCall), row)
+    request._state.fields_cache["call"] = call
     return request
 
 
@@ -44,18 +42,15 @@ def request_decisions(request: ApprovalRequest) -> Decisions:
 
 
 @functools.cache
-def _locked_request_sql(vendor: str, lock_of: bool) -> str:
+def _locked_request_sql() -> str:
     q = connection.ops.quote_name
     request_call = q(ApprovalRequest._meta.get_field("call").column)
     requests, calls = q(ApprovalRequest._meta.db_table), q(ToolCall._meta.db_table)
-    sql = (
+    return (
         f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')} "
         f"FROM {requests} r JOIN {calls} c ON c.{q('id')} = r.{request_call} "
-        f"WHERE r.{q(ApprovalRequest._meta.pk.column)} = %s"
+        f"WHERE r.{q(ApprovalRequest._meta.pk.column)} = %s{lock_clause('r')}"
     )
-    if vendor != "sqlite":  # SQLite has no row locks: one writer at a time
-        sql += " FOR UPDATE OF r" if lock_of else " FOR UPDATE"
-    return sql
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 
-__all__ = ["columns_sql", "converted", "instance_of"]
+__all__ = ["columns_sql", "converted", "instance_of", "instances_of", "lock_clause"]
 
 #: Per field that has any: its index among the fields, its column expression and its converters, in order.
 _Converters = tuple[tuple[int, Any, tuple[Any, ...]], ...]
@@ -27,11 +27,27 @@ def columns_sql(model: type[Model], alias: str) -> str:
 
 def instance_of(model: type[Model], values: Sequence[Any]) -> Any:
     """The instance of one row's values (in ``concrete_fields`` order); None for a missing outer-joined row."""
-    fields = model._meta.concrete_fields
     if values[_pk_index(model)] is None:
         return None
-    row = _convert(_converters(model, tuple(field.name for field in fields)), values)
+    row = _convert(_converters(model, _names(model)), values)
     return model.from_db(connection.alias, _attnames(model), row)
+
+
+def instances_of(models: Sequence[type[Model]], values: Sequence[Any]) -> list[Any]:
+    """The instances of a joined row whose columns are each model's :func:`columns_sql`, in ``models``' order."""
+    instances, start = [], 0
+    for model in models:
+        width = len(model._meta.concrete_fields)
+        instances.append(instance_of(model, values[start : start + width]))
+        start += width
+    return instances
+
+
+def lock_clause(alias: str) -> str:
+    """`` FOR UPDATE OF alias`` where the database can lock the row it reads ("" on SQLite: one writer at a time)."""
+    if not connection.features.has_select_for_update:
+        return ""
+    return f" FOR UPDATE OF {alias}" if connection.features.has_select_for_update_of else " FOR UPDATE"
 
 
 def converted(model: type[Model], names: tuple[str, ...], values: Sequence[Any]) -> list[Any]:
@@ -63,6 +79,11 @@ def _converters(model: type[Model], names: tuple[str, ...]) -> _Converters:
         if functions:
             found.append((index, column, functions))
     return tuple(found)
+
+
+@functools.cache
+def _names(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.name for field in model._meta.concrete_fields)
 
 
 @functools.cache
