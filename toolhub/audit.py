@@ -304,13 +304,14 @@ def audit_call_event(
 
 
 def audit_call_events(
-    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]] | None = None
+    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]] | None = None, instances: bool = True
 ) -> list[AuditEvent] | None:
     """Record several events of one call at once: one lock of the chain head, one insert, one head update.
 
     ``change`` is the SQL (and parameters) of the INSERT or conditional UPDATE of the call row these events
     record; it runs in the same statement as the head's advance. When it touches no row, nothing is
-    appended and ``None`` is returned (another writer won the race).
+    appended and ``None`` is returned (another writer won the race). ``instances=False``: ``[]`` is
+    returned instead of the events written, for callers that only ask whether the change happened.
     """
     return _append_many(
         events,
@@ -320,6 +321,7 @@ def audit_call_events(
         status=call.status,
         tenant=call.tenant,
         change=change,
+        instances=instances,
     )
 
 
@@ -335,42 +337,70 @@ def _append_many(
     status: str,
     tenant: str,
     change: tuple[str, list[Any]] | None = None,
+    instances: bool = True,
 ) -> list[AuditEvent] | None:
     """Append ``events`` (after ``change``, when given); ``None`` when the change touched no row.
 
     On PostgreSQL the change, the head's advance and the events are one statement, atomic by itself
     (``toolhub.audit_sql``); elsewhere they are separate statements inside the caller's transaction.
+    ``instances=False``: the caller only needs to know whether the append happened, so no model
+    instances of the events are made there (an empty list means it did).
     """
     connection = transaction.get_connection()
     # Events record a change: made in the caller's transaction, or (``change``) in the same statement.
     single_statement = change is not None and connection.vendor == "postgresql"
     if not (connection.in_atomic_block or single_statement):
         raise RuntimeError("audit events must be written inside the transaction of the change they record")
-    chain = chain_for(call_id or run_id)
-    now = timezone.now()
-    written = [
-        AuditEvent(
-            chain=chain,
-            event_type=spec.event_type,
-            call_id=call_id,
-            run_id=run_id,
-            tool_name=tool_name,
-            status=spec.status or status,
-            tenant=tenant or "",
-            actor=spec.actor[:200],
-            created_at=now,
-            data=canonical_json(spec.data or {}),
-        )
-        for spec in events
+    batch = _Batch(chain_for(call_id or run_id), call_id, run_id, tool_name, tenant or "", timezone.now())
+    rows = [
+        (spec.event_type, spec.status or status, spec.actor[:200], canonical_json(spec.data or {})) for spec in events
     ]
     if connection.vendor == "postgresql":
-        parts = [_parts_of(event) for event in written]
+        moment = _timestamp(batch.created_at)
+        parts = [
+            hash_parts(batch.chain, kind, call_id, run_id, tool_name, row_status, batch.tenant, actor, moment, data)
+            for kind, row_status, actor, data in rows
+        ]
         if all(part is not None for part in parts):
-            return _append_in_one_statement(connection, written, parts, change)  # type: ignore[arg-type]
+            return _append_in_one_statement(connection, batch, rows, parts, change, instances)  # type: ignore[arg-type]
     if not connection.in_atomic_block:  # text the database cannot finish (never for a call's own columns)
         with transaction.atomic(savepoint=False):
-            return _append_in_steps(connection, written, change)
-    return _append_in_steps(connection, written, change)
+            return _append_in_steps(connection, batch.events(rows), change)
+    return _append_in_steps(connection, batch.events(rows), change)
+
+
+#: One event to append as its columns: (event_type, status, actor, canonical JSON data).
+_Row = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What the events of one append share: their chain, call or run, tool, tenant and time."""
+
+    chain: int
+    call_id: uuid.UUID | None
+    run_id: uuid.UUID | None
+    tool_name: str
+    tenant: str
+    created_at: dt.datetime
+
+    def events(self, rows: list[_Row]) -> list[AuditEvent]:
+        """The events of ``rows`` as unsaved model instances."""
+        return [
+            AuditEvent(
+                chain=self.chain,
+                event_type=event_type,
+                call_id=self.call_id,
+                run_id=self.run_id,
+                tool_name=self.tool_name,
+                status=status,
+                tenant=self.tenant,
+                actor=actor,
+                created_at=self.created_at,
+                data=data,
+            )
+            for event_type, status, actor, data in rows
+        ]
 
 
 def _append_in_steps(
@@ -401,45 +431,34 @@ def _append_in_steps(
     return written
 
 
-def _parts_of(event: AuditEvent) -> tuple[str, str, str] | None:
-    return hash_parts(
-        event.chain,
-        event.event_type,
-        event.call_id,
-        event.run_id,
-        event.tool_name,
-        event.status,
-        event.tenant,
-        event.actor,
-        _timestamp(event.created_at),
-        event.data,
-    )
-
-
 def _append_in_one_statement(
     connection: Any,
-    written: list[AuditEvent],
+    batch: _Batch,
+    rows: list[_Row],
     parts: list[tuple[str, str, str]],
     change: tuple[str, list[Any]] | None,
+    instances: bool,
 ) -> list[AuditEvent] | None:
     """PostgreSQL: the change, the head and the events in one statement; the database finishes the hashes."""
-    first = written[0]
     params = appended_params(
         change[1] if change else [],
         parts,
-        chain=first.chain,
-        call_id=first.call_id,
-        run_id=first.run_id,
-        tool_name=first.tool_name,
-        tenant=first.tenant,
-        created_at=first.created_at,
-        columns=[(event.event_type, event.status, event.actor, event.data) for event in written],
+        chain=batch.chain,
+        call_id=batch.call_id,
+        run_id=batch.run_id,
+        tool_name=batch.tool_name,
+        tenant=batch.tenant,
+        created_at=batch.created_at,
+        columns=rows,
     )
     with prepared_cursor(connection) as cursor:
-        cursor.execute(appended_sql(len(written), change[0] if change else None), params)
+        cursor.execute(appended_sql(len(rows), change[0] if change else None), params)
         changed, base, hashes, ids = cursor.fetchone()
     if not changed:
         return None
+    if not instances:
+        return []
+    written = batch.events(rows)
     for offset, (event, pk) in enumerate(zip(written, ids, strict=True)):
         event.id, event.seq = pk, base + offset + 1
         event.prev_hash, event.hash = hashes[offset], hashes[offset + 1]
