@@ -62,7 +62,8 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     params = [field.get_db_prep_save(field.pre_save(call, True), connection) for field in _CALL_FIELDS]
     if stamp is not None:
         params.append(stamp)
-    if audit_call_events(call, events, change=(_call_insert_sql(checked=stamp is not None), params)) is None:
+    change = (_call_insert_sql(checked=stamp is not None), params)
+    if audit_call_events(call, events, change=change, instances=False) is None:
         return False
     call._state.adding = False
     call._state.db = connection.alias
@@ -93,6 +94,7 @@ def call_transition(
     data: Mapping[str, Any] | None = None,
     preceding: Sequence[EventSpec] = (),
     checked_stamp: int | None = None,
+    attempt: int | None = None,
     **fields: Any,
 ) -> bool:
     """Move ``call`` to ``to`` if it is still in one of ``allowed_from``; return whether it moved.
@@ -100,7 +102,8 @@ def call_transition(
     The move is a conditional UPDATE, so of two racing writers exactly one wins; the audit event is
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
-    ``checked_stamp``: move only while the governance stamp is still this one.
+    ``checked_stamp``: move only while the governance stamp is still this one. ``attempt``: only while the
+    call is still in this attempt (the claim of the worker that ran it, not a later one's).
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     sql, params = guarded_update_sql(
@@ -110,14 +113,14 @@ def call_transition(
         to=to,
         allowed_from=allowed_from,
         values=values,
-        condition=None if checked_stamp is None else (GOVERNANCE_STAMP_CHECK, [checked_stamp]),
+        condition=_conditions(checked_stamp, attempt),
     )
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
     with one_write():
         written = audit_call_events(
-            call, [*preceding, EventSpec(event or f"call.{to}", actor, data)], change=(sql, params)
+            call, [*preceding, EventSpec(event or f"call.{to}", actor, data)], change=(sql, params), instances=False
         )
         if written is None:
             for name, value in previous.items():
@@ -126,6 +129,18 @@ def call_transition(
         if to in SETTLED_STATUSES:
             transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
+
+
+def _conditions(checked_stamp: int | None, attempt: int | None) -> tuple[str, list[Any]] | None:
+    """The guarded UPDATE's extra conditions: the governance stamp checked, the attempt that holds the claim."""
+    sql, params = [], []
+    if checked_stamp is not None:
+        sql.append(GOVERNANCE_STAMP_CHECK)
+        params.append(checked_stamp)
+    if attempt is not None:
+        sql.append(f'"{ToolCall._meta.get_field("attempts").column}" = %s')
+        params.append(attempt)
+    return (" AND ".join(sql), params) if sql else None
 
 
 def one_write() -> AbstractContextManager[Any]:

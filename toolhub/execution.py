@@ -1,44 +1,36 @@
 """The governed call pipeline, worker side: claim a queued call once, execute it, record the outcome."""
 
 import contextvars
+import dataclasses
 import functools
-import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from toolhub.audit import chain_for
+from toolhub.audit import EventSpec, chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
-from toolhub.calls import call_transition, one_write
+from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
-from toolhub.feedback import exception_detail, execution_error
+from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
-from toolhub.interceptors import (
-    INTERCEPTOR_FAILED_MESSAGE,
-    InterceptedCall,
-    InterceptorFailed,
-    configured_interceptors,
-    interceptors_after,
-)
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
-from toolhub.pipeline import approval_hash, dispatch_call, tool_call_require_reapproval
+from toolhub.outcomes import Outcome, run_outcome
+from toolhub.pipeline import EAGER_WORKER, approval_hash, dispatch_call, tool_call_require_reapproval
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import json_storage_problem, storable_text
-from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
-from toolhub.tools.results import ToolResult, artifact_content, to_json_value
+from toolhub.tools.results import to_json_value
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
-__all__ = ["tool_call_execute", "tool_call_run_claimed"]
+__all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_intent"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,81 +145,104 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
     """
     secrets = SecretScrubber.for_presets(tool.presets)
     with secrets.scope():
-        _run(call, tool, arguments, worker=worker, secrets=secrets)
+        progress = _progress_of(call, secrets) if tool.needs_progress else None
+        run = functools.partial(run_outcome, call, tool, arguments, progress=progress, secrets=secrets)
+        record = functools.partial(_record, call, worker=worker, secrets=secrets)
+        if tool.atomic:
+            _run_atomically(run, record)
+        else:
+            record(run())
     return call
 
 
-def _run(call: ToolCall, tool: Tool, arguments: dict[str, Any], *, worker: str, secrets: SecretScrubber) -> None:
-    ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
-    progress = _progress_of(call, secrets) if tool.needs_progress else None
-    finish = functools.partial(_finish, call, worker=worker, secrets=secrets)
-    try:
-        outcome = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
-    except ToolSuspend as suspend:
-        _flush_progress(progress)
-        _suspend(call, suspend, worker=worker, secrets=secrets)
-        return
-    except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
-        logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
-        _flush_progress(progress)
-        finish(status=CallStatus.FAILED, error=execution_error(exc), detail=exception_detail(exc))
-        return
-    _flush_progress(progress)
-    if isinstance(outcome, ToolResult) and outcome.kind == "error":
-        finish(status=CallStatus.FAILED, error=str(outcome.value))
-        return
-    artifact = _artifact_of(outcome, secrets)
-    if isinstance(artifact, str):
-        finish(status=CallStatus.FAILED, error=artifact)
-        return
-    try:
-        result = _result_value(outcome, artifact)
-        problem = json_storage_problem(result)
-        if problem:
-            raise ValueError(f"The result cannot be stored as JSON: {problem}")
-    except Exception as exc:  # noqa: BLE001
-        finish(
-            status=CallStatus.FAILED,
-            error="The tool returned a value that cannot be serialized to JSON.",
-            detail=exception_detail(exc),
+def tool_call_run_with_intent(
+    *, call: ToolCall, intent: list[EventSpec], stamp: int | None, tool: Tool, arguments: dict[str, Any]
+) -> bool:
+    """Run an atomic tool for a call not written yet: its effects, the row and every event commit together.
+
+    The process that asked for the call runs it here, in one transaction: the intent (``intent``'s events,
+    the call decided ``running``) needs no commit of its own, since nothing the tool does outlives a
+    rollback. Returns False, with nothing kept, when governance changed since the decision (``stamp``):
+    the caller decides again.
+    """
+    secrets = SecretScrubber.for_presets(tool.presets)
+
+    def record(outcome: Outcome) -> bool:
+        if outcome.suspend is not None:
+            return call_insert(call, intent, stamp=stamp) and _suspend(
+                call, outcome.suspend, worker=EAGER_WORKER, secrets=secrets
+            )
+        change = _outcome_change(call, outcome, worker=EAGER_WORKER, secrets=secrets)
+        for name, value in change.values.items():
+            setattr(call, name, value)
+        with transaction.atomic(savepoint=False) if change.artifact is not None else one_write():
+            if not call_insert(call, [*intent, change.event], stamp=stamp):
+                return False
+            if change.artifact is not None:
+                ToolCallArtifact.objects.create(call=call, **change.artifact)
+        transaction.on_commit(lambda: notify_settled(call), robust=True)
+        return True
+
+    with secrets.scope():
+        return _run_atomically(
+            functools.partial(run_outcome, call, tool, arguments, progress=None, secrets=secrets), record
         )
-        return
+
+
+class _Undo(Exception):
+    """Leaves an atomic tool's transaction, so that its effects roll back; ``outcome`` is recorded after."""
+
+    def __init__(self, outcome: Outcome | None) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
+def _run_atomically(run: Callable[[], Outcome], record: Callable[[Outcome], bool]) -> bool:
+    """Run an atomic tool and record its outcome in one transaction; return whether an outcome was recorded.
+
+    The tool's effects commit with a success and never without one: a failure (raised, timed out, a
+    result that cannot be stored) rolls them back before it is recorded, and so does a success that can
+    no longer be recorded (the call was taken from this attempt, or governance changed).
+    """
+    token = _outcomes.set(None)  # recorded in the tool's own transaction, not with a claimed batch
     try:
-        result, intercepted = _intercepted_result(call, secrets.value(result))
-    except InterceptorFailed as failed:
-        finish(status=CallStatus.FAILED, error=INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
-        return
-    finish(status=CallStatus.SUCCEEDED, result=result, artifact=artifact, intercepted=intercepted)
+        with transaction.atomic():
+            outcome = run()
+            if outcome.status == CallStatus.FAILED:
+                raise _Undo(outcome)
+            try:
+                recorded = record(outcome)
+            except DatabaseError as exc:
+                # The tool caught a database error and went on: its transaction can only be rolled back.
+                raise _Undo(Outcome.failed(ATOMIC_ABORTED_MESSAGE, detail=exception_detail(exc))) from None
+            if not recorded:
+                raise _Undo(None)
+        return True
+    except _Undo as undo:
+        return undo.outcome is not None and record(undo.outcome)
+    finally:
+        _outcomes.reset(token)
 
 
-def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
-    """The ``after`` interceptors' view of a result (secrets already scrubbed), and who changed it."""
-    if not configured_interceptors():
-        return result, []
-    seen = InterceptedCall(
-        tool_name=call.tool_name,
-        arguments=call.arguments,
-        tenant=call.tenant,
-        user_id=call.user_id,
-        agent_name=call.agent_name,
-        context=call.context,
-    )
-    result, changed = interceptors_after(call=seen, result=result)
-    try:
-        json.dumps(result)  # what an interceptor returns is not checked by the tool's serializer
-        problem = json_storage_problem(result)
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = str(exc)
-    if problem:
-        raise InterceptorFailed(changed[-1], f"its result cannot be stored as JSON: {problem}")
-    return result, changed
+#: What the model reads when an atomic tool left its transaction unusable (nothing it wrote was kept).
+ATOMIC_ABORTED_MESSAGE = (
+    "The tool's database work failed and was rolled back; nothing it wrote was kept. Try again, or tell the user."
+)
 
 
-def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: SecretScrubber) -> None:
+def _record(call: ToolCall, outcome: Outcome, *, worker: str, secrets: SecretScrubber) -> bool:
+    """Record a claimed call's outcome: suspended, or settled by ``_finish``; whether it was recorded."""
+    if outcome.suspend is not None:
+        return _suspend(call, outcome.suspend, worker=worker, secrets=secrets)
+    return _finish(call, status=outcome.status, worker=worker, secrets=secrets, **outcome.values)
+
+
+def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: SecretScrubber) -> bool:
     """Park a call whose tool suspended itself: it awaits its result from outside, as an external tool's does.
 
     The reason and payload are what a tool hands out, so they are scrubbed like its output; a payload
     that cannot be stored fails the call instead (the model is told), so nothing waits for nothing.
+    Returns whether the call was parked (or failed) by this attempt.
     """
     reason = storable_text(secrets.text(str(suspend.reason)))[: toolhub_settings().MAX_STRING_LENGTH]
     try:
@@ -236,7 +251,7 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
     except Exception as exc:  # noqa: BLE001
         problem = str(exc) or type(exc).__name__
     if problem:
-        _finish(
+        return _finish(
             call,
             status=CallStatus.FAILED,
             worker=worker,
@@ -244,13 +259,13 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
             detail=problem,
             secrets=secrets,
         )
-        return
     suspension = {"reason": reason, "payload": payload}
     with transaction.atomic():
         moved = call_transition(
             call,
             to=CallStatus.AWAITING_RESULT,
             allowed_from={CallStatus.RUNNING},
+            attempt=call.attempts,
             actor=f"worker:{worker}",
             data={"attempt": call.attempts, "source": "suspended", **suspension},
             suspension=suspension,
@@ -262,6 +277,7 @@ def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: Secr
             transaction.on_commit(lambda: call_suspended.send(sender=ToolCall, call=call), robust=True)
     if not moved:
         logger.warning("call %s was taken from this worker before it suspended; suspension not recorded", call.id)
+    return moved
 
 
 def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
@@ -280,51 +296,6 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     return None
 
 
-def _result_value(outcome: Any, artifact: dict[str, Any] | None = None) -> Any:
-    if isinstance(outcome, ToolResult):
-        if outcome.kind == "text":
-            return str(outcome.value)
-        if outcome.kind == "artifact" and artifact is not None:
-            # The model reads a summary; the data is stored with the call and listed on it.
-            return outcome.summary or (
-                f"Stored artifact {artifact['name']!r} ({artifact['media_type']}, {artifact['size']} bytes) "
-                "with this call; its content is not shown here."
-            )
-    return to_json_value(outcome)
-
-
-def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str | None:
-    """The artifact row's values for an artifact result, or the error message when it cannot be stored.
-
-    A text artifact is stored with its secrets replaced; a binary one that holds a secret is refused.
-    """
-    if not (isinstance(outcome, ToolResult) and outcome.kind == "artifact"):
-        return None
-    name = secrets.text(outcome.name)
-    media_type = secrets.text(outcome.media_type or "application/octet-stream")[:100]
-    try:
-        content = artifact_content(outcome)
-    except Exception:  # noqa: BLE001
-        return "The tool returned an artifact that cannot be serialized; nothing was stored."
-    limit = toolhub_settings().MAX_ARTIFACT_BYTES
-    if len(content) > limit:
-        return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
-    scrubbed = secrets.artifact(content, media_type)
-    if scrubbed is None:
-        return (
-            f"The tool's artifact {name!r} ({media_type}) is binary and contains a secret value; it was not stored. "
-            "A tool must never put its secrets in what it returns."
-        )
-    content = scrubbed
-    return {
-        "name": name,
-        "media_type": media_type,
-        "size": len(content),
-        "sha256": hashlib.sha256(content).hexdigest(),
-        "content": content,
-    }
-
-
 def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:
     """A progress emitter whose updates are written to the running call (only while it runs), secrets replaced."""
 
@@ -339,32 +310,65 @@ def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:
     )
 
 
-def _flush_progress(progress: Progress | None) -> None:
-    if progress is None:
-        return
-    try:
-        progress.flush()
-    except Exception:  # noqa: BLE001 - losing the last progress note must not lose the outcome
-        logger.warning("could not store the last progress updates", exc_info=True)
-
-
 def _finish(
     call: ToolCall,
     *,
     status: CallStatus,
     worker: str,
-    result: Any = None,
-    error: str = "",
-    detail: str = "",
-    artifact: dict[str, Any] | None = None,
     secrets: SecretScrubber = NO_SECRETS,
-    intercepted: list[str] | None = None,
-    failed_by: str = "",
-) -> None:
-    """Record a call's outcome: the one place a worker writes what a tool returned, so its secrets are replaced here."""
+    **values: Any,
+) -> bool:
+    """Record a claimed call's outcome (``_outcome_change``'s ``values``); whether this attempt recorded it.
+
+    With a claimed batch the write waits for the batch's outcome transaction (True: not refused yet).
+    """
+    change = _outcome_change(call, Outcome(status, values), worker=worker, secrets=secrets)
+
+    def record() -> bool:
+        # No savepoint: inside a batch's outcome transaction a failure voids the batch (its calls stay
+        # claimed for the reconciler), as a failure voids a single outcome. Without an artifact row the
+        # outcome is one statement (``one_write``).
+        with transaction.atomic(savepoint=False) if change.artifact is not None else one_write():
+            moved = call_transition(
+                call,
+                to=status,
+                allowed_from={CallStatus.RUNNING},
+                attempt=call.attempts,
+                actor=change.event.actor,
+                data=change.event.data,
+                **{name: value for name, value in change.values.items() if name != "status"},
+            )
+            if moved and change.artifact is not None:
+                ToolCallArtifact.objects.create(call=call, **change.artifact)
+        if not moved:
+            logger.warning(
+                "call %s was taken from this worker before it finished; outcome %s not recorded", call.id, status
+            )
+        return moved
+
+    batch = _outcomes.get()
+    if batch is None:
+        return record()
+    batch.append((call, record))
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class _OutcomeChange:
+    """An outcome as written: the call's new values, its audit event, the artifact row's values."""
+
+    values: dict[str, Any]
+    event: EventSpec
+    artifact: dict[str, Any] | None
+
+
+def _outcome_change(call: ToolCall, outcome: Outcome, *, worker: str, secrets: SecretScrubber) -> _OutcomeChange:
+    """The one place a worker's outcome becomes what is written, so a tool's secrets are replaced here."""
+    values = outcome.values
     # What a tool raised may hold characters no text column stores.
-    error, detail = storable_text(secrets.text(error)), storable_text(secrets.text(detail))
-    result = secrets.value(result)
+    error = storable_text(secrets.text(values.get("error", "")))
+    detail = storable_text(secrets.text(values.get("detail", "")))
+    artifact, intercepted, failed_by = values.get("artifact"), values.get("intercepted"), values.get("failed_by")
     data: dict[str, Any] = {"attempt": call.attempts}
     if error:
         data["error"] = error
@@ -374,34 +378,12 @@ def _finish(
         data["interceptor"] = failed_by
     if artifact is not None:
         data["artifact"] = {key: artifact[key] for key in ("name", "media_type", "size", "sha256")}
-    finished_at = timezone.now()
-
-    def record() -> None:
-        # No savepoint: inside a batch's outcome transaction a failure voids the batch (its calls stay
-        # claimed for the reconciler), as a failure voids a single outcome. Without an artifact row the
-        # outcome is one statement (``one_write``).
-        with transaction.atomic(savepoint=False) if artifact is not None else one_write():
-            moved = call_transition(
-                call,
-                to=status,
-                allowed_from={CallStatus.RUNNING},
-                actor=f"worker:{worker}",
-                data=data,
-                result=result,
-                error=error,
-                error_detail=detail,
-                finished_at=finished_at,
-                lease_expires_at=None,
-            )
-            if moved and artifact is not None:
-                ToolCallArtifact.objects.create(call=call, **artifact)
-        if not moved:
-            logger.warning(
-                "call %s was taken from this worker before it finished; outcome %s not recorded", call.id, status
-            )
-
-    batch = _outcomes.get()
-    if batch is None:
-        record()
-    else:
-        batch.append((call, record))
+    written = {
+        "status": outcome.status,
+        "result": secrets.value(values.get("result")),
+        "error": error,
+        "error_detail": detail,
+        "finished_at": timezone.now(),
+        "lease_expires_at": None,
+    }
+    return _OutcomeChange(written, EventSpec(f"call.{outcome.status}", f"worker:{worker}", data), artifact)

@@ -115,6 +115,8 @@ class _Decision:
     then: Callable[[ToolCall], None]
     #: ``then`` writes rows that must commit with the call's (an approval request): one transaction for both.
     then_writes: bool = False
+    #: Writes the row itself instead, with ``events`` and under the stamp, or returns False (decide again).
+    written_by: Callable[[ToolCall, list[EventSpec], int | None], bool] | None = None
 
 
 #: Decisions made again when governance changed between a decision and its write, before one unchecked write.
@@ -145,10 +147,14 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
         with governance_scope(checked_by_write=attempt == 0) as stamp:
             decision = _decide(call, request, context, prepare)
         checked = stamp if attempt < _DECISION_ATTEMPTS else None
-        with transaction.atomic() if decision.then_writes else one_write():
-            if call_insert(call, decision.events, stamp=checked):
-                decision.then(call)
+        if decision.written_by is not None:
+            if decision.written_by(call, decision.events, checked):
                 return call
+        else:
+            with transaction.atomic() if decision.then_writes else one_write():
+                if call_insert(call, decision.events, stamp=checked):
+                    decision.then(call)
+                    return call
         attempt += 1
 
 
@@ -252,6 +258,14 @@ def _decide(
     call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, EAGER_WORKER, now
     call.lease_expires_at = now + call_lease(tool)
     running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
+    if tool.atomic and not tool.needs_progress and not transaction.get_connection().in_atomic_block:
+        # Nothing an atomic tool does outlives a rollback: its intent, effects and outcome commit together.
+        def run_with_intent(call: ToolCall, events: list[EventSpec], stamp: int | None) -> bool:
+            from toolhub.execution import tool_call_run_with_intent
+
+            return tool_call_run_with_intent(call=call, intent=events, stamp=stamp, tool=tool, arguments=validated)
+
+        return _Decision([requested, *rewritten, queued, running], _nothing, written_by=run_with_intent)
 
     def run_here(call: ToolCall) -> None:
         from toolhub.execution import tool_call_run_claimed

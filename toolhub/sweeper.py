@@ -2,7 +2,8 @@
 
 PostgreSQL is the record and Redis only the transport: a queued call whose message never ran is
 dispatched again; a running call whose worker died (its lease expired) is never run twice when the
-tool is not idempotent: it goes to ``needs_attention`` for an operator.
+tool is not idempotent: it goes to ``needs_attention`` for an operator. An atomic tool's call is run
+again: its effects roll back with the transaction of its unrecorded outcome, so the lost attempt left none.
 """
 
 from datetime import timedelta
@@ -33,19 +34,24 @@ def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
 
 
 def calls_reconcile_expired_leases() -> dict[str, int]:
-    """Settle calls whose worker vanished: idempotent ones are queued again, the others need attention."""
+    """Settle calls whose worker vanished: idempotent and atomic ones are queued again, the others need attention.
+
+    A late outcome of the lost attempt is refused (outcomes are written only by the attempt that holds the
+    claim), and an atomic tool's effects roll back with it.
+    """
     now = timezone.now()
     counts = {"requeued": 0, "needs_attention": 0}
     for call in ToolCall.objects.filter(status=CallStatus.RUNNING, lease_expires_at__lt=now)[:500]:
         tool = registry.get(call.tool_name)
         with transaction.atomic():
-            if tool is not None and tool.idempotent:
+            if tool is not None and (tool.idempotent or tool.atomic):
+                kind = "idempotent" if tool.idempotent else "atomic"
                 if call_transition(
                     call,
                     to=CallStatus.QUEUED,
                     allowed_from={CallStatus.RUNNING},
                     actor="reconciler",
-                    data={"reason": "lease expired; idempotent tool is retried", "attempt": call.attempts},
+                    data={"reason": f"lease expired; {kind} tool is retried", "attempt": call.attempts},
                     queued_at=now,
                     lease_expires_at=None,
                 ):

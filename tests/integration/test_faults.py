@@ -120,6 +120,29 @@ def test_an_idempotent_call_whose_worker_died_is_retried_and_takes_effect_once(f
     assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 1
 
 
+def test_an_atomic_call_whose_worker_died_mid_write_is_retried_and_takes_effect_once(
+    fault_queue: str, alice: User
+) -> None:
+    # given an atomic tool that has written its effect (not committed) and works on when its worker is SIGKILLed
+    worker = _worker("chaos-atomic").start()
+    try:
+        call = _request("atomic_effect", {"note": "once", "work_seconds": 0.9}, alice)
+        wait_for(lambda: _status(call) == CallStatus.RUNNING, timeout=30, what="running")
+        time.sleep(0.3)  # inside the tool, after its INSERT
+        worker.kill()
+        # then the killed transaction took the effect with it, and the reconciler may run the call again
+        assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 0
+        worker = _worker("chaos-atomic2").start()
+        _expire_leases()
+        assert calls_reconcile_expired_leases() == {"requeued": 1, "needs_attention": 0}
+        wait_for(lambda: _status(call) == CallStatus.SUCCEEDED, timeout=30, what="retried call succeeded")
+    finally:
+        worker.stop()
+    assert ToolCall.objects.get(pk=call.pk).attempts == 2
+    assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 1
+    assert verify_audit_chains()[1] == []
+
+
 def test_a_flushed_broker_loses_no_call(fault_queue: str, alice: User) -> None:
     # given calls queued while no worker runs
     calls = [_request("record_effect", {"note": f"n{index}"}, alice) for index in range(10)]

@@ -4,6 +4,7 @@ import enum
 import time
 from typing import Annotated
 
+from django.db import DatabaseError
 from pydantic import BaseModel
 
 from agents_app.subagents import Subagent
@@ -127,6 +128,33 @@ def stepped_work(
         time.sleep(seconds_per_step)
         progress.update(f"step {step} of {steps}", current=step, total=steps)
     return f"worked {steps} steps"
+
+
+@tool(risk=Risk.LOW, atomic=True, timeout=1.0)
+def atomic_effect(
+    note: Annotated[str, Param("Free text stored with the effect.")],
+    ctx: ToolContext,
+    fail_after_writing: Annotated[str, Param("Raise this message after writing (empty: succeed).")] = "",
+    work_seconds: Annotated[float, Param("How long to work after writing (the limit is 1 s).")] = 0.0,
+) -> dict:
+    """Record one side effect in toolhub's database, atomically with the call's outcome."""
+    effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="atomic_effect", note=note)
+    if work_seconds:
+        time.sleep(work_seconds)
+    if fail_after_writing:
+        raise ToolError(fail_after_writing)
+    return {"effect_id": effect.pk}
+
+
+@tool(risk=Risk.LOW, atomic=True)
+def atomic_swallowing_effect(ctx: ToolContext) -> str:
+    """Write a row, then hit a database error and carry on as if nothing happened (its transaction is aborted)."""
+    SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="atomic_swallowing_effect")
+    try:
+        SideEffect.objects.create(id=SideEffect.objects.order_by("pk").values_list("pk", flat=True).last())
+    except DatabaseError:
+        pass
+    return "carried on"
 
 
 @tool(risk=Risk.LOW)

@@ -112,6 +112,12 @@ class Compensation:
         self._frozen = True
 
 
+def _is_async(handler: Any) -> bool:
+    """Whether calling ``handler`` gives a coroutine (it would run on an event loop of its own)."""
+    call = type(handler).__call__ if not inspect.isroutine(handler) else None
+    return inspect.iscoroutinefunction(handler) or (call is not None and inspect.iscoroutinefunction(call))
+
+
 def _name_of(target: Any) -> str | None:
     if isinstance(target, str):
         return target or None
@@ -142,6 +148,9 @@ class Tool:
     tags: frozenset[str] = frozenset()
     timeout: float | None = None
     idempotent: bool = False
+    #: Its effects are writes to toolhub's database, committed in the transaction of the call's outcome
+    #: (``toolhub.execution``): a failed, timed-out or lost call leaves none, so it is retried like an idempotent one.
+    atomic: bool = False
     sensitive: frozenset[str] = frozenset()
     compensation: Compensation = dataclasses.field(default_factory=Compensation)
     return_behavior: ReturnBehavior = ReturnBehavior.TO_LLM
@@ -180,6 +189,13 @@ class Tool:
         ):
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: timeout must be a positive number of seconds, not {self.timeout!r}."
+            )
+        if not isinstance(self.atomic, bool):
+            raise ToolDefinitionError(f"Tool {self.name!r}: atomic must be True or False, not {self.atomic!r}.")
+        if self.atomic and (self.is_external or _is_async(self.handler)):
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}: atomic=True is for synchronous Python tools whose effects are writes to "
+                "toolhub's database (they commit with the call's outcome); an external or async tool cannot be atomic."
             )
         if self.advice and not self.one_shot_per_loop:
             raise ToolDefinitionError(
@@ -321,7 +337,8 @@ class Tool:
     ) -> Any:
         """Call the handler with validated arguments and the injected values; awaits async tools.
 
-        ``timeout`` (seconds) stops the tool with ``ToolTimeoutError``; ``None`` means no limit.
+        ``timeout`` (seconds) stops the tool with ``ToolTimeoutError``; ``None`` means no limit. An atomic
+        tool runs on the caller's thread, in the caller's transaction (``call_with_timeout(in_this_thread=)``).
         """
         if self.handler is None:
             raise ToolhubError(
@@ -329,7 +346,7 @@ class Tool:
                 "it cannot run here."
             )
         bound = self.inputs.bind(self, self.handler, arguments, ctx if ctx is not None else ToolContext(), progress)
-        result = call_with_timeout(bound, seconds=timeout, tool_name=self.name)
+        result = call_with_timeout(bound, seconds=timeout, tool_name=self.name, in_this_thread=self.atomic)
         if inspect.isawaitable(result):
             result = await_with_timeout(result, seconds=timeout, tool_name=self.name)
         return self._checked_output(result)

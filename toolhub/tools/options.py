@@ -91,6 +91,8 @@ class ToolOptions(TypedDict, total=False):
     timeout: float
     #: Safe to run twice with the same arguments (retried after a lost worker).
     idempotent: bool
+    #: Its effects are writes to toolhub's own database: they commit with the call's outcome or not at all.
+    atomic: bool
     #: Arguments whose values never reach the audit trail, the API or the admin.
     sensitive: tuple[str, ...] | list[str] | frozenset[str]
     #: The tool that undoes this one (sagas), resolved when the registry freezes.

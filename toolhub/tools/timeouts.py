@@ -36,13 +36,24 @@ class ToolTimeoutError(ToolhubError):
         self.seconds = seconds
 
 
-def call_with_timeout(fn: Callable[[], T], *, seconds: float | None, tool_name: str) -> T:
-    """Run ``fn()``; raise ``ToolTimeoutError`` if it takes longer than ``seconds`` (``None``: no limit)."""
+def call_with_timeout(fn: Callable[[], T], *, seconds: float | None, tool_name: str, in_this_thread: bool = False) -> T:
+    """Run ``fn()``; raise ``ToolTimeoutError`` if it takes longer than ``seconds`` (``None``: no limit).
+
+    ``in_this_thread``: ``fn`` must run on the caller's thread (its writes belong to the caller's
+    transaction). Off the main thread it cannot be interrupted then: it runs to its end, and
+    ``ToolTimeoutError`` is raised afterwards if it overran, so that the caller rolls its work back.
+    """
     if not seconds:
         return fn()
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         with _alarm(seconds, tool_name):
             return fn()
+    if in_this_thread:
+        started = time.monotonic()
+        result = fn()
+        if time.monotonic() - started > seconds:
+            raise ToolTimeoutError(tool_name, seconds)
+        return result
     return _in_thread(fn, seconds, tool_name)
 
 

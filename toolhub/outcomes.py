@@ -1,0 +1,159 @@
+"""What running a tool came to, before anything of it is written.
+
+``run_outcome`` invokes the tool and turns what it returned or raised into an ``Outcome``: a status and
+the values ``toolhub.execution`` records. Nothing here writes, so the worker can decide where the
+write goes: on its own, with a batch, or in the tool's own transaction (atomic tools).
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+from typing import Any
+
+from toolhub.conf import toolhub_settings
+from toolhub.exceptions import ToolSuspend
+from toolhub.feedback import exception_detail, execution_error
+from toolhub.interceptors import (
+    INTERCEPTOR_FAILED_MESSAGE,
+    InterceptedCall,
+    InterceptorFailed,
+    configured_interceptors,
+    interceptors_after,
+)
+from toolhub.models import CallStatus, ToolCall
+from toolhub.storable import json_storage_problem
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Tool
+from toolhub.tools.progress import Progress
+from toolhub.tools.results import ToolResult, artifact_content, to_json_value
+from toolhub.tools.secrets import SecretScrubber
+
+__all__ = ["Outcome", "run_outcome"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """A run's result: ``succeeded`` or ``failed`` with ``_finish``'s values, or the tool's ``ToolSuspend``."""
+
+    status: CallStatus
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    suspend: ToolSuspend | None = None
+
+    @classmethod
+    def failed(cls, error: str, **values: Any) -> "Outcome":
+        return cls(CallStatus.FAILED, {"error": error, **values})
+
+
+def run_outcome(
+    call: ToolCall, tool: Tool, arguments: dict[str, Any], *, progress: Progress | None, secrets: SecretScrubber
+) -> Outcome:
+    """Run the tool on ``call``'s behalf; every failure of the tool becomes a ``failed`` outcome, none escapes."""
+    ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
+    try:
+        returned = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
+    except ToolSuspend as suspend:
+        return Outcome(CallStatus.AWAITING_RESULT, suspend=suspend)
+    except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
+        logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
+        return Outcome.failed(execution_error(exc), detail=exception_detail(exc))
+    finally:
+        _flush_progress(progress)
+    if isinstance(returned, ToolResult) and returned.kind == "error":
+        return Outcome.failed(str(returned.value))
+    artifact = _artifact_of(returned, secrets)
+    if isinstance(artifact, str):
+        return Outcome.failed(artifact)
+    try:
+        result = _result_value(returned, artifact)
+        problem = json_storage_problem(result)
+        if problem:
+            raise ValueError(f"The result cannot be stored as JSON: {problem}")
+    except Exception as exc:  # noqa: BLE001
+        return Outcome.failed(
+            "The tool returned a value that cannot be serialized to JSON.", detail=exception_detail(exc)
+        )
+    try:
+        result, intercepted = _intercepted_result(call, secrets.value(result))
+    except InterceptorFailed as failed:
+        return Outcome.failed(INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
+    return Outcome(CallStatus.SUCCEEDED, {"result": result, "artifact": artifact, "intercepted": intercepted})
+
+
+def _flush_progress(progress: Progress | None) -> None:
+    if progress is None:
+        return
+    try:
+        progress.flush()
+    except Exception:  # noqa: BLE001 - losing the last progress note must not lose the outcome
+        logger.warning("could not store the last progress updates", exc_info=True)
+
+
+def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
+    """The ``after`` interceptors' view of a result (secrets already scrubbed), and who changed it."""
+    if not configured_interceptors():
+        return result, []
+    seen = InterceptedCall(
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        tenant=call.tenant,
+        user_id=call.user_id,
+        agent_name=call.agent_name,
+        context=call.context,
+    )
+    result, changed = interceptors_after(call=seen, result=result)
+    try:
+        json.dumps(result)  # what an interceptor returns is not checked by the tool's serializer
+        problem = json_storage_problem(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = str(exc)
+    if problem:
+        raise InterceptorFailed(changed[-1], f"its result cannot be stored as JSON: {problem}")
+    return result, changed
+
+
+def _result_value(outcome: Any, artifact: dict[str, Any] | None = None) -> Any:
+    if isinstance(outcome, ToolResult):
+        if outcome.kind == "text":
+            return str(outcome.value)
+        if outcome.kind == "artifact" and artifact is not None:
+            # The model reads a summary; the data is stored with the call and listed on it.
+            return outcome.summary or (
+                f"Stored artifact {artifact['name']!r} ({artifact['media_type']}, {artifact['size']} bytes) "
+                "with this call; its content is not shown here."
+            )
+    return to_json_value(outcome)
+
+
+def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str | None:
+    """The artifact row's values for an artifact result, or the error message when it cannot be stored.
+
+    A text artifact is stored with its secrets replaced; a binary one that holds a secret is refused.
+    """
+    if not (isinstance(outcome, ToolResult) and outcome.kind == "artifact"):
+        return None
+    name = secrets.text(outcome.name)
+    media_type = secrets.text(outcome.media_type or "application/octet-stream")[:100]
+    try:
+        content = artifact_content(outcome)
+    except Exception:  # noqa: BLE001
+        return "The tool returned an artifact that cannot be serialized; nothing was stored."
+    limit = toolhub_settings().MAX_ARTIFACT_BYTES
+    if len(content) > limit:
+        return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
+    scrubbed = secrets.artifact(content, media_type)
+    if scrubbed is None:
+        return (
+            f"The tool's artifact {name!r} ({media_type}) is binary and contains a secret value; it was not stored. "
+            "A tool must never put its secrets in what it returns."
+        )
+    content = scrubbed
+    return {
+        "name": name,
+        "media_type": media_type,
+        "size": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(),
+        "content": content,
+    }
