@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["raw_sql_floor"]
+__all__ = ["raw_sql_floor", "raw_sql_atomic_floor"]
 
 _CALL_INSERT = (
     "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
@@ -21,6 +21,13 @@ _CALL_INSERT = (
     "error_detail, attempts, worker, progress, created_at, queued_at, started_at, lease_expires_at, updated_at) "
     "VALUES (%s, 'call', %s, '', 'running', %s, '', %s, %s, '', 0, 0, '', '', '', '', '', 1, 'floor', '[]', "
     "%s, %s, %s, %s, %s)"
+)
+_SETTLED_CALL_INSERT = (
+    "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
+    "raw_arguments, context, tenant, agent_name, turn, position, model_call_id, saga_id, approval_hash, error, "
+    "error_detail, attempts, worker, progress, created_at, queued_at, started_at, finished_at, result, updated_at) "
+    "VALUES (%s, 'call', %s, '', 'succeeded', %s, '', %s, %s, '', 0, 0, '', '', '', '', '', 1, 'floor', '[]', "
+    "%s, %s, %s, %s, %s, %s)"
 )
 _CALL_SETTLE = (
     "UPDATE toolhub_toolcall SET status = 'succeeded', result = %s, finished_at = %s, "
@@ -76,3 +83,48 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
         write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
 
     return governed_floor
+
+
+def raw_sql_atomic_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Callable[[], None]:
+    """An atomic call's minimum: in one transaction, the tool's writes, then the settled row with all its events."""
+    from django.db import connection, transaction
+    from psycopg.types.json import Jsonb
+
+    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
+    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
+    from toolhub.tools.context import ToolContext
+
+    arguments = {"note": "benchmark"}
+    data = canonical_json({})
+    events = [
+        ("call.requested", "queued"),
+        ("call.queued", "queued"),
+        ("call.running", "running"),
+        ("call.succeeded", "succeeded"),
+    ]
+
+    def governed_atomic_floor() -> None:
+        call_id = uuid.uuid4()
+        with transaction.atomic():
+            result = tool(note=arguments["note"], ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
+            chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
+            parts = [
+                hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
+                for event, status in events
+            ]
+            row = [call_id, tool_name, Jsonb(arguments), Jsonb({}), tenant, now, now, now, now, Jsonb(result), now]
+            params = appended_params(
+                row,
+                parts,  # type: ignore[arg-type]
+                chain=chain,
+                call_id=call_id,
+                run_id=None,
+                tool_name=tool_name,
+                tenant=tenant,
+                created_at=now,
+                columns=[(event, status, "floor", data) for event, status in events],
+            )
+            with prepared_cursor(connection) as cursor:
+                cursor.execute(appended_sql(len(events), _SETTLED_CALL_INSERT), params)
+
+    return governed_atomic_floor

@@ -10,6 +10,7 @@ toolhub/celery.py).
 """
 
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -176,12 +177,20 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(list(values))
 
 
-def interleaved(*operations: Callable[[], Any], rounds: int) -> list[list[float]]:
-    """Time operations in turn, round after round, so drift on a noisy machine hits them all alike."""
+def interleaved(*operations: Callable[[], Any], rounds: int, shuffled: bool = False) -> list[list[float]]:
+    """Time operations in turn, round after round, so drift on a noisy machine hits them all alike.
+
+    ``shuffled``: each round in a new order (seeded, so runs repeat), so that work an operation leaves
+    to background threads lands on each of the others alike instead of always on the one after it.
+    """
     times: list[list[float]] = [[] for _ in operations]
+    order = list(range(len(operations)))
+    shuffle = random.Random(len(operations) * rounds).shuffle
     for _ in range(rounds):
-        for operation, samples in zip(operations, times, strict=True):
+        if shuffled:
+            shuffle(order)
+        for index in order:
             started = time.perf_counter()
-            operation()
-            samples.append(time.perf_counter() - started)
+            operations[index]()
+            times[index].append(time.perf_counter() - started)
     return times
