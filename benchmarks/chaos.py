@@ -3,17 +3,17 @@
     python -m benchmarks.chaos --seconds 120 --seed 1
 
 A stream of governed calls (non-idempotent ``record_effect`` and ``slow_effect``, idempotent
-``slow_idempotent``, high-risk ``risky_effect`` decided by a scripted operator) runs against real
-``celery -A toolhub worker`` processes while, at random, a pool process or a whole worker is
-SIGKILLed (and restarted), the broker's Redis DB is flushed or its connections are cut, the broker's
-Redis server itself is SIGKILLed and started again (losing every message it held), the workers'
-PostgreSQL connections are terminated (``pg_terminate_backend``) in the middle of their calls, and
-calls are delivered again. The sweeper runs every second, as Celery beat would run it. Then the driver
-drains (sweeps until nothing is open), delivers every call once more, and checks what the pipeline
-guarantees: every call settled exactly once (terminal, or ``needs_attention``) through legal
-transitions only, side effects at most once per call, nothing queued or running, the audit chain
-intact. It prints a summary, writes it to ``benchmarks/results/chaos.json`` and exits 1, loudly, on
-any violation.
+``slow_idempotent``, atomic ``atomic_effect``, high-risk ``risky_effect`` decided by a scripted
+operator) runs against real ``celery -A toolhub worker`` processes while, at random, a pool process
+or a whole worker is SIGKILLed (and restarted), the broker's Redis DB is flushed or its connections
+are cut, the broker's Redis server itself is SIGKILLed and started again (losing every message it
+held), the workers' PostgreSQL connections are terminated (``pg_terminate_backend``) in the middle of
+their calls, and calls are delivered again. The sweeper runs every second, as Celery beat would run
+it. Then the driver drains (sweeps until nothing is open), delivers every call once more, and checks
+what the pipeline guarantees: every call settled exactly once (terminal, or ``needs_attention``)
+through legal transitions only, side effects at most once per call (an atomic call's exactly when it
+succeeded), nothing queued or running, the audit chain intact. It prints a summary, writes it to
+``benchmarks/results/chaos.json`` and exits 1, loudly, on any violation.
 
 Everything is the driver's own (set up by ``benchmarks.harness``), so two runs at once never meet: a
 PostgreSQL database named for this run (``toolhub_chaos_<pid>_<token>`` on ``BENCH_POSTGRES_URL``,
@@ -55,7 +55,7 @@ TENANT = "chaos"
 LEASE_SECONDS = 3.0
 TOOL_TIMEOUT_SECONDS = 6.0
 
-TOOL_MIX = {"record_effect": 35, "slow_effect": 25, "slow_idempotent": 25, "risky_effect": 15}
+TOOL_MIX = {"record_effect": 30, "slow_effect": 20, "slow_idempotent": 20, "atomic_effect": 15, "risky_effect": 15}
 FAULT_MIX = {
     "pool_kill": 25,
     "worker_kill": 12,
@@ -284,6 +284,9 @@ class Chaos:
         tool_name = tool_name or rng.choices(list(TOOL_MIX), weights=list(TOOL_MIX.values()))[0]
         if tool_name in ("slow_effect", "slow_idempotent"):
             arguments: dict[str, Any] = {"seconds": round(rng.uniform(0.2, 1.5), 2)}
+        elif tool_name == "atomic_effect":
+            # writes its effect, then works on within its 1 s limit: a kill lands after the write, before the commit
+            arguments = {"note": f"chaos {len(self.calls)}", "work_seconds": round(rng.uniform(0.1, 0.7), 2)}
         else:
             arguments = {"note": f"chaos {len(self.calls)}"}
         request = CallRequest(
@@ -484,7 +487,7 @@ class Chaos:
 
         # Mid-call: wait (briefly) until a call is running, so its outcome is written on a dead connection.
         if not ToolCall.objects.filter(status=CallStatus.RUNNING).exists():
-            self.request_call(tool_name=self.fault_rng.choice(["slow_effect", "slow_idempotent"]))
+            self.request_call(tool_name=self.fault_rng.choice(["slow_effect", "slow_idempotent", "atomic_effect"]))
             deadline = time.monotonic() + 3.0
             while time.monotonic() < deadline and not ToolCall.objects.filter(status=CallStatus.RUNNING).exists():
                 time.sleep(0.05)
@@ -710,6 +713,13 @@ def check_invariants(chaos: Chaos) -> list[Invariant]:
         if status == CallStatus.SUCCEEDED and tool_name in EFFECT_TOOLS and per_call[str(call_id)] == 0
     ]
 
+    # An atomic tool's effect commits with its outcome: one exactly when it succeeded, none otherwise.
+    atomic = [
+        f"{call_id}: atomic call {status} with {per_call[str(call_id)]} side effect(s)"
+        for call_id, (tool_name, status, _lease) in calls.items()
+        if tool_name == "atomic_effect" and per_call[str(call_id)] != (1 if status == CallStatus.SUCCEEDED else 0)
+    ]
+
     now = timezone.now()
     open_ = [
         f"{call_id} {tool_name}: {status}"
@@ -731,6 +741,7 @@ def check_invariants(chaos: Chaos) -> list[Invariant]:
         _invariant("every status transition is a legal one", illegal, f"{sum(len(m) for m in events.values())} events"),
         _invariant("side effects at most once per call", twice + effect_problems, f"{sum(per_call.values())} effects"),
         _invariant("no succeeded call lost its side effect", lost),
+        _invariant("an atomic call has its side effect exactly when it succeeded", atomic),
         _invariant("nothing left queued or running (past its lease or not)", open_),
         _invariant("the audit chains verify", [str(problem) for problem in problems], f"{checked} events checked"),
         _invariant("late duplicate deliveries change nothing", late_changes, f"{late.get('messages', 0)} messages"),
