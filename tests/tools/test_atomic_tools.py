@@ -136,17 +136,29 @@ def test_an_atomic_tool_that_swallows_a_database_error_fails_and_keeps_nothing(a
     assert event_types(call) == [*SETTLED_IN_PROCESS, "call.failed"]
 
 
-def _queued(user: User, capture: Any, **arguments: Any) -> ToolCall:
+@pytest.fixture
+def held_dispatch(monkeypatch: pytest.MonkeyPatch) -> list[ToolCall]:
+    """Calls queued for a worker keep their broker message here: no worker (not even a session's) sees them."""
+    from toolhub import pipeline
+
+    held: list[ToolCall] = []
+    monkeypatch.setattr(pipeline, "dispatch_call", held.append)
+    return held
+
+
+def _queued(user: User, held: list[ToolCall], **arguments: Any) -> ToolCall:
     """An atomic call queued for a worker, its broker message held back."""
-    with for_a_worker(), capture(execute=False):
-        return _request(user, **arguments)
+    with for_a_worker():
+        call = _request(user, **arguments)
+    assert held[-1].pk == call.pk
+    return call
 
 
 def test_on_a_worker_the_effect_commits_with_the_outcome_and_a_failure_undoes_it(
-    alice: User, django_capture_on_commit_callbacks: Any
+    alice: User, held_dispatch: list[ToolCall]
 ) -> None:
-    kept = _queued(alice, django_capture_on_commit_callbacks, note="kept")
-    undone = _queued(alice, django_capture_on_commit_callbacks, note="undone", fail_after_writing="no")
+    kept = _queued(alice, held_dispatch, note="kept")
+    undone = _queued(alice, held_dispatch, note="undone", fail_after_writing="no")
 
     for call in (kept, undone):
         tool_call_execute(call_id=call.pk, worker="w1")
@@ -182,21 +194,22 @@ def lost_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[[ToolCall], ToolCal
     return reclaim
 
 
-def _claimed(user: User, capture: Any, tool_name: str, **arguments: Any) -> ToolCall:
+def _claimed(user: User, held: list[ToolCall], tool_name: str, **arguments: Any) -> ToolCall:
     from toolhub.claims import tool_call_claim
 
-    with for_a_worker(), capture(execute=False):
+    with for_a_worker():
         call = _request(user, tool_name, **arguments)
+    assert held[-1].pk == call.pk
     first = tool_call_claim(call_id=call.pk, worker="w1")
     assert first is not None and first.attempts == 1
     return first
 
 
 def test_a_lost_workers_atomic_call_is_retried_and_a_late_outcome_is_refused_with_its_effect(
-    alice: User, django_capture_on_commit_callbacks: Any, lost_worker: Callable[[ToolCall], ToolCall]
+    alice: User, held_dispatch: list[ToolCall], lost_worker: Callable[[ToolCall], ToolCall]
 ) -> None:
     # given an atomic call whose first worker lost its lease (the reconciler retried it on a second worker)
-    first = _claimed(alice, django_capture_on_commit_callbacks, "atomic_effect", note="late")
+    first = _claimed(alice, held_dispatch, "atomic_effect", note="late")
     second = lost_worker(first)
     tool = registry.get("atomic_effect")
 
@@ -218,10 +231,10 @@ def test_a_lost_workers_atomic_call_is_retried_and_a_late_outcome_is_refused_wit
 
 
 def test_a_late_outcome_of_a_non_atomic_call_is_refused_too(
-    alice: User, django_capture_on_commit_callbacks: Any, lost_worker: Callable[[ToolCall], ToolCall]
+    alice: User, held_dispatch: list[ToolCall], lost_worker: Callable[[ToolCall], ToolCall]
 ) -> None:
     # given an idempotent call taken over by a second attempt while the first still ran
-    first = _claimed(alice, django_capture_on_commit_callbacks, "slow_idempotent", seconds=0.0)
+    first = _claimed(alice, held_dispatch, "slow_idempotent", seconds=0.0)
     lost_worker(first)
 
     # when the first attempt's outcome arrives
