@@ -17,17 +17,15 @@ from toolhub.authorization import authorization_denial, principal_of_call, tenan
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import tool_calls_claim
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
 from toolhub.pipeline import EAGER_WORKER, approval_hash, dispatch_call, tool_call_require_reapproval
 from toolhub.signals import call_suspended, task_seconds_left
-from toolhub.storable import json_storage_problem, storable_text
+from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
-from toolhub.tools.results import to_json_value
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 
 __all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_intent"]
@@ -168,10 +166,8 @@ def tool_call_run_with_intent(
     secrets = SecretScrubber.for_presets(tool.presets)
 
     def record(outcome: Outcome) -> bool:
-        if outcome.suspend is not None:
-            return call_insert(call, intent, stamp=stamp) and _suspend(
-                call, outcome.suspend, worker=EAGER_WORKER, secrets=secrets
-            )
+        if outcome.suspension is not None:
+            return call_insert(call, intent, stamp=stamp) and _suspend(call, outcome.suspension, worker=EAGER_WORKER)
         change = _outcome_change(call, outcome, worker=EAGER_WORKER, secrets=secrets)
         for name, value in change.values.items():
             setattr(call, name, value)
@@ -232,34 +228,17 @@ ATOMIC_ABORTED_MESSAGE = (
 
 def _record(call: ToolCall, outcome: Outcome, *, worker: str, secrets: SecretScrubber) -> bool:
     """Record a claimed call's outcome: suspended, or settled by ``_finish``; whether it was recorded."""
-    if outcome.suspend is not None:
-        return _suspend(call, outcome.suspend, worker=worker, secrets=secrets)
+    if outcome.suspension is not None:
+        return _suspend(call, outcome.suspension, worker=worker)
     return _finish(call, status=outcome.status, worker=worker, secrets=secrets, **outcome.values)
 
 
-def _suspend(call: ToolCall, suspend: ToolSuspend, *, worker: str, secrets: SecretScrubber) -> bool:
+def _suspend(call: ToolCall, suspension: dict[str, Any], *, worker: str) -> bool:
     """Park a call whose tool suspended itself: it awaits its result from outside, as an external tool's does.
 
-    The reason and payload are what a tool hands out, so they are scrubbed like its output; a payload
-    that cannot be stored fails the call instead (the model is told), so nothing waits for nothing.
-    Returns whether the call was parked (or failed) by this attempt.
+    ``suspension`` (reason and payload) comes scrubbed and storable (``toolhub.outcomes``). Returns whether
+    this attempt parked it.
     """
-    reason = storable_text(secrets.text(str(suspend.reason)))[: toolhub_settings().MAX_STRING_LENGTH]
-    try:
-        payload = secrets.value(to_json_value(suspend.payload))
-        problem = json_storage_problem(payload)
-    except Exception as exc:  # noqa: BLE001
-        problem = str(exc) or type(exc).__name__
-    if problem:
-        return _finish(
-            call,
-            status=CallStatus.FAILED,
-            worker=worker,
-            error="The tool suspended itself with a payload that cannot be stored as JSON; nothing awaits a result.",
-            detail=problem,
-            secrets=secrets,
-        )
-    suspension = {"reason": reason, "payload": payload}
     with transaction.atomic():
         moved = call_transition(
             call,

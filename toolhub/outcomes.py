@@ -22,7 +22,7 @@ from toolhub.interceptors import (
     interceptors_after,
 )
 from toolhub.models import CallStatus, ToolCall
-from toolhub.storable import json_storage_problem
+from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
@@ -36,11 +36,15 @@ logger = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """A run's result: ``succeeded`` or ``failed`` with ``_finish``'s values, or the tool's ``ToolSuspend``."""
+    """A run's result: ``succeeded`` or ``failed`` with ``_finish``'s values, or ``awaiting_result``.
+
+    ``awaiting_result`` carries the suspension (reason and payload, scrubbed and storable) of a tool that
+    suspended itself.
+    """
 
     status: CallStatus
     values: dict[str, Any] = dataclasses.field(default_factory=dict)
-    suspend: ToolSuspend | None = None
+    suspension: dict[str, Any] | None = None
 
     @classmethod
     def failed(cls, error: str, **values: Any) -> "Outcome":
@@ -55,7 +59,7 @@ def run_outcome(
     try:
         returned = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except ToolSuspend as suspend:
-        return Outcome(CallStatus.AWAITING_RESULT, suspend=suspend)
+        return _suspended(suspend, secrets)
     except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
         return Outcome.failed(execution_error(exc), detail=exception_detail(exc))
@@ -80,6 +84,25 @@ def run_outcome(
     except InterceptorFailed as failed:
         return Outcome.failed(INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
     return Outcome(CallStatus.SUCCEEDED, {"result": result, "artifact": artifact, "intercepted": intercepted})
+
+
+def _suspended(suspend: ToolSuspend, secrets: SecretScrubber) -> Outcome:
+    """A tool's suspension, scrubbed like its output; a payload that cannot be stored fails the call instead.
+
+    The model is then told, so that nothing waits for a result that could never be delivered.
+    """
+    reason = storable_text(secrets.text(str(suspend.reason)))[: toolhub_settings().MAX_STRING_LENGTH]
+    try:
+        payload = secrets.value(to_json_value(suspend.payload))
+        problem = json_storage_problem(payload)
+    except Exception as exc:  # noqa: BLE001
+        problem = str(exc) or type(exc).__name__
+    if problem:
+        return Outcome.failed(
+            "The tool suspended itself with a payload that cannot be stored as JSON; nothing awaits a result.",
+            detail=problem,
+        )
+    return Outcome(CallStatus.AWAITING_RESULT, suspension={"reason": reason, "payload": payload})
 
 
 def _flush_progress(progress: Progress | None) -> None:

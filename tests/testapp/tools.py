@@ -136,6 +136,7 @@ def atomic_effect(
     ctx: ToolContext,
     fail_after_writing: Annotated[str, Param("Raise this message after writing (empty: succeed).")] = "",
     work_seconds: Annotated[float, Param("How long to work after writing (the limit is 1 s).")] = 0.0,
+    suspend: Annotated[str, Param("After writing, suspend: 'storable' or 'unstorable' payload (empty: don't).")] = "",
 ) -> dict:
     """Record one side effect in toolhub's database, atomically with the call's outcome."""
     effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="atomic_effect", note=note)
@@ -143,6 +144,8 @@ def atomic_effect(
         time.sleep(work_seconds)
     if fail_after_writing:
         raise ToolError(fail_after_writing)
+    if suspend:
+        raise ToolSuspend("waiting for the outside", {"note": note} if suspend == "storable" else {"note": object()})
     return {"effect_id": effect.pk}
 
 

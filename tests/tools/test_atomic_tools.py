@@ -124,6 +124,23 @@ def test_off_the_main_thread_an_atomic_tool_runs_in_the_callers_transaction_and_
     assert _effects(slow) == 0
 
 
+def test_an_atomic_tool_that_suspends_keeps_its_effect_with_the_suspension_unless_the_payload_fails_it(
+    alice: User,
+) -> None:
+    parked = _request(alice, note="parked", suspend="storable")
+    refused = _request(alice, note="refused", suspend="unstorable")
+
+    parked.refresh_from_db()
+    refused.refresh_from_db()
+    # the suspension commits with the tool's effect: both are what the outside executor builds on
+    assert parked.status == CallStatus.AWAITING_RESULT and parked.suspension["payload"] == {"note": "parked"}
+    assert _effects(parked) == 1
+    assert event_types(parked) == [*SETTLED_IN_PROCESS, "call.awaiting_result"]
+    # a payload that cannot be stored fails the call, and a failed atomic call keeps nothing
+    assert refused.status == CallStatus.FAILED and "cannot be stored as JSON" in refused.error
+    assert _effects(refused) == 0
+
+
 @pytest.mark.postgres  # SQLite does not abort a transaction on a failed statement
 def test_an_atomic_tool_that_swallows_a_database_error_fails_and_keeps_nothing(alice: User) -> None:
     call = _request(alice, "atomic_swallowing_effect")
