@@ -35,17 +35,18 @@ _CALL_SETTLE = (
 )
 
 
-def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Callable[[], None]:
-    """A callable doing one governed call's minimum: intent committed, the tool, outcome committed."""
+def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUID, list[tuple[str, str]]], None]:
+    """``write(change, change_params, call_id, events)``: the call row's change with its audit events, one statement.
+
+    The statement is toolhub's own (``toolhub.audit_sql``), on a cursor bound and prepared by the server as
+    toolhub's writes are. Each event is ``(event_type, status)``; outside a transaction it commits by itself.
+    """
     from django.db import connection
-    from psycopg.types.json import Jsonb
 
     from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
     from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
-    from toolhub.tools.context import ToolContext
 
-    cursor = prepared_cursor(connection)  # bound and prepared by the server, as toolhub's writes are
-    arguments = {"note": "benchmark"}
+    cursor = prepared_cursor(connection)
     data = canonical_json({})
 
     def write(change: str, change_params: list[Any], call_id: uuid.UUID, events: list[tuple[str, str]]) -> None:
@@ -65,19 +66,29 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
             created_at=now,
             columns=[(event, status, "floor", data) for event, status in events],
         )
-        cursor.execute(appended_sql(len(events), change), params)  # autocommit: its own transaction
+        cursor.execute(appended_sql(len(events), change), params)
+
+    return write
+
+
+_INTENT_EVENTS = [("call.requested", "queued"), ("call.queued", "queued"), ("call.running", "running")]
+
+
+def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Callable[[], None]:
+    """A callable doing one governed call's minimum: intent committed, the tool, outcome committed."""
+    from psycopg.types.json import Jsonb
+
+    from toolhub.tools.context import ToolContext
+
+    write = _appender(tool_name, tenant)
+    arguments = {"note": "benchmark"}
 
     def governed_floor() -> None:
         call_id = uuid.uuid4()
         now = dt.datetime.now(dt.UTC)
         lease = now + dt.timedelta(seconds=60)
         intent = [call_id, tool_name, Jsonb(arguments), Jsonb({}), tenant, now, now, now, lease, now]
-        write(
-            _CALL_INSERT,
-            intent,
-            call_id,
-            [("call.requested", "queued"), ("call.queued", "queued"), ("call.running", "running")],
-        )
+        write(_CALL_INSERT, intent, call_id, _INTENT_EVENTS)
         result = tool(note=arguments["note"], ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
         now = dt.datetime.now(dt.UTC)
         write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
@@ -87,44 +98,21 @@ def raw_sql_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Call
 
 def raw_sql_atomic_floor(tool: Callable[..., Any], tool_name: str, tenant: str) -> Callable[[], None]:
     """An atomic call's minimum: in one transaction, the tool's writes, then the settled row with all its events."""
-    from django.db import connection, transaction
+    from django.db import transaction
     from psycopg.types.json import Jsonb
 
-    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
-    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
     from toolhub.tools.context import ToolContext
 
+    write = _appender(tool_name, tenant)
     arguments = {"note": "benchmark"}
-    data = canonical_json({})
-    events = [
-        ("call.requested", "queued"),
-        ("call.queued", "queued"),
-        ("call.running", "running"),
-        ("call.succeeded", "succeeded"),
-    ]
+    events = [*_INTENT_EVENTS, ("call.succeeded", "succeeded")]
 
     def governed_atomic_floor() -> None:
         call_id = uuid.uuid4()
         with transaction.atomic():
             result = tool(note=arguments["note"], ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
-            chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
-            parts = [
-                hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
-                for event, status in events
-            ]
+            now = dt.datetime.now(dt.UTC)
             row = [call_id, tool_name, Jsonb(arguments), Jsonb({}), tenant, now, now, now, now, Jsonb(result), now]
-            params = appended_params(
-                row,
-                parts,  # type: ignore[arg-type]
-                chain=chain,
-                call_id=call_id,
-                run_id=None,
-                tool_name=tool_name,
-                tenant=tenant,
-                created_at=now,
-                columns=[(event, status, "floor", data) for event, status in events],
-            )
-            with prepared_cursor(connection) as cursor:
-                cursor.execute(appended_sql(len(events), _SETTLED_CALL_INSERT), params)
+            write(_SETTLED_CALL_INSERT, row, call_id, events)
 
     return governed_atomic_floor

@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from tests.helpers import assert_audit_intact, event_types, for_a_worker, principal_for
 from tests.testapp.models import SideEffect
-from toolhub import tool
+from toolhub import pipeline, sweeper, tool
+from toolhub.claims import tool_call_claim
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.execution import ATOMIC_ABORTED_MESSAGE, tool_call_execute, tool_call_run_claimed
 from toolhub.models import AuditEvent, CallStatus, ToolCall
@@ -156,8 +157,6 @@ def test_an_atomic_tool_that_swallows_a_database_error_fails_and_keeps_nothing(a
 @pytest.fixture
 def held_dispatch(monkeypatch: pytest.MonkeyPatch) -> list[ToolCall]:
     """Calls queued for a worker keep their broker message here: no worker (not even a session's) sees them."""
-    from toolhub import pipeline
-
     held: list[ToolCall] = []
     monkeypatch.setattr(pipeline, "dispatch_call", held.append)
     return held
@@ -196,9 +195,6 @@ def lost_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[[ToolCall], ToolCal
     Returns the second worker's claim. The reconciler's message is held back, so that the second claim
     happens here, while the first worker still holds its (stale) claimed call.
     """
-    from toolhub import sweeper
-    from toolhub.claims import tool_call_claim
-
     monkeypatch.setattr(sweeper, "dispatch_call", lambda call: None)
 
     def reclaim(first: ToolCall) -> ToolCall:
@@ -212,8 +208,6 @@ def lost_worker(monkeypatch: pytest.MonkeyPatch) -> Callable[[ToolCall], ToolCal
 
 
 def _claimed(user: User, held: list[ToolCall], tool_name: str, **arguments: Any) -> ToolCall:
-    from toolhub.claims import tool_call_claim
-
     with for_a_worker():
         call = _request(user, tool_name, **arguments)
     assert held[-1].pk == call.pk
