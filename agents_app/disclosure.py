@@ -65,8 +65,11 @@ def provided_tools(run: AgentRun) -> list[str]:
     return [name for name in names if isinstance(name, str)][:MAX_PROVIDED]
 
 
-def run_disclosure(run: AgentRun) -> Disclosure:
-    """What the run's model is shown on its next turn, with the state to store."""
+def run_disclosure(run: AgentRun, *, governance_stamp: int | None = None) -> Disclosure:
+    """What the run's model is shown on its next turn, with the state to store.
+
+    ``governance_stamp``: the stamp the caller read with the run, in its current transaction (else read here).
+    """
     from agents_app.loop import run_principal, run_tool_context
 
     return disclose(
@@ -78,6 +81,7 @@ def run_disclosure(run: AgentRun) -> Disclosure:
             tool_search=run.agent.tool_search,
             group_switching=run.agent.group_switching,
             provided=provided_tools(run),
+            governance_stamp=governance_stamp,
         )
     )
 

@@ -218,7 +218,7 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         transaction.set_rollback(True)
         return Advance.NO_TIME
     _append_rollback_notes(run)
-    disclosure = run_disclosure(run)
+    disclosure = run_disclosure(run, governance_stamp=run.governance_stamp)
     run.disclosure = disclosure.state.to_json()
     try:
         adapter = adapter_for(run.agent)

@@ -1,7 +1,8 @@
 """The loop step's reads of its run and its turn's calls, with SQL built once per process instead of by the ORM.
 
-A step locks the run and reads it with its agent, the agent's provider and the run's user, and whether
-the run has a saga: one statement; then the calls of its turn, each with whether it left an artifact.
+A step locks the run and reads it with its agent, the agent's provider and the run's user, whether
+the run has a saga and the governance stamp: one statement; then the calls of its turn, each with
+whether it left an artifact.
 Rows become model instances as the ORM would make them (``toolhub.rowread``), with the related ones
 already attached, so the step reads nothing more of them.
 """
@@ -13,6 +14,7 @@ from django.db import connection
 from django.db.models import Model
 
 from agents_app.models import Agent, AgentRun, ModelProvider
+from toolhub.governance import GOVERNANCE_STAMP_SQL
 from toolhub.models import CallKind, ToolCall, ToolCallArtifact
 from toolhub.rowread import columns_sql, instance_of, instances_of, lock_clause
 from toolhub.sagas.models import Saga
@@ -21,7 +23,13 @@ __all__ = ["locked_run", "turn_calls"]
 
 
 def locked_run(run_id: uuid.UUID) -> AgentRun | None:
-    """The run locked until the transaction ends, with ``agent``, ``agent.provider``, ``user`` and ``has_saga``."""
+    """The run locked until the transaction ends, with ``agent``, ``agent.provider``, ``user`` and ``has_saga``.
+
+    Also ``governance_stamp``, read in the same statement: the step's disclosure decides under it instead
+    of reading it again (``toolhub.governance.governance_scope(stamp=)``). Read at the statement's start, it may
+    predate a wait for the run's lock by that wait, as a separate read may predate a change right after it:
+    it decides what the model is shown, and every call is still decided and re-checked under its own stamp.
+    """
     sql = _locked_run_sql()
     key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
     with connection.cursor() as cursor:
@@ -29,12 +37,13 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    has_saga, *values = row
+    has_saga, stamp, *values = row
     run, agent, provider, user = instances_of(_run_models(), values)
     agent._state.fields_cache["provider"] = provider
     run._state.fields_cache["agent"] = agent
     run._state.fields_cache["user"] = user
     run.has_saga = bool(has_saga)
+    run.governance_stamp = stamp
     return run
 
 
@@ -58,7 +67,7 @@ def _locked_run_sql() -> str:
     pk = {model: q(model._meta.pk.column) for model in _run_models()}
     return (
         f"SELECT EXISTS (SELECT 1 FROM {q(Saga._meta.db_table)} s WHERE s.{column(Saga, 'key')} = %s), "
-        f"{columns} FROM {q(AgentRun._meta.db_table)} r "
+        f"{GOVERNANCE_STAMP_SQL}, {columns} FROM {q(AgentRun._meta.db_table)} r "
         f"JOIN {q(Agent._meta.db_table)} a ON a.{pk[Agent]} = r.{column(AgentRun, 'agent')} "
         f"JOIN {q(ModelProvider._meta.db_table)} p ON p.{pk[ModelProvider]} = a.{column(Agent, 'provider')} "
         f"LEFT JOIN {q(user_model._meta.db_table)} u ON u.{pk[user_model]} = r.{column(AgentRun, 'user')} "

@@ -82,6 +82,8 @@ class DisclosureRequest:
     group_switching: bool = False
     #: Names from the agent's tool provider hook (still filtered by grants).
     provided: Sequence[str] = ()
+    #: The governance stamp the caller read in its current transaction (``governance_scope(stamp=)``), if any.
+    governance_stamp: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def _run_groups(request: DisclosureRequest, names: set[str]) -> tuple[dict[str, 
 
 def disclose(request: DisclosureRequest) -> Disclosure:
     """The run's visible tools for its next turn."""
-    with governance_scope():
+    with governance_scope(stamp=request.governance_stamp):
         return _disclose(request)
 
 
