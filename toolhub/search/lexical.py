@@ -134,7 +134,7 @@ class LexicalIndex:
     def query_terms(self, query: str) -> dict[str, float]:
         """The weighted index terms a search for ``query`` looks up: its own terms 1.0, synonyms less."""
         terms = self._analyzer(query)
-        return expand(terms) if self._synonyms else dict.fromkeys(terms, 1.0)
+        return expand(terms, query=query) if self._synonyms else dict.fromkeys(terms, 1.0)
 
     def search_terms(self, weights: Mapping[str, float], *, k: int = 5, category: str | None = None) -> list[str]:
         """Like ``search``, for index terms already weighted (a caller that expands queries its own way)."""

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
+from toolhub.search.cues import query_cues
 from toolhub.search.related import related_terms
 
 __all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier", "stem"]
@@ -87,6 +88,7 @@ _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
 # Chosen on the main labeled set only; the held-out set is reported, never tuned on.
 _SYNONYM_WEIGHT = 0.5
 _RELATED_WEIGHT = 0.5
+_CUE_WEIGHT = 0.5
 
 
 @lru_cache(maxsize=1)
@@ -157,15 +159,26 @@ def analyze(text: str, *, stem: bool = True) -> tuple[str, ...]:
     return _analyze_cached(text, stem) if text else ()
 
 
-def expand(terms: tuple[str, ...]) -> dict[str, float]:
+def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
     """Query terms with weights: typed terms 1.0, general synonyms of them 0.5, related terms 0.5 x similarity.
 
     The related terms come from toolhub's general word-association table (``toolhub.search.related``);
-    an added term is always weighed below a typed one, so an exact match still ranks first.
+    ``query``'s cues (``toolhub.search.cues``): a value's form (an address, an amount) adds its concept words
+    at 0.5; a phrasal verb ("call off") stands for its concept as if typed, in place of its own words.
+    An added term is always weighed below a typed one, so an exact match still ranks first.
     """
+    cues = query_cues(query) if query else None
+    if cues is not None and cues.replaced:
+        dropped = {term for word in cues.replaced for term in analyze(word)}
+        terms = tuple(term for term in terms if term not in dropped)
+    if cues is not None:
+        terms = (*terms, *(term for word in cues.meant for term in analyze(word)))
     weights: dict[str, float] = {}
     for term in terms:
         weights[term] = 1.0
+    for word in cues.implied if cues is not None else ():
+        for term in analyze(word):
+            weights.setdefault(term, _CUE_WEIGHT)
     for term in terms:
         for other in _SYNONYMS.get(term, ()):
             weights.setdefault(other, _SYNONYM_WEIGHT)
