@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["Cues", "query_cues"]
+__all__ = ["Cues", "query_cues", "rewritten_query"]
 
 #: Words that name a time ("Friday", "tomorrow", "next week", "3pm").
 _WHEN = (
@@ -51,10 +51,10 @@ _FORMS = _compiled(
 )
 
 #: Phrasal verbs (the particle carries the meaning and is a stop word on its own): (pattern, concept words).
-#: The verb (a match's first word) and the particle (its last) give way to the concept; words between stay.
+#: The phrase's own words give way to the concept; its object between verb and particle (``between``) stays.
 _PHRASES = _compiled(
     (
-        (r"\bcall(?:s|ed|ing)? (?:\w+ )?off\b", "cancel"),
+        (r"\bcall(?:s|ed|ing)? (?P<between>(?:\w+ )?)off\b", "cancel"),
         (r"\bget(?:s|ting)? rid of\b|\bthrow(?:s|ing)? away\b", "delete remove"),
         (r"\blook(?:s|ed|ing)? up\b", "search find lookup"),
         (r"\bset(?:s|ting)? up\b", "create configure setup"),
@@ -64,15 +64,18 @@ _PHRASES = _compiled(
         (r"\bturn(?:s|ed|ing)? on\b", "enable start"),
         # to another time: "push the review to Friday", "move it to 3pm" (not "move the file to the archive")
         (
-            rf"\b(?:push|move|bump)(?:es|ed|ing|s|d)? (?:\w+ ){{0,3}}to (?=(?:{_WHEN}))"
-            r"|\bpush(?:es|ed|ing)? (?:\w+ ){0,3}back\b",
+            rf"\b(?:push|move|bump)(?:es|ed|ing|s|d)? (?P<between>(?:\w+ ){{0,3}})to (?=(?:{_WHEN}))"
+            r"|\bpush(?:es|ed|ing)? (?P<between2>(?:\w+ ){0,3})back\b",
             "reschedule postpone",
         ),
-        (rf"\btak(?:e|es|ing) (?:next |this |the )?(?:{_WHEN})s? off\b", "leave vacation absence"),
+        (rf"\btak(?:e|es|ing) (?P<between>(?:next |this |the )?(?:{_WHEN})s? )off\b", "leave vacation absence"),
         (r"\bfill(?:s|ed|ing)? (?:in|out)\b", "complete form"),
-        (r"\bwrite (?:\w+ )?up\b|\bdraw(?:s|ing)? up\b", "draft write"),
-        (r"\bnudge\b|\bremind\b", "reminder remind"),
-        (r"\bclaim (?:\w+ )?back\b|\bpaid (?:for )?(?:\w+ ){0,3}myself\b", "reimburse expense"),
+        (r"\bwrite (?P<between>(?:\w+ )?)up\b|\bdraw(?:s|ing)? up\b", "draft write"),
+        (r"\bnudge\b|\bremind\b", "remind reminder"),
+        (
+            r"\bclaim (?P<between>(?:\w+ )?)back\b|\bpaid (?:for )?(?P<between2>(?:\w+ ){0,3})myself\b",
+            "reimburse expense",
+        ),
     )
 )
 
@@ -95,6 +98,32 @@ def query_cues(query: str) -> Cues:
     for pattern, words in _PHRASES:
         for match in pattern.finditer(query):
             meant.update(dict.fromkeys(words))
-            words_matched = match.group().split()
-            replaced.update(dict.fromkeys((words_matched[0], words_matched[-1])))
+            kept = set(_between(match).split())
+            replaced.update(dict.fromkeys(word for word in match.group().split() if word not in kept))
     return Cues(tuple(implied), tuple(meant), tuple(replaced))
+
+
+@lru_cache(maxsize=20_000)
+def rewritten_query(query: str) -> str:
+    """``query`` in words a reader of meaning takes as meant (an embedding model): for providers that read text.
+
+    Each phrasal verb becomes its concept's first word in place of its verb, its particle dropped ("call off
+    the standup" reads "cancel the standup"); the concepts a value implies follow in parentheses
+    ("a note to jane@acme.com (email, address)").
+    """
+    text = query
+    for pattern, words in _PHRASES:
+        text = pattern.sub(lambda match, concept=words[0]: _in_place(match, concept), text)
+    implied = query_cues(query).implied
+    return f"{text} ({', '.join(implied)})" if implied else text
+
+
+def _between(match: re.Match[str]) -> str:
+    """The words between a phrasal verb and its particle (its object), if the pattern lets any stand there."""
+    return "".join(value or "" for name, value in match.groupdict().items() if name.startswith("between"))
+
+
+def _in_place(match: re.Match[str], concept: str) -> str:
+    phrase = match.group()
+    trailing = phrase[len(phrase.rstrip()) :]  # a match that ends before a lookahead keeps its space
+    return " ".join([concept, *_between(match).split()]) + trailing

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from toolhub.exceptions import ToolhubError
 from toolhub.search.base import SearchDocument
+from toolhub.search.cues import rewritten_query
 from toolhub.search.text import split_identifier
 
 if TYPE_CHECKING:
@@ -162,7 +163,8 @@ class EmbeddingIndex:
         """The ``k`` tools closest in meaning to ``query``, best first."""
         if not self._names or k <= 0 or not query.strip():
             return []
-        scores = self._vectors @ self._encoder.encode([query])[0]
+        # The model reads meaning from words: phrasal verbs and values' concepts spelled out (``cues``).
+        scores = self._vectors @ self._encoder.encode([rewritten_query(query)])[0]
         candidates: Iterable[int] = range(len(self._names))
         if category is not None:
             candidates = [index for index in candidates if self._categories[index] == category]
