@@ -16,6 +16,7 @@ from django.utils import timezone
 from toolhub.audit import EventSpec, audit_call_events
 from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
+from toolhub.rowwrite import db_preparer
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
@@ -59,7 +60,7 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
-    params = [field.get_db_prep_save(field.pre_save(call, True), connection) for field in _CALL_FIELDS]
+    params = [prepare(field.pre_save(call, True), connection) for field, prepare in _CALL_PREPARERS]
     if stamp is not None:
         params.append(stamp)
     change = (_call_insert_sql(checked=stamp is not None), params)
@@ -71,6 +72,7 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
 
 
 _CALL_FIELDS = ToolCall._meta.concrete_fields
+_CALL_PREPARERS = [(field, db_preparer(field)) for field in _CALL_FIELDS]
 
 
 @functools.cache

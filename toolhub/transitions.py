@@ -12,6 +12,7 @@ from typing import Any
 from django.db import models, transaction
 
 from toolhub.exceptions import InvalidTransitionError
+from toolhub.rowwrite import db_preparer
 
 __all__ = ["TransitionTable", "guarded_update_sql", "guarded_update", "guarded_save"]
 
@@ -52,15 +53,16 @@ def guarded_update_sql(
     """The SQL and parameters of the conditional UPDATE moving row ``pk`` to ``to`` (with ``values``).
 
     The SQL text is built once per shape (model, columns set, number of sources) and kept: a hot path
-    must not pay the ORM's query building on every call. Parameters go through each field's
-    ``get_db_prep_save`` as the ORM's UPDATE would. ``condition``: one more SQL condition (and its
-    parameters) the row's move also needs, e.g. that the governance stamp is still the one checked.
+    must not pay the ORM's query building on every call. Parameters are prepared as each field's
+    ``get_db_prep_save`` prepares them for the ORM's UPDATE (``toolhub.rowwrite``). ``condition``: one more
+    SQL condition (and its parameters) the row's move also needs, e.g. that the governance stamp is still
+    the one checked.
     """
     sources = table.check(allowed_from, to)
     names = (field, *(name for name in values if name != field))
     connection = transaction.get_connection()
     opts = model._meta
-    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params: list[Any] = [db_preparer(opts.get_field(field))(to, connection)]
     params.extend(_prepared(opts.get_field(name), values[name], connection) for name in names[1:])
     params.append(opts.pk.get_db_prep_value(pk, connection))
     params.extend(sources)
@@ -76,7 +78,7 @@ def _prepared(field: Any, value: Any, connection: Any) -> Any:
         raise TypeError(f"guarded updates take plain values, not expressions ({field.name})")
     if hasattr(value, "prepare_database_save"):
         value = value.prepare_database_save(field)
-    return field.get_db_prep_save(value, connection)
+    return db_preparer(field)(value, connection)
 
 
 @functools.lru_cache(maxsize=512)
@@ -143,7 +145,7 @@ def guarded_save(
     values = {f.name: f.pre_save(instance, False) for f in fields}
     connection = transaction.get_connection()
     names = (field, *values)
-    params: list[Any] = [opts.get_field(field).get_db_prep_save(to, connection)]
+    params: list[Any] = [db_preparer(opts.get_field(field))(to, connection)]
     params.extend(_prepared(opts.get_field(name), value, connection) for name, value in values.items())
     params.append(opts.pk.get_db_prep_value(instance.pk, connection))
     params.extend(sources)
