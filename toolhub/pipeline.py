@@ -606,8 +606,16 @@ def _intercepted_arguments(
     return validate_arguments(tool, outcome.arguments), outcome.arguments, events
 
 
+#: Context values a JSON round trip gives back unchanged (the boundary's own: tenant, user, ids).
+_JSON_SCALARS = (str, int, bool, type(None))
+
+
 def _storable_context(ctx: ToolContext) -> dict[str, Any]:
-    return json.loads(canonical_json(ctx.as_dict()))
+    """The context as its JSON column stores it; plain values need no round trip through JSON text."""
+    values = ctx.as_dict()
+    if all(type(key) is str and type(value) in _JSON_SCALARS for key, value in values.items()):
+        return dict(sorted(values.items()))
+    return json.loads(canonical_json(values))
 
 
 def _request_data(call: ToolCall, tool: Tool | None, client: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import decimal
+import json
 import uuid
 import warnings
 from typing import Any
@@ -10,8 +11,11 @@ import pytest
 from django.db import connection, models
 from django.utils import timezone
 
+from toolhub.audit import canonical_json
 from toolhub.models import AuditEvent, CallStatus, ToolCall
+from toolhub.pipeline import _storable_context
 from toolhub.rowwrite import db_preparer
+from toolhub.tools.context import ToolContext
 
 AWARE = dt.datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=dt.UTC)
 
@@ -58,3 +62,20 @@ def test_a_naive_datetime_still_warns_as_the_orm_warns() -> None:
     field = ToolCall._meta.get_field("started_at")
     with pytest.warns(RuntimeWarning, match="naive datetime"):
         db_preparer(field)(dt.datetime(2026, 12, 1, 9, 30), connection)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"tenant": "acme", "user": "bob", "user_id": 3, "run_id": "r1", "flag": True, "none": None},
+        {"tenant": "acme", "custom": {"b": (1, 2), "a": 1.5}, "when": dt.date(2026, 12, 1)},
+        {7: "a key that is not text"},
+    ],
+    ids=["plain", "custom", "odd key"],
+)
+def test_a_call_s_context_is_stored_as_its_json_round_trip(values: dict[Any, Any]) -> None:
+    # plain values take a short way to the column; anything else goes through JSON text
+    context = ToolContext.layered(values)
+    stored = _storable_context(context)
+    expected = json.loads(canonical_json(context.as_dict()))
+    assert stored == expected and list(stored) == list(expected)
