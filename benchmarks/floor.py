@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["raw_sql_floor", "raw_sql_atomic_floor"]
+__all__ = ["raw_sql_floor", "raw_sql_atomic_floor", "raw_sql_queued_intent", "raw_sql_worker_floor"]
 
 _CALL_INSERT = (
     "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
@@ -28,6 +28,16 @@ _SETTLED_CALL_INSERT = (
     "error_detail, attempts, worker, progress, created_at, queued_at, started_at, finished_at, result, updated_at) "
     "VALUES (%s, 'call', %s, '', 'succeeded', %s, '', %s, %s, '', 0, 0, '', '', '', '', '', 1, 'floor', '[]', "
     "%s, %s, %s, %s, %s, %s)"
+)
+_QUEUED_CALL_INSERT = (
+    "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
+    "raw_arguments, context, tenant, agent_name, turn, position, model_call_id, saga_id, approval_hash, error, "
+    "error_detail, attempts, worker, progress, created_at, queued_at, updated_at) "
+    "VALUES (%s, 'call', %s, '', 'queued', %s, '', %s, %s, '', 0, 0, '', '', '', '', '', 0, '', '[]', %s, %s, %s)"
+)
+_CALL_CLAIM = (
+    "UPDATE toolhub_toolcall SET status = 'running', attempts = 1, worker = 'floor', started_at = %s, "
+    "lease_expires_at = %s, updated_at = %s WHERE id = %s AND status = 'queued'"
 )
 _CALL_SETTLE = (
     "UPDATE toolhub_toolcall SET status = 'succeeded', result = %s, finished_at = %s, "
@@ -116,3 +126,32 @@ def raw_sql_atomic_floor(tool: Callable[..., Any], tool_name: str, tenant: str) 
             write(_SETTLED_CALL_INSERT, row, call_id, events)
 
     return governed_atomic_floor
+
+
+def raw_sql_queued_intent(tool_name: str, tenant: str) -> Callable[[], uuid.UUID]:
+    """The asking side's minimum for a call a worker runs: the queued row with its two events, one statement."""
+    from psycopg.types.json import Jsonb
+
+    write = _appender(tool_name, tenant)
+
+    def queued_intent() -> uuid.UUID:
+        call_id, now = uuid.uuid4(), dt.datetime.now(dt.UTC)
+        row = [call_id, tool_name, Jsonb({"note": "benchmark"}), Jsonb({}), tenant, now, now, now]
+        write(_QUEUED_CALL_INSERT, row, call_id, _INTENT_EVENTS[:2])
+        return call_id
+
+    return queued_intent
+
+
+def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name: str, tenant: str) -> None:
+    """A worker's minimum for a queued call: the claim committed with its event, the tool, the outcome with its."""
+    from psycopg.types.json import Jsonb
+
+    from toolhub.tools.context import ToolContext
+
+    write = _appender(tool_name, tenant)
+    now = dt.datetime.now(dt.UTC)
+    write(_CALL_CLAIM, [now, now + dt.timedelta(seconds=60), now, call_id], call_id, [_INTENT_EVENTS[2]])
+    result = tool(note="benchmark", ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
+    now = dt.datetime.now(dt.UTC)
+    write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])

@@ -157,9 +157,15 @@ def _version(package: str) -> str:
 
 
 def celery_throughput(calls: int) -> dict[str, Any]:
-    """Calls per second through broker and 2 workers, against a bare task doing one insert."""
+    """Calls per second through broker and 2 workers, against a bare task doing one insert.
+
+    Beside them, the same calls' floor: each call's minimum in raw SQL on toolhub's tables (the queued row
+    with its events committed before the message, then on the worker the claim, the tool and the outcome,
+    each committed with its event: ``benchmarks.floor``), to show how much of the gap durability itself takes.
+    """
+    from benchmarks.floor import raw_sql_queued_intent
     from tests.testapp.models import PlainRecord
-    from tests.testapp.tasks import bare_insert_task
+    from tests.testapp.tasks import bare_insert_task, floor_call_task
     from toolhub.authorization import CallPrincipal
     from toolhub.models import CallStatus, ToolCall
     from toolhub.pipeline import CallRequest, tool_call_request
@@ -190,18 +196,35 @@ def celery_throughput(calls: int) -> dict[str, Any]:
         _wait(lambda: ToolCall.objects.filter(pk__in=ids, status=CallStatus.SUCCEEDED).count() >= calls)
         return time.perf_counter() - started
 
-    bare_batch(), governed_batch()  # warm both paths
-    bare_times, governed_times = [], []
+    queued_intent = raw_sql_queued_intent("record_effect", "acme")
+
+    def floor_batch() -> float:
+        started = time.perf_counter()
+        ids = []
+        for _ in range(calls):
+            call_id = queued_intent()
+            floor_call_task.delay(str(call_id))
+            ids.append(call_id)
+        _wait(lambda: ToolCall.objects.filter(pk__in=ids, status=CallStatus.SUCCEEDED).count() >= calls)
+        return time.perf_counter() - started
+
+    bare_batch(), governed_batch(), floor_batch()  # warm every path
+    bare_times, governed_times, floor_times = [], [], []
     for _ in range(2):
         bare_times.append(bare_batch())
         governed_times.append(governed_batch())
+        floor_times.append(floor_batch())
     bare_rate, governed_rate = calls / min(bare_times), calls / min(governed_times)
+    floor_rate = calls / min(floor_times)
     return {
         "calls": calls,
         "governed_calls_per_s": governed_rate,
         "baseline_tasks_per_s": bare_rate,
         "ratio": governed_rate / bare_rate,
         "goal": ">= 0.5x",
+        "floor_calls_per_s": floor_rate,
+        "floor_vs_baseline": floor_rate / bare_rate,
+        "governed_vs_floor": governed_rate / floor_rate,
     }
 
 

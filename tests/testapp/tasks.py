@@ -9,3 +9,14 @@ from tests.testapp.models import PlainRecord
 def bare_insert_task(name: str, payload: dict) -> None:
     """Insert one row."""
     PlainRecord.objects.create(name=name, payload=payload)
+
+
+@shared_task(name="tests.testapp.tasks.floor_call_task", ignore_result=True, acks_late=True)
+def floor_call_task(call_id: str) -> None:
+    """The raw-SQL floor of a governed call on a worker (``benchmarks.floor``): claim, the tool, the outcome."""
+    import uuid
+
+    from benchmarks.floor import raw_sql_worker_floor
+    from tests.testapp.tools import record_effect
+
+    raw_sql_worker_floor(uuid.UUID(call_id), record_effect, "record_effect", "acme")
