@@ -45,8 +45,9 @@ _CALL_SETTLE = (
 )
 
 
-def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUID, list[tuple[str, str]]], None]:
-    """``write(change, change_params, call_id, events)``: the call row's change with its audit events, one statement.
+def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUID, list[tuple[str, str]]], bool]:
+    """``write(change, change_params, call_id, events)``: the call row's change with its audit events, one statement;
+    whether the change touched its row.
 
     The statement is toolhub's own (``toolhub.audit_sql``), on a cursor bound and prepared by the server as
     toolhub's writes are. Each event is ``(event_type, status)``; outside a transaction it commits by itself.
@@ -59,7 +60,7 @@ def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUI
     cursor = prepared_cursor(connection)
     data = canonical_json({})
 
-    def write(change: str, change_params: list[Any], call_id: uuid.UUID, events: list[tuple[str, str]]) -> None:
+    def write(change: str, change_params: list[Any], call_id: uuid.UUID, events: list[tuple[str, str]]) -> bool:
         chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
         parts = [
             hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
@@ -77,6 +78,7 @@ def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUI
             columns=[(event, status, "floor", data) for event, status in events],
         )
         cursor.execute(appended_sql(len(events), change), params)
+        return bool(cursor.fetchone()[0])  # whether the change touched its row (a lost claim touches none)
 
     return write
 
@@ -151,7 +153,8 @@ def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name
 
     write = _appender(tool_name, tenant)
     now = dt.datetime.now(dt.UTC)
-    write(_CALL_CLAIM, [now, now + dt.timedelta(seconds=60), now, call_id], call_id, [_INTENT_EVENTS[2]])
+    if not write(_CALL_CLAIM, [now, now + dt.timedelta(seconds=60), now, call_id], call_id, [_INTENT_EVENTS[2]]):
+        return  # another delivery holds the claim: nothing runs twice
     result = tool(note="benchmark", ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
     now = dt.datetime.now(dt.UTC)
     write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])

@@ -30,7 +30,8 @@ def test_the_worker_floor_claims_once_runs_the_tool_and_settles_with_verifiable_
     call_id = raw_sql_queued_intent("record_effect", "acme")()
     assert ToolCall.objects.get(pk=call_id).status == CallStatus.QUEUED
 
-    # when the floor's worker side takes it
+    # when the floor's worker side takes it, and a second delivery of the same call comes
+    raw_sql_worker_floor(call_id, record_effect, "record_effect", "acme")
     raw_sql_worker_floor(call_id, record_effect, "record_effect", "acme")
 
     # then it ran once and settled, its events chain as toolhub's do
