@@ -11,10 +11,13 @@ import pytest
 from django.db import connection, models
 from django.utils import timezone
 
+from agents_app.models import AgentRun
+from approvals.models import ApprovalRequest
 from toolhub.audit import canonical_json
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import _storable_context
 from toolhub.rowwrite import db_preparer
+from toolhub.sagas.models import Compensation
 from toolhub.tools.context import ToolContext
 
 AWARE = dt.datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=dt.UTC)
@@ -47,8 +50,12 @@ def _prepared(prepare: Any, value: Any) -> Any:
     return (type(prepared), getattr(prepared, "obj", prepared))
 
 
+#: Every model whose rows the hand-built writes touch (the call row, audit events, guarded status moves).
+WRITTEN = (ToolCall, AuditEvent, AgentRun, ApprovalRequest, Compensation)
+
+
 @pytest.mark.django_db
-@pytest.mark.parametrize("field", ToolCall._meta.concrete_fields + AuditEvent._meta.concrete_fields, ids=str)
+@pytest.mark.parametrize("field", [f for model in WRITTEN for f in model._meta.concrete_fields], ids=str)
 def test_every_column_is_prepared_as_the_field_prepares_it(field: models.Field) -> None:
     connection.ensure_connection()
     values = next((samples for kind, samples in SAMPLES.items() if type(field) is kind), [None])

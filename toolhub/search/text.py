@@ -164,8 +164,8 @@ def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
 
     The related terms come from toolhub's general word-association table (``toolhub.search.related``);
     ``query``'s cues (``toolhub.search.cues``): a value's form (an address, an amount) adds its concept words
-    at 0.5; a phrasal verb ("call off") stands for its concept as if typed, in place of its own words.
-    An added term is always weighed below a typed one, so an exact match still ranks first.
+    at 0.5; a phrasal verb ("call off") stands for its concept as if typed, in place of its own words. Any
+    other added term is weighed below a typed one, so an exact match still ranks first.
     """
     cues = query_cues(query) if query else None
     if cues is not None and cues.replaced:
