@@ -13,7 +13,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["raw_sql_floor", "raw_sql_atomic_floor", "raw_sql_queued_intent", "raw_sql_worker_floor"]
+__all__ = [
+    "raw_sql_approval",
+    "raw_sql_atomic_floor",
+    "raw_sql_floor",
+    "raw_sql_queued_intent",
+    "raw_sql_run_complete",
+    "raw_sql_worker_floor",
+]
 
 _CALL_INSERT = (
     "INSERT INTO toolhub_toolcall (id, kind, tool_name, tool_version, status, arguments, "
@@ -38,6 +45,21 @@ _QUEUED_CALL_INSERT = (
 _CALL_CLAIM = (
     "UPDATE toolhub_toolcall SET status = 'running', attempts = 1, worker = 'floor', started_at = %s, "
     "lease_expires_at = %s, updated_at = %s WHERE id = %s AND status = 'queued'"
+)
+_CALL_RELEASE = (
+    "UPDATE toolhub_toolcall SET status = 'queued', queued_at = %s, updated_at = %s "
+    "WHERE id = %s AND status = 'pending_approval'"
+)
+#: The decision and the request's move, written in the release's statement (its leading CTEs).
+_DECISION_AND_REQUEST = (
+    "decision AS (INSERT INTO approvals_approvaldecision (request_id, decided_by_id, decided_by_name, decision, "
+    "comment, round, arguments_hash, created_at) VALUES (%s, %s, %s, 'approve', '', 1, %s, %s)), "
+    "request AS (UPDATE approvals_approvalrequest SET status = 'approved', decided_at = %s "
+    "WHERE id = %s AND status = 'pending'), "
+)
+_RUN_COMPLETE = (
+    "UPDATE agents_app_agentrun SET status = 'completed', output = %s, updated_at = %s "
+    "WHERE id = %s AND status IN ('running', 'waiting')"
 )
 _CALL_SETTLE = (
     "UPDATE toolhub_toolcall SET status = 'succeeded', result = %s, finished_at = %s, "
@@ -145,8 +167,11 @@ def raw_sql_queued_intent(tool_name: str, tenant: str) -> Callable[[], uuid.UUID
     return queued_intent
 
 
-def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name: str, tenant: str) -> None:
-    """A worker's minimum for a queued call: the claim committed with its event, the tool, the outcome with its."""
+def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name: str, tenant: str) -> bool:
+    """A worker's minimum for a queued call: the claim committed with its event, the tool, the outcome with its.
+
+    Returns whether this delivery ran the call (False: another one holds its claim).
+    """
     from psycopg.types.json import Jsonb
 
     from toolhub.tools.context import ToolContext
@@ -154,7 +179,50 @@ def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name
     write = _appender(tool_name, tenant)
     now = dt.datetime.now(dt.UTC)
     if not write(_CALL_CLAIM, [now, now + dt.timedelta(seconds=60), now, call_id], call_id, [_INTENT_EVENTS[2]]):
-        return  # another delivery holds the claim: nothing runs twice
+        return False  # another delivery holds the claim: nothing runs twice
     result = tool(note="benchmark", ctx=ToolContext(tenant=tenant).with_values(call_id=str(call_id)))
     now = dt.datetime.now(dt.UTC)
-    write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
+    return write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
+
+
+def raw_sql_approval(request_id: int, call_id: uuid.UUID, arguments_hash: str, user_id: int, username: str) -> None:
+    """An approval's minimum: the decision, the request's move and the call's release with both events, one statement.
+
+    The call then goes to a worker as any queued call (``raw_sql_worker_floor``).
+    """
+    from django.db import connection
+
+    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
+    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
+
+    chain, now, data = chain_for(call_id), dt.datetime.now(dt.UTC), canonical_json({})
+    events = [("approval.approve", "queued"), ("call.queued", "queued")]
+    parts = [
+        hash_parts(chain, event, call_id, None, "risky_effect", status, "acme", "floor", _timestamp(now), data)
+        for event, status in events
+    ]
+    params = appended_params(
+        [now, now, call_id],
+        parts,  # type: ignore[arg-type]
+        chain=chain,
+        call_id=call_id,
+        run_id=None,
+        tool_name="risky_effect",
+        tenant="acme",
+        created_at=now,
+        columns=[(event, status, "floor", data) for event, status in events],
+    )
+    sql = appended_sql(len(events), _CALL_RELEASE).replace("WITH ", f"WITH {_DECISION_AND_REQUEST}", 1)
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(sql, [request_id, user_id, username, arguments_hash, now, now, request_id, *params])
+
+
+def raw_sql_run_complete(run_id: uuid.UUID, output: str) -> None:
+    """The run's minimum once its only call settled: completed with its output, one statement."""
+    from django.db import connection
+
+    from toolhub.audit_sql import prepared_cursor
+
+    now = dt.datetime.now(dt.UTC)
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_RUN_COMPLETE, [output, now, run_id])

@@ -234,14 +234,20 @@ def celery_throughput(calls: int, *, floor: bool = True) -> dict[str, Any]:
 
 
 def approval_latency(samples: int) -> dict[str, Any]:
-    """Approve -> executed -> run resumed and completed, against a bare task round trip."""
+    """Approve -> executed -> run resumed and completed, against a bare task round trip.
+
+    Beside them, the same path's floor in raw SQL on the same tables (``benchmarks.floor``): the decision,
+    the request's move and the call's release with their events in one statement, then on a worker the
+    claim, the tool and the outcome each committed with its event, and the run completed.
+    """
 
     from agents_app.models import Agent, AgentRun, RunStatus
     from agents_app.services import run_start
     from approvals.models import ApprovalRequest
     from approvals.services import approval_approve
+    from benchmarks.floor import raw_sql_approval
     from tests.testapp.models import PlainRecord
-    from tests.testapp.tasks import bare_insert_task
+    from tests.testapp.tasks import bare_insert_task, floor_approved_call_task
 
     requester, operator = _users()
     agent, _ = Agent.objects.get_or_create(
@@ -254,16 +260,30 @@ def approval_latency(samples: int) -> dict[str, Any]:
             "tools": ["risky_effect"],
         },
     )
-    governed, bare = [], []
-    for index in range(samples):
+
+    def held() -> tuple[Any, Any]:
         run = run_start(agent=agent, user=requester, input="go")
-        _wait(lambda r=run: AgentRun.objects.get(pk=r.pk).status == RunStatus.WAITING)
-        request = ApprovalRequest.objects.get(call__run_id=run.pk)
+        _wait(lambda: AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING)
+        return run, ApprovalRequest.objects.get(call__run_id=run.pk)
+
+    def completed(run: Any) -> None:
+        # Observed as the baseline's row is: an EXISTS query every 2 ms (not a read of the whole run).
+        _wait(lambda: AgentRun.objects.filter(pk=run.pk, status=RunStatus.COMPLETED).exists(), interval=0.002)
+
+    governed, bare, floor = [], [], []
+    for index in range(samples):
+        run, request = held()
         started = time.perf_counter()
         approval_approve(request_id=request.pk, user=operator, comment="bench")
-        # Observed as the baseline's row is: an EXISTS query every 2 ms (not a read of the whole run).
-        _wait(lambda r=run: AgentRun.objects.filter(pk=r.pk, status=RunStatus.COMPLETED).exists(), interval=0.002)
+        completed(run)
         governed.append(time.perf_counter() - started)
+
+        run, request = held()
+        started = time.perf_counter()
+        raw_sql_approval(request.pk, request.call_id, request.arguments_hash, operator.pk, operator.get_username())
+        floor_approved_call_task.delay(str(request.call_id), str(run.pk))
+        completed(run)
+        floor.append(time.perf_counter() - started)
 
         name = f"rt-{index}"
         started = time.perf_counter()
@@ -279,6 +299,10 @@ def approval_latency(samples: int) -> dict[str, Any]:
         "ratio_p50": percentile(governed, 0.5) / percentile(bare, 0.5),
         "ratio_p99": percentile(governed, 0.99) / percentile(bare, 0.99),
         "goal": "<= 3x",
+        "floor_ms_p50": percentile(floor, 0.5) * 1000,
+        "floor_ms_p99": percentile(floor, 0.99) * 1000,
+        "floor_vs_baseline_p50": percentile(floor, 0.5) / percentile(bare, 0.5),
+        "governed_vs_floor_p50": percentile(governed, 0.5) / percentile(floor, 0.5),
     }
 
 

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 
 from agents_app.models import Agent, AgentRun
 from agents_app.services import agent_create, run_start
+from tests.approvals.conftest import hold  # noqa: F401 - the fixture, shared with the approval suites
 
 
 @pytest.fixture
