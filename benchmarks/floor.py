@@ -11,7 +11,7 @@ own work: no ORM, no policy, no governance read. The benchmark shows how far fro
 import datetime as dt
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "raw_sql_approval",
@@ -67,12 +67,26 @@ _CALL_SETTLE = (
 )
 
 
-def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUID, list[tuple[str, str]]], bool]:
+class _Write(Protocol):
+    def __call__(
+        self,
+        change: str,
+        change_params: list[Any],
+        call_id: uuid.UUID,
+        events: list[tuple[str, str]],
+        *,
+        leading: tuple[str, list[Any]] = ("", []),
+    ) -> bool: ...
+
+
+def _appender(tool_name: str, tenant: str) -> _Write:
     """``write(change, change_params, call_id, events)``: the call row's change with its audit events, one statement;
     whether the change touched its row.
 
     The statement is toolhub's own (``toolhub.audit_sql``), on a cursor bound and prepared by the server as
     toolhub's writes are. Each event is ``(event_type, status)``; outside a transaction it commits by itself.
+    ``leading``: more writes of the same statement, as CTEs ahead of toolhub's own (``name AS (...), ``), with
+    their parameters.
     """
     from django.db import connection
 
@@ -82,7 +96,14 @@ def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUI
     cursor = prepared_cursor(connection)
     data = canonical_json({})
 
-    def write(change: str, change_params: list[Any], call_id: uuid.UUID, events: list[tuple[str, str]]) -> bool:
+    def write(
+        change: str,
+        change_params: list[Any],
+        call_id: uuid.UUID,
+        events: list[tuple[str, str]],
+        *,
+        leading: tuple[str, list[Any]] = ("", []),
+    ) -> bool:
         chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
         parts = [
             hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
@@ -99,7 +120,8 @@ def _appender(tool_name: str, tenant: str) -> Callable[[str, list[Any], uuid.UUI
             created_at=now,
             columns=[(event, status, "floor", data) for event, status in events],
         )
-        cursor.execute(appended_sql(len(events), change), params)
+        sql = appended_sql(len(events), change).replace("WITH ", f"WITH {leading[0]}", 1)
+        cursor.execute(sql, [*leading[1], *params])
         return bool(cursor.fetchone()[0])  # whether the change touched its row (a lost claim touches none)
 
     return write
@@ -185,36 +207,26 @@ def raw_sql_worker_floor(call_id: uuid.UUID, tool: Callable[..., Any], tool_name
     return write(_CALL_SETTLE, [Jsonb(result), now, now, call_id], call_id, [("call.succeeded", "succeeded")])
 
 
-def raw_sql_approval(request_id: int, call_id: uuid.UUID, arguments_hash: str, user_id: int, username: str) -> None:
+def raw_sql_approval(
+    request_id: int,
+    call_id: uuid.UUID,
+    arguments_hash: str,
+    user_id: int,
+    username: str,
+    *,
+    tool_name: str,
+    tenant: str,
+) -> None:
     """An approval's minimum: the decision, the request's move and the call's release with both events, one statement.
 
     The call then goes to a worker as any queued call (``raw_sql_worker_floor``).
     """
-    from django.db import connection
-
-    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
-    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
-
-    chain, now, data = chain_for(call_id), dt.datetime.now(dt.UTC), canonical_json({})
+    now = dt.datetime.now(dt.UTC)
+    decision_and_request = [request_id, user_id, username, arguments_hash, now, now, request_id]
     events = [("approval.approve", "queued"), ("call.queued", "queued")]
-    parts = [
-        hash_parts(chain, event, call_id, None, "risky_effect", status, "acme", "floor", _timestamp(now), data)
-        for event, status in events
-    ]
-    params = appended_params(
-        [now, now, call_id],
-        parts,  # type: ignore[arg-type]
-        chain=chain,
-        call_id=call_id,
-        run_id=None,
-        tool_name="risky_effect",
-        tenant="acme",
-        created_at=now,
-        columns=[(event, status, "floor", data) for event, status in events],
+    _appender(tool_name, tenant)(
+        _CALL_RELEASE, [now, now, call_id], call_id, events, leading=(_DECISION_AND_REQUEST, decision_and_request)
     )
-    sql = appended_sql(len(events), _CALL_RELEASE).replace("WITH ", f"WITH {_DECISION_AND_REQUEST}", 1)
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(sql, [request_id, user_id, username, arguments_hash, now, now, request_id, *params])
 
 
 def raw_sql_run_complete(run_id: uuid.UUID, output: str) -> None:

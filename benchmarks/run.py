@@ -280,7 +280,15 @@ def approval_latency(samples: int) -> dict[str, Any]:
 
         run, request = held()
         started = time.perf_counter()
-        raw_sql_approval(request.pk, request.call_id, request.arguments_hash, operator.pk, operator.get_username())
+        raw_sql_approval(
+            request.pk,
+            request.call_id,
+            request.arguments_hash,
+            operator.pk,
+            operator.get_username(),
+            tool_name="risky_effect",
+            tenant=request.tenant,
+        )
         floor_approved_call_task.delay(str(request.call_id), str(run.pk))
         completed(run)
         floor.append(time.perf_counter() - started)

@@ -66,7 +66,15 @@ def test_the_approval_floor_decides_releases_runs_and_completes_the_run(hold: An
     run = AgentRun.objects.create(agent=agent, tenant="acme", input="go", status=RunStatus.WAITING)
 
     # when the floor approves it, then its worker side runs it and completes the run
-    raw_sql_approval(request.pk, request.call_id, request.arguments_hash, operator.pk, operator.get_username())
+    raw_sql_approval(
+        request.pk,
+        request.call_id,
+        request.arguments_hash,
+        operator.pk,
+        operator.get_username(),
+        tool_name="risky_effect",
+        tenant="acme",
+    )
     assert raw_sql_worker_floor(request.call_id, risky_effect, "risky_effect", "acme")
     raw_sql_run_complete(run.pk, "done")
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from toolhub.search.cues import query_cues
+from toolhub.search.cues import Cues, query_cues
 from toolhub.search.related import related_terms
 
 __all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier", "stem"]
@@ -167,16 +167,15 @@ def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
     at 0.5; a phrasal verb ("call off") stands for its concept as if typed, in place of its own words. Any
     other added term is weighed below a typed one, so an exact match still ranks first.
     """
-    cues = query_cues(query) if query else None
-    if cues is not None and cues.replaced:
+    cues = query_cues(query) if query else Cues()
+    if cues.replaced:
         dropped = {term for word in cues.replaced for term in analyze(word)}
         terms = tuple(term for term in terms if term not in dropped)
-    if cues is not None:
-        terms = (*terms, *(term for word in cues.meant for term in analyze(word)))
+    terms = (*terms, *(term for word in cues.meant for term in analyze(word)))
     weights: dict[str, float] = {}
     for term in terms:
         weights[term] = 1.0
-    for word in cues.implied if cues is not None else ():
+    for word in cues.implied:
         for term in analyze(word):
             weights.setdefault(term, _CUE_WEIGHT)
     for term in terms:
