@@ -7,6 +7,7 @@ they move up when a provider improves, never down to let a change through.
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from toolhub.search import get_provider
 from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
@@ -50,8 +51,6 @@ def test_lexical_beats_the_naive_baseline(labeled: tuple[list, list]) -> None:
 @pytest.mark.django_db
 def test_postgres_recall_at_5_stays_above_its_floor(labeled: tuple[list, list]) -> None:
     # measured 0.707 on all 205 queries once it read queries as the lexical provider does (0.600 before)
-    from django.db import connection
-
     assert connection.vendor == "postgresql", "the postgres provider needs PostgreSQL (use `make test`)"
     documents, queries = labeled
     report = evaluate(get_provider("postgres"), documents, queries, k=5)

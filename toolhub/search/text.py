@@ -107,18 +107,6 @@ def stem(word: str) -> str:
     return _stem(word)
 
 
-def _synonyms() -> dict[str, frozenset[str]]:
-    table: dict[str, set[str]] = {}
-    for group in _SYNONYM_GROUPS:
-        stems = {_stem(word) for word in group}
-        for stem in stems:
-            table.setdefault(stem, set()).update(stems - {stem})
-    return {stem: frozenset(others) for stem, others in table.items()}
-
-
-_SYNONYMS = _synonyms()
-
-
 def _synonym_words() -> dict[str, tuple[str, ...]]:
     """Stem -> the words (as written, unstemmed) of every synonym group it belongs to, for engines that stem."""
     table: dict[str, dict[str, None]] = {}
@@ -129,6 +117,8 @@ def _synonym_words() -> dict[str, tuple[str, ...]]:
 
 
 _SYNONYM_WORDS = _synonym_words()
+# Stem -> the other stems of its groups: the same table, for queries already analyzed.
+_SYNONYMS = {stem: frozenset(_stem(word) for word in words) - {stem} for stem, words in _SYNONYM_WORDS.items()}
 
 
 def split_identifier(text: str) -> list[str]:
@@ -172,6 +162,13 @@ def analyze(text: str, *, stem: bool = True) -> tuple[str, ...]:
     return _analyze_cached(text, stem) if text else ()
 
 
+def _phrases_as_concepts(words: tuple[str, ...], cues: Cues, *, stemmed: bool) -> tuple[str, ...]:
+    """A query's words (stems if ``stemmed``) with each phrasal verb's own words out and its concept in."""
+    dropped = {term for word in cues.replaced for term in analyze(word)}
+    kept = (word for word in words if (word if stemmed else _stem(word)) not in dropped)
+    return (*kept, *(term for word in cues.meant for term in analyze(word, stem=stemmed)))
+
+
 def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
     """Query terms with weights: typed terms 1.0, general synonyms of them 0.5, related terms 0.5 x similarity.
 
@@ -181,10 +178,7 @@ def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
     other added term is weighed below a typed one, so an exact match still ranks first.
     """
     cues = query_cues(query) if query else Cues()
-    if cues.replaced:
-        dropped = {term for word in cues.replaced for term in analyze(word)}
-        terms = tuple(term for term in terms if term not in dropped)
-    terms = (*terms, *(term for word in cues.meant for term in analyze(word)))
+    terms = _phrases_as_concepts(terms, cues, stemmed=True)
     weights: dict[str, float] = {}
     for term in terms:
         weights[term] = 1.0
@@ -217,16 +211,14 @@ def query_words(query: str) -> QueryWords:
     dozen loosely related words match most of a large catalogue, which an engine then has to rank in full.
     """
     cues = query_cues(query)
-    dropped = {term for word in cues.replaced for term in analyze(word)}
-    typed = [word for word in analyze(query, stem=False) if _stem(word) not in dropped]
-    typed = list(dict.fromkeys([*typed, *cues.meant]))
+    typed = tuple(dict.fromkeys(_phrases_as_concepts(analyze(query, stem=False), cues, stemmed=False)))
     own = {_stem(word) for word in typed}
     added: dict[str, None] = {}
     synonyms = (other for word in typed for other in _SYNONYM_WORDS.get(_stem(word), ()))
     for candidate in [*cues.implied, *synonyms]:
         if _stem(candidate) not in own:
             added[candidate] = None
-    return QueryWords(tuple(typed), tuple(added))
+    return QueryWords(typed, tuple(added))
 
 
 def plain_words(text: str) -> str:
