@@ -18,7 +18,7 @@ from approvals.rows import Decisions, locked_request, request_decisions
 from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, audit_call_event
+from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import (
@@ -31,10 +31,11 @@ from toolhub.exceptions import (
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, tool_call_refuse, tool_call_release
 from toolhub.policy import ApprovalVerdict
+from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import require_tenant
 from toolhub.tools.registry import registry
-from toolhub.transitions import guarded_save
+from toolhub.transitions import guarded_save, guarded_update_sql
 
 __all__ = [
     "approval_request_create",
@@ -147,7 +148,11 @@ def approval_reject(*, request_id: int, user: AbstractBaseUser, comment: str = "
 
 
 def _decide(**options: Any) -> ApprovalRequest:
-    request = _decide_in_transaction(**options)
+    try:
+        request = _decide_in_transaction(**options)
+    except WriteMissedError:
+        # The request's guarded move found it decided (its lock makes this unreachable); all was rolled back.
+        raise AlreadyDecidedError("This approval request was decided meanwhile; nothing was changed.") from None
     if request.status == ApprovalStatus.EXPIRED:
         # Raised only now, so that the expiry found on the way is committed and the model is told.
         raise AlreadyDecidedError("This approval request expired; nothing was changed.")
@@ -188,18 +193,16 @@ def _decide_in_transaction(
     _check_seen_version(request, decisions, *seen)
     edited = _edited_version(request, arguments) if arguments is not None else None
     if edited is None:
-        event = _record_approval(request, user, comment, decisions)
+        event, decision = _approval(request, user, comment, decisions)
     else:
-        event = _record_edit(request, user, comment, edited)
-    # The decision just recorded counts (an edit opens a new round in which only the editor's approval counts).
-    approvals = 1 + sum(
-        1 for decision, round_, _ in decisions if round_ == request.round and decision != DecisionKind.REJECT
-    )
+        event, decision = _edit(request, user, comment, edited)
+    # The decision just made counts (an edit opens a new round in which only the editor's approval counts).
+    approvals = 1 + sum(1 for kind, round_, _ in decisions if round_ == request.round and kind != DecisionKind.REJECT)
     if approvals >= request.required_approvals:
-        # The decision and the release are one audit append: one lock of the chain head for both events.
-        _release(request, user, comment, event)
+        # The decision's row, the request's move and the release are one write with both audit events.
+        _release(request, user, comment, event, decision)
     else:
-        audit_call_event(request.call, event.event_type, actor=event.actor, data=event.data)
+        audit_call_events(request.call, [event], writes=[decision])
         _notify(
             signals.approval_decided,
             request,
@@ -249,10 +252,13 @@ def _edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> dict[s
     return None if version == request.arguments else version
 
 
-def _record_approval(
+def _approval(
     request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: _Decisions
-) -> EventSpec:
-    """One approval of the current version; the same person approves a version once. Returns its audit event."""
+) -> tuple[EventSpec, Write]:
+    """One approval of the current version; the same person approves a version once.
+
+    Returns its audit event and its row, written together by the caller.
+    """
     mine = (
         decided_by == user.pk and round_ == request.round and decision != DecisionKind.REJECT
         for decision, round_, decided_by in decisions
@@ -261,7 +267,6 @@ def _record_approval(
         raise DecisionNotAllowedError(
             "You already approved this version of the call; a second, different operator must approve it too."
         )
-    _decision(request, user, DecisionKind.APPROVE, comment)
     return EventSpec(
         "approval.approve",
         _actor(user),
@@ -272,13 +277,16 @@ def _record_approval(
             "round": request.round,
             "arguments_hash": request.arguments_hash,
         },
-    )
+    ), _decision_row(request, user, DecisionKind.APPROVE, comment)
 
 
-def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]) -> EventSpec:
+def _edit(
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]
+) -> tuple[EventSpec, Write]:
     """Replace the version under approval and open a new round, in which the editor's approval counts once.
 
-    Returns the edit's audit event, appended by the caller (with the release, when the edit suffices).
+    Returns the edit's audit event and decision row, written together by the caller (with the release, when
+    the edit suffices).
     """
     call = request.call
     previous, previous_hash = request.arguments, request.arguments_hash
@@ -290,7 +298,7 @@ def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str,
     request.arguments_hash = approval_hash(call.tool_name, call.tool_version, request.arguments)
     request.save(update_fields=["arguments_hash"])
     diff = arguments_diff(request.tool_name, previous, request.arguments)
-    _decision(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
+    decision = _decision_row(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
     return EventSpec(
         "approval.edit",
         _actor(user),
@@ -304,13 +312,14 @@ def _record_edit(request: ApprovalRequest, user: AbstractBaseUser, comment: str,
             "diff": diff,
             "diff_from_original": shown_diff(request),
         },
-    )
+    ), decision
 
 
-def _decision(
+def _decision_row(
     request: ApprovalRequest, user: AbstractBaseUser, kind: DecisionKind, comment: str, **extra: Any
-) -> ApprovalDecision:
-    return ApprovalDecision.objects.create(
+) -> Write:
+    """An operator's decision row, as a write that goes in the statement of the decision's audit event."""
+    decision = ApprovalDecision(
         request=request,
         decided_by=user,
         decided_by_name=user.get_username(),
@@ -320,28 +329,57 @@ def _decision(
         arguments_hash=request.arguments_hash,
         **extra,
     )
+    return insert_sql(ApprovalDecision), insert_params(decision, transaction.get_connection())
+
+
+def _decided_row(request: ApprovalRequest, to: ApprovalStatus) -> Write:
+    """The request's guarded move to ``to``, decided now, as a write (``request`` shows it moved).
+
+    The request is locked since ``locked_request`` and was found pending, so the move cannot miss; if it
+    ever did, the write raises ``WriteMissedError`` and the decision's transaction keeps nothing.
+    """
+    now = timezone.now()
+    sql, params = guarded_update_sql(
+        ApprovalRequest,
+        request.pk,
+        table=APPROVAL_TRANSITIONS,
+        to=to,
+        allowed_from={request.status},
+        values={"decided_at": now},
+    )
+    request.status, request.decided_at = to, now
+    return sql, params
 
 
 def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
+    """End the request and refuse its call: the decision's row, the request's move and the call's are one write."""
     username = user.get_username()
-    _decision(request, user, DecisionKind.REJECT, comment)
-    audit_call_event(
-        request.call,
+    rejected = EventSpec(
         "approval.reject",
-        actor=_actor(user),
-        data={"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
+        _actor(user),
+        {"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
     )
-    request.decided_at = timezone.now()
-    _move(request, ApprovalStatus.REJECTED)
+    writes = [
+        _decision_row(request, user, DecisionKind.REJECT, comment),
+        _decided_row(request, ApprovalStatus.REJECTED),
+    ]
     message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
-    tool_call_refuse(call=request.call, actor=_actor(user), status=CallStatus.REJECTED, message=message)
+    call = request.call
+    if not tool_call_refuse(
+        call=call, actor=_actor(user), status=CallStatus.REJECTED, message=message, preceding=[rejected], writes=writes
+    ):
+        # The call left pending_approval some other way; the rejection is audited all the same.
+        audit_call_event(call, rejected.event_type, actor=rejected.actor, data=rejected.data)
     _notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
 
 
-def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec) -> None:
+def _release(
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec, decision: Write
+) -> None:
     """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments.
 
-    ``decided`` (the deciding approval's audit event) is appended together with the call's release.
+    ``decided`` (the deciding approval's audit event) and ``decision`` (its row) are written in the statement
+    of the call's release, with the request's move.
     """
     call = request.call
     if approval_hash(call.tool_name, call.tool_version, request.arguments) != request.arguments_hash:
@@ -349,10 +387,9 @@ def _release(request: ApprovalRequest, user: AbstractBaseUser, comment: str, dec
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."
         )
-    request.decided_at = timezone.now()
-    _move(request, ApprovalStatus.APPROVED)
+    writes = [decision, _decided_row(request, ApprovalStatus.APPROVED)]
     edited = request.arguments if request.arguments != call.arguments else None
-    if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided]):
+    if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided], writes=writes):
         # The call left pending_approval some other way; the decision is audited all the same.
         audit_call_event(call, decided.event_type, actor=decided.actor, data=decided.data)
     username = user.get_username()

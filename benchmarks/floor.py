@@ -50,12 +50,13 @@ _CALL_RELEASE = (
     "UPDATE toolhub_toolcall SET status = 'queued', queued_at = %s, updated_at = %s "
     "WHERE id = %s AND status = 'pending_approval'"
 )
-#: The decision and the request's move, written in the release's statement (its leading CTEs).
-_DECISION_AND_REQUEST = (
-    "decision AS (INSERT INTO approvals_approvaldecision (request_id, decided_by_id, decided_by_name, decision, "
-    "comment, round, arguments_hash, created_at) VALUES (%s, %s, %s, 'approve', '', 1, %s, %s)), "
-    "request AS (UPDATE approvals_approvalrequest SET status = 'approved', decided_at = %s "
-    "WHERE id = %s AND status = 'pending'), "
+#: The decision and the request's move, written in the release's statement (its ``writes``).
+_DECISION = (
+    "INSERT INTO approvals_approvaldecision (request_id, decided_by_id, decided_by_name, decision, "
+    "comment, round, arguments_hash, created_at) VALUES (%s, %s, %s, 'approve', '', 1, %s, %s)"
+)
+_REQUEST_APPROVED = (
+    "UPDATE approvals_approvalrequest SET status = 'approved', decided_at = %s WHERE id = %s AND status = 'pending'"
 )
 _RUN_COMPLETE = (
     "UPDATE agents_app_agentrun SET status = 'completed', output = %s, updated_at = %s "
@@ -75,7 +76,7 @@ class _Write(Protocol):
         call_id: uuid.UUID,
         events: list[tuple[str, str]],
         *,
-        leading: tuple[str, list[Any]] = ("", []),
+        writes: tuple[tuple[str, list[Any]], ...] = (),
     ) -> bool: ...
 
 
@@ -85,8 +86,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
 
     The statement is toolhub's own (``toolhub.audit_sql``), on a cursor bound and prepared by the server as
     toolhub's writes are. Each event is ``(event_type, status)``; outside a transaction it commits by itself.
-    ``leading``: more writes of the same statement, as CTEs ahead of toolhub's own (``name AS (...), ``), with
-    their parameters.
+    ``writes``: more rows written in the same statement (toolhub's ``writes``), each with its parameters.
     """
     from django.db import connection
 
@@ -102,7 +102,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
         call_id: uuid.UUID,
         events: list[tuple[str, str]],
         *,
-        leading: tuple[str, list[Any]] = ("", []),
+        writes: tuple[tuple[str, list[Any]], ...] = (),
     ) -> bool:
         chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
         parts = [
@@ -110,7 +110,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
             for event, status in events
         ]
         params = appended_params(
-            change_params,
+            [*(param for _, write_params in writes for param in write_params), *change_params],
             parts,  # type: ignore[arg-type]
             chain=chain,
             call_id=call_id,
@@ -120,8 +120,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
             created_at=now,
             columns=[(event, status, "floor", data) for event, status in events],
         )
-        sql = appended_sql(len(events), change).replace("WITH ", f"WITH {leading[0]}", 1)
-        cursor.execute(sql, [*leading[1], *params])
+        cursor.execute(appended_sql(len(events), change, tuple(sql for sql, _ in writes)), params)
         return bool(cursor.fetchone()[0])  # whether the change touched its row (a lost claim touches none)
 
     return write
@@ -222,11 +221,12 @@ def raw_sql_approval(
     The call then goes to a worker as any queued call (``raw_sql_worker_floor``).
     """
     now = dt.datetime.now(dt.UTC)
-    decision_and_request = [request_id, user_id, username, arguments_hash, now, now, request_id]
-    events = [("approval.approve", "queued"), ("call.queued", "queued")]
-    _appender(tool_name, tenant)(
-        _CALL_RELEASE, [now, now, call_id], call_id, events, leading=(_DECISION_AND_REQUEST, decision_and_request)
+    writes = (
+        (_DECISION, [request_id, user_id, username, arguments_hash, now]),
+        (_REQUEST_APPROVED, [now, request_id]),
     )
+    events = [("approval.approve", "queued"), ("call.queued", "queued")]
+    _appender(tool_name, tenant)(_CALL_RELEASE, [now, now, call_id], call_id, events, writes=writes)
 
 
 def raw_sql_run_complete(run_id: uuid.UUID, output: str) -> None:

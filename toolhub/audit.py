@@ -11,7 +11,7 @@ import hashlib
 import json
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -31,6 +31,8 @@ __all__ = [
     "audit_call_event",
     "audit_call_events",
     "EventSpec",
+    "Write",
+    "WriteMissedError",
     "redact",
     "arguments_diff",
     "redacted_arguments_text",
@@ -303,8 +305,24 @@ def audit_call_event(
     return written[0]
 
 
+#: A write of another row that commits with an audited change: its SQL (an INSERT or UPDATE) and parameters.
+Write = tuple[str, list[Any]]
+
+
+class WriteMissedError(RuntimeError):
+    """A write that goes with an audited change touched no row (a guarded UPDATE lost its race).
+
+    Raised after the statement: the caller's transaction, rolled back by it, keeps none of it.
+    """
+
+
 def audit_call_events(
-    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]] | None = None, instances: bool = True
+    call: ToolCall,
+    events: list[EventSpec],
+    *,
+    change: tuple[str, list[Any]] | None = None,
+    instances: bool = True,
+    writes: Sequence[Write] = (),
 ) -> list[AuditEvent] | None:
     """Record several events of one call at once: one lock of the chain head, one insert, one head update.
 
@@ -312,6 +330,9 @@ def audit_call_events(
     record; it runs in the same statement as the head's advance. When it touches no row, nothing is
     appended and ``None`` is returned (another writer won the race). ``instances=False``: ``[]`` is
     returned instead of the events written, for callers that only ask whether the change happened.
+    ``writes``: rows of the same decision written with them, before the change and whether or not it touches
+    its row (one statement on PostgreSQL; elsewhere statements of their own in the caller's transaction).
+    Each is to touch a row; ``WriteMissedError`` is raised when one does not (it belongs inside a transaction).
     """
     return _append_many(
         events,
@@ -322,6 +343,7 @@ def audit_call_events(
         tenant=call.tenant,
         change=change,
         instances=instances,
+        writes=writes,
     )
 
 
@@ -338,8 +360,9 @@ def _append_many(
     tenant: str,
     change: tuple[str, list[Any]] | None = None,
     instances: bool = True,
+    writes: Sequence[Write] = (),
 ) -> list[AuditEvent] | None:
-    """Append ``events`` (after ``change``, when given); ``None`` when the change touched no row.
+    """Append ``events`` (after ``writes`` and ``change``, when given); ``None`` when the change touched no row.
 
     On PostgreSQL the change, the head's advance and the events are one statement, atomic by itself
     (``toolhub.audit_sql``); elsewhere they are separate statements inside the caller's transaction.
@@ -362,11 +385,19 @@ def _append_many(
             for kind, row_status, actor, data in rows
         ]
         if all(part is not None for part in parts):
-            return _append_in_one_statement(connection, batch, rows, parts, change, instances)  # type: ignore[arg-type]
+            return _append_in_one_statement(
+                connection,
+                batch,
+                rows,
+                parts,
+                change,
+                instances,
+                writes,  # type: ignore[arg-type]
+            )
     if not connection.in_atomic_block:  # text the database cannot finish (never for a call's own columns)
         with transaction.atomic(savepoint=False):
-            return _append_in_steps(connection, batch.events(rows), change)
-    return _append_in_steps(connection, batch.events(rows), change)
+            return _append_in_steps(connection, batch.events(rows), change, writes)
+    return _append_in_steps(connection, batch.events(rows), change, writes)
 
 
 #: One event to append as its columns: (event_type, status, actor, canonical JSON data).
@@ -404,13 +435,17 @@ class _Batch:
 
 
 def _append_in_steps(
-    connection: Any, written: list[AuditEvent], change: tuple[str, list[Any]] | None
+    connection: Any, written: list[AuditEvent], change: tuple[str, list[Any]] | None, writes: Sequence[Write]
 ) -> list[AuditEvent] | None:
-    """The change, the head's advance and the events as separate statements in the current transaction."""
+    """The writes, the change, the head's advance and the events as separate statements in the current transaction."""
     chain = written[0].chain
     # Advancing the head locks its row until commit (appends to a chain are serialized) and reads
     # the previous hash in the same statement.
     with connection.cursor() as cursor:
+        for write in writes:
+            cursor.execute(*write)
+            if cursor.rowcount < 1:
+                raise WriteMissedError(f"a write with the audited change touched no row: {write[0][:80]}")
         if change is not None:
             cursor.execute(*change)
             if not cursor.rowcount:
@@ -438,10 +473,11 @@ def _append_in_one_statement(
     parts: list[tuple[str, str, str]],
     change: tuple[str, list[Any]] | None,
     instances: bool,
+    writes: Sequence[Write],
 ) -> list[AuditEvent] | None:
-    """PostgreSQL: the change, the head and the events in one statement; the database finishes the hashes."""
+    """PostgreSQL: the writes, the change, the head and the events in one statement; the database hashes."""
     params = appended_params(
-        change[1] if change else [],
+        [*(param for _, write_params in writes for param in write_params), *(change[1] if change else [])],
         parts,
         chain=batch.chain,
         call_id=batch.call_id,
@@ -452,8 +488,11 @@ def _append_in_one_statement(
         columns=rows,
     )
     with prepared_cursor(connection) as cursor:
-        cursor.execute(appended_sql(len(rows), change[0] if change else None), params)
-        changed, base, hashes, ids = cursor.fetchone()
+        statement = appended_sql(len(rows), change[0] if change else None, tuple(sql for sql, _ in writes))
+        cursor.execute(statement, params)
+        changed, base, hashes, ids, written_all = cursor.fetchone()
+    if not written_all:
+        raise WriteMissedError(f"a write with the audited change touched no row: {statement[:80]}")
     if not changed:
         return None
     if not instances:

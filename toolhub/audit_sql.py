@@ -61,13 +61,16 @@ def _last_hash(count: int, previous: str, base: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def appended_sql(count: int, change: str | None) -> str:
+def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = ()) -> str:
     """The statement appending ``count`` events (after ``change``, a row's INSERT or UPDATE, when given).
 
-    Parameters, in order: the change's own; the per-event values as one JSON object (:data:`_KEYS`); the
-    chain; the chain again, call id, run id, tool name, tenant and time of the events.
+    ``writes``: INSERTs or UPDATEs of other rows that commit with the change (an approval's decision row),
+    run first in the same statement whether or not the change touches its row; each is to touch one.
+    Parameters, in order: the writes' own; the change's own; the per-event values as one JSON object
+    (:data:`_KEYS`); the chain; the chain again, call id, run id, tool name, tenant and time of the events.
     Returns one row: whether the change touched a row (1 without a change), the chain's seq before the
-    append, the hashes (the previous one first) and the new events' ids in seq order.
+    append, the hashes (the previous one first), the new events' ids in seq order, and whether every write
+    touched a row.
     """
     if count < 1:
         raise ValueError("an append writes at least one event")
@@ -81,9 +84,11 @@ def appended_sql(count: int, change: str | None) -> str:
     first_hash = _last_hash(count, "''", "0")
     arrays = ", ".join(f"{_array(key)} AS {key}" for key in _KEYS)
     hashes = ", ".join(["head.previous_hash", *(f"l{index}.h" for index in range(1, count + 1))])
+    with_writes = "".join(f"w{index} AS ({write} RETURNING 1), " for index, write in enumerate(writes, start=1))
+    written_all = " AND ".join(f"EXISTS (SELECT 1 FROM w{index})" for index in range(1, len(writes) + 1)) or "true"
     with_change = f"change AS ({change} RETURNING 1), " if change else ""
     return (
-        f"WITH {with_change}"
+        f"WITH {with_writes}{with_change}"
         f"p AS (SELECT {arrays} FROM (SELECT %s::json AS j) AS given), "
         f"head AS (INSERT INTO {_HEAD} AS h (chain, seq, hash, previous_hash) "
         f"SELECT %s, {count}, {first_hash}, '' FROM p WHERE {changed} "
@@ -98,7 +103,7 @@ def appended_sql(count: int, change: str | None) -> str:
         "FROM chained c CROSS JOIN p CROSS JOIN unnest(p.t, p.s, p.x, p.d) "
         "WITH ORDINALITY AS v(event_type, status, actor, data, k) RETURNING id, seq) "
         f"SELECT {'(SELECT count(*) FROM change)' if change else '1'}, (SELECT base FROM chained), "
-        "(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq)"
+        f"(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq), {written_all}"
     )
 
 

@@ -5,7 +5,6 @@ statement as the audit chain head's advance (``audit_call_events(change=...)``),
 inserts the events and moves the head's hash.
 """
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -13,10 +12,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from toolhub.audit import EventSpec, audit_call_events
+from toolhub.audit import EventSpec, Write, audit_call_events
 from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
-from toolhub.rowwrite import db_preparer
+from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
@@ -60,30 +59,15 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
-    params = [prepare(field.pre_save(call, True), connection) for field, prepare in _CALL_PREPARERS]
+    params = insert_params(call, connection)
     if stamp is not None:
         params.append(stamp)
-    change = (_call_insert_sql(checked=stamp is not None), params)
+    change = (insert_sql(ToolCall, where=GOVERNANCE_STAMP_CHECK if stamp is not None else ""), params)
     if audit_call_events(call, events, change=change, instances=False) is None:
         return False
     call._state.adding = False
     call._state.db = connection.alias
     return True
-
-
-_CALL_FIELDS = ToolCall._meta.concrete_fields
-_CALL_PREPARERS = [(field, db_preparer(field)) for field in _CALL_FIELDS]
-
-
-@functools.cache
-def _call_insert_sql(*, checked: bool) -> str:
-    """The call row's INSERT, built once; ``checked``: only while the governance stamp is still the given one."""
-    columns = ", ".join(f'"{field.column}"' for field in _CALL_FIELDS)
-    placeholders = ", ".join(["%s"] * len(_CALL_FIELDS))
-    table = ToolCall._meta.db_table
-    if checked:
-        return f'INSERT INTO "{table}" ({columns}) SELECT {placeholders} WHERE {GOVERNANCE_STAMP_CHECK}'
-    return f'INSERT INTO "{table}" ({columns}) VALUES ({placeholders})'
 
 
 def call_transition(
@@ -97,6 +81,7 @@ def call_transition(
     preceding: Sequence[EventSpec] = (),
     checked_stamp: int | None = None,
     attempt: int | None = None,
+    writes: Sequence[Write] = (),
     **fields: Any,
 ) -> bool:
     """Move ``call`` to ``to`` if it is still in one of ``allowed_from``; return whether it moved.
@@ -105,7 +90,8 @@ def call_transition(
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
     ``checked_stamp``: move only while the governance stamp is still this one. ``attempt``: only while the
-    call is still in this attempt (the claim of the worker that ran it, not a later one's).
+    call is still in this attempt (the claim of the worker that ran it, not a later one's). ``writes``: rows of
+    the same decision (an operator's decision row), written in the same statement whether or not the call moves.
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     sql, params = guarded_update_sql(
@@ -122,7 +108,11 @@ def call_transition(
         setattr(call, name, value)
     with one_write():
         written = audit_call_events(
-            call, [*preceding, EventSpec(event or f"call.{to}", actor, data)], change=(sql, params), instances=False
+            call,
+            [*preceding, EventSpec(event or f"call.{to}", actor, data)],
+            change=(sql, params),
+            instances=False,
+            writes=writes,
         )
         if written is None:
             for name, value in previous.items():

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, arguments_diff, canonical_json, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, Write, arguments_diff, canonical_json, redact, redacted_arguments_text
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
@@ -320,11 +320,17 @@ def _nothing(call: ToolCall) -> None:
 
 
 def tool_call_release(
-    *, call: ToolCall, actor: str, arguments: Mapping[str, Any] | None = None, preceding: Sequence[EventSpec] = ()
+    *,
+    call: ToolCall,
+    actor: str,
+    arguments: Mapping[str, Any] | None = None,
+    preceding: Sequence[EventSpec] = (),
+    writes: Sequence[Write] = (),
 ) -> bool:
     """Queue an approved call for execution (with operator-edited arguments, when given).
 
-    ``preceding``: the deciding approval's audit events, appended with the release's in one write.
+    ``preceding``: the deciding approval's audit events, appended with the release's in one write;
+    ``writes``: the approval's own rows, written in the same statement (``call_transition``).
     """
     fields: dict[str, Any] = {"queued_at": timezone.now()}
     data: dict[str, Any] = {"reason": "approved"}
@@ -344,6 +350,7 @@ def tool_call_release(
             actor=actor,
             data=data,
             preceding=preceding,
+            writes=writes,
             **fields,
         )
         if moved and not external:
@@ -451,14 +458,27 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> b
     return moved
 
 
-def tool_call_refuse(*, call: ToolCall, actor: str, status: CallStatus, message: str) -> bool:
-    """Settle a call waiting for approval without running it (rejected, expired or cancelled)."""
+def tool_call_refuse(
+    *,
+    call: ToolCall,
+    actor: str,
+    status: CallStatus,
+    message: str,
+    preceding: Sequence[EventSpec] = (),
+    writes: Sequence[Write] = (),
+) -> bool:
+    """Settle a call waiting for approval without running it (rejected, expired or cancelled).
+
+    ``preceding`` and ``writes``: the deciding operator's audit event and rows, in the same write.
+    """
     return call_transition(
         call,
         to=status,
         allowed_from={CallStatus.PENDING_APPROVAL},
         actor=actor,
         data={"message": message},
+        preceding=preceding,
+        writes=writes,
         error=message,
         finished_at=timezone.now(),
     )

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["Preparer", "db_preparer"]
+__all__ = ["Preparer", "db_preparer", "insert_params", "insert_sql"]
 
 #: ``prepare(value, connection)``: what ``field.get_db_prep_save(value, connection)`` returns.
 Preparer = Callable[[Any, BaseDatabaseWrapper], Any]
@@ -85,3 +85,36 @@ def db_preparer(field: models.Field) -> Preparer:  # type: ignore[type-arg]
 
         return data
     return full
+
+
+def insert_sql(model: type[models.Model], *, where: str = "") -> str:
+    """The INSERT of one new ``model`` row (``insert_params`` gives its values), its text built once per shape.
+
+    ``where``: a condition the row is written under (``INSERT ... SELECT ... WHERE where``), else ``VALUES``.
+    """
+    return _insert_sql(model, where)
+
+
+@functools.cache
+def _insert_sql(model: type[models.Model], where: str) -> str:
+    columns = ", ".join(f'"{field.column}"' for field, _ in _insert_fields(model))
+    placeholders = ", ".join(["%s"] * len(_insert_fields(model)))
+    table = model._meta.db_table
+    if where:
+        return f'INSERT INTO "{table}" ({columns}) SELECT {placeholders} WHERE {where}'
+    return f'INSERT INTO "{table}" ({columns}) VALUES ({placeholders})'
+
+
+def insert_params(instance: models.Model, connection: BaseDatabaseWrapper) -> list[Any]:
+    """The values of ``insert_sql`` for ``instance``, as the ORM's INSERT prepares them (``auto_now_add`` set)."""
+    return [prepare(field.pre_save(instance, True), connection) for field, prepare in _insert_fields(type(instance))]
+
+
+@functools.cache
+def _insert_fields(model: type[models.Model]) -> tuple[tuple[models.Field, Preparer], ...]:  # type: ignore[type-arg]
+    """The columns an INSERT writes, each with its preparer: all but a key the database assigns itself."""
+    return tuple(
+        (field, db_preparer(field))
+        for field in model._meta.concrete_fields
+        if not (field.primary_key and isinstance(field, models.AutoField | models.BigAutoField | models.SmallAutoField))
+    )

@@ -1,4 +1,8 @@
-"""The approve transaction: one decisions query, one audit append for the deciding approval and the release."""
+"""The approve transaction: one decisions query, then one write for the decision, the request, the call and the audit.
+
+On PostgreSQL that write is one statement: the decision's row, the request's guarded move, the call's release
+and both audit events (``writes`` of ``toolhub.audit.audit_call_events``); elsewhere the same in one transaction.
+"""
 
 import pytest
 from django.contrib.auth.models import User
@@ -6,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalStatus
-from approvals.services import approval_approve
+from approvals.services import approval_approve, approval_reject
 from tests.approvals.conftest import Hold
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditEvent, CallStatus
@@ -17,6 +21,8 @@ pytestmark = pytest.mark.django_db
 #: Now: the request row, the decider's permissions and tenants (3), one decisions query, the decision,
 #: the request, the call, one audit append (3), and the test's own savepoint and release.
 APPROVE_STATEMENTS = 13
+#: On PostgreSQL the decision, the request, the call and the append are one statement: 8 in all.
+APPROVE_STATEMENTS_POSTGRESQL = 8
 
 
 def _approve(request_id: int, user: User, **options: object) -> list[str]:
@@ -118,4 +124,70 @@ def test_an_edit_that_suffices_releases_in_the_same_append(hold: Hold, operator:
     assert request.call.status == CallStatus.QUEUED and request.call.arguments == {"note": "pay 4000"}
     assert len(_decision_queries(statements)) == 1 and len(_head_advances(statements)) == 1
     assert [event for event, _ in _events(request.call_id)][2:] == ["approval.edit", "call.queued"]
+    assert verify_audit_chains()[1] == []
+
+
+def _writes(statements: list[str]) -> list[str]:
+    return [sql for sql in statements if not sql.startswith(("SELECT", "SAVEPOINT", "RELEASE"))]
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_decision_the_request_and_the_release_are_one_statement(hold: Hold, operator: User) -> None:
+    # given a call held for one approver
+    request = hold("pay 5000")
+
+    # when the operator approves it
+    statements = _approve(request.pk, operator)
+
+    # then one statement wrote the decision, moved the request, released the call and appended both events
+    assert len(statements) <= APPROVE_STATEMENTS_POSTGRESQL, "\n".join(statements)
+    (write,) = _writes(statements)
+    assert 'INSERT INTO "approvals_approvaldecision"' in write and 'UPDATE "approvals_approvalrequest"' in write
+    assert 'UPDATE "toolhub_toolcall"' in write and "toolhub_auditchainhead" in write
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED and request.decided_at is not None
+    (decision,) = request.decisions.all()
+    assert (decision.decision, decision.decided_by_id, decision.round) == ("approve", operator.pk, 1)
+    assert decision.arguments_hash == request.arguments_hash and decision.comment == "fine"
+    assert request.call.status == CallStatus.QUEUED
+    assert verify_audit_chains()[1] == []
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_rejection_is_one_write_with_both_events(hold: Hold, operator: User) -> None:
+    # given a call held for one approver
+    request = hold("pay 5000")
+
+    # when the operator rejects it
+    fresh = User.objects.get(pk=operator.pk)
+    with CaptureQueriesContext(connection) as captured:
+        approval_reject(request_id=request.pk, user=fresh, comment="not today")
+    statements = [query["sql"] for query in captured.captured_queries]
+
+    # then the decision, the request's move, the call's refusal and both events were one statement
+    (write,) = _writes(statements)
+    assert 'INSERT INTO "approvals_approvaldecision"' in write and 'UPDATE "toolhub_toolcall"' in write
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.REJECTED and request.decisions.get().decision == "reject"
+    assert request.call.status == CallStatus.REJECTED
+    assert request.call.error == "Rejected by operator: not today"
+    assert [event for event, _ in _events(request.call_id)][2:] == ["approval.reject", "call.rejected"]
+    assert verify_audit_chains()[1] == []
+
+
+def test_a_rejection_of_a_call_that_left_its_wait_is_still_recorded_and_audited(hold: Hold, operator: User) -> None:
+    # given a held call that was cancelled meanwhile (it no longer waits for approval)
+    request = hold("pay 5000")
+    from toolhub.models import ToolCall
+
+    ToolCall.objects.filter(pk=request.call_id).update(status=CallStatus.CANCELLED)
+
+    # when the operator rejects the request
+    approval_reject(request_id=request.pk, user=User.objects.get(pk=operator.pk), comment="late")
+
+    # then the decision and the request's end are kept, the rejection is audited, the call is left as it was
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.REJECTED and request.decisions.get().decision == "reject"
+    assert request.call.status == CallStatus.CANCELLED
+    assert [event for event, _ in _events(request.call_id)][2:] == ["approval.reject"]
     assert verify_audit_chains()[1] == []

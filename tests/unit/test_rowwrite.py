@@ -12,7 +12,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from agents_app.models import AgentRun
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalRequest
 from toolhub.audit import canonical_json
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import _storable_context
@@ -50,8 +50,8 @@ def _prepared(prepare: Any, value: Any) -> Any:
     return (type(prepared), getattr(prepared, "obj", prepared))
 
 
-#: Every model whose rows the hand-built writes touch (the call row, audit events, guarded status moves).
-WRITTEN = (ToolCall, AuditEvent, AgentRun, ApprovalRequest, Compensation)
+#: Every model whose rows the hand-built writes touch (the call row, audit events, guarded status moves, decisions).
+WRITTEN = (ToolCall, AuditEvent, AgentRun, ApprovalRequest, Compensation, ApprovalDecision)
 
 
 @pytest.mark.django_db
