@@ -29,13 +29,14 @@ from toolhub.exceptions import (
     EditedArgumentsError,
 )
 from toolhub.models import CallStatus, ToolCall, ToolGroup
-from toolhub.pipeline import approval_hash, tool_call_refuse, tool_call_release
+from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict
 from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import require_tenant
 from toolhub.tools.registry import registry
 from toolhub.transitions import guarded_save, guarded_update_sql
+from toolhub.waiting import tool_call_refuse, tool_call_release
 
 __all__ = [
     "approval_request_create",

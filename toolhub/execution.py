@@ -21,12 +21,13 @@ from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
-from toolhub.pipeline import EAGER_WORKER, approval_hash, dispatch_call, tool_call_require_reapproval
+from toolhub.pipeline import EAGER_WORKER, approval_hash, dispatch_call
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
+from toolhub.waiting import tool_call_require_reapproval
 
 __all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_intent"]
 

@@ -7,7 +7,7 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, Write, arguments_diff, canonical_json, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, arguments_diff, canonical_json, redact, redacted_arguments_text
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
@@ -26,9 +26,8 @@ from toolhub.authorization import (
     tenant_argument_denial,
     tool_definitions,
 )
-from toolhub.calls import call_insert, call_transition, notify_settled, one_write
+from toolhub.calls import call_insert, notify_settled, one_write
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
 from toolhub.interceptors import (
@@ -39,9 +38,9 @@ from toolhub.interceptors import (
     interceptors_before,
 )
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.policy import ApprovalVerdict, approval_verdict
+from toolhub.policy import approval_verdict
 from toolhub.signals import approval_needed
-from toolhub.storable import json_storage_problem, storable_text
+from toolhub.storable import storable_text
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -49,12 +48,6 @@ from toolhub.tools.registry import registry
 __all__ = [
     "CallRequest",
     "tool_call_request",
-    "tool_call_release",
-    "tool_call_refuse",
-    "tool_call_require_reapproval",
-    "tool_call_submit_result",
-    "ExternalResultError",
-    "ResultNotAwaitedError",
     "approval_hash",
     "dispatch_call",
     "call_lease",
@@ -317,171 +310,6 @@ def _notify_on_commit(call: ToolCall) -> None:
 
 def _nothing(call: ToolCall) -> None:
     return None
-
-
-def tool_call_release(
-    *,
-    call: ToolCall,
-    actor: str,
-    arguments: Mapping[str, Any] | None = None,
-    preceding: Sequence[EventSpec] = (),
-    writes: Sequence[Write] = (),
-) -> bool:
-    """Queue an approved call for execution (with operator-edited arguments, when given).
-
-    ``preceding``: the deciding approval's audit events, appended with the release's in one write;
-    ``writes``: the approval's own rows, written in the same statement (``call_transition``).
-    """
-    fields: dict[str, Any] = {"queued_at": timezone.now()}
-    data: dict[str, Any] = {"reason": "approved"}
-    if arguments is not None:
-        # The operator's edit is what was approved: the binding follows the new arguments.
-        fields["arguments"] = dict(arguments)
-        fields["approval_hash"] = approval_hash(call.tool_name, call.tool_version, fields["arguments"])
-        data["arguments"] = _redacted(call.tool_name, dict(arguments))
-    tool = registry.get(call.tool_name)
-    external = tool is not None and tool.is_external
-    with transaction.atomic(savepoint=False):  # one with the approval that released it
-        moved = call_transition(
-            call,
-            # An approved call of an external tool waits for its result instead of a worker.
-            to=CallStatus.AWAITING_RESULT if external else CallStatus.QUEUED,
-            allowed_from={CallStatus.PENDING_APPROVAL},
-            actor=actor,
-            data=data,
-            preceding=preceding,
-            writes=writes,
-            **fields,
-        )
-        if moved and not external:
-            dispatch_call(call)
-    return moved
-
-
-class ExternalResultError(ToolhubError):
-    """An external tool's result was refused (the call does not await one, or the result cannot be stored)."""
-
-
-class ResultNotAwaitedError(ExternalResultError):
-    """The call does not await a result (any more): a second submission, or a call that never waited; 409."""
-
-    status_code = 409
-
-
-def tool_call_submit_result(
-    *, call_id: uuid.UUID, actor: str, result: Any = None, error: str | None = None
-) -> ToolCall:
-    """Settle an external tool's call with the result (or the error) supplied from outside; the run resumes.
-
-    The transition is audited like a worker's (with the result's size and SHA-256); a call that
-    does not await a result refuses it, so a second submission changes nothing.
-    """
-    with transaction.atomic():
-        call = ToolCall.objects.select_for_update().filter(id=call_id).first()
-        if call is None:
-            raise ExternalResultError("There is no such call.")
-        if call.status != CallStatus.AWAITING_RESULT:
-            raise ResultNotAwaitedError(
-                f"This call is {call.status}; only a call that awaits its result "
-                "(an external tool's, or one whose tool suspended itself) accepts one."
-            )
-        child = _subagent_run_of(call)
-        if child:
-            raise ExternalResultError(
-                f"This call waits for its subagent run {child}; only that run's outcome settles it."
-            )
-        now = timezone.now()
-        if error is not None:
-            message = storable_text(str(error))[: toolhub_settings().MAX_STRING_LENGTH]
-            if not message.strip():
-                raise ExternalResultError("An error needs a message for the model.")
-            call_transition(
-                call,
-                to=CallStatus.FAILED,
-                allowed_from={CallStatus.AWAITING_RESULT},
-                actor=actor,
-                data={"source": "external", "error": message},
-                error=message,
-                finished_at=now,
-            )
-            return call
-        problem = json_storage_problem(result)
-        if problem:
-            raise ExternalResultError(f"The result cannot be stored: {problem}.")
-        encoded = canonical_json(result).encode("utf-8")
-        limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
-        if len(encoded) > limit:
-            raise ExternalResultError(f"The result is larger than {limit} bytes.")
-        call_transition(
-            call,
-            to=CallStatus.SUCCEEDED,
-            allowed_from={CallStatus.AWAITING_RESULT},
-            actor=actor,
-            data={
-                "source": "external",
-                "result_bytes": len(encoded),
-                "result_sha256": hashlib.sha256(encoded).hexdigest(),
-            },
-            result=result,
-            finished_at=now,
-        )
-    return call
-
-
-def _subagent_run_of(call: ToolCall) -> str:
-    """The child run a subagent tool's suspended call waits for (``agents_app.subagents``), or ``""``."""
-    payload = (call.suspension or {}).get("payload") if isinstance(call.suspension, dict) else None
-    return str(payload.get("subagent_run") or "") if isinstance(payload, dict) else ""
-
-
-def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> bool:
-    """Send a claimed call back for approval because its tool changed since it was approved."""
-    reason = (
-        f"tool {tool.name!r} changed after approval (version {call.tool_version} -> {tool.version}); "
-        "the earlier approval no longer applies"
-    )
-    with transaction.atomic():
-        moved = call_transition(
-            call,
-            to=CallStatus.PENDING_APPROVAL,
-            allowed_from={CallStatus.RUNNING},
-            actor=actor,
-            data={"reason": reason, "approved_version": call.tool_version, "current_version": tool.version},
-            tool_version=tool.version,
-            approval_hash=approval_hash(tool.name, tool.version, call.arguments),
-            started_at=None,
-            lease_expires_at=None,
-        )
-        if moved:
-            verdict = ApprovalVerdict(reason, "tool_changed", str(tool.risk))
-            approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=verdict)
-    return moved
-
-
-def tool_call_refuse(
-    *,
-    call: ToolCall,
-    actor: str,
-    status: CallStatus,
-    message: str,
-    preceding: Sequence[EventSpec] = (),
-    writes: Sequence[Write] = (),
-) -> bool:
-    """Settle a call waiting for approval without running it (rejected, expired or cancelled).
-
-    ``preceding`` and ``writes``: the deciding operator's audit event and rows, in the same write.
-    """
-    return call_transition(
-        call,
-        to=status,
-        allowed_from={CallStatus.PENDING_APPROVAL},
-        actor=actor,
-        data={"message": message},
-        preceding=preceding,
-        writes=writes,
-        error=message,
-        finished_at=timezone.now(),
-    )
 
 
 def dispatch_call(call: ToolCall) -> None:

@@ -68,7 +68,7 @@ def test_progress_is_stored_on_the_call_while_it_runs(celery_worker: Worker, ali
 def test_a_tool_suspends_itself_on_the_worker_and_resumes_with_the_posted_result(
     celery_worker: Worker, alice: User
 ) -> None:
-    from toolhub.pipeline import tool_call_submit_result
+    from toolhub.waiting import tool_call_submit_result
 
     # given a tool that suspends itself mid-call, run by a real worker
     call = _request("suspending_effect", {"note": "ship it"}, alice)

@@ -25,7 +25,6 @@ from toolhub.api.serializers import (
 )
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
-from toolhub.pipeline import ResultNotAwaitedError, tool_call_submit_result
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
     tool_calls_taking_results_from,
@@ -34,6 +33,7 @@ from toolhub.selectors import (
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
+from toolhub.waiting import ResultNotAwaitedError, tool_call_submit_result
 
 
 class _ExportRenderer(JSONRenderer):
