@@ -7,6 +7,13 @@ set: 0.896 -> 0.908 recall@5 there; the held-out set is reported, never tuned on
 words nearest in meaning to its own. all-MiniLM-L6-v2 was trained on
 English: a query written mostly in CJK characters is answered by the lexical ranking alone (which reads
 CJK as bigrams, and is not expanded).
+
+Each ranking's best match stays among the first ``k``. Reciprocal rank rewards agreement: a tool both
+rankings place fifth outscores one that the lexical ranking puts first and the model only twentieth
+("try two versions of the pricing page": ``create_ab_test``). So when a ranking's first tool is fused out
+of the first ``k``, it takes the place of the lowest fused tool that is no ranking's first, and the ``k``
+keep their fused order. Measured on the labeled sets against plain fusion: 155 -> 157 of 163 on the main
+set; 38 of 42 on the held-out set, unchanged (keeping each ranking's first two lowered it to 36).
 """
 
 import heapq
@@ -45,11 +52,26 @@ class HybridIndex:
         rankings = [(_LEXICAL_WEIGHT, self._lexical.search(query, k=depth, category=category))]
         if not _mostly_cjk(query):
             rankings.append((_EMBEDDING_WEIGHT, self._semantic.search(query, k=depth, category=category)))
-        fused: dict[str, float] = {}
-        for weight, ranking in rankings:
-            for rank, name in enumerate(ranking, start=1):
-                fused[name] = fused.get(name, 0.0) + weight / (_RRF_K + rank)
-        return [name for name, _ in heapq.nsmallest(max(k, 0), fused.items(), key=lambda item: (-item[1], item[0]))]
+        return _fused(rankings, k)
+
+
+def _fused(rankings: list[tuple[float, list[str]]], k: int) -> list[str]:
+    """The first ``k`` by weighted reciprocal rank, with each ranking's first tool kept among them."""
+    scores: dict[str, float] = {}
+    for weight, ranking in rankings:
+        for rank, name in enumerate(ranking, start=1):
+            scores[name] = scores.get(name, 0.0) + weight / (_RRF_K + rank)
+    order = heapq.nsmallest(len(scores), scores, key=lambda name: (-scores[name], name))
+    chosen = order[: max(k, 0)]
+    firsts = list(dict.fromkeys(ranking[0] for _, ranking in rankings if ranking))
+    if len(firsts) > len(chosen):
+        return chosen
+    for first in firsts:
+        if first not in chosen:
+            lowest = max(index for index, name in enumerate(chosen) if name not in firsts)
+            chosen[lowest] = first
+    position = {name: index for index, name in enumerate(order)}
+    return sorted(chosen, key=position.__getitem__)
 
 
 class HybridProvider:
