@@ -191,3 +191,30 @@ def test_a_rejection_of_a_call_that_left_its_wait_is_still_recorded_and_audited(
     assert request.call.status == CallStatus.CANCELLED
     assert [event for event, _ in _events(request.call_id)][2:] == ["approval.reject"]
     assert verify_audit_chains()[1] == []
+
+
+def test_a_request_move_that_misses_rolls_the_whole_decision_back(
+    hold: Hold, operator: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a held call, and a request move that touches no row (as a lost race would; the lock prevents it)
+    from approvals import services
+    from toolhub.exceptions import AlreadyDecidedError
+
+    request = hold("pay 5000")
+    events_before = _events(request.call_id)
+    real = services._decided_row
+
+    def lost_race(*args: object) -> tuple[str, list[object]]:
+        sql, params = real(*args)  # type: ignore[arg-type]
+        return f"{sql} AND false", params
+
+    monkeypatch.setattr(services, "_decided_row", lost_race)
+
+    # when the operator approves, then it is refused and nothing of the decision is kept
+    with pytest.raises(AlreadyDecidedError, match="nothing was changed"):
+        _approve(request.pk, operator)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING and not request.decisions.exists()
+    assert request.call.status == CallStatus.PENDING_APPROVAL
+    assert _events(request.call_id) == events_before
+    assert verify_audit_chains()[1] == []
