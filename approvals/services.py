@@ -90,7 +90,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
             setattr(request, name, value)
         request.round += 1
         request.decided_at = None
-        _move(request, ApprovalStatus.PENDING, update_fields=None)
+        _reopen(request)
     _notify(signals.approval_requested, request, "approval.requested")
     return request
 
@@ -401,24 +401,20 @@ def _actor(user: AbstractBaseUser) -> str:
     return f"operator:{user.get_username()}"
 
 
-def _move(
-    request: ApprovalRequest, to: ApprovalStatus, *, update_fields: tuple[str, ...] | None = ("decided_at",)
-) -> None:
-    """Move a request (locked by the caller) through ``APPROVAL_TRANSITIONS``, saving ``update_fields`` with it."""
-    if not guarded_save(
-        request, table=APPROVAL_TRANSITIONS, to=to, allowed_from={request.status}, update_fields=update_fields
-    ):
+def _reopen(request: ApprovalRequest) -> None:
+    """Move a request (locked by the caller) back to pending through ``APPROVAL_TRANSITIONS``, saving every field."""
+    if not guarded_save(request, table=APPROVAL_TRANSITIONS, to=ApprovalStatus.PENDING, allowed_from={request.status}):
         raise AlreadyDecidedError(f"This approval request is no longer {request.status}; nothing was changed.")
 
 
 def _expire(request: ApprovalRequest) -> None:
-    request.decided_at = timezone.now()
-    _move(request, ApprovalStatus.EXPIRED)
+    """End the request unanswered and refuse its call: the request's move and the call's are one write."""
     tool_call_refuse(
         call=request.call,
         actor="expiry",
         status=CallStatus.EXPIRED,
         message="The approval request expired before an operator decided; the call was not executed.",
+        writes=[_decided_row(request, ApprovalStatus.EXPIRED)],
     )
     audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
     _notify(signals.approval_expired, request, "approval.expired")

@@ -389,10 +389,10 @@ def _append_many(
                 connection,
                 batch,
                 rows,
-                parts,
+                parts,  # type: ignore[arg-type]
                 change,
                 instances,
-                writes,  # type: ignore[arg-type]
+                writes,
             )
     if not connection.in_atomic_block:  # text the database cannot finish (never for a call's own columns)
         with transaction.atomic(savepoint=False):

@@ -16,7 +16,6 @@ keep their fused order. Measured on the labeled sets against plain fusion: 155 -
 set; 38 of 42 on the held-out set, unchanged (keeping each ranking's first two lowered it to 36).
 """
 
-import heapq
 from collections.abc import Iterable
 
 from toolhub.search.base import SearchDocument
@@ -61,7 +60,7 @@ def _fused(rankings: list[tuple[float, list[str]]], k: int) -> list[str]:
     for weight, ranking in rankings:
         for rank, name in enumerate(ranking, start=1):
             scores[name] = scores.get(name, 0.0) + weight / (_RRF_K + rank)
-    order = heapq.nsmallest(len(scores), scores, key=lambda name: (-scores[name], name))
+    order = sorted(scores, key=lambda name: (-scores[name], name))
     chosen = order[: max(k, 0)]
     firsts = list(dict.fromkeys(ranking[0] for _, ranking in rankings if ranking))
     if len(firsts) > len(chosen):
