@@ -14,9 +14,9 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db import transaction
+from django.db import NotSupportedError, transaction
 from django.utils import timezone
 
 from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
@@ -30,6 +30,7 @@ __all__ = [
     "audit_append",
     "audit_call_event",
     "audit_call_events",
+    "audit_call_change",
     "EventSpec",
     "Write",
     "WriteMissedError",
@@ -291,7 +292,7 @@ def audit_append(
         tool_name=tool_name,
         status=status,
         tenant=tenant,
-    )
+    ).events
     assert written is not None
     return written[0]
 
@@ -344,7 +345,39 @@ def audit_call_events(
         change=change,
         instances=instances,
         writes=writes,
+    ).events
+
+
+def audit_call_change(
+    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]], returning: str
+) -> tuple[Any, ...] | None:
+    """PostgreSQL: ``audit_call_events`` for a change whose row comes back, as the change left it.
+
+    ``returning`` is the change's RETURNING list; the row's values are returned in its order, or None when
+    the change touched no row (nothing appended). For a writer that holds only the row's key and the
+    columns its events hash: the row costs no read of its own.
+    """
+    if transaction.get_connection().vendor != "postgresql":
+        raise NotSupportedError("a change's row comes back with its audit events on PostgreSQL only")
+    appended = _append_many(
+        events,
+        call_id=call.id,
+        run_id=call.run_id,
+        tool_name=call.tool_name,
+        status=call.status,
+        tenant=call.tenant,
+        change=change,
+        instances=False,
+        returning=returning,
     )
+    return None if appended.events is None else appended.row
+
+
+class _Appended(NamedTuple):
+    """An append's result: its events (None: the change touched no row; [] when not asked for) and returned row."""
+
+    events: list[AuditEvent] | None
+    row: tuple[Any, ...] = ()
 
 
 _HEAD_ADVANCE = "UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s RETURNING seq, hash"
@@ -361,8 +394,9 @@ def _append_many(
     change: tuple[str, list[Any]] | None = None,
     instances: bool = True,
     writes: Sequence[Write] = (),
-) -> list[AuditEvent] | None:
-    """Append ``events`` (after ``writes`` and ``change``, when given); ``None`` when the change touched no row.
+    returning: str = "",
+) -> _Appended:
+    """Append ``events`` (after ``writes`` and ``change``, when given); no events when the change touched no row.
 
     On PostgreSQL the change, the head's advance and the events are one statement, atomic by itself
     (``toolhub.audit_sql``); elsewhere they are separate statements inside the caller's transaction.
@@ -393,11 +427,14 @@ def _append_many(
                 change,
                 instances,
                 writes,
+                returning,
             )
+    if returning:
+        raise NotSupportedError("a change's row comes back with its events only in one statement")
     if not connection.in_atomic_block:  # text the database cannot finish (never for a call's own columns)
         with transaction.atomic(savepoint=False):
-            return _append_in_steps(connection, batch.events(rows), change, writes)
-    return _append_in_steps(connection, batch.events(rows), change, writes)
+            return _Appended(_append_in_steps(connection, batch.events(rows), change, writes))
+    return _Appended(_append_in_steps(connection, batch.events(rows), change, writes))
 
 
 #: One event to append as its columns: (event_type, status, actor, canonical JSON data).
@@ -474,7 +511,8 @@ def _append_in_one_statement(
     change: tuple[str, list[Any]] | None,
     instances: bool,
     writes: Sequence[Write],
-) -> list[AuditEvent] | None:
+    returning: str,
+) -> _Appended:
     """PostgreSQL: the writes, the change, the head and the events in one statement; the database hashes."""
     params = appended_params(
         [*(param for _, write_params in writes for param in write_params), *(change[1] if change else [])],
@@ -488,22 +526,22 @@ def _append_in_one_statement(
         columns=rows,
     )
     with prepared_cursor(connection) as cursor:
-        statement = appended_sql(len(rows), change[0] if change else None, tuple(sql for sql, _ in writes))
+        statement = appended_sql(len(rows), change[0] if change else None, tuple(sql for sql, _ in writes), returning)
         cursor.execute(statement, params)
-        changed, base, hashes, ids, written_all = cursor.fetchone()
+        changed, base, hashes, ids, written_all, *row = cursor.fetchone()
     if not written_all:
         raise WriteMissedError(f"a write with the audited change touched no row: {statement[:80]}")
     if not changed:
-        return None
+        return _Appended(None)
     if not instances:
-        return []
+        return _Appended([], tuple(row))
     written = batch.events(rows)
     for offset, (event, pk) in enumerate(zip(written, ids, strict=True)):
         event.id, event.seq = pk, base + offset + 1
         event.prev_hash, event.hash = hashes[offset], hashes[offset + 1]
         event._state.adding = False
         event._state.db = connection.alias
-    return written
+    return _Appended(written, tuple(row))
 
 
 def _write(connection: Any, events: list[AuditEvent], *, chain: int, head_hash: str) -> None:

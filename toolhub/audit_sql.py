@@ -61,7 +61,7 @@ def _last_hash(count: int, previous: str, base: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = ()) -> str:
+def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), returning: str = "") -> str:
     """The statement appending ``count`` events (after ``change``, a row's INSERT or UPDATE, when given).
 
     ``writes``: INSERTs or UPDATEs of other rows that commit with the change (an approval's decision row),
@@ -70,7 +70,8 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = ()) -
     (:data:`_KEYS`); the chain; the chain again, call id, run id, tool name, tenant and time of the events.
     Returns one row: whether the change touched a row (1 without a change), the chain's seq before the
     append, the hashes (the previous one first), the new events' ids in seq order, and whether every write
-    touched a row.
+    touched a row; then, with ``returning`` (the change's RETURNING list), the changed row's columns (NULLs
+    when it touched none), so a writer that holds only a row's key needs no read of it.
     """
     if count < 1:
         raise ValueError("an append writes at least one event")
@@ -86,7 +87,8 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = ()) -
     hashes = ", ".join(["head.previous_hash", *(f"l{index}.h" for index in range(1, count + 1))])
     with_writes = "".join(f"w{index} AS ({write} RETURNING 1), " for index, write in enumerate(writes, start=1))
     written_all = " AND ".join(f"EXISTS (SELECT 1 FROM w{index})" for index in range(1, len(writes) + 1)) or "true"
-    with_change = f"change AS ({change} RETURNING 1), " if change else ""
+    with_change = f"change AS ({change} RETURNING {returning or 1}), " if change else ""
+    returned = ", r.* FROM (SELECT 1) AS one LEFT JOIN change AS r ON true" if change and returning else ""
     return (
         f"WITH {with_writes}{with_change}"
         f"p AS (SELECT {arrays} FROM (SELECT %s::json AS j) AS given), "
@@ -103,7 +105,7 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = ()) -
         "FROM chained c CROSS JOIN p CROSS JOIN unnest(p.t, p.s, p.x, p.d) "
         "WITH ORDINALITY AS v(event_type, status, actor, data, k) RETURNING id, seq) "
         f"SELECT {'(SELECT count(*) FROM change)' if change else '1'}, (SELECT base FROM chained), "
-        f"(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq), {written_all}"
+        f"(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq), {written_all}{returned}"
     )
 
 

@@ -5,6 +5,7 @@ statement as the audit chain head's advance (``audit_call_events(change=...)``),
 inserts the events and moves the head's hash.
 """
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -12,9 +13,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from toolhub.audit import EventSpec, Write, audit_call_events
+from toolhub.audit import EventSpec, Write, audit_call_change, audit_call_events
 from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
+from toolhub.rowread import assign_row, columns_sql
 from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
@@ -82,6 +84,7 @@ def call_transition(
     checked_stamp: int | None = None,
     attempt: int | None = None,
     writes: Sequence[Write] = (),
+    refresh: bool = False,
     **fields: Any,
 ) -> bool:
     """Move ``call`` to ``to`` if it is still in one of ``allowed_from``; return whether it moved.
@@ -92,6 +95,9 @@ def call_transition(
     ``checked_stamp``: move only while the governance stamp is still this one. ``attempt``: only while the
     call is still in this attempt (the claim of the worker that ran it, not a later one's). ``writes``: rows of
     the same decision (an operator's decision row), written in the same statement whether or not the call moves.
+    ``refresh`` (PostgreSQL): every field of ``call`` is set from the moved row, returned by the same statement,
+    for a writer that holds only the columns its events hash (the move is also guarded by them: they are
+    what the events were hashed with).
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     sql, params = guarded_update_sql(
@@ -101,19 +107,22 @@ def call_transition(
         to=to,
         allowed_from=allowed_from,
         values=values,
-        condition=_conditions(checked_stamp, attempt),
+        condition=_conditions(checked_stamp, attempt, call if refresh else None),
     )
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
+    if refresh and writes:
+        raise ValueError("a refreshed move writes no other rows")
+    events = [*preceding, EventSpec(event or f"call.{to}", actor, data)]
     with one_write():
-        written = audit_call_events(
-            call,
-            [*preceding, EventSpec(event or f"call.{to}", actor, data)],
-            change=(sql, params),
-            instances=False,
-            writes=writes,
-        )
+        if refresh:
+            row = audit_call_change(call, events, change=(sql, params), returning=_returned_columns())
+            if row is not None:
+                assign_row(call, row)
+            written = None if row is None else []
+        else:
+            written = audit_call_events(call, events, change=(sql, params), instances=False, writes=writes)
         if written is None:
             for name, value in previous.items():
                 setattr(call, name, value)
@@ -123,8 +132,14 @@ def call_transition(
     return True
 
 
-def _conditions(checked_stamp: int | None, attempt: int | None) -> tuple[str, list[Any]] | None:
-    """The guarded UPDATE's extra conditions: the governance stamp checked, the attempt that holds the claim."""
+def _conditions(
+    checked_stamp: int | None, attempt: int | None, hashed: ToolCall | None = None
+) -> tuple[str, list[Any]] | None:
+    """The guarded UPDATE's extra conditions: the governance stamp, the attempt, the columns events hash.
+
+    ``checked_stamp``: the governance stamp checked; ``attempt``: the attempt that holds the claim; ``hashed``:
+    the row still holds the columns its events are hashed with, as ``hashed`` has them.
+    """
     sql, params = [], []
     if checked_stamp is not None:
         sql.append(GOVERNANCE_STAMP_CHECK)
@@ -132,7 +147,20 @@ def _conditions(checked_stamp: int | None, attempt: int | None) -> tuple[str, li
     if attempt is not None:
         sql.append(f'"{ToolCall._meta.get_field("attempts").column}" = %s')
         params.append(attempt)
+    if hashed is not None:
+        sql.append(_HASHED_COLUMNS_UNCHANGED)
+        params.extend([hashed.tool_name, hashed.tenant, hashed.run_id])
     return (" AND ".join(sql), params) if sql else None
+
+
+#: The call row's columns its events hash beside its key and status (``toolhub.audit.hash_parts``) still as given.
+_HASHED_COLUMNS_UNCHANGED = '"tool_name" = %s AND "tenant" = %s AND "run_id" IS NOT DISTINCT FROM %s'
+
+
+@functools.cache
+def _returned_columns() -> str:
+    """Every column of a call row, as an UPDATE of it returns them (``toolhub.rowread`` order)."""
+    return columns_sql(ToolCall, f'"{ToolCall._meta.db_table}"')
 
 
 def one_write() -> AbstractContextManager[Any]:

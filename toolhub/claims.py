@@ -1,11 +1,13 @@
 """Claiming queued calls: a worker takes a call (or a batch) once, committed before anything runs.
 
 Of two deliveries racing for the same call, the guarded UPDATE lets exactly one win; the claim and its
-audit event are one statement on PostgreSQL (``toolhub.calls``).
+audit event are one statement on PostgreSQL (``toolhub.calls``). A delivery that carries a ``ClaimHint``
+claims without reading the call first: the statement that claims it returns its row.
 """
 
 import functools
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,12 +21,49 @@ from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import call_lease
 from toolhub.rowread import columns_sql, instance_of
 
-__all__ = ["tool_call_claim", "tool_calls_claim"]
+__all__ = ["ClaimHint", "tool_call_claim", "tool_calls_claim"]
 
 
-def tool_call_claim(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
+@dataclass(frozen=True)
+class ClaimHint:
+    """What a queued call's message tells its worker, so the claim needs no read of the call first.
+
+    The claim's audit event hashes the call's tool, tenant and run, and its attempt; the claim's UPDATE moves
+    the row only while it still holds exactly these, so a stale or wrong hint claims nothing and the worker
+    reads the call as it would without one. A hint grants nothing: permissions are checked after the claim.
+    """
+
+    tool_name: str
+    tenant: str
+    run_id: uuid.UUID | None
+    attempts: int
+
+    @classmethod
+    def of(cls, call: ToolCall) -> "ClaimHint":
+        """The hint of a call as it is queued."""
+        return cls(call.tool_name, call.tenant, call.run_id, call.attempts)
+
+    def message(self) -> list[Any]:
+        """The hint as a task message carries it (JSON)."""
+        return [self.tool_name, self.tenant, str(self.run_id) if self.run_id else None, self.attempts]
+
+    @classmethod
+    def from_message(cls, value: Any) -> "ClaimHint | None":
+        """The hint of a message, or None for one that is missing or malformed (the claim then reads the call)."""
+        if not isinstance(value, list | tuple) or len(value) != 4:
+            return None
+        tool_name, tenant, run_id, attempts = value
+        if not (isinstance(tool_name, str) and isinstance(tenant, str) and type(attempts) is int):
+            return None
+        try:
+            return cls(tool_name, tenant, uuid.UUID(run_id) if run_id is not None else None, attempts)
+        except (TypeError, ValueError, AttributeError):
+            return None
+
+
+def tool_call_claim(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None = None) -> ToolCall | None:
     """Atomically take a ``queued`` call for this worker; ``None`` if another delivery took it already."""
-    claimed = tool_calls_claim(call_id=call_id, worker=worker, limit=1)
+    claimed = tool_calls_claim(call_id=call_id, worker=worker, limit=1, hint=hint)
     return claimed[0] if claimed else None
 
 
@@ -43,7 +82,7 @@ def _claimable_sql() -> str:
     return _CLAIMABLE.replace(" FOR UPDATE SKIP LOCKED", "")
 
 
-def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[ToolCall]:
+def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int, hint: ClaimHint | None = None) -> list[ToolCall]:
     """Claim ``call_id`` and up to ``limit - 1`` other queued calls in one transaction (group commit).
 
     Every claim (the call's ``running`` row, its lease and its audit event) is committed before any of
@@ -51,12 +90,12 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int) -> list[Too
     them taken and do nothing. Leases add up along the batch (each call may wait for those before it).
     Audit appends go chain by chain in chain order, so two workers claiming batches never deadlock on
     the chain heads, and each chain's sequence stays gapless. Returned in execution order: ``call_id``
-    first, then the oldest queued first.
+    first, then the oldest queued first. ``hint``: what the delivery says of ``call_id`` (a single claim only).
     """
     from toolhub.tools.registry import registry
 
     if limit == 1:
-        return _claim_one(call_id, worker)
+        return _claim_one(call_id, worker, hint)
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     with transaction.atomic():
         rows = list(ToolCall.objects.raw(_claimable_sql(), [CallStatus.QUEUED, key, CallStatus.QUEUED, key, limit - 1]))
@@ -100,39 +139,61 @@ def _queued_call(key: Any) -> ToolCall | None:
     return None if row is None else instance_of(ToolCall, row)
 
 
-def _claim_one(call_id: uuid.UUID, worker: str) -> list[ToolCall]:
-    """Claim one queued call: read it, then move it to ``running`` with a guarded UPDATE (no row lock needed).
+def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[ToolCall]:
+    """Claim one queued call: move it to ``running`` with a guarded UPDATE (no row lock needed).
 
     Of two deliveries racing for it, the guarded UPDATE lets exactly one win; with its audit event it is
     one statement on PostgreSQL, committed before the tool runs. The UPDATE also checks that the
     governance stamp is still the one this process's cache holds, so the re-check that follows needs no
-    read of its own; when the stamp moved, the stamp is read and the claim tried again.
+    read of its own; when the stamp moved, the stamp is read and the claim tried again. The call is read
+    first, unless the delivery's ``hint`` says what the claim needs (PostgreSQL: the claim returns the row);
+    a claim under a hint that no longer holds misses, and the call is read as without one.
     """
-    from toolhub.tools.registry import registry
-
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
-    for attempt in range(_CLAIM_ATTEMPTS):
+    first = 0
+    if hint is not None and connection.vendor == "postgresql":
+        hinted = ToolCall(
+            id=call_id,
+            status=CallStatus.QUEUED,
+            tool_name=hint.tool_name,
+            tenant=hint.tenant,
+            run_id=hint.run_id,
+            attempts=hint.attempts,
+        )
+        if _claim(hinted, worker, attempt=0, refresh=True):
+            return [hinted]
+        first = 1
+    for attempt in range(first, _CLAIM_ATTEMPTS):
         call = _queued_call(key)
         if call is None:
             return []
-        stamp = governance_stamp(assume_current=attempt == 0)
-        now = timezone.now()
-        claimed = call_transition(
-            call,
-            to=CallStatus.RUNNING,
-            allowed_from={CallStatus.QUEUED},
-            actor=f"worker:{worker}",
-            data={"attempt": call.attempts + 1},
-            # the last attempt does not check: a stream of governance changes must not starve a call
-            checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
-            attempts=call.attempts + 1,
-            worker=worker[:200],
-            started_at=now,
-            lease_expires_at=now + call_lease(registry.get(call.tool_name)),
-        )
-        if claimed:
+        if _claim(call, worker, attempt=attempt):
             return [call]
     return []
+
+
+def _claim(call: ToolCall, worker: str, *, attempt: int, refresh: bool = False) -> bool:
+    """Move ``call`` (queued in its ``attempts``) to ``running`` for ``worker``: claim try ``attempt`` of a delivery."""
+    from toolhub.tools.registry import registry
+
+    stamp = governance_stamp(assume_current=attempt == 0)
+    now = timezone.now()
+    return call_transition(
+        call,
+        to=CallStatus.RUNNING,
+        allowed_from={CallStatus.QUEUED},
+        actor=f"worker:{worker}",
+        data={"attempt": call.attempts + 1},
+        # the last attempt does not check: a stream of governance changes must not starve a call
+        checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
+        # a hinted claim: only in the hinted attempt, and the row comes back with the move
+        attempt=call.attempts if refresh else None,
+        refresh=refresh,
+        attempts=call.attempts + 1,
+        worker=worker[:200],
+        started_at=now,
+        lease_expires_at=now + call_lease(registry.get(call.tool_name)),
+    )
 
 
 #: Claims of one delivery, the first under the stamp this process last saw.

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from toolhub.audit import EventSpec, chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
-from toolhub.claims import tool_calls_claim
+from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
@@ -34,16 +34,16 @@ __all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_int
 logger = logging.getLogger(__name__)
 
 
-def tool_call_execute(*, call_id: uuid.UUID, worker: str) -> ToolCall | None:
+def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None = None) -> ToolCall | None:
     """Claim and run one call, or a batch of queued calls with it (``WORKER_CLAIM_BATCH``); outcomes are stored.
 
     With a batch, the claims commit together before anything runs, and the outcomes are recorded
     together after the last one ran (one commit each instead of one per call). A claimed call that no
     longer has time to run within its lease or the task's time limit is handed back, unstarted.
-    Returns ``call_id``'s call when this delivery ran it.
+    Returns ``call_id``'s call when this delivery ran it. ``hint``: what the delivery says of the call.
     """
     limit = max(1, toolhub_settings().WORKER_CLAIM_BATCH)
-    calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit)
+    calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit, hint=hint)
     if len(calls) <= 1:
         for call in calls:
             _execute_claimed(call, worker, stamp_checked=limit == 1)

@@ -315,12 +315,14 @@ def _nothing(call: ToolCall) -> None:
 def dispatch_call(call: ToolCall) -> None:
     """Send the call to a worker once the transaction that queued it has committed.
 
-    A failed publish is not fatal: the row stays ``queued`` and the sweeper dispatches it again.
+    A failed publish is not fatal: the row stays ``queued`` and the sweeper dispatches it again. The
+    message carries the call's claim hint, so the worker's claim needs no read of the call.
     """
+    from toolhub.claims import ClaimHint
     from toolhub.tasks import execute_tool_call_task
 
-    call_id = str(call.id)
-    transaction.on_commit(lambda: execute_tool_call_task.delay(call_id), robust=True)
+    call_id, hint = str(call.id), ClaimHint.of(call).message()
+    transaction.on_commit(lambda: execute_tool_call_task.delay(call_id, hint=hint), robust=True)
 
 
 def _resolve(name: str, principal: CallPrincipal) -> Tool:

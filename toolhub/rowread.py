@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Field, Model
 
-__all__ = ["columns_sql", "converted", "instance_of", "instances_of", "lock_clause"]
+__all__ = ["assign_row", "columns_sql", "converted", "instance_of", "instances_of", "lock_clause"]
 
 #: Per field that has any: its index among the fields, its column expression and its converters, in order.
 _Converters = tuple[tuple[int, Any, tuple[Any, ...]], ...]
@@ -31,6 +31,15 @@ def instance_of(model: type[Model], values: Sequence[Any]) -> Any:
         return None
     row = _convert(_converters(model, _names(model)), values)
     return model.from_db(connection.alias, _attnames(model), row)
+
+
+def assign_row(instance: Model, values: Sequence[Any]) -> None:
+    """Set every field of ``instance`` from one row of its table (``concrete_fields`` order), as read from it."""
+    model = type(instance)
+    for attname, value in zip(_attnames(model), _convert(_converters(model, _names(model)), values), strict=True):
+        setattr(instance, attname, value)
+    instance._state.adding = False
+    instance._state.db = connection.alias
 
 
 def instances_of(models: Sequence[type[Model]], values: Sequence[Any]) -> list[Any]:

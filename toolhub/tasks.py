@@ -2,10 +2,12 @@
 
 import logging
 import uuid
+from typing import Any
 
 from celery import Task, shared_task
 
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
+from toolhub.claims import ClaimHint
 from toolhub.conf import toolhub_settings
 from toolhub.execution import tool_call_execute
 from toolhub.signals import running_after_task
@@ -47,8 +49,10 @@ class _ToolCallTask(Task):
 @shared_task(
     name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True, base=_ToolCallTask
 )
-def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyped-def]
+def execute_tool_call_task(self, call_id: str, hint: list[Any] | None = None) -> None:  # type: ignore[no-untyped-def]
     """Execute one queued tool call; a second delivery of the same call does nothing.
+
+    ``hint`` (``ClaimHint.message``): what the claim needs to know of the call without reading it first.
 
     Follow-up work of the settled call (the run's next step) runs here afterwards, within what is left
     of this task's soft time limit, instead of going through the broker again (``after_task``).
@@ -56,7 +60,7 @@ def execute_tool_call_task(self, call_id: str) -> None:  # type: ignore[no-untyp
     worker = "eager" if self.request.is_eager else (self.request.hostname or "worker")
     # Celery's soft limit counts from just before this function: what is left is (almost) all of it.
     with running_after_task(seconds=_soft_limit(self)):
-        tool_call_execute(call_id=uuid.UUID(call_id), worker=worker)
+        tool_call_execute(call_id=uuid.UUID(call_id), worker=worker, hint=ClaimHint.from_message(hint))
 
 
 def _soft_limit(task: Task) -> float:

@@ -70,12 +70,23 @@ def test_a_grant_revoked_between_two_calls_denies_the_second(
     assert verify_audit_chains()[1] == []
 
 
+@pytest.mark.parametrize("hinted", [True, False], ids=["claim-hint", "no-hint"])
 def test_a_grant_revoked_after_the_request_denies_the_execution(
-    alice: User, grant: Grant, monkeypatch: pytest.MonkeyPatch
+    alice: User, grant: Grant, monkeypatch: pytest.MonkeyPatch, hinted: bool
 ) -> None:
-    """The worker's check sees the revocation too: the call was queued while allowed, and is never run."""
+    """The worker's check sees the revocation too: the call was queued while allowed, and is never run.
+
+    With the message's claim hint the worker claims without reading the call: the claim still checks the
+    governance stamp, misses, and the re-check under the new stamp denies.
+    """
     dispatched: list[str] = []
-    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id: dispatched.append(str(call_id)))
+    hints: list[Any] = []
+
+    def send(call_id: str, hint: Any = None) -> None:
+        dispatched.append(str(call_id))
+        hints.append(hint)
+
+    monkeypatch.setattr(execute_tool_call_task, "delay", send)
     request = CallRequest(
         tool_name="record_effect",
         arguments={"note": "queued"},
@@ -88,7 +99,7 @@ def test_a_grant_revoked_after_the_request_denies_the_execution(
     assert dispatched == [str(call.pk)]
 
     grant.delete()
-    execute_tool_call_task(dispatched[0])  # the worker takes the message
+    execute_tool_call_task(dispatched[0], hint=hints[0] if hinted else None)  # the worker takes the message
 
     call.refresh_from_db()
     assert call.status == CallStatus.DENIED
@@ -195,7 +206,7 @@ def test_a_worker_checks_the_stamp_in_its_claim_and_reads_none_when_nothing_chan
     from django.test.utils import CaptureQueriesContext
 
     dispatched: list[str] = []
-    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id: dispatched.append(str(call_id)))
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, **_: dispatched.append(str(call_id)))
     principal = principal_for(alice, tenant="acme")
     context = ToolContext({"tenant": "acme", "user": alice.username, "user_id": alice.pk})
     with for_a_worker():
