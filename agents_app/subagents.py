@@ -29,7 +29,7 @@ from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, bl
 from agents_app.models import AgentRun, RunStatus
 from agents_app.selectors import agents_of_tenant
 from agents_app.transitions import RUN_TRANSITIONS
-from toolhub.audit import canonical_json
+from toolhub.audit_hash import canonical_json
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError, ToolSuspend

@@ -277,7 +277,7 @@ def legacy_verify() -> None:
     import django
 
     django.setup()
-    from toolhub.audit import compute_hash
+    from toolhub.audit_hash import compute_hash
     from toolhub.models import AuditChainHead, AuditEvent
 
     checked = problems = 0

@@ -90,7 +90,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
     """
     from django.db import connection
 
-    from toolhub.audit import _timestamp, canonical_json, chain_for, hash_parts
+    from toolhub.audit_hash import canonical_json, chain_for, hash_parts, hashed_timestamp
     from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
 
     cursor = prepared_cursor(connection)
@@ -106,7 +106,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
     ) -> bool:
         chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
         parts = [
-            hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", _timestamp(now), data)
+            hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", hashed_timestamp(now), data)
             for event, status in events
         ]
         params = appended_params(

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolhub.audit import canonical_json
+from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import bounded_model_message, invalid_arguments_message

@@ -1,32 +1,26 @@
-"""The tamper-evident audit trail: append to a hash chain, and verify every chain.
+"""The tamper-evident audit trail: append events to hash chains, and what of arguments they may show.
 
 Each event belongs to one of ``AUDIT_CHAINS`` chains, picked by a stable key (the call or run id),
 so that concurrent writers on different calls do not queue behind one lock. Appends to a chain
 lock its head row, so a chain never forks. Hashes are computed over canonical text exactly as the
-database stores and returns it.
+database stores and returns it (``toolhub.audit_hash``).
 """
 
 import datetime as dt
-import hashlib
 import json
 import uuid
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, NamedTuple
 
 from django.db import NotSupportedError, transaction
 from django.utils import timezone
 
+from toolhub.audit_hash import canonical_json, chain_for, compute_hash, hash_parts, hashed_timestamp
 from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
-from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, ToolCall
 
 __all__ = [
-    "canonical_json",
-    "hash_columns",
-    "hash_parts",
     "audit_append",
     "audit_call_event",
     "audit_call_events",
@@ -41,27 +35,6 @@ __all__ = [
 ]
 
 REDACTED = "***redacted***"
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    return str(value)
-
-
-#: The string encoder ``json.dumps(..., ensure_ascii=False)`` uses (the C one when available).
-_encode_string = json.encoder.encode_basestring
-
-
-def canonical_json(value: Any) -> str:
-    """Serialize with sorted keys and no whitespace: the same data always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
 
 
 def redact(arguments: Mapping[str, Any], sensitive: frozenset[str] | set[str]) -> dict[str, Any]:
@@ -100,166 +73,6 @@ def redacted_arguments_text(sensitive: frozenset[str] | set[str], raw: str | Map
         return raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
     except (RecursionError, ValueError, TypeError):
         return "(not shown: arguments that cannot be written as JSON, e.g. nested too deeply)"
-
-
-def chain_for(key: uuid.UUID | str | None) -> int:
-    """Pick a chain by a stable key, so one call's events stay in one chain, in order."""
-    chains = toolhub_settings().AUDIT_CHAINS
-    if key is None:
-        return 0
-    return zlib.crc32(str(key).encode()) % chains
-
-
-def _timestamp(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="microseconds")
-
-
-#: The columns an event's hash covers, in the order :func:`hash_columns` takes them.
-HASHED_COLUMNS = (
-    "chain",
-    "seq",
-    "event_type",
-    "call_id",
-    "run_id",
-    "tool_name",
-    "status",
-    "tenant",
-    "actor",
-    "created_at",
-    "data",
-    "prev_hash",
-)
-
-
-def hash_columns(
-    chain: int,
-    seq: int,
-    event_type: str,
-    call_id: uuid.UUID | str | None,
-    run_id: uuid.UUID | str | None,
-    tool_name: str,
-    status: str,
-    tenant: str,
-    actor: str,
-    created_at: dt.datetime,
-    data: str,
-    prev_hash: str,
-) -> str:
-    """The hash of one event from its columns as stored (:data:`HASHED_COLUMNS`); no model instance needed."""
-    return _hash_text(
-        chain,
-        seq,
-        event_type,
-        call_id,
-        run_id,
-        tool_name,
-        status,
-        tenant,
-        actor,
-        _timestamp(created_at),
-        data,
-        prev_hash,
-    )
-
-
-def _hash_text(
-    chain: int,
-    seq: int,
-    event_type: str,
-    call_id: uuid.UUID | str | None,
-    run_id: uuid.UUID | str | None,
-    tool_name: str,
-    status: str,
-    tenant: str,
-    actor: str,
-    created_at: str,
-    data: str,
-    prev_hash: str,
-) -> str:
-    """:func:`hash_columns` with the timestamp already written as ``_timestamp`` writes it.
-
-    The hashed text is :func:`canonical_json` of the columns by name. It is written out by
-    :func:`hash_parts` (the same keys in sorted order, the same string encoder), which makes
-    ``verify_audit`` several times faster than building and sorting a dict per event.
-    """
-    parts = hash_parts(chain, event_type, call_id, run_id, tool_name, status, tenant, actor, created_at, data)
-    if parts is None or (prev_hash and not prev_hash.isalnum()):
-        # A column that is not text (None), or a stored previous hash that is not one (a tampered row,
-        # which verification reports anyway): the general path writes it exactly as JSON does.
-        text = canonical_json(
-            {
-                "chain": chain,
-                "seq": seq,
-                "event_type": event_type,
-                "call_id": str(call_id) if call_id else None,
-                "run_id": str(run_id) if run_id else None,
-                "tool_name": tool_name,
-                "status": status,
-                "tenant": tenant,
-                "actor": actor,
-                "created_at": created_at,
-                "data": data,
-                "prev_hash": prev_hash,
-            }
-        )
-    else:
-        before, middle, after = parts
-        text = before + prev_hash + middle + str(int(seq)) + after
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def hash_parts(
-    chain: int,
-    event_type: str,
-    call_id: uuid.UUID | str | None,
-    run_id: uuid.UUID | str | None,
-    tool_name: str,
-    status: str,
-    tenant: str,
-    actor: str,
-    created_at: str,
-    data: str,
-) -> tuple[str, str, str] | None:
-    """An event's hashed text around the two values only its chain's head knows: the previous hash and seq.
-
-    The text is ``before + prev_hash + middle + str(seq) + after``, so the database can finish it and
-    hash it in the statement that advances the head (``toolhub.audit_sql``). None when a column is not
-    text: such an event takes the general path. A previous hash is hex (or empty) and needs no escaping.
-    """
-    try:
-        before = (
-            '{"actor":'
-            + _encode_string(actor)
-            + ',"call_id":'
-            + (_encode_string(str(call_id)) if call_id else "null")
-            + ',"chain":'
-            + str(int(chain))
-            + ',"created_at":'
-            + _encode_string(created_at)
-            + ',"data":'
-            + _encode_string(data)
-            + ',"event_type":'
-            + _encode_string(event_type)
-            + ',"prev_hash":"'
-        )
-        middle = '","run_id":' + (_encode_string(str(run_id)) if run_id else "null") + ',"seq":'
-        after = (
-            ',"status":'
-            + _encode_string(status)
-            + ',"tenant":'
-            + _encode_string(tenant)
-            + ',"tool_name":'
-            + _encode_string(tool_name)
-            + "}"
-        )
-    except TypeError:
-        return None
-    return before, middle, after
-
-
-def compute_hash(event: AuditEvent) -> str:
-    """Hash every column that matters, as stored, together with the previous hash."""
-    return hash_columns(*(getattr(event, column) for column in HASHED_COLUMNS))
 
 
 @dataclass(frozen=True)
@@ -413,7 +226,7 @@ def _append_many(
         (spec.event_type, spec.status or status, spec.actor[:200], canonical_json(spec.data or {})) for spec in events
     ]
     if connection.vendor == "postgresql":
-        moment = _timestamp(batch.created_at)
+        moment = hashed_timestamp(batch.created_at)
         parts = [
             hash_parts(batch.chain, kind, call_id, run_id, tool_name, row_status, batch.tenant, actor, moment, data)
             for kind, row_status, actor, data in rows

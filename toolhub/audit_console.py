@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from toolhub.audit import HASHED_COLUMNS, hash_columns
+from toolhub.audit_hash import HASHED_COLUMNS, hash_columns
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A governed call's write is a call row's INSERT or guarded UPDATE plus its audit events. Each event's
 hash covers its chain's previous hash and its seq, which only the locked chain head knows; every other
-part of the hashed text is known before the statement runs (``toolhub.audit.hash_parts``). So the
+part of the hashed text is known before the statement runs (``toolhub.audit_hash.hash_parts``). So the
 database finishes the text and hashes it (``sha256``) while it advances the head, and inserts the
 events with those hashes, all in the statement that changes the row: one round trip, and, outside a
 transaction, one commit. ``verify_audit`` recomputes every hash in Python from the stored columns.

@@ -15,7 +15,7 @@ from django.db import connections, transaction
 from django.db.models import F, Func, TextField
 from django.db.models.functions import Cast
 
-from toolhub.audit import HASHED_COLUMNS, _hash_text, hash_columns
+from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, hash_text
 from toolhub.models import AuditChainHead, AuditEvent
 
 __all__ = ["AuditProblem", "verify_audit_chains"]
@@ -92,7 +92,7 @@ def _chains_with_events() -> list[int]:
 
 _VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
 
-#: ``_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
+#: ``hashed_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
 _PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 
 
@@ -142,7 +142,7 @@ def _verify_chain(
                 problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
             elif event_prev_hash != prev_hash:
                 problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")
-            elif (_hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
+            elif (hash_text(*columns) if as_text else hash_columns(*columns)) != stored_hash:
                 problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
             if problem:
                 break

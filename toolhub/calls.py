@@ -153,7 +153,7 @@ def _conditions(
     return (" AND ".join(sql), params) if sql else None
 
 
-#: The call row's columns its events hash beside its key and status (``toolhub.audit.hash_parts``) still as given.
+#: The call row's columns its events hash beside its key and status (``toolhub.audit_hash.hash_parts``) still as given.
 _HASHED_COLUMNS_UNCHANGED = '"tool_name" = %s AND "tenant" = %s AND "run_id" IS NOT DISTINCT FROM %s'
 
 

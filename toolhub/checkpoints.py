@@ -20,7 +20,7 @@ from django.db.models import F, Window
 from django.db.models.functions import Lag
 from django.utils import timezone
 
-from toolhub.audit import canonical_json
+from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent

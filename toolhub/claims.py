@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from toolhub.audit import chain_for
+from toolhub.audit_hash import chain_for
 from toolhub.calls import call_transition
 from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall

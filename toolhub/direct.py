@@ -17,7 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import FieldError, ObjectDoesNotExist
 from django.db import IntegrityError, transaction
 
-from toolhub.audit import canonical_json
+from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError

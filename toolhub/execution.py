@@ -12,7 +12,8 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from toolhub.audit import EventSpec, chain_for
+from toolhub.audit import EventSpec
+from toolhub.audit_hash import chain_for
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import ClaimHint, tool_calls_claim

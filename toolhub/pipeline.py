@@ -18,7 +18,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, arguments_diff, canonical_json, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, arguments_diff, redact, redacted_arguments_text
+from toolhub.audit_hash import canonical_json
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,

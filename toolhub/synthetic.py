@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from toolhub.audit import canonical_json, chain_for, hash_columns
+from toolhub.audit_hash import canonical_json, chain_for, hash_columns
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 

@@ -12,7 +12,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from toolhub.audit import EventSpec, Write, canonical_json, redact
+from toolhub.audit import EventSpec, Write, redact
+from toolhub.audit_hash import canonical_json
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from toolhub.audit import audit_append, chain_for
+from toolhub.audit import audit_append
+from toolhub.audit_hash import chain_for
 from toolhub.models import AuditEvent
 
 AUDIT_TABLES = ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint")

@@ -375,7 +375,7 @@ def test_the_fast_event_hash_equals_the_canonical_json_hash(columns: tuple) -> N
     import datetime as dt
     import hashlib
 
-    from toolhub.audit import canonical_json, hash_columns
+    from toolhub.audit_hash import canonical_json, hash_columns
 
     chain, seq, event_type, call_id, run_id, tool_name, status, tenant, actor, data, prev_hash = columns
     moment = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.UTC)

@@ -11,7 +11,8 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
 from tests.helpers import RequestCall, assert_audit_intact
-from toolhub.audit import audit_append, chain_for
+from toolhub.audit import audit_append
+from toolhub.audit_hash import chain_for
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditChainHead, AuditEvent
 
@@ -126,7 +127,7 @@ def test_altered_column_is_detected() -> None:
 
 
 def test_an_altered_event_with_a_recomputed_hash_breaks_the_next_link() -> None:
-    from toolhub.audit import compute_hash
+    from toolhub.audit_hash import compute_hash
 
     events = _append_events(4)
     forged = AuditEvent.objects.get(pk=events[1].pk)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents_app.models import AgentRun
 from approvals.models import ApprovalDecision, ApprovalRequest
-from toolhub.audit import canonical_json
+from toolhub.audit_hash import canonical_json
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import _storable_context
 from toolhub.rowwrite import db_preparer

@@ -5,7 +5,8 @@ import uuid
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
-from toolhub.audit import canonical_json, redact
+from toolhub.audit import redact
+from toolhub.audit_hash import canonical_json
 from toolhub.models import AuditEvent, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.tenancy import has_tenant_wide_role, visible_rows
