@@ -15,9 +15,11 @@ class AgentsConfig(AppConfig):
             subagents,  # noqa: F401 - starts a subagent's child run once its call is suspended
         )
         from agents_app.agentic import agentic_model
-        from agents_app.selectors import agent_tools
+        from agents_app.selectors import agent_tools, run_call_agent_tools, run_call_agent_tools_sql
         from toolhub.agentic.models import register_model_resolver
-        from toolhub.authorization import register_agent_tools_resolver
+        from toolhub.authorization import AgentToolsSql, register_agent_tools_resolver
 
-        register_agent_tools_resolver(agent_tools)
+        register_agent_tools_resolver(
+            agent_tools, sql=AgentToolsSql(expression=run_call_agent_tools_sql, tools=run_call_agent_tools)
+        )
         register_model_resolver(agentic_model)

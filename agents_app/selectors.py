@@ -1,6 +1,7 @@
 """Reads of agents, model providers and runs, cut down to the caller's tenants."""
 
 import functools
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -109,17 +110,48 @@ def _run_agent_tools(run_id: uuid.UUID, name: str) -> list[Any] | None:
 
 @functools.cache
 def _run_agent_tools_sql() -> str:
+    return _run_agent_tools_select(", ".join(_agent_tool_columns()), run="%s", name="%s")
+
+
+def _agent_tool_columns() -> list[str]:
+    q = connection.ops.quote_name
+    return [f"a.{q(Agent._meta.get_field(name).column)}" for name in _AGENT_TOOL_FIELDS]
+
+
+def _run_agent_tools_select(columns: str, *, run: str, name: str) -> str:
+    """``SELECT columns`` of the agent of run ``run`` if it is named ``name`` (SQL values or parameters)."""
     q = connection.ops.quote_name
 
-    def column(model: type[Any], name: str) -> str:
-        return q(model._meta.get_field(name).column)
+    def column(model: type[Any], field: str) -> str:
+        return q(model._meta.get_field(field).column)
 
-    columns = ", ".join(f"a.{column(Agent, name)}" for name in _AGENT_TOOL_FIELDS)
     return (
         f"SELECT {columns} FROM {q(AgentRun._meta.db_table)} r "
         f"JOIN {q(Agent._meta.db_table)} a ON a.{column(Agent, 'id')} = r.{column(AgentRun, 'agent')} "
-        f"WHERE r.{column(AgentRun, 'id')} = %s AND a.{column(Agent, 'name')} = %s"
+        f"WHERE r.{column(AgentRun, 'id')} = {run} AND a.{column(Agent, 'name')} = {name}"
     )
+
+
+@functools.cache
+def run_call_agent_tools_sql(table: str) -> str:
+    """The tools of a run call's agent as one JSON value, over the call row of ``table`` (NULL: not that run's agent).
+
+    ``AgentToolsSql.expression`` for the core: a worker's claim returns it with the claimed call.
+    """
+    q = connection.ops.quote_name
+    run, name = (f"{table}.{q(ToolCall._meta.get_field(field).column)}" for field in ("run_id", "agent_name"))
+    value = "json_build_array(" + ", ".join(_agent_tool_columns()) + ")"
+    return f"({_run_agent_tools_select(value, run=run, name=name)})"
+
+
+def run_call_agent_tools(value: Any) -> frozenset[str] | None:
+    """``run_call_agent_tools_sql``'s value as the agent's tools; None when it found no agent."""
+    from toolhub.disclosure.visibility import expand_agent_tools
+
+    if value is None:
+        return None
+    tools, tool_search, group_switching = json.loads(value) if isinstance(value, str) else value
+    return expand_agent_tools(tools or (), tool_search=bool(tool_search), group_switching=bool(group_switching))
 
 
 def providers_usable_by(tenant_id: int | None) -> QuerySet[ModelProvider]:

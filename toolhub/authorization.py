@@ -20,7 +20,9 @@ from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
 
 __all__ = [
+    "AgentToolsSql",
     "CallPrincipal",
+    "agent_tools_sql",
     "register_agent_tools_resolver",
     "principal_of_call",
     "authorization_denial",
@@ -50,26 +52,57 @@ class CallPrincipal:
 #: ``resolver(agent_name, *, tenant, run_id)``: agent names are unique only within a tenant, so it gets both.
 AgentToolsResolver = Callable[..., frozenset[str] | None]
 
+
+@dataclass(frozen=True)
+class AgentToolsSql:
+    """The agents app's read of a run call's agent tools as one SQL expression, for a statement over the call row.
+
+    ``expression(table)``: a scalar over the call row's ``run_id`` and ``agent_name`` columns of ``table``,
+    NULL when the run does not name that agent. ``tools(value)``: its value as the tools, None for NULL (the
+    resolver is asked then). A worker's claim returns it with the claimed row, so the re-check reads nothing.
+    """
+
+    expression: Callable[[str], str]
+    tools: Callable[[Any], frozenset[str] | None]
+
+
 _agent_tools_resolver: AgentToolsResolver | None = None
+_agent_tools_sql: AgentToolsSql | None = None
 
 
-def register_agent_tools_resolver(resolver: AgentToolsResolver) -> None:
+def register_agent_tools_resolver(resolver: AgentToolsResolver, *, sql: AgentToolsSql | None = None) -> None:
     """Let the agents app say which tools an agent has, so workers re-check it without importing it.
 
-    It is called as ``resolver(agent_name, tenant=..., run_id=...)`` with the call's tenant and run.
+    It is called as ``resolver(agent_name, tenant=..., run_id=...)`` with the call's tenant and run; ``sql``
+    reads the same for a run's call inside another statement (the claim).
     """
-    global _agent_tools_resolver
+    global _agent_tools_resolver, _agent_tools_sql
     _agent_tools_resolver = resolver
+    _agent_tools_sql = sql
+
+
+def agent_tools_sql() -> AgentToolsSql | None:
+    """The registered SQL read of a call's agent tools, if the agents app gave one."""
+    return _agent_tools_sql
 
 
 def principal_of_call(
-    *, user_id: int | None, tenant: str, agent_name: str, run_id: uuid.UUID | None = None
+    *,
+    user_id: int | None,
+    tenant: str,
+    agent_name: str,
+    run_id: uuid.UUID | None = None,
+    agent_tools: frozenset[str] | None = None,
 ) -> CallPrincipal:
-    """Rebuild a call's principal from its row, with the agent's tools as they are now."""
-    agent_tools = None
-    if agent_name:
+    """Rebuild a call's principal from its row, with the agent's tools as they are now.
+
+    ``agent_tools``: the agent's tools as read just now with the call (``AgentToolsSql``), else they are read.
+    """
+    if agent_name and agent_tools is None:
         resolver = _agent_tools_resolver
         agent_tools = resolver(agent_name, tenant=tenant, run_id=run_id) if resolver else frozenset()
+    elif not agent_name:
+        agent_tools = None
     return CallPrincipal(user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools)
 
 

@@ -85,6 +85,7 @@ def call_transition(
     attempt: int | None = None,
     writes: Sequence[Write] = (),
     refresh: bool = False,
+    also_returned: Sequence[str] = (),
     **fields: Any,
 ) -> bool:
     """Move ``call`` to ``to`` if it is still in one of ``allowed_from``; return whether it moved.
@@ -97,7 +98,8 @@ def call_transition(
     the same decision (an operator's decision row), written in the same statement whether or not the call moves.
     ``refresh`` (PostgreSQL): every field of ``call`` is set from the moved row, returned by the same statement,
     for a writer that holds only the columns its events hash (the move is also guarded by them: they are
-    what the events were hashed with).
+    what the events were hashed with); ``also_returned``: SQL expressions over the moved row that the statement
+    returns too, their values set as ``call.also_returned`` (a read that goes with the move, e.g. the agent's tools).
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     sql, params = guarded_update_sql(
@@ -112,14 +114,17 @@ def call_transition(
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
-    if refresh and writes:
-        raise ValueError("a refreshed move writes no other rows")
+    if refresh and writes or also_returned and not refresh:
+        raise ValueError("a refreshed move writes no other rows; only a refreshed move returns more")
     events = [*preceding, EventSpec(event or f"call.{to}", actor, data)]
     with one_write():
         if refresh:
-            row = audit_call_change(call, events, change=(sql, params), returning=_returned_columns())
+            returning = ", ".join([_returned_columns(), *also_returned])
+            row = audit_call_change(call, events, change=(sql, params), returning=returning)
             if row is not None:
-                assign_row(call, row)
+                width = len(ToolCall._meta.concrete_fields)
+                assign_row(call, row[:width])
+                call.also_returned = tuple(row[width:])
             written = None if row is None else []
         else:
             written = audit_call_events(call, events, change=(sql, params), instances=False, writes=writes)

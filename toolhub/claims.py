@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolhub.audit_hash import chain_for
+from toolhub.authorization import agent_tools_sql
 from toolhub.calls import call_transition
 from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall
@@ -146,8 +147,9 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
     one statement on PostgreSQL, committed before the tool runs. The UPDATE also checks that the
     governance stamp is still the one this process's cache holds, so the re-check that follows needs no
     read of its own; when the stamp moved, the stamp is read and the claim tried again. The call is read
-    first, unless the delivery's ``hint`` says what the claim needs (PostgreSQL: the claim returns the row);
-    a claim under a hint that no longer holds misses, and the call is read as without one.
+    first, unless the delivery's ``hint`` says what the claim needs (PostgreSQL: the claim returns the row,
+    and the agent's tools the re-check needs, as ``agent_tools_at_claim``); a claim under a hint that no longer
+    holds misses, and the call is read as without one.
     """
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     first = 0
@@ -160,7 +162,11 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
             run_id=hint.run_id,
             attempts=hint.attempts,
         )
-        if _claim(hinted, worker, attempt=0, refresh=True):
+        read = agent_tools_sql()
+        also = (f"{read.expression(_CALLS)} AS agent_tools",) if read is not None else ()
+        if _claim(hinted, worker, attempt=0, refresh=True, also_returned=also):
+            if read is not None:
+                hinted.agent_tools_at_claim = read.tools(hinted.also_returned[0])
             return [hinted]
         first = 1
     for attempt in range(first, _CLAIM_ATTEMPTS):
@@ -172,7 +178,9 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
     return []
 
 
-def _claim(call: ToolCall, worker: str, *, attempt: int, refresh: bool = False) -> bool:
+def _claim(
+    call: ToolCall, worker: str, *, attempt: int, refresh: bool = False, also_returned: tuple[str, ...] = ()
+) -> bool:
     """Move ``call`` (queued in its ``attempts``) to ``running`` for ``worker``: claim try ``attempt`` of a delivery."""
     from toolhub.tools.registry import registry
 
@@ -189,12 +197,16 @@ def _claim(call: ToolCall, worker: str, *, attempt: int, refresh: bool = False) 
         # a hinted claim: only in the hinted attempt, and the row comes back with the move
         attempt=call.attempts if refresh else None,
         refresh=refresh,
+        also_returned=also_returned,
         attempts=call.attempts + 1,
         worker=worker[:200],
         started_at=now,
         lease_expires_at=now + call_lease(registry.get(call.tool_name)),
     )
 
+
+#: The call table as a claim's UPDATE names its row.
+_CALLS = f'"{ToolCall._meta.db_table}"'
 
 #: Claims of one delivery, the first under the stamp this process last saw.
 _CLAIM_ATTEMPTS = 3

@@ -266,7 +266,12 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     if tool is None:
         return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
     principal = principal_of_call(
-        user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name, run_id=call.run_id
+        user_id=call.user_id,
+        tenant=call.tenant,
+        agent_name=call.agent_name,
+        run_id=call.run_id,
+        # read by the claim's own statement, when it returned them (``toolhub.claims``)
+        agent_tools=getattr(call, "agent_tools_at_claim", None),
     )
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:

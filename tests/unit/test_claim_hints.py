@@ -14,6 +14,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents_app.models import Agent, AgentRun
+from agents_app.selectors import agent_tools, run_call_agent_tools, run_call_agent_tools_sql
 from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub.audit_verify import verify_audit_chains
@@ -24,6 +26,8 @@ from toolhub.tasks import execute_tool_call_task
 from toolhub.tools.context import ToolContext
 
 pytestmark = pytest.mark.django_db
+
+TABLE = f'"{ToolCall._meta.db_table}"'
 
 
 @pytest.fixture
@@ -166,3 +170,91 @@ def test_a_malformed_hint_is_no_hint(message: Any) -> None:
 def test_a_hint_round_trips_through_its_message() -> None:
     hint = ClaimHint("record_effect", "acme", uuid.uuid4(), 3)
     assert ClaimHint.from_message(hint.message()) == hint
+
+
+# --- a run's call: the claim returns the agent's tools the re-check needs ------------------------------
+
+
+@pytest.fixture
+def queued_run_call(
+    alice: User, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> tuple[ToolCall, Any, Agent]:
+    """A run's low-risk call queued for a worker, the hint its message carries, and the run's agent."""
+    agent = Agent.objects.create(name="claimer", script=[], tools=["record_effect"])
+    run = AgentRun.objects.create(agent=agent, user=alice, tenant="acme", input="hi", messages=[])
+    sent: list[Any] = []
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, hint=None: sent.append(hint))
+    request = CallRequest(
+        tool_name="record_effect",
+        arguments={"note": "from the run"},
+        principal=principal_for(alice, tenant="acme", agent_name="claimer", agent_tools=frozenset({"record_effect"})),
+        context=ToolContext({"tenant": "acme", "user": alice.username, "user_id": alice.pk}),
+        run_id=run.pk,
+    )
+    with for_a_worker(), django_capture_on_commit_callbacks(execute=True):
+        call = tool_call_request(request=request)
+    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.QUEUED
+    return call, sent[0], agent
+
+
+def _agent_reads(statements: list[dict[str, Any]]) -> list[str]:
+    return [
+        query["sql"] for query in statements if query["sql"].startswith("SELECT") and "agents_app_agent" in query["sql"]
+    ]
+
+
+@pytest.mark.postgres
+def test_a_hinted_claim_of_a_runs_call_reads_neither_the_call_nor_its_agent(
+    queued_run_call: tuple[ToolCall, Any, Agent],
+) -> None:
+    call, hint, _ = queued_run_call
+
+    # when the worker takes the message
+    with CaptureQueriesContext(connection) as captured:
+        execute_tool_call_task(str(call.pk), hint=hint)
+
+    # then it ran, re-checked against the agent's tools the claim returned: no read of the call or the agent
+    call.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED
+    assert _call_reads(captured.captured_queries) == []
+    assert _agent_reads(captured.captured_queries) == []
+    assert verify_audit_chains()[1] == []
+
+
+@pytest.mark.parametrize("hinted", [True, False], ids=["claim-hint", "no-hint"])
+def test_a_tool_taken_from_the_agent_while_its_call_is_queued_is_denied(
+    queued_run_call: tuple[ToolCall, Any, Agent], hinted: bool
+) -> None:
+    # given the run's agent loses the tool after the call was queued
+    call, hint, agent = queued_run_call
+    agent.tools = ["calculate"]
+    agent.save()
+
+    # when the worker takes the message
+    execute_tool_call_task(str(call.pk), hint=hint if hinted else None)
+
+    # then the re-check sees the agent as it is now: nothing ran
+    call.refresh_from_db()
+    assert call.status == CallStatus.DENIED
+    assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 0
+    assert verify_audit_chains()[1] == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("tool_search, group_switching", [(False, False), (True, True)])
+def test_the_claims_read_of_the_agents_tools_is_the_resolvers(
+    queued_run_call: tuple[ToolCall, Any, Agent], tool_search: bool, group_switching: bool
+) -> None:
+    # given the run's agent with its meta tools switched on or off
+    call, _, agent = queued_run_call
+    agent.tool_search, agent.group_switching = tool_search, group_switching
+    agent.save()
+
+    # when the SQL read and the resolver each answer for the call's row
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT {run_call_agent_tools_sql(TABLE)} FROM {TABLE} WHERE {TABLE}."id" = %s', [call.pk])
+        (value,) = cursor.fetchone()
+
+    # then they agree
+    assert run_call_agent_tools(value) == agent_tools("claimer", tenant="acme", run_id=call.run_id)
+    assert ("tool_search" in run_call_agent_tools(value)) is tool_search  # type: ignore[operator]
