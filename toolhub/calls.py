@@ -114,7 +114,7 @@ def call_transition(
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
         setattr(call, name, value)
-    if refresh and writes or also_returned and not refresh:
+    if (refresh and writes) or (also_returned and not refresh):
         raise ValueError("a refreshed move writes no other rows; only a refreshed move returns more")
     events = [*preceding, EventSpec(event or f"call.{to}", actor, data)]
     with one_write():

@@ -55,7 +55,9 @@ def test_approve_to_completed_is_nine_statements(
     statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
     assert len(statements) <= APPROVE_TO_COMPLETED_STATEMENTS_POSTGRESQL, "\n".join(statements)
     run.refresh_from_db()
-    assert run.status == RunStatus.COMPLETED and run.output == 'done: {"effect_id": 2}'
-    assert ToolCall.objects.get(run_id=run.pk).status == CallStatus.SUCCEEDED
+    call = ToolCall.objects.get(run_id=run.pk)
+    effect = SideEffect.objects.get(call_id=str(call.pk))
+    assert call.status == CallStatus.SUCCEEDED
+    assert run.status == RunStatus.COMPLETED and run.output == f'done: {{"effect_id": {effect.pk}}}'
     assert SideEffect.objects.filter(tool="risky_effect").count() == 2
     assert verify_audit_chains()[1] == []
