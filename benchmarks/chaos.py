@@ -175,6 +175,8 @@ class Chaos:
         self.services = services
         self.call_rng = random.Random(options.seed)
         self.fault_rng = random.Random(options.seed + 1_000_003)
+        # the duplicates' claim hints draw apart, so that a seed schedules the same faults with or without them
+        self.hint_rng = random.Random(options.seed + 2_000_003)
         self.broker_url = os.environ["CELERY_BROKER_URL"]
         self.redis = redis.Redis.from_url(self.broker_url)
         self.broker_db = options.broker_db
@@ -549,9 +551,20 @@ class Chaos:
         if fresh is not None:
             targets += [fresh, fresh]
         for call_id in targets:
-            execute_tool_call_task.delay(str(call_id))
+            execute_tool_call_task.delay(str(call_id), hint=self._some_hint(call_id))
         self.duplicate_messages += len(targets)
         return f"{len(targets)} extra deliveries" + (f" (2 of fresh call {fresh})" if fresh else "")
+
+    def _some_hint(self, call_id: Any) -> list[Any] | None:
+        """A duplicate's claim hint, as messages carry them: none, the call as it is now, or as first queued."""
+        from toolhub.claims import ClaimHint
+        from toolhub.models import ToolCall
+
+        choice = self.hint_rng.randrange(3)
+        call = ToolCall.objects.filter(pk=call_id).only("tool_name", "tenant", "run_id", "attempts").first()
+        if choice == 0 or call is None:
+            return None
+        return ClaimHint(call.tool_name, call.tenant, call.run_id, call.attempts if choice == 1 else 0).message()
 
     # the end
 
@@ -588,7 +601,7 @@ class Chaos:
         effects = SideEffect.objects.count()
         events = AuditEvent.objects.count()
         for call_id in statuses:
-            execute_tool_call_task.delay(str(call_id))
+            execute_tool_call_task.delay(str(call_id), hint=self._some_hint(call_id))
         deadline = time.monotonic() + 120
         while self._queued() and time.monotonic() < deadline:
             time.sleep(0.2)
