@@ -148,17 +148,7 @@ def audit_call_events(
     its row (one statement on PostgreSQL; elsewhere statements of their own in the caller's transaction).
     Each is to touch a row; ``WriteMissedError`` is raised when one does not (it belongs inside a transaction).
     """
-    return _append_many(
-        events,
-        call_id=call.id,
-        run_id=call.run_id,
-        tool_name=call.tool_name,
-        status=call.status,
-        tenant=call.tenant,
-        change=change,
-        instances=instances,
-        writes=writes,
-    ).events
+    return _append_for_call(call, events, change=change, instances=instances, writes=writes).events
 
 
 def audit_call_change(
@@ -172,18 +162,21 @@ def audit_call_change(
     """
     if transaction.get_connection().vendor != "postgresql":
         raise NotSupportedError("a change's row comes back with its audit events on PostgreSQL only")
-    appended = _append_many(
+    appended = _append_for_call(call, events, change=change, instances=False, returning=returning)
+    return None if appended.events is None else appended.row
+
+
+def _append_for_call(call: ToolCall, events: list[EventSpec], **options: Any) -> "_Appended":
+    """``_append_many`` for events of ``call``: its id, run, tool, status and tenant go on every event."""
+    return _append_many(
         events,
         call_id=call.id,
         run_id=call.run_id,
         tool_name=call.tool_name,
         status=call.status,
         tenant=call.tenant,
-        change=change,
-        instances=False,
-        returning=returning,
+        **options,
     )
-    return None if appended.events is None else appended.row
 
 
 class _Appended(NamedTuple):

@@ -21,7 +21,7 @@ from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.signals import call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
-__all__ = ["CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled", "one_write"]
+__all__ = ["CALL_TABLE", "CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled", "one_write"]
 
 _S = CallStatus
 
@@ -162,10 +162,14 @@ def _conditions(
 _HASHED_COLUMNS_UNCHANGED = '"tool_name" = %s AND "tenant" = %s AND "run_id" IS NOT DISTINCT FROM %s'
 
 
+#: The call table, quoted as an UPDATE of it names its row (in RETURNING lists and expressions over the row).
+CALL_TABLE = f'"{ToolCall._meta.db_table}"'
+
+
 @functools.cache
 def _returned_columns() -> str:
     """Every column of a call row, as an UPDATE of it returns them (``toolhub.rowread`` order)."""
-    return columns_sql(ToolCall, f'"{ToolCall._meta.db_table}"')
+    return columns_sql(ToolCall, CALL_TABLE)
 
 
 def one_write() -> AbstractContextManager[Any]:

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from toolhub.audit_hash import chain_for
 from toolhub.authorization import agent_tools_sql
-from toolhub.calls import call_transition
+from toolhub.calls import CALL_TABLE, call_transition
 from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import call_lease
@@ -163,7 +163,7 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
             attempts=hint.attempts,
         )
         read = agent_tools_sql()
-        also = (f"{read.expression(_CALLS)} AS agent_tools",) if read is not None else ()
+        also = (f"{read.expression(CALL_TABLE)} AS agent_tools",) if read is not None else ()
         if _claim(hinted, worker, attempt=0, refresh=True, also_returned=also):
             if read is not None:
                 hinted.agent_tools_at_claim = read.tools(hinted.also_returned[0])
@@ -204,9 +204,6 @@ def _claim(
         lease_expires_at=now + call_lease(registry.get(call.tool_name)),
     )
 
-
-#: The call table as a claim's UPDATE names its row.
-_CALLS = f'"{ToolCall._meta.db_table}"'
 
 #: Claims of one delivery, the first under the stamp this process last saw.
 _CLAIM_ATTEMPTS = 3

@@ -5,6 +5,7 @@ tenant, run, attempt), which is what the claim's audit event is hashed with; a h
 claims nothing under it, and the worker reads the call as it would without one.
 """
 
+import dataclasses
 import json
 import uuid
 from typing import Any
@@ -19,6 +20,7 @@ from agents_app.selectors import agent_tools, run_call_agent_tools, run_call_age
 from tests.helpers import for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub.audit_verify import verify_audit_chains
+from toolhub.calls import CALL_TABLE
 from toolhub.claims import ClaimHint, tool_call_claim
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
@@ -27,7 +29,7 @@ from toolhub.tools.context import ToolContext
 
 pytestmark = pytest.mark.django_db
 
-TABLE = f'"{ToolCall._meta.db_table}"'
+TABLE = CALL_TABLE
 
 
 @pytest.fixture
@@ -124,7 +126,9 @@ def test_a_hint_that_does_not_hold_claims_the_call_as_it_is(
 ) -> None:
     # given a hint that says something else of the call than its row
     call, sent = queued
-    hint = ClaimHint(**{**ClaimHint.from_message(sent[0]).__dict__, **wrong})  # type: ignore[union-attr]
+    sent_hint = ClaimHint.from_message(sent[0])
+    assert sent_hint is not None
+    hint = dataclasses.replace(sent_hint, **wrong)
 
     # when a worker claims under it
     claimed = tool_call_claim(call_id=call.pk, worker="w1", hint=hint)
