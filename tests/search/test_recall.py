@@ -13,9 +13,9 @@ from toolhub.search import get_provider
 from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-# Measured on all 205 queries (benchmarks/results/search.md): lexical 0.878, lexical-expanded 0.888,
-# embedding 0.829, hybrid 0.951. The lexical goal (0.88) is not reached; the hybrid floor is its goal, 0.95.
-FLOORS = {"lexical": 0.87, "lexical-expanded": 0.88, "embedding": 0.82, "hybrid": 0.95}
+# Measured on all 205 queries (benchmarks/results/search.md): lexical 0.893 (0.878 before its WordNet table),
+# lexical-expanded 0.888, embedding 0.829, hybrid 0.951. The lexical and hybrid floors are their goals, 0.88 and 0.95.
+FLOORS = {"lexical": 0.88, "lexical-expanded": 0.88, "embedding": 0.82, "hybrid": 0.95}
 
 
 @pytest.fixture(scope="module")

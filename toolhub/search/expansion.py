@@ -86,7 +86,9 @@ class ExpandedLexicalProvider:
 
     def __init__(self) -> None:
         encoder()  # fail at construction, with the extra's name, rather than on the first search
-        self._lexical = LexicalProvider()
+        # The model's neighbours stand in for WordNet's relations here: with both, the main labeled set
+        # lost (recall@5 147 of 163 either way, MRR 0.765 -> 0.758; hybrid 157 -> 156).
+        self._lexical = LexicalProvider(thesaurus=False)
 
     def build(self, documents: Iterable[SearchDocument]) -> ExpandedLexicalIndex:
         """An index over exactly ``documents``."""

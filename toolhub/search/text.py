@@ -17,6 +17,7 @@ import snowballstemmer
 
 from toolhub.search.cues import Cues, query_cues
 from toolhub.search.related import related_terms
+from toolhub.search.thesaurus import thesaurus_terms
 
 __all__ = ["CJK_PATTERN", "QueryWords", "analyze", "expand", "plain_words", "query_words", "split_identifier", "stem"]
 
@@ -90,6 +91,8 @@ _SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
 _SYNONYM_WEIGHT = 0.5
 _RELATED_WEIGHT = 0.5
 _CUE_WEIGHT = 0.5
+# WordNet's relations are many per word and across all its senses: well below the embedding neighbours.
+_THESAURUS_WEIGHT = 0.2
 
 
 @lru_cache(maxsize=1)
@@ -169,10 +172,11 @@ def _phrases_as_concepts(words: tuple[str, ...], cues: Cues, *, stemmed: bool) -
     return (*kept, *(term for word in cues.meant for term in analyze(word, stem=stemmed)))
 
 
-def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
-    """Query terms with weights: typed terms 1.0, general synonyms of them 0.5, related terms 0.5 x similarity.
+def expand(terms: tuple[str, ...], *, query: str = "", thesaurus: bool = True) -> dict[str, float]:
+    """Query terms with weights: typed 1.0, general synonyms 0.5, related 0.5 x similarity, thesaurus 0.2 x score.
 
-    The related terms come from toolhub's general word-association table (``toolhub.search.related``);
+    The related terms come from toolhub's general word-association table (``toolhub.search.related``), the
+    thesaurus terms (unless ``thesaurus`` is false) from its WordNet table (``toolhub.search.thesaurus``);
     ``query``'s cues (``toolhub.search.cues``): a value's form (an address, an amount) adds its concept words
     at 0.5; a phrasal verb ("call off") stands for its concept as if typed, in place of its own words. Any
     other added term is weighed below a typed one, so an exact match still ranks first.
@@ -190,6 +194,10 @@ def expand(terms: tuple[str, ...], *, query: str = "") -> dict[str, float]:
             weights.setdefault(other, _SYNONYM_WEIGHT)
         for other, similarity in related_terms(term):
             weight = _RELATED_WEIGHT * similarity
+            if weights.get(other, 0.0) < weight:
+                weights[other] = weight
+        for other, score in thesaurus_terms(term) if thesaurus else ():
+            weight = _THESAURUS_WEIGHT * score
             if weights.get(other, 0.0) < weight:
                 weights[other] = weight
     return weights
