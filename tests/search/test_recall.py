@@ -13,9 +13,13 @@ from toolhub.search import get_provider
 from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-# Measured on all 205 queries (benchmarks/results/search.md): lexical 0.893 (0.878 before its WordNet table),
-# lexical-expanded 0.888, embedding 0.829, hybrid 0.951. The lexical and hybrid floors are their goals, 0.88 and 0.95.
+# Measured on the 205 main and held-out queries (benchmarks/results/search.md): lexical 0.893 (0.878 before its
+# WordNet table), lexical-expanded 0.888, embedding 0.829, hybrid 0.951. The lexical and hybrid floors are their
+# goals, 0.88 and 0.95.
 FLOORS = {"lexical": 0.88, "lexical-expanded": 0.88, "embedding": 0.82, "hybrid": 0.95}
+# Measured on the 60 blind queries, written after every setting was fixed and never tuned on: lexical 0.750,
+# lexical-expanded 0.817, embedding 0.783, hybrid 0.900. Below the goals: what unseen queries find.
+BLIND_FLOORS = {"lexical": 0.73, "lexical-expanded": 0.80, "embedding": 0.76, "hybrid": 0.88}
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +29,12 @@ def labeled() -> tuple[list, list]:
     queries = load_queries(DATA / "tool_search_queries.json", names)
     queries += load_queries(DATA / "tool_search_queries_heldout.json", names)
     return documents, queries
+
+
+@pytest.fixture(scope="module")
+def blind() -> tuple[list, list]:
+    documents = load_catalogue(DATA / "tool_search_catalogue.json")
+    return documents, load_queries(DATA / "tool_search_queries_blind.json", [document.name for document in documents])
 
 
 def test_the_labeled_set_is_the_size_the_figures_claim(labeled: tuple[list, list]) -> None:
@@ -38,6 +48,14 @@ def test_recall_at_5_stays_above_its_floor(labeled: tuple[list, list], provider:
     documents, queries = labeled
     report = evaluate(get_provider(provider), documents, queries, k=5)
     assert report["recall@5"] >= FLOORS[provider], report
+
+
+@pytest.mark.parametrize("provider", sorted(BLIND_FLOORS))
+def test_recall_at_5_on_the_blind_set_stays_above_its_floor(blind: tuple[list, list], provider: str) -> None:
+    documents, queries = blind
+    assert len(queries) == 60
+    report = evaluate(get_provider(provider), documents, queries, k=5)
+    assert report["recall@5"] >= BLIND_FLOORS[provider], report
 
 
 def test_lexical_beats_the_naive_baseline(labeled: tuple[list, list]) -> None:
