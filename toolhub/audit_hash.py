@@ -45,9 +45,13 @@ def _default(value: Any) -> Any:
 _encode_string = json.encoder.encode_basestring
 
 
+#: ``json.dumps`` with these options builds an encoder on every call; this one is built once (it keeps no state).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
 def canonical_json(value: Any) -> str:
     """Serialize with sorted keys and no whitespace: the same data always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return _CANONICAL.encode(value)
 
 
 def chain_for(key: uuid.UUID | str | None) -> int:

@@ -109,6 +109,10 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), r
     )
 
 
+#: The encoder of the statement's JSON parameter, built once (``json.dumps`` with options builds one per call).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def appended_params(
     change_params: list[Any],
     parts: list[tuple[str, str, str]],
@@ -123,7 +127,7 @@ def appended_params(
 ) -> list[Any]:
     """The parameters of :func:`appended_sql`; ``columns`` are each event's (type, status, actor, data)."""
     values = [*zip(*parts, strict=True), *zip(*columns, strict=True)]
-    given = json.dumps(dict(zip(_KEYS, values, strict=True)), ensure_ascii=False, separators=(",", ":"))
+    given = _COMPACT.encode(dict(zip(_KEYS, values, strict=True)))
     return [*change_params, given, chain, chain, call_id, run_id, tool_name, tenant, created_at]
 
 

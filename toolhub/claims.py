@@ -21,6 +21,7 @@ from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import call_lease
 from toolhub.rowread import columns_sql, instance_of
+from toolhub.rowwrite import new_instance
 
 __all__ = ["ClaimHint", "tool_call_claim", "tool_calls_claim"]
 
@@ -154,7 +155,8 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
     key = ToolCall._meta.pk.get_db_prep_value(call_id, connection)  # SQLite stores UUIDs as text
     first = 0
     if hint is not None and connection.vendor == "postgresql":
-        hinted = ToolCall(
+        hinted = new_instance(
+            ToolCall,
             id=call_id,
             status=CallStatus.QUEUED,
             tool_name=hint.tool_name,

@@ -40,6 +40,7 @@ from toolhub.interceptors import (
 )
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.policy import approval_verdict
+from toolhub.rowwrite import new_instance
 from toolhub.signals import approval_needed
 from toolhub.storable import storable_text
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
@@ -154,7 +155,8 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
 
 def _new_call(request: CallRequest, context: ToolContext) -> ToolCall:
     """The call's row before policy decides (its status is provisional)."""
-    return ToolCall(
+    return new_instance(
+        ToolCall,
         id=request.call_id or uuid.uuid4(),
         kind=request.kind,
         tool_name=storable_text(request.tool_name[:200]),

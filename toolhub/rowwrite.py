@@ -10,15 +10,18 @@ holds both equal for every column of the call and audit rows.
 
 import datetime as dt
 import functools
+import operator
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["Preparer", "db_preparer", "insert_params", "insert_sql"]
+__all__ = ["Preparer", "db_preparer", "insert_params", "insert_sql", "new_instance"]
+
+_M = TypeVar("_M", bound=models.Model)
 
 #: ``prepare(value, connection)``: what ``field.get_db_prep_save(value, connection)`` returns.
 Preparer = Callable[[Any, BaseDatabaseWrapper], Any]
@@ -87,6 +90,24 @@ def db_preparer(field: models.Field) -> Preparer:  # type: ignore[type-arg]
     return full
 
 
+def new_instance(model: type[_M], **values: Any) -> _M:
+    """``model(**values)`` built the faster way Django offers: every field's value in order, positionally.
+
+    By keywords, ``Model.__init__`` looks every field up by name and asks each missing one for its default;
+    given in order it only sets them (a call row of 30 fields: about a third less). ``values`` are keyed by
+    attribute name (``user_id``, not ``user``); the others take their field's default, as by keywords.
+    """
+    args = [values.pop(name) if name in values else default() for name, default in _new_plan(model)]
+    if values:
+        raise TypeError(f"{model.__name__} has no field {', '.join(map(repr, values))}")
+    return model(*args)
+
+
+@functools.cache
+def _new_plan(model: type[models.Model]) -> tuple[tuple[str, Callable[[], Any]], ...]:
+    return tuple((field.attname, field.get_default) for field in model._meta.concrete_fields)
+
+
 def insert_sql(model: type[models.Model], *, where: str = "") -> str:
     """The INSERT of one new ``model`` row (``insert_params`` gives its values), its text built once per shape.
 
@@ -107,7 +128,37 @@ def _insert_sql(model: type[models.Model], where: str) -> str:
 
 def insert_params(instance: models.Model, connection: BaseDatabaseWrapper) -> list[Any]:
     """The values of ``insert_sql`` for ``instance``, as the ORM's INSERT prepares them (``auto_now_add`` set)."""
-    return [prepare(field.pre_save(instance, True), connection) for field, prepare in _insert_fields(type(instance))]
+    fields, read, presaved = _insert_plan(type(instance))
+    values = list(read(instance))
+    for index in presaved:
+        values[index] = fields[index][0].pre_save(instance, True)
+    return [prepare(value, connection) for (_, prepare), value in zip(fields, values, strict=True)]
+
+
+@functools.cache
+def _insert_plan(
+    model: type[models.Model],
+) -> tuple[tuple[tuple[models.Field, Preparer], ...], Callable[[Any], tuple[Any, ...]], tuple[int, ...]]:  # type: ignore[type-arg]
+    """The INSERT's fields, one getter of all their values, and the fields whose ``pre_save`` does more than read.
+
+    ``Field.pre_save`` reads the attribute; date and time fields only differ with ``auto_now(_add)``.
+    """
+    fields = _insert_fields(model)
+    names = [field.attname for field, _ in fields]
+    # ``attrgetter`` of one name returns the value itself, not a tuple
+    read = (
+        operator.attrgetter(*names) if len(names) > 1 else (lambda instance: tuple(getattr(instance, n) for n in names))
+    )
+    presaved = tuple(index for index, (field, _) in enumerate(fields) if _pre_save_matters(field))
+    return fields, read, presaved
+
+
+def _pre_save_matters(field: models.Field) -> bool:  # type: ignore[type-arg]
+    if type(field).pre_save is models.Field.pre_save:
+        return False
+    if isinstance(field, models.DateField | models.TimeField):
+        return bool(field.auto_now or field.auto_now_add)
+    return True
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""The hot path's short way to prepare a value gives exactly what the field's own ``get_db_prep_save`` gives."""
+"""The hot path's short ways to build and write a row give exactly what Django's own ways give."""
 
 import datetime as dt
 import decimal
@@ -16,7 +16,7 @@ from approvals.models import ApprovalDecision, ApprovalRequest
 from toolhub.audit_hash import canonical_json
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import _storable_context
-from toolhub.rowwrite import db_preparer
+from toolhub.rowwrite import _insert_fields, db_preparer, insert_params, new_instance
 from toolhub.sagas.models import Compensation
 from toolhub.tools.context import ToolContext
 
@@ -86,3 +86,32 @@ def test_a_call_s_context_is_stored_as_its_json_round_trip(values: dict[Any, Any
     stored = _storable_context(context)
     expected = json.loads(canonical_json(context.as_dict()))
     assert stored == expected and list(stored) == list(expected)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("model", WRITTEN, ids=lambda model: model.__name__)
+def test_an_insert_s_values_are_the_orm_s_with_auto_now_fields_set(model: type[models.Model]) -> None:
+    connection.ensure_connection()
+    instance = model()
+    fields = [field for field, _ in _insert_fields(model)]
+    auto = [f for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)]
+    before = timezone.now()
+    params = insert_params(instance, connection)
+    # pre_save stamped the auto fields on the instance, as an ORM save does, and the values are theirs
+    assert all(getattr(instance, f.attname) >= before for f in auto)
+    expected = [_prepared(f.get_db_prep_save, getattr(instance, f.attname)) for f in fields]
+    assert [_prepared(lambda value, _: value, param) for param in params] == expected
+
+
+def test_a_new_instance_is_the_one_keywords_build() -> None:
+    values = {"id": uuid.uuid4(), "tool_name": "t", "status": CallStatus.RUNNING, "user_id": 7, "turn": 2}
+    built, expected = new_instance(ToolCall, **values), ToolCall(**values)
+    for field in ToolCall._meta.concrete_fields:
+        assert getattr(built, field.attname) == getattr(expected, field.attname), field.name
+    assert built._state.adding and built.arguments == {} and built.arguments is not new_instance(ToolCall).arguments
+    assert new_instance(ToolCall).id != new_instance(ToolCall).id  # a callable default is called each time
+
+
+def test_a_new_instance_refuses_a_field_the_model_does_not_have() -> None:
+    with pytest.raises(TypeError, match="'nope'"):
+        new_instance(ToolCall, tool_name="t", nope=1)
