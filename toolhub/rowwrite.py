@@ -4,8 +4,9 @@
 ``to_python``, the backend's adaptation): 50-100 µs for a call row's 30 columns on these machines. The
 values the hot path writes (text, aware datetimes, UUIDs where the database has the type, plain ints,
 JSON data, None) take a short path to the same value, about a quarter less (13-42 µs less wall time per
-governed call in an interleaved A/B); any other value takes the field's own. ``tests/unit/test_rowwrite.py``
-holds both equal for every column of the call and audit rows.
+governed call in an interleaved A/B); any other value takes the field's own. The rows those writes insert
+are built by Django's positional ``__init__`` (``new_instance``). ``tests/unit/test_rowwrite.py`` holds
+each short way equal to Django's own, for every column of the call and audit rows.
 """
 
 import datetime as dt
