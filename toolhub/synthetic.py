@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from toolhub.audit_hash import canonical_json, chain_for, hash_columns
+from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, chain_for, hash_columns
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 
@@ -81,21 +81,8 @@ _CALL_COLUMNS = (
     "finished_at",
     "updated_at",
 )
-_EVENT_COLUMNS = (
-    "chain",
-    "seq",
-    "event_type",
-    "call_id",
-    "run_id",
-    "tool_name",
-    "status",
-    "tenant",
-    "actor",
-    "created_at",
-    "data",
-    "prev_hash",
-    "hash",
-)
+#: An event row as generated: the hashed columns in ``hash_columns``' order, then the hash.
+_EVENT_COLUMNS = (*HASHED_COLUMNS, "hash")
 
 
 def generate_calls(spec: SyntheticSpec, progress: Callable[[int], None] | None = None) -> tuple[int, int]:

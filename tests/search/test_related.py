@@ -6,7 +6,7 @@ import pytest
 
 from toolhub.search import SearchDocument, get_provider
 from toolhub.search import embedding as embedding_module
-from toolhub.search.related import MIN_SIMILARITY, _table, related_terms
+from toolhub.search.related import MIN_SIMILARITY, RELATED, related_terms
 from toolhub.search.text import expand
 
 WEATHER = SearchDocument("get_weather_forecast", "Return the weather forecast for a city for the next days.", "travel")
@@ -25,7 +25,7 @@ def test_the_table_relates_general_words_by_stem() -> None:
 
 
 def test_every_link_is_a_similarity_above_the_cut_and_never_a_term_to_itself() -> None:
-    table = _table()
+    table = RELATED.rows
     assert len(table) > 10_000
     for head in table:
         row = related_terms(head)

@@ -5,7 +5,7 @@ from pathlib import Path
 from toolhub.search import SearchDocument, get_provider
 from toolhub.search.lexical import LexicalProvider
 from toolhub.search.text import expand
-from toolhub.search.thesaurus import MAX_SENSES, SCORES, TABLE_PATH, _table, build_table, thesaurus_terms
+from toolhub.search.thesaurus import MAX_SENSES, SCORES, TABLE_PATH, THESAURUS, build_table, thesaurus_terms
 
 # Five synsets in WordNet's database format: smog (a kind of air pollution), air pollution (a kind of
 # pollution), a second, rarer sense of "smog" ranked below MAX_SENSES, and the verb summarize with its
@@ -56,7 +56,7 @@ def test_the_builder_relates_synonyms_hypernyms_and_derived_words_by_stem(tmp_pa
 
 def test_the_shipped_table_relates_general_words() -> None:
     assert TABLE_PATH.name == "thesaurus_terms.txt.gz" and (TABLE_PATH.parent / "WORDNET_LICENSE").is_file()
-    assert len(_table()) > 40_000
+    assert len(THESAURUS.rows) > 40_000
     related = dict(thesaurus_terms("smog"))
     assert related["air"] == related["pollut"] == SCORES["hypernym"]
     assert list(thesaurus_terms("no-such-term")) == []

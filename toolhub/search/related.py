@@ -15,13 +15,15 @@ Regenerate it (needs the ``search-embedding`` extra; about a minute on two cores
 """
 
 import gzip
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 __all__ = [
     "MIN_SIMILARITY",
     "NEIGHBOURS",
+    "RELATED",
     "TABLE_PATH",
+    "StemTable",
     "build_table",
     "parse_row",
     "read_table",
@@ -59,19 +61,29 @@ def write_table(path: Path, table: dict[str, dict[str, float]]) -> None:
     path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"), mtime=0))
 
 
-@lru_cache(maxsize=1)
-def _table() -> dict[str, str]:
-    return read_table(TABLE_PATH)
+class StemTable:
+    """A shipped stem table: read on its first lookup, each row parsed when a lookup first asks for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.terms = lru_cache(maxsize=20_000)(self._terms)
+
+    @cached_property
+    def rows(self) -> dict[str, str]:
+        """Stem -> its row, unparsed."""
+        return read_table(self.path)
+
+    def _terms(self, term: str) -> tuple[tuple[str, float], ...]:
+        return parse_row(self.rows.get(term, ""))
 
 
-@lru_cache(maxsize=20_000)
-def _row(term: str) -> tuple[tuple[str, float], ...]:
-    return parse_row(_table().get(term, ""))
+#: This module's table (the model's word associations).
+RELATED = StemTable(TABLE_PATH)
 
 
 def related_terms(term: str) -> tuple[tuple[str, float], ...]:
     """The stems related to the stem ``term``, with their similarity (0-1), closest first; none if unknown."""
-    return _row(term)
+    return RELATED.terms(term)
 
 
 def build_table() -> dict[str, dict[str, float]]:

@@ -25,12 +25,11 @@ modify and distribute for any purpose without fee, keeping its copyright notice 
 import importlib.util
 import re
 import sys
-from functools import lru_cache
 from pathlib import Path
 
-from toolhub.search.related import parse_row, read_table, write_table
+from toolhub.search.related import StemTable, write_table
 
-__all__ = ["MAX_SENSES", "SCORES", "TABLE_PATH", "build_table", "thesaurus_terms", "wordnet_folder"]
+__all__ = ["MAX_SENSES", "SCORES", "TABLE_PATH", "THESAURUS", "build_table", "thesaurus_terms", "wordnet_folder"]
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "thesaurus_terms.txt.gz"
 # Chosen on the main labeled set only (tests/data/tool_search_queries.json); the held-out set is reported.
@@ -52,15 +51,13 @@ _PARTS_OF_SPEECH = ("noun", "verb", "adj", "adv")
 _HEAD = re.compile(r"[a-z]{3,}")
 
 
-@lru_cache(maxsize=1)
-def _table() -> dict[str, str]:
-    return read_table(TABLE_PATH)
+#: This module's table (WordNet's relations).
+THESAURUS = StemTable(TABLE_PATH)
 
 
-@lru_cache(maxsize=20_000)
 def thesaurus_terms(term: str) -> tuple[tuple[str, float], ...]:
     """The stems WordNet relates to the stem ``term``, with their score (0-1), closest first; none if unknown."""
-    return parse_row(_table().get(term, ""))
+    return THESAURUS.terms(term)
 
 
 def wordnet_folder() -> Path:
