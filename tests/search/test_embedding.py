@@ -39,11 +39,17 @@ def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -
         embedding_module.encoder.cache_clear()
 
 
-def test_hybrid_answers_chinese_queries_from_the_lexical_ranking_alone() -> None:
+@pytest.mark.parametrize("provider", ["embedding", "hybrid"])
+def test_chinese_queries_are_answered_from_the_lexical_ranking_alone(provider: str) -> None:
+    # given a tool described in Chinese beside English ones (the model reads English only)
     documents = DOCUMENTS + [SearchDocument("query_express_delivery", "根据快递单号查询包裹的物流轨迹。", "物流")]
-    hybrid = get_provider("hybrid").build(documents)
+    index = get_provider(provider).build(documents)
     lexical = get_provider("lexical").build(documents)
-    assert hybrid.search("我的快递到哪了", k=3) == lexical.search("我的快递到哪了", k=3) == ["query_express_delivery"]
+
+    # then a Chinese query gets the lexical ranking, category filter included, and an English one the model's
+    assert index.search("我的快递到哪了", k=3) == lexical.search("我的快递到哪了", k=3) == ["query_express_delivery"]
+    assert index.search("我的快递到哪了", k=3, category="travel") == []
+    assert index.search("will it rain tomorrow in Paris", k=1) == ["get_weather_forecast"]
 
 
 def test_a_damaged_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from toolhub.search.base import SearchDocument
 from toolhub.search.embedding import EmbeddingIndex, encoder
 from toolhub.search.expansion import ExpandedLexicalIndex, ExpandedLexicalProvider
-from toolhub.search.text import CJK_PATTERN
+from toolhub.search.text import mostly_cjk
 
 __all__ = ["HybridIndex", "HybridProvider"]
 
@@ -31,11 +31,6 @@ _RRF_K = 60
 _FUSION_DEPTH = 50
 _LEXICAL_WEIGHT = 1.0
 _EMBEDDING_WEIGHT = 1.5
-
-
-def _mostly_cjk(text: str) -> bool:
-    letters = [char for char in text if char.isalpha()]
-    return bool(letters) and sum(1 for char in letters if CJK_PATTERN.match(char)) * 2 > len(letters)
 
 
 class HybridIndex:
@@ -49,7 +44,7 @@ class HybridIndex:
         """The best ``k`` tools by fused rank, best first."""
         depth = max(k, _FUSION_DEPTH)
         rankings = [(_LEXICAL_WEIGHT, self._lexical.search(query, k=depth, category=category))]
-        if not _mostly_cjk(query):
+        if not mostly_cjk(query):
             rankings.append((_EMBEDDING_WEIGHT, self._semantic.search(query, k=depth, category=category)))
         return _fused(rankings, k)
 

@@ -19,7 +19,17 @@ from toolhub.search.cues import Cues, query_cues
 from toolhub.search.related import related_terms
 from toolhub.search.thesaurus import thesaurus_terms
 
-__all__ = ["CJK_PATTERN", "QueryWords", "analyze", "expand", "plain_words", "query_words", "split_identifier", "stem"]
+__all__ = [
+    "CJK_PATTERN",
+    "QueryWords",
+    "analyze",
+    "expand",
+    "mostly_cjk",
+    "plain_words",
+    "query_words",
+    "split_identifier",
+    "stem",
+]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CHUNK = re.compile(rf"[A-Za-z0-9]+|[{_CJK}]+")
@@ -122,6 +132,12 @@ def _synonym_words() -> dict[str, tuple[str, ...]]:
 _SYNONYM_WORDS = _synonym_words()
 # Stem -> the other stems of its groups: the same table, for queries already analyzed.
 _SYNONYMS = {stem: frozenset(_stem(word) for word in words) - {stem} for stem, words in _SYNONYM_WORDS.items()}
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether most of ``text``'s letters are CJK characters (a query an English-only model cannot read)."""
+    letters = [char for char in text if char.isalpha()]
+    return bool(letters) and sum(1 for char in letters if _IS_CJK.match(char)) * 2 > len(letters)
 
 
 def split_identifier(text: str) -> list[str]:
