@@ -14,12 +14,17 @@ from toolhub.search.evaluation import evaluate, load_catalogue, load_queries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # Measured on the 205 main and held-out queries (benchmarks/results/search.md): lexical 0.893 (0.878 before its
-# WordNet table), lexical-expanded 0.888, embedding 0.829, hybrid 0.951. The lexical and hybrid floors are their
-# goals, 0.88 and 0.95.
-FLOORS = {"lexical": 0.88, "lexical-expanded": 0.88, "embedding": 0.82, "hybrid": 0.95}
-# Measured on the 60 blind queries, written after every setting was fixed and never tuned on: lexical 0.750,
-# lexical-expanded 0.817, embedding 0.783, hybrid 0.900. Below the goals: what unseen queries find.
-BLIND_FLOORS = {"lexical": 0.73, "lexical-expanded": 0.80, "embedding": 0.76, "hybrid": 0.88}
+# WordNet table), lexical-expanded 0.888, embedding 0.888 (0.829 before it left Chinese queries to a lexical
+# index), hybrid 0.951. The lexical and hybrid floors are their goals, 0.88 and 0.95.
+FLOORS = {"lexical": 0.88, "lexical-expanded": 0.88, "embedding": 0.87, "hybrid": 0.95}
+# Measured on the two blind sets of 60 queries, each written by someone who saw only the catalogue, below the
+# goals: what unseen queries find (benchmarks/results/search.md). Blind 1: lexical 0.750, lexical-expanded 0.817,
+# embedding 0.883 (0.783 before Chinese queries went to a lexical index), hybrid 0.900. Blind 2, never studied:
+# lexical 0.767, lexical-expanded 0.800, embedding 0.800 (0.650 before), hybrid 0.833.
+BLIND_FLOORS = {
+    "tool_search_queries_blind.json": {"lexical": 0.73, "lexical-expanded": 0.80, "embedding": 0.86, "hybrid": 0.88},
+    "tool_search_queries_blind2.json": {"lexical": 0.75, "lexical-expanded": 0.78, "embedding": 0.78, "hybrid": 0.81},
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +34,6 @@ def labeled() -> tuple[list, list]:
     queries = load_queries(DATA / "tool_search_queries.json", names)
     queries += load_queries(DATA / "tool_search_queries_heldout.json", names)
     return documents, queries
-
-
-@pytest.fixture(scope="module")
-def blind() -> tuple[list, list]:
-    documents = load_catalogue(DATA / "tool_search_catalogue.json")
-    return documents, load_queries(DATA / "tool_search_queries_blind.json", [document.name for document in documents])
 
 
 def test_the_labeled_set_is_the_size_the_figures_claim(labeled: tuple[list, list]) -> None:
@@ -50,12 +49,17 @@ def test_recall_at_5_stays_above_its_floor(labeled: tuple[list, list], provider:
     assert report["recall@5"] >= FLOORS[provider], report
 
 
-@pytest.mark.parametrize("provider", sorted(BLIND_FLOORS))
-def test_recall_at_5_on_the_blind_set_stays_above_its_floor(blind: tuple[list, list], provider: str) -> None:
-    documents, queries = blind
+@pytest.mark.parametrize(
+    ("queries_file", "provider"), [(file, provider) for file, floors in BLIND_FLOORS.items() for provider in floors]
+)
+def test_recall_at_5_on_the_blind_sets_stays_above_its_floor(
+    labeled: tuple[list, list], queries_file: str, provider: str
+) -> None:
+    documents, _ = labeled
+    queries = load_queries(DATA / queries_file, [document.name for document in documents])
     assert len(queries) == 60
     report = evaluate(get_provider(provider), documents, queries, k=5)
-    assert report["recall@5"] >= BLIND_FLOORS[provider], report
+    assert report["recall@5"] >= BLIND_FLOORS[queries_file][provider], report
 
 
 def test_lexical_beats_the_naive_baseline(labeled: tuple[list, list]) -> None:
