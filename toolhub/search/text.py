@@ -205,17 +205,16 @@ def expand(terms: tuple[str, ...], *, query: str = "", thesaurus: bool = True) -
     for word in cues.implied:
         for term in analyze(word):
             weights.setdefault(term, _CUE_WEIGHT)
+    tables = [(related_terms, _RELATED_WEIGHT), *([(thesaurus_terms, _THESAURUS_WEIGHT)] if thesaurus else [])]
     for term in terms:
         for other in _SYNONYMS.get(term, ()):
             weights.setdefault(other, _SYNONYM_WEIGHT)
-        for other, similarity in related_terms(term):
-            weight = _RELATED_WEIGHT * similarity
-            if weights.get(other, 0.0) < weight:
-                weights[other] = weight
-        for other, score in thesaurus_terms(term) if thesaurus else ():
-            weight = _THESAURUS_WEIGHT * score
-            if weights.get(other, 0.0) < weight:
-                weights[other] = weight
+        # Each stem table's terms at its weight x their score; a term two tables give keeps the higher.
+        for lookup, table_weight in tables:
+            for other, score in lookup(term):
+                weight = table_weight * score
+                if weights.get(other, 0.0) < weight:
+                    weights[other] = weight
     return weights
 
 
