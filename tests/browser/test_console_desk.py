@@ -26,7 +26,7 @@ from tests.browser.conftest import ARTIFACTS, admin_login, start_waiting_run
 from tests.sagas.sample_tools import RELEASE_FAILS, TOOLS
 from toolhub.models import Tenant, TenantMembership, ToolCall, ToolDefinition
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
-from toolhub.sagas.services import sagas_sweep
+from toolhub.sagas.recovery import sagas_sweep
 from toolhub.tools.registry import registry
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("transactional_db")]

@@ -31,8 +31,9 @@ from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds, saga_setting
 from toolhub.sagas.models import Compensation, CompensationAttempt, CompensationStatus, Saga, SagaStatus
+from toolhub.sagas.recovery import sagas_sweep
 from toolhub.sagas.selectors import call_summary
-from toolhub.sagas.services import saga_rollback_on_demand, sagas_sweep
+from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.sweeper import calls_reconcile_expired_leases
 from toolhub.tools.context import ToolContext
 

@@ -124,7 +124,7 @@ def test_operators_see_sagas_that_need_attention_and_retry_or_resolve_them(alice
     # given a run whose release compensation failed for good, and a healthy saga
     RELEASE_FAILS["on"] = True
     run = _run(alice, compensate_on_error=True)
-    from toolhub.sagas.services import sagas_sweep
+    from toolhub.sagas.recovery import sagas_sweep
 
     for _ in range(3):
         sagas_sweep()  # retries are due at once (base 0 s) and run in-process
@@ -165,7 +165,7 @@ def test_operators_see_sagas_that_need_attention_and_retry_or_resolve_them(alice
 def test_resolving_by_hand_from_the_admin_records_the_note(alice: User, operator: User) -> None:
     RELEASE_FAILS["on"] = True
     run = _run(alice, compensate_on_error=True)
-    from toolhub.sagas.services import sagas_sweep
+    from toolhub.sagas.recovery import sagas_sweep
 
     for _ in range(3):
         sagas_sweep()

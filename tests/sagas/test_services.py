@@ -17,14 +17,8 @@ from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.models import Compensation, CompensationAttempt, CompensationStatus, Saga, SagaStatus
-from toolhub.sagas.services import (
-    NothingToCompensateError,
-    compensation_resolve,
-    compensation_retry,
-    saga_rollback,
-    saga_rollback_on_demand,
-    sagas_sweep,
-)
+from toolhub.sagas.recovery import compensation_resolve, compensation_retry, sagas_sweep
+from toolhub.sagas.services import NothingToCompensateError, saga_rollback, saga_rollback_on_demand
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)

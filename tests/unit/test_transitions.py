@@ -15,7 +15,7 @@ from tests.helpers import event_types
 from toolhub.calls import CALL_TRANSITIONS, call_transition
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.models import CallStatus, ToolCall
-from toolhub.sagas.services import COMPENSATION_TRANSITIONS
+from toolhub.sagas.records import COMPENSATION_TRANSITIONS
 from toolhub.transitions import guarded_save
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
+from toolhub.sagas.recovery import compensation_resolve, compensation_retry
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
-from toolhub.sagas.services import compensation_resolve, compensation_retry
 from toolhub.tools.registry import registry
 
 

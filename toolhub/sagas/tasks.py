@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from toolhub.sagas.services import sagas_sweep
+from toolhub.sagas.recovery import sagas_sweep
 
 
 @shared_task(name="toolhub.sagas.tasks.sagas_sweep_task", ignore_result=True)

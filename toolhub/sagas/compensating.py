@@ -1,0 +1,216 @@
+"""Running a locked saga's compensations one after another, each as a governed call of its own.
+
+``advance`` starts the newest pending compensation unless one is under way; a compensation's call
+goes through the same pipeline as any call (the step's user and tenant, their grants and approval
+rules); its outcome moves the compensation on, to a scheduled retry, or to an operator's attention.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from toolhub.authorization import CallPrincipal
+from toolhub.calls import call_transition
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, dispatch_call, tool_call_request
+from toolhub.sagas.conf import retry_delay_seconds
+from toolhub.sagas.models import (
+    ACTIVE_COMPENSATION_STATUSES,
+    Compensation,
+    CompensationAttempt,
+    CompensationStatus,
+    Saga,
+)
+from toolhub.sagas.records import audit_saga, compensation_transition, planned_arguments
+from toolhub.tools.context import ToolContext
+
+__all__ = ["advance", "launch", "compensation_request", "apply_call_outcome", "close_rollbacks"]
+
+
+def advance(saga: Saga, actor: str) -> None:
+    """Start the newest pending compensation unless one is under way; close the rollbacks when none is left."""
+    while True:
+        if saga.compensations.filter(status__in=ACTIVE_COMPENSATION_STATUSES).exists():
+            return
+        following = (
+            saga.compensations.filter(status=CompensationStatus.PENDING)
+            .select_related("call", "step_call")
+            .order_by("-sequence")
+            .first()
+        )
+        if following is None:
+            close_rollbacks(saga, actor)
+            return
+        launch(saga, following, actor)
+
+
+def launch(saga: Saga, compensation: Compensation, actor: str) -> None:
+    """Send a compensation through the governed pipeline: its first call, or the same call once more."""
+    if compensation.arguments is None:
+        arguments, error = planned_arguments(compensation.step_tool, compensation.step_call)
+        if error:
+            compensation_transition(
+                saga,
+                compensation,
+                to=CompensationStatus.FAILED,
+                allowed_from={CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED},
+                actor=actor,
+                data={"error": error},
+                last_error=error,
+                mapping_error=error,
+                finished_at=timezone.now(),
+            )
+            return
+        compensation.arguments = arguments
+        compensation.mapping_error = ""
+        compensation.save(update_fields=["arguments", "mapping_error", "updated_at"])
+    call = compensation.call
+    if call is not None and call.status in (CallStatus.FAILED, CallStatus.NEEDS_ATTENTION):
+        attempt = call.attempts + 1
+        # The same call runs again, so the tool sees the same idempotency key on every attempt.
+        requeued = call_transition(
+            call,
+            to=CallStatus.QUEUED,
+            allowed_from={CallStatus.FAILED, CallStatus.NEEDS_ATTENTION},
+            actor=actor,
+            data={"reason": "compensation attempt", "attempt": attempt, "saga": saga.key},
+            queued_at=timezone.now(),
+            result=None,
+            error="",
+            error_detail="",
+            started_at=None,
+            finished_at=None,
+            lease_expires_at=None,
+        )
+        if requeued:
+            dispatch_call(call)
+            compensation_transition(
+                saga,
+                compensation,
+                to=CompensationStatus.RUNNING,
+                allowed_from={CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED},
+                actor=actor,
+                event="compensation.attempt",
+                data={"attempt": attempt},
+                next_attempt_at=None,
+            )
+            return
+    call = tool_call_request(request=compensation_request(saga, compensation))
+    compensation_transition(
+        saga,
+        compensation,
+        to=CompensationStatus.RUNNING,
+        allowed_from={CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED},
+        actor=actor,
+        event="compensation.started",
+        data={"call_status": call.status},
+        call=call,
+        next_attempt_at=None,
+    )
+    if call.is_settled:  # refused at once (invalid arguments, or not allowed)
+        apply_call_outcome(saga, compensation, call, actor)
+
+
+def compensation_request(saga: Saga, compensation: Compensation) -> CallRequest:
+    """The compensation's call: for the step's user and tenant; its context says which step it undoes.
+
+    No agent is named: the model did not ask for it and the agent's tool list does not limit it; the
+    user's grants and the approval policy apply as to any call.
+    """
+    step = compensation.step_call
+    user = step.user if step.user_id else None
+    principal = CallPrincipal(
+        user_id=step.user_id,
+        username=user.get_username() if user is not None else "",
+        tenant=step.tenant,
+        agent_name="",
+        agent_tools=None,
+    )
+    context = ToolContext(step.context or {}).with_values(saga_id=saga.key, compensates=str(step.id))
+    return CallRequest(
+        tool_name=compensation.tool_name,
+        arguments=compensation.arguments,
+        principal=principal,
+        context=context,
+        run_id=step.run_id,
+        turn=step.turn,
+        position=step.position,
+        saga_id=saga.key,
+        kind=CallKind.COMPENSATION,
+    )
+
+
+def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, actor: str) -> None:
+    if compensation.status != CompensationStatus.RUNNING or compensation.call_id != call.id or not call.is_settled:
+        return
+    now = timezone.now()
+    CompensationAttempt.objects.get_or_create(
+        call=call,
+        number=call.attempts,
+        defaults={
+            "compensation": compensation,
+            "outcome": call.status,
+            "error": call.error,
+            "worker": call.worker,
+            "started_at": call.started_at,
+            "finished_at": call.finished_at,
+        },
+    )
+    common: dict[str, Any] = {"allowed_from": {CompensationStatus.RUNNING}, "actor": actor, "attempts": call.attempts}
+    if call.status == CallStatus.SUCCEEDED:
+        compensation_transition(
+            saga, compensation, to=CompensationStatus.SUCCEEDED, last_error="", finished_at=now, **common
+        )
+        call_transition(
+            compensation.step_call,
+            to=CallStatus.COMPENSATED,
+            allowed_from={CallStatus.SUCCEEDED, CallStatus.NEEDS_ATTENTION},
+            actor=actor,
+            data={"compensation_call": str(call.id), "compensation": compensation.tool_name, "saga": saga.key},
+        )
+    elif call.status == CallStatus.FAILED and call.attempts < compensation.max_attempts:
+        delay = retry_delay_seconds(call.attempts)
+        at = now + timedelta(seconds=delay)
+        compensation_transition(
+            saga,
+            compensation,
+            to=CompensationStatus.RETRY_SCHEDULED,
+            event="compensation.retry_scheduled",
+            data={"attempt": call.attempts, "error": call.error, "delay_seconds": delay, "next_attempt_at": at},
+            next_attempt_at=at,
+            last_error=call.error,
+            **common,
+        )
+    elif call.status == CallStatus.NEEDS_ATTENTION:
+        error = call.error or "The compensation's worker stopped while running it; its outcome is unknown."
+        compensation_transition(
+            saga, compensation, to=CompensationStatus.UNKNOWN, data={"error": error}, last_error=error, **common
+        )
+    else:
+        error = call.error or f"The compensation call ended {call.status}."
+        compensation_transition(
+            saga,
+            compensation,
+            to=CompensationStatus.FAILED,
+            data={"error": error, "call_status": call.status, "max_attempts": compensation.max_attempts},
+            last_error=error,
+            finished_at=now,
+            **common,
+        )
+
+
+def close_rollbacks(saga: Saga, actor: str) -> None:
+    now = timezone.now()
+    for rollback in saga.rollbacks.filter(finished_at__isnull=True):
+        rollback.finished_at = now
+        rollback.save(update_fields=["finished_at"])
+        outcome = {str(c.sequence): c.status for c in rollback.compensations.all()}
+        audit_saga(
+            saga,
+            "saga.rollback_finished",
+            actor=actor,
+            call_id=rollback.failed_call_id,
+            status=saga.status,
+            data={"rollback": rollback.pk, "compensations": outcome},
+        )

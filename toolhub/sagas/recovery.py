@@ -1,0 +1,171 @@
+"""Getting stuck sagas going again: due retries, the periodic sweep, and operators' retry or resolve.
+
+The sweep repairs what a lost notification or a killed process left behind (a retry that came due, a
+compensation whose call settled unheard, a stalled rollback, a failed direct step nobody acted on);
+operators retry or settle by hand what needs attention, each change audited with their name.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.conf import toolhub_settings
+from toolhub.exceptions import InvalidTransitionError
+from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
+from toolhub.sagas.compensating import advance, launch
+from toolhub.sagas.models import (
+    ATTENTION_COMPENSATION_STATUSES,
+    Compensation,
+    CompensationStatus,
+    Rollback,
+    RollbackTrigger,
+    Saga,
+)
+from toolhub.sagas.records import compensation_transition, lock_saga_of, refresh_status
+from toolhub.sagas.services import saga_advance, saga_rollback, saga_sync_compensation
+
+__all__ = [
+    "compensation_retry_due",
+    "sagas_sweep",
+    "compensation_retry",
+    "compensation_resolve",
+    "saga_retry",
+    "saga_resolve",
+]
+
+
+def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper") -> bool:
+    """Run a failed compensation's next attempt if its time has come; return whether it was started."""
+    with transaction.atomic():
+        saga = lock_saga_of(compensation_id)
+        if saga is None:
+            return False
+        compensation = Compensation.objects.select_related("call", "step_call").get(pk=compensation_id)
+        due = compensation.next_attempt_at is not None and compensation.next_attempt_at <= timezone.now()
+        if compensation.status != CompensationStatus.RETRY_SCHEDULED or not due:
+            return False
+        launch(saga, compensation, actor)
+        advance(saga, actor)
+        refresh_status(saga, actor)
+    return True
+
+
+def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
+    """The periodic repair: due retries run, lost call outcomes are applied, stalled rollbacks go on."""
+    now = timezone.now()
+    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0}
+    due = Compensation.objects.filter(status=CompensationStatus.RETRY_SCHEDULED, next_attempt_at__lte=now)
+    for compensation_id in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]:
+        counts["retried"] += compensation_retry_due(compensation_id=compensation_id)
+    settled = Compensation.objects.filter(status=CompensationStatus.RUNNING, call__status__in=list(SETTLED_STATUSES))
+    for compensation_id in settled.values_list("id", flat=True)[:limit]:
+        saga_sync_compensation(compensation_id=compensation_id)
+        counts["synced"] += 1
+    stalled = Rollback.objects.filter(finished_at__isnull=True).values_list("saga_id", flat=True).distinct()
+    for saga_id in list(stalled[:limit]):
+        saga_advance(saga_id=saga_id)
+        counts["advanced"] += 1
+    counts["rolled_back"] = _roll_back_unheard_failures(limit)
+    return counts
+
+
+def _roll_back_unheard_failures(limit: int) -> int:
+    """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost)."""
+    rolled_back = 0
+    open_sagas = Saga.objects.filter(run_id__isnull=True, compensations__status=CompensationStatus.RECORDED).distinct()
+    for saga in open_sagas[:limit]:
+        newest_step = saga.compensations.filter(status=CompensationStatus.RECORDED).order_by("-sequence").first()
+        assert newest_step is not None
+        failed = (
+            ToolCall.objects.filter(
+                saga_id=saga.key, kind__in=STEP_KINDS, run_id__isnull=True, status=CallStatus.FAILED
+            )
+            .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
+            .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))
+            .order_by("created_at")
+            .first()
+        )
+        if failed is not None:
+            saga_rollback(
+                saga_key=saga.key,
+                tenant=saga.tenant,
+                actor="saga-sweeper",
+                trigger=RollbackTrigger.STEP_FAILED,
+                failed_call=failed,
+            )
+            rolled_back += 1
+    return rolled_back
+
+
+def compensation_retry(*, compensation: Compensation, actor: str) -> Compensation:
+    """An operator runs a failed, unknown or held compensation (again), with a fresh round of attempts."""
+    with transaction.atomic():
+        saga = lock_saga_of(compensation.pk)
+        current = Compensation.objects.select_related("call").get(pk=compensation.pk)
+        if current.status not in ATTENTION_COMPENSATION_STATUSES:
+            raise InvalidTransitionError(
+                f"Compensation #{current.sequence} ({current.step_tool}) is {current.status}; only a failed, unknown "
+                "or held compensation can be retried."
+            )
+        assert saga is not None
+        used = current.call.attempts if current.call is not None else 0
+        compensation_transition(
+            saga,
+            current,
+            to=CompensationStatus.PENDING,
+            allowed_from=ATTENTION_COMPENSATION_STATUSES,
+            actor=actor,
+            event="compensation.retry_requested",
+            data={"previous_status": current.status},
+            max_attempts=used + toolhub_settings().SAGA_MAX_ATTEMPTS,
+            next_attempt_at=None,
+            finished_at=None,
+        )
+        advance(saga, actor)
+        refresh_status(saga, actor)
+        current.refresh_from_db()
+    return current
+
+
+def compensation_resolve(*, compensation: Compensation, actor: str, note: str) -> Compensation:
+    """An operator settles a compensation by hand (done outside toolhub, or not to be done), with a note."""
+    allowed = ATTENTION_COMPENSATION_STATUSES | {CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED}
+    with transaction.atomic():
+        saga = lock_saga_of(compensation.pk)
+        current = Compensation.objects.get(pk=compensation.pk)
+        if current.status not in allowed:
+            raise InvalidTransitionError(
+                f"Compensation #{current.sequence} ({current.step_tool}) is {current.status}; only one that failed, "
+                "is unknown, held or still waiting can be resolved by hand."
+            )
+        assert saga is not None
+        compensation_transition(
+            saga,
+            current,
+            to=CompensationStatus.RESOLVED,
+            allowed_from=allowed,
+            actor=actor,
+            data={"previous_status": current.status, "note": note},
+            resolved_by=actor[:200],
+            resolution_note=note,
+            next_attempt_at=None,
+            finished_at=timezone.now(),
+        )
+        advance(saga, actor)
+        refresh_status(saga, actor)
+    return current
+
+
+def saga_retry(*, saga: Saga, actor: str) -> int:
+    """Retry every compensation of the saga that needs attention; return how many."""
+    ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
+    for compensation in Compensation.objects.filter(pk__in=ids):
+        compensation_retry(compensation=compensation, actor=actor)
+    return len(ids)
+
+
+def saga_resolve(*, saga: Saga, actor: str, note: str) -> int:
+    """Resolve by hand every compensation of the saga that needs attention; return how many."""
+    ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
+    for compensation in Compensation.objects.filter(pk__in=ids):
+        compensation_resolve(compensation=compensation, actor=actor, note=note)
+    return len(ids)
