@@ -43,6 +43,7 @@ class ModelProviderAdmin(CrossTenantOnly, admin.ModelAdmin):
     form = ModelProviderForm
     list_display = ("name", "kind", "tenant", "model_name", "deadline_seconds", "enabled")
     list_filter = ("kind", "enabled")
+    list_select_related = ("tenant",)
     search_fields = ("name", "model_name")
     fieldsets = (
         (None, {"fields": ("name", "kind", "tenant", "enabled")}),

@@ -45,6 +45,7 @@ class RemoteMcpToolAdmin(CrossTenantOnly, admin.ModelAdmin):
 
     list_display = ("tool_name", "server", "status", "accepted_by", "accepted_at", "seen_at")
     list_filter = ("status", "server")
+    list_select_related = ("server", "accepted_by")
     search_fields = ("tool_name", "remote_name")
     readonly_fields = (
         "server",

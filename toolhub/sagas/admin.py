@@ -134,6 +134,10 @@ class CompensationInline(ReadOnlyMixin, admin.TabularInline):
     readonly_fields = fields
     show_change_link = True
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Compensation]:
+        # Each row shows its step's call: read with the rows, not one query per row.
+        return super().get_queryset(request).select_related("step_call")
+
     @admin.display(description="Step (arguments redacted)")
     def step(self, obj: Compensation) -> str:
         return format_html("{}<br>{}", call_summary(obj.step_call), _call_link(obj.step_call_id))
@@ -157,6 +161,10 @@ class RollbackInline(ReadOnlyMixin, admin.TabularInline):
     can_delete = False
     fields = ("trigger", "failed_step", "requested_by", "requested_at", "finished_at", "told_at")
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Rollback]:
+        # Each row names its saga (its title) and its failed step: read with the rows, not one query per row.
+        return super().get_queryset(request).select_related("saga", "failed_call")
 
     @admin.display(description="Failed step")
     def failed_step(self, obj: Rollback) -> str:

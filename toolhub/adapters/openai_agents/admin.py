@@ -15,6 +15,7 @@ class PausedAgentRunAdmin(TenantScopedAdmin, admin.ModelAdmin):  # type: ignore[
     """Which SDK runs wait for which calls; the stored ``RunState`` (the conversation) is not shown."""
 
     list_display = ("id", "agent_name", "user", "tenant", "status", "created_at", "resumed_at")
+    list_select_related = ("user",)
     list_filter = ("status",)
     search_fields = ("agent_name", "run_key")
     fields = ("id", "run_key", "agent_name", "user", "tenant", "status", "call_ids", "created_at", "resumed_at")
