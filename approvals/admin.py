@@ -19,10 +19,8 @@ from approvals.forms import ApproveForm, CommentForm, DecisionForm
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
-    ApprovalRule,
     ApprovalStatus,
     DecisionKind,
-    WebhookDelivery,
 )
 from approvals.selectors import ConversationBefore, approval_progress, conversation_before, pending_count
 from approvals.services import DECIDE_PERMISSION, approval_approve, approval_may_decide, approval_reject
@@ -469,77 +467,6 @@ class ApprovalRequestAdmin(TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin,
         return None
 
 
-@admin.register(ApprovalRule)
-class ApprovalRuleAdmin(TenantScopedAdmin, admin.ModelAdmin):
-    """Operators' approval rules, evaluated by priority after the code's own rule.
-
-    Tenant-scoped staff manage the rules of their tenants and read the global ones (bound to no
-    tenant, they apply to every tenant), which only people who cross the boundary change.
-    """
-
-    tenant_field = "tenant__slug"
-    global_rows_visible = True
-
-    list_display = (
-        "name",
-        "enabled",
-        "priority",
-        "tool_name",
-        "tool_group",
-        "tenant",
-        "min_risk",
-        "condition",
-        "required_approvals",
-        "timeout_seconds",
-    )
-    list_editable = ("enabled", "priority")
-    list_filter = ("enabled", "min_risk", "tool_group", "tenant")
-    search_fields = ("name", "tool_name", "argument")
-    list_select_related = ("tool_group", "tenant")
-    fieldsets = (
-        (None, {"fields": ("name", "enabled", "priority")}),
-        ("Which calls", {"fields": ("tool_name", "tool_group", "tenant", "min_risk")}),
-        ("Condition on an argument (optional)", {"fields": ("argument", "operator", "value")}),
-        ("What it asks for", {"fields": ("required_approvals", "timeout_seconds")}),
-    )
-
-    @admin.display(description="Condition")
-    def condition(self, obj: ApprovalRule) -> str:
-        if not obj.argument:
-            return "-"
-        return f"{obj.argument} {obj.operator} {json.dumps(obj.value)}"
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
-    """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here.
-
-    Each payload names the tenant of its request: staff see their tenants' deliveries only.
-    """
-
-    tenant_field = "payload__tenant"
-
-    list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
-    list_filter = ("status", "event")
-    search_fields = ("message_id",)
-    show_full_result_count = False
-    fields = (
-        "message_id",
-        "event",
-        "status",
-        "attempts",
-        "next_attempt_at",
-        "delivered_at",
-        "last_error",
-        "shown_payload",
-    )
-    readonly_fields = fields
-
-    @admin.display(description="Payload")
-    def shown_payload(self, obj: WebhookDelivery) -> str:
-        return pretty_json(obj.payload)
-
-
 def _over_the_rate(request: HttpRequest) -> str | None:
     """Count one decision against the user's ``decisions`` rate (shared with the API); why not, when over it."""
     wait = throttle_wait(request, "decisions")
@@ -573,3 +500,7 @@ def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
         "arguments_hash": request.arguments_hash,
         "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }
+
+
+# The rules' and the webhook deliveries' pages (platform and tenant configuration, not the desk).
+from approvals import admin_config  # noqa: E402, F401
