@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from toolhub.audit_hash import HASHED_COLUMNS, hash_columns
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
+from toolhub.tenancy import tenant_scope
 
 __all__ = [
     "TimelineEntry",
@@ -102,6 +103,9 @@ class ChainStatus:
 
     checkpoint: AuditCheckpoint | None
     verification: AuditVerification | None
+    #: Whether the viewer may read the platform-wide figures (events checked, problems, checkpoint numbers):
+    #: those who cross the tenant boundary; a tenant's staff see the state and the times only.
+    detailed: bool = False
 
     @property
     def state(self) -> str:
@@ -111,11 +115,15 @@ class ChainStatus:
         return "verified" if self.verification.ok else "failed"
 
 
-def audit_chain_status() -> ChainStatus:
-    """Two single-row reads on their ordering indexes."""
+def audit_chain_status(user: Any) -> ChainStatus:
+    """The trail's state as ``user`` may read it: two single-row reads on their ordering indexes.
+
+    A verification covers every tenant's chains, so its count and its problems (which name events) are
+    the platform's: shown only to people who cross the tenant boundary.
+    """
     checkpoint = AuditCheckpoint.objects.order_by("-seq").defer("body").first()
     verification = AuditVerification.objects.order_by("-finished_at").first()
-    return ChainStatus(checkpoint, verification)
+    return ChainStatus(checkpoint, verification, detailed=tenant_scope(user).everything)
 
 
 def audit_verification_record(

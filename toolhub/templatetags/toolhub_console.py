@@ -18,9 +18,10 @@ def toolhub_console_css() -> SafeString:
     return format_html('<link rel="stylesheet" href="{}">', static("toolhub/audit.css"))
 
 
-@register.inclusion_tag("admin/toolhub/chain_status.html")
-def toolhub_chain_status() -> dict[str, Any]:
-    return {"status": audit_chain_status()}
+@register.inclusion_tag("admin/toolhub/chain_status.html", takes_context=True)
+def toolhub_chain_status(context: template.Context) -> dict[str, Any]:
+    request = context.get("request")
+    return {"status": audit_chain_status(getattr(request, "user", None))}
 
 
 @register.inclusion_tag("admin/toolhub/dashboard.html", takes_context=True)
@@ -29,4 +30,4 @@ def toolhub_dashboard(context: template.Context) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.has_perm("toolhub.view_toolcall"):
         return {"board": None}
-    return {"board": dashboard(user), "status": audit_chain_status()}
+    return {"board": dashboard(user), "status": audit_chain_status(user)}
