@@ -18,9 +18,12 @@ from agents_app.models import (
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
 from agents_app.transitions import run_transition
+from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
+from toolhub.feedback import unknown_tool_message
 from toolhub.models import Tenant, TenantMembership
+from toolhub.pipeline import visible_tool_names
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS
@@ -152,7 +155,8 @@ def agent_create(
     )
     _apply(
         agent,
-        {
+        by=created_by,
+        changes={
             "name": name,
             "provider": provider,
             "tools": tools or [],
@@ -178,7 +182,7 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
-    _apply(locked, changes)
+    _apply(locked, changes, by=changed_by)
     _save(locked)
     return locked
 
@@ -207,6 +211,14 @@ def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -
         raise RunInputError(f"Unknown tenant {tenant[:100]!r} among yours.")
 
 
+def _tools_nameable_by(user: AbstractBaseUser | None, agent: Agent) -> list[str]:
+    """The tools a refusal may name to ``user``: the catalogue for its roles and trusted code, else their own."""
+    if user is None or user.has_perm(CATALOGUE_PERMISSION):
+        return registry.names()
+    tenant = agent.tenant.slug if agent.tenant_id else ""
+    return visible_tool_names(CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant))
+
+
 def _tenant_row(slug: str | None) -> Tenant | None:
     if slug is None:
         return None
@@ -216,8 +228,12 @@ def _tenant_row(slug: str | None) -> Tenant | None:
     return row
 
 
-def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
-    """Check and set ``changes`` on ``agent``: tools that exist, a provider its tenant may use, a storable script."""
+def _apply(agent: Agent, changes: Mapping[str, Any], *, by: AbstractBaseUser | None) -> None:
+    """Check and set ``changes`` on ``agent``: tools that exist, a provider its tenant may use, a storable script.
+
+    ``by``: who asks (``None``: trusted code); a refused tool name is answered with suggestions among the
+    tools they may see, never the whole catalogue.
+    """
     for field in set(AGENT_FIELDS) - {"provider", "tools", "script", "name"}:
         if field in changes:
             setattr(agent, field, changes[field])
@@ -231,7 +247,8 @@ def _apply(agent: Agent, changes: Mapping[str, Any]) -> None:
         tools = list(changes["tools"] or [])
         unknown = [name for name in tools if name not in registry]
         if unknown:
-            raise RunInputError(f"Unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(registry.names())}.")
+            nameable = _tools_nameable_by(by, agent)
+            raise RunInputError(" ".join(unknown_tool_message(name, nameable) for name in unknown[:5]))
         agent.tools = tools
     if "provider" in changes:
         if changes["provider"] == SCRIPTED_PROVIDER_NAME:

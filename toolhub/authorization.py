@@ -20,6 +20,7 @@ from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
 
 __all__ = [
+    "CATALOGUE_PERMISSION",
     "AgentToolsSql",
     "CallPrincipal",
     "agent_tools_sql",
@@ -32,6 +33,9 @@ __all__ = [
     "tenant_argument_denial",
     "TENANT_ARGUMENT_NAMES",
 ]
+
+#: Who may see the whole catalogue (the roles, and superusers); anyone else sees the tools they may call.
+CATALOGUE_PERMISSION = "toolhub.view_tooldefinition"
 
 #: Argument names that designate a tenant; the model may only ever name the principal's own.
 TENANT_ARGUMENT_NAMES = frozenset({"tenant", "tenant_id", "tenant_slug"})

@@ -56,7 +56,10 @@ def test_an_agent_with_an_unknown_tool_is_refused(developer_client: APIClient) -
     response = _create_agent(developer_client, tools=["calculate", "launch_rockets"])
 
     assert response.status_code == 400
-    assert response.json()["detail"].startswith("Unknown tool(s): launch_rockets. Known tools:")
+    # named to a developer (the catalogue's roles) with the tools they may choose from
+    detail = response.json()["detail"]
+    assert detail.startswith("Unknown tool 'launch_rockets'.") and "calculate" in detail
+    assert not Agent.objects.filter(name="greeter").exists()
     assert not Agent.objects.exists()
 
 

@@ -23,7 +23,7 @@ from toolhub.api.serializers import (
     ToolCallSerializer,
     ToolDefinitionSerializer,
 )
-from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal, authorize_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
@@ -62,10 +62,6 @@ class GeminiToolsRenderer(_ExportRenderer):
 
 class CompactToolsRenderer(_ExportRenderer):
     format = "compact"
-
-
-#: Who lists the whole catalogue (the roles, and superusers); anyone else sees the tools they may call.
-CATALOGUE_PERMISSION = "toolhub.view_tooldefinition"
 
 
 class ToolListView(generics.ListAPIView):
