@@ -23,7 +23,8 @@ from toolhub.api.serializers import (
     ToolCallSerializer,
     ToolDefinitionSerializer,
 )
-from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal, authorize_tools
+from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
+from toolhub.disclosure.unfolding import usable_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
@@ -146,7 +147,10 @@ class ToolExportView(APIView):
 
 
 def _tools_for(request: Request) -> list[Any]:
-    """The registered tools the requesting user may call now (operators' switches and grants applied)."""
+    """The registered tools the requesting user may call now (operators' switches and grants applied).
+
+    A facade with no tool inside they may use is left out, as a run leaves it out (``usable_tools``).
+    """
     user = request.user
     requested = request.query_params.get("tenant")
     if requested is not None:
@@ -158,8 +162,8 @@ def _tools_for(request: Request) -> list[Any]:
         tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
         tenant = tenants[0] if len(tenants) == 1 else ""
     principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
-    verdicts = authorize_tools(registry.names(), principal)
-    return [tool for tool in registry.all() if verdicts.get(tool.name) is None]
+    usable = set(usable_tools(registry.names(), principal))
+    return [tool for tool in registry.all() if tool.name in usable]
 
 
 def _with_artifacts(calls: Any) -> Any:

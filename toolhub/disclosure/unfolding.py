@@ -14,7 +14,8 @@ Facades nest: an inner tool may itself be an ``UnfoldingTool``. Module-level fac
 ``tools.py`` are registered by autodiscovery, with every inner tool.
 
 What a facade reveals is always filtered by the caller's grants: a denied inner tool is neither shown
-nor listed.
+nor listed, and a facade (or its context tool) with nothing usable inside counts as denied too
+(``usable_tools``): it would only advertise tools that do not exist for the caller.
 """
 
 import inspect
@@ -27,7 +28,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Risk, Tool
 from toolhub.tools.instance import tools_from_instance
 
-__all__ = ["UnfoldingTool", "unfolding_tools", "facade_of", "CONTEXT_SUFFIX", "ALL_CATEGORY"]
+__all__ = ["UnfoldingTool", "unfolding_tools", "facade_of", "usable_tools", "CONTEXT_SUFFIX", "ALL_CATEGORY"]
 
 #: ``<facade>_context``: the tool that carries a facade's description and notes once it is unfolded.
 CONTEXT_SUFFIX = "_context"
@@ -207,6 +208,13 @@ class UnfoldingTool:
     def child_names(self) -> list[str]:
         return [child.name for child in self.children]
 
+    def leaf_names(self) -> set[str]:
+        """The tools inside that do the work (no facade and no context tool), however deep."""
+        names: set[str] = set()
+        for child in self.children:
+            names |= child.leaf_names() if isinstance(child, UnfoldingTool) else {child.name}
+        return names
+
     def descendant_names(self) -> set[str]:
         """Every tool reachable by unfolding, nested facades' context tools included."""
         names: set[str] = set()
@@ -309,13 +317,33 @@ def _as_child(item: Any) -> Any:
     raise ToolDefinitionError(f"{item!r} is not a tool: decorate it with @tool or build a Tool or UnfoldingTool.")
 
 
-def _granted(names: list[str], ctx: ToolContext) -> list[str]:
-    """``names`` the call's principal may use (the same check as a call of them)."""
+def usable_tools(names: Sequence[str], principal: Any) -> list[str]:
+    """``names`` that ``principal`` may use: granted, and for a facade or its context tool, holding a usable tool.
+
+    The one rule for every place tools are listed (a run's tools, a facade's unfold and context results, the
+    provider exports): a facade whose every inner tool is denied, however deep, is answered as denied.
+    """
     from toolhub.authorization import authorize_tools
+    from toolhub.tools.registry import registry
+
+    facades = {name: facade_of(registry.get(name))[0] for name in names}
+    inner = sorted({leaf for facade in facades.values() if facade is not None for leaf in facade.leaf_names()})
+    asked = list(dict.fromkeys([*names, *inner]))
+    verdicts = authorize_tools(asked, principal)
+    granted = {name for name in asked if verdicts.get(name) is None}
+    usable = []
+    for name in names:
+        facade = facades[name]
+        if name in granted and (facade is None or facade.leaf_names() & granted):
+            usable.append(name)
+    return usable
+
+
+def _granted(names: list[str], ctx: ToolContext) -> list[str]:
+    """``names`` the call's principal may use (the same check as a call of them, facades with nothing inside out)."""
     from toolhub.disclosure.principals import principal_of_context
 
-    verdicts = authorize_tools(names, principal_of_context(ctx))
-    return [name for name in names if verdicts.get(name) is None]
+    return usable_tools(names, principal_of_context(ctx))
 
 
 def _short(name: str) -> str:

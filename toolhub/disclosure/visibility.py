@@ -16,7 +16,7 @@ from toolhub.authorization import CallPrincipal, authorize_tools, tool_group_nam
 from toolhub.disclosure.groups import eligible_groups, group_facts, initially_active, user_roles
 from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
 from toolhub.disclosure.state import DisclosureState
-from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of
+from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of, usable_tools
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus
 from toolhub.tools.context import ToolContext
@@ -164,15 +164,8 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
         if groups and not (groups & active) and not is_navigation(name) and not _tool(name).always_visible:
             continue
         kept.append(name)
-    verdicts = authorize_tools(kept, request.principal)
-    granted = [name for name in kept if verdicts.get(name) is None]
-    visible = []
-    for name in granted:
-        facade = _facade(name)
-        # A facade whose every inner tool is denied would only advertise tools that do not exist for you.
-        if facade is not None and not (facade.descendant_names() & _granted_of(facade, request.principal)):
-            continue
-        visible.append(name)
+    visible = usable_tools(kept, request.principal)
+    for name in visible:
         shown_groups |= memberships.get(name, set()) & active
     tools = [_shown(name, state) for name in visible]
     facts = group_facts()
@@ -183,12 +176,6 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
         active_groups=sorted(active),
         state=state.with_visible(visible),
     )
-
-
-def _granted_of(facade: UnfoldingTool, principal: CallPrincipal) -> set[str]:
-    names = sorted(facade.descendant_names())
-    verdicts = authorize_tools(names, principal)
-    return {name for name in names if verdicts.get(name) is None}
 
 
 def _tool(name: str) -> Tool:
