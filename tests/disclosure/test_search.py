@@ -10,7 +10,7 @@ from agents_app.models import RunStatus
 from tests.disclosure.conftest import Recorder, answer, call
 from tests.disclosure.providers import WordProvider
 from tests.helpers import event_types
-from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall
+from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -162,3 +162,38 @@ def test_search_is_not_callable_by_an_agent_without_it(
     assert search.status == CallStatus.DENIED
     assert "tool_search" not in recorder.names(0)
     assert recorder.names(0) == TOOLS
+
+
+def test_a_hit_in_an_eligible_group_put_away_at_the_start_is_shown_next_turn(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    # given a group every run may equip but none starts with
+    ToolGroup.objects.create(name="payments", active_by_default=False)
+    script = [call("tool_search", query="refund payment customer"), call("refund_payment", payment="p1"), answer()]
+    agent = make_agent(script=script, tools=TOOLS, tool_search=True)
+
+    # when the model finds one of its tools
+    run = start_run(agent, alice)
+
+    # then the search equips it: shown next turn, as the search promised, and callable
+    assert run.status == RunStatus.COMPLETED, run.error
+    search, refund = _calls(run)
+    assert search.result["tools"] == ["refund_payment"]
+    assert recorder.names(1) == ["clock", "tool_search", "refund_payment"]
+    assert refund.status == CallStatus.SUCCEEDED
+
+
+def test_a_tool_of_a_group_meant_for_another_role_is_neither_found_nor_shown(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    # given the payments group only for the finance role, which alice does not hold
+    ToolGroup.objects.create(name="payments", activation_rules=[{"roles": ["finance"]}])
+    agent = make_agent(
+        script=[call("tool_search", query="refund payment customer"), answer()], tools=TOOLS, tool_search=True
+    )
+
+    run = start_run(agent, alice)
+
+    [search] = _calls(run)
+    assert search.status == CallStatus.SUCCEEDED and search.result["tools"] == []
+    assert "refund_payment" not in recorder.names(1)

@@ -24,6 +24,7 @@ __all__ = [
     "group_facts",
     "user_roles",
     "eligible_groups",
+    "group_eligibility",
     "initially_active",
 ]
 
@@ -123,6 +124,24 @@ def eligible_groups(
         elif any(_matches(r, roles=roles, tenant=tenant, agent=agent, context=context) for r in row.rules):
             eligible[name] = True
     return eligible
+
+
+def group_eligibility(
+    names: Iterable[str], *, principal: Any, context: Mapping[str, Any]
+) -> tuple[dict[str, set[str]], dict[str, bool]]:
+    """The groups of each of ``names``, and the groups eligible for ``principal`` among them (``eligible_groups``)."""
+    from toolhub.authorization import tool_group_names
+
+    memberships = tool_group_names(set(names))
+    all_groups = set().union(*memberships.values()) if memberships else set()
+    eligible = eligible_groups(
+        sorted(all_groups),
+        roles=user_roles(principal.user_id),
+        tenant=principal.tenant,
+        agent=principal.agent_name,
+        context=context,
+    )
+    return memberships, eligible
 
 
 def initially_active(eligible: Mapping[str, bool]) -> set[str]:

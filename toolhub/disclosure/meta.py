@@ -33,7 +33,7 @@ def _tool_search(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not query:
         raise ToolError("tool_search needs a query: describe the capability you need, e.g. 'refund an order'.")
     category = arguments.get("category") or None
-    index = principal_index(principal_of_context(ctx))
+    index = principal_index(principal_of_context(ctx), context=dict(ctx))
     names = index.search(query, k=int(arguments.get("max_results") or 5), category=category)
     found = list(dict.fromkeys(str(name) for name in names))[:MAX_SEARCH_RESULTS]
     if not found:

@@ -1,9 +1,11 @@
 """The run-time side of tool search: one index per principal, over the tools it is granted and nothing else."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.conf import toolhub_settings
+from toolhub.disclosure.groups import group_eligibility
 from toolhub.governance import governance_cached, governance_scope
 from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
@@ -27,8 +29,12 @@ def search_document(tool: Tool) -> SearchDocument:
     )
 
 
-def searchable_names(principal: CallPrincipal) -> list[str]:
-    """The tools ``principal`` may find: granted, not resident (always visible), not a navigation tool."""
+def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> list[str]:
+    """The tools ``principal`` may find: granted, not resident (always visible), not a navigation tool.
+
+    A tool in tool groups is found only when one of them is eligible for the principal (its roles, tenant and
+    agent, the run's ``context``): a group bound to another tenant or role hides its tools from search too.
+    """
     from toolhub.disclosure.visibility import is_navigation
 
     candidates: Iterable[str] = registry.names() if principal.agent_tools is None else principal.agent_tools
@@ -39,17 +45,19 @@ def searchable_names(principal: CallPrincipal) -> list[str]:
             continue
         names.append(name)
     verdicts = authorize_tools(names, principal)
-    return sorted(name for name in names if verdicts.get(name) is None)
+    granted = [name for name in names if verdicts.get(name) is None]
+    memberships, eligible = group_eligibility(granted, principal=principal, context=context or {})
+    return sorted(name for name in granted if not memberships.get(name) or memberships[name] & eligible.keys())
 
 
-def principal_index(principal: CallPrincipal) -> SearchIndex:
+def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> SearchIndex:
     """The principal's index, built by the configured provider and cached per governance version and principal.
 
     Any grant, group or catalogue change stamps a new governance version, so a revoked tool leaves
     the index before the next search.
     """
     with governance_scope():
-        names = searchable_names(principal)
+        names = searchable_names(principal, context)
         provider_name = str(toolhub_settings().TOOL_SEARCH_PROVIDER)
         key = (
             "disclosure.search",

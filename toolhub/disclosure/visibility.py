@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolhub.agentic.runstate import agentic_description, agentic_state_after, agentic_visibility
-from toolhub.authorization import CallPrincipal, authorize_tools, tool_group_names
-from toolhub.disclosure.groups import eligible_groups, group_facts, initially_active, user_roles
+from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.disclosure.groups import group_eligibility, group_facts, initially_active
 from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
 from toolhub.disclosure.state import DisclosureState
 from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of, usable_tools
@@ -96,20 +96,6 @@ class Disclosure:
     state: DisclosureState
 
 
-def _run_groups(request: DisclosureRequest, names: set[str]) -> tuple[dict[str, set[str]], dict[str, bool]]:
-    principal = request.principal
-    memberships = tool_group_names(names)
-    all_groups = set().union(*memberships.values()) if memberships else set()
-    eligible = eligible_groups(
-        sorted(all_groups),
-        roles=user_roles(principal.user_id),
-        tenant=principal.tenant,
-        agent=principal.agent_name,
-        context=request.context,
-    )
-    return memberships, eligible
-
-
 def disclose(request: DisclosureRequest) -> Disclosure:
     """The run's visible tools for its next turn."""
     with governance_scope(stamp=request.governance_stamp):
@@ -152,16 +138,20 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
             candidates.append(RESET_EQUIPPED_TOOLS)
     candidates = [name for name in dict.fromkeys(candidates) if name in registry]
 
-    memberships, eligible = _run_groups(request, set(candidates))
+    memberships, eligible = group_eligibility(candidates, principal=request.principal, context=request.context)
     if state.active_groups is not None:
         active = {name for name in state.active_groups if name in eligible}
     else:
         active = initially_active(eligible)
     shown_groups: set[str] = set()
     kept = []
+    found = set(state.hits)
     for name in candidates:
         groups = memberships.get(name, set())
-        if groups and not (groups & active) and not is_navigation(name) and not _tool(name).always_visible:
+        # A tool the search found is shown if one of its groups is eligible (the search equips it), as the index
+        # holds only such tools (``search.searchable_names``); any other grouped tool needs an active group.
+        shown_by = set(eligible) if name in found else active
+        if groups and not (groups & shown_by) and not is_navigation(name) and not _tool(name).always_visible:
             continue
         kept.append(name)
     visible = usable_tools(kept, request.principal)
@@ -242,13 +232,5 @@ def equippable_groups(ctx: ToolContext) -> set[str]:
     names = [name for name in names if name in registry and not is_navigation(name)]
     verdicts = authorize_tools(names, principal)
     granted = {name for name in names if verdicts.get(name) is None}
-    memberships = tool_group_names(granted)
-    groups = set().union(*memberships.values()) if memberships else set()
-    eligible = eligible_groups(
-        sorted(groups),
-        roles=user_roles(principal.user_id),
-        tenant=principal.tenant,
-        agent=principal.agent_name,
-        context=dict(ctx),
-    )
+    _, eligible = group_eligibility(granted, principal=principal, context=dict(ctx))
     return set(eligible)
