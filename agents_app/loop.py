@@ -40,8 +40,9 @@ from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ModelError
+from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -201,14 +202,18 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
             run_id=run.id, tenant=run.tenant, calls=calls, actor=f"agent:{run.agent.name}"
         ):
             return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
+        texts = _texts_for_model(run, calls)
         run.messages = [
             *run.messages,
-            *({"role": "tool", "tool_call_id": c.model_call_id, "content": c.model_text()} for c in calls),
+            *(
+                {"role": "tool", "tool_call_id": c.model_call_id, "content": text}
+                for c, text in zip(calls, texts, strict=True)
+            ),
         ]
         run_state_after_calls(run, calls)
         blackboard_capture_calls(run, [call for call in calls if call.has_artifacts])
         if _returns_immediately(calls):
-            run.output = "\n".join(call.model_text() for call in calls)
+            run.output = "\n".join(texts)
             run.step_lease_until = None
             run.step_token = None
             _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
@@ -232,6 +237,24 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         tools=[openai_tool(tool, profile) for tool in disclosure.tools],
         stream=run.agent.stream,
     )
+
+
+def _texts_for_model(run: AgentRun, calls: list[ToolCall]) -> list[str]:
+    """What the model reads of each call: a call denied a tool the run may not see reads as an unknown tool.
+
+    As the REST API and MCP answer it (``toolhub.direct.call_hidden_from``): a denial would confirm that the
+    tool exists. The call's row and its audit trail keep the denial.
+    """
+    if not any(call.status == CallStatus.DENIED for call in calls):
+        return [call.model_text() for call in calls]
+    principal = run_principal(run)
+    visible = visible_tool_names(principal)
+    return [
+        unknown_tool_message(call.tool_name, visible)
+        if call.status == CallStatus.DENIED and call.tool_name not in visible
+        else call.model_text()
+        for call in calls
+    ]
 
 
 def _lease_seconds(run: AgentRun) -> float:

@@ -186,16 +186,19 @@ def _decide(
     now = timezone.now()
     try:
         tool = _resolve(request.tool_name, principal)
+        definition = tool_definitions().get(tool.name)
+        # Who may call the tool is decided before its arguments are read: a caller it is denied to learns
+        # nothing of its parameters from a validation error, and no interceptor sees the call.
+        denial = authorization_denial(tool.name, principal, definition=definition)
+        if denial:
+            raise _Refusal(CallStatus.DENIED, denial)
         arguments = prepare(tool)
         if arguments.refusal is not None:
             raise arguments.refusal
         validated, stored, rewrites = arguments.validated, arguments.stored, arguments.rewrites
         call.tool_version = tool.version
         call.arguments = stored
-        definition = tool_definitions().get(tool.name)
-        denial = authorization_denial(tool.name, principal, definition=definition) or tenant_argument_denial(
-            validated, principal
-        )
+        denial = tenant_argument_denial(validated, principal)
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
         guidance = request.gate(tool.name) if request.gate is not None else None
@@ -415,7 +418,8 @@ def _intercepted_arguments(
 ) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
     """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
 
-    Runs after schema validation and before authorization and approval, so policy decides on what would run.
+    Runs after the grants and schema validation, before the tenant-argument check and approval, so policy
+    decides on what would run.
     """
     if not configured_interceptors():
         return validated, stored, []

@@ -36,6 +36,7 @@ from tests.testapp.models import SideEffect
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_setting
+from toolhub.feedback import default_unknown_tool_message
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext
@@ -126,6 +127,9 @@ def expected_status(tool_name: str, arguments: Any, principal: CallPrincipal) ->
     tool = registry.get(tool_name)
     if tool is None:
         return CallStatus.INVALID
+    # Who may call it is decided before its arguments are read.
+    if principal.agent_tools is not None and tool_name not in principal.agent_tools:
+        return CallStatus.DENIED
     if arguments is None or arguments == "":
         parsed: Any = {}
     elif isinstance(arguments, str):
@@ -147,8 +151,6 @@ def expected_status(tool_name: str, arguments: Any, principal: CallPrincipal) ->
     coerced = [v for v in validated.values() if isinstance(v, float | Decimal)]
     if size > MAX_BYTES or any(not math.isfinite(v) for v in coerced):
         return CallStatus.INVALID
-    if principal.agent_tools is not None and tool_name not in principal.agent_tools:
-        return CallStatus.DENIED
     return "accepted"
 
 
@@ -660,7 +662,14 @@ def test_bad_tool_calls_end_to_end_through_the_agent_loop(
     assert len(recorded) == len(calls)
     assert run.status == RunStatus.COMPLETED, (run.status, run.error)
     answers = [message["content"] for message in run.messages if message["role"] == "tool"]
-    assert answers == [call.model_text() for call in recorded]
+    # a call denied a tool the agent does not have reads as an unknown tool (its row keeps the denial)
+    offered = E2E_TOOLS
+    assert answers == [
+        default_unknown_tool_message(call.tool_name, offered)
+        if call.status == CallStatus.DENIED and call.tool_name not in E2E_TOOLS
+        else call.model_text()
+        for call in recorded
+    ]
     for call, (name, arguments) in zip(recorded, calls, strict=True):
         if call.status in (CallStatus.INVALID, CallStatus.DENIED):
             assert_actionable(call.error, name, arguments)
