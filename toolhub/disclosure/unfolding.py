@@ -326,17 +326,15 @@ def usable_tools(names: Sequence[str], principal: Any) -> list[str]:
     from toolhub.authorization import authorize_tools
     from toolhub.tools.registry import registry
 
-    facades = {name: facade_of(registry.get(name))[0] for name in names}
-    inner = sorted({leaf for facade in facades.values() if facade is not None for leaf in facade.leaf_names()})
-    asked = list(dict.fromkeys([*names, *inner]))
+    leaves: dict[str, set[str]] = {}
+    for name in names:
+        facade = facade_of(registry.get(name))[0]
+        if facade is not None:
+            leaves[name] = facade.leaf_names()
+    asked = list(dict.fromkeys([*names, *sorted(set().union(*leaves.values()))]))
     verdicts = authorize_tools(asked, principal)
     granted = {name for name in asked if verdicts.get(name) is None}
-    usable = []
-    for name in names:
-        facade = facades[name]
-        if name in granted and (facade is None or facade.leaf_names() & granted):
-            usable.append(name)
-    return usable
+    return [name for name in names if name in granted and (name not in leaves or leaves[name] & granted)]
 
 
 def _granted(names: list[str], ctx: ToolContext) -> list[str]:

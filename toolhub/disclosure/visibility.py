@@ -150,7 +150,7 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
         groups = memberships.get(name, set())
         # A tool the search found is shown if one of its groups is eligible (the search equips it), as the index
         # holds only such tools (``search.searchable_names``); any other grouped tool needs an active group.
-        shown_by = set(eligible) if name in found else active
+        shown_by = eligible.keys() if name in found else active
         if groups and not (groups & shown_by) and not is_navigation(name) and not _tool(name).always_visible:
             continue
         kept.append(name)
