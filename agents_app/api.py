@@ -33,6 +33,7 @@ from agents_app.services import (
     run_start_by_reference,
 )
 from agents_app.subagents import subagent_run_of
+from toolhub.caller_view import caller_view_of
 from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
@@ -204,6 +205,11 @@ class RunToolCallSerializer(serializers.ModelSerializer):
         """The subagent run this call started (``agents_app.subagents``), if any."""
         return subagent_run_of(call) or None
 
+    def to_representation(self, instance: ToolCall) -> dict[str, Any]:
+        """The row as the requesting user reads it (``toolhub.caller_view``): a caller reads the answer they got."""
+        view = caller_view_of(self.context)
+        return super().to_representation(view.call(instance) if view is not None else instance)
+
 
 class RunSerializer(serializers.ModelSerializer):
     agent = serializers.CharField(source="agent.name")
@@ -256,7 +262,7 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_tool_calls(self, run: AgentRun) -> list[dict[str, Any]]:
         calls = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).order_by("turn", "position")
-        return RunToolCallSerializer(calls, many=True).data
+        return RunToolCallSerializer(calls, many=True, context=self.context).data
 
     def get_pending_approvals(self, run: AgentRun) -> list[int]:
         return run_pending_approval_ids(run)

@@ -45,6 +45,7 @@ class TenantAdmin(TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
 
     tenant_field = "slug"
     list_display = ("slug", "name")
+    ordering = ("slug",)  # a stable order for the list and the autocomplete pages
     search_fields = ("slug", "name")
 
 

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.authorization import CallPrincipal
+from toolhub.caller_view import CallerView
 from toolhub.conf import toolhub_settings
 from toolhub.direct import (
     WAITING_STATUSES,
@@ -360,7 +361,8 @@ def _status_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, An
         from toolhub.direct import call_wait
 
         call = call_wait(call=call, seconds=wait)
-    return _result(call, for_status_tool=True)
+    # Read as the caller was answered: a refused call of a tool they may not see is an unknown tool's.
+    return _result(CallerView(_user(ctx)).call(call), for_status_tool=True)
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -23,12 +23,12 @@ from toolhub.audit_hash import canonical_json
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
-    authorize_tools,
     tenant_argument_denial,
     tool_definitions,
 )
 from toolhub.calls import call_insert, notify_settled, one_write
 from toolhub.conf import toolhub_settings
+from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
 from toolhub.interceptors import (
@@ -192,6 +192,11 @@ def _decide(
         denial = authorization_denial(tool.name, principal, definition=definition)
         if denial:
             raise _Refusal(CallStatus.DENIED, denial)
+        # A facade as this caller sees it: offering only what holds a tool it may use (or nothing at all).
+        seen = tool_seen_by(tool, principal)
+        if seen is None:
+            raise _Refusal(CallStatus.DENIED, f"Tool {tool.name!r} holds no tool you may use; do not call it.")
+        tool = seen
         arguments = prepare(tool)
         if arguments.refusal is not None:
             raise arguments.refusal
@@ -339,8 +344,9 @@ def _resolve(name: str, principal: CallPrincipal) -> Tool:
 
 
 def visible_tool_names(principal: CallPrincipal) -> list[str]:
-    """The tools ``principal`` may call now: its agent's (without an agent, the catalogue's) it is authorized for.
+    """The tools ``principal`` may call now: its agent's (without an agent, the catalogue's) it may use.
 
+    Authorized, and for a facade, holding a tool it may use (``usable_tools``, the one rule of every listing).
     An unknown name is answered with suggestions from these only: naming a tool the run may not use would
     reveal the rest of the catalogue.
     """
@@ -348,7 +354,7 @@ def visible_tool_names(principal: CallPrincipal) -> list[str]:
         candidates = registry.names()
     else:
         candidates = [name for name in principal.agent_tools if name in registry]
-    return sorted(name for name, denial in authorize_tools(candidates, principal).items() if denial is None)
+    return sorted(usable_tools(candidates, principal))
 
 
 def _effective_context(request: CallRequest) -> ToolContext:

@@ -1,5 +1,6 @@
 """Unfolding facades: inner tools, guide and context tools after a call, exclusive mode, categories, nesting."""
 
+import json
 from typing import Any
 
 import pytest
@@ -91,8 +92,10 @@ def test_facade_whose_inner_tools_are_all_denied_is_not_shown(
 
     assert recorder.names(0) == ["clock"]
     [unfold] = _calls(run)
-    assert unfold.status == CallStatus.FAILED
+    # denied like a tool it is not granted (nothing runs), and answered to the model like an unknown tool
+    assert unfold.status == CallStatus.DENIED
     assert "insert_record" not in unfold.error
+    assert "Unknown tool 'change_personality'. Available tools: clock." in json.dumps(run.messages)
 
 
 def test_exclusive_facade_hides_every_other_tool_until_the_run_ends(

@@ -195,3 +195,27 @@ def test_the_status_tool_shows_only_your_own_calls(live_asgi: str, grants: None,
     assert mine.structured_content["status"] == "pending_approval"
     assert mine.structured_content["approval_id"] == ApprovalRequest.objects.get().pk
     assert bad.is_error is True and "call_id" in bad.content[0].text
+
+
+def test_the_status_tool_reads_a_refused_call_of_a_tool_you_may_not_see_as_an_unknown_tool(
+    live_asgi: str, grants: None, bob: User
+) -> None:
+    """The answer bob got (invalid params: unknown tool) is what the status tool tells him of his row later."""
+
+    async def refused(client: Client) -> MCPError:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("risky_effect", {"note": "not mine"})
+        return raised.value
+
+    answer = with_client(live_asgi, token(bob), refused)
+    row = ToolCall.objects.get(user=bob, tool_name="risky_effect")
+    assert row.status == "denied"  # the stored truth, for operators and auditors
+
+    async def status(client: Client) -> Any:
+        return await client.call_tool("toolhub_call_status", {"call_id": str(row.pk)})
+
+    read = with_client(live_asgi, token(bob), status)
+
+    assert answer.message.startswith("Unknown tool 'risky_effect'.")
+    assert read.is_error is True and read.structured_content == {"call_id": str(row.pk), "status": "invalid"}
+    assert read.content[0].text == answer.message

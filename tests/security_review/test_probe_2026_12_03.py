@@ -25,6 +25,7 @@ from agents_app.services import agent_create
 from tests.disclosure.conftest import Recorder, answer, call
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, make_user
+from toolhub.catalogue import tool_catalogue_sync
 from toolhub.feedback import default_unknown_tool_message
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolGroup
 
@@ -168,33 +169,58 @@ def test_unfolding_a_facade_never_lists_a_nested_facade_whose_tools_are_all_deni
     assert [t["name"] for t in context.result["tools"]] == ["status"], context.result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a by-category facade's enum (and its validation error) is built from its definition, not the "
-    "caller's grants; needs per-principal facade parameters",
-)
-def test_leak_a_by_category_facade_advertises_a_category_whose_tools_are_all_denied(
-    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+def test_a_by_category_facade_offers_only_the_categories_holding_a_tool_the_caller_may_use(
+    make_agent: Any, start_run: Any, alice: User, alice_client: APIClient, recorder: Recorder
 ) -> None:
-    """LEAK (minor): the facade's schema, as sent to the model, offers every category, denied ones too.
+    """A category of denied tools reads exactly like one that does not exist, wherever the facade shows.
+
+    Found by this probe (fixed by ``unfolding.tool_seen_by``, the facade as its caller sees and calls it):
 
     alice is denied ``insert_record`` and ``delete_record``, the whole ``write`` category of
-    ``file_operations``. The facade is shown with ``"enum": ["read", "write"]`` (``UnfoldingTool
-    ._facade_parameters`` builds it from the definition, never from the grants); calling it with ``write``
-    answers "file_operations has no tools you may use for these arguments." (FAILED) where a category that
-    does not exist answers INVALID: the category and that it holds tools one is denied both show.
+    ``file_operations``. The facade was shown with ``"enum": ["read", "write"]`` (built from its definition,
+    never from the grants), and calling it with ``write`` answered "file_operations has no tools you may use
+    for these arguments." (FAILED) where a category that does not exist answered INVALID: the category and
+    that it holds tools she is denied both showed. Likewise a nested by-category facade's schema in its
+    parent's context result, the provider exports and the JSON catalogue.
     """
     Grant.objects.create(effect=GrantEffect.DENY, tool_name="insert_record", user=alice)
     Grant.objects.create(effect=GrantEffect.DENY, tool_name="delete_record", user=alice)
-    script = [call("file_operations", category="write"), call("file_operations", category="nope"), answer()]
-    agent = make_agent(script=script, tools=["file_operations"])
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="create_user", user=alice)
+    script = [
+        call("file_operations", category="write"),
+        call("file_operations", category="nope"),
+        call("admin_operations_context"),
+        answer(),
+    ]
+    agent = make_agent(script=script, tools=["file_operations", "admin_operations"])
 
     run = start_run(agent, alice)
 
-    denied, missing = _calls(run)
+    denied, missing, context = _calls(run)
     enum = recorder.tool(0, "file_operations")["parameters"]["properties"]["category"]["enum"]
-    assert "insert_record" not in str(denied.result) and "delete_record" not in str(denied.error)
-    assert (denied.status, enum) == (missing.status, ["read"]), (denied.status, denied.error, enum)
+    assert enum == ["read"]
+    assert (denied.status, missing.status) == (CallStatus.INVALID, CallStatus.INVALID)
+    assert denied.error.replace("'write'", "'nope'") == missing.error, (denied.error, missing.error)
+    for refused in (denied, missing):
+        assert "insert_record" not in refused.error and "'write'" not in refused.error.split("Input")[-1]
+        assert "read" in refused.error  # the one category she may unfold is offered
+    nested = {t["name"]: t for t in context.result["tools"]}["user_management"]
+    assert nested["parameters"]["properties"]["category"]["enum"] == ["all", "read"]
+    # and the same view wherever the catalogue is read
+    exported = {t["function"]["name"]: t for t in alice_client.get("/api/v1/tools/export/openai/").json()}
+    assert exported["file_operations"]["function"]["parameters"]["properties"]["category"]["enum"] == ["read"]
+    tool_catalogue_sync()
+    listed = {t["name"]: t for t in alice_client.get("/api/v1/tools/?page_size=500").json()["results"]}
+    assert listed["file_operations"]["input_schema"]["properties"]["category"]["enum"] == ["read"]
+    assert listed["clock"]["input_schema"] == registry_schema("clock")
+
+
+def registry_schema(name: str) -> Any:
+    from toolhub.tools.registry import registry
+
+    tool = registry.get(name)
+    assert tool is not None
+    return tool.json_schema
 
 
 # --- a tool outside the run's catalogue, named by the model -----------------------------------------------
@@ -233,22 +259,16 @@ def test_a_run_calling_a_tool_outside_its_catalogue_reads_it_as_unknown(
 # --- the REST API: a refused call's stored row ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the caller's own call rows (GET /api/v1/calls/) show a denied tool as denied, where POST "
-    "answered it as unknown; needs the caller's view of refused rows (and their audit events) masked",
-)
-def test_leak_the_stored_row_of_a_refused_direct_call_tells_a_denied_tool_from_a_missing_one(
-    alice: User, alice_client: APIClient, settings: Any
+def test_the_caller_reads_back_a_refused_call_of_a_tool_they_may_not_see_as_it_was_answered(
+    alice: User, alice_client: APIClient, operator_client: APIClient, settings: Any
 ) -> None:
-    """LEAK (open, low): ``POST /api/v1/calls/`` answers a denied tool like a missing one; the caller's row does not.
+    """A caller's own rows of a denied tool read like a missing tool's, in lists, filters and details.
 
-    With grants required and alice granted ``get_weather`` only, ``POST {"tool": "refund_payment", ...}``
-    answers 404 "Unknown tool 'refund_payment'. ..." exactly like ``no_such_tool`` (``api.governed._answer``),
-    but ``GET /api/v1/calls/?tool=refund_payment`` lists her own rows as ``status: "denied"``, ``error: "Tool
-    'refund_payment' is not granted to you; ..."`` (``ToolCallSerializer`` returns them as stored). When found,
-    the bad-arguments row also carried the tool's parameter schema in a validation error; grants are now
-    decided before the arguments are read, so that part is gone and the existence of the name remains.
+    Found by this probe (fixed by ``toolhub.caller_view``): with grants required and alice granted
+    ``get_weather`` only, ``POST {"tool": "refund_payment", ...}`` answered 404 "Unknown tool 'refund_payment'.
+    ..." exactly like ``no_such_tool``, but ``GET /api/v1/calls/?tool=refund_payment`` listed her rows as
+    ``status: "denied"`` with "Tool 'refund_payment' is not granted to you", ``?status=denied`` found them,
+    and the detail's audit events said ``call.denied``. Operators and auditors still read the truth.
     """
     _deny_by_default(settings)
     Grant.objects.create(tool_name="get_weather", user=alice)
@@ -268,6 +288,40 @@ def test_leak_the_stored_row_of_a_refused_direct_call_tells_a_denied_tool_from_a
     assert all(
         (status, error.split(".")[0]) == ("invalid", "Unknown tool 'refund_payment'") for status, error in seen
     ), seen
+    # the status filter agrees with what she reads
+    by_status = {
+        status: sorted(r["tool"] for r in alice_client.get(f"/api/v1/calls/?status={status}").json()["results"])
+        for status in ("denied", "invalid")
+    }
+    assert by_status == {"denied": [], "invalid": ["no_such_tool", "refund_payment", "refund_payment"]}
+    # the detail's audit events read as a missing tool's, and no reader of one call sees the chain's positions
+    hidden = alice_client.get(f"/api/v1/calls/{listed[0]['id']}/").json()
+    unknown = alice_client.get(f"/api/v1/calls/{missing[0]['id']}/").json()
+    shape = [(e["event_type"], e["status"], sorted(e["data"])) for e in unknown["audit_events"]]
+    assert [(e["event_type"], e["status"], sorted(e["data"])) for e in hidden["audit_events"]] == shape
+    assert hidden["audit_events"][-1]["data"]["reason"] == hidden["error"]
+    assert all(e[f] is None for e in hidden["audit_events"] for f in ("chain", "seq", "prev_hash", "hash"))
+    # operators read the stored truth
+    truth = operator_client.get(f"/api/v1/calls/{listed[0]['id']}/").json()
+    assert truth["status"] == "denied" and truth["error"].startswith("Tool 'refund_payment' is not granted")
+    assert [e["event_type"] for e in truth["audit_events"]] == ["call.requested", "call.denied"]
+    assert all(isinstance(e["seq"], int) and e["hash"] for e in truth["audit_events"])
+    assert len(operator_client.get("/api/v1/calls/?status=denied").json()["results"]) == 2
+
+
+def test_a_refused_call_of_a_tool_the_caller_may_see_reads_as_stored(
+    alice: User, alice_client: APIClient, settings: Any
+) -> None:
+    """The mask is only for tools hidden from the caller now: a denial of a tool they may call today reads as stored."""
+    Grant.objects.create(tool_name="get_weather", user=alice, effect=GrantEffect.DENY)
+    denied = alice_client.post("/api/v1/calls/", {"tool": "get_weather", "arguments": {"city": "Paris"}}, format="json")
+    assert denied.status_code == 404  # denied, and so hidden from her: answered as unknown
+    Grant.objects.filter(tool_name="get_weather").delete()  # granted again (allowed by default)
+
+    [row] = alice_client.get("/api/v1/calls/?tool=get_weather").json()["results"]
+
+    assert (row["status"], row["error"]) == ("denied", "Tool 'get_weather' is denied to you; do not call it.")
+    assert [r["id"] for r in alice_client.get("/api/v1/calls/?status=denied").json()["results"]] == [row["id"]]
 
 
 # --- the agent API: the unknown-tool answer of agent creation ---------------------------------------------
@@ -486,3 +540,21 @@ def test_the_provider_export_leaves_out_a_facade_whose_tools_are_all_denied(
     assert "find_user" not in names and "create_user" not in names
     assert "query_table" in names  # the export does hold the sample tools
     assert {"user_management", "user_management_context"}.isdisjoint(names), sorted(names)
+
+
+def test_a_runs_refused_call_of_a_tool_its_user_may_not_see_reads_as_the_model_was_answered(
+    make_agent: Any, start_run: Any, alice: User, alice_client: APIClient, operator_client: APIClient
+) -> None:
+    """The run's page in the API shows its user the answer the model got (unknown tool); operators the denial."""
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="refund_payment", user=alice)
+    agent = make_agent(script=[call("refund_payment", payment="p1"), answer()], tools=["clock", "refund_payment"])
+
+    run = start_run(agent, alice)
+
+    [mine] = alice_client.get(f"/api/v1/runs/{run.id}/").json()["tool_calls"]
+    [truth] = operator_client.get(f"/api/v1/runs/{run.id}/").json()["tool_calls"]
+    assert (mine["status"], mine["error"].split(".")[0]) == ("invalid", "Unknown tool 'refund_payment'")
+    # the model was offered its run's tools, the user reads suggestions among the tools she may call herself
+    assert "Unknown tool 'refund_payment'. Available tools: clock." in json.dumps(run.messages)
+    assert "refund_payment" not in mine["error"].split(".", 1)[1]
+    assert (truth["status"], truth["error"]) == ("denied", "Tool 'refund_payment' is denied to you; do not call it.")

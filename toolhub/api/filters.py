@@ -1,7 +1,9 @@
 """``django-filter`` filter sets of the core API's lists; they narrow a queryset already cut to the caller's tenants."""
 
 import django_filters
+from django.db.models import QuerySet
 
+from toolhub.caller_view import CallerView
 from toolhub.models import CallStatus, ToolCall, ToolDefinition
 
 __all__ = ["CallFilter", "ToolFilter", "choice_help"]
@@ -16,11 +18,24 @@ class CallFilter(django_filters.FilterSet):
 
     run = django_filters.UUIDFilter(field_name="run_id", help_text="A run id.")
     tool = django_filters.CharFilter(field_name="tool_name", help_text="A tool name.")
-    status = django_filters.ChoiceFilter(choices=CallStatus.choices, help_text=choice_help(CallStatus.values))
+    status = django_filters.ChoiceFilter(
+        choices=CallStatus.choices, help_text=choice_help(CallStatus.values), method="filter_status"
+    )
 
     class Meta:
         model = ToolCall
         fields = ["run", "tool", "status"]
+
+    def filter_status(self, queryset: QuerySet[ToolCall], name: str, value: str) -> QuerySet[ToolCall]:
+        """The rows that read with ``value`` for the requesting user (``toolhub.caller_view``), as they are shown."""
+        user = getattr(self.request, "user", None)
+        if user is None or not user.is_authenticated:
+            return queryset.filter(status=value)
+        view = CallerView(user)
+        if view.sees_truth:
+            return queryset.filter(status=value)
+        tenants = queryset.filter(status=CallStatus.DENIED).order_by().values_list("tenant", flat=True).distinct()
+        return queryset.filter(view.status_is(value, list(tenants)))
 
 
 class ToolFilter(django_filters.FilterSet):

@@ -196,6 +196,6 @@ class CallWaitDetailView(CallDetailView):
             visible = get_object_or_404(tool_calls_visible_to(request.user), pk=self.kwargs["pk"])
             call_wait(call=visible, seconds=wait)
         call = get_object_or_404(_with_artifacts(tool_calls_visible_to(request.user)), pk=self.kwargs["pk"])
-        body = dict(ToolCallDetailSerializer(call).data)
+        body = dict(ToolCallDetailSerializer(call, context=self.get_serializer_context()).data)
         body["approval_id"] = call_approval_id(call)
         return Response(body)

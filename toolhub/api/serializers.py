@@ -5,6 +5,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
+from toolhub.caller_view import caller_view_of
 from toolhub.models import AuditEvent, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import displayed_arguments
 
@@ -26,6 +27,14 @@ class ToolDefinitionSerializer(serializers.ModelSerializer):
             "enabled",
             "present_in_code",
         ]
+
+    def to_representation(self, instance: ToolDefinition) -> dict[str, Any]:
+        """The stored row; its schema as the caller sees it when the view gives one (``context["schemas"]``)."""
+        data = super().to_representation(instance)
+        schemas = self.context.get("schemas")
+        if schemas is not None and instance.name in schemas:
+            data["input_schema"] = schemas[instance.name]
+        return data
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -99,9 +108,16 @@ class ToolCallSerializer(serializers.ModelSerializer):
     def get_arguments(self, call: ToolCall) -> dict:
         return displayed_arguments(call)
 
+    def to_representation(self, instance: ToolCall) -> dict[str, Any]:
+        """The row as the requesting user reads it (``toolhub.caller_view``): a caller reads the answer they got."""
+        view = caller_view_of(self.context)
+        return super().to_representation(view.call(instance) if view is not None else instance)
+
 
 class ToolCallDetailSerializer(ToolCallSerializer):
-    audit_events = serializers.SerializerMethodField()
+    audit_events = serializers.SerializerMethodField(
+        help_text="The call's audit events; chain, seq and the hashes only for operators and auditors."
+    )
 
     class Meta(ToolCallSerializer.Meta):
         fields = [*ToolCallSerializer.Meta.fields, "audit_events"]
@@ -109,7 +125,9 @@ class ToolCallDetailSerializer(ToolCallSerializer):
     def get_audit_events(self, call: ToolCall) -> list[dict[str, Any]]:
         from toolhub.selectors import tool_call_audit_events
 
-        return AuditEventSerializer(tool_call_audit_events(call), many=True).data
+        events = AuditEventSerializer(tool_call_audit_events(call), many=True).data
+        view = caller_view_of(self.context)
+        return view.events(call, events) if view is not None else list(events)
 
 
 class CallResultInputSerializer(serializers.Serializer):

@@ -24,7 +24,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
-from toolhub.disclosure.unfolding import usable_tools
+from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
     SUBMIT_RESULT_PERMISSION,
@@ -113,9 +113,24 @@ class ToolListView(generics.ListAPIView):
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         definitions = ToolDefinition.objects.filter(present_in_code=True).order_by("name")
-        if getattr(self, "swagger_fake_view", False) or self.request.user.has_perm(CATALOGUE_PERMISSION):
+        if self._whole_catalogue():
             return definitions
-        return definitions.filter(name__in=[tool.name for tool in _tools_for(self.request)])
+        return definitions.filter(name__in=list(self._callable_schemas()))
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if not self._whole_catalogue():
+            # Each tool's schema as the caller sees it (a by-category facade offers only their categories).
+            context["schemas"] = self._callable_schemas()
+        return context
+
+    def _whole_catalogue(self) -> bool:
+        return getattr(self, "swagger_fake_view", False) or self.request.user.has_perm(CATALOGUE_PERMISSION)
+
+    def _callable_schemas(self) -> dict[str, Any]:
+        if not hasattr(self, "_schemas"):
+            self._schemas = {tool.name: tool.json_schema for tool in _tools_for(self.request)}
+        return self._schemas
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         requested = request.query_params.get("format")
@@ -149,7 +164,8 @@ class ToolExportView(APIView):
 def _tools_for(request: Request) -> list[Any]:
     """The registered tools the requesting user may call now (operators' switches and grants applied).
 
-    A facade with no tool inside they may use is left out, as a run leaves it out (``usable_tools``).
+    A facade with no tool inside they may use is left out, as a run leaves it out (``usable_tools``), and a
+    by-category facade offers only the categories holding one (``tool_seen_by``).
     """
     user = request.user
     requested = request.query_params.get("tenant")
@@ -163,7 +179,8 @@ def _tools_for(request: Request) -> list[Any]:
         tenant = tenants[0] if len(tenants) == 1 else ""
     principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
     usable = set(usable_tools(registry.names(), principal))
-    return [tool for tool in registry.all() if tool.name in usable]
+    seen = (tool_seen_by(tool, principal) for tool in registry.all() if tool.name in usable)
+    return [tool for tool in seen if tool is not None]
 
 
 def _with_artifacts(calls: Any) -> Any:

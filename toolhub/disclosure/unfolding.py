@@ -28,7 +28,15 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import TOOL_ATTRIBUTE, Risk, Tool
 from toolhub.tools.instance import tools_from_instance
 
-__all__ = ["UnfoldingTool", "unfolding_tools", "facade_of", "usable_tools", "CONTEXT_SUFFIX", "ALL_CATEGORY"]
+__all__ = [
+    "UnfoldingTool",
+    "unfolding_tools",
+    "facade_of",
+    "usable_tools",
+    "tool_seen_by",
+    "CONTEXT_SUFFIX",
+    "ALL_CATEGORY",
+]
 
 #: ``<facade>_context``: the tool that carries a facade's description and notes once it is unfolded.
 CONTEXT_SUFFIX = "_context"
@@ -56,6 +64,8 @@ class UnfoldingTool:
     selector: Selector | None = None
     facade: Tool = field(init=False, repr=False)
     context_tool: Tool = field(init=False, repr=False)
+    #: The facade narrowed to some categories (``tool_seen_by``), built once per set of categories.
+    _narrowed: dict[frozenset[str], Tool] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         for child in self.children:
@@ -240,14 +250,14 @@ class UnfoldingTool:
             return picked
         return self.child_names()
 
-    def _facade_parameters(self) -> Mapping[str, Any] | None:
+    def _facade_parameters(self, categories: Iterable[str] | None = None) -> Mapping[str, Any] | None:
         if self.categories is not None:
             return {
                 "type": "object",
                 "properties": {
                     self.category_parameter: {
                         "type": "string",
-                        "enum": sorted(self.categories),
+                        "enum": sorted(self.categories if categories is None else categories),
                         "description": "Which tools to unfold.",
                     }
                 },
@@ -255,6 +265,29 @@ class UnfoldingTool:
                 "additionalProperties": False,
             }
         return self.parameters
+
+    def open_categories(self, granted_leaves: set[str]) -> list[str]:
+        """The categories holding a tool among ``granted_leaves`` (directly, or inside a nested facade)."""
+        assert self.categories is not None
+        return [
+            category
+            for category, members in self.categories.items()
+            if any((m.leaf_names() if isinstance(m, UnfoldingTool) else {m.name}) & granted_leaves for m in members)
+        ]
+
+    def narrowed(self, registered: Tool, categories: Iterable[str]) -> Tool:
+        """The registered facade offering only ``categories``: same name, handler and version, a narrower enum.
+
+        The version stays the registered one's: it is the same tool (an approval bound to it still holds),
+        shown to one caller.
+        """
+        key = frozenset(categories)
+        if key not in self._narrowed:
+            inputs = Tool.create(self.name, self.description, self._facade_parameters(key), self._unfold).inputs
+            view = registered._copy(inputs=inputs)
+            view.__dict__["version"] = registered.version
+            self._narrowed[key] = view
+        return self._narrowed[key]
 
     def _unfold(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         names = _granted(self.select(arguments), ctx)
@@ -268,14 +301,16 @@ class UnfoldingTool:
         }
 
     def _context(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        from toolhub.disclosure.principals import principal_of_context
         from toolhub.tools.registry import registry
 
-        names = _granted(self.child_names(), ctx)
+        principal = principal_of_context(ctx)
         details = []
-        for name in names:
+        for name in usable_tools(self.child_names(), principal):
             tool = registry.get(name)
-            if tool is not None:
-                details.append({"name": name, "description": tool.description, "parameters": tool.json_schema})
+            seen = tool_seen_by(tool, principal) if tool is not None else None
+            if seen is not None:
+                details.append({"name": name, "description": seen.description, "parameters": seen.json_schema})
         return {"facade": self.name, "description": self.description, "notes": self.child_usage_notes, "tools": details}
 
 
@@ -335,6 +370,28 @@ def usable_tools(names: Sequence[str], principal: Any) -> list[str]:
     verdicts = authorize_tools(asked, principal)
     granted = {name for name in asked if verdicts.get(name) is None}
     return [name for name in names if name in granted and (name not in leaves or leaves[name] & granted)]
+
+
+def tool_seen_by(tool: Tool, principal: Any) -> Tool | None:
+    """``tool`` as ``principal`` is shown it and calls it; ``None`` for a facade with nothing it may use inside.
+
+    A by-category facade offers only the categories holding a tool the principal may use, in its
+    schema and so in its validation: a category of denied tools reads exactly like one that does not
+    exist. Any other tool is returned as it is (the grants on the tool itself are the caller's check).
+    """
+    owner, role = facade_of(tool)
+    if owner is None:
+        return tool
+    if not usable_tools([tool.name], principal):
+        return None
+    if role != "facade" or owner.categories is None:
+        return tool
+    from toolhub.authorization import authorize_tools
+
+    leaves = sorted(owner.leaf_names())
+    verdicts = authorize_tools(leaves, principal)
+    opened = owner.open_categories({name for name in leaves if verdicts.get(name) is None})
+    return tool if len(opened) == len(owner.categories) else owner.narrowed(tool, opened)
 
 
 def _granted(names: list[str], ctx: ToolContext) -> list[str]:

@@ -16,7 +16,7 @@ from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.disclosure.groups import group_eligibility, group_facts, initially_active
 from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
 from toolhub.disclosure.state import DisclosureState
-from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of, usable_tools
+from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of, tool_seen_by, usable_tools
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus
 from toolhub.tools.context import ToolContext
@@ -157,7 +157,7 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     visible = usable_tools(kept, request.principal)
     for name in visible:
         shown_groups |= memberships.get(name, set()) & active
-    tools = [_shown(name, state) for name in visible]
+    tools = [_shown(name, state, request.principal) for name in visible]
     facts = group_facts()
     additions = [facts[g].system_prompt_addition for g in sorted(shown_groups) if g in facts]
     return Disclosure(
@@ -174,9 +174,12 @@ def _tool(name: str) -> Tool:
     return tool
 
 
-def _shown(name: str, state: DisclosureState) -> Tool:
-    """The tool as the model sees it: an unfolded facade becomes the guide to its inner tools."""
-    tool = _tool(name)
+def _shown(name: str, state: DisclosureState, principal: CallPrincipal) -> Tool:
+    """The tool as the model sees it: an unfolded facade becomes the guide to its inner tools.
+
+    A by-category facade offers only the categories holding a tool the principal may use (``tool_seen_by``).
+    """
+    tool = tool_seen_by(_tool(name), principal) or _tool(name)
     agentic = agentic_description(name, state)
     if agentic is not None:
         return tool.with_description(agentic)

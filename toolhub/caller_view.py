@@ -1,0 +1,111 @@
+"""How callers without a tenant-wide role read back their own calls: as they were answered.
+
+The pipeline answers a denied call of a tool the caller may not see exactly like a call of a tool that
+does not exist (the REST API's 404, MCP's invalid-params error, the agent loop's unknown-tool message);
+the row and its audit events keep the true refusal for operators and auditors (``has_tenant_wide_role``).
+Read back by the caller (the call list, filter and detail, a run's calls, MCP's status tool), such a row
+reads as it was answered: status ``invalid``, the unknown-tool message as its error, its refusal event a
+``call.invalid`` with that message. Whether the caller may see the tool is asked now, with today's
+grants, as the answer to the same request would be.
+
+Callers never read the audit chain's positions and hashes (``chain``, ``seq``, ``prev_hash``, ``hash``):
+they cannot verify a chain they may not read, and the sequence numbers count every tenant's events.
+"""
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.db.models import Q
+
+from toolhub.authorization import CallPrincipal
+from toolhub.feedback import unknown_tool_message
+from toolhub.models import CallStatus, ToolCall
+from toolhub.tenancy import has_tenant_wide_role
+
+__all__ = ["CallerView", "caller_view_of", "CHAIN_FIELDS"]
+
+#: An audit event's place in its chain: shown only to those who read whole chains.
+CHAIN_FIELDS = ("chain", "seq", "prev_hash", "hash")
+
+#: Where a serializer's context keeps the view of its request's user, made once per response.
+_CONTEXT_KEY = "toolhub_caller_view"
+
+
+class CallerView:
+    """One reader's view of call rows: the truth for a tenant-wide role, the answers given for anyone else."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+        self.sees_truth = has_tenant_wide_role(user)
+        self._visible: dict[str, list[str]] = {}
+        #: Each call's answer as first read from its row (its shown copy reads as invalid).
+        self._answers: dict[Any, str | None] = {}
+
+    def unknown_tool_answer(self, call: ToolCall) -> str | None:
+        """The unknown-tool message ``call`` reads with for this reader, or ``None`` when it reads as stored."""
+        if call.pk not in self._answers:
+            self._answers[call.pk] = self._answer(call)
+        return self._answers[call.pk]
+
+    def _answer(self, call: ToolCall) -> str | None:
+        if self.sees_truth or call.status != CallStatus.DENIED:
+            return None
+        visible = self._visible_in(call.tenant)
+        if call.tool_name in visible:
+            return None
+        return unknown_tool_message(call.tool_name, visible)
+
+    def call(self, call: ToolCall) -> ToolCall:
+        """``call`` as this reader sees it: itself, or a copy that reads as the answer the caller got."""
+        answer = self.unknown_tool_answer(call)
+        if answer is None:
+            return call
+        shown = copy.copy(call)
+        shown.status, shown.error, shown.error_detail = CallStatus.INVALID, answer, ""
+        return shown
+
+    def events(self, call: ToolCall, events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """A call's serialized audit events as this reader sees them."""
+        shown = [dict(event) for event in events]
+        if self.sees_truth:
+            return shown
+        answer = self.unknown_tool_answer(call)
+        for event in shown:
+            for name in CHAIN_FIELDS:
+                event[name] = None
+            if answer is None:
+                continue
+            if event.get("status") == CallStatus.DENIED:
+                event["status"] = CallStatus.INVALID
+            if event.get("event_type") == f"call.{CallStatus.DENIED}":
+                event.update(event_type=f"call.{CallStatus.INVALID}", data={"reason": answer})
+        return shown
+
+    def status_is(self, status: str, tenants: Iterable[str]) -> Q:
+        """The rows of ``tenants`` that read with ``status`` for this reader: a filter that agrees with the view."""
+        if self.sees_truth or status not in (CallStatus.DENIED, CallStatus.INVALID):
+            return Q(status=status)
+        callable_here = Q(pk__in=[])
+        for tenant in tenants:
+            callable_here |= Q(tenant=tenant, tool_name__in=self._visible_in(tenant))
+        if status == CallStatus.DENIED:
+            return Q(status=CallStatus.DENIED) & callable_here
+        return Q(status=CallStatus.INVALID) | (Q(status=CallStatus.DENIED) & ~callable_here)
+
+    def _visible_in(self, tenant: str) -> list[str]:
+        from toolhub.pipeline import visible_tool_names
+
+        if tenant not in self._visible:
+            principal = CallPrincipal(user_id=self.user.pk, username=self.user.get_username(), tenant=tenant)
+            self._visible[tenant] = visible_tool_names(principal)
+        return self._visible[tenant]
+
+
+def caller_view_of(context: dict[str, Any]) -> CallerView | None:
+    """The view of a serializer context's request user (made once per context), or ``None`` without a request."""
+    if _CONTEXT_KEY not in context:
+        request = context.get("request")
+        user = getattr(request, "user", None)
+        context[_CONTEXT_KEY] = CallerView(user) if user is not None and user.is_authenticated else None
+    return context[_CONTEXT_KEY]  # type: ignore[no-any-return]
