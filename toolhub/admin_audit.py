@@ -31,6 +31,7 @@ from toolhub.admin_lists import (
     as_uuid,
 )
 from toolhub.audit_console import call_timeline
+from toolhub.caller_view import CHAIN_POSITION_FIELDS
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
 from toolhub.selectors import displayed_arguments
@@ -314,6 +315,12 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
     )
     readonly_fields = fields
 
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return _without_chain_positions(request, super().get_list_display(request))
+
+    def get_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
+        return _without_chain_positions(request, super().get_fields(request, obj))
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
     ) -> tuple[QuerySet[AuditEvent], bool]:
@@ -332,3 +339,14 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
     @admin.display(description="Data")
     def shown_data(self, obj: AuditEvent) -> str:
         return pretty_json(obj.payload)
+
+
+def _without_chain_positions(request: HttpRequest, names: Any) -> Any:
+    """``names`` without an event's chain and sequence number, unless the viewer crosses tenants.
+
+    Chains are shared by every tenant, so the gaps between one tenant's sequence numbers count the
+    others' events (``toolhub.caller_view.CHAIN_POSITION_FIELDS``); the hashes stay, as they tell nothing.
+    """
+    if tenant_scope(request.user).everything:
+        return names
+    return tuple(name for name in names if name not in CHAIN_POSITION_FIELDS)

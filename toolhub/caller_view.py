@@ -8,8 +8,10 @@ reads as it was answered: status ``invalid``, the unknown-tool message as its er
 ``call.invalid`` with that message. Whether the caller may see the tool is asked now, with today's
 grants, as the answer to the same request would be.
 
-Callers never read the audit chain's positions and hashes (``chain``, ``seq``, ``prev_hash``, ``hash``):
-they cannot verify a chain they may not read, and the sequence numbers count every tenant's events.
+Chains are shared by every tenant, so the gaps between one tenant's sequence numbers count the other
+tenants' events: an event's place in its chain (``chain``, ``seq``) is read only by those who cross
+tenants. Callers without a tenant-wide role do not read its hashes either (``prev_hash``, ``hash``):
+they cannot verify a chain they may not read, and a masked event no longer matches its hash.
 """
 
 import copy
@@ -21,12 +23,14 @@ from django.db.models import Q
 from toolhub.authorization import CallPrincipal
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
-from toolhub.tenancy import has_tenant_wide_role
+from toolhub.tenancy import has_tenant_wide_role, tenant_scope
 
-__all__ = ["CallerView", "caller_view_of", "CHAIN_FIELDS"]
+__all__ = ["CallerView", "caller_view_of", "CHAIN_POSITION_FIELDS", "CHAIN_HASH_FIELDS"]
 
-#: An audit event's place in its chain: shown only to those who read whole chains.
-CHAIN_FIELDS = ("chain", "seq", "prev_hash", "hash")
+#: An audit event's place in its chain: read only by those who cross tenants.
+CHAIN_POSITION_FIELDS = ("chain", "seq")
+#: Its links: read by staff (operators, auditors), who verify.
+CHAIN_HASH_FIELDS = ("prev_hash", "hash")
 
 #: Where a serializer's context keeps the view of its request's user, made once per response.
 _CONTEXT_KEY = "toolhub_caller_view"
@@ -38,6 +42,8 @@ class CallerView:
     def __init__(self, user: Any) -> None:
         self.user = user
         self.sees_truth = has_tenant_wide_role(user)
+        hidden = () if self.sees_truth else CHAIN_HASH_FIELDS
+        self.hidden_event_fields = hidden if tenant_scope(user).everything else (*CHAIN_POSITION_FIELDS, *hidden)
         self._visible: dict[str, list[str]] = {}
         #: Each call's answer as first read from its row (its shown copy reads as invalid).
         self._answers: dict[Any, str | None] = {}
@@ -68,11 +74,9 @@ class CallerView:
     def events(self, call: ToolCall, events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """A call's serialized audit events as this reader sees them."""
         shown = [dict(event) for event in events]
-        if self.sees_truth:
-            return shown
         answer = self.unknown_tool_answer(call)
         for event in shown:
-            for name in CHAIN_FIELDS:
+            for name in self.hidden_event_fields:
                 event[name] = None
             if answer is None:
                 continue

@@ -27,7 +27,7 @@ from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, make_user
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.feedback import default_unknown_tool_message
-from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolGroup
+from toolhub.models import AuditEvent, CallStatus, Grant, GrantEffect, Tenant, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -305,7 +305,7 @@ def test_the_caller_reads_back_a_refused_call_of_a_tool_they_may_not_see_as_it_w
     truth = operator_client.get(f"/api/v1/calls/{listed[0]['id']}/").json()
     assert truth["status"] == "denied" and truth["error"].startswith("Tool 'refund_payment' is not granted")
     assert [e["event_type"] for e in truth["audit_events"]] == ["call.requested", "call.denied"]
-    assert all(isinstance(e["seq"], int) and e["hash"] for e in truth["audit_events"])
+    assert all(e["hash"] and e["seq"] is None for e in truth["audit_events"])  # a place in a chain: see below
     assert len(operator_client.get("/api/v1/calls/?status=denied").json()["results"]) == 2
 
 
@@ -558,3 +558,31 @@ def test_a_runs_refused_call_of_a_tool_its_user_may_not_see_reads_as_the_model_w
     assert "Unknown tool 'refund_payment'. Available tools: clock." in json.dumps(run.messages)
     assert "refund_payment" not in mine["error"].split(".", 1)[1]
     assert (truth["status"], truth["error"]) == ("denied", "Tool 'refund_payment' is denied to you; do not call it.")
+
+
+def test_an_events_place_in_the_shared_chains_is_shown_only_to_those_who_cross_tenants(
+    operator: User, request_call: Any, alice: User, tenant: Tenant
+) -> None:
+    """Found by this probe: acme's staff read each event's ``chain`` and ``seq`` in the admin and the API.
+
+    Every tenant's events share the chains (``AUDIT_CHAINS``, picked by call id), so the gap between two of
+    acme's sequence numbers in one chain counts globex's events in between: its activity, to the event.
+    The hashes stay for staff (they reveal nothing); the positions are for those who cross tenants.
+    """
+    call = request_call("record_effect", {"note": "hello"}, alice, tenant=tenant.slug)
+    event = AuditEvent.objects.filter(call_id=call.pk).first()
+    assert event is not None
+    platform = User.objects.create_superuser("platform", "platform@example.com", "platform-password")
+    pages = {
+        name: (Client(), f"/admin/toolhub/auditevent/{path}")
+        for name, path in [("list", "?"), ("detail", f"{event.pk}/change/")]
+    }
+    for name, (client, url) in pages.items():
+        client.force_login(operator)
+        tenant_page = client.get(url).content.decode()
+        client.force_login(platform)
+        platform_page = client.get(url).content.decode()
+        assert event.hash in tenant_page or name == "list", tenant_page[:200]
+        assert "record_effect" in tenant_page and "record_effect" in platform_page
+        for column in ("column-chain", "column-seq") if name == "list" else ("field-chain", "field-seq"):
+            assert column not in tenant_page and column in platform_page, (name, column)

@@ -116,7 +116,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
 
 class ToolCallDetailSerializer(ToolCallSerializer):
     audit_events = serializers.SerializerMethodField(
-        help_text="The call's audit events; chain, seq and the hashes only for operators and auditors."
+        help_text="The call's audit events; chain and seq only for those who cross tenants, the hashes for staff."
     )
 
     class Meta(ToolCallSerializer.Meta):
