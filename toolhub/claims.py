@@ -17,9 +17,9 @@ from django.utils import timezone
 from toolhub.audit_hash import chain_for
 from toolhub.authorization import agent_tools_sql
 from toolhub.calls import CALL_TABLE, call_transition
+from toolhub.dispatch import call_lease
 from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall
-from toolhub.pipeline import call_lease
 from toolhub.rowread import columns_sql, instance_of
 from toolhub.rowwrite import new_instance
 

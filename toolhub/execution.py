@@ -18,11 +18,12 @@ from toolhub.authorization import authorization_denial, principal_of_call, tenan
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
+from toolhub.dispatch import EAGER_WORKER, dispatch_call
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
-from toolhub.pipeline import EAGER_WORKER, approval_hash, dispatch_call
+from toolhub.pipeline import approval_hash
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool

@@ -7,18 +7,14 @@ audit events. Execution happens on a worker (``toolhub.execution``).
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
-from toolhub.audit import EventSpec, arguments_diff, redact, redacted_arguments_text
+from toolhub.audit import EventSpec, redact, redacted_arguments_text
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import (
     CallPrincipal,
@@ -26,18 +22,12 @@ from toolhub.authorization import (
     tenant_argument_denial,
     tool_definitions,
 )
+from toolhub.call_arguments import CallRefused, PreparedArguments, prepared_arguments
 from toolhub.calls import call_insert, notify_settled, one_write
-from toolhub.conf import toolhub_settings
 from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
+from toolhub.dispatch import EAGER_WORKER, call_lease, dispatch_call, inline_worker, runs_in_this_process
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
-from toolhub.interceptors import (
-    INTERCEPTOR_FAILED_MESSAGE,
-    InterceptedCall,
-    InterceptorFailed,
-    configured_interceptors,
-    interceptors_before,
-)
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.policy import approval_verdict
 from toolhub.rowwrite import new_instance
@@ -51,11 +41,7 @@ __all__ = [
     "CallRequest",
     "tool_call_request",
     "approval_hash",
-    "dispatch_call",
-    "call_lease",
-    "EAGER_WORKER",
     "visible_tool_names",
-    "inline_execution",
 ]
 
 
@@ -82,18 +68,6 @@ class CallRequest:
     #: ``gate(tool_name)``: why the call may not run in its run's state now (an agentic tool's guidance), else None.
     #: Asked after authorization, so a denied tool is answered as denied, never with guidance.
     gate: Callable[[str], str | None] | None = None
-
-
-class _Refusal(Exception):
-    def __init__(
-        self, status: CallStatus, message: str, *, actor: str = "policy", detail: str = "", **data: Any
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.actor = actor
-        self.detail = detail
-        self.data = data
 
 
 def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any]) -> str:
@@ -129,11 +103,11 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
     next call. Then the decision's follow-up runs.
     """
     context = _effective_context(request)
-    prepared: dict[str, _Arguments] = {}
+    prepared: dict[str, PreparedArguments] = {}
 
-    def prepare(tool: Tool) -> _Arguments:
+    def prepare(tool: Tool) -> PreparedArguments:
         if tool.name not in prepared:
-            prepared[tool.name] = _prepared_arguments(tool, request, context)
+            prepared[tool.name] = prepared_arguments(tool, request, context)
         return prepared[tool.name]
 
     attempt = 0
@@ -174,7 +148,7 @@ def _new_call(request: CallRequest, context: ToolContext) -> ToolCall:
 
 
 def _decide(
-    call: ToolCall, request: CallRequest, context: ToolContext, prepare: Callable[[Tool], "_Arguments"]
+    call: ToolCall, request: CallRequest, context: ToolContext, prepare: Callable[[Tool], PreparedArguments]
 ) -> _Decision:
     """Set the new call's status and fields from policy; write nothing.
 
@@ -191,11 +165,11 @@ def _decide(
         # nothing of its parameters from a validation error, and no interceptor sees the call.
         denial = authorization_denial(tool.name, principal, definition=definition)
         if denial:
-            raise _Refusal(CallStatus.DENIED, denial)
+            raise CallRefused(CallStatus.DENIED, denial)
         # A facade as this caller sees it: offering only what holds a tool it may use (or nothing at all).
         seen = tool_seen_by(tool, principal)
         if seen is None:
-            raise _Refusal(CallStatus.DENIED, f"Tool {tool.name!r} holds no tool you may use; do not call it.")
+            raise CallRefused(CallStatus.DENIED, f"Tool {tool.name!r} holds no tool you may use; do not call it.")
         tool = seen
         arguments = prepare(tool)
         if arguments.refusal is not None:
@@ -205,11 +179,11 @@ def _decide(
         call.arguments = stored
         denial = tenant_argument_denial(validated, principal)
         if denial:
-            raise _Refusal(CallStatus.DENIED, denial)
+            raise CallRefused(CallStatus.DENIED, denial)
         guidance = request.gate(tool.name) if request.gate is not None else None
         if guidance:
-            raise _Refusal(CallStatus.INVALID, storable_text(guidance)[:2000], actor="agentic", gate=True)
-    except _Refusal as refusal:
+            raise CallRefused(CallStatus.INVALID, storable_text(guidance)[:2000], actor="agentic", gate=True)
+    except CallRefused as refusal:
         call.raw_arguments = _raw_text(request.tool_name, request.arguments)
         call.status, call.error, call.finished_at = refusal.status, refusal.message, now
         call.error_detail = refusal.detail
@@ -246,12 +220,12 @@ def _decide(
         return _Decision([requested, *rewritten, EventSpec("call.awaiting_result", "policy", external)], _nothing)
     call.queued_at = now
     queued = EventSpec("call.queued", "policy", {"reason": "no approval needed"}, status=CallStatus.QUEUED)
-    if not _runs_in_this_process():
+    if not runs_in_this_process():
         call.status = CallStatus.QUEUED
         return _Decision([requested, *rewritten, queued], dispatch_call)
     # This process executes the call itself: the row is written already claimed (durably, before the
     # tool runs), so no claim transaction follows and nothing is checked twice within one decision.
-    inline = _inline.get()
+    inline = inline_worker.get()
     if inline:
         # The caller (an agentic tool's inner loop, on its worker) runs the claimed call itself once this returns.
         call.status, call.attempts, call.worker, call.started_at = CallStatus.RUNNING, 1, inline, now
@@ -281,40 +255,6 @@ def _decide(
     return _Decision([requested, *rewritten, queued, running], run_here)
 
 
-#: The worker name of calls executed by the process that asked for them.
-EAGER_WORKER = "eager"
-
-
-def call_lease(tool: Tool | None) -> timedelta:
-    """How long a claim holds before the reconciler may take the call back: the tool's timeout plus a margin."""
-    return timedelta(seconds=toolhub_settings().CALL_LEASE_SECONDS + (tool.effective_timeout if tool else 0.0))
-
-
-def _runs_in_this_process() -> bool:
-    """Whether a dispatched call would run here, at commit (the embedded default's eager tasks)."""
-    from toolhub.celery import app
-
-    return bool(_inline.get()) or bool(app.conf.task_always_eager)
-
-
-#: The worker name calls requested inside ``inline_execution`` are claimed for ("" outside it).
-_inline: ContextVar[str] = ContextVar("toolhub_inline_execution", default="")
-
-
-@contextmanager
-def inline_execution(worker: str) -> Iterator[None]:
-    """Calls requested in the block that may run now are written claimed by ``worker``, for the caller to run.
-
-    An agentic tool's inner loop needs each inner result before its next model turn; it runs them with
-    ``toolhub.execution.tool_call_run_claimed`` in the worker that runs the outer call (``worker`` names it).
-    """
-    token = _inline.set(worker[:200] or EAGER_WORKER)
-    try:
-        yield
-    finally:
-        _inline.reset(token)
-
-
 def _notify_on_commit(call: ToolCall) -> None:
     transaction.on_commit(lambda: notify_settled(call), robust=True)
 
@@ -323,23 +263,10 @@ def _nothing(call: ToolCall) -> None:
     return None
 
 
-def dispatch_call(call: ToolCall) -> None:
-    """Send the call to a worker once the transaction that queued it has committed.
-
-    A failed publish is not fatal: the row stays ``queued`` and the sweeper dispatches it again. The
-    message carries the call's claim hint, so the worker's claim needs no read of the call.
-    """
-    from toolhub.claims import ClaimHint
-    from toolhub.tasks import execute_tool_call_task
-
-    call_id, hint = str(call.id), ClaimHint.of(call).message()
-    transaction.on_commit(lambda: execute_tool_call_task.delay(call_id, hint=hint), robust=True)
-
-
 def _resolve(name: str, principal: CallPrincipal) -> Tool:
     tool = registry.get(name) if isinstance(name, str) else None
     if tool is None:
-        raise _Refusal(CallStatus.INVALID, unknown_tool_message(str(name), visible_tool_names(principal)))
+        raise CallRefused(CallStatus.INVALID, unknown_tool_message(str(name), visible_tool_names(principal)))
     return tool
 
 
@@ -390,83 +317,6 @@ _ONE_SHOT_TAKEN = [
     CallStatus.PENDING_APPROVAL,
     CallStatus.AWAITING_RESULT,
 ]
-
-
-@dataclass(frozen=True)
-class _Arguments:
-    """A request's arguments as they would run (validated, as stored, the interceptors' rewrites), or its refusal."""
-
-    validated: dict[str, Any]
-    stored: dict[str, Any]
-    rewrites: list[EventSpec]
-    refusal: _Refusal | None = None
-
-
-def _prepared_arguments(tool: Tool, request: CallRequest, context: ToolContext) -> _Arguments:
-    """Parse, validate and intercept: done once per request, as it runs the user's hooks.
-
-    Governance does not change its outcome, so a call decided again after a governance change reuses it:
-    the argument-error handler and the interceptors see each request once.
-    """
-    try:
-        try:
-            validated = validate_arguments(tool, parse_arguments(request.arguments))
-            stored = storable_arguments(tool, validated)
-        except ArgumentsRefused as refused:
-            raise _Refusal(CallStatus.INVALID, str(refused)) from None
-        return _Arguments(*_intercepted_arguments(request, tool, validated, stored, context))
-    except _Refusal as refusal:
-        return _Arguments({}, {}, [], refusal)
-
-
-def _intercepted_arguments(
-    request: CallRequest, tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
-) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
-    """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
-
-    Runs after the grants and schema validation, before the tenant-argument check and approval, so policy
-    decides on what would run.
-    """
-    if not configured_interceptors():
-        return validated, stored, []
-
-    def revalidate(arguments: dict[str, Any]) -> dict[str, Any]:
-        return storable_arguments(tool, validate_arguments(tool, arguments))
-
-    seen = InterceptedCall(
-        tool_name=tool.name,
-        arguments=stored,
-        tenant=request.principal.tenant,
-        user_id=request.principal.user_id,
-        agent_name=request.principal.agent_name,
-        context=context.as_dict(),
-    )
-    try:
-        outcome = interceptors_before(call=seen, revalidate=revalidate)
-    except InterceptorFailed as failed:
-        raise _Refusal(
-            CallStatus.DENIED,
-            INTERCEPTOR_FAILED_MESSAGE,
-            actor=f"interceptor:{failed.name}",
-            detail=failed.detail,
-            interceptor=failed.name,
-            failed=True,
-        ) from None
-    if outcome.refusal:
-        message = storable_text(outcome.refusal)[: toolhub_settings().MAX_STRING_LENGTH]
-        name = outcome.refused_by
-        raise _Refusal(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
-    events = [
-        EventSpec(
-            "call.arguments_rewritten",
-            f"interceptor:{name}",
-            {"interceptor": name, "diff": arguments_diff(before, after, tool.sensitive)},
-        )
-        for name, before, after in outcome.rewrites
-    ]
-    if not events:
-        return validated, stored, events
-    return validate_arguments(tool, outcome.arguments), outcome.arguments, events
 
 
 #: Context values a JSON round trip gives back unchanged (the boundary's own: tenant, user, ids).

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
+from toolhub.dispatch import dispatch_call
 from toolhub.models import CallStatus, ToolCall
-from toolhub.pipeline import dispatch_call
 from toolhub.tools.registry import registry
 
 __all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_expire_awaiting_results"]

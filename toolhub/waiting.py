@@ -16,9 +16,10 @@ from toolhub.audit import EventSpec, Write, redact
 from toolhub.audit_hash import canonical_json
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
+from toolhub.dispatch import dispatch_call
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall
-from toolhub.pipeline import approval_hash, dispatch_call
+from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict
 from toolhub.signals import approval_needed
 from toolhub.storable import json_storage_problem, storable_text

@@ -37,8 +37,9 @@ def inner_tool_call(
 ) -> ToolCall:
     """Request one inner call (audited, linked to the outer call) and, when policy lets it run now, run it here."""
     from toolhub.disclosure.principals import principal_of_context
+    from toolhub.dispatch import inline_execution
     from toolhub.execution import tool_call_run_claimed
-    from toolhub.pipeline import CallRequest, inline_execution, tool_call_request
+    from toolhub.pipeline import CallRequest, tool_call_request
     from toolhub.tools.registry import registry
 
     outer = ctx.call_id
@@ -169,7 +170,7 @@ class InnerState:
 
 def _outer_worker(ctx: ToolContext) -> str:
     """The worker running the outer call: its inner calls are recorded as run by it."""
-    from toolhub.pipeline import EAGER_WORKER
+    from toolhub.dispatch import EAGER_WORKER
 
     worker = ToolCall.objects.filter(id=ctx.call_id).values_list("worker", flat=True).first() if ctx.call_id else None
     return str(worker or EAGER_WORKER)

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
+from toolhub.dispatch import dispatch_call
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.pipeline import CallRequest, dispatch_call, tool_call_request
+from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,

@@ -1,0 +1,120 @@
+"""A request's arguments as they would run: parsed, validated, and passed through the ``before`` interceptors.
+
+This runs the user's hooks (the argument-error handler, the interceptors), so the pipeline prepares each
+request's arguments once, however many times a governance change makes it decide the call again. A
+request refused here carries a ``CallRefused``, which the pipeline records like its own refusals.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.audit import EventSpec, arguments_diff
+from toolhub.conf import toolhub_settings
+from toolhub.interceptors import (
+    INTERCEPTOR_FAILED_MESSAGE,
+    InterceptedCall,
+    InterceptorFailed,
+    configured_interceptors,
+    interceptors_before,
+)
+from toolhub.models import CallStatus
+from toolhub.storable import storable_text
+from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Tool
+
+if TYPE_CHECKING:
+    from toolhub.pipeline import CallRequest
+
+__all__ = ["CallRefused", "PreparedArguments", "prepared_arguments"]
+
+
+class CallRefused(Exception):
+    """Why a request may not run: the status and message recorded, who refused it, and its audit data."""
+
+    def __init__(
+        self, status: CallStatus, message: str, *, actor: str = "policy", detail: str = "", **data: Any
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.actor = actor
+        self.detail = detail
+        self.data = data
+
+
+@dataclass(frozen=True)
+class PreparedArguments:
+    """A request's arguments as they would run (validated, as stored, the interceptors' rewrites), or its refusal."""
+
+    validated: dict[str, Any]
+    stored: dict[str, Any]
+    rewrites: list[EventSpec]
+    refusal: CallRefused | None = None
+
+
+def prepared_arguments(tool: Tool, request: "CallRequest", context: ToolContext) -> PreparedArguments:
+    """Parse, validate and intercept: done once per request, as it runs the user's hooks.
+
+    Governance does not change its outcome, so a call decided again after a governance change reuses it:
+    the argument-error handler and the interceptors see each request once.
+    """
+    try:
+        try:
+            validated = validate_arguments(tool, parse_arguments(request.arguments))
+            stored = storable_arguments(tool, validated)
+        except ArgumentsRefused as refused:
+            raise CallRefused(CallStatus.INVALID, str(refused)) from None
+        return PreparedArguments(*_intercepted_arguments(request, tool, validated, stored, context))
+    except CallRefused as refusal:
+        return PreparedArguments({}, {}, [], refusal)
+
+
+def _intercepted_arguments(
+    request: "CallRequest", tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
+) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
+    """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
+
+    Runs after the grants and schema validation, before the tenant-argument check and approval, so policy
+    decides on what would run.
+    """
+    if not configured_interceptors():
+        return validated, stored, []
+
+    def revalidate(arguments: dict[str, Any]) -> dict[str, Any]:
+        return storable_arguments(tool, validate_arguments(tool, arguments))
+
+    seen = InterceptedCall(
+        tool_name=tool.name,
+        arguments=stored,
+        tenant=request.principal.tenant,
+        user_id=request.principal.user_id,
+        agent_name=request.principal.agent_name,
+        context=context.as_dict(),
+    )
+    try:
+        outcome = interceptors_before(call=seen, revalidate=revalidate)
+    except InterceptorFailed as failed:
+        raise CallRefused(
+            CallStatus.DENIED,
+            INTERCEPTOR_FAILED_MESSAGE,
+            actor=f"interceptor:{failed.name}",
+            detail=failed.detail,
+            interceptor=failed.name,
+            failed=True,
+        ) from None
+    if outcome.refusal:
+        message = storable_text(outcome.refusal)[: toolhub_settings().MAX_STRING_LENGTH]
+        name = outcome.refused_by
+        raise CallRefused(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
+    events = [
+        EventSpec(
+            "call.arguments_rewritten",
+            f"interceptor:{name}",
+            {"interceptor": name, "diff": arguments_diff(before, after, tool.sensitive)},
+        )
+        for name, before, after in outcome.rewrites
+    ]
+    if not events:
+        return validated, stored, events
+    return validate_arguments(tool, outcome.arguments), outcome.arguments, events
