@@ -17,7 +17,8 @@ from tests.profiles.sample_tools import Address, Color, book_stay, book_stay_str
 from toolhub import Tool, registry, tool
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.export import EXPORT_FORMATS, SCHEMA_PROFILES, profile_parameters, tool_definition
-from toolhub.tools.profiles import decimal_pattern, profile_problems, profile_schema, strict_safe
+from toolhub.tools.profiles import profile_problems, profile_schema, strict_safe
+from toolhub.tools.schema_decimals import decimal_pattern
 
 #: Packages whose tools are broken on purpose (registration must refuse them).
 _BROKEN_ON_PURPOSE = ("tests.sagas.badapp", "tests.toolsec.leakapp", "tests.toolsec.late_context", "tests.browser")

@@ -19,8 +19,9 @@ from pydantic_core import core_schema
 from toolhub.tools.definition import Tool
 from toolhub.tools.factories import output_adapter
 from toolhub.tools.options import Risk
-from toolhub.tools.profiles import PROFILES, decimal_fragment, has_plain_decimals, profile_schema, strict_safe
+from toolhub.tools.profiles import PROFILES, profile_schema, strict_safe
 from toolhub.tools.schema import drop_titles
+from toolhub.tools.schema_decimals import decimal_fragment, has_plain_decimals
 from toolhub.tools.strict import strict_schema
 
 __all__ = [

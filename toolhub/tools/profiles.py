@@ -20,23 +20,19 @@ Profiles:
 - ``compact``: llama.cpp, vLLM, Ollama grammar compilers: no ``anyOf``/``$ref``, small keyword set.
 """
 
-import copy
-from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
+
+from toolhub.tools.schema_decimals import decimal_fragment, is_decimal_union
+from toolhub.tools.schema_nodes import NULL_SCHEMA, accepts_null, constraint_words, inline_refs, nodes_of, walk_nodes
 
 __all__ = [
     "PROFILES",
     "SchemaProfile",
-    "decimal_pattern",
-    "has_plain_decimals",
     "profile_problems",
     "profile_schema",
     "strict_safe",
 ]
-
-_NULL = {"type": "null"}
 
 #: Keywords that constrain a value; when a profile drops one, its meaning goes into the description.
 _CONSTRAINTS = (
@@ -166,77 +162,6 @@ def profile_schema(schema: dict[str, Any], profile: str, *, strict: bool = False
     return shaped
 
 
-def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with every local ``$ref`` replaced by its definition and no ``$defs`` left.
-
-    A recursive type cannot be inlined: its inner occurrence becomes a plain object.
-    """
-    definitions = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-
-    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, list):
-            return [resolve(item, seen) for item in node]
-        if not isinstance(node, dict):
-            return node
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
-            name = ref.rsplit("/", 1)[1]
-            siblings = {k: resolve(v, seen) for k, v in node.items() if k != "$ref"}
-            if name in seen or name not in definitions:
-                return {"type": "object", **siblings}
-            return {**resolve(definitions[name], (*seen, name)), **siblings}
-        return {k: resolve(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
-
-    resolved: dict[str, Any] = resolve(copy.deepcopy(schema), ())
-    return resolved
-
-
-def decimal_pattern(*, max_digits: int | None, decimal_places: int | None, signed: bool = True) -> str:
-    """A regular expression for decimals written as strings within the digit limits."""
-    sign = "-?" if signed else ""
-    if max_digits is None:
-        whole = r"\d+"
-    elif decimal_places is not None and max_digits - decimal_places <= 0:
-        whole = "0"
-    else:
-        whole = rf"\d{{1,{max_digits - (decimal_places or 0)}}}"
-    if decimal_places == 0:
-        fraction = ""
-    elif decimal_places is None:
-        fraction = r"(\.\d+)?"
-    else:
-        fraction = rf"(\.\d{{1,{decimal_places}}})?"
-    return f"^{sign}{whole}{fraction}$"
-
-
-def decimal_fragment(
-    *,
-    max_digits: int | None = None,
-    decimal_places: int | None = None,
-    bounds: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A decimal as every profile can say it: a string with a pattern, its limits in words."""
-    bounds = {k: v for k, v in (bounds or {}).items() if v is not None}
-    lower = [Decimal(str(bounds[k])) for k in ("minimum", "exclusiveMinimum") if k in bounds]
-    signed = not lower or min(lower) < 0
-    words = ['a decimal number written as a string, e.g. "12.50"']
-    if max_digits is not None:
-        words.append(f"at most {max_digits} digits")
-    if decimal_places is not None:
-        words.append(f"at most {decimal_places} after the point")
-    words.extend(_describe(bounds))
-    return {
-        "type": "string",
-        "pattern": decimal_pattern(max_digits=max_digits, decimal_places=decimal_places, signed=signed),
-        "description": "; ".join(words) + ".",
-    }
-
-
-def has_plain_decimals(schema: dict[str, Any]) -> bool:
-    """Whether ``schema`` holds a decimal as pydantic writes it (``anyOf: [number, string]``, limits lost)."""
-    return any("anyOf" in node and _is_decimal_union(node) for node in _nodes(schema))
-
-
 def strict_safe(schema: dict[str, Any]) -> bool:
     """Whether OpenAI's strict rules leave the meaning of every call unchanged.
 
@@ -244,14 +169,14 @@ def strict_safe(schema: dict[str, Any]) -> bool:
     for "unset". That is only harmless where ``null`` is already a valid value of every optional
     property, and where no object is an open mapping.
     """
-    for node in _nodes(inline_refs(schema)):
+    for node in nodes_of(inline_refs(schema)):
         if node.get("type") == "object" or "properties" in node:
             extra = node.get("additionalProperties")
             if isinstance(extra, dict) or extra is True or ("properties" not in node and extra is not False):
                 return False
             required = set(node.get("required", ()))
             for name, sub in node.get("properties", {}).items():
-                if name not in required and not _accepts_null(sub):
+                if name not in required and not accepts_null(sub):
                     return False
     return True
 
@@ -262,7 +187,7 @@ def profile_problems(schema: dict[str, Any], profile: str, *, strict: bool = Fal
     problems = []
     if schema.get("type") != "object":
         problems.append("the root is not an object")
-    for path, node in _walk(schema, "$"):
+    for path, node in walk_nodes(schema, "$"):
         for key in ("$ref", "$defs", "definitions", "allOf", "oneOf"):
             if key in node:
                 problems.append(f"{path} uses {key}")
@@ -276,7 +201,7 @@ def profile_problems(schema: dict[str, Any], profile: str, *, strict: bool = Fal
             problems.append(f"{path} has a list of types")
         if rules.formats is not None and "format" in node and node["format"] not in rules.formats:
             problems.append(f"{path} has format {node['format']!r}, which {profile} does not know")
-        if "anyOf" in node and _is_decimal_union(node):
+        if "anyOf" in node and is_decimal_union(node):
             problems.append(f"{path} is a decimal as anyOf (number or string) without its limits")
         if strict:
             problems.extend(_strict_problems(path, node))
@@ -312,12 +237,12 @@ def _shape(node: Any, rules: SchemaProfile, *, strict: bool) -> Any:
     node = dict(node)
     if len(node.get("allOf", ())) == 1:  # pydantic's old way of giving a $ref siblings
         node = {**node.pop("allOf")[0], **node}
-    if "anyOf" in node and _is_decimal_union(node):
+    if "anyOf" in node and is_decimal_union(node):
         branches = node.pop("anyOf")
         number = next(b for b in branches if b.get("type") == "number")
         fragment = decimal_fragment(bounds={k: number.get(k) for k in _CONSTRAINTS})
-        if _NULL in branches:
-            node["anyOf"] = [fragment, _NULL]
+        if NULL_SCHEMA in branches:
+            node["anyOf"] = [fragment, NULL_SCHEMA]
         else:
             node = {**fragment, **node, "description": _joined(node.get("description"), fragment["description"])}
     if "properties" in node:
@@ -347,8 +272,8 @@ def _shape(node: Any, rules: SchemaProfile, *, strict: bool) -> Any:
 def _union(node: dict[str, Any], branches: list[dict[str, Any]], rules: SchemaProfile) -> dict[str, Any]:
     """One schema for ``anyOf: branches``: a type (list) where it says the same, else the union."""
     rest = {k: v for k, v in node.items() if k != "anyOf"}
-    nullable = _NULL in branches
-    others = [b for b in branches if b != _NULL]
+    nullable = NULL_SCHEMA in branches
+    others = [b for b in branches if b != NULL_SCHEMA]
     if len(others) == 1:
         merged = {**others[0], **rest}
         if "description" in others[0] and "description" in rest:
@@ -363,7 +288,7 @@ def _union(node: dict[str, Any], branches: list[dict[str, Any]], rules: SchemaPr
     if nullable:
         if rules.null_style == "nullable":
             return {**rest, "anyOf": others, "nullable": True}
-        others = [*others, _NULL]
+        others = [*others, NULL_SCHEMA]
     return {**rest, "anyOf": others}
 
 
@@ -388,7 +313,7 @@ def _nullable(node: dict[str, Any], rules: SchemaProfile) -> dict[str, Any]:
     elif isinstance(kind, list):
         node = {**node, "type": kind if "null" in kind else [*kind, "null"]}
     elif "anyOf" in node:
-        return {**node, "anyOf": [*node["anyOf"], _NULL]}
+        return {**node, "anyOf": [*node["anyOf"], NULL_SCHEMA]}
     else:
         return node  # no type: null is already allowed
     if "enum" in node and None not in node["enum"]:
@@ -413,8 +338,8 @@ def _single_types(node: dict[str, Any], rules: SchemaProfile) -> dict[str, Any]:
 
 def _without_null(node: dict[str, Any]) -> dict[str, Any]:
     node = {k: v for k, v in node.items() if k != "default"}
-    if "anyOf" in node and _NULL in node["anyOf"]:
-        node["anyOf"] = [b for b in node["anyOf"] if b != _NULL]
+    if "anyOf" in node and NULL_SCHEMA in node["anyOf"]:
+        node["anyOf"] = [b for b in node["anyOf"] if b != NULL_SCHEMA]
         if len(node["anyOf"]) == 1:
             (only,) = node.pop("anyOf")
             description = node.get("description")
@@ -442,7 +367,7 @@ def _close(node: Any) -> None:
         for name, sub in properties.items():
             _close(sub)
             if name not in required:
-                properties[name] = _nullable(sub, PROFILES["openai"]) if not _accepts_null(sub) else sub
+                properties[name] = _nullable(sub, PROFILES["openai"]) if not accepts_null(sub) else sub
         node["required"] = list(properties)
         node["additionalProperties"] = False
     for key in ("items", "prefixItems", "anyOf"):
@@ -457,7 +382,7 @@ def _keep_keywords(node: Any, keywords: frozenset[str], *, deep: bool = True) ->
         return node
     dropped = {k: v for k, v in node.items() if k not in keywords}
     kept = {k: v for k, v in node.items() if k in keywords}
-    hints = _describe({k: v for k, v in dropped.items() if k in _CONSTRAINTS})
+    hints = constraint_words({k: v for k, v in dropped.items() if k in _CONSTRAINTS})
     if hints:
         kept["description"] = _joined(kept.get("description"), "; ".join(hints))
     if deep:
@@ -469,66 +394,5 @@ def _keep_keywords(node: Any, keywords: frozenset[str], *, deep: bool = True) ->
     return kept
 
 
-def _describe(constraints: dict[str, Any]) -> list[str]:
-    words = {
-        "minimum": "at least {}",
-        "exclusiveMinimum": "more than {}",
-        "maximum": "at most {}",
-        "exclusiveMaximum": "less than {}",
-        "multipleOf": "a multiple of {}",
-        "minLength": "at least {} characters",
-        "maxLength": "at most {} characters",
-        "minItems": "at least {} items",
-        "maxItems": "at most {} items",
-        "pattern": "matching {}",
-        "format": "format: {}",
-    }
-    out = [template.format(constraints[key]) for key, template in words.items() if constraints.get(key) is not None]
-    if constraints.get("uniqueItems"):
-        out.append("no duplicates")
-    return out
-
-
 def _joined(first: str | None, second: str | None) -> str:
     return "; ".join(part for part in (first, second) if part)
-
-
-def _accepts_null(node: Any) -> bool:
-    if not isinstance(node, dict) or not node:
-        return True
-    kind = node.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind) or node.get("nullable") is True:
-        return "enum" not in node or None in node["enum"]
-    if "anyOf" in node:
-        return any(_accepts_null(branch) for branch in node["anyOf"])
-    return kind is None and "enum" not in node and "const" not in node and "$ref" not in node
-
-
-def _is_decimal_union(node: dict[str, Any]) -> bool:
-    """Pydantic's ``Decimal``: ``anyOf: [number (with bounds), string]`` (maybe or null)."""
-    branches = [b for b in node.get("anyOf", ()) if b != _NULL]
-    kinds = sorted(b.get("type", "") for b in branches if isinstance(b, dict))
-    plain_string = any(b == {"type": "string"} for b in branches)
-    return kinds == ["number", "string"] and plain_string
-
-
-def _nodes(node: Any) -> Iterator[dict[str, Any]]:
-    for _, found in _walk(node, "$"):
-        yield found
-
-
-def _walk(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(node, list):
-        for index, item in enumerate(node):
-            yield from _walk(item, f"{path}[{index}]")
-        return
-    if not isinstance(node, dict):
-        return
-    yield path, node
-    for name, sub in node.get("properties", {}).items():
-        yield from _walk(sub, f"{path}.{name}")
-    for key in ("items", "anyOf", "prefixItems", "additionalProperties", "allOf", "oneOf"):
-        if isinstance(node.get(key), dict | list):
-            yield from _walk(node[key], f"{path}.{key}")
-    for name, sub in {**node.get("$defs", {}), **node.get("definitions", {})}.items():
-        yield from _walk(sub, f"{path}.$defs.{name}")
