@@ -138,7 +138,7 @@ def direct_call_request(
     """
     principal = caller_principal(user, tenant=tenant)
     values = client_context(context, strict=strict_context)
-    saga_id = _checked_saga_id(saga_id, principal.tenant)
+    saga_id = _checked_saga_id(saga_id, principal)
     key = _checked_key(idempotency_key)
     boundary = {"tenant": principal.tenant, "user": principal.username, "user_id": principal.user_id}
     request = CallRequest(
@@ -198,20 +198,16 @@ def _checked_key(key: str) -> str:
     return key
 
 
-def _checked_saga_id(saga_id: str, tenant: str) -> str:
-    """A saga id is the caller's name for a group of calls; one already used by another tenant is refused."""
+def _checked_saga_id(saga_id: str, principal: CallPrincipal) -> str:
+    """A saga id is the caller's name for a group of their calls: unused, or naming a direct saga they own."""
     if not saga_id:
         return ""
     if not isinstance(saga_id, str) or len(saga_id) > _MAX_SAGA_ID_LENGTH or not saga_id.strip():
         raise CallerContextError(f"A saga id is a non-empty string of at most {_MAX_SAGA_ID_LENGTH} characters.")
-    from toolhub.sagas.models import Saga
+    from toolhub.sagas.selectors import SAGA_ID_UNAVAILABLE, saga_id_unavailable
 
-    taken = (
-        Saga.objects.filter(key=saga_id).exclude(tenant=tenant).exists()
-        or ToolCall.objects.filter(saga_id=saga_id).exclude(tenant=tenant).exists()
-    )
-    if taken:
-        raise CallerContextError("This saga id is not available; choose another (a new UUID, for instance).")
+    if saga_id_unavailable(saga_id, tenant=principal.tenant, user_id=principal.user_id):
+        raise CallerContextError(SAGA_ID_UNAVAILABLE)
     return saga_id
 
 

@@ -74,13 +74,7 @@ def alices_trip(alice: User) -> str:
 # --- direct sagas: joining a saga one did not open -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a member's direct call may carry a colleague's saga_id (toolhub/direct.py _checked_saga_id only "
-    "refuses other tenants' ids), which makes the saga theirs: they read it and roll it back "
-    "(toolhub/sagas/api.py SagaRollbackView counts any call carrying the id as 'own')",
-)
-def test_leak_a_member_joins_a_colleagues_direct_saga_by_its_name_and_rolls_it_back(
+def test_fixed_a_member_joins_a_colleagues_direct_saga_by_its_name_and_rolls_it_back(
     alice: User, carol: User, alices_trip: str
 ) -> None:
     """carol (acme, no role) guesses alice's saga id (client-chosen, e.g. ``trip-1``) and sends a step under it.
@@ -88,12 +82,16 @@ def test_leak_a_member_joins_a_colleagues_direct_saga_by_its_name_and_rolls_it_b
     Before: carol cannot read alice's saga (404). Tried: ``POST /api/v1/calls/ {"tool": "saga_step",
     "saga_id": "trip-1"}`` as carol, then ``GET /api/v1/sagas/trip-1/`` and ``POST /api/v1/sagas/trip-1/rollback/``.
     Found: the step is accepted into alice's saga; carol then reads the saga (alice's steps, their call ids)
-    and her rollback undoes alice's flight and hotel.
+    and her rollback undoes alice's flight and hotel. Fixed (``sagas.selectors.saga_id_unavailable``): a call
+    may carry an unused saga id or one of a direct saga its caller owns; anything else gets the same 400 as
+    another tenant's id, and nothing is recorded.
     """
     carol_client = client_for(carol)
     assert carol_client.get(f"/api/v1/sagas/{alices_trip}/").status_code == 404
 
-    step(carol_client, "carols-step", alices_trip)
+    refused = step(carol_client, "carols-step", alices_trip)
+    assert refused.status_code == 400 and "not available" in refused.json()["detail"], refused.content
+    assert not ToolCall.objects.filter(user=carol).exists()
     read = carol_client.get(f"/api/v1/sagas/{alices_trip}/")
     rolled = carol_client.post(f"/api/v1/sagas/{alices_trip}/rollback/")
 
@@ -102,19 +100,14 @@ def test_leak_a_member_joins_a_colleagues_direct_saga_by_its_name_and_rolls_it_b
     assert "flight" not in undone() and "hotel" not in undone()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a failed direct call carrying another user's saga_id rolls that saga back "
-    "(toolhub/sagas/services.py saga_call_settled -> saga_rollback; toolhub/direct.py _checked_saga_id lets any "
-    "member of the tenant use the id)",
-)
-def test_leak_a_members_failing_call_under_a_colleagues_saga_id_rolls_the_colleagues_steps_back(
+def test_fixed_a_members_failing_call_under_a_colleagues_saga_id_rolls_the_colleagues_steps_back(
     alice: User, carol: User, alices_trip: str
 ) -> None:
     """carol sends a failing call (``always_fails``) under alice's saga id: that rollback is not hers to ask for.
 
     Tried: ``POST /api/v1/calls/ {"tool": "always_fails", "arguments": {"reason": "x"}, "saga_id": "trip-1"}`` as carol.
     Found: the failure counts as a failed step of alice's saga, which rolls alice's flight and hotel back.
+    Fixed: the call is refused before it is recorded (the saga id is not hers).
     """
     step(client_for(carol), "boom", alices_trip, tool="always_fails")
 
@@ -122,13 +115,7 @@ def test_leak_a_members_failing_call_under_a_colleagues_saga_id_rolls_the_collea
     assert Saga.objects.get(key=alices_trip).status == "open"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: an auditor (or any member who knows a run id) rolls a run back by a failing direct call with "
-    "saga_id=<run id> (toolhub/direct.py _checked_saga_id accepts a run's saga key; "
-    "toolhub/sagas/services.py saga_call_settled rolls that saga back), bypassing RunRollbackView's 403",
-)
-def test_leak_an_auditor_rolls_a_run_back_by_a_failing_call_carrying_the_runs_id_as_saga_id(
+def test_fixed_an_auditor_rolls_a_run_back_by_a_failing_call_carrying_the_runs_id_as_saga_id(
     acme: AcmeData, acme_auditor: User
 ) -> None:
     """acme's auditor, refused ``POST /api/v1/runs/{id}/rollback/`` (403), tries the saga id instead.
@@ -136,6 +123,7 @@ def test_leak_an_auditor_rolls_a_run_back_by_a_failing_call_carrying_the_runs_id
     Tried: ``POST /api/v1/calls/ {"tool": "always_fails", "arguments": {"reason": "x"}, "saga_id": "<alice's run
     id>"}`` as the auditor (who reads every acme run id). Found: the failed call is taken for a failed step of the
     run's saga, whose debit is compensated: 100 go back to ACC-ACME, an action the auditor may not take.
+    Fixed: a run's saga key (a run that made calls) is never a direct call's saga id.
     """
     client = client_for(acme_auditor)
     run_id = str(acme.ledger_run.id)
@@ -148,18 +136,14 @@ def test_leak_an_auditor_rolls_a_run_back_by_a_failing_call_carrying_the_runs_id
     assert acme.saga.compensations.get().status == "recorded"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: an auditor refused the rollback of a direct saga (403) joins it with one call carrying its id, "
-    "and is then 'own' (toolhub/sagas/api.py SagaRollbackView; toolhub/direct.py _checked_saga_id)",
-)
-def test_leak_an_auditor_refused_a_sagas_rollback_joins_it_and_rolls_it_back(
+def test_fixed_an_auditor_refused_a_sagas_rollback_joins_it_and_rolls_it_back(
     alices_trip: str, acme_auditor: User
 ) -> None:
     """acme's auditor sees alice's saga and is refused its rollback; one harmless step under its id makes it theirs.
 
     Tried: ``POST /api/v1/sagas/trip-1/rollback/`` (403), then ``POST /api/v1/calls/`` with ``saga_id: "trip-1"``
-    and the rollback again. Found: 202, alice's flight and hotel undone.
+    and the rollback again. Found: 202, alice's flight and hotel undone. Fixed: the step is refused, and "own"
+    means the saga's owner (who opened it, else who made its first call), not anyone whose call carries its id.
     """
     client = client_for(acme_auditor)
     assert client.post(f"/api/v1/sagas/{alices_trip}/rollback/").status_code == 403

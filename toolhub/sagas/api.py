@@ -12,9 +12,8 @@ from rest_framework.views import APIView
 
 from toolhub.api.pagination import NewestFirstCursorPagination
 from toolhub.direct import DirectCallError, caller_principal
-from toolhub.models import ToolCall
 from toolhub.sagas.models import Compensation, Rollback, Saga
-from toolhub.sagas.selectors import OPERATE_PERMISSION, sagas_visible_to
+from toolhub.sagas.selectors import OPERATE_PERMISSION, direct_saga_owner, sagas_visible_to
 from toolhub.sagas.services import NothingToCompensateError, SagaKeyTakenError, saga_open, saga_rollback_on_demand
 
 __all__ = [
@@ -126,8 +125,9 @@ class SagaDetailView(generics.RetrieveAPIView):
 class SagaRollbackView(APIView):
     """Roll a direct saga back now: its completed compensable steps are undone, newest first.
 
-    Allowed for whoever opened the saga or made one of its steps, and for operators of its tenant
-    (``sagas.operate_saga``); others who see it get 403, another tenant's saga answers 404.
+    Allowed for its owner (who opened it, else who made its first call: only they may add calls to it)
+    and for operators of its tenant (``sagas.operate_saga``); others who see it get 403, another tenant's
+    saga answers 404.
     """
 
     throttle_scope = "runs"
@@ -141,10 +141,9 @@ class SagaRollbackView(APIView):
                 status=status.HTTP_409_CONFLICT,
             )
         user = request.user
-        own = saga.created_by_id == user.pk or ToolCall.objects.filter(saga_id=saga.key, user_id=user.pk).exists()
-        if not own and not user.has_perm(OPERATE_PERMISSION):
+        if direct_saga_owner(saga.key) != user.pk and not user.has_perm(OPERATE_PERMISSION):
             raise PermissionDenied(
-                "Only who opened the saga or made one of its steps, or an operator, may roll it back."
+                "Only who opened the saga (or made its first call), or an operator, may roll it back."
             )
         try:
             saga = saga_rollback_on_demand(saga_key=saga.key, tenant=saga.tenant, actor=f"user:{user.get_username()}")

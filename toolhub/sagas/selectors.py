@@ -24,7 +24,12 @@ __all__ = [
     "saga_audit_events",
     "rollback_note",
     "call_summary",
+    "direct_saga_owner",
+    "saga_id_unavailable",
 ]
+
+#: The one answer to a saga id the caller may not use: it never tells whose it is, or that it exists.
+SAGA_ID_UNAVAILABLE = "This saga id is not available; choose another (a new UUID, for instance)."
 
 
 def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
@@ -34,6 +39,40 @@ def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
     own = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="compensations__step_call__user")
     opened = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="created_by")
     return Saga.objects.filter(Q(pk__in=own.values("pk")) | Q(pk__in=opened.values("pk")))
+
+
+def direct_saga_owner(key: str) -> int | None:
+    """Who owns a direct saga: who opened it (``POST /api/v1/sagas/``), else who made the first call carrying it."""
+    opened_by = Saga.objects.filter(key=key).values_list("created_by_id", flat=True).first()
+    if opened_by is not None:
+        return opened_by  # type: ignore[no-any-return]
+    first = ToolCall.objects.filter(saga_id=key).order_by("created_at", "id").values_list("user_id", flat=True).first()
+    return first  # type: ignore[no-any-return]
+
+
+def saga_id_unavailable(key: str, *, tenant: str, user_id: int | None) -> bool:
+    """Whether a direct call of ``user_id`` in ``tenant`` may not carry saga id ``key``.
+
+    A caller starts a saga with an unused id, or adds steps to a direct saga they own; never to a run's
+    saga (a run rolls back through its own endpoint), another user's or another tenant's: a step would
+    make them one of its owners, and a failed one rolls the saga back.
+    """
+    sagas = Saga.objects.filter(key=key)
+    if sagas.exclude(tenant=tenant).exists() or ToolCall.objects.filter(saga_id=key).exclude(tenant=tenant).exists():
+        return True
+    if sagas.filter(run_id__isnull=False).exists() or _names_a_run(key):
+        return True
+    in_use = sagas.exists() or ToolCall.objects.filter(saga_id=key).exists()
+    return in_use and (user_id is None or direct_saga_owner(key) != user_id)
+
+
+def _names_a_run(key: str) -> bool:
+    """Whether ``key`` is the id of a run that made calls (its saga's key, once it records a step)."""
+    try:
+        run_id = uuid.UUID(key)
+    except ValueError:
+        return False
+    return ToolCall.objects.filter(run_id=run_id).exists()
 
 
 def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
