@@ -243,7 +243,10 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, admin
 
 
 class EventTypeFilter(admin.SimpleListFilter):
-    """By event type, offered from a skip scan of the event_type index instead of a DISTINCT over the trail."""
+    """By event type, offered from a skip scan of the event_type index instead of a DISTINCT over the trail.
+
+    For viewers who cross tenants; others type the event type (``EventTypeInputFilter``).
+    """
 
     title = "event type"
     parameter_name = "event_type"
@@ -253,6 +256,19 @@ class EventTypeFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
         return queryset.filter(event_type=self.value()) if self.value() else queryset
+
+
+class EventTypeInputFilter(AgentFilter):
+    """By event type, typed: for tenant-scoped viewers, whom the choices would tell of other tenants' activity.
+
+    ``EventTypeFilter`` offers the types found in the whole trail (every tenant's); scoping its index scan to
+    the viewer's tenants would read every event of the types they have none of.
+    """
+
+    title = "event type"
+    parameter_name = "event_type"
+    placeholder = "e.g. call.denied"
+    field = "event_type"
 
 
 def _event_types() -> list[str]:
@@ -317,6 +333,11 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
 
     def get_list_display(self, request: HttpRequest) -> Any:
         return _without_chain_positions(request, super().get_list_display(request))
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        if tenant_scope(request.user).everything:
+            return self.list_filter
+        return tuple(EventTypeInputFilter if f is EventTypeFilter else f for f in self.list_filter)
 
     def get_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
         return _without_chain_positions(request, super().get_fields(request, obj))
