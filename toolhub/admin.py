@@ -28,7 +28,9 @@ from toolhub.admin_helpers import (
 )
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
+from toolhub.disclosure.groups import rules_seen_from
 from toolhub.models import Grant, Tenant, TenantMembership, ToolDefinition, ToolGroup
+from toolhub.tenancy import tenant_scope
 
 admin.site.site_header = "toolhub"
 admin.site.site_title = "toolhub"
@@ -172,6 +174,26 @@ class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
         ),
     )
     readonly_fields = ("code_members",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolGroup]:
+        """Tenant-scoped staff see the groups for everyone and those whose rules name one of their tenants."""
+        groups = super().get_queryset(request)
+        scope = tenant_scope(request.user)
+        if scope.everything:
+            return groups
+        rows = groups.values_list("pk", "activation_rules")
+        return groups.filter(pk__in=[pk for pk, rules in rows if rules_seen_from(rules, scope.tenants) is not None])
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> ToolGroup | None:
+        """The group, its rules as the viewer's tenants read them (others' tenants left out) unless they cross tenants.
+
+        Safe to change in memory: only those who cross tenants may save a group (``CrossTenantChangesOnly``).
+        """
+        group = super().get_object(request, object_id, from_field)
+        scope = tenant_scope(request.user)
+        if group is not None and not scope.everything:
+            group.activation_rules = rules_seen_from(group.activation_rules, scope.tenants) or []
+        return group
 
     def save_model(self, request: HttpRequest, obj: ToolGroup, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

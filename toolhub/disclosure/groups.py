@@ -26,6 +26,7 @@ __all__ = [
     "eligible_groups",
     "group_eligibility",
     "initially_active",
+    "rules_seen_from",
 ]
 
 RULE_KEYS = frozenset({"roles", "tenants", "agents", "context"})
@@ -90,6 +91,26 @@ def activation_rules_problem(rules: Any) -> str | None:
         if "context" in rule and not isinstance(rule["context"], dict):
             return f"Rule {position + 1}: context is an object of attribute -> value (or list of values)."
     return None
+
+
+def rules_seen_from(rules: Any, tenants: Iterable[str]) -> list[Mapping[str, Any]] | None:
+    """A group's rules as staff of ``tenants`` read them; ``None`` when the group is only for other tenants.
+
+    Groups are shared by every tenant, and a rule naming tenants names them: a rule for none of ``tenants``
+    is left out, and a rule's tenant list keeps only theirs. A group without rules is for everyone.
+    """
+    mine = set(tenants)
+    if not isinstance(rules, list) or not rules:
+        return []
+    seen = []
+    for rule in rules:
+        if not isinstance(rule, Mapping):
+            continue
+        if "tenants" not in rule:
+            seen.append(dict(rule))
+        elif mine & set(rule["tenants"]):
+            seen.append({**rule, "tenants": [t for t in rule["tenants"] if t in mine]})
+    return seen or None
 
 
 def _matches(rule: Mapping[str, Any], *, roles: frozenset[str], tenant: str, agent: str, context: Mapping) -> bool:
