@@ -7,9 +7,9 @@ under its id), the sagas API and pages across tenants, the admin's searches, ord
 choices, the ``tenant`` parameter of every POST that takes one, crafted pagination cursors, the
 OpenAPI schema, webhook deliveries and approval pages of a tool with sensitive arguments.
 
-Tests named ``test_leak_*`` show a leak found by this probe that is still open: each is a strict expected
-failure asserting the secure behaviour (it fails the suite once the leak is fixed, so that it becomes a
-regression test). The others passed when written and stay as regression tests.
+Tests named ``test_fixed_*`` are leaks this probe found (written first as strict expected failures asserting
+the secure behaviour), fixed the same day; each docstring says what leaked and how it was fixed. The others
+passed when written and stay as regression tests.
 """
 
 import base64
@@ -453,22 +453,17 @@ def test_crafted_cursors_page_through_nothing_of_acme(
                 assert not leaked, (url, position, extra, leaked)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a cursor whose position is not a timestamp answers 500, not 400 (toolhub/api/pagination.py "
-    "NewestFirstCursorPagination: DRF's CursorPagination filters created_at by the decoded position unchecked); "
-    "a robustness defect, nothing of another tenant shows",
-)
 @pytest.mark.parametrize("url", ["/api/v1/calls/", "/api/v1/approvals/", "/api/v1/sagas/"])
-def test_leak_a_cursor_holding_a_position_that_is_no_time_is_a_server_error(url: str, globex_operator: User) -> None:
+def test_fixed_a_cursor_holding_a_position_that_is_no_time_is_refused(url: str, globex_operator: User) -> None:
     """Tried: ``?cursor=`` of ``p=acme`` (base64). Found: an uncaught ``ValidationError`` (500 and a logged traceback)
-    where a bad cursor should answer 400 or 404 like DRF's "Invalid cursor" (README, "Bad input and abuse")."""
+    where a bad cursor should answer 400 or 404 like DRF's "Invalid cursor" (README, "Bad input and abuse").
+    Fixed: the pagination checks the position is a time and answers DRF's 404 "Invalid cursor"."""
     client = client_for(globex_operator)
     client.raise_request_exception = False
 
     response = client.get(url, {"cursor": _cursor(p="acme")})
 
-    assert response.status_code in (400, 404), response.status_code
+    assert (response.status_code, response.json()) == (404, {"detail": "Invalid cursor"})
 
 
 def test_the_openapi_schema_names_no_tenant_user_agent_or_tool(acme: AcmeData, api_client: APIClient) -> None:

@@ -1,6 +1,11 @@
 """Keyset pagination for every list: stable on million-row tables, no COUNT(*)."""
 
-from rest_framework.pagination import CursorPagination
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.request import Request
 
 __all__ = ["NewestFirstCursorPagination", "ByNameCursorPagination"]
 
@@ -16,6 +21,18 @@ class NewestFirstCursorPagination(CursorPagination):
     ordering = ("-created_at", "-id")
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        """DRF's cursor, its position checked: a crafted one that is no time is refused like any bad cursor (404)."""
+        cursor: Any = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None and self.ordering[0].lstrip("-") == "created_at":
+            try:
+                valid = parse_datetime(cursor.position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor  # type: ignore[no-any-return]
 
 
 class ByNameCursorPagination(NewestFirstCursorPagination):
