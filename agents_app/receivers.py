@@ -13,7 +13,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from toolhub.signals import after_task, call_settled
+from toolhub.signals import after_task, call_settled, saga_key_reserved
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,18 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
         return
     if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
         _send_advance(run_id)
+
+
+@receiver(saga_key_reserved, dispatch_uid="agents_app.run_saga_keys")
+def _run_saga_key(sender: Any, key: str, **kwargs: Any) -> bool:
+    """A run's id is its saga's key: no direct call may carry it, even before the run made a call."""
+    from agents_app.models import AgentRun
+
+    try:
+        run_id = uuid.UUID(key)
+    except ValueError:
+        return False
+    return AgentRun.objects.filter(pk=run_id).exists()
 
 
 def _advance_here(run_id: uuid.UUID, seconds_left: float) -> None:

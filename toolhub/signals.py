@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 
 from django.dispatch import Signal
 
-__all__ = ["approval_needed", "call_settled", "call_suspended", "after_task", "running_after_task", "task_seconds_left"]
+__all__ = [
+    "approval_needed",
+    "call_settled",
+    "call_suspended",
+    "saga_key_reserved",
+    "after_task",
+    "running_after_task",
+    "task_seconds_left",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +34,10 @@ call_settled = Signal()
 #: (the ToolCall, with its ``suspension``). Sent after commit, so work the tool left for later (a subagent's
 #: child run) starts only once the call is parked and can be settled.
 call_suspended = Signal()
+
+#: Asked (``send``) before a direct call takes a saga id; kwargs: ``key``. A receiver returns True when the key is
+#: one an app keeps for its own sagas (an agent run's id, before the run has made any call), so no caller squats it.
+saga_key_reserved = Signal()
 
 #: What runs after a task's own work: called with the seconds left before the task's soft time limit.
 AfterTaskAction = Callable[[float], None]

@@ -136,6 +136,22 @@ def test_fixed_an_auditor_rolls_a_run_back_by_a_failing_call_carrying_the_runs_i
     assert acme.saga.compensations.get().status == "recorded"
 
 
+def test_a_runs_id_is_never_a_direct_calls_saga_id_even_before_the_run_made_a_call(alice: User) -> None:
+    """A run's id is its saga's key: carried by a direct call before the run records a step, it would file the
+    run's steps into the caller's saga (``locked_saga``), which the caller could then roll back."""
+    from agents_app.models import Agent
+    from agents_app.services import run_start
+
+    agent = Agent.objects.create(name="quiet", script=[{"content": "nothing to do"}], tools=[])
+    run = run_start(agent=agent, user=alice, input="go")
+    assert not ToolCall.objects.filter(run_id=run.id).exists()
+
+    refused = step(client_for(alice), "squat", str(run.id))
+
+    assert refused.status_code == 400 and "not available" in refused.json()["detail"], refused.content
+    assert not ToolCall.objects.filter(saga_id=str(run.id)).exists()
+
+
 def test_fixed_an_auditor_refused_a_sagas_rollback_joins_it_and_rolls_it_back(
     alices_trip: str, acme_auditor: User
 ) -> None:

@@ -67,12 +67,16 @@ def saga_id_unavailable(key: str, *, tenant: str, user_id: int | None) -> bool:
 
 
 def _names_a_run(key: str) -> bool:
-    """Whether ``key`` is the id of a run that made calls (its saga's key, once it records a step)."""
+    """Whether ``key`` is a run's id (its saga's key, once it records a step): made calls, or an app keeps it."""
+    from toolhub.signals import saga_key_reserved
+
     try:
         run_id = uuid.UUID(key)
     except ValueError:
         return False
-    return ToolCall.objects.filter(run_id=run_id).exists()
+    if ToolCall.objects.filter(run_id=run_id).exists():
+        return True
+    return any(reserved for _, reserved in saga_key_reserved.send(sender=Saga, key=key))
 
 
 def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
