@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents_app.models import Agent, AgentRun
+from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
 from agents_app.selectors import (
     agents_visible_to,
     run_children,
@@ -142,6 +142,17 @@ class AgentSerializer(serializers.ModelSerializer):
     def get_model(self, agent: Agent) -> dict[str, Any]:
         # The provider's URL, model and credential stay with administrators.
         return {"provider": agent.provider.name, "kind": agent.provider.kind, "script": agent.script}
+
+    def to_representation(self, instance: Agent) -> dict[str, Any]:
+        """The agent as the reader sees it: its tools among those they may see (``CallerView.tools_seen``)."""
+        data = super().to_representation(instance)
+        view = caller_view_of(self.context)
+        if view is not None:
+            seen = view.tools_seen(instance.tools, tenant=instance.tenant.slug if instance.tenant_id else None)
+            data["tools"] = [name for name in data["tools"] if name in seen]
+            if data.get("tool_choice") and data["tool_choice"] not in (*TOOL_CHOICE_MODES, *seen):
+                data["tool_choice"] = "required"
+        return data
 
 
 class RunInputSerializer(serializers.Serializer):
@@ -306,7 +317,7 @@ class AgentListCreateView(generics.ListAPIView):
         agent = agent_create(
             **data, tenant=tenant, provider=model["provider"], script=model.get("script"), created_by=request.user
         )
-        return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+        return Response(AgentSerializer(agent, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class AgentDetailView(APIView):
@@ -316,7 +327,8 @@ class AgentDetailView(APIView):
 
     @extend_schema(responses=AgentSerializer)
     def get(self, request: Request, pk: int) -> Response:
-        return Response(AgentSerializer(get_object_or_404(agents_visible_to(request.user), pk=pk)).data)
+        agent = get_object_or_404(agents_visible_to(request.user), pk=pk)
+        return Response(AgentSerializer(agent, context={"request": request}).data)
 
     @extend_schema(request=AgentPatchSerializer, responses=AgentSerializer)
     def patch(self, request: Request, pk: int) -> Response:
@@ -327,7 +339,7 @@ class AgentDetailView(APIView):
         model = changes.pop("model", None) or {}
         changes.update({key: model[key] for key in ("provider", "script") if key in model})
         agent = agent_update(agent=agent, changes=changes, changed_by=request.user)
-        return Response(AgentSerializer(agent).data)
+        return Response(AgentSerializer(agent, context={"request": request}).data)
 
 
 class RunCreateView(APIView):
@@ -348,7 +360,7 @@ class RunCreateView(APIView):
             context=data["context"],
         )
         run.refresh_from_db()
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
 class RunDetailView(generics.RetrieveAPIView):
@@ -373,7 +385,7 @@ class RunRetryView(APIView):
         run = _operable_run(request, pk, "retry it")
         run = run_retry(run=run)  # a run that cannot be retried: 409 (RunStateError)
         run.refresh_from_db()
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context={"request": request}).data)
 
 
 class RunRollbackView(APIView):

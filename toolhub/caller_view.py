@@ -1,4 +1,4 @@
-"""How callers without a tenant-wide role read back their own calls: as they were answered.
+"""How callers without a tenant-wide role read back their own calls (as they were answered) and agents.
 
 The pipeline answers a denied call of a tool the caller may not see exactly like a call of a tool that
 does not exist (the REST API's 404, MCP's invalid-params error, the agent loop's unknown-tool message);
@@ -20,7 +20,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from toolhub.authorization import CallPrincipal
+from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope
@@ -96,6 +96,18 @@ class CallerView:
         if status == CallStatus.DENIED:
             return Q(status=CallStatus.DENIED) & callable_here
         return Q(status=CallStatus.INVALID) | (Q(status=CallStatus.DENIED) & ~callable_here)
+
+    def tools_seen(self, names: Iterable[str], *, tenant: str | None) -> set[str]:
+        """Of ``names`` (an agent's tools), those this reader may see.
+
+        Every one for the catalogue's roles; else those they may call in ``tenant`` (for a global agent,
+        ``None``: in any of their tenants), as the catalogue and the unknown-tool answers show them.
+        """
+        if self.user.has_perm(CATALOGUE_PERMISSION):
+            return set(names)
+        tenants = [tenant] if tenant is not None else sorted(tenant_scope(self.user).tenants) or [""]
+        visible = set().union(*(self._visible_in(t) for t in tenants))
+        return {name for name in names if name in visible}
 
     def _visible_in(self, tenant: str) -> list[str]:
         from toolhub.pipeline import visible_tool_names

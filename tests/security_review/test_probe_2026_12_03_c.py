@@ -8,9 +8,8 @@ artifact downloads with mixed ids, a colleague's run retried or rolled back, a r
 keys, a subagent naming an agent that exists only in globex, the blackboard tools called from outside a run,
 MCP's status tool and tenant header, and what the agents and runs API tell a member about tools she may not use.
 
-Tests named ``test_leak_*`` show a leak found by this probe that is still open: each is a strict expected
-failure asserting the secure behaviour (it fails the suite once the leak is fixed, so that it becomes a
-regression test). The others passed when written and stay as regression tests.
+Tests named ``test_fixed_*`` are leaks this probe found (written first as strict expected failures asserting
+the secure behaviour), fixed the same day. The others passed when written and stay as regression tests.
 """
 
 from typing import Any
@@ -397,15 +396,7 @@ def test_the_run_page_reads_a_denied_call_of_a_hidden_tool_as_unknown(alice: Use
     assert (row["status"], row["error"].split(".")[0]) == ("invalid", "Unknown tool 'calculate'")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: POST /api/v1/runs/ answers RunSerializer(run) without the request in its context "
-        "(agents_app/api.py RunCreateView.post), so toolhub.caller_view is skipped and the member reads the "
-        "stored denial ('denied', \"Tool 'calculate' is denied to you\") that GET /runs/{id}/ masks as unknown"
-    ),
-)
-def test_leak_the_answer_to_starting_a_run_shows_a_denied_call_of_a_tool_its_user_may_not_see(alice: User) -> None:
+def test_fixed_the_answer_to_starting_a_run_shows_a_denied_call_of_a_tool_its_user_may_not_see(alice: User) -> None:
     """alice starts (over the API) a run whose model calls ``calculate``, a tool denied to her; the scripted model
     runs in the request (eager), so the 201 answer already lists the call. It should read as GET does: unknown."""
     _hidden_calculate(alice)
@@ -418,14 +409,7 @@ def test_leak_the_answer_to_starting_a_run_shows_a_denied_call_of_a_tool_its_use
     assert "denied" not in row["error"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: POST /api/v1/runs/{id}/retry/ answers RunSerializer(run) without the request in its context "
-        "(agents_app/api.py RunRetryView.post): the member reads the stored denial of a hidden tool"
-    ),
-)
-def test_leak_the_answer_to_retrying_a_run_shows_a_denied_call_of_a_tool_its_user_may_not_see(alice: User) -> None:
+def test_fixed_the_answer_to_retrying_a_run_shows_a_denied_call_of_a_tool_its_user_may_not_see(alice: User) -> None:
     """alice's run called ``calculate`` (denied to her) and later failed retryably; she retries it over the API."""
     agent = _hidden_calculate(alice)
     run = run_start(agent=agent, user=alice, input="go")
@@ -440,15 +424,7 @@ def test_leak_the_answer_to_retrying_a_run_shows_a_denied_call_of_a_tool_its_use
     assert "denied" not in row["error"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open: GET /api/v1/agents/ and /agents/{id}/ serialize Agent.tools whole (agents_app/api.py "
-        "AgentSerializer); a member without the catalogue permission reads the names of tools she may not use, "
-        "which GET /api/v1/tools/ and every unknown-tool answer keep from her"
-    ),
-)
-def test_leak_an_agents_tool_list_names_tools_its_reader_may_not_use(alice: User) -> None:
+def test_fixed_an_agents_tool_list_names_tools_its_reader_may_not_use(alice: User, operator: User) -> None:
     """A global agent (platform-made) lists ``calculate`` and ``debit``; alice is denied ``debit``.
 
     Her catalogue (``GET /api/v1/tools/``) leaves ``debit`` out and a call of it answers 404 like a missing tool;
@@ -466,6 +442,8 @@ def test_leak_an_agents_tool_list_names_tools_its_reader_may_not_use(alice: User
 
     assert listed["tools"] == ["calculate"]
     assert detail["tools"] == ["calculate"]
+    # the catalogue's roles (operators, auditors, developers) read the agent whole
+    assert client_for(operator).get(f"/api/v1/agents/{agent.pk}/").json()["tools"] == ["calculate", "debit"]
 
 
 def test_the_agent_lists_and_details_of_globex_show_acme_nothing(alice: User, other_tenant: Tenant) -> None:
