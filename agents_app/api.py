@@ -34,11 +34,13 @@ from agents_app.services import (
 )
 from agents_app.subagents import subagent_run_of
 from toolhub.caller_view import caller_view_of
+from toolhub.conf import toolhub_settings
 from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
 from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.selectors import displayed_arguments
+from toolhub.tools.context_types import context_type_keys
 
 #: The model settings an API request may give; everything else is the provider's, set by administrators.
 MODEL_KEYS = frozenset({"provider", "script"})
@@ -164,8 +166,26 @@ class RunInputSerializer(serializers.Serializer):
     )
     input = serializers.CharField(max_length=100_000)
     context = serializers.DictField(
-        required=False, default=dict, help_text="Custom context keys; `tenant` if you belong to several."
+        required=False,
+        default=dict,
+        help_text="Custom context keys; `tenant` if you belong to several. The reserved keys and the keys typed "
+        'context objects are built from (unless in TOOLHUB["CLIENT_CONTEXT_KEYS"]) are refused.',
     )
+
+    def validate_context(self, context: dict[str, Any]) -> dict[str, Any]:
+        """A typed context object (``register_context_type``) is for the server to build, never the client to send.
+
+        Tools trust it (``Annotated[UserContext, FromContext]``): a client naming its key would choose who the
+        tool acts for. The operators' ``CLIENT_CONTEXT_KEYS`` may let one through, as for direct calls.
+        """
+        allowed = set(toolhub_settings().CLIENT_CONTEXT_KEYS)
+        forged = sorted(str(key) for key in context if key in context_type_keys() and key not in allowed)
+        if forged:
+            raise serializers.ValidationError(
+                f"Context key(s) {', '.join(map(repr, forged))} build typed context objects tools trust; a client "
+                "cannot set them (build them on the server: register_context_type(factory=...))."
+            )
+        return context
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("agent_id" in attrs) == ("agent" in attrs):

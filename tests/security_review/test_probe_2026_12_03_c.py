@@ -12,6 +12,7 @@ Tests named ``test_fixed_*`` are leaks this probe found (written first as strict
 the secure behaviour), fixed the same day. The others passed when written and stay as regression tests.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -32,6 +33,7 @@ from tests.tenancy.conftest import AcmeData, database_state, make_user, random_u
 from tests.testapp.models import SideEffect
 from tests.testapp.tools import ask_researcher
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, TenantMembership, ToolCall
+from toolhub.tools.context_types import register_context_type
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -251,6 +253,33 @@ def test_a_run_context_cannot_carry_a_reserved_key(key: str, alice: User) -> Non
     assert answer.status_code == 400, answer.content
     assert key in answer.content.decode()
     assert not AgentRun.objects.exists()
+
+
+@register_context_type(key="probe_identity")
+@dataclass(frozen=True)
+class ProbeIdentity:
+    """Who a tool acts for, as a typed context object: built by the server, trusted by tools."""
+
+    user_id: str
+
+
+def test_fixed_a_run_context_cannot_carry_a_typed_context_objects_key(alice: User, settings: Any) -> None:
+    """alice starts a run whose context names a typed context object's key (who its tools act for).
+
+    Found by this probe: a run's context took any key but the reserved ones, so a client chose what a tool
+    marked ``Annotated[ProbeIdentity, FromContext]`` received, where a direct call refuses any key off
+    ``CLIENT_CONTEXT_KEYS``. Fixed: such a key is refused (400, nothing created) unless operators list it.
+    """
+    agent_create(name="probe-c-typed", provider="scripted", script=[{"content": "hi"}], tools=[])
+    body = {"agent": "probe-c-typed", "input": "go", "context": {"probe_identity": {"user_id": "carol"}}}
+
+    refused = client_for(alice).post("/api/v1/runs/", body, format="json")
+
+    assert refused.status_code == 400, refused.content
+    assert "'probe_identity'" in refused.json()["context"][0]
+    assert not AgentRun.objects.exists()
+    settings.TOOLHUB = {**settings.TOOLHUB, "CLIENT_CONTEXT_KEYS": ["probe_identity"]}
+    assert client_for(alice).post("/api/v1/runs/", body, format="json").status_code == 201
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ __all__ = [
     "FromContext",
     "register_context_type",
     "is_context_type",
+    "context_type_keys",
     "context_object",
     "ContextObjectUnavailable",
     "ContextTypeSpec",
@@ -155,6 +156,12 @@ def on_register(check: Callable[[type], None]) -> None:
 def _refuse_if_exposed(klass: type) -> None:
     for check in _register_checks:
         check(klass)
+
+
+def context_type_keys() -> frozenset[str]:
+    """The context keys typed context objects are built from: what a client must not set (they are trusted)."""
+    with _lock:
+        return frozenset(spec.key for spec in _registry.values())
 
 
 def is_context_type(annotation: Any) -> bool:
