@@ -53,7 +53,8 @@ def call_timeline(call_id: Any) -> CallTimeline:
     """The call's events in order, each re-verified: its hash, and its links to its chain neighbours.
 
     Three indexed queries whatever the trail's size: the call's events, then the hashes of the events
-    just before and just after each of them in their chains.
+    just before and just after each of them in their chains. The problems name no sequence number: the
+    page is read by tenant-scoped staff, and chains are shared by every tenant (``verify_audit`` names them).
     """
     events = list(AuditEvent.objects.filter(call_id=call_id).order_by("created_at", "chain", "seq"))
     if not events:
@@ -78,13 +79,13 @@ def call_timeline(call_id: Any) -> CallTimeline:
             if event.prev_hash:
                 problems.append("first event of its chain names a previous hash")
         elif before is None:
-            problems.append(f"the event before it (seq {event.seq - 1}) is missing")
+            problems.append("the event before it in its chain is missing")
         elif before[1] != event.prev_hash:
             problems.append("previous hash does not match the event before it: chain was altered")
         after = neighbours.get((event.chain, event.seq + 1))
         if after is None:
             if heads.get(event.chain, 0) > event.seq:
-                problems.append(f"the event after it (seq {event.seq + 1}) is missing")
+                problems.append("the event after it in its chain is missing")
         elif after[0] != event.hash:
             problems.append("the event after it does not link to it: chain was altered")
         entries.append(TimelineEntry(event, tuple(problems)))

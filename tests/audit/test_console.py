@@ -191,6 +191,13 @@ def test_a_calls_page_shows_its_timeline_verified_and_a_tampered_event_not(audit
     assert "NOT VERIFIED: 1 of 2 events do not verify" in body
     assert "hash does not match its content: event was altered" in body
 
+    # a deleted event: named by its place, not its sequence number (chains are shared by every tenant)
+    with owner_tampering(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditevent WHERE id = %s", [event.pk])
+    body = rows_of(client, f"/admin/toolhub/toolcall/{call.pk}/change/")
+    assert "NOT VERIFIED: 1 of 1 events do not verify" in body
+    assert "the event before it in its chain is missing" in body and "(seq " not in body
+
 
 # --- exports -------------------------------------------------------------------------------------------
 
