@@ -184,6 +184,10 @@ class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
         rows = groups.values_list("pk", "activation_rules")
         return groups.filter(pk__in=[pk for pk, rules in rows if rules_seen_from(rules, scope.tenants) is not None])
 
+    def choosable_queryset(self, request: HttpRequest) -> QuerySet[ToolGroup]:
+        """The groups a grant's or a rule's form may name: those shown here."""
+        return self.get_queryset(request)
+
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> ToolGroup | None:
         """The group, its rules as the viewer's tenants read them (others' tenants left out) unless they cross tenants.
 
@@ -243,6 +247,16 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
         ("To whom (one of)", {"fields": ("user", "group", "tenant", "agent_name")}),
         ("For an agent: in which tenant (optional)", {"fields": ("agent_tenant",)}),
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Grant | None = None) -> Any:
+        """Tenant-scoped staff grant to one of their tenants only: user, group and agent grants are the platform's."""
+        if tenant_scope(request.user).everything:
+            return super().get_fieldsets(request, obj)
+        return (
+            (None, {"fields": ("effect", "note")}),
+            ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
+            ("To which of your tenants", {"fields": ("tenant",)}),
+        )
 
 
 # The audit console (calls, the audit trail, exports) registers itself beside the catalogue.

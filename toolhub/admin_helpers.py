@@ -135,8 +135,9 @@ class TenantScopedAdmin:
     def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
         """A tenant is chosen among the user's own tenants (a tenant-scoped user must choose one).
 
-        A row of another tenant-scoped admin (a user, a call) is chosen among the rows that admin shows,
-        even when typed in by id, and a raw id box names no row outside them.
+        A row of another tenant-scoped admin (a user, a call), or of an admin that shows each tenant only
+        part of a shared table (``choosable_queryset``: tool groups), is chosen among the rows that admin
+        shows, even when typed in by id, and a raw id box names no row outside them.
         """
         scope = tenant_scope(request.user)
         if db_field.related_model is Tenant:
@@ -145,7 +146,8 @@ class TenantScopedAdmin:
                 kwargs["required"] = True
         elif "queryset" not in kwargs and not scope.everything:
             related_admin = self.admin_site._registry.get(db_field.related_model)  # type: ignore[attr-defined]
-            if isinstance(related_admin, TenantScopedAdmin):
+            # A tenant-scoped admin, or a shared one that shows each tenant only part (tool groups).
+            if hasattr(related_admin, "choosable_queryset"):
                 kwargs["queryset"] = related_admin.choosable_queryset(request)
                 if db_field.name in self.raw_id_fields:  # type: ignore[attr-defined]
                     kwargs["widget"] = _ScopedRawIdWidget(

@@ -10,9 +10,8 @@ model provider and remote MCP pages (endpoints, key names, per-tenant credential
 ``?_changelist_filters=``, ``?e=`` and ``?_to_field=`` paths, CSV and JSON Lines exports with crafted filters,
 and the dashboard with crafted query parameters.
 
-Tests named ``test_leak_*`` show a leak found by this probe that is still open: each is a strict expected
-failure asserting the secure behaviour (it fails the suite once the leak is fixed, so that it becomes a
-regression test). The others passed when written and stay as regression tests.
+Tests named ``test_fixed_*`` are leaks this probe found (written first as strict expected failures asserting
+the secure behaviour), fixed the same day. The others passed when written and stay as regression tests.
 """
 
 import json
@@ -457,27 +456,16 @@ def test_change_forms_offer_only_acmes_tenants_users_and_providers(
     rule = _choices(client, f"/admin/approvals/approvalrule/{configuration['acme_rule'].pk}/change/")
     agent = _choices(client, "/admin/agents_app/agent/add/")
 
-    assert grant["tenant"] == grant["agent_tenant"] == rule["tenant"] == agent["tenant"] == ["acme"]
-    assert "gina" not in grant["user"] and "globex-operator" not in grant["user"]
+    assert grant["tenant"] == rule["tenant"] == agent["tenant"] == ["acme"]
     assert sorted(agent["provider"]) == ["acme-gpt", "scripted"]
-    # a grant's user typed in by id: the raw id box names nobody of globex
-    from toolhub.admin_helpers import _ScopedRawIdWidget
-
-    widget = client.get("/admin/toolhub/grant/add/").context["adminform"].form.fields["user"].widget
-    widget = getattr(widget, "widget", widget)
-    assert isinstance(widget, _ScopedRawIdWidget)
-    assert widget.label_and_url_for_value(globex.gina.pk) == ("", "")
+    # grants to a user, a group or an agent are the platform's: the form offers tenant staff none of those fields
+    form = client.get("/admin/toolhub/grant/add/").context["adminform"].form
+    assert {"user", "group", "agent_name", "agent_tenant"}.isdisjoint(form.fields)
     body = client.get("/admin/agents_app/agent/add/").content.decode()
     assert "llm.acme.example" not in body and "globex" not in body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the grant and approval rule forms offer every ToolGroup as tool_group, a group activated only for "
-    "globex included (toolhub/admin_helpers.py TenantScopedAdmin.formfield_for_foreignkey scopes only related "
-    "admins that are TenantScopedAdmin; ToolGroupAdmin scopes its own get_queryset only)",
-)
-def test_leak_grant_and_rule_forms_offer_a_tool_group_activated_only_for_globex(
+def test_fixed_grant_and_rule_forms_offer_a_tool_group_activated_only_for_globex(
     configuration: dict[str, Any], acme_developer: User
 ) -> None:
     """acme's developer opens the grant and approval rule add forms.
@@ -493,13 +481,7 @@ def test_leak_grant_and_rule_forms_offer_a_tool_group_activated_only_for_globex(
         assert "globex-payments" not in client.get(url).content.decode(), url
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the grant form's group select lists every Django group (globex's approver group included) to "
-    "tenant-scoped developers, who may not grant to groups at all (toolhub/admin.py GrantAdmin: 'group' in its "
-    "fieldsets; RoleGroupAdmin is not a TenantScopedAdmin, so admin_helpers leaves the choices unscoped)",
-)
-def test_leak_the_grant_form_lists_every_django_group_globexs_approvers_included(
+def test_fixed_the_grant_form_lists_every_django_group_globexs_approvers_included(
     configuration: dict[str, Any], acme_developer: User
 ) -> None:
     """acme's developer opens the grant add form. Found: the ``group`` select names ``globex-approvers``, a group
@@ -870,20 +852,14 @@ def test_a_tenant_credential_admin_sees_and_saves_only_acmes_credentials(
         ),
     ]
 
-    assert [r.status_code for r in answers] == [403, 200, 403, 403]
+    # adding is the platform's (403 whatever the tenant); on a change, server, tenant and variable are read-only
+    assert [r.status_code for r in answers] == [403, 403, 403, 302]
     assert sorted(RemoteMcpCredential.objects.values_list("id", "server_id", "tenant", "credential_env", "header")) == (
         before
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: adding a credential for tenant 'globex' answers 'already exists' (200, a form error) when globex "
-    "has one for the server and 403 when it has none: the form's unique (server, tenant) check runs before "
-    "TenantScopedAdmin.save_model refuses the tenant (toolhub/admin_helpers.py save_model; RemoteMcpCredential.tenant "
-    "is a free SlugField in toolhub/mcp_client/models.py, not scoped by formfield_for_foreignkey)",
-)
-def test_leak_adding_a_credential_for_globex_tells_whether_globex_has_one_for_a_server(
+def test_fixed_adding_a_credential_for_globex_tells_whether_globex_has_one_for_a_server(
     endpoints: dict[str, Any], acme_mcp_admin: User
 ) -> None:
     """acme's MCP administrator posts a new credential with ``tenant=globex`` for ``crm`` (globex has one) and for
@@ -906,14 +882,7 @@ def globex_token() -> Iterator[str]:
     os.environ.pop("CRM_TOKEN_GLOBEX", None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a tenant's credential may name any environment variable of the workers, another tenant's token "
-    "included; acme's calls to the server then authenticate as globex (toolhub/mcp_client/admin.py "
-    "RemoteMcpCredentialAdmin leaves credential_env free; toolhub/mcp_client/services.py credential_headers reads "
-    "whatever variable is named)",
-)
-def test_leak_a_tenant_credential_may_name_globexs_token_variable(
+def test_fixed_a_tenant_credential_may_name_globexs_token_variable(
     endpoints: dict[str, Any], acme_mcp_admin: User, globex_token: str
 ) -> None:
     """acme's MCP administrator points acme's credential for ``crm`` at ``CRM_TOKEN_GLOBEX``, the variable globex's
@@ -1209,3 +1178,17 @@ def test_staff_with_a_role_and_no_tenant_see_and_do_nothing_of_any_tenant(
     )
     assert before["approvals"] == held["approvals"] and before["decisions"] == held["decisions"]
     assert database_state() == held and configuration_state() == config_before
+
+
+def test_a_developer_grants_a_tool_to_their_tenant_in_the_admin(acme_developer: User, tenant: Tenant) -> None:
+    """Noticed by this probe: every grant form of a tenant-scoped developer was refused (the agent tenant, made
+    required like any tenant field, broke the grant's constraints). The form now holds only what they may grant."""
+    client = console(acme_developer)
+
+    saved = client.post(
+        "/admin/toolhub/grant/add/", {"effect": "allow", "note": "n", "tool_name": "calculate", "tenant": tenant.pk}
+    )
+
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    grant = Grant.objects.get(tool_name="calculate")
+    assert (grant.tenant_id, grant.user_id, grant.group_id, grant.agent_name) == (tenant.pk, None, None, "")

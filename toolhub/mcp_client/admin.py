@@ -12,6 +12,7 @@ from toolhub.exceptions import ToolError
 from toolhub.mcp_client.definitions import definition_diff
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
+from toolhub.tenancy import tenant_scope
 
 __all__ = ["RemoteMcpServerAdmin", "RemoteMcpToolAdmin", "RemoteMcpCredentialAdmin"]
 
@@ -95,3 +96,15 @@ class RemoteMcpCredentialAdmin(TenantScopedAdmin, admin.ModelAdmin):
 
     list_display = ("server", "tenant", "credential_env", "header")
     list_filter = ("server",)
+
+    # Environment variables are shared by every tenant's workers: a tenant's staff naming one would read
+    # another tenant's token (or probe which exist). The platform adds a credential and names its variable;
+    # tenant staff keep its header and scheme, or delete it.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return tenant_scope(request.user).everything and super().has_add_permission(request)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)
+        if tenant_scope(request.user).everything:
+            return readonly
+        return (*readonly, "server", "tenant", "credential_env")
