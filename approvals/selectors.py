@@ -42,7 +42,8 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
 
     Whoever started the call is left out (four eyes), as is anyone the services would refuse. Superusers
     are included only when they hold the permission through a group or directly, not by being superusers,
-    so that a platform team is not mailed every tenant's requests.
+    so that a platform team is not mailed every tenant's requests; a platform operator holding both the
+    decide and the cross-tenant permission is, for every tenant, as they may decide them all.
 
     One query whatever the number of operators (the desk's page and the approvers' e-mail both ask): it
     is :func:`approvals.services.approval_may_decide` as a filter, and a test holds the two to the same
