@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -28,6 +29,8 @@ class RemoteMcpServerAdmin(CrossTenantOnly, admin.ModelAdmin):
     list_display = ("name", "url", "enabled", "risk", "meta_mode", "synced_at", "last_error")
     readonly_fields = ("synced_at", "last_error")
     actions = ("fetch_tools",)
+    # An endpoint typed without a scheme is taken as https (Django 6's default; 5.2 warns without it).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.action(description="Fetch the tools they offer now (new ones wait for acceptance, changed ones quarantine)")
     def fetch_tools(self, request: HttpRequest, queryset: QuerySet[RemoteMcpServer]) -> None:
