@@ -44,10 +44,16 @@ def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
 def direct_saga_owner(key: str) -> int | None:
     """Who owns a direct saga: who opened it (``POST /api/v1/sagas/``), else who made the first call carrying it."""
     opened_by = Saga.objects.filter(key=key).values_list("created_by_id", flat=True).first()
-    if opened_by is not None:
-        return opened_by  # type: ignore[no-any-return]
-    first = ToolCall.objects.filter(saga_id=key).order_by("created_at", "id").values_list("user_id", flat=True).first()
-    return first  # type: ignore[no-any-return]
+    return _owner(opened_by, _first_call(key) if opened_by is None else None)
+
+
+def _owner(opened_by: int | None, first_call: tuple[int | None] | None) -> int | None:
+    return opened_by if opened_by is not None else (first_call[0] if first_call is not None else None)
+
+
+def _first_call(key: str) -> tuple[int | None] | None:
+    """The user of the first call carrying saga id ``key`` (as a 1-tuple), or ``None`` when no call carries it."""
+    return ToolCall.objects.filter(saga_id=key).order_by("created_at", "id").values_list("user_id").first()
 
 
 def saga_id_unavailable(key: str, *, tenant: str, user_id: int | None) -> bool:
@@ -55,15 +61,20 @@ def saga_id_unavailable(key: str, *, tenant: str, user_id: int | None) -> bool:
 
     A caller starts a saga with an unused id, or adds steps to a direct saga they own; never to a run's
     saga (a run rolls back through its own endpoint), another user's or another tenant's: a step would
-    make them one of its owners, and a failed one rolls the saga back.
+    make them one of its owners, and a failed one rolls the saga back. Two reads for a saga id in use
+    (its saga, its first call), one more when calls carry it, and the run check for an id that is a UUID.
     """
-    sagas = Saga.objects.filter(key=key)
-    if sagas.exclude(tenant=tenant).exists() or ToolCall.objects.filter(saga_id=key).exclude(tenant=tenant).exists():
+    saga = Saga.objects.filter(key=key).values_list("tenant", "run_id", "created_by_id").first()
+    first = _first_call(key)
+    if saga is not None and (saga[0] != tenant or saga[1] is not None):
         return True
-    if sagas.filter(run_id__isnull=False).exists() or _names_a_run(key):
+    if first is not None and ToolCall.objects.filter(saga_id=key).exclude(tenant=tenant).exists():
         return True
-    in_use = sagas.exists() or ToolCall.objects.filter(saga_id=key).exists()
-    return in_use and (user_id is None or direct_saga_owner(key) != user_id)
+    if _names_a_run(key):
+        return True
+    if saga is None and first is None:
+        return False
+    return user_id is None or _owner(saga[2] if saga is not None else None, first) != user_id
 
 
 def _names_a_run(key: str) -> bool:
