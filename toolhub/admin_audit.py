@@ -335,9 +335,10 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
         return _without_chain_positions(request, super().get_list_display(request))
 
     def get_list_filter(self, request: HttpRequest) -> Any:
+        filters = super().get_list_filter(request)
         if tenant_scope(request.user).everything:
-            return self.list_filter
-        return tuple(EventTypeInputFilter if f is EventTypeFilter else f for f in self.list_filter)
+            return filters
+        return [EventTypeInputFilter if f is EventTypeFilter else f for f in filters]
 
     def get_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
         return _without_chain_positions(request, super().get_fields(request, obj))
