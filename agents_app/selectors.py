@@ -13,6 +13,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
+from toolhub.prepared import prepared_cursor
 from toolhub.rowread import converted
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
@@ -102,7 +103,7 @@ def _run_agent_tools(run_id: uuid.UUID, name: str) -> list[Any] | None:
     instead of compiled by the ORM each time.
     """
     key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_run_agent_tools_sql(), [key, name])
         row = cursor.fetchone()
     return None if row is None else converted(Agent, _AGENT_TOOL_FIELDS, row)

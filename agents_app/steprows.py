@@ -16,6 +16,7 @@ from django.db.models import Model
 from agents_app.models import Agent, AgentRun, ModelProvider
 from toolhub.governance import GOVERNANCE_STAMP_SQL
 from toolhub.models import CallKind, ToolCall, ToolCallArtifact
+from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, instance_of, instances_of, lock_clause
 from toolhub.sagas.models import Saga
 
@@ -32,7 +33,7 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     """
     sql = _locked_run_sql()
     key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, [str(run_id), key])
         row = cursor.fetchone()
     if row is None:
@@ -78,7 +79,7 @@ def _locked_run_sql() -> str:
 def turn_calls(run: AgentRun) -> list[ToolCall]:
     """The calls of the run's current turn in the model's order, each with ``has_artifacts``."""
     key = ToolCall._meta.get_field("run_id").get_db_prep_value(run.id, connection)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_turn_calls_sql(), [key, CallKind.CALL, run.turn])
         rows = cursor.fetchall()
     calls = []

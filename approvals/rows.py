@@ -11,6 +11,7 @@ from django.db import connection
 
 from approvals.models import ApprovalDecision, ApprovalRequest
 from toolhub.models import ToolCall
+from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
 
 __all__ = ["locked_request", "request_decisions"]
@@ -24,7 +25,7 @@ _DECISION_FIELDS = ("decision", "round", "decided_by")
 def locked_request(request_id: int) -> ApprovalRequest:
     """The request, locked until the transaction ends, with its call; ``ApprovalRequest.DoesNotExist`` if none."""
     key = ApprovalRequest._meta.pk.get_db_prep_value(request_id, connection)  # a malformed id fails as in the ORM
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_locked_request_sql(), [key])
         row = cursor.fetchone()
     if row is None:
@@ -36,7 +37,7 @@ def locked_request(request_id: int) -> ApprovalRequest:
 
 def request_decisions(request: ApprovalRequest) -> Decisions:
     """Every decision of ``request``, oldest first (the model's ordering)."""
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_decisions_sql(), [request.pk])
         return [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row)) for row in cursor.fetchall()]  # type: ignore[misc]
 

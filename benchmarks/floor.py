@@ -91,7 +91,8 @@ def _appender(tool_name: str, tenant: str) -> _Write:
     from django.db import connection
 
     from toolhub.audit_hash import canonical_json, chain_for, hash_parts, hashed_timestamp
-    from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
+    from toolhub.audit_sql import appended_params, appended_sql
+    from toolhub.prepared import prepared_cursor
 
     cursor = prepared_cursor(connection)
     data = canonical_json({})
@@ -233,7 +234,7 @@ def raw_sql_run_complete(run_id: uuid.UUID, output: str) -> None:
     """The run's minimum once its only call settled: completed with its output, one statement."""
     from django.db import connection
 
-    from toolhub.audit_sql import prepared_cursor
+    from toolhub.prepared import prepared_cursor
 
     now = dt.datetime.now(dt.UTC)
     with prepared_cursor(connection) as cursor:

@@ -17,8 +17,9 @@ from django.db import NotSupportedError, transaction
 from django.utils import timezone
 
 from toolhub.audit_hash import canonical_json, chain_for, compute_hash, hash_parts, hashed_timestamp
-from toolhub.audit_sql import appended_params, appended_sql, prepared_cursor
+from toolhub.audit_sql import appended_params, appended_sql
 from toolhub.models import AuditChainHead, AuditEvent, ToolCall
+from toolhub.prepared import prepared_cursor
 
 __all__ = [
     "audit_append",

@@ -16,20 +16,12 @@ appends nothing).
 
 import functools
 import json
-import weakref
 from typing import Any
 
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
-
-__all__ = ["appended_params", "appended_sql", "prepared_cursor"]
+__all__ = ["appended_params", "appended_sql"]
 
 _HEAD = "toolhub_auditchainhead"
 _EVENTS = "toolhub_auditevent"
-#: Executions of one statement on one connection before psycopg prepares it.
-_PREPARE_AFTER = 2
-#: Connections whose session plans prepared statements generically (see ``prepared_cursor``).
-_GENERIC_PLANS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 #: The per-event values, one JSON list each: the hashed text's parts before the previous hash (b), between
@@ -129,49 +121,3 @@ def appended_params(
     values = [*zip(*parts, strict=True), *zip(*columns, strict=True)]
     given = _COMPACT.encode(dict(zip(_KEYS, values, strict=True)))
     return [*change_params, given, chain, chain, call_id, run_id, tool_name, tenant, created_at]
-
-
-def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
-    """A cursor whose statements the server binds and, once repeated, prepares (psycopg 3).
-
-    Django binds parameters on the client, so PostgreSQL parses and plans every statement afresh: for
-    this statement, planning alone costs about as much as running it. A server-binding cursor lets psycopg
-    prepare a statement once it repeats (``prepare_threshold``; Django leaves it unset, which psycopg reads
-    as never), so each connection plans each shape once. Wrapped as Django wraps its own cursors: errors,
-    execute wrappers and query logging (``CaptureQueriesContext``, the query-count tests) behave the same.
-    ``PREPARED_STATEMENTS`` off: Django's usual cursor.
-
-    The session plans prepared statements generically (``plan_cache_mode``): PostgreSQL would otherwise plan
-    each of the first five executions afresh (about a millisecond for these statements), then keep doing so
-    whenever the generic plan looks costlier. Every statement prepared this way looks rows up by key, where
-    the generic plan is the custom one; only prepared statements read this setting, and only these cursors
-    prepare.
-    """
-    from django.db.backends.postgresql.base import ServerBindingCursor
-    from psycopg.pq import TransactionStatus
-
-    from toolhub.conf import toolhub_settings
-
-    if not toolhub_settings().PREPARED_STATEMENTS:
-        return connection.cursor()
-    connection.ensure_connection()
-    raw = connection.connection
-    if raw.prepare_threshold is None:
-        # Only server-binding cursors ever prepare, so Django's own (client-binding) queries are unaffected.
-        raw.prepare_threshold = _PREPARE_AFTER
-    if raw not in _GENERIC_PLANS and raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE:
-        # Outside a transaction, so that no rollback can take it back.
-        raw.execute("SET plan_cache_mode = force_generic_plan")
-        _GENERIC_PLANS.add(raw)
-    cursor = ServerBindingCursor(raw)
-    if connection.queries_logged:
-        return _StatementDebugCursor(cursor, connection)
-    return connection.make_cursor(cursor)
-
-
-class _StatementDebugCursor(CursorDebugWrapper):
-    """Logs the statement's text as given: a prepared statement's executed text is not kept by psycopg."""
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        with self.debug_sql(sql, params):
-            return CursorWrapper.execute(self, sql, params)

@@ -20,6 +20,7 @@ from toolhub.calls import CALL_TABLE, call_transition
 from toolhub.dispatch import call_lease
 from toolhub.governance import governance_stamp
 from toolhub.models import CallStatus, ToolCall
+from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, instance_of
 from toolhub.rowwrite import new_instance
 
@@ -135,7 +136,7 @@ def _queued_call_sql() -> str:
 
 
 def _queued_call(key: Any) -> ToolCall | None:
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_queued_call_sql(), [key, CallStatus.QUEUED])
         row = cursor.fetchone()
     return None if row is None else instance_of(ToolCall, row)

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import models, transaction
 
 from toolhub.exceptions import InvalidTransitionError
+from toolhub.prepared import prepared_cursor
 from toolhub.rowwrite import db_preparer
 
 __all__ = ["TransitionTable", "guarded_update_sql", "guarded_update", "guarded_save"]
@@ -109,7 +110,7 @@ def guarded_update(
     sql, params = guarded_update_sql(
         model, pk, table=table, to=to, allowed_from=allowed_from, values=values, field=field
     )
-    with transaction.get_connection().cursor() as cursor:
+    with prepared_cursor(transaction.get_connection()) as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount > 0
 
@@ -149,7 +150,7 @@ def guarded_save(
     params.extend(_prepared(opts.get_field(name), value, connection) for name, value in values.items())
     params.append(opts.pk.get_db_prep_value(instance.pk, connection))
     params.extend(sources)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_update_sql(type(instance), names, field, len(sources)), params)
         written = cursor.rowcount > 0
     if not written:

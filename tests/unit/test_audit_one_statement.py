@@ -13,8 +13,9 @@ from django.db import connection, transaction
 from tests.helpers import assert_audit_intact
 from toolhub.audit import EventSpec, audit_append, audit_call_events
 from toolhub.audit_hash import canonical_json, compute_hash, hash_parts
-from toolhub.audit_sql import appended_sql, prepared_cursor
+from toolhub.audit_sql import appended_sql
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
+from toolhub.prepared import prepared_cursor
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
