@@ -88,18 +88,20 @@ class InterceptorFailed(Exception):
         self.detail = detail
 
 
-_cache: dict[str, list[Interceptor]] = {}
+#: The interceptors built for the settings object last read, with that object (kept, so its id is never reused).
+_built: tuple[object, list[Interceptor]] | None = None
 
 
 def configured_interceptors() -> list[Interceptor]:
-    """The interceptors of ``TOOLHUB["INTERCEPTORS"]``, built once per configuration."""
-    entries = toolhub_settings().INTERCEPTORS or []
-    key = json.dumps(entries, sort_keys=True, default=str)
-    built = _cache.get(key)
-    if built is None:
-        built = [_build(entry) for entry in entries]
-        _cache[key] = built
-    return built
+    """The interceptors of ``TOOLHUB["INTERCEPTORS"]``, built once per configuration.
+
+    Every call asks for them: the settings object is rebuilt only when ``TOOLHUB`` changes, so it is the key.
+    """
+    global _built
+    current = toolhub_settings()
+    if _built is None or _built[0] is not current:
+        _built = (current, [_build(entry) for entry in current.INTERCEPTORS or []])
+    return _built[1]
 
 
 def _build(entry: Any) -> Interceptor:
