@@ -47,8 +47,9 @@ class ToolhubSettings(BaseModel):
     # the batch's calls serially, and a worker killed mid-batch leaves the whole batch to the reconciler.
     WORKER_CLAIM_BATCH: Positive = 1
     # Let PostgreSQL prepare the hot path's statements (a call's audited writes, the locked reads of an approval
-    # and of a loop step, the guarded status moves): parsed and planned once per connection, not per call. Turn off behind a connection pooler that cannot keep prepared statements (PgBouncer before
-    # 1.21 in transaction mode). Django's own queries are never prepared (it binds on the client).
+    # and of a loop step, the guarded status moves): parsed and planned once per connection, not per call.
+    # Turn off behind a connection pooler that cannot keep prepared statements (PgBouncer before 1.21 in
+    # transaction mode). Django's own queries are never prepared (it binds on the client).
     PREPARED_STATEMENTS: bool = True
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
     REDISPATCH_AFTER_SECONDS: SecondsOrZero = 60
