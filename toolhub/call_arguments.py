@@ -22,6 +22,7 @@ from toolhub.models import CallStatus
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
 if TYPE_CHECKING:
     from toolhub.pipeline import CallRequest
@@ -99,12 +100,14 @@ def _intercepted_arguments(
             CallStatus.DENIED,
             INTERCEPTOR_FAILED_MESSAGE,
             actor=f"interceptor:{failed.name}",
-            detail=failed.detail,
+            detail=_without_sensitive_values(failed.detail, tool, stored),
             interceptor=failed.name,
             failed=True,
         ) from None
     if outcome.refusal:
-        message = storable_text(outcome.refusal)[: toolhub_settings().MAX_STRING_LENGTH]
+        # An interceptor may quote what it refused (the built-in ArgumentPolicy does): never a sensitive value.
+        refusal = _without_sensitive_values(outcome.refusal, tool, stored)
+        message = storable_text(refusal)[: toolhub_settings().MAX_STRING_LENGTH]
         name = outcome.refused_by
         raise CallRefused(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
     events = [
@@ -118,3 +121,8 @@ def _intercepted_arguments(
     if not events:
         return validated, stored, events
     return validate_arguments(tool, outcome.arguments), outcome.arguments, events
+
+
+def _without_sensitive_values(text: str, tool: Tool, arguments: dict[str, Any]) -> str:
+    """``text`` (kept as the call's error, audited, shown to staff) with the sensitive arguments' values replaced."""
+    return SecretScrubber(sensitive_values(arguments, tool.sensitive)).text(text)

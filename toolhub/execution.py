@@ -144,7 +144,7 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
     A worker gets here after claiming and re-checking a queued call; the process that asked for a call
     and runs it itself gets here straight after the commit that wrote it claimed.
     """
-    secrets = SecretScrubber.for_presets(tool.presets)
+    secrets = SecretScrubber.for_call(tool, arguments)
     with secrets.scope():
         progress = _progress_of(call, secrets) if tool.needs_progress else None
         run = functools.partial(run_outcome, call, tool, arguments, progress=progress, secrets=secrets)
@@ -166,7 +166,7 @@ def tool_call_run_with_intent(
     rollback. Returns False, with nothing kept, when governance changed since the decision (``stamp``):
     the caller decides again.
     """
-    secrets = SecretScrubber.for_presets(tool.presets)
+    secrets = SecretScrubber.for_call(tool, arguments)
 
     def record(outcome: Outcome) -> bool:
         if outcome.suspension is not None:

@@ -13,7 +13,7 @@ from tests.helpers import RequestCall
 from tests.toolsec.conftest import StartRun
 from tests.toolsec.leakapp.tools import SECRET_ENV, leaky
 from tests.toolsec.leaks import SECRET, assert_no_secret, traces_of
-from toolhub import registry
+from toolhub import registry, tool
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.tools.secrets import SecretScrubber
@@ -184,3 +184,35 @@ def test_the_log_scope_follows_a_tool_into_its_time_limit_thread(caplog: pytest.
 
     assert "key [secret]" in caplog.text
     assert_no_secret(caplog.text)
+
+
+@tool(sensitive=("password", "pins"))
+def sensitive_echo(username: str, password: str, pins: list[int], fail: bool = False) -> dict:
+    """Log in downstream (repeats what it was given, as a careless tool would)."""
+    logging.getLogger("sensitive_echo").warning("logging in %s with %s", username, password)
+    if fail:
+        raise ValueError(f"login refused for {username}: password {password!r}, pin {pins[0]}")
+    return {"user": username, "password_used": password, "pins": pins}
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["result", "exception"])
+def test_a_tool_repeating_its_sensitive_arguments_has_them_replaced_wherever_it_repeats_them(
+    request_call: RequestCall, caplog: pytest.LogCaptureFixture, fail: bool
+) -> None:
+    """A sensitive argument is redacted wherever the call's arguments are shown; repeated by the tool, in its
+    result, an error or a log line, it is replaced like a secret (nested numbers included)."""
+    caplog.set_level(logging.DEBUG)
+    password, pin = "hunter2-correct-horse", 918273
+    with registry.temporarily(sensitive_echo):
+        call = request_call("sensitive_echo", {"username": "carol", "password": password, "pins": [pin], "fail": fail})
+
+    # the row keeps the arguments the tool ran with (shown redacted); everything else was kept without them
+    stored = ToolCall.objects.filter(pk=call.pk).values_list("arguments", flat=True).get()
+    assert stored["password"] == password
+    traces = traces_of(call).replace(json.dumps(stored), "") + caplog.text
+    assert password not in traces and str(pin) not in traces
+    assert "logging in carol with [secret]" in caplog.text
+    if fail:
+        assert call.status == CallStatus.FAILED and "password '[secret]', pin [secret]" in call.error_detail
+    else:
+        assert call.result == {"user": "carol", "password_used": "[secret]", "pins": ["[secret]"]}

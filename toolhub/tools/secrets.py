@@ -1,6 +1,7 @@
 """Secrets never leave a tool: the value of every ``Secret`` preset is replaced by ``[secret]`` in what it outputs.
 
-The worker builds one ``SecretScrubber`` per call from the secrets the tool receives and passes every way
+So is the value of each of the call's ``sensitive`` arguments (shown nowhere else either), when the tool repeats
+it. The worker builds one ``SecretScrubber`` per call from these values and passes every way
 out of the tool through it, where that output enters the pipeline (``toolhub.execution``):
 
 - the result, nested values and dictionary keys included, ``ToolResult.text`` and ``ToolResult.error``;
@@ -29,13 +30,23 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
 from toolhub.exceptions import ToolhubError
 from toolhub.tools.presets import Secret
 
-__all__ = ["SECRET_MARKER", "MIN_SECRET_LENGTH", "NO_SECRETS", "SecretScrubber", "is_text_media_type"]
+if TYPE_CHECKING:
+    from toolhub.tools.definition import Tool
+
+__all__ = [
+    "SECRET_MARKER",
+    "MIN_SECRET_LENGTH",
+    "NO_SECRETS",
+    "SecretScrubber",
+    "is_text_media_type",
+    "sensitive_values",
+]
 
 #: What a secret is replaced by, wherever it would have been stored or shown.
 SECRET_MARKER = "[secret]"
@@ -86,6 +97,17 @@ class SecretScrubber:
                 if value is not None:
                     values.append(str(value))
         return cls(values)
+
+    @classmethod
+    def for_call(cls, tool: "Tool", arguments: Mapping[str, Any]) -> "SecretScrubber":
+        """A scrubber for one call of ``tool``: its secrets, and the values of its sensitive arguments.
+
+        What the model or a client sent as a sensitive argument is shown nowhere (``redact``); a tool that
+        repeats it in its result, an error or a log line must not show it there either.
+        """
+        secrets = cls.for_presets(tool.presets)
+        sensitive = sensitive_values(arguments, tool.sensitive)
+        return cls((*secrets.values, *sensitive)) if sensitive else secrets
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -178,6 +200,28 @@ NO_SECRETS = SecretScrubber(())
 
 _active: contextvars.ContextVar[SecretScrubber | None] = contextvars.ContextVar("toolhub_secrets", default=None)
 _factory_lock = threading.Lock()
+
+
+def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> list[str]:
+    """The values of ``arguments``' sensitive names as text: each string or number within them (nested too)."""
+    found: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            found.append(str(value))
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                collect(item)
+
+    for name in sensitive:
+        if name in arguments:
+            collect(arguments[name])
+    return found
 
 
 def _text_forms(value: str) -> set[str]:
