@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
 from toolhub.tools.context import ToolContext
-from toolhub.tools.factories import external_fields, fields_of_function, mapping_fields, output_adapter
+from toolhub.tools.factories import checked_output, external_fields, fields_of_function, mapping_fields
 from toolhub.tools.inputs import Inputs, ModelInputs, SignatureInputs
 from toolhub.tools.options import (
     FUNCTION_TOOL_OPTIONS,
@@ -354,7 +354,7 @@ class Tool:
     def _checked_output(self, result: Any) -> Any:
         if self.output_type is None or self.output_type is str or isinstance(result, ToolResult):
             return result
-        return output_adapter(self.output_type).validate_python(result)
+        return checked_output(self.output_type, result)
 
     @property
     def needs_progress(self) -> bool:

@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.inputs import ExternalInputs, FieldsInputs, Inputs, ModelInputs, SchemaInputs, SignatureInputs
@@ -109,6 +109,32 @@ def output_adapter(output_type: Any) -> TypeAdapter[Any]:
     if adapter is None:
         adapter = _output_adapters[output_type] = TypeAdapter(output_type)
     return adapter
+
+
+def checked_output(output_type: Any, result: Any) -> Any:
+    """``result`` validated as ``output_type``; a ``ValidationError`` that quotes none of the result's values.
+
+    pydantic quotes each offending value cut in the middle (``'Bearer sk-live-ab...xyz'``): a secret the result
+    repeats would come out in pieces, which the secret scrubber (it matches whole values) cannot recognise. The
+    error keeps its title, locations and reasons, as the model and the auditors need them.
+    """
+    try:
+        return output_adapter(output_type).validate_python(result)
+    except ValidationError as exc:
+        raise _without_inputs(exc) from None
+
+
+def _without_inputs(exc: ValidationError) -> Exception:
+    details = [
+        {"type": error["type"], "loc": error["loc"], "input": None, **({"ctx": error["ctx"]} if "ctx" in error else {})}
+        for error in exc.errors(include_url=False)
+    ]
+    try:
+        return ValidationError.from_exception_data(exc.title, details, hide_input=True)  # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        # an error type pydantic cannot rebuild (a custom one): the same title and reasons, as a plain error
+        reasons = "; ".join(f"{'.'.join(map(str, error['loc'])) or '(root)'}: {error['msg']}" for error in exc.errors())
+        return ValueError(f"{exc.error_count()} validation error(s) for {exc.title}: {reasons}")
 
 
 def _check_output(name: str, output_type: Any) -> None:
