@@ -142,3 +142,34 @@ def test_unmatched_parameters_only_for_known_result_types() -> None:
 
     assert unmatched_parameters(typed_debit.tool, refund.tool) == ["tx_id"]
     assert unmatched_parameters(debit.tool, refund.tool) is None  # a dict result: cannot be known before a call
+
+
+def test_a_sensitive_value_reaches_only_a_parameter_the_compensation_declares_sensitive() -> None:
+    """By names or by a mapping function, whole or inside a longer value: refused, naming the parameter only."""
+
+    @tool(sensitive=("card",), compensation_mapping=lambda a, r: {"tx_id": r["ref"], "account_id": f"acct {a['card']}"})
+    def pay_by_card(card: str, amount: int) -> dict:
+        """Pay by card."""
+        return {}
+
+    @tool(sensitive=("account_id",))
+    def refund_to_account(tx_id: str, account_id: str) -> dict:
+        """Refund to an account (declared sensitive)."""
+        return {}
+
+    with pytest.raises(MappingError, match=r"in account_id, which it does not declare sensitive") as refused:
+        compensation_arguments(
+            tool=pay_by_card.tool,
+            compensation=refund.tool,
+            arguments={"card": "4111-0000", "amount": 5},
+            result={"ref": "R"},
+        )
+    assert "4111" not in str(refused.value) and "sensitive=('account_id',)" in str(refused.value)
+
+    planned = compensation_arguments(
+        tool=pay_by_card.tool,
+        compensation=refund_to_account.tool,
+        arguments={"card": "4111-0000", "amount": 5},
+        result={"ref": "R"},
+    )
+    assert planned == {"tx_id": "R", "account_id": "acct 4111-0000"}

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.exceptions import ToolDefinitionError
-from toolhub.sagas.mapping import unmatched_parameters
+from toolhub.sagas.mapping import sensitive_parameters_copied, unmatched_parameters
 from toolhub.tools.registry import registry
 
 __all__ = ["check_compensations"]
@@ -46,6 +46,19 @@ def check_compensations(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                     ),
                     obj=tool.name,
                     id="toolhub.E101",
+                )
+            )
+        copied = sensitive_parameters_copied(tool, compensation)
+        if copied:
+            problems.append(
+                Error(
+                    f"Tool {compensation.name!r} compensates {tool.name!r} and would receive its sensitive "
+                    f"argument(s) in {', '.join(copied)}, which it does not declare sensitive: the value would show "
+                    "on the compensation's call. Such a compensation is not planned.",
+                    hint=f"Declare @tool(sensitive={tuple(copied)!r}) on "
+                    f"{compensation.name!r}, or give {tool.name!r} a mapping that leaves the value out.",
+                    obj=tool.name,
+                    id="toolhub.E103",
                 )
             )
         if not compensation.idempotent:

@@ -1,6 +1,8 @@
 """Compensation arguments: the tool's explicit mapping, else names matched from the result, then the arguments.
 
 Names match case-, ``_``- and camelCase-insensitively: ``txId``, ``tx_id`` and ``TX_ID`` are one name.
+A value of one of the step's sensitive arguments goes only to a parameter the compensation declares sensitive
+too: anything else would show it, on the compensation's call, to everyone who may read that call.
 """
 
 import dataclasses
@@ -13,6 +15,7 @@ from pydantic import BaseModel
 
 from toolhub.exceptions import ToolhubError
 from toolhub.tools.definition import Tool
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
 __all__ = [
     "MappingError",
@@ -21,6 +24,7 @@ __all__ = [
     "compensation_arguments",
     "known_result_fields",
     "unmatched_parameters",
+    "sensitive_parameters_copied",
 ]
 
 
@@ -73,6 +77,48 @@ def compensation_arguments(
     *, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any
 ) -> dict[str, Any]:
     """The arguments of ``compensation`` for a call of ``tool`` with ``arguments`` that returned ``result``."""
+    planned = _planned_arguments(tool=tool, compensation=compensation, arguments=arguments, result=result)
+    copied = _copied_into(compensation, planned, SecretScrubber(sensitive_values(arguments, tool.sensitive)))
+    if copied:
+        raise MappingError(
+            f"Compensation {compensation.name!r} would receive the value of a sensitive argument of {tool.name!r} "
+            f"in {', '.join(copied)}, which it does not declare sensitive; it was not planned, so that the value is "
+            f"shown nowhere. Declare @tool(sensitive={tuple(copied)!r}) on it."
+        )
+    return planned
+
+
+def _copied_into(compensation: Tool, planned: Mapping[str, Any], sensitive: SecretScrubber) -> list[str]:
+    """The compensation's parameters, not sensitive themselves, whose planned value holds a sensitive value."""
+    if not sensitive:
+        return []
+    return sorted(
+        name
+        for name, value in planned.items()
+        if name not in compensation.sensitive and sensitive.value(value) != value
+    )
+
+
+def sensitive_parameters_copied(tool: Tool, compensation: Tool) -> list[str]:
+    """Parameters of ``compensation``, not sensitive, that names would fill from a sensitive argument of ``tool``.
+
+    Known before any call only when names do the mapping (no mapping function) and the result does not hold
+    the name (the result is looked in first).
+    """
+    if tool.compensation_mapping is not None or not tool.sensitive:
+        return []
+    sensitive = {normalized_name(name) for name in tool.sensitive}
+    from_result = {normalized_name(name) for name in known_result_fields(tool) or ()}
+    return [
+        p.name
+        for p in compensation.parameters
+        if p.name not in compensation.sensitive
+        and normalized_name(p.name) in sensitive
+        and normalized_name(p.name) not in from_result
+    ]
+
+
+def _planned_arguments(*, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any) -> dict[str, Any]:
     if tool.compensation_mapping is not None:
         try:
             mapped = tool.compensation_mapping(dict(arguments), result)
