@@ -1,5 +1,6 @@
 """OpenAI-compatible Chat Completions through the official SDK (OpenAI, Ollama, vLLM, LM Studio...)."""
 
+import dataclasses
 import logging
 import threading
 import time
@@ -12,6 +13,7 @@ from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSin
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.exceptions import ModelError
+from toolhub.tools.secrets import SecretScrubber
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ class OpenAIChatAdapter:
         self._provider_name = provider_name
         self._deadline = deadline
         # Local servers (Ollama, vLLM, LM Studio) accept any key; the SDK insists on one.
+        # An endpoint that repeats its key (a debugging proxy, a misconfigured gateway) must not get it stored in
+        # the run or sent to a tool as an argument: every answer is scrubbed of it, as remote MCP answers are.
+        self._key = SecretScrubber([api_key])
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=min(request_timeout, deadline), max_retries=1
         )
@@ -85,12 +90,25 @@ class OpenAIChatAdapter:
         if self._stream:
             streamed = StreamedTurn()
             options.update(stream=True, stream_options={"include_usage": True})
+            partial = (lambda text: on_partial(self._key.text(text))) if on_partial is not None else None
             self._within_deadline(
-                lambda: _consume(self._client.chat.completions.create(**options), streamed), streamed, on_partial
+                lambda: _consume(self._client.chat.completions.create(**options), streamed), streamed, partial
             )
-            return streamed.turn()
+            return self._scrubbed(streamed.turn())
         response = self._within_deadline(lambda: self._client.chat.completions.create(**options))
-        return _turn_from(response)
+        return self._scrubbed(_turn_from(response))
+
+    def _scrubbed(self, turn: ModelTurn) -> ModelTurn:
+        """The turn without the provider's key, wherever the endpoint put it (text, tool names, arguments)."""
+        if not self._key:
+            return turn
+        calls = tuple(
+            ModelToolCall(id=self._key.text(c.id), name=self._key.text(c.name), arguments=self._key.text(c.arguments))
+            for c in turn.tool_calls
+        )
+        return dataclasses.replace(
+            turn, content=self._key.text(turn.content), tool_calls=calls, extra=self._key.value(turn.extra)
+        )
 
     def _tool_choice_for(self, tools: list[dict[str, Any]]) -> Any:
         """The ``tool_choice`` to send: a mode, or a named tool if the run may call it now (else none)."""

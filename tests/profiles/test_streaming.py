@@ -181,3 +181,29 @@ def test_a_stream_that_outlasts_the_providers_deadline_is_cut_off_there(
     assert (run.status, run.stop_reason, run.retryable) == (RunStatus.FAILED, StopReason.MODEL_ERROR, True)
     assert "did not answer within its deadline of 1.5 s" in run.error
     assert run.turn == 0 and run.partial_output == ""
+
+
+def test_an_endpoint_repeating_its_key_in_a_stream_has_it_replaced_while_it_arrives_and_after(
+    fake_model: FakeModel, openai_agent: MakeAgent, alice: User, alice_client: APIClient, monkeypatch: Any
+) -> None:
+    """A debugging proxy that echoes the ``Authorization`` header: neither the run's text as it streams nor its
+    output keeps the provider's key (README: model API keys are never stored)."""
+    key = "sk-stream-echo-0123456789abcdef"
+    monkeypatch.setenv("STREAM_ECHO_KEY", key)
+    pieces = ["I was called with ", f"Bearer {key[:10]}", f"{key[10:]} ", "as key."]
+    fake_model.queue(streamed(content=pieces, chunk_delay=0.3, prompt=20, done=5))
+    agent = openai_agent(stream=True, provider={"credential_env": "STREAM_ECHO_KEY"})
+
+    thread, started = _start_in_background(agent, alice)
+    seen: list[str] = []
+    while thread.is_alive():
+        run = AgentRun.objects.filter(agent=agent).first()
+        if run is not None and (partial := alice_client.get(f"/api/v1/runs/{run.pk}/").json()["partial_output"]):
+            seen.append(partial)
+        thread.join(timeout=0.05)
+
+    run = AgentRun.objects.get(pk=started["run"].pk)
+    assert run.output == "I was called with Bearer [secret] as key."
+    assert fake_model.requests[0]["authorization"] == f"Bearer {key}"  # the endpoint did get it
+    assert seen and not any(key in text for text in seen)
+    assert key not in str(AgentRun.objects.filter(pk=run.pk).values().get())
