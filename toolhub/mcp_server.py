@@ -52,6 +52,7 @@ from toolhub.mcp_discovery import (
     find_tools,
     listed_tools,
 )
+from toolhub.mcp_headers import header_declaring_tools, header_schema, header_tools_allowed, header_tools_for
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.selectors import tool_calls_visible_to
 from toolhub.tools.export import tool_definition
@@ -147,7 +148,11 @@ def _authenticated(app: ASGIApp) -> ASGIApp:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        await app({**scope, _USER_SCOPE_KEY: user}, receive, send)
+        # Which tools' headers the SDK may check for this caller, worked out here where the database may be read.
+        tenant = headers.get(TENANT_HEADER) or None
+        allowed = await _in_thread(header_tools_for)(user, tenant) if header_declaring_tools() else frozenset()
+        with header_tools_allowed(allowed):
+            await app({**scope, _USER_SCOPE_KEY: user}, receive, send)
 
     return wrapper
 
@@ -419,16 +424,15 @@ def build_server() -> Server[Any]:
 
 
 def _input_schema(name: str) -> Mapping[str, Any] | None:
-    """A tool's input schema for the SDK's ``Mcp-Param-*`` header check, from the registry (no database).
+    """A tool's input schema for the SDK's ``Mcp-Param-*`` header check (no database: ``toolhub.mcp_headers``).
 
-    Without it the SDK lists the whole catalogue for the caller on every ``tools/call``. It reveals
-    nothing: the call itself is authorized by the pipeline, and an unknown name gets no schema.
+    Without it the SDK lists the whole catalogue for the caller on every ``tools/call``. A tool the caller
+    may not call gets no schema, as an unknown name gets none, so the check answers for both alike.
     """
     for definition in _STABLE_TOOLS:
         if definition["name"] == name:
             return definition["inputSchema"]  # type: ignore[no-any-return]
-    tool = registry.get(name)
-    return tool.json_schema if tool is not None and not is_navigation(name) else None
+    return header_schema(name)
 
 
 def _transport_security() -> TransportSecuritySettings:
