@@ -111,7 +111,8 @@ class ToolhubSettings(BaseModel):
     # Progress updates kept per call (the newest), and the least seconds between two writes of them.
     PROGRESS_KEEP: Positive = 50
     PROGRESS_MIN_INTERVAL_SECONDS: SecondsOrZero = 0.5
-    # Largest artifact a tool may store with a call, and largest result an external system may post.
+    # Largest artifact a tool may store with a call; largest result an external system may post, or a remote
+    # MCP tool answer.
     MAX_ARTIFACT_BYTES: Positive = 10_000_000
     MAX_EXTERNAL_RESULT_BYTES: Positive = 1_000_000
     # Deepest nesting of lists and objects a JSON request body may have (tool arguments allow 100 inside it).

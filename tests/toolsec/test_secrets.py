@@ -1,5 +1,6 @@
 """A ``Secret`` preset's value is never stored or shown, whichever way out of the tool it takes."""
 
+import base64
 import functools
 import hashlib
 import json
@@ -216,3 +217,13 @@ def test_a_tool_repeating_its_sensitive_arguments_has_them_replaced_wherever_it_
         assert call.status == CallStatus.FAILED and "password '[secret]', pin [secret]" in call.error_detail
     else:
         assert call.result == {"user": "carol", "password_used": "[secret]", "pins": ["[secret]"]}
+
+
+def test_a_secrets_base64_forms_are_replaced_too() -> None:
+    """A server or a tool echoing the value base64-encoded (standard or URL-safe, padded or not)."""
+    value = "sk-live/AbC+dEf=12345~?"
+    scrubber = SecretScrubber([value])
+    raw = value.encode()
+    for encoded in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        assert scrubber.text(f"token={encoded};") == "token=[secret];"
+        assert scrubber.text(f"token={encoded.rstrip('=')}") == "token=[secret]"

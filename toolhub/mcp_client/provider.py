@@ -8,6 +8,7 @@ no credential for the caller's tenant). What a tool shows the model is its *acce
 never what the server says now; the handler checks the pin again right before each call.
 """
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,6 @@ from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
-from toolhub.tools.secrets import SecretScrubber
 
 __all__ = ["RemoteToolProvider", "remote_tool_provider"]
 
@@ -163,7 +163,12 @@ def _build(row: Any) -> Tool:
 def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
     """Runs on the worker: re-read the pin, authenticate as the call's tenant, check the definition, call."""
     from toolhub.mcp_client.models import RemoteMcpTool, RemoteToolStatus
-    from toolhub.mcp_client.services import credential_headers, quarantine_message, remote_tool_quarantine
+    from toolhub.mcp_client.services import (
+        credential_headers,
+        credential_scrubber,
+        quarantine_message,
+        remote_tool_quarantine,
+    )
 
     row = RemoteMcpTool.objects.select_related("server").filter(tool_name=tool_name).first()
     if row is None or not row.accepted_hash or row.status == RemoteToolStatus.REMOVED:
@@ -172,12 +177,13 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     if row.status == RemoteToolStatus.QUARANTINED:
         raise ToolError(quarantine_message(row))
     headers = credential_headers(server, _tenant_of(ctx))
-    # A server echoing the token back (in a result or an error) must not store it: scrubbed as a Secret preset is.
-    secrets = SecretScrubber([value.split(" ", 1)[-1] for value in headers.values()])
+    # A server echoing the token back (in a result or an error) must not store it: scrubbed as a Secret preset is,
+    # before anything is cut to length.
+    secrets = credential_scrubber(headers)
     try:
         outcome = _remote_call(row, server, headers, arguments, ctx)
     except ToolError as exc:
-        raise ToolError(secrets.text(str(exc))) from None
+        raise ToolError(secrets.text(str(exc))[:_ERROR_CHARS]) from None
     if outcome.listed is None:
         RemoteMcpTool.objects.filter(pk=row.pk).update(status=RemoteToolStatus.REMOVED)
         raise ToolError(f"Remote MCP server {server.name!r} no longer offers {row.remote_name!r}; nothing was sent.")
@@ -186,8 +192,26 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     if definition_hash(outcome.listed) != row.accepted_hash:
         raise ToolError(remote_tool_quarantine(row=row, listed=outcome.listed, actor=f"mcp:{server.name}"))
     if outcome.is_error:
-        raise ToolError(secrets.text(f"Remote tool {row.remote_name!r} answered with an error: {outcome.text[:1000]}"))
-    return secrets.value(outcome.structured if outcome.structured is not None else outcome.text)
+        answered = secrets.text(outcome.text)[:_ERROR_CHARS]
+        raise ToolError(f"Remote tool {row.remote_name!r} answered with an error: {answered}")
+    result = secrets.value(outcome.structured if outcome.structured is not None else outcome.text)
+    _refuse_oversized(row.remote_name, result)
+    return result
+
+
+#: Characters of a remote error kept (after the credential is replaced).
+_ERROR_CHARS = 1000
+
+
+def _refuse_oversized(remote_name: str, result: Any) -> None:
+    """A remote answer is data from outside: bounded as an external result is (``MAX_EXTERNAL_RESULT_BYTES``)."""
+    limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
+    size = len(result.encode()) if isinstance(result, str) else len(json.dumps(result, default=str).encode())
+    if size > limit:
+        raise ToolError(
+            f"Remote tool {remote_name!r} answered {size:,} bytes, more than the {limit:,} a result may hold "
+            "(TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']); nothing of it was kept. Ask for less at a time."
+        )
 
 
 def _remote_call(row: Any, server: Any, headers: dict[str, str], arguments: dict[str, Any], ctx: ToolContext) -> Any:

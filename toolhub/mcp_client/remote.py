@@ -95,4 +95,5 @@ def _run(url: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any
         raise RemoteServerError(f"The MCP server at {url} could not be reached: {type(exc).__name__}.") from None
     except ExceptionGroup as group:
         first = group.exceptions[0] if group.exceptions else group
-        raise RemoteServerError(f"The MCP server at {url} failed: {type(first).__name__}: {first}"[:500]) from None
+        # Not cut here: whoever shows it scrubs the credential first (a cut credential is not recognisable).
+        raise RemoteServerError(f"The MCP server at {url} failed: {type(first).__name__}: {first}") from None

@@ -18,6 +18,7 @@ from toolhub.mcp_client.definitions import (
 )
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
 from toolhub.mcp_client.remote import remote_tools
+from toolhub.tools.secrets import SecretScrubber
 
 __all__ = [
     "credential_headers",
@@ -56,6 +57,14 @@ def credential_headers(server: RemoteMcpServer, tenant: str | None) -> dict[str,
     return {credential.header: f"{credential.scheme} {value}".strip()}
 
 
+def credential_scrubber(headers: Mapping[str, str]) -> SecretScrubber:
+    """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
+
+    Apply it before any cut: a credential cut in the middle is no longer recognisable.
+    """
+    return SecretScrubber([value.split(" ", 1)[-1] for value in headers.values()])
+
+
 def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
     """What a refused call says: which tool changed, what changed, and what has to happen."""
     changed = ", ".join(fields or changed_fields(row.accepted_definition, row.current_definition)) or "definition"
@@ -75,12 +84,14 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     if problems:
         raise ToolError(f"Remote MCP server {server.name!r}: {'; '.join(problems.values())}")
     credential = RemoteMcpCredential.objects.filter(server=server).order_by("tenant").first()
+    headers: dict[str, str] = {}
     try:
         headers = credential_headers(server, credential.tenant) if credential else {}
         listed = remote_tools(server.url, headers=headers, timeout=server.timeout_seconds)
     except ToolError as exc:
-        RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=str(exc)[:2000])
-        raise
+        message = credential_scrubber(headers).text(str(exc))[:2000]
+        RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=message)
+        raise ToolError(message) from None
     wanted = [
         tool
         for tool in listed

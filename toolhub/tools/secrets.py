@@ -17,12 +17,14 @@ out of the tool through it, where that output enters the pipeline (``toolhub.exe
 
 Audit events, the stored call and what the model is told are built from these scrubbed values only.
 Besides the plain value, the forms an exception or a log line typically carries are matched: ``repr``
-escapes, JSON, URL encoding and a bytes ``repr``. A secret transformed otherwise (hashed, base64 inside a
-header, compressed into a binary artifact) is not recognisable: tools must still not output secrets.
+escapes, JSON, URL encoding, a bytes ``repr`` and the value's own base64. A secret transformed otherwise
+(hashed, base64 together with other text as in a Basic header, compressed into a binary artifact) is not
+recognisable: tools must still not output secrets.
 Values shorter than ``MIN_SECRET_LENGTH`` characters are not scrubbed (every occurrence of a common
 short string would be), so secrets must be at least that long.
 """
 
+import base64
 import contextlib
 import contextvars
 import json
@@ -225,7 +227,7 @@ def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> 
 
 
 def _text_forms(value: str) -> set[str]:
-    """The value as an exception message, a repr, JSON, a URL or a bytes repr would show it."""
+    """The value as an exception message, a repr, JSON, a URL, a bytes repr or base64 (padded or not) would show it."""
     forms = {
         value,
         repr(value)[1:-1],
@@ -235,6 +237,9 @@ def _text_forms(value: str) -> set[str]:
         quote_plus(value),
         repr(value.encode("utf-8"))[2:-1],
     }
+    raw = value.encode("utf-8")
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        forms.update({encoded.decode("ascii"), encoded.decode("ascii").rstrip("=")})
     return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
