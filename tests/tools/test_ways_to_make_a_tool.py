@@ -127,12 +127,25 @@ def test_create_with_python_types_or_a_model_or_nothing() -> None:
     assert bare.invoke({}) == "hello"
 
 
+def test_references_within_the_schema_are_accepted() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/Point"}, "b": {"$ref": "#here"}, "c": {"$ref": "#/properties/a"}},
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer"}}}, "H": {"$anchor": "here"}},
+    }
+    made = Tool.create("made", "Made.", schema, lambda a: a)
+    assert made.validate_arguments({"a": {"x": 1}, "c": {"x": 2}}) == {"a": {"x": 1}, "c": {"x": 2}}
+
+
 @pytest.mark.parametrize(
     ("parameters", "handler", "message"),
     [
         ({"type": "string"}, lambda a: a, "must describe an object"),
         ({"type": "object", "properties": {"a": {"type": "nope"}}}, lambda a: a, "not valid JSON Schema"),
         ({"type": "object", "properties": {}, "required": ["x"]}, lambda a: a, r"requires \['x'\]"),
+        ({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}, lambda a: a, "'#/nowhere', which resolve"),
+        ({"type": "object", "properties": {"a": {"$ref": "https://x.example/s.json"}}}, lambda a: a, "not fetched"),
+        ({"type": "object", "properties": {"a": {"$ref": "#missing-anchor"}}}, lambda a: a, "resolve to nothing"),
         ({"a": "integer"}, lambda a: a, "give a Python type"),
         ({"not valid": int}, lambda a: a, "not a valid identifier"),
         ([1, 2], lambda a: a, "parameters must be"),

@@ -7,6 +7,7 @@ them to the model the same way: one line per problem, by location, never repeati
 import copy
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
@@ -38,12 +39,61 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the parameters' schema is not valid JSON Schema at {where}: {exc.message}"
         ) from None
+    dangling = _unresolvable_refs(normalized)
+    if dangling:
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema refers to {', '.join(map(repr, dangling[:5]))}, which "
+            "resolve to nothing within it (references outside the schema are not fetched)."
+        )
     missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
     if missing:
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the schema requires {missing}, which are not among its properties."
         )
     return normalized
+
+
+def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
+    """Every ``$ref`` that is not a pointer (``#/...``) or an anchor (``#name``) within ``schema`` itself.
+
+    Checked when the tool is built, so that a call is never what finds out: validation would raise on it.
+    """
+    refs: list[str] = []
+    anchors: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            ref, anchor = node.get("$ref"), node.get("$anchor")
+            if isinstance(ref, str):
+                refs.append(ref)
+            if isinstance(anchor, str):
+                anchors.add(anchor)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return [ref for ref in dict.fromkeys(refs) if not _resolves(schema, ref, anchors)]
+
+
+def _resolves(schema: Mapping[str, Any], ref: str, anchors: set[str]) -> bool:
+    if not ref.startswith("#"):
+        return False
+    fragment = unquote(ref[1:])
+    if fragment and not fragment.startswith("/"):
+        return fragment in anchors
+    node: Any = schema
+    for part in fragment.split("/")[1:]:
+        key = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return False
+    return isinstance(node, Mapping | bool)
 
 
 _validators: dict[int, Any] = {}
