@@ -138,7 +138,7 @@ def direct_call_request(
     """
     principal = caller_principal(user, tenant=tenant)
     values = client_context(context, strict=strict_context)
-    saga_id = _checked_saga_id(saga_id, principal)
+    saga_id = _checked_saga_id(saga_id, principal, user)
     key = _checked_key(idempotency_key)
     boundary = {"tenant": principal.tenant, "user": principal.username, "user_id": principal.user_id}
     request = CallRequest(
@@ -198,16 +198,33 @@ def _checked_key(key: str) -> str:
     return key
 
 
-def _checked_saga_id(saga_id: str, principal: CallPrincipal) -> str:
-    """A saga id is the caller's name for a group of their calls: unused, or naming a direct saga they own."""
+def _checked_saga_id(saga_id: str, principal: CallPrincipal, user: AbstractBaseUser) -> str:
+    """A saga id is the caller's name for a group of their calls: unused, or naming a direct saga they own.
+
+    An unused id is claimed here, before the call is written: its saga is opened for the caller on the key's
+    unique index. Of two first steps racing under one new id (two tenants, two colleagues), one opens the saga
+    and the other finds it someone else's and is refused, where both used to join it.
+    """
     if not saga_id:
         return ""
     if not isinstance(saga_id, str) or len(saga_id) > _MAX_SAGA_ID_LENGTH or not saga_id.strip():
         raise CallerContextError(f"A saga id is a non-empty string of at most {_MAX_SAGA_ID_LENGTH} characters.")
+    from toolhub.sagas.models import Saga
     from toolhub.sagas.selectors import SAGA_ID_UNAVAILABLE, saga_id_unavailable
+    from toolhub.sagas.services import SagaKeyTakenError, saga_open
 
-    if saga_id_unavailable(saga_id, tenant=principal.tenant, user_id=principal.user_id):
+    def unavailable() -> bool:
+        return saga_id_unavailable(saga_id, tenant=principal.tenant, user_id=principal.user_id)
+
+    if unavailable():
         raise CallerContextError(SAGA_ID_UNAVAILABLE)
+    if not Saga.objects.filter(key=saga_id).exists():
+        try:
+            saga_open(key=saga_id, tenant=principal.tenant, user=user, actor=f"user:{user.get_username()}")
+        except SagaKeyTakenError:
+            # in use now: by the caller's own earlier steps (no saga row yet), or claimed by someone meanwhile
+            if unavailable():
+                raise CallerContextError(SAGA_ID_UNAVAILABLE) from None
     return saga_id
 
 
