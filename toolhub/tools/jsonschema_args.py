@@ -7,12 +7,14 @@ them to the model the same way: one line per problem, by location, never repeati
 import copy
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012, specification_with
 
 from toolhub.exceptions import ToolDefinitionError
 
@@ -54,20 +56,17 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
 
 
 def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
-    """Every ``$ref`` that is not a pointer (``#/...``) or an anchor (``#name``) within ``schema`` itself.
+    """Every ``$ref`` of ``schema`` that resolves to nothing within it (pointers, anchors, ``$id`` s).
 
-    Checked when the tool is built, so that a call is never what finds out: validation would raise on it.
+    Resolved by ``referencing`` (jsonschema's own resolver) on a registry holding this schema only, so a
+    reference elsewhere is never fetched. Checked when the tool is built: validation would raise on it.
     """
     refs: list[str] = []
-    anchors: set[str] = set()
 
     def walk(node: Any) -> None:
         if isinstance(node, Mapping):
-            ref, anchor = node.get("$ref"), node.get("$anchor")
-            if isinstance(ref, str):
-                refs.append(ref)
-            if isinstance(anchor, str):
-                anchors.add(anchor)
+            if isinstance(node.get("$ref"), str):
+                refs.append(node["$ref"])
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -75,25 +74,18 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
                 walk(value)
 
     walk(schema)
-    return [ref for ref in dict.fromkeys(refs) if not _resolves(schema, ref, anchors)]
-
-
-def _resolves(schema: Mapping[str, Any], ref: str, anchors: set[str]) -> bool:
-    if not ref.startswith("#"):
-        return False
-    fragment = unquote(ref[1:])
-    if fragment and not fragment.startswith("/"):
-        return fragment in anchors
-    node: Any = schema
-    for part in fragment.split("/")[1:]:
-        key = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        else:
-            return False
-    return isinstance(node, Mapping | bool)
+    if not refs:
+        return []
+    resource = specification_with(str(schema.get("$schema", "")), default=DRAFT202012).create_resource(schema)
+    base = resource.id() or ""
+    resolver = Registry().with_resource(base, resource).crawl().resolver(base_uri=base)
+    dangling = []
+    for ref in dict.fromkeys(refs):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            dangling.append(ref)
+    return dangling
 
 
 _validators: dict[int, Any] = {}
