@@ -12,7 +12,7 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from toolhub.authorization import authorization_denial
+from toolhub.authorization import authorize_tools
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.tools.registry import registry
@@ -40,11 +40,8 @@ def header_tools_for(user: Any, tenant: str | None) -> frozenset[str]:
         principal = caller_principal(user, tenant=tenant)
     except DirectCallError:
         return frozenset()
-    return frozenset(
-        name
-        for name in header_declaring_tools()
-        if not is_navigation(name) and authorization_denial(name, principal) is None
-    )
+    names = [name for name in header_declaring_tools() if not is_navigation(name)]
+    return frozenset(name for name, denial in authorize_tools(names, principal).items() if denial is None)
 
 
 @contextlib.contextmanager

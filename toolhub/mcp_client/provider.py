@@ -8,7 +8,6 @@ no credential for the caller's tenant). What a tool shows the model is its *acce
 never what the server says now; the handler checks the pin again right before each call.
 """
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from django.core.exceptions import SynchronousOnlyOperation
 from django.db import transaction
 from django.db.utils import DatabaseError
 
+from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
@@ -206,7 +206,7 @@ _ERROR_CHARS = 1000
 def _refuse_oversized(remote_name: str, result: Any) -> None:
     """A remote answer is data from outside: bounded as an external result is (``MAX_EXTERNAL_RESULT_BYTES``)."""
     limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
-    size = len(result.encode()) if isinstance(result, str) else len(json.dumps(result, default=str).encode())
+    size = len(canonical_json(result).encode("utf-8"))  # measured as the external-result endpoint measures
     if size > limit:
         raise ToolError(
             f"Remote tool {remote_name!r} answered {size:,} bytes, more than the {limit:,} a result may hold "
