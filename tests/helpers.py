@@ -4,6 +4,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.contrib.auth.models import User
+from django.test import Client
 
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.authorization import CallPrincipal
@@ -11,6 +12,13 @@ from toolhub.models import AuditEvent, ToolCall
 
 #: ``request_call(tool_name, arguments, user=None, run_id=None, *, tenant=..., ...)`` (tests/conftest.py).
 RequestCall = Callable[..., ToolCall]
+
+
+def console(user: User) -> Client:
+    """A browser session of the admin console, logged in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 def event_types(call: ToolCall) -> list[str]:

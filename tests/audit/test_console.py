@@ -16,6 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from tests.audit.conftest import owner_tampering
+from tests.helpers import console
 from toolhub import Param, tool
 from toolhub.admin_lists import EstimatedCountPaginator
 from toolhub.audit import audit_call_event
@@ -57,12 +58,6 @@ def member(username: str, slug: str, group: Group) -> User:
     user.groups.add(group)
     TenantMembership.objects.create(user=user, tenant=tenant)
     return user
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def make_call(tenant: str, *, tool_name: str = "crm_lookup_secure", status: str = CallStatus.SUCCEEDED, **fields):

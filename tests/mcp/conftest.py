@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from rest_framework.authtoken.models import Token
 
 from toolhub.asgi import build_application
@@ -56,6 +57,17 @@ def with_client(
                 return await body(client)
 
     return anyio.run(main)
+
+
+def refused_call(base: str, user: User, name: str, arguments: dict[str, Any]) -> MCPError:
+    """The error ``tools/call`` of ``name`` answers ``user`` over the SDK client."""
+
+    async def body(client: Client) -> MCPError:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool(name, arguments)
+        return raised.value
+
+    return with_client(base, token(user), body)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from tests.disclosure import sample_tools
-from tests.mcp.conftest import token, with_client
+from tests.mcp.conftest import refused_call, token, with_client
 from toolhub.conf import toolhub_settings
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.models import AuditEvent, Grant, GrantEffect, ToolCall
@@ -56,15 +56,6 @@ async def _names(client: Client) -> list[str]:
 def _call(base: str, user: User, name: str, arguments: dict[str, Any]) -> Any:
     async def body(client: Client) -> Any:
         return await client.call_tool(name, arguments)
-
-    return with_client(base, token(user), body)
-
-
-def _refused(base: str, user: User, name: str, arguments: dict[str, Any]) -> MCPError:
-    async def body(client: Client) -> MCPError:
-        with pytest.raises(MCPError) as raised:
-            await client.call_tool(name, arguments)
-        return raised.value
 
     return with_client(base, token(user), body)
 
@@ -258,8 +249,8 @@ def test_search_mode_still_authorizes_a_call_by_name(
 ) -> None:
     settings.TOOLHUB = {**settings.TOOLHUB, "MCP_TOOL_LISTING": "search"}
 
-    denied = _refused(live_asgi, alice, "refund_payment", {"payment": "p1"})
-    unknown = _refused(live_asgi, alice, "no_such_tool", {"payment": "p1"})
+    denied = refused_call(live_asgi, alice, "refund_payment", {"payment": "p1"})
+    unknown = refused_call(live_asgi, alice, "no_such_tool", {"payment": "p1"})
 
     assert denied.code == unknown.code
     assert "grant" not in denied.message.lower()

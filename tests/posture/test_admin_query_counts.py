@@ -42,7 +42,7 @@ from approvals.models import (
     WebhookDelivery,
 )
 from demo.models import Account, LedgerEntry, Order
-from tests.helpers import RequestCall
+from tests.helpers import RequestCall, console
 from toolhub.adapters.openai_agents.models import PausedAgentRun
 from toolhub.admin_helpers import CrossTenantOnly
 from toolhub.audit import audit_call_event
@@ -289,12 +289,6 @@ def platform_staff(db: None) -> User:
 @pytest.fixture
 def world(tenant: Tenant, alice: User, staff: User, request_call: RequestCall, committed: Callable[..., Any]) -> World:
     return World(tenant=tenant, alice=alice, staff=staff, request_call=request_call, committed=committed)
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @dataclass(frozen=True)

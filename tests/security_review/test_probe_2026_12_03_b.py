@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus
 from demo.models import Account
+from tests.helpers import console
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, database_state, make_user
 from tests.testapp.models import SideEffect
@@ -36,12 +37,6 @@ from toolhub.tools.registry import registry
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MISSING_UUID = "00000000-0000-0000-0000-000000000000"
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def step(client: APIClient, label: str, saga_id: str, tool: str = "saga_step") -> Any:

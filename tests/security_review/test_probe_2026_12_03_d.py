@@ -31,7 +31,7 @@ from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus, WebhookDelivery
 from demo.models import Account
-from tests.helpers import RequestCall
+from tests.helpers import RequestCall, console
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, database_state, make_user
 from toolhub.exceptions import ToolError
@@ -45,12 +45,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MISSING_ID = "987654321"
 MISSING_UUID = "00000000-0000-0000-0000-000000000000"
 GLOBEX_PRODUCT = "GLOBEX-SECRET-PRODUCT"
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def leaks(text: str, *markers: str) -> list[str]:

@@ -21,7 +21,6 @@ from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.db import transaction
-from django.test import Client
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
@@ -29,6 +28,7 @@ from agents_app.blackboard import blackboard_entries, blackboard_put
 from agents_app.models import AgentRun, BlackboardEntry
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, ApprovalRule, WebhookDelivery
+from tests.helpers import console
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, make_user
 from toolhub import Param, tool
@@ -64,12 +64,6 @@ def probe_e_note(
 def _probe_tools() -> Iterator[None]:
     with registry.temporarily(probe_e_note):
         yield
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def live_markup(html: str) -> list[str]:

@@ -41,6 +41,7 @@ from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus
 from approvals.services import approvals_escalate_due
 from demo.models import Order
+from tests.helpers import console
 from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - live_asgi is a fixture
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import make_user
@@ -61,12 +62,6 @@ KEY = "sk-live-PROBEF0head1234abcdefghij-klmnopqrstu5678tail9XYZ"
 #: A model provider's API key (environment variable named by the provider row).
 LLM_KEY_ENV = "PROBE_F_LLM_KEY"
 LLM_KEY = "sk-probe-f-llm-8d1e2f3a4b5c6d7e8f90a1b2"
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def export(client: Client, export_format: str) -> str:

@@ -31,7 +31,7 @@ from mcp import Client as McpClient
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.conftest import bob, live_asgi, token, with_client  # noqa: F401 - fixtures
+from tests.mcp.conftest import bob, live_asgi, refused_call, token, with_client  # noqa: F401 - fixtures
 from tests.mcpclient.fake_server import serving
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
@@ -120,17 +120,6 @@ def _raw(base: str, user: User, body: Any, **headers: str) -> httpx.Response:
         },
         timeout=60,
     )
-
-
-def _refusal(base: str, user: User, name: str, arguments: dict[str, Any]) -> MCPError:
-    """The error ``tools/call`` answers ``user`` for ``name`` over the SDK client (2026-07-28)."""
-
-    async def body(client: McpClient) -> MCPError:
-        with pytest.raises(MCPError) as raised:
-            await client.call_tool(name, arguments)
-        return raised.value
-
-    return with_client(base, token(user), body)
 
 
 # --- toolhub as an MCP server: every other method, odd payloads ------------------------------------------------
@@ -322,8 +311,8 @@ def test_a_denied_tool_without_header_declarations_answers_like_a_missing_one(
     SDK client give the same code and the same words."""
     Grant.objects.create(tool_name="record_effect", user=alice, effect=GrantEffect.DENY)
 
-    denied = _refusal(live_asgi, alice, "record_effect", {"note": "n"})
-    missing = _refusal(live_asgi, alice, "record_effecz", {"note": "n"})
+    denied = refused_call(live_asgi, alice, "record_effect", {"note": "n"})
+    missing = refused_call(live_asgi, alice, "record_effecz", {"note": "n"})
 
     assert denied.code == missing.code
     assert str(denied).split(".")[0].replace("record_effect", "X") == str(missing).split(".")[0].replace(
@@ -342,8 +331,8 @@ def test_fixed_a_denied_tool_declaring_an_mcp_param_header_answers_like_a_missin
     (``toolhub.mcp_headers``, worked out by the authentication wrapper)."""
     Grant.objects.create(tool_name="probe_g_payroll", user=alice, effect=GrantEffect.DENY)
     with registry.temporarily(_payroll()):
-        denied = _refusal(live_asgi, alice, "probe_g_payroll", {"employee": "e-1"})
-        missing = _refusal(live_asgi, alice, "probe_g_payrolz", {"employee": "e-1"})
+        denied = refused_call(live_asgi, alice, "probe_g_payroll", {"employee": "e-1"})
+        missing = refused_call(live_asgi, alice, "probe_g_payrolz", {"employee": "e-1"})
 
     assert "employee" not in str(denied).lower() and "Mcp-Param" not in str(denied)
     assert denied.code == missing.code
@@ -405,8 +394,8 @@ def test_another_tenants_remote_tool_declaring_an_mcp_param_header_answers_bob_l
     ]
     accept_offered(server)
 
-    theirs = _refusal(live_asgi, bob, "probeg__lookup", {"q": "c-1"})
-    missing = _refusal(live_asgi, bob, "probeg__lookuq", {"q": "c-1"})
+    theirs = refused_call(live_asgi, bob, "probeg__lookup", {"q": "c-1"})
+    missing = refused_call(live_asgi, bob, "probeg__lookuq", {"q": "c-1"})
 
     assert fake.calls == []
     assert "Mcp-Param" not in str(theirs)
@@ -441,7 +430,7 @@ def test_remote_names_colliding_with_meta_code_and_facade_names_stay_prefixed_an
     assert registry.get("probeg__tools").description == "Remote tools."  # the remote tool keeps the name; no facade
     assert registry.get("record_effect").group != "probeg" and registry.get("tool_search").group != "probeg"
 
-    navigation = _refusal(live_asgi, alice, "tool_search", {"query": "x"})
+    navigation = refused_call(live_asgi, alice, "tool_search", {"query": "x"})
 
     async def code_tool(client: McpClient) -> Any:
         return await client.call_tool("record_effect", {"note": "code"})
@@ -475,7 +464,7 @@ def test_a_tool_the_server_adds_after_acceptance_waits_for_review_and_is_never_c
         return listed, found, described
 
     listed, found, described = with_client(live_asgi, token(alice), discover)
-    over_mcp = _refusal(live_asgi, alice, "probeg__export_all", {})
+    over_mcp = refused_call(live_asgi, alice, "probeg__export_all", {})
     in_process = request_call("probeg__export_all", {}, alice, tenant="acme")
     accepted = request_call("probeg__lookup", {"q": "c-1"}, alice, tenant="acme")
     remote_server_sync(server=server, actor="operator:probe-g")
@@ -507,8 +496,8 @@ def test_a_tenant_without_a_credential_neither_sees_nor_reaches_the_remote_tool_
         return listed, found, theirs, missing
 
     listed, found, theirs, missing = with_client(live_asgi, token(bob), discover)
-    called = _refusal(live_asgi, bob, "probeg__lookup", {})
-    absent = _refusal(live_asgi, bob, "probeg__lookuq", {})
+    called = refused_call(live_asgi, bob, "probeg__lookup", {})
+    absent = refused_call(live_asgi, bob, "probeg__lookuq", {})
 
     assert not [name for name in listed if name.startswith("probeg")]
     assert "probeg" not in str(found.structured_content)

@@ -12,13 +12,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.core.cache import cache
-from django.test import Client
 from rest_framework.test import APIClient
 
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from tests.helpers import principal_for
+from tests.helpers import console, principal_for
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Saga
 from toolhub.tools.context import ToolContext
@@ -70,12 +69,6 @@ def hold(django_capture_on_commit_callbacks: Any) -> Callable[[User], ApprovalRe
         return ApprovalRequest.objects.get(call=call)
 
     return request
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def shown_messages(response: Any) -> str:

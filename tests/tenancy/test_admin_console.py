@@ -5,11 +5,11 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalRule, ApprovalStatus, WebhookDelivery
 from demo.models import Account
+from tests.helpers import console
 from tests.tenancy.conftest import AcmeData, database_state, make_user
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.models import AuditEvent, Grant, Tenant, TenantMembership, ToolDefinition
@@ -18,12 +18,6 @@ from toolhub.sagas.models import Compensation, Saga, SagaStatus
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MISSING_ID = "987654321"
-
-
-def console(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def changelists(acme: AcmeData) -> dict[str, str]:
