@@ -27,15 +27,15 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
 
 
 @receiver(saga_key_reserved, dispatch_uid="agents_app.run_saga_keys")
-def _run_saga_key(sender: Any, key: str, **kwargs: Any) -> bool:
-    """A run's id is its saga's key: no direct call may carry it, even before the run made a call."""
+def _run_saga_key(sender: Any, key: str, tenant: str, **kwargs: Any) -> bool:
+    """A run's id is its saga's key in its tenant: no direct call there may carry it, even before its first call."""
     from agents_app.models import AgentRun
 
     try:
         run_id = uuid.UUID(key)
     except ValueError:
         return False
-    return AgentRun.objects.filter(pk=run_id).exists()
+    return AgentRun.objects.filter(pk=run_id, tenant=tenant).exists()
 
 
 def _advance_here(run_id: uuid.UUID, seconds_left: float) -> None:

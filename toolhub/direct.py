@@ -201,9 +201,10 @@ def _checked_key(key: str) -> str:
 def _checked_saga_id(saga_id: str, principal: CallPrincipal, user: AbstractBaseUser) -> str:
     """A saga id is the caller's name for a group of their calls: unused, or naming a direct saga they own.
 
-    An unused id is claimed here, before the call is written: its saga is opened for the caller on the key's
-    unique index. Of two first steps racing under one new id (two tenants, two colleagues), one opens the saga
-    and the other finds it someone else's and is refused, where both used to join it.
+    An unused id is claimed here, before the call is written: its saga is opened for the caller on the unique
+    index of the tenant's keys. Of two colleagues' first steps racing under one new id, one opens the saga and
+    the other finds it someone else's and is refused, where both used to join it. Ids are per tenant: another
+    tenant's saga of the same name is another saga, never consulted.
     """
     if not saga_id:
         return ""
@@ -218,7 +219,7 @@ def _checked_saga_id(saga_id: str, principal: CallPrincipal, user: AbstractBaseU
 
     if unavailable():
         raise CallerContextError(SAGA_ID_UNAVAILABLE)
-    if not Saga.objects.filter(key=saga_id).exists():
+    if not Saga.objects.filter(key=saga_id, tenant=principal.tenant).exists():
         try:
             saga_open(key=saga_id, tenant=principal.tenant, user=user, actor=f"user:{user.get_username()}")
         except SagaKeyTakenError:

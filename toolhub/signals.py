@@ -35,8 +35,9 @@ call_settled = Signal()
 #: child run) starts only once the call is parked and can be settled.
 call_suspended = Signal()
 
-#: Asked (``send``) before a direct call takes a saga id; kwargs: ``key``. A receiver returns True when the key is
-#: one an app keeps for its own sagas (an agent run's id, before the run has made any call), so no caller squats it.
+#: Asked (``send``) before a direct call takes a saga id; kwargs: ``key``, ``tenant``. A receiver returns True when
+#: the key is one an app keeps for its own sagas in that tenant (an agent run's id, before the run has made any
+#: call), so no caller squats it.
 saga_key_reserved = Signal()
 
 #: What runs after a task's own work: called with the seconds left before the task's soft time limit.

@@ -16,6 +16,7 @@ from tests.api.conftest import client_for
 from tests.testapp.models import SideEffect
 from toolhub import ToolContext, registry, tool
 from toolhub.models import AuditEvent, CallIdempotencyKey, Grant, Tenant, TenantMembership, ToolCall
+from toolhub.sagas.models import Compensation, Saga
 
 # Committed for real: the embedded mode runs a call when the request's transaction commits, before it answers.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,7 +213,7 @@ def test_a_member_of_several_tenants_names_one(alice: User, other_tenant: Tenant
     assert named.status_code == 200 and named.json()["tenant"] == "globex"
 
 
-def test_a_saga_id_of_another_tenant_is_refused(post: Post, bob: User) -> None:
+def test_a_saga_id_another_tenant_uses_names_a_saga_of_ones_own(post: Post, bob: User) -> None:
     theirs = client_for(bob).post(
         "/api/v1/calls/",
         {"tool": "saga_step", "arguments": {"label": "a"}, "saga_id": "order-7"},
@@ -221,9 +222,16 @@ def test_a_saga_id_of_another_tenant_is_refused(post: Post, bob: User) -> None:
 
     mine = post({"tool": "saga_step", "arguments": {"label": "b"}, "saga_id": "order-7"})
 
-    assert theirs.status_code == 200
-    assert mine.status_code == 400
-    assert ToolCall.objects.filter(saga_id="order-7").count() == 1
+    assert (theirs.status_code, mine.status_code) == (200, 200)
+    assert dict(Saga.objects.filter(key="order-7").values_list("tenant", "created_by__username")) == {
+        "globex": "bob",
+        "acme": "alice",
+    }
+    steps = Compensation.objects.select_related("step_call", "saga")
+    assert sorted((c.saga.tenant, c.step_call.tenant, c.step_call.arguments["label"]) for c in steps) == [
+        ("acme", "acme", "b"),
+        ("globex", "globex", "a"),
+    ]
 
 
 @pytest.mark.parametrize("wait", ["soon", "-1", "nan"])

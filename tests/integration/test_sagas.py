@@ -296,7 +296,7 @@ def test_sigkill_during_a_compensation_it_resumes_on_another_worker_and_takes_ef
         step = _step("slow_undo_step", {"label": "k", "seconds": 4.0}, saga=key, user=alice)
 
         # when it is rolled back and the worker is SIGKILLed after the effect, before the call finished
-        saga_rollback_on_demand(saga_key=key, actor="user:alice")
+        saga_rollback_on_demand(saga_key=key, tenant="acme", actor="user:alice")
         wait_for(lambda: SideEffect.objects.filter(tool="undo_slow_step").exists(), what="compensation took effect")
         compensation = Compensation.objects.get(saga__key=key)
         assert compensation.call.status == CallStatus.RUNNING

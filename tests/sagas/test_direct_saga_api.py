@@ -46,10 +46,62 @@ def test_a_saga_is_opened_and_seen_only_in_its_tenant(alice: User, bob: User) ->
     assert bob_client.get("/api/v1/sagas/trip-1/").status_code == 404
     assert bob_client.get("/api/v1/sagas/").json()["results"] == []
     assert bob_client.post("/api/v1/sagas/trip-1/rollback/").status_code == 404
-    # the key is taken: neither a second saga nor another tenant's calls may use it
-    assert bob_client.post("/api/v1/sagas/", {"saga_id": "trip-1"}, format="json").status_code == 409
-    assert step(bob_client, "b").status_code == 400
-    assert not ToolCall.objects.filter(user=bob).exists()
+    # the key is taken in acme: a second saga of that name there is refused
+    assert alice_client.post("/api/v1/sagas/", {"saga_id": "trip-1"}, format="json").status_code == 409
+
+
+def test_two_tenants_name_their_sagas_alike_and_each_rolls_back_only_its_own(alice: User, bob: User) -> None:
+    # given alice (acme) and bob (globex) each with a saga called trip-1: bob's opened by its first step
+    alice_client, bob_client = client_for(alice), client_for(bob)
+    assert alice_client.post("/api/v1/sagas/", {"saga_id": "trip-1"}, format="json").status_code == 201
+    assert step(alice_client, "alice-flight").status_code == 200
+    assert step(bob_client, "bob-flight").status_code == 200
+    assert step(bob_client, "bob-hotel").status_code == 200
+
+    # when bob rolls his back
+    rolled = bob_client.post("/api/v1/sagas/trip-1/rollback/")
+
+    # then his two steps are undone, alice's stays done and her saga stays open, each sees only their own
+    assert rolled.status_code == 202, rolled.content
+    assert (rolled.json()["tenant"], rolled.json()["status"]) == ("globex", "compensated")
+    assert sorted(SideEffect.objects.filter(tool="undo_saga_step").values_list("note", flat=True)) == [
+        "bob-flight",
+        "bob-hotel",
+    ]
+    assert dict(Saga.objects.filter(key="trip-1").values_list("tenant", "status")) == {
+        "acme": "open",
+        "globex": "compensated",
+    }
+    mine = alice_client.get("/api/v1/sagas/trip-1/").json()
+    assert (mine["tenant"], [c["status"] for c in mine["compensations"]]) == ("acme", ["recorded"])
+    assert [s["tenant"] for s in bob_client.get("/api/v1/sagas/").json()["results"]] == ["globex"]
+    assert set(ToolCall.objects.filter(saga_id="trip-1", user=alice).values_list("tenant", "status")) == {
+        ("acme", "succeeded")
+    }
+
+
+def test_someone_in_two_tenants_with_two_sagas_of_one_id_is_asked_which_tenant(
+    alice: User, other_tenant: Tenant
+) -> None:
+    # given alice in acme and globex, with a saga of hers called trip-1 in each
+    TenantMembership.objects.create(user=alice, tenant=other_tenant)
+    client = client_for(alice)
+    for tenant in ("acme", "globex"):
+        opened = client.post("/api/v1/sagas/", {"saga_id": "trip-1", "tenant": tenant}, format="json")
+        assert opened.status_code == 201, opened.content
+
+    # when she asks for trip-1 without and with a tenant
+    ambiguous = client.get("/api/v1/sagas/trip-1/")
+    refused = client.post("/api/v1/sagas/trip-1/rollback/")
+    chosen = client.get("/api/v1/sagas/trip-1/?tenant=acme")
+    elsewhere = client.get("/api/v1/sagas/trip-1/?tenant=initech")
+
+    # then she is asked which tenant she means (nothing rolled back), and given the one she names
+    assert (ambiguous.status_code, refused.status_code) == (400, 400)
+    assert "add ?tenant=<slug>" in ambiguous.json()["tenant"]
+    assert chosen.status_code == 200 and chosen.json()["tenant"] == "acme"
+    assert elsewhere.status_code == 404
+    assert not Saga.objects.exclude(status="open").exists()
 
 
 def test_a_saga_without_an_id_gets_one(alice: User) -> None:

@@ -220,13 +220,17 @@ def test_an_explicit_mapping_builds_the_arguments(alice: User) -> None:
 def test_rolling_back_twice_for_one_failure_is_one_rollback_and_nothing_is_refused_silently(alice: User) -> None:
     _call("book", {"item": "a"}, saga="twice", user=alice)
     failed = _call("explode", {"reason": "boom"}, saga="twice", user=alice)
-    again = saga_rollback(saga_key="twice", actor="test", trigger="step_failed", failed_call=failed)
+    again = saga_rollback(saga_key="twice", tenant="acme", actor="test", trigger="step_failed", failed_call=failed)
     assert again is not None and Saga.objects.get(key="twice").rollbacks.count() == 1
     assert LOG.count(("cancel", "B-a")) == 1
     with pytest.raises(NothingToCompensateError):
-        saga_rollback_on_demand(saga_key="twice", actor="test")
+        saga_rollback_on_demand(saga_key="twice", tenant="acme", actor="test")
     with pytest.raises(NothingToCompensateError):
-        saga_rollback_on_demand(saga_key="no-such-saga", actor="test")
+        saga_rollback_on_demand(saga_key="no-such-saga", tenant="acme", actor="test")
+    # saga ids are per tenant: in another tenant "twice" names no saga
+    with pytest.raises(NothingToCompensateError):
+        saga_rollback_on_demand(saga_key="twice", tenant="globex", actor="test")
+    assert LOG.count(("cancel", "B-a")) == 1
 
 
 def test_a_lone_direct_call_or_a_failure_without_compensable_steps_forms_no_saga(alice: User) -> None:

@@ -198,30 +198,40 @@ def test_globex_reads_and_rolls_back_none_of_acmes_direct_sagas_answered_like_mi
             assert list(response.context["cl"].result_list) == [], url
 
 
-def test_a_saga_id_taken_in_globex_is_refused_to_acme_without_naming_the_tenant(
+def test_fixed_a_saga_id_taken_in_globex_tells_acme_nothing_and_is_acmes_own_there(
     alice: User, other_tenant: Tenant
 ) -> None:
-    """Documented (README, "saga_id"): a saga id is unique across tenants, so acme learns that *some* tenant uses it.
+    """Found (documented then as a residual risk): a saga id was unique across tenants, so acme learned that
+    *some* tenant used it (409 and 400 where an unused id was accepted). Fixed: saga ids are per tenant
+    (``saga_key_per_tenant``); another tenant's saga of the same name is neither read nor consulted.
 
-    Tried: globex opens ``order-7``; alice opens ``order-7`` and sends a step under it. She is refused (409 and
-    400; an unused id would be accepted), which is an existence oracle by design, but the refusal names no
-    tenant and records nothing; the saga stays globex's and unreadable to her. (Reported as a residual risk:
-    per-tenant keys would close it.)
+    Tried: globex opens ``order-7`` and makes a step; alice opens ``order-7`` and ``order-8`` (unused anywhere),
+    then sends a step under each, and rolls ``order-7`` back.
     """
     bob = make_user("globex-bob", tenant=other_tenant)
     assert client_for(bob).post("/api/v1/sagas/", {"saga_id": "order-7"}, format="json").status_code == 201
+    assert step(client_for(bob), "globex-step", "order-7").status_code == 200
     client = client_for(alice)
-    before = database_state()
 
-    opened = client.post("/api/v1/sagas/", {"saga_id": "order-7"}, format="json")
-    stepped = step(client, "x", "order-7")
+    answers = {
+        key: (
+            client.post("/api/v1/sagas/", {"saga_id": key}, format="json").status_code,
+            step(client, f"acme-{key}", key).status_code,
+        )
+        for key in ("order-7", "order-8")
+    }
+    rolled = client.post("/api/v1/sagas/order-7/rollback/")
 
-    assert (opened.status_code, stepped.status_code) == (409, 400)
-    for refusal in (opened, stepped):
-        assert "globex" not in refusal.content.decode().lower() and "bob" not in refusal.content.decode()
-    assert database_state() == before
-    assert client.get("/api/v1/sagas/order-7/").status_code == 404
-    assert Saga.objects.get(key="order-7").tenant == "globex"
+    # then a name globex uses is answered as an unused one, and alice's saga of that name is hers alone
+    assert answers == {"order-7": (201, 200), "order-8": (201, 200)}
+    assert rolled.status_code == 202, rolled.content
+    assert undone() == ["acme-order-7"]
+    assert dict(Saga.objects.filter(key="order-7").values_list("tenant", "status")) == {
+        "acme": "compensated",
+        "globex": "open",
+    }
+    seen = client.get("/api/v1/sagas/order-7/").json()
+    assert seen["tenant"] == "acme" and "globex" not in str(seen) and "bob" not in str(seen)
 
 
 # --- the admin: filter choices, searches and orderings ------------------------------------------------------

@@ -42,7 +42,7 @@ from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData
 from tests.testapp.models import SideEffect
 from toolhub import Param, Risk, ToolContext, registry, tool
-from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall, ToolDefinition
+from toolhub.models import AuditEvent, CallKind, CallStatus, Tenant, ToolCall, ToolDefinition
 from toolhub.sagas.models import Compensation, Saga
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -370,13 +370,8 @@ def test_a_rollback_racing_a_step_still_running_compensates_that_step_too(alice:
     assert_audit_intact()
 
 
-def test_fixed_two_first_steps_from_two_tenants_racing_on_one_fresh_saga_id(
-    alice: User, globex_user: User, probe_tools: None
-) -> None:
-    """Found: the saga id check ran before and outside the call's transaction, so two first steps from two
-    tenants both saw the id as unused, both joined one saga, and its owner's rollback compensated the other
-    tenant's step. Fixed: an unused id is claimed by opening its saga for the caller on the key's unique index
-    (``toolhub.direct._checked_saga_id``); the second finds it someone else's and is refused."""
+def _racing_first_steps(first: tuple[User, str], second: tuple[User, str], saga_id: str) -> list[Any]:
+    """Two first steps under one fresh saga id, both checked before either records anything."""
     from toolhub.sagas import selectors
 
     real = selectors.saga_id_unavailable
@@ -390,21 +385,57 @@ def test_fixed_two_first_steps_from_two_tenants_racing_on_one_fresh_saga_id(
             pass  # a fix that serialises the check lets only one through at a time
         return answer
 
-    # when alice (acme) and bob (globex) send their first step with the same fresh saga id at once
     with mock.patch.object(selectors, "saga_id_unavailable", checked_then_meet):
-        acme, globex = _together(lambda: _step(alice, "acme", "trip-9"), lambda: _step(globex_user, "globex", "trip-9"))
+        return _together(lambda: _step(first[0], first[1], saga_id), lambda: _step(second[0], second[1], saga_id))
 
-    # and the saga's owner rolls it back
-    saga = Saga.objects.get(key="trip-9")
-    owner = alice if saga.tenant == "acme" else globex_user
-    rolled = client_for(owner).post("/api/v1/sagas/trip-9/rollback/")
-    assert rolled.status_code == 202, rolled.content
 
-    # then (secure) one of them is refused ("not available"), the saga's steps all belong to its tenant, and
-    # its owner's rollback compensates nothing of the other tenant's
-    assert sorted([acme.status_code, globex.status_code]) == [200, 400], (acme.content, globex.content)
-    assert set(ToolCall.objects.filter(saga_id="trip-9").values_list("tenant", flat=True)) == {saga.tenant}
-    assert list(SideEffect.objects.filter(tool="undo_probe_slow_step").values_list("note", flat=True)) == [saga.tenant]
+def test_fixed_two_first_steps_from_two_tenants_racing_on_one_fresh_saga_id(
+    alice: User, globex_user: User, probe_tools: None
+) -> None:
+    """Found: the saga id check ran before and outside the call's transaction, so two first steps from two
+    tenants both saw the id as unused, both joined one saga, and its owner's rollback compensated the other
+    tenant's step. Fixed twice over: saga ids are per tenant (``saga_key_per_tenant``), so the two steps open
+    two sagas, one in each tenant, and each owner's rollback undoes only their own step."""
+    # when alice (acme) and bob (globex) send their first step with the same fresh saga id at once
+    acme, globex = _racing_first_steps((alice, "acme"), (globex_user, "globex"), "trip-9")
+
+    # and each rolls their saga back
+    rolled = [client_for(user).post("/api/v1/sagas/trip-9/rollback/") for user in (alice, globex_user)]
+
+    # then both were accepted into a saga of their own tenant, and each rollback undid its own step once
+    assert (acme.status_code, globex.status_code) == (200, 200), (acme.content, globex.content)
+    assert [response.status_code for response in rolled] == [202, 202], [r.content for r in rolled]
+    assert dict(Saga.objects.filter(key="trip-9").values_list("tenant", "status")) == {
+        "acme": "compensated",
+        "globex": "compensated",
+    }
+    for saga in Saga.objects.filter(key="trip-9"):
+        assert {c.step_call.tenant for c in saga.compensations.select_related("step_call")} == {saga.tenant}
+    _assert_each_step_compensated_at_most_once()
+    assert sorted(SideEffect.objects.filter(tool="undo_probe_slow_step").values_list("note", flat=True)) == [
+        "acme",
+        "globex",
+    ]
+
+
+def test_fixed_two_colleagues_first_steps_racing_on_one_fresh_saga_id(
+    alice: User, tenant: Tenant, probe_tools: None
+) -> None:
+    """Two members of one tenant race their first steps under one fresh saga id: the id is claimed by opening
+    its saga for the caller on the unique index of the tenant's keys (``toolhub.direct._checked_saga_id``), so
+    one gets it and the other is answered "not available"; no step joins a colleague's saga."""
+    from tests.tenancy.conftest import make_user
+
+    carol = make_user("acme-carol", tenant=tenant)
+
+    first, second = _racing_first_steps((alice, "alice"), (carol, "carol"), "trip-10")
+
+    assert sorted([first.status_code, second.status_code]) == [200, 400], (first.content, second.content)
+    refused = first if first.status_code == 400 else second
+    assert "not available" in refused.json()["detail"]
+    saga = Saga.objects.get(key="trip-10")
+    owner = alice if saga.created_by_id == alice.pk else carol
+    assert set(ToolCall.objects.filter(saga_id="trip-10").values_list("user_id", flat=True)) == {owner.pk}
 
 
 # --- runs --------------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 import uuid
 
-from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -64,7 +65,7 @@ class SagaSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Saga
-        fields = ["key", "run_id", "status", "compensations", "rollbacks", "created_at", "updated_at"]
+        fields = ["key", "tenant", "run_id", "status", "compensations", "rollbacks", "created_at", "updated_at"]
 
 
 # --- direct sagas: POST/GET /api/v1/sagas/, GET /api/v1/sagas/{saga_id}/, POST .../rollback/ ---------------
@@ -111,15 +112,48 @@ class SagaListView(generics.ListAPIView):
         return Response(SagaSerializer(saga).data, status=status.HTTP_201_CREATED)
 
 
+#: ``?tenant=``: which of the caller's tenants a saga id is looked up in, when it names a saga in several.
+_TENANT_PARAMETER = OpenApiParameter(
+    "tenant",
+    OpenApiTypes.STR,
+    description="Your tenant, when the saga id names a saga in several of yours (saga ids are per tenant).",
+)
+
+
+def visible_saga(request: Request, saga_id: str) -> Saga:
+    """The saga ``saga_id`` among those the caller may see, in ``?tenant=`` when given.
+
+    Saga ids are per tenant, so someone in several tenants may see two sagas of one id: they are asked which
+    tenant they mean (400) rather than answered with either. Another tenant's saga answers as a missing one.
+    """
+    sagas = sagas_visible_to(request.user).filter(key=saga_id)
+    tenant = request.query_params.get("tenant")
+    if tenant is not None:
+        sagas = sagas.filter(tenant=tenant)
+    found = list(sagas[:2])
+    if not found:
+        raise Http404("No saga you may see has this id.")
+    if len(found) > 1:
+        raise ValidationError(
+            {"tenant": "This saga id names a saga in several of your tenants; add ?tenant=<slug> to choose one."}
+        )
+    return found[0]
+
+
 class SagaDetailView(generics.RetrieveAPIView):
     """One saga you may see, by its id: its compensations (newest step first) and rollbacks."""
 
     serializer_class = SagaSerializer
-    lookup_field = "key"
-    lookup_url_kwarg = "saga_id"
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return sagas_visible_to(self.request.user)
+
+    def get_object(self) -> Saga:
+        return visible_saga(self.request, self.kwargs["saga_id"])
+
+    @extend_schema(parameters=[_TENANT_PARAMETER])
+    def get(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().get(request, *args, **kwargs)
 
 
 class SagaRollbackView(APIView):
@@ -132,16 +166,16 @@ class SagaRollbackView(APIView):
 
     throttle_scope = "runs"
 
-    @extend_schema(request=None, responses={202: SagaSerializer})
+    @extend_schema(request=None, responses={202: SagaSerializer}, parameters=[_TENANT_PARAMETER])
     def post(self, request: Request, saga_id: str) -> Response:
-        saga = get_object_or_404(sagas_visible_to(request.user), key=saga_id)
+        saga = visible_saga(request, saga_id)
         if saga.run_id is not None:
             return Response(
                 {"detail": "This is a run's saga; roll it back with POST /api/v1/runs/{id}/rollback/."},
                 status=status.HTTP_409_CONFLICT,
             )
         user = request.user
-        if direct_saga_owner(saga.key) != user.pk and not user.has_perm(OPERATE_PERMISSION):
+        if direct_saga_owner(saga.key, tenant=saga.tenant) != user.pk and not user.has_perm(OPERATE_PERMISSION):
             raise PermissionDenied(
                 "Only who opened the saga (or made its first call), or an operator, may roll it back."
             )

@@ -17,11 +17,12 @@ class SagaStatus(models.TextChoices):
 class Saga(models.Model):
     """The steps of one agent run, or of direct calls sharing a ``saga_id``, that may have to be undone together.
 
-    ``key`` is the run id for a run, or the caller's saga id; ``last_sequence`` numbers the recorded
+    ``key`` is the run id for a run, or the caller's saga id, unique within its tenant: two tenants may
+    name their sagas alike without either learning of the other's. ``last_sequence`` numbers the recorded
     steps in the order they completed, so that they are compensated newest first.
     """
 
-    key = models.CharField(max_length=100, unique=True)
+    key = models.CharField(max_length=100)
     run_id = models.UUIDField(null=True, blank=True, db_index=True)
     tenant = models.CharField(max_length=100, blank=True, db_index=True)
     status = models.CharField(max_length=20, choices=SagaStatus.choices, default=SagaStatus.OPEN, db_index=True)
@@ -40,6 +41,7 @@ class Saga(models.Model):
     class Meta:
         ordering = ["-created_at"]
         permissions = [("operate_saga", "Can retry and resolve a saga's compensations")]
+        constraints = [models.UniqueConstraint(fields=["key", "tenant"], name="saga_key_per_tenant")]
 
     def __str__(self) -> str:
         return f"saga {self.key} ({self.status})"

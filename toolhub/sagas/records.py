@@ -65,7 +65,8 @@ COMPENSATION_TRANSITIONS = TransitionTable(
 
 
 def locked_saga(*, key: str, run_id: uuid.UUID | None, tenant: str, actor: str) -> Saga:
-    saga, created = Saga.objects.get_or_create(key=key, defaults={"run_id": run_id, "tenant": tenant})
+    """The saga ``key`` of ``tenant`` (opened now if it is new), locked until the transaction ends."""
+    saga, created = Saga.objects.get_or_create(key=key, tenant=tenant, defaults={"run_id": run_id})
     if created:
         audit_saga(
             saga, "saga.opened", actor=actor, status=saga.status, data={"run_id": str(run_id) if run_id else None}
@@ -84,9 +85,9 @@ def compensable_tool_names() -> list[str]:
     return [tool.name for tool in registry.all() if tool.compensate_with]
 
 
-def step_calls(key: str, run_id: uuid.UUID | None) -> QuerySet[ToolCall]:
-    """The calls that are steps of a saga: the run's own calls, or the direct calls carrying its id."""
-    match = Q(saga_id=key)
+def step_calls(key: str, run_id: uuid.UUID | None, *, tenant: str) -> QuerySet[ToolCall]:
+    """The calls that are steps of a saga: the run's own calls, or its tenant's direct calls carrying its id."""
+    match = Q(saga_id=key, tenant=tenant)
     if run_id is not None:
         match |= Q(run_id=run_id, saga_id="")
     return ToolCall.objects.filter(match, kind__in=STEP_KINDS)
@@ -144,7 +145,7 @@ def record_missing_steps(saga: Saga, actor: str) -> None:
     """Record succeeded steps whose settle notification was lost (a process died right after the commit)."""
     known = Compensation.objects.filter(saga=saga).values("step_call_id")
     missing = (
-        step_calls(saga.key, saga.run_id)
+        step_calls(saga.key, saga.run_id, tenant=saga.tenant)
         .filter(status=CallStatus.SUCCEEDED, tool_name__in=compensable_tool_names())
         .exclude(id__in=known)
         .order_by("finished_at", "created_at")
@@ -157,7 +158,7 @@ def hold_unknown_steps(saga: Saga, actor: str) -> list[Compensation]:
     """Steps whose own outcome is unknown are not compensated on their own: an operator decides."""
     known = Compensation.objects.filter(saga=saga).values("step_call_id")
     unknown = (
-        step_calls(saga.key, saga.run_id)
+        step_calls(saga.key, saga.run_id, tenant=saga.tenant)
         .filter(status=CallStatus.NEEDS_ATTENTION, tool_name__in=compensable_tool_names())
         .exclude(id__in=known)
         .order_by("created_at")

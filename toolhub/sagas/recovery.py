@@ -77,7 +77,7 @@ def _roll_back_unheard_failures(limit: int) -> int:
         assert newest_step is not None
         failed = (
             ToolCall.objects.filter(
-                saga_id=saga.key, kind__in=STEP_KINDS, run_id__isnull=True, status=CallStatus.FAILED
+                saga_id=saga.key, tenant=saga.tenant, kind__in=STEP_KINDS, run_id__isnull=True, status=CallStatus.FAILED
             )
             .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
             .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))

@@ -41,53 +41,53 @@ def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
     return Saga.objects.filter(Q(pk__in=own.values("pk")) | Q(pk__in=opened.values("pk")))
 
 
-def direct_saga_owner(key: str) -> int | None:
-    """Who owns a direct saga: who opened it (``POST /api/v1/sagas/``), else who made the first call carrying it."""
-    opened_by = Saga.objects.filter(key=key).values_list("created_by_id", flat=True).first()
-    return _owner(opened_by, _first_call(key) if opened_by is None else None)
+def direct_saga_owner(key: str, *, tenant: str) -> int | None:
+    """The owner of ``tenant``'s direct saga ``key``: who opened it over the API, else who made its first step."""
+    opened_by = Saga.objects.filter(key=key, tenant=tenant).values_list("created_by_id", flat=True).first()
+    return _owner(opened_by, _first_call(key, tenant) if opened_by is None else None)
 
 
 def _owner(opened_by: int | None, first_call: tuple[int | None] | None) -> int | None:
     return opened_by if opened_by is not None else (first_call[0] if first_call is not None else None)
 
 
-def _first_call(key: str) -> tuple[int | None] | None:
-    """The user of the first call carrying saga id ``key`` (as a 1-tuple), or ``None`` when no call carries it."""
-    return ToolCall.objects.filter(saga_id=key).order_by("created_at", "id").values_list("user_id").first()
+def _first_call(key: str, tenant: str) -> tuple[int | None] | None:
+    """The user of ``tenant``'s first call carrying saga id ``key`` (as a 1-tuple), or ``None`` when none does."""
+    calls = ToolCall.objects.filter(saga_id=key, tenant=tenant)
+    return calls.order_by("created_at", "id").values_list("user_id").first()
 
 
 def saga_id_unavailable(key: str, *, tenant: str, user_id: int | None) -> bool:
     """Whether a direct call of ``user_id`` in ``tenant`` may not carry saga id ``key``.
 
     A caller starts a saga with an unused id, or adds steps to a direct saga they own; never to a run's
-    saga (a run rolls back through its own endpoint), another user's or another tenant's: a step would
-    make them one of its owners, and a failed one rolls the saga back. Two reads for a saga id in use
-    (its saga, its first call), one more when calls carry it, and the run check for an id that is a UUID.
+    saga (a run rolls back through its own endpoint) or a colleague's: a step would make them one of its
+    owners, and a failed one rolls the saga back. Saga ids are the tenant's own: what other tenants call
+    their sagas is neither read nor told. Two reads for a saga id in use (its saga, its first call), and the
+    run check for an id that is a UUID.
     """
-    saga = Saga.objects.filter(key=key).values_list("tenant", "run_id", "created_by_id").first()
-    first = _first_call(key)
-    if saga is not None and (saga[0] != tenant or saga[1] is not None):
+    saga = Saga.objects.filter(key=key, tenant=tenant).values_list("run_id", "created_by_id").first()
+    if saga is not None and saga[0] is not None:
         return True
-    if first is not None and ToolCall.objects.filter(saga_id=key).exclude(tenant=tenant).exists():
+    if _names_a_run(key, tenant):
         return True
-    if _names_a_run(key):
-        return True
+    first = _first_call(key, tenant)
     if saga is None and first is None:
         return False
-    return user_id is None or _owner(saga[2] if saga is not None else None, first) != user_id
+    return user_id is None or _owner(saga[1] if saga is not None else None, first) != user_id
 
 
-def _names_a_run(key: str) -> bool:
-    """Whether ``key`` is a run's id (its saga's key, once it records a step): made calls, or an app keeps it."""
+def _names_a_run(key: str, tenant: str) -> bool:
+    """Whether ``key`` is the id of a run of ``tenant`` (its saga's key): made calls, or an app keeps it."""
     from toolhub.signals import saga_key_reserved
 
     try:
         run_id = uuid.UUID(key)
     except ValueError:
         return False
-    if ToolCall.objects.filter(run_id=run_id).exists():
+    if ToolCall.objects.filter(run_id=run_id, tenant=tenant).exists():
         return True
-    return any(reserved for _, reserved in saga_key_reserved.send(sender=Saga, key=key))
+    return any(reserved for _, reserved in saga_key_reserved.send(sender=Saga, key=key, tenant=tenant))
 
 
 def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
@@ -98,7 +98,7 @@ def compensations_visible_to(user: AbstractBaseUser) -> QuerySet[Compensation]:
 def saga_for_run(run_id: uuid.UUID, *, visible_to: AbstractBaseUser | None = None) -> Saga | None:
     """The saga of an agent run, if one of its steps was compensable (and, given a user, they may see it)."""
     sagas = sagas_visible_to(visible_to) if visible_to is not None else Saga.objects.all()
-    return sagas.filter(key=str(run_id)).first()
+    return sagas.filter(run_id=run_id).first()
 
 
 def sagas_needing_attention(*, visible_to: AbstractBaseUser | None = None) -> QuerySet[Saga]:

@@ -64,10 +64,13 @@ class SagaKeyTakenError(ToolhubError):
 def saga_open(*, key: str, tenant: str, user: Any, actor: str) -> Saga:
     """Open a direct saga for ``user``'s calls that will carry ``saga_id=key`` (``POST /api/v1/sagas/``).
 
-    A key in use (a saga, or calls of any tenant carrying it) is refused, so that no caller joins
-    another's saga.
+    A key in use in ``tenant`` (a saga, or calls carrying it) is refused, so that no caller joins another's
+    saga. Keys are the tenant's own: another tenant's saga of the same name neither blocks it nor shows.
     """
-    if Saga.objects.filter(key=key).exists() or ToolCall.objects.filter(saga_id=key).exists():
+    if (
+        Saga.objects.filter(key=key, tenant=tenant).exists()
+        or ToolCall.objects.filter(saga_id=key, tenant=tenant).exists()
+    ):
         raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).")
     try:
         with transaction.atomic():
@@ -162,11 +165,11 @@ def saga_sync_compensation(*, compensation_id: int, actor: str = SAGA_ACTOR) -> 
 def saga_rollback(
     *,
     saga_key: str,
+    tenant: str,
     actor: str,
     trigger: RollbackTrigger,
     failed_call: ToolCall | None = None,
     run_id: uuid.UUID | None = None,
-    tenant: str = "",
 ) -> Rollback | None:
     """Compensate the saga's completed steps, newest first, one after another; ``None`` if there are none.
 
@@ -174,9 +177,9 @@ def saga_rollback(
     decides whether to compensate them. Asking twice for the same failed step returns the first rollback.
     """
     with transaction.atomic():
-        saga = Saga.objects.select_for_update().filter(key=saga_key).first()
+        saga = Saga.objects.select_for_update().filter(key=saga_key, tenant=tenant).first()
         if saga is None:
-            if not step_calls(saga_key, run_id).filter(tool_name__in=compensable_tool_names()).exists():
+            if not step_calls(saga_key, run_id, tenant=tenant).filter(tool_name__in=compensable_tool_names()).exists():
                 return None
             saga = locked_saga(key=saga_key, run_id=run_id, tenant=tenant, actor=actor)
         if failed_call is not None:
@@ -222,7 +225,7 @@ def saga_rollback(
     return rollback
 
 
-def saga_rollback_on_demand(*, saga_key: str, actor: str, run_id: uuid.UUID | None = None, tenant: str = "") -> Saga:
+def saga_rollback_on_demand(*, saga_key: str, tenant: str, actor: str, run_id: uuid.UUID | None = None) -> Saga:
     """Roll back a saga now (``POST /runs/{id}/rollback/``); refuses when nothing can be compensated."""
     rollback = saga_rollback(
         saga_key=saga_key, actor=actor, trigger=RollbackTrigger.ON_DEMAND, run_id=run_id, tenant=tenant
@@ -256,7 +259,7 @@ def saga_rollback_on_failure(*, run_id: uuid.UUID, tenant: str, calls: Iterable[
 
 def saga_rollback_notes(*, run_id: uuid.UUID, actor: str = SAGA_ACTOR) -> list[str]:
     """What the conversation must be told about finished rollbacks of a run it was not told of yet."""
-    saga = Saga.objects.filter(key=str(run_id)).first()
+    saga = Saga.objects.filter(run_id=run_id).first()
     if saga is None:
         return []
     notes = []
