@@ -44,13 +44,15 @@ GOVERNANCE_TABLES = {
     "toolhub_toolgroup": "INSERT OR UPDATE OR DELETE",
     "toolhub_grant": "INSERT OR UPDATE OR DELETE",
     "toolhub_tenant": "INSERT OR UPDATE OR DELETE",
+    # Who may still act in a tenant: memberships, and below the active flag (toolhub.authorization._standing_refusal).
+    "toolhub_tenantmembership": "INSERT OR UPDATE OR DELETE",
     "auth_group": "INSERT OR UPDATE OR DELETE",
     "auth_user_groups": "INSERT OR UPDATE OR DELETE",
     # Capabilities are permissions (toolhub.disclosure.capabilities): who holds them decides too.
     "auth_user_user_permissions": "INSERT OR UPDATE OR DELETE",
     "auth_group_permissions": "INSERT OR UPDATE OR DELETE",
-    # Logins write last_login; only the superuser bit (and users coming and going) matter here.
-    "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser",
+    # Logins write last_login; only the superuser and active bits (and users coming and going) matter here.
+    "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser, is_active",
     # Remote MCP tools (toolhub.mcp_client): accepted definitions, quarantines, servers and credentials.
     "toolhub_remotemcpserver": "INSERT OR UPDATE OR DELETE",
     "toolhub_remotemcptool": "INSERT OR UPDATE OR DELETE",

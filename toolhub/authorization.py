@@ -16,7 +16,8 @@ from django.db.models import Q
 
 from toolhub.conf import toolhub_settings
 from toolhub.governance import governance_cached, governance_scope
-from toolhub.models import Grant, GrantEffect, ToolDefinition, ToolGroup
+from toolhub.models import Grant, GrantEffect, TenantMembership, ToolDefinition, ToolGroup
+from toolhub.tenancy import CROSS_TENANT_PERMISSION
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -51,6 +52,9 @@ class CallPrincipal:
     agent_name: str = ""
     #: The tools the agent was given; ``None`` when the call does not come from an agent.
     agent_tools: frozenset[str] | None = None
+    #: A saga's compensation: it undoes what the user did, so it runs although they may no longer act in the
+    #: tenant (left it, deactivated); their grants and the approval policy still apply.
+    undoing: bool = False
 
 
 #: ``resolver(agent_name, *, tenant, run_id)``: agent names are unique only within a tenant, so it gets both.
@@ -97,17 +101,21 @@ def principal_of_call(
     agent_name: str,
     run_id: uuid.UUID | None = None,
     agent_tools: frozenset[str] | None = None,
+    undoing: bool = False,
 ) -> CallPrincipal:
     """Rebuild a call's principal from its row, with the agent's tools as they are now.
 
     ``agent_tools``: the agent's tools as read just now with the call (``AgentToolsSql``), else they are read.
+    ``undoing``: the call is a saga's compensation (``CallPrincipal.undoing``).
     """
     if agent_name and agent_tools is None:
         resolver = _agent_tools_resolver
         agent_tools = resolver(agent_name, tenant=tenant, run_id=run_id) if resolver else frozenset()
     elif not agent_name:
         agent_tools = None
-    return CallPrincipal(user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools)
+    return CallPrincipal(
+        user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools, undoing=undoing
+    )
 
 
 def tool_group_names(tool_names: Iterable[str]) -> dict[str, set[str]]:
@@ -155,23 +163,58 @@ class _UserFacts:
     is_superuser: bool
     group_ids: frozenset[int]
     permissions: frozenset[str] = frozenset()
+    is_active: bool = True
+    #: The tenants the user may act in (their memberships); ``everywhere``: superusers and the cross-tenant permission.
+    tenants: frozenset[str] = frozenset()
+    everywhere: bool = False
+
+
+#: A user that no longer exists (the call's row still names them).
+_GONE = _UserFacts(is_superuser=False, group_ids=frozenset(), is_active=False)
 
 
 def _user_facts(user_id: int | None) -> _UserFacts | None:
-    """The bits of a user authorization reads: the superuser flag and the Django groups."""
+    """What authorization reads of a user: standing (active, tenants), the superuser flag, groups, capabilities.
+
+    ``None`` for a principal without a user; ``_GONE`` for a user deleted since the call was made.
+    """
     if user_id is None:
         return None
 
-    def load() -> _UserFacts | None:
+    def load() -> _UserFacts:
         user = get_user_model().objects.filter(pk=user_id).only("id", "is_superuser", "is_active").first()
         if user is None:
-            return None
-        capabilities = {p for p in user.get_all_permissions() if p.startswith("toolhub.capability_")}
+            return _GONE
+        permissions = user.get_all_permissions()  # empty for an inactive user, as Django's backends answer
+        tenants = TenantMembership.objects.filter(user_id=user_id).values_list("tenant__slug", flat=True)
         return _UserFacts(
-            user.is_superuser, frozenset(user.groups.values_list("id", flat=True)), frozenset(capabilities)
+            is_superuser=user.is_superuser,
+            group_ids=frozenset(user.groups.values_list("id", flat=True)),
+            permissions=frozenset(p for p in permissions if p.startswith("toolhub.capability_")),
+            is_active=user.is_active,
+            tenants=frozenset(tenants),
+            everywhere=user.is_superuser or CROSS_TENANT_PERMISSION in permissions,
         )
 
     return governance_cached(("user", user_id), load)
+
+
+def _standing_refusal(principal: CallPrincipal, user: _UserFacts | None) -> str | None:
+    """Why nothing may run for ``principal``'s user now, whatever the tool: deactivated, deleted, or out of the tenant.
+
+    Checked when a call is requested and again when it executes, as grants are: an approval granted after the
+    requester left, or a run that goes on after its user was removed, runs nothing more in their name. A saga's
+    compensation (``undoing``) is exempt: undoing what they did is the saga's work, not theirs.
+    """
+    if user is None or principal.undoing:
+        return None
+    if user is _GONE:
+        return "The user this call is made for no longer exists; nothing is run in their name."
+    if not user.is_active:
+        return "The account this call is made for is deactivated; nothing is run in its name."
+    if principal.tenant and not user.everywhere and principal.tenant not in user.tenants:
+        return f"The user this call is made for no longer belongs to tenant {principal.tenant!r}; nothing is run."
+    return None
 
 
 def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[str, Any], ...]:
@@ -220,6 +263,9 @@ def authorize_tools(
         user = _user_facts(principal.user_id)
         grants = _grants_of(principal, user)
         capabilities = _group_capabilities()
+    standing = _standing_refusal(principal, user)
+    if standing:
+        return dict.fromkeys(names, standing)
     default_allow = toolhub_settings().DEFAULT_TOOL_ACCESS == "allow"
     verdicts: dict[str, str | None] = {}
     for name in names:

@@ -21,7 +21,7 @@ from toolhub.conf import toolhub_settings
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
-from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
+from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
 from toolhub.pipeline import approval_hash
 from toolhub.signals import call_suspended, task_seconds_left
@@ -267,12 +267,13 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     if tool is None:
         return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
     principal = principal_of_call(
-        user_id=call.user_id,
+        user_id=_made_for(call),
         tenant=call.tenant,
         agent_name=call.agent_name,
         run_id=call.run_id,
         # read by the claim's own statement, when it returned them (``toolhub.claims``)
         agent_tools=getattr(call, "agent_tools_at_claim", None),
+        undoing=call.kind == CallKind.COMPENSATION,
     )
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
@@ -281,6 +282,17 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
         # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
         return "The arguments differ from what was approved; nothing was executed."
     return None
+
+
+def _made_for(call: ToolCall) -> int | None:
+    """The user the call was made for: its row's, else the id the boundary recorded in its context.
+
+    Deleting a user empties their calls' link to them; the recorded id then names someone gone, so nothing runs.
+    """
+    if call.user_id is not None:
+        return call.user_id
+    recorded = (call.context or {}).get("user_id")
+    return recorded if type(recorded) is int else None
 
 
 def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:

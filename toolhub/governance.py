@@ -1,7 +1,7 @@
 """Governance lookups cached per process behind a version stamp, so any change applies to the very next call.
 
-Every table whose rows decide who may call what (the catalogue, tool groups, grants, tenants, users'
-superuser bit and groups, and tables other apps watch such as approval rules) carries a database trigger
+Every table whose rows decide who may call what (the catalogue, tool groups, grants, tenants and memberships,
+users' superuser and active bits and groups, and tables other apps watch such as approval rules) carries a trigger
 that stamps ``toolhub_governanceversion`` in the same transaction as the change, whatever wrote it: the
 admin, a service, a bulk update or raw SQL. A call reads that one row; when its stamp differs from the one
 the process cached under, the cache is dropped. There is no time to live: a revoked grant, a disabled tool

@@ -117,7 +117,8 @@ def compensation_request(saga: Saga, compensation: Compensation) -> CallRequest:
     """The compensation's call: for the step's user and tenant; its context says which step it undoes.
 
     No agent is named: the model did not ask for it and the agent's tool list does not limit it; the
-    user's grants and the approval policy apply as to any call.
+    user's grants and the approval policy apply as to any call. It runs although the user may no longer act in
+    the tenant (``undoing``): undoing their steps is the saga's work.
     """
     step = compensation.step_call
     user = step.user if step.user_id else None
@@ -127,6 +128,7 @@ def compensation_request(saga: Saga, compensation: Compensation) -> CallRequest:
         tenant=step.tenant,
         agent_name="",
         agent_tools=None,
+        undoing=True,
     )
     context = ToolContext(step.context or {}).with_values(saga_id=saga.key, compensates=str(step.id))
     return CallRequest(
