@@ -43,6 +43,23 @@ def _start_in_background(agent: Any, user: User) -> tuple[threading.Thread, dict
     return thread, started
 
 
+def _partial_outputs_while_running(thread: threading.Thread, agent: Any, client: APIClient) -> list[str]:
+    """Each new ``partial_output`` the run's API answer shows while ``thread`` runs it, in the order seen.
+
+    Reading while another thread writes needs PostgreSQL: SQLite's in-memory test database (shared cache)
+    refuses either side at once with "database table is locked", so the tests that watch are ``postgres``.
+    """
+    seen: list[str] = []
+    while thread.is_alive():
+        run = AgentRun.objects.filter(agent=agent).first()
+        partial = client.get(f"/api/v1/runs/{run.pk}/").json()["partial_output"] if run is not None else ""
+        if partial and partial not in seen:
+            seen.append(partial)
+        thread.join(timeout=0.05)
+    return seen
+
+
+@pytest.mark.postgres  # another thread reads the run while the stream writes it
 def test_a_streamed_answer_is_readable_on_the_run_while_it_arrives(
     fake_model: FakeModel, openai_agent: MakeAgent, alice: User, alice_client: APIClient
 ) -> None:
@@ -53,14 +70,7 @@ def test_a_streamed_answer_is_readable_on_the_run_while_it_arrives(
 
     # when the run starts and someone reads it through the API while the model is still answering
     thread, started = _start_in_background(agent, alice)
-    seen: list[str] = []
-    while thread.is_alive():
-        run = AgentRun.objects.filter(agent=agent).first()
-        if run is not None:
-            body = alice_client.get(f"/api/v1/runs/{run.pk}/").json()
-            if body["partial_output"] and body["partial_output"] not in seen:
-                seen.append(body["partial_output"])
-        thread.join(timeout=0.05)
+    seen = _partial_outputs_while_running(thread, agent, alice_client)
 
     # then they saw the answer grow, piece by piece, never past what had arrived
     assert len(seen) >= 2, seen
@@ -183,6 +193,7 @@ def test_a_stream_that_outlasts_the_providers_deadline_is_cut_off_there(
     assert run.turn == 0 and run.partial_output == ""
 
 
+@pytest.mark.postgres  # another thread reads the run while the stream writes it
 def test_an_endpoint_repeating_its_key_in_a_stream_has_it_replaced_while_it_arrives_and_after(
     fake_model: FakeModel, openai_agent: MakeAgent, alice: User, alice_client: APIClient, monkeypatch: Any
 ) -> None:
@@ -195,12 +206,7 @@ def test_an_endpoint_repeating_its_key_in_a_stream_has_it_replaced_while_it_arri
     agent = openai_agent(stream=True, provider={"credential_env": "STREAM_ECHO_KEY"})
 
     thread, started = _start_in_background(agent, alice)
-    seen: list[str] = []
-    while thread.is_alive():
-        run = AgentRun.objects.filter(agent=agent).first()
-        if run is not None and (partial := alice_client.get(f"/api/v1/runs/{run.pk}/").json()["partial_output"]):
-            seen.append(partial)
-        thread.join(timeout=0.05)
+    seen = _partial_outputs_while_running(thread, agent, alice_client)
 
     run = AgentRun.objects.get(pk=started["run"].pk)
     assert run.output == "I was called with Bearer [secret] as key."
