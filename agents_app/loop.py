@@ -453,6 +453,28 @@ def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: A
     subagent_run_ended(run)
 
 
+def runs_cancel_of_user(*, user_id: int, reason: str) -> int:
+    """Cancel every run of ``user_id`` that is still going (running or waiting); return how many.
+
+    A step in flight loses its lease, so its answer is dropped when it comes back (``_holds_step``); calls the
+    run asked for are still judged, when they execute, for the user they were made for.
+    """
+    going = (RunStatus.RUNNING, RunStatus.WAITING)
+    cancelled = 0
+    for run_id in AgentRun.objects.filter(user_id=user_id, status__in=going).values_list("id", flat=True):
+        with transaction.atomic():
+            run = locked_run(run_id)
+            if run is None or run.status not in going:
+                continue
+            run.step_lease_until = None
+            run.step_token = None
+            run.partial_output = ""
+            run.error = reason
+            _finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now())
+            cancelled += 1
+    return cancelled
+
+
 def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
     """The model could not answer: the run fails, and may be retried (``run_retry``)."""
     run.step_lease_until = None

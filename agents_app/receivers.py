@@ -11,6 +11,8 @@ import logging
 import uuid
 from typing import Any
 
+from django.conf import settings
+from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
 from toolhub.signals import after_task, call_settled, saga_key_reserved
@@ -24,6 +26,14 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
         return
     if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
         _send_advance(run_id)
+
+
+@receiver(pre_delete, sender=settings.AUTH_USER_MODEL, dispatch_uid="agents_app.cancel_runs_of_deleted_users")
+def _cancel_runs_of_deleted_user(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Deleting a user empties their runs' link to them: first the runs still going end, so none goes on for nobody."""
+    from agents_app.loop import runs_cancel_of_user
+
+    runs_cancel_of_user(user_id=instance.pk, reason="Its user was deleted; nothing more runs in their name.")
 
 
 @receiver(saga_key_reserved, dispatch_uid="agents_app.run_saga_keys")

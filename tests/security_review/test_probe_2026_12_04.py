@@ -21,8 +21,9 @@ from typing import Annotated, Any
 import pytest
 from django.contrib.auth.models import User
 
-from agents_app.models import AgentRun, RunStatus
+from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create, run_start
+from approvals.models import ApprovalRequest
 from tests.helpers import assert_audit_intact, principal_for
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
@@ -150,6 +151,38 @@ def test_fixed_a_run_whose_user_left_the_tenant_mid_run_calls_nothing_more(alice
     assert not SideEffect.objects.filter(tool="record_effect").exists()
     # the model is told it has no tools left (as for any tool its run may not use); the row says why
     assert "No tools are available to you here" in str(AgentRun.objects.get(pk=run.pk).messages)
+
+
+def test_fixed_a_run_whose_user_is_deleted_ends_and_its_held_call_never_runs(alice: User, acme_operator: User) -> None:
+    """Found: deleting a user empties their runs' link to them, and a run waiting for approval went on afterwards
+    as a run of nobody, judged by tenant and agent grants only. Fixed: deleting a user first cancels their runs
+    still going; the held call, approved anyway, is judged for the user it was made for and denied."""
+    agent = agent_create(
+        name="probe-i-held",
+        provider="scripted",
+        tools=["risky_effect", "record_effect"],
+        tenant="acme",
+        script=[
+            {"tool_calls": [{"name": "risky_effect", "arguments": {"note": "held"}}]},
+            {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after"}}]},
+            {"content": "done"},
+        ],
+    )
+    run = run_start(agent=agent, user=alice, input="go")
+    assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+    held = ApprovalRequest.objects.get(call__run_id=run.pk)
+
+    alice.delete()
+    approved = _approve(acme_operator, held.pk)
+
+    run = AgentRun.objects.get(pk=run.pk)
+    assert (run.status, run.stop_reason, run.user_id) == (RunStatus.CANCELLED, StopReason.CANCELLED, None)
+    assert "user was deleted" in run.error
+    assert approved.status_code == 200, approved.content
+    call = ToolCall.objects.get(pk=held.call_id)
+    assert call.status == CallStatus.DENIED and "no longer exists" in call.error
+    assert not SideEffect.objects.filter(tool__in=["risky_effect", "record_effect"]).exists()
+    assert not ToolCall.objects.filter(run_id=run.pk, tool_name="record_effect").exists()
 
 
 def test_fixed_a_call_for_someone_removed_is_refused_and_allowed_again_once_they_are_back(
