@@ -466,22 +466,29 @@ def runs_cancel_of_user(*, user_id: int, reason: str) -> int:
             run = locked_run(run_id)
             if run is None or run.status not in going:
                 continue
-            run.step_lease_until = None
-            run.step_token = None
-            run.partial_output = ""
-            run.error = reason
-            _finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now())
+            _end_with_error(
+                run, reason, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now()
+            )
             cancelled += 1
     return cancelled
 
 
 def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
     """The model could not answer: the run fails, and may be retried (``run_retry``)."""
+    _end_with_error(
+        run, failed.error, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True
+    )
+
+
+def _end_with_error(
+    run: AgentRun, error: str, *, status: RunStatus, stop_reason: StopReason, now: Any, retryable: bool = False
+) -> None:
+    """End the locked run with ``error``, releasing its step: any answer still on its way is dropped."""
     run.step_lease_until = None
     run.step_token = None
     run.partial_output = ""
-    run.error = failed.error
-    _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True)
+    run.error = error
+    _finish(run, status=status, stop_reason=stop_reason, now=now, retryable=retryable)
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:

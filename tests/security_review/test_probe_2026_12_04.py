@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import pytest
 from django.contrib.auth.models import User
 
-from agents_app.models import AgentRun, RunStatus, StopReason
+from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest
 from tests.helpers import assert_audit_intact, principal_for
@@ -114,6 +114,21 @@ def test_fixed_a_held_call_approved_after_its_requester_was_deleted_does_not_run
     assert not SideEffect.objects.filter(tool="risky_effect").exists()
 
 
+def _agent_then_record_effect(name: str, first_tool: str, first_arguments: dict[str, Any]) -> Agent:
+    """An acme agent whose script calls ``first_tool``, then ``record_effect``, then answers."""
+    return agent_create(
+        name=name,
+        provider="scripted",
+        tools=[first_tool, "record_effect"],
+        tenant="acme",
+        script=[
+            {"tool_calls": [{"name": first_tool, "arguments": first_arguments}]},
+            {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after"}}]},
+            {"content": "done"},
+        ],
+    )
+
+
 @tool
 def probe_i_leave_tenant(why: Annotated[str, Param("Why.")], ctx: ToolContext) -> str:
     """Stands for an administrator removing the run's user from the tenant while the run goes on."""
@@ -130,17 +145,7 @@ def leave_tool() -> Iterator[None]:
 def test_fixed_a_run_whose_user_left_the_tenant_mid_run_calls_nothing_more(alice: User, leave_tool: None) -> None:
     """Found: a run's later calls were authorized by grants only, so alice's agent went on acting in acme after
     she was removed from it. Fixed: her next call is denied (the model is told it has no tools), nothing runs."""
-    agent = agent_create(
-        name="probe-i-leaver",
-        provider="scripted",
-        tools=["probe_i_leave_tenant", "record_effect"],
-        tenant="acme",
-        script=[
-            {"tool_calls": [{"name": "probe_i_leave_tenant", "arguments": {"why": "offboarding"}}]},
-            {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after leaving"}}]},
-            {"content": "done"},
-        ],
-    )
+    agent = _agent_then_record_effect("probe-i-leaver", "probe_i_leave_tenant", {"why": "offboarding"})
 
     run = run_start(agent=agent, user=alice, input="go")
 
@@ -157,17 +162,7 @@ def test_fixed_a_run_whose_user_is_deleted_ends_and_its_held_call_never_runs(ali
     """Found: deleting a user empties their runs' link to them, and a run waiting for approval went on afterwards
     as a run of nobody, judged by tenant and agent grants only. Fixed: deleting a user first cancels their runs
     still going; the held call, approved anyway, is judged for the user it was made for and denied."""
-    agent = agent_create(
-        name="probe-i-held",
-        provider="scripted",
-        tools=["risky_effect", "record_effect"],
-        tenant="acme",
-        script=[
-            {"tool_calls": [{"name": "risky_effect", "arguments": {"note": "held"}}]},
-            {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after"}}]},
-            {"content": "done"},
-        ],
-    )
+    agent = _agent_then_record_effect("probe-i-held", "risky_effect", {"note": "held"})
     run = run_start(agent=agent, user=alice, input="go")
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
     held = ApprovalRequest.objects.get(call__run_id=run.pk)

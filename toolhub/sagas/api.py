@@ -145,9 +145,6 @@ class SagaDetailView(generics.RetrieveAPIView):
 
     serializer_class = SagaSerializer
 
-    def get_queryset(self):  # type: ignore[no-untyped-def]
-        return sagas_visible_to(self.request.user)
-
     def get_object(self) -> Saga:
         return visible_saga(self.request, self.kwargs["saga_id"])
 
