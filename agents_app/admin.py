@@ -1,21 +1,25 @@
-"""The admin of model providers (administrators only), agents (developers) and their runs (read-only)."""
+"""The admin of model providers (administrators only), agents (developers) and their runs (read-only, cancellable)."""
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
+from agents_app.cancelling import GOING
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
-from agents_app.selectors import run_children
-from agents_app.services import AGENT_FIELDS, tool_provider_problem
+from agents_app.selectors import run_children, run_may_operate
+from agents_app.services import AGENT_FIELDS, RunStateError, run_cancel_by, tool_provider_problem
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
+from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
 from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
+from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
 
@@ -131,9 +135,22 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
+class CancelRunsForm(forms.Form):
+    """Why the runs are stopped; shown in each run's error and recorded in the audit trail."""
+
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "e.g. looping on the same search"}),
+        help_text="Shown in each run's error and recorded in the audit trail with your name.",
+    )
+
+
 @admin.register(AgentRun)
-class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
-    """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped."""
+class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
+    """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped.
+
+    Operators of a run's tenant (and its own user) may cancel it (``agents_app.cancelling``); auditors only read.
+    """
 
     list_display = ("run_id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
     list_display_links = ("run_id",)
@@ -157,6 +174,53 @@ class AgentRunAdmin(TenantScopedAdmin, ReadOnlyAdmin):
         ("Timing", {"fields": ("created_at", "updated_at", "finished_at")}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+    actions = ("cancel_selected",)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(OPERATE_PERMISSION)
+
+    @admin.action(
+        description="Cancel selected runs (stop them; withdraw their calls not yet started)", permissions=["operate"]
+    )
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> HttpResponse | None:
+        """Ask why on an intermediate page, then cancel each selected run still going through the service."""
+        runs = list(queryset.select_related("agent", "user").order_by("created_at"))
+        going = [run for run in runs if run.status in GOING and run_may_operate(run, request.user)]
+        table = admin_table(
+            "selected-runs",
+            ("Run", "Agent", "User", "Tenant", "Status", "Turn"),
+            ((short_id(r.id), r.agent.name, r.user or "-", r.tenant or "-", r.status, r.turn) for r in going),
+            empty="None of the selected runs is still going.",
+        )
+        page = CommentActionPage(
+            title="Cancel runs",
+            intro=f"These {len(going)} run(s) will stop: no more model turns; their calls held for approval, queued "
+            "or awaiting a result are withdrawn, their child runs cancelled. Calls already running finish; roll a "
+            "run back to undo its completed steps. Ended runs among the selected ones are left as they are.",
+            table=table,
+            submit=f"Cancel {len(going)} run(s)",
+        )
+        form, confirmation = self.comment_form_or_page(
+            request, CancelRunsForm, action="cancel_selected", selected=runs, page=page
+        )
+        if form is None:
+            return confirmation
+        cancelled = 0
+        for run in going:
+            try:
+                run_cancel_by(run=run, user=request.user, reason=form.cleaned_data["reason"])
+            except RunStateError:
+                continue  # it ended meanwhile
+            cancelled += 1
+        skipped = len(runs) - cancelled
+        self.message_user(
+            request, f"Cancelled {cancelled} run(s).", messages.SUCCESS if cancelled else messages.WARNING
+        )
+        if skipped:
+            self.message_user(
+                request, f"{skipped} selected run(s) had ended already and were left as they are.", messages.WARNING
+            )
+        return None
 
     @admin.display(description="Run", ordering="id")
     def run_id(self, obj: AgentRun) -> str:

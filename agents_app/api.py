@@ -29,6 +29,7 @@ from agents_app.services import (
     agent_create,
     agent_default_tenant,
     agent_update,
+    run_cancel_by,
     run_retry,
     run_start_by_reference,
 )
@@ -405,6 +406,34 @@ class RunRetryView(APIView):
         run = _operable_run(request, pk, "retry it")
         run = run_retry(run=run)  # a run that cannot be retried: 409 (RunStateError)
         run.refresh_from_db()
+        return Response(RunSerializer(run, context={"request": request}).data)
+
+
+class RunCancelSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why; shown in the run's error and audit.",
+    )
+
+
+class RunCancelView(APIView):
+    """Stop a run still going: no more model turns, its calls not yet started withdrawn, its child runs cancelled.
+
+    Calls already running finish; roll the run back to undo its completed steps. Its own user or an operator of
+    its tenant; other staff who see it get 403; a run that has ended answers 409. Throttled like starting a run.
+    """
+
+    throttle_scope = "runs"
+
+    @extend_schema(request=RunCancelSerializer, responses=RunSerializer)
+    def post(self, request: Request, pk: str) -> Response:
+        run = _operable_run(request, pk, "cancel it")
+        body = RunCancelSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = run_cancel_by(run=run, user=request.user, reason=body.validated_data["reason"])
         return Response(RunSerializer(run, context={"request": request}).data)
 
 

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
+from agents_app.cancelling import GOVERNANCE_ACTOR, run_cancel_locked
 from agents_app.disclosure import (
     agent_tool_names,
     messages_with_additions,
@@ -32,13 +33,13 @@ from agents_app.disclosure import (
     run_gate,
     run_state_after_calls,
 )
+from agents_app.ending import STEP_FIELDS, run_end_with_error, run_finish
 from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, adapter_for
 from agents_app.steprows import locked_run, turn_calls
-from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
-from toolhub.authorization import CallPrincipal
+from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.exceptions import ModelError
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -216,8 +217,15 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
             run.output = "\n".join(texts)
             run.step_lease_until = None
             run.step_token = None
-            _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
+            run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
             return Advance.STEPPED
+    refusal = standing_refusal(
+        CallPrincipal(user_id=run.user_id, username="", tenant=run.tenant), stamp=run.governance_stamp
+    )
+    if refusal:
+        # Its user may no longer act here (deactivated, removed from the tenant): no model turn in their name.
+        run_cancel_locked(run, actor=GOVERNANCE_ACTOR, reason=refusal)
+        return Advance.STEPPED
     if seconds_left is not None and _lease_seconds(run) > seconds_left:
         # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
         transaction.set_rollback(True)
@@ -359,7 +367,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     run.messages = [*run.messages, message]
     if not turn.tool_calls:
         run.output = turn.content
-        _finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
+        run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
         return
     tokens_limit = _budget(run, "max_tokens")
     if tokens_limit is not None and run.prompt_tokens + run.completion_tokens > tokens_limit:
@@ -367,7 +375,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
             f"Run stopped: it used {run.prompt_tokens + run.completion_tokens} tokens, beyond the {tokens_limit} "
             "its parent run gave it. Nothing more was executed."
         )
-        _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
+        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
         return
     used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
     calls_limit = min(run.agent.max_tool_calls, _budget(run, "max_tool_calls") or run.agent.max_tool_calls)
@@ -377,7 +385,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
             f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
             f"beyond {whose} limit of {calls_limit} per run. Nothing more was executed."
         )
-        _finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
+        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
         return
     run.deferred_calls = [
         {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
@@ -385,7 +393,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     ]
     waiting = _request_calls(run)
     # One write of the run for the whole turn, in the transaction that recorded its calls.
-    run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=_STEP_FIELDS)
+    run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=STEP_FIELDS)
 
 
 def _request_calls(run: AgentRun) -> bool:
@@ -429,66 +437,11 @@ def _budget(run: AgentRun, name: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
-#: What a step changes on the run, written together when the step ends.
-_STEP_FIELDS = (
-    "messages",
-    "disclosure",
-    "turn",
-    "prompt_tokens",
-    "completion_tokens",
-    "partial_output",
-    "deferred_calls",
-    "step_lease_until",
-    "step_token",
-)
-#: What ending the run writes besides.
-_END_FIELDS = (*_STEP_FIELDS, "output", "error", "stop_reason", "finished_at", "retryable")
-
-
-def _finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any, retryable: bool = False) -> None:
-    run.stop_reason = stop_reason
-    run.finished_at = now
-    run.retryable = retryable
-    run_transition(run, status, update_fields=_END_FIELDS)
-    subagent_run_ended(run)
-
-
-def runs_cancel_of_user(*, user_id: int, reason: str) -> int:
-    """Cancel every run of ``user_id`` that is still going (running or waiting); return how many.
-
-    A step in flight loses its lease, so its answer is dropped when it comes back (``_holds_step``); calls the
-    run asked for are still judged, when they execute, for the user they were made for.
-    """
-    going = (RunStatus.RUNNING, RunStatus.WAITING)
-    cancelled = 0
-    for run_id in AgentRun.objects.filter(user_id=user_id, status__in=going).values_list("id", flat=True):
-        with transaction.atomic():
-            run = locked_run(run_id)
-            if run is None or run.status not in going:
-                continue
-            _end_with_error(
-                run, reason, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now()
-            )
-            cancelled += 1
-    return cancelled
-
-
 def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
     """The model could not answer: the run fails, and may be retried (``run_retry``)."""
-    _end_with_error(
+    run_end_with_error(
         run, failed.error, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True
     )
-
-
-def _end_with_error(
-    run: AgentRun, error: str, *, status: RunStatus, stop_reason: StopReason, now: Any, retryable: bool = False
-) -> None:
-    """End the locked run with ``error``, releasing its step: any answer still on its way is dropped."""
-    run.step_lease_until = None
-    run.step_token = None
-    run.partial_output = ""
-    run.error = error
-    _finish(run, status=status, stop_reason=stop_reason, now=now, retryable=retryable)
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:

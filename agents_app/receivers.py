@@ -12,9 +12,10 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db.models.signals import pre_delete
+from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
+from toolhub.models import TenantMembership
 from toolhub.signals import after_task, call_settled, saga_key_reserved
 
 logger = logging.getLogger(__name__)
@@ -31,9 +32,32 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
 @receiver(pre_delete, sender=settings.AUTH_USER_MODEL, dispatch_uid="agents_app.cancel_runs_of_deleted_users")
 def _cancel_runs_of_deleted_user(sender: Any, instance: Any, **kwargs: Any) -> None:
     """Deleting a user empties their runs' link to them: first the runs still going end, so none goes on for nobody."""
-    from agents_app.loop import runs_cancel_of_user
+    from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_of_user
 
-    runs_cancel_of_user(user_id=instance.pk, reason="Its user was deleted; nothing more runs in their name.")
+    runs_cancel_of_user(
+        user_id=instance.pk, actor=GOVERNANCE_ACTOR, reason="its user was deleted; nothing more runs in their name."
+    )
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="agents_app.cancel_runs_of_deactivated_users")
+def _cancel_runs_of_changed_user(sender: Any, instance: Any, update_fields: Any = None, **kwargs: Any) -> None:
+    """A user deactivated (or no longer a superuser acting everywhere): their runs where they may not act end now.
+
+    A login's ``last_login`` write is skipped; the loop checks the same standing before every model turn anyway.
+    """
+    if kwargs.get("created") or (update_fields and set(update_fields) <= {"last_login"}):
+        return
+    from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_without_standing
+
+    runs_cancel_without_standing(user_id=instance.pk, actor=GOVERNANCE_ACTOR)
+
+
+@receiver(post_delete, sender=TenantMembership, dispatch_uid="agents_app.cancel_runs_of_departed_members")
+def _cancel_runs_of_departed_member(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A user removed from a tenant: their runs there end now, unless they still act in it another way."""
+    from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_without_standing
+
+    runs_cancel_without_standing(user_id=instance.user_id, actor=GOVERNANCE_ACTOR)
 
 
 @receiver(saga_key_reserved, dispatch_uid="agents_app.run_saga_keys")

@@ -6,6 +6,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from agents_app.cancelling import run_cancel
 from agents_app.models import (
     SCRIPTED_PROVIDER_NAME,
     Agent,
@@ -36,6 +37,7 @@ __all__ = [
     "run_start",
     "run_start_by_reference",
     "run_retry",
+    "run_cancel_by",
     "RunInputError",
     "RunStateError",
     "AgentPermissionError",
@@ -351,6 +353,19 @@ def run_retry(*, run: AgentRun) -> AgentRun:
         run_transition(locked, RunStatus.RUNNING)
         _schedule_advance(locked)
     return locked
+
+
+def run_cancel_by(*, run: AgentRun, user: AbstractBaseUser, reason: str = "") -> AgentRun:
+    """Cancel a run still going; 409 (``RunStateError``) when it has ended.
+
+    For its own user or an operator of its tenant (``run_may_operate``, checked by the caller); what stops and
+    what is withdrawn: ``agents_app.cancelling``.
+    """
+    if not run_cancel(run_id=run.id, actor=f"user:{user.get_username()}", reason=reason.strip() or "no reason given"):
+        run.refresh_from_db(fields=["status"])
+        raise RunStateError(f"Only a run still going (running or waiting) can be cancelled; this one is {run.status}.")
+    run.refresh_from_db()
+    return run
 
 
 def _schedule_advance(run: AgentRun) -> None:

@@ -10,5 +10,6 @@ urlpatterns = [
     path("runs/", api.RunCreateView.as_view(), name="run-create"),
     path("runs/<uuid:pk>/", api.RunDetailView.as_view(), name="run-detail"),
     path("runs/<uuid:pk>/retry/", api.RunRetryView.as_view(), name="run-retry"),
+    path("runs/<uuid:pk>/cancel/", api.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:pk>/rollback/", api.RunRollbackView.as_view(), name="run-rollback"),
 ]

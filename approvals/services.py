@@ -42,6 +42,7 @@ __all__ = [
     "approval_request_create",
     "approval_approve",
     "approval_reject",
+    "approval_withdraw",
     "approvals_expire_due",
     "approvals_escalate_due",
     "approval_may_decide",
@@ -418,6 +419,27 @@ def _expire(request: ApprovalRequest) -> None:
     )
     audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
     _notify(signals.approval_expired, request, "approval.expired")
+
+
+def approval_withdraw(*, request_id: int, actor: str, reason: str) -> bool:
+    """Withdraw a pending request whose run was cancelled: the request and its call end ``cancelled``, one write.
+
+    For the caller's transaction (the run's cancellation); ``False`` when the request was decided meanwhile.
+    """
+    request = locked_request(request_id)
+    if request.status != ApprovalStatus.PENDING:
+        return False
+    withdrawn = EventSpec("approval.cancelled", actor, {"request": request.pk, "reason": reason})
+    tool_call_refuse(
+        call=request.call,
+        actor=actor,
+        status=CallStatus.CANCELLED,
+        message=f"Not executed: {reason}",
+        preceding=[withdrawn],
+        writes=[_decided_row(request, ApprovalStatus.CANCELLED)],
+    )
+    _notify(signals.approval_cancelled, request, "approval.cancelled", reason=reason)
+    return True
 
 
 def approvals_expire_due() -> int:

@@ -11,3 +11,5 @@ approval_requested = Signal()
 approval_decided = Signal()
 approval_expired = Signal()
 approval_escalated = Signal()
+#: A pending request withdrawn because its run was cancelled; kwargs also ``reason``.
+approval_cancelled = Signal()

@@ -29,6 +29,7 @@ __all__ = [
     "principal_of_call",
     "authorization_denial",
     "authorize_tools",
+    "standing_refusal",
     "tool_group_names",
     "tool_definitions",
     "tenant_argument_denial",
@@ -215,6 +216,17 @@ def _standing_refusal(principal: CallPrincipal, user: _UserFacts | None) -> str 
     if principal.tenant and not user.everywhere and principal.tenant not in user.tenants:
         return f"The user this call is made for no longer belongs to tenant {principal.tenant!r}; nothing is run."
     return None
+
+
+def standing_refusal(principal: CallPrincipal, *, stamp: int | None = None) -> str | None:
+    """Why nothing may run for ``principal``'s user now (deactivated, deleted, out of the tenant), or ``None``.
+
+    For what goes on in a user's name besides calls: the agent loop asks it before every model turn, under the
+    governance ``stamp`` it read with the run (``toolhub.governance.governance_scope``).
+    """
+    with governance_scope(stamp=stamp):
+        user = _user_facts(principal.user_id)
+    return _standing_refusal(principal, user)
 
 
 def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[str, Any], ...]:

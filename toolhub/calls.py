@@ -31,8 +31,8 @@ CALL_TRANSITIONS = TransitionTable(
     {
         # an operator decides; an approved external call waits for its result
         _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
-        # a worker claims
-        _S.QUEUED: {_S.RUNNING},
+        # a worker claims; a cancelled run withdraws what it asked for and nothing has started yet
+        _S.QUEUED: {_S.RUNNING, _S.CANCELLED},
         # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again;
         # a tool that suspends itself (``ToolSuspend``) waits for its result from outside
         _S.RUNNING: {
@@ -44,7 +44,7 @@ CALL_TRANSITIONS = TransitionTable(
             _S.PENDING_APPROVAL,
             _S.AWAITING_RESULT,
         },
-        _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED},
+        _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED, _S.CANCELLED},
         # a compensation retried by the sagas; a compensated step
         _S.FAILED: {_S.QUEUED},
         _S.NEEDS_ATTENTION: {_S.QUEUED, _S.COMPENSATED},

@@ -183,15 +183,17 @@ def tool_call_refuse(
     message: str,
     preceding: Sequence[EventSpec] = (),
     writes: Sequence[Write] = (),
+    allowed_from: frozenset[CallStatus] = frozenset({CallStatus.PENDING_APPROVAL}),
 ) -> bool:
-    """Settle a call waiting for approval without running it (rejected, expired or cancelled).
+    """Settle a call that is waiting (for approval, by default) without running it: rejected, expired or cancelled.
 
-    ``preceding`` and ``writes``: the deciding operator's audit event and rows, in the same write.
+    ``preceding`` and ``writes``: the deciding operator's audit event and rows, in the same write. A cancelled
+    run also withdraws its calls still queued or awaiting a result (``allowed_from``).
     """
     return call_transition(
         call,
         to=status,
-        allowed_from={CallStatus.PENDING_APPROVAL},
+        allowed_from=allowed_from,
         actor=actor,
         data={"message": message},
         preceding=preceding,

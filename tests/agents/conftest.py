@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind
 from agents_app.services import agent_create, run_start
+from tests.tenancy.conftest import carol, roles  # noqa: F401 - fixtures, registered by being imported here
 from toolhub.models import Tenant, TenantMembership
 
 SCRIPT = [{"content": "Hello from the script."}]

@@ -28,7 +28,7 @@ from tests.helpers import assert_audit_intact, principal_for
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
 from toolhub import Param, ToolContext, registry, tool
-from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall
+from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Saga
 
@@ -144,24 +144,27 @@ def leave_tool() -> Iterator[None]:
 
 def test_fixed_a_run_whose_user_left_the_tenant_mid_run_calls_nothing_more(alice: User, leave_tool: None) -> None:
     """Found: a run's later calls were authorized by grants only, so alice's agent went on acting in acme after
-    she was removed from it. Fixed: her next call is denied (the model is told it has no tools), nothing runs."""
+    she was removed from it. Fixed: removing her cancels her runs there at once (governance, in the audit trail);
+    the model is asked nothing more and nothing more runs."""
     agent = _agent_then_record_effect("probe-i-leaver", "probe_i_leave_tenant", {"why": "offboarding"})
 
     run = run_start(agent=agent, user=alice, input="go")
 
-    run.refresh_from_db()
-    assert run.status == RunStatus.COMPLETED, (run.status, run.error)
-    later = ToolCall.objects.get(run_id=run.id, tool_name="record_effect")
-    assert later.status == CallStatus.DENIED and "no longer" in later.error
+    run = AgentRun.objects.get(pk=run.pk)
+    assert (run.status, run.stop_reason) == (RunStatus.CANCELLED, StopReason.CANCELLED), run.error
+    assert run.error.startswith("Cancelled by governance:") and "no longer belongs to tenant 'acme'" in run.error
+    assert run.turn == 1  # the model answered once, before she left; never again
+    assert not ToolCall.objects.filter(run_id=run.id, tool_name="record_effect").exists()
     assert not SideEffect.objects.filter(tool="record_effect").exists()
-    # the model is told it has no tools left (as for any tool its run may not use); the row says why
-    assert "No tools are available to you here" in str(AgentRun.objects.get(pk=run.pk).messages)
+    cancelled = AuditEvent.objects.get(run_id=run.id, event_type="run.cancelled")
+    assert (cancelled.actor, cancelled.tenant) == ("governance", "acme")
+    assert_audit_intact()
 
 
 def test_fixed_a_run_whose_user_is_deleted_ends_and_its_held_call_never_runs(alice: User, acme_operator: User) -> None:
     """Found: deleting a user empties their runs' link to them, and a run waiting for approval went on afterwards
     as a run of nobody, judged by tenant and agent grants only. Fixed: deleting a user first cancels their runs
-    still going; the held call, approved anyway, is judged for the user it was made for and denied."""
+    still going, and withdraws their held calls: no operator can approve one any more."""
     agent = _agent_then_record_effect("probe-i-held", "risky_effect", {"note": "held"})
     run = run_start(agent=agent, user=alice, input="go")
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
@@ -173,11 +176,12 @@ def test_fixed_a_run_whose_user_is_deleted_ends_and_its_held_call_never_runs(ali
     run = AgentRun.objects.get(pk=run.pk)
     assert (run.status, run.stop_reason, run.user_id) == (RunStatus.CANCELLED, StopReason.CANCELLED, None)
     assert "user was deleted" in run.error
-    assert approved.status_code == 200, approved.content
+    assert approved.status_code == 409 and "already cancelled" in approved.json()["detail"]
     call = ToolCall.objects.get(pk=held.call_id)
-    assert call.status == CallStatus.DENIED and "no longer exists" in call.error
+    assert call.status == CallStatus.CANCELLED and "its run was cancelled" in call.error
     assert not SideEffect.objects.filter(tool__in=["risky_effect", "record_effect"]).exists()
     assert not ToolCall.objects.filter(run_id=run.pk, tool_name="record_effect").exists()
+    assert_audit_intact()
 
 
 def test_fixed_a_call_for_someone_removed_is_refused_and_allowed_again_once_they_are_back(

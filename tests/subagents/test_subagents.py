@@ -280,3 +280,31 @@ def test_a_retried_subagent_call_waits_on_the_same_child(make_agent: MakeAgent, 
             RESEARCHER.invoke({"task": "find it"}, ToolContext(call.context).with_values(call_id=str(call.id)))
     assert suspended.value.payload["subagent_run"] == call.suspension["payload"]["subagent_run"]
     assert AgentRun.objects.filter(parent_run=parent).count() == 1
+
+
+def test_cancelling_the_parent_cancels_its_child_and_withdraws_the_childs_held_call(
+    make_agent: MakeAgent, start: StartRun, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    with registry.temporarily(RESEARCHER):
+        make_agent(name="researcher", tools=["risky_effect"], script=HELD_CHILD_SCRIPT)
+        parent = start(make_agent(tools=["ask_researcher"], script=_parent_script()), alice)
+        child = AgentRun.objects.get(parent_run=parent)
+        held = ApprovalRequest.objects.get(call__run_id=child.id)
+        client = APIClient()
+        client.force_authenticate(alice)
+
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(f"/api/v1/runs/{parent.id}/cancel/", {"reason": "not needed"}, format="json")
+
+    assert response.status_code == 200, response.content
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert (parent.status, child.status) == (RunStatus.CANCELLED, RunStatus.CANCELLED)
+    assert child.error == f"Cancelled by user:alice: its parent run {parent.id} was cancelled"
+    assert ApprovalRequest.objects.get(pk=held.pk).status == ApprovalStatus.CANCELLED
+    assert ToolCall.objects.get(pk=held.call_id).status == CallStatus.CANCELLED
+    # the parent's call was settled by its child's end, as when a child fails on its own
+    parent_call = ToolCall.objects.get(run_id=parent.id)
+    assert parent_call.status == CallStatus.FAILED and "did not finish: Cancelled by user:alice" in parent_call.error
+    assert parent.turn == 1 and not SideEffect.objects.exists()
+    assert assert_audit_intact() > 0

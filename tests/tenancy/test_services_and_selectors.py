@@ -106,8 +106,10 @@ def test_a_decided_request_of_another_tenant_still_answers_not_in_tenant(
 
     with pytest.raises(NotInTenantError):
         approval_reject(request_id=acme.approval.pk, user=globex_operator, comment="too late?")
-    # the requester themself, now outside acme, is refused the same way
+    assert AuditEvent.objects.count() == decided_events
+    # the requester themself, now outside acme, is refused the same way (leaving cancels her runs there: audited)
     alice.tenant_memberships.all().delete()
+    decided_events = AuditEvent.objects.count()
     with pytest.raises(NotInTenantError):
         approval_may_decide(acme.approval, User.objects.get(pk=alice.pk))
     assert AuditEvent.objects.count() == decided_events
