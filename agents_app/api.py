@@ -34,6 +34,7 @@ from agents_app.services import (
     run_start_by_reference,
 )
 from agents_app.subagents import subagent_run_of
+from toolhub.api.serializers import CancelInputSerializer
 from toolhub.caller_view import caller_view_of
 from toolhub.conf import toolhub_settings
 from toolhub.models import CallKind, ToolCall
@@ -409,16 +410,6 @@ class RunRetryView(APIView):
         return Response(RunSerializer(run, context={"request": request}).data)
 
 
-class RunCancelSerializer(serializers.Serializer):
-    reason = serializers.CharField(
-        max_length=500,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="Why; shown in the run's error and audit.",
-    )
-
-
 class RunCancelView(APIView):
     """Stop a run still going: no more model turns, its calls not yet started withdrawn, its child runs cancelled.
 
@@ -428,10 +419,10 @@ class RunCancelView(APIView):
 
     throttle_scope = "runs"
 
-    @extend_schema(request=RunCancelSerializer, responses=RunSerializer)
+    @extend_schema(request=CancelInputSerializer, responses=RunSerializer)
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "cancel it")
-        body = RunCancelSerializer(data=request.data)
+        body = CancelInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = run_cancel_by(run=run, user=request.user, reason=body.validated_data["reason"])
         return Response(RunSerializer(run, context={"request": request}).data)

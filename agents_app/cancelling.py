@@ -18,11 +18,10 @@ from agents_app.ending import run_end_with_error
 from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.steprows import locked_run
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import approval_withdraw
 from toolhub.audit import audit_append
 from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.waiting import tool_call_refuse
+from toolhub.waiting import WITHDRAWABLE_STATUSES, tool_call_withdraw
 
 __all__ = [
     "GOING",
@@ -38,11 +37,6 @@ GOVERNANCE_ACTOR = "governance"
 
 #: The statuses of a run that is still going (and so can be cancelled).
 GOING = (RunStatus.RUNNING, RunStatus.WAITING)
-
-#: Calls a cancelled run withdraws without a decision to take back: nothing of them has started.
-_WITHDRAWN_WITHOUT_DECISION = frozenset({CallStatus.QUEUED, CallStatus.AWAITING_RESULT})
-#: Every call a cancelled run withdraws (a held one with its approval request).
-_WITHDRAWN = frozenset({CallStatus.PENDING_APPROVAL, *_WITHDRAWN_WITHOUT_DECISION})
 
 
 def run_cancel(*, run_id: uuid.UUID, actor: str, reason: str) -> bool:
@@ -68,7 +62,7 @@ def run_cancel_locked(run: AgentRun, *, actor: str, reason: str) -> None:
     list(_held_requests(run_ids).select_for_update(of=("self",)).values_list("id", flat=True))
     parent_calls = [each.parent_call_id for each in tree if each.parent_call_id is not None]
     settled_by_children = ToolCall.objects.filter(id__in=parent_calls)
-    locked_calls = _withdrawn_calls(run_ids, _WITHDRAWN) | settled_by_children
+    locked_calls = _withdrawn_calls(run_ids, WITHDRAWABLE_STATUSES) | settled_by_children
     list(locked_calls.select_for_update().order_by("id").values_list("id", flat=True))
     for each in reversed(tree):
         why = reason if each is run else f"its parent run {each.parent_run_id} was cancelled"
@@ -109,17 +103,9 @@ def _end_cancelled(run: AgentRun, *, actor: str, reason: str) -> None:
 
 
 def _withdraw_calls(run: AgentRun, *, actor: str, reason: str) -> None:
-    """Withdraw the run's steps that have not started: held ones with their requests, then queued or awaiting."""
-    for request_id in _held_requests([run.id]).values_list("id", flat=True):
-        approval_withdraw(request_id=request_id, actor=actor, reason=reason)
-    for call in _withdrawn_calls([run.id], _WITHDRAWN_WITHOUT_DECISION).order_by("turn", "position"):
-        tool_call_refuse(
-            call=call,
-            actor=actor,
-            status=CallStatus.CANCELLED,
-            message=f"Not executed: {reason}",
-            allowed_from=_WITHDRAWN_WITHOUT_DECISION,
-        )
+    """Withdraw the run's steps that have not started, held ones with their approval requests."""
+    for call in _withdrawn_calls([run.id], WITHDRAWABLE_STATUSES).order_by("turn", "position"):
+        tool_call_withdraw(call=call, actor=actor, reason=reason)
 
 
 def runs_cancel_of_user(*, user_id: int, actor: str, reason: str) -> int:

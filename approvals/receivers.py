@@ -1,20 +1,27 @@
-"""Connects approvals to the core's signals: a held-back call gets its approval request."""
+"""Connects approvals to the core's signals: a held-back call gets its approval request, a withdrawn one ends it."""
 
 from typing import Any
 
 from django.dispatch import receiver
 
 from approvals import signals
-from approvals.models import ApprovalRequest
-from approvals.services import approval_request_create
+from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.services import approval_request_create, approval_withdraw
 from toolhub.models import ToolCall
 from toolhub.policy import ApprovalVerdict
-from toolhub.signals import approval_needed
+from toolhub.signals import approval_needed, approval_withdrawing
 
 
 @receiver(approval_needed, dispatch_uid="approvals.create_request")
 def _on_approval_needed(sender: type, call: ToolCall, reason: str, verdict: ApprovalVerdict, **kwargs: Any) -> None:
     approval_request_create(call=call, verdict=verdict)
+
+
+@receiver(approval_withdrawing, dispatch_uid="approvals.withdraw_request")
+def _on_approval_withdrawing(sender: type, call: ToolCall, actor: str, reason: str, **kwargs: Any) -> bool:
+    pending = ApprovalRequest.objects.filter(call_id=call.id, status=ApprovalStatus.PENDING)
+    request_id = pending.values_list("id", flat=True).first()
+    return request_id is not None and approval_withdraw(request_id=request_id, actor=actor, reason=reason)
 
 
 @receiver(signals.approval_requested, dispatch_uid="approvals.email_on_request")

@@ -422,9 +422,10 @@ def _expire(request: ApprovalRequest) -> None:
 
 
 def approval_withdraw(*, request_id: int, actor: str, reason: str) -> bool:
-    """Withdraw a pending request whose run was cancelled: the request and its call end ``cancelled``, one write.
+    """Withdraw a pending request: the request and its call end ``cancelled``, in one write.
 
-    For the caller's transaction (the run's cancellation); ``False`` when the request was decided meanwhile.
+    For the caller's transaction (``toolhub.waiting.tool_call_withdraw``, through ``approval_withdrawing``);
+    ``False`` when the request was decided meanwhile.
     """
     request = locked_request(request_id)
     if request.status != ApprovalStatus.PENDING:

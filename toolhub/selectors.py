@@ -11,7 +11,9 @@ from toolhub.tools.registry import registry
 __all__ = [
     "tool_call_list",
     "tool_calls_visible_to",
-    "tool_calls_taking_results_from",
+    "tool_calls_operable_by",
+    "call_may_operate",
+    "OPERATE_CALL_PERMISSION",
     "tool_call_audit_events",
     "audit_events_visible_to",
     "displayed_arguments",
@@ -23,17 +25,23 @@ def tool_calls_visible_to(user: AbstractBaseUser) -> QuerySet[ToolCall]:
     return visible_rows(ToolCall.objects.all(), user, tenant_wide=has_tenant_wide_role(user))
 
 
-#: Who may supply an external tool's result besides the user the call was made for (in the call's tenant).
-SUBMIT_RESULT_PERMISSION = "toolhub.change_toolcall"
+#: Who may act on a call besides the user it was made for (in the call's tenant): supply an external tool's
+#: result, withdraw a call that has not started.
+OPERATE_CALL_PERMISSION = "toolhub.change_toolcall"
 
 
-def tool_calls_taking_results_from(user: AbstractBaseUser) -> QuerySet[ToolCall]:
-    """The calls ``user`` may reach to supply an external result: those they see, or their tenants' with the permission.
+def tool_calls_operable_by(user: AbstractBaseUser) -> QuerySet[ToolCall]:
+    """The calls ``user`` may reach to act on: those they see, or their tenants' with the permission.
 
-    Whether they may then supply it (their own call, or the permission) is for the caller to say.
+    Whether they may then act (their own call, or the permission: ``call_may_operate``) is for the caller to ask.
     """
-    tenant_wide = has_tenant_wide_role(user, SUBMIT_RESULT_PERMISSION)
+    tenant_wide = has_tenant_wide_role(user, OPERATE_CALL_PERMISSION)
     return visible_rows(ToolCall.objects.all(), user, tenant_wide=tenant_wide)
+
+
+def call_may_operate(call: ToolCall, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may act on ``call`` (reached through ``tool_calls_operable_by``): theirs, or an operator."""
+    return call.user_id == user.pk or user.has_perm(OPERATE_CALL_PERMISSION)
 
 
 def audit_events_visible_to(user: AbstractBaseUser) -> QuerySet[AuditEvent]:

@@ -11,6 +11,7 @@ from django.dispatch import Signal
 
 __all__ = [
     "approval_needed",
+    "approval_withdrawing",
     "call_settled",
     "call_suspended",
     "saga_key_reserved",
@@ -24,6 +25,11 @@ logger = logging.getLogger(__name__)
 #: A call became ``pending_approval``; kwargs: ``call`` (ToolCall), ``reason`` (str). Sent inside the
 #: transaction, so the receiver's rows (the approval request) commit or roll back with the call.
 approval_needed = Signal()
+
+#: A call held for approval is being withdrawn (cancelled by its requester, an operator or with its run); kwargs:
+#: ``call``, ``actor``, ``reason``. Sent inside the transaction: the receiver that holds the call's request ends it
+#: and settles the call ``cancelled`` in one write, and returns True; with no such answer the core settles the call.
+approval_withdrawing = Signal()
 
 #: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None) and ``call`` (the ToolCall as that
 #: transition left it, so a listener need not read it again). Sent after commit. A receiver whose follow-up

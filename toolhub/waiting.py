@@ -18,10 +18,10 @@ from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
 from toolhub.exceptions import ToolhubError
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict
-from toolhub.signals import approval_needed
+from toolhub.signals import approval_needed, approval_withdrawing
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -33,6 +33,10 @@ __all__ = [
     "tool_call_release",
     "tool_call_require_reapproval",
     "tool_call_submit_result",
+    "tool_call_withdraw",
+    "tool_call_cancel",
+    "CallNotWithdrawableError",
+    "WITHDRAWABLE_STATUSES",
 ]
 
 
@@ -201,3 +205,53 @@ def tool_call_refuse(
         error=message,
         finished_at=timezone.now(),
     )
+
+
+#: Calls that may be withdrawn: nothing of them has started (held for approval, queued, awaiting a result).
+WITHDRAWABLE_STATUSES = frozenset({CallStatus.PENDING_APPROVAL, CallStatus.QUEUED, CallStatus.AWAITING_RESULT})
+
+
+def tool_call_withdraw(*, call: ToolCall, actor: str, reason: str) -> bool:
+    """Settle a call that has not started as ``cancelled``, in the caller's transaction; False if it had moved on.
+
+    A held call's approval request ends with it (``approval_withdrawing``: no operator decides it any more); a
+    queued call's worker then finds it cancelled and runs nothing. What the model reads: ``Not executed: reason``.
+    """
+    if call.status == CallStatus.PENDING_APPROVAL:
+        answers = approval_withdrawing.send(sender=ToolCall, call=call, actor=actor, reason=reason)
+        if any(answer is True for _, answer in answers):
+            return True
+    return tool_call_refuse(
+        call=call,
+        actor=actor,
+        status=CallStatus.CANCELLED,
+        message=f"Not executed: {reason}",
+        allowed_from=WITHDRAWABLE_STATUSES,
+    )
+
+
+class CallNotWithdrawableError(ToolhubError):
+    """The call has started or settled (or is a saga's compensation): it cannot be cancelled; 409."""
+
+    status_code = 409
+
+
+def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
+    """Cancel one call that has not started, for the user it was made for or an operator (asked by the caller).
+
+    A run waiting on it goes on, its model told the call was not executed and why. Returns the call as it is now.
+    """
+    if call.kind == CallKind.COMPENSATION:
+        raise CallNotWithdrawableError(
+            "A saga's compensation is not cancelled: it undoes a completed step. If it must not run, resolve it by "
+            "hand on the saga's page."
+        )
+    with transaction.atomic():
+        withdrawn = call.status in WITHDRAWABLE_STATUSES and tool_call_withdraw(call=call, actor=actor, reason=reason)
+    fresh = ToolCall.objects.get(pk=call.pk)
+    if not withdrawn:
+        raise CallNotWithdrawableError(
+            f"This call is {fresh.status}; only a call that has not started (held for approval, queued or awaiting "
+            "a result) can be cancelled. Nothing was changed."
+        )
+    return fresh

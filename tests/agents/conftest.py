@@ -10,7 +10,13 @@ from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind
 from agents_app.services import agent_create, run_start
-from tests.tenancy.conftest import carol, roles  # noqa: F401 - fixtures, registered by being imported here
+from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by being imported here
+    acme_auditor,
+    acme_operator,
+    carol,
+    globex_operator,
+    roles,
+)
 from toolhub.models import Tenant, TenantMembership
 
 SCRIPT = [{"content": "Hello from the script."}]

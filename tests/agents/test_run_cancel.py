@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.test import Client
 
@@ -41,21 +41,6 @@ HELD_THEN_EFFECT = [
     {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after"}}]},
     {"content": "done"},
 ]
-
-
-@pytest.fixture
-def acme_operator(tenant: Tenant, roles: dict[str, Group]) -> User:
-    return make_user("acme-operator", tenant=tenant, staff=True, groups=(roles["operators"],))
-
-
-@pytest.fixture
-def acme_auditor(tenant: Tenant, roles: dict[str, Group]) -> User:
-    return make_user("acme-auditor", tenant=tenant, staff=True, groups=(roles["auditors"],))
-
-
-@pytest.fixture
-def globex_operator(other_tenant: Tenant, roles: dict[str, Group]) -> User:
-    return make_user("globex-operator", tenant=other_tenant, staff=True, groups=(roles["operators"],))
 
 
 def _agent(name: str, script: list[dict[str, Any]], tenant: str = "acme") -> Agent:
@@ -236,6 +221,8 @@ def test_a_rollback_under_way_is_not_withdrawn(
     assert rollback.status_code == 202, rollback.content
     refund = ToolCall.objects.get(run_id=run.pk, kind=CallKind.COMPENSATION)
     assert refund.status == CallStatus.QUEUED and len(sent) == 1
+    alone = client_for(alice).post(f"/api/v1/calls/{refund.pk}/cancel/", {}, format="json")
+    assert alone.status_code == 409 and alone.json()["detail"].startswith("A saga's compensation is not cancelled")
 
     with django_capture_on_commit_callbacks(execute=True):
         assert _cancel(alice, run, {"reason": "wrong account"}).status_code == 200

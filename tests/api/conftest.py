@@ -7,6 +7,13 @@ from rest_framework.test import APIClient
 from agents_app.models import Agent
 from agents_app.services import agent_create
 from tests.agents.conftest import make_developer
+from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by being imported here
+    acme_auditor,
+    acme_operator,
+    carol,
+    globex_operator,
+    roles,
+)
 from toolhub.models import Tenant, TenantMembership
 
 ORDER_SCRIPT = [

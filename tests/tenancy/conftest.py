@@ -91,6 +91,11 @@ def acme_operator(tenant: Tenant, roles: dict[str, Group]) -> User:
 
 
 @pytest.fixture
+def acme_auditor(tenant: Tenant, roles: dict[str, Group]) -> User:
+    return make_user("acme-auditor", tenant=tenant, staff=True, groups=(roles["auditors"],))
+
+
+@pytest.fixture
 def carol(tenant: Tenant) -> User:
     """A plain member of acme who is not alice: sees none of alice's rows."""
     return make_user("carol", tenant=tenant)

@@ -130,6 +130,12 @@ class ToolCallDetailSerializer(ToolCallSerializer):
         return view.events(call, events) if view is not None else list(events)
 
 
+class CancelInputSerializer(serializers.Serializer):
+    """Why something is cancelled: shown to whom it concerns (the model, the run's user) and kept in the audit trail."""
+
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
 class CallResultInputSerializer(serializers.Serializer):
     """The outcome of an external tool's call: a result (any JSON) or an error message, not both."""
 

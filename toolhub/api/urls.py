@@ -11,6 +11,7 @@ urlpatterns = [
     path("calls/", governed.CallCollectionView.as_view(), name="call-list"),
     path("calls/<uuid:pk>/", governed.CallWaitDetailView.as_view(), name="call-detail"),
     path("calls/<uuid:pk>/result/", views.CallResultView.as_view(), name="call-result"),
+    path("calls/<uuid:pk>/cancel/", views.CallCancelView.as_view(), name="call-cancel"),
     path("calls/<uuid:pk>/artifacts/<int:artifact_id>/", views.CallArtifactView.as_view(), name="call-artifact"),
     path("sagas/", sagas.SagaListView.as_view(), name="saga-list"),
     path("sagas/<str:saga_id>/", sagas.SagaDetailView.as_view(), name="saga-detail"),

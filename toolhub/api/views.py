@@ -19,6 +19,7 @@ from toolhub.api.filters import CallFilter, ToolFilter
 from toolhub.api.pagination import ByNameCursorPagination
 from toolhub.api.serializers import (
     CallResultInputSerializer,
+    CancelInputSerializer,
     ToolCallDetailSerializer,
     ToolCallSerializer,
     ToolDefinitionSerializer,
@@ -27,14 +28,14 @@ from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
 from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
-    SUBMIT_RESULT_PERMISSION,
-    tool_calls_taking_results_from,
+    call_may_operate,
+    tool_calls_operable_by,
     tool_calls_visible_to,
 )
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
 from toolhub.tools.registry import registry
-from toolhub.waiting import ResultNotAwaitedError, tool_call_submit_result
+from toolhub.waiting import ResultNotAwaitedError, tool_call_cancel, tool_call_submit_result
 
 
 class _ExportRenderer(JSONRenderer):
@@ -217,8 +218,8 @@ class CallResultView(APIView):
 
     @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
-        call = get_object_or_404(tool_calls_taking_results_from(request.user), pk=pk)
-        if call.user_id != request.user.pk and not request.user.has_perm(SUBMIT_RESULT_PERMISSION):
+        call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
+        if not call_may_operate(call, request.user):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
         if (
             call.status != CallStatus.AWAITING_RESULT
@@ -234,6 +235,30 @@ class CallResultView(APIView):
             result=data.get("result"),
             error=data.get("error"),
         )
+        return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
+
+
+class CallCancelView(APIView):
+    """Cancel a call that has not started: held for approval (its request is withdrawn), queued, or awaiting a result.
+
+    Send ``{"reason": "..."}`` (optional). Allowed for the user the call was made for and for holders of the
+    ``toolhub.change_toolcall`` permission in the call's tenant (someone who sees the call without it gets 403); a
+    call of another tenant answers 404; a call that started or settled, or a saga's compensation, answers 409 and
+    nothing changes. A run waiting on the call goes on: its model reads that the call was not executed, and why.
+    """
+
+    throttle_scope = "calls"
+
+    @extend_schema(request=CancelInputSerializer, responses={200: ToolCallSerializer})
+    def post(self, request: Request, pk: uuid.UUID) -> Response:
+        call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
+        if not call_may_operate(call, request.user):
+            raise PermissionDenied("Only the user the call was made for, or an operator, may cancel it.")
+        body = CancelInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actor = f"user:{request.user.get_username()}"
+        reason = f"cancelled by {actor}: {body.validated_data['reason'].strip() or 'no reason given'}"
+        call = tool_call_cancel(call=call, actor=actor, reason=reason)
         return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
 
 
