@@ -186,6 +186,14 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         return Advance.IDLE
     if run.step_lease_until and run.step_lease_until > now:
         return Advance.IDLE
+    refusal = standing_refusal(
+        CallPrincipal(user_id=run.user_id, username="", tenant=run.tenant), stamp=run.governance_stamp
+    )
+    if refusal:
+        # Its user may no longer act here (deactivated, removed from the tenant): no further call or model
+        # turn in their name; what they left waiting is withdrawn.
+        run_cancel_locked(run, actor=GOVERNANCE_ACTOR, reason=refusal)
+        return Advance.STEPPED
     calls = turn_calls(run)
     if any(not call.is_settled for call in calls):
         waiting = any(call.status in _SUSPENDING for call in calls)
@@ -219,13 +227,6 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
             run.step_token = None
             run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.IMMEDIATE_RETURN, now=now)
             return Advance.STEPPED
-    refusal = standing_refusal(
-        CallPrincipal(user_id=run.user_id, username="", tenant=run.tenant), stamp=run.governance_stamp
-    )
-    if refusal:
-        # Its user may no longer act here (deactivated, removed from the tenant): no model turn in their name.
-        run_cancel_locked(run, actor=GOVERNANCE_ACTOR, reason=refusal)
-        return Advance.STEPPED
     if seconds_left is not None and _lease_seconds(run) > seconds_left:
         # Rolled back: the agent task (whose limits follow the longest deadline) takes the step.
         transaction.set_rollback(True)
