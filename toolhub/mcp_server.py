@@ -6,7 +6,8 @@ Clients authenticate with the REST API's tokens (``Authorization: Bearer <token>
 
 ``tools/list`` depends only on who asks (their grants): the tools they may call (all of them, or with
 ``MCP_TOOL_LISTING = "search"`` the always-visible ones), plus the stable ``toolhub_call_status``,
-``toolhub_find_tools`` and ``toolhub_describe_tool`` (``toolhub.mcp_discovery``); the run-oriented
+``toolhub_cancel_call`` (``toolhub.mcp_cancel``), ``toolhub_find_tools`` and ``toolhub_describe_tool``
+(``toolhub.mcp_discovery``); the run-oriented
 navigation tools (meta tools, facades, context tools) are never listed nor called here. A call that
 waits for an operator answers at once with the approval id and how to poll (``toolhub_call_status``,
 or ``GET /api/v1/calls/{id}/?wait=``), never holding the client while someone decides; a queued or
@@ -42,6 +43,7 @@ from toolhub.direct import (
 )
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.feedback import unknown_tool_message
+from toolhub.mcp_cancel import CANCEL_TOOL, CANCEL_TOOL_DEFINITION, cancel_call
 from toolhub.mcp_discovery import (
     DESCRIBE_TOOL,
     DESCRIBE_TOOL_DEFINITION,
@@ -193,7 +195,7 @@ def _meta_context(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 #: The server's own tools, answered here (read-only) rather than by the pipeline.
-_STABLE_TOOLS = (_STATUS_TOOL_DEFINITION, FIND_TOOL_DEFINITION, DESCRIBE_TOOL_DEFINITION)
+_STABLE_TOOLS = (_STATUS_TOOL_DEFINITION, CANCEL_TOOL_DEFINITION, FIND_TOOL_DEFINITION, DESCRIBE_TOOL_DEFINITION)
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> CallPrincipal:
@@ -211,6 +213,10 @@ def _list_tools_sync(ctx: ServerRequestContext[Any, Any]) -> types.ListToolsResu
 
 def _find_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
     return find_tools(_principal(ctx), arguments)
+
+
+def _cancel_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    return cancel_call(_user(ctx), arguments)
 
 
 def _describe_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
@@ -373,6 +379,8 @@ def _status_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, An
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     if params.name == STATUS_TOOL:
         return await _in_thread(_status_sync)(ctx, params.arguments)
+    if params.name == CANCEL_TOOL:
+        return await _in_thread(_cancel_sync)(ctx, params.arguments)
     if params.name == FIND_TOOL:
         return await _in_thread(_find_sync)(ctx, params.arguments)
     if params.name == DESCRIBE_TOOL:
@@ -413,7 +421,8 @@ def build_server() -> Server[Any]:
         version="1",
         instructions=(
             "toolhub's governed tools: every call is authorized, may wait for an operator's approval, and is "
-            f"audited. A call that waits answers with its call id; {STATUS_TOOL} returns its result later. "
+            f"audited. A call that waits answers with its call id; {STATUS_TOOL} returns its result later, "
+            f"{CANCEL_TOOL} withdraws it. "
             f"{FIND_TOOL} finds the tools you may use (also those not listed) and {DESCRIBE_TOOL} describes one; "
             "call a tool found by its name."
         ),

@@ -22,7 +22,7 @@ from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STABLE = ["toolhub_call_status", "toolhub_describe_tool", "toolhub_find_tools"]
+STABLE = ["toolhub_call_status", "toolhub_cancel_call", "toolhub_describe_tool", "toolhub_find_tools"]
 #: What alice is granted: plain tools, a facade with two of its three tools, and every navigation tool.
 ALICES = [
     "clock",

@@ -39,7 +39,7 @@ def test_tools_list_shows_each_user_the_tools_they_are_granted(
     alices = with_client(live_asgi, token(alice), names)
     bobs = with_client(live_asgi, token(bob), names, scheme="Token")
 
-    stable = ["toolhub_call_status", "toolhub_describe_tool", "toolhub_find_tools"]
+    stable = ["toolhub_call_status", "toolhub_cancel_call", "toolhub_describe_tool", "toolhub_find_tools"]
     assert alices == sorted(["record_effect", "risky_effect", "stepped_work", *stable])
     assert bobs == sorted(["record_effect", *stable])
 
@@ -101,6 +101,45 @@ def test_a_high_risk_call_answers_at_once_and_its_result_comes_after_approval(
     assert done.structured_content["status"] == "succeeded"
     assert done.structured_content["result"] == {"effect_id": SideEffect.objects.get().pk}
     assert ToolCall.objects.get().kind == "mcp"
+
+
+def test_a_held_call_is_cancelled_by_its_requester_and_no_operator_can_approve_it(
+    live_asgi: str, grants: None, alice: User, bob: User, operator: User
+) -> None:
+    operator_token = token(operator)
+
+    async def scenario(client: Client) -> tuple[Any, ...]:
+        pending = await client.call_tool("risky_effect", {"note": "wire money"})
+        call_id = pending.meta["io.toolhub/call"]["id"]
+        refused = [
+            await client.call_tool("toolhub_cancel_call", arguments)
+            for arguments in ({"call_id": "not-a-uuid"}, {"call_id": call_id, "reason": "x" * 501}, {"id": call_id})
+        ]
+        cancelled = await client.call_tool("toolhub_cancel_call", {"call_id": call_id, "reason": "wrong account"})
+        again = await client.call_tool("toolhub_cancel_call", {"call_id": call_id})
+        async with httpx2.AsyncClient(headers={"Authorization": f"Token {operator_token}"}) as http:
+            request_id = pending.meta["io.toolhub/call"]["approval_id"]
+            approved = await http.post(f"{live_asgi}/api/v1/approvals/{request_id}/approve/", json={})
+        return call_id, refused, cancelled, again, approved
+
+    call_id, refused, cancelled, again, approved = with_client(live_asgi, token(alice), scenario)
+
+    assert all(result.is_error for result in refused)
+    assert "call_id" in refused[0].content[0].text and "500" in refused[1].content[0].text
+    assert cancelled.is_error is False
+    assert cancelled.structured_content == {"call_id": call_id, "status": "cancelled"}
+    assert again.is_error and again.content[0].text.startswith("This call is cancelled; only a call that has not")
+    assert approved.status_code == 409, approved.text
+    call = ToolCall.objects.get()
+    assert (call.status, call.error) == ("cancelled", "Not executed: cancelled by user:alice: wrong account")
+    assert not SideEffect.objects.exists()
+
+    # someone else's call is not among theirs: answered as a missing one
+    async def bobs_try(client: Client) -> Any:
+        return await client.call_tool("toolhub_cancel_call", {"call_id": call_id})
+
+    foreign = with_client(live_asgi, token(bob), bobs_try)
+    assert foreign.is_error and foreign.content[0].text == f"There is no call {call_id} among yours."
 
 
 def test_bad_arguments_get_a_clear_error_and_nothing_runs(live_asgi: str, grants: None, alice: User) -> None:
