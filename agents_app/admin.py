@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from agents_app.cancelling import GOING
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import run_children, run_may_operate
-from agents_app.services import AGENT_FIELDS, RunStateError, run_cancel_by, tool_provider_problem
+from agents_app.services import AGENT_FIELDS, RunInputError, RunStateError, run_cancel_by, tool_provider_problem
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
@@ -211,6 +211,9 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
                 run_cancel_by(run=run, user=request.user, reason=form.cleaned_data["reason"])
             except RunStateError:
                 continue  # it ended meanwhile
+            except RunInputError as refused:  # a reason no column can store: none is cancelled
+                self.message_user(request, str(refused), messages.ERROR)
+                return None
             cancelled += 1
         skipped = len(runs) - cancelled
         self.message_user(

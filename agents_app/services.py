@@ -29,6 +29,7 @@ from toolhub.storable import json_storage_problem
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS
 from toolhub.tools.registry import registry
+from toolhub.waiting import cancel_reason_problem
 
 __all__ = [
     "agent_create",
@@ -361,6 +362,9 @@ def run_cancel_by(*, run: AgentRun, user: AbstractBaseUser, reason: str = "") ->
     For its own user or an operator of its tenant (``run_may_operate``, checked by the caller); what stops and
     what is withdrawn: ``agents_app.cancelling``.
     """
+    problem = cancel_reason_problem(reason)
+    if problem:
+        raise RunInputError(problem)
     if not run_cancel(run_id=run.id, actor=f"user:{user.get_username()}", reason=reason.strip() or "no reason given"):
         run.refresh_from_db(fields=["status"])
         raise RunStateError(f"Only a run still going (running or waiting) can be cancelled; this one is {run.status}.")

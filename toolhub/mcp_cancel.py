@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from toolhub.feedback import invalid_arguments_message
 from toolhub.models import ToolCall
 from toolhub.selectors import call_may_operate, tool_calls_operable_by
-from toolhub.waiting import CallNotWithdrawableError, tool_call_cancel
+from toolhub.waiting import CallNotWithdrawableError, CancelReasonError, tool_call_cancel
 
 __all__ = ["CANCEL_TOOL", "CANCEL_TOOL_DEFINITION", "cancel_call"]
 
@@ -64,7 +64,7 @@ def cancel_call(user: Any, arguments: Mapping[str, Any] | None) -> types.CallToo
     reason = f"cancelled by {actor}: {parsed.reason.strip() or 'no reason given'}"
     try:
         cancelled: ToolCall = tool_call_cancel(call=call, actor=actor, reason=reason)
-    except CallNotWithdrawableError as exc:
+    except (CallNotWithdrawableError, CancelReasonError) as exc:
         return _refusal(str(exc))
     return types.CallToolResult(
         content=[

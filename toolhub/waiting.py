@@ -36,6 +36,8 @@ __all__ = [
     "tool_call_withdraw",
     "tool_call_cancel",
     "CallNotWithdrawableError",
+    "CancelReasonError",
+    "cancel_reason_problem",
     "WITHDRAWABLE_STATUSES",
 ]
 
@@ -236,11 +238,26 @@ class CallNotWithdrawableError(ToolhubError):
     status_code = 409
 
 
+class CancelReasonError(ToolhubError):
+    """A cancellation's reason that no column can store (a NUL, a lone surrogate); 400, nothing cancelled."""
+
+    status_code = 400
+
+
+def cancel_reason_problem(reason: str) -> str | None:
+    """Why a cancellation's reason cannot be kept (in the audit trail, the call, what the model reads), or ``None``."""
+    problem = json_storage_problem(reason, "the reason")
+    return f"Nothing was cancelled: {problem}." if problem else None
+
+
 def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
     """Cancel one call that has not started, for the user it was made for or an operator (asked by the caller).
 
     A run waiting on it goes on, its model told the call was not executed and why. Returns the call as it is now.
     """
+    problem = cancel_reason_problem(reason)
+    if problem:
+        raise CancelReasonError(problem)
     if call.kind == CallKind.COMPENSATION:
         raise CallNotWithdrawableError(
             "A saga's compensation is not cancelled: it undoes a completed step. If it must not run, resolve it by "

@@ -18,7 +18,7 @@ from django.test import Client
 from agents_app.cancelling import run_cancel
 from agents_app.loop import run_advance
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
-from agents_app.services import agent_create, run_start
+from agents_app.services import RunInputError, agent_create, run_cancel_by, run_start
 from approvals import signals as approval_signals
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_approve
@@ -168,6 +168,17 @@ def test_a_bad_reason_is_refused_and_nothing_stops(
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
     assert ApprovalRequest.objects.get(call__run_id=run.pk).status == ApprovalStatus.PENDING
     assert not AuditEvent.objects.filter(run_id=run.pk, event_type="run.cancelled").exists()
+
+
+def test_a_reason_no_column_can_store_is_refused_by_the_service_too(start_run: StartRun, alice: User) -> None:
+    """The REST parser refuses such a body first; the service refuses it for the admin and other callers."""
+    run = _waiting_run(start_run, alice)
+
+    with pytest.raises(RunInputError, match="Nothing was cancelled: the reason contains"):
+        run_cancel_by(run=run, user=alice, reason="a \udfff b")
+
+    assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+    assert ApprovalRequest.objects.get(call__run_id=run.pk).status == ApprovalStatus.PENDING
 
 
 def test_a_queued_call_not_yet_claimed_never_runs(

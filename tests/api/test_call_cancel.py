@@ -19,6 +19,7 @@ from tests.tenancy.conftest import CRM_LOOKUP
 from tests.testapp.models import SideEffect
 from toolhub import registry
 from toolhub.models import CallStatus, ToolCall
+from toolhub.waiting import CancelReasonError, tool_call_cancel
 
 # Committed for real: the embedded mode runs a call when the request's transaction commits, before it answers.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,6 +102,21 @@ def test_a_bad_reason_is_refused_and_the_call_still_waits(alice: User, body: dic
 
     assert response.status_code == 400
     assert problem in str(response.json())
+    assert ToolCall.objects.get(pk=held["id"]).status == CallStatus.PENDING_APPROVAL
+    assert ApprovalRequest.objects.get(pk=held["approval_id"]).status == ApprovalStatus.PENDING
+
+
+@pytest.mark.parametrize("reason", ["a \udfff b", "a\x00b"])
+def test_a_reason_no_column_can_store_is_refused_whatever_the_channel(alice: User, reason: str) -> None:
+    """The REST parser refuses such a body first; the service refuses it too, for MCP and the admin."""
+    held = _call(alice, "risky_effect", {"note": "wire money"})
+    raw = '{"reason": "a \\udfff b"}'
+    over_rest = client_for(alice).post(f"/api/v1/calls/{held['id']}/cancel/", data=raw, content_type="application/json")
+
+    with pytest.raises(CancelReasonError, match="Nothing was cancelled: the reason contains"):
+        tool_call_cancel(call=ToolCall.objects.get(pk=held["id"]), actor="user:alice", reason=reason)
+
+    assert over_rest.status_code == 400 and "lone surrogate" in over_rest.json()["detail"]
     assert ToolCall.objects.get(pk=held["id"]).status == CallStatus.PENDING_APPROVAL
     assert ApprovalRequest.objects.get(pk=held["approval_id"]).status == ApprovalStatus.PENDING
 
