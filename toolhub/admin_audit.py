@@ -4,12 +4,14 @@ Calls are filtered by tool, risk, tenant, status, kind, agent, user and date ran
 id, run id or the provider's call id (the correlation id), or a tool name's beginning: every filter
 and search is an exact match on an index (a tool prefix is resolved against the catalogue). Each
 call's page re-verifies its audit events (:mod:`toolhub.audit_console`); any filtered list of calls
-streams out as CSV or JSON Lines (:mod:`toolhub.exports`), and each export is itself audited.
+streams out as CSV or JSON Lines (:mod:`toolhub.exports`), and each export is itself audited. Operators
+(``toolhub.change_toolcall``) may cancel selected calls that have not started; nobody edits a call.
 """
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
 from django.db import connection
@@ -19,6 +21,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
 from toolhub.admin_lists import (
     AgentFilter,
@@ -30,12 +33,14 @@ from toolhub.admin_lists import (
     UsernameFilter,
     as_uuid,
 )
+from toolhub.admin_tables import admin_table
 from toolhub.audit_console import call_timeline
 from toolhub.caller_view import CHAIN_POSITION_FIELDS
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
-from toolhub.selectors import displayed_arguments
+from toolhub.selectors import OPERATE_CALL_PERMISSION, displayed_arguments
 from toolhub.tenancy import tenant_scope
+from toolhub.waiting import WITHDRAWABLE_STATUSES, CallNotWithdrawableError, CancelReasonError, tool_call_cancel
 
 __all__ = ["ToolCallAdmin", "AuditEventAdmin"]
 
@@ -46,8 +51,18 @@ def _catalogue_prefix(term: str) -> list[str]:
     return [name for name in ToolDefinition.objects.values_list("name", flat=True) if name.lower().startswith(lowered)]
 
 
+class CancelCallsForm(forms.Form):
+    """Why the calls are withdrawn; what a waiting run's model reads, and kept in the audit trail."""
+
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "e.g. sent to the wrong account"}),
+        help_text="A waiting run's model reads it; recorded in the audit trail with your name.",
+    )
+
+
 @admin.register(ToolCall)
-class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
+class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin, admin.ModelAdmin):
     """Every governed call of the user's tenants, for operators and auditors; only the pipeline writes these rows."""
 
     list_display = ("id", "tool_name", "status", "kind", "tenant", "agent_name", "user", "created_at", "finished_at")
@@ -90,6 +105,58 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, admin
         ("Audit timeline (re-verified on this page)", {"fields": ("audit_events",)}),
     )
     readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
+    actions = ("cancel_selected",)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(OPERATE_CALL_PERMISSION)
+
+    @admin.action(
+        description="Cancel selected calls that have not started (held, queued, awaiting)", permissions=["operate"]
+    )
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> HttpResponse | None:
+        """Ask why on an intermediate page, then withdraw each selected call that has not started."""
+        calls = list(queryset.order_by("created_at"))
+        waiting = [call for call in calls if call.status in WITHDRAWABLE_STATUSES]
+        table = admin_table(
+            "selected-calls",
+            ("Call", "Tool", "Status", "Kind", "Tenant", "User"),
+            ((str(c.pk), c.tool_name, c.status, c.kind, c.tenant or "-", c.user or "-") for c in waiting),
+            empty="None of the selected calls waits: they started or settled.",
+        )
+        page = CommentActionPage(
+            title="Cancel calls",
+            intro=f"These {len(waiting)} call(s) will not run: a held one's approval request is withdrawn, a run "
+            "waiting on one goes on and its model reads why. Calls that started or settled are left as they are.",
+            table=table,
+            submit=f"Cancel {len(waiting)} call(s)",
+        )
+        form, confirmation = self.comment_form_or_page(
+            request, CancelCallsForm, action="cancel_selected", selected=calls, page=page
+        )
+        if form is None:
+            return confirmation
+        actor = f"user:{request.user.get_username()}"
+        reason = f"cancelled by {actor}: {form.cleaned_data['reason'].strip()}"
+        cancelled, refusals = 0, []
+        for call in waiting:
+            try:
+                tool_call_cancel(call=call, actor=actor, reason=reason)
+            except (CallNotWithdrawableError, CancelReasonError) as refused:
+                refusals.append(f"{call.tool_name} ({str(call.pk)[:8]}): {refused}")
+            else:
+                cancelled += 1
+        self.message_user(
+            request, f"Cancelled {cancelled} call(s).", messages.SUCCESS if cancelled else messages.WARNING
+        )
+        for refusal in refusals[:10]:
+            self.message_user(request, refusal, messages.WARNING)
+        if len(calls) > len(waiting):
+            self.message_user(
+                request,
+                f"{len(calls) - len(waiting)} selected call(s) had started or settled and were left as they are.",
+                messages.WARNING,
+            )
+        return None
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[ToolCall], search_term: str

@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.api.conftest import client_for
 from tests.helpers import assert_audit_intact, event_types
-from tests.tenancy.conftest import CRM_LOOKUP
+from tests.tenancy.conftest import CRM_LOOKUP, make_user
 from tests.testapp.models import SideEffect
 from toolhub import registry
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, Tenant, ToolCall
 from toolhub.waiting import CancelReasonError, tool_call_cancel
 
 # Committed for real: the embedded mode runs a call when the request's transaction commits, before it answers.
@@ -156,3 +157,32 @@ def test_a_run_waiting_on_its_cancelled_call_goes_on_and_its_model_is_told_why(a
     assert run.status == RunStatus.COMPLETED
     assert run.output == "The tool said: Not executed: cancelled by user:alice: not this one"
     assert not SideEffect.objects.exists()
+
+
+def test_the_admin_action_cancels_only_the_operators_tenants_waiting_calls(
+    alice: User, acme_operator: User, globex_operator: User, acme_auditor: User
+) -> None:
+    held = _call(alice, "risky_effect", {"note": "wire money"})
+    ran = _call(alice, "record_effect", {"note": "done"})
+    bob = make_user("bob-globex", tenant=Tenant.objects.get(slug="globex"))
+    theirs = _call(bob, "risky_effect", {"note": "globex money"})
+    selected = {"action": "cancel_selected", "_selected_action": [held["id"], ran["id"], theirs["id"]]}
+    url = "/admin/toolhub/toolcall/"
+
+    auditor = Client()
+    auditor.force_login(acme_auditor)
+    refused = auditor.post(url, {**selected, "apply": "1", "reason": "x"})
+    assert refused.status_code in (200, 302)
+    assert ToolCall.objects.get(pk=held["id"]).status == CallStatus.PENDING_APPROVAL
+
+    operator = Client()
+    operator.force_login(acme_operator)
+    page = operator.post(url, selected).content.decode()
+    assert "Cancel 1 call(s)" in page and held["id"] in page and theirs["id"] not in page
+    done = operator.post(url, {**selected, "apply": "1", "reason": "wrong account"}, follow=True)
+
+    assert "Cancelled 1 call(s)." in done.content.decode()
+    assert ToolCall.objects.get(pk=held["id"]).error == "Not executed: cancelled by user:acme-operator: wrong account"
+    assert ToolCall.objects.get(pk=ran["id"]).status == CallStatus.SUCCEEDED
+    assert ToolCall.objects.get(pk=theirs["id"]).status == CallStatus.PENDING_APPROVAL  # globex's: out of reach
+    assert_audit_intact()

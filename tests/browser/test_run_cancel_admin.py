@@ -70,3 +70,43 @@ def test_an_auditor_is_offered_no_cancel_action(page: Page, auditor: User, alice
     expect(page.locator(f"text={str(run.pk)[:8]}")).to_have_count(1)
     expect(page.locator("select[name=action] option[value=cancel_selected]")).to_have_count(0)
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+
+
+def test_operator_cancels_a_held_call_from_the_tool_calls_list(
+    page: Page, operator: User, alice: User, order_agent: Agent
+) -> None:
+    # given: alice's run waits on her held order; the operator may act on calls
+    operator.user_permissions.add(Permission.objects.get(content_type__app_label="toolhub", codename="change_toolcall"))
+    run, request = start_waiting_run(order_agent, alice)
+
+    # when: the operator selects the call in the audit console and cancels it with a reason
+    admin_login(page, "operator", "operator-password")
+    page.goto("/admin/toolhub/toolcall/?status__exact=pending_approval")
+    page.locator(f"input[name=_selected_action][value='{request.call_id}']").check()
+    page.select_option("select[name=action]", "cancel_selected")
+    page.get_by_role("button", name="Go").click()
+    expect(page.locator("#selected-calls tbody tr")).to_have_count(1)
+    page.get_by_label("Reason").fill("The laptop budget moved to next quarter.")
+    page.get_by_role("button", name="Cancel 1 call(s)").click()
+
+    # then: the call will not run, its request is withdrawn, and alice's run goes on with the model told why
+    expect(page.locator(".messagelist .success")).to_contain_text("Cancelled 1 call(s).")
+    request.refresh_from_db()
+    run.refresh_from_db()
+    assert request.status == ApprovalStatus.CANCELLED
+    assert request.call.__class__.objects.get(pk=request.call_id).status == CallStatus.CANCELLED
+    assert run.status == RunStatus.COMPLETED
+    assert "Not executed: cancelled by user:operator: The laptop budget moved to next quarter." in str(run.messages)
+    assert not Order.objects.exists()
+
+
+def test_an_auditor_is_offered_no_cancel_action_on_calls(
+    page: Page, auditor: User, alice: User, order_agent: Agent
+) -> None:
+    start_waiting_run(order_agent, alice)
+
+    admin_login(page, "auditor", "auditor-password")
+    page.goto("/admin/toolhub/toolcall/")
+
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("select[name=action] option[value=cancel_selected]")).to_have_count(0)
