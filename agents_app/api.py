@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
+from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun, RunStatus
 from agents_app.selectors import (
     agents_visible_to,
     run_children,
@@ -364,10 +364,57 @@ class AgentDetailView(APIView):
         return Response(AgentSerializer(agent, context={"request": request}).data)
 
 
-class RunCreateView(APIView):
-    """Start a run of an agent named by id or by name; it proceeds on workers. Poll ``GET /runs/{id}/``."""
+class RunSummarySerializer(serializers.ModelSerializer):
+    """A run as a list shows it: who, where, how far; ``GET /runs/{id}/`` has the conversation and its calls."""
 
+    agent = serializers.CharField(source="agent.name")
+    user = serializers.CharField(source="user.username", default=None)
+
+    class Meta:
+        model = AgentRun
+        fields = [
+            "id",
+            "agent",
+            "user",
+            "tenant",
+            "status",
+            "stop_reason",
+            "turn",
+            "depth",
+            "created_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class RunFilter(django_filters.FilterSet):
+    """``?status=<status>&agent=<agent name>&tenant=<slug>``."""
+
+    status = django_filters.ChoiceFilter(choices=RunStatus.choices, help_text="running, waiting, completed, ...")
+    agent = django_filters.CharFilter(field_name="agent__name", help_text="The agent's name.")
+    tenant = django_filters.CharFilter(help_text="One of your tenants.")
+
+    class Meta:
+        model = AgentRun
+        fields = ["status", "agent", "tenant"]
+
+
+class RunCreateView(generics.ListAPIView):
+    """List the runs you may see, newest first (yours; staff: every run of their tenants), or start one.
+
+    POST starts a run of an agent named by id or by name; it proceeds on workers. Poll ``GET /runs/{id}/``.
+    """
+
+    serializer_class = RunSummarySerializer
+    filterset_class = RunFilter
     throttle_scope = "runs"
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return runs_visible_to(self.request.user).select_related("agent", "user")
+
+    def get_throttles(self):  # type: ignore[no-untyped-def]
+        # Starting a run is throttled (it spends model turns); reading the list is not.
+        return super().get_throttles() if self.request.method == "POST" else []
 
     @extend_schema(request=RunInputSerializer, responses={201: RunSerializer})
     def post(self, request: Request) -> Response:
