@@ -399,7 +399,7 @@ class RunFilter(django_filters.FilterSet):
         fields = ["status", "agent", "tenant"]
 
 
-class RunCreateView(generics.ListAPIView):
+class RunListCreateView(generics.ListAPIView):
     """List the runs you may see, newest first (yours; staff: every run of their tenants), or start one.
 
     POST starts a run of an agent named by id or by name; it proceeds on workers. Poll ``GET /runs/{id}/``.

@@ -9,7 +9,7 @@ cache dropped) and again, and must issue the same number of queries each time.
 
 Measured on PostgreSQL, for 2 rows and for 8 alike (warm; right after a governance change where it
 differs): agents 4, approvals 5, one approval 5, calls 5, one call 7, one run 7, a run's rollback 7,
-sagas 6, one saga 6, the catalogue 3 for the operator and 7 (19) for alice, a provider export 4 (16).
+sagas 6, one saga 6, runs 4, the catalogue 3 for the operator and 7 (19) for alice, a provider export 4 (16).
 Most of them are the reader's permissions (2 queries) and tenants (1), read once per request.
 """
 
@@ -193,6 +193,13 @@ def agent_list(rows: Rows, count: int) -> str:
     return f"/api/v1/agents/{WHOLE}"
 
 
+def run_list(rows: Rows, count: int) -> str:
+    """Runs of alice's, each with its agent."""
+    for _ in rows.top_up("runs", count):
+        rows.run(0)
+    return f"/api/v1/runs/{WHOLE}"
+
+
 def run_detail(rows: Rows, count: int) -> str:
     """A run with ``count`` calls, ``count`` pending approvals and ``count`` subagent runs."""
     run = rows.run(count)
@@ -266,6 +273,7 @@ MEASURED = {
         call_detail, {"artifacts": lambda body: len(body["artifacts"]), "audit": lambda body: len(body["audit_events"])}
     ),
     "agent-list": Case(agent_list, {"agents": results}),
+    "run-list": Case(run_list, {"runs": results}),
     "run-detail": Case(
         run_detail,
         {
