@@ -105,7 +105,7 @@ def _appender(tool_name: str, tenant: str) -> _Write:
         *,
         writes: tuple[tuple[str, list[Any]], ...] = (),
     ) -> bool:
-        chain, now = chain_for(call_id), dt.datetime.now(dt.UTC)
+        chain, now = chain_for(call_id, tenant), dt.datetime.now(dt.UTC)
         parts = [
             hash_parts(chain, event, call_id, None, tool_name, status, tenant, "floor", hashed_timestamp(now), data)
             for event, status in events

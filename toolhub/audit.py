@@ -1,7 +1,8 @@
 """The tamper-evident audit trail: append events to hash chains, and what of arguments they may show.
 
-Each event belongs to one of ``AUDIT_CHAINS`` chains, picked by a stable key (the call or run id),
-so that concurrent writers on different calls do not queue behind one lock. Appends to a chain
+Each event belongs to one of ``AUDIT_CHAINS`` chains of its tenant (or of the platform, for events of
+no tenant), picked by a stable key (the call or run id), so that concurrent writers on different calls
+do not queue behind one lock and a tenant's chains hold its events alone (``audit_hash.chain_for``). Appends to a chain
 lock its head row, so a chain never forks. Hashes are computed over canonical text exactly as the
 database stores and returns it (``toolhub.audit_hash``).
 """
@@ -215,7 +216,7 @@ def _append_many(
     single_statement = change is not None and connection.vendor == "postgresql"
     if not (connection.in_atomic_block or single_statement):
         raise RuntimeError("audit events must be written inside the transaction of the change they record")
-    batch = _Batch(chain_for(call_id or run_id), call_id, run_id, tool_name, tenant or "", timezone.now())
+    batch = _Batch(chain_for(call_id or run_id, tenant or ""), call_id, run_id, tool_name, tenant or "", timezone.now())
     rows = [
         (spec.event_type, spec.status or status, spec.actor[:200], canonical_json(spec.data or {})) for spec in events
     ]

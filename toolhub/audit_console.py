@@ -54,7 +54,8 @@ def call_timeline(call_id: Any) -> CallTimeline:
 
     Three indexed queries whatever the trail's size: the call's events, then the hashes of the events
     just before and just after each of them in their chains. The problems name no sequence number: the
-    page is read by tenant-scoped staff, and chains are shared by every tenant (``verify_audit`` names them).
+    page is read by tenant-scoped staff, and older events share the platform's chains with every tenant's
+    (``verify_audit`` names them).
     """
     events = list(AuditEvent.objects.filter(call_id=call_id).order_by("created_at", "chain", "seq"))
     if not events:
@@ -107,6 +108,9 @@ class ChainStatus:
     #: Whether the viewer may read the platform-wide figures (events checked, problems, checkpoint numbers):
     #: those who cross the tenant boundary; a tenant's staff see the state and the times only.
     detailed: bool = False
+    #: For a tenant's staff: the newest verification of each of their tenants' own chains, in full (its
+    #: count and problems are that tenant's alone); tenants never verified on their own are left out.
+    tenant_verifications: tuple[AuditVerification, ...] = ()
 
     @property
     def state(self) -> str:
@@ -117,21 +121,37 @@ class ChainStatus:
 
 
 def audit_chain_status(user: Any) -> ChainStatus:
-    """The trail's state as ``user`` may read it: two single-row reads on their ordering indexes.
+    """The trail's state as ``user`` may read it: single-row reads on their ordering indexes.
 
-    A verification covers every tenant's chains, so its count and its problems (which name events) are
-    the platform's: shown only to people who cross the tenant boundary.
+    A verification of the whole trail covers every tenant's chains, so its count and its problems (which
+    name events) are the platform's: shown only to people who cross the tenant boundary. A tenant's staff
+    see, in full, the newest verification of their own tenants' chains (at most ``_SHOWN_TENANTS``).
     """
     checkpoint = AuditCheckpoint.objects.order_by("-seq").defer("body").first()
-    verification = AuditVerification.objects.order_by("-finished_at").first()
-    return ChainStatus(checkpoint, verification, detailed=tenant_scope(user).everything)
+    verification = AuditVerification.objects.filter(tenant="").order_by("-finished_at").first()
+    scope = tenant_scope(user)
+    own: list[AuditVerification] = []
+    if not scope.everything:
+        for tenant in sorted(scope.tenants)[:_SHOWN_TENANTS]:
+            newest = AuditVerification.objects.filter(tenant=tenant).order_by("-finished_at").first()
+            if newest is not None:
+                own.append(newest)
+    return ChainStatus(checkpoint, verification, detailed=scope.everything, tenant_verifications=tuple(own))
+
+
+#: A tenant's staff see their own verifications for at most this many of their tenants.
+_SHOWN_TENANTS = 5
 
 
 def audit_verification_record(
-    *, started_at: Any, events_checked: int, problems: list[str], checkpoint_seq: int | None
+    *, started_at: Any, events_checked: int, problems: list[str], checkpoint_seq: int | None, tenant: str = ""
 ) -> AuditVerification:
-    """Keep the outcome of one ``verify_audit`` run (the first problems only) for the console."""
+    """Keep the outcome of one ``verify_audit`` run (the first problems only) for the console.
+
+    ``tenant``: the run verified that tenant's chains only (empty: the whole trail).
+    """
     return AuditVerification.objects.create(
+        tenant=tenant,
         started_at=started_at,
         finished_at=timezone.now(),
         events_checked=events_checked,

@@ -15,7 +15,7 @@ from django.db import connections, transaction
 from django.db.models import F, Func, TextField
 from django.db.models.functions import Cast
 
-from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, hash_text
+from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, hash_text, tenant_chains
 from toolhub.models import AuditChainHead, AuditEvent
 
 __all__ = ["AuditProblem", "verify_audit_chains"]
@@ -36,17 +36,24 @@ class AuditProblem:
 
 
 def verify_audit_chains(
-    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1
+    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1, tenant: str | None = None
 ) -> tuple[int, list[AuditProblem]]:
     """Recompute every chain; return the number of events checked and the first problem per chain.
 
     Each chain is read through a server-side cursor (constant memory). With ``workers`` > 1 on
     PostgreSQL, outside a transaction, chains are verified in that many processes at once, each on its
     own connection; ``progress`` is then told the count as each chain finishes.
+
+    ``tenant``: only that tenant's chains (``toolhub.audit_hash.chain_for``), which hold its events alone;
+    an event of another tenant found in them is a problem, named without the event.
     """
-    heads = {head.chain: (head.seq, head.hash) for head in AuditChainHead.objects.all()}
-    chains = sorted(set(heads) | set(_chains_with_events()))
-    jobs = [(chain, heads.get(chain), batch_size) for chain in chains]
+    chains_range = tenant_chains(tenant) if tenant else None
+    head_rows = AuditChainHead.objects.all()
+    if chains_range is not None:
+        head_rows = head_rows.filter(chain__gte=chains_range.start, chain__lt=chains_range.stop)
+    heads = {head.chain: (head.seq, head.hash) for head in head_rows}
+    chains = sorted(set(heads) | set(_chains_with_events(chains_range)))
+    jobs = [(chain, heads.get(chain), batch_size, tenant) for chain in chains]
     checked = 0
     problems: list[AuditProblem] = []
     connection = transaction.get_connection()
@@ -62,35 +69,42 @@ def verify_audit_chains(
                 if problem is not None:
                     problems.append(problem)
         return checked, problems
-    for chain, head, size in jobs:
+    for chain, head, size, _ in jobs:
 
         def counted(count: int, base: int = checked) -> None:
             if progress is not None:
                 progress(base + count)
 
-        count, problem = _verify_chain(chain, head, size, counted)
+        count, problem = _verify_chain(chain, head, size, counted, tenant)
         checked += count
         if problem is not None:
             problems.append(problem)
     return checked, problems
 
 
-def _chains_with_events() -> list[int]:
+def _chains_with_events(within: range | None = None) -> list[int]:
     """The chains that hold events: on PostgreSQL a skip scan of the (chain, seq) index, not a DISTINCT scan."""
     connection = transaction.get_connection()
+    low, high = (within.start, within.stop) if within is not None else (0, 2**63 - 1)
     if connection.vendor != "postgresql":
-        return list(AuditEvent.objects.values_list("chain", flat=True).distinct())
+        events = AuditEvent.objects.filter(chain__gte=low, chain__lt=high)
+        return list(events.values_list("chain", flat=True).distinct())
     table = AuditEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH RECURSIVE chains(chain) AS ((SELECT chain FROM {table} ORDER BY chain LIMIT 1) UNION ALL "
-            f"SELECT (SELECT e.chain FROM {table} e WHERE e.chain > chains.chain ORDER BY e.chain LIMIT 1) "
-            "FROM chains WHERE chains.chain IS NOT NULL) SELECT chain FROM chains WHERE chain IS NOT NULL"
+            f"WITH RECURSIVE chains(chain) AS ((SELECT chain FROM {table} WHERE chain >= %s AND chain < %s "
+            "ORDER BY chain LIMIT 1) UNION ALL "
+            f"SELECT (SELECT e.chain FROM {table} e WHERE e.chain > chains.chain AND e.chain < %s "
+            "ORDER BY e.chain LIMIT 1) "
+            "FROM chains WHERE chains.chain IS NOT NULL) SELECT chain FROM chains WHERE chain IS NOT NULL",
+            [low, high, high],
         )
         return [chain for (chain,) in cursor.fetchall()]
 
 
 _VERIFIED_COLUMNS = ("id", *HASHED_COLUMNS, "hash")
+#: Where an event's tenant is among the hashed columns of a verified row.
+_TENANT = HASHED_COLUMNS.index("tenant")
 
 #: ``hashed_timestamp``'s text (UTC, microseconds always written), as PostgreSQL writes it.
 _PG_TIMESTAMP = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
@@ -114,18 +128,26 @@ def _chain_rows(chain: int) -> Any:
     return events.values_list(*(renamed.get(column, column) for column in _VERIFIED_COLUMNS))
 
 
-def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int]) -> tuple[int, AuditProblem | None]:
-    chain, head, batch_size = job
+def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int, str | None]) -> tuple[int, AuditProblem | None]:
+    chain, head, batch_size, tenant = job
     try:
-        return _verify_chain(chain, head, batch_size, None)
+        return _verify_chain(chain, head, batch_size, None, tenant)
     finally:
         connections.close_all()
 
 
 def _verify_chain(
-    chain: int, head: tuple[int, str] | None, batch_size: int, progress: Callable[[int], None] | None
+    chain: int,
+    head: tuple[int, str] | None,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    tenant: str | None = None,
 ) -> tuple[int, AuditProblem | None]:
-    """Walk one chain in seq order; return the events checked and its first problem, if any."""
+    """Walk one chain in seq order; return the events checked and its first problem, if any.
+
+    ``tenant``: the chain is that tenant's; an event of another one ends the walk (two tenants' chain
+    numbers collide), reported without naming it.
+    """
     checked = 0
     expected_seq, prev_hash, problem = 1, "", None
     # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
@@ -138,7 +160,10 @@ def _verify_chain(
             if progress is not None:
                 progress(checked)
             seq, event_prev_hash = columns[1], columns[-1]
-            if seq != expected_seq:
+            if tenant is not None and columns[_TENANT] != tenant:
+                reason = "holds an event of another tenant: two tenants share this chain, verify it as a whole"
+                problem = AuditProblem(chain, None, seq, reason)
+            elif seq != expected_seq:
                 problem = AuditProblem(chain, event_id, seq, f"expected seq {expected_seq}: events are missing")
             elif event_prev_hash != prev_hash:
                 problem = AuditProblem(chain, event_id, seq, "previous hash does not match: chain was altered")

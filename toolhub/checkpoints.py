@@ -82,17 +82,22 @@ def audit_checkpoint_create() -> dict[str, Any]:
     return document
 
 
-def audit_checkpoint_problems(checkpoint: dict[str, Any], *, source: str = "the checkpoint") -> list[str]:
-    """What in the database contradicts a checkpoint document: a bad signature, a recorded head missing or changed."""
+def audit_checkpoint_problems(
+    checkpoint: dict[str, Any], *, source: str = "the checkpoint", chains: range | None = None
+) -> list[str]:
+    """What in the database contradicts a checkpoint document: a bad signature, a recorded head missing or changed.
+
+    ``chains``: compare only the heads of these chains (one tenant's, ``toolhub.audit_verify.tenant_chains``).
+    """
     body = {key: value for key, value in checkpoint.items() if key != "signature"}
     if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
         _sign(canonical_json(body)), str(checkpoint.get("signature", ""))
     ):
         return [f"{source}: signature does not match: it was altered or signed with another key"]
-    return _head_problems(body["heads"], source)
+    return _head_problems(body["heads"], source, chains)
 
 
-def audit_stored_checkpoint_problems() -> tuple[AuditCheckpoint | None, list[str]]:
+def audit_stored_checkpoint_problems(chains: range | None = None) -> tuple[AuditCheckpoint | None, list[str]]:
     """Check the newest stored checkpoint (and the numbering of all of them) against the database.
 
     Returns the newest checkpoint (None when none was stored yet) and what contradicts it. Raises
@@ -117,10 +122,10 @@ def audit_stored_checkpoint_problems() -> tuple[AuditCheckpoint | None, list[str
         or not isinstance(body.get("heads"), dict)
     ):
         return newest, [*problems, f"{source}: signature does not match: it was altered or signed with another key"]
-    return newest, problems + _head_problems(body["heads"], source)
+    return newest, problems + _head_problems(body["heads"], source, chains)
 
 
-def audit_stored_file_problems() -> tuple[Path | None, list[str]]:
+def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[str]]:
     """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set) against the database."""
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     files = sorted(Path(directory).glob("audit-checkpoint-*.json")) if directory else []
@@ -133,7 +138,7 @@ def audit_stored_file_problems() -> tuple[Path | None, list[str]]:
         return newest, [f"checkpoint file {newest}: cannot be read ({exc})"]
     if not isinstance(document, dict):
         return newest, [f"checkpoint file {newest}: not a checkpoint"]
-    return newest, audit_checkpoint_problems(document, source=f"checkpoint file {newest.name}")
+    return newest, audit_checkpoint_problems(document, source=f"checkpoint file {newest.name}", chains=chains)
 
 
 def _first_numbering_gap() -> str | None:
@@ -149,13 +154,16 @@ def _first_numbering_gap() -> str | None:
     return None
 
 
-def _head_problems(heads: dict[str, Any], source: str) -> list[str]:
+def _head_problems(heads: dict[str, Any], source: str, chains: range | None = None) -> list[str]:
     """Each chain the checkpoint recorded must still hold the recorded head event, unchanged, and its head row."""
-    current = {head.chain: head for head in AuditChainHead.objects.all()}
+    rows = AuditChainHead.objects.all()
+    if chains is not None:
+        rows = rows.filter(chain__gte=chains.start, chain__lt=chains.stop)
+    current = {head.chain: head for head in rows}
     problems = []
     for chain_key, head in sorted(heads.items(), key=lambda item: int(item[0])):
         chain, seq = int(chain_key), int(head["seq"])
-        if not seq:
+        if not seq or (chains is not None and chain not in chains):
             continue
         reasons = []
         row = current.get(chain)

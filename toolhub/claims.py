@@ -112,7 +112,7 @@ def tool_calls_claim(*, call_id: uuid.UUID, worker: str, limit: int, hint: Claim
             lease += call_lease(tool) if not claims else timedelta(seconds=tool.effective_timeout if tool else 0.0)
             claims.append((call, now + lease))
         claimed: set[uuid.UUID] = set()
-        for call, expires in sorted(claims, key=lambda claim: chain_for(claim[0].id)):
+        for call, expires in sorted(claims, key=lambda claim: chain_for(claim[0].id, claim[0].tenant)):
             attempt = call.attempts + 1
             if call_transition(
                 call,

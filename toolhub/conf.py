@@ -57,8 +57,9 @@ class ToolhubSettings(BaseModel):
     EXTERNAL_RESULT_TIMEOUT_SECONDS: Seconds = 24 * 3600
     # Seconds an approval request stays open before it expires.
     APPROVAL_TIMEOUT_SECONDS: Seconds = 24 * 3600
-    # Number of independent audit hash chains (shards); appends to one chain are serialized.
-    AUDIT_CHAINS: Positive = 8
+    # Number of independent audit hash chains (shards) of each tenant, and of the platform's events;
+    # appends to one chain are serialized.
+    AUDIT_CHAINS: Annotated[int, Field(gt=0, le=4096)] = 8
     # Dotted path of ``callable(exc) -> str`` that turns an execution error into the model's message.
     ERROR_HANDLER: str = ""
     # Whether a user may call a tool no grant mentions: "deny" (grants required) or "allow".

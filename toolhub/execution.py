@@ -134,7 +134,7 @@ def _record_outcomes(pending: list[tuple[ToolCall, Callable[[], None]]]) -> None
     if not pending:
         return
     with transaction.atomic():
-        for _, write in sorted(pending, key=lambda item: chain_for(item[0].id)):
+        for _, write in sorted(pending, key=lambda item: chain_for(item[0].id, item[0].tenant)):
             write()
 
 

@@ -252,7 +252,7 @@ class GovernanceVersion(models.Model):
 class AuditChainHead(models.Model):
     """The newest hash of one audit chain; locking this row serializes appends to the chain."""
 
-    chain = models.PositiveSmallIntegerField(primary_key=True)
+    chain = models.PositiveBigIntegerField(primary_key=True)
     seq = models.PositiveBigIntegerField(default=0)
     hash = models.CharField(max_length=64, blank=True)
     #: The hash before the newest append: the statement that appends reads it back to chain its events.
@@ -270,7 +270,8 @@ class AuditEvent(models.Model):
     are copied so that the record survives renames and deletions.
     """
 
-    chain = models.PositiveSmallIntegerField()
+    #: The platform's chains are below ``toolhub.audit_hash.TENANT_SHARDS``; a tenant's are its own.
+    chain = models.PositiveBigIntegerField()
     seq = models.PositiveBigIntegerField()
     event_type = models.CharField(max_length=64)
     call_id = models.UUIDField(null=True, blank=True, db_index=True)
@@ -330,9 +331,12 @@ class AuditVerification(models.Model):
     """One run of ``verify_audit``: when, how many events, and whether every chain verified.
 
     The console shows the newest beside the newest checkpoint, so an auditor sees when the trail was
-    last proven intact without running the check.
+    last proven intact without running the check; a tenant's auditors also see the newest run over
+    their tenant's own chains (``verify_audit --tenant``), with its count and problems.
     """
 
+    #: Whose chains were verified: a tenant's slug, or empty for the whole trail.
+    tenant = models.CharField(max_length=100, blank=True, default="")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     events_checked = models.PositiveBigIntegerField()
@@ -343,6 +347,7 @@ class AuditVerification(models.Model):
     class Meta:
         ordering = ["-finished_at"]
         get_latest_by = "finished_at"
+        indexes = [models.Index(fields=["tenant", "-finished_at"], name="audit_verification_newest")]
 
     def __str__(self) -> str:
         return f"verification of {self.finished_at:%Y-%m-%d %H:%M}: {'ok' if self.ok else 'FAILED'}"

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, chain_for, hash_columns
+from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, chain_for, hash_columns, tenant_chain_base
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditEvent, CallStatus, ToolCall
 
@@ -99,7 +99,7 @@ def generate_calls(spec: SyntheticSpec, progress: Callable[[int], None] | None =
     while calls_written < spec.count:
         size = min(spec.batch_size, spec.count - calls_written)
         with transaction.atomic():
-            heads = _lock_heads()
+            heads = _lock_heads(spec.tenants)
             calls: list[tuple[Any, ...]] = []
             events: list[tuple[Any, ...]] = []
             for offset in range(size):
@@ -117,14 +117,18 @@ def generate_calls(spec: SyntheticSpec, progress: Callable[[int], None] | None =
     return calls_written, events_written
 
 
-def _lock_heads() -> dict[int, tuple[int, str]]:
-    """Every chain's head, created when missing and locked until the batch commits."""
-    chains = toolhub_settings().AUDIT_CHAINS
-    existing = set(AuditChainHead.objects.values_list("chain", flat=True))
-    AuditChainHead.objects.bulk_create(
-        [AuditChainHead(chain=chain) for chain in range(chains) if chain not in existing], ignore_conflicts=True
+def _lock_heads(tenants: Sequence[str]) -> dict[int, tuple[int, str]]:
+    """The heads of every chain the tenants' calls may go to, created when missing, locked until the batch commits."""
+    shards = toolhub_settings().AUDIT_CHAINS
+    chains = sorted(
+        {(tenant_chain_base(tenant) if tenant else 0) + shard for tenant in tenants for shard in range(shards)}
     )
-    return {head.chain: (head.seq, head.hash) for head in AuditChainHead.objects.select_for_update().order_by("chain")}
+    existing = set(AuditChainHead.objects.filter(chain__in=chains).values_list("chain", flat=True))
+    AuditChainHead.objects.bulk_create(
+        [AuditChainHead(chain=chain) for chain in chains if chain not in existing], ignore_conflicts=True
+    )
+    locked = AuditChainHead.objects.select_for_update().filter(chain__in=chains).order_by("chain")
+    return {head.chain: (head.seq, head.hash) for head in locked}
 
 
 def _one_call(
@@ -179,7 +183,7 @@ def _one_call(
             moments[-1],
         )
     )
-    chain = chain_for(call_id)
+    chain = chain_for(call_id, tenant)
     seq, prev_hash = heads[chain]
     for step_name, moment in zip(steps, moments, strict=True):
         seq += 1

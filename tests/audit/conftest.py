@@ -69,7 +69,7 @@ def keys_in_distinct_chains(count: int) -> list[uuid.UUID]:
     by_chain: dict[int, uuid.UUID] = {}
     while len(by_chain) < count:
         key = uuid.uuid4()
-        by_chain.setdefault(chain_for(key), key)
+        by_chain.setdefault(chain_for(key, "acme"), key)
     return list(by_chain.values())
 
 

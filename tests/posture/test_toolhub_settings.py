@@ -19,6 +19,8 @@ def _settings_module(tmp_path: Path, toolhub: str) -> dict[str, str]:
     ("toolhub", "expected"),
     [
         ('{"AUDIT_CHAINS": "8"}', "TOOLHUB['AUDIT_CHAINS']: Input should be a valid integer (got '8'; default 8)"),
+        # a tenant's chains are numbered from a multiple of 4,096 (toolhub.audit_hash.TENANT_SHARDS)
+        ('{"AUDIT_CHAINS": 5000}', "TOOLHUB['AUDIT_CHAINS']: Input should be less than or equal to 4096 (got 5000"),
         ('{"CALL_LEASE_SECONDS": -1}', "TOOLHUB['CALL_LEASE_SECONDS']: Input should be greater than 0 (got -1"),
         ('{"DEFAULT_TOOL_ACCESS": "yes"}', "TOOLHUB['DEFAULT_TOOL_ACCESS']: Input should be 'deny' or 'allow'"),
         ('{"MAX_STRING_LENGHT": 5}', "TOOLHUB['MAX_STRING_LENGHT'] is not a toolhub setting; known: "),

@@ -1,4 +1,8 @@
-"""``manage.py verify_audit``: recompute every audit hash chain and compare it with the newest checkpoint."""
+"""``manage.py verify_audit``: recompute every audit hash chain and compare it with the newest checkpoint.
+
+``--tenant SLUG`` verifies that tenant's own chains only: a proof its auditors may read in full (the
+console shows them its count and problems), made without reading another tenant's events.
+"""
 
 import json
 import os
@@ -10,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from toolhub.audit_console import audit_verification_record
+from toolhub.audit_hash import TENANT_SHARDS, tenant_chains
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
@@ -17,7 +22,16 @@ from toolhub.checkpoints import (
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
 )
-from toolhub.models import AuditChainHead
+from toolhub.models import AuditChainHead, AuditEvent, Tenant
+
+
+def _tenant_chains_or_error(slug: str) -> range:
+    """The chains of tenant ``slug``; a ``CommandError`` naming some known tenants when there is none."""
+    if not Tenant.objects.filter(slug=slug).exists():
+        known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True)[:10])
+        hint = f" Known tenants: {', '.join(known)}{', ...' if len(known) == 10 else ''}." if known else ""
+        raise CommandError(f"There is no tenant {slug!r}; nothing was verified.{hint}")
+    return tenant_chains(slug)
 
 
 class Command(BaseCommand):
@@ -37,6 +51,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--checkpoint", help="Also a file from `audit_checkpoint --output`; detects a truncated tail since then."
         )
+        parser.add_argument(
+            "--tenant",
+            help="Verify only this tenant's own chains (its events since chains are kept per tenant), "
+            "and only their heads against the checkpoints.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         show = not options["no_progress"] and sys.stderr.isatty()
@@ -44,8 +63,13 @@ class Command(BaseCommand):
         if workers < 1:
             raise CommandError("--workers must be at least 1.")
 
+        tenant = options["tenant"]
+        chains = _tenant_chains_or_error(tenant) if tenant is not None else None
+        heads = AuditChainHead.objects.all()
+        if chains is not None:
+            heads = heads.filter(chain__gte=chains.start, chain__lt=chains.stop)
         # The chain heads give the total without a COUNT(*) over a table that may hold millions of rows.
-        total = sum(AuditChainHead.objects.values_list("seq", flat=True)) or 1
+        total = sum(heads.values_list("seq", flat=True)) or 1
 
         def progress(count: int) -> None:
             # In parallel the count moves a whole chain at a time: draw every step.
@@ -56,16 +80,16 @@ class Command(BaseCommand):
                 sys.stderr.flush()
 
         started_at = timezone.now()
-        checked, problems = verify_audit_chains(progress=progress, workers=workers)
+        checked, problems = verify_audit_chains(progress=progress, workers=workers, tenant=tenant)
         if show:
             sys.stderr.write("\n")
         messages = [str(problem) for problem in problems]
         compared: list[str] = []
         stored = stored_file = None
         try:
-            stored, found = audit_stored_checkpoint_problems()
+            stored, found = audit_stored_checkpoint_problems(chains)
             messages += found
-            stored_file, found = audit_stored_file_problems()
+            stored_file, found = audit_stored_file_problems(chains)
             messages += found
         except CheckpointKeyError as exc:
             messages.append(f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}")
@@ -74,7 +98,7 @@ class Command(BaseCommand):
         if stored_file is not None:
             compared.append(f"checkpoint file {stored_file.name}")
         if options["checkpoint"]:
-            messages += self._checkpoint_problems(options["checkpoint"])
+            messages += self._checkpoint_problems(options["checkpoint"], chains)
             compared.append("the checkpoint")
         # The console shows when the trail was last proven intact (or not), without running this again.
         audit_verification_record(
@@ -82,19 +106,26 @@ class Command(BaseCommand):
             events_checked=checked,
             problems=messages,
             checkpoint_seq=stored.seq if stored is not None else None,
+            tenant=tenant or "",
         )
         if messages:
             for problem in messages:
                 self.stderr.write(f"TAMPERED {problem}")
             raise CommandError(f"Audit trail does not verify: {len(messages)} problem(s), first: {messages[0]}")
         suffix = f" and matches {' and '.join(compared)}" if compared else ""
-        self.stdout.write(self.style.SUCCESS(f"Audit trail verified: {checked} events, every chain intact{suffix}."))
+        whose = f"{tenant}'s chains" if tenant else "Audit trail"
+        self.stdout.write(self.style.SUCCESS(f"{whose} verified: {checked} events, every chain intact{suffix}."))
+        if tenant and AuditEvent.objects.filter(tenant=tenant, chain__lt=TENANT_SHARDS).exists():
+            self.stdout.write(
+                f"Some of {tenant}'s events were written before its chains were its own: they are in the "
+                "platform's shared chains, which `verify_audit` without --tenant verifies."
+            )
         if stored is None:
             self.stdout.write(
                 "No stored checkpoint yet: a truncated tail is detected once beat or `audit_checkpoint` stored one."
             )
 
-    def _checkpoint_problems(self, path: str) -> list[str]:
+    def _checkpoint_problems(self, path: str, chains: range | None) -> list[str]:
         try:
             checkpoint = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
@@ -102,6 +133,6 @@ class Command(BaseCommand):
         if not isinstance(checkpoint, dict):
             raise CommandError(f"Cannot read checkpoint {path}: it is not a checkpoint from `audit_checkpoint`.")
         try:
-            return audit_checkpoint_problems(checkpoint)
+            return audit_checkpoint_problems(checkpoint, chains=chains)
         except CheckpointKeyError as exc:
             raise CommandError(str(exc)) from exc

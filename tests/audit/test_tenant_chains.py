@@ -1,0 +1,131 @@
+"""Each tenant's audit events go to chains of its own, which its auditors can verify and read in full."""
+
+import io
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.test import Client
+
+from tests.audit.conftest import owner_tampering
+from tests.audit.test_console import make_call, member
+from toolhub import audit_hash
+from toolhub.audit_hash import TENANT_SHARDS, chain_for, tenant_chains
+from toolhub.audit_verify import verify_audit_chains
+from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant
+
+
+@pytest.fixture
+def auditors(db: None) -> Group:
+    call_command("toolhub_roles", verbosity=0)
+    return Group.objects.get(name="auditors")
+
+
+@pytest.fixture
+def two_tenants(db: None) -> None:
+    for slug in ("acme", "globex"):
+        Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
+
+
+def verify(*arguments: str) -> str:
+    out = io.StringIO()
+    call_command("verify_audit", "--no-progress", "--workers", "1", *arguments, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_a_tenants_events_go_to_its_own_chains_and_the_platforms_below_them(two_tenants: None) -> None:
+    calls = {slug: [make_call(slug) for _ in range(12)] for slug in ("acme", "globex", "")}
+
+    chains = {slug: set(AuditEvent.objects.filter(tenant=slug).values_list("chain", flat=True)) for slug in calls}
+    assert all(chain in tenant_chains("acme") for chain in chains["acme"])
+    assert all(chain in tenant_chains("globex") for chain in chains["globex"])
+    assert all(chain < TENANT_SHARDS for chain in chains[""])
+    assert not chains["acme"] & chains["globex"] and len(chains["acme"]) > 1  # still sharded by call id
+    # every process derives the same chain from the tenant and the call (no lookup, no allocation)
+    assert {chain_for(call.id, "acme") for call in calls["acme"]} == chains["acme"]
+    assert max(chains["acme"] | chains["globex"]) < 2**53  # exact wherever JSON numbers are doubles
+    assert set(AuditChainHead.objects.values_list("chain", flat=True)) == set().union(*chains.values())
+
+
+def test_verify_audit_for_one_tenant_checks_its_chains_only_and_is_recorded_as_its_own(two_tenants: None) -> None:
+    for slug in ("acme", "globex", ""):
+        for _ in range(3):
+            make_call(slug)
+
+    output = verify("--tenant", "acme")
+
+    acme_events = AuditEvent.objects.filter(tenant="acme").count()
+    assert f"acme's chains verified: {acme_events} events, every chain intact" in output
+    assert acme_events == 6 and AuditEvent.objects.count() == 18
+    recorded = AuditVerification.objects.get()
+    assert (recorded.tenant, recorded.ok, recorded.events_checked) == ("acme", True, acme_events)
+    assert "Audit trail verified: 18 events" in verify()
+    assert AuditVerification.objects.filter(tenant="").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tampered_event_fails_its_tenants_verification_and_no_other_tenants() -> None:
+    for slug in ("acme", "globex"):
+        Tenant.objects.create(slug=slug, name=slug)
+        for _ in range(3):
+            make_call(slug)
+    target = AuditEvent.objects.filter(tenant="globex").order_by("id").last()
+    assert target is not None
+    with owner_tampering(), connection.cursor() as cursor:
+        cursor.execute("UPDATE toolhub_auditevent SET actor = 'someone else' WHERE id = %s", [target.pk])
+
+    assert "every chain intact" in verify("--tenant", "acme")
+    with pytest.raises(CommandError, match="does not verify"):
+        verify("--tenant", "globex")
+    failed = AuditVerification.objects.get(tenant="globex")
+    assert not failed.ok and f"event #{target.pk}" in failed.problems and "event was altered" in failed.problems
+    assert AuditVerification.objects.get(tenant="acme").ok
+
+
+def test_an_unknown_tenant_is_refused_naming_known_ones_and_nothing_is_recorded(two_tenants: None) -> None:
+    with pytest.raises(CommandError, match=r"There is no tenant 'acm'; nothing was verified\. Known tenants: acme"):
+        verify("--tenant", "acm")
+    assert not AuditVerification.objects.exists()
+
+
+def test_two_tenants_whose_chains_collide_are_told_to_verify_the_whole_trail(
+    two_tenants: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 40-bit hash of the slug picks a tenant's chains; should two collide, neither sees the other's events."""
+    monkeypatch.setattr(audit_hash, "tenant_chain_base", lambda tenant: TENANT_SHARDS * 7)
+    make_call("acme")
+    make_call("globex")
+
+    checked, problems = verify_audit_chains(tenant="acme")
+
+    assert problems and all("holds an event of another tenant" in problem.reason for problem in problems)
+    assert all(problem.event_id is None for problem in problems)  # the other tenant's event is not named
+    assert verify_audit_chains() == (AuditEvent.objects.count(), [])  # as a whole the trail verifies
+
+
+def test_the_console_shows_a_tenants_auditors_their_own_verification_in_full_and_nobody_elses(
+    auditors: Group,
+) -> None:
+    acme_auditor = member("acme-auditor", "acme", auditors)
+    globex_auditor = member("globex-auditor", "globex", auditors)
+    platform = User.objects.create_superuser("platform", "platform@example.com", "pw")
+    make_call("acme")
+    make_call("globex")
+    verify()
+    verify("--tenant", "acme")
+
+    pages = {}
+    for user in (acme_auditor, globex_auditor, platform):
+        client = Client()
+        client.force_login(user)
+        response = client.get("/admin/toolhub/toolcall/")
+        assert response.status_code == 200
+        pages[user.username] = response.content.decode()
+
+    assert 'id="audit-tenant-verification-acme"' in pages["acme-auditor"]
+    assert "acme's own chains: verified" in pages["acme-auditor"] and "(2 events" in pages["acme-auditor"]
+    assert "audit-tenant-verification" not in pages["globex-auditor"]  # globex was never verified on its own
+    assert "audit-tenant-verification" not in pages["platform"]  # the platform reads the whole trail's figures
+    assert "4 events" in pages["platform"] and "4 events" not in pages["acme-auditor"]
