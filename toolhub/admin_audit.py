@@ -34,6 +34,7 @@ from toolhub.admin_lists import (
     as_uuid,
 )
 from toolhub.admin_tables import admin_table
+from toolhub.admin_verify import audit_verify_view
 from toolhub.audit_console import call_timeline
 from toolhub.caller_view import CHAIN_POSITION_FIELDS
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
@@ -178,7 +179,8 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
             self.admin_site.admin_view(self.export_view),
             name="toolhub_toolcall_export",
         )
-        return [export, *super().get_urls()]
+        verify = path("verify/", self.admin_site.admin_view(audit_verify_view), name="toolhub_audit_verify")
+        return [export, verify, *super().get_urls()]
 
     def export_view(self, request: HttpRequest, export_format: str) -> HttpResponse:
         """The calls of the list as filtered and searched (every page), streamed as CSV or JSON Lines."""

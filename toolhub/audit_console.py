@@ -20,6 +20,8 @@ __all__ = [
     "CallTimeline",
     "call_timeline",
     "ChainStatus",
+    "TenantTrail",
+    "VERIFY_PERMISSION",
     "audit_chain_status",
     "audit_verification_record",
 ]
@@ -100,6 +102,16 @@ def _head_seqs(chains: dict[int, set[int]]) -> dict[int, int]:
 
 
 @dataclass(frozen=True)
+class TenantTrail:
+    """One tenant's own chains as its staff see them: the newest verification of them (None: never)."""
+
+    tenant: str
+    verification: AuditVerification | None
+    #: Whether the viewer may ask a worker to verify them now (``toolhub.audit_proof``).
+    may_request: bool = False
+
+
+@dataclass(frozen=True)
 class ChainStatus:
     """The newest signed checkpoint and the newest ``verify_audit`` run, for the console's index."""
 
@@ -108,9 +120,9 @@ class ChainStatus:
     #: Whether the viewer may read the platform-wide figures (events checked, problems, checkpoint numbers):
     #: those who cross the tenant boundary; a tenant's staff see the state and the times only.
     detailed: bool = False
-    #: For a tenant's staff: the newest verification of each of their tenants' own chains, in full (its
-    #: count and problems are that tenant's alone); tenants never verified on their own are left out.
-    tenant_verifications: tuple[AuditVerification, ...] = ()
+    #: For a tenant's staff: each of their tenants' own chains, with the newest verification of them in
+    #: full (its count and problems are that tenant's alone).
+    tenant_trails: tuple[TenantTrail, ...] = ()
 
     @property
     def state(self) -> str:
@@ -125,18 +137,23 @@ def audit_chain_status(user: Any) -> ChainStatus:
 
     A verification of the whole trail covers every tenant's chains, so its count and its problems (which
     name events) are the platform's: shown only to people who cross the tenant boundary. A tenant's staff
-    see, in full, the newest verification of their own tenants' chains (at most ``_SHOWN_TENANTS``).
+    see, in full, the newest verification of their own tenants' chains (at most ``_SHOWN_TENANTS``), and
+    those who may view calls may ask for a new one.
     """
     checkpoint = AuditCheckpoint.objects.order_by("-seq").defer("body").first()
     verification = AuditVerification.objects.filter(tenant="").order_by("-finished_at").first()
     scope = tenant_scope(user)
-    own: list[AuditVerification] = []
+    trails: list[TenantTrail] = []
     if not scope.everything:
+        may_request = bool(user) and user.has_perm(VERIFY_PERMISSION)
         for tenant in sorted(scope.tenants)[:_SHOWN_TENANTS]:
             newest = AuditVerification.objects.filter(tenant=tenant).order_by("-finished_at").first()
-            if newest is not None:
-                own.append(newest)
-    return ChainStatus(checkpoint, verification, detailed=scope.everything, tenant_verifications=tuple(own))
+            trails.append(TenantTrail(tenant, newest, may_request))
+    return ChainStatus(checkpoint, verification, detailed=scope.everything, tenant_trails=tuple(trails))
+
+
+#: Who may ask for a verification of their tenants' chains from the console: those who read their calls.
+VERIFY_PERMISSION = "toolhub.view_toolcall"
 
 
 #: A tenant's staff see their own verifications for at most this many of their tenants.

@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from toolhub.audit_proof import UnknownTenantError, audit_trail_verify
 from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
 from toolhub.claims import ClaimHint
 from toolhub.conf import toolhub_settings
@@ -75,6 +76,15 @@ def sweep_task() -> None:
     calls_redispatch_stale()
     calls_reconcile_expired_leases()
     calls_expire_awaiting_results()
+
+
+@shared_task(name="toolhub.tasks.audit_verify_tenant_task", ignore_result=True)
+def audit_verify_tenant_task(tenant: str) -> None:
+    """Verify one tenant's own audit chains (asked for from the console) and record the result for it."""
+    try:
+        audit_trail_verify(tenant=tenant)
+    except UnknownTenantError:
+        logger.warning("Audit verification of tenant %r not run: the tenant no longer exists.", tenant)
 
 
 @shared_task(name="toolhub.tasks.audit_checkpoint_task", ignore_result=True)

@@ -1,12 +1,16 @@
 """Each tenant's audit events go to chains of its own, which its auditors can verify and read in full."""
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.http import HttpResponse
 from django.test import Client
 
 from tests.audit.conftest import owner_tampering
@@ -14,7 +18,7 @@ from tests.audit.test_console import make_call, member
 from toolhub import audit_hash
 from toolhub.audit_hash import TENANT_SHARDS, chain_for, tenant_chains
 from toolhub.audit_verify import verify_audit_chains
-from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant
+from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant, TenantMembership
 
 
 @pytest.fixture
@@ -27,6 +31,11 @@ def auditors(db: None) -> Group:
 def two_tenants(db: None) -> None:
     for slug in ("acme", "globex"):
         Tenant.objects.get_or_create(slug=slug, defaults={"name": slug})
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    cache.clear()  # "Verify now" remembers recent requests in the cache
 
 
 def verify(*arguments: str) -> str:
@@ -125,7 +134,66 @@ def test_the_console_shows_a_tenants_auditors_their_own_verification_in_full_and
         pages[user.username] = response.content.decode()
 
     assert 'id="audit-tenant-verification-acme"' in pages["acme-auditor"]
-    assert "acme's own chains: verified" in pages["acme-auditor"] and "(2 events" in pages["acme-auditor"]
-    assert "audit-tenant-verification" not in pages["globex-auditor"]  # globex was never verified on its own
+    assert "acme's own chains:" in pages["acme-auditor"] and "(2 events)" in pages["acme-auditor"]
+    assert "globex" not in pages["acme-auditor"].split('id="audit-chain-status"')[1]
+    assert (
+        "globex's own chains:" in pages["globex-auditor"] and "never verified on their own" in pages["globex-auditor"]
+    )
     assert "audit-tenant-verification" not in pages["platform"]  # the platform reads the whole trail's figures
     assert "4 events" in pages["platform"] and "4 events" not in pages["acme-auditor"]
+
+
+# --- "Verify now" in the console ------------------------------------------------------------------------
+
+
+VERIFY_URL = "/admin/toolhub/toolcall/verify/"
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def post_verify(user: User, tenant: str, **extra: str) -> HttpResponse:
+    return logged_in(user).post(VERIFY_URL, {"tenant": tenant, **extra})
+
+
+def test_an_auditor_asks_a_worker_to_verify_their_tenants_chains_and_reads_the_result(
+    auditors: Group, committed: Callable[..., Any]
+) -> None:
+    auditor = member("acme-auditor", "acme", auditors)
+    make_call("acme")
+    make_call("globex")
+    client = logged_in(auditor)
+
+    response = committed(client.post, VERIFY_URL, {"tenant": "acme", "next": "/admin/toolhub/auditevent/"})
+
+    assert (response.status_code, response["Location"]) == (302, "/admin/toolhub/auditevent/")
+    page = client.get("/admin/toolhub/auditevent/").content.decode()
+    assert "A worker is verifying acme&#x27;s own audit chains" in page
+    assert "acme's own chains:" in page and "(2 events)" in page  # Celery runs eagerly here
+    verification = AuditVerification.objects.get()
+    assert (verification.tenant, verification.ok, verification.events_checked) == ("acme", True, 2)
+
+    committed(client.post, VERIFY_URL, {"tenant": "acme"})
+    assert "was asked for less than 60 seconds ago" in client.get("/admin/toolhub/toolcall/").content.decode()
+    assert AuditVerification.objects.count() == 1  # asked again at once: nothing more was run
+
+
+def test_verify_now_refuses_other_tenants_unknown_ones_gets_and_staff_without_the_right(
+    auditors: Group, two_tenants: None
+) -> None:
+    auditor = member("acme-auditor", "acme", auditors)
+    nobody = User.objects.create_user("staff", "staff@example.com", "pw", is_staff=True)
+    TenantMembership.objects.create(user=nobody, tenant=Tenant.objects.get(slug="acme"))
+
+    assert post_verify(auditor, "globex").status_code == 404  # another tenant's: as if it did not exist
+    assert post_verify(auditor, "").status_code == 404
+    assert post_verify(User.objects.create_superuser("root", "r@example.com", "pw"), "nope").status_code == 404
+    assert post_verify(nobody, "acme").status_code == 403
+    client = logged_in(auditor)
+    assert client.get(f"{VERIFY_URL}?tenant=acme").status_code == 405
+    external = client.post(VERIFY_URL, {"tenant": "acme", "next": "https://evil.example/"})
+    assert external["Location"] == "/admin/toolhub/toolcall/"  # never sent off-site
+    assert not AuditVerification.objects.filter(tenant="globex").exists()

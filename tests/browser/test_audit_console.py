@@ -46,7 +46,6 @@ def test_auditor_filters_opens_a_verified_timeline_and_exports_csv(page: Page, c
     failed = _call("acme", "get_order", CallStatus.FAILED, "order-bot")
     succeeded = _call("acme", "get_order", CallStatus.SUCCEEDED, "order-bot")
     theirs = _call("globex", "get_order", CallStatus.FAILED, "globex-bot")
-    call_command("verify_audit", "--no-progress", "--workers", "1", "--tenant", "acme", stdout=io.StringIO())
     ARTIFACTS.mkdir(exist_ok=True)
 
     admin_login(page, "auditor", "auditor-password")
@@ -58,9 +57,14 @@ def test_auditor_filters_opens_a_verified_timeline_and_exports_csv(page: Page, c
     # when: the auditor filters the calls by status
     page.goto("/admin/toolhub/toolcall/")
     expect(page.locator("#audit-chain-status")).to_contain_text("Audit trail")
-    # acme's own chains were verified on their own: the auditor reads that proof in full (4 events)
-    expect(page.locator("#audit-tenant-verification-acme")).to_contain_text("acme's own chains: verified")
-    expect(page.locator("#audit-tenant-verification-acme")).to_contain_text("(4 events)")
+    # acme's own chains, never verified on their own yet: the auditor has a worker prove them, reads it in full
+    own = page.locator("#audit-tenant-verification-acme")
+    expect(own).to_contain_text("never verified on their own")
+    expect(page.locator("#audit-verify-globex")).to_have_count(0)
+    page.locator("#audit-verify-acme").click()
+    expect(page.locator("ul.messagelist")).to_contain_text("A worker is verifying acme's own audit chains")
+    expect(own).to_contain_text("acme's own chains: verified")
+    expect(own).to_contain_text("(4 events)")
     page.locator("#changelist-filter").get_by_role("link", name="Failed", exact=True).click()
     rows = page.locator("#result_list tbody tr")
     expect(rows).to_have_count(1)

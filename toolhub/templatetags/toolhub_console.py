@@ -4,6 +4,7 @@ from typing import Any
 
 from django import template
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -21,7 +22,18 @@ def toolhub_console_css() -> SafeString:
 @register.inclusion_tag("admin/toolhub/chain_status.html", takes_context=True)
 def toolhub_chain_status(context: template.Context) -> dict[str, Any]:
     request = context.get("request")
-    return {"status": audit_chain_status(getattr(request, "user", None))}
+    return _chain_status(context, getattr(request, "user", None))
+
+
+def _chain_status(context: template.Context, user: Any) -> dict[str, Any]:
+    """The trail's status for ``user``, with what its "Verify now" forms post (CSRF token, the page to return to)."""
+    request = context.get("request")
+    return {
+        "status": audit_chain_status(user),
+        "verify_url": reverse("admin:toolhub_audit_verify"),
+        "csrf_token": context.get("csrf_token"),
+        "next": request.get_full_path() if request is not None else "",
+    }
 
 
 @register.inclusion_tag("admin/toolhub/dashboard.html", takes_context=True)
@@ -30,4 +42,4 @@ def toolhub_dashboard(context: template.Context) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.has_perm("toolhub.view_toolcall"):
         return {"board": None}
-    return {"board": dashboard(user), "status": audit_chain_status(user)}
+    return {"board": dashboard(user), **_chain_status(context, user)}

@@ -11,27 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
-from toolhub.audit_console import audit_verification_record
-from toolhub.audit_hash import TENANT_SHARDS, tenant_chains
-from toolhub.audit_verify import verify_audit_chains
-from toolhub.checkpoints import (
-    CheckpointKeyError,
-    audit_checkpoint_problems,
-    audit_stored_checkpoint_problems,
-    audit_stored_file_problems,
-)
-from toolhub.models import AuditChainHead, AuditEvent, Tenant
-
-
-def _tenant_chains_or_error(slug: str) -> range:
-    """The chains of tenant ``slug``; a ``CommandError`` naming some known tenants when there is none."""
-    if not Tenant.objects.filter(slug=slug).exists():
-        known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True)[:10])
-        hint = f" Known tenants: {', '.join(known)}{', ...' if len(known) == 10 else ''}." if known else ""
-        raise CommandError(f"There is no tenant {slug!r}; nothing was verified.{hint}")
-    return tenant_chains(slug)
+from toolhub.audit_proof import UnknownTenantError, audit_trail_events, audit_trail_verify
+from toolhub.checkpoints import CheckpointKeyError
 
 
 class Command(BaseCommand):
@@ -62,14 +44,12 @@ class Command(BaseCommand):
         workers = options["workers"]
         if workers < 1:
             raise CommandError("--workers must be at least 1.")
-
         tenant = options["tenant"]
-        chains = _tenant_chains_or_error(tenant) if tenant is not None else None
-        heads = AuditChainHead.objects.all()
-        if chains is not None:
-            heads = heads.filter(chain__gte=chains.start, chain__lt=chains.stop)
-        # The chain heads give the total without a COUNT(*) over a table that may hold millions of rows.
-        total = sum(heads.values_list("seq", flat=True)) or 1
+        checkpoint = self._checkpoint(options["checkpoint"]) if options["checkpoint"] else None
+        try:
+            total = audit_trail_events(tenant) or 1
+        except UnknownTenantError as exc:
+            raise CommandError(str(exc)) from exc
 
         def progress(count: int) -> None:
             # In parallel the count moves a whole chain at a time: draw every step.
@@ -79,60 +59,37 @@ class Command(BaseCommand):
                 sys.stderr.write(f"\r[{bar:<40}] {done:6.1%} {count}/{total} events")
                 sys.stderr.flush()
 
-        started_at = timezone.now()
-        checked, problems = verify_audit_chains(progress=progress, workers=workers, tenant=tenant)
+        try:
+            verification = audit_trail_verify(tenant=tenant, workers=workers, checkpoint=checkpoint, progress=progress)
+        except CheckpointKeyError as exc:
+            raise CommandError(str(exc)) from exc
         if show:
             sys.stderr.write("\n")
-        messages = [str(problem) for problem in problems]
-        compared: list[str] = []
-        stored = stored_file = None
-        try:
-            stored, found = audit_stored_checkpoint_problems(chains)
-            messages += found
-            stored_file, found = audit_stored_file_problems(chains)
-            messages += found
-        except CheckpointKeyError as exc:
-            messages.append(f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}")
-        if stored is not None:
-            compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}")
-        if stored_file is not None:
-            compared.append(f"checkpoint file {stored_file.name}")
-        if options["checkpoint"]:
-            messages += self._checkpoint_problems(options["checkpoint"], chains)
-            compared.append("the checkpoint")
-        # The console shows when the trail was last proven intact (or not), without running this again.
-        audit_verification_record(
-            started_at=started_at,
-            events_checked=checked,
-            problems=messages,
-            checkpoint_seq=stored.seq if stored is not None else None,
-            tenant=tenant or "",
-        )
+        messages = verification.problems
         if messages:
             for problem in messages:
                 self.stderr.write(f"TAMPERED {problem}")
             raise CommandError(f"Audit trail does not verify: {len(messages)} problem(s), first: {messages[0]}")
+        compared = verification.compared
         suffix = f" and matches {' and '.join(compared)}" if compared else ""
         whose = f"{tenant}'s chains" if tenant else "Audit trail"
+        checked = verification.events_checked
         self.stdout.write(self.style.SUCCESS(f"{whose} verified: {checked} events, every chain intact{suffix}."))
-        if tenant and AuditEvent.objects.filter(tenant=tenant, chain__lt=TENANT_SHARDS).exists():
+        if verification.older_events_elsewhere:
             self.stdout.write(
                 f"Some of {tenant}'s events were written before its chains were its own: they are in the "
                 "platform's shared chains, which `verify_audit` without --tenant verifies."
             )
-        if stored is None:
+        if verification.record.checkpoint_seq is None:
             self.stdout.write(
                 "No stored checkpoint yet: a truncated tail is detected once beat or `audit_checkpoint` stored one."
             )
 
-    def _checkpoint_problems(self, path: str, chains: range | None) -> list[str]:
+    def _checkpoint(self, path: str) -> dict[str, Any]:
         try:
             checkpoint = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read checkpoint {path}: {exc}") from exc
         if not isinstance(checkpoint, dict):
             raise CommandError(f"Cannot read checkpoint {path}: it is not a checkpoint from `audit_checkpoint`.")
-        try:
-            return audit_checkpoint_problems(checkpoint, chains=chains)
-        except CheckpointKeyError as exc:
-            raise CommandError(str(exc)) from exc
+        return checkpoint

@@ -1,0 +1,130 @@
+"""Proving the audit trail intact: the chains, the checkpoints, and the record the console shows.
+
+One service for ``manage.py verify_audit`` and for the console's "verify now" (a Celery task): it
+recomputes the chains (the whole trail's, or one tenant's own), compares their heads with the newest
+stored checkpoint, the newest checkpoint file and, when given, an exported one, and records the run.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from toolhub.audit_console import audit_verification_record
+from toolhub.audit_hash import TENANT_SHARDS, tenant_chains
+from toolhub.audit_verify import verify_audit_chains
+from toolhub.checkpoints import (
+    CheckpointKeyError,
+    audit_checkpoint_problems,
+    audit_stored_checkpoint_problems,
+    audit_stored_file_problems,
+)
+from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant
+
+__all__ = [
+    "REQUEST_INTERVAL_SECONDS",
+    "TrailVerification",
+    "UnknownTenantError",
+    "audit_trail_events",
+    "audit_trail_verify",
+    "audit_verification_request",
+]
+
+#: A tenant's verification may be asked for from the console once in this many seconds.
+REQUEST_INTERVAL_SECONDS = 60
+
+
+class UnknownTenantError(LookupError):
+    """No tenant has this slug: nothing is verified."""
+
+
+@dataclass(frozen=True)
+class TrailVerification:
+    """What one verification found: events checked, problems (empty: intact), what the heads were compared with."""
+
+    events_checked: int
+    problems: list[str]
+    compared: list[str]
+    record: AuditVerification
+    #: For one tenant: some of its events predate its own chains (in the platform's shared chains).
+    older_events_elsewhere: bool = False
+    tenant: str = ""
+
+
+def _chains_of(tenant: str) -> range:
+    if not Tenant.objects.filter(slug=tenant).exists():
+        known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True)[:10])
+        hint = f" Known tenants: {', '.join(known)}{', ...' if len(known) == 10 else ''}." if known else ""
+        raise UnknownTenantError(f"There is no tenant {tenant!r}; nothing was verified.{hint}")
+    return tenant_chains(tenant)
+
+
+def audit_trail_events(tenant: str | None = None) -> int:
+    """How many events a verification will check, from the chain heads (no COUNT(*) over the events)."""
+    heads = AuditChainHead.objects.all()
+    if tenant:
+        chains = _chains_of(tenant)
+        heads = heads.filter(chain__gte=chains.start, chain__lt=chains.stop)
+    return sum(heads.values_list("seq", flat=True))
+
+
+def audit_trail_verify(
+    *,
+    tenant: str | None = None,
+    workers: int = 1,
+    checkpoint: dict[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> TrailVerification:
+    """Verify the whole trail, or ``tenant``'s own chains, against the checkpoints; record the run.
+
+    Raises ``UnknownTenantError`` for a slug no tenant has, and ``CheckpointKeyError`` when ``checkpoint``
+    (an exported document) is given but the key to check it is not configured.
+    """
+    chains = _chains_of(tenant) if tenant else None
+    started_at = timezone.now()
+    checked, found = verify_audit_chains(progress=progress, workers=workers, tenant=tenant or None)
+    problems = [str(problem) for problem in found]
+    compared: list[str] = []
+    stored = stored_file = None
+    try:
+        stored, more = audit_stored_checkpoint_problems(chains)
+        problems += more
+        stored_file, more = audit_stored_file_problems(chains)
+        problems += more
+    except CheckpointKeyError as exc:
+        problems.append(f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}")
+    if stored is not None:
+        compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}")
+    if stored_file is not None:
+        compared.append(f"checkpoint file {stored_file.name}")
+    if checkpoint is not None:
+        problems += audit_checkpoint_problems(checkpoint, chains=chains)
+        compared.append("the checkpoint")
+    # The console shows when the trail was last proven intact (or not), without running this again.
+    record = audit_verification_record(
+        started_at=started_at,
+        events_checked=checked,
+        problems=problems,
+        checkpoint_seq=stored.seq if stored is not None else None,
+        tenant=tenant or "",
+    )
+    older = bool(tenant) and AuditEvent.objects.filter(tenant=tenant, chain__lt=TENANT_SHARDS).exists()
+    return TrailVerification(checked, problems, compared, record, older_events_elsewhere=older, tenant=tenant or "")
+
+
+def audit_verification_request(*, tenant: str) -> bool:
+    """Queue a verification of ``tenant``'s own chains on a worker; False when one was asked for too recently.
+
+    Once per ``REQUEST_INTERVAL_SECONDS`` a tenant (whoever asks), so that a button cannot keep workers busy
+    re-reading a large trail. Raises ``UnknownTenantError``.
+    """
+    from toolhub.tasks import audit_verify_tenant_task
+
+    _chains_of(tenant)
+    if not cache.add(f"toolhub:audit-verify:{tenant}", True, timeout=REQUEST_INTERVAL_SECONDS):
+        return False
+    transaction.on_commit(lambda: audit_verify_tenant_task.delay(tenant))
+    return True
