@@ -32,7 +32,8 @@ def _chain_status(context: template.Context, user: Any) -> dict[str, Any]:
         "status": audit_chain_status(user),
         "verify_url": reverse("admin:toolhub_audit_verify"),
         "csrf_token": context.get("csrf_token"),
-        "next": request.get_full_path() if request is not None else "",
+        # the page without its query: the form never echoes what a crafted URL put there
+        "next": request.path if request is not None else "",
     }
 
 
