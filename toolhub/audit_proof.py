@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.audit_console import audit_verification_record
-from toolhub.audit_hash import TENANT_SHARDS, tenant_chains
-from toolhub.audit_verify import verify_audit_chains
+from toolhub.audit_hash import TENANT_SHARDS, tenant_chain_base, tenant_chains
+from toolhub.audit_verify import ChainResult, verify_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
     audit_checkpoint_problems,
@@ -80,39 +80,86 @@ def audit_trail_verify(
 ) -> TrailVerification:
     """Verify the whole trail, or ``tenant``'s own chains, against the checkpoints; record the run.
 
+    A run over the whole trail also records, for every tenant with chains of its own, what it found in
+    them (with the problems of the checkpoints themselves, which concern everyone): the nightly
+    verification proves each tenant's trail to its own auditors too.
+
     Raises ``UnknownTenantError`` for a slug no tenant has, and ``CheckpointKeyError`` when ``checkpoint``
     (an exported document) is given but the key to check it is not configured.
     """
     chains = _chains_of(tenant) if tenant else None
     started_at = timezone.now()
-    checked, found = verify_audit_chains(progress=progress, workers=workers, tenant=tenant or None)
-    problems = [str(problem) for problem in found]
+    results = verify_chains(progress=progress, workers=workers, tenant=tenant or None)
+    found: list[tuple[int | None, str]] = [(r.chain, str(r.problem)) for r in results if r.problem is not None]
     compared: list[str] = []
     stored = stored_file = None
     try:
         stored, more = audit_stored_checkpoint_problems(chains)
-        problems += more
+        found += [(problem.chain, str(problem)) for problem in more]
         stored_file, more = audit_stored_file_problems(chains)
-        problems += more
+        found += [(problem.chain, str(problem)) for problem in more]
     except CheckpointKeyError as exc:
-        problems.append(f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}")
+        found.append((None, f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}"))
     if stored is not None:
         compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}")
     if stored_file is not None:
         compared.append(f"checkpoint file {stored_file.name}")
     if checkpoint is not None:
-        problems += audit_checkpoint_problems(checkpoint, chains=chains)
+        found += [(problem.chain, str(problem)) for problem in audit_checkpoint_problems(checkpoint, chains=chains)]
         compared.append("the checkpoint")
+    checked = sum(result.events for result in results)
+    checkpoint_seq = stored.seq if stored is not None else None
+    problems = [text for _, text in found]
     # The console shows when the trail was last proven intact (or not), without running this again.
     record = audit_verification_record(
         started_at=started_at,
         events_checked=checked,
         problems=problems,
-        checkpoint_seq=stored.seq if stored is not None else None,
+        checkpoint_seq=checkpoint_seq,
         tenant=tenant or "",
     )
+    if not tenant:
+        _record_each_tenant(results, found, started_at=started_at, checkpoint_seq=checkpoint_seq)
     older = bool(tenant) and AuditEvent.objects.filter(tenant=tenant, chain__lt=TENANT_SHARDS).exists()
     return TrailVerification(checked, problems, compared, record, older_events_elsewhere=older, tenant=tenant or "")
+
+
+def _record_each_tenant(
+    results: list[ChainResult],
+    found: list[tuple[int | None, str]],
+    *,
+    started_at: Any,
+    checkpoint_seq: int | None,
+) -> None:
+    """From a whole trail's run, one record per tenant with chains of its own: its events and its problems.
+
+    A chain's tenant is the one whose first chain (``tenant_chain_base``) it follows; the checkpoints' own
+    problems (no chain) go to every tenant. Chains two tenants' slugs share (a hash collision) are left
+    to the whole trail's record.
+    """
+    owners: dict[int, list[str]] = {}
+    for slug in Tenant.objects.values_list("slug", flat=True).iterator():
+        owners.setdefault(tenant_chain_base(slug), []).append(slug)
+    shared = [text for chain, text in found if chain is None]
+    chain_problems: dict[int, list[str]] = {}
+    for chain, text in found:
+        if chain is not None:
+            chain_problems.setdefault(chain, []).append(text)
+    per_tenant: dict[str, tuple[int, list[str]]] = {}
+    for result in results:
+        slugs = owners.get(result.chain - result.chain % TENANT_SHARDS, []) if result.chain >= TENANT_SHARDS else []
+        if len(slugs) != 1:
+            continue
+        events, problems = per_tenant.get(slugs[0], (0, []))
+        per_tenant[slugs[0]] = (events + result.events, problems + chain_problems.get(result.chain, []))
+    for slug, (events, problems) in sorted(per_tenant.items()):
+        audit_verification_record(
+            started_at=started_at,
+            events_checked=events,
+            problems=[*problems, *shared],
+            checkpoint_seq=checkpoint_seq,
+            tenant=slug,
+        )
 
 
 def audit_verification_request(*, tenant: str) -> bool:

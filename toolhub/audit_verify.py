@@ -18,7 +18,7 @@ from django.db.models.functions import Cast
 from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, hash_text, tenant_chains
 from toolhub.models import AuditChainHead, AuditEvent
 
-__all__ = ["AuditProblem", "verify_audit_chains"]
+__all__ = ["AuditProblem", "ChainResult", "verify_audit_chains", "verify_chains"]
 
 
 @dataclass(frozen=True)
@@ -35,17 +35,35 @@ class AuditProblem:
         return f"chain {self.chain}: {where} (seq {self.seq}): {self.reason}"
 
 
+@dataclass(frozen=True)
+class ChainResult:
+    """One chain's verification: how many of its events were checked, and its first problem (None: intact)."""
+
+    chain: int
+    events: int
+    problem: AuditProblem | None
+
+
 def verify_audit_chains(
     progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1, tenant: str | None = None
 ) -> tuple[int, list[AuditProblem]]:
     """Recompute every chain; return the number of events checked and the first problem per chain.
 
+    ``tenant``: only that tenant's chains (``toolhub.audit_hash.chain_for``), which hold its events alone;
+    an event of another tenant found in them is a problem, named without the event.
+    """
+    results = verify_chains(progress=progress, batch_size=batch_size, workers=workers, tenant=tenant)
+    return sum(result.events for result in results), [result.problem for result in results if result.problem]
+
+
+def verify_chains(
+    progress: Callable[[int], None] | None = None, batch_size: int = 2000, workers: int = 1, tenant: str | None = None
+) -> list[ChainResult]:
+    """Recompute every chain (or ``tenant``'s); one result per chain, in chain order.
+
     Each chain is read through a server-side cursor (constant memory). With ``workers`` > 1 on
     PostgreSQL, outside a transaction, chains are verified in that many processes at once, each on its
     own connection; ``progress`` is then told the count as each chain finishes.
-
-    ``tenant``: only that tenant's chains (``toolhub.audit_hash.chain_for``), which hold its events alone;
-    an event of another tenant found in them is a problem, named without the event.
     """
     chains_range = tenant_chains(tenant) if tenant else None
     head_rows = AuditChainHead.objects.all()
@@ -55,20 +73,18 @@ def verify_audit_chains(
     chains = sorted(set(heads) | set(_chains_with_events(chains_range)))
     jobs = [(chain, heads.get(chain), batch_size, tenant) for chain in chains]
     checked = 0
-    problems: list[AuditProblem] = []
+    results: list[ChainResult] = []
     connection = transaction.get_connection()
     if workers > 1 and len(jobs) > 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
         # Forked children must not share the parent's socket: close it, each child opens its own.
         connections.close_all()
         with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-            results = pool.imap(_verify_chain_job, jobs)
-            for count, problem in results:
+            for chain, (count, problem) in zip(chains, pool.imap(_verify_chain_job, jobs), strict=True):
                 checked += count
                 if progress is not None:
                     progress(checked)
-                if problem is not None:
-                    problems.append(problem)
-        return checked, problems
+                results.append(ChainResult(chain, count, problem))
+        return results
     for chain, head, size, _ in jobs:
 
         def counted(count: int, base: int = checked) -> None:
@@ -77,9 +93,8 @@ def verify_audit_chains(
 
         count, problem = _verify_chain(chain, head, size, counted, tenant)
         checked += count
-        if problem is not None:
-            problems.append(problem)
-    return checked, problems
+        results.append(ChainResult(chain, count, problem))
+    return results
 
 
 def _chains_with_events(within: range | None = None) -> list[int]:

@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 __all__ = [
     "audit_checkpoint_create",
+    "CheckpointProblem",
     "audit_checkpoint_problems",
     "audit_stored_checkpoint_problems",
     "CheckpointKeyError",
@@ -82,9 +84,20 @@ def audit_checkpoint_create() -> dict[str, Any]:
     return document
 
 
+@dataclass(frozen=True)
+class CheckpointProblem:
+    """What contradicts a checkpoint: about one chain (``chain``), or about the checkpoints themselves (None)."""
+
+    text: str
+    chain: int | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def audit_checkpoint_problems(
     checkpoint: dict[str, Any], *, source: str = "the checkpoint", chains: range | None = None
-) -> list[str]:
+) -> list[CheckpointProblem]:
     """What in the database contradicts a checkpoint document: a bad signature, a recorded head missing or changed.
 
     ``chains``: compare only the heads of these chains (one tenant's, ``toolhub.audit_verify.tenant_chains``).
@@ -93,21 +106,23 @@ def audit_checkpoint_problems(
     if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
         _sign(canonical_json(body)), str(checkpoint.get("signature", ""))
     ):
-        return [f"{source}: signature does not match: it was altered or signed with another key"]
+        return [CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")]
     return _head_problems(body["heads"], source, chains)
 
 
-def audit_stored_checkpoint_problems(chains: range | None = None) -> tuple[AuditCheckpoint | None, list[str]]:
+def audit_stored_checkpoint_problems(
+    chains: range | None = None,
+) -> tuple[AuditCheckpoint | None, list[CheckpointProblem]]:
     """Check the newest stored checkpoint (and the numbering of all of them) against the database.
 
     Returns the newest checkpoint (None when none was stored yet) and what contradicts it. Raises
     ``CheckpointKeyError`` when checkpoints exist but the key to check them is not configured.
     """
     newest = AuditCheckpoint.objects.order_by("-seq").first()
-    problems: list[str] = []
+    problems: list[CheckpointProblem] = []
     gap = _first_numbering_gap()
     if gap is not None:
-        problems.append(gap)
+        problems.append(CheckpointProblem(gap))
     if newest is None:
         return None, problems
     source = f"stored checkpoint #{newest.seq}"
@@ -121,11 +136,12 @@ def audit_stored_checkpoint_problems(chains: range | None = None) -> tuple[Audit
         or body.get("seq") != newest.seq
         or not isinstance(body.get("heads"), dict)
     ):
-        return newest, [*problems, f"{source}: signature does not match: it was altered or signed with another key"]
+        forged = CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")
+        return newest, [*problems, forged]
     return newest, problems + _head_problems(body["heads"], source, chains)
 
 
-def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[str]]:
+def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[CheckpointProblem]]:
     """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set) against the database."""
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     files = sorted(Path(directory).glob("audit-checkpoint-*.json")) if directory else []
@@ -135,9 +151,9 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
     try:
         document = json.loads(newest.read_text())
     except (OSError, ValueError) as exc:
-        return newest, [f"checkpoint file {newest}: cannot be read ({exc})"]
+        return newest, [CheckpointProblem(f"checkpoint file {newest}: cannot be read ({exc})")]
     if not isinstance(document, dict):
-        return newest, [f"checkpoint file {newest}: not a checkpoint"]
+        return newest, [CheckpointProblem(f"checkpoint file {newest}: not a checkpoint")]
     return newest, audit_checkpoint_problems(document, source=f"checkpoint file {newest.name}", chains=chains)
 
 
@@ -154,7 +170,7 @@ def _first_numbering_gap() -> str | None:
     return None
 
 
-def _head_problems(heads: dict[str, Any], source: str, chains: range | None = None) -> list[str]:
+def _head_problems(heads: dict[str, Any], source: str, chains: range | None = None) -> list[CheckpointProblem]:
     """Each chain the checkpoint recorded must still hold the recorded head event, unchanged, and its head row."""
     rows = AuditChainHead.objects.all()
     if chains is not None:
@@ -179,5 +195,5 @@ def _head_problems(heads: dict[str, Any], source: str, chains: range | None = No
         elif event.hash != head["hash"]:
             reasons.insert(0, f"event #{event.pk} (seq {seq}) differs from the checkpoint: rewritten")
         if reasons:
-            problems.append(f"chain {chain}: {'; '.join(reasons)} (per {source})")
+            problems.append(CheckpointProblem(f"chain {chain}: {'; '.join(reasons)} (per {source})", chain))
     return problems

@@ -93,6 +93,33 @@ def test_a_tampered_event_fails_its_tenants_verification_and_no_other_tenants() 
     assert AuditVerification.objects.get(tenant="acme").ok
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_whole_trails_run_records_each_tenants_own_result_with_the_checkpoints_problems(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for slug in ("acme", "globex", "initech"):  # initech has no events: no record of its own
+        Tenant.objects.create(slug=slug, name=slug)
+    for slug in ("acme", "acme", "globex", ""):
+        make_call(slug)
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "tenant-chains-key")
+    call_command("audit_checkpoint", stdout=io.StringIO())
+    target = AuditEvent.objects.filter(tenant="globex").order_by("id").last()
+    assert target is not None
+    with owner_tampering(), connection.cursor() as cursor:
+        cursor.execute("UPDATE toolhub_auditevent SET actor = 'someone else' WHERE id = %s", [target.pk])
+    monkeypatch.delenv("TOOLHUB_AUDIT_KEY")  # the stored checkpoint can no longer be checked: everyone's problem
+
+    with pytest.raises(CommandError, match="does not verify"):
+        verify()
+
+    records = {record.tenant: record for record in AuditVerification.objects.all()}
+    assert set(records) == {"", "acme", "globex"}
+    assert (records["acme"].events_checked, records["globex"].events_checked, records[""].events_checked) == (4, 2, 8)
+    assert f"event #{target.pk}" in records["globex"].problems and f"#{target.pk}" not in records["acme"].problems
+    for record in records.values():
+        assert not record.ok and "the stored checkpoints cannot be checked" in record.problems
+
+
 def test_an_unknown_tenant_is_refused_naming_known_ones_and_nothing_is_recorded(two_tenants: None) -> None:
     with pytest.raises(CommandError, match=r"There is no tenant 'acm'; nothing was verified\. Known tenants: acme"):
         verify("--tenant", "acm")
@@ -136,9 +163,8 @@ def test_the_console_shows_a_tenants_auditors_their_own_verification_in_full_and
     assert 'id="audit-tenant-verification-acme"' in pages["acme-auditor"]
     assert "acme's own chains:" in pages["acme-auditor"] and "(2 events)" in pages["acme-auditor"]
     assert "globex" not in pages["acme-auditor"].split('id="audit-chain-status"')[1]
-    assert (
-        "globex's own chains:" in pages["globex-auditor"] and "never verified on their own" in pages["globex-auditor"]
-    )
+    # the whole trail's run proved globex's chains too, and that proof is globex's to read in full
+    assert "globex's own chains:" in pages["globex-auditor"] and "(2 events)" in pages["globex-auditor"]
     assert "audit-tenant-verification" not in pages["platform"]  # the platform reads the whole trail's figures
     assert "4 events" in pages["platform"] and "4 events" not in pages["acme-auditor"]
 
