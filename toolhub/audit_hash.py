@@ -78,8 +78,8 @@ def tenant_chain_base(tenant: str) -> int:
     """The first chain of ``tenant``: 40 bits of a hash of its slug, times ``TENANT_SHARDS``.
 
     Derived, not allocated, so every process (and an offline verifier) agrees on it without a lookup;
-    below 2**53, so JSON readers that hold numbers as doubles keep it exact. Among ten thousand tenants,
-    two share chains with a chance of about one in twenty thousand; ``verify_audit --tenant`` says so if so.
+    below 2**53, so JSON readers that hold numbers as doubles keep it exact. ``Tenant.audit_chain_base``
+    stores it unique, so a slug that would share another tenant's chains is refused when it is created.
     """
     digest = hashlib.blake2b(tenant.encode(), digest_size=5).digest()
     return (int.from_bytes(digest, "big") + 1) * TENANT_SHARDS

@@ -12,12 +12,34 @@ class Tenant(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
+    #: The first of this tenant's audit chains (``toolhub.audit_hash.tenant_chain_base``), derived from the
+    #: slug; unique, so no two tenants' events can share a chain (NULL only for an older tenant whose slug
+    #: collided when this column was added).
+    audit_chain_base = models.PositiveBigIntegerField(unique=True, null=True, editable=False)
 
     class Meta:
         permissions = [("cross_tenant", "Can see and act on every tenant's data (platform team)")]
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        """Refuse a slug whose audit chains would coincide with another tenant's (about 1 in 10^12 for two slugs)."""
+        from django.core.exceptions import ValidationError
+
+        from toolhub.audit_hash import tenant_chain_base
+
+        base = tenant_chain_base(self.slug)
+        if Tenant.objects.filter(audit_chain_base=base).exclude(pk=self.pk).exists():
+            raise ValidationError(
+                {"slug": "This slug's audit chains would coincide with another tenant's; choose another."}
+            )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        from toolhub.audit_hash import tenant_chain_base
+
+        self.audit_chain_base = tenant_chain_base(self.slug)
+        super().save(*args, **kwargs)
 
 
 class TenantMembership(models.Model):

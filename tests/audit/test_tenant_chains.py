@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.http import HttpResponse
 from django.test import Client
 
@@ -139,6 +140,21 @@ def test_two_tenants_whose_chains_collide_are_told_to_verify_the_whole_trail(
     assert problems and all("holds an event of another tenant" in problem.reason for problem in problems)
     assert all(problem.event_id is None for problem in problems)  # the other tenant's event is not named
     assert verify_audit_chains() == (AuditEvent.objects.count(), [])  # as a whole the trail verifies
+
+
+def test_a_tenant_stores_its_first_chain_and_a_slug_that_would_share_anothers_chains_is_refused(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    acme = Tenant.objects.create(slug="acme", name="ACME")
+    assert acme.audit_chain_base == audit_hash.tenant_chain_base("acme") == tenant_chains("acme").start
+
+    monkeypatch.setattr(audit_hash, "tenant_chain_base", lambda tenant: acme.audit_chain_base)
+    globex = Tenant(slug="globex", name="Globex")
+    with pytest.raises(ValidationError, match="audit chains would coincide with another tenant's"):
+        globex.full_clean()  # what the admin's form runs: the operator is told, nothing is saved
+    with pytest.raises(IntegrityError), transaction.atomic():
+        globex.save()  # and the database refuses it whatever the path
+    assert list(Tenant.objects.values_list("slug", flat=True)) == ["acme"]
 
 
 def test_the_console_shows_a_tenants_auditors_their_own_verification_in_full_and_nobody_elses(
