@@ -50,6 +50,8 @@ def audit_verify_view(request: HttpRequest) -> HttpResponse:
 def _back(request: HttpRequest) -> str:
     """The page the form was on (``next``), when it is one of this site's; else the list of calls."""
     target: Any = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=False):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return str(target)
     return reverse("admin:toolhub_toolcall_changelist")
