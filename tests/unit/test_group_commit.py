@@ -8,26 +8,29 @@ from django.contrib.auth.models import User
 from tests.helpers import assert_audit_intact, event_types, for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub import execution
+from toolhub.audit_hash import tenant_chains
+from toolhub.audit_verify import verify_audit_chains
 from toolhub.execution import tool_call_execute
-from toolhub.models import AuditEvent, CallStatus, ToolCall
+from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext
 
 pytestmark = pytest.mark.django_db
 
 
-def _queued(user: User, count: int, capture: Any) -> list[ToolCall]:
-    """``count`` queued calls whose broker messages are held back (no worker has seen them)."""
+def _queued(user: User, count: int, capture: Any, tenants: tuple[str, ...] = ("acme",)) -> list[ToolCall]:
+    """``count`` queued calls (of ``tenants`` in turn) whose broker messages are held back (no worker saw them)."""
     calls = []
     with for_a_worker(), capture(execute=False):
         for index in range(count):
+            tenant = tenants[index % len(tenants)]
             calls.append(
                 tool_call_request(
                     request=CallRequest(
                         tool_name="record_effect",
                         arguments={"note": f"batch {index}"},
-                        principal=principal_for(user, tenant="acme"),
-                        context=ToolContext(tenant="acme"),
+                        principal=principal_for(user, tenant=tenant),
+                        context=ToolContext(tenant=tenant),
                     )
                 )
             )
@@ -117,4 +120,24 @@ def test_a_batch_of_one_is_the_single_claim(alice: User, django_capture_on_commi
     tool_call_execute(call_id=calls[1].id, worker="w1")
 
     assert _statuses(calls) == [CallStatus.QUEUED, CallStatus.SUCCEEDED]
+    assert_audit_intact()
+
+
+def test_a_batch_of_two_tenants_calls_keeps_each_tenants_events_in_its_own_chains(
+    alice: User, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    # given six queued calls of acme and globex in turn, all claimed by one delivery
+    globex, _ = Tenant.objects.get_or_create(slug="globex", defaults={"name": "Globex"})
+    TenantMembership.objects.create(user=alice, tenant=globex)
+    settings.TOOLHUB = {**settings.TOOLHUB, "WORKER_CLAIM_BATCH": 8}
+    calls = _queued(alice, 6, django_capture_on_commit_callbacks, tenants=("acme", "globex"))
+
+    tool_call_execute(call_id=calls[0].id, worker="w1")
+
+    # then all ran once, and each tenant's events (claims and outcomes alike) are in its own chains only
+    assert _statuses(calls) == [CallStatus.SUCCEEDED] * 6
+    for slug in ("acme", "globex"):
+        chains = set(AuditEvent.objects.filter(tenant=slug).values_list("chain", flat=True))
+        assert chains and all(chain in tenant_chains(slug) for chain in chains), slug
+        assert verify_audit_chains(tenant=slug) == (AuditEvent.objects.filter(tenant=slug).count(), [])
     assert_audit_intact()
