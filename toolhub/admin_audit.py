@@ -35,7 +35,7 @@ from toolhub.admin_lists import (
 )
 from toolhub.admin_tables import admin_table
 from toolhub.admin_verify import audit_verify_view
-from toolhub.audit_console import call_timeline
+from toolhub.audit_console import call_timeline, own_chain_position, own_positions_shown
 from toolhub.caller_view import CHAIN_POSITION_FIELDS
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
@@ -401,7 +401,10 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
     readonly_fields = fields
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _without_chain_positions(request, super().get_list_display(request))
+        names = _without_chain_positions(request, super().get_list_display(request))
+        if tenant_scope(request.user).everything or not own_positions_shown():
+            return names
+        return (*names, "own_position")
 
     def get_list_filter(self, request: HttpRequest) -> Any:
         filters = super().get_list_filter(request)
@@ -410,7 +413,13 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
         return [EventTypeInputFilter if f is EventTypeFilter else f for f in filters]
 
     def get_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
-        return _without_chain_positions(request, super().get_fields(request, obj))
+        names = _without_chain_positions(request, super().get_fields(request, obj))
+        if tenant_scope(request.user).everything or not own_positions_shown():
+            return names
+        return (*names, "own_position")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
+        return (*super().get_readonly_fields(request, obj), "own_position")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
@@ -427,6 +436,11 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
     def call(self, obj: AuditEvent) -> str:
         return admin_link("admin:toolhub_toolcall_change", obj.call_id, obj.call_id) if obj.call_id else "-"
 
+    @admin.display(description="Chain · seq")
+    def own_position(self, obj: AuditEvent) -> str:
+        """The event's place in its tenant's own chain (its sequence numbers count that tenant's events only)."""
+        return own_chain_position(obj) or "in a shared chain"
+
     @admin.display(description="Data")
     def shown_data(self, obj: AuditEvent) -> str:
         return pretty_json(obj.payload)
@@ -435,8 +449,10 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
 def _without_chain_positions(request: HttpRequest, names: Any) -> Any:
     """``names`` without an event's chain and sequence number, unless the viewer crosses tenants.
 
-    Chains are shared by every tenant, so the gaps between one tenant's sequence numbers count the
-    others' events (``toolhub.caller_view.CHAIN_POSITION_FIELDS``); the hashes stay, as they tell nothing.
+    The platform's chains (and every event written before chains were kept per tenant) are shared by
+    every tenant, so the gaps between one tenant's sequence numbers there count the others' events
+    (``toolhub.caller_view.CHAIN_POSITION_FIELDS``); the hashes stay, as they tell nothing. A tenant's
+    staff see an event's place in its tenant's own chain instead (``own_position``).
     """
     if tenant_scope(request.user).everything:
         return names

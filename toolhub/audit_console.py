@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from toolhub.audit_hash import HASHED_COLUMNS, hash_columns
+from toolhub.audit_hash import HASHED_COLUMNS, TENANT_SHARDS, hash_columns, tenant_chain_base
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
 from toolhub.tenancy import tenant_scope
 
@@ -24,6 +24,8 @@ __all__ = [
     "VERIFY_PERMISSION",
     "audit_chain_status",
     "audit_verification_record",
+    "own_chain_position",
+    "own_positions_shown",
 ]
 
 #: At most this many problems are kept with a verification record.
@@ -93,6 +95,30 @@ def call_timeline(call_id: Any) -> CallTimeline:
             problems.append("the event after it does not link to it: chain was altered")
         entries.append(TimelineEntry(event, tuple(problems)))
     return CallTimeline(entries)
+
+
+def own_chain_position(event: AuditEvent) -> str | None:
+    """``"chain · seq"`` when ``event`` is in a chain of its own tenant, else None.
+
+    A tenant's chain holds that tenant's events alone; in the platform's shared chains a position would
+    count every tenant's events.
+    """
+    if not event.tenant or event.chain < TENANT_SHARDS:
+        return None
+    if event.chain - event.chain % TENANT_SHARDS != tenant_chain_base(event.tenant):
+        return None
+    return f"{event.chain} · {event.seq}"
+
+
+def own_positions_shown() -> bool:
+    """Whether every tenant's chains are its alone: no tenant from before chain bases were kept unique lacks one.
+
+    Such a tenant's slug might share another's chains (about one chance in 10^12 a pair); while one
+    exists, positions stay hidden from tenant staff altogether.
+    """
+    from toolhub.models import Tenant
+
+    return not Tenant.objects.filter(audit_chain_base__isnull=True).exists()
 
 
 def _head_seqs(chains: dict[int, set[int]]) -> dict[int, int]:

@@ -17,6 +17,7 @@ from django.test import Client
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call, member
 from toolhub import audit_hash
+from toolhub.audit_console import own_chain_position
 from toolhub.audit_hash import TENANT_SHARDS, chain_for, tenant_chains
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant, TenantMembership
@@ -239,3 +240,30 @@ def test_verify_now_refuses_other_tenants_unknown_ones_gets_and_staff_without_th
     external = client.post(VERIFY_URL, {"tenant": "acme", "next": "https://evil.example/"})
     assert external["Location"] == "/admin/toolhub/toolcall/"  # never sent off-site
     assert not AuditVerification.objects.filter(tenant="globex").exists()
+
+
+def test_a_tenants_staff_read_each_events_place_in_their_own_chains_and_never_in_shared_ones(
+    auditors: Group,
+) -> None:
+    auditor = member("acme-auditor", "acme", auditors)
+    platform = User.objects.create_superuser("platform", "platform@example.com", "pw")
+    call = make_call("acme")
+    event = AuditEvent.objects.filter(call_id=call.pk).order_by("seq").last()
+    assert event is not None and event.chain in tenant_chains("acme")
+    position = f"{event.chain} · {event.seq}"
+    # an acme event from before chains were per tenant sits in a shared chain: its place is not shown
+    older = AuditEvent(chain=3, seq=41, tenant="acme")
+    foreign = AuditEvent(chain=event.chain, seq=7, tenant="globex")  # never in acme's chains
+    assert (own_chain_position(event), own_chain_position(older), own_chain_position(foreign)) == (position, None, None)
+
+    listed = logged_in(auditor).get("/admin/toolhub/auditevent/").content.decode()
+    detail = logged_in(auditor).get(f"/admin/toolhub/auditevent/{event.pk}/change/").content.decode()
+    assert "column-own_position" in listed and position in listed
+    assert "field-own_position" in detail and position in detail
+    assert "column-chain" not in listed and "column-seq" not in listed  # shared chains' positions stay hidden
+    crossing = logged_in(platform).get("/admin/toolhub/auditevent/").content.decode()
+    assert "column-chain" in crossing and "column-own_position" not in crossing
+
+    # a tenant from before chain bases were kept unique might share chains: then no positions for tenant staff
+    Tenant.objects.bulk_create([Tenant(slug="older", name="Older")])
+    assert "column-own_position" not in logged_in(auditor).get("/admin/toolhub/auditevent/").content.decode()
