@@ -22,7 +22,7 @@ from toolhub.checkpoints import (
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
 )
-from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant
+from toolhub.models import AuditChainHead, AuditVerification, Tenant
 
 __all__ = [
     "REQUEST_INTERVAL_SECONDS",
@@ -49,9 +49,6 @@ class TrailVerification:
     problems: list[str]
     compared: list[str]
     record: AuditVerification
-    #: For one tenant: some of its events predate its own chains (in the platform's shared chains).
-    older_events_elsewhere: bool = False
-    tenant: str = ""
 
 
 def _chains_of(tenant: str) -> range:
@@ -120,8 +117,7 @@ def audit_trail_verify(
     )
     if not tenant:
         _record_each_tenant(results, found, started_at=started_at, checkpoint_seq=checkpoint_seq)
-    older = bool(tenant) and AuditEvent.objects.filter(tenant=tenant, chain__lt=TENANT_SHARDS).exists()
-    return TrailVerification(checked, problems, compared, record, older_events_elsewhere=older, tenant=tenant or "")
+    return TrailVerification(checked, problems, compared, record)
 
 
 def _record_each_tenant(
