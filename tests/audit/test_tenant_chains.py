@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 from django.http import HttpResponse
 from django.test import Client
+from django.utils import timezone
 
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call, member
@@ -267,3 +268,17 @@ def test_a_tenants_staff_read_each_events_place_in_their_own_chains_and_never_in
     # a tenant from before chain bases were kept unique might share chains: then no positions for tenant staff
     Tenant.objects.bulk_create([Tenant(slug="older", name="Older")])
     assert "column-own_position" not in logged_in(auditor).get("/admin/toolhub/auditevent/").content.decode()
+
+
+def test_verify_audit_for_a_tenant_says_where_its_events_from_before_its_own_chains_are(two_tenants: None) -> None:
+    make_call("acme")
+    assert "written before its chains were its own" not in verify("--tenant", "acme")
+    # an acme event as written before chains were kept per tenant: in a platform chain
+    AuditEvent.objects.create(
+        chain=3, seq=1, event_type="call.requested", tenant="acme", actor="old", data="{}", created_at=timezone.now()
+    )
+
+    output = verify("--tenant", "acme")
+
+    assert "acme's chains verified: 2 events" in output
+    assert "Some of acme's events were written before its chains were its own" in output
