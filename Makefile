@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test test-fast worker lint bench bench-console chaos clean
+.PHONY: install run test test-fast worker lint bench bench-console bench-checkpoints chaos clean
 
 install: $(VENV)/.installed
 
@@ -58,3 +58,7 @@ bench: install
 # The console at 1M calls / 4M events in kept databases (toolhub_console_bench*; generated once, minutes).
 bench-console: install
 	$(PY) -m benchmarks.console_bench $(CONSOLE_BENCH_ARGS)
+
+# Audit checkpoints of 1,000 tenants' chains: a full one and a delta, their sizes and checking them.
+bench-checkpoints: install
+	$(PY) -m benchmarks.checkpoint_bench $(CHECKPOINT_BENCH_ARGS)

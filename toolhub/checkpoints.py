@@ -6,6 +6,14 @@ names each chain's head at that time, so such a truncation is detected. Beat sto
 ``AUDIT_CHECKPOINT_SECONDS`` in the append-only ``AuditCheckpoint`` table (and, when
 ``AUDIT_CHECKPOINT_DIR`` is set, as a file there), numbered without gaps, where ``verify_audit``
 finds the newest without being told; a file exported by ``audit_checkpoint --output`` is checked the same way.
+
+With chains per tenant, most chains stand still between two checkpoints, and a checkpoint naming every
+head would grow with the number of tenants. So beat's checkpoint is a *delta* when it can be: it names
+only the heads that moved since the checkpoint before it, and the *full* checkpoint it builds on
+(``base``). Every head stands in the full one or a later delta, each signed and numbered, so the heads
+they name together are those a full checkpoint would. A full one is written first, when the deltas since
+the last would together name more heads than there are chains, after ``DELTAS_PER_FULL`` deltas, when a
+checkpoint it would build on does not verify, and always for ``audit_checkpoint`` (an export stands alone).
 """
 
 import hashlib
@@ -27,6 +35,7 @@ from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 __all__ = [
+    "DELTAS_PER_FULL",
     "audit_checkpoint_create",
     "CheckpointProblem",
     "audit_checkpoint_problems",
@@ -36,6 +45,13 @@ __all__ = [
 
 # Serializes numbering of checkpoints between concurrent writers (beat and a manual command).
 _NUMBERING_LOCK = 0x746F6F6C6875_0001
+#: The most deltas a full checkpoint carries: a verification reads at most this many more checkpoints
+#: (at the default interval of 300 s, a full checkpoint at least once a day).
+DELTAS_PER_FULL = 287
+# Recorded events looked up per query when checking a checkpoint's heads.
+_HEADS_PER_QUERY = 500
+
+Heads = dict[str, dict[str, Any]]
 
 
 class CheckpointKeyError(ToolhubError):
@@ -56,9 +72,10 @@ def _sign(text: str) -> str:
     return hmac.new(_key(), text.encode(), hashlib.sha256).hexdigest()
 
 
-def audit_checkpoint_create() -> dict[str, Any]:
-    """Sign every chain's head and keep it as the next stored checkpoint; return it as a document.
+def audit_checkpoint_create(*, full: bool = False) -> dict[str, Any]:
+    """Sign the chains' heads and keep them as the next stored checkpoint; return it as a document.
 
+    A delta (only the heads that moved, and ``base``) unless ``full`` or a full one is due (module doc).
     Without the key nothing is written (``CheckpointKeyError``).
     """
     _key()
@@ -71,7 +88,9 @@ def audit_checkpoint_create() -> dict[str, Any]:
         heads = {
             str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
         }
-        body = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
+        body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
+        if not full and last:
+            body.update(_delta(last, heads))
         text = canonical_json(body)
         signature = _sign(text)
         AuditCheckpoint.objects.create(seq=last + 1, created_at=now, body=text, signature=signature)
@@ -80,8 +99,53 @@ def audit_checkpoint_create() -> dict[str, Any]:
     if directory:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        (path / f"audit-checkpoint-{last + 1:012d}.json").write_text(json.dumps(document, indent=2, sort_keys=True))
+        (path / _file_name(last + 1)).write_text(json.dumps(document, indent=2, sort_keys=True))
     return document
+
+
+def _delta(last: int, heads: Heads) -> dict[str, Any]:
+    """The fields that make the next checkpoint a delta on the stored ones, or none when a full one is due."""
+    latest = _trusted(AuditCheckpoint.objects.filter(seq=last).first())
+    if latest is None:
+        return {}
+    base = latest.get("base", last)
+    if last - base >= DELTAS_PER_FULL:
+        return {}
+    rows = AuditCheckpoint.objects.filter(seq__gte=base, seq__lte=last).order_by("seq")
+    bodies = [body for body in map(_trusted, rows) if body is not None and _builds_on(body, base)]
+    if len(bodies) != last - base + 1:  # one is missing, forged or of another run: start afresh
+        return {}
+    full, deltas = bodies[0], bodies[1:]
+    recorded: Heads = dict(full["heads"])
+    for delta in deltas:
+        recorded.update(delta["heads"])
+    moved = {chain: head for chain, head in heads.items() if recorded.get(chain) != head}
+    if sum(len(delta["heads"]) for delta in deltas) + len(moved) > len(heads):
+        return {}
+    return {"heads": moved, "base": base}
+
+
+def _trusted(row: AuditCheckpoint | None) -> dict[str, Any] | None:
+    """A stored checkpoint's body when its signature and number hold (a forged one is never built on)."""
+    if row is None or not hmac.compare_digest(_sign(row.body), row.signature):
+        return None
+    try:
+        body = json.loads(row.body)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("seq") != row.seq or not isinstance(body.get("heads"), dict):
+        return None
+    return body
+
+
+def _builds_on(body: dict[str, Any], base: Any) -> bool:
+    """Whether a checkpoint belongs to the full checkpoint ``base``'s run: that full one, or a delta on it."""
+    seq = body.get("seq")
+    return bool(body.get("base", seq) == base) and (seq == base) == ("base" not in body)
+
+
+def _file_name(seq: int) -> str:
+    return f"audit-checkpoint-{seq:012d}.json"
 
 
 @dataclass(frozen=True)
@@ -101,19 +165,18 @@ def audit_checkpoint_problems(
     """What in the database contradicts a checkpoint document: a bad signature, a recorded head missing or changed.
 
     ``chains``: compare only the heads of these chains (one tenant's, ``toolhub.audit_verify.tenant_chains``).
+    A delta's own heads are compared; ``audit_checkpoint`` exports full checkpoints, which stand alone.
     """
-    body = {key: value for key, value in checkpoint.items() if key != "signature"}
-    if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
-        _sign(canonical_json(body)), str(checkpoint.get("signature", ""))
-    ):
-        return [CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")]
-    return _head_problems(body["heads"], source, chains)
+    body = _signed_body(checkpoint)
+    if body is None:
+        return [_forged(source)]
+    return _head_problems(_named([(source, body)]), chains)
 
 
 def audit_stored_checkpoint_problems(
     chains: range | None = None,
 ) -> tuple[AuditCheckpoint | None, list[CheckpointProblem]]:
-    """Check the newest stored checkpoint (and the numbering of all of them) against the database.
+    """Check the newest stored checkpoint, with those it builds on, (and the numbering of all) against the database.
 
     Returns the newest checkpoint (None when none was stored yet) and what contradicts it. Raises
     ``CheckpointKeyError`` when checkpoints exist but the key to check them is not configured.
@@ -126,23 +189,21 @@ def audit_stored_checkpoint_problems(
     if newest is None:
         return None, problems
     source = f"stored checkpoint #{newest.seq}"
-    try:
-        body = json.loads(newest.body)
-    except ValueError:
-        body = None
-    if (
-        not isinstance(body, dict)
-        or not hmac.compare_digest(_sign(newest.body), newest.signature)
-        or body.get("seq") != newest.seq
-        or not isinstance(body.get("heads"), dict)
-    ):
-        forged = CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")
-        return newest, [*problems, forged]
-    return newest, problems + _head_problems(body["heads"], source, chains)
+    body = _trusted(newest)
+    if body is None:
+        return newest, [*problems, _forged(source)]
+    documents: list[tuple[str, dict[str, Any] | None]] = []
+    if "base" in body:
+        # A stored checkpoint missing in between is a gap in the numbering, reported above.
+        rows = AuditCheckpoint.objects.filter(seq__gte=body["base"], seq__lt=newest.seq).order_by("seq")
+        documents = [(f"stored checkpoint #{row.seq}", _trusted(row)) for row in rows]
+    documents.append((source, body))
+    problems += _run_problems(documents, body)
+    return newest, problems + _head_problems(_named(documents), chains)
 
 
 def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[CheckpointProblem]]:
-    """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set) against the database."""
+    """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set), with those it builds on."""
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     files = sorted(Path(directory).glob("audit-checkpoint-*.json")) if directory else []
     if not files:
@@ -154,7 +215,69 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
         return newest, [CheckpointProblem(f"checkpoint file {newest}: cannot be read ({exc})")]
     if not isinstance(document, dict):
         return newest, [CheckpointProblem(f"checkpoint file {newest}: not a checkpoint")]
-    return newest, audit_checkpoint_problems(document, source=f"checkpoint file {newest.name}", chains=chains)
+    source = f"checkpoint file {newest.name}"
+    body = _signed_body(document)
+    if body is None:
+        return newest, [_forged(source)]
+    documents: list[tuple[str, dict[str, Any] | None]] = []
+    problems: list[CheckpointProblem] = []
+    if "base" in body and isinstance(body["base"], int) and isinstance(body.get("seq"), int):
+        for seq in range(body["base"], body["seq"]):
+            path = newest.parent / _file_name(seq)
+            try:
+                earlier = json.loads(path.read_text())
+            except (OSError, ValueError):
+                problems.append(
+                    CheckpointProblem(
+                        f"checkpoint file {path.name}, which {newest.name} builds on, is missing or unreadable"
+                    )
+                )
+                continue
+            documents.append(
+                (f"checkpoint file {path.name}", _signed_body(earlier) if isinstance(earlier, dict) else None)
+            )
+    documents.append((source, body))
+    problems += _run_problems(documents, body)
+    return newest, problems + _head_problems(_named(documents), chains)
+
+
+def _forged(source: str) -> CheckpointProblem:
+    return CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")
+
+
+def _signed_body(document: dict[str, Any]) -> dict[str, Any] | None:
+    """A checkpoint document's body when its signature holds and it names heads; None when it does not."""
+    body = {key: value for key, value in document.items() if key != "signature"}
+    if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
+        _sign(canonical_json(body)), str(document.get("signature", ""))
+    ):
+        return None
+    return body
+
+
+def _run_problems(
+    documents: list[tuple[str, dict[str, Any] | None]], newest: dict[str, Any]
+) -> list[CheckpointProblem]:
+    """A delta's heads count only with its full checkpoint and every delta between: each signed, each of that run."""
+    base = newest.get("base", newest.get("seq"))
+    problems = []
+    for source, body in documents:
+        if body is None:
+            problems.append(_forged(source))
+        elif not _builds_on(body, base):
+            problems.append(
+                CheckpointProblem(f"{source}: not of full checkpoint #{base} and its deltas, as the newest says")
+            )
+    return problems
+
+
+def _named(documents: list[tuple[str, dict[str, Any] | None]]) -> dict[int, tuple[dict[str, Any], str]]:
+    """Each named chain's head and the checkpoint that named it, a later checkpoint's over an earlier's."""
+    named: dict[int, tuple[dict[str, Any], str]] = {}
+    for source, body in documents:
+        if body is not None:
+            named.update((int(chain), (head, source)) for chain, head in body["heads"].items())
+    return named
 
 
 def _first_numbering_gap() -> str | None:
@@ -170,30 +293,59 @@ def _first_numbering_gap() -> str | None:
     return None
 
 
-def _head_problems(heads: dict[str, Any], source: str, chains: range | None = None) -> list[CheckpointProblem]:
-    """Each chain the checkpoint recorded must still hold the recorded head event, unchanged, and its head row."""
+def _head_problems(
+    named: dict[int, tuple[dict[str, Any], str]], chains: range | None = None
+) -> list[CheckpointProblem]:
+    """Each chain a checkpoint named must still hold the named head event, unchanged, and its head row."""
+    wanted = {
+        chain: (int(head["seq"]), str(head.get("hash", "")), source)
+        for chain, (head, source) in named.items()
+        if int(head["seq"]) and (chains is None or chain in chains)
+    }
     rows = AuditChainHead.objects.all()
     if chains is not None:
         rows = rows.filter(chain__gte=chains.start, chain__lt=chains.stop)
-    current = {head.chain: head for head in rows}
+    current = dict(rows.values_list("chain", "seq"))
+    recorded = _recorded_events({chain: seq for chain, (seq, _, _) in wanted.items()})
     problems = []
-    for chain_key, head in sorted(heads.items(), key=lambda item: int(item[0])):
-        chain, seq = int(chain_key), int(head["seq"])
-        if not seq or (chains is not None and chain not in chains):
-            continue
+    for chain, (seq, digest, source) in sorted(wanted.items()):
         reasons = []
-        row = current.get(chain)
-        if row is None:
+        head_seq = current.get(chain)
+        if head_seq is None:
             reasons.append("its chain head is missing: the chain was wiped")
-        elif row.seq < seq:
-            reasons.append(f"its chain head went back to seq {row.seq}")
-        event = AuditEvent.objects.filter(chain=chain, seq=seq).first()
+        elif head_seq < seq:
+            reasons.append(f"its chain head went back to seq {head_seq}")
+        event = recorded.get(chain)
         if event is None:
             newest = AuditEvent.objects.filter(chain=chain).order_by("-seq").values_list("id", "seq").first()
             left = f"the newest left is event #{newest[0]} (seq {newest[1]})" if newest else "no event of it is left"
             reasons.insert(0, f"the checkpoint's head (seq {seq}) is missing: the tail was truncated; {left}")
-        elif event.hash != head["hash"]:
-            reasons.insert(0, f"event #{event.pk} (seq {seq}) differs from the checkpoint: rewritten")
+        elif event[1] != digest:
+            reasons.insert(0, f"event #{event[0]} (seq {seq}) differs from the checkpoint: rewritten")
         if reasons:
             problems.append(CheckpointProblem(f"chain {chain}: {'; '.join(reasons)} (per {source})", chain))
     return problems
+
+
+def _recorded_events(seqs: dict[int, int]) -> dict[int, tuple[int, str]]:
+    """The id and hash of the event at each given chain's seq, by chain; a few hundred chains per query.
+
+    One join against the pairs as a table of values: an ORM filter OR-ing as many (chain, seq) pairs
+    costs more to build in Python than the query costs to run.
+    """
+    events, quote = AuditEvent._meta.db_table, connection.ops.quote_name
+    pairs = sorted(seqs.items())
+    found: dict[int, tuple[int, str]] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(pairs), _HEADS_PER_QUERY):
+            batch = pairs[start : start + _HEADS_PER_QUERY]
+            values = ", ".join(["(CAST(%s AS BIGINT), CAST(%s AS BIGINT))"] * len(batch))
+            cursor.execute(
+                f"WITH wanted (chain, seq) AS (VALUES {values}) "  # placeholders only: values are parameters
+                f"SELECT e.id, e.chain, e.hash FROM {quote(events)} e "
+                "JOIN wanted ON e.chain = wanted.chain AND e.seq = wanted.seq",
+                [number for pair in batch for number in pair],
+            )
+            for pk, chain, digest in cursor.fetchall():
+                found[chain] = (pk, digest)
+    return found

@@ -332,7 +332,8 @@ class AuditEvent(models.Model):
 class AuditCheckpoint(models.Model):
     """Every audit chain's head at one moment, HMAC-signed with a key kept outside the database.
 
-    ``body`` is canonical JSON text (``seq``, ``created_at``, ``heads``) signed exactly as stored.
+    ``body`` is canonical JSON text (``seq``, ``created_at``, ``heads``; for a delta, ``base``: the full
+    checkpoint whose heads it updates, see ``toolhub.checkpoints``) signed exactly as stored.
     Checkpoints are numbered 1, 2, 3, ... so a deleted one leaves a gap; like the events they may only
     be appended (the application's role holds SELECT and INSERT, and triggers refuse the rest).
     """

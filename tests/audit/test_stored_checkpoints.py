@@ -68,9 +68,11 @@ def test_the_task_stores_numbered_signed_checkpoints_that_verify_audit_finds(aud
 
     stored = list(AuditCheckpoint.objects.order_by("seq"))
     assert [checkpoint.seq for checkpoint in stored] == [1, 2]
-    newest = json.loads(stored[1].body)
+    first, newest = json.loads(stored[0].body), json.loads(stored[1].body)
+    assert "base" not in first and first["heads"][str(b[0].chain)] == {"seq": 3, "hash": b[-1].hash}
+    # the second names only the head that moved, on the full first one
+    assert newest["base"] == 1 and list(newest["heads"]) == [str(a[0].chain)]
     assert newest["heads"][str(a[0].chain)]["seq"] == 5
-    assert newest["heads"][str(b[0].chain)] == {"seq": 3, "hash": b[-1].hash}
     assert audit_key not in stored[1].body and len(stored[1].signature) == 64
     assert "Audit trail verified: 8 events, every chain intact and matches stored checkpoint #2" in _verify()
 
@@ -211,7 +213,7 @@ def test_the_checkpoint_directory_catches_a_truncation_even_when_the_stored_chec
         AuditChainHead.objects.filter(chain=a[0].chain).update(seq=3, hash=a[2].hash)
         AuditCheckpoint.objects.all().delete()
 
-    # then the newest file still names the chain
+    # then the newest file, with the full one it builds on (no head moved since: #2 names none), names the chain
     error, _ = _verify_fails()
     assert f"chain {a[0].chain}: the checkpoint's head (seq 4) is missing" in error
-    assert "(per checkpoint file audit-checkpoint-000000000002.json)" in error
+    assert "(per checkpoint file audit-checkpoint-000000000001.json)" in error

@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            checkpoint = audit_checkpoint_create()
+            checkpoint = audit_checkpoint_create(full=True)
         except CheckpointKeyError as exc:
             raise CommandError(str(exc)) from exc
         text = json.dumps(checkpoint, indent=2, sort_keys=True)

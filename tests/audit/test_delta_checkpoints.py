@@ -1,0 +1,194 @@
+"""Beat's checkpoints name only the heads that moved, on a full one; together they prove what a full one would."""
+
+import json
+import uuid
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import transaction
+
+from tests.audit.conftest import append_events, keys_in_distinct_chains, owner_tampering
+from toolhub import checkpoints
+from toolhub.audit import audit_append
+from toolhub.checkpoints import audit_checkpoint_create, audit_stored_checkpoint_problems
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def _bodies() -> list[dict[str, Any]]:
+    return [json.loads(row.body) for row in AuditCheckpoint.objects.order_by("seq")]
+
+
+def _verify() -> str:
+    out = StringIO()
+    call_command("verify_audit", "--no-progress", stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def _verify_fails() -> str:
+    with pytest.raises(CommandError) as excinfo:
+        call_command("verify_audit", "--no-progress", stdout=StringIO(), stderr=StringIO())
+    return str(excinfo.value)
+
+
+def _two_chains() -> tuple[list[AuditEvent], list[AuditEvent]]:
+    first, second = keys_in_distinct_chains(2)
+    return append_events(4, first), append_events(3, second)
+
+
+def test_a_delta_names_only_the_heads_that_moved_and_its_base_proves_the_rest(audit_key: str) -> None:
+    # given a full checkpoint of two chains, then one more event in chain a and a delta
+    a, b = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    audit_checkpoint_create()
+    full, delta = _bodies()
+    assert sorted(full["heads"]) == sorted([str(a[0].chain), str(b[0].chain)]) and "base" not in full
+    assert delta["base"] == 1 and list(delta["heads"]) == [str(a[0].chain)]
+    assert "every chain intact and matches stored checkpoint #2" in _verify()
+
+    # when chain b, which only the full checkpoint names, loses its newest event and its head is rewound
+    with owner_tampering():
+        AuditEvent.objects.filter(pk=b[-1].pk).delete()
+        AuditChainHead.objects.filter(chain=b[0].chain).update(seq=2, hash=b[1].hash)
+
+    # then verification against the newest (a delta) still catches it, through its base
+    error = _verify_fails()
+    assert f"chain {b[0].chain}: the checkpoint's head (seq 3) is missing: the tail was truncated" in error
+    assert "(per stored checkpoint #1)" in error
+
+
+def test_a_chain_rewound_to_before_its_delta_head_is_caught_per_that_delta(audit_key: str) -> None:
+    a, _ = _two_chains()
+    audit_checkpoint_create()
+    more = append_events(2, a[0].call_id)
+    audit_checkpoint_create()
+
+    with owner_tampering():
+        AuditEvent.objects.filter(pk=more[-1].pk).delete()
+        AuditChainHead.objects.filter(chain=a[0].chain).update(seq=5, hash=more[0].hash)
+
+    error = _verify_fails()
+    assert f"chain {a[0].chain}: the checkpoint's head (seq 6) is missing" in error
+    assert "(per stored checkpoint #2)" in error
+
+
+def test_a_full_checkpoint_follows_once_the_deltas_would_name_more_heads_than_there_are_chains(
+    audit_key: str,
+) -> None:
+    a, _ = _two_chains()  # 2 chains
+    for _ in range(4):
+        audit_checkpoint_create()
+        append_events(1, a[0].call_id)  # one head moves between checkpoints
+    kinds = ["delta" if "base" in body else "full" for body in _bodies()]
+    # #2 and #3 name 1 head each (2 in all, as many as there are chains); #4 would make 3
+    assert kinds == ["full", "delta", "delta", "full"]
+    assert "matches stored checkpoint #4" in _verify()
+
+
+def test_a_full_checkpoint_follows_after_deltas_per_full_deltas(
+    audit_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoints, "DELTAS_PER_FULL", 2)
+    append_events(2)
+    for _ in range(5):
+        audit_checkpoint_create()  # nothing moves: the deltas name no head
+
+    bodies = _bodies()
+    assert [body.get("base") for body in bodies] == [None, 1, 1, None, 4]
+    assert [len(body["heads"]) for body in bodies] == [1, 0, 0, 1, 0]
+
+
+def test_a_forged_checkpoint_is_never_built_on(audit_key: str) -> None:
+    events = append_events(3)
+    audit_checkpoint_create()
+    stored = AuditCheckpoint.objects.get()
+    forged = json.loads(stored.body)
+    forged["heads"][str(events[0].chain)]["seq"] = 1
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(pk=stored.pk).update(body=json.dumps(forged))
+
+    audit_checkpoint_create()
+
+    assert "base" not in _bodies()[1]  # a full one, which stands alone
+
+
+def test_a_deleted_base_fails_verification(audit_key: str) -> None:
+    a, b = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    audit_checkpoint_create()
+
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(seq=1).delete()
+
+    error = _verify_fails()
+    assert "stored checkpoint #1 is missing (the oldest left is #2): checkpoints were deleted" in error
+
+
+def test_the_export_is_a_full_checkpoint_between_deltas(audit_key: str, tmp_path: Path) -> None:
+    a, b = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    exported = tmp_path / "checkpoint.json"
+
+    call_command("audit_checkpoint", "--output", str(exported), stderr=StringIO())
+
+    document = json.loads(exported.read_text())
+    assert "base" not in document and sorted(document["heads"]) == sorted([str(a[0].chain), str(b[0].chain)])
+    assert "and the checkpoint" in _verify_with(exported)
+
+
+def _verify_with(path: Path) -> str:
+    out = StringIO()
+    call_command("verify_audit", "--no-progress", "--checkpoint", str(path), stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_a_delta_file_whose_base_file_is_gone_fails(audit_key: str, settings: Any, tmp_path: Path) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "AUDIT_CHECKPOINT_DIR": str(tmp_path)}
+    a, _ = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    audit_checkpoint_create()
+    assert "and checkpoint file audit-checkpoint-000000000002.json." in _verify()
+
+    (tmp_path / "audit-checkpoint-000000000001.json").unlink()
+
+    error = _verify_fails()
+    assert (
+        "checkpoint file audit-checkpoint-000000000001.json, which audit-checkpoint-000000000002.json builds on, "
+        "is missing or unreadable"
+    ) in error
+
+
+def test_a_checkpoint_of_many_chains_is_checked_in_a_few_queries(
+    audit_key: str, django_assert_max_num_queries: Any
+) -> None:
+    # given 60 tenants' chains, one event each, and a full checkpoint naming every head
+    for index in range(60):
+        _append_for(f"tenant-{index}")
+    audit_checkpoint_create()
+    assert len(_bodies()[0]["heads"]) == 60
+
+    # then checking it takes the same few queries as for one chain, not one per chain
+    with django_assert_max_num_queries(6):
+        newest, problems = audit_stored_checkpoint_problems()
+    assert newest is not None and problems == []
+
+
+def _append_for(tenant: str) -> None:
+    with transaction.atomic():
+        audit_append(
+            event_type="test.step",
+            actor="tester",
+            data={},
+            call_id=uuid.uuid4(),
+            tool_name="record_effect",
+            status="queued",
+            tenant=tenant,
+        )
