@@ -8,9 +8,11 @@ reads as it was answered: status ``invalid``, the unknown-tool message as its er
 ``call.invalid`` with that message. Whether the caller may see the tool is asked now, with today's
 grants, as the answer to the same request would be.
 
-Chains are shared by every tenant, so the gaps between one tenant's sequence numbers count the other
-tenants' events: an event's place in its chain (``chain``, ``seq``) is read only by those who cross
-tenants. Callers without a tenant-wide role do not read its hashes either (``prev_hash``, ``hash``):
+The platform's chains (and every event written before chains were kept per tenant) are shared by every
+tenant, so the gaps between one tenant's sequence numbers there count the other tenants' events: an
+event's place in such a chain (``chain``, ``seq``) is read only by those who cross tenants. A tenant's
+staff read an event's place in its tenant's own chain, as the admin shows it (``own_chain_position``).
+Callers without a tenant-wide role read neither its place nor its hashes (``prev_hash``, ``hash``):
 they cannot verify a chain they may not read, and a masked event no longer matches its hash.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from django.db.models import Q
 
+from toolhub.audit_hash import tenant_chains
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
@@ -27,7 +30,7 @@ from toolhub.tenancy import has_tenant_wide_role, tenant_scope
 
 __all__ = ["CallerView", "caller_view_of", "CHAIN_POSITION_FIELDS", "CHAIN_HASH_FIELDS"]
 
-#: An audit event's place in its chain: read only by those who cross tenants.
+#: An audit event's place in its chain: read by those who cross tenants, and in its tenant's own chain by staff.
 CHAIN_POSITION_FIELDS = ("chain", "seq")
 #: Its links: read by staff (operators, auditors), who verify.
 CHAIN_HASH_FIELDS = ("prev_hash", "hash")
@@ -44,6 +47,7 @@ class CallerView:
         self.sees_truth = has_tenant_wide_role(user)
         hidden = () if self.sees_truth else CHAIN_HASH_FIELDS
         self.hidden_event_fields = hidden if tenant_scope(user).everything else (*CHAIN_POSITION_FIELDS, *hidden)
+        self._own_positions: bool | None = None  # whether staff read places in own chains (asked once)
         self._visible: dict[str, list[str]] = {}
         #: Each call's answer as first read from its row (its shown copy reads as invalid).
         self._answers: dict[Any, str | None] = {}
@@ -76,8 +80,10 @@ class CallerView:
         shown = [dict(event) for event in events]
         answer = self.unknown_tool_answer(call)
         for event in shown:
+            own_place = self._reads_own_place(event)
             for name in self.hidden_event_fields:
-                event[name] = None
+                if not (own_place and name in CHAIN_POSITION_FIELDS):
+                    event[name] = None
             if answer is None:
                 continue
             if event.get("status") == CallStatus.DENIED:
@@ -85,6 +91,16 @@ class CallerView:
             if event.get("event_type") == f"call.{CallStatus.DENIED}":
                 event.update(event_type=f"call.{CallStatus.INVALID}", data={"reason": answer})
         return shown
+
+    def _reads_own_place(self, event: Mapping[str, Any]) -> bool:
+        """Whether this reader (tenant staff) reads ``event``'s place: it is in its tenant's own chain."""
+        if not self.sees_truth or not event.get("tenant") or event.get("chain") not in tenant_chains(event["tenant"]):
+            return False
+        if self._own_positions is None:
+            from toolhub.audit_console import own_positions_shown
+
+            self._own_positions = own_positions_shown()
+        return self._own_positions
 
     def status_is(self, status: str, tenants: Iterable[str]) -> Q:
         """The rows of ``tenants`` that read with ``status`` for this reader: a filter that agrees with the view."""

@@ -21,6 +21,7 @@ from toolhub import audit_hash
 from toolhub.audit_console import own_chain_position
 from toolhub.audit_hash import TENANT_SHARDS, chain_for, tenant_chains
 from toolhub.audit_verify import verify_audit_chains
+from toolhub.caller_view import CallerView
 from toolhub.models import AuditChainHead, AuditEvent, AuditVerification, Tenant, TenantMembership
 
 
@@ -268,6 +269,30 @@ def test_a_tenants_staff_read_each_events_place_in_their_own_chains_and_never_in
     # a tenant from before chain bases were kept unique might share chains: then no positions for tenant staff
     Tenant.objects.bulk_create([Tenant(slug="older", name="Older")])
     assert "column-own_position" not in logged_in(auditor).get("/admin/toolhub/auditevent/").content.decode()
+
+
+def test_the_api_gives_a_tenants_staff_each_events_place_in_their_own_chains_as_the_admin_does(
+    auditors: Group,
+) -> None:
+    auditor = member("acme-auditor", "acme", auditors)
+    requester = User.objects.create_user("acme-user", "u@example.com", "pw")
+    TenantMembership.objects.create(user=requester, tenant=Tenant.objects.get(slug="acme"))
+    call = make_call("acme", user=requester)
+    stored = list(AuditEvent.objects.filter(call_id=call.pk).order_by("seq").values_list("chain", "seq"))
+
+    staff = logged_in(auditor).get(f"/api/v1/calls/{call.pk}/").json()["audit_events"]
+    own = logged_in(requester).get(f"/api/v1/calls/{call.pk}/").json()["audit_events"]
+
+    assert [(event["chain"], event["seq"]) for event in staff] == stored and all(event["hash"] for event in staff)
+    # the requester reads neither places nor hashes (no tenant-wide role)
+    assert all(event[name] is None for event in own for name in ("chain", "seq", "prev_hash", "hash"))
+    # an event of acme's in a shared chain (written before chains were per tenant) keeps its place hidden
+    [older] = CallerView(auditor).events(call, [{"chain": 3, "seq": 41, "tenant": "acme", "hash": "h"}])
+    assert (older["chain"], older["seq"], older["hash"]) == (None, None, "h")
+    # while a tenant from before chain bases were kept unique exists, no place is shown to tenant staff
+    Tenant.objects.bulk_create([Tenant(slug="older", name="Older")])
+    again = logged_in(auditor).get(f"/api/v1/calls/{call.pk}/").json()["audit_events"]
+    assert all(event["chain"] is None and event["seq"] is None for event in again)
 
 
 def test_verify_audit_for_a_tenant_says_where_its_events_from_before_its_own_chains_are(two_tenants: None) -> None:

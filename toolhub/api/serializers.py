@@ -116,7 +116,10 @@ class ToolCallSerializer(serializers.ModelSerializer):
 
 class ToolCallDetailSerializer(ToolCallSerializer):
     audit_events = serializers.SerializerMethodField(
-        help_text="The call's audit events; chain and seq only for those who cross tenants, the hashes for staff."
+        help_text=(
+            "The call's audit events. The hashes for staff; chain and seq for those who cross tenants, and for "
+            "a tenant's staff where the event is in its tenant's own chain."
+        )
     )
 
     class Meta(ToolCallSerializer.Meta):
