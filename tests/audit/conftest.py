@@ -1,5 +1,6 @@
 """Fixtures for the audit trail's database guarantees: the application role, tampering as the owner, the key."""
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -11,7 +12,7 @@ from django.db import connection, transaction
 
 from toolhub.audit import audit_append
 from toolhub.audit_hash import chain_for
-from toolhub.models import AuditEvent
+from toolhub.models import AuditCheckpoint, AuditEvent
 
 AUDIT_TABLES = ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint")
 
@@ -62,6 +63,15 @@ def owner_tampering() -> Iterator[None]:
         with connection.cursor() as cursor:
             for table in AUDIT_TABLES:
                 cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+
+def forge_stored_checkpoint(chain: int, seq: int) -> None:
+    """An attacker with the owner's rights rewrites the one stored checkpoint's head of ``chain`` (unsigned)."""
+    stored = AuditCheckpoint.objects.get()
+    forged = json.loads(stored.body)
+    forged["heads"][str(chain)]["seq"] = seq
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(pk=stored.pk).update(body=json.dumps(forged))
 
 
 def keys_in_distinct_chains(count: int) -> list[uuid.UUID]:

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
 
-from tests.audit.conftest import append_events, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import append_events, forge_stored_checkpoint, keys_in_distinct_chains, owner_tampering
 from toolhub import checkpoints
 from toolhub.audit import audit_append
 from toolhub.checkpoints import audit_checkpoint_create, audit_stored_checkpoint_problems
@@ -106,11 +106,7 @@ def test_a_full_checkpoint_follows_after_deltas_per_full_deltas(
 def test_a_forged_checkpoint_is_never_built_on(audit_key: str) -> None:
     events = append_events(3)
     audit_checkpoint_create()
-    stored = AuditCheckpoint.objects.get()
-    forged = json.loads(stored.body)
-    forged["heads"][str(events[0].chain)]["seq"] = 1
-    with owner_tampering():
-        AuditCheckpoint.objects.filter(pk=stored.pk).update(body=json.dumps(forged))
+    forge_stored_checkpoint(events[0].chain, 1)
 
     audit_checkpoint_create()
 

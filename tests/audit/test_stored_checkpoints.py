@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from tests.audit.conftest import append_events, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import append_events, forge_stored_checkpoint, keys_in_distinct_chains, owner_tampering
 from toolhub.celery import app as celery_app
 from toolhub.checkpoints import audit_checkpoint_create
 from toolhub.conf import DEFAULTS
@@ -168,12 +168,8 @@ def test_a_deleted_stored_checkpoint_leaves_a_gap_that_fails(audit_key: str) -> 
 def test_a_stored_checkpoint_whose_signature_fails_is_reported(audit_key: str) -> None:
     events = append_events(3)
     audit_checkpoint_create()
-    stored = AuditCheckpoint.objects.get()
-    forged = json.loads(stored.body)
-    forged["heads"][str(events[0].chain)]["seq"] = 1
 
-    with owner_tampering():
-        AuditCheckpoint.objects.filter(pk=stored.pk).update(body=json.dumps(forged))
+    forge_stored_checkpoint(events[0].chain, 1)
 
     error, _ = _verify_fails()
     assert "stored checkpoint #1: signature does not match: it was altered or signed with another key" in error
