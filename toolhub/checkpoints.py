@@ -219,8 +219,8 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
     body = _signed_body(document)
     if body is None:
         return newest, [_forged(source)]
+    problems = _misnamed(newest, body)
     documents: list[tuple[str, dict[str, Any] | None]] = []
-    problems: list[CheckpointProblem] = []
     if "base" in body and isinstance(body["base"], int) and isinstance(body.get("seq"), int):
         for seq in range(body["base"], body["seq"]):
             path = newest.parent / _file_name(seq)
@@ -233,12 +233,22 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
                     )
                 )
                 continue
-            documents.append(
-                (f"checkpoint file {path.name}", _signed_body(earlier) if isinstance(earlier, dict) else None)
-            )
+            earlier_body = _signed_body(earlier) if isinstance(earlier, dict) else None
+            renamed = _misnamed(path, earlier_body) if earlier_body is not None else []
+            problems += renamed
+            if not renamed:
+                documents.append((f"checkpoint file {path.name}", earlier_body))
     documents.append((source, body))
     problems += _run_problems(documents, body)
     return newest, problems + _head_problems(_named(documents), chains)
+
+
+def _misnamed(path: Path, body: dict[str, Any]) -> list[CheckpointProblem]:
+    """A file must hold the checkpoint its name numbers: a signed copy under another number would hide heads."""
+    seq = body.get("seq")
+    if isinstance(seq, int) and path.name == _file_name(seq):
+        return []
+    return [CheckpointProblem(f"checkpoint file {path.name} holds checkpoint #{seq}: it was renamed")]
 
 
 def _forged(source: str) -> CheckpointProblem:

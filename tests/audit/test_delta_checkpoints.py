@@ -188,3 +188,18 @@ def _append_for(tenant: str) -> None:
             status="queued",
             tenant=tenant,
         )
+
+
+def test_a_signed_file_copied_under_another_number_fails(audit_key: str, settings: Any, tmp_path: Path) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "AUDIT_CHECKPOINT_DIR": str(tmp_path)}
+    a, _ = _two_chains()
+    for _ in range(3):
+        audit_checkpoint_create()
+        append_events(1, a[0].call_id)
+    second, third = (tmp_path / f"audit-checkpoint-00000000000{seq}.json" for seq in (2, 3))
+
+    # when delta #2's file is overwritten with a copy of #3's (signed: only its number betrays it)
+    second.write_text(third.read_text())
+
+    error = _verify_fails()
+    assert "checkpoint file audit-checkpoint-000000000002.json holds checkpoint #3: it was renamed" in error
