@@ -89,18 +89,27 @@ def audit_checkpoint_create(*, full: bool = False) -> dict[str, Any]:
             str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
         }
         body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
+        directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
         if not full and last:
-            body.update(_delta(last, heads))
+            delta = _delta(last, heads)
+            # The directory's copies must stand without the database: a delta there needs its base's file
+            # and every file between (missing when the directory was set after they were stored).
+            if not directory or all((Path(directory) / _file_name(seq)).is_file() for seq in _run_seqs(delta, last)):
+                body.update(delta)
         text = canonical_json(body)
         signature = _sign(text)
         AuditCheckpoint.objects.create(seq=last + 1, created_at=now, body=text, signature=signature)
     document = {**body, "signature": signature}
-    directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     if directory:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         (path / _file_name(last + 1)).write_text(json.dumps(document, indent=2, sort_keys=True))
     return document
+
+
+def _run_seqs(delta: dict[str, Any], last: int) -> range:
+    """The checkpoints a delta on ``last`` builds on: its base and every one after it (none for a full one)."""
+    return range(delta["base"], last + 1) if "base" in delta else range(0)
 
 
 def _delta(last: int, heads: Heads) -> dict[str, Any]:

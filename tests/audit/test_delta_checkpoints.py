@@ -203,3 +203,21 @@ def test_a_signed_file_copied_under_another_number_fails(audit_key: str, setting
 
     error = _verify_fails()
     assert "checkpoint file audit-checkpoint-000000000002.json holds checkpoint #3: it was renamed" in error
+
+
+def test_a_checkpoint_directory_set_after_deltas_starts_with_a_full_checkpoint(
+    audit_key: str, settings: Any, tmp_path: Path
+) -> None:
+    a, _ = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    audit_checkpoint_create()  # a delta, stored in the database only
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "AUDIT_CHECKPOINT_DIR": str(tmp_path)}
+    audit_checkpoint_create()
+    audit_checkpoint_create()
+
+    # the directory's first file is a full checkpoint (its base's file is not there), the next a delta on it
+    third, fourth = (json.loads((tmp_path / f"audit-checkpoint-00000000000{seq}.json").read_text()) for seq in (3, 4))
+    assert "base" not in third and fourth["base"] == 3
+    assert "and checkpoint file audit-checkpoint-000000000004.json." in _verify()
