@@ -221,3 +221,26 @@ def test_a_checkpoint_directory_set_after_deltas_starts_with_a_full_checkpoint(
     third, fourth = (json.loads((tmp_path / f"audit-checkpoint-00000000000{seq}.json").read_text()) for seq in (3, 4))
     assert "base" not in third and fourth["base"] == 3
     assert "and checkpoint file audit-checkpoint-000000000004.json." in _verify()
+
+
+def test_a_forged_delta_between_the_full_one_and_the_newest_fails(audit_key: str) -> None:
+    a, b = _two_chains()
+    audit_checkpoint_create()
+    append_events(1, a[0].call_id)
+    audit_checkpoint_create()
+    append_events(1, b[0].call_id)
+    audit_checkpoint_create()
+    assert [body.get("base") for body in _bodies()] == [None, 1, 1]
+
+    # when the delta in the middle is rewritten to name an older head of chain a
+    middle = AuditCheckpoint.objects.get(seq=2)
+    forged = json.loads(middle.body)
+    forged["heads"][str(a[0].chain)]["seq"] = 2
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(pk=middle.pk).update(body=json.dumps(forged))
+
+    error = _verify_fails()
+    assert "stored checkpoint #2: signature does not match: it was altered or signed with another key" in error
+    # and the next checkpoint does not build on it
+    audit_checkpoint_create()
+    assert "base" not in _bodies()[-1]
