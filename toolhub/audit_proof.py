@@ -21,6 +21,7 @@ from toolhub.checkpoints import (
     audit_checkpoint_problems,
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
+    checkpoint_base,
 )
 from toolhub.models import AuditChainHead, AuditVerification, Tenant
 
@@ -98,7 +99,9 @@ def audit_trail_verify(
     except CheckpointKeyError as exc:
         found.append((None, f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}"))
     if stored is not None:
-        compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}")
+        base = checkpoint_base(stored)
+        delta = f" (a delta on full checkpoint #{base})" if base is not None else ""
+        compared.append(f"stored checkpoint #{stored.seq} of {stored.created_at.isoformat()}{delta}")
     if stored_file is not None:
         compared.append(f"checkpoint file {stored_file.name}")
     if checkpoint is not None:

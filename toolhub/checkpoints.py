@@ -40,6 +40,7 @@ __all__ = [
     "CheckpointProblem",
     "audit_checkpoint_problems",
     "audit_stored_checkpoint_problems",
+    "checkpoint_base",
     "CheckpointKeyError",
 ]
 
@@ -151,6 +152,17 @@ def _builds_on(body: dict[str, Any], base: Any) -> bool:
     """Whether a checkpoint belongs to the full checkpoint ``base``'s run: that full one, or a delta on it."""
     seq = body.get("seq")
     return bool(body.get("base", seq) == base) and (seq == base) == ("base" not in body)
+
+
+def checkpoint_base(checkpoint: AuditCheckpoint) -> int | None:
+    """The full checkpoint a stored delta builds on (its ``base``); None for a full one."""
+    if '"base":' not in checkpoint.body:  # canonical JSON: a full checkpoint's body has no such key
+        return None
+    try:
+        base = json.loads(checkpoint.body).get("base")
+    except (ValueError, AttributeError):
+        return None
+    return base if isinstance(base, int) else None
 
 
 def _file_name(seq: int) -> str:

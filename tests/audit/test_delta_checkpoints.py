@@ -49,7 +49,9 @@ def test_a_delta_names_only_the_heads_that_moved_and_its_base_proves_the_rest(au
     full, delta = _bodies()
     assert sorted(full["heads"]) == sorted([str(a[0].chain), str(b[0].chain)]) and "base" not in full
     assert delta["base"] == 1 and list(delta["heads"]) == [str(a[0].chain)]
-    assert "every chain intact and matches stored checkpoint #2" in _verify()
+    output = _verify()
+    assert "every chain intact and matches stored checkpoint #2 of " in output
+    assert " (a delta on full checkpoint #1)" in output
 
     # when chain b, which only the full checkpoint names, loses its newest event and its head is rewound
     with owner_tampering():
