@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from toolhub.audit_hash import HASHED_COLUMNS, TENANT_SHARDS, hash_columns, tenant_chain_base
+from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, in_own_chain
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
 from toolhub.tenancy import tenant_scope
 
@@ -103,11 +103,7 @@ def own_chain_position(event: AuditEvent) -> str | None:
     A tenant's chain holds that tenant's events alone; in the platform's shared chains a position would
     count every tenant's events.
     """
-    if not event.tenant or event.chain < TENANT_SHARDS:
-        return None
-    if event.chain - event.chain % TENANT_SHARDS != tenant_chain_base(event.tenant):
-        return None
-    return f"{event.chain} · {event.seq}"
+    return f"{event.chain} · {event.seq}" if in_own_chain(event.chain, event.tenant) else None
 
 
 def own_positions_shown() -> bool:

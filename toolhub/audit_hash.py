@@ -28,6 +28,8 @@ __all__ = [
     "hash_parts",
     "hash_text",
     "hashed_timestamp",
+    "in_own_chain",
+    "owner_chain_base",
     "tenant_chain_base",
     "tenant_chains",
 ]
@@ -89,6 +91,16 @@ def tenant_chains(tenant: str) -> range:
     """The chain numbers that may hold ``tenant``'s events (those written since chains are kept per tenant)."""
     base = tenant_chain_base(tenant)
     return range(base, base + TENANT_SHARDS)
+
+
+def in_own_chain(chain: int, tenant: str) -> bool:
+    """Whether an event of ``tenant`` in ``chain`` is in a chain of that tenant's own (not a shared one)."""
+    return bool(tenant) and chain in tenant_chains(tenant)
+
+
+def owner_chain_base(chain: int) -> int | None:
+    """The first chain of the tenant whose chains hold ``chain``; None for the platform's shared chains."""
+    return chain - chain % TENANT_SHARDS if chain >= TENANT_SHARDS else None
 
 
 def hashed_timestamp(moment: dt.datetime) -> str:

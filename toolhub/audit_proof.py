@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolhub.audit_console import audit_verification_record
-from toolhub.audit_hash import TENANT_SHARDS, tenant_chain_base, tenant_chains
+from toolhub.audit_hash import owner_chain_base, tenant_chain_base, tenant_chains
 from toolhub.audit_verify import ChainResult, verify_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
@@ -146,7 +146,8 @@ def _record_each_tenant(
             chain_problems.setdefault(chain, []).append(text)
     per_tenant: dict[str, tuple[int, list[str]]] = {}
     for result in results:
-        slugs = owners.get(result.chain - result.chain % TENANT_SHARDS, []) if result.chain >= TENANT_SHARDS else []
+        base = owner_chain_base(result.chain)
+        slugs = owners.get(base, []) if base is not None else []
         if len(slugs) != 1:
             continue
         events, problems = per_tenant.get(slugs[0], (0, []))

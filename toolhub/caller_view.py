@@ -22,7 +22,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from toolhub.audit_hash import tenant_chains
+from toolhub.audit_hash import in_own_chain
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
@@ -94,7 +94,7 @@ class CallerView:
 
     def _reads_own_place(self, event: Mapping[str, Any]) -> bool:
         """Whether this reader (tenant staff) reads ``event``'s place: it is in its tenant's own chain."""
-        if not self.sees_truth or not event.get("tenant") or event.get("chain") not in tenant_chains(event["tenant"]):
+        if not self.sees_truth or not in_own_chain(event.get("chain") or 0, event.get("tenant") or ""):
             return False
         if self._own_positions is None:
             from toolhub.audit_console import own_positions_shown
