@@ -12,7 +12,7 @@ from django.db import connection, transaction
 
 from toolhub.audit import audit_append
 from toolhub.audit_hash import chain_for
-from toolhub.models import AuditCheckpoint, AuditEvent
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 AUDIT_TABLES = ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint")
 
@@ -63,6 +63,13 @@ def owner_tampering() -> Iterator[None]:
         with connection.cursor() as cursor:
             for table in AUDIT_TABLES:
                 cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+
+def cut_chain_tail(kept: AuditEvent, *cut: AuditEvent) -> None:
+    """An attacker with the owner's rights deletes a chain's newest events and rewinds its head to ``kept``."""
+    with owner_tampering():
+        AuditEvent.objects.filter(pk__in=[event.pk for event in cut]).delete()
+        AuditChainHead.objects.filter(chain=kept.chain).update(seq=kept.seq, hash=kept.hash)
 
 
 def forge_stored_checkpoint(chain: int, seq: int) -> None:

@@ -10,11 +10,17 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
 
-from tests.audit.conftest import append_events, forge_stored_checkpoint, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import (
+    append_events,
+    cut_chain_tail,
+    forge_stored_checkpoint,
+    keys_in_distinct_chains,
+    owner_tampering,
+)
 from toolhub import checkpoints
 from toolhub.audit import audit_append
 from toolhub.checkpoints import audit_checkpoint_create, audit_stored_checkpoint_problems
-from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from toolhub.models import AuditCheckpoint, AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +60,7 @@ def test_a_delta_names_only_the_heads_that_moved_and_its_base_proves_the_rest(au
     assert " (a delta on full checkpoint #1)" in output
 
     # when chain b, which only the full checkpoint names, loses its newest event and its head is rewound
-    with owner_tampering():
-        AuditEvent.objects.filter(pk=b[-1].pk).delete()
-        AuditChainHead.objects.filter(chain=b[0].chain).update(seq=2, hash=b[1].hash)
+    cut_chain_tail(b[1], b[2])
 
     # then verification against the newest (a delta) still catches it, through its base
     error = _verify_fails()
@@ -70,9 +74,7 @@ def test_a_chain_rewound_to_before_its_delta_head_is_caught_per_that_delta(audit
     more = append_events(2, a[0].call_id)
     audit_checkpoint_create()
 
-    with owner_tampering():
-        AuditEvent.objects.filter(pk=more[-1].pk).delete()
-        AuditChainHead.objects.filter(chain=a[0].chain).update(seq=5, hash=more[0].hash)
+    cut_chain_tail(more[0], more[1])
 
     error = _verify_fails()
     assert f"chain {a[0].chain}: the checkpoint's head (seq 6) is missing" in error

@@ -12,7 +12,13 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from tests.audit.conftest import append_events, forge_stored_checkpoint, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import (
+    append_events,
+    cut_chain_tail,
+    forge_stored_checkpoint,
+    keys_in_distinct_chains,
+    owner_tampering,
+)
 from toolhub.celery import app as celery_app
 from toolhub.checkpoints import audit_checkpoint_create
 from toolhub.conf import DEFAULTS
@@ -113,9 +119,7 @@ def test_deleting_the_newest_events_of_a_chain_fails_naming_the_chain(audit_key:
     audit_checkpoint_create()
 
     # when an attacker with the owner's rights deletes b's newest events and rewinds its head to match
-    with owner_tampering():
-        AuditEvent.objects.filter(pk__in=[b[1].pk, b[2].pk]).delete()
-        AuditChainHead.objects.filter(chain=b[0].chain).update(seq=1, hash=b[0].hash)
+    cut_chain_tail(b[0], b[1], b[2])
 
     # then verify_audit fails and names that chain only
     error, err = _verify_fails()
@@ -204,9 +208,8 @@ def test_the_checkpoint_directory_catches_a_truncation_even_when_the_stored_chec
     assert "and checkpoint file audit-checkpoint-000000000002.json." in output
 
     # when an attacker truncates a chain and removes every stored checkpoint
+    cut_chain_tail(a[2], a[3])
     with owner_tampering():
-        AuditEvent.objects.filter(pk=a[-1].pk).delete()
-        AuditChainHead.objects.filter(chain=a[0].chain).update(seq=3, hash=a[2].hash)
         AuditCheckpoint.objects.all().delete()
 
     # then the newest file, with the full one it builds on (no head moved since: #2 names none), names the chain
