@@ -412,6 +412,10 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
             return filters
         return [EventTypeInputFilter if f is EventTypeFilter else f for f in filters]
 
+    def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
+        # ?chain=3&seq__lte=N would bisect an event's place in a shared chain, which the pages leave out.
+        return frozenset() if tenant_scope(request.user).everything else frozenset(CHAIN_POSITION_FIELDS)
+
     def get_fields(self, request: HttpRequest, obj: AuditEvent | None = None) -> Any:
         names = _without_chain_positions(request, super().get_fields(request, obj))
         if tenant_scope(request.user).everything or not own_positions_shown():

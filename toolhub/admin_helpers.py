@@ -11,7 +11,8 @@ and grants bound to no tenant) changes every tenant at once, so only people who 
 catalogue, groups, global rules) or do not see it at all (grants to users, groups and agents, which
 name principals of any tenant). See :class:`CrossTenantChangesOnly`. Pages that hold credentials
 or endpoints (model providers, API tokens) are not shown to tenant-scoped staff at all
-(:class:`CrossTenantOnly`).
+(:class:`CrossTenantOnly`). Every one of them filters a list only by what its pages show
+(:class:`GuardedLookups`), so that an empty list answers no question about a withheld value.
 """
 
 import json
@@ -19,9 +20,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import ForeignKey, Model, Q, QuerySet
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
+from django.db.models import Field, ForeignKey, JSONField, Model, Q, QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
@@ -30,6 +33,7 @@ from toolhub.models import Tenant
 from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
+    "GuardedLookups",
     "ReadOnlyMixin",
     "TenantScopedAdmin",
     "CrossTenantChangesOnly",
@@ -52,7 +56,61 @@ class ReadOnlyMixin:
         return False
 
 
-class TenantScopedAdmin:
+class GuardedLookups:
+    """A list filters by what its page shows: never by a key inside a JSON column, never by a hidden field.
+
+    Django's admin filters a list by any lookup on the model's own columns named in the query string
+    (``?arguments__api_token__startswith=sk-``), and whether the list comes back empty answers a
+    question about a value the pages withhold: a sensitive argument, another tenant's part of a shared
+    row, an event's place in a shared chain. JSON columns (arguments, contexts, rules, results) are
+    shown only redacted or cut down, so no lookup reaches into one unless a declared list filter does;
+    ``hidden_lookups`` names the other fields the viewer does not see. Django answers a refused lookup
+    with 400 (``DisallowedModelAdminLookup``), and nothing is listed.
+    """
+
+    def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
+        """The model's fields this viewer may not filter by (those their pages leave out)."""
+        return frozenset()
+
+    def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
+        if not super().lookup_allowed(lookup, value, request):  # type: ignore[misc]
+            return False
+        fields = _fields_of(self.model, lookup)  # type: ignore[attr-defined]
+        if not fields or self._declared_filter(lookup, fields, request):
+            return True
+        if request is not None and fields[0].name in self.hidden_lookups(request):
+            return False
+        return not isinstance(fields[-1], JSONField)
+
+    def _declared_filter(self, lookup: str, fields: list[Field], request: HttpRequest | None) -> bool:
+        """Whether ``lookup`` is a list filter's own parameter: the path of a field filter, or a simple filter's."""
+        declared = self.get_list_filter(request) if request is not None else self.list_filter  # type: ignore[attr-defined]
+        path = LOOKUP_SEP.join(field.name for field in fields)
+        for item in declared:
+            if isinstance(item, type) and issubclass(item, SimpleListFilter):
+                if lookup == item.parameter_name:
+                    return True
+            elif (item[0] if isinstance(item, (list, tuple)) else item) == path:
+                return True
+        return False
+
+
+def _fields_of(model: type[Model], lookup: str) -> list[Field]:
+    """The fields ``lookup`` goes through, as Django's admin walks it (what follows the last is a transform)."""
+    fields: list[Field] = []
+    for part in lookup.split(LOOKUP_SEP):
+        try:
+            field = model._meta.get_field(part)
+        except FieldDoesNotExist:
+            break
+        fields.append(field)  # type: ignore[arg-type]
+        if not getattr(field, "path_infos", None):
+            break
+        model = field.path_infos[-1].to_opts.model  # type: ignore[union-attr]
+    return fields
+
+
+class TenantScopedAdmin(GuardedLookups):
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
@@ -201,7 +259,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value)
 
 
-class CrossTenantChangesOnly:
+class CrossTenantChangesOnly(GuardedLookups):
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:
@@ -217,7 +275,7 @@ class CrossTenantChangesOnly:
         return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
-class CrossTenantOnly:
+class CrossTenantOnly(GuardedLookups):
     """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
 
     Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.
