@@ -23,7 +23,7 @@ from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
-from toolhub.pipeline import approval_hash
+from toolhub.pipeline import approval_hash_matches
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool
@@ -278,7 +278,9 @@ def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
         return denial
-    if call.approval_hash and approval_hash(call.tool_name, tool.version, call.arguments) != call.approval_hash:
+    if call.approval_hash and not approval_hash_matches(
+        call.approval_hash, call.tool_name, tool.version, call.arguments
+    ):
         # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
         return "The arguments differ from what was approved; nothing was executed."
     return None

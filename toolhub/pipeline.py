@@ -4,15 +4,17 @@ Every call, whoever asks, goes through ``tool_call_request`` and leaves one ``To
 audit events. Execution happens on a worker (``toolhub.execution``).
 """
 
-import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from toolhub.audit import EventSpec, redact, redacted_arguments_text
 from toolhub.audit_hash import canonical_json
@@ -41,6 +43,7 @@ __all__ = [
     "CallRequest",
     "tool_call_request",
     "approval_hash",
+    "approval_hash_matches",
     "visible_tool_names",
 ]
 
@@ -70,10 +73,33 @@ class CallRequest:
     gate: Callable[[str], str | None] | None = None
 
 
+#: Separates the approval binding's key from every other key Django derives from ``SECRET_KEY``.
+APPROVAL_HASH_SALT = "toolhub.approval_hash"
+
+
 def approval_hash(tool_name: str, tool_version: str, arguments: Mapping[str, Any]) -> str:
-    """What an approval is bound to: the tool, its version and the canonical arguments."""
+    """What an approval is bound to: the tool, its version and the canonical arguments, keyed by the server.
+
+    An HMAC (SHA-256, a key derived from ``SECRET_KEY``), not a plain digest: the hash is published to
+    operators and auditors, in the audit trail and in webhooks, while the arguments' sensitive values are
+    not, and a plain digest of everything else shown plus a short secret (a PIN) gives the secret away to
+    a few thousand guesses.
+    """
+    return _keyed(tool_name, tool_version, arguments, settings.SECRET_KEY)
+
+
+def approval_hash_matches(bound: str, tool_name: str, tool_version: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether ``bound`` binds these arguments, under ``SECRET_KEY`` or a key it replaced (``SECRET_KEY_FALLBACKS``).
+
+    A key rotated while calls wait for approval or a worker keeps their approvals valid, as Django's signing does.
+    """
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return any(hmac.compare_digest(bound, _keyed(tool_name, tool_version, arguments, key)) for key in keys)
+
+
+def _keyed(tool_name: str, tool_version: str, arguments: Mapping[str, Any], key: str) -> str:
     material = canonical_json({"tool": tool_name, "version": tool_version, "arguments": arguments})
-    return hashlib.sha256(material.encode()).hexdigest()
+    return salted_hmac(APPROVAL_HASH_SALT, material, secret=key, algorithm="sha256").hexdigest()
 
 
 @dataclass

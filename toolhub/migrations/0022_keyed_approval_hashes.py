@@ -1,0 +1,34 @@
+"""Approval bindings keyed by the server (HMAC over SECRET_KEY) instead of a plain SHA-256 of the arguments.
+
+Calls that still wait for a decision or a worker are bound again under the keyed hash, so an approval given
+before the upgrade still runs its call. Settled calls keep the hash they were decided under (nothing checks
+it again); the approvals app rebinds its pending requests the same way.
+"""
+
+from django.conf import settings
+from django.db import migrations
+from django.utils.crypto import salted_hmac
+
+from toolhub.audit_hash import canonical_json
+
+#: ``toolhub.pipeline.APPROVAL_HASH_SALT`` as of this migration (written here so the migration never changes).
+SALT = "toolhub.approval_hash"
+WAITING = ("pending_approval", "queued", "running", "awaiting_result")
+
+
+def keyed_hash(tool_name: str, tool_version: str, arguments: object) -> str:
+    material = canonical_json({"tool": tool_name, "version": tool_version, "arguments": arguments})
+    return salted_hmac(SALT, material, secret=settings.SECRET_KEY, algorithm="sha256").hexdigest()
+
+
+def rebind_waiting_calls(apps, schema_editor):  # noqa: ANN001, ANN201 - migration signature
+    calls = apps.get_model("toolhub", "ToolCall").objects.filter(status__in=WAITING).exclude(approval_hash="")
+    for call in calls.only("id", "tool_name", "tool_version", "arguments").iterator():
+        bound = keyed_hash(call.tool_name, call.tool_version, call.arguments)
+        calls.filter(pk=call.pk).update(approval_hash=bound)
+
+
+class Migration(migrations.Migration):
+    dependencies = [("toolhub", "0021_tenant_audit_chain_base")]
+
+    operations = [migrations.RunPython(rebind_waiting_calls, migrations.RunPython.noop)]
