@@ -30,7 +30,7 @@ from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
 from toolhub.admin_tables import admin_table, short_id
 from toolhub.api.throttling import throttle_wait
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
-from toolhub.tools.registry import registry
+from toolhub.selectors import withheld_names
 
 Decide = Callable[..., ApprovalRequest]
 
@@ -488,9 +488,9 @@ def _outcome(request: ApprovalRequest, done: str) -> str:
 
 def _editable(request: ApprovalRequest) -> dict[str, Any]:
     """The version under approval without its sensitive values (never sent to the browser)."""
-    tool = registry.get(request.tool_name)
-    sensitive = tool.sensitive if tool else frozenset()
-    return {key: value for key, value in (request.arguments or {}).items() if key not in sensitive}
+    arguments = request.arguments or {}
+    withheld = withheld_names(request.tool_name, arguments)
+    return {key: value for key, value in arguments.items() if key not in withheld}
 
 
 def _version_shown(request: ApprovalRequest) -> dict[str, Any]:

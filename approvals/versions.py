@@ -11,29 +11,26 @@ from typing import Any
 from approvals.models import ApprovalRequest, DecisionKind
 from toolhub.audit import arguments_diff as _arguments_diff
 from toolhub.audit import redact
-from toolhub.tools.registry import registry
+from toolhub.selectors import withheld_names
 
 __all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff", "approvals_in_round"]
 
 
-def _sensitive(tool_name: str) -> frozenset[str]:
-    tool = registry.get(tool_name)
-    return tool.sensitive if tool else frozenset()
-
-
 def arguments_diff(tool_name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """``{name: {"before": ..., "after": ...}}`` for every argument that differs; sensitive values redacted."""
-    return _arguments_diff(before, after, _sensitive(tool_name))
+    return _arguments_diff(before, after, withheld_names(tool_name, before, after))
 
 
 def shown_arguments(request: ApprovalRequest) -> dict[str, Any]:
     """The version under approval (what will run), as anyone may see it."""
-    return redact(request.arguments or {}, _sensitive(request.tool_name))
+    arguments = request.arguments or {}
+    return redact(arguments, withheld_names(request.tool_name, arguments))
 
 
 def shown_original_arguments(request: ApprovalRequest) -> dict[str, Any]:
     """The arguments as the model sent them, as anyone may see them."""
-    return redact(request.original_arguments or {}, _sensitive(request.tool_name))
+    arguments = request.original_arguments or {}
+    return redact(arguments, withheld_names(request.tool_name, arguments))
 
 
 def shown_diff(request: ApprovalRequest) -> dict[str, Any]:

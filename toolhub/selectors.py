@@ -1,5 +1,8 @@
 """Reads of the core's records for the API and the admin."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
@@ -17,6 +20,7 @@ __all__ = [
     "tool_call_audit_events",
     "audit_events_visible_to",
     "displayed_arguments",
+    "withheld_names",
 ]
 
 
@@ -79,5 +83,18 @@ def tool_call_audit_events(call: ToolCall) -> QuerySet[AuditEvent]:
 
 def displayed_arguments(call: ToolCall) -> dict:
     """A call's arguments as anyone may see them: sensitive values redacted."""
-    tool = registry.get(call.tool_name)
-    return redact(call.arguments or {}, tool.sensitive if tool else frozenset())
+    arguments = call.arguments or {}
+    return redact(arguments, withheld_names(call.tool_name, arguments))
+
+
+def withheld_names(tool_name: str, *arguments: Mapping[str, Any]) -> frozenset[str]:
+    """The argument names whose values are never shown: the tool's sensitive parameters.
+
+    Every name of ``arguments`` when the tool is no longer registered (renamed, removed, a remote server's
+    tool withdrawn): which of them were sensitive is then unknown, so no value is shown (as the exports
+    withhold such arguments whole).
+    """
+    tool = registry.get(tool_name)
+    if tool is not None:
+        return tool.sensitive
+    return frozenset(name for mapping in arguments for name in mapping)

@@ -20,7 +20,7 @@ from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
 from toolhub.sagas.recovery import compensation_resolve, compensation_retry
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
-from toolhub.tools.registry import registry
+from toolhub.selectors import withheld_names
 
 
 def _call_link(call_id: Any) -> str:
@@ -353,8 +353,7 @@ class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admi
     def shown_arguments(self, obj: Compensation) -> str:
         if obj.arguments is None:
             return "-"
-        tool = registry.get(obj.tool_name)
-        return pretty_json(redact(obj.arguments, tool.sensitive if tool else frozenset()))
+        return pretty_json(redact(obj.arguments, withheld_names(obj.tool_name, obj.arguments)))
 
     @admin.display(description="Compensation call")
     def compensation_call(self, obj: Compensation) -> str:

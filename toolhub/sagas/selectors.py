@@ -5,12 +5,11 @@ import uuid
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
-from toolhub.audit import redact
 from toolhub.audit_hash import canonical_json
 from toolhub.models import AuditEvent, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
+from toolhub.selectors import displayed_arguments
 from toolhub.tenancy import has_tenant_wide_role, visible_rows
-from toolhub.tools.registry import registry
 
 #: Operators of sagas see every saga of their tenants, like staff (the permission toolhub.sagas.admin checks).
 OPERATE_PERMISSION = "sagas.operate_saga"
@@ -124,9 +123,7 @@ def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
 
 def call_summary(call: ToolCall) -> str:
     """``tool({"arg": value})`` with sensitive values redacted, for notes and the admin."""
-    tool = registry.get(call.tool_name)
-    arguments = redact(call.arguments or {}, tool.sensitive if tool else frozenset())
-    return f"{call.tool_name}({canonical_json(arguments)})"
+    return f"{call.tool_name}({canonical_json(displayed_arguments(call))})"
 
 
 def rollback_note(rollback: Rollback) -> str:
