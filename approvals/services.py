@@ -13,11 +13,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import signals
+from approvals.editing import EditedVersion, edited_version
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import Decisions, locked_request, request_decisions
 from approvals.versions import arguments_diff, shown_diff
 from approvals.webhooks import webhook_enqueue
-from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_settings
@@ -26,15 +26,13 @@ from toolhub.exceptions import (
     ApprovalError,
     ArgumentsChangedError,
     DecisionNotAllowedError,
-    EditedArgumentsError,
 )
 from toolhub.models import CallStatus, ToolCall, ToolGroup
-from toolhub.pipeline import approval_hash
+from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
 from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import require_tenant
-from toolhub.tools.registry import registry
 from toolhub.transitions import guarded_save, guarded_update_sql
 from toolhub.waiting import tool_call_refuse, tool_call_release
 
@@ -86,7 +84,9 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
             **terms,
         )
     else:
-        # The call came back (its tool changed after approval): a new round, earlier decisions no longer count.
+        # The call came back (its tool changed after approval): a new round, earlier decisions no longer count,
+        # and it needs at least the approvals it needed before (a critical call is never left to one person).
+        terms["required_approvals"] = max(request.required_approvals, verdict.required_approvals)
         for name, value in terms.items():
             setattr(request, name, value)
         request.round += 1
@@ -193,7 +193,7 @@ def _decide_in_transaction(
     # Every decision of the request, read once: the checks and the count below work on this list.
     decisions = request_decisions(request)
     _check_seen_version(request, decisions, *seen)
-    edited = _edited_version(request, arguments) if arguments is not None else None
+    edited = edited_version(request, arguments) if arguments is not None else None
     if edited is None:
         event, decision = _approval(request, user, comment, decisions)
     else:
@@ -238,22 +238,6 @@ def _check_seen_version(
         raise ArgumentsChangedError(f"The arguments changed since you looked; review them again ({current}).")
 
 
-def _edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The new version an edit makes (the changes over the current version), or ``None`` if it changes nothing.
-
-    The edit goes through the same intake as a model's arguments: size, nesting, storable text, the schema.
-    """
-    tool = registry.get(request.tool_name)
-    if tool is None:
-        raise ApprovalError(f"Tool {request.tool_name!r} no longer exists; the call cannot be edited.")
-    try:
-        changes = parse_arguments(edit)
-        version = storable_arguments(tool, validate_arguments(tool, {**request.arguments, **changes}))
-    except ArgumentsRefused as refused:
-        raise EditedArgumentsError(f"The edited arguments cannot be used; nothing was recorded. {refused}") from None
-    return None if version == request.arguments else version
-
-
 def _approval(
     request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: _Decisions
 ) -> tuple[EventSpec, Write]:
@@ -283,18 +267,20 @@ def _approval(
 
 
 def _edit(
-    request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: dict[str, Any]
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, version: EditedVersion
 ) -> tuple[EventSpec, Write]:
     """Replace the version under approval and open a new round, in which the editor's approval counts once.
 
-    Returns the edit's audit event and decision row, written together by the caller (with the release, when
-    the edit suffices).
+    The request takes the edit's terms: the approvals policy holds the new version for (never fewer than
+    before) and the higher risk. Returns the edit's audit event and decision row, written together by the
+    caller (with the release, when the edit suffices).
     """
     call = request.call
     previous, previous_hash = request.arguments, request.arguments_hash
     request.round += 1
-    request.arguments = version
-    request.save(update_fields=["round", "arguments"])
+    request.arguments = version.arguments
+    request.required_approvals, request.risk = version.required_approvals, version.risk
+    request.save(update_fields=["round", "arguments", "required_approvals", "risk"])
     # The binding is computed over the values as the database returns them, as the worker will read them.
     request.refresh_from_db(fields=["arguments"])
     request.arguments_hash = approval_hash(call.tool_name, call.tool_version, request.arguments)
@@ -313,6 +299,9 @@ def _edit(
             "arguments_hash": request.arguments_hash,
             "diff": diff,
             "diff_from_original": shown_diff(request),
+            "required_approvals": request.required_approvals,
+            "policy": version.policy_reason,
+            **({"rewritten_by": version.rewritten_by} if version.rewritten_by else {}),
         },
     ), decision
 
@@ -384,7 +373,7 @@ def _release(
     of the call's release, with the request's move.
     """
     call = request.call
-    if approval_hash(call.tool_name, call.tool_version, request.arguments) != request.arguments_hash:
+    if not approval_hash_matches(request.arguments_hash, call.tool_name, call.tool_version, request.arguments):
         raise ApprovalError(
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import EventSpec, arguments_diff
+from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.interceptors import (
     INTERCEPTOR_FAILED_MESSAGE,
@@ -27,7 +28,7 @@ from toolhub.tools.secrets import SecretScrubber, sensitive_values
 if TYPE_CHECKING:
     from toolhub.pipeline import CallRequest
 
-__all__ = ["CallRefused", "PreparedArguments", "prepared_arguments"]
+__all__ = ["CallRefused", "PreparedArguments", "prepared_arguments", "prepared_version"]
 
 
 class CallRefused(Exception):
@@ -60,19 +61,32 @@ def prepared_arguments(tool: Tool, request: "CallRequest", context: ToolContext)
     Governance does not change its outcome, so a call decided again after a governance change reuses it:
     the argument-error handler and the interceptors see each request once.
     """
+    return prepared_version(tool, request.arguments, request.principal, context)
+
+
+def prepared_version(tool: Tool, arguments: Any, principal: CallPrincipal, context: ToolContext) -> PreparedArguments:
+    """``arguments`` (text or a mapping) through the intake every version of a call's arguments goes through.
+
+    The model's request takes it once; an operator's edit takes it too (as the call's principal and
+    context), so an edit can run nothing the model could not have asked for.
+    """
+    parsed: Any = {}
     try:
         try:
-            validated = validate_arguments(tool, parse_arguments(request.arguments))
+            parsed = parse_arguments(arguments)
+            validated = validate_arguments(tool, parsed)
             stored = storable_arguments(tool, validated)
         except ArgumentsRefused as refused:
-            raise CallRefused(CallStatus.INVALID, str(refused)) from None
-        return PreparedArguments(*_intercepted_arguments(request, tool, validated, stored, context))
+            # A validator may quote the value it refuses ("<card> fails the Luhn check"): never a sensitive one.
+            message = _without_sensitive_values(str(refused), tool, parsed if isinstance(parsed, dict) else {})
+            raise CallRefused(CallStatus.INVALID, message) from None
+        return PreparedArguments(*_intercepted_arguments(principal, tool, validated, stored, context))
     except CallRefused as refusal:
         return PreparedArguments({}, {}, [], refusal)
 
 
 def _intercepted_arguments(
-    request: "CallRequest", tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
+    principal: CallPrincipal, tool: Tool, validated: dict[str, Any], stored: dict[str, Any], context: ToolContext
 ) -> tuple[dict[str, Any], dict[str, Any], list[EventSpec]]:
     """Run the ``before`` interceptors: refuse, or return the validated and stored arguments and the rewrites' events.
 
@@ -88,9 +102,9 @@ def _intercepted_arguments(
     seen = InterceptedCall(
         tool_name=tool.name,
         arguments=stored,
-        tenant=request.principal.tenant,
-        user_id=request.principal.user_id,
-        agent_name=request.principal.agent_name,
+        tenant=principal.tenant,
+        user_id=principal.user_id,
+        agent_name=principal.agent_name,
         context=context.as_dict(),
     )
     try:

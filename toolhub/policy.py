@@ -15,13 +15,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolhub.authorization import CallPrincipal
+from toolhub.arguments import ArgumentsRefused, validate_arguments
+from toolhub.authorization import CallPrincipal, principal_of_call, tool_definitions
 from toolhub.catalogue import effective_risk
-from toolhub.models import ToolDefinition
+from toolhub.models import ToolCall, ToolDefinition
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
-__all__ = ["ApprovalVerdict", "approval_verdict", "register_approval_rule_source", "RuleSource"]
+__all__ = [
+    "ApprovalVerdict",
+    "approval_verdict",
+    "recorded_call_verdict",
+    "register_approval_rule_source",
+    "RuleSource",
+]
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,9 @@ def approval_verdict(
         outcome = rule(arguments, ctx)
         if outcome:
             reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
+            # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
+            # stored, audited, mailed and sent to webhooks, so a sensitive argument's value never is.
+            reason = SecretScrubber(sensitive_values(arguments, tool.sensitive)).text(reason)
             return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
     for source in _rule_sources:
         verdict = source(tool, risk, arguments, principal)
@@ -73,3 +84,22 @@ def approval_verdict(
     if rule is not False and Risk(risk).needs_approval:
         return ApprovalVerdict(f"risk is {risk}", "risk", risk, required_approvals=minimum)
     return None
+
+
+def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str, Any]) -> ApprovalVerdict | None:
+    """The verdict on a version of a recorded call that policy was not asked about: an edit, a changed tool.
+
+    Judged as the pipeline judges a request: as the call's user, tenant and agent, in its context, under
+    the tool's definition now. ``arguments`` as stored; the rules read them validated, as the tool would
+    (as stored when the changed tool no longer accepts them).
+    """
+    try:
+        validated = validate_arguments(tool, arguments)
+    except ArgumentsRefused:
+        validated = dict(arguments)
+    principal = principal_of_call(
+        user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name, run_id=call.run_id
+    )
+    ctx = ToolContext(call.context).with_values(call_id=str(call.id))
+    definition = tool_definitions().get(tool.name)
+    return approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=ctx, principal=principal)

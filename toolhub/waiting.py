@@ -7,6 +7,7 @@ that end the wait, each one guarded transition with its audit events (``toolhub.
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
@@ -14,13 +15,16 @@ from django.utils import timezone
 
 from toolhub.audit import EventSpec, Write, redact
 from toolhub.audit_hash import canonical_json
+from toolhub.authorization import tool_definitions
 from toolhub.calls import call_transition
+from toolhub.catalogue import effective_risk
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import approval_hash
-from toolhub.policy import ApprovalVerdict
+from toolhub.policy import ApprovalVerdict, recorded_call_verdict
+from toolhub.selectors import withheld_names
 from toolhub.signals import approval_needed, approval_withdrawing
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.definition import Tool
@@ -62,7 +66,7 @@ def tool_call_release(
         # The operator's edit is what was approved: the binding follows the new arguments.
         fields["arguments"] = dict(arguments)
         fields["approval_hash"] = approval_hash(call.tool_name, call.tool_version, fields["arguments"])
-        data["arguments"] = redact(dict(arguments), tool.sensitive if tool else frozenset())
+        data["arguments"] = redact(dict(arguments), withheld_names(call.tool_name, arguments))
     external = tool is not None and tool.is_external
     with transaction.atomic(savepoint=False):  # one with the approval that released it
         moved = call_transition(
@@ -176,9 +180,21 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> b
             lease_expires_at=None,
         )
         if moved:
-            verdict = ApprovalVerdict(reason, "tool_changed", str(tool.risk))
+            verdict = _changed_tool_verdict(call, tool, reason)
             approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=verdict)
     return moved
+
+
+def _changed_tool_verdict(call: ToolCall, tool: Tool, reason: str) -> ApprovalVerdict:
+    """The terms of a new decision on a call whose tool changed: as policy judges the call with the tool now.
+
+    A critical tool, a rule for two approvers, an operator's risk override hold the new round as they would
+    hold the call asked now (the approvals app also keeps at least the approvals the request needed before).
+    """
+    judged = recorded_call_verdict(call=call, tool=tool, arguments=call.arguments)
+    if judged is None:
+        return ApprovalVerdict(reason, "tool_changed", effective_risk(tool, tool_definitions().get(tool.name)))
+    return replace(judged, reason=f"{reason}; {judged.reason}", source="tool_changed")
 
 
 def tool_call_refuse(
