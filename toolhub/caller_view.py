@@ -34,6 +34,9 @@ __all__ = ["CallerView", "caller_view_of", "CHAIN_POSITION_FIELDS", "CHAIN_HASH_
 CHAIN_POSITION_FIELDS = ("chain", "seq")
 #: Its links: read by staff (operators, auditors), who verify.
 CHAIN_HASH_FIELDS = ("prev_hash", "hash")
+#: Its id: one counter for every tenant's events, whose gaps count the platform's events; read by staff only
+#: (who see it in the admin's addresses anyway), never by a member reading their own call.
+EVENT_ID_FIELDS = ("id",)
 
 #: Where a serializer's context keeps the view of its request's user, made once per response.
 _CONTEXT_KEY = "toolhub_caller_view"
@@ -45,7 +48,7 @@ class CallerView:
     def __init__(self, user: Any) -> None:
         self.user = user
         self.sees_truth = has_tenant_wide_role(user)
-        hidden = () if self.sees_truth else CHAIN_HASH_FIELDS
+        hidden = () if self.sees_truth else (*CHAIN_HASH_FIELDS, *EVENT_ID_FIELDS)
         self.hidden_event_fields = hidden if tenant_scope(user).everything else (*CHAIN_POSITION_FIELDS, *hidden)
         self._own_positions: bool | None = None  # whether staff read places in own chains (asked once)
         self._visible: dict[str, list[str]] = {}

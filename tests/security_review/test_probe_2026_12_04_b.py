@@ -161,3 +161,20 @@ def test_every_admin_refuses_a_lookup_into_any_json_column(superuser: User) -> N
                     field.name,
                 )
     assert found >= 20  # the calls', requests', runs', groups' and the others' JSON columns were all asked
+
+
+def test_a_member_reads_no_event_id_that_counts_other_tenants_events(
+    request_call: Any, alice: User, globex_user: User, acme_operator: User
+) -> None:
+    """Event ids are one counter for every tenant: the gap between two of alice's events counted globex's
+    events in between. alice (no tenant-wide role) now reads no id, as she reads no hash; staff still do
+    (they see ids in the admin's addresses: README, "The audit console", a known limit)."""
+    first = request_call("record_effect", {"note": "before"}, alice, tenant="acme")
+    request_call("record_effect", {"note": "globex"}, globex_user, tenant="globex")
+    second = request_call("record_effect", {"note": "after"}, alice, tenant="acme")
+
+    for call in (first, second):
+        events = client_for(alice).get(f"/api/v1/calls/{call.pk}/").json()["audit_events"]
+        assert events and all(event["id"] is None for event in events)
+        staff_view = client_for(acme_operator).get(f"/api/v1/calls/{call.pk}/").json()["audit_events"]
+        assert all(isinstance(event["id"], int) for event in staff_view)

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from toolhub.caller_view import caller_view_of
@@ -55,6 +56,8 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "prev_hash",
             "hash",
         ]
+        # null for readers who may not read them (toolhub.caller_view): places, links, and members the id
+        extra_kwargs = {name: {"allow_null": True} for name in ("id", "chain", "seq", "prev_hash", "hash")}
 
     def get_data(self, event: AuditEvent) -> Any:
         return event.payload
@@ -117,14 +120,15 @@ class ToolCallSerializer(serializers.ModelSerializer):
 class ToolCallDetailSerializer(ToolCallSerializer):
     audit_events = serializers.SerializerMethodField(
         help_text=(
-            "The call's audit events. The hashes for staff; chain and seq for those who cross tenants, and for "
-            "a tenant's staff where the event is in its tenant's own chain."
+            "The call's audit events. The hashes and ids for staff; chain and seq for those who cross tenants, "
+            "and for a tenant's staff where the event is in its tenant's own chain."
         )
     )
 
     class Meta(ToolCallSerializer.Meta):
         fields = [*ToolCallSerializer.Meta.fields, "audit_events"]
 
+    @extend_schema_field(AuditEventSerializer(many=True))
     def get_audit_events(self, call: ToolCall) -> list[dict[str, Any]]:
         from toolhub.selectors import tool_call_audit_events
 
