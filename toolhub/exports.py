@@ -18,6 +18,7 @@ from django.db.models.functions import Cast
 
 from toolhub.audit import audit_append, redact
 from toolhub.models import ToolCall
+from toolhub.selectors import withheld_names
 from toolhub.tools.registry import registry
 
 __all__ = ["EXPORT_COLUMNS", "EXPORT_FORMATS", "WITHHELD", "export_rows", "export_stream", "export_record"]
@@ -99,21 +100,22 @@ def _rows(calls: QuerySet[ToolCall]) -> Iterator[Row]:
         if sensitive is None:
             row[-1] = _WITHHELD_JSON
         elif sensitive:
-            row[-1] = _redacted(row[-1], sensitive)
+            # parsed for its sensitive values anyway: a name the tool no longer has is withheld too
+            row[-1] = _redacted(row[-1], tool_name)
         yield tuple(row)
 
 
 _WITHHELD_JSON = json.dumps(WITHHELD)
 
 
-def _redacted(arguments: str, sensitive: frozenset[str]) -> str:
+def _redacted(arguments: str, tool_name: str) -> str:
     try:
         parsed = json.loads(arguments)
     except (TypeError, ValueError):
         return _WITHHELD_JSON
     if not isinstance(parsed, dict):
         return _WITHHELD_JSON
-    return json.dumps(redact(parsed, sensitive), ensure_ascii=False)
+    return json.dumps(redact(parsed, withheld_names(tool_name, parsed)), ensure_ascii=False)
 
 
 def _as_text(values: tuple[Any, ...]) -> list[Any]:

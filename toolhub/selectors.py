@@ -88,13 +88,14 @@ def displayed_arguments(call: ToolCall) -> dict:
 
 
 def withheld_names(tool_name: str, *arguments: Mapping[str, Any]) -> frozenset[str]:
-    """The argument names whose values are never shown: the tool's sensitive parameters.
+    """The argument names whose values are never shown: the tool's sensitive ones and those it no longer has.
 
-    Every name of ``arguments`` when the tool is no longer registered (renamed, removed, a remote server's
-    tool withdrawn): which of them were sensitive is then unknown, so no value is shown (as the exports
-    withhold such arguments whole).
+    A call is read with the tool as it is now. A name it no longer has (a parameter renamed: ``pin`` to
+    ``door_pin``), or every name once the tool is no longer registered (renamed, removed, a remote
+    server's tool withdrawn), may have been sensitive when the call was made: its value is not shown.
     """
+    names = frozenset(name for mapping in arguments for name in mapping)
     tool = registry.get(tool_name)
-    if tool is not None:
-        return tool.sensitive
-    return frozenset(name for mapping in arguments for name in mapping)
+    if tool is None:
+        return names
+    return tool.sensitive | (names - set(tool.json_schema.get("properties", {})))

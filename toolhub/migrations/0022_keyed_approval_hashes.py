@@ -1,9 +1,13 @@
 """Approval bindings keyed by the server (HMAC over SECRET_KEY) instead of a plain SHA-256 of the arguments.
 
 Calls that still wait for a decision or a worker are bound again under the keyed hash, so an approval given
-before the upgrade still runs its call. Settled calls keep the hash they were decided under (nothing checks
-it again); the approvals app rebinds its pending requests the same way.
+before the upgrade still runs its call; only a binding that still holds (the plain digest of the row as it
+is) is carried over, so one that no longer matched stays refused. Settled calls keep the hash they were
+decided under (nothing checks it again); the approvals app rebinds its pending requests the same way.
 """
+
+import hashlib
+
 
 from django.conf import settings
 from django.db import migrations
@@ -16,16 +20,20 @@ SALT = "toolhub.approval_hash"
 WAITING = ("pending_approval", "queued", "running", "awaiting_result")
 
 
-def keyed_hash(tool_name: str, tool_version: str, arguments: object) -> str:
+def rebound(plain: str, tool_name: str, tool_version: str, arguments: object) -> str | None:
+    """The keyed binding of what ``plain`` (a digest as bound before) binds, or ``None`` if it binds something else."""
     material = canonical_json({"tool": tool_name, "version": tool_version, "arguments": arguments})
+    if hashlib.sha256(material.encode()).hexdigest() != plain:
+        return None  # it no longer matched: it stays refused, as the worker or the release would refuse it
     return salted_hmac(SALT, material, secret=settings.SECRET_KEY, algorithm="sha256").hexdigest()
 
 
 def rebind_waiting_calls(apps, schema_editor):  # noqa: ANN001, ANN201 - migration signature
     calls = apps.get_model("toolhub", "ToolCall").objects.filter(status__in=WAITING).exclude(approval_hash="")
-    for call in calls.only("id", "tool_name", "tool_version", "arguments").iterator():
-        bound = keyed_hash(call.tool_name, call.tool_version, call.arguments)
-        calls.filter(pk=call.pk).update(approval_hash=bound)
+    for call in calls.only("id", "tool_name", "tool_version", "arguments", "approval_hash").iterator():
+        bound = rebound(call.approval_hash, call.tool_name, call.tool_version, call.arguments)
+        if bound is not None:
+            calls.filter(pk=call.pk).update(approval_hash=bound)
 
 
 class Migration(migrations.Migration):

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
+from pydantic_core import to_jsonable_python
+
 from toolhub.exceptions import ToolhubError
 from toolhub.tools.presets import Secret
 
@@ -205,20 +207,32 @@ _factory_lock = threading.Lock()
 
 
 def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> list[str]:
-    """The values of ``arguments``' sensitive names as text: each string or number within them (nested too)."""
+    """The values of ``arguments``' sensitive names as text: each string or number within them (nested too).
+
+    ``arguments`` as stored (JSON) or as validated for the tool: a model's or a dataclass's fields, a
+    ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON.
+    """
     found: list[str] = []
 
     def collect(value: Any) -> None:
         if isinstance(value, str):
             found.append(value)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif value is None or isinstance(value, bool):
+            return
+        elif isinstance(value, int | float):
             found.append(str(value))
         elif isinstance(value, Mapping):
             for item in value.values():
                 collect(item)
-        elif isinstance(value, list | tuple):
+        elif isinstance(value, list | tuple | set | frozenset):
             for item in value:
                 collect(item)
+        else:
+            jsonable = to_jsonable_python(value, fallback=str)
+            if not isinstance(jsonable, Mapping | list):
+                found.append(str(value))  # Decimal("98765.43"), a UUID, a date: as an f-string writes them
+            if jsonable != str(value):
+                collect(jsonable)
 
     for name in sensitive:
         if name in arguments:
