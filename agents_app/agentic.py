@@ -3,9 +3,9 @@
 import copy
 import uuid
 
-from agents_app.models import AgentRun, ModelProvider
+from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
-from agents_app.selectors import agent_for_run
+from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.agentic.models import InnerModel
 from toolhub.exceptions import ModelError, ToolError
 from toolhub.tools.context import ToolContext
@@ -30,7 +30,9 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
             raise ToolError("This agentic tool uses its run's model; call it from an agent run.")
         chosen = run.agent
         if provider:
-            named = ModelProvider.objects.filter(name=provider).first()
+            # As if the run's agent named it: an enabled provider of its tenant or a global one; another
+            # tenant's endpoint and key answer like a missing provider.
+            named = providers_usable_by(chosen.tenant_id).filter(name=provider).first()
             if named is None:
                 raise ToolError(
                     f"Model provider {provider!r} of this agentic tool is not configured; ask an administrator."

@@ -19,6 +19,7 @@ from agents_app.models import (
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
 from agents_app.transitions import run_transition
+from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
@@ -304,6 +305,12 @@ def run_start(
     problem = json_storage_problem({"input": input, "context": context})
     if problem:
         raise RunInputError(f"The run cannot be stored: {problem}.")
+    limit = toolhub_settings().MAX_RUN_CONTEXT_BYTES
+    if len(canonical_json(context).encode()) > limit:
+        raise RunInputError(
+            f"The run's context is larger than {limit} bytes: every call of the run stores it again, with its "
+            "audit trail. Pass identifiers in it, and documents in the input or through a tool."
+        )
     messages: list[dict[str, Any]] = []
     if agent.system_prompt:
         messages.append({"role": "system", "content": agent.system_prompt})

@@ -37,6 +37,9 @@ class ToolhubSettings(BaseModel):
     MAX_STRING_LENGTH: Positive = 10_000
     # Largest serialized argument payload, in bytes.
     MAX_ARGUMENTS_BYTES: Positive = 100_000
+    # Largest serialized context a run may be started with, in bytes: every call of the run stores it again,
+    # on its row and in its append-only audit trail.
+    MAX_RUN_CONTEXT_BYTES: Positive = 10_000
     # Default per-run budget of tool calls when an agent does not set one.
     DEFAULT_MAX_TOOL_CALLS: Positive = 10
     # Seconds a worker holds a claimed call before the reconciler may take it back.

@@ -29,6 +29,7 @@ from toolhub.signals import approval_needed, approval_withdrawing
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
 __all__ = [
     "ExternalResultError",
@@ -118,8 +119,10 @@ def tool_call_submit_result(
                 f"This call waits for its subagent run {child}; only that run's outcome settles it."
             )
         now = timezone.now()
+        # A connector that echoes a sensitive argument ("no match for <ssn>") is scrubbed as a worker's tool is.
+        scrubber = _sensitive_scrubber(call)
         if error is not None:
-            message = storable_text(str(error))[: toolhub_settings().MAX_STRING_LENGTH]
+            message = storable_text(scrubber.text(str(error)))[: toolhub_settings().MAX_STRING_LENGTH]
             if not message.strip():
                 raise ExternalResultError("An error needs a message for the model.")
             call_transition(
@@ -135,6 +138,7 @@ def tool_call_submit_result(
         problem = json_storage_problem(result)
         if problem:
             raise ExternalResultError(f"The result cannot be stored: {problem}.")
+        result = scrubber.value(result)
         encoded = canonical_json(result).encode("utf-8")
         limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
         if len(encoded) > limit:
@@ -153,6 +157,12 @@ def tool_call_submit_result(
             finished_at=now,
         )
     return call
+
+
+def _sensitive_scrubber(call: ToolCall) -> SecretScrubber:
+    """Replaces the values of the call's arguments that are never shown (``withheld_names``)."""
+    arguments = call.arguments or {}
+    return SecretScrubber(sensitive_values(arguments, withheld_names(call.tool_name, arguments)))
 
 
 def _subagent_run_of(call: ToolCall) -> str:

@@ -1,5 +1,6 @@
 """An agentic tool's inner calls: through the governed pipeline, with the outer call's principal, run here."""
 
+import copy
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,21 +36,28 @@ def inner_tool_call(
     gate: Callable[[str], str | None],
     owner: str,
 ) -> ToolCall:
-    """Request one inner call (audited, linked to the outer call) and, when policy lets it run now, run it here."""
+    """Request one inner call (audited, linked to the outer call) and, when policy lets it run now, run it here.
+
+    Returned as the inner model reads it: a call denied a tool the run may not see reads as an unknown tool
+    (status ``invalid``), as the run's own turns, REST and MCP answer it, so that a denial confirms no tool
+    exists. The call's row and audit trail keep the denial.
+    """
     from toolhub.disclosure.principals import principal_of_context
     from toolhub.dispatch import inline_execution
     from toolhub.execution import tool_call_run_claimed
-    from toolhub.pipeline import CallRequest, tool_call_request
+    from toolhub.feedback import unknown_tool_message
+    from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
     from toolhub.tools.registry import registry
 
     outer = ctx.call_id
     worker = _outer_worker(ctx)
+    principal = principal_of_context(ctx)
     with inline_execution(worker):
         call = tool_call_request(
             request=CallRequest(
                 tool_name=name,
                 arguments=arguments,
-                principal=principal_of_context(ctx),
+                principal=principal,
                 context=ToolContext({k: v for k, v in ctx.as_dict().items() if k not in _OWN_KEYS}),
                 run_id=_uuid(ctx.run_id),
                 turn=turn,
@@ -70,6 +78,12 @@ def inner_tool_call(
             f"The call of {call.tool_name} waits for an operator's approval; it was not run yet and will run "
             "once approved. Do not call it again."
         )
+    if call.status == CallStatus.DENIED:
+        visible = visible_tool_names(principal)
+        if call.tool_name not in visible:
+            shown = copy.copy(call)
+            shown.status, shown.error = CallStatus.INVALID, unknown_tool_message(call.tool_name, visible)
+            return shown
     return call
 
 

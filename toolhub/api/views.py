@@ -26,8 +26,9 @@ from toolhub.api.serializers import (
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
-from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
+from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
+    OPERATE_CALL_PERMISSION,
     call_may_operate,
     tool_calls_operable_by,
     tool_calls_visible_to,
@@ -212,7 +213,8 @@ class CallResultView(APIView):
 
     Send ``{"result": <any JSON>}`` or ``{"error": "message for the model"}``. Allowed for the user
     the call was made for and for holders of the ``toolhub.change_toolcall`` permission in the
-    call's tenant (someone who sees the call without that right gets 403); a call of another tenant
+    call's tenant (someone who sees the call without that right gets 403; a saga's compensation is
+    for operators only, never for the user whose step it undoes); a call of another tenant
     answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes.
     """
 
@@ -221,6 +223,9 @@ class CallResultView(APIView):
         call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
         if not call_may_operate(call, request.user):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
+        if call.kind == CallKind.COMPENSATION and not request.user.has_perm(OPERATE_CALL_PERMISSION):
+            # Made for the user of the step it undoes, it is not theirs: they would mark their own step undone.
+            raise PermissionDenied("Only an operator may supply the result of a saga's compensation.")
         if (
             call.status != CallStatus.AWAITING_RESULT
         ):  # before reading the body: a late submission is a 409 whatever it holds
