@@ -190,7 +190,9 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     from toolhub.mcp_client.definitions import definition_hash
 
     if definition_hash(outcome.listed) != row.accepted_hash:
-        raise ToolError(remote_tool_quarantine(row=row, listed=outcome.listed, actor=f"mcp:{server.name}"))
+        # recorded without the credential, should the server echo it in the definition (never stored)
+        listed = secrets.value(outcome.listed)
+        raise ToolError(remote_tool_quarantine(row=row, listed=listed, actor=f"mcp:{server.name}"))
     if outcome.is_error:
         answered = secrets.text(outcome.text)[:_ERROR_CHARS]
         raise ToolError(f"Remote tool {row.remote_name!r} answered with an error: {answered}")
@@ -220,6 +222,7 @@ def _remote_call(row: Any, server: Any, headers: dict[str, str], arguments: dict
 
     return remote_call(
         server.url,
+        name=server.name,
         headers=headers,
         timeout=server.timeout_seconds,
         remote_name=row.remote_name,

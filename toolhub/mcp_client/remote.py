@@ -4,6 +4,7 @@ Each use opens one session: toolhub never holds a connection between calls, so a
 restarts, or a server that is down at startup, changes nothing until the next use.
 """
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +19,16 @@ from toolhub.exceptions import ToolError
 
 __all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
 
+logger = logging.getLogger(__name__)
+
 
 class RemoteServerError(ToolError):
-    """The remote server could not be reached or refused the request (the message names the server)."""
+    """The remote server could not be reached or refused the request.
+
+    The message names the server by its name, never its URL: the URL is platform configuration (many
+    hosted servers carry a shared secret in it), and the message reaches the call's user, the model and
+    the audit trail. The URL and the detail go to the server log.
+    """
 
 
 @dataclass(frozen=True)
@@ -33,18 +41,19 @@ class RemoteCallOutcome:
     is_error: bool = False
 
 
-def remote_tools(url: str, *, headers: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
+def remote_tools(url: str, *, name: str, headers: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
     """Every tool the server lists, as wire-format dicts (``inputSchema``, ``annotations``)."""
 
     async def main(client: Client) -> list[dict[str, Any]]:
         return await _listed(client)
 
-    return _run(url, headers, timeout, main)
+    return _run(url, name, headers, timeout, main)
 
 
 def remote_call(
     url: str,
     *,
+    name: str,
     headers: Mapping[str, str],
     timeout: float,
     remote_name: str,
@@ -65,7 +74,7 @@ def remote_call(
             listed=listed, text=text, structured=result.structured_content, is_error=bool(result.is_error)
         )
 
-    return _run(url, headers, timeout, main)
+    return _run(url, name, headers, timeout, main)
 
 
 async def _listed(client: Client) -> list[dict[str, Any]]:
@@ -80,20 +89,32 @@ async def _listed(client: Client) -> list[dict[str, Any]]:
     return tools
 
 
-def _run(url: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any:
+def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any:
     async def main() -> Any:
         with anyio.fail_after(timeout):
             async with create_mcp_http_client(headers=dict(headers)) as http:
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     return await body(client)
 
+    server = f"The MCP server {name!r}"
     try:
         return anyio.run(main)
     except TimeoutError:
-        raise RemoteServerError(f"The MCP server at {url} did not answer within {timeout:g} s.") from None
+        raise RemoteServerError(f"{server} did not answer within {timeout:g} s.") from None
     except (httpx2.HTTPError, OSError) as exc:
-        raise RemoteServerError(f"The MCP server at {url} could not be reached: {type(exc).__name__}.") from None
+        logger.warning("MCP server %r at %s could not be reached: %r", name, url, exc)
+        raise RemoteServerError(f"{server} could not be reached: {type(exc).__name__}.") from None
     except ExceptionGroup as group:
-        first = group.exceptions[0] if group.exceptions else group
-        # Not cut here: whoever shows it scrubs the credential first (a cut credential is not recognisable).
-        raise RemoteServerError(f"The MCP server at {url} failed: {type(first).__name__}: {first}") from None
+        first = _innermost(group)
+        logger.warning("MCP server %r at %s failed: %r", name, url, first)
+        # What the server said, with its address taken out wherever a library quoted it; not cut here:
+        # whoever shows it scrubs the credential first (a cut credential is not recognisable).
+        said = str(first).replace(url, f"<{name}>").replace(url.split("?", 1)[0], f"<{name}>")
+        raise RemoteServerError(f"{server} failed: {type(first).__name__}: {said}") from None
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """The first error inside (nested) exception groups: what actually went wrong."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error

@@ -87,11 +87,14 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     headers: dict[str, str] = {}
     try:
         headers = credential_headers(server, credential.tenant) if credential else {}
-        listed = remote_tools(server.url, headers=headers, timeout=server.timeout_seconds)
+        listed = remote_tools(server.url, name=server.name, headers=headers, timeout=server.timeout_seconds)
     except ToolError as exc:
         message = credential_scrubber(headers).text(str(exc))[:2000]
         RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=message)
         raise ToolError(message) from None
+    # A server that echoes the credential in a definition: the definition is kept (and hashed) without it,
+    # so it never reaches the database, the admin or the trail, and never matches what the server lists.
+    listed = credential_scrubber(headers).value(listed)
     wanted = [
         tool
         for tool in listed
