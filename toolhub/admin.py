@@ -9,10 +9,12 @@ changes an account (superuser status, groups, permissions, password, API token) 
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from rest_framework.authtoken.admin import TokenAdmin
@@ -26,10 +28,11 @@ from toolhub.admin_helpers import (
     admin_link,  # noqa: F401 - the apps' admins import them from here
     pretty_json,
 )
+from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.disclosure.groups import rules_seen_from
-from toolhub.models import Grant, Tenant, TenantMembership, ToolDefinition, ToolGroup
+from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import tenant_scope
 
 admin.site.site_header = "toolhub"
@@ -220,7 +223,9 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
 
     Tenant-scoped staff see and manage only grants to their tenants; grants to a user, a Django group
     or an agent are platform-wide (they name principals of any tenant) and only people who cross the
-    boundary see them.
+    boundary see them. A grant the platform set for a tenant (a deny above all) is read-only to that
+    tenant's staff, and only the platform allows a built-in tool: those reach the server's disk and
+    processes, which every tenant shares.
     """
 
     tenant_field = "tenant__slug"
@@ -236,6 +241,7 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
         "agent_name",
         "agent_tenant",
         "note",
+        "set_by_platform",
     )
     list_filter = ("effect", "tool_group", "tenant")
     search_fields = ("tool_name", "agent_name", "note", "user__username", "group__name")
@@ -257,6 +263,49 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
             ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
             ("To which of your tenants", {"fields": ("tenant",)}),
         )
+
+    def has_change_permission(self, request: HttpRequest, obj: Grant | None = None) -> bool:
+        return super().has_change_permission(request, obj) and self._own_to_manage(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Grant | None = None) -> bool:
+        return super().has_delete_permission(request, obj) and self._own_to_manage(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Grant]) -> None:
+        if not tenant_scope(request.user).everything and queryset.filter(set_by_platform=True).exists():
+            raise PermissionDenied
+        super().delete_queryset(request, queryset)
+
+    def save_model(self, request: HttpRequest, obj: Grant, form: Any, change: bool) -> None:
+        crosses = tenant_scope(request.user).everything
+        if not crosses and (obj.set_by_platform and change):
+            raise PermissionDenied
+        obj.set_by_platform = crosses
+        super().save_model(request, obj, form, change)
+
+    def get_form(self, request: HttpRequest, obj: Grant | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if tenant_scope(request.user).everything:
+            return form
+
+        class TenantGrantForm(form):  # type: ignore[misc, valid-type]
+            def clean(self) -> dict[str, Any]:
+                cleaned: dict[str, Any] = super().clean()
+                group = cleaned.get("tool_group")
+                named = grants_builtin(
+                    cleaned.get("tool_name") or "", group.name if group else "", group.extra_tools if group else []
+                )
+                if cleaned.get("effect") == GrantEffect.ALLOW and named:
+                    raise forms.ValidationError(
+                        "Built-in tools reach the server's disk and processes, which every tenant shares: "
+                        "only the platform grants them."
+                    )
+                return cleaned
+
+        return TenantGrantForm
+
+    def _own_to_manage(self, request: HttpRequest, obj: Grant | None) -> bool:
+        """A tenant's staff manage the grants they made; one the platform set stays as it set it."""
+        return obj is None or not obj.set_by_platform or tenant_scope(request.user).everything
 
 
 # The audit console (calls, the audit trail, exports) registers itself beside the catalogue.

@@ -488,6 +488,9 @@ class Grant(models.Model):
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: Made or last changed by someone who crosses tenants (or by code): a tenant's staff neither change nor
+    #: delete it (a platform's deny holds), and only such a grant allows a built-in tool.
+    set_by_platform = models.BooleanField(default=True, editable=False)
 
     class Meta:
         constraints = [

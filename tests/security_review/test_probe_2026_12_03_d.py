@@ -163,7 +163,9 @@ def configuration(tenant: Tenant, other_tenant: Tenant) -> dict[str, Any]:
         "acme_rule": ApprovalRule.objects.create(name="acme-rule", tenant=tenant, tool_name="create_order"),
         "globex_rule": ApprovalRule.objects.create(name="globex-rule", tenant=other_tenant, tool_name="create_order"),
         "global_rule": ApprovalRule.objects.create(name="global-rule", min_risk="critical"),
-        "acme_grant": Grant.objects.create(tool_name="debit", tenant=tenant, note="acme-grant"),
+        "acme_grant": Grant.objects.create(
+            tool_name="debit", tenant=tenant, note="acme-grant", set_by_platform=False
+        ),  # acme's own
         "globex_grant": Grant.objects.create(tool_name="debit", tenant=other_tenant, note="globex-grant"),
         "agent_grant": Grant.objects.create(tool_name="debit", agent_name="globex-ledger", note="agent-grant"),
         "group_grant": Grant.objects.create(tool_group=payments, group=approvers, note="group-grant"),

@@ -58,4 +58,6 @@ def _explicitly_granted(tool_name: str, *, tenant: str, user_id: int | None) -> 
         )
         holders |= Q(user_id=user_id) | Q(group_id__in=group_ids)
     tools = Q(tool_name=tool_name) | Q(tool_group__name__in=tool_group_names([tool_name])[tool_name])
-    return Grant.objects.filter(holders, tools, effect=GrantEffect.ALLOW, agent_name="").exists()
+    # Only the platform's grants: a tenant's staff may not open the server's disk and processes to their tenant.
+    granted = Grant.objects.filter(holders, tools, effect=GrantEffect.ALLOW, agent_name="", set_by_platform=True)
+    return granted.exists()
