@@ -21,6 +21,8 @@ class FakeCrm:
         self.calls: list[dict[str, Any]] = []
         self.metas: list[dict[str, Any]] = []
         self.authorizations: list[str | None] = []
+        #: More tools the server lists after its own two.
+        self.extra_tools: list[dict[str, Any]] = []
 
     def server(self) -> Server[Any]:
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -42,6 +44,7 @@ class FakeCrm:
                             "description": "Not selected.",
                             "inputSchema": {"type": "object"},
                         },
+                        *self.extra_tools,
                     ]
                 }
             )

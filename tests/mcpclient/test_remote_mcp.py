@@ -45,11 +45,29 @@ def accepted(server: RemoteMcpServer, operator: User) -> RemoteMcpTool:
 def test_fetched_tools_wait_for_acceptance_and_form_the_servers_group(server_row: RemoteMcpServer) -> None:
     counts = remote_server_sync(server=server_row, actor="operator:operator")
 
-    assert counts == {"listed": 2, "selected": 1, "new": 1, "quarantined": 0, "removed": 0}
+    assert counts == {"listed": 2, "selected": 1, "new": 1, "quarantined": 0, "removed": 0, "skipped": 0}
     row = RemoteMcpTool.objects.get()
     assert (row.tool_name, row.status, row.accepted_hash) == (TOOL, "pending", "")
     assert registry.get(TOOL) is None and TOOL not in registry.names()  # not callable before acceptance
     assert ToolGroup.objects.get(name="crm").provider == "mcp:crm"
+
+
+def test_a_listed_tool_without_a_name_of_its_own_is_skipped_and_the_others_are_fetched(
+    crm: tuple[FakeCrm, str], server_row: RemoteMcpServer
+) -> None:
+    """``lookup.customer`` would take ``lookup_customer``'s local name, and a 70-character name is no name: a
+    server listing them (by mistake or to break the fetch) no longer stops its other tools being fetched."""
+    crm[0].extra_tools = [
+        {"name": "lookup.customer", "description": "A twin.", "inputSchema": {"type": "object"}},
+        {"name": "x" * 70, "description": "Too long.", "inputSchema": {"type": "object"}},
+    ]
+    RemoteMcpServer.objects.filter(pk=server_row.pk).update(select_names=[], select_regex=".*")
+    server_row.refresh_from_db()
+
+    counts = remote_server_sync(server=server_row, actor="operator:operator")
+
+    assert (counts["new"], counts["skipped"]) == (2, 2)  # lookup_customer and delete_everything
+    assert set(RemoteMcpTool.objects.values_list("remote_name", flat=True)) == {"lookup_customer", "delete_everything"}
 
 
 def test_a_remote_call_is_held_approved_executed_once_and_audited(

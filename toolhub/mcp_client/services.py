@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from toolhub.exceptions import ToolError
+from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.mcp_client.definitions import (
     changed_fields,
     definition_diff,
@@ -102,7 +102,7 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
             tool, names=list(server.select_names or []), regex=server.select_regex, predicate=server.select_predicate
         )
     ]
-    counts = {"listed": len(listed), "selected": len(wanted), "new": 0, "quarantined": 0, "removed": 0}
+    counts = {"listed": len(listed), "selected": len(wanted), "new": 0, "quarantined": 0, "removed": 0, "skipped": 0}
     with transaction.atomic():
         _ensure_group(server)
         seen: set[str] = set()
@@ -111,10 +111,14 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
             seen.add(name)
             row = RemoteMcpTool.objects.select_for_update().filter(server=server, remote_name=name).first()
             if row is None:
+                local = _free_local_name(server, name)
+                if local is None:
+                    counts["skipped"] += 1  # no usable name of its own: the server's other tools are still fetched
+                    continue
                 RemoteMcpTool.objects.create(
                     server=server,
                     remote_name=name,
-                    tool_name=local_name(server.name, name),
+                    tool_name=local,
                     current_definition=tool,
                     current_hash=definition_hash(tool),
                     seen_at=timezone.now(),
@@ -129,6 +133,19 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
 
         audit_append(event_type="remote_mcp.synced", actor=actor, data={"server": server.name, **counts})
     return counts
+
+
+def _free_local_name(server: RemoteMcpServer, remote_name: str) -> str | None:
+    """The tool's name in the registry, or ``None`` when it has none of its own.
+
+    A name too long or not a name, or one another remote tool already holds (``a.b`` and ``a_b`` both
+    become ``a_b``): a server listing such a tool must not stop the fetch of its others.
+    """
+    try:
+        local = local_name(server.name, remote_name)
+    except ToolDefinitionError:
+        return None
+    return None if RemoteMcpTool.objects.filter(tool_name=local).exists() else local
 
 
 def remote_tool_quarantine(*, row: RemoteMcpTool, listed: dict[str, Any], actor: str) -> str:
