@@ -118,10 +118,19 @@ def test_the_admin_shows_the_diff_and_an_accepted_change_is_audited(accepted_too
     assert page.status_code == 200
     assert "evil.example" in page.content.decode()
 
-    client.post(
-        reverse("admin:toolhub_remotemcptool_changelist"),
-        {"action": "accept_offered", "_selected_action": [accepted_tool.pk]},
-    )
+    changelist = reverse("admin:toolhub_remotemcptool_changelist")
+    chosen = {"action": "accept_offered", "_selected_action": [accepted_tool.pk]}
+    confirmation = client.post(changelist, chosen)  # the definitions offered, with what changed, to confirm
+    assert confirmation.status_code == 200 and "evil.example" in confirmation.content.decode()
+    reviewed = {f"reviewed_hash_{accepted_tool.pk}": accepted_tool.current_hash}
+    unconfirmed = client.post(changelist, {**chosen, **reviewed, "apply": "1"})
+    assert unconfirmed.status_code == 200 and RemoteMcpTool.objects.get(pk=accepted_tool.pk).status != "active"
+
+    # A definition the server changed again after the page was shown is refused, not accepted unseen.
+    client.post(changelist, {**chosen, f"reviewed_hash_{accepted_tool.pk}": "0" * 64, "apply": "1", "confirm": "on"})
+    assert RemoteMcpTool.objects.get(pk=accepted_tool.pk).status != "active"
+
+    client.post(changelist, {**chosen, **reviewed, "apply": "1", "confirm": "on"})
     accepted_tool.refresh_from_db()
     assert (accepted_tool.status, accepted_tool.accepted_by) == ("active", root)
     event = AuditEvent.objects.get(event_type="remote_mcp.tool_accepted")

@@ -2,13 +2,16 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, pretty_json
+from toolhub.admin_tables import admin_table
 from toolhub.exceptions import ToolError
 from toolhub.mcp_client.definitions import definition_diff
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
@@ -43,8 +46,16 @@ class RemoteMcpServerAdmin(CrossTenantOnly, admin.ModelAdmin):
             self.message_user(request, f"{server.name}: {counts}", messages.SUCCESS)
 
 
+class _AcceptForm(forms.Form):
+    """The confirmation of an acceptance (the definitions reviewed travel as hidden fields of the page)."""
+
+    confirm = forms.BooleanField(
+        required=True, label="I reviewed these definitions: the models of every tenant will read them as shown"
+    )
+
+
 @admin.register(RemoteMcpTool)
-class RemoteMcpToolAdmin(CrossTenantOnly, admin.ModelAdmin):
+class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
     """Each remote tool with its pinned definition; a change is shown as a diff and must be accepted."""
 
     list_display = ("tool_name", "server", "status", "accepted_by", "accepted_at", "seen_at")
@@ -71,14 +82,35 @@ class RemoteMcpToolAdmin(CrossTenantOnly, admin.ModelAdmin):
         return False
 
     @admin.action(description="Accept the definition offered now (audited)")
-    def accept_offered(self, request: HttpRequest, queryset: QuerySet[RemoteMcpTool]) -> None:
-        for row in queryset:
+    def accept_offered(self, request: HttpRequest, queryset: QuerySet[RemoteMcpTool]) -> Any:
+        """Show each offered definition (its change since accepted) and accept, once confirmed, exactly those."""
+        rows = list(queryset.select_related("server").order_by("tool_name"))
+        page = CommentActionPage(
+            title="Accept the definitions offered now",
+            intro=f"These {len(rows)} definition(s) become the pinned ones. A definition the server changes "
+            "again before you confirm is refused, not accepted unseen.",
+            table=admin_table(
+                "offered-definitions",
+                ("Tool", "Server", "Status", "Change since accepted"),
+                ((row.tool_name, row.server.name, row.status, self.change(row)) for row in rows),
+            ),
+            submit=f"Accept {len(rows)} definition(s)",
+            hidden={f"reviewed_hash_{row.pk}": row.current_hash for row in rows},
+        )
+        form, confirmation = self.comment_form_or_page(
+            request, _AcceptForm, action="accept_offered", selected=rows, page=page
+        )
+        if form is None:
+            return confirmation
+        for row in rows:
+            reviewed = request.POST.get(f"reviewed_hash_{row.pk}", "")
             try:
-                remote_tool_accept(row=row, actor=_actor(request), user=request.user)
+                remote_tool_accept(row=row, actor=_actor(request), user=request.user, reviewed_hash=reviewed)
             except ToolError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
                 continue
             self.message_user(request, f"Accepted {row.tool_name}.", messages.SUCCESS)
+        return None
 
     @admin.display(description="Change since accepted")
     def change(self, obj: RemoteMcpTool) -> str:

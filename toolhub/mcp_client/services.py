@@ -157,13 +157,24 @@ def remote_tool_quarantine(*, row: RemoteMcpTool, listed: dict[str, Any], actor:
 
 
 @transaction.atomic
-def remote_tool_accept(*, row: RemoteMcpTool, actor: str, user: Any = None) -> RemoteMcpTool:
-    """An administrator accepts the definition offered now: it becomes the pinned one (audited with the diff)."""
+def remote_tool_accept(
+    *, row: RemoteMcpTool, actor: str, user: Any = None, reviewed_hash: str | None = None
+) -> RemoteMcpTool:
+    """An administrator accepts the definition offered now: it becomes the pinned one (audited with the diff).
+
+    ``reviewed_hash``: the offered definition's hash as the administrator reviewed it; a definition fetched
+    since (the server changed it again) is refused, not accepted unseen.
+    """
     from toolhub.audit import audit_append
 
     locked = RemoteMcpTool.objects.select_for_update().select_related("server").get(pk=row.pk)
     if locked.current_definition is None:
         raise ToolError(f"Tool {locked.tool_name!r} has no fetched definition to accept; fetch its server's tools.")
+    if reviewed_hash is not None and reviewed_hash != locked.current_hash:
+        raise ToolError(
+            f"Tool {locked.tool_name!r}: the definition offered changed since you reviewed it; nothing was "
+            "accepted. Review it again."
+        )
     previous = locked.accepted_hash
     audit_append(
         event_type="remote_mcp.tool_accepted",
