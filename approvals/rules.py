@@ -97,14 +97,20 @@ def _compare(actual: Any, operator: str, expected: Any) -> bool:
 
 
 def _normal(value: Any) -> Any:
-    """Compare numbers as exact decimals, whether they arrive as int, float, Decimal or numeric text."""
+    """Compare numbers as exact decimals, whether they arrive as int, float, Decimal or numeric text.
+
+    Only finite ones: ``"NaN"``, ``"sNaN"`` and ``"Infinity"`` stay as they came (a signaling NaN raises on
+    any comparison), so an argument spelled so is held as incomparable, never a server error.
+    """
     if isinstance(value, bool):
         return value
-    if isinstance(value, int | float | Decimal):
-        return Decimal(str(value))
-    if isinstance(value, str):
-        try:
-            return Decimal(value)
-        except InvalidOperation:
+    try:
+        if isinstance(value, int | float | Decimal):
+            number = Decimal(str(value))
+        elif isinstance(value, str):
+            number = Decimal(value)
+        else:
             return value
-    return value
+    except InvalidOperation:
+        return value
+    return number if number.is_finite() else value

@@ -12,8 +12,15 @@ head would grow with the number of tenants. So beat's checkpoint is a *delta* wh
 only the heads that moved since the checkpoint before it, and the *full* checkpoint it builds on
 (``base``). Every head stands in the full one or a later delta, each signed and numbered, so the heads
 they name together are those a full checkpoint would. A full one is written first, when the deltas since
-the last would together name more heads than there are chains, after ``DELTAS_PER_FULL`` deltas, when a
-checkpoint it would build on does not verify, and always for ``audit_checkpoint`` (an export stands alone).
+the last would together name more heads than there are chains, after ``DELTAS_PER_FULL`` deltas, and
+always for ``audit_checkpoint`` (an export stands alone).
+
+A checkpoint vouches only for a trail that still holds: before signing, the newest stored checkpoint (with
+those it builds on) and the newest file are checked against the database, and on any problem (a chain cut
+short or rewritten, a checkpoint forged or missing) nothing is signed (``CheckpointRefusedError``), so the
+next checkpoint never signs tampering away and ``verify_audit`` keeps reporting it. Signing over it takes a
+person's acknowledgement (``audit_checkpoint --acknowledge "why"``), itself audited with the problems.
+A file is never overwritten.
 """
 
 import hashlib
@@ -37,6 +44,7 @@ from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 __all__ = [
     "DELTAS_PER_FULL",
     "audit_checkpoint_create",
+    "CheckpointRefusedError",
     "CheckpointProblem",
     "audit_checkpoint_problems",
     "audit_stored_checkpoint_problems",
@@ -59,6 +67,20 @@ class CheckpointKeyError(ToolhubError):
     """The signing key is not configured."""
 
 
+class CheckpointRefusedError(ToolhubError):
+    """The trail no longer matches what was signed: nothing is signed over it until someone acknowledges it."""
+
+    def __init__(self, problems: list["CheckpointProblem"]) -> None:
+        self.problems = problems
+        shown = "; ".join(str(problem) for problem in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        super().__init__(
+            f"No checkpoint signed: the audit trail contradicts what was signed before: {shown}{more}. "
+            "verify_audit reports it. After investigating, sign over it with "
+            'manage.py audit_checkpoint --acknowledge "<why>" (audited with these problems).'
+        )
+
+
 def _key() -> bytes:
     name = toolhub_settings().AUDIT_KEY_ENV
     key = os.environ.get(name, "")
@@ -73,24 +95,37 @@ def _sign(text: str) -> str:
     return hmac.new(_key(), text.encode(), hashlib.sha256).hexdigest()
 
 
-def audit_checkpoint_create(*, full: bool = False) -> dict[str, Any]:
+def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor: str = "") -> dict[str, Any]:
     """Sign the chains' heads and keep them as the next stored checkpoint; return it as a document.
 
     A delta (only the heads that moved, and ``base``) unless ``full`` or a full one is due (module doc).
-    Without the key nothing is written (``CheckpointKeyError``).
+    Without the key nothing is written (``CheckpointKeyError``). When the trail contradicts the checkpoints
+    signed before, nothing is written either (``CheckpointRefusedError``), unless ``acknowledge`` says why
+    signing over it is right: then a full checkpoint is signed, after an ``audit.checkpoint_acknowledged``
+    event holding the reason, ``actor`` and the problems.
     """
     _key()
+    directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_NUMBERING_LOCK])
+        problems = _standing_problems()
+        if problems:
+            if not acknowledge.strip():
+                raise CheckpointRefusedError(problems)
+            _acknowledged(problems, reason=acknowledge.strip(), actor=actor)
+            full = True
         last = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+        if directory and (Path(directory) / _file_name(last + 1)).exists():
+            # The newest stored checkpoint was deleted, yet its copy remains (acknowledged above or not):
+            # never overwritten, the next number follows the copies.
+            last = max(last, _newest_file_seq(Path(directory)))
         now = timezone.now()
         heads = {
             str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
         }
         body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
-        directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
         if not full and last:
             delta = _delta(last, heads)
             # The directory's copies must stand without the database: a delta there needs its base's file
@@ -104,8 +139,32 @@ def audit_checkpoint_create(*, full: bool = False) -> dict[str, Any]:
     if directory:
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        (path / _file_name(last + 1)).write_text(json.dumps(document, indent=2, sort_keys=True))
+        with (path / _file_name(last + 1)).open("x") as copy:  # a copy kept elsewhere is never overwritten
+            copy.write(json.dumps(document, indent=2, sort_keys=True))
     return document
+
+
+def _standing_problems() -> list["CheckpointProblem"]:
+    """What in the database contradicts the newest stored checkpoint (with its run) or the newest file."""
+    _, stored = audit_stored_checkpoint_problems()
+    _, files = audit_stored_file_problems()
+    return [*stored, *files]
+
+
+def _acknowledged(problems: list["CheckpointProblem"], *, reason: str, actor: str) -> None:
+    """Keep, in the trail itself, who signed over which contradictions and why."""
+    from toolhub.audit import audit_append
+
+    audit_append(
+        event_type="audit.checkpoint_acknowledged",
+        actor=actor or "system",
+        data={"reason": reason[:2000], "problems": [str(problem) for problem in problems[:100]]},
+    )
+
+
+def _newest_file_seq(directory: Path) -> int:
+    numbers = (name.stem.rsplit("-", 1)[-1] for name in directory.glob("audit-checkpoint-*.json"))
+    return max((int(number) for number in numbers if number.isdigit()), default=0)
 
 
 def _run_seqs(delta: dict[str, Any], last: int) -> range:

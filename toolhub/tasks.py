@@ -7,7 +7,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from toolhub.audit_proof import UnknownTenantError, audit_trail_verify
-from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
+from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
 from toolhub.claims import ClaimHint
 from toolhub.conf import toolhub_settings
 from toolhub.execution import tool_call_execute
@@ -94,3 +94,6 @@ def audit_checkpoint_task() -> None:
         audit_checkpoint_create()
     except CheckpointKeyError as exc:
         logger.warning("Audit checkpoint not written: %s", exc)
+    except CheckpointRefusedError as exc:
+        # Every interval until someone investigates and acknowledges: the trail contradicts what was signed.
+        logger.error("Audit checkpoint refused: %s", exc)

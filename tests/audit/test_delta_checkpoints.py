@@ -19,7 +19,7 @@ from tests.audit.conftest import (
 )
 from toolhub import checkpoints
 from toolhub.audit import audit_append
-from toolhub.checkpoints import audit_checkpoint_create, audit_stored_checkpoint_problems
+from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create, audit_stored_checkpoint_problems
 from toolhub.models import AuditCheckpoint, AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -107,14 +107,23 @@ def test_a_full_checkpoint_follows_after_deltas_per_full_deltas(
     assert [len(body["heads"]) for body in bodies] == [1, 0, 0, 1, 0]
 
 
-def test_a_forged_checkpoint_is_never_built_on(audit_key: str) -> None:
+def test_a_forged_checkpoint_is_never_signed_over_unless_someone_acknowledges_it(audit_key: str) -> None:
     events = append_events(3)
     audit_checkpoint_create()
     forge_stored_checkpoint(events[0].chain, 1)
 
-    audit_checkpoint_create()
+    # beat signs nothing over it: the forgery stays the newest checkpoint, and verify_audit keeps reporting it
+    with pytest.raises(CheckpointRefusedError, match="stored checkpoint #1: signature does not match"):
+        audit_checkpoint_create()
+    assert AuditCheckpoint.objects.count() == 1
 
+    # once investigated, a person signs over it: a full checkpoint, after an event saying who, why and what
+    audit_checkpoint_create(acknowledge="restored from backup after incident 42", actor="command:root")
     assert "base" not in _bodies()[1]  # a full one, which stands alone
+    acknowledged = AuditEvent.objects.get(event_type="audit.checkpoint_acknowledged")
+    assert acknowledged.actor == "command:root"
+    assert acknowledged.payload["reason"] == "restored from backup after incident 42"
+    assert any("signature does not match" in problem for problem in acknowledged.payload["problems"])
 
 
 def test_a_deleted_base_fails_verification(audit_key: str) -> None:
@@ -245,6 +254,7 @@ def test_a_forged_delta_between_the_full_one_and_the_newest_fails(audit_key: str
 
     error = _verify_fails()
     assert "stored checkpoint #2: signature does not match: it was altered or signed with another key" in error
-    # and the next checkpoint does not build on it
-    audit_checkpoint_create()
-    assert "base" not in _bodies()[-1]
+    # and the next checkpoint signs nothing over it
+    with pytest.raises(CheckpointRefusedError):
+        audit_checkpoint_create()
+    assert len(_bodies()) == 3

@@ -179,7 +179,7 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     headers = credential_headers(server, _tenant_of(ctx))
     # A server echoing the token back (in a result or an error) must not store it: scrubbed as a Secret preset is,
     # before anything is cut to length.
-    secrets = credential_scrubber(headers)
+    secrets = credential_scrubber(headers, server.url)
     try:
         outcome = _remote_call(row, server, headers, arguments, ctx)
     except ToolError as exc:

@@ -3,6 +3,7 @@
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -57,12 +58,18 @@ def credential_headers(server: RemoteMcpServer, tenant: str | None) -> dict[str,
     return {credential.header: f"{credential.scheme} {value}".strip()}
 
 
-def credential_scrubber(headers: Mapping[str, str]) -> SecretScrubber:
+def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScrubber:
     """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
 
-    Apply it before any cut: a credential cut in the middle is no longer recognisable.
+    And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
+    in it): the URL itself, its query values, its user name and password. Apply it before any cut: a
+    credential cut in the middle is no longer recognisable.
     """
-    return SecretScrubber([value.split(" ", 1)[-1] for value in headers.values()])
+    values = [value.split(" ", 1)[-1] for value in headers.values()]
+    if url:
+        parts = urlsplit(url)
+        values += [url, *(value for _, value in parse_qsl(parts.query)), parts.username or "", parts.password or ""]
+    return SecretScrubber([value for value in values if value])
 
 
 def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
@@ -89,12 +96,12 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
         headers = credential_headers(server, credential.tenant) if credential else {}
         listed = remote_tools(server.url, name=server.name, headers=headers, timeout=server.timeout_seconds)
     except ToolError as exc:
-        message = credential_scrubber(headers).text(str(exc))[:2000]
+        message = credential_scrubber(headers, server.url).text(str(exc))[:2000]
         RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=message)
         raise ToolError(message) from None
     # A server that echoes the credential in a definition: the definition is kept (and hashed) without it,
     # so it never reaches the database, the admin or the trail, and never matches what the server lists.
-    listed = credential_scrubber(headers).value(listed)
+    listed = credential_scrubber(headers, server.url).value(listed)
     wanted = [
         tool
         for tool in listed

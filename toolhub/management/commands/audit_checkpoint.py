@@ -1,5 +1,6 @@
 """``manage.py audit_checkpoint``: sign every audit chain's head, store it, and print or export it."""
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from toolhub.checkpoints import CheckpointKeyError, audit_checkpoint_create
+from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
 
 
 class Command(BaseCommand):
@@ -18,11 +19,19 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--output", "-o", help="File to write (default: standard output).")
+        parser.add_argument(
+            "--acknowledge",
+            default="",
+            metavar="WHY",
+            help="Sign even though the trail contradicts the checkpoints signed before (after investigating it): "
+            "the reason and the problems are kept in the audit trail as audit.checkpoint_acknowledged.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        actor = f"command:{getpass.getuser()}"
         try:
-            checkpoint = audit_checkpoint_create(full=True)
-        except CheckpointKeyError as exc:
+            checkpoint = audit_checkpoint_create(full=True, acknowledge=options["acknowledge"], actor=actor)
+        except (CheckpointKeyError, CheckpointRefusedError) as exc:
             raise CommandError(str(exc)) from exc
         text = json.dumps(checkpoint, indent=2, sort_keys=True)
         if options["output"]:
