@@ -126,6 +126,8 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
             str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
         }
         body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
+        if problems:
+            body["acknowledged"] = acknowledge.strip()[:500]  # signed: earlier gaps no longer count (see above)
         if not full and last:
             delta = _delta(last, heads)
             # The directory's copies must stand without the database: a delta there needs its base's file
@@ -137,11 +139,26 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
         AuditCheckpoint.objects.create(seq=last + 1, created_at=now, body=text, signature=signature)
     document = {**body, "signature": signature}
     if directory:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        with (path / _file_name(last + 1)).open("x") as copy:  # a copy kept elsewhere is never overwritten
-            copy.write(json.dumps(document, indent=2, sort_keys=True))
+        _write_copy(Path(directory), _file_name(last + 1), json.dumps(document, indent=2, sort_keys=True))
     return document
+
+
+def _write_copy(directory: Path, name: str, text: str) -> None:
+    """Write a checkpoint's file whole or not at all, and never over an existing one.
+
+    Written and synced under a temporary name, then linked to its own (which fails if it exists): a write
+    cut short (a full disk) leaves no half file that would read as tampering.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = directory / f".{name}.{os.getpid()}.tmp"
+    try:
+        with temporary.open("w") as copy:
+            copy.write(text)
+            copy.flush()
+            os.fsync(copy.fileno())
+        os.link(temporary, directory / name)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _standing_problems() -> list["CheckpointProblem"]:
@@ -371,16 +388,32 @@ def _named(documents: list[tuple[str, dict[str, Any] | None]]) -> dict[int, tupl
 
 
 def _first_numbering_gap() -> str | None:
-    """Checkpoints are numbered 1, 2, 3, ...: name the first number that is missing."""
-    first = AuditCheckpoint.objects.order_by("seq").values_list("seq", flat=True).first()
-    if first is not None and first != 1:
+    """Checkpoints are numbered 1, 2, 3, ...: name the first number that is missing.
+
+    Since the newest acknowledged checkpoint only: a gap before it was signed over by a person, with the
+    reason in the trail (``audit.checkpoint_acknowledged``).
+    """
+    since = _newest_acknowledged()
+    stored = AuditCheckpoint.objects.filter(seq__gte=since)
+    first = stored.order_by("seq").values_list("seq", flat=True).first()
+    if not since and first is not None and first != 1:
         return f"stored checkpoint #1 is missing (the oldest left is #{first}): checkpoints were deleted"
-    numbered = AuditCheckpoint.objects.annotate(previous=Window(Lag("seq"), order_by=F("seq").asc()))
+    numbered = stored.annotate(previous=Window(Lag("seq"), order_by=F("seq").asc()))
     after_gap = numbered.filter(previous__lt=F("seq") - 1).order_by("seq").values_list("seq", "previous").first()
     if after_gap is not None:
         seq, previous = after_gap
         return f"stored checkpoint #{previous + 1} is missing (the next left is #{seq}): checkpoints were deleted"
     return None
+
+
+def _newest_acknowledged() -> int:
+    """The number of the newest checkpoint a person signed over problems with (its signed body says so), or 0."""
+    candidates = AuditCheckpoint.objects.filter(body__contains='"acknowledged":').order_by("-seq")
+    for row in candidates[:10]:  # a forged row with the marker is not signed: the next one is tried
+        body = _trusted(row)
+        if body is not None and body.get("acknowledged"):
+            return row.seq
+    return 0
 
 
 def _head_problems(
