@@ -23,10 +23,12 @@ person's acknowledgement (``audit_checkpoint --acknowledge "why"``), itself audi
 A file is never overwritten.
 """
 
+import errno
 import hashlib
 import hmac
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +112,11 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_NUMBERING_LOCK])
+        # The heads signed are read before the check: a chain cut after this read is not in them (the later
+        # verification finds its events missing), and one cut before it is what the check finds.
+        heads = {
+            str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
+        }
         problems = _standing_problems()
         if problems:
             if not acknowledge.strip():
@@ -117,14 +124,11 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
             _acknowledged(problems, reason=acknowledge.strip(), actor=actor)
             full = True
         last = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
-        if directory and (Path(directory) / _file_name(last + 1)).exists():
-            # The newest stored checkpoint was deleted, yet its copy remains (acknowledged above or not):
-            # never overwritten, the next number follows the copies.
-            last = max(last, _newest_file_seq(Path(directory)))
+        if directory:
+            # Copies numbered beyond the stored checkpoints (those were deleted, or the database restored):
+            # never overwritten, the next number follows the newest copy.
+            last = max([last, *_numbered_files(Path(directory))])
         now = timezone.now()
-        heads = {
-            str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
-        }
         body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
         if problems:
             body["acknowledged"] = acknowledge.strip()[:500]  # signed: earlier gaps no longer count (see above)
@@ -156,9 +160,31 @@ def _write_copy(directory: Path, name: str, text: str) -> None:
             copy.write(text)
             copy.flush()
             os.fsync(copy.fileno())
-        os.link(temporary, directory / name)
+        try:
+            os.link(temporary, directory / name)
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            _write_exclusively(directory / name, text)  # a share without hard links (SMB, FUSE mounts)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+#: What a file system without hard links answers to ``os.link``.
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+
+
+def _write_exclusively(path: Path, text: str) -> None:
+    """Create ``path`` (never over an existing file), write and sync it; remove it if that fails midway."""
+    descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        with os.fdopen(descriptor, "w") as copy:
+            copy.write(text)
+            copy.flush()
+            os.fsync(copy.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _standing_problems() -> list["CheckpointProblem"]:
@@ -179,9 +205,13 @@ def _acknowledged(problems: list["CheckpointProblem"], *, reason: str, actor: st
     )
 
 
-def _newest_file_seq(directory: Path) -> int:
-    numbers = (name.stem.rsplit("-", 1)[-1] for name in directory.glob("audit-checkpoint-*.json"))
-    return max((int(number) for number in numbers if number.isdigit()), default=0)
+def _numbered_files(directory: Path) -> dict[int, Path]:
+    """The checkpoint copies of ``directory`` by number; other files (an export kept beside them) are not copies."""
+    numbered = (_FILE_NAME.fullmatch(path.name) for path in directory.glob("audit-checkpoint-*.json"))
+    return {int(match.group(1)): directory / match.group(0) for match in numbered if match}
+
+
+_FILE_NAME = re.compile(r"audit-checkpoint-(\d{12})\.json")
 
 
 def _run_seqs(delta: dict[str, Any], last: int) -> range:
@@ -302,16 +332,16 @@ def audit_stored_checkpoint_problems(
 def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[CheckpointProblem]]:
     """Check the newest checkpoint file of ``AUDIT_CHECKPOINT_DIR`` (when that is set), with those it builds on."""
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
-    files = sorted(Path(directory).glob("audit-checkpoint-*.json")) if directory else []
+    files = _numbered_files(Path(directory)) if directory else {}
     if not files:
         return None, []
-    newest = files[-1]
+    newest = files[max(files)]
     try:
         document = json.loads(newest.read_text())
     except (OSError, ValueError) as exc:
-        return newest, [CheckpointProblem(f"checkpoint file {newest}: cannot be read ({exc})")]
+        return newest, [CheckpointProblem(f"checkpoint file {newest.name}: cannot be read ({type(exc).__name__})")]
     if not isinstance(document, dict):
-        return newest, [CheckpointProblem(f"checkpoint file {newest}: not a checkpoint")]
+        return newest, [CheckpointProblem(f"checkpoint file {newest.name}: not a checkpoint")]
     source = f"checkpoint file {newest.name}"
     body = _signed_body(document)
     if body is None:
