@@ -144,14 +144,22 @@ def _record_each_tenant(
     for chain, text in found:
         if chain is not None:
             chain_problems.setdefault(chain, []).append(text)
+
+    def owner(chain: int) -> str | None:
+        base = owner_chain_base(chain)
+        slugs = owners.get(base, []) if base is not None else []
+        return slugs[0] if len(slugs) == 1 else None
+
     per_tenant: dict[str, tuple[int, list[str]]] = {}
     for result in results:
-        base = owner_chain_base(result.chain)
-        slugs = owners.get(base, []) if base is not None else []
-        if len(slugs) != 1:
-            continue
-        events, problems = per_tenant.get(slugs[0], (0, []))
-        per_tenant[slugs[0]] = (events + result.events, problems + chain_problems.get(result.chain, []))
+        if (slug := owner(result.chain)) is not None:
+            events, problems = per_tenant.get(slug, (0, []))
+            per_tenant[slug] = (events + result.events, problems)
+    # Every chain problem goes to its tenant, a chain's that no longer holds a head or an event (wiped) too.
+    for chain, texts in sorted(chain_problems.items()):
+        if (slug := owner(chain)) is not None:
+            events, problems = per_tenant.get(slug, (0, []))
+            per_tenant[slug] = (events, problems + texts)
     for slug, (events, problems) in sorted(per_tenant.items()):
         audit_verification_record(
             started_at=started_at,

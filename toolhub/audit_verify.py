@@ -151,7 +151,35 @@ def _verify_chain_job(job: tuple[int, tuple[int, str] | None, int, str | None]) 
         connections.close_all()
 
 
+#: Times a chain is walked again when its head moved during the walk (calls appended meanwhile).
+_HEAD_MOVES = 3
+
+
 def _verify_chain(
+    chain: int,
+    head: tuple[int, str] | None,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+    tenant: str | None = None,
+) -> tuple[int, AuditProblem | None]:
+    """Walk one chain; when its end disagrees with the head read before, read the head again.
+
+    The heads are read first and the chains walked after, so on a live system a call appended meanwhile
+    carries the walk past the head read: that is a head that moved, not a tail removed. A head that still
+    disagrees when read again (or is gone) is the problem.
+    """
+    for _ in range(_HEAD_MOVES):
+        checked, problem = _walk_chain(chain, head, batch_size, progress, tenant)
+        if problem is None or problem.event_id is not None or head is None:
+            return checked, problem
+        fresh = AuditChainHead.objects.filter(chain=chain).values_list("seq", "hash").first()
+        if fresh is None or tuple(fresh) == tuple(head):
+            return checked, problem
+        head = (fresh[0], fresh[1])
+    return checked, problem
+
+
+def _walk_chain(
     chain: int,
     head: tuple[int, str] | None,
     batch_size: int,

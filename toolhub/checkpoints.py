@@ -114,15 +114,14 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_NUMBERING_LOCK])
         # The heads signed are read before the check: a chain cut after this read is not in them (the later
         # verification finds its events missing), and one cut before it is what the check finds.
-        heads = {
-            str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")
-        }
-        problems = _standing_problems()
+        heads = _current_heads()
+        problems = _standing_problems(heads)
         if problems:
             if not acknowledge.strip():
                 raise CheckpointRefusedError(problems)
             _acknowledged(problems, reason=acknowledge.strip(), actor=actor)
             full = True
+            heads = _current_heads()  # the acknowledgement's own event is covered by the checkpoint it opens
         last = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
         if directory:
             # Copies numbered beyond the stored checkpoints (those were deleted, or the database restored):
@@ -145,6 +144,10 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
     if directory:
         _write_copy(Path(directory), _file_name(last + 1), json.dumps(document, indent=2, sort_keys=True))
     return document
+
+
+def _current_heads() -> Heads:
+    return {str(head.chain): {"seq": head.seq, "hash": head.hash} for head in AuditChainHead.objects.order_by("chain")}
 
 
 def _write_copy(directory: Path, name: str, text: str) -> None:
@@ -187,11 +190,23 @@ def _write_exclusively(path: Path, text: str) -> None:
         raise
 
 
-def _standing_problems() -> list["CheckpointProblem"]:
-    """What in the database contradicts the newest stored checkpoint (with its run) or the newest file."""
-    _, stored = audit_stored_checkpoint_problems()
+def _standing_problems(heads: Heads) -> list["CheckpointProblem"]:
+    """What contradicts the newest stored checkpoint (with its run) or the newest file, or the heads to sign.
+
+    In the database, and in ``heads``, the heads about to be signed: read in another statement (an owner
+    could rewind a head for that read and restore it for the check), they are checked apart: none goes back.
+    """
+    _, stored, documents = _stored_run()
     _, files = audit_stored_file_problems()
-    return [*stored, *files]
+    problems = [*stored, *files]
+    for chain, (head, source) in sorted(_named(documents).items()):
+        now = heads.get(str(chain))
+        if now is None or _behind(now, head):
+            where = "has no head" if now is None else f"is at seq {now['seq']}"
+            problems.append(
+                CheckpointProblem(f"chain {chain} {where}, behind seq {head['seq']} of {source}", chain=chain)
+            )
+    return problems
 
 
 def _acknowledged(problems: list["CheckpointProblem"], *, reason: str, actor: str) -> None:
@@ -308,25 +323,62 @@ def audit_stored_checkpoint_problems(
     Returns the newest checkpoint (None when none was stored yet) and what contradicts it. Raises
     ``CheckpointKeyError`` when checkpoints exist but the key to check them is not configured.
     """
+    newest, problems, _ = _stored_run(chains)
+    return newest, problems
+
+
+def _stored_run(
+    chains: range | None = None,
+) -> tuple[AuditCheckpoint | None, list[CheckpointProblem], list[tuple[str, dict[str, Any] | None]]]:
+    """The newest stored checkpoint, what contradicts it, and the signed documents of its run (oldest first)."""
     newest = AuditCheckpoint.objects.order_by("-seq").first()
     problems: list[CheckpointProblem] = []
     gap = _first_numbering_gap()
     if gap is not None:
         problems.append(CheckpointProblem(gap))
     if newest is None:
-        return None, problems
+        return None, problems, []
     source = f"stored checkpoint #{newest.seq}"
     body = _trusted(newest)
     if body is None:
-        return newest, [*problems, _forged(source)]
+        return newest, [*problems, _forged(source)], []
     documents: list[tuple[str, dict[str, Any] | None]] = []
     if "base" in body:
         # A stored checkpoint missing in between is a gap in the numbering, reported above.
         rows = AuditCheckpoint.objects.filter(seq__gte=body["base"], seq__lt=newest.seq).order_by("seq")
         documents = [(f"stored checkpoint #{row.seq}", _trusted(row)) for row in rows]
     documents.append((source, body))
-    problems += _run_problems(documents, body)
-    return newest, problems + _head_problems(_named(documents), chains)
+    problems += _run_problems(documents, body) + _went_back(documents, chains)
+    return newest, problems + _head_problems(_named(documents), chains), documents
+
+
+def _went_back(documents: list[tuple[str, dict[str, Any] | None]], chains: range | None) -> list[CheckpointProblem]:
+    """A head a later checkpoint of the run names behind (or beside, with another hash) an earlier one's.
+
+    Heads only move forward; each checkpoint of a run is checked, not only the latest naming of a chain.
+    """
+    problems, seen = [], {}
+    for source, body in documents:
+        for chain, head in (body or {}).get("heads", {}).items():
+            if chains is not None and int(chain) not in chains:
+                continue
+            earlier = seen.get(chain)
+            if earlier is not None and _behind(head, earlier[0]):
+                problems.append(
+                    CheckpointProblem(
+                        f"chain {chain}: {source} names seq {head['seq']}, behind seq {earlier[0]['seq']} of "
+                        f"{earlier[1]}: a head went back",
+                        chain=int(chain),
+                    )
+                )
+            seen[chain] = (head, source)
+    return problems
+
+
+def _behind(head: dict[str, Any], earlier: dict[str, Any]) -> bool:
+    """Whether ``head`` stands behind ``earlier`` (a lower seq, or the same seq with another hash)."""
+    seq, before = int(head.get("seq", 0)), int(earlier.get("seq", 0))
+    return seq < before or (seq == before and head.get("hash") != earlier.get("hash"))
 
 
 def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None, list[CheckpointProblem]]:

@@ -58,8 +58,8 @@ def test_a_chain_cut_between_the_check_and_the_signing_is_not_signed_away(
 
     checked = checkpoints._standing_problems
 
-    def check_then_attacker_cuts() -> list[Any]:
-        problems = checked()
+    def check_then_attacker_cuts(*heads: Any) -> list[Any]:
+        problems = checked(*heads)
         cut_chain_tail(a[1], a[2], a[3])  # committed by another connection between the check and the signing
         return problems
 
