@@ -139,7 +139,9 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
                 body.update(delta)
         text = canonical_json(body)
         signature = _sign(text)
-        AuditCheckpoint.objects.create(seq=last + 1, created_at=now, body=text, signature=signature)
+        AuditCheckpoint.objects.create(
+            seq=last + 1, created_at=now, body=text, signature=signature, acknowledged=bool(problems)
+        )
     document = {**body, "signature": signature}
     if directory:
         _write_copy(Path(directory), _file_name(last + 1), json.dumps(document, indent=2, sort_keys=True))
@@ -490,7 +492,7 @@ def _first_numbering_gap() -> str | None:
 
 def _newest_acknowledged() -> int:
     """The number of the newest checkpoint a person signed over problems with (its signed body says so), or 0."""
-    candidates = AuditCheckpoint.objects.filter(body__contains='"acknowledged":').order_by("-seq")
+    candidates = AuditCheckpoint.objects.filter(acknowledged=True).order_by("-seq")
     for row in candidates[:10]:  # a forged row with the marker is not signed: the next one is tried
         body = _trusted(row)
         if body is not None and body.get("acknowledged"):

@@ -96,11 +96,10 @@ def _rows(calls: QuerySet[ToolCall]) -> Iterator[Row]:
         if tool_name not in sensitive_by_tool:
             tool = registry.get(tool_name)
             sensitive_by_tool[tool_name] = tool.sensitive if tool is not None else None
-        sensitive = sensitive_by_tool[tool_name]
-        if sensitive is None:
+        if sensitive_by_tool[tool_name] is None:
             row[-1] = _WITHHELD_JSON
-        elif sensitive:
-            # parsed for its sensitive values anyway: a name the tool no longer has is withheld too
+        else:
+            # what the pages withhold (``withheld_names``): its sensitive names, and those it no longer has
             row[-1] = _redacted(row[-1], tool_name)
         yield tuple(row)
 

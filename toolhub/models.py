@@ -342,6 +342,8 @@ class AuditCheckpoint(models.Model):
     created_at = models.DateTimeField()
     body = models.TextField()
     signature = models.CharField(max_length=64)
+    #: Where to look for a checkpoint a person signed over problems with; what counts is its signed body.
+    acknowledged = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         ordering = ["seq"]

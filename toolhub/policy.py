@@ -11,6 +11,7 @@ Operators can therefore always tighten policy at run time (rules, risk overrides
 developer's ``never`` only switches off the risk default, never an operator's rule.
 """
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from toolhub.models import ToolCall, ToolDefinition
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.secrets import SecretScrubber, sensitive_values
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "ApprovalVerdict",
@@ -93,13 +96,22 @@ def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str,
     the tool's definition now. ``arguments`` as stored; the rules read them validated, as the tool would
     (as stored when the changed tool no longer accepts them).
     """
+    definition = tool_definitions().get(tool.name)
+    risk = effective_risk(tool, definition)
+    minimum = 2 if risk == Risk.CRITICAL else 1
     try:
         validated = validate_arguments(tool, arguments)
     except ArgumentsRefused:
-        validated = dict(arguments)
+        # The tool's parameters changed under the call: its rules cannot read these arguments; a person decides.
+        return ApprovalVerdict("the arguments no longer match the tool's parameters", "code", risk, None, None, minimum)
     principal = principal_of_call(
         user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name, run_id=call.run_id
     )
     ctx = ToolContext(call.context).with_values(call_id=str(call.id))
-    definition = tool_definitions().get(tool.name)
-    return approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=ctx, principal=principal)
+    try:
+        return approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=ctx, principal=principal)
+    except Exception:  # noqa: BLE001 - a developer's rule failing on a recorded call holds it for a person
+        logger.exception(
+            "The approval rules of %s failed on recorded call %s; it is held for an operator.", tool.name, call.id
+        )
+        return ApprovalVerdict("the tool's approval rule failed on these arguments", "code", risk, None, None, minimum)

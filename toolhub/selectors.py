@@ -98,4 +98,7 @@ def withheld_names(tool_name: str, *arguments: Mapping[str, Any]) -> frozenset[s
     tool = registry.get(tool_name)
     if tool is None:
         return names
-    return tool.sensitive | (names - set(tool.json_schema.get("properties", {})))
+    schema = tool.json_schema
+    if schema.get("additionalProperties", True) is not False:
+        return tool.sensitive  # a schema that admits other names (a remote server's): they are its arguments
+    return tool.sensitive | (names - set(schema.get("properties", {})))

@@ -95,7 +95,9 @@ def test_the_nightly_run_records_a_tenant_with_a_wiped_chain_as_intact(audit_key
     assert not acme.ok and "the chain was wiped" in acme.problems  # ... and acme's own record must say so
 
 
-def test_an_append_during_verification_is_not_reported_as_tampering(audit_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_during_verification_is_not_reported_as_tampering(
+    audit_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``verify_chains`` reads every chain head first, then walks each chain later in a transaction of its
     own. A legitimate append to a chain in between (any call, while the nightly run reads other chains) puts an
     event after the head read: the walk ends one seq beyond it and reports "chain head says seq N: the newest
@@ -162,7 +164,9 @@ def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_c
     dsn = {k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
     owner = psycopg.connect(**dsn, autocommit=True)
     locker = psycopg.connect(**dsn)
-    owner.execute("UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[1].seq, a[1].hash, chain])
+    owner.execute(
+        "UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[1].seq, a[1].hash, chain]
+    )
     locker.execute("LOCK TABLE toolhub_auditcheckpoint IN ACCESS EXCLUSIVE MODE")
 
     outcome: list[Any] = []
@@ -184,7 +188,9 @@ def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_c
         if waiting:
             break
         time.sleep(0.05)
-    owner.execute("UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[3].seq, a[3].hash, chain])
+    owner.execute(
+        "UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[3].seq, a[3].hash, chain]
+    )
     locker.rollback()
     thread.join(30)
     locker.close()
@@ -192,7 +198,9 @@ def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_c
     owner.execute("ALTER TABLE toolhub_auditevent DISABLE TRIGGER USER")
     owner.execute("DELETE FROM toolhub_auditevent WHERE id IN (%s, %s)", [a[2].pk, a[3].pk])
     owner.execute("ALTER TABLE toolhub_auditevent ENABLE TRIGGER USER")
-    owner.execute("UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[1].seq, a[1].hash, chain])
+    owner.execute(
+        "UPDATE toolhub_auditchainhead SET seq = %s, hash = %s WHERE chain = %s", [a[1].seq, a[1].hash, chain]
+    )
     owner.close()
 
     assert not isinstance(outcome[0], Exception) or isinstance(outcome[0], CheckpointRefusedError), outcome

@@ -181,7 +181,7 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
     # before anything is cut to length.
     secrets = credential_scrubber(headers, server.url)
     try:
-        outcome = _remote_call(row, server, headers, arguments, ctx)
+        outcome = _remote_call(row, server, headers, arguments, ctx, kept=secrets.value)
     except ToolError as exc:
         raise ToolError(secrets.text(str(exc))[:_ERROR_CHARS]) from None
     if outcome.listed is None:
@@ -189,10 +189,9 @@ def _call_remote(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) ->
         raise ToolError(f"Remote MCP server {server.name!r} no longer offers {row.remote_name!r}; nothing was sent.")
     from toolhub.mcp_client.definitions import definition_hash
 
+    # The definition came back kept, hashed and compared without the credential (never stored).
     if definition_hash(outcome.listed) != row.accepted_hash:
-        # recorded without the credential, should the server echo it in the definition (never stored)
-        listed = secrets.value(outcome.listed)
-        raise ToolError(remote_tool_quarantine(row=row, listed=listed, actor=f"mcp:{server.name}"))
+        raise ToolError(remote_tool_quarantine(row=row, listed=outcome.listed, actor=f"mcp:{server.name}"))
     if outcome.is_error:
         answered = secrets.text(outcome.text)[:_ERROR_CHARS]
         raise ToolError(f"Remote tool {row.remote_name!r} answered with an error: {answered}")
@@ -216,7 +215,9 @@ def _refuse_oversized(remote_name: str, result: Any) -> None:
         )
 
 
-def _remote_call(row: Any, server: Any, headers: dict[str, str], arguments: dict[str, Any], ctx: ToolContext) -> Any:
+def _remote_call(
+    row: Any, server: Any, headers: dict[str, str], arguments: dict[str, Any], ctx: ToolContext, *, kept: Any
+) -> Any:
     from toolhub.mcp_client.meta import meta_for_server
     from toolhub.mcp_client.remote import remote_call
 
@@ -229,6 +230,7 @@ def _remote_call(row: Any, server: Any, headers: dict[str, str], arguments: dict
         arguments=arguments,
         meta=meta_for_server(ctx, mode=server.meta_mode, keys=server.meta_keys or []),
         accepted_hash=row.accepted_hash,
+        kept=kept,
     )
 
 

@@ -5,7 +5,7 @@ restarts, or a server that is down at startup, changes nothing until the next us
 """
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,12 +60,17 @@ def remote_call(
     arguments: Mapping[str, Any],
     meta: Mapping[str, Any],
     accepted_hash: str,
+    kept: Callable[[Any], Any] = lambda definition: definition,
 ) -> RemoteCallOutcome:
-    """List the tools, and call ``remote_name`` only if its definition still hashes to ``accepted_hash``."""
+    """List the tools, and call ``remote_name`` only if its definition still hashes to ``accepted_hash``.
+
+    ``kept``: the definition as toolhub keeps and hashes it (without the credential); ``listed`` is so.
+    """
     from toolhub.mcp_client.definitions import definition_hash
 
     async def main(client: Client) -> RemoteCallOutcome:
-        listed = next((tool for tool in await _listed(client) if tool.get("name") == remote_name), None)
+        found = next((tool for tool in await _listed(client) if tool.get("name") == remote_name), None)
+        listed = kept(found) if found is not None else None
         if listed is None or definition_hash(listed) != accepted_hash:
             return RemoteCallOutcome(listed=listed)
         result = await client.call_tool(remote_name, dict(arguments), meta=dict(meta) or None)

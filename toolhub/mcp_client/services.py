@@ -1,6 +1,7 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -62,14 +63,20 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScru
     """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
 
     And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
-    in it): the URL itself, its query values, its user name and password. Apply it before any cut: a
+    in it): the URL itself, its user name and password, and the values of query parameters named like a
+    credential (``key``, ``token``, ``sig``...; ``?format=json`` is no secret). Apply it before any cut: a
     credential cut in the middle is no longer recognisable.
     """
     values = [value.split(" ", 1)[-1] for value in headers.values()]
     if url:
         parts = urlsplit(url)
-        values += [url, *(value for _, value in parse_qsl(parts.query)), parts.username or "", parts.password or ""]
+        keys = (value for name, value in parse_qsl(parts.query) if _CREDENTIAL_NAME.search(name))
+        values += [url, *keys, parts.username or "", parts.password or ""]
     return SecretScrubber([value for value in values if value])
+
+
+#: Query parameter names that carry a credential in a server's URL.
+_CREDENTIAL_NAME = re.compile(r"key|token|secret|sig|pass|auth|credential|session|code", re.IGNORECASE)
 
 
 def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
