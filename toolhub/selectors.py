@@ -99,6 +99,6 @@ def withheld_names(tool_name: str, *arguments: Mapping[str, Any]) -> frozenset[s
     if tool is None:
         return names
     schema = tool.json_schema
-    if schema.get("additionalProperties", True) is not False:
-        return tool.sensitive  # a schema that admits other names (a remote server's): they are its arguments
+    if not tool.sensitive and schema.get("additionalProperties", True) is not False:
+        return frozenset()  # a schema that admits other names, of a tool with no secret (a remote server's)
     return tool.sensitive | (names - set(schema.get("properties", {})))

@@ -1,7 +1,6 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -63,20 +62,20 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScru
     """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
 
     And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
-    in it): the URL itself, its user name and password, and the values of query parameters named like a
-    credential (``key``, ``token``, ``sig``...; ``?format=json`` is no secret). Apply it before any cut: a
-    credential cut in the middle is no longer recognisable.
+    in it): the URL itself, its user name and password, and every query value but those of a few names
+    that never carry one (``?format=json``). Apply it before any cut: a credential cut in the middle is no
+    longer recognisable.
     """
     values = [value.split(" ", 1)[-1] for value in headers.values()]
     if url:
         parts = urlsplit(url)
-        keys = (value for name, value in parse_qsl(parts.query) if _CREDENTIAL_NAME.search(name))
-        values += [url, *keys, parts.username or "", parts.password or ""]
+        query = (value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES)
+        values += [url, *query, parts.username or "", parts.password or ""]
     return SecretScrubber([value for value in values if value])
 
 
-#: Query parameter names that carry a credential in a server's URL.
-_CREDENTIAL_NAME = re.compile(r"key|token|secret|sig|pass|auth|credential|session|code", re.IGNORECASE)
+#: Query parameter names whose values are settings, not credentials (a vendor's own key name is not here).
+_PLAIN_QUERY_NAMES = frozenset({"format", "version", "v", "transport", "lang", "locale", "mode", "region"})
 
 
 def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
