@@ -5,9 +5,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from decimal import Decimal
+from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
 from toolhub.audit import audit_append
@@ -106,3 +107,15 @@ def append_events(count: int, key: uuid.UUID | None = None) -> list[AuditEvent]:
             )
             for index in range(1, count + 1)
         ]
+
+
+def verify_audit_fails(*args: str) -> str:
+    """Run ``verify_audit`` (one process), which must fail; return what it said."""
+    with pytest.raises(CommandError) as excinfo:
+        call_command("verify_audit", "--no-progress", "--workers", "1", *args, stdout=StringIO(), stderr=StringIO())
+    return str(excinfo.value)
+
+
+def acknowledge_checkpoint(why: str) -> None:
+    """Sign over a contradicted trail as a person would: ``audit_checkpoint --acknowledge``."""
+    call_command("audit_checkpoint", "--acknowledge", why, stdout=StringIO(), stderr=StringIO())

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 from django.db import transaction
 
 from tests.audit.conftest import (
@@ -16,6 +16,7 @@ from tests.audit.conftest import (
     forge_stored_checkpoint,
     keys_in_distinct_chains,
     owner_tampering,
+    verify_audit_fails,
 )
 from toolhub import checkpoints
 from toolhub.audit import audit_append
@@ -33,12 +34,6 @@ def _verify() -> str:
     out = StringIO()
     call_command("verify_audit", "--no-progress", stdout=out, stderr=StringIO())
     return out.getvalue()
-
-
-def _verify_fails() -> str:
-    with pytest.raises(CommandError) as excinfo:
-        call_command("verify_audit", "--no-progress", stdout=StringIO(), stderr=StringIO())
-    return str(excinfo.value)
 
 
 def _two_chains() -> tuple[list[AuditEvent], list[AuditEvent]]:
@@ -63,7 +58,7 @@ def test_a_delta_names_only_the_heads_that_moved_and_its_base_proves_the_rest(au
     cut_chain_tail(b[1], b[2])
 
     # then verification against the newest (a delta) still catches it, through its base
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert f"chain {b[0].chain}: the checkpoint's head (seq 3) is missing: the tail was truncated" in error
     assert "(per stored checkpoint #1)" in error
 
@@ -76,7 +71,7 @@ def test_a_chain_rewound_to_before_its_delta_head_is_caught_per_that_delta(audit
 
     cut_chain_tail(more[0], more[1])
 
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert f"chain {a[0].chain}: the checkpoint's head (seq 6) is missing" in error
     assert "(per stored checkpoint #2)" in error
 
@@ -135,7 +130,7 @@ def test_a_deleted_base_fails_verification(audit_key: str) -> None:
     with owner_tampering():
         AuditCheckpoint.objects.filter(seq=1).delete()
 
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert "stored checkpoint #1 is missing (the oldest left is #2): checkpoints were deleted" in error
 
 
@@ -168,7 +163,7 @@ def test_a_delta_file_whose_base_file_is_gone_fails(audit_key: str, settings: An
 
     (tmp_path / "audit-checkpoint-000000000001.json").unlink()
 
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert (
         "checkpoint file audit-checkpoint-000000000001.json, which audit-checkpoint-000000000002.json builds on, "
         "is missing or unreadable"
@@ -214,7 +209,7 @@ def test_a_signed_file_copied_under_another_number_fails(audit_key: str, setting
     # when delta #2's file is overwritten with a copy of #3's (signed: only its number betrays it)
     second.write_text(third.read_text())
 
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert "checkpoint file audit-checkpoint-000000000002.json holds checkpoint #3: it was renamed" in error
 
 
@@ -252,7 +247,7 @@ def test_a_forged_delta_between_the_full_one_and_the_newest_fails(audit_key: str
     with owner_tampering():
         AuditCheckpoint.objects.filter(pk=middle.pk).update(body=json.dumps(forged))
 
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert "stored checkpoint #2: signature does not match: it was altered or signed with another key" in error
     # and the next checkpoint signs nothing over it
     with pytest.raises(CheckpointRefusedError):

@@ -7,6 +7,7 @@ external result, an artifact); globex holds staff who must not reach them. See t
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from tests.audit.conftest import audit_key  # noqa: F401 - a fixture, registered by being imported here
 from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by being imported here
     _tenancy_tools,
     acme,

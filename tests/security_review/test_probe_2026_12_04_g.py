@@ -5,33 +5,25 @@ checkpoint is signed only while the trail still matches the checkpoints signed b
 and a checkpoint file is never overwritten; an argument spelled ``sNaN`` against a numeric rule is not a 500.
 """
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRule
-from tests.audit.conftest import append_events, cut_chain_tail, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import (
+    append_events,
+    cut_chain_tail,
+    keys_in_distinct_chains,
+    owner_tampering,
+    verify_audit_fails,
+)
 from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def audit_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key")
-    return "audit-test-key"
-
-
-def _verify_fails(*args: str) -> str:
-    with pytest.raises(CommandError) as excinfo:
-        call_command("verify_audit", "--no-progress", *args, stdout=StringIO(), stderr=StringIO())
-    return str(excinfo.value)
 
 
 @pytest.mark.parametrize("kind", ["delta", "full"])
@@ -48,13 +40,13 @@ def test_the_next_beat_checkpoint_does_not_sign_away_a_truncated_chain(audit_key
     audit_checkpoint_create()
 
     cut_chain_tail(a[1], a[2], a[3])  # the owner deletes two events and rewinds the head
-    assert "the tail was truncated" in _verify_fails()  # caught now ...
+    assert "the tail was truncated" in verify_audit_fails()  # caught now ...
 
     with pytest.raises(CheckpointRefusedError, match="the tail was truncated"):
         audit_checkpoint_create(full=(kind == "full"))  # ... beat's next checkpoint (every 300 s) signs nothing
 
     # ... and still caught afterwards: a checkpoint must not vouch for heads its predecessor contradicts
-    error = _verify_fails()
+    error = verify_audit_fails()
     assert f"chain {a[0].chain}" in error
 
 
@@ -73,13 +65,13 @@ def test_a_wiped_chain_stays_caught_after_the_owner_breaks_the_newest_checkpoint
         AuditEvent.objects.filter(chain=a[0].chain).delete()
         AuditChainHead.objects.filter(chain=a[0].chain).delete()
         AuditCheckpoint.objects.filter(seq=1).update(signature="0" * 64)
-    before = _verify_fails()
+    before = verify_audit_fails()
     assert "stored checkpoint #1: signature does not match" in before
 
     with pytest.raises(CheckpointRefusedError):
         audit_checkpoint_create()  # beat, five minutes later, signs nothing over a forged checkpoint
 
-    after = _verify_fails()
+    after = verify_audit_fails()
     assert f"chain {a[0].chain}" in after or "stored checkpoint #1: signature does not match" in after
 
 
@@ -103,12 +95,12 @@ def test_a_checkpoint_file_is_never_overwritten_when_the_stored_checkpoint_it_co
     cut_chain_tail(events[1], events[2], events[3])
     with owner_tampering():
         AuditCheckpoint.objects.filter(seq=2).delete()
-    assert "the tail was truncated" in _verify_fails()  # the file copy catches it ...
+    assert "the tail was truncated" in verify_audit_fails()  # the file copy catches it ...
 
     with pytest.raises(CheckpointRefusedError):
         audit_checkpoint_create()  # ... and beat's next checkpoint signs nothing, nor writes #2 again
 
-    assert "the tail was truncated" in _verify_fails()
+    assert "the tail was truncated" in verify_audit_fails()
     assert (tmp_path / "audit-checkpoint-000000000002.json").read_text() == original
 
 

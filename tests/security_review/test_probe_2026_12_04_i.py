@@ -5,28 +5,16 @@ checkpoint says so in its signed body, and numbering gaps before it no longer co
 written under a temporary name, synced and linked to its own, so a write cut short leaves no half file.
 """
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
-from tests.audit.conftest import append_events, cut_chain_tail, owner_tampering
+from tests.audit.conftest import acknowledge_checkpoint, append_events, cut_chain_tail, owner_tampering
 from toolhub.checkpoints import audit_checkpoint_create
 from toolhub.models import AuditCheckpoint
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def audit_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key")
-    return "audit-test-key"
-
-
-def _acknowledge(why: str) -> None:
-    call_command("audit_checkpoint", "--acknowledge", why, stdout=StringIO(), stderr=StringIO())
 
 
 def test_beat_signs_again_after_a_deleted_middle_checkpoint_was_acknowledged(audit_key: str) -> None:
@@ -44,7 +32,7 @@ def test_beat_signs_again_after_a_deleted_middle_checkpoint_was_acknowledged(aud
     with owner_tampering():
         AuditCheckpoint.objects.filter(seq=2).delete()
 
-    _acknowledge("checkpoint #2 lost in the restore of incident 42; chains re-verified")
+    acknowledge_checkpoint("checkpoint #2 lost in the restore of incident 42; chains re-verified")
 
     audit_checkpoint_create()  # beat, five minutes later: the acknowledged gap must not refuse it again
     assert AuditCheckpoint.objects.order_by("-seq").first().seq == 5
@@ -69,7 +57,7 @@ def test_beat_signs_again_after_an_acknowledged_restore_behind_the_checkpoint_fi
     with owner_tampering():
         AuditCheckpoint.objects.filter(seq=2).delete()  # ... and the newest stored checkpoint
 
-    _acknowledge("restored from the 02:00 backup after the disk failure of incident 43")
+    acknowledge_checkpoint("restored from the 02:00 backup after the disk failure of incident 43")
     assert AuditCheckpoint.objects.order_by("-seq").first().seq == 3
 
     append_events(1)

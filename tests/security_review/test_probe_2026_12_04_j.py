@@ -13,30 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 
-from tests.audit.conftest import append_events, cut_chain_tail, keys_in_distinct_chains
+from tests.audit.conftest import (
+    acknowledge_checkpoint,
+    append_events,
+    cut_chain_tail,
+    keys_in_distinct_chains,
+    verify_audit_fails,
+)
 from toolhub import checkpoints
 from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditCheckpoint
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def audit_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key")
-    return "audit-test-key"
-
-
-def _verify_fails() -> str:
-    with pytest.raises(CommandError) as excinfo:
-        call_command("verify_audit", "--no-progress", stdout=StringIO(), stderr=StringIO())
-    return str(excinfo.value)
-
-
-def _acknowledge(why: str) -> None:
-    call_command("audit_checkpoint", "--acknowledge", why, stdout=StringIO(), stderr=StringIO())
 
 
 @pytest.mark.parametrize("kind", ["delta", "full"])
@@ -70,7 +60,7 @@ def test_a_chain_cut_between_the_check_and_the_signing_is_not_signed_away(
         pass  # refusing is a fix too
     monkeypatch.setattr(checkpoints, "_standing_problems", checked)
 
-    assert f"chain {a[0].chain}" in _verify_fails()
+    assert f"chain {a[0].chain}" in verify_audit_fails()
 
 
 def test_checkpoint_files_are_still_written_where_hard_links_are_not_supported(
@@ -140,7 +130,7 @@ def test_an_acknowledged_restore_behind_a_hole_in_the_files_lets_beat_sign_again
         AuditCheckpoint.objects.filter(seq__gt=1).delete()
 
     _acknowledged = "restored from the backup taken after checkpoint #1 (incident 44)"
-    _acknowledge(_acknowledged)
+    acknowledge_checkpoint(_acknowledged)
 
     append_events(1)
     audit_checkpoint_create()  # beat, five minutes later: must sign, the restore was acknowledged
@@ -169,6 +159,6 @@ def test_a_foreign_file_in_the_checkpoint_directory_does_not_stop_beat_for_good(
     try:
         audit_checkpoint_create()  # beat
     except CheckpointRefusedError:
-        _acknowledge("the export before the upgrade is ours")
+        acknowledge_checkpoint("the export before the upgrade is ours")
     append_events(1)
     audit_checkpoint_create()  # beat, five minutes later

@@ -11,26 +11,20 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 
-from tests.audit.conftest import append_events, cut_chain_tail, keys_in_distinct_chains, owner_tampering
+from tests.audit.conftest import (
+    append_events,
+    cut_chain_tail,
+    keys_in_distinct_chains,
+    owner_tampering,
+    verify_audit_fails,
+)
 from toolhub import audit_verify, checkpoints
 from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification, Tenant
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def audit_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key")
-    return "audit-test-key"
-
-
-def _verify_fails(*args: str) -> str:
-    with pytest.raises(CommandError) as excinfo:
-        call_command("verify_audit", "--no-progress", "--workers", "1", *args, stdout=StringIO(), stderr=StringIO())
-    return str(excinfo.value)
 
 
 @pytest.mark.parametrize("kind", ["delta", "full"])
@@ -71,7 +65,7 @@ def test_a_head_rewound_for_the_read_and_restored_for_the_check_is_signed_away(
 
     cut_chain_tail(a[1], a[2], a[3])  # now the owner cuts the two newest events for good
 
-    assert f"chain {a[0].chain}" in _verify_fails()
+    assert f"chain {a[0].chain}" in verify_audit_fails()
 
 
 def test_the_nightly_run_records_a_tenant_with_a_wiped_chain_as_intact(audit_key: str, tenant: Tenant) -> None:
@@ -89,7 +83,7 @@ def test_the_nightly_run_records_a_tenant_with_a_wiped_chain_as_intact(audit_key
         AuditEvent.objects.filter(chain=a[0].chain).delete()
         AuditChainHead.objects.filter(chain=a[0].chain).delete()
 
-    assert "the chain was wiped" in _verify_fails()  # the whole trail's run catches it ...
+    assert "the chain was wiped" in verify_audit_fails()  # the whole trail's run catches it ...
 
     acme = AuditVerification.objects.get(tenant="acme")
     assert not acme.ok and "the chain was wiped" in acme.problems  # ... and acme's own record must say so
@@ -137,6 +131,7 @@ def test_the_acknowledged_checkpoint_covers_its_own_acknowledgement(audit_key: s
     assert heads.get(str(acknowledged.chain), {}).get("seq") == acknowledged.seq
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_checkpoints(
     audit_key: str,
@@ -152,8 +147,6 @@ def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_c
     import psycopg
     from django.db import connection, connections
 
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL: concurrent connections")
     first, second = keys_in_distinct_chains(2)
     a = append_events(4, first)
     append_events(2, second)
@@ -204,4 +197,4 @@ def test_postgresql_the_rewind_and_restore_is_deterministic_with_a_lock_on_the_c
     owner.close()
 
     assert not isinstance(outcome[0], Exception) or isinstance(outcome[0], CheckpointRefusedError), outcome
-    assert f"chain {chain}" in _verify_fails()
+    assert f"chain {chain}" in verify_audit_fails()
