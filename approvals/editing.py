@@ -23,8 +23,6 @@ from toolhub.tools.registry import registry
 
 __all__ = ["EditedVersion", "edited_version"]
 
-_RISK_ORDER = [str(risk) for risk in Risk]
-
 
 @dataclass(frozen=True)
 class EditedVersion:
@@ -67,7 +65,7 @@ def edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> EditedV
         return None
     verdict = recorded_call_verdict(call=call, tool=tool, arguments=prepared.stored)
     required = max(request.required_approvals, verdict.required_approvals if verdict else 0)
-    risk = max(request.risk, verdict.risk if verdict else request.risk, key=_risk_rank)
+    risk = max(request.risk, verdict.risk if verdict else request.risk, key=lambda name: Risk(name).rank)
     return EditedVersion(
         arguments=prepared.stored,
         required_approvals=required,
@@ -75,7 +73,3 @@ def edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> EditedV
         policy_reason=verdict.reason if verdict else "",
         rewritten_by=[rewrite.data["interceptor"] for rewrite in prepared.rewrites],
     )
-
-
-def _risk_rank(risk: str) -> int:
-    return _RISK_ORDER.index(risk) if risk in _RISK_ORDER else len(_RISK_ORDER)

@@ -12,8 +12,6 @@ from toolhub.tools.definition import Risk, Tool
 
 __all__ = ["database_rule_verdict", "rule_matches"]
 
-_RISK_ORDER = [Risk.LOW, Risk.MEDIUM, Risk.HIGH, Risk.CRITICAL]
-
 
 def database_rule_verdict(
     tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
@@ -62,7 +60,7 @@ def rule_matches(
         return False
     if rule.tenant_id and rule.tenant.slug != tenant:
         return False
-    if rule.min_risk and _RISK_ORDER.index(Risk(risk)) < _RISK_ORDER.index(Risk(rule.min_risk)):
+    if rule.min_risk and Risk(risk).rank < Risk(rule.min_risk).rank:
         return False
     if rule.argument:
         if rule.argument not in arguments:

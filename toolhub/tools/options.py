@@ -47,6 +47,11 @@ class Risk(StrEnum):
     def needs_approval(self) -> bool:
         return self in (Risk.HIGH, Risk.CRITICAL)
 
+    @property
+    def rank(self) -> int:
+        """Its place from ``low`` (0) to ``critical`` (3): how risks compare."""
+        return list(Risk).index(self)
+
 
 class ReturnBehavior(StrEnum):
     """Whether a tool's result goes back to the model or ends the run."""
