@@ -1,0 +1,65 @@
+"""The audit checkpoint key and signature: what makes a checkpoint, stored or exported, trusted.
+
+The key is kept outside the database (an environment variable): whoever can write the database cannot
+sign a checkpoint over what they changed.
+"""
+
+import hashlib
+import hmac
+import json
+import os
+from typing import Any
+
+from toolhub.audit_hash import canonical_json
+from toolhub.conf import toolhub_settings
+from toolhub.exceptions import ToolhubError
+from toolhub.models import AuditCheckpoint
+
+__all__ = ["CheckpointKeyError", "builds_on", "sign", "signed_body", "signing_key", "trusted_body"]
+
+
+class CheckpointKeyError(ToolhubError):
+    """The signing key is not configured."""
+
+
+def signing_key() -> bytes:
+    name = toolhub_settings().AUDIT_KEY_ENV
+    key = os.environ.get(name, "")
+    if not key:
+        raise CheckpointKeyError(
+            f"Set the environment variable {name} to the audit checkpoint key (kept out of the database)."
+        )
+    return key.encode()
+
+
+def sign(text: str) -> str:
+    return hmac.new(signing_key(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
+    """A stored checkpoint's body when its signature and number hold (a forged one is never built on)."""
+    if row is None or not hmac.compare_digest(sign(row.body), row.signature):
+        return None
+    try:
+        body = json.loads(row.body)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("seq") != row.seq or not isinstance(body.get("heads"), dict):
+        return None
+    return body
+
+
+def builds_on(body: dict[str, Any], base: Any) -> bool:
+    """Whether a checkpoint belongs to the full checkpoint ``base``'s run: that full one, or a delta on it."""
+    seq = body.get("seq")
+    return bool(body.get("base", seq) == base) and (seq == base) == ("base" not in body)
+
+
+def signed_body(document: dict[str, Any]) -> dict[str, Any] | None:
+    """A checkpoint document's body when its signature holds and it names heads; None when it does not."""
+    body = {key: value for key, value in document.items() if key != "signature"}
+    if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
+        sign(canonical_json(body)), str(document.get("signature", ""))
+    ):
+        return None
+    return body
