@@ -239,7 +239,7 @@ def _export(auditor: Any, target: int) -> dict[str, Any]:
     url = f"/admin/toolhub/toolcall/export/csv/?tenant=acme&created_from={start}"
     rss_before = peak = _rss_kb()
     started = time.perf_counter()
-    response = client.get(url)
+    response = client.post(url)
     lines = size = 0
     for index, chunk in enumerate(response.streaming_content):
         lines += chunk.count(b"\n")

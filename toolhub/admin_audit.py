@@ -16,7 +16,14 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    StreamingHttpResponse,
+)
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -183,7 +190,13 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
         return [export, verify, *super().get_urls()]
 
     def export_view(self, request: HttpRequest, export_format: str) -> HttpResponse:
-        """The calls of the list as filtered and searched (every page), streamed as CSV or JSON Lines."""
+        """The calls of the list as filtered and searched (every page), streamed as CSV or JSON Lines.
+
+        A POST (the list's export buttons, with the CSRF token): each export is audited in the user's name,
+        so another site must not be able to make their browser export.
+        """
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"], "Export with the buttons of the list of calls.")
         if export_format not in EXPORT_FORMATS:
             raise Http404("Unknown export format.")
         if not self.has_view_permission(request):

@@ -205,7 +205,7 @@ def test_csv_export_streams_the_filtered_calls_of_ones_tenants_redacted_and_is_a
     unknown = make_call("acme", tool_name="retired_tool", arguments={"token": SECRET})
     client = console(auditor)
 
-    response = client.get("/admin/toolhub/toolcall/export/csv/?status__exact=succeeded")
+    response = client.post("/admin/toolhub/toolcall/export/csv/?status__exact=succeeded")
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
@@ -230,16 +230,50 @@ def test_jsonl_export_and_bad_requests(auditors: Group) -> None:
     call = make_call("acme", model_call_id="call_x")
     client = console(auditor)
 
-    response = client.get(f"/admin/toolhub/toolcall/export/jsonl/?q={call.pk}")
+    response = client.post(f"/admin/toolhub/toolcall/export/jsonl/?q={call.pk}")
     lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
     assert [line["id"] for line in lines] == [str(call.pk)]
     assert lines[0]["arguments"]["api_token"] == "***redacted***"
 
-    assert client.get("/admin/toolhub/toolcall/export/xml/").status_code == 404
-    assert client.get("/admin/toolhub/toolcall/export/csv/?no_such_field=1").status_code == 400
+    assert client.post("/admin/toolhub/toolcall/export/xml/").status_code == 404
+    assert client.post("/admin/toolhub/toolcall/export/csv/?no_such_field=1").status_code == 400
     nobody = User.objects.create_user("nobody", is_staff=True)
-    assert console(nobody).get("/admin/toolhub/toolcall/export/csv/").status_code == 403
+    assert console(nobody).post("/admin/toolhub/toolcall/export/csv/").status_code == 403
     assert not AuditEvent.objects.filter(event_type="calls.exported", actor="user:nobody").exists()
+
+
+def test_an_export_is_posted_with_the_csrf_token_so_another_site_cannot_audit_one_in_a_users_name(
+    auditors: Group,
+) -> None:
+    """Each export writes ``calls.exported`` in the user's name: a link or image on another site must not."""
+    # given: an auditor logged in, whose browser a third-party page drives
+    auditor = member("aud", "acme", auditors)
+    make_call("acme")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(auditor)
+
+    # when: that page links, embeds or posts to the export without the console's CSRF token
+    fetched = browser.get("/admin/toolhub/toolcall/export/csv/")
+    posted = browser.post("/admin/toolhub/toolcall/export/csv/")
+
+    # then: both are refused, and the trail names no export by the auditor
+    assert fetched.status_code == 405 and fetched["Allow"] == "POST"
+    assert posted.status_code == 403
+    assert not AuditEvent.objects.filter(event_type="calls.exported").exists()
+
+    # when: the list's own button posts, with the token of the page
+    page = browser.get("/admin/toolhub/toolcall/?status__exact=succeeded")
+    token = page.cookies["csrftoken"].value
+    assert 'action="/admin/toolhub/toolcall/export/csv/?status__exact=succeeded"' in page.content.decode()
+    exported = browser.post(
+        "/admin/toolhub/toolcall/export/csv/?status__exact=succeeded", {"csrfmiddlewaretoken": token}
+    )
+
+    # then: it exports, audited once with the list's filters
+    assert exported.status_code == 200
+    assert b"".join(exported.streaming_content).count(b"\n") == 2  # the header and the one call
+    event = AuditEvent.objects.get(event_type="calls.exported")
+    assert event.payload["query"] == {"status__exact": "succeeded"}
 
 
 def test_another_tenants_calls_appear_nowhere_in_the_console(auditors: Group) -> None:
@@ -260,7 +294,7 @@ def test_another_tenants_calls_appear_nowhere_in_the_console(auditors: Group) ->
         assert f"{theirs.pk}/change/" not in body and "acme-secret-bot" not in body, url
         assert "call_acme" not in body and '<td class="field-tenant">acme' not in body, url
     assert client.get(f"/admin/toolhub/toolcall/{theirs.pk}/change/").status_code == 302
-    export = b"".join(client.get("/admin/toolhub/toolcall/export/jsonl/?tenant=acme").streaming_content)
+    export = b"".join(client.post("/admin/toolhub/toolcall/export/jsonl/?tenant=acme").streaming_content)
     assert export == b""
     board = rows_of(client, "/admin/")
     assert '<span class="toolhub-figure-value">0</span>' in board  # acme's call counts nowhere

@@ -667,7 +667,7 @@ def test_a_sensitive_argument_shows_on_no_page_answer_webhook_or_export_around_a
         assert SECRET not in response.content.decode(), url
         shown += 1
     for export in ("csv", "jsonl"):
-        response = page.get(f"/admin/toolhub/toolcall/export/{export}/")
+        response = page.post(f"/admin/toolhub/toolcall/export/{export}/")
         text = b"".join(response.streaming_content).decode()
         assert "probe_b_secure_lookup" in text and SECRET not in text, export
     confirmation = page.post(

@@ -1032,7 +1032,7 @@ def test_changelist_filters_error_flags_and_to_field_show_nothing_of_globex(
 
 
 def _export(client: Client, export_format: str, query: str) -> str:
-    response = client.get(f"/admin/toolhub/toolcall/export/{export_format}/?{query}")
+    response = client.post(f"/admin/toolhub/toolcall/export/{export_format}/?{query}")
     assert response.status_code in (200, 400), (query, response.status_code)
     return b"".join(response.streaming_content).decode() if response.status_code == 200 else ""
 

@@ -65,7 +65,7 @@ LLM_KEY = "sk-probe-f-llm-8d1e2f3a4b5c6d7e8f90a1b2"
 
 
 def export(client: Client, export_format: str) -> str:
-    return b"".join(client.get(f"/admin/toolhub/toolcall/export/{export_format}/").streaming_content).decode()
+    return b"".join(client.post(f"/admin/toolhub/toolcall/export/{export_format}/").streaming_content).decode()
 
 
 def audit_data(**filters: Any) -> str:
