@@ -239,3 +239,31 @@ def test_each_tenants_calls_use_that_tenants_credential(
     assert (acme.status, globex.status) == ("succeeded", "succeeded")
     # The call's tenant (set at the boundary) picks the credential; a context value naming another changes nothing.
     assert crm[0].authorizations == ["Bearer token-acme", "Bearer token-globex"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://mcp.example.com/k/sk_live_4eC39HqLyjWDarjtT1zdp7dc/mcp",
+        "https://mcp.example.com/tenants/0b7f3c1e-9a4d-4d0e-8c55-2f6a1b9e7d31/mcp",
+        "https://mcp.example.com/sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    ],
+)
+def test_a_key_in_the_servers_url_path_is_scrubbed_like_one_in_its_query(url: str) -> None:
+    """Hosted MCP servers often carry the key as a path segment: an error or a definition echoing it hides it."""
+    from toolhub.mcp_client.services import credential_scrubber
+
+    key = next(segment for segment in url.split("/") if any(ch.isdigit() for ch in segment) and len(segment) >= 16)
+    scrubber = credential_scrubber({}, url)
+
+    assert key not in scrubber.text(f"401 for key {key} at /mcp")
+    assert key not in str(scrubber.value({"description": f"Authorised by {key}."}))
+
+
+def test_the_words_of_a_url_path_are_not_taken_for_keys() -> None:
+    """Only key-like segments are scrubbed: a tool description naming the server's own path words stays readable."""
+    from toolhub.mcp_client.services import credential_scrubber
+
+    scrubber = credential_scrubber({}, "https://mcp.example.com/v1/customer-lookup/mcp")
+
+    assert scrubber.text("use customer-lookup v1 via mcp") == "use customer-lookup v1 via mcp"

@@ -1,9 +1,10 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -63,15 +64,21 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScru
 
     And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
     in it): the URL itself, its user name and password, and every query value but those of a few names
-    that never carry one (``?format=json``). Apply it before any cut: a credential cut in the middle is no
-    longer recognisable.
+    that never carry one (``?format=json``), and every path segment that looks like a key (``/k/<key>/mcp``).
+    Apply it before any cut: a credential cut in the middle is no longer recognisable.
     """
     values = [value.split(" ", 1)[-1] for value in headers.values()]
     if url:
         parts = urlsplit(url)
         query = (value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES)
-        values += [url, *query, parts.username or "", parts.password or ""]
+        keys = (unquote(segment) for segment in parts.path.split("/") if _KEY_LIKE.fullmatch(unquote(segment)))
+        values += [url, *query, *keys, parts.username or "", parts.password or ""]
     return SecretScrubber([value for value in values if value])
+
+
+#: A path segment that may be a key: 16 characters or more of a token's alphabet, with a digit among them
+#: (``sk_live_4eC39Hq...``, a UUID); a word of a path (``mcp``, ``v1``, ``customer-lookup``) is not one.
+_KEY_LIKE = re.compile(r"(?=[^/]*\d)[A-Za-z0-9_\-.~+=:]{16,}")
 
 
 #: Query parameter names whose values are settings, not credentials (a vendor's own key name is not here).
