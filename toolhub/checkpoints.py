@@ -44,7 +44,7 @@ from toolhub.checkpoint_files import file_name, numbered_files, write_copy
 from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, sign, signing_key, trusted_body
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
-from toolhub.models import AuditChainHead, AuditCheckpoint
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
 __all__ = [
     "DELTAS_PER_FULL",
@@ -103,9 +103,11 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
         if problems:
             if not acknowledge.strip():
                 raise CheckpointRefusedError(problems)
-            _acknowledged(problems, reason=acknowledge.strip(), actor=actor)
+            event = _acknowledged(problems, reason=acknowledge.strip(), actor=actor)
             full = True
-            heads = _current_heads()  # the acknowledgement's own event is covered by the checkpoint it opens
+            # The acknowledgement's own event is covered by the checkpoint it opens. Only its chain is read
+            # again: every other head stays as read and checked above, so a chain cut meanwhile is not signed.
+            heads[str(event.chain)] = {"seq": event.seq, "hash": event.hash}
         last = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
         if directory:
             # Copies numbered beyond the stored checkpoints (those were deleted, or the database restored):
@@ -155,11 +157,11 @@ def _standing_problems(heads: Heads) -> list[CheckpointProblem]:
     return problems
 
 
-def _acknowledged(problems: list[CheckpointProblem], *, reason: str, actor: str) -> None:
-    """Keep, in the trail itself, who signed over which contradictions and why."""
+def _acknowledged(problems: list[CheckpointProblem], *, reason: str, actor: str) -> AuditEvent:
+    """Keep, in the trail itself, who signed over which contradictions and why; return that event."""
     from toolhub.audit import audit_append
 
-    audit_append(
+    return audit_append(
         event_type="audit.checkpoint_acknowledged",
         actor=actor or "system",
         data={"reason": reason[:2000], "problems": [str(problem) for problem in problems[:100]]},
