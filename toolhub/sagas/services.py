@@ -30,7 +30,7 @@ from toolhub.sagas.records import (
     refresh_status,
     step_calls,
 )
-from toolhub.sagas.selectors import rollback_note
+from toolhub.sagas.selectors import rollback_note, saga_id_unavailable
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -64,13 +64,11 @@ class SagaKeyTakenError(ToolhubError):
 def saga_open(*, key: str, tenant: str, user: Any, actor: str) -> Saga:
     """Open a direct saga for ``user``'s calls that will carry ``saga_id=key`` (``POST /api/v1/sagas/``).
 
-    A key in use in ``tenant`` (a saga, or calls carrying it) is refused, so that no caller joins another's
-    saga. Keys are the tenant's own: another tenant's saga of the same name neither blocks it nor shows.
+    A key in use in ``tenant`` (a saga, or calls carrying it) or a run's id (its saga's key, even before the
+    run's first step) is refused, so that no caller joins, or takes, another's saga. Keys are the tenant's
+    own: another tenant's saga of the same name neither blocks it nor shows.
     """
-    if (
-        Saga.objects.filter(key=key, tenant=tenant).exists()
-        or ToolCall.objects.filter(saga_id=key, tenant=tenant).exists()
-    ):
+    if saga_id_unavailable(key, tenant=tenant, user_id=None):
         raise SagaKeyTakenError("This saga id is in use; choose another (a new UUID, for instance).")
     try:
         with transaction.atomic():
