@@ -270,3 +270,18 @@ def test_the_agent_list_is_paginated(alice_client: APIClient, tenant: Tenant) ->
     assert len(second["results"]) == 1
     names = [agent["name"] for agent in first["results"] + second["results"]]
     assert sorted(names) == ["agent-0", "agent-1", "agent-2"]
+
+
+def test_a_scripted_agents_turns_are_read_whole_when_they_name_only_tools_the_reader_may_use(
+    alice_client: APIClient, alice: User
+) -> None:
+    """The script is withheld only when its turns name a tool the reader may not see (test_probe_2026_12_04_l)."""
+    # given: a script calling and quoting only calculate, which alice may use
+    script = [{"tool_calls": [{"name": "calculate", "arguments": {"a": 1, "op": "+", "b": 2}}]}, {"content": "3"}]
+    agent = agent_create(name="adder", provider="scripted", tools=["calculate"], tenant="acme", script=script)
+
+    # when: alice reads the agent
+    read = alice_client.get(f"/api/v1/agents/{agent.pk}/").json()
+
+    # then: she reads its turns as written
+    assert read["model"]["script"] == script
