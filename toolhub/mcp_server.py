@@ -31,6 +31,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolhub.api.throttling import user_throttle_wait
 from toolhub.authorization import CallPrincipal
 from toolhub.caller_view import CallerView
 from toolhub.conf import toolhub_settings
@@ -327,6 +328,12 @@ def _request_sync(
     if is_navigation(name):
         # Meta tools, facades and context tools act on a run's visible tools; an MCP client has no run.
         raise MCPError(types.INVALID_PARAMS, unknown_tool_message(name, callable_names(_principal(ctx))))
+    # The per-user rate of calls (``calls``) counts a call over MCP as one over ``POST /api/v1/calls/``.
+    wait = user_throttle_wait(user, "calls")
+    if wait is not None:
+        raise MCPError(
+            types.INVALID_REQUEST, f"Too many calls: the rate of calls per user is used up; try again in {wait:.0f} s."
+        )
     try:
         made = direct_call_request(
             user=user,

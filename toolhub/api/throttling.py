@@ -2,6 +2,7 @@
 
 The admin's decision views have no DRF throttle: they call :func:`throttle_wait` with the same scope,
 so a decision counts against one rate (and one cache key) whether it comes from the API or the admin.
+The MCP server, outside Django's requests, counts its calls with :func:`user_throttle_wait` likewise.
 """
 
 from typing import Any
@@ -11,7 +12,7 @@ from rest_framework import throttling
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.settings import api_settings
 
-__all__ = ["ScopedRateThrottle", "throttle_wait"]
+__all__ = ["ScopedRateThrottle", "throttle_wait", "user_throttle_wait"]
 
 
 class ScopedRateThrottle(throttling.ScopedRateThrottle):
@@ -48,3 +49,18 @@ def throttle_wait(request: HttpRequest, scope: str) -> float | None:
     if throttle.allow_request(request, _Scope(scope)):
         return None
     return throttle.wait() or 0.0
+
+
+class _UserWrite:
+    """Stands in for a request: a write (``POST``) by ``user``, all the throttle reads of an authenticated one."""
+
+    method = "POST"
+    META: dict[str, str] = {}
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+
+
+def user_throttle_wait(user: Any, scope: str) -> float | None:
+    """Count one write of ``scope`` for an authenticated ``user`` outside HTTP (MCP), as :func:`throttle_wait` does."""
+    return throttle_wait(_UserWrite(user), scope)  # type: ignore[arg-type]
