@@ -40,6 +40,7 @@ from agents_app.steprows import locked_run, turn_calls
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal, standing_refusal
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -118,7 +119,19 @@ def _model_answer(run_id: uuid.UUID, step: _Step, on_partial: PartialSink | None
         turn = step.adapter.complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
     except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
         return _failure(run_id, exc)
+    size = _turn_size(turn)
+    if size > toolhub_settings().MAX_EXTERNAL_RESULT_BYTES:
+        # A model's turn is data from outside, bounded as a tool's external result is; nothing of it is kept.
+        return _Failed(
+            f"The model's turn was {size:,} bytes, above TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; nothing of it was kept."
+        )
     return _storable_turn(turn)
+
+
+def _turn_size(turn: ModelTurn) -> int:
+    """The bytes of a turn's text and tool calls, as UTF-8."""
+    texts = [turn.content, *(part for call in turn.tool_calls for part in (call.id, call.name, call.arguments))]
+    return sum(len(str(text).encode("utf-8", "surrogatepass")) for text in texts)
 
 
 def _failure(run_id: uuid.UUID, exc: Exception) -> _Failed:

@@ -8,7 +8,10 @@ import json
 from typing import Any
 
 from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
+
+_LAST_RESULT = "{last_tool_result}"
 
 
 class ScriptedAdapter:
@@ -31,8 +34,16 @@ class ScriptedAdapter:
         turn = self._script[index]
         if not isinstance(turn, dict):
             raise ModelError(f"Turn {index + 1} of the script is not an object.")
-        last_result = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "tool"), "")
-        content = str(turn.get("content", "")).replace("{last_tool_result}", str(last_result))
+        last_result = str(next((m.get("content", "") for m in reversed(messages) if m.get("role") == "tool"), ""))
+        content = str(turn.get("content", ""))
+        # Bounded before it is built: a turn quoting a large result many times would not fit in memory.
+        size = len(content) + content.count(_LAST_RESULT) * (len(last_result) - len(_LAST_RESULT))
+        if size > toolhub_settings().MAX_EXTERNAL_RESULT_BYTES:
+            raise ModelError(
+                f"Turn {index + 1} of the script would be {size:,} characters with the tool result in it, above "
+                "TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; quote the result fewer times."
+            )
+        content = content.replace(_LAST_RESULT, last_result)
         calls = []
         for position, raw in enumerate(turn.get("tool_calls") or ()):
             if not isinstance(raw, dict):

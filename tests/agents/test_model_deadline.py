@@ -4,12 +4,14 @@ The fake endpoint is a real HTTP server on 127.0.0.1, spoken to through the offi
 Tests with a model call in flight on another thread use committed rows (``transactional_db``).
 """
 
+import json
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
@@ -17,6 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus, StopReason
+from agents_app.models_adapters.base import ModelTurn
 from agents_app.services import agent_create, run_start
 from agents_app.tasks import sweep_runs_task
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve
@@ -172,3 +175,27 @@ def test_an_answer_for_a_step_that_lost_the_run_is_discarded(fake_model: FakeMod
     assert [m["role"] for m in run.messages] == ["user"]
     assert (run.turn, run.error, run.step_token) == (0, "", other_token)
     assert not ToolCall.objects.exists()
+
+
+class _Oversized:
+    """A model endpoint that answers one turn of 1.5 MB of text (a runaway or hostile endpoint)."""
+
+    answers_in_process = True
+
+    def complete(self, **kwargs: Any) -> ModelTurn:
+        return ModelTurn(content="x" * 1_500_000, tool_calls=(), prompt_tokens=1, completion_tokens=1)
+
+
+def test_a_model_turn_larger_than_the_bound_on_data_from_outside_fails_the_run_and_nothing_of_it_is_kept(
+    alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """A turn is data from outside: bounded like an external result (MAX_EXTERNAL_RESULT_BYTES), by any adapter."""
+    agent = agent_create(name="runaway", provider="scripted", script=[], tools=[])
+    with mock.patch("agents_app.loop.adapter_for", return_value=_Oversized()):
+        with django_capture_on_commit_callbacks(execute=True):
+            run = run_start(agent=agent, user=alice, input="go")
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.FAILED
+    assert "1,500,000 bytes, above TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']" in run.error
+    assert max(len(json.dumps(message)) for message in run.messages) < 10_000
