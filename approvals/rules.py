@@ -70,27 +70,32 @@ def rule_matches(
 
 
 def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    try:
+        return _compared(actual, operator, expected)
+    except TypeError:
+        # A rule comparing incomparable values (``[...] in {...}``, ``"a" > 1``) cannot be decided: hold the
+        # call rather than let it pass, and never fail it with a server error.
+        return True
+
+
+def _compared(actual: Any, operator: str, expected: Any) -> bool:
     if operator == Operator.IN:
         return isinstance(expected, list) and _normal(actual) in [_normal(item) for item in expected]
     if operator == Operator.CONTAINS:
         return str(expected) in str(actual) if not isinstance(actual, list | dict) else expected in actual
     left, right = _normal(actual), _normal(expected)
     if operator == Operator.EQ:
-        return left == right
+        return bool(left == right)
     if operator == Operator.NE:
-        return left != right
-    try:
-        if operator == Operator.GT:
-            return left > right
-        if operator == Operator.GE:
-            return left >= right
-        if operator == Operator.LT:
-            return left < right
-        if operator == Operator.LE:
-            return left <= right
-    except TypeError:
-        # A rule comparing incomparable values cannot be decided: hold the call rather than let it pass.
-        return True
+        return bool(left != right)
+    if operator == Operator.GT:
+        return bool(left > right)
+    if operator == Operator.GE:
+        return bool(left >= right)
+    if operator == Operator.LT:
+        return bool(left < right)
+    if operator == Operator.LE:
+        return bool(left <= right)
     return False
 
 

@@ -17,6 +17,7 @@ from approvals.services import approval_approve, approvals_escalate_due, approva
 from approvals.webhooks import webhook_deliver
 from tests.governance.conftest import parse
 from tests.testapp.models import SideEffect
+from toolhub import Risk, ToolContext, tool
 from toolhub.exceptions import DecisionNotAllowedError
 from toolhub.models import AuditEvent, CallStatus, ToolCall, ToolGroup
 from toolhub.tools.definition import Tool
@@ -48,6 +49,37 @@ def test_numeric_conditions_compare_exact_decimals_and_respect_tenant_and_risk(r
     assert request_call("debit", {"account_id": "A", "amount": "1000.01"}).status == CallStatus.PENDING_APPROVAL
     # neither the other tenant's rule nor the critical-only rule applies to a low-risk call in acme
     assert request_call("get_balance", {"account_id": "A"}).status != CallStatus.PENDING_APPROVAL
+
+
+@tool(risk=Risk.LOW)
+def store_payload(payload: dict[str, Any] | list[Any] | int, ctx: ToolContext) -> str:
+    """Store a payload of any shape."""
+    SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="store_payload", note=str(payload))
+    return "stored"
+
+
+@pytest.mark.parametrize(
+    ("operator", "value", "argument"),
+    [
+        ("contains", ["vip"], {"tier": "gold"}),  # a list looked up in an object: unhashable
+        ("contains", {"a": 1}, {"tier": "gold"}),
+        (">", "abc", 5),  # text against a number
+        ("<=", [1], {"a": 1}),
+    ],
+)
+def test_a_rule_that_cannot_be_decided_on_the_arguments_holds_the_call_never_fails_it(
+    request_call, operator: str, value: Any, argument: Any
+) -> None:
+    """Whatever value an operator or a tenant's developer saved: a rule that cannot compare holds the call."""
+    ApprovalRule.objects.create(
+        name="odd", tool_name="store_payload", argument="payload", operator=operator, value=value
+    )
+
+    with registry.temporarily(store_payload):
+        call = request_call("store_payload", {"payload": argument})
+
+    assert call.status == CallStatus.PENDING_APPROVAL
+    assert not SideEffect.objects.exists()
 
 
 def test_a_developers_never_does_not_override_an_operators_rule(request_call) -> None:
