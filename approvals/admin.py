@@ -489,7 +489,7 @@ def _outcome(request: ApprovalRequest, done: str) -> str:
 def _editable(request: ApprovalRequest) -> dict[str, Any]:
     """The version under approval without its sensitive values (never sent to the browser)."""
     arguments = request.arguments or {}
-    withheld = withheld_names(request.tool_name, arguments)
+    withheld = withheld_names(request.tool_name, arguments, version=request.call.tool_version)
     return {key: value for key, value in arguments.items() if key not in withheld}
 
 

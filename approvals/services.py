@@ -285,7 +285,7 @@ def _edit(
     request.refresh_from_db(fields=["arguments"])
     request.arguments_hash = approval_hash(call.tool_name, call.tool_version, request.arguments)
     request.save(update_fields=["arguments_hash"])
-    diff = arguments_diff(request.tool_name, previous, request.arguments)
+    diff = arguments_diff(request.tool_name, previous, request.arguments, version=call.tool_version)
     decision = _decision_row(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
     return EventSpec(
         "approval.edit",

@@ -16,26 +16,33 @@ from toolhub.selectors import withheld_names
 __all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff", "approvals_in_round"]
 
 
-def arguments_diff(tool_name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+def arguments_diff(
+    tool_name: str, before: Mapping[str, Any], after: Mapping[str, Any], *, version: str | None = None
+) -> dict[str, Any]:
     """``{name: {"before": ..., "after": ...}}`` for every argument that differs; sensitive values redacted."""
-    return _arguments_diff(before, after, withheld_names(tool_name, before, after))
+    return _arguments_diff(before, after, withheld_names(tool_name, before, after, version=version))
 
 
 def shown_arguments(request: ApprovalRequest) -> dict[str, Any]:
     """The version under approval (what will run), as anyone may see it."""
     arguments = request.arguments or {}
-    return redact(arguments, withheld_names(request.tool_name, arguments))
+    return redact(arguments, withheld_names(request.tool_name, arguments, version=request.call.tool_version))
 
 
 def shown_original_arguments(request: ApprovalRequest) -> dict[str, Any]:
     """The arguments as the model sent them, as anyone may see them."""
     arguments = request.original_arguments or {}
-    return redact(arguments, withheld_names(request.tool_name, arguments))
+    return redact(arguments, withheld_names(request.tool_name, arguments, version=request.call.tool_version))
 
 
 def shown_diff(request: ApprovalRequest) -> dict[str, Any]:
     """How the version under approval differs from the model's original (empty when nobody edited it)."""
-    return arguments_diff(request.tool_name, request.original_arguments or {}, request.arguments or {})
+    return arguments_diff(
+        request.tool_name,
+        request.original_arguments or {},
+        request.arguments or {},
+        version=request.call.tool_version,
+    )
 
 
 def approvals_in_round(request: ApprovalRequest) -> int:

@@ -84,21 +84,24 @@ def tool_call_audit_events(call: ToolCall) -> QuerySet[AuditEvent]:
 def displayed_arguments(call: ToolCall) -> dict:
     """A call's arguments as anyone may see them: sensitive values redacted."""
     arguments = call.arguments or {}
-    return redact(arguments, withheld_names(call.tool_name, arguments))
+    return redact(arguments, withheld_names(call.tool_name, arguments, version=call.tool_version))
 
 
-def withheld_names(tool_name: str, *arguments: Mapping[str, Any]) -> frozenset[str]:
+def withheld_names(tool_name: str, *arguments: Mapping[str, Any], version: str | None = None) -> frozenset[str]:
     """The argument names whose values are never shown: the tool's sensitive ones and those it no longer has.
 
     A call is read with the tool as it is now. A name it no longer has (a parameter renamed: ``pin`` to
-    ``door_pin``), or every name once the tool is no longer registered (renamed, removed, a remote
-    server's tool withdrawn), may have been sensitive when the call was made: its value is not shown.
+    ``door_pin``, or dropped), or every name once the tool is no longer registered (renamed, removed, a
+    remote server's tool withdrawn), may have been sensitive when the call was made: its value is not shown.
+    Only for the very ``version`` the call was made with (``ToolCall.tool_version``) is a name the schema
+    does not declare known to be an extra argument that a tool with no secret admits (a remote server's).
     """
     names = frozenset(name for mapping in arguments for name in mapping)
     tool = registry.get(tool_name)
     if tool is None:
         return names
     schema = tool.json_schema
-    if not tool.sensitive and schema.get("additionalProperties", True) is not False:
-        return frozenset()  # a schema that admits other names, of a tool with no secret (a remote server's)
+    admits_others = schema.get("additionalProperties", True) is not False
+    if not tool.sensitive and admits_others and version == tool.version:
+        return frozenset()
     return tool.sensitive | (names - set(schema.get("properties", {})))

@@ -67,7 +67,9 @@ def tool_call_release(
         # The operator's edit is what was approved: the binding follows the new arguments.
         fields["arguments"] = dict(arguments)
         fields["approval_hash"] = approval_hash(call.tool_name, call.tool_version, fields["arguments"])
-        data["arguments"] = redact(dict(arguments), withheld_names(call.tool_name, arguments))
+        data["arguments"] = redact(
+            dict(arguments), withheld_names(call.tool_name, arguments, version=call.tool_version)
+        )
     external = tool is not None and tool.is_external
     with transaction.atomic(savepoint=False):  # one with the approval that released it
         moved = call_transition(
@@ -162,7 +164,8 @@ def tool_call_submit_result(
 def _sensitive_scrubber(call: ToolCall) -> SecretScrubber:
     """Replaces the values of the call's arguments that are never shown (``withheld_names``)."""
     arguments = call.arguments or {}
-    return SecretScrubber(sensitive_values(arguments, withheld_names(call.tool_name, arguments)))
+    withheld = withheld_names(call.tool_name, arguments, version=call.tool_version)
+    return SecretScrubber(sensitive_values(arguments, withheld))
 
 
 def _subagent_run_of(call: ToolCall) -> str:

@@ -227,3 +227,24 @@ def test_a_secrets_base64_forms_are_replaced_too() -> None:
     for encoded in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
         assert scrubber.text(f"token={encoded};") == "token=[secret];"
         assert scrubber.text(f"token={encoded.rstrip('=')}") == "token=[secret]"
+
+
+def test_an_open_schemas_extra_argument_shows_only_under_the_version_it_was_made_with(
+    request_call: RequestCall, alice: User
+) -> None:
+    """A tool with no secret admitting other names (a remote server's): an extra is shown for its own version.
+
+    Once the tool changed, a name it does not declare may have been a sensitive parameter it dropped
+    (test_probe_2026_12_04_n): withheld, as for a renamed one.
+    """
+    from toolhub.selectors import displayed_arguments
+    from toolhub.tools.definition import Tool
+
+    open_schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    v1 = Tool.create("open_lookup", "Look a customer up.", open_schema, lambda a: "found", risk="low")
+    v2 = Tool.create("open_lookup", "Look a customer up by name.", open_schema, lambda a: "found", risk="low")
+    with registry.temporarily(v1):
+        call = request_call("open_lookup", {"query": "acme", "region": "eu-west"}, alice, tenant="acme")
+        assert displayed_arguments(call) == {"query": "acme", "region": "eu-west"}
+    with registry.temporarily(v2):
+        assert displayed_arguments(call) == {"query": "acme", "region": "***redacted***"}

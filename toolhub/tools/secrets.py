@@ -207,7 +207,9 @@ _factory_lock = threading.Lock()
 
 
 def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> list[str]:
-    """The values of ``arguments``' sensitive names as text: each string or number within them (nested too).
+    """The values of ``arguments``' sensitive names as text: each string or number within them, nested too.
+
+    A mapping's keys count as its values do (a split payment keyed by IBAN).
 
     ``arguments`` as stored (JSON) or as validated for the tool: a model's or a dataclass's fields, a
     ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON.
@@ -222,7 +224,8 @@ def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> 
         elif isinstance(value, int | float):
             found.append(str(value))
         elif isinstance(value, Mapping):
-            for item in value.values():
+            for key, item in value.items():
+                collect(key)
                 collect(item)
         elif isinstance(value, list | tuple | set | frozenset):
             for item in value:
