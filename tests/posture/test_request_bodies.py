@@ -7,13 +7,14 @@ without touching this file.
 import io
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.exceptions import ParseError
 from rest_framework.test import APIClient
@@ -205,11 +206,50 @@ def test_the_limit_is_a_setting(alice_client: APIClient) -> None:
         ("[]", 1),
         ('{"a": [1, {"b": []}]}', 4),
         ('["[[[[", "}}}", "\\"[[["]', 1),  # brackets in strings, escaped quotes
+        ('["\\\\", ["]"]]', 2),  # an escaped backslash does not escape the quote after it
+        ('["\\\\\\"[", []]', 2),  # an escaped backslash, then an escaped quote: the string goes on
+        ('[["a\\\n[", [1]]]', 3),  # a backslash takes a newline along like any character
+        ('[1, "[[[[', 1),  # an open string runs to the end: json.loads stops there, nothing after it nests
+        ('[[{"a": "\\"\\"\\"]]', 3),  # an open string of escaped quotes, brackets before it still count
+        ('[1, "abc\\', 1),  # a backslash at the very end
         (nested_list(DEPTH * 10), DEPTH * 10),
     ],
 )
 def test_nesting_is_measured_on_the_text_without_recursion(text: str, depth: int) -> None:
     assert json_nesting_depth(text) == depth
+
+
+def test_brackets_before_an_open_string_are_still_refused(superuser_client: APIClient) -> None:
+    body = "[" * DEPTH + '"' + '\\"' * 1_000
+
+    response = superuser_client.post("/api/v1/runs/", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert f"nests lists and objects {DEPTH} levels deep" in response.json()["detail"]
+
+
+#: Bodies of about 200 KB that no client sends: open strings, quotes, escapes and brackets in long runs.
+ADVERSARIAL_BODIES = {
+    "open-string-of-escaped-quotes": '"' + '\\"' * 100_000,
+    "the-same-ending-in-a-backslash": '"' + '\\"' * 100_000 + "\\",
+    "escaped-quotes-and-escaped-newlines": '"' + '\\"\\\n' * 50_000,
+    "escaped-backslashes": '{"a": "' + "\\\\" * 100_000,
+    "quotes": '"' * 200_000,
+    "open-strings-in-lists": '["' * 100_000,
+    "open-strings-of-brackets": '"[' * 100_000,
+    "brackets-in-escaped-quotes": '"\\"[\\"{' * 50_000,
+}
+
+
+@pytest.mark.parametrize("body", ADVERSARIAL_BODIES.values(), ids=ADVERSARIAL_BODIES.keys())
+def test_a_long_adversarial_body_is_refused_in_linear_time(body: str) -> None:
+    # anonymous: the check runs before authentication, so anyone can send these
+    started = time.monotonic()
+    response = Client().post("/api/v1/calls/", data=body, content_type="application/json")
+    elapsed = time.monotonic() - started
+
+    assert response.status_code == 400
+    assert elapsed < 1.0, f"{len(body) // 1000} KB held the worker for {elapsed:.1f} s"  # linear: ~10 ms
 
 
 def test_the_parser_refuses_what_json_loads_would_crash_on() -> None:

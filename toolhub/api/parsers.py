@@ -23,8 +23,13 @@ from toolhub.storable import json_storage_problem
 
 __all__ = ["JSONBodyCheckMiddleware", "StorableJSONParser", "json_nesting_depth"]
 
-#: A JSON string literal (escapes included); brackets inside one are text, not structure.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: A JSON string literal (escapes included); brackets inside one are text, not structure. A string left open
+#: runs to the end of the text: ``json.loads`` fails there, so nothing after it can nest. A pattern that needs
+#: the closing quote retries from every quote inside an open string and rescans the rest, quadratic in
+#: ``"\"\"\"...`` (sent before authentication); this one cannot fail once it has started, and its possessive
+#: loops over disjoint alternatives never backtrack, so each character is read once. DOTALL: a backslash
+#: takes the character after it along, a newline too.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+"?', re.DOTALL)
 #: Opening brackets become 2 and closing ones 0, so that subtracting 1 gives each one's step in depth.
 _STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
