@@ -185,10 +185,35 @@ def interceptors_after(*, call: InterceptedCall, result: Any) -> tuple[Any, list
 
 # --- PII redaction of results --------------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+#: An email: a local part, ``@``, dot-separated labels and a top-level domain of letters. ``[L]+@`` tried at every
+#: character rescans the rest of a long run of local-part characters each time (quadratic in ``a@a.a.a...``),
+#: so a search starts a local part only where a run of them starts (``_EMAIL``), and ``_redact_emails`` tries
+#: the one other start a match can have, where the previous match ended, anchored (``_EMAIL_HERE``). Possessive
+#: runs give back nothing that could help: what must follow each (``@`` after the local part, ``.`` after a label)
+#: is a character it cannot hold.
+_EMAIL_LOCAL = r"[A-Za-z0-9._%+-]"
+_EMAIL_REST = _EMAIL_LOCAL + r"++@[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*\.[A-Za-z]{2,}"
+_EMAIL = re.compile(rf"(?<!{_EMAIL_LOCAL}){_EMAIL_REST}")
+_EMAIL_HERE = re.compile(_EMAIL_REST)
 _CARD = re.compile(r"(?<![\d\w])\d(?:[ -]?\d){12,18}(?![\d\w])")
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]?\d{2,4}){1,4}(?![\w])")
 PII_KINDS = ("email", "card", "phone")
+
+
+def _redact_emails(text: str, replacement: str) -> str:
+    """Replace the emails in ``text`` as ``_EMAIL_HERE.sub`` would, reading each character a bounded number of times.
+
+    ``replacement`` is taken literally, like the card and phone ones (``re.sub`` would expand backslashes).
+    """
+    parts: list[str] = []
+    position = 0
+    while found := _EMAIL_HERE.match(text, position) or _EMAIL.search(text, position):
+        # A match may end inside a run of local-part characters; the next may start right there (``_EMAIL_HERE``),
+        # and any other start in that run reaches the same ``@``, so it matches only if that one does.
+        parts += (text[position : found.start()], replacement)
+        position = found.end()
+    parts.append(text[position:])
+    return "".join(parts)
 
 
 def luhn_valid(digits: str) -> bool:
@@ -245,7 +270,7 @@ class PIIRedaction(Interceptor):
     def redact_text(self, text: str) -> str:
         for kind in self.kinds:
             if kind == "email":
-                text = _EMAIL.sub(self.replacement.format(kind="email"), text)
+                text = _redact_emails(text, self.replacement.format(kind="email"))
             elif kind == "card":
                 text = _CARD.sub(lambda m: self._card(m.group(0)), text)
             else:
