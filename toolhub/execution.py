@@ -118,6 +118,7 @@ def _hand_back(call: ToolCall, worker: str) -> None:
         call,
         to=CallStatus.QUEUED,
         allowed_from={CallStatus.RUNNING},
+        attempt=call.attempts,  # this batch's claim, not a later one's (after the lease expired meanwhile)
         actor=f"worker:{worker}",
         data={"reason": "handed back unstarted: no time left in this worker's batch", "attempt": call.attempts},
         attempts=call.attempts - 1,

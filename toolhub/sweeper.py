@@ -37,7 +37,8 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
     """Settle calls whose worker vanished: idempotent and atomic ones are queued again, the others need attention.
 
     A late outcome of the lost attempt is refused (outcomes are written only by the attempt that holds the
-    claim), and an atomic tool's effects roll back with it.
+    claim), and an atomic tool's effects roll back with it. Each move is of the attempt read as expired: a
+    call queued again and claimed meanwhile (a later attempt, by another sweep) is left to its worker.
     """
     now = timezone.now()
     counts = {"requeued": 0, "needs_attention": 0}
@@ -50,6 +51,7 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                     call,
                     to=CallStatus.QUEUED,
                     allowed_from={CallStatus.RUNNING},
+                    attempt=call.attempts,
                     actor="reconciler",
                     data={"reason": f"lease expired; {kind} tool is retried", "attempt": call.attempts},
                     queued_at=now,
@@ -61,6 +63,7 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                 call,
                 to=CallStatus.NEEDS_ATTENTION,
                 allowed_from={CallStatus.RUNNING},
+                attempt=call.attempts,
                 actor="reconciler",
                 data={"reason": "lease expired while running; outcome unknown", "attempt": call.attempts},
                 error=(
