@@ -139,6 +139,7 @@ def audit_call_events(
     change: tuple[str, list[Any]] | None = None,
     instances: bool = True,
     writes: Sequence[Write] = (),
+    stamp_after: bool = False,
 ) -> list[AuditEvent] | None:
     """Record several events of one call at once: one lock of the chain head, one insert, one head update.
 
@@ -149,12 +150,18 @@ def audit_call_events(
     ``writes``: rows of the same decision written with them, before the change and whether or not it touches
     its row (one statement on PostgreSQL; elsewhere statements of their own in the caller's transaction).
     Each is to touch a row; ``WriteMissedError`` is raised when one does not (it belongs inside a transaction).
+    ``stamp_after`` (a change guarded by the governance stamp): the stamp read after the statement's locks is
+    set as ``call.stamp_after_write`` (PostgreSQL; None elsewhere, where writers do not wait in one statement).
     """
-    return _append_for_call(call, events, change=change, instances=instances, writes=writes).events
+    appended = _append_for_call(
+        call, events, change=change, instances=instances, writes=writes, stamp_after=stamp_after
+    )
+    call.stamp_after_write = appended.stamp_after
+    return appended.events
 
 
 def audit_call_change(
-    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]], returning: str
+    call: ToolCall, events: list[EventSpec], *, change: tuple[str, list[Any]], returning: str, stamp_after: bool = False
 ) -> tuple[Any, ...] | None:
     """PostgreSQL: ``audit_call_events`` for a change whose row comes back, as the change left it.
 
@@ -164,7 +171,10 @@ def audit_call_change(
     """
     if transaction.get_connection().vendor != "postgresql":
         raise NotSupportedError("a change's row comes back with its audit events on PostgreSQL only")
-    appended = _append_for_call(call, events, change=change, instances=False, returning=returning)
+    appended = _append_for_call(
+        call, events, change=change, instances=False, returning=returning, stamp_after=stamp_after
+    )
+    call.stamp_after_write = appended.stamp_after
     return None if appended.events is None else appended.row
 
 
@@ -186,6 +196,7 @@ class _Appended(NamedTuple):
 
     events: list[AuditEvent] | None
     row: tuple[Any, ...] = ()
+    stamp_after: int | None = None
 
 
 _HEAD_ADVANCE = "UPDATE toolhub_auditchainhead SET seq = seq + %s WHERE chain = %s RETURNING seq, hash"
@@ -203,6 +214,7 @@ def _append_many(
     instances: bool = True,
     writes: Sequence[Write] = (),
     returning: str = "",
+    stamp_after: bool = False,
 ) -> _Appended:
     """Append ``events`` (after ``writes`` and ``change``, when given); no events when the change touched no row.
 
@@ -236,6 +248,7 @@ def _append_many(
                 instances,
                 writes,
                 returning,
+                stamp_after,
             )
     if returning:
         raise NotSupportedError("a change's row comes back with its events only in one statement")
@@ -320,6 +333,7 @@ def _append_in_one_statement(
     instances: bool,
     writes: Sequence[Write],
     returning: str,
+    stamp_after: bool,
 ) -> _Appended:
     """PostgreSQL: the writes, the change, the head and the events in one statement; the database hashes."""
     params = appended_params(
@@ -334,22 +348,24 @@ def _append_in_one_statement(
         columns=rows,
     )
     with prepared_cursor(connection) as cursor:
-        statement = appended_sql(len(rows), change[0] if change else None, tuple(sql for sql, _ in writes), returning)
+        statement = appended_sql(
+            len(rows), change[0] if change else None, tuple(sql for sql, _ in writes), returning, stamp_after
+        )
         cursor.execute(statement, params)
-        changed, base, hashes, ids, written_all, *row = cursor.fetchone()
+        changed, base, hashes, ids, written_all, after, *row = cursor.fetchone()
     if not written_all:
         raise WriteMissedError(f"a write with the audited change touched no row: {statement[:80]}")
     if not changed:
         return _Appended(None)
     if not instances:
-        return _Appended([], tuple(row))
+        return _Appended([], tuple(row), after)
     written = batch.events(rows)
     for offset, (event, pk) in enumerate(zip(written, ids, strict=True)):
         event.id, event.seq = pk, base + offset + 1
         event.prev_hash, event.hash = hashes[offset], hashes[offset + 1]
         event._state.adding = False
         event._state.db = connection.alias
-    return _Appended(written, tuple(row))
+    return _Appended(written, tuple(row), after)
 
 
 def _write(connection: Any, events: list[AuditEvent], *, chain: int, head_hash: str) -> None:

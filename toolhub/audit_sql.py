@@ -18,6 +18,8 @@ import functools
 import json
 from typing import Any
 
+from toolhub.governance import governance_stamp_after_sql
+
 __all__ = ["appended_params", "appended_sql"]
 
 _HEAD = "toolhub_auditchainhead"
@@ -53,7 +55,9 @@ def _last_hash(count: int, previous: str, base: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), returning: str = "") -> str:
+def appended_sql(
+    count: int, change: str | None, writes: tuple[str, ...] = (), returning: str = "", stamp_after: bool = False
+) -> str:
     """The statement appending ``count`` events (after ``change``, a row's INSERT or UPDATE, when given).
 
     ``writes``: INSERTs or UPDATEs of other rows that commit with the change (an approval's decision row),
@@ -62,8 +66,9 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), r
     (:data:`_KEYS`); the chain; the chain again, call id, run id, tool name, tenant and time of the events.
     Returns one row: whether the change touched a row (1 without a change), the chain's seq before the
     append, the hashes (the previous one first), the new events' ids in seq order, and whether every write
-    touched a row; then, with ``returning`` (the change's RETURNING list), the changed row's columns (NULLs
-    when it touched none), so a writer that holds only a row's key needs no read of it.
+    touched a row, and with ``stamp_after`` the governance stamp read after the events were written (so
+    after the head's lock; NULL without); then, with ``returning`` (the change's RETURNING list), the changed
+    row's columns (NULLs when it touched none), so a writer that holds only a row's key needs no read of it.
     """
     if count < 1:
         raise ValueError("an append writes at least one event")
@@ -81,6 +86,8 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), r
     written_all = " AND ".join(f"EXISTS (SELECT 1 FROM w{index})" for index in range(1, len(writes) + 1)) or "true"
     with_change = f"change AS ({change} RETURNING {returning or 1}), " if change else ""
     returned = ", r.* FROM (SELECT 1) AS one LEFT JOIN change AS r ON true" if change and returning else ""
+    # Its argument depends on the written events: evaluated once they are, after the head's lock was taken.
+    after = governance_stamp_after_sql("(SELECT count(*) FROM written)") if stamp_after else "NULL::bigint"
     return (
         f"WITH {with_writes}{with_change}"
         f"p AS (SELECT {arrays} FROM (SELECT %s::json AS j) AS given), "
@@ -97,7 +104,7 @@ def appended_sql(count: int, change: str | None, writes: tuple[str, ...] = (), r
         "FROM chained c CROSS JOIN p CROSS JOIN unnest(p.t, p.s, p.x, p.d) "
         "WITH ORDINALITY AS v(event_type, status, actor, data, k) RETURNING id, seq) "
         f"SELECT {'(SELECT count(*) FROM change)' if change else '1'}, (SELECT base FROM chained), "
-        f"(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq), {written_all}{returned}"
+        f"(SELECT hashes FROM chained), ARRAY(SELECT id FROM written ORDER BY seq), {written_all}, {after}{returned}"
     )
 
 

@@ -57,7 +57,9 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     """Write a new call row with its audit events (the row and the chain head's advance in one statement).
 
     ``stamp``: the governance stamp the call was decided under; the row is written only while it is still
-    current, else nothing is written and False returned (decide again under the new governance).
+    current, else nothing is written and False returned (decide again under the new governance). When a
+    change committed while the write waited for its locks, the row is written and ``call.governance_moved``
+    set: who acts on the call next checks again.
     """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
@@ -65,8 +67,9 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     if stamp is not None:
         params.append(stamp)
     change = (insert_sql(ToolCall, where=GOVERNANCE_STAMP_CHECK if stamp is not None else ""), params)
-    if audit_call_events(call, events, change=change, instances=False) is None:
+    if audit_call_events(call, events, change=change, instances=False, stamp_after=stamp is not None) is None:
         return False
+    _note_governance_moved(call, stamp)
     call._state.adding = False
     call._state.db = connection.alias
     return True
@@ -93,7 +96,8 @@ def call_transition(
     The move is a conditional UPDATE, so of two racing writers exactly one wins; the audit event is
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
-    ``checked_stamp``: move only while the governance stamp is still this one. ``attempt``: only while the
+    ``checked_stamp``: move only while the governance stamp is still this one (``call.governance_moved`` is set
+    when a change committed while the move waited for its locks: check again before acting). ``attempt``: only while the
     call is still in this attempt (the claim of the worker that ran it, not a later one's). ``writes``: rows of
     the same decision (an operator's decision row), written in the same statement whether or not the call moves.
     ``refresh`` (PostgreSQL): every field of ``call`` is set from the moved row, returned by the same statement,
@@ -120,18 +124,28 @@ def call_transition(
     with one_write():
         if refresh:
             returning = ", ".join([_returned_columns(), *also_returned])
-            row = audit_call_change(call, events, change=(sql, params), returning=returning)
+            row = audit_call_change(
+                call, events, change=(sql, params), returning=returning, stamp_after=checked_stamp is not None
+            )
             if row is not None:
                 width = len(ToolCall._meta.concrete_fields)
                 assign_row(call, row[:width])
                 call.also_returned = tuple(row[width:])
             written = None if row is None else []
         else:
-            written = audit_call_events(call, events, change=(sql, params), instances=False, writes=writes)
+            written = audit_call_events(
+                call,
+                events,
+                change=(sql, params),
+                instances=False,
+                writes=writes,
+                stamp_after=checked_stamp is not None,
+            )
         if written is None:
             for name, value in previous.items():
                 setattr(call, name, value)
             return False
+        _note_governance_moved(call, checked_stamp)
         if to in SETTLED_STATUSES:
             transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
@@ -170,6 +184,16 @@ CALL_TABLE = f'"{ToolCall._meta.db_table}"'
 def _returned_columns() -> str:
     """Every column of a call row, as an UPDATE of it returns them (``toolhub.rowread`` order)."""
     return columns_sql(ToolCall, CALL_TABLE)
+
+
+def _note_governance_moved(call: ToolCall, checked: int | None) -> None:
+    """Whether a governance change committed while a write guarded by ``checked`` waited for its locks.
+
+    The guard reads the stamp in the statement's snapshot, taken before those waits; the write also returns
+    the stamp read after them (PostgreSQL), and one that differs means the decision may no longer hold.
+    """
+    after = call.stamp_after_write
+    call.governance_moved = checked is not None and after is not None and after != checked
 
 
 def one_write() -> AbstractContextManager[Any]:

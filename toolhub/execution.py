@@ -31,7 +31,7 @@ from toolhub.tools.progress import Progress
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 from toolhub.waiting import tool_call_require_reapproval
 
-__all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_intent"]
+__all__ = ["tool_call_execute", "tool_call_execute_claimed", "tool_call_run_claimed", "tool_call_run_with_intent"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
     calls = tool_calls_claim(call_id=call_id, worker=worker, limit=limit, hint=hint)
     if len(calls) <= 1:
         for call in calls:
-            _execute_claimed(call, worker, stamp_checked=limit == 1)
+            # A governance change committed while the claim waited for its locks: the re-check reads it.
+            _execute_claimed(call, worker, stamp_checked=limit == 1 and not call.governance_moved)
         return next((call for call in calls if call.id == call_id), None)
     pending: list[tuple[ToolCall, Callable[[], None]]] = []
     token = _outcomes.set(pending)
@@ -63,6 +64,11 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
         _outcomes.reset(token)
         _record_outcomes(pending)
     return next((call for call in calls if call.id == call_id), None)
+
+
+def tool_call_execute_claimed(*, call: ToolCall, worker: str) -> None:
+    """Re-check a call this process holds the claim of under the current governance, then run it (or refuse it)."""
+    _execute_claimed(call, worker)
 
 
 def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
@@ -176,7 +182,8 @@ def tool_call_run_with_intent(
         for name, value in change.values.items():
             setattr(call, name, value)
         with transaction.atomic(savepoint=False) if change.artifact is not None else one_write():
-            if not call_insert(call, [*intent, change.event], stamp=stamp):
+            # Governance changed meanwhile (before or while the write waited for its locks): roll back, decide again.
+            if not call_insert(call, [*intent, change.event], stamp=stamp) or call.governance_moved:
                 return False
             if change.artifact is not None:
                 ToolCallArtifact.objects.create(call=call, **change.artifact)

@@ -27,6 +27,7 @@ __all__ = [
     "governance_watched_tables",
     "governance_cached",
     "governance_scope",
+    "governance_stamp_after_sql",
     "GOVERNANCE_STAMP_CHECK",
     "GOVERNANCE_STAMP_SQL",
     "governance_stamp",
@@ -148,8 +149,16 @@ def governance_stamp(*, assume_current: bool) -> int | None:
 GOVERNANCE_STAMP_SQL = f"({_READ_STAMP})"
 
 #: A condition true while the governance stamp is still ``%s``: a write guarded by it fails (touches no row)
-#: when a governance change committed after the stamp its decisions were made under.
+#: when a governance change committed after the stamp its decisions were made under. It reads the stamp in
+#: the statement's snapshot, taken before the statement waits for a lock (an audit chain's head): on
+#: PostgreSQL the guarded write also returns the stamp read after its locks (``governance_stamp_after_sql``), and a
+#: writer whose stamp moved meanwhile checks again before it acts (``ToolCall.governance_moved``).
 GOVERNANCE_STAMP_CHECK = "EXISTS (SELECT 1 FROM toolhub_governanceversion WHERE id = 1 AND stamp = %s)"
+
+
+def governance_stamp_after_sql(written: str) -> str:
+    """PostgreSQL: the stamp as committed once ``written`` (SQL over what the statement wrote) is evaluated."""
+    return f"toolhub_governance_stamp_after({written})"
 
 
 def governance_cached(key: Hashable, loader: Callable[[], T]) -> T:
@@ -168,6 +177,12 @@ BEGIN
     RETURN NULL;
 END;
 $$ LANGUAGE plpgsql;
+CREATE OR REPLACE FUNCTION toolhub_governance_stamp_after(bigint) RETURNS bigint AS $$
+BEGIN
+    -- VOLATILE: its query takes a fresh snapshot, after whatever the statement calling it waited for.
+    RETURN (SELECT stamp FROM toolhub_governanceversion WHERE id = 1);
+END;
+$$ LANGUAGE plpgsql VOLATILE;
 """
 
 

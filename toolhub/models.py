@@ -143,6 +143,11 @@ STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP})
 class ToolCall(models.Model):
     """One governed call of a tool, whoever asked for it; its status history is in the audit trail."""
 
+    #: Set by a write guarded by the governance stamp (``toolhub.calls``), not stored: the stamp read after the
+    #: write's locks (PostgreSQL), and whether a governance change committed while it waited for them.
+    stamp_after_write: int | None = None
+    governance_moved: bool = False
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=16, choices=CallKind.choices, default=CallKind.CALL)
     tool_name = models.CharField(max_length=200)

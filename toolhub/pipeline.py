@@ -272,8 +272,12 @@ def _decide(
         return _Decision([requested, *rewritten, queued, running], _nothing, written_by=run_with_intent)
 
     def run_here(call: ToolCall) -> None:
-        from toolhub.execution import tool_call_run_claimed
+        from toolhub.execution import tool_call_execute_claimed, tool_call_run_claimed
 
+        if call.governance_moved:
+            # A governance change committed while the row was written: checked again, as a worker would.
+            transaction.on_commit(lambda: tool_call_execute_claimed(call=call, worker=EAGER_WORKER), robust=True)
+            return
         transaction.on_commit(
             lambda: tool_call_run_claimed(call=call, tool=tool, arguments=validated, worker=EAGER_WORKER), robust=True
         )

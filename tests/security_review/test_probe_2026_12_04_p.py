@@ -136,6 +136,47 @@ def test_a_grant_revoked_while_the_claim_waits_on_the_chain_head_is_not_honoured
     assert call.status == CallStatus.DENIED, call.status
 
 
+def test_a_call_run_in_process_whose_row_waits_on_the_chain_head_while_its_grant_is_revoked_is_denied(
+    alice: User,
+) -> None:
+    """Fix (the probe above, for the process that asks for a call and runs it itself): the row, written already
+    claimed, waits for the chain head while a deny grant commits. The write returns the stamp read after its
+    locks (``ToolCall.governance_moved``), and the call is checked again before it runs: denied, nothing run.
+    """
+    import uuid
+
+    # an earlier call of alice's in acme: the chain head the next call's row advances exists, and is locked below
+    earlier = tool_call_request(
+        request=CallRequest(
+            tool_name="record_effect",
+            arguments={"note": "earlier"},
+            principal=principal_for(alice, tenant="acme"),
+            context=ToolContext({}),
+        )
+    )
+    chain = chain_for(earlier.id, "acme")
+    call_id = next(key for key in iter(uuid.uuid4, None) if chain_for(key, "acme") == chain)
+    request = CallRequest(
+        tool_name="record_effect",
+        arguments={"note": "in process after revoke"},
+        principal=principal_for(alice, tenant="acme"),
+        context=ToolContext({}),
+        call_id=call_id,
+    )
+
+    with _chain_head_locked(chain):
+        requester, result = _in_thread(lambda: tool_call_request(request=request))
+        _wait_for_lock_waiter("WITH ")
+        Grant.objects.create(user=alice, tool_name="record_effect", effect=GrantEffect.DENY, note="revoked")
+    requester.join(30)
+    assert not requester.is_alive()
+    assert not isinstance(result[0], BaseException), result
+
+    call = ToolCall.objects.get(pk=call_id)
+    assert SideEffect.objects.filter(note="in process after revoke").count() == 0, "the tool ran after the revocation"
+    assert call.status == CallStatus.DENIED, call.status
+
+
 # --- the reconciler and a claim taken after it read the call ---------------------------------------------------
 
 
