@@ -4,7 +4,6 @@ The checks run before anything else looks at the values: size, nesting, JSON sha
 column can store, then the tool's own schema.
 """
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import bounded_model_message, invalid_arguments_message
+from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_value_problem
 from toolhub.storable import json_storage_problem
 from toolhub.tools.definition import Tool
 from toolhub.tools.results import to_json_value
@@ -37,24 +37,19 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
         if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
             raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
         try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            message = getattr(exc, "msg", f"nested deeper than {MAX_NESTING} levels")
-            raise ArgumentsRefused(
-                f"Arguments are not valid JSON ({message}); send a JSON object with the tool's parameters.",
-            ) from None
+            parsed = json_loads_checked(raw, max_depth=MAX_NESTING)
+        except JSONRefused as refused:
+            raise _refusal(refused) from None
     else:
         parsed = raw
     if not isinstance(parsed, Mapping):
         raise ArgumentsRefused("Arguments must be a JSON object mapping parameter names to values.")
-    if _nesting_exceeds(parsed, MAX_NESTING):
-        # Deeper data would exhaust the recursion limit of the serializers and checks below.
-        raise ArgumentsRefused(f"Arguments are nested deeper than {MAX_NESTING} levels; nothing was executed.")
+    # Nesting first: deeper data would exhaust the recursion limit of the serializers and checks below.
+    refused = json_value_problem(parsed, max_depth=MAX_NESTING)
+    if refused is not None:
+        raise _refusal(refused)
     if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
         raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
-    problem = json_storage_problem(parsed)
-    if problem:
-        raise ArgumentsRefused(bounded_model_message(f"Invalid arguments; nothing was executed: {problem}."))
     return dict(parsed)
 
 
@@ -103,15 +98,12 @@ def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:
     return None
 
 
-def _nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether lists and objects nest deeper than ``limit`` in ``value`` (counted without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+def _refusal(refused: JSONRefused) -> ArgumentsRefused:
+    """What the model reads when its arguments' JSON is refused: how to send it instead."""
+    if refused.kind == RefusalKind.SYNTAX:
+        return ArgumentsRefused(
+            f"Arguments are not valid JSON ({refused.reason}); send a JSON object with the tool's parameters."
+        )
+    if refused.kind == RefusalKind.NESTING:
+        return ArgumentsRefused(f"Arguments are nested deeper than {MAX_NESTING} levels; nothing was executed.")
+    return ArgumentsRefused(bounded_model_message(f"Invalid arguments; nothing was executed: {refused.reason}."))

@@ -126,7 +126,7 @@ def test_editing_in_the_form_opens_a_new_round(hold: Hold, operator: User) -> No
         ('{"note": "pay\\u0000 500"}', "note contains a NUL character"),
         ('{"note": "pay \\ud800 500"}', "note contains an invalid character (a lone surrogate)"),
         ('{"note": ' + "[" * (MAX_NESTING + 50) + "]" * (MAX_NESTING + 50) + "}", "nested deeper than"),
-        ('{"note": ' + "[" * 5000 + "]" * 5000 + "}", "Arguments are not valid JSON"),
+        ('{"note": ' + "[" * 5000 + "]" * 5000 + "}", "Arguments are nested deeper than"),
         ('{"note": 500}', "- note: Input should be a valid string"),
         ("[1, 2]", "Arguments must be a JSON object"),
         ('{"note": "unterminated', "Arguments are not valid JSON"),

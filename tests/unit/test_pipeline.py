@@ -66,6 +66,12 @@ BAD_INPUTS = [
     pytest.param("calculate", '{"a": "-inf", "op": "+", "b": 1}', "a is not a finite number", id="inf-string"),
     pytest.param("record_effect", '{"note": "a\\u0000b"}', "note contains a NUL character", id="nul-character"),
     pytest.param("record_effect", '{"note": "\\ud800"}', "note contains an invalid character", id="lone-surrogate"),
+    pytest.param(
+        "record_effect", '{"note": ' + "[" * 150 + "]" * 150 + "}", "nested deeper than 100 levels", id="too-deep"
+    ),
+    pytest.param(
+        "record_effect", "[" * 20_000 + "]" * 20_000, "Arguments are nested deeper than 100", id="thousands-deep"
+    ),
 ]
 
 

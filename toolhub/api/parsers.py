@@ -3,8 +3,9 @@
 ``json.loads`` recurses once per level, so a body nested thousands deep ends in ``RecursionError``
 (a 500), and it accepts NUL characters and lone surrogates that no PostgreSQL column takes. The
 parser measures the depth on the raw text first, without recursion, and checks the decoded data with
-``toolhub.storable``; the middleware runs it before any view, so an endpoint that never reads its
-body refuses a bad one too, and nothing is written.
+``toolhub.storable``, through ``toolhub.json_intake`` as every other path that takes JSON (form fields,
+MCP, arguments); the middleware runs it before any view, so an endpoint that never reads its body
+refuses a bad one too, and nothing is written.
 """
 
 import io
@@ -19,7 +20,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from toolhub.conf import toolhub_settings
-from toolhub.storable import json_storage_problem
+from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
 
 __all__ = ["JSONBodyCheckMiddleware", "StorableJSONParser", "json_nesting_depth"]
 
@@ -58,19 +59,17 @@ class StorableJSONParser(JSONParser):
         except (UnicodeDecodeError, LookupError) as exc:
             raise ParseError(f"JSON parse error - the body is not valid {encoding} text: {exc}") from None
         limit = toolhub_settings().MAX_REQUEST_NESTING
-        depth = json_nesting_depth(text)
-        if depth > limit:
-            raise ParseError(
-                f"The request body nests lists and objects {depth} levels deep; at most {limit} are accepted. "
-                "Nothing was done."
-            )
-        data = super().parse(io.BytesIO(raw), media_type, parser_context)
-        problem = json_storage_problem(data)
-        if problem:
-            raise ParseError(
-                f"The request body cannot be stored: {problem}. Remove it or write it out as text; nothing was done."
-            )
-        return data
+
+        def decode(body: str) -> Any:  # DRF's own decoder (strict: no NaN), its parse errors unchanged
+            return super(StorableJSONParser, self).parse(io.BytesIO(body.encode(encoding)), media_type, parser_context)
+
+        try:
+            return json_loads_checked(text, max_depth=limit, loads=decode)
+        except JSONRefused as refused:
+            advice = "Nothing was done."
+            if refused.kind == RefusalKind.STORAGE:
+                advice = "Remove it or write it out as text; nothing was done."
+            raise ParseError(f"{refused.about('The request body')}. {advice}") from None
 
 
 class JSONBodyCheckMiddleware:
