@@ -4,6 +4,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -197,6 +198,51 @@ def test_reserved_and_unknown_context_keys_are_refused(post: Post, context: dict
     assert response.status_code == 400
     assert word in response.json()["detail"]
     assert not ToolCall.objects.exists()
+
+
+def test_a_form_encoded_call_runs_like_a_json_one(alice_client: APIClient) -> None:
+    # arguments and context are JSON text in form fields
+    form = {"tool": "echo_context", "arguments": "{}", "context": '{"correlation_id": "c-43"}'}
+    with registry.temporarily(echo_context):
+        response = alice_client.post("/api/v1/calls/", form, format="multipart")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["result"] == {"tenant": "acme", "user": "alice", "correlation_id": "c-43"}
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "message"),
+    [
+        ("arguments", DEEP, "The value nests lists and objects 100000 levels deep; at most 200 are accepted."),
+        ("context", DEEP, "The value nests lists and objects 100000 levels deep; at most 200 are accepted."),
+        ("context", '{"correlation_id": "a\\u0000b"}', "context.correlation_id contains a NUL character"),
+        ("context", '{"correlation_id": "\\ud800"}', "context.correlation_id contains an invalid character"),
+        ("arguments", '{"note": "a\\u0000b"}', "arguments.note contains a NUL character"),
+        ("context", '{"correlation_id": ', "The value is not valid JSON (Expecting value)."),
+    ],
+    ids=["deep-arguments", "deep-context", "nul", "lone-surrogate", "nul-in-arguments", "not-json"],
+)
+def test_json_in_a_form_field_is_held_to_the_json_bodys_limits(
+    alice_client: APIClient, field: str, text: str, message: str
+) -> None:
+    # given a form body: the JSON body check never saw its fields' JSON
+    form = {"tool": "record_effect", "arguments": '{"note": "x"}', "context": "{}", field: text}
+
+    # when it is posted, as multipart and as urlencoded
+    answers = [
+        alice_client.post("/api/v1/calls/", form, format="multipart"),
+        alice_client.post("/api/v1/calls/", urlencode(form), content_type="application/x-www-form-urlencoded"),
+    ]
+
+    # then the field's error says why, and nothing was recorded or run
+    for response in answers:
+        assert response.status_code == 400, response.content[:300]
+        assert message in response.json()[field][0]
+    assert not ToolCall.objects.exists()
+    assert not SideEffect.objects.exists()
 
 
 def test_a_member_of_several_tenants_names_one(alice: User, other_tenant: Tenant, alice_client: APIClient) -> None:

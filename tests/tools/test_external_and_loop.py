@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
@@ -71,6 +72,27 @@ def test_external_error_reaches_the_model(request_call: RequestCall, alice: User
     assert response.status_code == 200
     call.refresh_from_db()
     assert (call.status, call.model_text()) == (CallStatus.FAILED, "CRM is down.")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "The value nests lists and objects 100000 levels deep; at most 200"),
+        ('{"name": "a\\u0000b"}', "The value cannot be stored: result.name contains a NUL character"),
+    ],
+    ids=["thousands-deep", "nul"],
+)
+def test_a_form_encoded_result_is_held_to_the_json_bodys_limits(
+    request_call: RequestCall, alice: User, alice_client: APIClient, text: str, message: str
+) -> None:
+    with registry.temporarily(LOOKUP):
+        call = request_call("crm_lookup", {"email": "d@example.com"}, user=alice)
+        response = alice_client.post(f"/api/v1/calls/{call.id}/result/", {"result": text}, format="multipart")
+
+    assert response.status_code == 400, response.content[:300]
+    assert message in response.json()["result"][0]
+    call.refresh_from_db()
+    assert call.status == CallStatus.AWAITING_RESULT
 
 
 def test_external_result_mistakes(

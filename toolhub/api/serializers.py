@@ -6,6 +6,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from toolhub.api.fields import CheckedJSONField
 from toolhub.caller_view import caller_view_of
 from toolhub.models import AuditEvent, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import displayed_arguments
@@ -146,7 +147,7 @@ class CancelInputSerializer(serializers.Serializer):
 class CallResultInputSerializer(serializers.Serializer):
     """The outcome of an external tool's call: a result (any JSON) or an error message, not both."""
 
-    result = serializers.JSONField(required=False, allow_null=True, help_text="The tool's result; any JSON value.")
+    result = CheckedJSONField(required=False, allow_null=True, help_text="The tool's result; any JSON value.")
     error = serializers.CharField(required=False, max_length=10_000, help_text="Why the call failed, for the model.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
