@@ -6,7 +6,6 @@ tenant and user come from the boundary, never from the client), applies the clie
 """
 
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -17,10 +16,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import FieldError, ObjectDoesNotExist
 from django.db import IntegrityError, transaction
 
+from toolhub.arguments import MAX_NESTING
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
+from toolhub.json_intake import JSONRefused, json_loads_checked, json_value_problem
 from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
 from toolhub.tenancy import tenant_scope
@@ -112,6 +113,12 @@ def client_context(values: Mapping[str, Any] | None, *, strict: bool) -> dict[st
     for key, value in kept.items():
         if not isinstance(value, str | int | float | bool) or (isinstance(value, str) and len(value) > 500):
             raise CallerContextError(f"Context key {key} takes a string (up to 500 characters), a number or a boolean.")
+        # The call and its audit event store the value: refused here whatever carried it (a form field, MCP _meta).
+        refused = json_value_problem(value, max_depth=0, path=str(key))
+        if refused is not None:
+            raise CallerContextError(
+                f"{refused.about('The context')}. Remove it or write it out as text; nothing was done."
+            )
     return kept
 
 
@@ -233,8 +240,9 @@ def _fingerprint(request: CallRequest, context: Mapping[str, Any]) -> str:
     arguments: Any = request.arguments
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except ValueError:
+            # parsed as parse_arguments will (text it refuses is fingerprinted as sent, the call recorded invalid)
+            arguments = json_loads_checked(arguments, max_depth=MAX_NESTING)
+        except JSONRefused:
             pass
     material = {
         "tool": request.tool_name,

@@ -16,6 +16,7 @@ from approvals.services import approval_approve, approval_reject
 from tests.api.conftest import client_for
 from tests.testapp.models import SideEffect
 from toolhub import ToolContext, registry, tool
+from toolhub.direct import CallerContextError, client_context, direct_call_request
 from toolhub.models import AuditEvent, CallIdempotencyKey, Grant, Tenant, TenantMembership, ToolCall
 from toolhub.sagas.models import Compensation, Saga
 
@@ -243,6 +244,35 @@ def test_json_in_a_form_field_is_held_to_the_json_bodys_limits(
         assert message in response.json()[field][0]
     assert not ToolCall.objects.exists()
     assert not SideEffect.objects.exists()
+
+
+@pytest.mark.parametrize("value", ["a\x00b", "\ud800", float("nan")], ids=["nul", "lone-surrogate", "nan"])
+def test_a_context_value_no_column_stores_is_refused_whatever_carried_it(alice: User, value: Any) -> None:
+    # client_context is the intake of the REST API's context and of MCP's _meta alike
+    with pytest.raises(CallerContextError, match="The context cannot be stored: correlation_id "):
+        direct_call_request(
+            user=alice, tool_name="record_effect", arguments={"note": "x"}, context={"correlation_id": value}
+        )
+    with pytest.raises(CallerContextError, match="correlation_id"):
+        client_context({"correlation_id": value, "progressToken": 1}, strict=False)
+
+    assert not ToolCall.objects.exists()
+
+
+def test_an_idempotent_call_with_arguments_as_text_is_replayed_and_refused_text_is_recorded_once(post: Post) -> None:
+    # the fingerprint parses the text as the intake does: the same request replays, deep text is an invalid call
+    first = post({"tool": "record_effect", "arguments": '{"note": "once"}'}, **{"Idempotency-Key": "k-text"})
+    again = post({"tool": "record_effect", "arguments": '{ "note" : "once" }'}, **{"Idempotency-Key": "k-text"})
+    text = "[" * 20_000 + "]" * 20_000  # within the size limit, far beyond json.loads's recursion limit
+    deep = [post({"tool": "record_effect", "arguments": text}, **{"Idempotency-Key": "k-deep"}) for _ in range(2)]
+
+    assert (first.status_code, again.status_code) == (200, 200), again.content
+    assert again.json()["replayed"] is True and again.json()["id"] == first.json()["id"]
+    assert [response.status_code for response in deep] == [400, 400]
+    assert "nested deeper than 100 levels" in deep[0].json()["detail"]
+    assert deep[1].json()["replayed"] is True
+    assert SideEffect.objects.count() == 1
+    assert ToolCall.objects.count() == 2
 
 
 def test_a_member_of_several_tenants_names_one(alice: User, other_tenant: Tenant, alice_client: APIClient) -> None:

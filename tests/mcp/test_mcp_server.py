@@ -183,6 +183,20 @@ def test_reserved_meta_keys_are_refused(live_asgi: str, grants: None, alice: Use
     assert not ToolCall.objects.exists()
 
 
+def test_a_meta_value_no_column_stores_is_refused_naming_the_key(live_asgi: str, grants: None, alice: User) -> None:
+    # (a lone surrogate never gets this far: the SDK's JSON parser refuses it)
+    async def call(client: Client) -> MCPError:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("record_effect", {"note": "x"}, meta={"correlation_id": "a\x00b"})
+        return raised.value
+
+    error = with_client(live_asgi, token(alice), call)
+
+    assert "The context cannot be stored: correlation_id contains" in error.message
+    assert not ToolCall.objects.exists()
+    assert not SideEffect.objects.exists()
+
+
 def test_long_tools_send_progress(live_asgi: str, grants: None, alice: User) -> None:
     updates: list[tuple[float, float | None, str | None]] = []
 
