@@ -12,7 +12,8 @@ from typing import Any
 
 from django import forms
 
-from toolhub.arguments import ArgumentsRefused, parse_arguments
+from toolhub.arguments import MAX_NESTING, ArgumentsRefused, parse_arguments
+from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
 from toolhub.tools.registry import registry
 
 __all__ = ["DecisionForm", "ApproveForm", "CommentForm", "ARGUMENT_PREFIX"]
@@ -93,7 +94,11 @@ class ApproveForm(DecisionForm):
             key = ARGUMENT_PREFIX + name
             if key not in cleaned:
                 continue
-            value = _typed(cleaned[key], kind, self.current.get(name))
+            try:
+                value = _typed(cleaned[key], kind, self.current.get(name), name)
+            except forms.ValidationError as error:
+                self.add_error(key, error)
+                continue
             if value is _UNSET:
                 continue
             if value != self.current.get(name):
@@ -156,8 +161,11 @@ def _field_for(spec: Mapping[str, Any], required: bool, current: Any) -> tuple[f
     return forms.CharField(initial=initial, strip=False, widget=widget, **options), "json"
 
 
-def _typed(value: Any, kind: str, current: Any) -> Any:
-    """The value a cleaned field stands for; ``_UNSET`` for an optional field left empty."""
+def _typed(value: Any, kind: str, current: Any, name: str) -> Any:
+    """The value a cleaned field stands for; ``_UNSET`` for an optional field left empty.
+
+    JSON text nested too deep or holding what no column stores is an error at its field (``ValidationError``).
+    """
     if value in (None, "") and kind in ("text", "json", "enum", "bool", "int", "number"):
         return _UNSET if current is None else (None if kind != "text" else "")
     if kind == "enum":
@@ -168,7 +176,10 @@ def _typed(value: Any, kind: str, current: Any) -> Any:
         return int(value)
     if kind == "json" and not isinstance(current, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            # the value sits one level inside the arguments object, which may nest MAX_NESTING deep in all
+            return json_loads_checked(value, max_depth=MAX_NESTING - 1, path=name)
+        except JSONRefused as refused:
+            if refused.kind != RefusalKind.SYNTAX:
+                raise forms.ValidationError(f"{refused.about('The value')}.") from None
             return value  # plain text for a union that accepts text; the service's schema check decides
     return value

@@ -2,7 +2,7 @@
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,6 +14,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_reject
 from tests.approvals.conftest import Hold
 from tests.testapp.models import SideEffect
+from toolhub import Param, registry, tool
 from toolhub.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -99,6 +100,31 @@ def test_a_bad_value_is_an_error_at_its_field(posted: dict[str, str], field: str
     form = ApproveForm(posted, tool_name="calculate", current={"a": 1000, "op": "/", "b": 4})
     assert not form.is_valid()
     assert any(message in error for error in form.errors[field])
+
+
+@tool
+def tag_items(tags: Annotated[list[str], Param("Tags to set.")]) -> str:
+    """Tag items (a parameter the desk edits as JSON text)."""
+    return ",".join(tags)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[" * 100_000 + "]" * 100_000,
+            "The value nests lists and objects 100000 levels deep; at most 99 are accepted.",
+        ),
+        ('["a\\u0000b"]', "The value cannot be stored: tags[0] contains a NUL character."),
+    ],
+    ids=["thousands-deep", "nul"],
+)
+def test_json_typed_into_a_field_is_an_error_at_that_field_when_it_cannot_be_used(text: str, message: str) -> None:
+    with registry.temporarily(tag_items):
+        form = ApproveForm({"arg__tags": text}, tool_name="tag_items", current={"tags": ["a"]})
+
+        assert not form.is_valid()
+    assert form.errors["arg__tags"] == [message]
 
 
 def test_editing_a_field_on_the_page_opens_a_new_round_with_that_value(hold: Hold, operator: User) -> None:
