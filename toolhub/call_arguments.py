@@ -139,4 +139,4 @@ def _intercepted_arguments(
 
 def _without_sensitive_values(text: str, tool: Tool, arguments: dict[str, Any]) -> str:
     """``text`` (kept as the call's error, audited, shown to staff) with the sensitive arguments' values replaced."""
-    return SecretScrubber(sensitive_values(arguments, tool.sensitive)).text(text)
+    return SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)).text(text)

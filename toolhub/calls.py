@@ -53,13 +53,17 @@ CALL_TRANSITIONS = TransitionTable(
 )
 
 
-def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = None) -> bool:
+def call_insert(
+    call: ToolCall, events: list[EventSpec], *, stamp: int | None = None, decided_stamp: int | None = None
+) -> bool:
     """Write a new call row with its audit events (the row and the chain head's advance in one statement).
 
     ``stamp``: the governance stamp the call was decided under; the row is written only while it is still
     current, else nothing is written and False returned (decide again under the new governance). When a
     change committed while the write waited for its locks, the row is written and ``call.governance_moved``
-    set: who acts on the call next checks again.
+    set: a call run in process is checked again first (``tool_call_run_claimed``). ``decided_stamp``: the
+    stamp of a decision the write does not check (the last try, so that changes cannot starve a call), so
+    that ``governance_moved`` still tells whether it held.
     """
     connection = transaction.get_connection()
     # As the ORM's INSERT prepares each value (``auto_now_add`` included), without building the query per call.
@@ -67,9 +71,10 @@ def call_insert(call: ToolCall, events: list[EventSpec], *, stamp: int | None = 
     if stamp is not None:
         params.append(stamp)
     change = (insert_sql(ToolCall, where=GOVERNANCE_STAMP_CHECK if stamp is not None else ""), params)
-    if audit_call_events(call, events, change=change, instances=False, stamp_after=stamp is not None) is None:
+    expected = stamp if stamp is not None else decided_stamp
+    if audit_call_events(call, events, change=change, instances=False, stamp_after=expected is not None) is None:
         return False
-    _note_governance_moved(call, stamp)
+    _note_governance_moved(call, expected)
     call._state.adding = False
     call._state.db = connection.alias
     return True
@@ -85,6 +90,7 @@ def call_transition(
     data: Mapping[str, Any] | None = None,
     preceding: Sequence[EventSpec] = (),
     checked_stamp: int | None = None,
+    decided_stamp: int | None = None,
     attempt: int | None = None,
     writes: Sequence[Write] = (),
     refresh: bool = False,
@@ -97,7 +103,8 @@ def call_transition(
     written in the same transaction; a settled call notifies listeners after commit. ``preceding``
     events (what caused the move, e.g. the deciding approval) go before it in the same append.
     ``checked_stamp``: move only while the governance stamp is still this one (``call.governance_moved`` is set
-    when a change committed while the move waited for its locks: check again before acting). ``attempt``: only while the
+    when a change committed while the move waited for its locks: check again before acting); ``decided_stamp``:
+    the stamp of a decision the move does not check, for ``governance_moved`` alone. ``attempt``: only while the
     call is still in this attempt (the claim of the worker that ran it, not a later one's). ``writes``: rows of
     the same decision (an operator's decision row), written in the same statement whether or not the call moves.
     ``refresh`` (PostgreSQL): every field of ``call`` is set from the moved row, returned by the same statement,
@@ -121,11 +128,12 @@ def call_transition(
     if (refresh and writes) or (also_returned and not refresh):
         raise ValueError("a refreshed move writes no other rows; only a refreshed move returns more")
     events = [*preceding, EventSpec(event or f"call.{to}", actor, data)]
+    expected = checked_stamp if checked_stamp is not None else decided_stamp
     with one_write():
         if refresh:
             returning = ", ".join([_returned_columns(), *also_returned])
             row = audit_call_change(
-                call, events, change=(sql, params), returning=returning, stamp_after=checked_stamp is not None
+                call, events, change=(sql, params), returning=returning, stamp_after=expected is not None
             )
             if row is not None:
                 width = len(ToolCall._meta.concrete_fields)
@@ -139,13 +147,13 @@ def call_transition(
                 change=(sql, params),
                 instances=False,
                 writes=writes,
-                stamp_after=checked_stamp is not None,
+                stamp_after=expected is not None,
             )
         if written is None:
             for name, value in previous.items():
                 setattr(call, name, value)
             return False
-        _note_governance_moved(call, checked_stamp)
+        _note_governance_moved(call, expected)
         if to in SETTLED_STATUSES:
             transaction.on_commit(lambda: notify_settled(call), robust=True)
     return True
@@ -186,14 +194,14 @@ def _returned_columns() -> str:
     return columns_sql(ToolCall, CALL_TABLE)
 
 
-def _note_governance_moved(call: ToolCall, checked: int | None) -> None:
-    """Whether a governance change committed while a write guarded by ``checked`` waited for its locks.
+def _note_governance_moved(call: ToolCall, expected: int | None) -> None:
+    """Whether a governance change committed after the stamp ``expected`` while the write waited for its locks.
 
     The guard reads the stamp in the statement's snapshot, taken before those waits; the write also returns
     the stamp read after them (PostgreSQL), and one that differs means the decision may no longer hold.
     """
     after = call.stamp_after_write
-    call.governance_moved = checked is not None and after is not None and after != checked
+    call.governance_moved = expected is not None and after is not None and after != expected
 
 
 def one_write() -> AbstractContextManager[Any]:

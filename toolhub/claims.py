@@ -197,6 +197,7 @@ def _claim(
         data={"attempt": call.attempts + 1},
         # the last attempt does not check: a stream of governance changes must not starve a call
         checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
+        decided_stamp=stamp,  # unchecked or not, whether it held after the claim's locks (``governance_moved``)
         # a hinted claim: only in the hinted attempt, and the row comes back with the move
         attempt=call.attempts if refresh else None,
         refresh=refresh,

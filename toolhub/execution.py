@@ -31,7 +31,7 @@ from toolhub.tools.progress import Progress
 from toolhub.tools.secrets import NO_SECRETS, SecretScrubber
 from toolhub.waiting import tool_call_require_reapproval
 
-__all__ = ["tool_call_execute", "tool_call_execute_claimed", "tool_call_run_claimed", "tool_call_run_with_intent"]
+__all__ = ["tool_call_execute", "tool_call_run_claimed", "tool_call_run_with_intent"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +64,6 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
         _outcomes.reset(token)
         _record_outcomes(pending)
     return next((call for call in calls if call.id == call_id), None)
-
-
-def tool_call_execute_claimed(*, call: ToolCall, worker: str) -> None:
-    """Re-check a call this process holds the claim of under the current governance, then run it (or refuse it)."""
-    _execute_claimed(call, worker)
 
 
 def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
@@ -149,8 +144,14 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
     """Run a call this process holds the claim of (``running``, committed) and record its outcome.
 
     A worker gets here after claiming and re-checking a queued call; the process that asked for a call
-    and runs it itself gets here straight after the commit that wrote it claimed.
+    and runs it itself gets here straight after the commit that wrote it claimed. Either way, when a
+    governance change committed while that claim was written (``call.governance_moved``), the call is
+    checked again under the current governance first, and refused if it no longer holds.
     """
+    if call.governance_moved:
+        call.governance_moved = False
+        _execute_claimed(call, worker)
+        return call
     secrets = SecretScrubber.for_call(tool, arguments)
     with secrets.scope():
         progress = _progress_of(call, secrets) if tool.needs_progress else None
@@ -164,7 +165,13 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
 
 
 def tool_call_run_with_intent(
-    *, call: ToolCall, intent: list[EventSpec], stamp: int | None, tool: Tool, arguments: dict[str, Any]
+    *,
+    call: ToolCall,
+    intent: list[EventSpec],
+    stamp: int | None,
+    tool: Tool,
+    arguments: dict[str, Any],
+    decided_stamp: int | None = None,
 ) -> bool:
     """Run an atomic tool for a call not written yet: its effects, the row and every event commit together.
 
@@ -177,13 +184,17 @@ def tool_call_run_with_intent(
 
     def record(outcome: Outcome) -> bool:
         if outcome.suspension is not None:
-            return call_insert(call, intent, stamp=stamp) and _suspend(call, outcome.suspension, worker=EAGER_WORKER)
+            written = call_insert(call, intent, stamp=stamp, decided_stamp=decided_stamp)
+            if not written or not _holds_after_write(call, tool, checked=stamp is not None):
+                return False
+            return _suspend(call, outcome.suspension, worker=EAGER_WORKER)
         change = _outcome_change(call, outcome, worker=EAGER_WORKER, secrets=secrets)
         for name, value in change.values.items():
             setattr(call, name, value)
         with transaction.atomic(savepoint=False) if change.artifact is not None else one_write():
             # Governance changed meanwhile (before or while the write waited for its locks): roll back, decide again.
-            if not call_insert(call, [*intent, change.event], stamp=stamp) or call.governance_moved:
+            written = call_insert(call, [*intent, change.event], stamp=stamp, decided_stamp=decided_stamp)
+            if not written or not _holds_after_write(call, tool, checked=stamp is not None):
                 return False
             if change.artifact is not None:
                 ToolCallArtifact.objects.create(call=call, **change.artifact)
@@ -194,6 +205,21 @@ def tool_call_run_with_intent(
         return _run_atomically(
             functools.partial(run_outcome, call, tool, arguments, progress=None, secrets=secrets), record
         )
+
+
+def _holds_after_write(call: ToolCall, tool: Tool, *, checked: bool) -> bool:
+    """Whether an atomic call written with its outcome may keep it: no governance change committed meanwhile.
+
+    When one did (``call.governance_moved``), a write that checked the stamp is undone and decided again; the
+    last, unchecked try (which a stream of changes must not starve) is checked again under the current
+    governance instead, and undone only when the call is refused now.
+    """
+    if not call.governance_moved:
+        return True
+    if checked:
+        return False
+    with governance_scope():
+        return _refusal_at_execution(call, tool) is None
 
 
 class _Undo(Exception):

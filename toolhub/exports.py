@@ -99,7 +99,8 @@ def _rows(calls: QuerySet[ToolCall]) -> Iterator[Row]:
         if sensitive_by_tool[tool_name] is None:
             row[-1] = _WITHHELD_JSON
         else:
-            # what the pages withhold (``withheld_names``): its sensitive names, and those it no longer has
+            # as the pages withhold (``withheld_names``): its sensitive names, and any it does not declare (an
+            # export reads no tool version, so it never knows an undeclared name for an open schema's extra)
             row[-1] = _redacted(row[-1], tool_name)
         yield tuple(row)
 

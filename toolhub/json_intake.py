@@ -10,13 +10,40 @@ decoded), which measure the nesting without recursion before anything recurses, 
 """
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
+from itertools import accumulate, repeat
+from operator import sub
 from typing import Any
 
 from toolhub.storable import json_storage_problem
 
-__all__ = ["JSONRefused", "RefusalKind", "json_loads_checked", "json_nesting_exceeds", "json_value_problem"]
+__all__ = [
+    "JSONRefused",
+    "RefusalKind",
+    "json_loads_checked",
+    "json_nesting_depth",
+    "json_nesting_exceeds",
+    "json_value_problem",
+]
+
+#: A JSON string literal (escapes included); brackets inside one are text, not structure. A string left open
+#: runs to the end of the text: ``json.loads`` fails there, so nothing after it can nest. A pattern that needs
+#: the closing quote retries from every quote inside an open string and rescans the rest, quadratic in
+#: ``"\"\"\"...`` (sent before authentication); this one cannot fail once it has started, and its possessive
+#: loops over disjoint alternatives never backtrack, so each character is read once. DOTALL: a backslash
+#: takes the character after it along, a newline too.
+_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+"?', re.DOTALL)
+#: Opening brackets become 2 and closing ones 0, so that subtracting 1 gives each one's step in depth.
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+
+
+def json_nesting_depth(text: str) -> int:
+    """How deep lists and objects nest in JSON ``text``, counted without decoding it and without recursion."""
+    structure = _STRING.sub("", text).encode("ascii", "ignore").translate(_STEPS, _NOT_BRACKETS)
+    return max(accumulate(map(sub, structure, repeat(1))), default=0)
 
 
 class RefusalKind(StrEnum):
@@ -54,8 +81,6 @@ def json_loads_checked(text: str, *, max_depth: int, path: str = "", loads: Call
     ``path`` names where the text sits in a problem's message (``context.correlation_id``); ``loads``
     is the decoder (DRF's, for request bodies; its own errors pass through).
     """
-    from toolhub.api.parsers import json_nesting_depth  # the text scanner; that module decodes through this one
-
     depth = json_nesting_depth(text)
     if depth > max_depth:
         raise JSONRefused(

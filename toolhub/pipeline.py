@@ -111,7 +111,7 @@ class _Decision:
     #: ``then`` writes rows that must commit with the call's (an approval request): one transaction for both.
     then_writes: bool = False
     #: Writes the row itself instead, with ``events`` and under the stamp, or returns False (decide again).
-    written_by: Callable[[ToolCall, list[EventSpec], int | None], bool] | None = None
+    written_by: Callable[[ToolCall, list[EventSpec], int | None, int | None], bool] | None = None
 
 
 #: Decisions made again when governance changed between a decision and its write, before one unchecked write.
@@ -143,11 +143,11 @@ def tool_call_request(*, request: CallRequest) -> ToolCall:
             decision = _decide(call, request, context, prepare)
         checked = stamp if attempt < _DECISION_ATTEMPTS else None
         if decision.written_by is not None:
-            if decision.written_by(call, decision.events, checked):
+            if decision.written_by(call, decision.events, checked, stamp):
                 return call
         else:
             with transaction.atomic() if decision.then_writes else one_write():
-                if call_insert(call, decision.events, stamp=checked):
+                if call_insert(call, decision.events, stamp=checked, decided_stamp=stamp):
                     decision.then(call)
                     return call
         attempt += 1
@@ -264,20 +264,18 @@ def _decide(
     running = EventSpec("call.running", f"worker:{EAGER_WORKER}", {"attempt": 1})
     if tool.atomic and not tool.needs_progress and not transaction.get_connection().in_atomic_block:
         # Nothing an atomic tool does outlives a rollback: its intent, effects and outcome commit together.
-        def run_with_intent(call: ToolCall, events: list[EventSpec], stamp: int | None) -> bool:
+        def run_with_intent(call: ToolCall, events: list[EventSpec], stamp: int | None, decided: int | None) -> bool:
             from toolhub.execution import tool_call_run_with_intent
 
-            return tool_call_run_with_intent(call=call, intent=events, stamp=stamp, tool=tool, arguments=validated)
+            return tool_call_run_with_intent(
+                call=call, intent=events, stamp=stamp, decided_stamp=decided, tool=tool, arguments=validated
+            )
 
         return _Decision([requested, *rewritten, queued, running], _nothing, written_by=run_with_intent)
 
     def run_here(call: ToolCall) -> None:
-        from toolhub.execution import tool_call_execute_claimed, tool_call_run_claimed
+        from toolhub.execution import tool_call_run_claimed
 
-        if call.governance_moved:
-            # A governance change committed while the row was written: checked again, as a worker would.
-            transaction.on_commit(lambda: tool_call_execute_claimed(call=call, worker=EAGER_WORKER), robust=True)
-            return
         transaction.on_commit(
             lambda: tool_call_run_claimed(call=call, tool=tool, arguments=validated, worker=EAGER_WORKER), robust=True
         )

@@ -78,7 +78,8 @@ def approval_verdict(
             reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
             # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
             # stored, audited, mailed and sent to webhooks, so a sensitive argument's value never is.
-            reason = SecretScrubber(sensitive_values(arguments, tool.sensitive)).text(reason)
+            scrubber = SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names))
+            reason = scrubber.text(reason)
             return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
     for source in _rule_sources:
         verdict = source(tool, risk, arguments, principal)

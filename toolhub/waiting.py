@@ -165,7 +165,9 @@ def _sensitive_scrubber(call: ToolCall) -> SecretScrubber:
     """Replaces the values of the call's arguments that are never shown (``withheld_names``)."""
     arguments = call.arguments or {}
     withheld = withheld_names(call.tool_name, arguments, version=call.tool_version)
-    return SecretScrubber(sensitive_values(arguments, withheld))
+    tool = registry.get(call.tool_name)
+    declared = tool.declared_names if tool is not None else frozenset()
+    return SecretScrubber(sensitive_values(arguments, withheld, declared=declared))
 
 
 def _subagent_run_of(call: ToolCall) -> str:

@@ -14,6 +14,10 @@ from toolhub.exceptions import ModelError
 _LAST_RESULT = "{last_tool_result}"
 
 
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class ScriptedAdapter:
     """Plays the turn whose index is the number of assistant messages so far."""
 
@@ -37,10 +41,11 @@ class ScriptedAdapter:
         last_result = str(next((m.get("content", "") for m in reversed(messages) if m.get("role") == "tool"), ""))
         content = str(turn.get("content", ""))
         # Bounded before it is built: a turn quoting a large result many times would not fit in memory.
-        size = len(content) + content.count(_LAST_RESULT) * (len(last_result) - len(_LAST_RESULT))
+        quoted = content.count(_LAST_RESULT) * (_utf8_size(last_result) - len(_LAST_RESULT))
+        size = _utf8_size(content) + quoted
         if size > toolhub_settings().MAX_EXTERNAL_RESULT_BYTES:
             raise ModelError(
-                f"Turn {index + 1} of the script would be {size:,} characters with the tool result in it, above "
+                f"Turn {index + 1} of the script would be {size:,} bytes with the tool result in it, above "
                 "TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; quote the result fewer times."
             )
         content = content.replace(_LAST_RESULT, last_result)

@@ -9,9 +9,6 @@ refuses a bad one too, and nothing is written.
 """
 
 import io
-import re
-from itertools import accumulate, repeat
-from operator import sub
 from typing import Any
 
 from django.conf import settings
@@ -20,28 +17,12 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
 from toolhub.conf import toolhub_settings
-from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
+from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_nesting_depth
 
 __all__ = ["JSONBodyCheckMiddleware", "StorableJSONParser", "json_nesting_depth"]
 
-#: A JSON string literal (escapes included); brackets inside one are text, not structure. A string left open
-#: runs to the end of the text: ``json.loads`` fails there, so nothing after it can nest. A pattern that needs
-#: the closing quote retries from every quote inside an open string and rescans the rest, quadratic in
-#: ``"\"\"\"...`` (sent before authentication); this one cannot fail once it has started, and its possessive
-#: loops over disjoint alternatives never backtrack, so each character is read once. DOTALL: a backslash
-#: takes the character after it along, a newline too.
-_STRING = re.compile(r'"(?:[^"\\]++|\\.?)*+"?', re.DOTALL)
-#: Opening brackets become 2 and closing ones 0, so that subtracting 1 gives each one's step in depth.
-_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
-_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 #: Set on a Django request whose JSON body the middleware has checked, so DRF does not check it again.
 _CHECKED = "_toolhub_json_body_checked"
-
-
-def json_nesting_depth(text: str) -> int:
-    """How deep lists and objects nest in JSON ``text``, counted without decoding it and without recursion."""
-    structure = _STRING.sub("", text).encode("ascii", "ignore").translate(_STEPS, _NOT_BRACKETS)
-    return max(accumulate(map(sub, structure, repeat(1))), default=0)
 
 
 class StorableJSONParser(JSONParser):

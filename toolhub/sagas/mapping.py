@@ -78,7 +78,9 @@ def compensation_arguments(
 ) -> dict[str, Any]:
     """The arguments of ``compensation`` for a call of ``tool`` with ``arguments`` that returned ``result``."""
     planned = _planned_arguments(tool=tool, compensation=compensation, arguments=arguments, result=result)
-    copied = _copied_into(compensation, planned, SecretScrubber(sensitive_values(arguments, tool.sensitive)))
+    copied = _copied_into(
+        compensation, planned, SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names))
+    )
     if copied:
         raise MappingError(
             f"Compensation {compensation.name!r} would receive the value of a sensitive argument of {tool.name!r} "

@@ -287,6 +287,25 @@ class Tool:
         return strict_schema(self.name, self.json_schema)
 
     @cached_property
+    def declared_names(self) -> frozenset[str]:
+        """Every property name the inputs' schema declares, nested models' fields included: published words."""
+        names: set[str] = set()
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                properties = node.get("properties")
+                if isinstance(properties, dict):
+                    names.update(str(name) for name in properties)
+                for child in node.values():
+                    walk(child)
+            elif isinstance(node, list):
+                for child in node:
+                    walk(child)
+
+        walk(self.json_schema)
+        return frozenset(names)
+
+    @cached_property
     def version(self) -> str:
         """A hash of everything that changes what a call means; approvals are bound to it."""
         rule = self.needs_approval

@@ -31,7 +31,7 @@ import json
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
@@ -110,7 +110,7 @@ class SecretScrubber:
         repeats it in its result, an error or a log line must not show it there either.
         """
         secrets = cls.for_presets(tool.presets)
-        sensitive = sensitive_values(arguments, tool.sensitive)
+        sensitive = sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)
         return cls((*secrets.values, *sensitive)) if sensitive else secrets
 
     def __bool__(self) -> bool:
@@ -206,10 +206,13 @@ _active: contextvars.ContextVar[SecretScrubber | None] = contextvars.ContextVar(
 _factory_lock = threading.Lock()
 
 
-def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> list[str]:
+def sensitive_values(
+    arguments: Mapping[str, Any], sensitive: Iterable[str], *, declared: Collection[str] = ()
+) -> list[str]:
     """The values of ``arguments``' sensitive names as text: each string or number within them, nested too.
 
-    A mapping's keys count as its values do (a split payment keyed by IBAN).
+    A mapping's keys count as its values do (a split payment keyed by IBAN), except the names ``declared``
+    by the tool's schema (``Tool.declared_names``: a model's fields, published with the tool).
 
     ``arguments`` as stored (JSON) or as validated for the tool: a model's or a dataclass's fields, a
     ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON.
@@ -225,7 +228,8 @@ def sensitive_values(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> 
             found.append(str(value))
         elif isinstance(value, Mapping):
             for key, item in value.items():
-                collect(key)
+                if key not in declared:
+                    collect(key)
                 collect(item)
         elif isinstance(value, list | tuple | set | frozenset):
             for item in value:
