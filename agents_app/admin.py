@@ -12,7 +12,14 @@ from django.utils.html import format_html
 from agents_app.cancelling import GOING
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import run_children, run_may_operate
-from agents_app.services import AGENT_FIELDS, RunInputError, RunStateError, run_cancel_by, tool_provider_problem
+from agents_app.services import (
+    AGENT_FIELDS,
+    AGENT_TENANT_FIXED,
+    RunInputError,
+    RunStateError,
+    run_cancel_by,
+    tool_provider_problem,
+)
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
@@ -58,11 +65,35 @@ class ModelProviderAdmin(CrossTenantOnly, admin.ModelAdmin):
 
 
 class AgentForm(forms.ModelForm):
-    """Checks the tool names and the provider as the agent service does, so a mistake is caught here."""
+    """Checks the tool names and the provider as the agent service does, so a mistake is caught here.
+
+    An existing agent's tenant is shown, never changed (``AGENT_TENANT_FIXED``, the API's rule): its runs
+    stay in its tenant. The field is disabled on the change page, and a request posting another tenant is
+    refused with the API's words rather than saved without it.
+    """
 
     class Meta:
         model = Agent
         fields = ("tenant", *AGENT_FIELDS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tenant = self.fields.get("tenant")
+        if tenant is not None and self.instance.pk is not None:
+            tenant.disabled = True
+            tenant.help_text = AGENT_TENANT_FIXED
+            for link in ("can_add_related", "can_change_related", "can_delete_related"):
+                if hasattr(tenant.widget, link):  # the admin's wrapper: no links to add or edit a tenant from here
+                    setattr(tenant.widget, link, False)
+
+    def clean_tenant(self) -> Any:
+        """A disabled field ignores what is posted; a request naming another tenant is told why, not obeyed."""
+        tenant = self.cleaned_data.get("tenant")
+        if self.instance.pk is not None:
+            posted = self.data.get(self.add_prefix("tenant"))
+            if posted is not None and str(posted) != str(self.instance.tenant_id or ""):
+                raise forms.ValidationError(AGENT_TENANT_FIXED)
+        return tenant
 
     def clean_tools(self) -> list[str]:
         tools = self.cleaned_data["tools"] or []

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
 from agents_app.selectors import run_children, run_pending_approval_ids
-from agents_app.services import AGENT_FIELDS
+from agents_app.services import AGENT_FIELDS, AGENT_TENANT_FIXED
 from agents_app.subagents import subagent_run_of
 from toolhub.caller_view import caller_view_of
 from toolhub.conf import toolhub_settings
@@ -94,9 +94,7 @@ class AgentPatchSerializer(AgentInputSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "tenant" in attrs:
-            raise serializers.ValidationError(
-                {"tenant": ["An agent's tenant cannot be changed; create the agent in the other tenant instead."]}
-            )
+            raise serializers.ValidationError({"tenant": [AGENT_TENANT_FIXED]})
         return attrs
 
 

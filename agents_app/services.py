@@ -44,6 +44,7 @@ __all__ = [
     "RunStateError",
     "AgentPermissionError",
     "AGENT_FIELDS",
+    "AGENT_TENANT_FIXED",
     "tool_provider_problem",
 ]
 
@@ -85,6 +86,10 @@ AGENT_FIELDS = (
     "group_switching",
     "tool_provider",
 )
+
+#: Why no door (the API's PATCH, the admin's change page) moves an existing agent to another tenant: its runs,
+#: its grants and its tenant's developers stay with it, so the agent is created again in the other tenant.
+AGENT_TENANT_FIXED = "An agent's tenant cannot be changed; create the agent in the other tenant instead."
 
 
 def tool_provider_problem(path: str) -> str | None:

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus
 from agents_app.selectors import agent_tools
-from agents_app.services import RunInputError, agent_create, run_start
+from agents_app.services import AGENT_TENANT_FIXED, RunInputError, agent_create, run_start
 from tests.agents.conftest import SCRIPT
 from tests.unit.fake_openai import FakeModel, completion, serve
 from toolhub.authorization import principal_of_call
@@ -201,3 +201,41 @@ def test_the_agent_admin_refuses_a_global_agent_from_a_developer(developer: User
     assert response.status_code == 200  # the form again, with an error
     assert list(response.context["adminform"].form.errors) == ["tenant"]
     assert not Agent.objects.filter(name="sneaky").exists()
+
+
+def test_the_agent_admin_keeps_an_agents_tenant_as_the_api_does(
+    admin_user: User, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    # given an agent of acme and a superuser (who crosses every boundary) on its change page
+    agent = agent_create(name="kept", tenant="acme", script=SCRIPT)
+    client = _admin_client(admin_user)
+    scripted = ModelProvider.objects.get(name="scripted")
+
+    # the tenant is shown with the API's reason, not offered for change
+    page = client.get(f"/admin/agents_app/agent/{agent.pk}/change/")
+    assert page.context["adminform"].form.fields["tenant"].disabled
+    assert "An agent's tenant cannot be changed" in page.content.decode()
+    assert b'id="add_id_tenant"' not in page.content  # nor a link to add or change one from here
+
+    fields = {
+        "name": "kept",
+        "description": "still acme's",
+        "provider": scripted.pk,
+        "script": json.dumps(SCRIPT),
+        "system_prompt": "",
+        "tools": "[]",
+        "max_tool_calls": 10,
+        "parallel_tool_calls": "on",
+    }
+
+    # when they post another tenant, it is refused in the API's words and nothing is saved
+    moved = client.post(f"/admin/agents_app/agent/{agent.pk}/change/", {**fields, "tenant": other_tenant.pk})
+    assert moved.status_code == 200
+    assert moved.context["adminform"].form.errors["tenant"] == [AGENT_TENANT_FIXED]
+    agent.refresh_from_db()
+    assert (agent.tenant.slug, agent.description) == ("acme", "")
+
+    # the page as a browser sends it (a disabled field is not posted) saves the rest, the agent still acme's
+    assert client.post(f"/admin/agents_app/agent/{agent.pk}/change/", fields).status_code == 302
+    agent.refresh_from_db()
+    assert (agent.tenant.slug, agent.description) == ("acme", "still acme's")
