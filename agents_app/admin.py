@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
@@ -19,6 +20,7 @@ from agents_app.services import (
     RunStateError,
     run_cancel_by,
     tool_provider_problem,
+    unknown_tools_problem,
 )
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
@@ -28,7 +30,6 @@ from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import tenant_scope
-from toolhub.tools.registry import registry
 
 
 class ModelProviderForm(forms.ModelForm):
@@ -72,6 +73,10 @@ class AgentForm(forms.ModelForm):
     refused with the API's words rather than saved without it.
     """
 
+    #: Who fills the form in: ``AgentAdmin.get_form`` binds the requesting user; ``None`` is trusted code,
+    #: as for the service (a script or a test building the form itself).
+    requested_by: AbstractBaseUser | None = None
+
     class Meta:
         model = Agent
         fields = ("tenant", *AGENT_FIELDS)
@@ -96,14 +101,14 @@ class AgentForm(forms.ModelForm):
         return tenant
 
     def clean_tools(self) -> list[str]:
+        """An unknown name is answered as the API answers it (``unknown_tools_problem``), for ``requested_by``."""
         tools = self.cleaned_data["tools"] or []
         if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
             raise forms.ValidationError('Give a JSON list of tool names, e.g. ["create_order", "get_order"].')
-        unknown = [name for name in tools if name not in registry]
-        if unknown:
-            raise forms.ValidationError(
-                f"Unknown tool(s): {', '.join(unknown)}. Known tools: {', '.join(registry.names())}."
-            )
+        tenant = self.cleaned_data.get("tenant") or self.instance.tenant
+        problem = unknown_tools_problem(tools, by=self.requested_by, tenant=tenant.slug if tenant else None)
+        if problem:
+            raise forms.ValidationError(problem)
         return tools
 
     def clean(self) -> dict[str, Any]:
@@ -159,6 +164,11 @@ class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
                 providers = providers.filter(tenant__isnull=True) | providers.filter(tenant__slug__in=scope.tenants)
             kwargs["queryset"] = providers
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_form(self, request: HttpRequest, obj: Agent | None = None, change: bool = False, **kwargs: Any) -> Any:
+        """The form bound to the requesting user, so that a refused tool name names only tools they may see."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"requested_by": request.user})
 
     def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm, change: bool) -> None:
         if not change and obj.created_by_id is None:

@@ -46,6 +46,7 @@ __all__ = [
     "AGENT_FIELDS",
     "AGENT_TENANT_FIXED",
     "tool_provider_problem",
+    "unknown_tools_problem",
 ]
 
 
@@ -220,11 +221,24 @@ def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -
         raise RunInputError(f"Unknown tenant {tenant[:100]!r} among yours.")
 
 
-def _tools_nameable_by(user: AbstractBaseUser | None, agent: Agent) -> list[str]:
+def unknown_tools_problem(tools: list[str], *, by: AbstractBaseUser | None, tenant: str | None) -> str | None:
+    """Why an agent of ``tenant`` may not list ``tools`` (``None``: every name is a registered tool).
+
+    Every door that sets an agent's tools (the API through the service, the admin's form) answers with this:
+    the shared unknown-tool message, suggesting among the tools ``by`` may see (``None``: trusted code, and
+    the catalogue's roles, see the catalogue), never every registered tool.
+    """
+    unknown = [name for name in tools if name not in registry]
+    if not unknown:
+        return None
+    nameable = _tools_nameable_by(by, tenant or "")
+    return " ".join(unknown_tool_message(name, nameable) for name in unknown[:5])
+
+
+def _tools_nameable_by(user: AbstractBaseUser | None, tenant: str) -> list[str]:
     """The tools a refusal may name to ``user``: the catalogue for its roles and trusted code, else their own."""
     if user is None or user.has_perm(CATALOGUE_PERMISSION):
         return registry.names()
-    tenant = agent.tenant.slug if agent.tenant_id else ""
     return visible_tool_names(CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant))
 
 
@@ -254,10 +268,9 @@ def _apply(agent: Agent, changes: Mapping[str, Any], *, by: AbstractBaseUser | N
         agent.name = changes["name"]
     if "tools" in changes:
         tools = list(changes["tools"] or [])
-        unknown = [name for name in tools if name not in registry]
+        unknown = unknown_tools_problem(tools, by=by, tenant=agent.tenant.slug if agent.tenant_id else None)
         if unknown:
-            nameable = _tools_nameable_by(by, agent)
-            raise RunInputError(" ".join(unknown_tool_message(name, nameable) for name in unknown[:5]))
+            raise RunInputError(unknown)
         agent.tools = tools
     if "provider" in changes:
         if changes["provider"] == SCRIPTED_PROVIDER_NAME:

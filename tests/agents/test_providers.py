@@ -239,3 +239,35 @@ def test_the_agent_admin_keeps_an_agents_tenant_as_the_api_does(
     assert client.post(f"/admin/agents_app/agent/{agent.pk}/change/", fields).status_code == 302
     agent.refresh_from_db()
     assert (agent.tenant.slug, agent.description) == ("acme", "still acme's")
+
+
+def test_the_agent_admin_answers_an_unknown_tool_as_the_api_does(developer: User, tenant: Tenant) -> None:
+    # given a developer who misspells a tool, in the admin and in the API
+    scripted = ModelProvider.objects.get(name="scripted")
+    admin_answer = _admin_client(developer).post(
+        "/admin/agents_app/agent/add/",
+        {
+            "name": "typo",
+            "tenant": tenant.pk,
+            "description": "",
+            "provider": scripted.pk,
+            "script": json.dumps(SCRIPT),
+            "system_prompt": "",
+            "tools": '["calculat"]',
+            "max_tool_calls": 10,
+        },
+    )
+    api_client = APIClient()
+    api_client.force_authenticate(developer)
+    api_answer = api_client.post(
+        "/api/v1/agents/",
+        {"name": "typo", "tenant": "acme", "model": {"provider": "scripted", "script": SCRIPT}, "tools": ["calculat"]},
+        format="json",
+    )
+
+    # then both refuse it with the same words, suggesting among the tools the developer may see
+    assert api_answer.status_code == 400 and admin_answer.status_code == 200
+    detail = api_answer.json()["detail"]
+    assert detail.startswith("Unknown tool 'calculat'. Did you mean: calculate")
+    assert admin_answer.context["adminform"].form.errors["tools"] == [detail]
+    assert not Agent.objects.filter(name="typo").exists()
