@@ -196,3 +196,38 @@ def test_a_selection_that_cannot_work_is_refused_on_save_and_on_fetch() -> None:
     with pytest.raises(ToolError, match="Not a valid regular expression"):
         remote_server_sync(server=server, actor="operator:root")
     assert not RemoteMcpTool.objects.exists()
+
+
+@pytest.mark.parametrize("scheme", ["Bearer acme", "Bearer:", "Bé", " Bearer"])
+def test_a_credentials_scheme_is_one_http_token(accepted_tool: RemoteMcpTool, scheme: str) -> None:
+    """The header's value is the scheme, one space, the token: tenant staff put no words of theirs before it."""
+    from django.core.exceptions import ValidationError
+
+    credential = RemoteMcpCredential(server=accepted_tool.server, tenant="acme", credential_env="CRM_ACME")
+    for allowed in ("Bearer", "Token", "DPoP", "x-api.key~1", ""):
+        credential.scheme = allowed
+        credential.full_clean()
+    credential.scheme = scheme
+    with pytest.raises(ValidationError) as refused:
+        credential.full_clean()
+    assert list(refused.value.message_dict) == ["scheme"]
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "", "Bearer acme"])
+def test_the_scrubber_replaces_the_token_itself_whatever_the_scheme(
+    accepted_tool: RemoteMcpTool, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """The credential value the header is built from is the secret, not what follows a space in the header."""
+    from toolhub.mcp_client.services import credential_headers, credential_scrubber
+
+    token = "crm-acme-token-1234567890abcdef"
+    monkeypatch.setenv("CRM_ACME", token)
+    server = accepted_tool.server
+    # "Bearer acme": a row stored before schemes were checked
+    RemoteMcpCredential.objects.create(server=server, tenant="acme", credential_env="CRM_ACME", scheme=scheme)
+
+    headers = credential_headers(server, "acme")
+    scrubber = credential_scrubber(headers, server.url)
+
+    assert headers == {"Authorization": f"{scheme} {token}".strip()}
+    assert token not in scrubber.text(f"invalid token {token}; you sent {headers['Authorization']}")

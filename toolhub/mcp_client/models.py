@@ -5,9 +5,18 @@ Defined here and imported by ``toolhub.models`` (app label ``toolhub``).
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 
-__all__ = ["MetaMode", "RemoteMcpCredential", "RemoteMcpServer", "RemoteMcpTool", "RemoteToolStatus", "Transport"]
+__all__ = [
+    "auth_scheme_validator",
+    "MetaMode",
+    "RemoteMcpCredential",
+    "RemoteMcpServer",
+    "RemoteMcpTool",
+    "RemoteToolStatus",
+    "Transport",
+]
 
 
 class Transport(models.TextChoices):
@@ -115,6 +124,17 @@ class RemoteMcpTool(models.Model):
         return self.tool_name
 
 
+#: An HTTP authentication scheme is one token (RFC 9110, 11.1 and 5.6.2: ``tchar``s, no space), or none at all.
+#: The header's value is the scheme, one space and the credential: tenant staff, who may change the scheme,
+#: must not put words of their own in front of the platform's token.
+auth_scheme_validator = RegexValidator(
+    r"\A[!#$%&'*+\-.^_`|~0-9A-Za-z]*\Z",
+    # %% is a percent sign: Django fills the message in with the value (``%(value)s``).
+    "An authentication scheme is one word of letters, digits and !#$%%&'*+-.^_`|~ (e.g. Bearer, Token), or empty.",
+    code="invalid_scheme",
+)
+
+
 class RemoteMcpCredential(models.Model):
     """Which secret a tenant's calls to a server use: the NAME of an environment variable, never its value."""
 
@@ -124,7 +144,13 @@ class RemoteMcpCredential(models.Model):
         max_length=100, help_text="Name of the environment variable holding the token, e.g. CRM_MCP_TOKEN_ACME."
     )
     header = models.CharField(max_length=100, default="Authorization")
-    scheme = models.CharField(max_length=30, default="Bearer", blank=True, help_text="Prefix of the header's value.")
+    scheme = models.CharField(
+        max_length=30,
+        default="Bearer",
+        blank=True,
+        validators=[auth_scheme_validator],
+        help_text="Prefix of the header's value: one word (Bearer, Token), or empty for the value alone.",
+    )
 
     class Meta:
         verbose_name = "remote MCP credential"

@@ -23,6 +23,7 @@ from toolhub.mcp_client.remote import remote_tools
 from toolhub.tools.secrets import SecretScrubber
 
 __all__ = [
+    "CredentialHeaders",
     "credential_headers",
     "credential_refusal",
     "quarantine_message",
@@ -42,32 +43,49 @@ def credential_refusal(server: RemoteMcpServer, tenant: str | None, credentials:
     )
 
 
-def credential_headers(server: RemoteMcpServer, tenant: str | None) -> dict[str, str]:
+class CredentialHeaders(dict[str, str]):
+    """Headers that authenticate a tenant's calls, with the credential values they were built from.
+
+    ``credential_scrubber`` replaces those values themselves: the header's text is the scheme's choice
+    (tenant staff set it), so splitting it is no way to find the secret in it.
+    """
+
+    def __init__(self, headers: Mapping[str, str] | None = None, *, secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(headers or {})
+        self.secrets = secrets
+
+
+def credential_headers(server: RemoteMcpServer, tenant: str | None) -> CredentialHeaders:
     """The HTTP headers that authenticate ``tenant``'s calls, read from the referenced environment variable."""
     credential = RemoteMcpCredential.objects.filter(server=server, tenant=tenant or "").first()
     if credential is None:
         refusal = credential_refusal(server, tenant, {})
         if refusal:
             raise ToolError(refusal)
-        return {}
+        return CredentialHeaders()
     value = os.environ.get(credential.credential_env, "")
     if not value:
         raise ToolError(
             f"The credential for remote MCP server {server.name!r} is not configured where tools run "
             f"(environment variable {credential.credential_env!r} is unset); the operators must set it. Do not retry."
         )
-    return {credential.header: f"{credential.scheme} {value}".strip()}
+    return CredentialHeaders(
+        {credential.header: f"{credential.scheme} {value}".strip()}, secrets=(value, value.strip())
+    )
 
 
 def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScrubber:
     """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
+
+    The credential is the value the headers were built from (``CredentialHeaders.secrets``), whatever scheme
+    precedes it; headers of another origin (a plain mapping) are secret whole, each value as it is sent.
 
     And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
     in it): the URL itself, its user name and password, and every query value but those of a few names
     that never carry one (``?format=json``), and every path segment that looks like a key (``/k/<key>/mcp``).
     Apply it before any cut: a credential cut in the middle is no longer recognisable.
     """
-    values = [value.split(" ", 1)[-1] for value in headers.values()]
+    values = list(headers.secrets if isinstance(headers, CredentialHeaders) else headers.values())
     if url:
         parts = urlsplit(url)
         query = (value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES)
@@ -104,9 +122,9 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     if problems:
         raise ToolError(f"Remote MCP server {server.name!r}: {'; '.join(problems.values())}")
     credential = RemoteMcpCredential.objects.filter(server=server).order_by("tenant").first()
-    headers: dict[str, str] = {}
+    headers = CredentialHeaders()
     try:
-        headers = credential_headers(server, credential.tenant) if credential else {}
+        headers = credential_headers(server, credential.tenant) if credential else CredentialHeaders()
         listed = remote_tools(server.url, name=server.name, headers=headers, timeout=server.timeout_seconds)
     except ToolError as exc:
         message = credential_scrubber(headers, server.url).text(str(exc))[:2000]
