@@ -24,6 +24,7 @@ from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
     CrossTenantOnly,
     ReadOnlyMixin,
+    SharedInPart,
     TenantScopedAdmin,
     admin_link,  # noqa: F401 - the apps' admins import them from here
     pretty_json,
@@ -157,7 +158,7 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
 
 @admin.register(ToolGroup)
-class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
+class ToolGroupAdmin(SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
     """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add.
 
     Groups are shared by every tenant: only people who cross the tenant boundary change them.
@@ -186,10 +187,6 @@ class ToolGroupAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
             return groups
         rows = groups.values_list("pk", "activation_rules")
         return groups.filter(pk__in=[pk for pk, rules in rows if rules_seen_from(rules, scope.tenants) is not None])
-
-    def choosable_queryset(self, request: HttpRequest) -> QuerySet[ToolGroup]:
-        """The groups a grant's or a rule's form may name: those shown here."""
-        return self.get_queryset(request)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> ToolGroup | None:
         """The group, its rules as the viewer's tenants read them (others' tenants left out) unless they cross tenants.
@@ -258,10 +255,14 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
         """Tenant-scoped staff grant to one of their tenants only: user, group and agent grants are the platform's."""
         if tenant_scope(request.user).everything:
             return super().get_fieldsets(request, obj)
-        return (
-            (None, {"fields": ("effect", "note")}),
-            ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
-            ("To which of your tenants", {"fields": ("tenant",)}),
+        return self.shown_fieldsets(
+            request,
+            obj,
+            (
+                (None, {"fields": ("effect", "note")}),
+                ("Which tools (one of)", {"fields": ("tool_group", "tool_name")}),
+                ("To which of your tenants", {"fields": ("tenant",)}),
+            ),
         )
 
     def has_change_permission(self, request: HttpRequest, obj: Grant | None = None) -> bool:

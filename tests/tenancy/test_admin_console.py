@@ -271,3 +271,44 @@ def test_the_catalogue_is_read_only_for_tenant_staff_and_changed_across_the_boun
     # the platform team can
     assert console(platform_user).post(url, {"enabled": "", "risk_override": ""}).status_code == 302
     assert not ToolDefinition.objects.get(pk=definition.pk).enabled
+
+
+def test_a_tool_group_withheld_from_a_tenant_is_named_on_none_of_its_rule_pages(
+    tenant: Tenant, other_tenant: Tenant, roles: dict, globex_developer: User
+) -> None:
+    """A group bound to globex is withheld from acme's staff where a rule names it: the column, the filter, the
+    change page (read-only, so that acme's own rule naming it keeps it when they save); globex's staff read it."""
+    from toolhub.models import ToolGroup
+
+    withheld = ToolGroup.objects.create(name="globex-treasury-ops", activation_rules=[{"tenants": ["globex"]}])
+    shared = ToolGroup.objects.create(name="shared-reports")
+    global_rule = ApprovalRule.objects.create(name="platform-floor", tool_group=withheld, required_approvals=2)
+    ApprovalRule.objects.create(name="reports-floor", tool_group=shared)
+    own_rule = ApprovalRule.objects.create(name="acme-odd", tool_group=withheld, tenant=tenant, priority=5)
+    client = console(make_user("acme-developer", tenant=tenant, staff=True, groups=(roles["developers"],)))
+    label = "a tool group of another tenant"
+
+    listing = client.get("/admin/approvals/approvalrule/")
+    content = listing.content.decode()
+    assert "globex-treasury-ops" not in content and label in content and "shared-reports" in content
+    choices = next(f for f in listing.context["cl"].filter_specs if f.field_path == "tool_group").lookup_choices
+    assert choices == [(shared.pk, "shared-reports")]
+    typed = client.get(f"/admin/approvals/approvalrule/?tool_group__id__exact={withheld.pk}")
+    assert list(typed.context["cl"].result_list) == []
+
+    page = client.get(f"/admin/approvals/approvalrule/{global_rule.pk}/change/").content.decode()
+    assert label in page and "globex-treasury-ops" not in page and f"/toolgroup/{withheld.pk}/" not in page
+
+    own = client.get(f"/admin/approvals/approvalrule/{own_rule.pk}/change/")
+    assert own.context["has_change_permission"] and "tool_group" not in own.context["adminform"].form.fields
+    assert label in own.content.decode() and "globex-treasury-ops" not in own.content.decode()
+    saved = client.post(
+        f"/admin/approvals/approvalrule/{own_rule.pk}/change/",
+        {"name": "acme-odd", "enabled": "on", "priority": "7", "tenant": tenant.pk, "required_approvals": "1"},
+    )
+    assert saved.status_code == 302
+    own_rule.refresh_from_db()
+    assert (own_rule.priority, own_rule.tool_group_id) == (7, withheld.pk)  # still names the group
+
+    # globex's staff, who see the group, read its name
+    assert "globex-treasury-ops" in console(globex_developer).get("/admin/approvals/approvalrule/").content.decode()
