@@ -269,8 +269,7 @@ def _texts_for_model(run: AgentRun, calls: list[ToolCall]) -> list[str]:
     """
     if not any(call.status == CallStatus.DENIED for call in calls):
         return [call.model_text() for call in calls]
-    principal = run_principal(run)
-    visible = visible_tool_names(principal)
+    visible = visible_tool_names(run_principal(run), dict(run_tool_context(run)))
     return [
         unknown_tool_message(call.tool_name, visible)
         if call.status == CallStatus.DENIED and call.tool_name not in visible

@@ -45,6 +45,7 @@ __all__ = [
     "approval_hash",
     "approval_hash_matches",
     "visible_tool_names",
+    "run_context",
 ]
 
 
@@ -184,16 +185,18 @@ def _decide(
     principal = request.principal
     actor = _actor(principal)
     now = timezone.now()
+    seen_in = run_context(request)
     try:
-        tool = _resolve(request.tool_name, principal)
+        tool = _resolve(request.tool_name, principal, seen_in)
         definition = tool_definitions().get(tool.name)
         # Who may call the tool is decided before its arguments are read: a caller it is denied to learns
         # nothing of its parameters from a validation error, and no interceptor sees the call.
         denial = authorization_denial(tool.name, principal, definition=definition)
         if denial:
             raise CallRefused(CallStatus.DENIED, denial)
-        # A facade as this caller sees it: offering only what holds a tool it may use (or nothing at all).
-        seen = tool_seen_by(tool, principal)
+        # A facade as this caller sees it: offering only what holds a tool it may use (or nothing at all); in a
+        # run, as its model is shown it (a facade of a group not eligible for the run is not shown, nor unfolds).
+        seen = tool_seen_by(tool, principal, context=seen_in)
         if seen is None:
             raise CallRefused(CallStatus.DENIED, f"Tool {tool.name!r} holds no tool you may use; do not call it.")
         tool = seen
@@ -291,25 +294,31 @@ def _nothing(call: ToolCall) -> None:
     return None
 
 
-def _resolve(name: str, principal: CallPrincipal) -> Tool:
+def _resolve(name: str, principal: CallPrincipal, context: Mapping[str, Any] | None) -> Tool:
     tool = registry.get(name) if isinstance(name, str) else None
     if tool is None:
-        raise CallRefused(CallStatus.INVALID, unknown_tool_message(str(name), visible_tool_names(principal)))
+        raise CallRefused(CallStatus.INVALID, unknown_tool_message(str(name), visible_tool_names(principal, context)))
     return tool
 
 
-def visible_tool_names(principal: CallPrincipal) -> list[str]:
+def run_context(request: CallRequest) -> Mapping[str, Any] | None:
+    """The context a run's call is seen in (the tool groups' activation rules read it); ``None`` outside a run."""
+    return dict(request.context) if request.run_id is not None else None
+
+
+def visible_tool_names(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> list[str]:
     """The tools ``principal`` may call now: its agent's (without an agent, the catalogue's) it may use.
 
-    Authorized, and for a facade, holding a tool it may use (``usable_tools``, the one rule of every listing).
-    An unknown name is answered with suggestions from these only: naming a tool the run may not use would
-    reveal the rest of the catalogue.
+    Authorized, and for a facade, holding a tool it may use (``usable_tools``, the one rule of every listing);
+    with a run's ``context``, only tools of groups eligible for the run, as its model is shown them. An unknown
+    name is answered with suggestions from these only: naming a tool the run may not use, or one of a group
+    bound to another tenant, role or agent, would reveal the rest of the catalogue.
     """
     if principal.agent_tools is None:
         candidates = registry.names()
     else:
         candidates = [name for name in principal.agent_tools if name in registry]
-    return sorted(usable_tools(candidates, principal))
+    return sorted(usable_tools(candidates, principal, context=context))
 
 
 def _effective_context(request: CallRequest) -> ToolContext:

@@ -105,6 +105,53 @@ def test_a_group_whose_rule_does_not_match_cannot_be_equipped(
     assert "list_payments" not in recorder.names(1)
 
 
+def test_a_group_bound_to_another_tenant_hides_its_facades_and_resident_tools_too(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    # given a group only globex's runs may use, holding a facade and an always-visible tool
+    ToolGroup.objects.create(
+        name="globex_only", activation_rules=[{"tenants": ["globex"]}], extra_tools=["database_operations", "clock"]
+    )
+    agent = make_agent(
+        script=[call("database_operations"), answer()], tools=["clock", "get_weather", "database_operations"]
+    )
+
+    # when acme's model calls the facade it is not shown
+    run = start_run(agent, alice)
+
+    # then neither is shown, the facade does not unfold and is answered like a tool that does not exist
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert recorder.names(0) == ["get_weather"] and recorder.names(1) == ["get_weather"]
+    [unfold] = _calls(run)
+    assert unfold.status == CallStatus.DENIED
+    assert "Unknown tool 'database_operations'" in recorder.turns[1]["messages"][-1]["content"]
+    assert run.disclosure["unfolded"] == {}
+
+
+def test_a_facade_in_an_eligible_group_put_away_stays_shown(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    # a group any run may equip, not active at the start: navigation tools are resident, as before
+    ToolGroup.objects.create(name="database", active_by_default=False, extra_tools=["database_operations"])
+    agent = make_agent(script=[answer()], tools=["get_weather", "database_operations"])
+
+    start_run(agent, alice)
+
+    assert recorder.names(0) == ["get_weather", "database_operations"]
+
+
+def test_an_unknown_tool_is_answered_with_suggestions_of_eligible_groups_only(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    ToolGroup.objects.create(name="payments", activation_rules=[{"roles": ["finance"]}])
+    agent = make_agent(script=[call("list_paymnts"), answer()], tools=TOOLS)
+
+    start_run(agent, alice)
+
+    told = recorder.turns[1]["messages"][-1]["content"]
+    assert told == "Unknown tool 'list_paymnts'. Available tools: clock, get_weather, sales_report.", told
+
+
 @pytest.mark.parametrize(
     "arguments",
     [{"groups": "payments"}, {"groups": ["x" * 500]}, {"groups": [f"g{i}" for i in range(1000)]}, {}],

@@ -46,28 +46,28 @@ def inner_tool_call(
     from toolhub.dispatch import inline_execution
     from toolhub.execution import tool_call_run_claimed
     from toolhub.feedback import unknown_tool_message
-    from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
+    from toolhub.pipeline import CallRequest, run_context, tool_call_request, visible_tool_names
     from toolhub.tools.registry import registry
 
     outer = ctx.call_id
     worker = _outer_worker(ctx)
     principal = principal_of_context(ctx)
+    context = ToolContext({k: v for k, v in ctx.as_dict().items() if k not in _OWN_KEYS})
+    request = CallRequest(
+        tool_name=name,
+        arguments=arguments,
+        principal=principal,
+        context=context,
+        run_id=_uuid(ctx.run_id),
+        turn=turn,
+        position=position,
+        model_call_id=model_call_id[:100],
+        kind=CallKind.INNER,
+        interaction_context={"parent_call_id": str(outer or ""), "parent_tool": owner},
+        gate=gate,
+    )
     with inline_execution(worker):
-        call = tool_call_request(
-            request=CallRequest(
-                tool_name=name,
-                arguments=arguments,
-                principal=principal,
-                context=ToolContext({k: v for k, v in ctx.as_dict().items() if k not in _OWN_KEYS}),
-                run_id=_uuid(ctx.run_id),
-                turn=turn,
-                position=position,
-                model_call_id=model_call_id[:100],
-                kind=CallKind.INNER,
-                interaction_context={"parent_call_id": str(outer or ""), "parent_tool": owner},
-                gate=gate,
-            )
-        )
+        call = tool_call_request(request=request)
     if call.status == CallStatus.RUNNING and call.worker == worker:
         tool = registry.get(call.tool_name)
         assert tool is not None
@@ -79,7 +79,7 @@ def inner_tool_call(
             "once approved. Do not call it again."
         )
     if call.status == CallStatus.DENIED:
-        visible = visible_tool_names(principal)
+        visible = visible_tool_names(principal, run_context(request))
         if call.tool_name not in visible:
             shown = copy.copy(call)
             shown.status, shown.error = CallStatus.INVALID, unknown_tool_message(call.tool_name, visible)

@@ -3,9 +3,9 @@
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
-from toolhub.disclosure.groups import group_eligibility
+from toolhub.disclosure.unfolding import usable_tools
 from toolhub.governance import governance_cached, governance_scope
 from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
@@ -44,10 +44,7 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
         if tool is None or tool.always_visible or is_navigation(name):
             continue
         names.append(name)
-    verdicts = authorize_tools(names, principal)
-    granted = [name for name in names if verdicts.get(name) is None]
-    memberships, eligible = group_eligibility(granted, principal=principal, context=context or {})
-    return sorted(name for name in granted if not memberships.get(name) or memberships[name] & eligible.keys())
+    return sorted(usable_tools(names, principal, context=context or {}))
 
 
 def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> SearchIndex:

@@ -13,9 +13,10 @@ facade's description and usage notes. ``exclusive=True`` hides every other tool 
 Facades nest: an inner tool may itself be an ``UnfoldingTool``. Module-level facades in an app's
 ``tools.py`` are registered by autodiscovery, with every inner tool.
 
-What a facade reveals is always filtered by the caller's grants: a denied inner tool is neither shown
-nor listed, and a facade (or its context tool) with nothing usable inside counts as denied too
-(``usable_tools``): it would only advertise tools that do not exist for the caller.
+What a facade reveals is always filtered by the caller's grants (and, in a run, by the tool groups'
+activation rules): a denied inner tool is neither shown nor listed, and a facade (or its context tool)
+with nothing usable inside counts as denied too (``usable_tools``): it would only advertise tools that
+do not exist for the caller.
 """
 
 import inspect
@@ -290,7 +291,7 @@ class UnfoldingTool:
         return self._narrowed[key]
 
     def _unfold(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        names = _granted(self.select(arguments), ctx)
+        names = _seen(self.select(arguments), ctx)
         if not names:
             raise ToolError(f"{self.name} has no tools you may use for these arguments.")
         listing = [{"name": name, "description": _short(name)} for name in names]
@@ -304,11 +305,11 @@ class UnfoldingTool:
         from toolhub.disclosure.principals import principal_of_context
         from toolhub.tools.registry import registry
 
-        principal = principal_of_context(ctx)
+        principal, context = principal_of_context(ctx), dict(ctx)
         details = []
-        for name in usable_tools(self.child_names(), principal):
+        for name in usable_tools(self.child_names(), principal, context=context):
             tool = registry.get(name)
-            seen = tool_seen_by(tool, principal) if tool is not None else None
+            seen = tool_seen_by(tool, principal, context=context) if tool is not None else None
             if seen is not None:
                 details.append({"name": name, "description": seen.description, "parameters": seen.json_schema})
         return {"facade": self.name, "description": self.description, "notes": self.child_usage_notes, "tools": details}
@@ -352,53 +353,73 @@ def _as_child(item: Any) -> Any:
     raise ToolDefinitionError(f"{item!r} is not a tool: decorate it with @tool or build a Tool or UnfoldingTool.")
 
 
-def usable_tools(names: Sequence[str], principal: Any) -> list[str]:
+def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, Any] | None = None) -> list[str]:
     """``names`` that ``principal`` may use: granted, and for a facade or its context tool, holding a usable tool.
 
-    The one rule for every place tools are listed (a run's tools, a facade's unfold and context results, the
-    provider exports): a facade whose every inner tool is denied, however deep, is answered as denied.
+    The one rule for every place tools are listed (a run's tools, a facade's unfold and context results,
+    suggestions, the provider exports): a facade whose every inner tool is denied, however
+    deep, is answered as denied. With a run's ``context`` the tool groups' activation rules apply too
+    (``groups.group_eligibility``): a tool in groups needs one eligible for the run, facades and context tools
+    included (a context tool needs its facade's too), so a group bound to another tenant hides them all.
     """
     from toolhub.authorization import authorize_tools
     from toolhub.tools.registry import registry
 
     leaves: dict[str, set[str]] = {}
+    owners: dict[str, str] = {}
     for name in names:
         facade = facade_of(registry.get(name))[0]
         if facade is not None:
-            leaves[name] = facade.leaf_names()
-    asked = list(dict.fromkeys([*names, *sorted(set().union(*leaves.values()))]))
+            leaves[name], owners[name] = facade.leaf_names(), facade.name
+    asked = list(dict.fromkeys([*names, *owners.values(), *sorted(set().union(*leaves.values()))]))
     verdicts = authorize_tools(asked, principal)
-    granted = {name for name in asked if verdicts.get(name) is None}
-    return [name for name in names if name in granted and (name not in leaves or leaves[name] & granted)]
+    passing = {name for name in asked if verdicts.get(name) is None}
+    if context is not None:
+        passing = _eligible(passing, owners, principal, context)
+    return [name for name in names if name in passing and (name not in leaves or leaves[name] & passing)]
 
 
-def tool_seen_by(tool: Tool, principal: Any) -> Tool | None:
+def _eligible(names: set[str], owners: Mapping[str, str], principal: Any, context: Mapping[str, Any]) -> set[str]:
+    """``names`` whose groups hold one eligible for the run, or that are in none; a context tool, its facade too.
+
+    ``owners``: the facade of each facade or context tool among ``names``.
+    """
+    from toolhub.disclosure.groups import group_eligibility
+
+    memberships, eligible = group_eligibility([*names, *owners.values()], principal=principal, context=context)
+
+    def fits(name: str) -> bool:
+        groups = memberships.get(name, set())
+        return not groups or bool(groups & eligible.keys())
+
+    return {name for name in names if fits(name) and fits(owners.get(name, name))}
+
+
+def tool_seen_by(tool: Tool, principal: Any, *, context: Mapping[str, Any] | None = None) -> Tool | None:
     """``tool`` as ``principal`` is shown it and calls it; ``None`` for a facade with nothing it may use inside.
 
     A by-category facade offers only the categories holding a tool the principal may use, in its
     schema and so in its validation: a category of denied tools reads exactly like one that does not
     exist. Any other tool is returned as it is (the grants on the tool itself are the caller's check).
+    ``context``: a run's, as for ``usable_tools``.
     """
     owner, role = facade_of(tool)
     if owner is None:
         return tool
-    if not usable_tools([tool.name], principal):
+    if not usable_tools([tool.name], principal, context=context):
         return None
     if role != "facade" or owner.categories is None:
         return tool
-    from toolhub.authorization import authorize_tools
-
     leaves = sorted(owner.leaf_names())
-    verdicts = authorize_tools(leaves, principal)
-    opened = owner.open_categories({name for name in leaves if verdicts.get(name) is None})
+    opened = owner.open_categories(set(usable_tools(leaves, principal, context=context)))
     return tool if len(opened) == len(owner.categories) else owner.narrowed(tool, opened)
 
 
-def _granted(names: list[str], ctx: ToolContext) -> list[str]:
-    """``names`` the call's principal may use (the same check as a call of them, facades with nothing inside out)."""
+def _seen(names: list[str], ctx: ToolContext) -> list[str]:
+    """``names`` the call's principal may see in its run (``usable_tools`` with the call's context)."""
     from toolhub.disclosure.principals import principal_of_context
 
-    return usable_tools(names, principal_of_context(ctx))
+    return usable_tools(names, principal_of_context(ctx), context=dict(ctx))
 
 
 def _short(name: str) -> str:

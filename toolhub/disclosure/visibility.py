@@ -4,7 +4,8 @@ The pieces, in order: the agent's tools (a facade's inner tools are hidden until
 exclusive facade hides every other tool until the run ends), its active groups (a tool in a group
 that is put away is hidden), tool search (when on, only resident ``always_visible`` tools, the
 ``tool_search`` tool and the latest search's hits are shown), the agent's tool provider hook, and
-last the grants: nothing the principal may not call is ever shown, whatever the state says.
+last ``usable_tools`` with the run's context: nothing the principal may not call, and nothing of a group
+not eligible for the run, is ever shown, whatever the state says.
 """
 
 from collections.abc import Mapping, Sequence
@@ -144,20 +145,12 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     else:
         active = initially_active(eligible)
     shown_groups: set[str] = set()
-    kept = []
     found = set(state.hits)
-    for name in candidates:
-        groups = memberships.get(name, set())
-        # A tool the search found is shown if one of its groups is eligible (the search equips it), as the index
-        # holds only such tools (``search.searchable_names``); any other grouped tool needs an active group.
-        shown_by = eligible.keys() if name in found else active
-        if groups and not (groups & shown_by) and not is_navigation(name) and not _tool(name).always_visible:
-            continue
-        kept.append(name)
-    visible = usable_tools(kept, request.principal)
+    kept = [name for name in candidates if not _put_away(name, memberships.get(name, set()), active, found)]
+    visible = usable_tools(kept, request.principal, context=request.context)
     for name in visible:
         shown_groups |= memberships.get(name, set()) & active
-    tools = [_shown(name, state, request.principal) for name in visible]
+    tools = [_shown(name, state, request.principal, request.context) for name in visible]
     facts = group_facts()
     additions = [facts[g].system_prompt_addition for g in sorted(shown_groups) if g in facts]
     return Disclosure(
@@ -168,18 +161,29 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     )
 
 
+def _put_away(name: str, groups: set[str], active: set[str], found: set[str]) -> bool:
+    """Whether the model put ``name``'s groups away (which groups are eligible is ``usable_tools``'s to check).
+
+    A tool the search found is shown all the same (the search equips it); navigation and always-visible tools
+    are resident. A tool in no group never is put away.
+    """
+    if not groups or groups & active or name in found:
+        return False
+    return not is_navigation(name) and not _tool(name).always_visible
+
+
 def _tool(name: str) -> Tool:
     tool = registry.get(name)
     assert tool is not None
     return tool
 
 
-def _shown(name: str, state: DisclosureState, principal: CallPrincipal) -> Tool:
+def _shown(name: str, state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> Tool:
     """The tool as the model sees it: an unfolded facade becomes the guide to its inner tools.
 
-    A by-category facade offers only the categories holding a tool the principal may use (``tool_seen_by``).
+    A by-category facade offers only the categories holding a tool the principal may see (``tool_seen_by``).
     """
-    tool = tool_seen_by(_tool(name), principal) or _tool(name)
+    tool = tool_seen_by(_tool(name), principal, context=context) or _tool(name)
     agentic = agentic_description(name, state)
     if agentic is not None:
         return tool.with_description(agentic)
