@@ -80,6 +80,38 @@ def test_denied_inner_tool_is_neither_shown_nor_listed(
     assert "delete_record" not in str(unfold.result) and "delete_record" not in str(context.result)
     assert "delete_record" not in recorder.names(1) and "delete_record" not in recorder.names(2)
     assert "delete_record" not in str(run.disclosure["visible"])
+    # the run stores (and its API and admin show) what the unfold listed, not every declared inner tool
+    assert run.disclosure["unfolded"] == {"database_operations": [t["name"] for t in unfold.result["tools"]]}
+
+
+def _revoking_tool() -> Any:
+    from toolhub import Risk, tool
+
+    @tool(risk=Risk.LOW)
+    def revoke_delete() -> str:
+        """Deny delete_record to alice (an administrator acting while the run goes on)."""
+        Grant.objects.create(
+            effect=GrantEffect.DENY, tool_name="delete_record", user=User.objects.get(username="alice")
+        )
+        return "revoked"
+
+    return revoke_delete
+
+
+def test_an_inner_tool_revoked_after_its_facade_unfolded_leaves_the_stored_state(
+    make_agent: Any, start_run: Any, alice: User, recorder: Recorder
+) -> None:
+    from toolhub.tools.registry import registry
+
+    script = [call("database_operations"), call("revoke_delete"), answer()]
+    with registry.temporarily(_revoking_tool()):
+        agent = make_agent(script=script, tools=["database_operations", "revoke_delete"])
+        run = start_run(agent, alice)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "delete_record" in recorder.names(1)
+    assert "delete_record" not in recorder.names(2)
+    assert run.disclosure["unfolded"] == {"database_operations": ["query_table", "insert_record"]}
 
 
 def test_facade_whose_inner_tools_are_all_denied_is_not_shown(

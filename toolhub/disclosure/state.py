@@ -1,6 +1,6 @@
 """What one run can see, as stored on the run: the same tools on any worker after any restart."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,6 +95,19 @@ class DisclosureState:
     def with_chained(self, type_name: str, value: Mapping[str, Any]) -> "DisclosureState":
         """The latest object of a chained type replaces the earlier one."""
         return replace(self, chained={**self.chained, type_name[:200]: dict(value)})
+
+    def keeping(self, names: Iterable[str]) -> "DisclosureState":
+        """The state naming only ``names``: the unfolded facades and inner tools and the hits among them.
+
+        Exclusive mode stays (lifting it would show every other tool).
+        """
+        kept = set(names)
+        unfolded = {
+            facade: tuple(name for name in children if name in kept)
+            for facade, children in self.unfolded.items()
+            if facade in kept
+        }
+        return replace(self, unfolded=unfolded, hits=tuple(name for name in self.hits if name in kept))
 
     def with_visible(self, names: list[str]) -> "DisclosureState":
         return replace(self, visible=_names(names))

@@ -356,8 +356,8 @@ def _as_child(item: Any) -> Any:
 def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, Any] | None = None) -> list[str]:
     """``names`` that ``principal`` may use: granted, and for a facade or its context tool, holding a usable tool.
 
-    The one rule for every place tools are listed (a run's tools, a facade's unfold and context results,
-    suggestions, the provider exports): a facade whose every inner tool is denied, however
+    The one rule for every place tools are listed (a run's tools, what its state stores, a facade's unfold and
+    context results, suggestions, the provider exports): a facade whose every inner tool is denied, however
     deep, is answered as denied. With a run's ``context`` the tool groups' activation rules apply too
     (``groups.group_eligibility``): a tool in groups needs one eligible for the run, facades and context tools
     included (a context tool needs its facade's too), so a group bound to another tenant hides them all.

@@ -5,7 +5,7 @@ exclusive facade hides every other tool until the run ends), its active groups (
 that is put away is hidden), tool search (when on, only resident ``always_visible`` tools, the
 ``tool_search`` tool and the latest search's hits are shown), the agent's tool provider hook, and
 last ``usable_tools`` with the run's context: nothing the principal may not call, and nothing of a group
-not eligible for the run, is ever shown, whatever the state says.
+not eligible for the run, is ever shown or stored, whatever the state says.
 """
 
 from collections.abc import Mapping, Sequence
@@ -31,6 +31,7 @@ __all__ = [
     "expand_agent_tools",
     "is_navigation",
     "state_after_calls",
+    "seen_state",
     "equippable_groups",
     "SettledCall",
 ]
@@ -104,7 +105,7 @@ def disclose(request: DisclosureRequest) -> Disclosure:
 
 
 def _disclose(request: DisclosureRequest) -> Disclosure:
-    state = request.state
+    state = seen_state(request.state, request.principal, request.context)
     own = [name for name in dict.fromkeys(request.agent_tools) if name in registry]
     hidden: set[str] = set()
     for name in own:
@@ -172,6 +173,17 @@ def _put_away(name: str, groups: set[str], active: set[str], found: set[str]) ->
     return not is_navigation(name) and not _tool(name).always_visible
 
 
+def seen_state(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
+    """``state`` naming only the tools ``principal`` may see in the run now (``usable_tools``).
+
+    What is stored on the run, and shown to people by its API and admin, then names what the model may be
+    shown: never an inner tool that was denied (or whose group is not eligible) when its facade unfolded, nor
+    one revoked since.
+    """
+    named = [*state.unfolded, *(name for children in state.unfolded.values() for name in children), *state.hits]
+    return state.keeping(usable_tools(list(dict.fromkeys(named)), principal, context=context))
+
+
 def _tool(name: str) -> Tool:
     tool = registry.get(name)
     assert tool is not None
@@ -206,11 +218,17 @@ class SettledCall:
 
 
 def state_after_calls(
-    state: DisclosureState, calls: Sequence[SettledCall], *, agent_tools: Sequence[str] = ()
+    state: DisclosureState,
+    calls: Sequence[SettledCall],
+    *,
+    principal: CallPrincipal,
+    context: Mapping[str, Any],
+    agent_tools: Sequence[str] = (),
 ) -> DisclosureState:
     """Apply the last turn's successful calls, in order: unfolds, searches, group switches.
 
     And the agent's agentic tools' steps: a playbook step done, a state machine's transition, a chained object bound.
+    An unfold stores what its answer listed: the facade's selection that ``principal`` may see (``seen_state``).
     """
     for call in calls:
         if call.status != CallStatus.SUCCEEDED:
@@ -227,7 +245,7 @@ def state_after_calls(
             facade = _facade(call.tool_name)
             if facade is not None:
                 state = state.with_unfolded(facade.name, facade.select(call.arguments), exclusive=facade.exclusive)
-    return state
+    return seen_state(state, principal, context)
 
 
 def equippable_groups(ctx: ToolContext) -> set[str]:
