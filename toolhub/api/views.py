@@ -25,7 +25,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
-from toolhub.disclosure.unfolding import tool_seen_by, usable_tools
+from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
 from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
     OPERATE_CALL_PERMISSION,
@@ -71,7 +71,7 @@ class ToolListView(generics.ListAPIView):
     """The tool catalogue with each tool's JSON Schema and the operators' settings.
 
     Holders of ``toolhub.view_tooldefinition`` (the roles) list the whole catalogue; anyone else only
-    the tools they may call (``?tenant=`` for a member of several tenants). The JSON list is
+    the tools they may call (in the ``?tenant=`` named, else in any one of theirs). The JSON list is
     paginated by name (``next`` / ``previous`` cursors, ``?page_size=`` up to 500) and filtered by
     ``ToolFilter``. The provider exports are ``GET /api/v1/tools/export/<provider>/``
     (``ToolExportView``); ``?format=<provider>`` here still answers them, deprecated (a
@@ -101,7 +101,9 @@ class ToolListView(generics.ListAPIView):
                 description="Deprecated: use /api/v1/tools/export/{provider}/.",
                 deprecated=True,
             ),
-            OpenApiParameter("tenant", str, description="The tenant to list for (a member's own)."),
+            OpenApiParameter(
+                "tenant", str, description="The tenant to list for (a member's own); without it, any of theirs."
+            ),
         ]
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -147,13 +149,16 @@ class ToolExportView(APIView):
     ``openai`` (function tools, ``strict`` where declared), ``openai-strict`` (strict wherever it is
     safe), ``anthropic``, ``gemini`` (function declarations), ``compact`` (OpenAI function tools for
     llama.cpp, vLLM and Ollama grammar compilers) and ``mcp`` (a ``tools/list`` result). Operators'
-    switches and grants apply; ``?tenant=`` for a member of several tenants. An unknown provider is a 404.
+    switches and grants apply, in the ``?tenant=`` named, else in any one of theirs (``_tools_for``). An unknown
+    provider is a 404.
     """
 
     @extend_schema(
         parameters=[
             OpenApiParameter("provider", str, OpenApiParameter.PATH, enum=list(EXPORT_FORMATS)),
-            OpenApiParameter("tenant", str, description="The tenant to export for (a member's own)."),
+            OpenApiParameter(
+                "tenant", str, description="The tenant to export for (a member's own); without it, any of theirs."
+            ),
         ],
         responses={200: OpenApiTypes.ANY},
     )
@@ -166,23 +171,30 @@ class ToolExportView(APIView):
 def _tools_for(request: Request) -> list[Any]:
     """The registered tools the requesting user may call now (operators' switches and grants applied).
 
-    A facade with no tool inside they may use is left out, as a run leaves it out (``usable_tools``), and a
-    by-category facade offers only the categories holding one (``tool_seen_by``).
+    In the tenant ``?tenant=`` names, else in any one of theirs: each tenant is checked on its own, since a
+    call is made in one (without a tenant, a member of several is refused), so a tool every one of their
+    tenants denies is never listed. A facade with no tool inside they may use is left out, as a run leaves it
+    out (``usable_tools``), and a by-category facade offers only the categories holding one (``tool_seen_by_any``).
     """
     user = request.user
-    requested = request.query_params.get("tenant")
-    if requested is not None:
-        # The shared boundary: superusers and the cross-tenant permission may ask for any existing tenant.
-        if not tenant_scope(user).allows(requested) or not Tenant.objects.filter(slug=requested).exists():
-            raise ValidationError({"tenant": "No such tenant among yours; give the slug of one of your tenants."})
-        tenant = requested
-    else:
-        tenants = list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))
-        tenant = tenants[0] if len(tenants) == 1 else ""
-    principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
-    usable = set(usable_tools(registry.names(), principal))
-    seen = (tool_seen_by(tool, principal) for tool in registry.all() if tool.name in usable)
+    principals = [
+        CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant) for tenant in _tenants_for(request)
+    ]
+    usable = set().union(*(usable_tools(registry.names(), principal) for principal in principals))
+    seen = (tool_seen_by_any(tool, principals) for tool in registry.all() if tool.name in usable)
     return [tool for tool in seen if tool is not None]
+
+
+def _tenants_for(request: Request) -> list[str]:
+    """The tenants a listing is for: ``?tenant=`` (one of the user's), else their memberships (``""``: none)."""
+    user = request.user
+    requested = request.query_params.get("tenant")
+    if requested is None:
+        return list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True)) or [""]
+    # The shared boundary: superusers and the cross-tenant permission may ask for any existing tenant.
+    if not tenant_scope(user).allows(requested) or not Tenant.objects.filter(slug=requested).exists():
+        raise ValidationError({"tenant": "No such tenant among yours; give the slug of one of your tenants."})
+    return [requested]
 
 
 def _with_artifacts(calls: Any) -> Any:

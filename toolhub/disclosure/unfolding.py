@@ -35,6 +35,7 @@ __all__ = [
     "facade_of",
     "usable_tools",
     "tool_seen_by",
+    "tool_seen_by_any",
     "CONTEXT_SUFFIX",
     "ALL_CATEGORY",
 ]
@@ -403,15 +404,27 @@ def tool_seen_by(tool: Tool, principal: Any, *, context: Mapping[str, Any] | Non
     exist. Any other tool is returned as it is (the grants on the tool itself are the caller's check).
     ``context``: a run's, as for ``usable_tools``.
     """
+    return tool_seen_by_any(tool, [principal], context=context)
+
+
+def tool_seen_by_any(tool: Tool, principals: Sequence[Any], *, context: Mapping[str, Any] | None = None) -> Tool | None:
+    """``tool`` as someone acting as any one of ``principals`` (one per tenant of theirs) is shown it.
+
+    Each principal is checked on its own (``tool_seen_by``): a facade is kept when one of them may use it, and a
+    by-category facade offers each category one of them may open.
+    """
     owner, role = facade_of(tool)
     if owner is None:
         return tool
-    if not usable_tools([tool.name], principal, context=context):
+    using = [principal for principal in principals if usable_tools([tool.name], principal, context=context)]
+    if not using:
         return None
     if role != "facade" or owner.categories is None:
         return tool
     leaves = sorted(owner.leaf_names())
-    opened = owner.open_categories(set(usable_tools(leaves, principal, context=context)))
+    opened: set[str] = set()
+    for principal in using:
+        opened.update(owner.open_categories(set(usable_tools(leaves, principal, context=context))))
     return tool if len(opened) == len(owner.categories) else owner.narrowed(tool, opened)
 
 
