@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.conf import toolhub_settings
-from toolhub.disclosure.meta import MAX_QUERY_LENGTH, MAX_SEARCH_RESULTS
+from toolhub.disclosure.meta import MAX_CATEGORY_LENGTH, MAX_QUERY_LENGTH, MAX_SEARCH_RESULTS, SearchCategory
 from toolhub.disclosure.search import principal_index
 from toolhub.disclosure.unfolding import UnfoldingTool, facade_of
 from toolhub.disclosure.visibility import is_navigation
@@ -48,7 +48,6 @@ __all__ = [
 FIND_TOOL = "toolhub_find_tools"
 DESCRIBE_TOOL = "toolhub_describe_tool"
 _MAX_NAME_LENGTH = 200
-_MAX_CATEGORY_LENGTH = 100
 _MAX_DESCRIPTION_LENGTH = 500
 
 
@@ -57,7 +56,7 @@ class _FindArguments(BaseModel):
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_LENGTH)
     max_results: int = Field(default=5, ge=1, le=MAX_SEARCH_RESULTS)
-    category: str | None = Field(default=None, max_length=_MAX_CATEGORY_LENGTH)
+    category: SearchCategory = None
 
 
 class _DescribeArguments(BaseModel):
@@ -90,7 +89,7 @@ FIND_TOOL_DEFINITION: dict[str, Any] = {
             },
             "category": {
                 "type": ["string", "null"],
-                "maxLength": _MAX_CATEGORY_LENGTH,
+                "maxLength": MAX_CATEGORY_LENGTH,
                 "description": "Only tools of this category.",
             },
         },

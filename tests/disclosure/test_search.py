@@ -125,6 +125,7 @@ def test_revoked_grant_leaves_the_index_before_the_next_search(
         ({"query": "weather", "max_results": 0}, "max_results"),
         ({"query": "x" * 600}, "query"),
         ({}, "query"),
+        ({"query": "weather", "category": "a\x07b"}, "category"),
     ],
 )
 def test_bad_search_inputs_get_clear_bounded_errors(

@@ -267,6 +267,7 @@ BAD_INPUTS = [
     ("toolhub_find_tools", {"max_results": 3}, "query"),
     ("toolhub_find_tools", {"query": "weather", "tenant": "globex"}, "tenant"),
     ("toolhub_find_tools", {"query": "weather", "category": "c" * 101}, "category"),
+    ("toolhub_find_tools", {"query": "weather", "category": "c\x00c"}, "category"),
     ("toolhub_describe_tool", {"name": ""}, "name"),
     ("toolhub_describe_tool", {}, "name"),
     ("toolhub_describe_tool", {"name": 5}, "name"),

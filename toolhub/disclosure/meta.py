@@ -4,16 +4,25 @@ They only read: what they found or chose is applied to the run's visible tools b
 when their call has settled (``toolhub.disclosure.visibility.state_after_calls``).
 """
 
+import unicodedata
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from toolhub.exceptions import ToolError
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.specs import Param
 
-__all__ = ["TOOL_SEARCH", "RESET_EQUIPPED_TOOLS", "META_TOOLS", "META_TOOL_NAMES", "MAX_SEARCH_RESULTS"]
+__all__ = [
+    "TOOL_SEARCH",
+    "RESET_EQUIPPED_TOOLS",
+    "META_TOOLS",
+    "META_TOOL_NAMES",
+    "MAX_SEARCH_RESULTS",
+    "MAX_CATEGORY_LENGTH",
+    "SearchCategory",
+]
 
 TOOL_SEARCH = "tool_search"
 RESET_EQUIPPED_TOOLS = "reset_equipped_tools"
@@ -22,7 +31,22 @@ META_TOOL_NAMES = frozenset({TOOL_SEARCH, RESET_EQUIPPED_TOOLS})
 #: Most names one search returns; the model is told the bound when it asks for more.
 MAX_SEARCH_RESULTS = 20
 MAX_QUERY_LENGTH = 500
+MAX_CATEGORY_LENGTH = 100
 MAX_GROUPS = 50
+
+
+def _printable_category(category: str | None) -> str | None:
+    """A category is a name: a control character (a NUL) or a lone surrogate is refused, naming the field.
+
+    No category holds one, and a search provider's database may not take it (PostgreSQL text holds no NUL).
+    """
+    if category is not None and any(unicodedata.category(ch) in ("Cc", "Cs") for ch in category):
+        raise ValueError("a category is a name, without control characters")
+    return category
+
+
+#: The ``category`` of a search (``tool_search``, MCP's ``toolhub_find_tools``): an optional, short, printable name.
+SearchCategory = Annotated[str | None, Field(max_length=MAX_CATEGORY_LENGTH), AfterValidator(_printable_category)]
 
 
 def _tool_search(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -65,10 +89,7 @@ _SEARCH_PARAMETERS = {
         ],
         5,
     ),
-    "category": (
-        Annotated[str | None, Param("Only tools of this category."), Field(max_length=100)],
-        None,
-    ),
+    "category": (Annotated[SearchCategory, Param("Only tools of this category.")], None),
 }
 
 _GROUP_PARAMETERS = {

@@ -86,8 +86,8 @@ class PostgresIndex:
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
         """The names of the best ``k`` tools for ``query``, best first."""
         words = query_words(query)
-        if not (words.typed or words.added) or k <= 0:
-            return []
+        if not (words.typed or words.added) or k <= 0 or (category is not None and "\x00" in category):
+            return []  # PostgreSQL text holds no NUL: no stored category holds one
         parameters = {
             "weights": _RANK_WEIGHTS,
             "added_weight": _ADDED_WEIGHT,
