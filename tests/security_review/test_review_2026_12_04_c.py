@@ -106,7 +106,8 @@ def test_an_agentic_tools_inner_call_written_while_its_grant_is_revoked_is_not_r
     ``pipeline.run_here`` (the eager path) and in the worker's claim; the inline path's ``_nothing`` follow-up and
     ``inner_tool_call`` never look at it. A deny grant for alice that commits while the inner call's row waits for
     the chain head is not honoured: record_effect runs for her after the revocation.
-    Expect: the inner call is checked again (as ``tool_call_execute_claimed`` does): denied, nothing executed.
+    Expect: the inner call is checked again (as a worker's claim is; now in ``tool_call_run_claimed``): denied,
+    nothing executed.
     """
     from toolhub.agentic.inner import inner_tool_call
 
