@@ -22,6 +22,7 @@ from toolhub.disclosure.visibility import (
     expand_agent_tools,
     state_after_calls,
 )
+from toolhub.governance import governance_scope
 from toolhub.models import ToolCall
 
 __all__ = [
@@ -86,21 +87,23 @@ def run_disclosure(run: AgentRun, *, governance_stamp: int | None = None) -> Dis
     )
 
 
-def run_state_after_calls(run: AgentRun, calls: list[ToolCall]) -> None:
+def run_state_after_calls(run: AgentRun, calls: list[ToolCall], *, governance_stamp: int | None = None) -> None:
     """Apply the last turn's settled navigation calls (facades, searches, group switches) to the run's state.
 
     Stored naming only what the run's principal may see (``state_after_calls``), as its API and admin show it.
+    ``governance_stamp``: as for ``run_disclosure`` (the lookups then read no stamp of their own).
     """
     from agents_app.loop import run_principal, run_tool_context
 
     settled = [SettledCall(c.tool_name, c.status, c.arguments or {}, c.result, str(c.id)) for c in calls]
-    state = state_after_calls(
-        DisclosureState.from_json(run.disclosure),
-        settled,
-        principal=run_principal(run),
-        context=dict(run_tool_context(run)),
-        agent_tools=list(run.agent.tools),
-    )
+    with governance_scope(stamp=governance_stamp):
+        state = state_after_calls(
+            DisclosureState.from_json(run.disclosure),
+            settled,
+            principal=run_principal(run),
+            context=dict(run_tool_context(run)),
+            agent_tools=list(run.agent.tools),
+        )
     run.disclosure = state.to_json()
 
 

@@ -232,7 +232,7 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
                 for c, text in zip(calls, texts, strict=True)
             ),
         ]
-        run_state_after_calls(run, calls)
+        run_state_after_calls(run, calls, governance_stamp=run.governance_stamp)
         blackboard_capture_calls(run, [call for call in calls if call.has_artifacts])
         if _returns_immediately(calls):
             run.output = "\n".join(texts)
