@@ -129,7 +129,8 @@ class AgentSerializer(serializers.ModelSerializer):
             if data.get("tool_choice") and data["tool_choice"] not in (*TOOL_CHOICE_MODES, *seen):
                 data["tool_choice"] = "required"
             unseen = (called | set(instance.tools)) - seen
-            if unseen and any(name in json.dumps(instance.script, ensure_ascii=False) for name in unseen):
+            script = json.dumps(instance.script, ensure_ascii=False) if unseen else ""
+            if any(name in script for name in unseen):
                 data["model"]["script"] = None  # its turns name a tool, and its arguments, the reader may not see
         return data
 

@@ -155,7 +155,8 @@ class DecisionViewsMixin:
     ) -> HttpResponse | None:
         """Ask for one comment on an intermediate page, then decide each request through the service."""
         label, done, service = DECISIONS[decision]
-        requests = list(queryset.order_by("pk").prefetch_related("decisions"))
+        # each row's arguments are shown as its call's tool version withholds them: the call comes with it
+        requests = list(queryset.order_by("pk").select_related("call").prefetch_related("decisions"))
         table = admin_table(
             "selected-requests",
             ("#", "Tool", "Status", "Risk", "Reason", "Requested by", "Tenant", "Arguments that will run"),

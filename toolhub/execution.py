@@ -49,7 +49,7 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
     if len(calls) <= 1:
         for call in calls:
             # A governance change committed while the claim waited for its locks: the re-check reads it.
-            _execute_claimed(call, worker, stamp_checked=limit == 1 and not call.governance_moved)
+            _execute_claimed(call, worker, stamp_checked=limit == 1)
         return next((call for call in calls if call.id == call_id), None)
     pending: list[tuple[ToolCall, Callable[[], None]]] = []
     token = _outcomes.set(pending)
@@ -69,8 +69,11 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
 def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
     """Re-check a claimed call (tool version, permissions, approval binding, arguments), then run it.
 
-    ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none.
+    ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none, unless
+    a governance change committed while the claim waited for its locks (``call.governance_moved``).
     """
+    stamp_checked = stamp_checked and not call.governance_moved
+    call.governance_moved = False  # checked here, under the governance as it is now: not again when it runs
     from toolhub.tools.registry import registry
 
     tool = registry.get(call.tool_name)

@@ -5,19 +5,15 @@ wrapped to wait on an Event) and asserts what must hold whichever way it is sche
 """
 
 import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
 from django.utils import timezone
 
 from tests.helpers import principal_for
+from tests.security_review.pg_races import chain_head_locked, in_thread, wait_for_lock_waiter
 from tests.testapp.models import SideEffect
 from toolhub import pipeline
 from toolhub.audit_hash import chain_for
@@ -29,57 +25,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
-
-
-def _dsn() -> dict[str, Any]:
-    params = connection.get_connection_params()
-    return {k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
-
-
-@contextmanager
-def _chain_head_locked(chain: int) -> Iterator[psycopg.Connection]:
-    """Another session holds chain ``chain``'s head row (an append to the tenant's chain not yet committed)."""
-    locker = psycopg.connect(**_dsn())
-    locker.execute("SELECT seq FROM toolhub_auditchainhead WHERE chain = %s FOR UPDATE", [chain])
-    try:
-        yield locker
-    finally:
-        locker.rollback()
-        locker.close()
-
-
-def _wait_for_lock_waiter(query_part: str, timeout: float = 10) -> None:
-    """Until a session waits on a lock in a statement containing ``query_part``."""
-    watcher = psycopg.connect(**_dsn(), autocommit=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            waiting = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                [f"%{query_part}%"],
-            ).fetchone()[0]
-            if waiting:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"no session came to wait on a lock in {query_part!r}")
-    finally:
-        watcher.close()
-
-
-def _in_thread(action: Callable[[], Any], name: str = "") -> tuple[threading.Thread, list[Any]]:
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(action())
-        except BaseException as exc:  # noqa: BLE001
-            result.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run, name=name or None)
-    thread.start()
-    return thread, result
 
 
 def _queued_call(user: User, tool_name: str, arguments: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> ToolCall:
@@ -122,9 +67,9 @@ def test_a_grant_revoked_while_the_claim_waits_on_the_chain_head_is_not_honoured
     call = _queued_call(alice, "record_effect", {"note": "after revoke"}, monkeypatch)
     chain = chain_for(call.id, "acme")
 
-    with _chain_head_locked(chain):
-        worker, result = _in_thread(lambda: tool_call_execute(call_id=call.id, worker="w1"))
-        _wait_for_lock_waiter("WITH ")
+    with chain_head_locked(chain):
+        worker, result = in_thread(lambda: tool_call_execute(call_id=call.id, worker="w1"))
+        wait_for_lock_waiter("WITH ")
         # the operator's revocation commits while the claim waits
         Grant.objects.create(user=alice, tool_name="record_effect", effect=GrantEffect.DENY, note="revoked")
     worker.join(30)
@@ -164,9 +109,9 @@ def test_a_call_run_in_process_whose_row_waits_on_the_chain_head_while_its_grant
         call_id=call_id,
     )
 
-    with _chain_head_locked(chain):
-        requester, result = _in_thread(lambda: tool_call_request(request=request))
-        _wait_for_lock_waiter("WITH ")
+    with chain_head_locked(chain):
+        requester, result = in_thread(lambda: tool_call_request(request=request))
+        wait_for_lock_waiter("WITH ")
         Grant.objects.create(user=alice, tool_name="record_effect", effect=GrantEffect.DENY, note="revoked")
     requester.join(30)
     assert not requester.is_alive()
@@ -210,7 +155,7 @@ def test_a_stale_reconciler_does_not_take_back_a_live_claim_of_a_later_attempt(
         return real_transition(*args, **kwargs)
 
     monkeypatch.setattr(sweeper, "call_transition", paused_transition)
-    stale, result = _in_thread(sweeper.calls_reconcile_expired_leases, name="stale-sweep")
+    stale, result = in_thread(sweeper.calls_reconcile_expired_leases, name="stale-sweep")
     assert read.wait(10), "the first sweep did not pause between its read and its move"
 
     # meanwhile another sweep requeues the expired attempt and a live worker claims it: attempt 2

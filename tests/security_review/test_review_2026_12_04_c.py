@@ -4,77 +4,22 @@ The PostgreSQL tests force one interleaving deterministically, as probe (p) did:
 tenant's audit chain head, so the guarded write waits for it while a deny grant commits.
 """
 
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
 from pydantic import BaseModel
 
 from tests.helpers import RequestCall, principal_for
+from tests.security_review.pg_races import chain_head_locked, dsn, in_thread, wait_for_lock_waiter
 from tests.testapp.models import SideEffect
 from toolhub import registry, tool
 from toolhub.audit_hash import chain_for
 from toolhub.models import CallStatus, Grant, GrantEffect, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.tools.context import ToolContext
-
-# --- helpers (as in test_probe_2026_12_04_p) ----------------------------------------------------------------
-
-
-def _dsn() -> dict[str, Any]:
-    params = connection.get_connection_params()
-    return {k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
-
-
-@contextmanager
-def _chain_head_locked(chain: int) -> Iterator[psycopg.Connection]:
-    locker = psycopg.connect(**_dsn())
-    locker.execute("SELECT seq FROM toolhub_auditchainhead WHERE chain = %s FOR UPDATE", [chain])
-    try:
-        yield locker
-    finally:
-        locker.rollback()
-        locker.close()
-
-
-def _wait_for_lock_waiter(query_part: str, timeout: float = 10) -> None:
-    watcher = psycopg.connect(**_dsn(), autocommit=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            waiting = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                [f"%{query_part}%"],
-            ).fetchone()[0]
-            if waiting:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"no session came to wait on a lock in {query_part!r}")
-    finally:
-        watcher.close()
-
-
-def _in_thread(action: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    result: list[Any] = []
-
-    def run() -> None:
-        try:
-            result.append(action())
-        except BaseException as exc:  # noqa: BLE001
-            result.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, result
 
 
 def _one_chain(settings: Any) -> None:
@@ -127,9 +72,9 @@ def test_an_agentic_tools_inner_call_written_while_its_grant_is_revoked_is_not_r
             owner="effect_desk",
         )
 
-    with _chain_head_locked(chain):
-        thread, result = _in_thread(inner)
-        _wait_for_lock_waiter("WITH ")
+    with chain_head_locked(chain):
+        thread, result = in_thread(inner)
+        wait_for_lock_waiter("WITH ")
         Grant.objects.create(user=alice, tool_name="record_effect", effect=GrantEffect.DENY, note="revoked")
     thread.join(30)
     assert not thread.is_alive()
@@ -163,9 +108,9 @@ def test_an_atomic_tool_that_suspends_while_its_grant_is_revoked_keeps_nothing(a
         call_id=call_id,
     )
 
-    with _chain_head_locked(chain):
-        thread, result = _in_thread(lambda: tool_call_request(request=request))
-        _wait_for_lock_waiter("WITH ")
+    with chain_head_locked(chain):
+        thread, result = in_thread(lambda: tool_call_request(request=request))
+        wait_for_lock_waiter("WITH ")
         Grant.objects.create(user=alice, tool_name="atomic_effect", effect=GrantEffect.DENY, note="revoked")
     thread.join(30)
     assert not thread.is_alive()
@@ -261,7 +206,7 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
         reads.append(stamp)
         if len(reads) < claims._CLAIM_ATTEMPTS:
             # a governance change commits between the stamp's read and the claim's statement: the claim misses
-            with psycopg.connect(**_dsn(), autocommit=True) as bump:
+            with psycopg.connect(**dsn(), autocommit=True) as bump:
                 bump.execute(
                     "UPDATE toolhub_governanceversion SET stamp = nextval('toolhub_governance_stamp') WHERE id = 1"
                 )
@@ -274,9 +219,9 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
 
     monkeypatch.setattr(claims, "governance_stamp", stamp_then)
 
-    with _chain_head_locked(chain):
-        worker, result = _in_thread(lambda: tool_call_execute(call_id=call.id, worker="w1"))
-        _wait_for_lock_waiter("WITH ")
+    with chain_head_locked(chain):
+        worker, result = in_thread(lambda: tool_call_execute(call_id=call.id, worker="w1"))
+        wait_for_lock_waiter("WITH ")
         Grant.objects.create(user=alice, tool_name="record_effect", effect=GrantEffect.DENY, note="revoked")
     worker.join(30)
     assert not worker.is_alive()

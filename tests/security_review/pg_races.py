@@ -1,0 +1,64 @@
+"""Forcing one interleaving of PostgreSQL sessions in a test: a chain head held by another session, a wait
+until a statement queues on a lock, an action run on a thread of its own (with its own connection)."""
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from django.db import connection, connections
+
+__all__ = ["chain_head_locked", "dsn", "in_thread", "wait_for_lock_waiter"]
+
+
+def dsn() -> dict[str, Any]:
+    params = connection.get_connection_params()
+    return {k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
+
+
+@contextmanager
+def chain_head_locked(chain: int) -> Iterator[psycopg.Connection]:
+    """Another session holds chain ``chain``'s head row (an append to the tenant's chain not yet committed)."""
+    locker = psycopg.connect(**dsn())
+    locker.execute("SELECT seq FROM toolhub_auditchainhead WHERE chain = %s FOR UPDATE", [chain])
+    try:
+        yield locker
+    finally:
+        locker.rollback()
+        locker.close()
+
+
+def wait_for_lock_waiter(query_part: str, timeout: float = 10) -> None:
+    """Until a session waits on a lock in a statement containing ``query_part``."""
+    watcher = psycopg.connect(**dsn(), autocommit=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
+                [f"%{query_part}%"],
+            ).fetchone()[0]
+            if waiting:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"no session came to wait on a lock in {query_part!r}")
+    finally:
+        watcher.close()
+
+
+def in_thread(action: Callable[[], Any], name: str = "") -> tuple[threading.Thread, list[Any]]:
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append(action())
+        except BaseException as exc:  # noqa: BLE001
+            result.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name=name or None)
+    thread.start()
+    return thread, result
