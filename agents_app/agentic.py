@@ -2,7 +2,13 @@
 
 import copy
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
+from django.db.models import F
+from django.utils import timezone
+
+from agents_app.budgets import budget_of, spending_below
 from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
@@ -20,6 +26,7 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
     settings, or the run's agent's. Errors name no setting, only what to ask.
     """
     tenant = str(ctx.tenant or "")
+    run: AgentRun | None = None
     if agent:
         chosen = agent_for_run(tenant=tenant, name=agent)
         if chosen is None:
@@ -43,7 +50,48 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
         adapter = adapter_for(chosen)
     except ModelError as exc:
         raise ToolError(str(exc)) from None
+    run_id = run.id if run is not None else _run_id_of(ctx)
+    if run_id is not None:
+        adapter = _ChargedToRun(adapter, run_id)
     return InnerModel(adapter=adapter, profile=chosen.provider.effective_schema_profile)
+
+
+@dataclass(frozen=True)
+class _ChargedToRun:
+    """An inner model whose turns are its run's: counted in the run's usage and against the budget it was given."""
+
+    adapter: Any
+    run_id: uuid.UUID
+
+    def complete(self, **kwargs: Any) -> Any:
+        self._refuse_when_spent()
+        turn = self.adapter.complete(**kwargs)
+        AgentRun.objects.filter(id=self.run_id).update(
+            prompt_tokens=F("prompt_tokens") + turn.prompt_tokens,
+            completion_tokens=F("completion_tokens") + turn.completion_tokens,
+            updated_at=timezone.now(),
+        )
+        return turn
+
+    def _refuse_when_spent(self) -> None:
+        run = AgentRun.objects.filter(id=self.run_id).only("limits", "prompt_tokens", "completion_tokens").first()
+        limit = budget_of(run, "max_tokens") if run is not None else None
+        if run is None or limit is None:
+            return
+        spent = run.prompt_tokens + run.completion_tokens + spending_below(run.id).tokens
+        if spent >= limit:
+            raise ModelError(f"the run's token budget ({limit} tokens, given by its parent run) is spent")
+
+
+def _run_id_of(ctx: ToolContext) -> uuid.UUID | None:
+    """The calling run's id, if the call belongs to a run of its tenant."""
+    try:
+        run_id = uuid.UUID(str(ctx.run_id)) if ctx.run_id else None
+    except ValueError:
+        return None
+    if run_id is None or not AgentRun.objects.filter(id=run_id, tenant=ctx.tenant or "").exists():
+        return None
+    return run_id
 
 
 def _run_of(ctx: ToolContext) -> AgentRun | None:

@@ -25,6 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
+from agents_app.budgets import Spending, budget_of, spending_below
 from agents_app.cancelling import GOVERNANCE_ACTOR, run_cancel_locked
 from agents_app.disclosure import (
     agent_tool_names,
@@ -278,6 +279,20 @@ def _texts_for_model(run: AgentRun, calls: list[ToolCall]) -> list[str]:
     ]
 
 
+def statuses_for_model(run: AgentRun, rows: list[tuple[str, str]]) -> list[str]:
+    """The statuses of ``(tool name, status)`` rows as the run's model may read them (``_texts_for_model``).
+
+    A denied call of a tool the run may not see reads ``invalid``, as a call of a tool that exists nowhere.
+    """
+    if not any(status == CallStatus.DENIED for _, status in rows):
+        return [status for _, status in rows]
+    visible = visible_tool_names(run_principal(run), dict(run_tool_context(run)))
+    return [
+        CallStatus.INVALID.value if status == CallStatus.DENIED and name not in visible else status
+        for name, status in rows
+    ]
+
+
 def _lease_seconds(run: AgentRun) -> float:
     """How long a step holds the run: its provider's deadline and the bookkeeping margin."""
     return run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
@@ -382,24 +397,30 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
         run.output = turn.content
         run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=now)
         return
-    tokens_limit = _budget(run, "max_tokens")
-    if tokens_limit is not None and run.prompt_tokens + run.completion_tokens > tokens_limit:
+    # A child run's budget covers its own turns and what its children hold or used (``budgets``).
+    held = spending_below(run.id) if run.limits else Spending()
+    tokens = run.prompt_tokens + run.completion_tokens + held.tokens
+    tokens_limit = budget_of(run, "max_tokens")
+    if tokens_limit is not None and tokens > tokens_limit:
         run.error = (
-            f"Run stopped: it used {run.prompt_tokens + run.completion_tokens} tokens, beyond the {tokens_limit} "
+            f"Run stopped: it used {tokens} tokens, beyond the {tokens_limit} "
             "its parent run gave it. Nothing more was executed."
         )
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
         return
     used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
-    calls_limit = min(run.agent.max_tool_calls, _budget(run, "max_tool_calls") or run.agent.max_tool_calls)
-    if used + len(turn.tool_calls) > calls_limit:
-        whose = "this agent's" if calls_limit == run.agent.max_tool_calls else "its parent run's"
-        run.error = (
-            f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {used}, "
-            f"beyond {whose} limit of {calls_limit} per run. Nothing more was executed."
-        )
-        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
-        return
+    given = budget_of(run, "max_tool_calls")
+    for whose, limit, before in (
+        ("its parent run's", given, used + held.calls),
+        ("this agent's", run.agent.max_tool_calls, used),
+    ):
+        if limit is not None and before + len(turn.tool_calls) > limit:
+            run.error = (
+                f"Run stopped: the model asked for {len(turn.tool_calls)} more tool call(s) after {before}, "
+                f"beyond {whose} limit of {limit} per run. Nothing more was executed."
+            )
+            run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOOL_CALLS, now=now)
+            return
     run.deferred_calls = [
         {"position": position, "id": call.id, "name": call.name, "arguments": call.arguments}
         for position, call in enumerate(turn.tool_calls)
@@ -442,12 +463,6 @@ def _request_calls(run: AgentRun) -> bool:
             break
     run.deferred_calls = pending
     return any(call.status in _SUSPENDING for call in requested)
-
-
-def _budget(run: AgentRun, name: str) -> int | None:
-    """A limit the parent run gave this (child) run (``agents_app.subagents``); ``None``: none."""
-    value = run.limits.get(name) if isinstance(run.limits, dict) else None
-    return value if isinstance(value, int) else None
 
 
 def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:

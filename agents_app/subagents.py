@@ -20,20 +20,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 from pydantic import BaseModel
 
 from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, blackboard_put
+from agents_app.budgets import budget_of, spending_below, spending_of
 from agents_app.models import AgentRun, RunStatus
 from agents_app.selectors import agents_of_tenant
 from agents_app.transitions import RUN_TRANSITIONS
+from toolhub.audit import redacted_arguments_text
 from toolhub.audit_hash import canonical_json
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError, ToolSuspend
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.signals import call_suspended
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -43,6 +45,9 @@ from toolhub.transitions import guarded_update
 __all__ = ["Subagent", "SubagentLimits", "subagent_run_ended", "SUBAGENT_ANSWER_KIND"]
 
 logger = logging.getLogger(__name__)
+
+#: The names of the tools ``Subagent.of`` built: the calls of a turn that will start a child.
+_SUBAGENT_TOOLS: set[str] = set()
 
 #: The blackboard kind of a child run's answer, put on its parent's board.
 SUBAGENT_ANSWER_KIND = "SubagentAnswer"
@@ -79,32 +84,40 @@ class Subagent:
         tool_name = name or agent.replace("-", "_")
 
         def run_subagent(arguments: BaseModel, ctx: ToolContext) -> Any:
-            return _start_child(agent, tool_name, arguments.model_dump(mode="json"), ctx, limits)
+            task = redacted_arguments_text(tool.sensitive, arguments.model_dump(mode="json"))
+            return _start_child(agent, tool_name, task, ctx, limits)
 
         run_subagent.__qualname__ = f"Subagent[{tool_name}]"
-        return Tool.create(tool_name, description, input_model, run_subagent, risk=risk, **options)
+        tool = Tool.create(tool_name, description, input_model, run_subagent, risk=risk, **options)
+        _SUBAGENT_TOOLS.add(tool_name)
+        return tool
 
 
-def _start_child(
-    agent_name: str, tool_name: str, arguments: dict[str, Any], ctx: ToolContext, limits: SubagentLimits
-) -> Any:
-    """Create (once per call) the child run for the calling run's principal, then suspend the call on it."""
+def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, limits: SubagentLimits) -> Any:
+    """Create (once per call) the child run for the calling run's principal, then suspend the call on it.
+
+    ``text``: the call's arguments as the child's task, sensitive values replaced: the child's input and
+    messages are shown to the run's readers (API, admin), as the parent's are. A secret a child's tools need
+    travels in the run's context, never through a model.
+    """
     parent = _calling_run(ctx)
     call_id = uuid.UUID(str(ctx.call_id))
     child = AgentRun.objects.filter(parent_call_id=call_id).first()  # a retried call waits on the same child
     if child is None:
-        budget = _budget_left(parent, agent_name, limits)
         agent = agents_of_tenant(parent.tenant).filter(name=agent_name).order_by(F("tenant_id").asc(nulls_last=True))
         target = agent.first()
         if target is None:
             raise ToolError(f"Subagent {agent_name!r} is not available to this run; answer without it.")
-        text = canonical_json(arguments)
         messages: list[dict[str, Any]] = []
         if target.system_prompt:
             messages.append({"role": "system", "content": target.system_prompt})
         messages.append({"role": "user", "content": text})
         try:
             with transaction.atomic():
+                # The parent's row lock orders its children's starts: each carves its budget from what the
+                # ones before it left (``_budget_left``), never from the same remainder.
+                parent = AgentRun.objects.select_for_update(of=("self",)).get(pk=parent.pk)
+                budget = _budget_left(parent, call_id, agent_name, limits)
                 child = AgentRun.objects.create(
                     agent=target,
                     user_id=parent.user_id,
@@ -137,43 +150,53 @@ def _calling_run(ctx: ToolContext) -> AgentRun:
     return run
 
 
-def _budget_left(parent: AgentRun, agent_name: str, limits: SubagentLimits) -> dict[str, int]:
-    """The child's budget: what the parent's children have not spent, within the parent's own budget."""
+def _budget_left(parent: AgentRun, call_id: uuid.UUID, agent_name: str, limits: SubagentLimits) -> dict[str, int]:
+    """The child's budget, carved out of what the parent's children have not used or hold (``budgets``).
+
+    Within the parent's own budget when it is itself a child. Children the model asked for in one turn share
+    what is left: each not started yet gets an equal part, so the first does not take it all.
+    """
     if parent.depth + 1 > limits.max_depth:
         raise ToolError(
             f"Subagent {agent_name!r} refused: subagents may nest at most {limits.max_depth} level(s) deep and this "
             f"run is at depth {parent.depth}. Do this part yourself or answer with what you have."
         )
-    children = AgentRun.objects.filter(parent_run=parent)
-    used_calls = ToolCall.objects.filter(run_id__in=children.values("id"), kind=CallKind.CALL).count()
-    tokens = children.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
-    used_tokens = (tokens["p"] or 0) + (tokens["c"] or 0)
-    calls_left, tokens_left = limits.max_calls - used_calls, limits.max_tokens - used_tokens
-    for what, left in (("max_tool_calls", calls_left), ("max_tokens", tokens_left)):
-        own = parent.limits.get(what) if isinstance(parent.limits, dict) else None
-        if isinstance(own, int):
-            # A child's children share what the child itself was given.
-            spent = (
-                ToolCall.objects.filter(run_id=parent.id, kind=CallKind.CALL).count()
-                if what == "max_tool_calls"
-                else parent.prompt_tokens + parent.completion_tokens
-            )
-            left = min(left, own - spent)
-        if what == "max_tool_calls":
-            calls_left = left
-        else:
-            tokens_left = left
-    if calls_left <= 0:
+    held = spending_below(parent.id)
+    left = {"max_tool_calls": limits.max_calls - held.calls, "max_tokens": limits.max_tokens - held.tokens}
+    if budget_of(parent, "max_tool_calls") is not None or budget_of(parent, "max_tokens") is not None:
+        # A child's children share what the child itself was given.
+        spent = spending_of(parent)
+        for what, used in (("max_tool_calls", spent.calls), ("max_tokens", spent.tokens)):
+            own = budget_of(parent, what)
+            if own is not None:
+                left[what] = min(left[what], own - used)
+    if left["max_tool_calls"] <= 0:
         raise ToolError(
             f"Subagent {agent_name!r} refused: this run's subagents have used all {limits.max_calls} tool calls "
             "they may make together. Answer with what you have."
         )
-    if tokens_left <= 0:
+    if left["max_tokens"] <= 0:
         raise ToolError(
             f"Subagent {agent_name!r} refused: this run's subagents have used all {limits.max_tokens} tokens "
             "they may spend together. Answer with what you have."
         )
-    return {"max_tool_calls": calls_left, "max_tokens": tokens_left}
+    sharing = _children_to_start(parent, call_id)
+    return {what: -(-value // sharing) for what, value in left.items()}  # the ceiling: the last gets the rest
+
+
+def _children_to_start(parent: AgentRun, call_id: uuid.UUID) -> int:
+    """How many children share what is left: this call and its turn's other subagent calls not started yet."""
+    turn = ToolCall.objects.filter(id=call_id).values_list("turn", flat=True).first()
+    if turn is None:
+        return 1
+    others = (
+        ToolCall.objects.filter(run_id=parent.id, turn=turn, kind=CallKind.CALL, tool_name__in=_SUBAGENT_TOOLS)
+        .exclude(id=call_id)
+        .exclude(status__in=SETTLED_STATUSES)
+        .exclude(id__in=AgentRun.objects.filter(parent_run=parent).values("parent_call_id"))
+        .count()
+    )
+    return 1 + others
 
 
 def subagent_run_of(call: ToolCall) -> str:

@@ -16,6 +16,7 @@ from pydantic import Field
 from agents_app.blackboard import blackboard_count as _count
 from agents_app.blackboard import blackboard_entries, blackboard_entry, entry_summary
 from agents_app.blackboard import blackboard_last as _last
+from agents_app.budgets import Spending, budget_of, spending_below
 from agents_app.models import AgentRun
 from approvals.webhooks import webhook_enqueue
 from toolhub.exceptions import ToolError
@@ -152,17 +153,22 @@ def run_status(ctx: ToolContext) -> dict[str, Any]:
 def run_budget(ctx: ToolContext) -> dict[str, Any]:
     """What this run may still spend: tool calls and tokens, used and left."""
     run = _current_run(ctx)
-    limits = run.limits if isinstance(run.limits, dict) else {}
-    used_calls = _calls(run).count()
-    call_limit = min(run.agent.max_tool_calls, limits.get("max_tool_calls") or run.agent.max_tool_calls)
-    tokens = run.prompt_tokens + run.completion_tokens
-    token_limit = limits.get("max_tokens")
+    own_calls = _calls(run).count()
+    # What its children hold or used counts against a budget its parent gave it (``agents_app.budgets``).
+    held = spending_below(run.id) if run.limits else Spending()
+    call_limit, calls_left = run.agent.max_tool_calls, run.agent.max_tool_calls - own_calls
+    given_calls = budget_of(run, "max_tool_calls")
+    if given_calls is not None:
+        call_limit = min(call_limit, given_calls)
+        calls_left = min(calls_left, given_calls - own_calls - held.calls)
+    tokens = run.prompt_tokens + run.completion_tokens + held.tokens
+    token_limit = budget_of(run, "max_tokens")
     return {
-        "tool_calls": {"used": used_calls, "limit": call_limit, "left": max(call_limit - used_calls, 0)},
+        "tool_calls": {"used": own_calls + held.calls, "limit": call_limit, "left": max(calls_left, 0)},
         "tokens": {
             "used": tokens,
             "limit": token_limit,
-            "left": max(token_limit - tokens, 0) if isinstance(token_limit, int) else None,
+            "left": max(token_limit - tokens, 0) if token_limit is not None else None,
         },
         "turns": run.turn,
     }
@@ -174,9 +180,12 @@ def run_history(
     last: Annotated[int, Param("How many of the latest calls to show."), Field(ge=1, le=MAX_LISTED)] = 20,
 ) -> list[dict[str, Any]]:
     """List this run's tool calls so far, oldest first: turn, tool and status (never arguments or results)."""
+    from agents_app.loop import statuses_for_model
+
     run = _current_run(ctx)
-    rows = _calls(run).order_by("-turn", "-position").values("turn", "tool_name", "status")[:last]
-    return [{"turn": r["turn"], "tool": r["tool_name"], "status": r["status"]} for r in reversed(rows)]
+    rows = list(reversed(_calls(run).order_by("-turn", "-position").values("turn", "tool_name", "status")[:last]))
+    statuses = statuses_for_model(run, [(r["tool_name"], r["status"]) for r in rows])
+    return [{"turn": r["turn"], "tool": r["tool_name"], "status": s} for r, s in zip(rows, statuses, strict=True)]
 
 
 @tool(risk=Risk.LOW, idempotent=True, category="run")

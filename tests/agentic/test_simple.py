@@ -203,3 +203,48 @@ def test_inner_calls_of_another_tenant_never_show(
 
     assert len(inner_calls_of(_outer(run).id, user=alice)) == 1
     assert inner_calls_of(_outer(run).id, user=outsider) == []
+
+
+def test_the_inner_models_tokens_are_the_runs(
+    make_agent: Any, start_run: Any, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every model turn taken for a run counts in its usage, the inner model's too (so against a budget too)."""
+    from agents_app.models_adapters.scripted import ScriptedAdapter
+
+    spent: list[int] = []
+    complete = ScriptedAdapter.complete
+
+    def counted(self: Any, **kwargs: Any) -> Any:
+        turn = complete(self, **kwargs)
+        spent.append(turn.prompt_tokens + turn.completion_tokens)
+        return turn
+
+    monkeypatch.setattr(ScriptedAdapter, "complete", counted)
+    _brain([call("add", a=2, b=3), answer("5")])
+    agent = make_agent(
+        script=[call("math_orchestrator", task="2+3"), answer("{last_tool_result}")], tools=["math_orchestrator"]
+    )
+
+    run = start_run(agent, alice)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(spent) == 4  # the run's two turns and its inner model's two
+    assert run.prompt_tokens + run.completion_tokens == sum(spent)
+
+
+def test_an_inner_model_stops_once_the_runs_token_budget_is_spent(make_agent: Any, alice: User) -> None:
+    """A run given a token budget by its parent: its agentic tool's next inner turn is refused, nothing run."""
+    from agents_app.agentic import agentic_model
+    from agents_app.models import AgentRun
+    from toolhub.exceptions import ModelError
+    from toolhub.tools.context import ToolContext
+
+    agent = make_agent(script=[answer()], tools=["math_orchestrator"])
+    run = AgentRun.objects.create(
+        agent=agent, user=alice, tenant="", input="go", limits={"max_tokens": 10}, prompt_tokens=8, completion_tokens=2
+    )
+    model = agentic_model(ToolContext({"run_id": str(run.id), "tenant": ""}))
+    with pytest.raises(ModelError, match="token budget"):
+        model.adapter.complete(messages=[{"role": "user", "content": "x"}], tools=[])
+    run.refresh_from_db()
+    assert run.prompt_tokens + run.completion_tokens == 10

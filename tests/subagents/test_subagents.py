@@ -308,3 +308,92 @@ def test_cancelling_the_parent_cancels_its_child_and_withdraws_the_childs_held_c
     assert parent_call.status == CallStatus.FAILED and "did not finish: Cancelled by user:alice" in parent_call.error
     assert parent.turn == 1 and not SideEffect.objects.exists()
     assert assert_audit_intact() > 0
+
+
+def test_children_asked_for_in_one_turn_share_the_budget_equally(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """Each child of a turn gets its part of what is left (reserved while it runs), not the whole remainder."""
+    shared = Subagent.of("pair", "Ask pair.", Task, name="ask_pair", limits=SubagentLimits(max_calls=5))
+    with registry.temporarily(shared):
+        make_agent(name="pair", tools=[], script=[{"content": "pair done"}])
+        parent = start(
+            make_agent(
+                tools=["ask_pair"],
+                script=[
+                    {
+                        "content": "",
+                        "tool_calls": [
+                            {"name": "ask_pair", "arguments": {"task": "one"}},
+                            {"name": "ask_pair", "arguments": {"task": "two"}},
+                        ],
+                    },
+                    {"content": "{last_tool_result}"},
+                ],
+            ),
+            alice,
+        )
+    budgets = sorted(run.limits["max_tool_calls"] for run in AgentRun.objects.filter(parent_run=parent))
+    assert budgets == [2, 3]  # 5 shared: the first of two gets the ceiling of half, the second the rest
+    assert parent.status == RunStatus.COMPLETED
+
+
+def test_run_budget_counts_what_the_runs_children_hold(make_agent: MakeAgent, start: StartRun, alice: User) -> None:
+    """A child's budget covers its own calls and its children's; ``run_budget`` tells it so."""
+    outer = Subagent.of("middle", "Ask middle.", Task, name="ask_middle", limits=SubagentLimits(max_calls=6))
+    inner = Subagent.of("leaf", "Ask leaf.", Task, name="ask_leaf")
+    with registry.temporarily(outer, inner):
+        make_agent(
+            name="leaf",
+            tools=["record_effect"],
+            script=[
+                {"content": "", "tool_calls": [{"name": "record_effect", "arguments": {"note": "leaf"}}]},
+                {"content": "leaf done"},
+            ],
+        )
+        make_agent(
+            name="middle",
+            tools=["run_budget", "ask_leaf"],
+            script=[
+                {"content": "", "tool_calls": [{"name": "ask_leaf", "arguments": {"task": "a"}}]},
+                {"content": "", "tool_calls": [{"name": "run_budget", "arguments": {}}]},
+                {"content": "{last_tool_result}"},
+            ],
+        )
+        parent = start(make_agent(tools=["ask_middle"], script=_parent_script("ask_middle")), alice)
+    middle = AgentRun.objects.get(parent_run=parent)
+    assert middle.status == RunStatus.COMPLETED, middle.error
+    assert AgentRun.objects.get(parent_run=middle).limits["max_tool_calls"] == 5  # 6 less the call that asked
+    # its own two calls (ask_leaf, run_budget) and the leaf's one
+    assert '"tool_calls": {"left": 3, "limit": 6, "used": 3}' in middle.output
+
+
+def test_a_sensitive_argument_reaches_the_child_redacted(make_agent: MakeAgent, start: StartRun, alice: User) -> None:
+    """The child's input and first message are shown to the run's readers: a sensitive value is replaced there."""
+
+    class Vault(BaseModel):
+        """A task with a secret."""
+
+        task: Annotated[str, Param("The task.")]
+        pin: Annotated[str, Param("A PIN.")]
+
+    vault = Subagent.of("keeper", "Ask keeper.", Vault, name="ask_keeper", sensitive=("pin",))
+    with registry.temporarily(vault):
+        make_agent(name="keeper", tools=[], script=[{"content": "kept"}])
+        parent = start(
+            make_agent(
+                tools=["ask_keeper"],
+                script=[
+                    {
+                        "content": "",
+                        "tool_calls": [{"name": "ask_keeper", "arguments": {"task": "t", "pin": "8812-4470"}}],
+                    },
+                    {"content": "{last_tool_result}"},
+                ],
+            ),
+            alice,
+        )
+    child = AgentRun.objects.get(parent_run=parent)
+    assert child.status == RunStatus.COMPLETED
+    assert "8812-4470" not in child.input and "8812-4470" not in str(child.messages)
+    assert '"task":"t"' in child.input.replace(" ", "")
