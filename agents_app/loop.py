@@ -15,6 +15,7 @@ calls that both count.
 """
 
 import enum
+import hashlib
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -348,11 +349,32 @@ def _awaits_results(messages: list[dict[str, Any]]) -> bool:
 
 def _storable_turn(turn: ModelTurn) -> ModelTurn:
     """The model's text as the database can store it: NUL characters and lone surrogates escaped."""
+    ids = _call_ids([storable_text(c.id) for c in turn.tool_calls])
     calls = tuple(
-        ModelToolCall(id=storable_text(c.id), name=storable_text(c.name), arguments=storable_text(c.arguments))
-        for c in turn.tool_calls
+        ModelToolCall(id=call_id, name=storable_text(c.name), arguments=storable_text(c.arguments))
+        for call_id, c in zip(ids, turn.tool_calls, strict=True)
     )
     return replace(turn, content=storable_text(turn.content), tool_calls=calls)
+
+
+def _call_ids(ids: list[str]) -> list[str]:
+    """The turn's call ids as the run keeps them: each fits the call row (100 characters) and is unique in the turn.
+
+    The conversation and the call rows hold the same id, so each result is matched to its call when the
+    model is asked again; a provider whose ids are longer, or a model repeating one, gets ids derived from its own.
+    """
+    kept: list[str] = []
+    for position, given in enumerate(ids):
+        call_id = given
+        if len(call_id) > _MAX_CALL_ID or call_id in kept:
+            digest = hashlib.sha256(f"{position}:{given}".encode()).hexdigest()[:24]
+            call_id = f"call_{position}_{digest}"
+        kept.append(call_id)
+    return kept
+
+
+#: ``ToolCall.model_call_id``'s length.
+_MAX_CALL_ID = 100
 
 
 def _holds_step(run: AgentRun, token: uuid.UUID) -> bool:

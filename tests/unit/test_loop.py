@@ -294,6 +294,35 @@ def test_model_text_the_database_cannot_store_is_made_storable(
     assert "\x00" not in json.dumps(run.messages)
 
 
+def test_over_long_and_repeated_call_ids_are_kept_matched_to_their_calls(
+    fake_model: FakeModel, start_run: StartRun, alice: User
+) -> None:
+    """Ids longer than a call row holds, or repeated in a turn, get derived ids in the conversation and the rows."""
+    long_id = "x" * 150
+    fake_model.queue(
+        completion(
+            tool_calls=[
+                {"id": long_id, "name": "calculate", "arguments": '{"a": 1, "op": "+", "b": 1}'},
+                {"id": "dup", "name": "calculate", "arguments": '{"a": 2, "op": "+", "b": 2}'},
+                {"id": "dup", "name": "calculate", "arguments": '{"a": 3, "op": "+", "b": 3}'},
+            ]
+        ),
+        completion(content="done"),
+    )
+
+    run = start_run(_openai_agent(fake_model.base_url), alice)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    asked = [c["id"] for m in run.messages if m.get("tool_calls") for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in run.messages if m.get("role") == "tool"]
+    rows = [call.model_call_id for call in _calls(run)]
+    assert len(set(asked)) == 3 and asked == answered == rows
+    assert all(len(call_id) <= 100 for call_id in asked) and asked[1] == "dup"
+    # the model was sent the results under the ids of the turn it was sent
+    sent = fake_model.requests[-1]["body"]["messages"]
+    assert [m["tool_call_id"] for m in sent if m.get("role") == "tool"] == asked
+
+
 def test_missing_api_key_variable_fails_the_run_without_naming_it(
     fake_model: FakeModel, start_run: StartRun, alice: User, caplog: pytest.LogCaptureFixture
 ) -> None:
