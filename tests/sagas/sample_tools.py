@@ -57,10 +57,46 @@ def book_mapped(item: str) -> dict:
     return {"ref": "R9"}
 
 
+@tool(idempotent=True)
+def reverse_auth(auth_ref: str, card_check: str) -> dict:
+    """Reverse an authorisation (``card_check`` is not declared sensitive)."""
+    LOG.append(("reverse", auth_ref))
+    return {"reversed": auth_ref}
+
+
+@tool(
+    sensitive=("cvv",),
+    compensate_with="reverse_auth",
+    compensation_mapping=lambda arguments, result: {"auth_ref": result["ref"], "card_check": [arguments["cvv"]]},
+)
+def authorise(cvv: str, amount: int) -> dict:
+    """Authorise a payment; its mapping copies the short sensitive CVV, nested, into a parameter shown in clear."""
+    LOG.append(("authorise", str(amount)))
+    return {"ref": "AU-1"}
+
+
+#: Processor handles by card: the lookup by a sensitive argument that raises ``KeyError(<card>)``.
+HANDLES: dict[str, str] = {}
+
+
+@tool(
+    sensitive=("card",),
+    compensate_with="reverse_auth",
+    compensation_mapping=lambda arguments, result: {
+        "auth_ref": result["ref"],
+        "card_check": HANDLES[arguments["card"]],
+    },
+)
+def charge(card: str) -> dict:
+    """Charge a card; its mapping raises an error quoting the card."""
+    LOG.append(("charge", "card"))
+    return {"ref": "CH-1"}
+
+
 @tool
 def explode(reason: str) -> str:
     """Fail."""
     raise ToolError(f"exploded: {reason}")
 
 
-TOOLS = (book, cancel_booking, reserve, release, lossy, unlossy, book_mapped, explode)
+TOOLS = (book, cancel_booking, reserve, release, lossy, unlossy, book_mapped, reverse_auth, authorise, charge, explode)

@@ -173,3 +173,74 @@ def test_a_sensitive_value_reaches_only_a_parameter_the_compensation_declares_se
         result={"ref": "R"},
     )
     assert planned == {"tx_id": "R", "account_id": "acct 4111-0000"}
+
+
+def test_a_mapping_error_is_scrubbed_of_the_steps_sensitive_values() -> None:
+    """The exception of a mapping function is shown like any error of the call: sensitive values replaced."""
+    handles: dict[str, str] = {}
+
+    @tool(sensitive=("card",), compensation_mapping=lambda a, r: {"tx_id": handles[a["card"]], "account_id": "A"})
+    def charge_card(card: str, amount: int) -> dict:
+        """Charge a card."""
+        return {}
+
+    with pytest.raises(MappingError, match=r"raised KeyError: '\[secret\]'") as refused:
+        compensation_arguments(
+            tool=charge_card.tool, compensation=refund.tool, arguments={"card": "4111-1111", "amount": 5}, result={}
+        )
+    assert "4111" not in str(refused.value)
+    assert refused.value.__cause__ is None  # the original exception, which holds the card, does not travel
+
+
+def test_a_mapping_error_quoting_a_value_too_short_to_scrub_keeps_only_its_type() -> None:
+    @tool(sensitive=("cvv",), compensation_mapping=lambda a, r: {"tx_id": {}[a["cvv"]], "account_id": "A"})
+    def check_cvv(cvv: str) -> dict:
+        """Check a CVV."""
+        return {}
+
+    with pytest.raises(MappingError, match=r"raised KeyError \(its message is withheld") as refused:
+        compensation_arguments(tool=check_cvv.tool, compensation=refund.tool, arguments={"cvv": "737"}, result={})
+    assert "737" not in str(refused.value)
+
+
+@pytest.mark.parametrize("copied", ["737", ["x", "737"], {"check": "737"}, {"737": "key"}, 737])
+def test_a_short_sensitive_value_copied_whole_into_a_clear_parameter_is_refused(copied: object) -> None:
+    """Equal to a sensitive value, whole or as a nested item, whatever its length: not planned."""
+
+    @tool(sensitive=("cvv",), compensation_mapping=lambda a, r: {"tx_id": "T", "account_id": copied})
+    def authorise_cvv(cvv: str) -> dict:
+        """Authorise."""
+        return {}
+
+    with pytest.raises(MappingError, match=r"in account_id, which it does not declare sensitive") as refused:
+        compensation_arguments(tool=authorise_cvv.tool, compensation=refund.tool, arguments={"cvv": "737"}, result={})
+    assert "737" not in str(refused.value)
+
+
+def test_a_short_sensitive_value_inside_longer_text_or_to_a_sensitive_parameter_is_planned() -> None:
+    """The minimum length still bounds finding a value inside text (every "737" in an id would be refused)."""
+
+    @tool(sensitive=("cvv",), compensation_mapping=lambda a, r: {"tx_id": "T", "account_id": "ACC-7370"})
+    def inside(cvv: str) -> dict:
+        """Authorise."""
+        return {}
+
+    @tool(sensitive=("cvv",), compensation_mapping=lambda a, r: {"tx_id": "T", "account_id": a["cvv"]})
+    def whole(cvv: str) -> dict:
+        """Authorise."""
+        return {}
+
+    @tool(sensitive=("account_id",))
+    def reverse(tx_id: str, account_id: str) -> dict:
+        """Reverse (declared sensitive)."""
+        return {}
+
+    arguments = {"cvv": "737"}
+    assert compensation_arguments(tool=inside.tool, compensation=refund.tool, arguments=arguments, result={}) == {
+        "tx_id": "T",
+        "account_id": "ACC-7370",
+    }
+    assert compensation_arguments(tool=whole.tool, compensation=reverse.tool, arguments=arguments, result={}) == {
+        "tx_id": "T",
+        "account_id": "737",
+    }

@@ -209,6 +209,23 @@ def test_an_unsatisfiable_mapping_fails_loudly_and_the_other_steps_are_still_und
     assert Saga.objects.get(key="m").status == SagaStatus.NEEDS_ATTENTION
 
 
+def test_a_mapping_refused_for_a_sensitive_value_runs_nothing_and_shows_the_value_nowhere(alice: User) -> None:
+    """A short CVV copied into a clear parameter, and a mapping error quoting a card: not planned, not shown."""
+    card = "4111-2222-3333-4444"
+    _call("authorise", {"cvv": "737", "amount": 5}, saga="p", user=alice)
+    _call("charge", {"card": card}, saga="p", user=alice)
+    _call("explode", {"reason": "boom"}, saga="p", user=alice)
+
+    authorised, charged = _compensations("p")
+    assert authorised.status == charged.status == CompensationStatus.FAILED
+    assert authorised.call is None and charged.call is None
+    assert not [entry for entry in LOG if entry[0] == "reverse"]  # nothing executed
+    assert "card_check" in authorised.mapping_error and "737" not in authorised.mapping_error
+    assert "KeyError: '[secret]'" in charged.mapping_error and card not in charged.last_error
+    assert not any(card in str(data) for data in AuditEvent.objects.values_list("data", flat=True))
+    assert Saga.objects.get(key="p").status == SagaStatus.NEEDS_ATTENTION
+
+
 def test_an_explicit_mapping_builds_the_arguments(alice: User) -> None:
     _call("book_mapped", {"item": "z"}, saga="x", user=alice)
     _call("explode", {"reason": "boom"}, saga="x", user=alice)

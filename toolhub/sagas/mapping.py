@@ -3,6 +3,7 @@
 Names match case-, ``_``- and camelCase-insensitively: ``txId``, ``tx_id`` and ``TX_ID`` are one name.
 A value of one of the step's sensitive arguments goes only to a parameter the compensation declares sensitive
 too: anything else would show it, on the compensation's call, to everyone who may read that call.
+An error of a mapping function is scrubbed of those values before it is stored or shown anywhere.
 """
 
 import dataclasses
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 
 from toolhub.exceptions import ToolhubError
 from toolhub.tools.definition import Tool
-from toolhub.tools.secrets import SecretScrubber, sensitive_values
+from toolhub.tools.secrets import MIN_SECRET_LENGTH, SecretScrubber, sensitive_values
 
 __all__ = [
     "MappingError",
@@ -77,10 +78,11 @@ def compensation_arguments(
     *, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any
 ) -> dict[str, Any]:
     """The arguments of ``compensation`` for a call of ``tool`` with ``arguments`` that returned ``result``."""
-    planned = _planned_arguments(tool=tool, compensation=compensation, arguments=arguments, result=result)
-    copied = _copied_into(
-        compensation, planned, SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names))
+    sensitive = sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)
+    planned = _planned_arguments(
+        tool=tool, compensation=compensation, arguments=arguments, result=result, sensitive=sensitive
     )
+    copied = _copied_into(compensation, planned, sensitive)
     if copied:
         raise MappingError(
             f"Compensation {compensation.name!r} would receive the value of a sensitive argument of {tool.name!r} "
@@ -90,14 +92,24 @@ def compensation_arguments(
     return planned
 
 
-def _copied_into(compensation: Tool, planned: Mapping[str, Any], sensitive: SecretScrubber) -> list[str]:
-    """The compensation's parameters, not sensitive themselves, whose planned value holds a sensitive value."""
+def _copied_into(compensation: Tool, planned: Mapping[str, Any], sensitive: list[str]) -> list[str]:
+    """The compensation's parameters, not sensitive themselves, whose planned value holds a sensitive value.
+
+    A value, or an item nested in it, equal to a sensitive value is found whatever its length (a 3-digit CVV
+    copied whole); the scrubber's minimum length only bounds finding one inside longer text.
+    """
     if not sensitive:
         return []
+    exact = {value for value in sensitive if value}
+    scrubber = SecretScrubber(sensitive)
     return sorted(
         name
         for name, value in planned.items()
-        if name not in compensation.sensitive and sensitive.value(value) != value
+        if name not in compensation.sensitive
+        and (
+            not exact.isdisjoint(sensitive_values(planned, (name,), declared=compensation.declared_names))
+            or scrubber.value(value) != value
+        )
     )
 
 
@@ -120,12 +132,17 @@ def sensitive_parameters_copied(tool: Tool, compensation: Tool) -> list[str]:
     ]
 
 
-def _planned_arguments(*, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any) -> dict[str, Any]:
+def _planned_arguments(
+    *, tool: Tool, compensation: Tool, arguments: Mapping[str, Any], result: Any, sensitive: list[str]
+) -> dict[str, Any]:
     if tool.compensation_mapping is not None:
         try:
             mapped = tool.compensation_mapping(dict(arguments), result)
         except Exception as exc:  # noqa: BLE001 - a broken mapping is reported on the compensation, not raised
-            raise MappingError(f"The compensation mapping of {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+            # from None: the original exception (its args, its frames) holds the values the message must not show.
+            raise MappingError(
+                f"The compensation mapping of {tool.name!r} raised {_scrubbed_error(exc, sensitive)}"
+            ) from None
         if not isinstance(mapped, Mapping):
             raise MappingError(
                 f"The compensation mapping of {tool.name!r} returned {type(mapped).__name__}, not a mapping of "
@@ -137,6 +154,18 @@ def _planned_arguments(*, tool: Tool, compensation: Tool, arguments: Mapping[str
         sources.append(("result", result))
     sources.append(("arguments", arguments))
     return match_arguments(compensation.parameters, sources, compensation=compensation.name)
+
+
+def _scrubbed_error(exc: Exception, sensitive: list[str]) -> str:
+    """The exception's type and message, with the step's sensitive values replaced like any error of the call.
+
+    A sensitive value too short for the scrubber (``MIN_SECRET_LENGTH``) that shows in the message cannot be
+    replaced safely: only the type is kept, and the message says why.
+    """
+    shown = f"{type(exc).__name__}: {exc}"
+    if any(value and len(value) < MIN_SECRET_LENGTH and value in shown for value in sensitive):
+        return f"{type(exc).__name__} (its message is withheld: it may show a sensitive argument)"
+    return SecretScrubber(sensitive).text(shown)
 
 
 def known_result_fields(tool: Tool) -> frozenset[str] | None:
