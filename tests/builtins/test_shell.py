@@ -1,5 +1,8 @@
 """The shell tool: listed commands run, others wait for an operator and run once approved; caps, timeouts, env."""
 
+import os
+import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -121,9 +124,94 @@ def test_no_environment_secret_reaches_the_command(
 
     assert call.status == CallStatus.SUCCEEDED, call.error
     variables = dict(line.split("=", 1) for line in call.result["stdout"].splitlines())
-    assert set(variables) == {"PATH", "LANG", "LC_ALL", "HOME"}
-    assert variables["HOME"] == str((root / "acme").resolve())
+    assert set(variables) == {"PATH", "LANG", "LC_ALL", *_NO_USER_CONFIGURATION}
     assert "sk-very-secret-value" not in call.result["stdout"]
+
+
+#: What the environment holds besides PATH and the locale: no configuration a tool could write is read.
+_NO_USER_CONFIGURATION = {
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "CURL_HOME",
+    "WGETRC",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_KEY_0",
+    "GIT_CONFIG_VALUE_0",
+}
+#: A git inspection an operator might list (init to make a repository, status to look at it).
+_GIT = [{"command": "git", "arguments": ["init", "status", "-q"], "max_arguments": 2}]
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _environment(call_builtin: CallBuiltin) -> dict[str, str]:
+    call = call_builtin("execute_shell_command", {"argv": ["env"]})
+    assert call.status == CallStatus.SUCCEEDED, call.error
+    return dict(line.split("=", 1) for line in call.result["stdout"].splitlines())
+
+
+def test_home_is_an_empty_read_only_directory_outside_every_workspace(call_builtin: CallBuiltin, root: Path) -> None:
+    variables = _environment(call_builtin)
+
+    home = Path(variables["HOME"])
+    assert variables["XDG_CONFIG_HOME"] == variables["CURL_HOME"] == str(home)
+    assert not home.resolve().is_relative_to(root.resolve())
+    assert home.is_dir() and not list(home.iterdir())
+    assert stat.S_IMODE(home.stat().st_mode) == 0o500
+    assert variables["GIT_CONFIG_NOSYSTEM"] == "1"
+    assert variables["GIT_CONFIG_GLOBAL"] == variables["WGETRC"] == os.devnull
+
+
+def test_a_home_something_was_written_into_is_replaced_by_an_empty_one(call_builtin: CallBuiltin) -> None:
+    home = Path(_environment(call_builtin)["HOME"])
+    home.chmod(0o700)
+    (home / ".gitconfig").write_text("[core]\n\tfsmonitor = planted\n")
+
+    replaced = Path(_environment(call_builtin)["HOME"])
+
+    assert replaced != home and not list(replaced.iterdir())
+    assert stat.S_IMODE(replaced.stat().st_mode) == 0o500
+    shutil.rmtree(home)
+
+
+@needs_git
+@pytest.mark.parametrize("planted", [".gitconfig", ".config/git/config"])
+def test_a_git_configuration_written_to_the_workspace_is_not_read_by_a_listed_git(
+    call_builtin: CallBuiltin, root: Path, settings: Any, planted: str
+) -> None:
+    """The file tools write the workspace; a listed command reads no configuration from it as its user's."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SHELL_COMMANDS": _GIT}
+    content = '[core]\n\tfsmonitor = "echo ran > ran.txt; false"\n'
+    assert call_builtin("write_text_file", {"file_path": planted, "content": content}).status == CallStatus.SUCCEEDED
+
+    for argv in (["git", "init", "-q"], ["git", "status"]):
+        call = call_builtin("execute_shell_command", {"argv": argv})
+        assert call.status == CallStatus.SUCCEEDED and call.result["exit_code"] == 0, (call.error, call.result)
+
+    assert not (root / "acme" / "ran.txt").exists()
+
+
+@needs_git
+def test_a_directory_the_file_tools_made_look_like_a_repository_is_not_taken_for_one(
+    call_builtin: CallBuiltin, root: Path, settings: Any
+) -> None:
+    """HEAD, config, objects/ and refs/ written by the file tools: git refuses the implicit bare repository."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SHELL_COMMANDS": _GIT}
+    files = {
+        "fake/HEAD": "ref: refs/heads/main\n",
+        "fake/config": '[core]\n\tbare = false\n\tworktree = ..\n\tfsmonitor = "echo ran > ran.txt; false"\n',
+        "fake/objects/keep": "",
+        "fake/refs/keep": "",
+    }
+    for path, content in files.items():
+        assert call_builtin("write_text_file", {"file_path": path, "content": content}).status == CallStatus.SUCCEEDED
+
+    call = call_builtin("execute_shell_command", {"argv": ["git", "status"], "cwd": "fake"})
+
+    assert call.status == CallStatus.SUCCEEDED and call.result["exit_code"] != 0
+    assert "safe.bareRepository" in call.result["stderr"]
+    assert not (root / "acme" / "ran.txt").exists()
 
 
 @pytest.mark.parametrize(("cwd", "code"), [("..", "traversal"), ("/", "absolute"), ("../globex", "traversal")])

@@ -3,6 +3,10 @@
 A command is an argv list run without a shell (no interpolation, globbing or redirection), found on
 a fixed ``PATH``, in the tenant's workspace, with a minimal environment (nothing from the server's),
 a time limit (its whole process group is killed) and a cap on the output kept.
+
+``HOME`` is an empty, read-only directory outside every workspace, and per-user and system configuration
+is switched off: a file the file tools write is never read as a command's own configuration (a planted
+``.gitconfig`` would make a listed ``git status`` run any command).
 """
 
 import os
@@ -10,11 +14,15 @@ import re
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from toolhub.conf import toolhub_settings
@@ -70,8 +78,65 @@ def allow_list_problem(argv: Sequence[str]) -> str | None:
 
 
 def command_environment(workspace: str) -> dict[str, str]:
-    """The whole environment a command gets: a fixed PATH, a UTF-8 locale, the workspace as HOME."""
-    return {"PATH": toolhub_settings().SHELL_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": workspace}
+    """The whole environment a command gets: a fixed PATH, a UTF-8 locale, no configuration a tool could write.
+
+    HOME (and where XDG, curl look) is an empty directory no tool writes; git and wget read no user or system
+    file, and git takes no directory for a bare repository unless told. What a command reads from its working
+    directory (a repository's ``.git/config``) is not covered here.
+    """
+    home = empty_home(outside=workspace)
+    return {
+        "PATH": toolhub_settings().SHELL_PATH,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": home,
+        "XDG_CONFIG_HOME": home,
+        "CURL_HOME": home,
+        "WGETRC": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        # Command-line scope: a directory the file tools filled with HEAD, config, refs/ is not taken for a repository.
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.bareRepository",
+        "GIT_CONFIG_VALUE_0": "explicit",
+    }
+
+
+_home_lock = threading.Lock()
+_home: list[str] = []
+
+
+def empty_home(*, outside: str) -> str:
+    """An empty directory, mode 0o500, made by toolhub in the temporary directory: ``HOME`` for every command.
+
+    Checked before each use, and replaced if anything was written into it or it is not toolhub's any more.
+    A name starting with a dot is never a tenant's directory, even with ``WORKSPACE_ROOT`` in that directory.
+    """
+    with _home_lock:
+        if not (_home and _is_empty_home(_home[-1], outside)):
+            made = tempfile.mkdtemp(prefix=".toolhub-home-")
+            os.chmod(made, 0o500)
+            _home[:] = [made]
+        if not _is_empty_home(_home[-1], outside):
+            raise ToolError("No empty home directory could be made for the command; it was not run.")
+        return _home[-1]
+
+
+def _is_empty_home(path: str, outside: str) -> bool:
+    """Whether ``path`` is still a directory of this process's user, read-only, empty, not in ``outside``."""
+    try:
+        info = os.lstat(path)
+        entries = os.listdir(path)
+    except OSError:
+        return False
+    real = Path(path).resolve()
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and stat.S_IMODE(info.st_mode) == 0o500
+        and info.st_uid == os.geteuid()
+        and not entries
+        and not real.is_relative_to(Path(outside).resolve())
+    )
 
 
 @dataclass(frozen=True)
