@@ -219,3 +219,47 @@ def test_a_call_without_a_tenant_touches_no_workspace(request_call, alice: User,
     assert call.status == CallStatus.FAILED
     assert refusal(call)["code"] == "no_tenant"
     assert tree(root.parent) == []
+
+
+@pytest.mark.parametrize("path", [".git", ".git/config", "repo/.git/hooks/pre-commit", ".GIT/config", "./.git/HEAD"])
+def test_writing_under_a_git_directory_is_refused_audited_and_nothing_is_written(
+    call_builtin: CallBuiltin, root: Path, path: str
+) -> None:
+    """git runs what a repository's own configuration says (``core.fsmonitor``, hooks): never written by a tool."""
+    call = call_builtin("write_text_file", {"file_path": path, "content": '[core]\n\tfsmonitor = "touch ran"\n'})
+
+    assert call.status == CallStatus.FAILED
+    event = refusal(call)
+    assert event["code"] == "vcs_config" and event["reason"] == call.error
+    assert tree(root.parent) == ["workspaces", "workspaces/acme"]
+    assert_audit_intact()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"file_path": ".git/config", "content": "[core]\n\tfsmonitor = ran\n"},
+        {"file_path": ".git/config", "content": "[core]\n\tfsmonitor = ran\n", "start_line": 1, "end_line": 1},
+    ],
+)
+def test_an_existing_git_configuration_can_be_read_but_not_changed(
+    call_builtin: CallBuiltin, root: Path, arguments: dict[str, object]
+) -> None:
+    (root / "acme" / ".git").mkdir(parents=True)
+    (root / "acme" / ".git" / "config").write_text("[core]\n\tbare = false\n")
+
+    viewed = call_builtin("view_text_file", {"file_path": ".git/config"})
+    written = call_builtin("write_text_file", arguments)
+    inserted = call_builtin("insert_text_file", {"file_path": ".git/config", "content": "x", "line_number": 1})
+
+    assert viewed.status == CallStatus.SUCCEEDED and "bare = false" in viewed.result
+    assert written.status == inserted.status == CallStatus.FAILED
+    assert refusal(written)["code"] == refusal(inserted)["code"] == "vcs_config"
+    assert (root / "acme" / ".git" / "config").read_text() == "[core]\n\tbare = false\n"
+    assert sorted(p.name for p in (root / "acme" / ".git").iterdir()) == ["config"]
+
+
+def test_a_name_merely_containing_git_is_written(call_builtin: CallBuiltin, root: Path) -> None:
+    for path in (".gitignore", "git/config", "notes.git", ".github/workflow.yml"):
+        assert call_builtin("write_text_file", {"file_path": path, "content": "x"}).status == CallStatus.SUCCEEDED
+    assert (root / "acme" / ".gitignore").read_text() == "x"

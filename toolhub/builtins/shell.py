@@ -82,7 +82,7 @@ def command_environment(workspace: str) -> dict[str, str]:
 
     HOME (and where XDG, curl look) is an empty directory no tool writes; git and wget read no user or system
     file, and git takes no directory for a bare repository unless told. What a command reads from its working
-    directory (a repository's ``.git/config``) is not covered here.
+    directory (a repository's ``.git/config``) is not covered here: the file tools refuse to write under ``.git``.
     """
     home = empty_home(outside=workspace)
     return {

@@ -28,6 +28,8 @@ __all__ = ["Workspace", "WorkspaceEntry"]
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DRIVE = re.compile(r"^[A-Za-z]:")
+#: A repository's own directory (or a ``.git`` file naming one), compared case-folded.
+_VCS_DIRECTORY = ".git"
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,12 @@ class Workspace:
 
     # Paths
 
-    def parts(self, path: str, *, allow_root: bool = False) -> list[str]:
-        """The components of a workspace-relative path; ``..``, absolute paths and NUL bytes are refused."""
+    def parts(self, path: str, *, allow_root: bool = False, writing: bool = False) -> list[str]:
+        """The components of a workspace-relative path; ``..``, absolute paths and NUL bytes are refused.
+
+        ``writing``: a ``.git`` component is refused too, since git reads a repository's own configuration
+        (``core.fsmonitor``, hooks, a ``.git`` file's ``gitdir:``) as commands to run.
+        """
         if "\x00" in path:
             raise self._refused("nul_byte", "The path contains a NUL byte; it was refused.", path)
         if path.startswith(("/", "\\", "~")) or _DRIVE.match(path):
@@ -69,6 +75,10 @@ class Workspace:
             raise self._refused("traversal", "'..' is refused: paths stay inside the workspace.", path)
         if not parts and not allow_root:
             raise ToolError("Give the path of a file inside the workspace, not the workspace itself.")
+        if writing and any(part.casefold() == _VCS_DIRECTORY for part in parts):
+            raise self._refused(
+                "vcs_config", "Writing under '.git' is refused: git runs what its configuration there says.", path
+            )
         return parts
 
     @contextlib.contextmanager
@@ -120,7 +130,7 @@ class Workspace:
 
     def write_text(self, path: str, text: str) -> int:
         """Create or replace a file with ``text`` in one rename; return the bytes written."""
-        parts = self.parts(path)
+        parts = self.parts(path, writing=True)
         data = text.encode("utf-8")
         if len(data) > self.max_bytes:
             raise self._too_large(path, len(data))
