@@ -87,7 +87,6 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "toolhub.api.parsers.JSONBodyCheckMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -177,7 +176,7 @@ REST_FRAMEWORK = {
     # toolhub's errors answer the status their class declares (toolhub.exceptions), in every view.
     "EXCEPTION_HANDLER": "toolhub.api.exceptions.toolhub_exception_handler",
     "PAGE_SIZE": 50,
-    # JSON nested too deep, or carrying text no column can store, is refused with a 400 before any view runs.
+    # JSON nested too deep, or carrying text no column can store, is refused with a 400 when a view reads it.
     "DEFAULT_PARSER_CLASSES": [
         "toolhub.api.parsers.StorableJSONParser",
         "rest_framework.parsers.FormParser",

@@ -1,7 +1,7 @@
 """Serializer fields for JSON a client sends inside a request, in whatever body format the API accepts.
 
 DRF's ``JSONField`` decodes a form field's text (multipart, urlencoded) with a bare ``json.loads``:
-that text never passed the JSON body check (``JSONBodyCheckMiddleware``), so ``[[[...]]]`` thousands
+that text never passed the JSON body check (``StorableJSONParser``), so ``[[[...]]]`` thousands
 deep raised ``RecursionError`` (a 500) and a NUL reached the database. ``CheckedJSONField`` holds it
 to the body's limits through ``toolhub.json_intake``, and checks values a parser decoded the same way.
 """
