@@ -8,10 +8,11 @@ tenant and user come from the boundary, never from the client), applies the clie
 import hashlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import FieldError, ObjectDoesNotExist
 from django.db import IntegrityError, transaction
@@ -37,6 +38,8 @@ __all__ = [
     "client_context",
     "direct_call_request",
     "call_wait",
+    "call_wait_async",
+    "call_status_of",
     "call_approval_id",
     "call_hidden_from",
 ]
@@ -265,18 +268,42 @@ def call_wait(*, call: ToolCall, seconds: float) -> ToolCall:
     Polls the row's status (one indexed read, backing off to 1 s) outside any transaction, so a
     decision or a worker's write made meanwhile is seen; returns the fresh row either way.
     """
+    status = call.status
+    for pause in _wait_pauses(seconds):
+        if status not in WAITING_STATUSES:
+            break
+        time.sleep(pause)
+        status = call_status_of(call.pk) or status
+    return ToolCall.objects.get(pk=call.pk)
+
+
+async def call_wait_async(
+    *, call_id: uuid.UUID, status: str, seconds: float, read: Callable[[uuid.UUID], Awaitable[str | None]]
+) -> None:
+    """``call_wait`` for an event loop: it sleeps in the loop, and a thread is held only by each ``read``.
+
+    A server whose requests share a few threads (MCP) would otherwise let one caller's waits hold them all.
+    """
+    for pause in _wait_pauses(seconds):
+        if status not in WAITING_STATUSES:
+            return
+        await anyio.sleep(pause)
+        status = await read(call_id) or status
+
+
+def call_status_of(call_id: uuid.UUID) -> str | None:
+    """A call's current status (one indexed read), or None if it is gone."""
+    return ToolCall.objects.filter(pk=call_id).values_list("status", flat=True).first()
+
+
+def _wait_pauses(seconds: float) -> Iterator[float]:
+    """The pauses of a follow lasting up to ``seconds`` (cut to ``CALL_WAIT_MAX_SECONDS``): 50 ms doubling to 1 s."""
     limit = min(max(float(seconds), 0.0), toolhub_settings().CALL_WAIT_MAX_SECONDS)
     deadline = time.monotonic() + limit
     pause = 0.05
-    status = call.status
-    while status in WAITING_STATUSES:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        time.sleep(min(pause, left))
+    while (left := deadline - time.monotonic()) > 0:
+        yield min(pause, left)
         pause = min(pause * 2, 1.0)
-        status = ToolCall.objects.filter(pk=call.pk).values_list("status", flat=True).first() or status
-    return ToolCall.objects.get(pk=call.pk)
 
 
 def call_approval_id(call: ToolCall) -> int | None:

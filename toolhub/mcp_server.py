@@ -39,6 +39,8 @@ from toolhub.direct import (
     WAITING_STATUSES,
     DirectCallError,
     call_approval_id,
+    call_status_of,
+    call_wait_async,
     caller_principal,
     direct_call_request,
 )
@@ -359,7 +361,10 @@ def _request_sync(
     return call
 
 
-def _status_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+def _status_target(
+    ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None
+) -> types.CallToolResult | tuple[ToolCall, float]:
+    """The caller's call the status tool asks about and how long to wait, or the error to answer."""
     arguments = dict(arguments or {})
     unknown = sorted(set(arguments) - {"call_id", "wait"})
     try:
@@ -375,17 +380,29 @@ def _status_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, An
     call = tool_calls_visible_to(_user(ctx)).filter(pk=call_id).first()
     if call is None:
         return types.CallToolResult(content=_text(f"There is no call {call_id} among yours."), is_error=True)
-    if wait:
-        from toolhub.direct import call_wait
+    return call, wait
 
-        call = call_wait(call=call, seconds=wait)
+
+def _status_answer(ctx: ServerRequestContext[Any, Any], call: ToolCall) -> types.CallToolResult:
     # Read as the caller was answered: a refused call of a tool they may not see is an unknown tool's.
-    return _result(CallerView(_user(ctx)).call(call), for_status_tool=True)
+    fresh = ToolCall.objects.get(pk=call.pk)
+    return _result(CallerView(_user(ctx)).call(fresh), for_status_tool=True)
+
+
+async def _status(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
+    """The status tool: a wait sleeps in the event loop, so it holds none of the threads every request shares."""
+    target = await _in_thread(_status_target)(ctx, arguments)
+    if isinstance(target, types.CallToolResult):
+        return target
+    call, wait = target
+    if wait:
+        await call_wait_async(call_id=call.pk, status=call.status, seconds=wait, read=_in_thread(call_status_of))
+    return await _in_thread(_status_answer)(ctx, call)
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     if params.name == STATUS_TOOL:
-        return await _in_thread(_status_sync)(ctx, params.arguments)
+        return await _status(ctx, params.arguments)
     if params.name == CANCEL_TOOL:
         return await _in_thread(_cancel_sync)(ctx, params.arguments)
     if params.name == FIND_TOOL:
