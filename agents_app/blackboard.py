@@ -20,7 +20,9 @@ from django.db.models import QuerySet
 
 from agents_app.models import AgentRun, BlackboardEntry
 from toolhub.audit import REDACTED
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
+from toolhub.json_intake import json_loads_checked
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.storable import json_storage_problem
 
@@ -235,8 +237,8 @@ def _artifact_value(artifact: ToolCallArtifact) -> Any:
     except UnicodeDecodeError:
         return {**reference, "note": "Binary content; it stays with the call."}
     if media == "application/json" or media.endswith("+json"):
-        try:
-            return json.loads(text)
+        try:  # nested too deep for ``json.loads`` (RecursionError), or unstorable: kept as the text it is
+            return json_loads_checked(text, max_depth=toolhub_settings().MAX_REQUEST_NESTING)
         except ValueError:
             return text
     if media.startswith("text/") or media in ("application/xml", "application/yaml"):

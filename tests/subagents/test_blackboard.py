@@ -280,3 +280,21 @@ def test_run_tools_go_through_grants_like_any_tool(
     assert [call.status for call in calls] == [CallStatus.DENIED, CallStatus.DENIED]
     run.refresh_from_db()
     assert run.updates == []
+
+
+def test_a_json_artifact_nested_too_deep_is_on_the_board_as_text(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """``json.loads`` would raise RecursionError on it (a crashed step): it is kept as the text it is."""
+    deep = "[" * 20_000 + "]" * 20_000
+
+    @tool
+    def deep_report() -> ToolResult:
+        """Return a deeply nested JSON document as an artifact."""
+        return ToolResult.artifact(deep.encode(), name="deep", media_type="application/json")
+
+    script = [_calls(("deep_report", {})), {"content": "done"}]
+    with registry.temporarily(deep_report):
+        run = start(make_agent(tools=["deep_report"], script=script), alice)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert BlackboardEntry.objects.get(run=run).value == deep
