@@ -102,6 +102,12 @@ class ApprovalRequest(models.Model):
     )
     approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     approver_permission = models.CharField(max_length=150, blank=True)
+    further_restrictions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The approver restrictions of the call's other governing tool groups, each of which holds too: "
+        '[{"group": Django group id or null, "permission": "app_label.codename" or ""}].',
+    )
     escalation_group = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -1,15 +1,17 @@
 """Reads of approval requests: who sees them, who may still decide one, and what was said before the call."""
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Q, QuerySet
 
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import DECIDE_PERMISSION
+from approvals.services import DECIDE_PERMISSION, further_restrictions
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
 
@@ -58,17 +60,25 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     deciders = deciders.filter(in_tenant)
     if request.requested_by_id is not None:
         deciders = deciders.exclude(pk=request.requested_by_id)
+    rules = [_meeting(group_id, permission) for group_id, permission in further_restrictions(request)]
     if request.approver_group_id or request.approver_permission:
-        rule = Q()
-        if request.approver_group_id:
-            rule &= Q(pk__in=_members_of(request.approver_group_id))
-        if request.approver_permission:
-            rule &= Q(pk__in=users.with_perm(request.approver_permission).values("pk"))
-        allowed = Q(is_superuser=True) | rule
+        own = _meeting(request.approver_group_id, request.approver_permission)
         if request.escalated_at and request.escalation_group_id:
-            allowed |= Q(pk__in=_members_of(request.escalation_group_id))
-        deciders = deciders.filter(allowed)
+            own |= Q(pk__in=_members_of(request.escalation_group_id))
+        rules.append(own)
+    if rules:
+        deciders = deciders.filter(Q(is_superuser=True) | reduce(operator.and_, rules))
     return list(deciders.order_by("pk"))
+
+
+def _meeting(group_id: int | None, permission: str) -> Q:
+    """The users who meet one approver restriction (``approval_may_decide``'s ``_holds`` as a filter)."""
+    rule = Q()
+    if group_id:
+        rule &= Q(pk__in=_members_of(group_id))
+    if permission:
+        rule &= Q(pk__in=get_user_model().objects.with_perm(permission).values("pk"))
+    return rule
 
 
 def _members_of(group_id: int) -> QuerySet[Any]:
@@ -98,10 +108,19 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
     may_approve: list[str] = []
     if request.status == ApprovalStatus.PENDING and remaining:
         may_approve = [u.get_username() for u in approvers_of(request) if u.get_username() not in given_by]
-    group = request.approver_group.name if request.approver_group_id else ""
+    group = ", ".join(_approver_group_names(request))
     if request.escalated_at and request.escalation_group_id:
         group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
     return ApprovalProgress(request.required_approvals, given_by, remaining, may_approve, group)
+
+
+def _approver_group_names(request: ApprovalRequest) -> list[str]:
+    """The names of the groups whose members the request asks for (its own, then the other governing groups')."""
+    names = [request.approver_group.name] if request.approver_group_id else []
+    further = [group_id for group_id, _ in further_restrictions(request) if group_id]
+    if further:
+        names += Group.objects.filter(pk__in=further).order_by("name").values_list("name", flat=True)
+    return names
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from approvals.webhooks import webhook_enqueue
 from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_settings
+from toolhub.disclosure.groups import rules_seen_from
 from toolhub.exceptions import (
     AlreadyDecidedError,
     ApprovalError,
@@ -44,6 +45,7 @@ __all__ = [
     "approvals_expire_due",
     "approvals_escalate_due",
     "approval_may_decide",
+    "further_restrictions",
 ]
 
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
@@ -53,7 +55,8 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
     """Open (or reopen) the request for a call the pipeline held back, inside the pipeline's transaction."""
     now = timezone.now()
     timeout = verdict.timeout_seconds or toolhub_settings().APPROVAL_TIMEOUT_SECONDS
-    group = _governing_group(call.tool_name)
+    governing = _governing_groups(call.tool_name, call.tenant)
+    group = governing[0] if governing else None
     escalate_after = (group.escalate_after_seconds if group else None) or float(
         toolhub_settings().ESCALATE_AFTER_SECONDS
     )
@@ -65,6 +68,11 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         "required_approvals": verdict.required_approvals,
         "approver_group": group.approver_group if group else None,
         "approver_permission": group.approver_permission if group else "",
+        "further_restrictions": [
+            {"group": other.approver_group_id, "permission": other.approver_permission}
+            for other in governing[1:]
+            if _restricts(other)
+        ],
         "escalation_group": group.escalation_group if group else None,
         "escalate_at": now + timedelta(seconds=escalate_after) if group and group.escalation_group_id else None,
         "escalated_at": None,
@@ -107,14 +115,31 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You need the 'Can approve or reject held-back tool calls' permission."
     if request.requested_by_id is not None and request.requested_by_id == user.pk:
         return "You started this call; another operator must decide it."
-    if (request.approver_group_id or request.approver_permission) and not user.is_superuser:
+    further = further_restrictions(request)
+    if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
         groups = set(user.groups.values_list("id", flat=True))
         fallback = bool(request.escalated_at) and request.escalation_group_id in groups
-        in_group = not request.approver_group_id or request.approver_group_id in groups
-        permitted = not request.approver_permission or user.has_perm(request.approver_permission)
-        if not fallback and not (in_group and permitted):
-            return "Only the approvers of this tool's group may decide this request."
+        governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
+        if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
+            return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
+    """The other governing groups' restrictions (group id, permission) that hold besides the request's own.
+
+    The escalation group stands in for the request's own restriction only, never for these.
+    """
+    return [
+        (item.get("group"), item.get("permission") or "")
+        for item in request.further_restrictions or []
+        if isinstance(item, dict) and (item.get("group") or item.get("permission"))
+    ]
+
+
+def _holds(user: AbstractBaseUser, group_ids: set[int], group_id: int | None, permission: str) -> bool:
+    """Whether ``user`` (a member of ``group_ids``) meets one restriction: its group, and its permission."""
+    return (not group_id or group_id in group_ids) and (not permission or user.has_perm(permission))
 
 
 def approval_approve(
@@ -470,14 +495,24 @@ def approvals_escalate_due() -> int:
     return escalated
 
 
-def _governing_group(tool_name: str) -> ToolGroup | None:
-    """The tool's group that governs its approvals: the first by name that restricts approvers, else the first."""
+def _governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
+    """The tool's groups that govern its approvals in ``tenant``: those restricting approvers first, by name.
+
+    Only groups whose rules bind them to ``tenant`` (or to no tenant) count, as they do for the tenant's
+    runs: a group of another tenant never decides who approves this one's calls, nor shows on its desk.
+    The first names the request's approver group and escalation; every restricting one's restriction holds.
+    """
     names = tool_group_names([tool_name])[tool_name]
     if not names:
-        return None
-    groups = list(ToolGroup.objects.filter(name__in=names).select_related("approver_group", "escalation_group"))
-    restricting = [g for g in groups if g.approver_group_id or g.approver_permission]
-    return min(restricting or groups, key=lambda group: group.name, default=None)
+        return []
+    groups = ToolGroup.objects.filter(name__in=names).select_related("approver_group", "escalation_group")
+    applying = [group for group in groups if rules_seen_from(group.activation_rules, [tenant]) is not None]
+    return sorted(applying, key=lambda group: (not _restricts(group), group.name))
+
+
+def _restricts(group: ToolGroup) -> bool:
+    """Whether ``group`` limits who may approve its calls."""
+    return bool(group.approver_group_id or group.approver_permission)
 
 
 def _notify(signal: Any, request: ApprovalRequest, event: str, **extra: Any) -> None:

@@ -83,12 +83,15 @@ def _by_the_rule(request: ApprovalRequest) -> list[str]:
     return chosen
 
 
-SHAPES = list(itertools.product(["group", "none"], ["extra", "none"], ["escalated", "waiting"], ["acme", ""]))
+#: Another governing tool group's restriction (``further_restrictions``): none, the extra permission, the group.
+FURTHER = {"none": [], "extra": [{"group": None, "permission": EXTRA_PERMISSION}], "group": [{"group": "approvers"}]}
+
+SHAPES = list(itertools.product(["group", "none"], ["extra", "none"], ["escalated", "waiting"], ["acme", ""], FURTHER))
 
 
-@pytest.mark.parametrize(("group", "extra", "escalation", "tenant_slug"), SHAPES)
+@pytest.mark.parametrize(("group", "extra", "escalation", "tenant_slug", "further"), SHAPES)
 def test_approvers_of_is_the_four_eyes_rule_for_everybody(
-    hold: Hold, people: dict[str, User], group: str, extra: str, escalation: str, tenant_slug: str
+    hold: Hold, people: dict[str, User], group: str, extra: str, escalation: str, tenant_slug: str, further: str
 ) -> None:
     # given a request of alice's, shaped in memory as an operator or the policy could have shaped it
     request = hold()
@@ -97,6 +100,10 @@ def test_approvers_of_is_the_four_eyes_rule_for_everybody(
     request.escalation_group = Group.objects.get(name="fallback")
     request.escalated_at = timezone.now() - timedelta(minutes=1) if escalation == "escalated" else None
     request.tenant = tenant_slug
+    request.further_restrictions = [
+        {**item, "group": Group.objects.get(name=item["group"]).pk} if item.get("group") else item
+        for item in FURTHER[further]
+    ]
 
     # when everybody who may decide it is asked for at once
     with CaptureQueriesContext(connection) as queries:
