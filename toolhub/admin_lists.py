@@ -3,7 +3,8 @@
 Django's defaults each cost a scan per page on a big table: the paginator's filtered ``COUNT(*)``,
 ``list_filter`` on a plain column (``SELECT DISTINCT`` over the table), ``icontains`` search, and
 fetching every column (JSON included) of the listed rows. Here instead: a paginator that counts at
-most a bounded number of rows and otherwise takes the planner's estimate, filters whose choices come
+most a bounded number of rows (and, for a viewer who sees every tenant, otherwise takes the planner's
+estimate), filters whose choices come
 from the catalogue and the tenants (never from the rows), typed-in filters matched exactly on an
 index, and change lists that fetch only the columns they show.
 """
@@ -25,9 +26,10 @@ from django.utils.dateparse import parse_date
 from django.utils.functional import cached_property
 
 from toolhub.models import RiskLevel, Tenant, ToolDefinition
-from toolhub.tenancy import scoped
+from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
+    "BoundedCount",
     "EstimatedCountPaginator",
     "LeanChangeListMixin",
     "CatalogueToolFilter",
@@ -44,24 +46,38 @@ __all__ = [
 EXACT_COUNT_LIMIT = 10_000
 
 
-class EstimatedCountPaginator(Paginator):
-    """Takes PostgreSQL's planner estimate for a long list, counts a short one exactly (a bounded count).
+class BoundedCount(int):
+    """A count that stopped past :data:`EXACT_COUNT_LIMIT`: pages are numbered by it, the list reads "more than"."""
 
-    The estimate costs one EXPLAIN; only when it is at most :data:`EXACT_COUNT_LIMIT` rows are they
-    counted, and never more than that many, whatever the table's size. A long list's page numbers are
-    then approximate, which nobody paging through a million calls notices.
+    def __str__(self) -> str:
+        return f"more than {EXACT_COUNT_LIMIT:,}"
+
+
+class EstimatedCountPaginator(Paginator):
+    """Counts a list exactly up to a bound; past it, takes PostgreSQL's planner estimate if ``estimate``.
+
+    Never more than :data:`EXACT_COUNT_LIMIT` + 1 rows are counted, whatever the table's size; the
+    estimate costs one EXPLAIN instead. It comes from the whole table's statistics (every tenant's rows),
+    so only a viewer who sees every tenant may read it: anyone else would learn how many rows another
+    tenant has (:meth:`LeanChangeListMixin.get_paginator`). A long list's page numbers are approximate,
+    which nobody paging through a million calls notices.
     """
+
+    def __init__(self, *args: Any, estimate: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.estimate = estimate
 
     @cached_property
     def count(self) -> int:
         queryset = self.object_list
         if not isinstance(queryset, QuerySet):
             return super().count
-        estimate = _planner_estimate(queryset)
-        if estimate > EXACT_COUNT_LIMIT:
-            return estimate
+        if self.estimate:
+            estimate = _planner_estimate(queryset)
+            if estimate > EXACT_COUNT_LIMIT:
+                return estimate
         bounded = queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count()
-        return bounded if bounded <= EXACT_COUNT_LIMIT else max(estimate, bounded)
+        return bounded if bounded <= EXACT_COUNT_LIMIT else BoundedCount(bounded)
 
 
 def _planner_estimate(queryset: QuerySet[Any]) -> int:
@@ -92,6 +108,13 @@ class LeanChangeListMixin:
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return _LeanChangeList
+
+    def get_paginator(
+        self, request: HttpRequest, queryset: QuerySet[Any], per_page: int, orphans: int = 0, **kwargs: Any
+    ) -> Paginator:
+        """The planner's estimate counts every tenant's rows: only a viewer who sees them all reads it."""
+        estimate = tenant_scope(request.user).everything
+        return self.paginator(queryset, per_page, orphans, estimate=estimate, **kwargs)
 
 
 def as_uuid(value: str) -> uuid.UUID | None:

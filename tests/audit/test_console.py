@@ -156,7 +156,7 @@ def test_a_long_list_is_counted_up_to_a_bound_then_estimated(monkeypatch: pytest
     for _ in range(5):
         make_call("acme")
     monkeypatch.setattr("toolhub.admin_lists.EXACT_COUNT_LIMIT", 3)
-    paginator = EstimatedCountPaginator(ToolCall.objects.order_by("-created_at"), 2)
+    paginator = EstimatedCountPaginator(ToolCall.objects.order_by("-created_at"), 2, estimate=True)
     with CaptureQueriesContext(connection) as queries:
         count = paginator.count
     # past the bound: the planner's estimate (at least what a bounded count found)
@@ -164,6 +164,45 @@ def test_a_long_list_is_counted_up_to_a_bound_then_estimated(monkeypatch: pytest
     assert any("EXPLAIN" in query["sql"].upper() for query in queries.captured_queries)
     assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper() and "LIMIT" not in q["sql"].upper()]
     assert EstimatedCountPaginator(ToolCall.objects.filter(tenant="nobody"), 2).count == 0
+
+
+def test_a_tenants_auditor_reads_a_count_of_their_rows_bounded_never_the_estimate(
+    monkeypatch: pytest.MonkeyPatch, auditors: Group
+) -> None:
+    # given acme has 5 calls (2 failed), globex 1 failed one, and lists are counted exactly up to 3 rows
+    auditor = member("aud", "acme", auditors)
+    for status in [CallStatus.SUCCEEDED] * 3 + [CallStatus.FAILED] * 2:
+        make_call("acme", status=status)
+    make_call("globex", status=CallStatus.FAILED)
+    monkeypatch.setattr("toolhub.admin_lists.EXACT_COUNT_LIMIT", 3)
+    client = console(auditor)
+
+    # when acme's auditor opens the calls, acme's failed calls and the events
+    with CaptureQueriesContext(connection) as queries:
+        calls = rows_of(client, "/admin/toolhub/toolcall/")
+        failed = rows_of(client, "/admin/toolhub/toolcall/?status__exact=failed")
+        events = rows_of(client, "/admin/toolhub/auditevent/?tenant=acme")
+
+    # then a long list reads "more than 3" and a short one its exact count of acme's rows; the planner is not asked
+    assert "more than 3 tool calls" in calls and "more than 3 audit events" in events
+    assert "2 tool calls" in failed
+    assert not [q for q in queries.captured_queries if "EXPLAIN" in q["sql"].upper()]
+
+
+@pytest.mark.postgres  # the estimate is PostgreSQL's planner's
+def test_only_a_viewer_who_sees_every_tenant_reads_the_planners_estimate(auditors: Group) -> None:
+    # given an auditor of acme and a superuser (who sees every tenant)
+    auditor = member("aud", "acme", auditors)
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    make_call("acme")
+
+    def explained(user: User) -> bool:
+        with CaptureQueriesContext(connection) as queries:
+            rows_of(console(user), "/admin/toolhub/toolcall/")
+        return any("EXPLAIN" in query["sql"].upper() for query in queries.captured_queries)
+
+    # then only the superuser's list asks the planner (whose estimate counts every tenant's rows)
+    assert explained(root) and not explained(auditor)
 
 
 # --- the call's page: its timeline re-verified ------------------------------------------------------------
