@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["json_storage_problem", "storable_text"]
+__all__ = ["json_storage_problem", "storable_text", "storable_value"]
 
 
 def json_storage_problem(value: Any, path: str = "") -> str | None:
@@ -36,6 +36,25 @@ def json_storage_problem(value: Any, path: str = "") -> str | None:
 def storable_text(text: str) -> str:
     """``text`` with NUL characters and lone surrogates written out as escapes, so any column stores it."""
     return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def storable_value(value: Any) -> Any:
+    """JSON data from outside made storable: texts and keys as ``storable_text``, numbers that are not finite as text.
+
+    For data that must be kept whatever it holds (a remote server's tool definition, shown to an administrator
+    as it came), where ``json_storage_problem`` would refuse it.
+    """
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {
+            storable_text(key) if isinstance(key, str) else key: storable_value(item) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [storable_value(item) for item in value]
+    return value
 
 
 def _text_problem(text: str, where: str) -> str | None:

@@ -4,6 +4,7 @@ import difflib
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ __all__ = [
     "definition_diff",
     "definition_hash",
     "definition_of",
+    "visible_text",
     "local_name",
     "selected",
     "selection_problems",
@@ -44,9 +46,30 @@ def definition_diff(accepted: Mapping[str, Any] | None, current: Mapping[str, An
     def lines(value: Mapping[str, Any] | None) -> list[str]:
         if value is None:
             return []
-        return json.dumps(definition_of(value), sort_keys=True, indent=2, ensure_ascii=False).splitlines()
+        dumped = json.dumps(definition_of(value), sort_keys=True, indent=2, ensure_ascii=False)
+        return visible_text(dumped).splitlines()
 
     return "\n".join(difflib.unified_diff(lines(accepted), lines(current), "accepted", "offered now", lineterm="", n=2))
+
+
+def visible_text(text: str) -> str:
+    r"""``text`` with the characters a page draws as nothing written out as escapes (``\u200b``, ``\U000e0049``).
+
+    Zero-width and bidirectional controls, Unicode tag characters ("ASCII smuggling"), control, private-use and
+    line-separator characters (categories Cf, Cc, Co, Cs, Zl, Zp; a newline stays one): a model reads them, an
+    administrator reviewing a definition must see them too. The rest stays readable (accents, CJK).
+    """
+    return "".join(
+        _escaped(char) if char != "\n" and unicodedata.category(char) in _INVISIBLE else char for char in text
+    )
+
+
+_INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def changed_fields(accepted: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> list[str]:

@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from toolhub.conf import toolhub_settings
+
 __all__ = [
     "auth_scheme_validator",
     "MetaMode",
@@ -78,6 +80,16 @@ class RemoteMcpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def capped_timeout(self) -> float:
+        """The seconds a session with this server may last: its timeout within ``DEFAULT_TOOL_TIMEOUT_SECONDS``.
+
+        The tool's own limit, the session's and a fetch's are this one: a session outliving the call it served
+        would still reach the server after the call was recorded as stopped (and then run twice on a retry).
+        The worker task's time limit always covers the default (``toolhub.tasks``).
+        """
+        return min(float(self.timeout_seconds), float(toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS))
 
     def clean(self) -> None:
         """A selection that cannot work is refused when saved, not when the tools are fetched."""

@@ -152,8 +152,7 @@ def _build(row: Any) -> Tool:
         handler,
         group=row.server.name,
         risk=row.server.risk,
-        # Within the default, which the worker task's time limit always covers (toolhub.tasks).
-        timeout=min(float(row.server.timeout_seconds), float(toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS)),
+        timeout=row.server.capped_timeout,
         idempotent=bool(annotations.get("idempotentHint", False)),
         tags=("mcp", f"mcp:{row.server.name}"),
         allow_any=True,
@@ -225,7 +224,7 @@ def _remote_call(
         server.url,
         name=server.name,
         headers=headers,
-        timeout=server.timeout_seconds,
+        timeout=server.capped_timeout,
         remote_name=row.remote_name,
         arguments=arguments,
         meta=meta_for_server(ctx, mode=server.meta_mode, keys=server.meta_keys or []),

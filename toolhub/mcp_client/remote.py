@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from toolhub.exceptions import ToolError
+from toolhub.storable import storable_text, storable_value
 
 __all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
 
@@ -87,7 +88,10 @@ async def _listed(client: Client) -> list[dict[str, Any]]:
     cursor: str | None = None
     for _ in range(100):  # a server paging forever is cut off
         page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-        tools.extend(tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools)
+        # Kept as listed, but storable: a NUL in one description must not stop the fetch or the quarantine.
+        tools.extend(
+            storable_value(tool.model_dump(mode="json", by_alias=True, exclude_none=True)) for tool in page.tools
+        )
         cursor = page.next_cursor
         if not cursor:
             break
@@ -114,7 +118,7 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
         logger.warning("MCP server %r at %s failed: %r", name, url, first)
         # What the server said, with its address taken out wherever a library quoted it; not cut here:
         # whoever shows it scrubs the credential first (a cut credential is not recognisable).
-        said = str(first).replace(url, f"<{name}>").replace(url.split("?", 1)[0], f"<{name}>")
+        said = storable_text(str(first).replace(url, f"<{name}>").replace(url.split("?", 1)[0], f"<{name}>"))
         raise RemoteServerError(f"{server} failed: {type(first).__name__}: {said}") from None
 
 

@@ -20,6 +20,7 @@ from toolhub.mcp_client.definitions import (
 )
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
 from toolhub.mcp_client.remote import remote_tools
+from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
 
 __all__ = [
@@ -125,9 +126,9 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     headers = CredentialHeaders()
     try:
         headers = credential_headers(server, credential.tenant) if credential else CredentialHeaders()
-        listed = remote_tools(server.url, name=server.name, headers=headers, timeout=server.timeout_seconds)
+        listed = remote_tools(server.url, name=server.name, headers=headers, timeout=server.capped_timeout)
     except ToolError as exc:
-        message = credential_scrubber(headers, server.url).text(str(exc))[:2000]
+        message = storable_text(credential_scrubber(headers, server.url).text(str(exc)))[:2000]
         RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=message)
         raise ToolError(message) from None
     # A server that echoes the credential in a definition: the definition is kept (and hashed) without it,
