@@ -17,8 +17,16 @@ from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, js
 from toolhub.storable import json_storage_problem
 from toolhub.tools.definition import Tool
 from toolhub.tools.results import to_json_value
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
-__all__ = ["ArgumentsRefused", "MAX_NESTING", "parse_arguments", "validate_arguments", "storable_arguments"]
+__all__ = [
+    "ArgumentsRefused",
+    "MAX_NESTING",
+    "parse_arguments",
+    "validate_arguments",
+    "storable_arguments",
+    "without_sensitive_values",
+]
 
 #: Deepest nesting of lists and objects accepted in arguments (far beyond any tool's needs).
 MAX_NESTING = 100
@@ -58,16 +66,16 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     limit = toolhub_settings().MAX_STRING_LENGTH
     too_long = _first_long_string(arguments, limit)
     if too_long is not None:
-        raise ArgumentsRefused(
-            bounded_model_message(
-                f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
-                f"{limit} characters."
-            ),
+        raise _refused(
+            tool,
+            arguments,
+            f"Invalid arguments for tool {tool.name!r}; nothing was executed: {too_long} is longer than "
+            f"{limit} characters.",
         )
     try:
         return tool.validate_arguments(arguments)
     except ValidationError as exc:
-        raise ArgumentsRefused(bounded_model_message(invalid_arguments_message(tool.name, exc))) from None
+        raise _refused(tool, arguments, invalid_arguments_message(tool.name, exc)) from None
 
 
 def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +84,22 @@ def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
     problem = json_storage_problem(stored)
     if problem:
         message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
-        raise ArgumentsRefused(bounded_model_message(message))
+        raise _refused(tool, validated, message)
     return stored
+
+
+def without_sensitive_values(text: str, tool: Tool, arguments: Mapping[str, Any]) -> str:
+    """``text`` (kept as the call's error, audited, shown to staff) with the sensitive arguments' values replaced."""
+    return SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)).text(text)
+
+
+def _refused(tool: Tool, arguments: Mapping[str, Any], message: str) -> ArgumentsRefused:
+    """A refusal for the model: a validator may quote the value it refuses ("<card> fails the Luhn check").
+
+    Sensitive values are replaced before the message is bounded: bounding cuts long lines in the middle, and a
+    value cut in two is no longer recognised.
+    """
+    return ArgumentsRefused(bounded_model_message(without_sensitive_values(message, tool, arguments)))
 
 
 def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:

@@ -8,7 +8,13 @@ request refused here carries a ``CallRefused``, which the pipeline records like 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.arguments import (
+    ArgumentsRefused,
+    parse_arguments,
+    storable_arguments,
+    validate_arguments,
+    without_sensitive_values,
+)
 from toolhub.audit import EventSpec, arguments_diff
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
@@ -23,7 +29,6 @@ from toolhub.models import CallStatus
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
-from toolhub.tools.secrets import SecretScrubber, sensitive_values
 
 if TYPE_CHECKING:
     from toolhub.pipeline import CallRequest
@@ -70,16 +75,14 @@ def prepared_version(tool: Tool, arguments: Any, principal: CallPrincipal, conte
     The model's request takes it once; an operator's edit takes it too (as the call's principal and
     context), so an edit can run nothing the model could not have asked for.
     """
-    parsed: Any = {}
     try:
         try:
             parsed = parse_arguments(arguments)
             validated = validate_arguments(tool, parsed)
             stored = storable_arguments(tool, validated)
         except ArgumentsRefused as refused:
-            # A validator may quote the value it refuses ("<card> fails the Luhn check"): never a sensitive one.
-            message = _without_sensitive_values(str(refused), tool, parsed if isinstance(parsed, dict) else {})
-            raise CallRefused(CallStatus.INVALID, message) from None
+            # Its message quotes no sensitive value: they are replaced where it is made, before it is bounded.
+            raise CallRefused(CallStatus.INVALID, str(refused)) from None
         return PreparedArguments(*_intercepted_arguments(principal, tool, validated, stored, context))
     except CallRefused as refusal:
         return PreparedArguments({}, {}, [], refusal)
@@ -114,13 +117,13 @@ def _intercepted_arguments(
             CallStatus.DENIED,
             INTERCEPTOR_FAILED_MESSAGE,
             actor=f"interceptor:{failed.name}",
-            detail=_without_sensitive_values(failed.detail, tool, stored),
+            detail=without_sensitive_values(failed.detail, tool, stored),
             interceptor=failed.name,
             failed=True,
         ) from None
     if outcome.refusal:
         # An interceptor may quote what it refused (the built-in ArgumentPolicy does): never a sensitive value.
-        refusal = _without_sensitive_values(outcome.refusal, tool, stored)
+        refusal = without_sensitive_values(outcome.refusal, tool, stored)
         message = storable_text(refusal)[: toolhub_settings().MAX_STRING_LENGTH]
         name = outcome.refused_by
         raise CallRefused(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
@@ -135,8 +138,3 @@ def _intercepted_arguments(
     if not events:
         return validated, stored, events
     return validate_arguments(tool, outcome.arguments), outcome.arguments, events
-
-
-def _without_sensitive_values(text: str, tool: Tool, arguments: dict[str, Any]) -> str:
-    """``text`` (kept as the call's error, audited, shown to staff) with the sensitive arguments' values replaced."""
-    return SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)).text(text)

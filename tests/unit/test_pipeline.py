@@ -5,12 +5,14 @@ from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
+from pydantic import AfterValidator
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
 from tests.helpers import RequestCall, assert_audit_intact, event_types, for_a_worker, principal_for
 from tests.testapp.models import SideEffect
 from toolhub import Param, registry, tool
+from toolhub.arguments import ArgumentsRefused, validate_arguments
 from toolhub.audit import REDACTED
 from toolhub.execution import tool_call_execute
 from toolhub.models import AuditEvent, CallStatus, ToolCall, ToolDefinition
@@ -464,6 +466,46 @@ def test_sensitive_values_of_held_calls_stay_out_of_the_trail(
 
     assert call.status == CallStatus.PENDING_APPROVAL
     assert SECRET not in _audit_text()
+
+
+CARD = "4000123412341234"
+
+
+def _luhn(card: str) -> str:
+    """A validator that quotes what it refuses, in a sentence long enough to be cut when bounded."""
+    if card.startswith("4000"):
+        raise ValueError(
+            f"the customer's card number {card} fails the Luhn check; ask them to read the number on the front of "
+            "their card again, digit by digit, and call this tool again with the number they read"
+        )
+    return card
+
+
+@tool(sensitive=("card",))
+def pay_by_card(card: Annotated[str, AfterValidator(_luhn), Param("The card to charge.")]) -> str:
+    """Charge a card."""
+    SideEffect.objects.create(call_id="", tool="pay_by_card", note="charged")
+    return "charged"
+
+
+def test_a_validator_quoting_a_sensitive_value_in_a_long_message_keeps_no_part_of_it() -> None:
+    # when a validator's long message quotes the card it refuses
+    with pytest.raises(ArgumentsRefused) as refused:
+        validate_arguments(pay_by_card.tool, {"card": CARD})
+
+    # then the card is replaced before the line is cut: none of its digits survive, the reason does
+    message = str(refused.value)
+    assert "card number [secret]" in message
+    assert CARD[:8] not in message and CARD[-8:] not in message
+
+
+def test_a_refused_call_quoting_a_sensitive_value_keeps_no_part_of_it(request_call: RequestCall) -> None:
+    with registry.temporarily(pay_by_card):
+        call = request_call("pay_by_card", {"card": CARD})
+
+    assert call.status == CallStatus.INVALID and SideEffect.objects.count() == 0
+    assert "[secret]" in call.error and "nothing was executed" in call.error
+    assert CARD[:8] not in call.error + _audit_text() + call.model_text()
 
 
 def test_the_trail_of_many_calls_verifies(request_call: RequestCall, alice: User) -> None:
