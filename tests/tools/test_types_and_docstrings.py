@@ -10,11 +10,12 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal, NotRequired
 
 import pytest
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, Secret, SecretBytes, SecretStr, ValidationError
 from typing_extensions import TypedDict
 
 from toolhub import Param, Tool, registry, tool
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.tools.results import to_json_value
 
 
 @dataclasses.dataclass
@@ -303,3 +304,63 @@ def test_two_types_with_one_name_fall_back_to_the_model() -> None:
     built = tool(clash).tool
     assert fast_json_schema(built.parameters) is None
     assert len(built.json_schema["$defs"]) == 2  # the model disambiguates
+
+
+class Credentials(BaseModel):
+    user: str
+    password: SecretStr
+
+
+def _secret_str(value: SecretStr) -> None:
+    """A SecretStr."""
+
+
+def _secret_bytes(value: SecretBytes | None = None) -> None:
+    """Optional SecretBytes."""
+
+
+def _generic_secret(value: list[Secret[int]]) -> None:
+    """A list of generic secrets."""
+
+
+def _nested_secret(value: Credentials) -> None:
+    """A model holding a SecretStr."""
+
+
+@pytest.mark.parametrize(
+    ("fn", "secret"),
+    [
+        (_secret_str, "SecretStr"),
+        (_secret_bytes, "SecretBytes"),
+        (_generic_secret, "Secret"),
+        (_nested_secret, "SecretStr"),
+    ],
+)
+def test_a_pydantic_secret_parameter_is_refused_pointing_to_sensitive(fn: Any, secret: str) -> None:
+    # pydantic writes a secret as "**********" in JSON: stored so, a worker would run the tool with the mask
+    with pytest.raises(ToolDefinitionError) as excinfo:
+        tool(name="secretive")(fn)
+
+    message = str(excinfo.value)
+    assert f"Tool 'secretive', parameter 'value': a pydantic {secret} is stored as its mask" in message
+    assert "sensitive=('value',)" in message
+
+
+def test_a_secret_in_an_input_model_or_a_mapping_of_types_is_refused_too() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"Tool 'login', parameter 'password': a pydantic SecretStr"):
+        Tool.create("login", "Log in.", Credentials, lambda arguments: "in")
+    with pytest.raises(ToolDefinitionError, match=r"Tool 'unlock', parameter 'pin': a pydantic SecretStr"):
+        Tool.create("unlock", "Unlock.", {"door": str, "pin": SecretStr}, lambda arguments: "open")
+    with pytest.raises(ToolDefinitionError, match=r"Tool 'remote', parameter 'creds': a pydantic SecretStr"):
+        Tool.external("remote", "Remote.", {"creds": Credentials})
+
+
+def test_a_secret_the_tool_returns_is_stored_as_its_mask() -> None:
+    # an output type may hold a secret: what is stored and shown is the mask, as pydantic writes it
+    def issue() -> SecretStr:
+        """Issue a token."""
+        return SecretStr("tok-123456")
+
+    built = tool(name="issue_token", output_model=SecretStr)(issue).tool
+
+    assert to_json_value(built.invoke({})) == "**********"

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.contrib.auth.models import User
+from pydantic import SecretBytes, SecretStr
 
 from tests.helpers import RequestCall
 from tests.toolsec.conftest import StartRun
@@ -17,7 +18,7 @@ from tests.toolsec.leaks import SECRET, assert_no_secret, traces_of
 from toolhub import registry, tool
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
-from toolhub.tools.secrets import SecretScrubber
+from toolhub.tools.secrets import SecretScrubber, sensitive_values
 from toolhub.tools.timeouts import call_with_timeout
 
 pytestmark = pytest.mark.django_db
@@ -248,3 +249,13 @@ def test_an_open_schemas_extra_argument_shows_only_under_the_version_it_was_made
         assert displayed_arguments(call) == {"query": "acme", "region": "eu-west"}
     with registry.temporarily(v2):
         assert displayed_arguments(call) == {"query": "acme", "region": "***redacted***"}
+
+
+def test_a_pydantic_secret_among_sensitive_arguments_counts_as_its_value_not_its_mask() -> None:
+    arguments = {"pin": SecretStr("4821-7730"), "keys": [SecretBytes(b"k-99887766")], "door": "D-7"}
+
+    values = sensitive_values(arguments, ("pin", "keys"))
+
+    assert "4821-7730" in values and "k-99887766" in values
+    assert "**********" not in values and "D-7" not in values
+    assert SecretScrubber(values).text("opened with 4821-7730 and k-99887766") == "opened with [secret] and [secret]"

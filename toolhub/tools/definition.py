@@ -40,6 +40,7 @@ from toolhub.tools.results import ToolResult
 from toolhub.tools.specs import InjectedParameter, ParameterSpec
 from toolhub.tools.strict import strict_schema
 from toolhub.tools.timeouts import await_with_timeout, call_with_timeout
+from toolhub.tools.typechecks import secret_typed
 
 __all__ = [
     "ApprovalRule",
@@ -183,6 +184,15 @@ class Tool:
         if unknown:
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: sensitive names {sorted(unknown)} are not parameters of it."
+            )
+        secrets = secret_typed(self.inputs.parameters)
+        if secrets:
+            parameter, secret = secrets[0]
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}, parameter {parameter!r}: a pydantic {secret.__name__} is stored as its mask "
+                "'**********', so a worker would run the call with the mask, not the value. Type the secret as its "
+                f"plain value (str) and name the parameter in sensitive=({parameter!r},): toolhub then shows it "
+                "nowhere and replaces it by [secret] in whatever the tool outputs."
             )
         if self.timeout is not None and (
             isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float) or not self.timeout > 0

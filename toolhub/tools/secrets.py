@@ -35,6 +35,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
+from pydantic import Secret as PydanticSecret
+from pydantic import SecretBytes, SecretStr
 from pydantic_core import to_jsonable_python
 
 from toolhub.exceptions import ToolhubError
@@ -215,7 +217,8 @@ def sensitive_values(
     by the tool's schema (``Tool.declared_names``: a model's fields, published with the tool).
 
     ``arguments`` as stored (JSON) or as validated for the tool: a model's or a dataclass's fields, a
-    ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON.
+    ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON; a pydantic
+    secret by its value, not its mask.
     """
     found: list[str] = []
 
@@ -224,6 +227,8 @@ def sensitive_values(
             found.append(value)
         elif value is None or isinstance(value, bool):
             return
+        elif isinstance(value, PydanticSecret | SecretStr | SecretBytes):
+            collect(value.get_secret_value())  # its text is only the mask
         elif isinstance(value, int | float):
             found.append(str(value))
         elif isinstance(value, Mapping):

@@ -20,7 +20,7 @@ import typing
 import uuid
 from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.context_types import FromContext, is_context_type
@@ -31,6 +31,7 @@ __all__ = [
     "check_annotation",
     "context_type_exposures",
     "marked_from_context",
+    "secret_typed",
     "unwrap",
 ]
 
@@ -108,6 +109,22 @@ def context_type_exposures(
         for node in _walk(spec.annotation, set()):
             if isinstance(node, type) and (node is extra or is_context_type(node)):
                 found.append((spec.name, node))
+                break
+    return found
+
+
+def secret_typed(parameters: tuple["ParameterSpec", ...]) -> list[tuple[str, type]]:
+    """Model parameters whose type is, or holds, a pydantic secret (``SecretStr``, ``SecretBytes``, ``Secret[...]``).
+
+    pydantic writes a secret as its mask in JSON, so the call's stored arguments (what an approval binds and a
+    worker runs) would hold ``**********``, not the value: such a parameter is refused when the tool is defined.
+    """
+    found = []
+    for spec in parameters:
+        for node in _walk(spec.annotation, set()):
+            origin = get_origin(node) or node
+            if isinstance(origin, type) and issubclass(origin, Secret | SecretStr | SecretBytes):
+                found.append((spec.name, origin))
                 break
     return found
 
