@@ -495,5 +495,4 @@ def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
 
 
 def _kept_arguments(tool_name: str, raw: str) -> str:
-    tool = registry.get(tool_name)
-    return redacted_arguments_text(tool.sensitive if tool else frozenset(), raw)
+    return redacted_arguments_text(registry.get(tool_name), raw)

@@ -84,7 +84,7 @@ class Subagent:
         tool_name = name or agent.replace("-", "_")
 
         def run_subagent(arguments: BaseModel, ctx: ToolContext) -> Any:
-            task = redacted_arguments_text(tool.sensitive, arguments.model_dump(mode="json"))
+            task = redacted_arguments_text(tool, arguments.model_dump(mode="json"))
             return _start_child(agent, tool_name, task, ctx, limits)
 
         run_subagent.__qualname__ = f"Subagent[{tool_name}]"

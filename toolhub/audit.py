@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import NotSupportedError, transaction
 from django.utils import timezone
@@ -21,6 +21,9 @@ from toolhub.audit_hash import canonical_json, chain_for, compute_hash, hash_par
 from toolhub.audit_sql import appended_params, appended_sql
 from toolhub.models import AuditChainHead, AuditEvent, ToolCall
 from toolhub.prepared import prepared_cursor
+
+if TYPE_CHECKING:
+    from toolhub.tools.definition import Tool
 
 __all__ = [
     "audit_append",
@@ -57,20 +60,20 @@ def arguments_diff(
     }
 
 
-def redacted_arguments_text(sensitive: frozenset[str] | set[str], raw: str | Mapping[str, Any] | None) -> str:
-    """Arguments as the model sent them (JSON text or a mapping), as text fit to keep: sensitive values replaced.
+def redacted_arguments_text(tool: "Tool | None", raw: str | Mapping[str, Any] | None) -> str:
+    """Arguments as the model sent them (JSON text or a mapping), as text fit to keep: ``tool.withheld`` redacted.
 
-    Text that cannot be parsed is withheld whole when the tool has sensitive parameters, since any part
-    of it might be one of their values.
+    For a tool with sensitive parameters, that is their values and those of every name it does not declare
+    (a misspelt ``PIN``); text that cannot be parsed is withheld whole, since any part of it might be one.
     """
-    if sensitive:
+    if tool is not None and tool.sensitive:
         try:
             parsed = json.loads(raw) if isinstance(raw, str) else raw
         except (ValueError, RecursionError):
             return "(withheld: unparsable arguments of a tool with sensitive parameters)"
         if not isinstance(parsed, Mapping):
             return "(withheld: arguments of a tool with sensitive parameters)"
-        raw = redact(parsed, sensitive)
+        raw = redact(parsed, tool.withheld(parsed))
     try:
         return raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
     except (RecursionError, ValueError, TypeError):

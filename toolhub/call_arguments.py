@@ -131,7 +131,7 @@ def _intercepted_arguments(
         EventSpec(
             "call.arguments_rewritten",
             f"interceptor:{name}",
-            {"interceptor": name, "diff": arguments_diff(before, after, tool.sensitive)},
+            {"interceptor": name, "diff": arguments_diff(before, after, tool.withheld({*before, *after}))},
         )
         for name, before, after in outcome.rewrites
     ]

@@ -387,13 +387,13 @@ def _request_data(call: ToolCall, tool: Tool | None, client: Mapping[str, Any] |
 
 def _redacted(tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     tool = registry.get(tool_name)
-    return redact(arguments, tool.sensitive if tool else frozenset())
+    return redact(arguments, tool.withheld(arguments) if tool else frozenset())
 
 
 def _raw_text(tool_name: str, raw: str | Mapping[str, Any] | None) -> str:
     """Keep what the model sent for a refused call, bounded, for auditors; sensitive values withheld."""
     tool = registry.get(tool_name) if isinstance(tool_name, str) else None
-    text = redacted_arguments_text(tool.sensitive if tool else frozenset(), raw)
+    text = redacted_arguments_text(tool, raw)
     return storable_text(text[:2000])
 
 

@@ -100,8 +100,7 @@ def withheld_names(tool_name: str, *arguments: Mapping[str, Any], version: str |
     tool = registry.get(tool_name)
     if tool is None:
         return names
-    schema = tool.json_schema
-    admits_others = schema.get("additionalProperties", True) is not False
-    if not tool.sensitive and admits_others and version == tool.version:
-        return frozenset()
-    return tool.sensitive | (names - set(schema.get("properties", {})))
+    admits_others = tool.json_schema.get("additionalProperties", True) is not False
+    if tool.sensitive or (admits_others and version == tool.version):
+        return tool.withheld(names)
+    return tool.undeclared(names)

@@ -49,3 +49,27 @@ def test_the_model_sent_password_is_used_but_not_kept(alice: User, alice_client:
         call = ToolCall.objects.get(run_id=run.id)
         assert SECRET not in alice_client.get(f"/api/v1/calls/{call.id}/").content.decode()
         assert not any(SECRET in event.data for event in AuditEvent.objects.filter(run_id=run.id))
+
+
+def test_a_password_sent_under_a_misspelt_name_is_kept_nowhere(alice: User, alice_client: APIClient) -> None:
+    # given a model that gets the sensitive parameter's case wrong
+    tool = Tool.from_function(login, sensitive=("password",))
+    arguments = {"username": "ada", "Password": SECRET}
+    script = [{"content": "", "tool_calls": [{"name": "login", "arguments": arguments}]}, {"content": "gave up"}]
+    received.clear()
+    with registry.temporarily(tool):
+        agent = Agent.objects.create(name="login-typo-bot", script=script, tools=["login"])
+        run = run_start(agent=agent, user=alice, input="log in")
+        run.refresh_from_db()
+
+        # then the call is refused and nothing ran
+        call = ToolCall.objects.get(run_id=run.id)
+        assert call.status == "invalid" and received == []
+
+        # and the password is in neither the run's messages, the API, the raw arguments nor the audit trail
+        stored_call = next(m for m in run.messages if m.get("tool_calls"))["tool_calls"][0]
+        assert json.loads(stored_call["function"]["arguments"]) == {"username": "ada", "Password": "***redacted***"}
+        assert SECRET not in json.dumps(run.messages) + call.raw_arguments + call.error
+        assert SECRET not in alice_client.get(f"/api/v1/runs/{run.id}/").content.decode()
+        assert SECRET not in alice_client.get(f"/api/v1/calls/{call.id}/").content.decode()
+        assert not any(SECRET in event.data for event in AuditEvent.objects.filter(run_id=run.id))

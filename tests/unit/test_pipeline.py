@@ -11,7 +11,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
 from tests.helpers import RequestCall, assert_audit_intact, event_types, for_a_worker, principal_for
 from tests.testapp.models import SideEffect
-from toolhub import Param, registry, tool
+from toolhub import Param, Tool, registry, tool
 from toolhub.arguments import ArgumentsRefused, validate_arguments
 from toolhub.audit import REDACTED
 from toolhub.execution import tool_call_execute
@@ -450,11 +450,44 @@ def test_sensitive_values_of_refused_calls_are_withheld(request_call: RequestCal
     not_object = request_call("sign_in", json.dumps([SECRET]))
 
     assert [c.status for c in (extra, broken, not_object)] == [CallStatus.INVALID] * 3
-    assert json.loads(extra.raw_arguments) == {"username": "alice", "password": REDACTED, "otp": 1}
+    # a name the tool does not declare is withheld too: it may hold a sensitive value (see the misspelt name below)
+    assert json.loads(extra.raw_arguments) == {"username": "alice", "password": REDACTED, "otp": REDACTED}
     assert SECRET not in broken.raw_arguments + broken.error
     assert SECRET not in not_object.raw_arguments
     assert SECRET not in _audit_text()
     assert SideEffect.objects.count() == 0
+
+
+def test_a_sensitive_value_under_a_misspelt_name_is_withheld_from_the_raw_arguments(
+    request_call: RequestCall, sensitive_tool: Any
+) -> None:
+    # when the model gets the sensitive parameter's case wrong
+    call = request_call("sign_in", {"username": "alice", "Password": SECRET})
+
+    # then the call is refused naming the parameter, nothing ran, and the value is kept nowhere
+    assert call.status == CallStatus.INVALID and SideEffect.objects.count() == 0
+    assert "Password: Extra inputs are not permitted" in call.error
+    assert json.loads(call.raw_arguments) == {"username": "alice", "Password": REDACTED}
+    assert SECRET not in call.error + call.model_text() + _audit_text()
+
+
+def test_an_extra_argument_of_a_tool_with_sensitive_parameters_is_withheld_from_the_trail(
+    request_call: RequestCall,
+) -> None:
+    # given a tool whose hand-written schema admits other names, and a model that sends the PIN under one
+    opened: list[dict[str, Any]] = []
+    schema = {"type": "object", "properties": {"safe": {"type": "string"}, "pin": {"type": "string"}}}
+    safe = Tool.create(
+        "open_safe", "Open a safe.", schema, lambda arguments: opened.append(arguments) or "open", sensitive=("pin",)
+    )
+    with registry.temporarily(safe):
+        call = request_call("open_safe", {"safe": "vault-2", "pin": "1234-5678", "PIN": "9021-0333"})
+
+    # then it runs as the schema allows, and the audit trail shows the extra name's value no more than the PIN's
+    assert call.status == CallStatus.SUCCEEDED and len(opened) == 1
+    requested = AuditEvent.objects.get(call_id=call.id, event_type="call.requested")
+    assert requested.payload["arguments"] == {"safe": "vault-2", "pin": REDACTED, "PIN": REDACTED}
+    assert "9021-0333" not in _audit_text() and "1234-5678" not in _audit_text()
 
 
 def test_sensitive_values_of_held_calls_stay_out_of_the_trail(

@@ -11,7 +11,7 @@ import hashlib
 import inspect
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Unpack, overload
@@ -314,6 +314,18 @@ class Tool:
 
         walk(self.json_schema)
         return frozenset(names)
+
+    def undeclared(self, names: Iterable[str]) -> frozenset[str]:
+        """Those of ``names`` its schema does not declare (a misspelt ``PIN``, a parameter it no longer has)."""
+        return frozenset(names) - frozenset(self.json_schema.get("properties", {}))
+
+    def withheld(self, names: Iterable[str]) -> frozenset[str]:
+        """Of a call's argument names, those whose values are never kept or shown as sent.
+
+        Its sensitive names and, when it has any, every name it does not declare: a model that misspells
+        ``pin`` as ``PIN`` sends the PIN under it.
+        """
+        return self.sensitive | self.undeclared(names) if self.sensitive else frozenset()
 
     @cached_property
     def version(self) -> str:
