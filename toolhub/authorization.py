@@ -19,6 +19,7 @@ from toolhub.governance import governance_cached, governance_scope
 from toolhub.models import Grant, GrantEffect, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import CROSS_TENANT_PERMISSION
 from toolhub.tools.registry import registry
+from toolhub.tools.tenant_arguments import TENANT_ARGUMENT_NAMES, is_tenant_argument
 
 __all__ = [
     "CATALOGUE_PERMISSION",
@@ -38,9 +39,6 @@ __all__ = [
 
 #: Who may see the whole catalogue (the roles, and superusers); anyone else sees the tools they may call.
 CATALOGUE_PERMISSION = "toolhub.view_tooldefinition"
-
-#: Argument names that designate a tenant; the model may only ever name the principal's own.
-TENANT_ARGUMENT_NAMES = frozenset({"tenant", "tenant_id", "tenant_slug"})
 
 
 @dataclass(frozen=True)
@@ -312,9 +310,13 @@ def authorization_denial(
 
 
 def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipal) -> str | None:
-    """Refuse arguments that name a tenant other than the principal's: tenants come from the boundary."""
-    for key in TENANT_ARGUMENT_NAMES & set(arguments):
-        if str(arguments[key]) != principal.tenant:
+    """Refuse arguments that name a tenant other than the principal's: tenants come from the boundary.
+
+    A name counts in any spelling (``tenantId``: an input model's camelCase alias), since that is the
+    name the arguments are validated and stored under while the tool reads the field ``tenant_id``.
+    """
+    for key in arguments:
+        if isinstance(key, str) and is_tenant_argument(key) and str(arguments[key]) != principal.tenant:
             return f"Argument {key!r} must be your own tenant; calls for other tenants are refused."
     return None
 

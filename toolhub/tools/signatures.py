@@ -20,6 +20,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.context_types import check_context_class, is_context_type
 from toolhub.tools.progress import Progress
 from toolhub.tools.specs import InjectedParameter, Param, ParameterSpec
+from toolhub.tools.tenant_arguments import is_tenant_argument
 from toolhub.tools.typechecks import check_annotation, marked_from_context, unwrap
 
 __all__ = ["FunctionDescription", "describe_function", "describe_model", "param_description", "parse_docstring"]
@@ -138,6 +139,7 @@ def describe_model(
         if field.metadata:
             annotation = Annotated[(annotation, *field.metadata)]  # type: ignore[assignment]
         check_annotation(annotation, tool_name=tool_name, param_name=name, allow_any=allow_any)
+        _check_tenant_alias(tool_name, name, field)
         if require_descriptions and not field.description:
             raise ToolDefinitionError(
                 f"Tool {tool_name!r}, parameter {name!r}: has no description, and TOOLHUB['REQUIRE_PARAMETER_"
@@ -146,6 +148,16 @@ def describe_model(
         default = ... if field.is_required() else field.get_default(call_default_factory=False)
         specs.append(ParameterSpec(field.alias or name, annotation, default, field.description))
     return tuple(specs)
+
+
+def _check_tenant_alias(tool_name: str, name: str, field: FieldInfo) -> None:
+    """A field named as a tenant argument is checked under the key it is stored by: that key must say so too."""
+    stored_as = field.serialization_alias or field.alias or name
+    if is_tenant_argument(name) and not is_tenant_argument(stored_as):
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}, field {name!r}: its alias {stored_as!r} hides it from the check that a tenant "
+            "argument names the caller's own tenant; give it no alias, or a spelling of its name (e.g. camelCase)."
+        )
 
 
 def _optional_of(annotation: Any) -> Any:
