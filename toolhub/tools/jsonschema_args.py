@@ -2,6 +2,11 @@
 
 Errors come out as a ``pydantic.ValidationError``, like every other tool's, so the pipeline reports
 them to the model the same way: one line per problem, by location, never repeating the values sent.
+
+``"format"`` is asserted, as the published schema promises the model and as a pydantic-typed tool
+(``UUID``, ``date``) would: the formats jsonschema's checker knows for the schema's draft (``date``,
+``date-time``, ``time``, ``email``, ``ipv4``, ``ipv6``, ``uuid``, ``regex``, ``idn-hostname``,
+``json-pointer``); any other format (``uri``, ``hostname``, ...) is published and not checked.
 """
 
 import copy
@@ -9,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import SchemaError
+from jsonschema import FormatChecker
+from jsonschema.exceptions import FormatError, SchemaError
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from referencing import Registry
@@ -90,12 +96,39 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
 
 _validators: dict[int, Any] = {}
 
+#: How much of a schema's own value (a pattern, an enum member) an error message may quote.
+_SHOWN = 100
+
+
+class _ContainedFormatChecker(FormatChecker):
+    """jsonschema's format checks, where a check that crashes on the value sent is that value's format error.
+
+    ``regex`` compiles what the model sent: a pattern nested past the recursion limit, or a repetition too
+    large, raises ``RecursionError`` or ``OverflowError`` rather than the ``re.error`` the checker expects.
+    """
+
+    def check(self, instance: object, format: str) -> None:
+        try:
+            super().check(instance, format)
+        except FormatError:
+            raise
+        except Exception:  # noqa: BLE001 - any crash of a check on a model's value is a failed check
+            raise FormatError(f"the value is not a {format!r}") from None
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's validator (its draft's), asserting the formats that draft's checker knows."""
+    cls = jsonschema.validators.validator_for(schema)
+    checker = _ContainedFormatChecker(formats=())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    return cls(schema, format_checker=checker)
+
 
 def validate_against_schema(tool_name: str, schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """Validate ``arguments``; raise ``pydantic.ValidationError`` listing each problem without values."""
     validator = _validators.get(id(schema))
     if validator is None:
-        validator = _validators[id(schema)] = jsonschema.validators.validator_for(schema)(schema)
+        validator = _validators[id(schema)] = _validator(schema)
     values = dict(arguments)
     line_errors: list[InitErrorDetails] = []
     for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
@@ -119,7 +152,9 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
         return [(location, f"Input should be of type {expected}")]
     if rule in ("enum", "const"):
         options = expected if rule == "enum" else [expected]
-        return [(location, f"Input should be one of {', '.join(repr(o) for o in options)}")]
+        return [(location, f"Input should be one of {_bounded(', '.join(repr(o) for o in options))}")]
+    if rule == "format":
+        return [(location, f"Input should be a valid {_bounded(repr(expected))} (the schema's format)")]
     if rule in (
         "minLength",
         "maxLength",
@@ -133,7 +168,11 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
         "minProperties",
         "maxProperties",
         "pattern",
-        "format",
     ):
-        return [(location, f"Input should satisfy {rule} {expected!r}")]
+        return [(location, f"Input should satisfy {rule} {_bounded(repr(expected))}")]
     return [(location, f"Input does not satisfy the schema's {rule!r} rule")]
+
+
+def _bounded(text: str) -> str:
+    """A schema's own value as quoted in a message: a long pattern or enum is cut, the message stays short."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}..."
