@@ -230,6 +230,9 @@ def luhn_valid(digits: str) -> bool:
 class PIIRedaction(Interceptor):
     """Replace emails, card numbers (Luhn-checked, 13-19 digits) and phone numbers in every string of a result.
 
+    A mapping's keys are strings of the result too: two keys redacted to the same text are both kept, the
+    second numbered (``"[email redacted] (2)"``), so no entry of the result is lost.
+
     Options: ``kinds`` (any of ``email``, ``card``, ``phone``), ``replacement`` (``{kind}`` is filled in),
     ``tools`` (names; empty: every tool), ``min_phone_digits`` (fewer digits are not taken for a phone number,
     so dates and amounts survive).
@@ -262,10 +265,20 @@ class PIIRedaction(Interceptor):
         if isinstance(value, str):
             return self.redact_text(value)
         if isinstance(value, Mapping):
-            return {key: self._walk(item) for key, item in value.items()}
+            return self._mapping(value)
         if isinstance(value, list | tuple):
             return [self._walk(item) for item in value]
         return value
+
+    def _mapping(self, value: Mapping[Any, Any]) -> dict[Any, Any]:
+        """Keys are redacted as values are (a count per sender); keys redacted alike are all kept, numbered."""
+        redacted: dict[Any, Any] = {}
+        numbers: dict[str, int] = {}
+        for key, item in value.items():
+            if isinstance(key, str):
+                key = _unique_key(self.redact_text(key), redacted, numbers)
+            redacted[key] = self._walk(item)
+        return redacted
 
     def redact_text(self, text: str) -> str:
         for kind in self.kinds:
@@ -284,6 +297,16 @@ class PIIRedaction(Interceptor):
     def _phone(self, found: str) -> str:
         digits = re.sub(r"\D", "", found)
         return self.replacement.format(kind="phone") if self.min_phone_digits <= len(digits) <= 15 else found
+
+
+def _unique_key(key: str, taken: Mapping[Any, Any], numbers: dict[str, int]) -> str:
+    """``key``, or ``key (2)``, ``key (3)``...: the first not yet ``taken`` (``numbers``: where to go on from)."""
+    candidate, number = key, numbers.get(key, 1)
+    while candidate in taken:
+        number += 1
+        candidate = f"{key} ({number})"
+    numbers[key] = number
+    return candidate
 
 
 # --- Argument allow/deny policy by JSON path -----------------------------------------------------------------

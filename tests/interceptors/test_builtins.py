@@ -108,3 +108,40 @@ def test_redaction_of_a_long_adversarial_result_takes_linear_time(text: str) -> 
     elapsed = time.monotonic() - started
 
     assert elapsed < 1.0, f"redacting {len(text) // 1000} KB took {elapsed:.1f} s"  # linear: well under 0.2 s
+
+
+def _after(redactor: PIIRedaction, result: object) -> object:
+    return redactor.after(_call("mail_stats", {}), result)
+
+
+def test_a_results_keys_are_redacted_like_its_values() -> None:
+    result = {"ann@example.com": {"5500-0000-0000-0004": 2}, "total": 3, 7: "020 7946 0958"}
+
+    assert _after(PIIRedaction(), result) == {
+        "[email redacted]": {"[card redacted]": 2},
+        "total": 3,
+        7: "[phone redacted]",
+    }
+
+
+def test_keys_redacted_alike_are_all_kept_numbered() -> None:
+    result = {"ann@example.com": 1, "bob@example.com": 2, "[email redacted] (2)": 3, "cy@example.com": 4}
+
+    assert _after(PIIRedaction(), result) == {
+        "[email redacted]": 1,
+        "[email redacted] (2)": 2,
+        "[email redacted] (2) (2)": 3,
+        "[email redacted] (3)": 4,
+    }
+
+
+def test_many_keys_redacted_alike_are_kept_in_linear_time() -> None:
+    result = {f"user{i}@example.com": i for i in range(20_000)}
+
+    started = time.monotonic()
+    redacted = _after(PIIRedaction(), result)
+    elapsed = time.monotonic() - started
+
+    assert isinstance(redacted, dict) and sorted(redacted.values()) == list(range(20_000))
+    assert not any("@example.com" in key for key in redacted)
+    assert elapsed < 2.0, f"numbering 20,000 keys took {elapsed:.1f} s"
