@@ -4,6 +4,10 @@ Synchronous tools on the main thread (a Celery prefork worker process, or an eag
 interrupted with ``SIGALRM``: the exception is raised inside the tool, so its ``transaction.atomic``
 blocks roll back. Elsewhere (a thread) the tool runs in a helper thread that is abandoned on
 timeout, since Python cannot stop a thread. Async tools are cancelled with ``asyncio.wait_for``.
+
+A tool can catch the interruption (``except Exception``, a retry loop; a coroutine swallowing its
+cancellation) and go on: whatever it returns after its limit, the call still fails with
+``ToolTimeoutError``, raised when it returns.
 """
 
 import asyncio
@@ -46,14 +50,13 @@ def call_with_timeout(fn: Callable[[], T], *, seconds: float | None, tool_name: 
     if not seconds:
         return fn()
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        started = time.monotonic()
         with _alarm(seconds, tool_name):
-            return fn()
+            result = fn()
+        return _within_limit(result, started, seconds, tool_name)
     if in_this_thread:
         started = time.monotonic()
-        result = fn()
-        if time.monotonic() - started > seconds:
-            raise ToolTimeoutError(tool_name, seconds)
-        return result
+        return _within_limit(fn(), started, seconds, tool_name)
     return _in_thread(fn, seconds, tool_name)
 
 
@@ -63,12 +66,22 @@ def await_with_timeout(awaitable: Awaitable[T], *, seconds: float | None, tool_n
     async def run() -> T:
         if not seconds:
             return await awaitable
+        started = time.monotonic()
         try:
-            return await asyncio.wait_for(awaitable, timeout=seconds)
+            # A coroutine that swallows its cancellation and returns is given back by ``wait_for``: timed below.
+            result = await asyncio.wait_for(awaitable, timeout=seconds)
         except TimeoutError:
             raise ToolTimeoutError(tool_name, seconds) from None
+        return _within_limit(result, started, seconds, tool_name)
 
     return asyncio.run(run())
+
+
+def _within_limit(result: T, started: float, seconds: float, tool_name: str) -> T:
+    """``result``, unless the tool returned it after its limit (it caught the interruption, or ran on unstopped)."""
+    if time.monotonic() - started > seconds:
+        raise ToolTimeoutError(tool_name, seconds)
+    return result
 
 
 @contextlib.contextmanager
