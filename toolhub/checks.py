@@ -1,4 +1,4 @@
-"""System checks over the registered tools, reported by ``manage.py check`` at startup.
+"""System checks over the registered tools, reported by ``manage.py check`` at startup (and the audit key's).
 
 =============  ==========================================================================
 toolhub.E001   a tool's parameters have no JSON Schema (an unsupported type)
@@ -11,16 +11,20 @@ toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, c
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
+toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters or the ``SECRET_KEY``
 =============  ==========================================================================
 
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
 """
 
 import inspect
+import os
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
@@ -169,4 +173,35 @@ def _confusable_names(names: list[str]) -> list[CheckMessage]:
         )
         for same in groups.values()
         if len(same) > 1
+    ]
+
+
+#: An HMAC key anyone may not guess: as long as Django asks of its SECRET_KEY (security.W009: 50).
+MIN_AUDIT_KEY_LENGTH = 32
+
+
+@register("toolhub", deploy=True)
+def check_audit_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The key that signs checkpoints stands outside the database: without a strong one, nothing checks the trail.
+
+    Unset, beat stores no checkpoint and ``verify_audit`` passes on a cut tail; a short or known one (the README's
+    placeholder) lets whoever reads a checkpoint row sign their own; the ``SECRET_KEY`` serves other ends.
+    """
+    name = toolhub_settings().AUDIT_KEY_ENV
+    key = os.environ.get(name, "")
+    if not key:
+        problem = "is not set: no audit checkpoint is ever signed, so a truncated trail goes unseen"
+    elif len(key) < MIN_AUDIT_KEY_LENGTH:
+        problem = f"is shorter than {MIN_AUDIT_KEY_LENGTH} characters: a checkpoint's signature can be forged"
+    elif key == settings.SECRET_KEY:
+        problem = "is the DJANGO_SECRET_KEY: one key for two ends"
+    else:
+        return []
+    return [
+        Warning(
+            f"{name} {problem}.",
+            hint=f"Set {name} to a long random value kept outside the database, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(48))'`, the same on beat and every worker.",
+            id="toolhub.W004",
+        )
     ]

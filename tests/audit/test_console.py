@@ -390,6 +390,26 @@ def test_generate_calls_command_refuses_bad_input(db: None) -> None:
     assert not ToolCall.objects.exists()
 
 
+def test_generate_calls_is_refused_without_the_demo_and_audited_with_it(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.apps import apps
+    from django.core.management.base import CommandError
+
+    installed = apps.is_installed
+    monkeypatch.setattr(apps, "is_installed", lambda name: name != "demo" and installed(name))
+    with pytest.raises(CommandError, match="never in production"):
+        call_command("generate_calls", "5", "--tenants", "acme")
+    assert not ToolCall.objects.exists() and not AuditEvent.objects.exists()
+    monkeypatch.undo()
+
+    call_command("generate_calls", "3", "--tenants", "acme", stdout=io.StringIO())
+
+    recorded = AuditEvent.objects.get(event_type="audit.synthetic_calls_written")
+    assert recorded.actor == "command:generate_calls" and recorded.tenant == "acme"
+    assert json.loads(recorded.data)["calls"] == 3
+
+
 @pytest.mark.django_db(transaction=True)
 def test_verify_audit_in_parallel_finds_a_tampered_event_in_any_chain_like_one_process(
     monkeypatch: pytest.MonkeyPatch,

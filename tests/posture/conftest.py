@@ -30,6 +30,8 @@ def documented_production_env() -> dict[str, str]:
             env[name] = value
     assert env.get("DJANGO_SECRET_KEY") == "...", "the README's key is a placeholder this test fills in"
     env["DJANGO_SECRET_KEY"] = "Q8v2nR5tW1yZ4bE7hK0mP3sU6xA9cF2jL5oT8wB1eH4kN7qS0vY3zC6gI9lM2pR5"
+    assert env.get("TOOLHUB_AUDIT_KEY") == "...", "the README's audit key is a placeholder this test fills in"
+    env["TOOLHUB_AUDIT_KEY"] = "u7Kx2Qp9Lm4Wz8Rt1Yb6Nc3Vd0Hg5Jf2Se9Aq4Xo7Ti1Ul"
     return env
 
 

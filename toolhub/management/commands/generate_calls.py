@@ -4,9 +4,12 @@ import sys
 import time
 from typing import Any
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
+from toolhub.audit import audit_append
 from toolhub.models import Tenant, ToolDefinition
 from toolhub.synthetic import SyntheticSpec, generate_calls
 
@@ -25,6 +28,12 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1, help="Random seed (ids and choices).")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not apps.is_installed("demo"):
+            # Backdated calls in real users' names, chained so that verify_audit passes: never on a real trail.
+            raise CommandError(
+                "generate_calls writes synthetic history into the audit trail; it runs only where the demo is "
+                "installed (DJANGO_DEBUG=1, or TOOLHUB_DEMO=1 on a throwaway database), never in production."
+            )
         count = options["count"]
         if count < 1:
             raise CommandError("N must be at least 1.")
@@ -62,9 +71,20 @@ class Command(BaseCommand):
         calls, events = generate_calls(spec, progress=progress)
         if show:
             sys.stderr.write("\n")
+        _record(slugs, calls=calls, events=events, days=options["days"])
         elapsed = time.monotonic() - started
         self.stdout.write(
             self.style.SUCCESS(
                 f"Wrote {calls} calls and {events} audit events in {elapsed:.1f} s ({calls / elapsed:,.0f} calls/s)."
             )
         )
+
+
+def _record(tenants: list[str], *, calls: int, events: int, days: int) -> None:
+    """Say in each tenant's trail that synthetic calls were written into it, by this command (audited)."""
+    data = {"calls": calls, "events": events, "days": days, "tenants": tenants}
+    with transaction.atomic():
+        for slug in tenants:
+            audit_append(
+                event_type="audit.synthetic_calls_written", actor="command:generate_calls", data=data, tenant=slug
+            )
