@@ -50,9 +50,9 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
         adapter = adapter_for(chosen)
     except ModelError as exc:
         raise ToolError(str(exc)) from None
-    run_id = run.id if run is not None else _run_id_of(ctx)
-    if run_id is not None:
-        adapter = _ChargedToRun(adapter, run_id)
+    run = run or _run_of(ctx)
+    if run is not None:
+        adapter = _ChargedToRun(adapter, run.id)
     return InnerModel(adapter=adapter, profile=chosen.provider.effective_schema_profile)
 
 
@@ -81,17 +81,6 @@ class _ChargedToRun:
         spent = run.prompt_tokens + run.completion_tokens + spending_below(run.id).tokens
         if spent >= limit:
             raise ModelError(f"the run's token budget ({limit} tokens, given by its parent run) is spent")
-
-
-def _run_id_of(ctx: ToolContext) -> uuid.UUID | None:
-    """The calling run's id, if the call belongs to a run of its tenant."""
-    try:
-        run_id = uuid.UUID(str(ctx.run_id)) if ctx.run_id else None
-    except ValueError:
-        return None
-    if run_id is None or not AgentRun.objects.filter(id=run_id, tenant=ctx.tenant or "").exists():
-        return None
-    return run_id
 
 
 def _run_of(ctx: ToolContext) -> AgentRun | None:

@@ -365,10 +365,11 @@ def _call_ids(ids: list[str]) -> list[str]:
     """
     kept: list[str] = []
     for position, given in enumerate(ids):
-        call_id = given
-        if len(call_id) > _MAX_CALL_ID or call_id in kept:
-            digest = hashlib.sha256(f"{position}:{given}".encode()).hexdigest()[:24]
-            call_id = f"call_{position}_{digest}"
+        call_id, attempt = given, 0
+        # A derived id is new to the turn too: neither kept already nor one the model gave a later call.
+        while len(call_id) > _MAX_CALL_ID or call_id in kept or (attempt and call_id in ids):
+            digest = hashlib.sha256(f"{position}:{attempt}:{given}".encode()).hexdigest()[:24]
+            call_id, attempt = f"call_{position}_{digest}", attempt + 1
         kept.append(call_id)
     return kept
 

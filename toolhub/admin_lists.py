@@ -17,7 +17,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import connections
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -78,6 +78,28 @@ class EstimatedCountPaginator(Paginator):
                 return estimate
         bounded = queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count()
         return bounded if bounded <= EXACT_COUNT_LIMIT else BoundedCount(bounded)
+
+    def validate_number(self, number: Any) -> int:
+        """Past a bounded count every page number opens (empty after the last row): the rows go on beyond it."""
+        if not isinstance(self.count, BoundedCount):
+            return super().validate_number(number)
+        try:
+            if isinstance(number, float) and not number.is_integer():
+                raise ValueError
+            number = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger(self.error_messages["invalid_page"]) from None
+        if number < 1:
+            raise EmptyPage(self.error_messages["min_page"])
+        return number
+
+    def page(self, number: Any) -> Page:
+        """A page of a list counted past its bound is sliced as asked, not cut at the count."""
+        if not isinstance(self.count, BoundedCount):
+            return super().page(number)
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)
 
 
 def _planner_estimate(queryset: QuerySet[Any]) -> int:

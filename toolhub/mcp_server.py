@@ -385,7 +385,9 @@ def _status_target(
 
 def _status_answer(ctx: ServerRequestContext[Any, Any], call: ToolCall) -> types.CallToolResult:
     # Read as the caller was answered: a refused call of a tool they may not see is an unknown tool's.
-    fresh = ToolCall.objects.get(pk=call.pk)
+    fresh = tool_calls_visible_to(_user(ctx)).filter(pk=call.pk).first()
+    if fresh is None:  # gone while it was waited for (retention)
+        return types.CallToolResult(content=_text(f"There is no call {call.pk} among yours."), is_error=True)
     return _result(CallerView(_user(ctx)).call(fresh), for_status_tool=True)
 
 

@@ -38,7 +38,8 @@ def test_a_derived_call_id_never_repeats_an_id_kept_before_it_in_the_turn() -> N
 
 
 def test_a_tenants_auditor_can_open_every_page_of_a_list_counted_past_its_bound(
-    monkeypatch: pytest.MonkeyPatch, auditors: Group  # noqa: F811 - fixture
+    monkeypatch: pytest.MonkeyPatch,
+    auditors: Group,  # noqa: F811 - fixture
 ) -> None:
     """Found: for a viewer who does not see every tenant, ``EstimatedCountPaginator.count`` is now a
     ``BoundedCount`` of at most ``EXACT_COUNT_LIMIT + 1`` rows (the planner's estimate is only for who sees
