@@ -2,8 +2,8 @@
 
 Each chain is read in seq order through a server-side cursor (constant memory); on PostgreSQL the
 chains are verified in parallel processes. A chain verifies against alteration and deletion inside it;
-its head catches the removal of its newest events (signed checkpoints, ``toolhub.checkpoints``, catch a
-rewritten head).
+its head catches the removal of its newest events, and a chain holding events but no head is reported (signed
+checkpoints, ``toolhub.checkpoints``, catch a rewritten head).
 """
 
 import multiprocessing
@@ -170,10 +170,12 @@ def _verify_chain(
     """
     for _ in range(_HEAD_MOVES):
         checked, problem = _walk_chain(chain, head, batch_size, progress, tenant)
-        if problem is None or problem.event_id is not None or head is None:
+        if problem is None or problem.event_id is not None:
             return checked, problem
+        # A chain first appended to after the heads were read has a head now; one whose head is still
+        # missing lost it (deleted, or moved to another chain): the problem stands.
         fresh = AuditChainHead.objects.filter(chain=chain).values_list("seq", "hash").first()
-        if fresh is None or tuple(fresh) == tuple(head):
+        if fresh is None or (head is not None and tuple(fresh) == tuple(head)):
             return checked, problem
         head = (fresh[0], fresh[1])
     return checked, problem
@@ -215,7 +217,10 @@ def _walk_chain(
             if problem:
                 break
             expected_seq, prev_hash = seq + 1, stored_hash
-    if problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
+    if problem is None and head is None and checked:
+        # Every append moves its chain's head in the same transaction: events without one lost it.
+        problem = AuditProblem(chain, None, expected_seq - 1, "the chain has events but no chain head: it was removed")
+    elif problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
         problem = AuditProblem(
             chain,
             None,

@@ -99,6 +99,37 @@ def test_the_app_role_cannot_change_or_remove_checkpoints_or_chain_heads(
     assert AuditChainHead.objects.count() == 1
 
 
+def test_the_app_role_cannot_move_a_chain_head_off_its_chain_or_back(app_role: str, as_role: ActAs) -> None:
+    events = append_events(3)
+    chain = events[0].chain
+
+    with as_role(app_role):
+        renamed = _refused("UPDATE toolhub_auditchainhead SET chain = chain + 1 WHERE chain = %s", [chain])
+        rewound = _refused(
+            "UPDATE toolhub_auditchainhead SET seq = 1, hash = %s WHERE chain = %s", [events[0].hash, chain]
+        )
+
+    assert "permission denied for table toolhub_auditchainhead" in renamed
+    assert "a chain head moves forward on its own chain only" in rewound
+    assert AuditChainHead.objects.get(chain=chain).seq == 3
+    assert_audit_intact()
+
+
+def test_the_owner_cannot_move_a_chain_head_off_its_chain_or_back_either() -> None:
+    events = append_events(2)
+    chain = events[0].chain
+
+    renamed = _refused("UPDATE toolhub_auditchainhead SET chain = %s, seq = 0 WHERE chain = %s", [2**62 + 7, chain])
+    rewound = _refused("UPDATE toolhub_auditchainhead SET seq = seq - 1 WHERE chain = %s", [chain])
+
+    assert f"UPDATE of chain {chain} (seq 2) to chain {2**62 + 7} (seq 0) refused" in renamed
+    assert f"UPDATE of chain {chain} (seq 2) to chain {chain} (seq 1) refused" in rewound
+    with connection.cursor() as cursor:  # forward on its own chain, or in place, is what an append does
+        cursor.execute("UPDATE toolhub_auditchainhead SET hash = hash WHERE chain = %s", [chain])
+    assert AuditChainHead.objects.get(chain=chain).seq == 2
+    assert_audit_intact()
+
+
 def test_the_app_role_appends_correctly_chained_events_and_checkpoints(
     app_role: str, as_role: ActAs, audit_key: str
 ) -> None:
@@ -161,10 +192,23 @@ def test_the_owner_cannot_change_checkpoints_or_delete_chain_heads(audit_key: st
     assert AuditChainHead.objects.count() == 1
 
 
+def _updatable_columns(role: str, table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped "
+            "AND has_column_privilege(%s, attrelid, attnum, 'UPDATE')",
+            [table, role],
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
 def test_the_command_grants_read_write_everywhere_but_only_appending_on_the_audit_trail(app_role: str) -> None:
     assert _privileges(app_role, "toolhub_auditevent") == {"SELECT", "INSERT"}
     assert _privileges(app_role, "toolhub_auditcheckpoint") == {"SELECT", "INSERT"}
-    assert _privileges(app_role, "toolhub_auditchainhead") == {"SELECT", "INSERT", "UPDATE"}
+    # a chain head: UPDATE of what an append moves, never of its key
+    assert _privileges(app_role, "toolhub_auditchainhead") == {"SELECT", "INSERT"}
+    assert _updatable_columns(app_role, "toolhub_auditchainhead") == {"seq", "hash", "previous_hash"}
+    assert _updatable_columns(app_role, "toolhub_auditevent") == set()
     for table in ("toolhub_toolcall", "agents_app_agentrun", "approvals_approvalrequest", "auth_user"):
         assert _privileges(app_role, table) == {"SELECT", "INSERT", "UPDATE", "DELETE"}, table
     with connection.cursor() as cursor:

@@ -157,6 +157,23 @@ def test_wiping_a_whole_chain_and_its_head_fails_naming_the_chain(audit_key: str
     assert f"chain {b[0].chain}" not in err
 
 
+def test_a_chain_whose_head_alone_was_removed_fails_naming_the_chain(audit_key: str) -> None:
+    # given a chain that no checkpoint names yet (its first event came after the newest checkpoint)
+    earlier, later = keys_in_distinct_chains(2)
+    append_events(2, earlier)
+    audit_checkpoint_create()
+    events = append_events(3, later)
+
+    # when its head row is removed, its events left
+    with owner_tampering():
+        AuditChainHead.objects.filter(chain=events[0].chain).delete()
+
+    # then verification names the chain, though no checkpoint does
+    error, err = _verify_fails()
+    assert f"chain {events[0].chain}: after seq 3 (seq 3): the chain has events but no chain head" in err
+    assert f"1 problem(s), first: chain {events[0].chain}" in error
+
+
 def test_a_deleted_stored_checkpoint_leaves_a_gap_that_fails(audit_key: str) -> None:
     append_events(2)
     for _ in range(3):

@@ -20,14 +20,16 @@ def audit_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def trigger_off() -> Iterator[None]:
-    """Tampering needs the database's append-only trigger out of the way, as an attacker with DDL would."""
+    """Tampering needs the database's append-only triggers out of the way, as an attacker with DDL would."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE toolhub_auditevent DISABLE TRIGGER toolhub_audit_append_only")
+            cursor.execute("ALTER TABLE toolhub_auditchainhead DISABLE TRIGGER toolhub_audit_head_forward")
     yield
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE toolhub_auditevent ENABLE TRIGGER toolhub_audit_append_only")
+            cursor.execute("ALTER TABLE toolhub_auditchainhead ENABLE TRIGGER toolhub_audit_head_forward")
 
 
 def _calls(request_call, count: int) -> None:
