@@ -69,11 +69,23 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
         )
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute("SELECT current_user, current_database(), current_schema()")
-        owner, database, schema = cursor.fetchone()
-        if role == owner:
+        current, database, schema = cursor.fetchone()
+        owned = _audit_owners(cursor, schema)
+        owners = sorted({owner for what, owner in owned if what.startswith("table ")}) or [current]
+        if role == current:
             raise DatabaseRoleError(
-                f"The application role must not be the owner {owner!r} that runs migrations: name another role."
+                f"The application role must not be the owner {current!r} that runs migrations: name another role."
             )
+        # Whoever owns an audit table, one of its trigger functions or the schema could disable, replace or
+        # drop the trail's guards; so could whoever runs this (the owner, or a superuser) and its members.
+        for what, owner in owned:
+            if role == owner:
+                raise DatabaseRoleError(
+                    f"The application role must not be the owner {owner!r} of {what}: it could switch off or "
+                    "drop the audit trail's guards. Name another role, or make the role that runs migrations "
+                    f"the owner of {what}."
+                )
+        guarded = [("", current), *owned]
         cursor.execute(
             "SELECT rolsuper, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = %s",
             [role],
@@ -90,16 +102,18 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
                 )
             # A role that may create roles could make itself a member of the owner.
             cursor.execute(f"ALTER ROLE {name} LOGIN NOCREATEDB NOCREATEROLE")
-        cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
-        if cursor.fetchone()[0]:
-            raise DatabaseRoleError(
-                f"Role {role!r} is a member of the owner {owner!r} and could act as it: REVOKE {owner} FROM {role}."
-            )
+        for what, owner in guarded:
+            cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
+            if cursor.fetchone()[0]:
+                raise DatabaseRoleError(
+                    f"Role {role!r} is a member of the owner {owner!r}{f' of {what}' if what else ''} and could "
+                    f"act as it: REVOKE {owner} FROM {role}."
+                )
         if password:
             # Only the SCRAM verifier leaves this process, so no log or statement history holds the password.
             verifier = connection.connection.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
             cursor.execute(f"ALTER ROLE {name} PASSWORD %s", [verifier.decode()])
-        _grant(cursor, connection.ops.quote_name, role=role, owner=owner, database=database, schema=schema)
+        _grant(cursor, connection.ops.quote_name, role=role, owners=owners, database=database, schema=schema)
         cursor.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", [role, schema])
         warnings = []
         if cursor.fetchone()[0]:
@@ -109,7 +123,7 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
             )
     return RoleReport(
         role=role,
-        owner=owner,
+        owner=", ".join(owners),
         database=database,
         schema=schema,
         created=existing is None,
@@ -118,8 +132,50 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
     )
 
 
+def _audit_owners(cursor: CursorWrapper, schema: str) -> list[tuple[str, str]]:
+    """Who owns what guards the audit trail: each audit table, each function its triggers run, and the schema.
+
+    (what, owner role) pairs, tables first. The owner of a table may disable its triggers or drop it, of a
+    trigger function replace its body, of the schema drop the tables in it.
+    """
+    tables = list(APPEND_ONLY_PRIVILEGES)
+    cursor.execute(
+        "SELECT 'table ' || c.relname, pg_get_userbyid(c.relowner) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s) "
+        "ORDER BY c.relname",
+        [schema, tables],
+    )
+    found = [(what, owner) for what, owner in cursor.fetchall()]
+    cursor.execute(
+        "SELECT DISTINCT 'function ' || p.oid::regprocedure::text || ' (a trigger of ' || c.relname || ')', "
+        "pg_get_userbyid(p.proowner) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+        "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE NOT t.tgisinternal AND n.nspname = %s AND c.relname = ANY(%s) ORDER BY 1",
+        [schema, tables],
+    )
+    found += [(what, owner) for what, owner in cursor.fetchall()]
+    # Since PostgreSQL 15 ``public`` belongs to pg_database_owner, that is to the database's owner.
+    cursor.execute(
+        "SELECT pg_get_userbyid(nspowner), (SELECT pg_get_userbyid(datdba) FROM pg_database "
+        "WHERE datname = current_database()) FROM pg_namespace WHERE nspname = %s",
+        [schema],
+    )
+    for owner, database_owner in cursor.fetchall():
+        if owner == "pg_database_owner":
+            found.append((f"schema {schema} (as the database's owner)", database_owner))
+        else:
+            found.append((f"schema {schema}", owner))
+    return found
+
+
 def _grant(
-    cursor: CursorWrapper, quote: Callable[[str], str], *, role: str, owner: str, database: str, schema: str
+    cursor: CursorWrapper,
+    quote: Callable[[str], str],
+    *,
+    role: str,
+    owners: list[str],
+    database: str,
+    schema: str,
 ) -> None:
     name, in_schema = quote(role), quote(schema)
     cursor.execute(f"GRANT CONNECT ON DATABASE {quote(database)} TO {name}")
@@ -129,6 +185,9 @@ def _grant(
     for table, privileges in APPEND_ONLY_PRIVILEGES.items():
         cursor.execute(f"REVOKE ALL ON TABLE {in_schema}.{quote(table)} FROM {name}")
         cursor.execute(f"GRANT {privileges} ON TABLE {in_schema}.{quote(table)} TO {name}")
-    defaults = f"ALTER DEFAULT PRIVILEGES FOR ROLE {quote(owner)} IN SCHEMA {in_schema}"
-    cursor.execute(f"{defaults} GRANT {DATA_PRIVILEGES} ON TABLES TO {name}")
-    cursor.execute(f"{defaults} GRANT {SEQUENCE_PRIVILEGES} ON SEQUENCES TO {name}")
+    # Later migrations create their tables as the owner of the audit tables (who ran the migrations), which
+    # may not be who runs this command (a superuser): the defaults are that owner's.
+    for owner in owners:
+        defaults = f"ALTER DEFAULT PRIVILEGES FOR ROLE {quote(owner)} IN SCHEMA {in_schema}"
+        cursor.execute(f"{defaults} GRANT {DATA_PRIVILEGES} ON TABLES TO {name}")
+        cursor.execute(f"{defaults} GRANT {SEQUENCE_PRIVILEGES} ON SEQUENCES TO {name}")

@@ -287,6 +287,67 @@ def test_a_role_that_could_act_as_the_owner_is_refused() -> None:
         assert cursor.fetchone()[0] == 0  # nothing was granted
 
 
+def _granted_to(*roles: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(  # an owner's own privileges on its table are not grants
+            "SELECT count(*) FROM information_schema.role_table_grants WHERE grantee = ANY(%s) AND grantor <> grantee",
+            [list(roles)],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_role_that_owns_an_audit_table_is_refused_naming_the_table() -> None:
+    # given a deployment that first ran migrate as the application role: it owns the checkpoints
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE toolhub_app_owns LOGIN")
+        cursor.execute("ALTER TABLE toolhub_auditcheckpoint OWNER TO toolhub_app_owns")
+
+    with pytest.raises(CommandError, match="must not be the owner 'toolhub_app_owns' of table toolhub_auditcheckpoint"):
+        call_command("toolhub_db_roles", "--role", "toolhub_app_owns")
+
+    assert _granted_to("toolhub_app_owns") == 0  # nothing was granted
+
+
+def test_a_role_in_the_owner_of_a_trigger_function_or_of_the_schema_is_refused() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE toolhub_fn_owner NOLOGIN")
+        cursor.execute("ALTER FUNCTION toolhub_audit_refuse() OWNER TO toolhub_fn_owner")
+        cursor.execute("CREATE ROLE toolhub_app_in_fn LOGIN IN ROLE toolhub_fn_owner")
+        cursor.execute("CREATE ROLE toolhub_app_schema LOGIN")
+        cursor.execute("ALTER SCHEMA public OWNER TO toolhub_app_schema")
+
+    # the owner of a trigger function could replace its body with one that lets everything through
+    with pytest.raises(
+        CommandError,
+        match=r"is a member of the owner 'toolhub_fn_owner' of function toolhub_audit_refuse\(\) \(a trigger of",
+    ):
+        call_command("toolhub_db_roles", "--role", "toolhub_app_in_fn")
+    # the owner of the schema could drop the audit tables
+    with pytest.raises(CommandError, match="must not be the owner 'toolhub_app_schema' of schema public"):
+        call_command("toolhub_db_roles", "--role", "toolhub_app_schema")
+    assert _granted_to("toolhub_app_in_fn", "toolhub_app_schema") == 0
+
+
+def test_default_privileges_are_those_of_the_audit_tables_owner_not_of_who_runs_the_command() -> None:
+    # given tables owned by a dedicated owner role, and the command run by a superuser (as DBAs do)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE toolhub_tables_owner NOLOGIN")
+        for table in ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint"):
+            cursor.execute(f"ALTER TABLE {table} OWNER TO toolhub_tables_owner")
+    out = StringIO()
+
+    call_command("toolhub_db_roles", "--role", "toolhub_app_defaults", stdout=out)
+
+    assert "owned by toolhub_tables_owner:" in out.getvalue()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_userbyid(defaclrole), defaclobjtype FROM pg_default_acl "
+            "WHERE array_to_string(defaclacl, ',') LIKE %s ORDER BY 2",
+            ["%toolhub_app_defaults=%"],
+        )
+        assert cursor.fetchall() == [("toolhub_tables_owner", "S"), ("toolhub_tables_owner", "r")]
+
+
 def test_a_bad_role_name_is_refused_before_anything_runs() -> None:
     with pytest.raises(CommandError, match="is not allowed"):
         call_command("toolhub_db_roles", "--role", 'app"; DROP TABLE toolhub_auditevent; --')
