@@ -14,17 +14,19 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from toolhub.exceptions import ToolhubError
-from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
 __all__ = ["DatabaseRoleError", "RoleReport", "db_app_role_ensure", "APPEND_ONLY_PRIVILEGES"]
 
 # What the application role may do on each audit table: read and append. A chain's head row is
 # advanced by every append (which locks it and so serializes the chain's writers): UPDATE of the columns
 # an append moves only, never of its key ``chain`` (a trigger, migration 0026, refuses a seq going back).
+# The record of each verification, which the console shows as the trail's proof, is only ever inserted.
 APPEND_ONLY_PRIVILEGES: dict[str, str] = {
     AuditEvent._meta.db_table: "SELECT, INSERT",
     AuditCheckpoint._meta.db_table: "SELECT, INSERT",
     AuditChainHead._meta.db_table: "SELECT, INSERT, UPDATE (seq, hash, previous_hash)",
+    AuditVerification._meta.db_table: "SELECT, INSERT",
 }
 DATA_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
 SEQUENCE_PRIVILEGES = "USAGE, SELECT"

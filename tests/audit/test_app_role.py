@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
 
 from tests.audit.conftest import append_events
 from tests.helpers import RequestCall, assert_audit_intact
 from toolhub.checkpoints import audit_checkpoint_create
-from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, CallStatus
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification, CallStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -130,6 +131,43 @@ def test_the_owner_cannot_move_a_chain_head_off_its_chain_or_back_either() -> No
     assert_audit_intact()
 
 
+def _verification(ok: bool) -> AuditVerification:
+    now = timezone.now()
+    return AuditVerification.objects.create(
+        started_at=now, finished_at=now, events_checked=3, ok=ok, problems="" if ok else "chain 7: event #3 altered"
+    )
+
+
+def test_the_app_role_records_verifications_but_cannot_rewrite_or_remove_them(app_role: str, as_role: ActAs) -> None:
+    failed = _verification(ok=False)
+
+    with as_role(app_role):
+        call_command("verify_audit", "--no-progress", "--workers", "1", stdout=StringIO())  # the run is recorded
+        messages = [
+            _refused("UPDATE toolhub_auditverification SET ok = true, problems = '' WHERE id = %s", [failed.pk]),
+            _refused("DELETE FROM toolhub_auditverification WHERE id = %s", [failed.pk]),
+            _refused("TRUNCATE toolhub_auditverification"),
+        ]
+
+    assert all("permission denied for table toolhub_auditverification" in message for message in messages)
+    failed.refresh_from_db()
+    assert (failed.ok, failed.problems) == (False, "chain 7: event #3 altered")
+    assert AuditVerification.objects.filter(ok=True).count() == 1
+
+
+def test_the_owner_cannot_rewrite_or_remove_verifications_either() -> None:
+    failed = _verification(ok=False)
+
+    update = _refused("UPDATE toolhub_auditverification SET ok = true WHERE id = %s", [failed.pk])
+    delete = _refused("DELETE FROM toolhub_auditverification")
+    truncate = _refused("TRUNCATE toolhub_auditverification")
+
+    assert "toolhub_auditverification is append-only: UPDATE refused" in update
+    assert "toolhub_auditverification is append-only: DELETE refused" in delete
+    assert "toolhub_auditverification is append-only: TRUNCATE refused" in truncate
+    assert AuditVerification.objects.get().ok is False
+
+
 def test_the_app_role_appends_correctly_chained_events_and_checkpoints(
     app_role: str, as_role: ActAs, audit_key: str
 ) -> None:
@@ -205,6 +243,7 @@ def _updatable_columns(role: str, table: str) -> set[str]:
 def test_the_command_grants_read_write_everywhere_but_only_appending_on_the_audit_trail(app_role: str) -> None:
     assert _privileges(app_role, "toolhub_auditevent") == {"SELECT", "INSERT"}
     assert _privileges(app_role, "toolhub_auditcheckpoint") == {"SELECT", "INSERT"}
+    assert _privileges(app_role, "toolhub_auditverification") == {"SELECT", "INSERT"}
     # a chain head: UPDATE of what an append moves, never of its key
     assert _privileges(app_role, "toolhub_auditchainhead") == {"SELECT", "INSERT"}
     assert _updatable_columns(app_role, "toolhub_auditchainhead") == {"seq", "hash", "previous_hash"}
@@ -239,7 +278,9 @@ def test_tables_created_by_later_migrations_are_granted_by_default(app_role: str
 def test_the_command_is_idempotent_and_repairs_audit_privileges(app_role: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # given someone granted the application role too much on the audit trail
     with connection.cursor() as cursor:
-        cursor.execute(f"GRANT ALL ON toolhub_auditevent, toolhub_auditcheckpoint TO {app_role}")
+        cursor.execute(
+            f"GRANT ALL ON toolhub_auditevent, toolhub_auditcheckpoint, toolhub_auditverification TO {app_role}"
+        )
     assert "TRUNCATE" in _privileges(app_role, "toolhub_auditevent")
     monkeypatch.setenv("TOOLHUB_DB_APP_PASSWORD", "s3cret-app-password")
     out = StringIO()
@@ -251,6 +292,7 @@ def test_the_command_is_idempotent_and_repairs_audit_privileges(app_role: str, m
     assert f"Role {app_role} updated (password from TOOLHUB_DB_APP_PASSWORD)" in out.getvalue()
     assert _privileges(app_role, "toolhub_auditevent") == {"SELECT", "INSERT"}
     assert _privileges(app_role, "toolhub_auditcheckpoint") == {"SELECT", "INSERT"}
+    assert _privileges(app_role, "toolhub_auditverification") == {"SELECT", "INSERT"}
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), min(rolpassword) FROM pg_authid WHERE rolname = %s", [app_role])
         count, stored = cursor.fetchone()
