@@ -340,7 +340,8 @@ class AuditCheckpoint(models.Model):
     ``body`` is canonical JSON text (``seq``, ``created_at``, ``heads``; for a delta, ``base``: the full
     checkpoint whose heads it updates, see ``toolhub.checkpoints``) signed exactly as stored.
     Checkpoints are numbered 1, 2, 3, ... so a deleted one leaves a gap; like the events they may only
-    be appended (the application's role holds SELECT and INSERT, and triggers refuse the rest).
+    be appended (the application's role holds SELECT and INSERT, and triggers refuse the rest), each
+    numbered after the newest, at most a bounded jump beyond it (migration 0028).
     """
 
     seq = models.PositiveBigIntegerField(unique=True)

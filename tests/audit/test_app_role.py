@@ -12,9 +12,9 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from tests.audit.conftest import append_events
+from tests.audit.conftest import acknowledge_checkpoint, append_events, owner_tampering
 from tests.helpers import RequestCall, assert_audit_intact
-from toolhub.checkpoints import audit_checkpoint_create
+from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification, CallStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -166,6 +166,65 @@ def test_the_owner_cannot_rewrite_or_remove_verifications_either() -> None:
     assert "toolhub_auditverification is append-only: DELETE refused" in delete
     assert "toolhub_auditverification is append-only: TRUNCATE refused" in truncate
     assert AuditVerification.objects.get().ok is False
+
+
+_PLANT = (
+    "INSERT INTO toolhub_auditcheckpoint (seq, created_at, body, signature, acknowledged) "
+    "VALUES (%s, now(), '{}', 'not-signed', false)"
+)
+
+
+def test_checkpoints_are_numbered_after_the_newest_never_far_beyond_it_nor_into_a_gap(
+    app_role: str, as_role: ActAs, audit_key: str
+) -> None:
+    append_events(2)
+    audit_checkpoint_create()  # #1
+
+    with as_role(app_role):
+        last = _refused(_PLANT, [2**63 - 1])
+        far = _refused(_PLANT, [1 + 1_000_001])
+        again = _refused(_PLANT, [1])
+    with owner_tampering():  # a gap the owner left (checkpoint #2 deleted) is not filled either
+        audit_checkpoint_create()
+        audit_checkpoint_create()
+        AuditCheckpoint.objects.filter(seq=2).delete()
+    gap = _refused(_PLANT, [2])
+
+    assert (
+        "checkpoint #9223372036854775807 refused: a checkpoint is numbered after the newest stored one (#1), "
+        "at most 1,000,000 beyond it" in last
+    )
+    assert "checkpoint #1000002 refused" in far
+    assert "checkpoint #1 refused" in again
+    assert "checkpoint #2 refused: a checkpoint is numbered after the newest stored one (#3)" in gap
+    assert list(AuditCheckpoint.objects.values_list("seq", flat=True)) == [1, 3]
+
+
+def test_after_a_forged_checkpoint_the_acknowledgement_still_signs_the_next_one(
+    app_role: str, as_role: ActAs, audit_key: str
+) -> None:
+    # given the application's role planting an unsigned checkpoint, as far ahead as it may
+    append_events(2)
+    audit_checkpoint_create()
+    with as_role(app_role), connection.cursor() as cursor:
+        cursor.execute(_PLANT, [1 + 1_000_000])
+
+    # then beat refuses to sign over it, and the acknowledgement signs the next number
+    with pytest.raises(CheckpointRefusedError, match="stored checkpoint #1000001: signature does not match"):
+        audit_checkpoint_create()
+    with as_role(app_role):
+        acknowledge_checkpoint("a forged checkpoint was planted (incident 7)")
+        audit_checkpoint_create()  # and beat goes on
+
+    assert list(AuditCheckpoint.objects.values_list("seq", "acknowledged")) == [
+        (1, False),
+        (1_000_001, False),
+        (1_000_002, True),
+        (1_000_003, False),
+    ]
+    out = StringIO()
+    call_command("verify_audit", "--no-progress", "--workers", "1", stdout=out)
+    assert "matches stored checkpoint #1000003" in out.getvalue()
 
 
 def test_the_app_role_appends_correctly_chained_events_and_checkpoints(
