@@ -15,6 +15,7 @@ from django.utils import timezone
 from tests.audit.conftest import acknowledge_checkpoint, append_events, owner_tampering
 from tests.helpers import RequestCall, assert_audit_intact
 from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
+from toolhub.dbroles import APPEND_ONLY_PRIVILEGES
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification, CallStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -433,7 +434,7 @@ def test_default_privileges_are_those_of_the_audit_tables_owner_not_of_who_runs_
     # given tables owned by a dedicated owner role, and the command run by a superuser (as DBAs do)
     with connection.cursor() as cursor:
         cursor.execute("CREATE ROLE toolhub_tables_owner NOLOGIN")
-        for table in ("toolhub_auditevent", "toolhub_auditchainhead", "toolhub_auditcheckpoint"):
+        for table in APPEND_ONLY_PRIVILEGES:
             cursor.execute(f"ALTER TABLE {table} OWNER TO toolhub_tables_owner")
     out = StringIO()
 
