@@ -313,12 +313,31 @@ def tenant_argument_denial(arguments: Mapping[str, Any], principal: CallPrincipa
     """Refuse arguments that name a tenant other than the principal's: tenants come from the boundary.
 
     A name counts in any spelling (``tenantId``: an input model's camelCase alias), since that is the
-    name the arguments are validated and stored under while the tool reads the field ``tenant_id``.
+    name the arguments are validated and stored under while the tool reads the field ``tenant_id``; and at
+    any depth (``target.tenant_id`` of a nested model). ``None`` names no tenant.
     """
-    for key in arguments:
-        if isinstance(key, str) and is_tenant_argument(key) and str(arguments[key]) != principal.tenant:
-            return f"Argument {key!r} must be your own tenant; calls for other tenants are refused."
+    pending: list[tuple[str, Any]] = [("", arguments)]
+    while pending:  # arguments are bounded in depth (MAX_NESTING) and size before they get here
+        path, value = pending.pop()
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                where = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and is_tenant_argument(key) and _names_other_tenant(item, principal):
+                    return f"Argument {where!r} must be your own tenant; calls for other tenants are refused."
+                pending.append((where, item))
+        elif isinstance(value, list | tuple):
+            pending.extend((f"{path}[{index}]", item) for index, item in enumerate(value))
     return None
+
+
+def _names_other_tenant(value: Any, principal: CallPrincipal) -> bool:
+    """Whether a tenant argument's value (or an item of a list of them) names a tenant other than the principal's.
+
+    A mapping under such a name is walked on like any other.
+    """
+    if isinstance(value, list | tuple):
+        return any(_names_other_tenant(item, principal) for item in value)
+    return value is not None and not isinstance(value, Mapping) and str(value) != principal.tenant
 
 
 def _is_navigation(name: str) -> bool:

@@ -47,9 +47,7 @@ def test_definition_diff_writes_out_default_ignorable_characters(char: str) -> N
     Expect: every Default_Ignorable_Code_Point (other than a plain newline) is written out as an escape.
     """
     hidden = "Reads the weather." + char * 3
-    diff = definition_diff(
-        {"name": "w", "description": "Reads the weather."}, {"name": "w", "description": hidden}
-    )
+    diff = definition_diff({"name": "w", "description": "Reads the weather."}, {"name": "w", "description": hidden})
     assert char not in diff
     assert char not in visible_text(hidden)
 
@@ -127,9 +125,7 @@ def _transfer(request: Transfer) -> str:
     return "moved"
 
 
-nested_transfer = Tool.from_function(
-    _transfer, name="nested_transfer", description="Move money.", input_model=Transfer
-)
+nested_transfer = Tool.from_function(_transfer, name="nested_transfer", description="Move money.", input_model=Transfer)
 
 
 @pytest.mark.django_db

@@ -73,11 +73,11 @@ def test_an_external_tools_format_is_asserted() -> None:
 
 
 @pytest.mark.parametrize("pattern", ["(" * 5000 + ")" * 5000, "a{99999999999}", "(unclosed"])
-def test_a_regex_that_crashes_the_check_is_a_format_error_not_a_crash(pattern: str) -> None:
+def test_a_regex_format_is_published_not_asserted(pattern: str) -> None:
+    # ECMA-262's dialect, which Python's re does not check (review e): nothing compiles the model's pattern here,
+    # so one that would crash re (nested past the recursion limit, a huge repetition) crashes nothing either.
     schema = {"type": "object", "properties": {"pattern": {"type": "string", "format": "regex"}}}
-    with pytest.raises(ValidationError) as raised:
-        validate_against_schema("grep", schema, {"pattern": pattern})
-    assert "valid 'regex'" in str(raised.value) and pattern[:20] not in str(raised.value)
+    assert validate_against_schema("grep", schema, {"pattern": pattern}) == {"pattern": pattern}
 
 
 def test_an_unchecked_format_is_published_and_let_through() -> None:
