@@ -89,8 +89,13 @@ def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
 
 
 def without_sensitive_values(text: str, tool: Tool, arguments: Mapping[str, Any]) -> str:
-    """``text`` (kept as the call's error, audited, shown to staff) with the sensitive arguments' values replaced."""
-    return SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)).text(text)
+    """``text`` (kept as the call's error, audited, shown to staff) with the withheld arguments' values replaced.
+
+    ``Tool.withheld``: the sensitive names and, for a tool that has any, the names it does not declare (a
+    misspelt ``PIN`` carries the PIN), as the stored arguments withhold them.
+    """
+    withheld = tool.withheld(arguments)
+    return SecretScrubber(sensitive_values(arguments, withheld, declared=tool.declared_names)).text(text)
 
 
 def _refused(tool: Tool, arguments: Mapping[str, Any], message: str) -> ArgumentsRefused:

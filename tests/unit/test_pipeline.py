@@ -490,6 +490,39 @@ def test_an_extra_argument_of_a_tool_with_sensitive_parameters_is_withheld_from_
     assert "9021-0333" not in _audit_text() and "1234-5678" not in _audit_text()
 
 
+def test_a_refusal_quoting_a_value_sent_under_an_undeclared_name_does_not_show_it(request_call: RequestCall) -> None:
+    # given a tool with a sensitive parameter whose input model's own check quotes what it was sent
+    from pydantic import BaseModel, ConfigDict, model_validator
+
+    class Unlock(BaseModel):
+        """Unlock a safe."""
+
+        model_config = ConfigDict(extra="forbid")
+        safe: str
+        pin: str
+
+        @model_validator(mode="before")
+        @classmethod
+        def _no_strangers(cls, data: Any) -> Any:
+            if isinstance(data, dict) and set(data) - {"safe", "pin"}:
+                raise ValueError(f"unexpected input {data}")
+            return data
+
+    opened: list[Any] = []
+    unlock = Tool.create(
+        "unlock_safe", "Unlock a safe.", Unlock, lambda a: opened.append(a) or "ok", sensitive=("pin",)
+    )
+
+    # when the model sends the PIN under a name the tool does not declare
+    with registry.temporarily(unlock):
+        call = request_call("unlock_safe", {"safe": "vault-2", "PIN": "9021-0333"})
+
+    # then the call is refused, nothing ran, and the value shows neither in the error nor in the trail
+    assert call.status == CallStatus.INVALID and opened == []
+    assert "unexpected input" in call.error
+    assert "9021-0333" not in call.error + call.model_text() + call.raw_arguments + _audit_text()
+
+
 def test_sensitive_values_of_held_calls_stay_out_of_the_trail(
     request_call: RequestCall, sensitive_tool: Any, settings: Any
 ) -> None:
