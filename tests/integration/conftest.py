@@ -77,6 +77,25 @@ def celery_worker(
     worker.stop()
 
 
+@pytest.fixture(autouse=True)
+def _session_worker_idle_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test on the session's worker, wait for the worker to be idle before the database is flushed.
+
+    The database fixture is set up first here so that it is torn down (flushed) after this waits.
+    """
+    if "celery_worker" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    yield
+    worker: Worker = request.getfixturevalue("celery_worker")
+    try:
+        worker.wait_idle()
+    except AssertionError as exc:  # the test's own assertions decide; leftovers are dropped, not waited on
+        warnings.warn(f"{exc}; purging the queue", stacklevel=1)
+        purge_queue()
+
+
 @pytest.fixture
 def developer(tenant: Tenant) -> User:
     """A member of acme in the developers group, who creates the agents alice runs."""

@@ -113,6 +113,28 @@ class Worker:
         out = subprocess.run(["pgrep", "-P", str(self.process.pid)], capture_output=True, text=True)
         return [int(pid) for pid in out.stdout.split()]
 
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until the queue is empty and this worker runs and holds no task.
+
+        A test's leftovers (a sweep it queued, a retry) must not run during the next test, nor while the
+        test database is flushed: a transaction of the worker and the flush's TRUNCATE can deadlock.
+        """
+        destination = [f"{self.name}@{os.uname().nodename}"]
+        queue = celery_app.conf.task_default_queue
+
+        def idle() -> bool:
+            with celery_app.connection_for_write() as conn:
+                waiting = conn.default_channel.client.llen(queue)
+            if waiting:
+                return False
+            inspect = celery_app.control.inspect(destination=destination, timeout=1.0)
+            active, reserved = inspect.active(), inspect.reserved()
+            if active is None or reserved is None:  # no reply: not known to be idle
+                return False
+            return not any(active.values()) and not any(reserved.values())
+
+        wait_for(idle, timeout=timeout, interval=0.2, what=f"worker {self.name} idle with an empty queue")
+
     def kill(self) -> None:
         """SIGKILL the whole worker (main process and pool) with no chance to clean up."""
         if self.process and self.process.poll() is None:
