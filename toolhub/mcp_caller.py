@@ -1,0 +1,141 @@
+"""Who asks the MCP server: the token's user, the tenant they act for, their client, their ``_meta``.
+
+The auth wrapper loads the user once per HTTP request (a 401 before the MCP app sees a request without
+a valid token); the handlers read it, and every database access runs in a thread (``in_thread``).
+"""
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolhub.authorization import CallPrincipal
+from toolhub.direct import DirectCallError, caller_principal
+from toolhub.mcp_headers import header_declaring_tools, header_tools_allowed, header_tools_for
+
+__all__ = [
+    "TENANT_HEADER",
+    "authenticated",
+    "in_thread",
+    "meta_context",
+    "request_client",
+    "request_principal",
+    "request_tenant",
+    "request_user",
+]
+
+#: A member of several tenants says which one they act for.
+TENANT_HEADER = "x-toolhub-tenant"
+#: Where the authenticated user's id travels from the auth wrapper to the handlers.
+_USER_SCOPE_KEY = "toolhub.user"
+#: ``_meta`` keys of the protocol itself (progress tokens, the 2026 envelope's ``io.modelcontextprotocol/*``).
+_PROTOCOL_META_KEYS = frozenset({"progressToken", "progress_token"})
+
+
+def in_thread(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """``fn`` run in a worker thread, with Django's per-request connection handling around it.
+
+    As Django does around a request: connections past ``CONN_MAX_AGE`` (after every unit, by default)
+    or broken are closed before and after, so no worker thread keeps one it should not.
+    """
+
+    def managed(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(managed, thread_sensitive=False)
+
+
+def token_user(authorization: str) -> Any:
+    """The active user of a DRF token in ``Authorization: Bearer|Token <key>``; ``None`` for anything else."""
+    from rest_framework.authtoken.models import Token
+
+    scheme, _, key = authorization.strip().partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not key.strip():
+        return None
+    token = Token.objects.select_related("user").filter(key=key.strip()).first()
+    if token is None or not token.user.is_active:
+        return None
+    return token.user
+
+
+def authenticated(app: ASGIApp) -> ASGIApp:
+    """Refuse (401) an HTTP request without a valid token before the MCP app sees it; remember the user."""
+
+    async def wrapper(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        user = await in_thread(token_user)(headers.get("authorization", ""))
+        if user is None:
+            body = (
+                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Authentication required: send '
+                b'Authorization: Bearer <your toolhub API token>."}}'
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="toolhub"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        # Which tools' headers the SDK may check for this caller, worked out here where the database may be read.
+        tenant = headers.get(TENANT_HEADER) or None
+        allowed = await in_thread(header_tools_for)(user, tenant) if header_declaring_tools() else frozenset()
+        with header_tools_allowed(allowed):
+            await app({**scope, _USER_SCOPE_KEY: user}, receive, send)
+
+    return wrapper
+
+
+def request_user(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The user the request's token authenticated (loaded once per HTTP request, by the auth wrapper)."""
+    request = ctx.request
+    user = request.scope.get(_USER_SCOPE_KEY) if request is not None else None
+    if user is None:
+        raise MCPError(-32001, "Authentication required.")
+    return user
+
+
+def request_tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    request = ctx.request
+    return (request.headers.get(TENANT_HEADER) or None) if request is not None else None
+
+
+def request_client(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """The client's name and version as it introduced itself, for the audit trail."""
+    params = ctx.session.client_params
+    info = getattr(params, "client_info", None)
+    client: dict[str, Any] = {"channel": "mcp", "protocol_version": ctx.protocol_version}
+    if info is not None:
+        client["name"] = str(info.name)[:200]
+        client["version"] = str(info.version)[:100]
+    return client
+
+
+def meta_context(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``_meta`` without the protocol's own keys; the rest goes through the client context allow list."""
+    if not meta:
+        return {}
+    return {key: value for key, value in dict(meta).items() if key not in _PROTOCOL_META_KEYS and "/" not in key}
+
+
+def request_principal(ctx: ServerRequestContext[Any, Any]) -> CallPrincipal:
+    try:
+        return caller_principal(request_user(ctx), tenant=request_tenant(ctx))
+    except DirectCallError as exc:
+        raise MCPError(types.INVALID_REQUEST, str(exc)) from None
