@@ -146,8 +146,9 @@ class ToolhubSettings(BaseModel):
     # with the call id to poll; a call waiting for approval answers at once.
     MCP_CALL_WAIT_SECONDS: SecondsOrZero = 20
     # What MCP ``tools/list`` shows: "all" (every tool the caller is granted) or "search" (only the always-visible
-    # ones; the rest are found with toolhub_find_tools and called by name). Both add toolhub_find_tools,
-    # toolhub_describe_tool and toolhub_call_status; neither lists facades, their context tools or the meta tools.
+    # ones; the rest are found with toolhub_find_tools and called by name). Both add the four stable tools
+    # (toolhub_call_status, toolhub_cancel_call, toolhub_find_tools, toolhub_describe_tool); neither lists
+    # facades, their context tools or the meta tools.
     MCP_TOOL_LISTING: Literal["all", "search"] = "all"
     # Least seconds between two writes of a streaming model answer's text so far to its run.
     STREAM_FLUSH_SECONDS: Seconds = 0.5

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from agents_app.services import agent_create
 from tests.helpers import RequestCall
-from toolhub.models import Tenant, ToolCall
+from toolhub.models import Tenant, ToolCall, ToolDefinition
 from toolhub.tools.export import EXPORT_FORMATS
 
 pytestmark = pytest.mark.django_db
@@ -84,6 +84,36 @@ def test_a_bad_filter_value_is_a_400_naming_the_filter(operator_client: APIClien
 
     assert response.status_code == 400
     assert list(response.json()) == ["status"]
+
+
+@pytest.mark.parametrize("value", ["maybe", "0", "1", "yes", "TRUE", ""])
+def test_the_catalogue_refuses_an_enabled_filter_other_than_true_or_false(alice_client: APIClient, value: str) -> None:
+    # a value the filter would ignore must not answer the whole catalogue as if it had been applied
+    response = alice_client.get(f"/api/v1/tools/?enabled={value}")
+
+    if value == "":  # an empty parameter is no filter, as for every other list
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 400
+        assert list(response.json()) == ["enabled"]
+
+
+def test_the_catalogue_is_filtered_by_enabled(operator_client: APIClient) -> None:
+    def listed_with(query: str) -> set[str]:
+        page = operator_client.get(f"/api/v1/tools/?page_size=500{query}").json()
+        return {tool["name"] for tool in page["results"]}
+
+    # given one tool an operator switched off
+    switched_off = sorted(listed_with(""))[0]
+    ToolDefinition.objects.filter(name=switched_off).update(enabled=False)
+
+    # when the catalogue is asked for the enabled and the disabled tools
+    enabled, disabled = listed_with("&enabled=true"), listed_with("&enabled=false")
+
+    # then each answer holds only its kind
+
+    assert switched_off not in enabled and enabled
+    assert switched_off in disabled
 
 
 def test_cursor_pages_of_rows_created_at_the_same_instant_show_each_row_once(

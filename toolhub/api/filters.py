@@ -39,11 +39,22 @@ class CallFilter(django_filters.FilterSet):
 
 
 class ToolFilter(django_filters.FilterSet):
-    """``?group=<group>&enabled=true|false`` over the catalogue's JSON list (not the provider exports)."""
+    """``?group=<group>&enabled=true|false`` over the catalogue's JSON list (not the provider exports).
+
+    ``enabled`` takes ``true`` or ``false`` and nothing else: any other value is a 400 naming it, where a
+    ``BooleanFilter`` would ignore it and answer the whole catalogue as if it had been honoured.
+    """
 
     group = django_filters.CharFilter(help_text="The tool group (as operators set it).")
-    enabled = django_filters.BooleanFilter(help_text="Switched on or off by operators.")
+    enabled = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        method="filter_enabled",
+        help_text="true or false: switched on or off by operators.",
+    )
 
     class Meta:
         model = ToolDefinition
         fields = ["group", "enabled"]
+
+    def filter_enabled(self, queryset: QuerySet[ToolDefinition], name: str, value: str) -> QuerySet[ToolDefinition]:
+        return queryset.filter(enabled=value == "true")
