@@ -135,6 +135,7 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
     raise ToolSuspend(
         f"waiting for subagent run {child.id} ({child.agent.name})",
         {"subagent_run": str(child.id), "agent": child.agent.name, "tool": tool_name},
+        expires=False,  # the child run settles it when it ends, however long an operator takes on its calls
     )
 
 

@@ -49,13 +49,16 @@ class ToolSuspend(ToolhubError):  # noqa: N818 - named for what a tool does, as 
 
     ``reason`` says why (shown to operators and the executor); ``payload`` (JSON) is what the outside
     executor needs. Both are stored with the call and audited, secrets replaced; the result arrives by
-    ``POST /api/v1/calls/{id}/result/`` and the run resumes.
+    ``POST /api/v1/calls/{id}/result/`` and the run resumes. Such a call expires unanswered after
+    ``EXTERNAL_RESULT_TIMEOUT_SECONDS``; ``expires=False`` is for a call toolhub itself settles (a subagent's,
+    by its child run), which never expires: cancelling its run withdraws it.
     """
 
-    def __init__(self, reason: str, payload: Any = None) -> None:
+    def __init__(self, reason: str, payload: Any = None, *, expires: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
         self.payload = payload
+        self.expires = expires
 
 
 class InvalidTransitionError(ToolhubError):

@@ -102,7 +102,10 @@ def _suspended(suspend: ToolSuspend, secrets: SecretScrubber) -> Outcome:
             "The tool suspended itself with a payload that cannot be stored as JSON; nothing awaits a result.",
             detail=problem,
         )
-    return Outcome(CallStatus.AWAITING_RESULT, suspension={"reason": reason, "payload": payload})
+    suspension = {"reason": reason, "payload": payload}
+    if not suspend.expires:
+        suspension["expires"] = False  # read by ``sweeper.calls_expire_awaiting_results``
+    return Outcome(CallStatus.AWAITING_RESULT, suspension=suspension)
 
 
 def _flush_progress(progress: Progress | None) -> None:

@@ -9,6 +9,7 @@ again: its effects roll back with the transaction of its unrecorded outcome, so 
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from toolhub.calls import call_transition
@@ -77,11 +78,16 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
 
 
 def calls_expire_awaiting_results() -> int:
-    """Expire calls of external tools whose result did not arrive in time; the model is told."""
+    """Expire calls of external tools whose result did not arrive in time; the model is told.
+
+    A call suspended with ``expires=False`` (a subagent's, settled by its child run) is left alone: expiring it
+    would let the parent go on while the child still works, or waits on the approval desk, in its name.
+    """
     seconds = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS
     cutoff = timezone.now() - timedelta(seconds=seconds)
     expired = 0
-    for call in ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, queued_at__lt=cutoff)[:500]:
+    expiring = Q(suspension__isnull=True) | Q(suspension__expires__isnull=True)  # the key is only ever False
+    for call in ToolCall.objects.filter(expiring, status=CallStatus.AWAITING_RESULT, queued_at__lt=cutoff)[:500]:
         message = f"No result for {call.tool_name} arrived within {seconds:.0f} s; the call expired unanswered."
         if call_transition(
             call,

@@ -77,6 +77,33 @@ def test_a_suspended_call_expires_when_no_result_arrives(
     assert run.status == RunStatus.COMPLETED and "expired unanswered" in run.output
 
 
+@tool
+def await_colleague(task: str) -> str:
+    """Hand a task to work toolhub itself settles later (as a subagent's child run does)."""
+    raise ToolSuspend("a colleague answers", {"task": task}, expires=False)
+
+
+def test_a_call_suspended_without_expiry_is_left_alone_by_the_sweeper(
+    start_run: StartRun, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    script = [{"content": "", "tool_calls": [{"name": "await_colleague", "arguments": {"task": "t"}}]}, {"content": ""}]
+    with registry.temporarily(await_colleague):
+        run = start_run(alice, tools=["await_colleague"], script=script)
+        call = ToolCall.objects.get(run_id=run.id)
+        assert call.suspension == {"reason": "a colleague answers", "payload": {"task": "t"}, "expires": False}
+
+        # when it has waited far beyond the external results' timeout and the sweeper runs
+        ToolCall.objects.filter(pk=call.pk).update(queued_at=timezone.now() - timedelta(days=30))
+        with django_capture_on_commit_callbacks(execute=True):
+            expired = calls_expire_awaiting_results()
+
+    # then it still waits, and its run with it
+    call.refresh_from_db()
+    run.refresh_from_db()
+    assert expired == 0
+    assert call.status == CallStatus.AWAITING_RESULT and run.status == RunStatus.WAITING
+
+
 def test_secrets_are_scrubbed_from_the_reason_and_payload(
     request_call: RequestCall, monkeypatch: pytest.MonkeyPatch
 ) -> None:
