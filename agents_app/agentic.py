@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from agents_app.budgets import budget_of, spending_below
+from agents_app.budgets import budget_of, calls_used, spending_below
 from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
@@ -58,7 +58,11 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
 
 @dataclass(frozen=True)
 class _ChargedToRun:
-    """An inner model whose turns are its run's: counted in the run's usage and against the budget it was given."""
+    """An inner model whose turns are its run's: counted in the run's usage and against the budget it was given.
+
+    Its tool calls are the run's too (``budgets.BUDGETED_KINDS``): a turn asking for more than the run has left
+    of the calls its parent gave it is refused whole before any of them runs, as the run's own turns are.
+    """
 
     adapter: Any
     run_id: uuid.UUID
@@ -71,7 +75,21 @@ class _ChargedToRun:
             completion_tokens=F("completion_tokens") + turn.completion_tokens,
             updated_at=timezone.now(),
         )
+        if turn.tool_calls:
+            self._refuse_beyond_calls(len(turn.tool_calls))
         return turn
+
+    def _refuse_beyond_calls(self, asked: int) -> None:
+        run = AgentRun.objects.filter(id=self.run_id).only("limits").first()
+        limit = budget_of(run, "max_tool_calls") if run is not None else None
+        if run is None or limit is None:
+            return
+        before = calls_used(run.id)[1] + spending_below(run.id).calls
+        if before + asked > limit:
+            raise ModelError(
+                f"the model asked for {asked} more tool call(s) after {before}, beyond the run's budget of {limit} "
+                "(given by its parent run); none of them was run"
+            )
 
     def _refuse_when_spent(self) -> None:
         run = AgentRun.objects.filter(id=self.run_id).only("limits", "prompt_tokens", "completion_tokens").first()

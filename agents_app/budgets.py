@@ -3,7 +3,8 @@
 A child run is given a budget (``AgentRun.limits``) carved out of its parent's when it starts. While it is
 going, its whole budget counts as spent by its parent, whatever it has used yet: children started together
 cannot each spend the same remainder, and a child's own children spend from the child's budget, never
-beside it. Once it ended, what its subtree actually used counts.
+beside it. Once it ended, what its subtree actually used counts. A tool call is any the run executes: its
+turns' calls and its agentic tools' inner calls alike.
 """
 
 import uuid
@@ -11,23 +12,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from agents_app.models import AgentRun, RunStatus
 from toolhub.models import CallKind, ToolCall
 
-__all__ = ["Spending", "budget_of", "spending_below", "spending_of"]
+__all__ = ["BUDGETED_KINDS", "Spending", "budget_of", "calls_used", "spending_below", "spending_of"]
 
 #: Budget keys of ``AgentRun.limits``, by ``Spending`` field.
 _KEYS = {"calls": "max_tool_calls", "tokens": "max_tokens"}
 _GOING = frozenset({RunStatus.RUNNING, RunStatus.WAITING})
 #: Nesting is refused past ``SubagentLimits.max_depth``; this only bounds the walk over a corrupt tree.
 _MAX_LEVELS = 32
+#: The calls a budget counts: the run's turns' and its agentic tools' inner calls (each executes a tool).
+BUDGETED_KINDS = (CallKind.CALL, CallKind.INNER)
 
 
 @dataclass(frozen=True)
 class Spending:
-    """Tool calls (kind ``call``) and model tokens."""
+    """Tool calls (``BUDGETED_KINDS``) and model tokens."""
 
     calls: int = 0
     tokens: int = 0
@@ -43,9 +46,17 @@ def budget_of(run: AgentRun | dict[str, Any], what: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def calls_used(run_id: uuid.UUID) -> tuple[int, int]:
+    """The run's own calls, in one query: its turns' (its agent's limit counts these), and all it budgets."""
+    counted = ToolCall.objects.filter(run_id=run_id, kind__in=BUDGETED_KINDS).aggregate(
+        turns=Count("id", filter=Q(kind=CallKind.CALL)), budgeted=Count("id")
+    )
+    return counted["turns"], counted["budgeted"]
+
+
 def spending_of(run: AgentRun) -> Spending:
     """The run's own calls and tokens, plus what its children hold or used (``spending_below``)."""
-    own_calls = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
+    own_calls = ToolCall.objects.filter(run_id=run.id, kind__in=BUDGETED_KINDS).count()
     return Spending(own_calls, run.prompt_tokens + run.completion_tokens) + spending_below(run.id)
 
 
@@ -72,7 +83,7 @@ def spending_below(run_id: uuid.UUID) -> Spending:
     if not nodes:
         return Spending()
     calls = dict(
-        ToolCall.objects.filter(run_id__in=list(nodes), kind=CallKind.CALL)
+        ToolCall.objects.filter(run_id__in=list(nodes), kind__in=BUDGETED_KINDS)
         .values("run_id")
         .annotate(n=Count("id"))
         .values_list("run_id", "n")

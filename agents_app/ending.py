@@ -28,10 +28,14 @@ END_FIELDS = (*STEP_FIELDS, "output", "error", "stop_reason", "finished_at", "re
 
 
 def run_finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now: Any, retryable: bool = False) -> None:
-    """End the locked run; a child run's outcome settles its parent's waiting call in the same transaction."""
+    """End the locked run; a child run's outcome settles its parent's waiting call in the same transaction.
+
+    That outcome is final: with the call settled, a retry would resume work nobody waits for, on a budget its
+    siblings may have been given since, so a child run never ends retryable.
+    """
     run.stop_reason = stop_reason
     run.finished_at = now
-    run.retryable = retryable
+    run.retryable = retryable and run.parent_call_id is None
     run_transition(run, status, update_fields=END_FIELDS)
     subagent_run_ended(run)
 

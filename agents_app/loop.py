@@ -26,7 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
-from agents_app.budgets import Spending, budget_of, spending_below
+from agents_app.budgets import Spending, budget_of, calls_used, spending_below
 from agents_app.cancelling import GOVERNANCE_ACTOR, run_cancel_locked
 from agents_app.disclosure import (
     agent_tool_names,
@@ -45,7 +45,7 @@ from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.feedback import unknown_tool_message
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.storable import storable_text
@@ -431,10 +431,10 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
         )
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
         return
-    used = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).count()
+    used, budgeted = calls_used(run.id)
     given = budget_of(run, "max_tool_calls")
     for whose, limit, before in (
-        ("its parent run's", given, used + held.calls),
+        ("its parent run's", given, budgeted + held.calls),
         ("this agent's", run.agent.max_tool_calls, used),
     ):
         if limit is not None and before + len(turn.tool_calls) > limit:

@@ -372,6 +372,12 @@ def run_retry(*, run: AgentRun) -> AgentRun:
             raise RunStateError(
                 f"Only a run that failed for a retryable reason can be retried; this one is {locked.status}."
             )
+        if locked.parent_call_id is not None:
+            # Kept for runs that ended retryable before a child's end was made final (``ending.run_finish``).
+            raise RunStateError(
+                f"This run was a subagent of run {locked.parent_run_id}, whose call its failure settled; "
+                "retry or restart that run instead."
+            )
         locked.stop_reason = StopReason.NONE
         locked.error = ""
         locked.retryable = False

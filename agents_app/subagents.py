@@ -7,7 +7,9 @@ suspends itself (``ToolSuspend``): the parent's call awaits its result and the p
 child starts once that suspension is committed (``call_suspended``); its own calls are governed and
 audited as its own, under its run id, so an approval inside it holds the child, and through the
 suspended call the parent. When the child ends (``subagent_run_ended``, from the loop), its answer
-settles the parent's call, which wakes the parent run.
+settles the parent's call, which wakes the parent run; that end is final (a child is never retried).
+Only a run's own turns start children: an agentic tool's inner call of a subagent tool is refused, since
+nothing waits for it and the child would outlive its parent.
 
 Limits per parent run (``SubagentLimits``): nesting depth, and the tool calls and tokens all its
 children may spend together; a child gets what is left as its own budget (``AgentRun.limits``).
@@ -102,6 +104,13 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
     """
     parent = _calling_run(ctx)
     call_id = uuid.UUID(str(ctx.call_id))
+    if ToolCall.objects.filter(id=call_id, kind=CallKind.INNER).exists():
+        # An agentic tool's inner calls are not waited for by the run's turns: the run would go on, and end,
+        # while its child still worked (or waited on the approval desk) in its user's name.
+        raise ToolError(
+            f"Subagent {agent_name!r} cannot be started from inside an agentic tool; answer without it "
+            "(the run itself may call the subagent's tool)."
+        )
     child = AgentRun.objects.filter(parent_call_id=call_id).first()  # a retried call waits on the same child
     if child is None:
         agent = agents_of_tenant(parent.tenant).filter(name=agent_name).order_by(F("tenant_id").asc(nulls_last=True))

@@ -16,7 +16,7 @@ from pydantic import Field
 from agents_app.blackboard import blackboard_count as _count
 from agents_app.blackboard import blackboard_entries, blackboard_entry, entry_summary
 from agents_app.blackboard import blackboard_last as _last
-from agents_app.budgets import Spending, budget_of, spending_below
+from agents_app.budgets import Spending, budget_of, calls_used, spending_below
 from agents_app.models import AgentRun
 from approvals.webhooks import webhook_enqueue
 from toolhub.exceptions import ToolError
@@ -153,18 +153,21 @@ def run_status(ctx: ToolContext) -> dict[str, Any]:
 def run_budget(ctx: ToolContext) -> dict[str, Any]:
     """What this run may still spend: tool calls and tokens, used and left."""
     run = _current_run(ctx)
-    own_calls = _calls(run).count()
-    # What its children hold or used counts against a budget its parent gave it (``agents_app.budgets``).
+    own_calls, budgeted = calls_used(run.id)
+    # What its children hold or used counts against a budget its parent gave it (``agents_app.budgets``), and so
+    # do its agentic tools' inner calls.
     held = spending_below(run.id) if run.limits else Spending()
-    call_limit, calls_left = run.agent.max_tool_calls, run.agent.max_tool_calls - own_calls
+    call_limit, calls_left, used = run.agent.max_tool_calls, run.agent.max_tool_calls - own_calls, own_calls
     given_calls = budget_of(run, "max_tool_calls")
     if given_calls is not None:
         call_limit = min(call_limit, given_calls)
-        calls_left = min(calls_left, given_calls - own_calls - held.calls)
+        calls_left = min(calls_left, given_calls - budgeted - held.calls)
+        used = budgeted
+    used += held.calls
     tokens = run.prompt_tokens + run.completion_tokens + held.tokens
     token_limit = budget_of(run, "max_tokens")
     return {
-        "tool_calls": {"used": own_calls + held.calls, "limit": call_limit, "left": max(calls_left, 0)},
+        "tool_calls": {"used": used, "limit": call_limit, "left": max(calls_left, 0)},
         "tokens": {
             "used": tokens,
             "limit": token_limit,
