@@ -1,8 +1,9 @@
 """Secrets never leave a tool: the value of every ``Secret`` preset is replaced by ``[secret]`` in what it outputs.
 
-So is the value of each of the call's ``sensitive`` arguments (shown nowhere else either), when the tool repeats
-it. The worker builds one ``SecretScrubber`` per call from these values and passes every way
-out of the tool through it, where that output enters the pipeline (``toolhub.execution``):
+So is the value of each of the call's withheld arguments (``Tool.withheld``: its ``sensitive`` ones and, for a tool
+that has any, those under a name it does not declare; shown nowhere else either), when the tool repeats it. The
+worker builds one ``SecretScrubber`` per call from these values and passes every way out of the tool through it,
+where that output enters the pipeline (``toolhub.execution``):
 
 - the result, nested values and dictionary keys included, ``ToolResult.text`` and ``ToolResult.error``;
 - an exception: the model's message and the traceback kept for auditors;
@@ -105,15 +106,25 @@ class SecretScrubber:
         return cls(values)
 
     @classmethod
+    def for_arguments(cls, tool: "Tool", arguments: Mapping[str, Any]) -> "SecretScrubber":
+        """A scrubber for the values of ``arguments`` that are never kept or shown as sent (``Tool.withheld``).
+
+        The sensitive names and, for a tool that has any, every name it does not declare (a misspelt ``PIN``
+        carries the PIN): one rule for what is withheld from the stored arguments and what is scrubbed from
+        anything that repeats them (a result, a refusal, an approval reason).
+        """
+        return cls(sensitive_values(arguments, tool.withheld(arguments), declared=tool.declared_names))
+
+    @classmethod
     def for_call(cls, tool: "Tool", arguments: Mapping[str, Any]) -> "SecretScrubber":
-        """A scrubber for one call of ``tool``: its secrets, and the values of its sensitive arguments.
+        """A scrubber for one call of ``tool``: its secrets, and the values of its withheld arguments.
 
         What the model or a client sent as a sensitive argument is shown nowhere (``redact``); a tool that
         repeats it in its result, an error or a log line must not show it there either.
         """
         secrets = cls.for_presets(tool.presets)
-        sensitive = sensitive_values(arguments, tool.sensitive, declared=tool.declared_names)
-        return cls((*secrets.values, *sensitive)) if sensitive else secrets
+        withheld = cls.for_arguments(tool, arguments)
+        return cls((*secrets.values, *withheld.values)) if withheld else secrets
 
     def __bool__(self) -> bool:
         return bool(self.values)

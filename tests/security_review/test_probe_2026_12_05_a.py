@@ -1,0 +1,98 @@
+"""Probe of 2026-12-05 (a): secrets and sensitive arguments outside the audit trail and the admin pages.
+
+Where a ``Secret`` preset, a remote server's credential or a ``sensitive=`` argument travels once a call is
+asked for: the broker's messages, the processes' logs, what the tool outputs (results, artifacts), approval
+e-mails and webhooks, the run's messages, the refusals the model and the API client read.
+
+Each test fails on the code as probed; its docstring says what was found ("Found: ...") and what is expected
+("Expect: ..."). The test-only tools are defined here and registered with ``registry.temporarily``; the remote
+MCP server is the tests' own (``tests/mcpclient/fake_server.py``), subclassed here to echo its caller's header.
+
+Tried and found holding (no test here): Celery messages carry ids only (``execute_tool_call_task(call_id,
+hint=[tool, tenant, run, attempt])``, ``advance_run_task(run_id)``, the approvals' tasks take row ids) and every
+task has ``ignore_result=True`` (no result backend holds a result); a tool's own exception, its ``ToolError``,
+``ToolResult.error``, its ``logger.info(..., exc_info=True)`` failure line and a log line it writes on the
+calling thread (``SecretScrubber.scope``), including the helper thread ``call_with_timeout`` starts (it copies
+the context); progress notes, a suspension's reason and payload, a UTF-8 text artifact's name and content; a
+validator quoting a sensitive value in a ``ValueError``, a too-long string under a sensitive mapping key, a
+wrongly typed value under one (``[secret]`` in the refusal); pydantic errors are built with
+``include_input=False``; JSON syntax errors quote no text; a refused call's raw arguments and the run's messages
+for a known tool (``Tool.withheld``, misspelt parameter names included); the approval e-mail carries no
+arguments; the CSV/JSONL export withholds sensitive and undeclared names; an OpenAI-compatible endpoint's key in
+its answers; a remote server's credential echoed in a result or an error (stored scrubbed); the idempotency
+fingerprint (a plain SHA-256 of the request) is stored but never shown.
+"""
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from tests.helpers import RequestCall
+from toolhub import Tool, registry
+from toolhub.models import CallStatus
+
+pytestmark = pytest.mark.django_db
+
+PIN = "4821-7730"
+CARD = "4111111111111111"
+IBAN = "DE89370400440532013000"
+API_KEY = "sk-live-probe-a-5c1e8f2d9b7a"
+KEY_SETTING = "PROBE_A_VENDOR_KEY"
+
+vendor_log = logging.getLogger("probe_a.vendor")
+
+
+def client_of(user: User) -> APIClient:
+    """An API client of ``user`` that answers a server error as a 500 instead of raising it in the test."""
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(user)
+    return client
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> str:
+    """Every record captured, formatted as a log handler writes it (message and traceback)."""
+    return "\n".join(logging.Formatter().format(record) for record in caplog.records)
+
+
+# --- a door tool whose schema admits names it does not declare (Tool.create with a JSON Schema) ---------------
+
+DOOR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "door": {"type": "string", "description": "The door."},
+        "pin": {"type": "string", "description": "The door's PIN."},
+    },
+    "required": ["door"],
+}
+
+
+def _open_door(arguments: dict[str, Any]) -> str:
+    """Opens the door and reports what it was asked (a forwarding tool repeats its request)."""
+    return f"door opened with {arguments}"
+
+
+def test_a_pin_sent_under_an_undeclared_name_is_stored_in_clear_in_the_result(
+    request_call: RequestCall, alice: User
+) -> None:
+    """Found: the model misspells ``pin`` as ``PIN`` for a tool whose schema admits other names. The stored
+    arguments withhold ``PIN`` (``Tool.withheld``: for a tool with sensitive parameters, every undeclared name),
+    but the worker's scrubber is built from ``tool.sensitive`` only (``toolhub/tools/secrets.py``
+    ``SecretScrubber.for_call``: ``sensitive_values(arguments, tool.sensitive, ...)``). A tool repeating its
+    request has the PIN stored in clear in ``ToolCall.result``: the API, MCP, the run's messages (what the model
+    reads back). An external tool's posted result is scrubbed of withheld names (``waiting._sensitive_scrubber``);
+    a tool that runs is not.
+    Expect: the PIN is in no stored result and no API answer; ``[secret]`` stands in its place.
+    """
+    door = Tool.create("probe_a_door", "Open a door.", DOOR_SCHEMA, _open_door, risk="low", sensitive=("pin",))
+    with registry.temporarily(door):
+        call = request_call("probe_a_door", {"door": "D-7", "PIN": PIN}, alice, tenant="acme")
+        answer = client_of(alice).get(f"/api/v1/calls/{call.id}/").json()
+
+    assert call.status == CallStatus.SUCCEEDED, call.error
+    assert answer["arguments"]["PIN"] != PIN  # the arguments withhold it ...
+    assert PIN not in json.dumps(answer), f"... the result shows it: {answer['result']!r}"
+    assert PIN not in str(call.result)
