@@ -22,7 +22,7 @@ from toolhub.catalogue import effective_risk
 from toolhub.models import ToolCall, ToolDefinition
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
-from toolhub.tools.secrets import SecretScrubber, sensitive_values
+from toolhub.tools.secrets import SecretScrubber
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +77,9 @@ def approval_verdict(
         if outcome:
             reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
             # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
-            # stored, audited, mailed and sent to webhooks, so a sensitive argument's value never is.
-            scrubber = SecretScrubber(sensitive_values(arguments, tool.sensitive, declared=tool.declared_names))
-            reason = scrubber.text(reason)
+            # stored, audited, mailed and sent to webhooks, so a withheld argument's value never is
+            # (``Tool.withheld``: a misspelt ``PIN`` too, as the stored arguments withhold it).
+            reason = SecretScrubber.for_arguments(tool, arguments).text(reason)
             return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
     for source in _rule_sources:
         verdict = source(tool, risk, arguments, principal)

@@ -25,14 +25,17 @@ fingerprint (a plain SHA-256 of the request) is stored but never shown.
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core import mail
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest, WebhookDelivery
 from tests.helpers import RequestCall
-from toolhub import Tool, registry
+from toolhub import Tool, ToolContext, registry
 from toolhub.models import CallStatus
 
 pytestmark = pytest.mark.django_db
@@ -75,6 +78,11 @@ def _open_door(arguments: dict[str, Any]) -> str:
     return f"door opened with {arguments}"
 
 
+def _door_needs_operator(arguments: Mapping[str, Any], ctx: ToolContext) -> str:
+    """A code rule that explains itself with the request, as rules do ("first payment to <iban>")."""
+    return f"doors need an operator: {dict(arguments)}"
+
+
 def test_a_pin_sent_under_an_undeclared_name_is_stored_in_clear_in_the_result(
     request_call: RequestCall, alice: User
 ) -> None:
@@ -96,3 +104,38 @@ def test_a_pin_sent_under_an_undeclared_name_is_stored_in_clear_in_the_result(
     assert answer["arguments"]["PIN"] != PIN  # the arguments withhold it ...
     assert PIN not in json.dumps(answer), f"... the result shows it: {answer['result']!r}"
     assert PIN not in str(call.result)
+
+
+def test_a_pin_sent_under_an_undeclared_name_is_mailed_and_sent_to_the_webhook_in_the_approval_reason(
+    request_call: RequestCall, alice: User, operator: User, settings: Any
+) -> None:
+    """Found: a code rule's reason is scrubbed of sensitive values before it is stored, mailed and sent to
+    webhooks (``toolhub/policy.py`` ``approval_verdict``), but with ``tool.sensitive`` only: the value of an
+    undeclared name (a misspelt ``PIN``, withheld from the stored arguments by ``Tool.withheld``) stays. The
+    approval e-mail ("Why: ...") to every approver and the ``approval.requested`` webhook payload carry the PIN
+    in clear (as do ``ApprovalRequest.reason`` and the ``call.pending_approval`` event).
+    Expect: the reason is scrubbed of every withheld value (``Tool.withheld``), as refusals are
+    (``toolhub.arguments.without_sensitive_values``).
+    """
+    settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "WEBHOOK_URL": "http://127.0.0.1:9/hook"}
+    door = Tool.create(
+        "probe_a_door_held",
+        "Open a door.",
+        DOOR_SCHEMA,
+        _open_door,
+        risk="low",
+        sensitive=("pin",),
+        needs_approval=_door_needs_operator,
+    )
+    with registry.temporarily(door):
+        call = request_call("probe_a_door_held", {"door": "D-7", "PIN": PIN}, alice, tenant="acme")
+
+    assert call.status == CallStatus.PENDING_APPROVAL
+    request = ApprovalRequest.objects.get(call=call)
+    shown = {
+        "e-mail": "\n".join(str(message.body) for message in mail.outbox),
+        "webhook": json.dumps(list(WebhookDelivery.objects.values_list("payload", flat=True))),
+        "reason": request.reason,
+    }
+    assert mail.outbox and WebhookDelivery.objects.exists()
+    assert [where for where, text in shown.items() if PIN in text] == []
