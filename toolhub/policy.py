@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "ApprovalVerdict",
+    "RULE_FAILED_REASON",
     "approval_verdict",
     "recorded_call_verdict",
     "register_approval_rule_source",
@@ -47,6 +48,9 @@ class ApprovalVerdict:
     required_approvals: int = 1
 
 
+#: The reason of a call held because its approval rules failed on its arguments (what failed is in the log).
+RULE_FAILED_REASON = "the tool's approval rule failed on these arguments"
+
 #: ``source(tool, risk, arguments, principal) -> ApprovalVerdict | None``
 RuleSource = Callable[[Tool, str, Mapping[str, Any], CallPrincipal], ApprovalVerdict | None]
 _rule_sources: list[RuleSource] = []
@@ -65,22 +69,36 @@ def approval_verdict(
     arguments: Mapping[str, Any],
     ctx: ToolContext,
     principal: CallPrincipal,
+    subject: str = "a requested call",
 ) -> ApprovalVerdict | None:
-    """Apply the documented precedence; ``None`` means the call may run without approval."""
+    """Apply the documented precedence; ``None`` means the call may run without approval.
+
+    A code rule that raises holds the call for a person (``RULE_FAILED_REASON``), its failure logged without
+    the withheld values; ``subject`` names the call in that log line.
+    """
     risk = effective_risk(tool, definition)
     minimum = 2 if risk == Risk.CRITICAL else 1
     rule = tool.needs_approval
     if rule is True:
         return ApprovalVerdict("the tool always needs approval", "code", risk, required_approvals=minimum)
     if callable(rule):
-        outcome = rule(arguments, ctx)
+        # What is withheld from the stored arguments (``Tool.withheld``: a misspelt ``PIN`` too) is never
+        # shown by what the rule produces either: its reason, its failure.
+        scrubber = SecretScrubber.for_arguments(tool, arguments)
+        try:
+            outcome = rule(arguments, ctx)
+        except Exception:  # noqa: BLE001 - a developer's rule failing holds the call for a person, nothing runs
+            # Here no call's scrubber is active yet: its failure quotes the value it failed on (``int('4821-7730')``).
+            with scrubber.scope():
+                logger.exception(
+                    "The approval rule of %s failed on %s; it is held for an operator.", tool.name, subject
+                )
+            return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, required_approvals=minimum)
         if outcome:
             reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
             # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
-            # stored, audited, mailed and sent to webhooks, so a withheld argument's value never is
-            # (``Tool.withheld``: a misspelt ``PIN`` too, as the stored arguments withhold it).
-            reason = SecretScrubber.for_arguments(tool, arguments).text(reason)
-            return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
+            # stored, audited, mailed and sent to webhooks.
+            return ApprovalVerdict(scrubber.text(reason), "code", risk, required_approvals=minimum)
     for source in _rule_sources:
         verdict = source(tool, risk, arguments, principal)
         if verdict is not None:
@@ -109,10 +127,13 @@ def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str,
         user_id=call.user_id, tenant=call.tenant, agent_name=call.agent_name, run_id=call.run_id
     )
     ctx = ToolContext(call.context).with_values(call_id=str(call.id))
+    subject = f"recorded call {call.id}"
     try:
-        return approval_verdict(tool=tool, definition=definition, arguments=validated, ctx=ctx, principal=principal)
-    except Exception:  # noqa: BLE001 - a developer's rule failing on a recorded call holds it for a person
-        logger.exception(
-            "The approval rules of %s failed on recorded call %s; it is held for an operator.", tool.name, call.id
+        return approval_verdict(
+            tool=tool, definition=definition, arguments=validated, ctx=ctx, principal=principal, subject=subject
         )
-        return ApprovalVerdict("the tool's approval rule failed on these arguments", "code", risk, None, None, minimum)
+    except Exception:  # noqa: BLE001 - a rule source failing on a recorded call holds it for a person
+        # Its traceback may quote the arguments (the web process, a worker: no call's scrubber is active).
+        with SecretScrubber.for_arguments(tool, validated).scope():
+            logger.exception("The approval rules of %s failed on %s; it is held for an operator.", tool.name, subject)
+        return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, None, None, minimum)

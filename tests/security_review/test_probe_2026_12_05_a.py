@@ -26,7 +26,7 @@ fingerprint (a plain SHA-256 of the request) is stored but never shown.
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -34,9 +34,10 @@ from django.core import mail
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest, WebhookDelivery
+from approvals.services import approval_approve
 from tests.helpers import RequestCall
-from toolhub import Tool, ToolContext, registry
-from toolhub.models import CallStatus
+from toolhub import Param, Tool, ToolContext, registry
+from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +140,79 @@ def test_a_pin_sent_under_an_undeclared_name_is_mailed_and_sent_to_the_webhook_i
     }
     assert mail.outbox and WebhookDelivery.objects.exists()
     assert [where for where, text in shown.items() if PIN in text] == []
+
+
+# --- user code the web process runs before any scrubber: approval rules, validators ---------------------------
+
+
+def _card_rule(arguments: Mapping[str, Any], ctx: ToolContext) -> str | None:
+    """Hold large amounts, and cards of one issuer (its BIN read as a number: a malformed card raises)."""
+    if arguments["amount"] > 1000:
+        return "amounts above 1000 need an operator"
+    return "issuer 4821 needs an operator" if int(arguments["pin"]) == 4821 else None
+
+
+def _pay_with_pin(
+    account: Annotated[str, Param("The account.")],
+    amount: Annotated[int, Param("How much.")],
+    pin: Annotated[str, Param("The card's PIN.")],
+) -> str:
+    """Pay from an account."""
+    return "paid"
+
+
+def test_an_approval_rule_failing_on_a_sensitive_value_has_it_written_to_the_web_processs_log(
+    alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: ``toolhub/policy.py`` ``approval_verdict`` calls the tool's ``needs_approval`` rule in the process
+    that asks for the call (web, MCP, the agent worker), outside any ``SecretScrubber.scope``. A rule that
+    fails on the value (``int("4821-7730")``: Python quotes it) escapes ``tool_call_request``: the REST call
+    answers 500 and Django's ``django.request`` logger writes the traceback at ERROR, ``ValueError: invalid
+    literal for int() with base 10: '4821-7730'`` (in an agent run, Celery logs it as ``advance_run_task``
+    raising). The README promises a tool's sensitive values are replaced in "every log line".
+    Expect: no log line holds the PIN (the rule runs in the scope of a scrubber of the call's withheld values,
+    or its failure is caught, logged scrubbed, and the call held for a person as ``recorded_call_verdict`` does).
+    """
+    pay = Tool.from_function(
+        _pay_with_pin, name="probe_a_pay_pin", risk="low", sensitive=("pin",), needs_approval=_card_rule
+    )
+    caplog.set_level(logging.INFO)
+    with registry.temporarily(pay):
+        answer = client_of(alice).post(
+            "/api/v1/calls/",
+            {"tool": "probe_a_pay_pin", "arguments": {"account": "A-1", "amount": 5, "pin": PIN}},
+            format="json",
+        )
+
+    assert PIN not in logged(caplog), "the rule's failure is logged with the PIN"
+    # A clear outcome: the call is held for a person, nothing ran, and the reason says why.
+    assert answer.status_code < 500, answer.content
+    call = ToolCall.objects.get(tool_name="probe_a_pay_pin")
+    assert call.status == CallStatus.PENDING_APPROVAL
+    assert ApprovalRequest.objects.get(call=call).reason == "the tool's approval rule failed on these arguments"
+
+
+def test_an_approval_rule_failing_on_an_edited_call_has_the_sensitive_value_logged(
+    request_call: RequestCall, alice: User, operator: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: an operator edits a held call (the amount); ``toolhub/policy.py`` ``recorded_call_verdict`` runs
+    the rule again, it fails on the PIN, and ``logger.exception("The approval rules of %s failed on recorded
+    call %s ...")`` writes the traceback, PIN included, at ERROR. The same line is written by a worker that finds
+    an approved call's tool changed (``waiting.tool_call_require_reapproval``). No scrubber is active there.
+    Expect: the failure is logged without the PIN (formatted and scrubbed of the call's withheld values, or
+    logged by exception type only).
+    """
+    pay = Tool.from_function(
+        _pay_with_pin, name="probe_a_pay_pin_edit", risk="low", sensitive=("pin",), needs_approval=_card_rule
+    )
+    with registry.temporarily(pay):
+        call = request_call(
+            "probe_a_pay_pin_edit", {"account": "A-1", "amount": 5000, "pin": PIN}, alice, tenant="acme"
+        )
+        assert call.status == CallStatus.PENDING_APPROVAL
+        request = ApprovalRequest.objects.get(call=call)
+        caplog.set_level(logging.INFO)
+        approval_approve(request_id=request.pk, user=operator, arguments={"amount": 50}, expected_round=1)
+
+    assert "failed on recorded call" in caplog.text
+    assert PIN not in logged(caplog), "the edited call's rule failure is logged with the PIN"
