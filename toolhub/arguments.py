@@ -4,6 +4,9 @@ The checks run before anything else looks at the values: size, nesting, JSON sha
 column can store, then the tool's own schema.
 """
 
+import inspect
+import logging
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,12 +15,12 @@ from pydantic import ValidationError
 from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
-from toolhub.feedback import bounded_model_message, invalid_arguments_message
+from toolhub.feedback import bounded_model_message, invalid_arguments_message, validator_failure_message
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_value_problem
 from toolhub.storable import json_storage_problem
 from toolhub.tools.definition import Tool
 from toolhub.tools.results import to_json_value
-from toolhub.tools.secrets import SecretScrubber, sensitive_values
+from toolhub.tools.secrets import SecretScrubber
 
 __all__ = [
     "ArgumentsRefused",
@@ -27,6 +30,8 @@ __all__ = [
     "storable_arguments",
     "without_sensitive_values",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Deepest nesting of lists and objects accepted in arguments (far beyond any tool's needs).
 MAX_NESTING = 100
@@ -76,6 +81,13 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
         return tool.validate_arguments(arguments)
     except ValidationError as exc:
         raise _refused(tool, arguments, invalid_arguments_message(tool.name, exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a developer's validator raising anything else refuses the arguments
+        # Pydantic wraps only ValueError and AssertionError; anything else (a KeyError quoting the card it looked
+        # up) would fail the request and reach the log whole. Refused, scrubbed, as a validation error is.
+        with SecretScrubber.for_arguments(tool, arguments).scope():
+            logger.warning("A validator of tool %s raised; its arguments are refused.", tool.name, exc_info=True)
+        where = _parameter_of_validator(tool, exc) or "(arguments)"
+        raise _refused(tool, arguments, validator_failure_message(tool.name, where, exc)) from None
 
 
 def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +106,7 @@ def without_sensitive_values(text: str, tool: Tool, arguments: Mapping[str, Any]
     ``Tool.withheld``: the sensitive names and, for a tool that has any, the names it does not declare (a
     misspelt ``PIN`` carries the PIN), as the stored arguments withhold them.
     """
-    withheld = tool.withheld(arguments)
-    return SecretScrubber(sensitive_values(arguments, withheld, declared=tool.declared_names)).text(text)
+    return SecretScrubber.for_arguments(tool, arguments).text(text)
 
 
 def _refused(tool: Tool, arguments: Mapping[str, Any], message: str) -> ArgumentsRefused:
@@ -105,6 +116,30 @@ def _refused(tool: Tool, arguments: Mapping[str, Any], message: str) -> Argument
     value cut in two is no longer recognised.
     """
     return ArgumentsRefused(bounded_model_message(without_sensitive_values(message, tool, arguments)))
+
+
+def _parameter_of_validator(tool: Tool, exc: BaseException) -> str | None:
+    """The parameter whose own validator raised ``exc`` (one of its traceback's frames runs it), if one can be told.
+
+    Its ``Annotated`` validators (``AfterValidator(fn)``...) and the model's ``@field_validator``s naming it.
+    """
+    if not tool.inputs.has_model:
+        return None
+    model = tool.input_model
+    ran = {frame.f_code for frame, _ in traceback.walk_tb(exc.__traceback__)}
+    decorated = model.__pydantic_decorators__.field_validators.values()
+    for name, field in model.model_fields.items():
+        validators = [getattr(item, "func", None) for item in field.metadata]
+        validators += [decorator.func for decorator in decorated if name in decorator.info.fields]
+        if any(_code_of(validator) in ran for validator in validators):
+            return field.alias or name
+    return None
+
+
+def _code_of(function: Any) -> Any:
+    """The code object a validator runs (a classmethod's or a wrapper's function's), or ``None``."""
+    function = getattr(function, "__func__", function)
+    return getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
 
 
 def _first_long_string(value: Any, limit: int, path: str = "") -> str | None:

@@ -19,6 +19,7 @@ __all__ = [
     "default_unknown_tool_message",
     "unknown_tool_message",
     "invalid_arguments_message",
+    "validator_failure_message",
     "default_invalid_arguments_message",
     "execution_error",
     "exception_detail",
@@ -66,6 +67,20 @@ def invalid_arguments_message(tool_name: str, exc: ValidationError) -> str:
         }
         for error in exc.errors(include_url=False, include_input=False)
     ]
+    return _arguments_message(tool_name, errors)
+
+
+def validator_failure_message(tool_name: str, loc: str, exc: Exception) -> str:
+    """A validator that raised what pydantic does not turn into a validation error (a ``KeyError`` from a lookup).
+
+    Told as one field problem, through the same handler: the arguments are refused, not the request failed.
+    The exception's message may quote the value, as a ``ValueError``'s does: the caller scrubs it.
+    """
+    error = {"loc": loc, "msg": f"its validator failed: {type(exc).__name__}: {exc}", "type": "validator_failed"}
+    return _arguments_message(tool_name, [error])
+
+
+def _arguments_message(tool_name: str, errors: list[dict[str, str]]) -> str:
     handler_path = toolhub_settings().ARGUMENT_ERROR_HANDLER
     if handler_path:
         return str(import_string(handler_path)(tool_name, errors))

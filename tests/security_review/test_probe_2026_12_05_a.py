@@ -31,6 +31,7 @@ from typing import Annotated, Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
+from pydantic import AfterValidator
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest, WebhookDelivery
@@ -216,3 +217,46 @@ def test_an_approval_rule_failing_on_an_edited_call_has_the_sensitive_value_logg
 
     assert "failed on recorded call" in caplog.text
     assert PIN not in logged(caplog), "the edited call's rule failure is logged with the PIN"
+
+
+BRANDS = {"4000": "visa"}
+
+
+def _known_brand(card: str) -> str:
+    """A validator that looks the card's brand up (a dict: a card it does not know raises ``KeyError``)."""
+    return card if BRANDS[card] else card
+
+
+def _pay_by_card(
+    card: Annotated[str, AfterValidator(_known_brand), Param("The card number.")],
+    amount: Annotated[int, Param("How much.")],
+) -> str:
+    """Pay by card."""
+    return "paid"
+
+
+def test_a_validator_raising_a_key_error_has_the_card_number_written_to_the_web_processs_log(
+    alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: pydantic turns only ``ValueError``/``AssertionError`` raised by a validator into a
+    ``ValidationError``; anything else (a ``KeyError`` from a lookup, which quotes its key) escapes
+    ``toolhub/arguments.py`` ``validate_arguments`` (``except ValidationError``) and ``tool_call_request``: the
+    REST call answers 500 and ``django.request`` logs ``KeyError: '4111111111111111'``. A validator's
+    ``ValueError`` quoting the card is scrubbed (``_refused``); this one reaches the log whole.
+    Expect: no log line holds the card number (the exception refused as invalid arguments with a scrubbed
+    message, or at least logged scrubbed of the call's withheld values).
+    """
+    pay = Tool.from_function(_pay_by_card, name="probe_a_pay_card", risk="low", sensitive=("card",))
+    caplog.set_level(logging.INFO)
+    with registry.temporarily(pay):
+        answer = client_of(alice).post(
+            "/api/v1/calls/", {"tool": "probe_a_pay_card", "arguments": {"card": CARD, "amount": 5}}, format="json"
+        )
+
+    assert CARD not in logged(caplog), "the validator's failure is logged with the card number"
+    # A clear outcome: the arguments are refused (nothing ran), the message names the parameter, not the card.
+    assert answer.status_code < 500, answer.content
+    call = ToolCall.objects.get(tool_name="probe_a_pay_card")
+    assert call.status == CallStatus.INVALID
+    assert "- card: its validator failed: KeyError: '[secret]'" in call.error, call.error
+    assert CARD not in answer.content.decode()
