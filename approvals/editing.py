@@ -49,7 +49,7 @@ def edited_version(request: ApprovalRequest, edit: Mapping[str, Any]) -> EditedV
     if tool is None:
         raise ApprovalError(f"Tool {request.tool_name!r} no longer exists; the call cannot be edited.")
     try:
-        changes = parse_arguments(edit)
+        changes = parse_arguments(edit, tool)
     except ArgumentsRefused as refused:
         raise EditedArgumentsError(f"The edited arguments cannot be used; nothing was recorded. {refused}") from None
     call = request.call

@@ -60,6 +60,7 @@ class ApproveForm(DecisionForm):
         super().__init__(*args, **kwargs)
         self.current = dict(current or {})
         tool = registry.get(tool_name) if tool_name else None
+        self.tool = tool
         self.kinds: dict[str, str] = {}
         if tool is None or (self.is_bound and not any(key.startswith(ARGUMENT_PREFIX) for key in self.data)):
             return  # no tool to describe, or a client that posts the JSON box alone (as the API does)
@@ -82,7 +83,7 @@ class ApproveForm(DecisionForm):
         if not text.strip():
             return None
         try:
-            return parse_arguments(text)
+            return parse_arguments(text, self.tool)
         except ArgumentsRefused as refused:
             raise forms.ValidationError(str(refused)) from None
 

@@ -41,8 +41,12 @@ class ArgumentsRefused(ToolhubError):
     """The arguments cannot be used; the message says why, for the model, and nothing was executed."""
 
 
-def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """Parse what the model sent into a mapping of arguments, within the size and nesting limits."""
+def parse_arguments(raw: str | Mapping[str, Any] | None, tool: Tool | None = None) -> dict[str, Any]:
+    """Parse what the model sent into a mapping of arguments, within the size and nesting limits.
+
+    ``tool``, when known: a refusal naming where a value cannot be stored (``payments.<iban> contains a NUL
+    character``) is scrubbed of the tool's withheld values (a sensitive mapping's keys count as its values).
+    """
     max_bytes = toolhub_settings().MAX_ARGUMENTS_BYTES
     if raw is None or raw == "":
         return {}
@@ -50,7 +54,8 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
         if len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
             raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")
         try:
-            parsed = json_loads_checked(raw, max_depth=MAX_NESTING)
+            # What can be stored is checked below, on the mapping, where a refusal can be scrubbed.
+            parsed = json_loads_checked(raw, max_depth=MAX_NESTING, storable=False)
         except JSONRefused as refused:
             raise _refusal(refused) from None
     else:
@@ -60,6 +65,8 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
     # Nesting first: deeper data would exhaust the recursion limit of the serializers and checks below.
     refused = json_value_problem(parsed, max_depth=MAX_NESTING)
     if refused is not None:
+        if tool is not None and refused.kind == RefusalKind.STORAGE:
+            refused = JSONRefused(refused.kind, without_sensitive_values(refused.reason, tool, parsed))
         raise _refusal(refused)
     if len(canonical_json(parsed).encode("utf-8", "surrogatepass")) > max_bytes:
         raise ArgumentsRefused(f"Arguments are larger than {max_bytes} bytes; nothing was executed.")

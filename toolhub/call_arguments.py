@@ -77,7 +77,7 @@ def prepared_version(tool: Tool, arguments: Any, principal: CallPrincipal, conte
     """
     try:
         try:
-            parsed = parse_arguments(arguments)
+            parsed = parse_arguments(arguments, tool)
             validated = validate_arguments(tool, parsed)
             stored = storable_arguments(tool, validated)
         except ArgumentsRefused as refused:

@@ -74,12 +74,16 @@ class JSONRefused(ValueError):
         return f"{subject} {self.reason}"
 
 
-def json_loads_checked(text: str, *, max_depth: int, path: str = "", loads: Callable[[str], Any] = json.loads) -> Any:
+def json_loads_checked(
+    text: str, *, max_depth: int, path: str = "", loads: Callable[[str], Any] = json.loads, storable: bool = True
+) -> Any:
     """Decode JSON ``text`` nested at most ``max_depth`` deep, holding only storable text; else ``JSONRefused``.
 
     The depth is measured on the text first, so ``loads`` never recurses deeper than ``max_depth``;
     ``path`` names where the text sits in a problem's message (``context.correlation_id``); ``loads``
-    is the decoder (DRF's, for request bodies; its own errors pass through).
+    is the decoder (DRF's, for request bodies; its own errors pass through). ``storable=False`` leaves the
+    storage check to a caller that checks the decoded value itself (``json_value_problem``): its problem
+    names where the text is, which the caller may have to scrub (a sensitive mapping's key).
     """
     depth = json_nesting_depth(text)
     if depth > max_depth:
@@ -92,7 +96,7 @@ def json_loads_checked(text: str, *, max_depth: int, path: str = "", loads: Call
         raise JSONRefused(RefusalKind.NESTING, f"nests lists and objects deeper than {max_depth} levels") from None
     except ValueError as exc:
         raise JSONRefused(RefusalKind.SYNTAX, getattr(exc, "msg", str(exc))) from None
-    problem = json_storage_problem(data, path)
+    problem = json_storage_problem(data, path) if storable else None
     if problem:
         raise JSONRefused(RefusalKind.STORAGE, problem)
     return data

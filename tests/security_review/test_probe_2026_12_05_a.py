@@ -260,3 +260,43 @@ def test_a_validator_raising_a_key_error_has_the_card_number_written_to_the_web_
     assert call.status == CallStatus.INVALID
     assert "- card: its validator failed: KeyError: '[secret]'" in call.error, call.error
     assert CARD not in answer.content.decode()
+
+
+# --- refusals ---------------------------------------------------------------------------------------------------
+
+
+def _split_payment(
+    payments: Annotated[dict[str, str], Param("Amount per IBAN.")], memo: Annotated[str, Param("A memo.")]
+) -> str:
+    """Split a payment over several accounts."""
+    return "split"
+
+
+def test_a_nul_in_a_sensitive_mappings_value_has_its_iban_key_quoted_in_the_refusal(
+    request_call: RequestCall, alice: User
+) -> None:
+    """Found: a sensitive mapping keyed by IBAN (its keys count as its values, README) with a NUL character in
+    one amount is refused by ``toolhub/arguments.py`` ``parse_arguments`` through ``_refusal`` (kind STORAGE),
+    whose message names where the NUL is, ``payments.DE89370400440532013000 contains a NUL character``: the
+    parser knows no tool, so no scrubber runs. The IBAN is in ``ToolCall.error`` (API, MCP, the run's messages,
+    the CSV export's ``error`` column) and the ``call.invalid`` event. The other refusals of the same arguments
+    say ``payments.[secret]`` (a too-long string, a wrong type).
+    Expect: the refusal names the place as ``payments.[secret]`` (scrubbed of the tool's withheld values once
+    the tool is known), never the IBAN.
+    """
+    split = Tool.from_function(_split_payment, name="probe_a_split", risk="low", sensitive=("payments",))
+    with registry.temporarily(split):
+        wrong_type = request_call("probe_a_split", {"payments": {IBAN: 5}, "memo": "m"}, alice, tenant="acme")
+        with_nul = request_call("probe_a_split", {"payments": {IBAN: "10\x00"}, "memo": "m"}, alice, tenant="acme")
+        answer = client_of(alice).get(f"/api/v1/calls/{with_nul.id}/").content.decode()
+        # As a model's JSON text: the NUL escaped (the decoder finds it, and the same refusal names the key).
+        as_text = json.dumps({"payments": {IBAN: "10\x00"}, "memo": "m"})
+        text_nul = request_call("probe_a_split", as_text, alice, tenant="acme")
+
+    assert IBAN not in wrong_type.error and "payments.[secret]" in wrong_type.error  # as the other refusals do
+    assert with_nul.status == CallStatus.INVALID
+    assert IBAN not in with_nul.error, f"the refusal quotes the IBAN: {with_nul.error!r}"
+    assert IBAN not in answer
+    assert "payments.[secret] contains a NUL character" in with_nul.error, with_nul.error
+    assert text_nul.status == CallStatus.INVALID
+    assert IBAN not in text_nul.error and "payments.[secret]" in text_nul.error, text_nul.error

@@ -207,7 +207,8 @@ class LangGraphToolhub:
             return False
         try:
             return (
-                storable_arguments(tool, validate_arguments(tool, parse_arguments(dict(arguments)))) == call.arguments
+                storable_arguments(tool, validate_arguments(tool, parse_arguments(dict(arguments), tool)))
+                == call.arguments
             )
         except ArgumentsRefused:
             return False
@@ -242,7 +243,7 @@ class LangGraphToolhub:
         if tool is None:
             return False  # the governed call refuses it with the catalogue's message
         try:
-            validated = validate_arguments(tool, parse_arguments(tool_call.get("args") or {}))
+            validated = validate_arguments(tool, parse_arguments(tool_call.get("args") or {}, tool))
         except ArgumentsRefused:
             return False  # refused as invalid by the governed call; nothing to approve
         principal = self.principal()
@@ -310,7 +311,9 @@ def _decision(call: ToolCall, asked: Mapping[str, Any]) -> dict[str, Any]:
     proposed = None
     if tool is not None:
         try:
-            proposed = storable_arguments(tool, validate_arguments(tool, parse_arguments(asked.get("args") or {})))
+            proposed = storable_arguments(
+                tool, validate_arguments(tool, parse_arguments(asked.get("args") or {}, tool))
+            )
         except ArgumentsRefused:
             proposed = None
     if proposed != call.arguments:
