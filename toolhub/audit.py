@@ -65,15 +65,20 @@ def redacted_arguments_text(tool: "Tool | None", raw: str | Mapping[str, Any] | 
 
     For a tool with sensitive parameters, that is their values and those of every name it does not declare
     (a misspelt ``PIN``); text that cannot be parsed is withheld whole, since any part of it might be one.
+    For a name that is no tool (``tool`` ``None``: misspelt, removed), which values were sensitive is unknown,
+    so every value is withheld and the names kept, as for a call of a tool no longer registered.
     """
-    if tool is not None and tool.sensitive:
+    if tool is None or tool.sensitive:
+        whose = "an unknown tool" if tool is None else "a tool with sensitive parameters"
+        if raw is None or raw == "":
+            return ""
         try:
             parsed = json.loads(raw) if isinstance(raw, str) else raw
         except (ValueError, RecursionError):
-            return "(withheld: unparsable arguments of a tool with sensitive parameters)"
+            return f"(withheld: unparsable arguments of {whose})"
         if not isinstance(parsed, Mapping):
-            return "(withheld: arguments of a tool with sensitive parameters)"
-        raw = redact(parsed, tool.withheld(parsed))
+            return f"(withheld: arguments of {whose})"
+        raw = redact(parsed, tool.withheld(parsed) if tool is not None else frozenset(parsed))
     try:
         return raw if isinstance(raw, str) else canonical_json(raw) if raw is not None else ""
     except (RecursionError, ValueError, TypeError):

@@ -34,6 +34,7 @@ from django.core import mail
 from pydantic import AfterValidator
 from rest_framework.test import APIClient
 
+from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, WebhookDelivery
 from approvals.services import approval_approve
 from tests.helpers import RequestCall
@@ -300,3 +301,38 @@ def test_a_nul_in_a_sensitive_mappings_value_has_its_iban_key_quoted_in_the_refu
     assert "payments.[secret] contains a NUL character" in with_nul.error, with_nul.error
     assert text_nul.status == CallStatus.INVALID
     assert IBAN not in text_nul.error and "payments.[secret]" in text_nul.error, text_nul.error
+
+
+def _unlock(door: Annotated[str, Param("The door.")], pin: Annotated[str, Param("The door's PIN.")]) -> str:
+    """Unlock a door."""
+    return "unlocked"
+
+
+def test_a_misspelt_tool_name_keeps_the_pin_in_the_runs_messages_and_the_calls_raw_arguments(
+    alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: the model calls ``probe_a_unlock_door`` for ``probe_a_unlock`` (answered "Unknown tool ... Did
+    you mean: probe_a_unlock?"). ``toolhub/audit.py`` ``redacted_arguments_text`` withholds only for a known
+    tool with sensitive parameters, so for an unknown name the arguments are kept as sent: the PIN is in the
+    run's messages (``agents_app/loop.py`` ``_kept_arguments``; ``GET /api/v1/runs/{id}/`` shows it to the run's
+    readers) and the call's ``raw_arguments``. A tool no longer registered has every value withheld because
+    which were sensitive is unknown (README); a name that matches no tool is the same unknown.
+    Expect: for a name that is no tool, argument values are withheld (as for an unregistered tool), so the PIN
+    is in no message, no API answer and no stored row.
+    """
+    unlock = Tool.from_function(_unlock, name="probe_a_unlock", risk="low", sensitive=("pin",))
+    script = [
+        {"tool_calls": [{"name": "probe_a_unlock_door", "arguments": {"door": "D-7", "pin": PIN}}]},
+        {"content": "done"},
+    ]
+    with registry.temporarily(unlock):
+        agent = agent_create(name="probe-a-doors", provider="scripted", tools=["probe_a_unlock"], script=script)
+        with django_capture_on_commit_callbacks(execute=True):
+            run = run_start(agent=agent, user=alice, input="open D-7, the PIN is on file")
+        run.refresh_from_db()
+        answer = client_of(alice).get(f"/api/v1/runs/{run.id}/").content.decode()
+
+    call = ToolCall.objects.get(run_id=run.id)
+    assert call.status == CallStatus.INVALID and call.error.startswith("Unknown tool 'probe_a_unlock_door'")
+    shown = {"run messages": json.dumps(run.messages), "runs API": answer, "raw arguments": call.raw_arguments}
+    assert [where for where, text in shown.items() if PIN in text] == []
