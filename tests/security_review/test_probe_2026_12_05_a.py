@@ -23,9 +23,11 @@ its answers; a remote server's credential echoed in a result or an error (stored
 fingerprint (a plain SHA-256 of the request) is stored but never shown.
 """
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import pytest
@@ -40,6 +42,7 @@ from approvals.services import approval_approve
 from tests.helpers import RequestCall
 from toolhub import Param, Tool, ToolContext, registry
 from toolhub.models import CallStatus, ToolCall
+from toolhub.tools.presets import Secret
 
 pytestmark = pytest.mark.django_db
 
@@ -336,3 +339,44 @@ def test_a_misspelt_tool_name_keeps_the_pin_in_the_runs_messages_and_the_calls_r
     assert call.status == CallStatus.INVALID and call.error.startswith("Unknown tool 'probe_a_unlock_door'")
     shown = {"run messages": json.dumps(run.messages), "runs API": answer, "raw arguments": call.raw_arguments}
     assert [where for where, text in shown.items() if PIN in text] == []
+
+
+# --- what the tool outputs while it runs ------------------------------------------------------------------------
+
+
+def _charge_in_a_pool(amount: Annotated[int, Param("How much.")], api_key: str) -> str:
+    """Charge, the HTTP client logging its requests from a thread pool (as SDKs that fan out do)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(vendor_log.warning, "POST /v1/charges amount=%s key=%s", amount, api_key).result()
+    return "charged"
+
+
+async def _charge_in_an_executor(amount: Annotated[int, Param("How much.")], api_key: str) -> str:
+    """Charge, a blocking SDK call moved off the event loop with ``run_in_executor`` (it logs its request)."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, vendor_log.warning, "POST /v1/charges amount=%s key=%s", amount, api_key)
+    return "charged"
+
+
+@pytest.mark.parametrize("charge", [_charge_in_a_pool, _charge_in_an_executor], ids=["thread-pool", "executor"])
+def test_a_secret_logged_from_a_thread_the_tool_starts_is_written_in_clear(
+    request_call: RequestCall, alice: User, caplog: pytest.LogCaptureFixture, settings: Any, charge: Any
+) -> None:
+    """Found: the README promises a ``Secret`` preset is scrubbed from "every log line written while the call
+    runs". ``toolhub/tools/secrets.py`` ``SecretScrubber.scope`` finds the active scrubber in a context variable,
+    which a thread the tool starts does not inherit (``ThreadPoolExecutor``; ``loop.run_in_executor``, unlike
+    ``asyncio.to_thread``, copies no context). A request log line written by the tool's HTTP client from such a
+    thread, during the call, carries the API key in clear (the same line on the calling thread reads
+    ``[secret]``).
+    Expect: no log line written while the call runs holds the key, whichever thread writes it (e.g. the record
+    factory scrubs with every scrubber active in the process, not only the current context's).
+    """
+    settings.PROBE_A_VENDOR_KEY = API_KEY
+    tool = Tool.from_function(charge, name="probe_a_charge", risk="low", presets={"api_key": Secret(KEY_SETTING)})
+    caplog.set_level(logging.INFO)
+    with registry.temporarily(tool):
+        call = request_call("probe_a_charge", {"amount": 5}, alice, tenant="acme")
+
+    assert call.status == CallStatus.SUCCEEDED, call.error
+    assert "POST /v1/charges amount=5" in caplog.text
+    assert API_KEY not in caplog.text, "the vendor's request line is logged with the key"

@@ -188,6 +188,43 @@ def test_the_log_scope_follows_a_tool_into_its_time_limit_thread(caplog: pytest.
     assert_no_secret(caplog.text)
 
 
+def test_a_thread_without_the_calls_context_is_scrubbed_only_while_a_scope_is_active(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A thread the tool starts without copying its context (a pool) cannot tell whose call it works for: it is
+    # scrubbed of every active scope's secrets (two calls running at once here), and only while one is active.
+    caplog.set_level(logging.INFO)
+    other = "other-calls-key-9d2f"
+    log = logging.getLogger("tool")
+
+    def in_a_bare_thread(message: str) -> None:
+        thread = threading.Thread(target=log.warning, args=(message,))
+        thread.start()
+        thread.join()
+
+    with SecretScrubber([SECRET]).scope():
+        running_elsewhere = threading.Event()
+        done = threading.Event()
+
+        def another_call() -> None:
+            with SecretScrubber([other]).scope():
+                running_elsewhere.set()
+                done.wait(5)
+
+        elsewhere = threading.Thread(target=another_call)
+        elsewhere.start()
+        running_elsewhere.wait(5)
+        in_a_bare_thread(f"pool: key {SECRET}, {other}")
+        done.set()
+        elsewhere.join()
+        in_a_bare_thread(f"pool again: key {other}")
+    in_a_bare_thread(f"after: key {SECRET}")
+
+    assert "pool: key [secret], [secret]" in caplog.text
+    assert f"pool again: key {other}" in caplog.text  # that call ended: its scope no longer applies
+    assert f"after: key {SECRET}" in caplog.text  # no scope active: nothing is rewritten
+
+
 @tool(sensitive=("password", "pins"))
 def sensitive_echo(username: str, password: str, pins: list[int], fail: bool = False) -> dict:
     """Log in downstream (repeats what it was given, as a careless tool would)."""

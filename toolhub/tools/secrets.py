@@ -12,7 +12,8 @@ where that output enters the pipeline (``toolhub.execution``):
   after scrubbing; a *binary* one holding the secret's bytes is refused (the call fails, nothing is
   stored), because replacing bytes inside a binary format corrupts it and cannot be trusted to remove
   every copy;
-- log records created while the call runs, whatever the logger (the tool's own included): a log record
+- log records created while the call runs, whatever the logger (the tool's own included) and whatever
+  thread (one the tool starts without its context is scrubbed of every running call's secrets): a log record
   factory rewrites their message, and formats their traceback to scrubbed text (dropping the exception
   object, whose frames hold the secret).
 
@@ -186,7 +187,10 @@ class SecretScrubber:
 
     @contextlib.contextmanager
     def scope(self) -> Iterator["SecretScrubber"]:
-        """While the block runs (in this thread or context), every log record created is scrubbed.
+        """While the block runs, every log record created is scrubbed, in this thread or context and beyond.
+
+        A thread with no scrubber of its own (one the tool starts without copying its context: a
+        ``ThreadPoolExecutor``, ``loop.run_in_executor``) scrubs with every scope active in the process.
 
         An exception escaping the block whose traceback would show a secret is replaced by one that
         carries the scrubbed traceback, so whoever logs it (Celery) logs no secret.
@@ -198,6 +202,7 @@ class SecretScrubber:
             return
         _install_record_factory()
         token = _active.set(active)
+        entry = _running.enter(active)
         try:
             yield self
         except Exception as exc:
@@ -209,6 +214,7 @@ class SecretScrubber:
                 ) from None
             raise
         finally:
+            _running.leave(entry)
             _active.reset(token)
 
 
@@ -217,6 +223,40 @@ NO_SECRETS = SecretScrubber(())
 
 _active: contextvars.ContextVar[SecretScrubber | None] = contextvars.ContextVar("toolhub_secrets", default=None)
 _factory_lock = threading.Lock()
+
+
+class _RunningScopes:
+    """The scrubbers of every scope active in the process, for log records created outside any call's context.
+
+    A thread the tool starts does not inherit the context variable, so which call it works for is unknown:
+    its records are scrubbed with the secrets of every call running now. That only ever redacts more (another
+    tenant's secret is replaced, never shown), and is bounded by the calls running at once. The union is built
+    when a scope is entered or left, not per record; records read it without the lock (one reference).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scrubbers: dict[object, SecretScrubber] = {}
+        self.union: SecretScrubber | None = None
+
+    def enter(self, scrubber: SecretScrubber) -> object:
+        entry = object()
+        with self._lock:
+            self._scrubbers[entry] = scrubber
+            self._rebuild()
+        return entry
+
+    def leave(self, entry: object) -> None:
+        with self._lock:
+            self._scrubbers.pop(entry, None)
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        values = (value for scrubber in self._scrubbers.values() for value in scrubber.values)
+        self.union = SecretScrubber(values) if self._scrubbers else None
+
+
+_running = _RunningScopes()
 
 
 def sensitive_values(
@@ -292,7 +332,10 @@ def _install_record_factory() -> None:
 def _scrubbing_factory(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
+        # A call's own context knows its secrets; a thread without one is scrubbed of every running call's.
         scrubber = _active.get()
+        if scrubber is None:
+            scrubber = _running.union
         if scrubber:
             scrubber.log_record(record)
         return record
