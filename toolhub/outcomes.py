@@ -27,7 +27,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.progress import Progress
 from toolhub.tools.results import ToolResult, artifact_content, to_json_value
-from toolhub.tools.secrets import SecretScrubber
+from toolhub.tools.secrets import SecretScrubber, is_text_media_type
 
 __all__ = ["Outcome", "run_outcome"]
 
@@ -171,8 +171,13 @@ def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str 
         return f"The tool's artifact {name!r} is larger than {limit} bytes; it was not stored."
     scrubbed = secrets.artifact(content, media_type)
     if scrubbed is None:
+        what = (
+            "holds a secret value that could not be replaced (an unknown charset, or text not in its declared one)"
+            if is_text_media_type(media_type)
+            else "is binary and contains a secret value"
+        )
         return (
-            f"The tool's artifact {name!r} ({media_type}) is binary and contains a secret value; it was not stored. "
+            f"The tool's artifact {name!r} ({media_type}) {what}; it was not stored. "
             "A tool must never put its secrets in what it returns."
         )
     content = scrubbed

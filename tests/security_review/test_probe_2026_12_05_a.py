@@ -40,8 +40,8 @@ from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, WebhookDelivery
 from approvals.services import approval_approve
 from tests.helpers import RequestCall
-from toolhub import Param, Tool, ToolContext, registry
-from toolhub.models import CallStatus, ToolCall
+from toolhub import Param, Tool, ToolContext, ToolResult, registry
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.tools.presets import Secret
 
 pytestmark = pytest.mark.django_db
@@ -380,3 +380,29 @@ def test_a_secret_logged_from_a_thread_the_tool_starts_is_written_in_clear(
     assert call.status == CallStatus.SUCCEEDED, call.error
     assert "POST /v1/charges amount=5" in caplog.text
     assert API_KEY not in caplog.text, "the vendor's request line is logged with the key"
+
+
+def _export_cards(card: Annotated[str, Param("The card number.")]) -> ToolResult:
+    """Export the customer's cards as Unicode text (UTF-16, as spreadsheet programs write 'Unicode Text')."""
+    text = f"name\tcard\r\nalice\t{card}\r\n"
+    return ToolResult.artifact(text.encode("utf-16"), name="cards.txt", media_type="text/plain; charset=utf-16")
+
+
+def test_a_text_artifact_in_utf16_is_stored_with_the_sensitive_value(request_call: RequestCall, alice: User) -> None:
+    """Found: ``toolhub/tools/secrets.py`` ``SecretScrubber.artifact`` decodes every *text* artifact as UTF-8,
+    whatever its ``charset``; a ``text/plain; charset=utf-16`` artifact holds the value as UTF-16 code units,
+    which no text form matches, so it is stored (and downloadable) unchanged. A *binary* artifact holding the
+    same UTF-16 bytes is refused (``holds_secret`` knows UTF-16): the text path knows less than the binary one.
+    Expect: the stored artifact holds no copy of the value (scrubbed in its declared charset, or refused as a
+    binary one holding it would be).
+    """
+    export = Tool.from_function(_export_cards, name="probe_a_export", risk="low", sensitive=("card",))
+    with registry.temporarily(export):
+        call = request_call("probe_a_export", {"card": CARD}, alice, tenant="acme")
+
+    stored = ToolCallArtifact.objects.filter(call=call).first()
+    if stored is None:
+        assert call.status == CallStatus.FAILED  # refused, like a binary artifact holding it: nothing stored
+        return
+    content = bytes(stored.content)
+    assert CARD.encode("utf-16-le") not in content, "the card number is stored in the artifact (UTF-16)"

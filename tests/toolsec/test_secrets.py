@@ -15,7 +15,7 @@ from tests.helpers import RequestCall
 from tests.toolsec.conftest import StartRun
 from tests.toolsec.leakapp.tools import SECRET_ENV, leaky
 from tests.toolsec.leaks import SECRET, assert_no_secret, traces_of
-from toolhub import registry, tool
+from toolhub import ToolResult, registry, tool
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.tools.secrets import SecretScrubber, sensitive_values
@@ -116,6 +116,64 @@ def test_a_binary_artifact_holding_the_secret_is_refused(
     # binary content without the secret is stored byte for byte
     assert clean.status == CallStatus.SUCCEEDED
     assert bytes(ToolCallArtifact.objects.get(call=clean).content) == b"\x89PNG\r\n\x1a\n\x00\xff\x00"
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "utf-16-be", "latin-1", "cp1252", '"UTF-16"'])
+def test_a_text_artifact_is_scrubbed_in_its_declared_charset(charset: str) -> None:
+    codec = charset.strip('"')
+    text = f"name\tkey\r\nalice\t{SECRET}\r\n"
+    scrubbed = SecretScrubber([SECRET]).artifact(text.encode(codec), f"text/plain; charset={charset}")
+
+    assert scrubbed is not None
+    assert scrubbed.decode(codec) == "name\tkey\r\nalice\t[secret]\r\n"
+
+
+@pytest.mark.parametrize(
+    ("media_type", "content"),
+    [
+        ("text/plain; charset=utf-8", f"key {SECRET}".encode("utf-16")),  # declared UTF-8, written as UTF-16
+        ("text/csv", f"key,{SECRET}".encode("utf-16-le")),  # no charset: read as UTF-8, holds UTF-16
+        ("text/plain; charset=latin-1", f"key {SECRET}".encode("utf-16-be")),
+        ("text/plain; charset=x-no-such-charset", f"key {SECRET}".encode()),  # cannot be read: checked as bytes
+        ("text/plain; charset=utf-16", f"key {SECRET}".encode() + b"\x00"),  # odd length: not UTF-16 at all
+    ],
+    ids=["utf16-declared-utf8", "utf16le-no-charset", "utf16be-declared-latin1", "unknown-charset", "not-utf16"],
+)
+def test_a_text_artifact_holding_the_secret_in_another_encoding_than_declared_is_refused(
+    media_type: str, content: bytes
+) -> None:
+    assert SecretScrubber([SECRET]).artifact(content, media_type) is None
+
+
+@tool(sensitive=("card",))
+def mislabelled_export(card: str) -> ToolResult:
+    """Export a card as UTF-16 text declared UTF-8 (a mislabelled 'Unicode Text' file)."""
+    return ToolResult.artifact(f"card\t{card}".encode("utf-16"), name="cards.txt", media_type="text/plain")
+
+
+def test_a_call_whose_text_artifact_holds_a_sensitive_value_in_another_encoding_fails_with_nothing_stored(
+    request_call: RequestCall,
+) -> None:
+    with registry.temporarily(mislabelled_export):
+        call = request_call("mislabelled_export", {"card": "4111111111111111"})
+
+    assert call.status == CallStatus.FAILED
+    assert call.error.startswith(
+        "The tool's artifact 'cards.txt' (text/plain) holds a secret value that could not be replaced"
+    ), call.error
+    assert not ToolCallArtifact.objects.filter(call=call).exists()
+
+
+def test_a_text_artifact_in_an_unknown_charset_without_the_secret_is_kept_as_it_is() -> None:
+    content = "no secret here".encode("utf-16")
+    assert SecretScrubber([SECRET]).artifact(content, "text/plain; charset=x-no-such-charset") == content
+
+
+def test_a_secret_that_is_part_of_the_marker_does_not_refuse_the_scrubbed_text() -> None:
+    # "secret" is inside "[secret]": what replaced it must not count as what is left of it
+    assert SecretScrubber(["secret"]).artifact(b"the secret", "text/plain") == b"the [secret]"
+    scrubbed = SecretScrubber(["secret"]).artifact("the secret".encode("utf-16"), "text/plain; charset=utf-16")
+    assert scrubbed is not None and scrubbed.decode("utf-16") == "the [secret]"
 
 
 def test_a_result_that_cannot_be_serialized(request_call: RequestCall, caplog: pytest.LogCaptureFixture) -> None:

@@ -8,10 +8,11 @@ where that output enters the pipeline (``toolhub.execution``):
 - the result, nested values and dictionary keys included, ``ToolResult.text`` and ``ToolResult.error``;
 - an exception: the model's message and the traceback kept for auditors;
 - progress messages;
-- artifacts: a *text* artifact (a textual media type, e.g. ``text/*`` or JSON) is scrubbed and hashed
-  after scrubbing; a *binary* one holding the secret's bytes is refused (the call fails, nothing is
-  stored), because replacing bytes inside a binary format corrupts it and cannot be trusted to remove
-  every copy;
+- artifacts: a *text* artifact (a textual media type, e.g. ``text/*`` or JSON) is scrubbed in its declared
+  ``charset`` (UTF-8 by default) and hashed after scrubbing; a *binary* one holding the secret's bytes is
+  refused (the call fails, nothing is stored), because replacing bytes inside a binary format corrupts it
+  and cannot be trusted to remove every copy, and so is a text one that still holds them (an unknown
+  charset, or the secret in another encoding than the declared one);
 - log records created while the call runs, whatever the logger (the tool's own included) and whatever
   thread (one the tool starts without its context is scrubbed of every running call's secrets): a log record
   factory rewrites their message, and formats their traceback to scrubbed text (dropping the exception
@@ -27,6 +28,7 @@ short string would be), so secrets must be at least that long.
 """
 
 import base64
+import codecs
 import contextlib
 import contextvars
 import json
@@ -159,14 +161,41 @@ class SecretScrubber:
         return any(raw in content for raw in self._raw)
 
     def artifact(self, content: bytes, media_type: str) -> bytes | None:
-        """Text content with its secrets replaced; ``None`` for binary content that holds a secret."""
+        """Text content with its secrets replaced; ``None`` for content that still holds one.
+
+        Text is read in its declared ``charset`` (UTF-8 when none is declared: ``text/plain; charset=utf-16``
+        holds the value as UTF-16 code units, which no UTF-8 form matches). What is left is checked as binary
+        content is: text whose charset is unknown, that does not decode in it, or that holds the secret in
+        another encoding than the one it declares is refused rather than stored with it.
+        """
         if not self._forms:
             return content
-        if is_text_media_type(media_type):
+        if not is_text_media_type(media_type):
+            return None if self.holds_secret(content) else content
+        scrubbed, marker = self._scrubbed_text(content, _charset(media_type))
+        # What is left once the markers are set aside must hold no secret (a secret may be part of the marker).
+        return None if self.holds_secret(scrubbed.replace(marker, b"")) else scrubbed
+
+    def _scrubbed_text(self, content: bytes, charset: str) -> tuple[bytes, bytes]:
+        """``content`` decoded in ``charset``, scrubbed and encoded back, and the marker as encoded there.
+
+        Unchanged when that cannot be done (an unknown charset, bytes that are not in it).
+        """
+        try:
+            codec = codecs.lookup(charset).name
+        except LookupError:
+            return content, SECRET_MARKER.encode()
+        if codec in ("utf-8", "ascii"):
             # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
-            text = content.decode("utf-8", "surrogateescape")
-            return self.text(text).encode("utf-8", "surrogateescape")
-        return None if self.holds_secret(content) else content
+            text = self.text(content.decode("utf-8", "surrogateescape"))
+            return text.encode("utf-8", "surrogateescape"), SECRET_MARKER.encode()
+        try:
+            marker = SECRET_MARKER.encode(codec)
+            # The marker encoded alone carries the codec's byte order mark, if it writes one; within text it has none.
+            bom = "".encode(codec)
+            return self.text(content.decode(codec)).encode(codec), marker.removeprefix(bom)
+        except (UnicodeError, ValueError):
+            return content, SECRET_MARKER.encode()
 
     def log_record(self, record: logging.LogRecord) -> None:
         """Rewrite a log record in place: its message, traceback and stack without the secrets."""
@@ -301,6 +330,15 @@ def sensitive_values(
         if name in arguments:
             collect(arguments[name])
     return found
+
+
+def _charset(media_type: str) -> str:
+    """The ``charset`` parameter of a media type (``text/plain; charset="utf-16"``), UTF-8 when it has none."""
+    for parameter in media_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"'):
+            return value.strip().strip('"')
+    return "utf-8"
 
 
 def _text_forms(value: str) -> set[str]:
