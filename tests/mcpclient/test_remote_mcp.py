@@ -4,6 +4,7 @@ Calls run eagerly in this process (the worker's code path): the handler talks to
 streamable HTTP, so what the server received is what toolhub sent.
 """
 
+import logging
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from approvals.services import approval_approve
 from tests.helpers import RequestCall, assert_audit_intact, audit_text, event_types
 from tests.mcpclient.fake_server import FakeCrm
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
-from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
+from toolhub.mcp_client.remote import RemoteServerError, remote_tools
+from toolhub.mcp_client.services import CredentialHeaders, remote_server_sync, remote_tool_accept
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolGroup
 from toolhub.tools.registry import registry
 
@@ -204,6 +206,22 @@ def test_an_unreachable_server_fails_the_call_with_a_clear_message(
 
     assert call.status == "failed"
     assert "could not be reached" in call.error or "failed" in call.error
+
+
+def test_an_unreachable_servers_log_line_names_its_url_without_its_secret_parts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The server log names the URL on purpose (the error does not), with its keys replaced as anywhere else.
+    key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    url = f"http://127.0.0.1:9/k/{key}/mcp?api_key=qk-7d1e9c0b&format=json"
+    headers = CredentialHeaders({"Authorization": "Bearer tok-acme-3f9e1b"}, secrets=("tok-acme-3f9e1b",))
+    caplog.set_level(logging.INFO)
+
+    with pytest.raises(RemoteServerError, match="could not be reached|failed"):
+        remote_tools(url, name="crm", headers=headers, timeout=5)
+
+    assert "MCP server 'crm' at http://127.0.0.1:9/k/[secret]/mcp?api_key=[secret]&format=json" in caplog.text
+    assert key not in caplog.text and "qk-7d1e9c0b" not in caplog.text
 
 
 def test_a_token_echoed_by_the_server_is_never_stored(

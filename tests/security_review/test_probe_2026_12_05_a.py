@@ -26,13 +26,16 @@ fingerprint (a plain SHA-256 of the request) is stored but never shown.
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
+import mcp_types as types
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
+from mcp.server import Server
+from mcp.shared.exceptions import MCPError
 from pydantic import AfterValidator
 from rest_framework.test import APIClient
 
@@ -40,8 +43,11 @@ from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, WebhookDelivery
 from approvals.services import approval_approve
 from tests.helpers import RequestCall
+from tests.mcpclient.fake_server import FakeCrm, serving
 from toolhub import Param, Tool, ToolContext, ToolResult, registry
-from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
+from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
+from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
+from toolhub.models import CallStatus, Tenant, ToolCall, ToolCallArtifact
 from toolhub.tools.presets import Secret
 
 pytestmark = pytest.mark.django_db
@@ -406,3 +412,67 @@ def test_a_text_artifact_in_utf16_is_stored_with_the_sensitive_value(request_cal
         return
     content = bytes(stored.content)
     assert CARD.encode("utf-16-le") not in content, "the card number is stored in the artifact (UTF-16)"
+
+
+# --- a remote MCP server's credential ---------------------------------------------------------------------------
+
+REMOTE_TOKEN = "tok-acme-probe-a-7f3e9a1b2c4d"
+
+
+class _CredentialEchoingCrm(FakeCrm):
+    """Refuses every call with an error that repeats the caller's ``Authorization`` header (an auth layer's
+    "credential ... may not read ...")."""
+
+    def server(self) -> Server[Any]:
+        fake = self
+
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            return types.ListToolsResult.model_validate(
+                {
+                    "tools": [
+                        {
+                            "name": "lookup_customer",
+                            "description": fake.description,
+                            "inputSchema": {"type": "object", "properties": {"customer_id": {"type": "string"}}},
+                        }
+                    ]
+                }
+            )
+
+        async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+            raise MCPError(-32001, f"credential {ctx.request.headers.get('authorization')} may not read customers")
+
+        return Server("probe-a-crm", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+@pytest.fixture
+def echoing_crm(tenant: Tenant, operator: User, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with serving(_CredentialEchoingCrm()) as url:
+        monkeypatch.setenv("PROBE_A_CRM_TOKEN", REMOTE_TOKEN)
+        server = RemoteMcpServer.objects.create(name="crm", url=url, risk="low")
+        RemoteMcpCredential.objects.create(server=server, tenant="acme", credential_env="PROBE_A_CRM_TOKEN")
+        remote_server_sync(server=server, actor="operator:platform")
+        row = RemoteMcpTool.objects.get(tool_name="crm__lookup_customer")
+        remote_tool_accept(row=row, actor="operator:platform", user=operator)
+        yield url
+
+
+def test_a_remote_servers_error_echoing_the_tenants_credential_is_logged_in_clear(
+    echoing_crm: str, alice: User, request_call: RequestCall, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: the call's stored error reads ``Bearer [secret]`` (``provider._call_remote`` scrubs with
+    ``credential_scrubber``), but ``toolhub/mcp_client/remote.py`` ``_run`` first writes ``logger.warning("MCP
+    server %r at %s failed: %r", name, url, first)`` with the server's error as it came, and the call's log
+    scope (``SecretScrubber.for_call``: presets and sensitive arguments) does not know the credential: the
+    tenant's token is in the worker's log at WARNING, the default level. The README sends "the URL and the
+    detail" of a remote failure to the server log on purpose; the credential itself is the remote tool's secret,
+    which for a ``Secret`` preset no log line written while the call runs may hold.
+    Expect: no log line holds the token (the detail logged after ``credential_scrubber``, or the credential
+    added to the call's log scope while the remote call runs).
+    """
+    caplog.set_level(logging.INFO)
+    call = request_call("crm__lookup_customer", {"customer_id": "c-1"}, alice, tenant="acme")
+
+    assert call.status == CallStatus.FAILED and REMOTE_TOKEN not in call.error  # stored scrubbed
+    assert "may not read customers" in caplog.text
+    assert REMOTE_TOKEN not in caplog.text, "the tenant's credential is in the log"

@@ -6,6 +6,7 @@ restarts, or a server that is down at startup, changes nothing until the next us
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,15 +112,28 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
     except TimeoutError:
         raise RemoteServerError(f"{server} did not answer within {timeout:g} s.") from None
     except (httpx2.HTTPError, OSError) as exc:
-        logger.warning("MCP server %r at %s could not be reached: %r", name, url, exc)
+        with _log_scope(headers, url):
+            logger.warning("MCP server %r at %s could not be reached: %r", name, url, exc)
         raise RemoteServerError(f"{server} could not be reached: {type(exc).__name__}.") from None
     except ExceptionGroup as group:
         first = _innermost(group)
-        logger.warning("MCP server %r at %s failed: %r", name, url, first)
+        with _log_scope(headers, url):
+            logger.warning("MCP server %r at %s failed: %r", name, url, first)
         # What the server said, with its address taken out wherever a library quoted it; not cut here:
         # whoever shows it scrubs the credential first (a cut credential is not recognisable).
         said = storable_text(str(first).replace(url, f"<{name}>").replace(url.split("?", 1)[0], f"<{name}>"))
         raise RemoteServerError(f"{server} failed: {type(first).__name__}: {said}") from None
+
+
+def _log_scope(headers: Mapping[str, str], url: str) -> AbstractContextManager[Any]:
+    """Log lines written in it hold neither the credential nor the URL's secret parts (the URL itself stays).
+
+    A server's error may repeat what it was sent (an auth layer's "credential Bearer <token> may not read
+    ..."), and no call's log scope knows the credential: the tool's presets do not hold it.
+    """
+    from toolhub.mcp_client.services import credential_scrubber  # services calls this module
+
+    return credential_scrubber(headers, url, whole_url=False).scope()
 
 
 def _innermost(error: BaseException) -> BaseException:

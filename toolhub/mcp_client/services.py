@@ -75,7 +75,7 @@ def credential_headers(server: RemoteMcpServer, tenant: str | None) -> Credentia
     )
 
 
-def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScrubber:
+def credential_scrubber(headers: Mapping[str, str], url: str = "", *, whole_url: bool = True) -> SecretScrubber:
     """Replaces the credential in ``headers`` (and its encodings) wherever a server echoes it back.
 
     The credential is the value the headers were built from (``CredentialHeaders.secrets``), whatever scheme
@@ -84,6 +84,7 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScru
     And the secret parts of the server's ``url`` (platform configuration; hosted servers often carry a key
     in it): the URL itself, its user name and password, and every query value but those of a few names
     that never carry one (``?format=json``), and every path segment that looks like a key (``/k/<key>/mcp``).
+    ``whole_url=False`` keeps the URL itself, its secret parts replaced: the server log names it on purpose.
     Apply it before any cut: a credential cut in the middle is no longer recognisable.
     """
     values = list(headers.secrets if isinstance(headers, CredentialHeaders) else headers.values())
@@ -91,7 +92,7 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "") -> SecretScru
         parts = urlsplit(url)
         query = (value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES)
         keys = (unquote(segment) for segment in parts.path.split("/") if _KEY_LIKE.fullmatch(unquote(segment)))
-        values += [url, *query, *keys, parts.username or "", parts.password or ""]
+        values += [*([url] if whole_url else []), *query, *keys, parts.username or "", parts.password or ""]
     return SecretScrubber([value for value in values if value])
 
 
