@@ -61,7 +61,9 @@ class _ChargedToRun:
     """An inner model whose turns are its run's: counted in the run's usage and against the budget it was given.
 
     Its tool calls are the run's too (``budgets.BUDGETED_KINDS``): a turn asking for more than the run has left
-    of the calls its parent gave it is refused whole before any of them runs, as the run's own turns are.
+    of the calls its parent gave it is refused whole before any of them runs, as the run's own turns are. A turn
+    let through is charged at once (``AgentRun.inner_calls_charged``, one conditional UPDATE), so the inner
+    models of two agentic tools of one turn, on two workers, never both take the same remainder.
     """
 
     adapter: Any
@@ -80,15 +82,22 @@ class _ChargedToRun:
         return turn
 
     def _refuse_beyond_calls(self, asked: int) -> None:
-        run = AgentRun.objects.filter(id=self.run_id).only("limits").first()
+        run = AgentRun.objects.filter(id=self.run_id).only("limits", "inner_calls_charged").first()
         limit = budget_of(run, "max_tool_calls") if run is not None else None
         if run is None or limit is None:
             return
-        before = calls_used(run.id)[1] + spending_below(run.id).calls
-        if before + asked > limit:
+        turns, budgeted = calls_used(run)
+        # What the inner calls may take in all: the budget less the turns' calls, the children's and any inner
+        # call made without a charge.
+        uncharged = budgeted - turns - run.inner_calls_charged
+        room = limit - turns - uncharged - spending_below(run.id).calls
+        charged = AgentRun.objects.filter(id=run.id, inner_calls_charged__lte=room - asked).update(
+            inner_calls_charged=F("inner_calls_charged") + asked
+        )
+        if not charged:
             raise ModelError(
-                f"the model asked for {asked} more tool call(s) after {before}, beyond the run's budget of {limit} "
-                "(given by its parent run); none of them was run"
+                f"the model asked for {asked} more tool call(s), beyond what is left of the run's budget of "
+                f"{limit} (given by its parent run); none of them was run"
             )
 
     def _refuse_when_spent(self) -> None:

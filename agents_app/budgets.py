@@ -4,7 +4,8 @@ A child run is given a budget (``AgentRun.limits``) carved out of its parent's w
 going, its whole budget counts as spent by its parent, whatever it has used yet: children started together
 cannot each spend the same remainder, and a child's own children spend from the child's budget, never
 beside it. Once it ended, what its subtree actually used counts. A tool call is any the run executes: its
-turns' calls and its agentic tools' inner calls alike.
+turns' calls and its agentic tools' inner calls alike. Inner calls count as charged when their inner model
+asked for them (``AgentRun.inner_calls_charged``, by ``agents_app.agentic``) or as their rows, whichever is more.
 """
 
 import uuid
@@ -46,18 +47,17 @@ def budget_of(run: AgentRun | dict[str, Any], what: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def calls_used(run_id: uuid.UUID) -> tuple[int, int]:
+def calls_used(run: AgentRun) -> tuple[int, int]:
     """The run's own calls, in one query: its turns' (its agent's limit counts these), and all it budgets."""
-    counted = ToolCall.objects.filter(run_id=run_id, kind__in=BUDGETED_KINDS).aggregate(
-        turns=Count("id", filter=Q(kind=CallKind.CALL)), budgeted=Count("id")
+    counted = ToolCall.objects.filter(run_id=run.id, kind__in=BUDGETED_KINDS).aggregate(
+        turns=Count("id", filter=Q(kind=CallKind.CALL)), inner=Count("id", filter=Q(kind=CallKind.INNER))
     )
-    return counted["turns"], counted["budgeted"]
+    return counted["turns"], counted["turns"] + max(counted["inner"], run.inner_calls_charged)
 
 
 def spending_of(run: AgentRun) -> Spending:
     """The run's own calls and tokens, plus what its children hold or used (``spending_below``)."""
-    own_calls = ToolCall.objects.filter(run_id=run.id, kind__in=BUDGETED_KINDS).count()
-    return Spending(own_calls, run.prompt_tokens + run.completion_tokens) + spending_below(run.id)
+    return Spending(calls_used(run)[1], run.prompt_tokens + run.completion_tokens) + spending_below(run.id)
 
 
 def spending_below(run_id: uuid.UUID) -> Spending:
@@ -71,7 +71,7 @@ def spending_below(run_id: uuid.UUID) -> Spending:
     for _ in range(_MAX_LEVELS):
         rows = list(
             AgentRun.objects.filter(parent_run_id__in=frontier).values(
-                "id", "parent_run_id", "status", "limits", "prompt_tokens", "completion_tokens"
+                "id", "parent_run_id", "status", "limits", "prompt_tokens", "completion_tokens", "inner_calls_charged"
             )
         )
         if not rows:
@@ -82,16 +82,18 @@ def spending_below(run_id: uuid.UUID) -> Spending:
         frontier = [row["id"] for row in rows]
     if not nodes:
         return Spending()
-    calls = dict(
-        ToolCall.objects.filter(run_id__in=list(nodes), kind__in=BUDGETED_KINDS)
+    calls = {
+        run_id: (turns, inner)
+        for run_id, turns, inner in ToolCall.objects.filter(run_id__in=list(nodes), kind__in=BUDGETED_KINDS)
         .values("run_id")
-        .annotate(n=Count("id"))
-        .values_list("run_id", "n")
-    )
+        .annotate(turns=Count("id", filter=Q(kind=CallKind.CALL)), inner=Count("id", filter=Q(kind=CallKind.INNER)))
+        .values_list("run_id", "turns", "inner")
+    }
 
     def used(node_id: uuid.UUID) -> Spending:
         row = nodes[node_id]
-        own = Spending(calls.get(node_id, 0), row["prompt_tokens"] + row["completion_tokens"])
+        turns, inner = calls.get(node_id, (0, 0))
+        own = Spending(turns + max(inner, row["inner_calls_charged"]), row["prompt_tokens"] + row["completion_tokens"])
         return own + held_below(node_id)
 
     def held_below(node_id: uuid.UUID) -> Spending:

@@ -431,7 +431,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
         )
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
         return
-    used, budgeted = calls_used(run.id)
+    used, budgeted = calls_used(run)
     given = budget_of(run, "max_tool_calls")
     for whose, limit, before in (
         ("its parent run's", given, budgeted + held.calls),

@@ -288,6 +288,11 @@ class AgentRun(models.Model):
         blank=True,
         help_text="Budget given by the parent: max_tool_calls and max_tokens (empty: the agent's own limits).",
     )
+    inner_calls_charged = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Tool calls its agentic tools' inner models were let make against a budget its parent gave.",
+    )
     updates = models.JSONField(
         default=list,
         blank=True,

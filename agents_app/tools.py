@@ -153,7 +153,7 @@ def run_status(ctx: ToolContext) -> dict[str, Any]:
 def run_budget(ctx: ToolContext) -> dict[str, Any]:
     """What this run may still spend: tool calls and tokens, used and left."""
     run = _current_run(ctx)
-    own_calls, budgeted = calls_used(run.id)
+    own_calls, budgeted = calls_used(run)
     # What its children hold or used counts against a budget its parent gave it (``agents_app.budgets``), and so
     # do its agentic tools' inner calls.
     held = spending_below(run.id) if run.limits else Spending()

@@ -128,19 +128,22 @@ def _refused(tool: Tool, arguments: Mapping[str, Any], message: str) -> Argument
 def _parameter_of_validator(tool: Tool, exc: BaseException) -> str | None:
     """The parameter whose own validator raised ``exc`` (one of its traceback's frames runs it), if one can be told.
 
-    Its ``Annotated`` validators (``AfterValidator(fn)``...) and the model's ``@field_validator``s naming it.
+    Its ``Annotated`` validators (``AfterValidator(fn)``...) and the model's ``@field_validator``s naming it. A
+    validator several parameters share (an ``IBAN`` alias for source and target) names none: which one failed
+    is not in the traceback, and blaming the wrong one would send the model to fix the wrong value.
     """
     if not tool.inputs.has_model:
         return None
     model = tool.input_model
     ran = {frame.f_code for frame, _ in traceback.walk_tb(exc.__traceback__)}
     decorated = model.__pydantic_decorators__.field_validators.values()
+    blamed = []
     for name, field in model.model_fields.items():
         validators = [getattr(item, "func", None) for item in field.metadata]
         validators += [decorator.func for decorator in decorated if name in decorator.info.fields]
         if any(_code_of(validator) in ran for validator in validators):
-            return field.alias or name
-    return None
+            blamed.append(field.alias or name)
+    return blamed[0] if len(blamed) == 1 else None
 
 
 def _code_of(function: Any) -> Any:

@@ -73,8 +73,8 @@ def approval_verdict(
 ) -> ApprovalVerdict | None:
     """Apply the documented precedence; ``None`` means the call may run without approval.
 
-    A code rule that raises holds the call for a person (``RULE_FAILED_REASON``), its failure logged without
-    the withheld values; ``subject`` names the call in that log line.
+    A code rule or a rule source that raises holds the call for a person (``RULE_FAILED_REASON``), its failure
+    logged without the withheld values; ``subject`` names the call in that log line.
     """
     risk = effective_risk(tool, definition)
     minimum = 2 if risk == Risk.CRITICAL else 1
@@ -88,11 +88,7 @@ def approval_verdict(
         try:
             outcome = rule(arguments, ctx)
         except Exception:  # noqa: BLE001 - a developer's rule failing holds the call for a person, nothing runs
-            # Here no call's scrubber is active yet: its failure quotes the value it failed on (``int('4821-7730')``).
-            with scrubber.scope():
-                logger.exception(
-                    "The approval rule of %s failed on %s; it is held for an operator.", tool.name, subject
-                )
+            _log_rule_failure(scrubber, tool, subject)
             return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, required_approvals=minimum)
         if outcome:
             reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
@@ -100,12 +96,25 @@ def approval_verdict(
             # stored, audited, mailed and sent to webhooks.
             return ApprovalVerdict(scrubber.text(reason), "code", risk, required_approvals=minimum)
     for source in _rule_sources:
-        verdict = source(tool, risk, arguments, principal)
+        try:
+            verdict = source(tool, risk, arguments, principal)
+        except Exception:  # noqa: BLE001 - a rule source failing holds the call for a person, as a code rule's does
+            _log_rule_failure(SecretScrubber.for_arguments(tool, arguments), tool, subject)
+            return ApprovalVerdict(RULE_FAILED_REASON, "rule", risk, required_approvals=minimum)
         if verdict is not None:
             return verdict
     if rule is not False and Risk(risk).needs_approval:
         return ApprovalVerdict(f"risk is {risk}", "risk", risk, required_approvals=minimum)
     return None
+
+
+def _log_rule_failure(scrubber: SecretScrubber, tool: Tool, subject: str) -> None:
+    """Log the failure being handled without the call's withheld values, which it may quote (``int('4821-7730')``).
+
+    No call's scrubber is active while policy decides (the web process, the worker re-judging an edit).
+    """
+    with scrubber.scope():
+        logger.exception("The approval rules of %s failed on %s; it is held for an operator.", tool.name, subject)
 
 
 def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str, Any]) -> ApprovalVerdict | None:

@@ -190,23 +190,37 @@ class SecretScrubber:
             text = self.text(content.decode("utf-8", "surrogateescape"))
             return text.encode("utf-8", "surrogateescape"), SECRET_MARKER.encode()
         try:
-            marker = SECRET_MARKER.encode(codec)
             # The marker encoded alone carries the codec's byte order mark, if it writes one; within text it has none.
-            bom = "".encode(codec)
-            return self.text(content.decode(codec)).encode(codec), marker.removeprefix(bom)
+            marker = SECRET_MARKER.encode(codec).removeprefix("".encode(codec))
+            decoded = content.decode(codec)
+            scrubbed = self.text(decoded)
+            # Encoding again may change the bytes of text that had nothing to scrub (a BOM-less big-endian UTF-16
+            # read as little-endian, then written with a BOM): such text is kept byte for byte.
+            return (content if scrubbed == decoded else scrubbed.encode(codec)), marker
         except (UnicodeError, ValueError):
             return content, SECRET_MARKER.encode()
 
-    def log_record(self, record: logging.LogRecord) -> None:
-        """Rewrite a log record in place: its message, traceback and stack without the secrets."""
+    def log_record(self, record: logging.LogRecord, *, only_when_found: bool = False) -> None:
+        """Rewrite a log record in place: its message, traceback and stack without the secrets.
+
+        ``only_when_found``: leave a record that shows none of them as it is (its arguments and exception kept
+        for handlers): for a thread that may work for no call at all (``_RunningScopes``).
+        """
         try:
             message = record.getMessage()
         except Exception:  # noqa: BLE001 - a bad format string must not hide what it carried
             message = f"{record.msg!r} % {record.args!r}"
+        formatted = None
+        if record.exc_info and record.exc_info[0] is not None:
+            formatted = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+        if only_when_found and not any(
+            self.text(text) != text for text in (message, formatted, record.exc_text, record.stack_info) if text
+        ):
+            return
         record.msg, record.args = self.text(message), ()
         if record.exc_info:
-            if record.exc_info[0] is not None:
-                record.exc_text = self.text("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+            if formatted is not None:
+                record.exc_text = self.text(formatted)
             # The exception object (and its frames' local variables) would reach handlers that read exc_info.
             record.exc_info = None
         elif record.exc_text:
@@ -370,12 +384,13 @@ def _install_record_factory() -> None:
 def _scrubbing_factory(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
     def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = previous(*args, **kwargs)
-        # A call's own context knows its secrets; a thread without one is scrubbed of every running call's.
+        # A call's own context knows its secrets; a thread without one is scrubbed of every running call's, its
+        # record left whole when it shows none (it may work for no call at all).
         scrubber = _active.get()
-        if scrubber is None:
-            scrubber = _running.union
         if scrubber:
             scrubber.log_record(record)
+        elif _running.union:
+            _running.union.log_record(record, only_when_found=True)
         return record
 
     factory._toolhub_scrubs_secrets = True  # type: ignore[attr-defined]
