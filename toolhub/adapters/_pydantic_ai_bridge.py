@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.direct import (
     WAITING_STATUSES,
@@ -44,8 +45,6 @@ __all__ = [
 CHANNEL = "pydantic-ai"
 #: The audit events of an operator's decision on a call; their actor is who answered.
 DECISION_EVENTS = ("approval.approve", "approval.edit", "approval.reject")
-#: A call in one of these never ran and never will: the framework is told it was denied.
-NOT_RUN_STATUSES = frozenset({CallStatus.REJECTED, CallStatus.EXPIRED, CallStatus.DENIED, CallStatus.INVALID})
 
 
 class BridgeError(Exception):
@@ -73,6 +72,11 @@ class CallState:
     @property
     def settled(self) -> bool:
         return self.status not in WAITING_STATUSES
+
+    @property
+    def released(self) -> bool:
+        """Released to run (by an operator's approval, or by policy): only such a call is answered as approved."""
+        return self.status in RELEASED_STATUSES
 
 
 def granted_tools(principal: CallPrincipal, only: frozenset[str] | None = None) -> list[Tool]:

@@ -33,6 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command, Interrupt
 
+from toolhub.adapters._common import NOT_RUN_STATUSES, pause_decision
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.authorization import CallPrincipal, tool_definitions
 from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
@@ -54,8 +55,6 @@ __all__ = [
 _CALL_NAMESPACE = uuid.UUID("9b0b6c57-3f5e-4d8e-9a57-6c1f0d6a2b41")
 #: The decisions toolhub can carry back: an operator approves, edits (then approves) or rejects.
 _DECISIONS: list[Any] = ["approve", "edit", "reject"]
-#: Statuses in which the operator said no (or policy did); the model is told why, nothing ran.
-_REFUSED = frozenset({CallStatus.REJECTED, CallStatus.DENIED, CallStatus.INVALID, CallStatus.EXPIRED})
 
 
 T = TypeVar("T")
@@ -171,7 +170,7 @@ class LangGraphToolhub:
                 call = self._request(name, arguments, call_id, runtime.config).call
         except ToolhubError as refused:
             return f"Error: {refused}"
-        if call.status not in _REFUSED and not self._same_arguments(call, arguments):
+        if call.status not in NOT_RUN_STATUSES and not self._same_arguments(call, arguments):
             # The graph runs other arguments than the ones toolhub ran or released: never run them silently.
             return (
                 f"Error: these arguments are not the ones approved for call {call.id}; the call was not run "
@@ -304,9 +303,13 @@ class LangGraphToolhub:
 
 
 def _decision(call: ToolCall, asked: Mapping[str, Any]) -> dict[str, Any]:
-    """The HITL decision of a decided call: reject with the reason, edit to the released arguments, or approve."""
-    if call.status in _REFUSED:
-        return {"type": "reject", "message": call.error or f"The call was {call.status}."}
+    """The HITL decision of a decided call: reject with the reason, edit to the released arguments, or approve.
+
+    A call that never ran (withdrawn by its requester too: ``pause_decision``) is rejected, never approved.
+    """
+    decided = pause_decision(call)
+    if decided is None or not decided.approve:
+        return {"type": "reject", "message": decided.message if decided else f"Call {call.id} still waits."}
     tool = registry.get(call.tool_name)
     proposed = None
     if tool is not None:

@@ -33,7 +33,6 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
 from toolhub.adapters._pydantic_ai_bridge import (
-    NOT_RUN_STATUSES,
     BridgeError,
     CallState,
     call_state,
@@ -260,7 +259,8 @@ def operator_decisions(
             continue
         if state.answered_by:
             results.answered_by[approval.tool_call_id] = state.answered_by
-        if state.status in NOT_RUN_STATUSES:
+        if not state.released:
+            # Never run: rejected, expired, refused, or withdrawn by its requester (no operator approved it).
             results.approvals[approval.tool_call_id] = ToolDenied(state.model_text)
             continue
         edited = state.arguments if state.arguments != approval.arguments else None

@@ -152,6 +152,27 @@ def test_a_rejection_reaches_the_model_as_the_operators_comment(
     assert SideEffect.objects.count() == 0
 
 
+def test_a_withdrawn_call_is_rejected_in_the_sdk_with_its_reason(
+    fake: FakeModel, alice: User, alice_client: APIClient
+) -> None:
+    """Withdrawn by its requester is no approval (no operator decided): the SDK rejects it, the model reads why."""
+    fake.queue(tool_call("risky_effect", {"note": "wire money"}), completion(content="Understood."))
+    agent = agent_for(fake, alice, "risky_effect")
+    outcome = run(run_governed(agent, "do it", user=alice, run_config=NO_TRACING))
+    assert outcome.paused is not None
+    call = ToolCall.objects.get()
+    cancelled = alice_client.post(f"/api/v1/calls/{call.pk}/cancel/", {"reason": "duplicate"}, format="json")
+    assert cancelled.status_code == 200, cancelled.content
+
+    resumed = run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+
+    assert resumed.final_output == "Understood."
+    assert tool_messages(fake) == ["Not executed: cancelled by user:alice: duplicate"]
+    resumed_event = AuditEvent.objects.get(call_id=call.pk, event_type="openai_agents.resumed")
+    assert resumed_event.payload["decision"] == "reject"
+    assert SideEffect.objects.count() == 0
+
+
 def test_a_low_risk_call_runs_without_interruption_and_is_audited(fake: FakeModel, alice: User) -> None:
     fake.queue(tool_call("record_effect", {"note": "hello"}), completion(content="Done."))
     agent = agent_for(fake, alice, "record_effect")

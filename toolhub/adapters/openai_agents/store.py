@@ -14,6 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from toolhub.adapters._common import Decision, pause_decision
 from toolhub.audit import audit_call_event
 from toolhub.direct import call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
@@ -38,19 +39,6 @@ __all__ = [
 
 #: Namespace of the toolhub call ids derived from (run key, SDK call id).
 _CALL_NAMESPACE = uuid.UUID("5d0c8a4e-1f7b-4c55-9a63-0f2b7c1d9e42")
-#: Statuses in which an operator's decision still lets the call run (or it ran already).
-_RELEASED = frozenset(
-    {
-        CallStatus.QUEUED,
-        CallStatus.RUNNING,
-        CallStatus.AWAITING_RESULT,
-        CallStatus.SUCCEEDED,
-        CallStatus.FAILED,
-        CallStatus.NEEDS_ATTENTION,
-        CallStatus.COMPENSATED,
-        CallStatus.CANCELLED,
-    }
-)
 
 
 class AdapterError(ToolhubError):
@@ -68,14 +56,6 @@ class PendingItem:
     tool_name: str
     sdk_call_id: str
     arguments: str
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the SDK is told for one interruption: approve, or reject with the message the model reads."""
-
-    approve: bool
-    message: str = ""
 
 
 def governed_call_id(run_key: str, sdk_call_id: str) -> uuid.UUID:
@@ -179,14 +159,6 @@ def paused_run_create(
     return paused
 
 
-def _decision(call: ToolCall) -> Decision | None:
-    if call.status == CallStatus.PENDING_APPROVAL:
-        return None
-    if call.status in _RELEASED:
-        return Decision(approve=True)
-    return Decision(approve=False, message=call.model_text())
-
-
 def _runs_of(user: AbstractBaseUser) -> list[PausedAgentRun]:
     scope = tenant_scope(user)
     runs = PausedAgentRun.objects.filter(user_id=user.pk, status=PausedRunStatus.PAUSED)
@@ -198,7 +170,7 @@ def paused_runs_ready(*, user: AbstractBaseUser) -> list[PausedAgentRun]:
     ready = []
     for run in _runs_of(user):
         calls = ToolCall.objects.filter(pk__in=run.call_ids, tenant=run.tenant)
-        if all(_decision(call) is not None for call in calls):
+        if all(pause_decision(call) is not None for call in calls):
             ready.append(run)
     return ready
 
@@ -225,7 +197,7 @@ def paused_run_claim(
     waiting = []
     for call_id in run.call_ids:
         call = calls.get(call_id)
-        decision = _decision(call) if call is not None else Decision(False, "The call was not found in toolhub.")
+        decision = pause_decision(call) if call is not None else Decision(False, "The call was not found in toolhub.")
         if decision is None:
             waiting.append(call_id)
         else:

@@ -1,0 +1,206 @@
+"""Probe of 2026-12-05 (c): the framework adapters (Pydantic AI, LangGraph, OpenAI Agents SDK) as a governance boundary.
+
+Each test fails on the code as probed; its docstring says what was found ("Found: ...") and what is expected
+("Expect: ..."). Tried and found holding (no test here): every adapter call is a ``direct_call_request`` (grants
+before arguments, interceptors, the tenant-argument check, approval policy, authorization again on the worker,
+the audit trail with the adapter's ``client``); a ``tenant``/``tenant_id`` argument naming globex is denied;
+reserved context keys (``run_id``, ``tenant``, ``user``) refused in ``ToolhubToolset(context=...)``; a member of
+two tenants must name one; a framework-only approval (HITL ``approve``, Pydantic ``ToolApproved`` without
+toolhub's metadata, ``state.approve`` in the SDK) runs nothing; an HITL ``edit`` to other arguments than the
+approved ones runs nothing; a call id from a message history or a paused run is read only among the user's own
+calls in their tenant and of the same tool (another user's or tenant's refused, nothing shown); a paused SDK run
+is resumed once, by its own user, within their tenants; unknown and denied tool names are refused by the
+frameworks before toolhub (their own "unknown tool" lists show only the listed tools); Pydantic AI answers a
+hidden tool's denial as an unknown tool; the run-bound tools (``run_history``, blackboard) refuse outside a run.
+"""
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import DeferredToolRequests, ToolDenied
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import tests.interceptors.conftest as interceptor_fixtures
+import tests.interop.openai_agents.test_openai_agents_adapter as openai_agents_suite
+from tests.disclosure import sample_tools
+from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, agent_for, run, tool_call
+from tests.security_review.conftest import client_for
+from tests.testapp.models import SideEffect
+from tests.unit.fake_openai import FakeModel, completion
+from toolhub.adapters.langgraph import LangGraphToolhub
+from toolhub.adapters.openai_agents import governed_tools, resume_governed, run_governed
+from toolhub.adapters.pydantic_ai import ToolhubToolset, operator_decisions
+from toolhub.models import AuditEvent, CallStatus, Grant, GrantEffect, ToolCall
+from toolhub.tools.registry import registry
+
+# The interceptor suite's fixture (its test tools, TOOLHUB["INTERCEPTORS"]) and the SDK suite's fake endpoint.
+interceptors = interceptor_fixtures.interceptors
+fake = openai_agents_suite.fake
+
+# The frameworks run tools in threads of their own: committed for real, as in tests/interop/.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class _ChatModel(GenericFakeChatModel):
+    """LangChain's fake chat model from a script; records every list of messages it is given (what it reads)."""
+
+    read: list[str] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> "_ChatModel":
+        return self
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.read.append(json.dumps([message.model_dump() for message in messages], default=str))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def _asks(name: str, args: dict[str, Any], call_id: str = "call_1") -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+def _graph(hub: LangGraphToolhub, model: _ChatModel, tools: list[str] | None, gated: list[str] | None) -> Any:
+    return create_agent(model, tools=hub.tools(tools), middleware=[hub.middleware(gated)], checkpointer=InMemorySaver())
+
+
+def _start(agent: Any, config: dict[str, Any]) -> Any:
+    return agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config, version="v2")
+
+
+def _tool_messages(result: Any) -> list[str]:
+    return [str(m.content) for m in result.value["messages"] if isinstance(m, ToolMessage)]
+
+
+# --- interceptors' rewrites through LangGraph ----------------------------------------------------------------------
+
+
+# --- what the adapters list --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def denied_writes(alice: User) -> Iterator[None]:
+    """The disclosure suite's facades; alice is denied the ``write`` category of ``file_operations`` and more."""
+    with registry.temporarily(*sample_tools.PLAIN, *sample_tools.FACADES):
+        for name in ("insert_record", "delete_record", "create_user", "find_user"):
+            Grant.objects.create(effect=GrantEffect.DENY, tool_name=name, user=alice)
+        yield
+
+
+def _pydantic_offered(user: User) -> dict[str, dict[str, Any]]:
+    """The tool definitions a Pydantic AI model is sent by ``ToolhubToolset(user=...)``."""
+    offered: dict[str, dict[str, Any]] = {}
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        offered.update({tool.name: tool.parameters_json_schema for tool in info.function_tools})
+        return ModelResponse(parts=[TextPart("nothing to do")])
+
+    PydanticAgent(FunctionModel(model), toolsets=[ToolhubToolset(user=user)]).run_sync("hello")
+    return offered
+
+
+def _offered(adapter: str, user: User) -> dict[str, dict[str, Any]]:
+    if adapter == "pydantic_ai":
+        return _pydantic_offered(user)
+    if adapter == "langgraph":
+        tools = LangGraphToolhub(user=user).tools()
+        return {tool.name: convert_to_openai_tool(tool)["function"]["parameters"] for tool in tools}
+    return {tool.name: tool.params_json_schema for tool in governed_tools(user=user)}
+
+
+# --- LangGraph: the agent's tools and the approval gate ------------------------------------------------------------
+
+
+# --- a call its requester withdrew, resumed as approved -------------------------------------------------------------
+
+
+def _cancel(user: User, call: ToolCall) -> None:
+    answer = client_for(user).post(f"/api/v1/calls/{call.pk}/cancel/", {"reason": "changed my mind"}, format="json")
+    assert answer.status_code == 200, answer.content
+    call.refresh_from_db()
+    assert call.status == CallStatus.CANCELLED and not call.approval_request.decisions.exists()
+
+
+def test_openai_agents_resume_records_the_requesters_own_withdrawn_call_as_approved(
+    fake: FakeModel, alice: User
+) -> None:
+    """Found: ``openai_agents.store._decision`` counts ``cancelled`` among ``_RELEASED`` ("an operator's decision
+    still lets the call run"), so a held call that alice herself withdrew (``POST /api/v1/calls/{id}/cancel/``;
+    its approval request ``cancelled``, no operator decided) makes the paused run "ready", ``resume_governed``
+    calls ``state.approve`` on it, and ``paused_run_claim`` writes ``openai_agents.resumed`` with ``"decision":
+    "approve"`` and actor ``user:alice`` into the call's audit chain: the trail reads as the requester approving
+    her own held call, which no operator approved (the four-eyes rule).
+    Expect: a call no operator approved is resumed as rejected, with its message ("Not executed: cancelled by
+    user:alice: ..."); the resumed event says ``"decision": "reject"``.
+    """
+    fake.queue(tool_call("risky_effect", {"note": "wire 900"}), completion(content="Understood."))
+    agent = agent_for(fake, alice, "risky_effect")
+    outcome = run(run_governed(agent, "do it", user=alice, run_config=NO_TRACING))
+    assert outcome.paused is not None
+    call = ToolCall.objects.get()
+    _cancel(alice, call)
+
+    run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+
+    resumed = AuditEvent.objects.get(call_id=call.pk, event_type="openai_agents.resumed")
+    assert resumed.actor == "user:alice"
+    assert resumed.payload["decision"] == "reject", resumed.payload
+    assert not SideEffect.objects.exists()
+
+
+def test_langgraph_resume_answers_the_requesters_own_withdrawn_call_as_approved(alice: User) -> None:
+    """Found: ``toolhub.adapters.langgraph._decision`` answers ``approve`` for every status outside ``_REFUSED``
+    (rejected, denied, invalid, expired); ``cancelled`` is not in it. A held call alice withdrew herself (no
+    operator decided) resumes the graph with HITL ``{"type": "approve"}``: the graph's checkpoint records an
+    approval nobody gave. (Nothing runs: the tool then reads the cancellation.)
+    Expect: ``{"type": "reject", "message": "Not executed: cancelled by user:alice: ..."}``.
+    """
+    hub = LangGraphToolhub(user=alice, wait_seconds=0)
+    model = _ChatModel(messages=iter([_asks("risky_effect", {"note": "wire 900"}), AIMessage("ok")]))
+    agent, config = _graph(hub, model, ["risky_effect"], ["risky_effect"]), {"configurable": {"thread_id": "t-cx"}}
+    paused = _start(agent, config)
+    (review,) = hub.request_approvals(paused.interrupts, config)
+    _cancel(alice, ToolCall.objects.get(pk=review.call_id))
+
+    command = hub.resume_command(paused.interrupts, config)
+
+    assert command is not None
+    decision = command.resume[paused.interrupts[0].id]
+    assert decision["type"] == "reject", decision
+    assert "cancelled" in decision["message"]
+
+
+def test_pydantic_ai_operator_decisions_approve_the_requesters_own_withdrawn_call(alice: User) -> None:
+    """Found: ``toolhub.adapters.pydantic_ai.operator_decisions`` denies only ``NOT_RUN_STATUSES`` (rejected,
+    expired, denied, invalid); a held call alice withdrew herself (``cancelled``, no operator decided) becomes
+    ``ToolApproved()`` in the ``DeferredToolResults`` the run resumes with, with no ``answered_by``: Pydantic
+    AI's record of the run shows an approval nobody gave.
+    Expect: ``ToolDenied("Not executed: cancelled by user:alice: ...")``, as for any call that never ran.
+    """
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("risky_effect", {"note": "wire 900"}, tool_call_id="call-1")])
+
+    agent = PydanticAgent(
+        FunctionModel(model),
+        toolsets=[ToolhubToolset(user=alice, tools={"risky_effect"})],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = agent.run_sync("Wire it.")
+    assert isinstance(first.output, DeferredToolRequests)
+    _cancel(alice, ToolCall.objects.get())
+
+    decisions = operator_decisions(first.output, user=alice)
+
+    assert decisions.complete
+    decided = decisions.results.approvals["call-1"]
+    assert isinstance(decided, ToolDenied), decided
+    assert "cancelled" in decided.message

@@ -1,0 +1,49 @@
+"""What the framework adapters share, so that Pydantic AI, LangGraph and the OpenAI Agents SDK answer alike.
+
+No framework is imported here: each adapter translates these answers into its own types.
+"""
+
+from dataclasses import dataclass
+
+from toolhub.models import CallStatus, ToolCall
+
+__all__ = ["NOT_RUN_STATUSES", "RELEASED_STATUSES", "Decision", "pause_decision"]
+
+#: A call released to run: by an operator's approval once held (the only way out of ``pending_approval`` to
+#: these), or by policy that held nothing. An allowlist: any other status never maps to an approval.
+RELEASED_STATUSES = frozenset(
+    {
+        CallStatus.QUEUED,
+        CallStatus.RUNNING,
+        CallStatus.AWAITING_RESULT,
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.NEEDS_ATTENTION,
+        CallStatus.COMPENSATED,
+    }
+)
+#: A call that never ran and never will: refused, rejected, expired unanswered, or withdrawn (``cancelled``, by
+#: its requester or an operator, before it started). Nobody approved it.
+NOT_RUN_STATUSES = frozenset(set(CallStatus) - RELEASED_STATUSES - {CallStatus.PENDING_APPROVAL})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A framework's approval pause on a governed call answered: approve, or reject with what the model reads."""
+
+    approve: bool
+    message: str = ""
+
+
+def pause_decision(call: ToolCall) -> Decision | None:
+    """The answer to a framework's approval pause on ``call``; ``None`` while it waits for an operator.
+
+    Only a released call is approved: a framework's approval is its record that someone approved the call, so a
+    call withdrawn by its requester (no operator decided: the four-eyes rule) is rejected with what the model
+    reads of it ("Not executed: cancelled by user:alice: ..."), like one rejected, expired or refused.
+    """
+    if call.status == CallStatus.PENDING_APPROVAL:
+        return None
+    if call.status in RELEASED_STATUSES:
+        return Decision(approve=True)
+    return Decision(approve=False, message=call.model_text())
