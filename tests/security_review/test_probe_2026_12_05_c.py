@@ -37,9 +37,11 @@ from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, a
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
 from tests.unit.fake_openai import FakeModel, completion
+from toolhub.adapters._pydantic_ai_bridge import granted_tools
 from toolhub.adapters.langgraph import LangGraphToolhub
 from toolhub.adapters.openai_agents import governed_tools, resume_governed, run_governed
 from toolhub.adapters.pydantic_ai import ToolhubToolset, operator_decisions
+from toolhub.direct import caller_principal
 from toolhub.models import AuditEvent, CallStatus, Grant, GrantEffect, ToolCall
 from toolhub.tools.registry import registry
 
@@ -114,6 +116,23 @@ def _offered(adapter: str, user: User) -> dict[str, dict[str, Any]]:
         tools = LangGraphToolhub(user=user).tools()
         return {tool.name: convert_to_openai_tool(tool)["function"]["parameters"] for tool in tools}
     return {tool.name: tool.params_json_schema for tool in governed_tools(user=user)}
+
+
+def test_pydantic_ai_offers_facades_that_hold_no_tool_the_user_may_use(alice: User, denied_writes: None) -> None:
+    """Found: ``_pydantic_ai_bridge.granted_tools`` lists what ``authorize_tools`` passes, not what
+    ``visible_tool_names``/``unfolding.usable_tools`` (the one rule of every listing) passes. A facade is a
+    navigation tool whose inner tools decide whether it shows; alice is denied every tool inside
+    ``user_management`` (``create_user``, ``find_user``) and ``change_personality`` (``insert_record``), yet the
+    Pydantic AI model is offered both facades and their ``_context`` tools, with their descriptions ("User
+    management operations.") and schemas; calling one then answers "unknown tool". The LangGraph and OpenAI
+    adapters (``visible_tool_names``) and MCP leave them out.
+    Expect: the toolset offers exactly the tools ``visible_tool_names`` gives the principal: none of the four.
+    """
+    offered = set(_pydantic_offered(alice))
+    hidden = {"user_management", "user_management_context", "change_personality", "change_personality_context"}
+
+    assert not offered & hidden, sorted(offered & hidden)
+    assert {tool.name for tool in granted_tools(caller_principal(alice))}.isdisjoint(hidden)
 
 
 # --- LangGraph: the agent's tools and the approval gate ------------------------------------------------------------

@@ -5,9 +5,14 @@ No framework is imported here: each adapter translates these answers into its ow
 
 from dataclasses import dataclass
 
+from toolhub.authorization import CallPrincipal
+from toolhub.disclosure.meta import META_TOOL_NAMES
 from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import visible_tool_names
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
 
-__all__ = ["NOT_RUN_STATUSES", "RELEASED_STATUSES", "Decision", "pause_decision"]
+__all__ = ["NOT_RUN_STATUSES", "RELEASED_STATUSES", "Decision", "offered_tools", "pause_decision"]
 
 #: A call released to run: by an operator's approval once held (the only way out of ``pending_approval`` to
 #: these), or by policy that held nothing. An allowlist: any other status never maps to an approval.
@@ -47,3 +52,14 @@ def pause_decision(call: ToolCall) -> Decision | None:
     if call.status in RELEASED_STATUSES:
         return Decision(approve=True)
     return Decision(approve=False, message=call.model_text())
+
+
+def offered_tools(principal: CallPrincipal) -> list[Tool]:
+    """The tools a framework's agent is given for ``principal``, by name: what it may use now.
+
+    ``visible_tool_names`` is the one listing rule (runs, MCP, the catalogue): a facade holding no tool the
+    principal may use is left out with its context tool. The meta tools are left out too: they change a run's
+    tool list from one turn to the next, which a framework's fixed list of tools does not do.
+    """
+    tools = (registry.get(name) for name in visible_tool_names(principal) if name not in META_TOOL_NAMES)
+    return [tool for tool in tools if tool is not None]

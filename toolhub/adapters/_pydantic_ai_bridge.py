@@ -13,8 +13,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES
-from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES, offered_tools
+from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
     WAITING_STATUSES,
     call_approval_id,
@@ -80,9 +80,8 @@ class CallState:
 
 
 def granted_tools(principal: CallPrincipal, only: frozenset[str] | None = None) -> list[Tool]:
-    """The catalogue's tools ``principal`` is authorized for (optionally only those named), in registry order."""
-    verdicts = authorize_tools(registry.names(), principal)
-    return [tool for tool in registry.all() if verdicts.get(tool.name) is None and (only is None or tool.name in only)]
+    """The tools ``principal`` is offered (``offered_tools``: as every adapter lists them), or those named."""
+    return [tool for tool in offered_tools(principal) if only is None or tool.name in only]
 
 
 def request_call(

@@ -33,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command, Interrupt
 
-from toolhub.adapters._common import NOT_RUN_STATUSES, pause_decision
+from toolhub.adapters._common import NOT_RUN_STATUSES, offered_tools, pause_decision
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.authorization import CallPrincipal, tool_definitions
 from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
@@ -42,6 +42,7 @@ from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
 from toolhub.policy import approval_verdict
 from toolhub.tools.context import ToolContext
+from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -128,22 +129,22 @@ class LangGraphToolhub:
     # -- tools -----------------------------------------------------------------------------------------
 
     def tools(self, names: Iterable[str] | None = None) -> list[BaseTool]:
-        """LangChain tools for the toolhub tools this caller may use (``names`` narrows them)."""
-        visible = visible_tool_names(self.principal())
+        """LangChain tools for the toolhub tools this caller may use (``offered_tools``; ``names`` narrows them)."""
+        offered = offered_tools(self.principal())
         if names is not None:
-            wanted = list(names)
-            unknown = sorted(set(wanted) - set(visible))
+            wanted = set(names)
+            available = [tool.name for tool in offered]
+            unknown = sorted(wanted - set(available))
             if unknown:
                 raise LangGraphBridgeError(
                     f"Tools {', '.join(name[:100] for name in unknown[:10])} are unknown or not allowed for this "
-                    f"user; allowed: {', '.join(visible[:20]) or 'none'}."
+                    f"user; allowed: {', '.join(available[:20]) or 'none'}."
                 )
-            visible = [name for name in visible if name in set(wanted)]
-        return [self._tool(name) for name in visible]
+            offered = [tool for tool in offered if tool.name in wanted]
+        return [self._tool(tool) for tool in offered]
 
-    def _tool(self, name: str) -> BaseTool:
-        tool = registry.get(name)
-        assert tool is not None  # visible_tool_names lists registered tools only
+    def _tool(self, tool: Tool) -> BaseTool:
+        name = tool.name
 
         def run(runtime: ToolRuntime, **arguments: Any) -> str:
             return self._call(name, arguments, runtime)

@@ -21,11 +21,11 @@ from agents.tool_context import ToolContext as SDKToolContext
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 
+from toolhub.adapters._common import offered_tools
 from toolhub.conf import toolhub_settings
 from toolhub.direct import caller_principal
-from toolhub.disclosure.meta import META_TOOLS
 from toolhub.models import CallStatus
-from toolhub.pipeline import visible_tool_names
+from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
 from .models import PausedAgentRun
@@ -92,22 +92,21 @@ def governed_tools(
     A name the user may not call is refused here, naming only tools the user may call.
     """
     principal = caller_principal(user, tenant=tenant)
-    meta = {tool.name for tool in META_TOOLS}
-    visible = [name for name in visible_tool_names(principal) if name not in meta]
+    offered = offered_tools(principal)
     if names is not None:
-        refused = sorted(set(names) - set(visible))
+        available = [tool.name for tool in offered]
+        refused = sorted(set(names) - set(available))
         if refused:
             raise AdapterError(
                 f"Not available to {principal.username}: {', '.join(refused)[:300]}; "
-                f"available: {', '.join(visible)[:300] or 'none'}."
+                f"available: {', '.join(available)[:300] or 'none'}."
             )
-        visible = [name for name in visible if name in names]
-    return [_function_tool(name, user=user, tenant=principal.tenant or None) for name in visible]
+        offered = [tool for tool in offered if tool.name in names]
+    return [_function_tool(tool, user=user, tenant=principal.tenant or None) for tool in offered]
 
 
-def _function_tool(name: str, *, user: AbstractBaseUser, tenant: str | None) -> FunctionTool:
-    tool = registry.get(name)
-    assert tool is not None  # visible_tool_names lists registered tools only
+def _function_tool(tool: Tool, *, user: AbstractBaseUser, tenant: str | None) -> FunctionTool:
+    name = tool.name
     wait_seconds = toolhub_settings().CALL_WAIT_MAX_SECONDS
 
     def request(run_key: str, sdk_call_id: str, arguments: str | Mapping[str, Any]) -> Any:
