@@ -12,6 +12,7 @@ from toolhub.adapters.langgraph import LangGraphToolhub
 from toolhub.adapters.openai_agents import governed_tools
 from toolhub.direct import caller_principal
 from toolhub.disclosure.meta import META_TOOL_NAMES
+from toolhub.disclosure.unfolding import tool_seen_by
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.mcp_discovery import listed_tools
 from toolhub.models import CallStatus, Grant, GrantEffect, ToolCall
@@ -59,3 +60,21 @@ def test_every_adapter_offers_what_the_listing_rule_gives(alice: User, denied_in
     assert [tool.name for tool in governed_tools(user=alice)] == expected
     assert {tool.name for tool in listed_tools(principal)} == {name for name in expected if not is_navigation(name)}
     assert "user_management" not in expected and "file_operations" in expected
+
+
+@pytest.mark.django_db
+def test_every_adapter_offers_a_facade_as_the_principal_sees_it(alice: User, denied_inner_tools: None) -> None:
+    """A by-category facade's schema is ``tool_seen_by``'s: only the categories holding a tool alice may use."""
+    principal = caller_principal(alice)
+    facade = registry.get("file_operations")
+    assert facade is not None
+    seen = tool_seen_by(facade, principal)
+    assert seen is not None and seen.json_schema["properties"]["category"]["enum"] == ["read"]
+
+    schemas = [
+        {tool.name: tool.json_schema for tool in granted_tools(principal)}["file_operations"],
+        {tool.name: tool.args_schema for tool in LangGraphToolhub(user=alice).tools()}["file_operations"],
+        {tool.name: tool.params_json_schema for tool in governed_tools(user=alice)}["file_operations"],
+    ]
+
+    assert all(schema == seen.json_schema for schema in schemas)

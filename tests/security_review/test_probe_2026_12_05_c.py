@@ -118,6 +118,23 @@ def _offered(adapter: str, user: User) -> dict[str, dict[str, Any]]:
     return {tool.name: tool.params_json_schema for tool in governed_tools(user=user)}
 
 
+@pytest.mark.parametrize("adapter", ["pydantic_ai", "langgraph", "openai_agents"])
+def test_the_adapters_offer_a_by_category_facade_with_the_categories_of_denied_tools(
+    alice: User, denied_writes: None, adapter: str
+) -> None:
+    """Found: every adapter builds its tools' schemas from ``registry.get(name).json_schema`` (Pydantic AI's
+    ``ToolhubToolset.get_tools``, ``LangGraphToolhub._tool``, OpenAI's ``sdk._function_tool``), never from
+    ``unfolding.tool_seen_by``. alice is denied the whole ``write`` category of ``file_operations``; a toolhub
+    run, the provider exports, the JSON catalogue and MCP offer her ``"enum": ["read"]`` (probe 2026-12-03:
+    "a category of denied tools reads exactly like one that does not exist, wherever the facade shows"), the
+    three adapters ``["read", "write"]``: the model learns the category and that it holds tools she may not use.
+    Expect: the facade's schema as ``tool_seen_by`` gives it for the adapter's principal: ``["read"]``.
+    """
+    offered = _offered(adapter, alice)
+
+    assert offered["file_operations"]["properties"]["category"]["enum"] == ["read"]
+
+
 def test_pydantic_ai_offers_facades_that_hold_no_tool_the_user_may_use(alice: User, denied_writes: None) -> None:
     """Found: ``_pydantic_ai_bridge.granted_tools`` lists what ``authorize_tools`` passes, not what
     ``visible_tool_names``/``unfolding.usable_tools`` (the one rule of every listing) passes. A facade is a

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from toolhub.authorization import CallPrincipal
 from toolhub.disclosure.meta import META_TOOL_NAMES
+from toolhub.disclosure.unfolding import tool_seen_by
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
 from toolhub.tools.definition import Tool
@@ -55,11 +56,18 @@ def pause_decision(call: ToolCall) -> Decision | None:
 
 
 def offered_tools(principal: CallPrincipal) -> list[Tool]:
-    """The tools a framework's agent is given for ``principal``, by name: what it may use now.
+    """The tools a framework's agent is given for ``principal``, by name, each as the principal sees it.
 
     ``visible_tool_names`` is the one listing rule (runs, MCP, the catalogue): a facade holding no tool the
     principal may use is left out with its context tool. The meta tools are left out too: they change a run's
-    tool list from one turn to the next, which a framework's fixed list of tools does not do.
+    tool list from one turn to the next, which a framework's fixed list of tools does not do. ``tool_seen_by``
+    gives the schema: a by-category facade offers only the categories holding a tool the principal may use, as
+    a run, MCP and the catalogue offer it (a category of denied tools reads like one that does not exist).
     """
-    tools = (registry.get(name) for name in visible_tool_names(principal) if name not in META_TOOL_NAMES)
-    return [tool for tool in tools if tool is not None]
+    offered = []
+    for name in visible_tool_names(principal):
+        tool = registry.get(name) if name not in META_TOOL_NAMES else None
+        seen = tool_seen_by(tool, principal) if tool is not None else None
+        if seen is not None:
+            offered.append(seen)
+    return offered
