@@ -32,6 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import tests.interceptors.conftest as interceptor_fixtures
 import tests.interop.openai_agents.test_openai_agents_adapter as openai_agents_suite
+from approvals.models import ApprovalRequest
 from tests.disclosure import sample_tools
 from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, agent_for, run, tool_call
 from tests.security_review.conftest import client_for
@@ -153,6 +154,35 @@ def test_pydantic_ai_offers_facades_that_hold_no_tool_the_user_may_use(alice: Us
 
 
 # --- LangGraph: the agent's tools and the approval gate ------------------------------------------------------------
+
+
+def test_langgraph_gate_turns_a_tool_the_agent_was_not_given_into_a_call_that_runs_on_approval(
+    alice: User, operator: User
+) -> None:
+    """Found: ``LangGraphToolhub.tools(names)`` narrows what the agent is given, but ``middleware()`` (the README's
+    default) gates every tool the user may see, and ``request_approvals`` makes a governed call of whatever tool an
+    interrupt names. An agent given only ``record_effect`` whose model asks for ``risky_effect`` is paused by the
+    HITL middleware (it runs before the ToolNode, which would refuse the name); ``request_approvals`` files a
+    toolhub request for ``risky_effect`` in alice's name, and the operator's approval runs it (a ``SideEffect``),
+    though the agent never had the tool. A toolhub run enforces its agent's tools in the pipeline; the adapter's
+    narrowing is only a listing.
+    Expect: a tool call outside the tools the hub handed to the agent never becomes a toolhub call (not gated,
+    or refused by ``request_approvals``): nothing is filed, nothing runs.
+    """
+    hub = LangGraphToolhub(user=alice, wait_seconds=5)
+    model = _ChatModel(messages=iter([_asks("risky_effect", {"note": "wire 900"}), AIMessage("ok")]))
+    agent, config = _graph(hub, model, ["record_effect"], None), {"configurable": {"thread_id": "t-narrow"}}
+
+    paused = _start(agent, config)
+    try:
+        hub.request_approvals(paused.interrupts, config)
+    except Exception:  # noqa: BLE001 - a refusal is the expected outcome
+        pass
+    for request in ApprovalRequest.objects.all():
+        client_for(operator).post(f"/api/v1/approvals/{request.pk}/approve/", {}, format="json")
+
+    assert not SideEffect.objects.exists(), "a tool the agent was never given ran on the operator's approval"
+    assert not ToolCall.objects.filter(tool_name="risky_effect").exists()
 
 
 # --- a call its requester withdrew, resumed as approved -------------------------------------------------------------

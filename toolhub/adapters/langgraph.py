@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -122,6 +122,8 @@ class LangGraphToolhub:
     tenant: str | None = None
     #: How long a tool waits for its call to settle (cut to ``CALL_WAIT_MAX_SECONDS``).
     wait_seconds: float = 30.0
+    #: The tools :meth:`tools` handed out: the agent's. Only their calls are paused and filed for approval.
+    _handed: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
 
     def principal(self) -> CallPrincipal:
         return caller_principal(self.user, tenant=self.tenant)
@@ -141,6 +143,7 @@ class LangGraphToolhub:
                     f"user; allowed: {', '.join(available[:20]) or 'none'}."
                 )
             offered = [tool for tool in offered if tool.name in wanted]
+        self._handed.update(tool.name for tool in offered)
         return [self._tool(tool) for tool in offered]
 
     def _tool(self, tool: Tool) -> BaseTool:
@@ -220,6 +223,8 @@ class LangGraphToolhub:
 
         Every visible tool is gated by a ``when`` predicate asking toolhub's policy (code rule, operators'
         rules, risk) about the call's own arguments; on resume it answers the same, since the call exists.
+        A tool :meth:`tools` did not hand out is never paused: the agent does not have it, and its ToolNode
+        refuses the name (pausing it would file a governed call of a tool the agent was never given).
         """
         gated = list(names) if names is not None else visible_tool_names(self.principal())
         interrupt_on: dict[str, bool | InterruptOnConfig] = {
@@ -235,6 +240,8 @@ class LangGraphToolhub:
     def _needs_review(self, request: ToolCallRequest) -> bool:
         tool_call = request.tool_call
         name = tool_call["name"]
+        if name not in self._handed:
+            return False  # not the agent's tool: its ToolNode refuses the name
         call_id = langgraph_call_id(_thread_id(request.runtime.config), tool_call.get("id") or "")
         existing = self._own_call(call_id, name)
         if existing is not None:
@@ -260,8 +267,12 @@ class LangGraphToolhub:
         return verdict is not None
 
     def request_approvals(self, interrupts: Sequence[Interrupt], config: Mapping[str, Any]) -> list[PendingReview]:
-        """Make each paused tool call a governed call held for approval (once: a repeat finds the same call)."""
-        reviews = []
+        """Make each paused tool call a governed call held for approval (once: a repeat finds the same call).
+
+        Only a tool :meth:`tools` handed to the agent is filed: an interrupt naming another (a tool the agent
+        was never given, or a hand-made interrupt) raises :class:`LangGraphBridgeError` and nothing is filed.
+        """
+        asked = []
         for item in interrupts:
             value = item.value
             if not isinstance(value, Mapping) or value.get("type") != "tool_approval":
@@ -270,7 +281,17 @@ class LangGraphToolhub:
                 )
             name, tool_call_id = str(value["name"]), str(value["tool_call_id"])
             call_id = langgraph_call_id(_thread_id(config), tool_call_id)
-            call = self._own_call(call_id, name) or self._request(name, value.get("args") or {}, call_id, config).call
+            call = self._own_call(call_id, name)
+            if call is None and name not in self._handed:
+                raise LangGraphBridgeError(
+                    f"Tool {name[:100]} is not one this hub gave the agent (LangGraphToolhub.tools); nothing was "
+                    f"filed. The agent's tools: {', '.join(sorted(self._handed)[:20]) or 'none'}."
+                )
+            asked.append((item, name, tool_call_id, call_id, call))
+        reviews = []
+        for item, name, tool_call_id, call_id, call in asked:
+            value = item.value
+            call = call or self._request(name, value.get("args") or {}, call_id, config).call
             reviews.append(
                 PendingReview(
                     interrupt_id=item.id,

@@ -17,7 +17,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, Interrupt
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
@@ -308,5 +308,30 @@ def test_a_tool_call_without_a_thread_id_is_refused_with_a_clear_message(alice: 
 
     (message,) = tool_messages(finished)
     assert message.content.startswith("Error: A governed LangGraph tool call needs a thread id")
+    assert not ToolCall.objects.exists()
+    assert not SideEffect.objects.exists()
+
+
+def test_only_the_tools_handed_to_the_agent_are_paused_and_filed(alice: User) -> None:
+    """``tools(names)`` is the agent's set: a call of another tool is not paused (its ToolNode refuses the name),
+    and an interrupt naming one is refused by ``request_approvals`` before anything is filed."""
+    hub = LangGraphToolhub(user=alice, wait_seconds=0)
+    model = ScriptedChatModel(messages=iter([asks("risky_effect", {"note": "x"}), AIMessage(content="done")]))
+    config = {"configurable": {"thread_id": "narrowed"}}
+    agent = create_agent(
+        model, tools=hub.tools(["record_effect"]), middleware=[hub.middleware()], checkpointer=InMemorySaver()
+    )
+
+    finished = start(agent, config)
+
+    assert not finished.interrupts
+    (message,) = tool_messages(finished)
+    assert "risky_effect is not a valid tool" in message.content
+    forged = Interrupt(
+        value={"type": "tool_approval", "name": "risky_effect", "tool_call_id": "call_9", "args": {"note": "x"}},
+        id="forged",
+    )
+    with pytest.raises(LangGraphBridgeError, match="not one this hub gave the agent"):
+        hub.request_approvals([forged], config)
     assert not ToolCall.objects.exists()
     assert not SideEffect.objects.exists()
