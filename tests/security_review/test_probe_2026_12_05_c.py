@@ -34,6 +34,7 @@ import tests.interceptors.conftest as interceptor_fixtures
 import tests.interop.openai_agents.test_openai_agents_adapter as openai_agents_suite
 from approvals.models import ApprovalRequest
 from tests.disclosure import sample_tools
+from tests.interceptors.conftest import Configure, recorder
 from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, agent_for, run, tool_call
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
@@ -84,6 +85,32 @@ def _tool_messages(result: Any) -> list[str]:
 
 
 # --- interceptors' rewrites through LangGraph ----------------------------------------------------------------------
+
+
+def test_langgraph_tells_the_model_a_call_that_ran_was_not_run(alice: User, interceptors: Configure) -> None:
+    """Found: ``LangGraphToolhub._call`` checks ``_same_arguments``: the model's arguments, validated, must equal the
+    call's stored arguments, which are the arguments after the ``before`` interceptors. For any call an interceptor
+    rewrites (here ``Recorder(append=True)`` appends ``|audit`` to ``body``: a normalizer, a tagger), the call is
+    requested, runs (``SideEffect`` written, status ``succeeded``) and the model is then told "Error: these
+    arguments are not the ones approved for call ...; the call was not run again. Ask for a new call." No
+    approval was involved; the model, told to ask again, sends the e-mail a second time.
+    Expect: a call that ran answers with its result ("sent to bob@example.com"), never with an error saying it
+    was not run; the comparison is made with the arguments the model asked for (before interceptors), or on the
+    approval's binding.
+    """
+    interceptors(recorder("audit", append=True))
+    hub = LangGraphToolhub(user=alice, wait_seconds=5)
+    model = _ChatModel(messages=iter([_asks("send_email", {"to": "bob@example.com", "body": "hi"}), AIMessage("ok")]))
+    agent = _graph(hub, model, ["send_email"], ["send_email"])
+
+    finished = _start(agent, {"configurable": {"thread_id": "t-rewrite"}})
+
+    call = ToolCall.objects.get()
+    assert (call.status, call.arguments["body"]) == (CallStatus.SUCCEEDED, "hi|audit")
+    assert SideEffect.objects.count() == 1
+    (message,) = _tool_messages(finished)
+    assert "not run" not in message, f"the call ran, the model read: {message}"
+    assert "sent to bob@example.com" in message
 
 
 # --- what the adapters list --------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_argume
 from toolhub.authorization import CallPrincipal, tool_definitions
 from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
-from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.pipeline import visible_tool_names
+from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
+from toolhub.pipeline import approval_hash, approval_hash_matches, visible_tool_names
 from toolhub.policy import approval_verdict
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -54,6 +54,8 @@ __all__ = [
 
 #: The namespace of the call ids derived from (thread id, tool call id).
 _CALL_NAMESPACE = uuid.UUID("9b0b6c57-3f5e-4d8e-9a57-6c1f0d6a2b41")
+#: The key of the request's client data (``call.requested``) that binds the model's own arguments.
+_ASKED_KEY = "asked_arguments_hash"
 #: The decisions toolhub can carry back: an operator approves, edits (then approves) or rejects.
 _DECISIONS: list[Any] = ["approve", "edit", "reject"]
 
@@ -170,11 +172,12 @@ class LangGraphToolhub:
         try:
             call_id = langgraph_call_id(_thread_id(runtime.config), runtime.tool_call_id or "")
             call = self._own_call(call_id, name)
+            joined = call is not None
             if call is None:
                 call = self._request(name, arguments, call_id, runtime.config).call
         except ToolhubError as refused:
             return f"Error: {refused}"
-        if call.status not in NOT_RUN_STATUSES and not self._same_arguments(call, arguments):
+        if joined and call.status not in NOT_RUN_STATUSES and not _same_arguments(call, arguments):
             # The graph runs other arguments than the ones toolhub ran or released: never run them silently.
             return (
                 f"Error: these arguments are not the ones approved for call {call.id}; the call was not run "
@@ -183,13 +186,17 @@ class LangGraphToolhub:
         return _answer(call_wait(call=call, seconds=self.wait_seconds))
 
     def _request(self, name: str, arguments: Mapping[str, Any], call_id: uuid.UUID, config: Mapping[str, Any]) -> Any:
+        client: dict[str, Any] = {"channel": "langgraph", "thread_id": str(_thread_id(config))[:200]}
+        asked = _asked_hash(name, arguments)
+        if asked is not None:
+            client[_ASKED_KEY] = asked
         return direct_call_request(
             user=self.user,
             tool_name=name,
             arguments=dict(arguments),
             tenant=self.tenant,
             kind=CallKind.API,
-            client={"channel": "langgraph", "thread_id": str(_thread_id(config))[:200]},
+            client=client,
             call_id=call_id,
         )
 
@@ -202,19 +209,6 @@ class LangGraphToolhub:
         if (call.tenant, call.user_id, call.tool_name) != (principal.tenant, principal.user_id, name):
             raise LangGraphBridgeError("This thread's tool call id is taken by another call; use a new thread id.")
         return call
-
-    @staticmethod
-    def _same_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> bool:
-        tool = registry.get(call.tool_name)
-        if tool is None:
-            return False
-        try:
-            return (
-                storable_arguments(tool, validate_arguments(tool, parse_arguments(dict(arguments), tool)))
-                == call.arguments
-            )
-        except ArgumentsRefused:
-            return False
 
     # -- the approval gate ------------------------------------------------------------------------------
 
@@ -322,6 +316,47 @@ class LangGraphToolhub:
                 return None
             answers[review.interrupt_id] = _decision(call, item.value)
         return Command(resume=answers)
+
+
+def _model_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``arguments`` as toolhub stores them before any interceptor (``None`` when they are refused)."""
+    try:
+        return storable_arguments(tool, validate_arguments(tool, parse_arguments(dict(arguments), tool)))
+    except ArgumentsRefused:
+        return None
+
+
+def _asked_hash(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """The binding of the model's own arguments (before interceptors), kept in the request's client data.
+
+    Keyed like an approval's binding (``approval_hash``): the audit trail shows it, and a sensitive value
+    cannot be guessed from it.
+    """
+    tool = registry.get(name)
+    if tool is None:
+        return None
+    model_arguments = _model_arguments(tool, arguments)
+    return None if model_arguments is None else approval_hash(tool.name, tool.version, model_arguments)
+
+
+def _same_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> bool:
+    """Whether the graph runs the tool call toolhub has: the model's own arguments, or the released ones.
+
+    The model's are compared with their binding kept at the request, before any interceptor: a call an
+    interceptor rewrote (a normalizer, a tagger) ran with what the model asked for, and says so.
+    """
+    tool = registry.get(call.tool_name)
+    model_arguments = None if tool is None else _model_arguments(tool, arguments)
+    if model_arguments is None:
+        return False
+    if model_arguments == call.arguments:
+        return True
+    requested = (
+        AuditEvent.objects.filter(call_id=call.pk, event_type="call.requested").values_list("data", flat=True).first()
+    )
+    client = json.loads(requested).get("client") if requested else None
+    asked = client.get(_ASKED_KEY) if isinstance(client, Mapping) else None
+    return isinstance(asked, str) and approval_hash_matches(asked, call.tool_name, call.tool_version, model_arguments)
 
 
 def _decision(call: ToolCall, asked: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,9 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
 from tests.testapp.models import SideEffect
 from toolhub.adapters.langgraph import LangGraphBridgeError, LangGraphToolhub, langgraph_call_id
+from toolhub.interceptors import InterceptedCall, Interceptor
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall
+from toolhub.pipeline import approval_hash_matches
 
 # Committed for real: the embedded mode runs a call when the request's transaction commits.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -123,7 +125,12 @@ def test_a_high_risk_call_pauses_and_runs_once_with_the_operators_edit(
     assert ("approval.edit", "operator:operator") in events  # the approver's identity, on the call's trail
     assert sum(1 for kind, _ in events if kind == "call.succeeded") == 1
     requested = AuditEvent.objects.get(call_id=call.id, event_type="call.requested")
-    assert requested.payload["client"] == {"channel": "langgraph", "thread_id": "thread-1"}
+    client = requested.payload["client"]
+    # The model's own arguments are bound (keyed, before interceptors), so the resumed tool recognizes them.
+    assert approval_hash_matches(
+        client.pop("asked_arguments_hash"), "risky_effect", call.tool_version, {"note": "wire 100"}
+    )
+    assert client == {"channel": "langgraph", "thread_id": "thread-1"}
 
 
 def test_an_approval_without_edit_resumes_with_approve_and_runs_once(
@@ -335,3 +342,31 @@ def test_only_the_tools_handed_to_the_agent_are_paused_and_filed(alice: User) ->
         hub.request_approvals([forged], config)
     assert not ToolCall.objects.exists()
     assert not SideEffect.objects.exists()
+
+
+class Tagger(Interceptor):
+    """Appends a tag to ``note``: a rewrite of toolhub's, never the model's nor an operator's."""
+
+    name = "tagger"
+
+    def before(self, call: InterceptedCall) -> dict[str, Any] | None:
+        return {**call.arguments, "note": f"{call.arguments['note']}|tagged"} if "note" in call.arguments else None
+
+
+def test_a_call_an_interceptor_rewrote_answers_with_its_result(
+    agent_for: Agent, operator_client: APIClient, settings: Any
+) -> None:
+    """The model's own arguments are recognized after a rewrite: the call ran, and the model is told its result."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "INTERCEPTORS": [f"{__name__}.Tagger"]}
+    agent, hub, config = agent_for(asks("risky_effect", {"note": "wire 100"}))
+    paused = start(agent, config)
+    hub.request_approvals(paused.interrupts, config)
+    approval = ApprovalRequest.objects.get()
+    operator_client.post(f"/api/v1/approvals/{approval.pk}/approve/", {}, format="json")
+
+    finished = agent.invoke(Command(resume={paused.interrupts[0].id: {"type": "approve"}}), config, version="v2")
+
+    effect = SideEffect.objects.get()  # ran once, rewritten
+    assert effect.note == "wire 100|tagged"
+    (message,) = tool_messages(finished)
+    assert json.loads(message.content) == {"effect_id": effect.pk}
