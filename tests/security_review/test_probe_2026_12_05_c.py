@@ -32,7 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import tests.interceptors.conftest as interceptor_fixtures
 import tests.interop.openai_agents.test_openai_agents_adapter as openai_agents_suite
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalRule
 from tests.disclosure import sample_tools
 from tests.interceptors.conftest import Configure, recorder
 from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, agent_for, run, tool_call
@@ -85,6 +85,43 @@ def _tool_messages(result: Any) -> list[str]:
 
 
 # --- interceptors' rewrites through LangGraph ----------------------------------------------------------------------
+
+
+def test_langgraph_resume_hands_the_model_a_sensitive_value_an_interceptor_put_in(
+    alice: User, operator: User, interceptors: Configure
+) -> None:
+    """Found: ``toolhub.adapters.langgraph._decision`` compares the model's arguments with the call's stored ones
+    (``call.arguments``: after the ``before`` interceptors) and, when they differ, resumes the graph with an HITL
+    ``edit`` carrying ``call.arguments`` verbatim. An interceptor that sets a sensitive argument (the suite's own
+    ``Tokenizer``: ``token`` of ``send_email``, ``sensitive=("token",)``) therefore has its value handed to the
+    graph: LangChain's middleware tells the model "a human reviewer replaced this tool call ... Executed instead:
+    send_email with arguments {..., "token": "rotated-secret-2"}", which it reads on its next turn. The
+    operator approved without editing, and the approvals API shows the token ``***redacted***``; a toolhub run's
+    model never reads a rewrite, let alone a sensitive value it did not send.
+    Expect: the resumed graph never carries a sensitive value the model did not send (nor an interceptor's
+    rewrite: an approval without edit resumes as ``approve``); nothing the model reads after the resume holds the
+    token; the call still runs once with it.
+    """
+    interceptors("tests.interceptors.conftest.Tokenizer")
+    ApprovalRule.objects.create(name="mail-needs-a-look", tool_name="send_email")
+    hub = LangGraphToolhub(user=alice, wait_seconds=5)
+    model = _ChatModel(messages=iter([_asks("send_email", {"to": "bob@example.com", "body": "hi"}), AIMessage("ok")]))
+    model.read.clear()
+    agent, config = _graph(hub, model, ["send_email"], ["send_email"]), {"configurable": {"thread_id": "t-secret"}}
+    paused = _start(agent, config)
+    hub.request_approvals(paused.interrupts, config)
+    request = ApprovalRequest.objects.get()
+    shown = client_for(operator).post(f"/api/v1/approvals/{request.pk}/approve/", {}, format="json")
+    assert shown.status_code == 200, shown.content
+    assert shown.json()["arguments"]["token"] == "***redacted***"  # operators never read it
+
+    command = hub.resume_command(paused.interrupts, config, wait=5)
+    assert command is not None
+    agent.invoke(command, config, version="v2")
+
+    assert list(SideEffect.objects.values_list("note", flat=True)) == ["bob@example.com"]  # ran once
+    assert not any("rotated-secret-2" in read for read in model.read), "the model read the interceptor's token"
+    assert "rotated-secret-2" not in json.dumps(command.resume), command.resume
 
 
 def test_langgraph_tells_the_model_a_call_that_ran_was_not_run(alice: User, interceptors: Configure) -> None:

@@ -4,17 +4,29 @@ No framework is imported here: each adapter translates these answers into its ow
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from toolhub.authorization import CallPrincipal
 from toolhub.disclosure.meta import META_TOOL_NAMES
 from toolhub.disclosure.unfolding import tool_seen_by
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
+from toolhub.selectors import displayed_arguments
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["NOT_RUN_STATUSES", "RELEASED_STATUSES", "Decision", "offered_tools", "pause_decision"]
+__all__ = [
+    "EDIT_EVENT",
+    "NOT_RUN_STATUSES",
+    "RELEASED_STATUSES",
+    "Decision",
+    "edited_arguments",
+    "offered_tools",
+    "pause_decision",
+]
 
+#: The audit event of an operator's edit: the version under approval replaced by the operator's.
+EDIT_EVENT = "approval.edit"
 #: A call released to run: by an operator's approval once held (the only way out of ``pending_approval`` to
 #: these), or by policy that held nothing. An allowlist: any other status never maps to an approval.
 RELEASED_STATUSES = frozenset(
@@ -53,6 +65,18 @@ def pause_decision(call: ToolCall) -> Decision | None:
     if call.status in RELEASED_STATUSES:
         return Decision(approve=True)
     return Decision(approve=False, message=call.model_text())
+
+
+def edited_arguments(call: ToolCall) -> dict[str, Any] | None:
+    """The arguments an operator's edit released, as the caller may see them; ``None`` when nobody edited the call.
+
+    What a framework hands back to its model as "a reviewer changed the call": redacted exactly as the approvals
+    API shows them (``displayed_arguments``). An interceptor's rewrite is no operator's edit, and a value it put
+    in (a rotated token) is not the model's to read.
+    """
+    if not AuditEvent.objects.filter(call_id=call.pk, event_type=EDIT_EVENT).exists():
+        return None
+    return displayed_arguments(call)
 
 
 def offered_tools(principal: CallPrincipal) -> list[Tool]:

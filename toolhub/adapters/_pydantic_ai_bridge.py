@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES, offered_tools
+from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES, edited_arguments, offered_tools
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
     WAITING_STATUSES,
@@ -26,6 +26,7 @@ from toolhub.direct import (
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
+from toolhub.selectors import displayed_arguments
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
@@ -58,12 +59,15 @@ class CallState:
     call_id: uuid.UUID
     tool_name: str
     status: str
+    #: As the caller may see them (``displayed_arguments``): sensitive values redacted.
     arguments: dict[str, Any]
     result: Any
     model_text: str
     approval_id: int | None = None
     hidden: bool = False
     answered_by: str = ""
+    #: An operator's edit, as the caller may see it (``edited_arguments``); ``None`` when nobody edited the call.
+    edited: dict[str, Any] | None = None
 
     @property
     def waiting_for_operator(self) -> bool:
@@ -150,12 +154,13 @@ def _state(call: ToolCall, user: AbstractBaseUser) -> CallState:
         call_id=call.pk,
         tool_name=call.tool_name,
         status=str(call.status),
-        arguments=dict(call.arguments or {}),
+        arguments=displayed_arguments(call),
         result=call.result,
         model_text=call.model_text(),
         approval_id=call_approval_id(call) if call.status == CallStatus.PENDING_APPROVAL else None,
         hidden=hidden,
         answered_by=answered_by,
+        edited=edited_arguments(call) if call.status in RELEASED_STATUSES else None,
     )
 
 

@@ -33,14 +33,16 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command, Interrupt
 
-from toolhub.adapters._common import NOT_RUN_STATUSES, offered_tools, pause_decision
+from toolhub.adapters._common import NOT_RUN_STATUSES, edited_arguments, offered_tools, pause_decision
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.audit import redact
 from toolhub.authorization import CallPrincipal, tool_definitions
 from toolhub.direct import WAITING_STATUSES, call_approval_id, call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches, visible_tool_names
 from toolhub.policy import approval_verdict
+from toolhub.selectors import withheld_names
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -307,14 +309,14 @@ class LangGraphToolhub:
         """
         deadline = time.monotonic() + max(float(wait), 0.0)
         answers: dict[str, dict[str, Any]] = {}
-        for review, item in zip(self.request_approvals(interrupts, config), interrupts, strict=True):
+        for review in self.request_approvals(interrupts, config):
             call = ToolCall.objects.get(pk=review.call_id)
             left = deadline - time.monotonic()
             if left > 0 and call.status in WAITING_STATUSES:
                 call = call_wait(call=call, seconds=left)
             if call.status == CallStatus.PENDING_APPROVAL:
                 return None
-            answers[review.interrupt_id] = _decision(call, item.value)
+            answers[review.interrupt_id] = _decision(call)
         return Command(resume=answers)
 
 
@@ -342,15 +344,18 @@ def _asked_hash(name: str, arguments: Mapping[str, Any]) -> str | None:
 def _same_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> bool:
     """Whether the graph runs the tool call toolhub has: the model's own arguments, or the released ones.
 
-    The model's are compared with their binding kept at the request, before any interceptor: a call an
-    interceptor rewrote (a normalizer, a tagger) ran with what the model asked for, and says so.
+    The released ones are compared as the caller sees them (the HITL ``edit`` hands them over redacted), so a
+    sensitive value is not compared: toolhub runs the version it released whatever the graph holds. The model's
+    are compared with their binding kept at the request, before any interceptor: a call an interceptor rewrote
+    (a normalizer, a tagger) ran with what the model asked for, and says so.
     """
+    withheld = withheld_names(call.tool_name, call.arguments, arguments, version=call.tool_version)
+    if redact(dict(arguments), withheld) == redact(call.arguments, withheld):
+        return True
     tool = registry.get(call.tool_name)
     model_arguments = None if tool is None else _model_arguments(tool, arguments)
     if model_arguments is None:
         return False
-    if model_arguments == call.arguments:
-        return True
     requested = (
         AuditEvent.objects.filter(call_id=call.pk, event_type="call.requested").values_list("data", flat=True).first()
     )
@@ -359,26 +364,21 @@ def _same_arguments(call: ToolCall, arguments: Mapping[str, Any]) -> bool:
     return isinstance(asked, str) and approval_hash_matches(asked, call.tool_name, call.tool_version, model_arguments)
 
 
-def _decision(call: ToolCall, asked: Mapping[str, Any]) -> dict[str, Any]:
-    """The HITL decision of a decided call: reject with the reason, edit to the released arguments, or approve.
+def _decision(call: ToolCall) -> dict[str, Any]:
+    """The HITL decision of a decided call: reject with the reason, edit to the operator's arguments, or approve.
 
-    A call that never ran (withdrawn by its requester too: ``pause_decision``) is rejected, never approved.
+    A call that never ran (withdrawn by its requester too: ``pause_decision``) is rejected, never approved. Only
+    an operator's edit is an ``edit``, carrying the arguments as the caller may see them (``edited_arguments``):
+    the graph tells its model what they were, and an interceptor's rewrite (a sensitive value it put in) is not
+    the model's to read.
     """
     decided = pause_decision(call)
     if decided is None or not decided.approve:
         return {"type": "reject", "message": decided.message if decided else f"Call {call.id} still waits."}
-    tool = registry.get(call.tool_name)
-    proposed = None
-    if tool is not None:
-        try:
-            proposed = storable_arguments(
-                tool, validate_arguments(tool, parse_arguments(asked.get("args") or {}, tool))
-            )
-        except ArgumentsRefused:
-            proposed = None
-    if proposed != call.arguments:
-        return {"type": "edit", "edited_action": {"name": call.tool_name, "args": dict(call.arguments)}}
-    return {"type": "approve"}
+    edited = edited_arguments(call)
+    if edited is None:
+        return {"type": "approve"}
+    return {"type": "edit", "edited_action": {"name": call.tool_name, "args": edited}}
 
 
 def _answer(call: ToolCall) -> str:

@@ -9,8 +9,9 @@ the agent) decides what needs an operator:
    ``DeferredToolRequests`` whose metadata names the toolhub call and its approval request, which the
    operators see (tool, arguments, requester) and decide in the admin or over the approvals API.
 2. :func:`operator_decisions` turns their decisions into ``DeferredToolResults``: approved becomes
-   ``ToolApproved`` (edited arguments as ``override_args``: what the approved call runs with), rejected
-   ``ToolDenied(<the operator's comment>)``; who answered is in ``answered_by``.
+   ``ToolApproved`` (an operator's edited arguments as ``override_args``, sensitive values redacted: the
+   call runs as toolhub released it), rejected ``ToolDenied(<the operator's comment>)``; who answered is
+   in ``answered_by``.
 3. The run resumes with ``message_history`` + ``deferred_tool_results``; the approved call is the
    call toolhub already released to its worker, so its result is read, never run a second time.
 
@@ -263,8 +264,9 @@ def operator_decisions(
             # Never run: rejected, expired, refused, or withdrawn by its requester (no operator approved it).
             results.approvals[approval.tool_call_id] = ToolDenied(state.model_text)
             continue
-        edited = state.arguments if state.arguments != approval.arguments else None
-        results.approvals[approval.tool_call_id] = ToolApproved(override_args=edited)
+        # Only an operator's edit overrides, as the caller may see it: never an interceptor's rewrite (the call
+        # runs as toolhub released it, whatever these say).
+        results.approvals[approval.tool_call_id] = ToolApproved(override_args=state.edited)
         results.metadata[approval.tool_call_id] = _metadata(state)
     for part in requests.calls:
         toolhub = _toolhub_metadata(requests.metadata.get(part.tool_call_id))

@@ -20,13 +20,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Interrupt
 from rest_framework.test import APIClient
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalRule
 from approvals.services import approval_approve
+from tests.interceptors.conftest import send_email
 from tests.testapp.models import SideEffect
 from toolhub.adapters.langgraph import LangGraphBridgeError, LangGraphToolhub, langgraph_call_id
 from toolhub.interceptors import InterceptedCall, Interceptor
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import approval_hash_matches
+from toolhub.tools.registry import registry
 
 # Committed for real: the embedded mode runs a call when the request's transaction commits.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -370,3 +372,54 @@ def test_a_call_an_interceptor_rewrote_answers_with_its_result(
     assert effect.note == "wire 100|tagged"
     (message,) = tool_messages(finished)
     assert json.loads(message.content) == {"effect_id": effect.pk}
+
+
+def test_an_interceptors_rewrite_resumes_as_approve(
+    agent_for: Agent, operator_client: APIClient, settings: Any
+) -> None:
+    """A rewrite is not an operator's edit: the approval without edit resumes as ``approve``."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "INTERCEPTORS": [f"{__name__}.Tagger"]}
+    agent, hub, config = agent_for(asks("risky_effect", {"note": "wire 100"}))
+    paused = start(agent, config)
+    hub.request_approvals(paused.interrupts, config)
+    operator_client.post(f"/api/v1/approvals/{ApprovalRequest.objects.get().pk}/approve/", {}, format="json")
+
+    command = hub.resume_command(paused.interrupts, config, wait=5)
+
+    assert command is not None and command.resume == {paused.interrupts[0].id: {"type": "approve"}}
+    (message,) = tool_messages(agent.invoke(command, config, version="v2"))
+    assert json.loads(message.content) == {"effect_id": SideEffect.objects.get(note="wire 100|tagged").pk}
+
+
+def test_an_operators_edit_reaches_the_graph_as_the_caller_sees_it(alice: User, operator_client: APIClient) -> None:
+    """The HITL ``edit`` carries the edited arguments with sensitive values redacted, as the approvals API shows
+    them; the resumed tool still joins the call, which ran once with the operator's value."""
+    with registry.temporarily(send_email):
+        ApprovalRule.objects.create(name="mail-needs-a-look", tool_name="send_email")
+        hub = LangGraphToolhub(user=alice, wait_seconds=5)
+        model = ScriptedChatModel(
+            messages=iter([asks("send_email", {"to": "bob@example.com", "body": "hi"}), AIMessage(content="done")])
+        )
+        agent = create_agent(
+            model, tools=hub.tools(["send_email"]), middleware=[hub.middleware()], checkpointer=InMemorySaver()
+        )
+        config = {"configurable": {"thread_id": "edited-secret"}}
+        paused = start(agent, config)
+        hub.request_approvals(paused.interrupts, config)
+        approval = ApprovalRequest.objects.get()
+        edited = {"to": "bob@example.com", "body": "hi", "token": "operator-secret-7"}
+        answer = operator_client.post(f"/api/v1/approvals/{approval.pk}/approve/", {"arguments": edited}, format="json")
+        assert answer.status_code == 200, answer.content
+
+        command = hub.resume_command(paused.interrupts, config, wait=5)
+        assert command is not None
+        finished = agent.invoke(command, config, version="v2")
+
+    shown = {"to": "bob@example.com", "body": "hi", "token": "***redacted***"}
+    assert command.resume == {
+        paused.interrupts[0].id: {"type": "edit", "edited_action": {"name": "send_email", "args": shown}}
+    }
+    assert "operator-secret-7" not in json.dumps([m.model_dump() for m in finished.value["messages"]], default=str)
+    (message,) = tool_messages(finished)
+    assert json.dumps("sent to bob@example.com") in message.content and "not the ones" not in message.content
+    assert list(SideEffect.objects.values_list("note", flat=True)) == ["bob@example.com"]

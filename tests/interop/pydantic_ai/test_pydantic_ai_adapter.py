@@ -29,6 +29,7 @@ from toolhub.adapters.pydantic_ai import (
 from toolhub.celery import app as celery_app
 from toolhub.direct import CallerContextError
 from toolhub.execution import tool_call_execute
+from toolhub.interceptors import InterceptedCall, Interceptor
 from toolhub.models import AuditEvent, Grant, ToolCall
 from toolhub.tasks import execute_tool_call_task
 
@@ -284,3 +285,30 @@ def test_context_the_client_may_not_set_is_refused_before_anything_is_recorded(a
 
     assert not ToolCall.objects.exists()
     assert not SideEffect.objects.exists()
+
+
+class Tagger(Interceptor):
+    """Appends a tag to ``note``: a rewrite of toolhub's, never the model's nor an operator's."""
+
+    name = "tagger"
+
+    def before(self, call: InterceptedCall) -> dict[str, Any] | None:
+        return {**call.arguments, "note": f"{call.arguments['note']}|tagged"} if "note" in call.arguments else None
+
+
+def test_an_interceptors_rewrite_is_no_override(alice: User, operator: User, settings: Any) -> None:
+    """Only an operator's edit becomes ``override_args``: approved as is, the call is ``ToolApproved()``."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "INTERCEPTORS": [f"{__name__}.Tagger"]}
+    model = ScriptedModel("risky_effect", {"note": "as the model wrote it"})
+    agent = agent_for(alice, model)
+    first = agent.run_sync("Record it.")
+    assert isinstance(first.output, DeferredToolRequests)
+    client_for(operator).post(f"/api/v1/approvals/{ApprovalRequest.objects.get().pk}/approve/", {}, format="json")
+
+    decisions = operator_decisions(first.output, user=alice, wait_seconds=5)
+
+    assert decisions.results.approvals["call-1"] == ToolApproved(override_args=None)
+    resumed = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=decisions.results)
+    effect = SideEffect.objects.get()
+    assert effect.note == "as the model wrote it|tagged"
+    assert resumed.output == f'The tool said: {{"effect_id":{effect.pk}}}'
