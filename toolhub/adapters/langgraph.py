@@ -59,6 +59,8 @@ _CALL_NAMESPACE = uuid.UUID("9b0b6c57-3f5e-4d8e-9a57-6c1f0d6a2b41")
 #: The key of the request's client data (``call.requested``) that binds the model's own arguments.
 _ASKED_KEY = "asked_arguments_hash"
 #: The decisions toolhub can carry back: an operator approves, edits (then approves) or rejects.
+#: The metadata key of the LangChain tools a hub made: which hub (its id) handed the tool out.
+_HANDED_BY = "toolhub_hub"
 _DECISIONS: list[Any] = ["approve", "edit", "reject"]
 
 
@@ -162,6 +164,7 @@ class LangGraphToolhub:
             description=tool.description or name,
             args_schema=tool.json_schema,
             infer_schema=False,
+            metadata={_HANDED_BY: id(self)},
         )
 
     @_closing
@@ -220,7 +223,9 @@ class LangGraphToolhub:
         Every visible tool is gated by a ``when`` predicate asking toolhub's policy (code rule, operators'
         rules, risk) about the call's own arguments; on resume it answers the same, since the call exists.
         A tool :meth:`tools` did not hand out is never paused: the agent does not have it, and its ToolNode
-        refuses the name (pausing it would file a governed call of a tool the agent was never given).
+        refuses the name (pausing it would file a governed call of a tool the agent was never given). That holds
+        per agent: the call is paused only when the agent's own ToolNode resolved the name to a tool this hub
+        made, so a hub handing ``risky_effect`` to one agent pauses nothing of it for another.
         """
         gated = list(names) if names is not None else visible_tool_names(self.principal())
         interrupt_on: dict[str, bool | InterruptOnConfig] = {
@@ -236,7 +241,9 @@ class LangGraphToolhub:
     def _needs_review(self, request: ToolCallRequest) -> bool:
         tool_call = request.tool_call
         name = tool_call["name"]
-        if name not in self._handed:
+        resolved = request.tool  # what this agent's ToolNode found under the name: None when it has no such tool
+        metadata = getattr(resolved, "metadata", None) or {}
+        if name not in self._handed or metadata.get(_HANDED_BY) != id(self):
             return False  # not the agent's tool: its ToolNode refuses the name
         call_id = langgraph_call_id(_thread_id(request.runtime.config), tool_call.get("id") or "")
         existing = self._own_call(call_id, name)

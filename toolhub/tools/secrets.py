@@ -203,8 +203,9 @@ class SecretScrubber:
     def log_record(self, record: logging.LogRecord, *, only_when_found: bool = False) -> None:
         """Rewrite a log record in place: its message, traceback and stack without the secrets.
 
-        ``only_when_found``: leave a record that shows none of them as it is (its arguments and exception kept
-        for handlers): for a thread that may work for no call at all (``_RunningScopes``).
+        ``only_when_found``: leave the message of a record that shows none of them as it is (its arguments kept
+        for handlers): for a thread that may work for no call at all (``_RunningScopes``). Its exception object
+        is still replaced by its traceback's text: the frames' local variables may hold a secret no text shows.
         """
         try:
             message = record.getMessage()
@@ -216,6 +217,8 @@ class SecretScrubber:
         if only_when_found and not any(
             self.text(text) != text for text in (message, formatted, record.exc_text, record.stack_info) if text
         ):
+            if formatted is not None:
+                record.exc_text, record.exc_info = formatted, None
             return
         record.msg, record.args = self.text(message), ()
         if record.exc_info:
