@@ -125,10 +125,14 @@ class ToolhubSettings(BaseModel):
     # dotted paths, or {"class": "<dotted path>", "options": {...}}; ``before`` in this order, ``after`` reversed.
     INTERCEPTORS: list[str | dict[str, Any]] = []
     # Built-in tools (app toolhub.builtins): the directory holding one workspace per tenant (<root>/<tenant slug>/;
-    # empty: the file and shell tools refuse to run), the largest file they read or write, the most entries listed.
+    # empty: the file and shell tools refuse to run), the largest file they read or write, the most entries listed,
+    # and what one tenant's workspace may hold once a file tool has written (bytes of its files; files, directories
+    # and other entries).
     WORKSPACE_ROOT: str = ""
     BUILTIN_FILE_MAX_BYTES: Positive = 1_000_000
     BUILTIN_LIST_MAX_ENTRIES: Positive = 500
+    BUILTIN_WORKSPACE_MAX_BYTES: Positive = 100_000_000
+    BUILTIN_WORKSPACE_MAX_ENTRIES: Positive = 10_000
     # The shell tool's allow list: [{"command": "wc", "arguments": [r"-[lwc]", r"[\w.-]+"], "max_arguments": 5}];
     # each argument must match one pattern whole. Anything else waits for an operator's approval.
     SHELL_COMMANDS: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolhub.builtins.access import builtin_tenant
+from toolhub.builtins.quota import room_problem
 from toolhub.builtins.refusals import refuse
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
@@ -129,11 +130,14 @@ class Workspace:
             raise self._refused("binary", "The file is binary (not UTF-8 text); it cannot be viewed.", path) from None
 
     def write_text(self, path: str, text: str) -> int:
-        """Create or replace a file with ``text`` in one rename; return the bytes written."""
+        """Create or replace a file with ``text`` in one rename, if the workspace has room; return the bytes written."""
         parts = self.parts(path, writing=True)
         data = text.encode("utf-8")
         if len(data) > self.max_bytes:
             raise self._too_large(path, len(data))
+        problem = room_problem(self.root, parts, len(data))
+        if problem:
+            raise self._refused("quota", problem, path)
         with self.directory(parts[:-1], create=True, path=path) as parent:
             name = parts[-1]
             try:
