@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,6 +19,7 @@ from tests.toolsec.leaks import SECRET, assert_no_secret, traces_of
 from toolhub import ToolResult, registry, tool
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
+from toolhub.tools import secrets as secrets_module
 from toolhub.tools.secrets import SecretScrubber, sensitive_values
 from toolhub.tools.timeouts import call_with_timeout
 
@@ -246,11 +248,13 @@ def test_the_log_scope_follows_a_tool_into_its_time_limit_thread(caplog: pytest.
     assert_no_secret(caplog.text)
 
 
-def test_a_thread_without_the_calls_context_is_scrubbed_only_while_a_scope_is_active(
-    caplog: pytest.LogCaptureFixture,
+def test_a_thread_without_the_calls_context_is_scrubbed_while_a_scope_is_active_or_lately_left(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A thread the tool starts without copying its context (a pool) cannot tell whose call it works for: it is
-    # scrubbed of every active scope's secrets (two calls running at once here), and only while one is active.
+    # scrubbed of every active scope's secrets (two calls running at once here), and of those of the scopes
+    # left within the linger (the thread may outlive its call), not later.
+    monkeypatch.setattr(secrets_module, "_running", secrets_module._RunningScopes(linger=0.5, keep=256))
     caplog.set_level(logging.INFO)
     other = "other-calls-key-9d2f"
     log = logging.getLogger("tool")
@@ -277,10 +281,22 @@ def test_a_thread_without_the_calls_context_is_scrubbed_only_while_a_scope_is_ac
         elsewhere.join()
         in_a_bare_thread(f"pool again: key {other}")
     in_a_bare_thread(f"after: key {SECRET}")
+    time.sleep(0.6)
+    in_a_bare_thread(f"much later: key {SECRET}")
 
     assert "pool: key [secret], [secret]" in caplog.text
-    assert f"pool again: key {other}" in caplog.text  # that call ended: its scope no longer applies
-    assert f"after: key {SECRET}" in caplog.text  # no scope active: nothing is rewritten
+    assert "pool again: key [secret]" in caplog.text  # that call ended a moment ago: its thread may still work
+    assert "after: key [secret]" in caplog.text
+    assert f"much later: key {SECRET}" in caplog.text  # no scope active or lately left: nothing is rewritten
+
+
+def test_the_scopes_lately_left_are_kept_up_to_a_number() -> None:
+    running = secrets_module._RunningScopes(linger=60.0, keep=2)
+    for value in ("first-key-0001", "second-key-0002", "third-key-0003"):
+        running.leave(running.enter(SecretScrubber([value])))
+
+    union = running.union()
+    assert union is not None and union.values == ("second-key-0002", "third-key-0003")
 
 
 @tool(sensitive=("password", "pins"))

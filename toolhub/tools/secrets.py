@@ -14,9 +14,10 @@ where that output enters the pipeline (``toolhub.execution``):
   and cannot be trusted to remove every copy, and so is a text one that still holds them (an unknown
   charset, or the secret in another encoding than the declared one);
 - log records created while the call runs, whatever the logger (the tool's own included) and whatever
-  thread (one the tool starts without its context is scrubbed of every running call's secrets): a log record
-  factory rewrites their message, and formats their traceback to scrubbed text (dropping the exception
-  object, whose frames hold the secret).
+  thread (one the tool starts without its context is scrubbed of every running call's secrets, and of those
+  of the calls that ended in the last ``LINGER_SECONDS``: it may outlive its call, as when the call timed out):
+  a log record factory rewrites their message, and formats their traceback to scrubbed text (dropping the
+  exception object, whose frames hold the secret); the attributes given with ``extra=`` are scrubbed too.
 
 Audit events, the stored call and what the model is told are built from these scrubbed values only.
 Besides the plain value, the forms an exception or a log line typically carries are matched: ``repr``
@@ -29,11 +30,14 @@ short string would be), so secrets must be at least that long.
 
 import base64
 import codecs
+import collections
 import contextlib
 import contextvars
 import json
 import logging
+import math
 import threading
+import time
 import traceback
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -128,6 +132,17 @@ class SecretScrubber:
         secrets = cls.for_presets(tool.presets)
         withheld = cls.for_arguments(tool, arguments)
         return cls((*secrets.values, *withheld.values)) if withheld else secrets
+
+    @classmethod
+    def merged(cls, scrubbers: Iterable["SecretScrubber"]) -> "SecretScrubber":
+        """One scrubber for the values of all of ``scrubbers``, from their forms as built (none built again)."""
+        merged = cls(())
+        scrubbers = list(scrubbers)
+        merged.values = tuple(dict.fromkeys(value for scrubber in scrubbers for value in scrubber.values))
+        forms = {form for scrubber in scrubbers for form in scrubber._forms}
+        merged._forms = tuple(sorted(forms, key=len, reverse=True))
+        merged._raw = tuple({raw for scrubber in scrubbers for raw in scrubber._raw})
+        return merged
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -231,6 +246,44 @@ class SecretScrubber:
         if record.stack_info:
             record.stack_info = self.text(record.stack_info)
 
+    def log_extra(self, record: logging.LogRecord, extra: Mapping[str, object]) -> None:
+        """Rewrite the attributes a record was given with ``extra=`` that show a secret; the others are left.
+
+        JSON log formatters and error trackers ship them with the message.
+        """
+        for name in extra:
+            value = record.__dict__.get(name)
+            scrubbed, changed = self._anything(value)
+            if changed:
+                record.__dict__[name] = scrubbed
+
+    def _anything(self, data: Any, depth: int = 0) -> tuple[Any, bool]:
+        """Any data with its secrets replaced, and whether one was.
+
+        Containers item by item, JSON values as ``value`` does, another object (or a container too deep) by its
+        scrubbed ``repr`` when that shows one.
+        """
+        if data is None or isinstance(data, str | bool | int | float):
+            scrubbed = self.value(data)
+            return scrubbed, scrubbed is not data and scrubbed != data
+        if depth < 20 and isinstance(data, Mapping):
+            items = [(self._anything(k, depth + 1), self._anything(v, depth + 1)) for k, v in data.items()]
+            if any(key[1] or value[1] for key, value in items):
+                return {key[0]: value[0] for key, value in items}, True
+            return data, False
+        if depth < 20 and isinstance(data, list | tuple | set | frozenset):
+            scrubbed_items = [self._anything(item, depth + 1) for item in data]
+            if any(changed for _, changed in scrubbed_items):
+                return [item for item, _ in scrubbed_items], True
+            return data, False
+        try:
+            shown = [repr(data), str(data)]
+        except Exception:  # noqa: BLE001 - an object that cannot be shown shows no secret to a handler either
+            return data, False
+        if any(self.text(text) != text for text in shown):
+            return self.text(shown[0]), True
+        return data, False
+
     @contextlib.contextmanager
     def scope(self) -> Iterator["SecretScrubber"]:
         """While the block runs, every log record created is scrubbed, in this thread or context and beyond.
@@ -275,34 +328,67 @@ class _RunningScopes:
     """The scrubbers of every scope active in the process, for log records created outside any call's context.
 
     A thread the tool starts does not inherit the context variable, so which call it works for is unknown:
-    its records are scrubbed with the secrets of every call running now. That only ever redacts more (another
-    tenant's secret is replaced, never shown), and is bounded by the calls running at once. The union is built
-    when a scope is entered or left, not per record; records read it without the lock (one reference).
+    its records are scrubbed with the secrets of every call running now, and of every call that ended less
+    than ``linger`` seconds ago (the ``keep`` latest): such a thread may outlive its call (the call timed out
+    while its SDK's pool thread still waits for an answer it will log). That only ever redacts more (another
+    tenant's secret is replaced, never shown), and the work per record is bounded by ``keep``. The union is built
+    when first read after a change, not per record; records read it without the lock while nothing changed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, linger: float, keep: int) -> None:
+        self.linger, self.keep = linger, keep
         self._lock = threading.Lock()
         self._scrubbers: dict[object, SecretScrubber] = {}
-        self.union: SecretScrubber | None = None
+        self._left: collections.deque[tuple[float, SecretScrubber]] = collections.deque()  # oldest first
+        self._next_expiry = math.inf  # the oldest left scope's, read without the lock
+        self._union: SecretScrubber | None = None
+        self._stale = False
 
     def enter(self, scrubber: SecretScrubber) -> object:
         entry = object()
         with self._lock:
             self._scrubbers[entry] = scrubber
-            self._rebuild()
+            self._stale = True
         return entry
 
     def leave(self, entry: object) -> None:
         with self._lock:
-            self._scrubbers.pop(entry, None)
-            self._rebuild()
+            scrubber = self._scrubbers.pop(entry, None)
+            if scrubber is not None:
+                self._left.append((time.monotonic() + self.linger, scrubber))
+                while len(self._left) > self.keep:
+                    self._left.popleft()
+                self._next_expiry = self._left[0][0]
+            self._stale = True
+
+    def union(self) -> SecretScrubber | None:
+        """Every running or lingering scope's secrets together; ``None`` when there is none."""
+        if self._stale or self._next_expiry <= time.monotonic():
+            with self._lock:
+                self._forget_expired()
+                if self._stale:
+                    self._rebuild()
+        return self._union
+
+    def _forget_expired(self) -> None:
+        now = time.monotonic()
+        while self._left and self._left[0][0] <= now:
+            self._left.popleft()
+            self._stale = True
+        self._next_expiry = self._left[0][0] if self._left else math.inf
 
     def _rebuild(self) -> None:
-        values = (value for scrubber in self._scrubbers.values() for value in scrubber.values)
-        self.union = SecretScrubber(values) if self._scrubbers else None
+        scrubbers = [*self._scrubbers.values(), *(scrubber for _, scrubber in self._left)]
+        self._union = SecretScrubber.merged(scrubbers) if scrubbers else None
+        self._stale = False
 
 
-_running = _RunningScopes()
+#: Seconds a scope's secrets still scrub the records of threads without a call's context after it ended, and how
+#: many ended scopes are kept so at most (the latest).
+LINGER_SECONDS = 600.0
+LINGER_SCOPES = 256
+
+_running = _RunningScopes(LINGER_SECONDS, LINGER_SCOPES)
 
 
 def sensitive_values(
@@ -376,12 +462,21 @@ def _text_forms(value: str) -> set[str]:
 
 
 def _install_record_factory() -> None:
-    """Wrap the log record factory once per process (again if someone replaced it since)."""
+    """Wrap the log record factory and ``Logger.makeRecord`` once per process (again if someone replaced one since).
+
+    ``makeRecord`` sets a record's ``extra=`` attributes after the factory made it: they are scrubbed there.
+    """
     with _factory_lock:
         current = logging.getLogRecordFactory()
-        if getattr(current, "_toolhub_scrubs_secrets", False):
-            return
-        logging.setLogRecordFactory(_scrubbing_factory(current))
+        if not getattr(current, "_toolhub_scrubs_secrets", False):
+            logging.setLogRecordFactory(_scrubbing_factory(current))
+        if not getattr(logging.Logger.makeRecord, "_toolhub_scrubs_secrets", False):
+            logging.Logger.makeRecord = _scrubbing_make_record(logging.Logger.makeRecord)  # type: ignore[method-assign]
+
+
+def _scrubber_here() -> SecretScrubber | None:
+    """The scrubber of a record created now: the call's, else (a thread without one) every running call's."""
+    return _active.get() or _running.union()
 
 
 def _scrubbing_factory(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
@@ -392,9 +487,35 @@ def _scrubbing_factory(previous: Callable[..., logging.LogRecord]) -> Callable[.
         scrubber = _active.get()
         if scrubber:
             scrubber.log_record(record)
-        elif _running.union:
-            _running.union.log_record(record, only_when_found=True)
+        else:
+            union = _running.union()
+            if union:
+                union.log_record(record, only_when_found=True)
         return record
 
     factory._toolhub_scrubs_secrets = True  # type: ignore[attr-defined]
     return factory
+
+
+def _scrubbing_make_record(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make_record(
+        self: logging.Logger,
+        name: str,
+        level: int,
+        fn: str,
+        lno: int,
+        msg: object,
+        args: Any,
+        exc_info: Any,
+        func: str | None = None,
+        extra: Mapping[str, object] | None = None,
+        sinfo: str | None = None,
+    ) -> logging.LogRecord:
+        record = previous(self, name, level, fn, lno, msg, args, exc_info, func, extra, sinfo)
+        scrubber = _scrubber_here() if extra else None
+        if scrubber:
+            scrubber.log_extra(record, extra or {})
+        return record
+
+    make_record._toolhub_scrubs_secrets = True  # type: ignore[attr-defined]
+    return make_record
