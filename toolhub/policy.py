@@ -81,6 +81,7 @@ def approval_verdict(
     rule = tool.needs_approval
     if rule is True:
         return ApprovalVerdict("the tool always needs approval", "code", risk, required_approvals=minimum)
+    rule_failed = False
     if callable(rule):
         # What is withheld from the stored arguments (``Tool.withheld``: a misspelt ``PIN`` too) is never
         # shown by what the rule produces either: its reason, its failure.
@@ -89,23 +90,54 @@ def approval_verdict(
             outcome = rule(arguments, ctx)
         except Exception:  # noqa: BLE001 - a developer's rule failing holds the call for a person, nothing runs
             _log_rule_failure(scrubber, tool, subject)
-            return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, required_approvals=minimum)
-        if outcome:
-            reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
-            # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
-            # stored, audited, mailed and sent to webhooks.
-            return ApprovalVerdict(scrubber.text(reason), "code", risk, required_approvals=minimum)
-    for source in _rule_sources:
-        try:
-            verdict = source(tool, risk, arguments, principal)
-        except Exception:  # noqa: BLE001 - a rule source failing holds the call for a person, as a code rule's does
-            _log_rule_failure(SecretScrubber.for_arguments(tool, arguments), tool, subject)
-            return ApprovalVerdict(RULE_FAILED_REASON, "rule", risk, required_approvals=minimum)
-        if verdict is not None:
-            return verdict
+            rule_failed = True
+        else:
+            if outcome:
+                reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
+                # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
+                # stored, audited, mailed and sent to webhooks.
+                return ApprovalVerdict(scrubber.text(reason), "code", risk, required_approvals=minimum)
+    try:
+        verdict = _sources_verdict(tool, risk, arguments, principal)
+    except Exception:  # noqa: BLE001 - a rule source failing holds the call for a person, as a code rule's does
+        _log_rule_failure(SecretScrubber.for_arguments(tool, arguments), tool, subject)
+        return ApprovalVerdict(RULE_FAILED_REASON, "code" if rule_failed else "rule", risk, required_approvals=minimum)
+    if rule_failed:
+        return _failed_rule_verdict(verdict, risk, minimum)
+    if verdict is not None:
+        return verdict
     if rule is not False and Risk(risk).needs_approval:
         return ApprovalVerdict(f"risk is {risk}", "risk", risk, required_approvals=minimum)
     return None
+
+
+def _sources_verdict(
+    tool: Tool, risk: str, arguments: Mapping[str, Any], principal: CallPrincipal
+) -> ApprovalVerdict | None:
+    """The first verdict of the run-time rule sources (operators' rules), ``None`` when none matches."""
+    for source in _rule_sources:
+        verdict = source(tool, risk, arguments, principal)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def _failed_rule_verdict(matched: ApprovalVerdict | None, risk: str, minimum: int) -> ApprovalVerdict:
+    """A call whose code rule failed is held, on the terms of the operators' rule that matches it, if any.
+
+    The model chooses the arguments: one that makes the rule fail (a zero quantity it divides by) must not get
+    fewer approvers or a longer wait than a call whose rule matched nothing would.
+    """
+    if matched is None:
+        return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, required_approvals=minimum)
+    return ApprovalVerdict(
+        RULE_FAILED_REASON,
+        "code",
+        risk,
+        rule_id=matched.rule_id,
+        timeout_seconds=matched.timeout_seconds,
+        required_approvals=max(minimum, matched.required_approvals),
+    )
 
 
 def _log_rule_failure(scrubber: SecretScrubber, tool: Tool, subject: str) -> None:

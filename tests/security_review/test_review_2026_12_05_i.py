@@ -8,11 +8,12 @@ Checked and found holding (no test here): see the end of this docstring once the
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
 
+from approvals.models import ApprovalRequest, ApprovalRule
 from tests.helpers import RequestCall
 from toolhub import Param, Tool, registry
 from toolhub.models import CallStatus
@@ -136,3 +137,45 @@ def test_a_tools_structured_log_record_keeps_the_key_in_its_extra_attributes(
     assert "request sent" in shown and "Authorization" in shown
     assert API_KEY not in shown, "the record's extra attributes carry the key"
 
+
+# --- ea32743: a code rule that raises holds the call with fewer approvals than the operators' rules ask ----------
+
+
+def _bulk_order(
+    item: Annotated[str, Param("The item.")],
+    total: Annotated[float, Param("The order's total.")],
+    quantity: Annotated[int, Param("How many.")],
+) -> str:
+    """Order items."""
+    return "ordered"
+
+
+def _expensive_per_unit(arguments: Any, ctx: Any) -> str | None:
+    """The developer's rule: a unit price above 500 needs a look."""
+    return "a unit price above 500" if arguments["total"] / arguments["quantity"] > 500 else None
+
+
+def test_a_code_rule_made_to_raise_holds_the_call_for_one_approver_where_the_operators_rule_asks_two(
+    request_call: RequestCall, alice: User
+) -> None:
+    """Found: ``toolhub/policy.py`` ``approval_verdict`` returns ``RULE_FAILED_REASON`` with the risk's minimum
+    approvals as soon as the tool's code rule raises, before the rule sources are read. An operator's database rule
+    for the tool asking two approvers (``ApprovalRule.required_approvals=2``: every order of this tool) applies to a
+    call whose code rule returns nothing, yet a model that picks arguments making the rule raise (``quantity=0``:
+    ``ZeroDivisionError`` in the developer's unit-price rule) has its call held for one approver. Before ea32743
+    such a call failed (500); now it is a way around the operators' second pair of eyes. Attacker: the model (a
+    prompt injection) choosing the arguments.
+    Expect: a call held because its code rule failed is held on terms at least as strict as the operators' rules
+    that match it (their required approvals, their timeout), as a call whose rule matched nothing would be.
+    """
+    order = Tool.from_function(_bulk_order, name="review_i_order", risk="low", needs_approval=_expensive_per_unit)
+    ApprovalRule.objects.create(name="orders: two approvers", tool_name="review_i_order", required_approvals=2)
+    with registry.temporarily(order):
+        ordinary = request_call("review_i_order", {"item": "chairs", "total": 100, "quantity": 1}, alice)
+        failing = request_call("review_i_order", {"item": "chairs", "total": 100, "quantity": 0}, alice)
+
+    assert ordinary.status == CallStatus.PENDING_APPROVAL
+    assert ApprovalRequest.objects.get(call=ordinary).required_approvals == 2
+    assert failing.status == CallStatus.PENDING_APPROVAL
+    held = ApprovalRequest.objects.get(call=failing)
+    assert held.required_approvals >= 2, f"held for {held.required_approvals} approver(s): {held.reason!r}"
