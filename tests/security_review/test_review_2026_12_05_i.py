@@ -2,7 +2,22 @@
 
 Each test fails on the reviewed code (main at df5120f) and states what was found and what is expected.
 
-Checked and found holding (no test here): see the end of this docstring once the review is complete.
+Checked and found holding (no test here): ``_RunningScopes``' union is an operator-side oracle only — no log
+record reaches a tenant (no handler stores records with a call, a run or an API answer), so one tenant's line
+showing ``[secret]`` where another's value occurs tells no tenant anything; a call's own thread scrubs with its
+own scope only, never the union; ``logging.LoggerAdapter``, ``logging.captureWarnings`` and Celery's stdout
+redirect (``LoggingProxy``) all create records through ``Logger.makeRecord`` and the factory; ``%r`` of a str,
+bytes or container is matched by the repr/bytes-repr forms; ``MIN_SECRET_LENGTH`` (4) and transformed values
+(case, Unicode normalisation, stripped) are documented limits; progress messages, suspension reasons and
+payloads, ``ToolResult.error``, artifact names and code-rule reasons are scrubbed with the call's scrubber;
+``recorded_call_verdict`` judges an edit with the same rule path; the database rule source cannot be made to
+raise by a model (``_compare`` holds on ``TypeError``, ``_normal`` keeps non-finite and unparsable values);
+``_start_child`` refuses inner calls and ``_calling_run`` calls without a run; ``edited_arguments`` hands back
+only an operator's edit, as ``displayed_arguments`` redacts it; ``offered_tools`` lists by
+``visible_tool_names`` with ``tool_seen_by`` schemas; LangGraph's ``asked_arguments_hash`` is keyed like
+``approval_hash`` (a caller cannot forge it); the API list filters (calls' ``run``/``status``, tools'
+``enabled``, runs' and approvals' ``status``) are choice/UUID filters answering 400 on other values, and their
+char filters only narrow an already tenant-scoped queryset.
 """
 
 import logging
