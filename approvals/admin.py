@@ -17,8 +17,8 @@ from approvals.models import (
     ApprovalStatus,
 )
 from approvals.selectors import ConversationBefore, approval_progress, conversation_before, pending_count
-from approvals.services import DECIDE_PERMISSION
-from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
+from approvals.services import DECIDE_PERMISSION, approvals_in_round
+from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_actions import CommentActionMixin
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
 from toolhub.admin_tables import short_id

@@ -18,8 +18,8 @@ from django.views.decorators.http import require_POST
 
 from approvals.forms import ApproveForm, CommentForm, DecisionForm
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import approval_approve, approval_may_decide, approval_reject
-from approvals.versions import approvals_in_round, shown_arguments
+from approvals.services import approval_approve, approval_may_decide, approval_reject, approvals_in_round
+from approvals.versions import shown_arguments
 from toolhub.admin_actions import CommentActionPage
 from toolhub.admin_helpers import pretty_json
 from toolhub.admin_tables import admin_table

@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
-from approvals.services import approval_approve, approval_reject
-from approvals.versions import approvals_in_round, shown_arguments, shown_diff, shown_original_arguments
+from approvals.services import ApproverStanding, approval_approve, approval_reject, approvals_in_round
+from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.api.filters import choice_help
 
 
@@ -71,7 +71,8 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
         return shown_diff(request)
 
     def get_approvals_in_round(self, request: ApprovalRequest) -> int:
-        return approvals_in_round(request)
+        # One standing for the whole list (the context is shared by its rows): each approver is read once.
+        return approvals_in_round(request, self.context.setdefault("approver_standing", ApproverStanding()))
 
 
 class DecisionInputSerializer(serializers.Serializer):

@@ -4,10 +4,11 @@ An edit replaces the version under approval and opens a new round: approvals cou
 every required approval is given by people who saw the arguments that will run.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -27,6 +28,7 @@ from toolhub.exceptions import (
     ApprovalError,
     ArgumentsChangedError,
     DecisionNotAllowedError,
+    NotInTenantError,
 )
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
@@ -45,6 +47,8 @@ __all__ = [
     "approvals_expire_due",
     "approvals_escalate_due",
     "approval_may_decide",
+    "approvals_in_round",
+    "ApproverStanding",
     "further_restrictions",
 ]
 
@@ -123,6 +127,45 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
             return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+class ApproverStanding:
+    """Whose approvals still count: the people who may decide a request now, each loaded once.
+
+    An approval holds while its giver may give it: once they are deactivated, deleted, removed from the
+    request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
+    requester left runs nothing), so the call waits for another approver instead of running on fewer.
+    One instance serves a list of requests: each decider is read once, whatever the number of rows.
+    """
+
+    def __init__(self) -> None:
+        self._users: dict[int, AbstractBaseUser | None] = {}
+
+    def counted(self, request: ApprovalRequest, decider_ids: Iterable[int | None]) -> frozenset[int]:
+        """Those of ``decider_ids`` whose approval of ``request`` still counts."""
+        ids = {pk for pk in decider_ids if pk is not None}
+        unread = ids - set(self._users)
+        if unread:
+            self._users.update(dict.fromkeys(unread))
+            self._users.update({user.pk: user for user in get_user_model().objects.filter(pk__in=unread)})
+        return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
+
+
+def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+    try:
+        return approval_may_decide(request, user) is None
+    except NotInTenantError:
+        return False
+
+
+def approvals_in_round(request: ApprovalRequest, standing: ApproverStanding | None = None) -> int:
+    """How many approvals of the current round count (an edit counts as its editor's): see ``ApproverStanding``."""
+    deciders = (
+        decision.decided_by_id
+        for decision in request.decisions.all()
+        if decision.round == request.round and decision.decision != DecisionKind.REJECT
+    )
+    return len((standing or ApproverStanding()).counted(request, deciders))
 
 
 def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
@@ -224,7 +267,9 @@ def _decide_in_transaction(
     else:
         event, decision = _edit(request, user, comment, edited)
     # The decision just made counts (an edit opens a new round in which only the editor's approval counts).
-    approvals = 1 + sum(1 for kind, round_, _ in decisions if round_ == request.round and kind != DecisionKind.REJECT)
+    # Earlier approvals of the round count only while their givers may still decide (``ApproverStanding``).
+    earlier = (by for kind, round_, by in decisions if round_ == request.round and kind != DecisionKind.REJECT)
+    approvals = 1 + len(ApproverStanding().counted(request, earlier))
     if approvals >= request.required_approvals:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision)

@@ -8,12 +8,12 @@ Sensitive values are never part of anything this module returns.
 from collections.abc import Mapping
 from typing import Any
 
-from approvals.models import ApprovalRequest, DecisionKind
+from approvals.models import ApprovalRequest
 from toolhub.audit import arguments_diff as _arguments_diff
 from toolhub.audit import redact
 from toolhub.selectors import withheld_names
 
-__all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff", "approvals_in_round"]
+__all__ = ["arguments_diff", "shown_arguments", "shown_original_arguments", "shown_diff"]
 
 
 def arguments_diff(
@@ -42,13 +42,4 @@ def shown_diff(request: ApprovalRequest) -> dict[str, Any]:
         request.original_arguments or {},
         request.arguments or {},
         version=request.call.tool_version,
-    )
-
-
-def approvals_in_round(request: ApprovalRequest) -> int:
-    """How many approvals the current round has (an edit counts as its editor's approval)."""
-    return sum(
-        1
-        for decision in request.decisions.all()
-        if decision.round == request.round and decision.decision != DecisionKind.REJECT
     )
