@@ -85,6 +85,8 @@ if _env_bool("TOOLHUB_DEMO", DEBUG):
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A NUL in the path or query string is refused (400) before any view puts it into a query.
+    "toolhub.middleware.StorableAddressMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

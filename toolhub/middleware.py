@@ -1,0 +1,38 @@
+"""A request's address must be text the database can hold: a NUL in its path or query string is refused (400).
+
+Views put path segments and query values into queries (a saga id, ``?tenant=``, the console's list filters);
+PostgreSQL refuses a NUL character in any text it is given, so such a request ended in a server error (500).
+Django's form fields refuse NUL, but not every value passes through one; checking the address once, before any
+view, covers the views that read it raw and those written later. Cheap (the address is short) and needs no
+authentication, unlike a body's checks (``toolhub.json_intake``), which wait for the caller to be known.
+"""
+
+from collections.abc import Callable
+
+from django.core.exceptions import BadRequest
+from django.http import HttpRequest, HttpResponse
+
+__all__ = ["StorableAddressMiddleware", "address_problem"]
+
+
+def address_problem(request: HttpRequest) -> str | None:
+    """Why the request's path or query string cannot be used in a query (naming which), or ``None``."""
+    if "\x00" in request.path:
+        return "The path holds a NUL character."
+    for name, values in request.GET.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            return f"The query parameter {name[:50]!r} holds a NUL character."
+    return None
+
+
+class StorableAddressMiddleware:
+    """Answers 400 (Django's bad request) to a path or query string holding a NUL character; nothing else runs."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        problem = address_problem(request)
+        if problem is not None:
+            raise BadRequest(problem)
+        return self.get_response(request)
