@@ -11,13 +11,13 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from approvals.admin_decisions import DecisionViewsMixin
+from approvals.deciders import DECIDE_PERMISSION, approvals_in_round
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
     ApprovalStatus,
 )
 from approvals.selectors import ConversationBefore, approval_progress, conversation_before, pending_count
-from approvals.services import DECIDE_PERMISSION, approvals_in_round
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_actions import CommentActionMixin
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json

@@ -16,9 +16,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
+from approvals.deciders import approval_may_decide, approvals_in_round
 from approvals.forms import ApproveForm, CommentForm, DecisionForm
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import approval_approve, approval_may_decide, approval_reject, approvals_in_round
+from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments
 from toolhub.admin_actions import CommentActionPage
 from toolhub.admin_helpers import pretty_json

@@ -10,9 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.deciders import ApproverStanding, approvals_in_round
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
-from approvals.services import ApproverStanding, approval_approve, approval_reject, approvals_in_round
+from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.api.filters import choice_help
 

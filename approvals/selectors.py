@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Q, QuerySet
 
+from approvals.deciders import DECIDE_PERMISSION, further_restrictions
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import DECIDE_PERMISSION, further_restrictions
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
 
@@ -48,7 +48,7 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     decide and the cross-tenant permission is, for every tenant, as they may decide them all.
 
     One query whatever the number of operators (the desk's page and the approvers' e-mail both ask): it
-    is :func:`approvals.services.approval_may_decide` as a filter, and a test holds the two to the same
+    is :func:`approvals.deciders.approval_may_decide` as a filter, and a test holds the two to the same
     answer for every kind of person (``tests/approvals/test_approvers.py``).
     """
     users = get_user_model().objects

@@ -4,16 +4,16 @@ An edit replaces the version under approval and opens a new round: approvals cou
 every required approval is given by people who saw the arguments that will run.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from approvals import signals
+from approvals.deciders import ApproverStanding, approval_may_decide
 from approvals.editing import EditedVersion, edited_version
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import Decisions, locked_request, request_decisions
@@ -28,14 +28,12 @@ from toolhub.exceptions import (
     ApprovalError,
     ArgumentsChangedError,
     DecisionNotAllowedError,
-    NotInTenantError,
 )
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
 from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.storable import json_storage_problem
-from toolhub.tenancy import require_tenant
 from toolhub.transitions import guarded_save, guarded_update_sql
 from toolhub.waiting import tool_call_refuse, tool_call_release
 
@@ -46,13 +44,7 @@ __all__ = [
     "approval_withdraw",
     "approvals_expire_due",
     "approvals_escalate_due",
-    "approval_may_decide",
-    "approvals_in_round",
-    "ApproverStanding",
-    "further_restrictions",
 ]
-
-DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
 def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> ApprovalRequest:
@@ -106,83 +98,6 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         _reopen(request)
     _notify(signals.approval_requested, request, "approval.requested")
     return request
-
-
-def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str | None:
-    """Why ``user`` may not decide ``request``, or ``None`` when they may.
-
-    A user outside the request's tenant is refused with :class:`NotInTenantError` before anything
-    else is checked, so that the answer reveals nothing of the request (callers answer it as 404).
-    """
-    require_tenant(user, request.tenant)
-    if not user.has_perm(DECIDE_PERMISSION):
-        return "You need the 'Can approve or reject held-back tool calls' permission."
-    if request.requested_by_id is not None and request.requested_by_id == user.pk:
-        return "You started this call; another operator must decide it."
-    further = further_restrictions(request)
-    if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
-        groups = set(user.groups.values_list("id", flat=True))
-        fallback = bool(request.escalated_at) and request.escalation_group_id in groups
-        governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
-        if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
-            return "Only the approvers of this tool's groups may decide this request."
-    return None
-
-
-class ApproverStanding:
-    """Whose approvals still count: the people who may decide a request now, each loaded once.
-
-    An approval holds while its giver may give it: once they are deactivated, deleted, removed from the
-    request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
-    requester left runs nothing), so the call waits for another approver instead of running on fewer.
-    One instance serves a list of requests: each decider is read once, whatever the number of rows.
-    """
-
-    def __init__(self) -> None:
-        self._users: dict[int, AbstractBaseUser | None] = {}
-
-    def counted(self, request: ApprovalRequest, decider_ids: Iterable[int | None]) -> frozenset[int]:
-        """Those of ``decider_ids`` whose approval of ``request`` still counts."""
-        ids = {pk for pk in decider_ids if pk is not None}
-        unread = ids - set(self._users)
-        if unread:
-            self._users.update(dict.fromkeys(unread))
-            self._users.update({user.pk: user for user in get_user_model().objects.filter(pk__in=unread)})
-        return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
-
-
-def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
-    try:
-        return approval_may_decide(request, user) is None
-    except NotInTenantError:
-        return False
-
-
-def approvals_in_round(request: ApprovalRequest, standing: ApproverStanding | None = None) -> int:
-    """How many approvals of the current round count (an edit counts as its editor's): see ``ApproverStanding``."""
-    deciders = (
-        decision.decided_by_id
-        for decision in request.decisions.all()
-        if decision.round == request.round and decision.decision != DecisionKind.REJECT
-    )
-    return len((standing or ApproverStanding()).counted(request, deciders))
-
-
-def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
-    """The other governing groups' restrictions (group id, permission) that hold besides the request's own.
-
-    The escalation group stands in for the request's own restriction only, never for these.
-    """
-    return [
-        (item.get("group"), item.get("permission") or "")
-        for item in request.further_restrictions or []
-        if isinstance(item, dict) and (item.get("group") or item.get("permission"))
-    ]
-
-
-def _holds(user: AbstractBaseUser, group_ids: set[int], group_id: int | None, permission: str) -> bool:
-    """Whether ``user`` (a member of ``group_ids``) meets one restriction: its group, and its permission."""
-    return (not group_id or group_id in group_ids) and (not permission or user.has_perm(permission))
 
 
 def approval_approve(

@@ -15,9 +15,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from approvals.deciders import approval_may_decide
 from approvals.models import ApprovalRequest
 from approvals.selectors import approvers_of
-from approvals.services import approval_may_decide
 from tests.approvals.conftest import Hold
 from toolhub.exceptions import NotInTenantError
 from toolhub.models import Tenant, TenantMembership

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
+from approvals.deciders import approval_may_decide
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_progress, approvers_of
-from approvals.services import approval_may_decide
 from tests.approvals.conftest import Hold
 from tests.helpers import console
 from toolhub.models import ToolGroup

@@ -4,9 +4,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents_app.selectors import runs_visible_to
+from approvals.deciders import approval_may_decide
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
-from approvals.services import approval_approve, approval_may_decide, approval_reject
+from approvals.services import approval_approve, approval_reject
 from tests.helpers import RequestCall
 from tests.tenancy.conftest import AcmeData, database_state
 from toolhub.exceptions import NotInTenantError

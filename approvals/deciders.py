@@ -1,0 +1,101 @@
+"""Who may decide an approval request, and whose approvals still count toward its quorum.
+
+Read by the decision service, the approval desk, the API and the operators' lists alike, so that what a page
+shows as decidable and counted is what a decision will find.
+"""
+
+from collections.abc import Iterable
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from approvals.models import ApprovalRequest, DecisionKind
+from toolhub.exceptions import NotInTenantError
+from toolhub.tenancy import require_tenant
+
+__all__ = [
+    "DECIDE_PERMISSION",
+    "ApproverStanding",
+    "approval_may_decide",
+    "approvals_in_round",
+    "further_restrictions",
+]
+
+DECIDE_PERMISSION = "approvals.decide_approvalrequest"
+
+
+def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str | None:
+    """Why ``user`` may not decide ``request``, or ``None`` when they may.
+
+    A user outside the request's tenant is refused with :class:`NotInTenantError` before anything
+    else is checked, so that the answer reveals nothing of the request (callers answer it as 404).
+    """
+    require_tenant(user, request.tenant)
+    if not user.has_perm(DECIDE_PERMISSION):
+        return "You need the 'Can approve or reject held-back tool calls' permission."
+    if request.requested_by_id is not None and request.requested_by_id == user.pk:
+        return "You started this call; another operator must decide it."
+    further = further_restrictions(request)
+    if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
+        groups = set(user.groups.values_list("id", flat=True))
+        fallback = bool(request.escalated_at) and request.escalation_group_id in groups
+        governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
+        if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
+            return "Only the approvers of this tool's groups may decide this request."
+    return None
+
+
+class ApproverStanding:
+    """Whose approvals still count: the people who may decide a request now, each loaded once.
+
+    An approval holds while its giver may give it: once they are deactivated, deleted, removed from the
+    request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
+    requester left runs nothing), so the call waits for another approver instead of running on fewer.
+    One instance serves a list of requests: each decider is read once, whatever the number of rows.
+    """
+
+    def __init__(self) -> None:
+        self._users: dict[int, AbstractBaseUser | None] = {}
+
+    def counted(self, request: ApprovalRequest, decider_ids: Iterable[int | None]) -> frozenset[int]:
+        """Those of ``decider_ids`` whose approval of ``request`` still counts."""
+        ids = {pk for pk in decider_ids if pk is not None}
+        unread = ids - set(self._users)
+        if unread:
+            self._users.update(dict.fromkeys(unread))
+            self._users.update({user.pk: user for user in get_user_model().objects.filter(pk__in=unread)})
+        return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
+
+
+def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+    try:
+        return approval_may_decide(request, user) is None
+    except NotInTenantError:
+        return False
+
+
+def approvals_in_round(request: ApprovalRequest, standing: ApproverStanding | None = None) -> int:
+    """How many approvals of the current round count (an edit counts as its editor's): see ``ApproverStanding``."""
+    deciders = (
+        decision.decided_by_id
+        for decision in request.decisions.all()
+        if decision.round == request.round and decision.decision != DecisionKind.REJECT
+    )
+    return len((standing or ApproverStanding()).counted(request, deciders))
+
+
+def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
+    """The other governing groups' restrictions (group id, permission) that hold besides the request's own.
+
+    The escalation group stands in for the request's own restriction only, never for these.
+    """
+    return [
+        (item.get("group"), item.get("permission") or "")
+        for item in request.further_restrictions or []
+        if isinstance(item, dict) and (item.get("group") or item.get("permission"))
+    ]
+
+
+def _holds(user: AbstractBaseUser, group_ids: set[int], group_id: int | None, permission: str) -> bool:
+    """Whether ``user`` (a member of ``group_ids``) meets one restriction: its group, and its permission."""
+    return (not group_id or group_id in group_ids) and (not permission or user.has_perm(permission))
