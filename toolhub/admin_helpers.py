@@ -40,6 +40,7 @@ from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
     "GuardedLookups",
+    "OpenableLinksOnly",
     "ReadOnlyMixin",
     "SharedInPart",
     "TenantScopedAdmin",
@@ -146,20 +147,22 @@ class SharedInPart:
 
 
 class _ShownRelation:
-    """A foreign key to a :class:`SharedInPart` row, shown (a list column, a read-only field) only if the user sees it.
+    """A foreign key shown as text (a list column, a read-only field), never as a link to the related row's page.
 
-    Named like the field (its column and CSS class stay ``tool_group``); equal for one field, so that the
-    fieldsets and the read-only fields of one page name the same one.
+    For a :class:`SharedInPart` row (``shown``: the keys the user sees) the row is named only if the user sees
+    it, else ``label`` says it is withheld; with ``shown=None`` the row is always named. Named like the field
+    (its column and CSS class stay ``tool_group``); equal for one field, so that the fieldsets and the
+    read-only fields of one page name the same one.
     """
 
-    def __init__(self, field: "Field[Any, Any]", shown: frozenset[Any], label: str) -> None:
+    def __init__(self, field: "Field[Any, Any]", shown: frozenset[Any] | None, label: str = "") -> None:
         self.field, self.shown, self.label = field, shown, label
         self.__name__ = field.name
         self.short_description = capfirst(field.verbose_name)
 
     def withholds(self, obj: Model) -> bool:
         value = getattr(obj, self.field.attname)
-        return value is not None and value not in self.shown
+        return self.shown is not None and value is not None and value not in self.shown
 
     def __call__(self, obj: Model) -> str | None:
         if getattr(obj, self.field.attname) is None:
@@ -202,7 +205,63 @@ class _ShownRelatedOnlyFieldListFilter(admin.RelatedOnlyFieldListFilter):
         return super().queryset(request, queryset)
 
 
-class TenantScopedAdmin(GuardedLookups):
+def _swapped_fieldsets(fieldsets: Any, swaps: dict[str, _ShownRelation]) -> Any:
+    """``fieldsets`` with each field named in ``swaps`` (by name, or swapped already) replaced by its swap."""
+    if not swaps:
+        return fieldsets
+    seen: set[Any] = set()
+
+    def swap(fields: Any) -> list[Any]:
+        swapped: list[Any] = []
+        for name in fields:
+            if isinstance(name, (list, tuple)):
+                swapped.append(tuple(swap(name)))
+                continue
+            key = name if isinstance(name, str) else getattr(name, "__name__", None)
+            name = swaps.get(key, name) if isinstance(key, str) else name
+            if name not in seen:
+                seen.add(name)
+                swapped.append(name)
+        return swapped
+
+    return [(title, {**options, "fields": swap(options.get("fields", ()))}) for title, options in fieldsets]
+
+
+class OpenableLinksOnly:
+    """A page links a related row only when the viewer may open that row's page; otherwise it names it as text.
+
+    Django renders every read-only foreign key as a link to the related row's change page, whatever the viewer
+    may open: a call's, run's or request's user, a request's approver group, an agent's model provider
+    answered 403 to the roles that read them. Such a field is shown by :class:`_ShownRelation` instead.
+    """
+
+    def unopenable_relations(self, request: HttpRequest, obj: Model | None) -> dict[str, _ShownRelation]:
+        """The read-only foreign keys of ``obj`` to a model whose pages the viewer may not open."""
+        if obj is None:
+            return {}
+        readonly = None
+        if self.has_change_permission(request, obj):  # type: ignore[attr-defined]
+            readonly = set(super().get_readonly_fields(request, obj))  # type: ignore[misc]
+        relations: dict[str, _ShownRelation] = {}
+        for field in self.model._meta.get_fields():  # type: ignore[attr-defined]
+            if not (field.many_to_one and field.concrete) or (readonly is not None and field.name not in readonly):
+                continue
+            related_admin = self.admin_site._registry.get(field.related_model)  # type: ignore[attr-defined]
+            if related_admin is not None and not related_admin.has_view_or_change_permission(request):
+                relations[field.name] = _ShownRelation(field, None)
+        return relations
+
+    def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)  # type: ignore[misc]
+        return _swapped_fieldsets(fieldsets, self.unopenable_relations(request, obj))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> Any:
+        readonly = super().get_readonly_fields(request, obj)  # type: ignore[misc]
+        unopenable = self.unopenable_relations(request, obj)
+        return (*readonly, *unopenable.values()) if unopenable else readonly
+
+
+class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups):
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
@@ -352,24 +411,7 @@ class TenantScopedAdmin(GuardedLookups):
         Read-only, so that a row they may change keeps what it names (a form offering only the rows they
         see would otherwise save it as naming none).
         """
-        withheld = self._withheld_on(request, obj)
-        if not withheld:
-            return fieldsets
-        seen: set[Any] = set()
-
-        def swap(fields: Any) -> list[Any]:
-            swapped: list[Any] = []
-            for name in fields:
-                if isinstance(name, (list, tuple)):
-                    swapped.append(tuple(swap(name)))
-                    continue
-                name = withheld.get(name, name) if isinstance(name, str) else name
-                if name not in seen:
-                    seen.add(name)
-                    swapped.append(name)
-            return swapped
-
-        return [(title, {**options, "fields": swap(options.get("fields", ()))}) for title, options in fieldsets]
+        return _swapped_fieldsets(fieldsets, self._withheld_on(request, obj))
 
     def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> Any:
         return self.shown_fieldsets(request, obj, super().get_fieldsets(request, obj))  # type: ignore[misc]
@@ -411,7 +453,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value)
 
 
-class CrossTenantChangesOnly(GuardedLookups):
+class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups):
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:

@@ -1,0 +1,84 @@
+"""Review of 2026-12-05 (j): the console (Django admin) as operators, auditors and developers use it.
+
+Each test fails on the reviewed code (main at df5120f) and states who hit what, where, and what is expected.
+
+Walked through and found working (Chromium through Playwright on the demo, ``load_demo`` plus runs of every
+scripted agent and a globex tenant, and Django's test client on PostgreSQL with ``generate_calls 5000`` and
+3,000 runs): every page reachable from the index as operator, auditor and developer (a crawl of 250 pages
+each: no 500, no traceback but the auditors' own error detail); the approval desk (count, oldest first,
+decide, edit then approve, reject with a comment, two approvers, approve/reject selected with their
+confirmation pages); a request's page (arguments with sensitive values withheld, the diff, who may still
+approve, links to its call and run); a run's transcript with its saga and compensations; cancelling runs and
+held calls (a reason asked first); the sagas' retry and resolve pages; the audit events and calls lists with
+every filter (tenant choices only the viewer's, tool, risk, kind, agent, user, dates), search by call or run
+id, CSV export of the filtered list (sensitive values redacted, timestamps in ISO with their offset), Verify
+now (queued, then refused for a minute with a warning) and the chain status; the catalogue, tool groups,
+grants and approval rules read-only to tenant staff. Every list and page stays under 150 ms with 5,000
+calls, 19,000 events and 3,000 runs (at most 14 queries, none per row).
+"""
+
+import re
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from approvals.models import ApprovalRequest
+from tests.tenancy.conftest import AcmeData, make_user
+from toolhub.models import Tenant, TenantMembership
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Links of the admin's own frame (user tools, breadcrumbs), not of what a page shows.
+FRAME_LINKS = re.compile(r"^/admin/(logout|password_change|jsi18n)/|^/admin/$")
+
+
+@pytest.fixture
+def acme_auditor(tenant: Tenant, roles: dict[str, Group]) -> User:
+    return make_user("acme-auditor", tenant=tenant, staff=True, groups=(roles["auditors"],))
+
+
+def _content_links(html: str) -> set[str]:
+    """The admin links inside a page's content: the related rows it names."""
+    content = html.split('id="content"', 1)[-1]
+    return {href for href in re.findall(r'href="(/admin/[^"?#]+)"', content) if not FRAME_LINKS.search(href)}
+
+
+def test_a_pages_links_to_related_rows_open_for_the_operator_and_auditor_who_follow_them(
+    acme: AcmeData, acme_operator: User, acme_auditor: User, roles: dict[str, Group]
+) -> None:
+    """Operators and auditors of acme follow the links a call's, a run's, a request's, an agent's and a membership's
+    page shows to the rows they name.
+
+    Found: a read-only foreign key is rendered by Django as a link to the related row's change page, whatever
+    the viewer may open: the requester (``/admin/auth/user/<id>/change/``) on every call, run and approval
+    request, the approver group on a request (``/admin/auth/group/<id>/change/``), the model provider on an
+    agent (``/admin/agents_app/modelprovider/<id>/change/``), each answering 403 Forbidden to the roles, who
+    hold no ``auth.view_user``, ``auth.view_group`` or provider permission (toolhub/admin_helpers.py,
+    ``TenantScopedAdmin``/``CrossTenantChangesOnly``, which swap a withheld relation for text but leave every
+    other relation to Django's link).
+    Expect: a related row the viewer may not open is named as text; every link on the page opens.
+    """
+    ApprovalRequest.objects.filter(pk=acme.approval.pk).update(approver_group=roles["operators"])
+    membership = TenantMembership.objects.get(user=acme.approval.requested_by)
+    pages = [
+        f"/admin/approvals/approvalrequest/{acme.approval.pk}/change/",
+        f"/admin/agents_app/agentrun/{acme.waiting_run.pk}/change/",
+        f"/admin/toolhub/toolcall/{acme.approval.call_id}/change/",
+        f"/admin/agents_app/agent/{acme.waiting_run.agent_id}/change/",
+        f"/admin/toolhub/tenantmembership/{membership.pk}/change/",
+    ]
+    for user in (acme_operator, acme_auditor):
+        client = Client()
+        client.force_login(user)
+        dead = []
+        for page in pages:
+            response = client.get(page)
+            assert response.status_code == 200, (user.username, page, response.status_code)
+            if "agent/" not in page:
+                assert "alice" in response.content.decode()  # the requester is still named
+            for link in _content_links(response.content.decode()):
+                status = client.get(link).status_code
+                if status not in (200, 302):
+                    dead.append((page, link, status))
+        assert dead == [], (user.username, dead)
