@@ -11,8 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import template_localtime
 
 __all__ = ["admin_table", "short_id", "time_cell", "duration"]
 
@@ -40,14 +42,17 @@ def short_id(value: Any) -> SafeString | str:
 
 
 def time_cell(value: datetime | None) -> SafeString | str:
-    """A moment on one line, to the second (UTC as stored); the exact ISO value on hover."""
+    """A moment on one line as every page shows it (``DATETIME_FORMAT``: to the second, with its time zone).
+
+    The exact ISO value is shown on hover.
+    """
     if value is None:
         return "-"
     return format_html(
         '<time class="toolhub-time" datetime="{}" title="{}">{}</time>',
         value.isoformat(),
         value.isoformat(timespec="milliseconds"),
-        value.strftime("%Y-%m-%d %H:%M:%S"),
+        date_format(template_localtime(value), "DATETIME_FORMAT"),
     )
 
 

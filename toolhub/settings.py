@@ -149,6 +149,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Moments read to the second with their time zone ("2026-12-05 05:34:19 UTC"): see toolhub/formats.
+FORMAT_MODULE_PATH = ["toolhub.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

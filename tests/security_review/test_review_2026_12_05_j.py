@@ -82,3 +82,28 @@ def test_a_pages_links_to_related_rows_open_for_the_operator_and_auditor_who_fol
                 if status not in (200, 302):
                     dead.append((page, link, status))
         assert dead == [], (user.username, dead)
+
+
+def test_the_times_an_auditor_reads_say_their_time_zone_and_second(acme: AcmeData, acme_auditor: User) -> None:
+    """An auditor of acme reads when things happened on the audit events list, a call's page and a saga's page.
+
+    Found: Django's default format shows a moment as "Dec. 5, 2026, 5:34 a.m.": no time zone and no seconds,
+    so a trail whose events all fall in one minute reads as simultaneous, and an auditor outside UTC cannot
+    tell which hour; the console's own tables (``toolhub.admin_tables.time_cell``: "2026-12-05 05:34:19") and
+    the chain status ("last verified 2026-12-05 05:38") leave the zone out too, while the call's audit
+    timeline on the same page says "+00:00".
+    Expect: every moment the console shows reads to the second with its time zone ("2026-12-05 05:34:19 UTC").
+    """
+    client = Client()
+    client.force_login(acme_auditor)
+    stamp = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
+    pages = {
+        "/admin/toolhub/auditevent/": "column-created_at",
+        f"/admin/toolhub/toolcall/{acme.approval.call_id}/change/": "field-created_at",
+        f"/admin/sagas/saga/{acme.saga.pk}/change/": "saga-audit-events",
+    }
+    for page, marker in pages.items():
+        html = client.get(page).content.decode()
+        assert marker in html, page
+        shown = html.split(marker, 1)[1][:2000]
+        assert stamp.search(shown), (page, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", shown))[:300])
