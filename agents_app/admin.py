@@ -25,7 +25,7 @@ from agents_app.services import (
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
-from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin
+from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, run_trail_link
 from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
 from toolhub.sagas.selectors import OPERATE_PERMISSION
@@ -203,7 +203,7 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
         (None, {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable")}),
         ("Transcript", {"fields": ("transcript",)}),
         ("Answer so far (streaming)", {"fields": ("partial_output",)}),
-        ("Tool calls", {"fields": ("tool_calls",)}),
+        ("Tool calls", {"fields": ("tool_calls", "audit_trail")}),
         ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),
         ("Subagents", {"fields": ("parent_link", "depth", "child_runs")}),
@@ -345,6 +345,10 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
                 for entry in obj.blackboard.order_by("id")[:200]
             ),
         )
+
+    @admin.display(description="Audit trail")
+    def audit_trail(self, obj: AgentRun) -> str:
+        return run_trail_link(obj.id)
 
     @admin.display(description="Tool calls")
     def tool_calls(self, obj: AgentRun) -> str:

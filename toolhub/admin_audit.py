@@ -29,7 +29,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
-from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
+from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json, run_trail_link
 from toolhub.admin_lists import (
     AgentFilter,
     CatalogueToolFilter,
@@ -400,7 +400,7 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
         "created_at",
         "event_type",
         "call",
-        "run_id",
+        "run",
         "tool_name",
         "status",
         "tenant",
@@ -452,6 +452,13 @@ class AuditEventAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, adm
     @admin.display(description="Call")
     def call(self, obj: AuditEvent) -> str:
         return admin_link("admin:toolhub_toolcall_change", obj.call_id, obj.call_id) if obj.call_id else "-"
+
+    @admin.display(description="Run")
+    def run(self, obj: AuditEvent) -> str:
+        if not obj.run_id:
+            return "-"
+        page = admin_link("admin:agents_app_agentrun_change", obj.run_id, obj.run_id)
+        return format_html("{} ({})", page, run_trail_link(obj.run_id))
 
     @admin.display(description="Chain · seq")
     def own_position(self, obj: AuditEvent) -> str:

@@ -33,6 +33,7 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.text import capfirst
 
 from toolhub.models import Tenant
@@ -48,6 +49,7 @@ __all__ = [
     "CrossTenantOnly",
     "pretty_json",
     "admin_link",
+    "run_trail_link",
 ]
 
 
@@ -506,3 +508,9 @@ def admin_link(url_name: str, pk: Any, text: Any) -> str:
     except NoReverseMatch:
         return str(text)
     return format_html('<a href="{}">{}</a>', url, text)
+
+
+def run_trail_link(run_id: Any) -> str:
+    """A link to the audit events of a run (the list searched by its id): its calls' and its own, such as its saga's."""
+    url = reverse("admin:toolhub_auditevent_changelist")
+    return format_html('<a href="{}?{}">audit events of this run</a>', url, urlencode({"q": str(run_id)}))

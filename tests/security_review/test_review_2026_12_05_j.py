@@ -25,7 +25,7 @@ from django.test import Client
 
 from approvals.models import ApprovalRequest
 from tests.tenancy.conftest import AcmeData, make_user
-from toolhub.models import Tenant, TenantMembership
+from toolhub.models import AuditEvent, Tenant, TenantMembership
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,3 +107,28 @@ def test_the_times_an_auditor_reads_say_their_time_zone_and_second(acme: AcmeDat
         assert marker in html, page
         shown = html.split(marker, 1)[1][:2000]
         assert stamp.search(shown), (page, re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", shown))[:300])
+
+
+def test_an_auditor_follows_a_run_from_its_audit_event_to_the_runs_whole_trail_and_back(
+    acme: AcmeData, acme_auditor: User
+) -> None:
+    """An auditor of acme reads the ``run.cancelled``-like events of a run, which name no call, and wants the run.
+
+    Found: an audit event's page shows its run id as bare text (``AuditEventAdmin.fields``: ``run_id``), and a
+    run's page (``AgentRunAdmin``) links to its calls but not to its audit trail, whose saga and run events
+    name no call: the auditor must copy the id into the search box to read the run's trail.
+    Expect: the event's run id links to the run's page and to the run's events; the run's page links to them.
+    """
+    client = Client()
+    client.force_login(acme_auditor)
+    run = acme.ledger_run
+    event = AuditEvent.objects.filter(run_id=run.pk, call_id__isnull=True).order_by("id").first()
+    assert event is not None  # the saga's own events
+    trail = f"/admin/toolhub/auditevent/?q={run.pk}"
+    event_page = client.get(f"/admin/toolhub/auditevent/{event.pk}/change/").content.decode()
+    assert f'href="/admin/agents_app/agentrun/{run.pk}/change/"' in event_page
+    assert f'href="{trail}"' in event_page
+    run_page = client.get(f"/admin/agents_app/agentrun/{run.pk}/change/").content.decode()
+    assert f'href="{trail}"' in run_page
+    listed = client.get(trail).content.decode()
+    assert f"/admin/toolhub/auditevent/{event.pk}/change/" in listed
