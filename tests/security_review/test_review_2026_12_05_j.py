@@ -15,6 +15,10 @@ id, CSV export of the filtered list (sensitive values redacted, timestamps in IS
 now (queued, then refused for a minute with a warning) and the chain status; the catalogue, tool groups,
 grants and approval rules read-only to tenant staff. Every list and page stays under 150 ms with 5,000
 calls, 19,000 events and 3,000 runs (at most 14 queries, none per row).
+
+Seen and not reported: Verify now returns to the page without its query string (deliberate:
+``toolhub_console._chain_status`` never echoes a crafted URL); rolling back or retrying a run is offered by the
+API only, as the README documents.
 """
 
 import re
