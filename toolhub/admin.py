@@ -7,6 +7,7 @@ User and Group pages and DRF's token page are replaced here by tenant-scoped one
 changes an account (superuser status, groups, permissions, password, API token) acts as anyone.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -47,12 +48,17 @@ class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
-    """Tenants: staff see their own; only people who cross the boundary add, rename or delete one."""
+    """Tenants: staff see their own; only people who cross the boundary add, rename (the name) or delete one."""
 
     tenant_field = "slug"
     list_display = ("slug", "name")
     ordering = ("slug",)  # a stable order for the list and the autocomplete pages
     search_fields = ("slug", "name")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Sequence[str]:
+        """The slug is fixed once the tenant exists: its calls, runs, audit trail and files name it."""
+        fixed = ("slug",) if obj is not None else ()
+        return (*super().get_readonly_fields(request, obj), *fixed)
 
 
 @admin.register(TenantMembership)

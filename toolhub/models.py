@@ -5,12 +5,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 
 class Tenant(models.Model):
-    """A customer or organisation whose data tools act on; runs carry exactly one."""
+    """A customer or organisation whose data tools act on; runs carry exactly one.
 
-    slug = models.SlugField(unique=True)
+    The slug is the tenant's identity wherever a row names it (calls, runs, approval requests, audit events and
+    chains, sagas, remote MCP credentials, the built-in tools' workspace directory): it never changes once the
+    tenant exists, and a deleted tenant's slug is retired (``RetiredTenantSlug``), never issued again, so no
+    tenant reaches another's rows by taking its name.
+    """
+
+    slug = models.SlugField(unique=True, help_text="Fixed once the tenant exists: every row of the tenant names it.")
     name = models.CharField(max_length=200)
     #: The first of this tenant's audit chains (``toolhub.audit_hash.tenant_chain_base``), derived from the
     #: slug; unique, so no two tenants' events can share a chain (NULL only for an older tenant whose slug
@@ -24,11 +32,12 @@ class Tenant(models.Model):
         return self.slug
 
     def clean(self) -> None:
-        """Refuse a slug whose audit chains would coincide with another tenant's (about 1 in 10^12 for two slugs)."""
+        """Refuse a changed slug, a retired one, or one whose audit chains would coincide with another tenant's."""
         from django.core.exceptions import ValidationError
 
         from toolhub.audit_hash import tenant_chain_base
 
+        self._refuse_another_identity()
         base = tenant_chain_base(self.slug)
         if Tenant.objects.filter(audit_chain_base=base).exclude(pk=self.pk).exists():
             raise ValidationError(
@@ -38,8 +47,52 @@ class Tenant(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         from toolhub.audit_hash import tenant_chain_base
 
+        self._refuse_another_identity()
         self.audit_chain_base = tenant_chain_base(self.slug)
         super().save(*args, **kwargs)
+
+    def _refuse_another_identity(self) -> None:
+        """A slug stays its tenant's: it never changes, and a deleted tenant's (or its chains) is never reused."""
+        from django.core.exceptions import ValidationError
+
+        from toolhub.audit_hash import tenant_chain_base
+
+        stored = Tenant.objects.filter(pk=self.pk).values_list("slug", flat=True).first() if self.pk else None
+        if stored is not None and stored != self.slug:
+            raise ValidationError(
+                {"slug": f"A tenant's slug cannot change (the rows of tenant {stored!r} name it); keep {stored!r}."}
+            )
+        if (
+            stored is None
+            and RetiredTenantSlug.objects.filter(
+                models.Q(slug=self.slug) | models.Q(audit_chain_base=tenant_chain_base(self.slug))
+            ).exists()
+        ):
+            raise ValidationError(
+                {
+                    "slug": "This slug (or its audit chains) belonged to a deleted tenant whose rows still name it; "
+                    "choose another."
+                }
+            )
+
+
+class RetiredTenantSlug(models.Model):
+    """The slug of a deleted tenant: its calls, runs, audit events and files still name it, so no tenant takes it."""
+
+    slug = models.SlugField(unique=True)
+    audit_chain_base = models.PositiveBigIntegerField(null=True, editable=False)
+    retired_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+@receiver(post_delete, sender=Tenant)
+def _retire_slug(sender: type[Tenant], instance: Tenant, **kwargs: Any) -> None:
+    """Retire a deleted tenant's slug, whatever deleted it (a page, a bulk action, a cascade)."""
+    RetiredTenantSlug.objects.get_or_create(
+        slug=instance.slug, defaults={"audit_chain_base": instance.audit_chain_base}
+    )
 
 
 class TenantMembership(models.Model):

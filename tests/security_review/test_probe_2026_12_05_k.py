@@ -1,0 +1,104 @@
+"""Probe 2026-12-05 (k): identities that are renamed, deleted or re-created, and state keyed by them.
+
+Checked and found holding: (filled in below as the probe goes).
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from tests.security_review.conftest import client_for
+from tests.tenancy.conftest import AcmeData, make_user
+from toolhub.models import AuditEvent, Tenant
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _admin(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _rows_seen_by(user: User) -> dict[str, list[str]]:
+    """What ``user`` reads through the API: runs, calls, approval requests (their ids)."""
+    client = client_for(user)
+    seen: dict[str, list[str]] = {}
+    for name, url in (("runs", "/api/v1/runs/"), ("calls", "/api/v1/calls/"), ("approvals", "/api/v1/approvals/")):
+        answer = client.get(url)
+        assert answer.status_code == 200, answer.content
+        body: Any = answer.json()
+        rows = body["results"] if isinstance(body, dict) else body
+        seen[name] = sorted(str(row["id"]) for row in rows)
+    return seen
+
+
+def test_a_renamed_tenant_loses_its_history_and_a_new_tenant_of_its_old_slug_inherits_it(
+    acme: AcmeData, alice: User, superuser: User, roles: dict[str, Group]
+) -> None:
+    """The platform renames tenant ``acme`` to ``acme-corp`` in the admin (the customer rebranded; the admin's
+    change page offers the slug), then signs a new customer up under the free slug ``acme`` and makes
+    ``mallory`` its operator.
+
+    Found: every tenant-scoped row stores the tenant's slug as a string (``ToolCall.tenant``, ``AgentRun.tenant``,
+    ``ApprovalRequest.tenant``, ``AuditEvent.tenant``, sagas, blackboard, remote MCP credentials, the built-in
+    tools' workspace directory, the audit chains derived from the slug), and ``TenantAdmin`` lets the slug change.
+    After the rename alice, still a member of the same tenant, sees none of her runs, calls or held approval;
+    mallory, an operator of a different customer, reads and may decide them all.
+    Expect: a tenant's slug is its identity for all those rows: it cannot change once the tenant exists
+    (admin and model refuse), so alice keeps her rows and nobody else's tenant gets them.
+    """
+    acme_pk = Tenant.objects.get(slug="acme").pk
+    platform = _admin(superuser)
+    before = _rows_seen_by(alice)
+    assert before["runs"] and before["approvals"]
+
+    platform.post(f"/admin/toolhub/tenant/{acme_pk}/change/", {"slug": "acme-corp", "name": "ACME Corp"})
+    platform.post("/admin/toolhub/tenant/add/", {"slug": "acme", "name": "A new customer"})
+    successor = Tenant.objects.filter(slug="acme").exclude(pk=acme_pk).first()
+    mallory = make_user("mallory", tenant=successor, staff=True, groups=(roles["operators"],))
+
+    stolen = _rows_seen_by(mallory)
+    kept = _rows_seen_by(User.objects.get(pk=alice.pk))
+    assert (stolen, kept == before) == ({"runs": [], "calls": [], "approvals": []}, True), (
+        f"the new tenant 'acme' reads the old one's rows {stolen}; alice still sees hers: {kept == before}"
+    )
+
+
+def test_a_tenant_re_created_under_a_deleted_tenants_slug_inherits_its_calls_trail_and_remote_credential(
+    request_call: Any, superuser: User, roles: dict[str, Group]
+) -> None:
+    """initech, a customer that called tools over the API only (no agents), leaves: the platform deletes the
+    tenant in the admin. Months later a different customer signs up and is given the free slug ``initech``;
+    ``nina`` is its auditor.
+
+    Found: deleting a ``Tenant`` leaves every row that names it by slug (``ToolCall.tenant``, ``AuditEvent.tenant``,
+    ``RemoteMcpCredential.tenant``...), and nothing stops the slug being issued again, so the new tenant is the
+    old one to all of them: nina reads the old customer's calls and audit trail, and the new tenant's calls to
+    the remote MCP server would authenticate with the old customer's credential.
+    Expect: a slug, once a tenant's, is never another tenant's: creating a tenant under a deleted tenant's slug
+    is refused (the admin's form says so), so no new tenant inherits anything.
+    """
+    from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer
+
+    initech = Tenant.objects.create(slug="initech", name="Initech")
+    ian = make_user("ian", tenant=initech)
+    call = request_call("record_effect", {"note": "initech's secret plan"}, ian, tenant="initech")
+    server = RemoteMcpServer.objects.create(name="crm", url="https://crm.example.com/mcp")
+    RemoteMcpCredential.objects.create(server=server, tenant="initech", credential_env="CRM_TOKEN_INITECH")
+
+    platform = _admin(superuser)
+    platform.post(f"/admin/toolhub/tenant/{initech.pk}/delete/", {"post": "yes"})
+    platform.post("/admin/toolhub/tenant/add/", {"slug": "initech", "name": "Another customer"})
+    successor = Tenant.objects.filter(slug="initech").exclude(pk=initech.pk).first()
+    inherited: dict[str, Any] = {}
+    if successor is not None:
+        nina = make_user("nina", tenant=successor, staff=True, groups=(roles["auditors"],))
+        inherited["calls"] = _rows_seen_by(nina)["calls"]
+        inherited["events"] = AuditEvent.objects.filter(tenant=successor.slug, call_id=call.id).count()
+        inherited["credential"] = list(
+            RemoteMcpCredential.objects.filter(tenant=successor.slug).values_list("credential_env", flat=True)
+        )
+    assert successor is None, f"a new tenant took the deleted tenant's slug and inherits: {inherited}"
