@@ -7,7 +7,6 @@ User and Group pages and DRF's token page are replaced here by tenant-scoped one
 changes an account (superuser status, groups, permissions, password, API token) acts as anyone.
 """
 
-from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -24,6 +23,7 @@ from rest_framework.authtoken.models import TokenProxy
 from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
     CrossTenantOnly,
+    FixedIdentity,
     ReadOnlyMixin,
     SharedInPart,
     TenantScopedAdmin,
@@ -47,18 +47,13 @@ class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
+class TenantAdmin(FixedIdentity, TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
     """Tenants: staff see their own; only people who cross the boundary add, rename (the name) or delete one."""
 
     tenant_field = "slug"
     list_display = ("slug", "name")
     ordering = ("slug",)  # a stable order for the list and the autocomplete pages
     search_fields = ("slug", "name")
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Sequence[str]:
-        """The slug is fixed once the tenant exists: its calls, runs, audit trail and files name it."""
-        fixed = ("slug",) if obj is not None else ()
-        return (*super().get_readonly_fields(request, obj), *fixed)
 
 
 @admin.register(TenantMembership)
@@ -164,7 +159,7 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
 
 @admin.register(ToolGroup)
-class ToolGroupAdmin(SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
+class ToolGroupAdmin(FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
     """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add.
 
     Groups are shared by every tenant: only people who cross the tenant boundary change them.

@@ -40,6 +40,7 @@ from toolhub.models import Tenant
 from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
+    "FixedIdentity",
     "GuardedLookups",
     "OpenableLinksOnly",
     "ReadOnlyMixin",
@@ -64,6 +65,17 @@ class ReadOnlyMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class FixedIdentity:
+    """Shows a model's ``identity_fields`` read-only once the row exists: other rows and the code name it by them.
+
+    The model refuses a change too (``toolhub.models.refuse_identity_change``); here the page says so up front.
+    """
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> tuple[str, ...]:
+        fixed = tuple(getattr(self.model, "identity_fields", ())) if obj is not None else ()  # type: ignore[attr-defined]
+        return (*super().get_readonly_fields(request, obj), *fixed)  # type: ignore[misc]
 
 
 class GuardedLookups:

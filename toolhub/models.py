@@ -9,6 +9,23 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
 
+def refuse_identity_change(instance: models.Model, field: str) -> None:
+    """Refuse saving ``instance`` with another ``field`` than stored: other rows and the code name it by that value.
+
+    A rename would leave them naming nothing (or, once the old value is taken again, someone else).
+    """
+    from django.core.exceptions import ValidationError
+
+    if instance.pk is None:
+        return
+    stored = type(instance)._default_manager.filter(pk=instance.pk).values_list(field, flat=True).first()
+    if stored is not None and stored != getattr(instance, field):
+        label = type(instance)._meta.verbose_name
+        raise ValidationError(
+            {field: f"A {label}'s {field} cannot change once it exists (rows name it {stored!r}); keep {stored!r}."}
+        )
+
+
 class Tenant(models.Model):
     """A customer or organisation whose data tools act on; runs carry exactly one.
 
@@ -17,6 +34,9 @@ class Tenant(models.Model):
     tenant exists, and a deleted tenant's slug is retired (``RetiredTenantSlug``), never issued again, so no
     tenant reaches another's rows by taking its name.
     """
+
+    #: Fixed once the row exists (``refuse_identity_change``; the admin shows them read-only on a change).
+    identity_fields = ("slug",)
 
     slug = models.SlugField(unique=True, help_text="Fixed once the tenant exists: every row of the tenant names it.")
     name = models.CharField(max_length=200)
@@ -57,17 +77,11 @@ class Tenant(models.Model):
 
         from toolhub.audit_hash import tenant_chain_base
 
-        stored = Tenant.objects.filter(pk=self.pk).values_list("slug", flat=True).first() if self.pk else None
-        if stored is not None and stored != self.slug:
-            raise ValidationError(
-                {"slug": f"A tenant's slug cannot change (the rows of tenant {stored!r} name it); keep {stored!r}."}
-            )
-        if (
-            stored is None
-            and RetiredTenantSlug.objects.filter(
-                models.Q(slug=self.slug) | models.Q(audit_chain_base=tenant_chain_base(self.slug))
-            ).exists()
-        ):
+        refuse_identity_change(self, "slug")
+        if Tenant.objects.filter(pk=self.pk).exists():
+            return
+        retired = models.Q(slug=self.slug) | models.Q(audit_chain_base=tenant_chain_base(self.slug))
+        if RetiredTenantSlug.objects.filter(retired).exists():
             raise ValidationError(
                 {
                     "slug": "This slug (or its audit chains) belonged to a deleted tenant whose rows still name it; "
@@ -445,7 +459,13 @@ class ToolGroup(models.Model):
     name a fallback group that may decide once a request has waited ``escalate_after_seconds``.
     """
 
-    name = models.SlugField(max_length=100, unique=True)
+    #: Fixed once the row exists (``refuse_identity_change``): the code names a tool's groups by name
+    #: (``@tool(group=...)``) while grants, rules and approver restrictions point at the row.
+    identity_fields = ("name",)
+
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="Fixed once the group exists: the code names its tools' groups by it."
+    )
     description = models.TextField(blank=True)
     provider = models.CharField(max_length=100, blank=True, help_text="Where the tools come from, e.g. 'demo'.")
     capabilities = models.JSONField(
@@ -502,6 +522,7 @@ class ToolGroup(models.Model):
         from toolhub.disclosure.capabilities import capability_name_problem
         from toolhub.disclosure.groups import activation_rules_problem
 
+        refuse_identity_change(self, "name")
         problem = activation_rules_problem(self.activation_rules)
         if problem:
             raise ValidationError({"activation_rules": problem})
@@ -515,6 +536,10 @@ class ToolGroup(models.Model):
             raise ValidationError(
                 {"approver_permission": f"No permission {self.approver_permission!r}; use 'app_label.codename'."}
             )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        refuse_identity_change(self, "name")
+        super().save(*args, **kwargs)
 
 
 class GrantEffect(models.TextChoices):

@@ -102,3 +102,56 @@ def test_a_tenant_re_created_under_a_deleted_tenants_slug_inherits_its_calls_tra
             RemoteMcpCredential.objects.filter(tenant=successor.slug).values_list("credential_env", flat=True)
         )
     assert successor is None, f"a new tenant took the deleted tenant's slug and inherits: {inherited}"
+
+
+def probe_k_transfer(amount: int) -> dict[str, int]:
+    """Move money (a code member of tool group ``probe_k_payments``)."""
+    return {"moved": amount}
+
+
+def test_renaming_a_tool_group_in_the_admin_silently_drops_the_deny_that_named_it(
+    alice: User, tenant: Tenant, superuser: User, settings: Any
+) -> None:
+    """The platform denies tool group ``probe_k_payments`` (declared by the code: ``@tool(group=...)``) to tenant
+    acme, then renames the group's row in the admin (say, to ``payments-legacy``: the change page offers the name).
+
+    Found: a tool's groups are the names its code declares (``toolhub.authorization.tool_group_names``), while a
+    grant, an approval rule and the approver restriction point at the group's row; ``ToolGroupAdmin`` lets the
+    row's name change, so the deny now names a group the tool is not in and alice's agent calls the tool again;
+    its approver restriction (``approvals.services._governing_groups``, by name) is gone the same way.
+    Expect: a tool group's name is fixed once the row exists (the admin shows it read-only, the model refuses),
+    so what was granted, denied or restricted on it keeps holding for its tools.
+    """
+    from tests.helpers import principal_for
+    from toolhub import registry, tool
+    from toolhub.authorization import authorization_denial
+    from toolhub.models import Grant, GrantEffect, ToolGroup
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}
+    transfer = tool(group="probe_k_payments")(probe_k_transfer)
+    with registry.temporarily(transfer):
+        group = ToolGroup.objects.create(name="probe_k_payments")
+        Grant.objects.create(effect=GrantEffect.DENY, tool_group=group, tenant=tenant)
+        principal = principal_for(alice, tenant="acme")
+        assert authorization_denial("probe_k_transfer", principal) is not None
+
+        _admin(superuser).post(
+            f"/admin/toolhub/toolgroup/{group.pk}/change/",
+            {
+                "name": "payments-legacy",
+                "description": "",
+                "provider": "",
+                "extra_tools": "[]",
+                "capabilities": "[]",
+                "active_by_default": "on",
+                "activation_rules": "[]",
+                "system_prompt_addition": "",
+                "approver_group": "",
+                "approver_permission": "",
+                "escalation_group": "",
+                "escalate_after_seconds": "",
+            },
+        )
+        group.refresh_from_db()
+        denial = authorization_denial("probe_k_transfer", principal)
+    assert denial is not None, f"after the group's row was renamed to {group.name!r}, acme may call the denied tool"
