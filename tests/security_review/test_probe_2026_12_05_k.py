@@ -155,3 +155,19 @@ def test_renaming_a_tool_group_in_the_admin_silently_drops_the_deny_that_named_i
         group.refresh_from_db()
         denial = authorization_denial("probe_k_transfer", principal)
     assert denial is not None, f"after the group's row was renamed to {group.name!r}, acme may call the denied tool"
+
+
+@pytest.mark.parametrize(("model", "field"), [("Tenant", "slug"), ("ToolGroup", "name")])
+def test_the_database_refuses_renaming_an_identity_on_any_other_path(model: str, field: str, tenant: Tenant) -> None:
+    """A bulk update (a script, a data migration, raw SQL) renames a tenant's slug or a tool group's name.
+
+    Found: only the admin's form and the model's ``save`` were in the way: ``QuerySet.update`` renamed the row.
+    Expect: the database refuses it (a trigger, as for the audit tables), so no path orphans what names it.
+    """
+    from django.db import DatabaseError, transaction
+
+    from toolhub.models import ToolGroup
+
+    row = tenant if model == "Tenant" else ToolGroup.objects.create(name="probe_k_group")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        type(row).objects.filter(pk=row.pk).update(**{field: "probe-k-renamed"})
