@@ -1,6 +1,20 @@
 """Probe 2026-12-05 (k): identities that are renamed, deleted or re-created, and state keyed by them.
 
-Checked and found holding: (filled in below as the probe goes).
+Found (fixed): a tenant's slug is what every tenant-scoped row, the audit chains, remote MCP credentials and the
+built-in workspace name, yet the platform could rename it (its members lost their rows) and issue a freed slug
+to another tenant (which inherited them); a tool group's row could be renamed away from the name the code gives
+its tools, silently dropping the deny and approver restriction on them. Both names are now fixed once the row
+exists (model, admin, trigger), and a deleted tenant's slug is retired.
+
+Checked and found holding: the governance cache keys grants and user facts by user id (never username) and every
+table they read is stamped on change (``auth_group`` and memberships included), so a removal or revocation made
+in another process is seen by the next call; search indexes are cached per (tenant, user id, agent, names) under
+the stamp; a removed member's held approval, run or MCP call runs nothing (``_standing_refusal`` at request and
+execution); the MCP server is stateless (no session outlives a membership); throttles key on the user's id;
+the four-eyes rule compares user ids; agent grants bound to a tenant hold only there, and an agent's tenant is
+fixed; a tenant with agents or providers cannot be deleted (PROTECT); idempotency keys and sagas are per
+(tenant, user) and die with the user. Not reported: activation rules name Django groups and agents by name (a
+renamed role stops matching), which only changes visibility, never permission (README).
 """
 
 from typing import Any
