@@ -1,0 +1,177 @@
+"""What governs calls at run time: tool groups, grants and the stamp that says when any of it changed."""
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from toolhub.models.tenants import Tenant, refuse_identity_change
+
+
+class GovernanceVersion(models.Model):
+    """One row whose stamp database triggers change with every governance change (``toolhub.governance``)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    stamp = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"governance @ {self.stamp}"
+
+
+class ToolGroup(models.Model):
+    """A named set of tools granted together, with the capabilities they exercise.
+
+    Members come from the code (``@tool(group="ledger")``) and from operators (``extra_tools``).
+    A group may restrict who approves its calls (``approver_group`` and/or ``approver_permission``) and
+    name a fallback group that may decide once a request has waited ``escalate_after_seconds``.
+    """
+
+    #: Fixed once the row exists (``refuse_identity_change``): the code names a tool's groups by name
+    #: (``@tool(group=...)``) while grants, rules and approver restrictions point at the row.
+    identity_fields = ("name",)
+
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="Fixed once the group exists: the code names its tools' groups by it."
+    )
+    description = models.TextField(blank=True)
+    provider = models.CharField(max_length=100, blank=True, help_text="Where the tools come from, e.g. 'demo'.")
+    capabilities = models.JSONField(
+        default=list, blank=True, help_text="Capability permissions, e.g. ['internet_access', 'money_movement']."
+    )
+    extra_tools = models.JSONField(default=list, blank=True, help_text="Tool names added by operators.")
+    system_prompt_addition = models.TextField(
+        blank=True,
+        help_text="Added to the system prompt of a run while this group is active and one of its tools shown.",
+    )
+    active_by_default = models.BooleanField(
+        default=True, help_text="Without activation rules: whether the group is active when a run starts."
+    )
+    activation_rules = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Activate only for runs matching one rule, e.g. [{"roles": ["operators"]}, {"tenants": ["acme"], '
+        '"agents": ["support"], "context": {"channel": "web"}}]; empty: active_by_default decides.',
+    )
+    approver_group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Only members of this Django group may decide this group's approval requests.",
+    )
+    approver_permission = models.CharField(
+        max_length=150,
+        blank=True,
+        help_text="Only users with this permission ('app_label.codename') may decide this group's approval requests.",
+    )
+    escalation_group = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Fallback approvers once a request has waited escalate_after_seconds.",
+    )
+    escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """A mistyped approver permission would leave nobody able to decide: refuse one that does not exist."""
+        from django.contrib.auth.models import Permission
+        from django.core.exceptions import ValidationError
+
+        from toolhub.disclosure.capabilities import capability_name_problem
+        from toolhub.disclosure.groups import activation_rules_problem
+
+        refuse_identity_change(self, "name")
+        problem = activation_rules_problem(self.activation_rules)
+        if problem:
+            raise ValidationError({"activation_rules": problem})
+        problem = capability_name_problem(self.capabilities)
+        if problem:
+            raise ValidationError({"capabilities": problem})
+        if not self.approver_permission:
+            return
+        app_label, _, codename = self.approver_permission.partition(".")
+        if not Permission.objects.filter(content_type__app_label=app_label, codename=codename).exists():
+            raise ValidationError(
+                {"approver_permission": f"No permission {self.approver_permission!r}; use 'app_label.codename'."}
+            )
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        refuse_identity_change(self, "name")
+        super().save(*args, **kwargs)
+
+
+class GrantEffect(models.TextChoices):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class Grant(models.Model):
+    """Allows or denies one tool or a tool group to one principal: a user, a Django group, a tenant or an agent.
+
+    Deny wins over allow. A run may use a tool only if both its user's side (user, their Django
+    groups, their tenant) and its agent are allowed and neither is denied.
+    """
+
+    effect = models.CharField(max_length=8, choices=GrantEffect.choices, default=GrantEffect.ALLOW)
+    tool_group = models.ForeignKey(ToolGroup, null=True, blank=True, on_delete=models.CASCADE, related_name="grants")
+    tool_name = models.CharField(max_length=200, blank=True, help_text="A single tool, instead of a group.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants"
+    )
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_grants")
+    agent_name = models.CharField(max_length=100, blank=True)
+    agent_tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agent_tool_grants",
+        help_text="With an agent name: the grant holds only for that agent's calls in this tenant. "
+        "Empty: for the agent's calls in every tenant.",
+    )
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    #: Made or last changed by someone who crosses tenants (or by code): a tenant's staff neither change nor
+    #: delete it (a platform's deny holds), and only such a grant allows a built-in tool.
+    set_by_platform = models.BooleanField(default=True, editable=False)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                name="grant_names_one_target",
+                condition=(
+                    (models.Q(tool_group__isnull=False) & models.Q(tool_name=""))
+                    | (models.Q(tool_group__isnull=True) & ~models.Q(tool_name=""))
+                ),
+            ),
+            models.CheckConstraint(
+                name="grant_names_one_principal",
+                condition=(
+                    models.Q(user__isnull=False, group__isnull=True, tenant__isnull=True, agent_name="")
+                    | models.Q(user__isnull=True, group__isnull=False, tenant__isnull=True, agent_name="")
+                    | models.Q(user__isnull=True, group__isnull=True, tenant__isnull=False, agent_name="")
+                    | (models.Q(user__isnull=True, group__isnull=True, tenant__isnull=True) & ~models.Q(agent_name=""))
+                ),
+            ),
+            models.CheckConstraint(
+                name="grant_agent_tenant_needs_agent",
+                condition=models.Q(agent_tenant__isnull=True) | ~models.Q(agent_name=""),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = self.tool_name or f"group {self.tool_group}"
+        principal = self.user or self.group or self.tenant or f"agent {self.agent_name}"
+        if self.agent_name and self.agent_tenant_id:
+            principal = f"{principal} in {self.agent_tenant}"
+        return f"{self.effect} {target} to {principal}"
