@@ -25,11 +25,11 @@ from toolhub.admin_helpers import (
     CrossTenantOnly,
     FixedIdentity,
     ReadOnlyMixin,
-    SharedInPart,
     TenantScopedAdmin,
     admin_link,  # noqa: F401 - the apps' admins import them from here
     pretty_json,
 )
+from toolhub.admin_relations import SharedInPart
 from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
