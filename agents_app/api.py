@@ -38,6 +38,7 @@ from agents_app.services import (
     run_retry,
     run_start_by_reference,
 )
+from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
 from toolhub.sagas.api import SagaSerializer
 from toolhub.sagas.selectors import saga_for_run
@@ -175,7 +176,7 @@ class RunRetryView(APIView):
 
     throttle_scope = "runs"
 
-    @extend_schema(request=None, responses=RunSerializer)
+    @extend_schema(request=None, responses={200: RunSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "retry it")
         run = run_retry(run=run)  # a run that cannot be retried: 409 (RunStateError)
@@ -192,7 +193,7 @@ class RunCancelView(APIView):
 
     throttle_scope = "runs"
 
-    @extend_schema(request=CancelInputSerializer, responses=RunSerializer)
+    @extend_schema(request=CancelInputSerializer, responses={200: RunSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "cancel it")
         body = CancelInputSerializer(data=request.data)
@@ -218,7 +219,7 @@ class RunRollbackView(APIView):
             return Response({"detail": "This run has no compensable step."}, status=status.HTTP_404_NOT_FOUND)
         return Response(SagaSerializer(saga).data)
 
-    @extend_schema(request=None, responses={202: SagaSerializer})
+    @extend_schema(request=None, responses={202: SagaSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "roll it back")
         saga = saga_rollback_on_demand(  # nothing to compensate: 409 (NothingToCompensateError)

@@ -99,7 +99,9 @@ class AgentPatchSerializer(AgentInputSerializer):
 
 
 class AgentSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True, help_text="null: a global agent.")
+    tenant = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="null: a global agent."
+    )
     model = serializers.SerializerMethodField()
 
     class Meta:
@@ -286,7 +288,9 @@ class RunSummarySerializer(serializers.ModelSerializer):
     """A run as a list shows it: who, where, how far; ``GET /runs/{id}/`` has the conversation and its calls."""
 
     agent = serializers.CharField(source="agent.name")
-    user = serializers.CharField(source="user.username", default=None)
+    user = serializers.CharField(
+        source="user.username", default=None, allow_null=True, help_text="null: a deleted user."
+    )
 
     class Meta:
         model = AgentRun

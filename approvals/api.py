@@ -16,6 +16,7 @@ from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.api.filters import choice_help
+from toolhub.api.schema import CONFLICT
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
@@ -28,7 +29,7 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
     """A request with the version under approval; approve with its ``round`` or ``arguments_hash``."""
 
     call = serializers.UUIDField(source="call_id")
-    run = serializers.UUIDField(source="call.run_id")
+    run = serializers.UUIDField(source="call.run_id", allow_null=True, help_text="null: a direct call (no run).")
     arguments = serializers.SerializerMethodField(help_text="The version under approval: what runs once approved.")
     original_arguments = serializers.SerializerMethodField(help_text="The arguments as the model sent them.")
     arguments_diff = serializers.SerializerMethodField(help_text="How the version differs from the model's original.")
@@ -159,7 +160,7 @@ class ApproveView(_DecisionView):
 
     input_serializer = ApproveInputSerializer
 
-    @extend_schema(request=ApproveInputSerializer, responses=ApprovalRequestSerializer)
+    @extend_schema(request=ApproveInputSerializer, responses={200: ApprovalRequestSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: int) -> Response:
         return super().post(request, pk)
 
@@ -177,7 +178,7 @@ class ApproveView(_DecisionView):
 class RejectView(_DecisionView):
     """Reject a request; the model is told it was rejected by an operator, with the comment."""
 
-    @extend_schema(request=DecisionInputSerializer, responses=ApprovalRequestSerializer)
+    @extend_schema(request=DecisionInputSerializer, responses={200: ApprovalRequestSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: int) -> Response:
         return super().post(request, pk)
 

@@ -173,7 +173,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's schema with each operation's error statuses (toolhub.api.schema).
+    "DEFAULT_SCHEMA_CLASS": "toolhub.api.schema.ToolhubAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",
     # Lists name a django-filter FilterSet (filterset_class); it narrows the tenant-scoped queryset.
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

@@ -7,21 +7,21 @@ result when it ran, 202 with the call id and approval id while it waits, 4xx wit
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from toolhub.api.fields import CheckedJSONField
-from toolhub.api.serializers import ToolCallDetailSerializer, ToolCallSerializer
+from toolhub.api.schema import ErrorSerializer
+from toolhub.api.serializers import CallOutcomeSerializer, ToolCallDetailSerializer
 from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
     CallerContextError,
     DirectCallError,
     IdempotencyConflictError,
-    call_approval_id,
     call_hidden_from,
     call_wait,
     caller_principal,
@@ -93,6 +93,27 @@ class CallInputSerializer(serializers.Serializer):
     tenant = serializers.SlugField(required=False, help_text="Your tenant, when you belong to several.")
 
 
+#: ``?wait=``: a number of seconds, 0 or more (``_wait_seconds`` answers anything else with a 400).
+_WAIT_PARAMETER = OpenApiParameter(
+    "wait", {"type": "number", "minimum": 0}, description="Seconds to wait for a call that waits (bounded)."
+)
+
+#: How ``_answer`` and ``toolhub_error_response`` refuse a call; a refused call's fields come beside ``detail``.
+_REFUSED_CALL_RESPONSES = {
+    400: OpenApiResponse(
+        ErrorSerializer, description="Bad arguments or context (the call, status invalid, and detail)."
+    ),
+    403: OpenApiResponse(
+        ErrorSerializer, description="Denied by policy or rejected by an operator (the call and detail)."
+    ),
+    404: OpenApiResponse(
+        ErrorSerializer, description="A tool you may not see or that does not exist (detail, status)."
+    ),
+    409: OpenApiResponse(ErrorSerializer, description="The idempotency key came with another request (detail, call)."),
+    410: OpenApiResponse(CallOutcomeSerializer, description="The call expired or was cancelled (a replay of it)."),
+}
+
+
 def _wait_seconds(request: Request) -> float:
     raw = request.query_params.get("wait")
     if raw in (None, ""):
@@ -116,9 +137,7 @@ def _answer(call: ToolCall, *, principal: CallPrincipal | None, replayed: bool) 
         message = unknown_tool_message(call.tool_name, visible_tool_names(principal))
         return Response({"detail": message, "status": CallStatus.INVALID}, status=status.HTTP_404_NOT_FOUND)
     code = _STATUS_CODES.get(call.status, status.HTTP_200_OK)
-    body = dict(ToolCallSerializer(call).data)
-    body["approval_id"] = call_approval_id(call) if call.status == CallStatus.PENDING_APPROVAL else None
-    body["replayed"] = replayed
+    body = dict(CallOutcomeSerializer(call, context={"replayed": replayed}).data)
     if code >= 400:
         body["detail"] = call.error or f"The call ended with status {call.status}."
     response = Response(body, status=code)
@@ -146,9 +165,13 @@ class CallCollectionView(CallListView):
 
     @extend_schema(
         request=CallInputSerializer,
-        responses={200: ToolCallSerializer, 202: ToolCallSerializer},
+        responses={
+            200: CallOutcomeSerializer,
+            202: CallOutcomeSerializer,
+            **_REFUSED_CALL_RESPONSES,
+        },
         parameters=[
-            OpenApiParameter("wait", float, description="Seconds to wait for a call that waits (bounded)."),
+            _WAIT_PARAMETER,
             OpenApiParameter("Idempotency-Key", str, location=OpenApiParameter.HEADER),
         ],
     )
@@ -188,15 +211,11 @@ class CallCollectionView(CallListView):
 class CallWaitDetailView(CallDetailView):
     """One call with its progress, artifacts and audit events; ``?wait=N`` waits up to N s while it waits."""
 
-    @extend_schema(
-        parameters=[OpenApiParameter("wait", float, description="Seconds to wait for a call that waits (bounded).")]
-    )
+    @extend_schema(parameters=[_WAIT_PARAMETER])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         wait = _wait_seconds(request)
         if wait:
             visible = get_object_or_404(tool_calls_visible_to(request.user), pk=self.kwargs["pk"])
             call_wait(call=visible, seconds=wait)
         call = get_object_or_404(_with_artifacts(tool_calls_visible_to(request.user)), pk=self.kwargs["pk"])
-        body = dict(ToolCallDetailSerializer(call, context=self.get_serializer_context()).data)
-        body["approval_id"] = call_approval_id(call)
-        return Response(body)
+        return Response(ToolCallDetailSerializer(call, context=self.get_serializer_context()).data)

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from toolhub.api.fields import CheckedJSONField
 from toolhub.caller_view import caller_view_of
-from toolhub.models import AuditEvent, ToolCall, ToolCallArtifact, ToolDefinition
+from toolhub.models import AuditEvent, CallStatus, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import displayed_arguments
 
 
@@ -126,8 +126,15 @@ class ToolCallDetailSerializer(ToolCallSerializer):
         )
     )
 
+    approval_id = serializers.SerializerMethodField(help_text="The call's approval request, if it has one.")
+
     class Meta(ToolCallSerializer.Meta):
-        fields = [*ToolCallSerializer.Meta.fields, "audit_events"]
+        fields = [*ToolCallSerializer.Meta.fields, "audit_events", "approval_id"]
+
+    def get_approval_id(self, call: ToolCall) -> int | None:
+        from toolhub.direct import call_approval_id
+
+        return call_approval_id(call)
 
     @extend_schema_field(AuditEventSerializer(many=True))
     def get_audit_events(self, call: ToolCall) -> list[dict[str, Any]]:
@@ -136,6 +143,30 @@ class ToolCallDetailSerializer(ToolCallSerializer):
         events = AuditEventSerializer(tool_call_audit_events(call), many=True).data
         view = caller_view_of(self.context)
         return view.events(call, events) if view is not None else list(events)
+
+
+class CallOutcomeSerializer(ToolCallSerializer):
+    """A call as ``POST /api/v1/calls/`` answers it: the call, the approval it waits for, whether it was replayed.
+
+    Give ``context["replayed"]``; a 4xx answer adds ``detail`` (why it was refused or how it ended).
+    """
+
+    approval_id = serializers.SerializerMethodField(
+        help_text="The approval request the call waits for (status pending_approval); null otherwise."
+    )
+    replayed = serializers.SerializerMethodField(help_text="true when an idempotency key returned an earlier call.")
+    detail = serializers.CharField(required=False, help_text="On a refusal (4xx) only: why, or how the call ended.")
+
+    class Meta(ToolCallSerializer.Meta):
+        fields = [*ToolCallSerializer.Meta.fields, "approval_id", "replayed", "detail"]
+
+    def get_approval_id(self, call: ToolCall) -> int | None:
+        from toolhub.direct import call_approval_id
+
+        return call_approval_id(call) if call.status == CallStatus.PENDING_APPROVAL else None
+
+    def get_replayed(self, call: ToolCall) -> bool:
+        return bool(self.context.get("replayed", False))
 
 
 class CancelInputSerializer(serializers.Serializer):

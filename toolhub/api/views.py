@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from toolhub.api.filters import CallFilter, ToolFilter
 from toolhub.api.pagination import ByNameCursorPagination
+from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import (
     CallResultInputSerializer,
     CancelInputSerializer,
@@ -230,7 +231,7 @@ class CallResultView(APIView):
     answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes.
     """
 
-    @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer})
+    @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
         call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
         if not call_may_operate(call, request.user):
@@ -266,7 +267,7 @@ class CallCancelView(APIView):
 
     throttle_scope = "calls"
 
-    @extend_schema(request=CancelInputSerializer, responses={200: ToolCallSerializer})
+    @extend_schema(request=CancelInputSerializer, responses={200: ToolCallSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
         call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
         if not call_may_operate(call, request.user):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from toolhub.api.pagination import NewestFirstCursorPagination
+from toolhub.api.schema import CONFLICT
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.sagas.models import Compensation, Rollback, Saga
 from toolhub.sagas.selectors import OPERATE_PERMISSION, direct_saga_owner, sagas_visible_to
@@ -92,7 +93,7 @@ class SagaListView(generics.ListAPIView):
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return sagas_visible_to(self.request.user).prefetch_related("compensations", "rollbacks")
 
-    @extend_schema(request=SagaOpenSerializer, responses={201: SagaSerializer})
+    @extend_schema(request=SagaOpenSerializer, responses={201: SagaSerializer, 409: CONFLICT})
     def post(self, request: Request) -> Response:
         payload = SagaOpenSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
@@ -163,7 +164,7 @@ class SagaRollbackView(APIView):
 
     throttle_scope = "runs"
 
-    @extend_schema(request=None, responses={202: SagaSerializer}, parameters=[_TENANT_PARAMETER])
+    @extend_schema(request=None, responses={202: SagaSerializer, 409: CONFLICT}, parameters=[_TENANT_PARAMETER])
     def post(self, request: Request, saga_id: str) -> Response:
         saga = visible_saga(request, saga_id)
         if saga.run_id is not None:

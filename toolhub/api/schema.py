@@ -1,0 +1,72 @@
+"""The OpenAPI document's account of refusals: every operation lists the error statuses it can answer, in one shape.
+
+drf-spectacular documents only the success an operation declares, so a generated client met every 400,
+403, 404 and 429 as an undocumented status with no body to read. ``ToolhubAutoSchema`` (the project's
+``DEFAULT_SCHEMA_CLASS``) adds the ones every view can answer, read off the operation itself; a view
+declares the ones only it answers (a conflict, ``CONFLICT``) in its ``extend_schema(responses=...)``.
+"""
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+from rest_framework.permissions import SAFE_METHODS
+
+__all__ = ["CONFLICT", "ErrorSerializer", "ToolhubAutoSchema"]
+
+#: Query parameters that never answer 400: DRF ignores a bad ``page_size``, a bad ``cursor`` is a 404.
+_PAGING_PARAMETERS = frozenset({"cursor", "page_size"})
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Why nothing (or not what was asked) was done: ``detail``, and per request field ``{field: [message]}``.
+
+    A refused governed call (``POST /api/v1/calls/``) answers the call's own fields beside ``detail``.
+    """
+
+    detail = serializers.CharField(
+        required=False, help_text="What went wrong; a request's field errors may come instead, keyed by field."
+    )
+
+
+#: A 409 for ``extend_schema(responses=...)``: the row is no longer in a state that allows the request.
+CONFLICT = OpenApiResponse(ErrorSerializer, description="Conflict: the state changed or does not allow it.")
+
+_DESCRIPTIONS = {
+    "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name).",
+    "403": "Not authenticated, or not allowed.",
+    "404": "No such row among those you may see (another tenant's answers the same), or a bad cursor.",
+    "429": "Throttled: wait the seconds in Retry-After.",
+}
+
+
+class ToolhubAutoSchema(AutoSchema):
+    """drf-spectacular's schema, each operation's refusals documented with ``ErrorSerializer``."""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation: dict[str, Any] | None = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        responses = operation["responses"]
+        for code in self._refusals(operation):
+            if code not in responses:
+                error = OpenApiResponse(ErrorSerializer, description=_DESCRIPTIONS[code])
+                responses[code] = self._get_response_for_code(error, code)
+        operation["responses"] = dict(sorted(responses.items()))
+        return operation
+
+    def _refusals(self, operation: dict[str, Any]) -> list[str]:
+        """The error statuses any view answers for this operation: read off its body, parameters and throttle."""
+        parameters = operation.get("parameters", [])
+        codes = ["403"]  # every API view needs a login (DRF answers 403: session auth comes first)
+        if "requestBody" in operation or any(
+            parameter["in"] in ("query", "header") and parameter["name"] not in _PAGING_PARAMETERS
+            for parameter in parameters
+        ):
+            codes.append("400")
+        if any(parameter["in"] == "path" or parameter["name"] == "cursor" for parameter in parameters):
+            codes.append("404")
+        if getattr(self.view, "throttle_scope", None) and self.method not in SAFE_METHODS:
+            codes.append("429")
+        return codes
