@@ -272,3 +272,80 @@ def test_refusals_answer_documented_statuses_and_shapes(call_api: Callable[..., 
         "a cancelled call replayed": 410,
         "a key reused": 409,
     }
+
+
+# --- requests: what the document admits, the API takes ------------------------------------------------------------
+
+
+def _admits(document: dict[str, Any], schema: dict[str, Any], value: Any) -> bool:
+    from openapi_schema_validator import OAS30Validator
+
+    return OAS30Validator({**schema, "components": document["components"]}).is_valid(value)
+
+
+def _body_schema(document: dict[str, Any], path: str, method: str) -> dict[str, Any]:
+    return dict(document["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"])
+
+
+def _query_schema(document: dict[str, Any], path: str, method: str, name: str) -> dict[str, Any]:
+    parameters = document["paths"][path][method]["parameters"]
+    return dict(next(p["schema"] for p in parameters if p["in"] == "query" and p["name"] == name))
+
+
+def test_requests_the_document_admits_are_not_refused_as_malformed(
+    call_api: Callable[..., Any], member_token: str, document: dict[str, Any], order_agent: Agent
+) -> None:
+    """A member sends values the document allows, and the API refuses each as malformed (400, nothing done).
+
+    Found: ``?wait=`` (toolhub/api/governed.py ``_wait_seconds``) refuses a negative number, documented as
+    any number; ``input`` of POST /runs/ and ``tool`` of POST /calls/ refuse "" (DRF's ``allow_blank=False``,
+    which drf-spectacular leaves out); ``arguments`` and ``context`` of POST /calls/ refuse null and context
+    anything but an object, documented as any JSON (schemathesis: "Schema-valid request rejected").
+    Expect: what the API refuses as malformed, the document does not admit.
+    """
+    held = call_api(member_token, "POST", "/api/v1/calls/", body=ORDER)
+    refused = {
+        "negative wait": (
+            call_api(
+                member_token,
+                "GET",
+                "/api/v1/calls/{id}/",
+                path_parameters={"id": held.json()["id"]},
+                query={"wait": -1},
+            ),
+            _query_schema(document, "/api/v1/calls/{id}/", "get", "wait"),
+            -1,
+        ),
+        "blank input": (
+            call_api(member_token, "POST", "/api/v1/runs/", body=(run := {"agent": order_agent.name, "input": ""})),
+            _body_schema(document, "/api/v1/runs/", "post"),
+            run,
+        ),
+        "blank tool": (
+            call_api(member_token, "POST", "/api/v1/calls/", body=(blank := {"tool": ""})),
+            _body_schema(document, "/api/v1/calls/", "post"),
+            blank,
+        ),
+        "null arguments": (
+            call_api(member_token, "POST", "/api/v1/calls/", body=(null := {"tool": "calculate", "arguments": None})),
+            _body_schema(document, "/api/v1/calls/", "post"),
+            null,
+        ),
+        "text context": (
+            call_api(member_token, "POST", "/api/v1/calls/", body=(text := {"tool": "calculate", "context": "x"})),
+            _body_schema(document, "/api/v1/calls/", "post"),
+            text,
+        ),
+    }
+
+    assert {name: answer.status_code for name, (answer, _, _) in refused.items()} == dict.fromkeys(refused, 400)
+    admitted = [name for name, (_, schema, value) in refused.items() if _admits(document, schema, value)]
+    assert admitted == []
+
+
+def test_arguments_as_json_text_stay_documented(call_api: Callable[..., Any], member_token: str) -> None:
+    """``arguments`` may be the object's JSON text (as the help text says): a member's call with it runs."""
+    made = call_api(
+        member_token, "POST", "/api/v1/calls/", body={"tool": "calculate", "arguments": '{"a": 1, "op": "+", "b": 2}'}
+    )
+    assert made.status_code in (200, 202)

@@ -8,12 +8,13 @@ to the body's limits through ``toolhub.json_intake``, and checks values a parser
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from toolhub.conf import toolhub_settings
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_value_problem
 
-__all__ = ["CheckedJSONField"]
+__all__ = ["CheckedJSONField", "JSONObjectField", "JSONObjectOrTextField"]
 
 
 class CheckedJSONField(serializers.JSONField):
@@ -33,6 +34,19 @@ class CheckedJSONField(serializers.JSONField):
         if refused_value is not None:
             raise serializers.ValidationError(_message(refused_value))
         return super().to_internal_value(data)
+
+
+_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": {}}
+
+
+@extend_schema_field(_OBJECT)
+class JSONObjectField(CheckedJSONField):
+    """A ``CheckedJSONField`` its view reads as an object (anything else is refused there): documented as one."""
+
+
+@extend_schema_field({"oneOf": [_OBJECT, {"type": "string", "description": "The object as JSON text."}]})
+class JSONObjectOrTextField(CheckedJSONField):
+    """A ``CheckedJSONField`` its view reads as an object or that object's JSON text: documented as either."""
 
 
 def _message(refused: JSONRefused) -> str:

@@ -13,7 +13,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from toolhub.api.fields import CheckedJSONField
+from toolhub.api.fields import JSONObjectField, JSONObjectOrTextField
 from toolhub.api.schema import ErrorSerializer
 from toolhub.api.serializers import CallOutcomeSerializer, ToolCallDetailSerializer
 from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
@@ -73,10 +73,10 @@ class CallInputSerializer(serializers.Serializer):
     """A governed call: the tool, its arguments, context keys from the allow list, and optional grouping."""
 
     tool = serializers.CharField(max_length=200, help_text="The tool's name.")
-    arguments = CheckedJSONField(
+    arguments = JSONObjectOrTextField(
         required=False, default=dict, help_text="A JSON object of the tool's parameters (or that object as a string)."
     )
-    context = CheckedJSONField(
+    context = JSONObjectField(
         required=False,
         default=dict,
         help_text='Keys from TOOLHUB["CLIENT_CONTEXT_KEYS"]; tenant, user and the other reserved keys are refused.',

@@ -56,6 +56,14 @@ class ToolhubAutoSchema(AutoSchema):
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 
+    def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
+        """A request's text field that refuses "" (DRF's default ``allow_blank=False``) documents ``minLength: 1``."""
+        schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
+        refuses_blank = isinstance(field, serializers.CharField) and not field.allow_blank
+        if direction == "request" and refuses_blank and schema.get("type") == "string" and "minLength" not in schema:
+            schema["minLength"] = 1
+        return schema
+
     def _refusals(self, operation: dict[str, Any]) -> list[str]:
         """The error statuses any view answers for this operation: read off its body, parameters and throttle."""
         parameters = operation.get("parameters", [])
