@@ -6,8 +6,7 @@ from typing import Any
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
@@ -17,7 +16,7 @@ from rest_framework.views import APIView
 
 from toolhub.api.filters import CallFilter, ToolFilter
 from toolhub.api.pagination import ByNameCursorPagination
-from toolhub.api.schema import CONFLICT
+from toolhub.api.schema import CONFLICT, ToolhubAutoSchema
 from toolhub.api.serializers import (
     CallResultInputSerializer,
     CancelInputSerializer,
@@ -68,6 +67,30 @@ class CompactToolsRenderer(_ExportRenderer):
     format = "compact"
 
 
+#: A provider export's body: that provider's tool definitions, or MCP's ``tools/list`` result (``{"tools": [...]}``).
+TOOL_EXPORT_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+        {
+            "type": "object",
+            "properties": {"tools": {"type": "array", "items": {"type": "object", "additionalProperties": {}}}},
+            "required": ["tools"],
+        },
+    ]
+}
+
+
+class _CatalogueSchema(ToolhubAutoSchema):
+    """The catalogue's 200: its page, or with the deprecated ``?format=<provider>`` that provider's export."""
+
+    def _get_response_for_code(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        response: dict[str, Any] = super()._get_response_for_code(*args, **kwargs)
+        if (args[1] if len(args) > 1 else kwargs.get("status_code")) == "200":
+            for content in response.get("content", {}).values():
+                content["schema"] = {"oneOf": [content["schema"], TOOL_EXPORT_SCHEMA]}
+        return response
+
+
 class ToolListView(generics.ListAPIView):
     """The tool catalogue with each tool's JSON Schema and the operators' settings.
 
@@ -82,6 +105,7 @@ class ToolListView(generics.ListAPIView):
     serializer_class = ToolDefinitionSerializer
     pagination_class = ByNameCursorPagination
     filterset_class = ToolFilter
+    schema = _CatalogueSchema()
     renderer_classes = [
         JSONRenderer,
         BrowsableAPIRenderer,
@@ -161,7 +185,7 @@ class ToolExportView(APIView):
                 "tenant", str, description="The tenant to export for (a member's own); without it, any of theirs."
             ),
         ],
-        responses={200: OpenApiTypes.ANY},
+        responses={200: OpenApiResponse(TOOL_EXPORT_SCHEMA, description="The provider's tool definitions.")},
     )
     def get(self, request: Request, provider: str) -> Response:
         if provider not in EXPORT_FORMATS:
