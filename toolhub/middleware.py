@@ -10,9 +10,12 @@ authentication, unlike a body's checks (``toolhub.json_intake``), which wait for
 from collections.abc import Callable
 
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
-__all__ = ["StorableAddressMiddleware", "address_problem"]
+__all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem"]
+
+#: Where the REST API answers (``toolhub.urls``): its refusals are JSON.
+API_PREFIX = "/api/"
 
 
 def address_problem(request: HttpRequest) -> str | None:
@@ -26,13 +29,19 @@ def address_problem(request: HttpRequest) -> str | None:
 
 
 class StorableAddressMiddleware:
-    """Answers 400 (Django's bad request) to a path or query string holding a NUL character; nothing else runs."""
+    """Answers 400 to a path or query string holding a NUL character; nothing else runs.
+
+    Under ``/api/`` the answer is the API's documented error shape (``{"detail": ...}``, see
+    ``toolhub.api.schema``), elsewhere Django's bad request page.
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         problem = address_problem(request)
-        if problem is not None:
-            raise BadRequest(problem)
-        return self.get_response(request)
+        if problem is None:
+            return self.get_response(request)
+        if request.path.startswith(API_PREFIX):
+            return JsonResponse({"detail": problem}, status=400)
+        raise BadRequest(problem)

@@ -396,3 +396,32 @@ def test_every_operation_answers_as_documented(api_schema: Any, member_token: st
             failures[operation.label] = str(failure)[:2000]
     assert len(operations) == 27
     assert failures == {}
+
+
+@pytest.mark.postgres
+def test_a_saga_looked_up_by_text_no_column_holds_is_refused_as_documented(
+    call_api: Callable[..., Any], member_token: str
+) -> None:
+    """A member looks a saga up with a NUL in ``?tenant=`` or in the saga id (schemathesis found it: a 500).
+
+    Found: ``toolhub.sagas.api.visible_saga`` filtered sagas by the raw ``?tenant=`` and path id, and PostgreSQL
+    refuses text holding NUL (``DataError``): GET /api/v1/sagas/{saga_id}/ and its rollback answered 500.
+    Expect: the documented 400 in the documented error shape, from ``toolhub.middleware`` before any view.
+    """
+    opened = call_api(member_token, "POST", "/api/v1/sagas/", body={})
+    key = opened.json()["key"]
+    answers = [
+        call_api(
+            member_token, "GET", "/api/v1/sagas/{saga_id}/", path_parameters={"saga_id": key}, query={"tenant": "a\x00"}
+        ),
+        call_api(member_token, "GET", "/api/v1/sagas/{saga_id}/", path_parameters={"saga_id": "a\x00b"}),
+        call_api(
+            member_token,
+            "POST",
+            "/api/v1/sagas/{saga_id}/rollback/",
+            path_parameters={"saga_id": key},
+            query={"tenant": "\x00"},
+        ),
+    ]
+    assert [answer.status_code for answer in answers] == [400, 400, 400]
+    assert all("NUL character" in answer.json()["detail"] for answer in answers)

@@ -15,9 +15,6 @@ from rest_framework.permissions import SAFE_METHODS
 
 __all__ = ["CONFLICT", "ErrorSerializer", "ToolhubAutoSchema"]
 
-#: Query parameters that never answer 400: DRF ignores a bad ``page_size``, a bad ``cursor`` is a 404.
-_PAGING_PARAMETERS = frozenset({"cursor", "page_size"})
-
 
 class ErrorSerializer(serializers.Serializer):
     """Why nothing (or not what was asked) was done: ``detail``, and per request field ``{field: [message]}``.
@@ -34,7 +31,8 @@ class ErrorSerializer(serializers.Serializer):
 CONFLICT = OpenApiResponse(ErrorSerializer, description="Conflict: the state changed or does not allow it.")
 
 _DESCRIPTIONS = {
-    "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name).",
+    "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name), or a path or "
+    "query string holding a NUL character.",
     "403": "Not authenticated, or not allowed.",
     "404": "No such row among those you may see (another tenant's answers the same), or a bad cursor.",
     "429": "Throttled: wait the seconds in Retry-After.",
@@ -67,12 +65,9 @@ class ToolhubAutoSchema(AutoSchema):
     def _refusals(self, operation: dict[str, Any]) -> list[str]:
         """The error statuses any view answers for this operation: read off its body, parameters and throttle."""
         parameters = operation.get("parameters", [])
-        codes = ["403"]  # every API view needs a login (DRF answers 403: session auth comes first)
-        if "requestBody" in operation or any(
-            parameter["in"] in ("query", "header") and parameter["name"] not in _PAGING_PARAMETERS
-            for parameter in parameters
-        ):
-            codes.append("400")
+        # Every request may be refused as malformed: a body or parameter, and any path or query string holding a
+        # NUL (``toolhub.middleware``); every API view needs a login (DRF answers 403: session auth comes first).
+        codes = ["400", "403"]
         if any(parameter["in"] == "path" or parameter["name"] == "cursor" for parameter in parameters):
             codes.append("404")
         if getattr(self.view, "throttle_scope", None) and self.method not in SAFE_METHODS:
