@@ -5,7 +5,10 @@ disk every tenant's workers share, one file at a time. Before a file tool writes
 (bytes of its regular files, and its entries: files, directories and anything else) and the write is refused
 when the result would pass ``BUILTIN_WORKSPACE_MAX_BYTES`` or ``BUILTIN_WORKSPACE_MAX_ENTRIES``. Replacing
 a file counts only the difference, and a write that adds neither bytes nor entries always fits. The walk goes
-by descriptors, never follows a symbolic link, and stops as soon as a limit is passed.
+by descriptors, never follows a symbolic link, and stops as soon as a limit is passed. A workspace it cannot
+measure whole (a directory deeper than ``MAX_DEPTH``, one it cannot open or list) is held at its size: it is
+never counted short, and no write grows it. A file tool writes no path deeper than ``MAX_DEPTH`` directories, so
+the tools alone never make one (the walk recursed once per level: a path of 1,000 made every later measure fail).
 
 Two writes at once may both fit alone and pass the limit together by at most one file each; and a command the
 shell tool runs is not measured while it runs. A hard bound needs the filesystem's own quota.
@@ -21,9 +24,16 @@ from typing import cast
 
 from toolhub.conf import toolhub_settings
 
-__all__ = ["Usage", "room_problem", "workspace_usage"]
+__all__ = ["MAX_DEPTH", "Unmeasurable", "Usage", "room_problem", "workspace_usage"]
+
+#: The most directories a written path may go through, and the deepest the walk measures (one descriptor a level).
+MAX_DEPTH = 64
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Unmeasurable(Exception):
+    """The workspace cannot be measured whole: a directory is too deep, or could not be opened or listed."""
 
 
 @dataclass(frozen=True)
@@ -43,13 +53,21 @@ def workspace_limit() -> Usage:
 
 
 def workspace_usage(root: Path, *, stop_past: Usage) -> Usage:
-    """What ``root`` holds, counted without following links; counting stops once ``stop_past`` is passed."""
+    """What ``root`` holds, counted without following links; counting stops once ``stop_past`` is passed.
+
+    Raises ``Unmeasurable`` rather than leave out a directory it cannot open, list or reach within ``MAX_DEPTH``.
+    """
     total = entries = 0
     # A generator (typeshed says Iterator): closing it closes the descriptors of the directories still open.
-    walk = cast(Generator[tuple[str, list[str], list[str], int], None, None], os.fwalk(root, follow_symlinks=False))
+    walk = cast(
+        Generator[tuple[str, list[str], list[str], int], None, None],
+        os.fwalk(root, follow_symlinks=False, onerror=_unmeasurable),
+    )
     try:
-        for _, directories, files, directory_fd in walk:
+        for path, directories, files, directory_fd in walk:
             entries += len(directories) + len(files)
+            if directories and len(Path(path).relative_to(root).parts) >= MAX_DEPTH:
+                raise Unmeasurable(f"a directory deeper than {MAX_DEPTH} levels")
             for name in files:
                 with contextlib.suppress(FileNotFoundError):
                     info = os.stat(name, dir_fd=directory_fd, follow_symlinks=False)
@@ -67,8 +85,16 @@ def room_problem(root: Path, parts: list[str], size: int) -> str | None:
     growth = Usage(size - (replaced or 0), missing_directories + (1 if replaced is None else 0))
     if growth.bytes <= 0 and growth.entries == 0:
         return None  # a workspace can always be shrunk, even one past a limit an administrator lowered
+    if len(parts) - 1 > MAX_DEPTH:
+        return f"A path may go through at most {MAX_DEPTH} directories; write it nearer the workspace's top."
     limit = workspace_limit()
-    used = workspace_usage(root, stop_past=limit)
+    try:
+        used = workspace_usage(root, stop_past=limit)
+    except Unmeasurable as exc:
+        return (
+            f"The workspace cannot be measured ({exc}), so it may not grow; overwrite a file with less, or ask an "
+            "administrator to tidy it."
+        )
     if not Usage(used.bytes + growth.bytes, used.entries + growth.entries).past(limit):
         return None
     return (
@@ -76,6 +102,10 @@ def room_problem(root: Path, parts: list[str], size: int) -> str | None:
         f"past its limit of {limit.bytes} bytes or {limit.entries} entries. Write less, or overwrite a file you "
         "no longer need with less; an administrator can raise the limit."
     )
+
+
+def _unmeasurable(error: OSError) -> None:
+    raise Unmeasurable(f"a directory that cannot be read: {os.strerror(error.errno or 0)}") from error
 
 
 def _path_as_it_is(root: Path, parts: list[str]) -> tuple[int, int | None]:
