@@ -7,8 +7,9 @@ Precedence, first match wins:
 3. the effective risk (code, or the operator's override): ``high`` and ``critical`` need approval,
    unless the code rule is ``needs_approval=False``.
 
-Operators can therefore always tighten policy at run time (rules, risk overrides), and a
-developer's ``never`` only switches off the risk default, never an operator's rule.
+Operators can therefore always tighten policy at run time (rules, risk overrides): a call the code rule holds is
+held on the terms (approvers, timeout) of the operators' rule that matches it, if stricter; and a developer's
+``never`` only switches off the risk default, never an operator's rule.
 """
 
 import logging
@@ -79,9 +80,7 @@ def approval_verdict(
     risk = effective_risk(tool, definition)
     minimum = 2 if risk == Risk.CRITICAL else 1
     rule = tool.needs_approval
-    if rule is True:
-        return ApprovalVerdict("the tool always needs approval", "code", risk, required_approvals=minimum)
-    rule_failed = False
+    code_reason = "the tool always needs approval" if rule is True else None
     if callable(rule):
         # What is withheld from the stored arguments (``Tool.withheld``: a misspelt ``PIN`` too) is never
         # shown by what the rule produces either: its reason, its failure.
@@ -90,20 +89,22 @@ def approval_verdict(
             outcome = rule(arguments, ctx)
         except Exception:  # noqa: BLE001 - a developer's rule failing holds the call for a person, nothing runs
             _log_rule_failure(scrubber, tool, subject)
-            rule_failed = True
+            code_reason = RULE_FAILED_REASON
         else:
             if outcome:
                 reason = outcome if isinstance(outcome, str) else "the tool's approval rule matched"
                 # A rule explains itself with what made it match ("first payment to <iban>"): the reason is
                 # stored, audited, mailed and sent to webhooks.
-                return ApprovalVerdict(scrubber.text(reason), "code", risk, required_approvals=minimum)
+                code_reason = scrubber.text(reason)
     try:
         verdict = _sources_verdict(tool, risk, arguments, principal)
     except Exception:  # noqa: BLE001 - a rule source failing holds the call for a person, as a code rule's does
         _log_rule_failure(SecretScrubber.for_arguments(tool, arguments), tool, subject)
-        return ApprovalVerdict(RULE_FAILED_REASON, "code" if rule_failed else "rule", risk, required_approvals=minimum)
-    if rule_failed:
-        return _failed_rule_verdict(verdict, risk, minimum)
+        return ApprovalVerdict(
+            code_reason or RULE_FAILED_REASON, "code" if code_reason else "rule", risk, required_approvals=minimum
+        )
+    if code_reason is not None:
+        return _code_verdict(code_reason, verdict, risk, minimum)
     if verdict is not None:
         return verdict
     if rule is not False and Risk(risk).needs_approval:
@@ -122,16 +123,17 @@ def _sources_verdict(
     return None
 
 
-def _failed_rule_verdict(matched: ApprovalVerdict | None, risk: str, minimum: int) -> ApprovalVerdict:
-    """A call whose code rule failed is held, on the terms of the operators' rule that matches it, if any.
+def _code_verdict(reason: str, matched: ApprovalVerdict | None, risk: str, minimum: int) -> ApprovalVerdict:
+    """A call the code holds (its rule matched, failed, or is ``True``), on the terms of the operators' matching rule.
 
-    The model chooses the arguments: one that makes the rule fail (a zero quantity it divides by) must not get
-    fewer approvers or a longer wait than a call whose rule matched nothing would.
+    The code's reason comes first, but the model chooses the arguments: one that makes the code rule match or
+    fail (a new payee, a zero quantity it divides by) must not get fewer approvers or a longer wait than the
+    operators' rule asks of a call the code lets through.
     """
     if matched is None:
-        return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, required_approvals=minimum)
+        return ApprovalVerdict(reason, "code", risk, required_approvals=minimum)
     return ApprovalVerdict(
-        RULE_FAILED_REASON,
+        reason,
         "code",
         risk,
         rule_id=matched.rule_id,
