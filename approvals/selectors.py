@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Q, QuerySet
 
-from approvals.deciders import DECIDE_PERMISSION, further_restrictions
+from approvals.deciders import DECIDE_PERMISSION, ApproverStanding, further_restrictions
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
@@ -98,16 +98,23 @@ class ApprovalProgress:
 
 
 def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
-    """The current round's approvals and the people who may still approve (none once it is decided)."""
-    given_by = [
-        decision.decided_by_name
+    """The current round's approvals that count and the people who may still approve (none once it is decided).
+
+    Counted as a decision counts them (``ApproverStanding``): an approval whose giver may no longer decide is
+    neither listed as given nor subtracted from what is needed, though its giver may not approve this version again.
+    """
+    approved = [
+        (decision.decided_by_id, decision.decided_by_name)
         for decision in request.decisions.all()
         if decision.round == request.round and decision.decision != DecisionKind.REJECT
     ]
-    remaining = max(request.required_approvals - len(given_by), 0)
+    counted = ApproverStanding().counted(request, (pk for pk, _ in approved))
+    given_by = [name for pk, name in approved if pk in counted]
+    remaining = max(request.required_approvals - len(counted), 0)
     may_approve: list[str] = []
     if request.status == ApprovalStatus.PENDING and remaining:
-        may_approve = [u.get_username() for u in approvers_of(request) if u.get_username() not in given_by]
+        approvers = {pk for pk, _ in approved}
+        may_approve = [u.get_username() for u in approvers_of(request) if u.pk not in approvers]
     group = ", ".join(_approver_group_names(request))
     if request.escalated_at and request.escalation_group_id:
         group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
