@@ -109,7 +109,7 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
         if decision.round == request.round and decision.decision != DecisionKind.REJECT
     ]
     counted = ApproverStanding().counted(request, (pk for pk, _ in approved))
-    given_by = [name for pk, name in approved if pk in counted]
+    given_by = list(dict.fromkeys(name for pk, name in approved if pk in counted))  # a confirmation once
     remaining = max(request.required_approvals - len(counted), 0)
     may_approve: list[str] = []
     if request.status == ApprovalStatus.PENDING and remaining:

@@ -183,13 +183,17 @@ def _decide_in_transaction(
         event, decision = _edit(request, user, comment, edited)
     # The decision just made counts (an edit opens a new round in which only the editor's approval counts).
     # Earlier approvals of the round count only while their givers may still decide (``ApproverStanding``).
-    earlier = (by for kind, round_, by in decisions if round_ == request.round and kind != DecisionKind.REJECT)
+    earlier = (
+        by
+        for kind, round_, by in decisions
+        if round_ == request.round and kind != DecisionKind.REJECT and by != user.pk
+    )
     approvals = 1 + len(ApproverStanding().counted(request, earlier))
     if approvals >= request.required_approvals:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision)
     else:
-        audit_call_events(request.call, [event], writes=[decision])
+        audit_call_events(request.call, [event], writes=[decision] if decision else [])
         _notify(
             signals.approval_decided,
             request,
@@ -225,30 +229,36 @@ def _check_seen_version(
 
 def _approval(
     request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: _Decisions
-) -> tuple[EventSpec, Write]:
+) -> tuple[EventSpec, Write | None]:
     """One approval of the current version; the same person approves a version once.
 
+    A second approval of the same version by the same person is a confirmation: it counts nothing new, and is
+    taken only when it releases the call — when the approvals standing now reach the quorum, as after an
+    earlier approver's standing came back (``ApproverStanding`` counts standing only when someone decides).
     Returns its audit event and its row, written together by the caller.
     """
-    mine = (
-        decided_by == user.pk and round_ == request.round and decision != DecisionKind.REJECT
+    earlier = {
+        decided_by
         for decision, round_, decided_by in decisions
-    )
-    if any(mine):
+        if round_ == request.round and decision != DecisionKind.REJECT
+    }
+    confirms = user.pk in earlier
+    if confirms and 1 + len(ApproverStanding().counted(request, earlier - {user.pk})) < request.required_approvals:
         raise DecisionNotAllowedError(
             "You already approved this version of the call; a second, different operator must approve it too."
         )
-    return EventSpec(
-        "approval.approve",
-        _actor(user),
-        {
-            "decision": str(DecisionKind.APPROVE),
-            "comment": comment,
-            "request": request.pk,
-            "round": request.round,
-            "arguments_hash": request.arguments_hash,
-        },
-    ), _decision_row(request, user, DecisionKind.APPROVE, comment)
+    data = {
+        "decision": str(DecisionKind.APPROVE),
+        "comment": comment,
+        "request": request.pk,
+        "round": request.round,
+        "arguments_hash": request.arguments_hash,
+    }
+    if confirms:
+        data["confirms_own_approval"] = True
+    # A confirmation adds no row: the person's approval of this round is on record once.
+    row = None if confirms else _decision_row(request, user, DecisionKind.APPROVE, comment)
+    return EventSpec("approval.approve", _actor(user), data), row
 
 
 def _edit(
@@ -350,7 +360,7 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
 
 
 def _release(
-    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec, decision: Write
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec, decision: Write | None
 ) -> None:
     """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments.
 
@@ -363,7 +373,7 @@ def _release(
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."
         )
-    writes = [decision, _decided_row(request, ApprovalStatus.APPROVED)]
+    writes = [*([decision] if decision else []), _decided_row(request, ApprovalStatus.APPROVED)]
     edited = request.arguments if request.arguments != call.arguments else None
     if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided], writes=writes):
         # The call left pending_approval some other way; the decision is audited all the same.
