@@ -214,3 +214,25 @@ def test_an_approver_whose_standing_came_back_cannot_release_a_call_that_has_its
     assert request.status == ApprovalStatus.APPROVED
     assert list(SideEffect.objects.values_list("note", flat=True)) == ["p"]
     assert sorted(request.decisions.values_list("decided_by", flat=True)) == sorted([acme_operator.pk, second.pk])
+
+
+# --- a72ec01: text no column can hold, in a form's body -----------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_nul_in_a_console_forms_posted_field_is_refused_not_a_server_error(platform_user: User) -> None:
+    """A platform operator (cross-tenant, the ``view_toolcall`` permission that "Verify now" asks) posts the audit
+    trail's "Verify now" form with a ``tenant`` field holding a NUL (a mistyped or crafted form post).
+
+    Found: ``toolhub.middleware.StorableAddressMiddleware`` (a72ec01) refuses a NUL in the path and the query
+    string only; a form's body reaches the views raw. ``toolhub.admin_verify.audit_verify_view`` passes the posted
+    tenant to ``Tenant.objects.filter(slug=...)``: on PostgreSQL a 500 (``DataError``), as the console's list
+    filters were before a72ec01.
+    Expect: 400 and nothing else, as for the same NUL in the address: a form field holding text no column can
+    hold is refused before any view puts it into a query.
+    """
+    browser = console(platform_user)
+    browser.raise_request_exception = False  # a server error is answered as a browser gets it: a 500
+    answer = browser.post(reverse("admin:toolhub_audit_verify"), {"tenant": "acme\x00", "next": "/admin/"})
+
+    assert answer.status_code == 400
