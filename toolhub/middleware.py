@@ -1,10 +1,12 @@
-"""A request's address must be text the database can hold: a NUL in its path or query string is refused (400).
+"""A request's address and form fields must be text the database can hold: a NUL in them is refused (400).
 
 Views put path segments and query values into queries (a saga id, ``?tenant=``, the console's list filters);
 PostgreSQL refuses a NUL character in any text it is given, so such a request ended in a server error (500).
 Django's form fields refuse NUL, but not every value passes through one; checking the address once, before any
 view, covers the views that read it raw and those written later. Cheap (the address is short) and needs no
 authentication, unlike a body's checks (``toolhub.json_intake``), which wait for the caller to be known.
+A form's posted fields are read the same way (the console's forms: "Verify now" put its ``tenant`` field into a
+query); Django's CSRF check reads them before any view anyway, and a JSON body is not a form (left to its intake).
 """
 
 from collections.abc import Callable
@@ -19,17 +21,18 @@ API_PREFIX = "/api/"
 
 
 def address_problem(request: HttpRequest) -> str | None:
-    """Why the request's path or query string cannot be used in a query (naming which), or ``None``."""
+    """Why the request's path, query string or form fields cannot be used in a query (naming which), or ``None``."""
     if "\x00" in request.path:
         return "The path holds a NUL character."
-    for name, values in request.GET.lists():
-        if "\x00" in name or any("\x00" in value for value in values):
-            return f"The query parameter {name[:50]!r} holds a NUL character."
+    for where, fields in (("query parameter", request.GET), ("form field", request.POST)):
+        for name, values in fields.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                return f"The {where} {name[:50]!r} holds a NUL character."
     return None
 
 
 class StorableAddressMiddleware:
-    """Answers 400 to a path or query string holding a NUL character; nothing else runs.
+    """Answers 400 to a path, query string or form field holding a NUL character; nothing else runs.
 
     Under ``/api/`` the answer is the API's documented error shape (``{"detail": ...}``, see
     ``toolhub.api.schema``), elsewhere Django's bad request page.
