@@ -1,6 +1,31 @@
 """Review of 2026-12-05 (p): the day's fixes (df5120f..4fbcf26) for regressions and holes they missed.
 
 Each test fails on the reviewed code (main at 4fbcf26) and states what was found and what is expected.
+
+Findings: a path of ~1,000+ directories made the workspace quota's walk raise on every later write (and the walk
+skipped directories it could not open); a code rule that *matches* (or ``needs_approval=True``) dropped the
+operators' matching rule's approvers and timeout; the desk's "Still to approve" counted approvals that no longer
+stand; an approver whose standing came back could not release a call that had its approvals; a NUL in a console
+form's posted field was a 500 on PostgreSQL.
+
+Checked and found holding (no test here): the quota — directories a refused write would create are counted
+before any is made and none is made on a refusal; a failed write's temporary file is removed (one a killed
+worker leaves is counted as a file); names are compared as the file system does; a hard link counts its size
+under each name (over, never under); sparse files count their apparent size; symbolic links count as entries and
+are not followed; a refusal names only the caller's own workspace (the root is ``<WORKSPACE_ROOT>/<own slug>``,
+slugs match ``[A-Za-z0-9_-]``); concurrent writes and the shell tool are documented limits. Secrets — the linger
+only ever redacts more; the ``makeRecord`` wrapper is installed once (marked) and scrubs only records given
+``extra=``; non-string extras are scrubbed item by item or by ``repr``, and one that cannot be shown is left;
+the bound of the latest 256 ended scopes is documented (note: a record of a thread without a call's context costs
+~85 µs instead of ~10 µs while 256 scopes linger, measured, not a finding). Policy — a rule source failing still
+holds the call; ``recorded_call_verdict`` goes through the same path. Standing — the decision service, the API's
+``approvals_in_round`` and the desk's "Approvals in this round" count the same; a concurrent removal of an
+approver serialises on the request's row lock; e-mails name only ``approvers_of`` (unchanged). The middleware —
+a percent-encoded lone surrogate or ``%C0%80`` decodes to U+FFFD (query) or stays percent-encoded (path); header
+NULs are refused by the HTTP servers before Django. Console — exports write ``isoformat()`` (unchanged by
+``toolhub/formats``); ``OpenableLinksOnly`` asks the related admin's model-level view permission. Identities — the
+slug and group-name triggers fire on UPDATE only (flush truncates; ``load_demo``/``sync_tools`` create or leave
+names); agents are renamed only within what creating one allows (names unique per tenant).
 """
 
 import os
