@@ -7,17 +7,30 @@ view, covers the views that read it raw and those written later. Cheap (the addr
 authentication, unlike a body's checks (``toolhub.json_intake``), which wait for the caller to be known.
 A form's posted fields are read the same way (the console's forms: "Verify now" put its ``tenant`` field into a
 query); Django's CSRF check reads them before any view anyway, and a JSON body is not a form (left to its intake).
+A body that cannot be read as the form it claims to be is refused here too, under ``/api/`` in the API's shape
+(as DRF's parser refused it before the middleware read it first).
 """
 
+import logging
 from collections.abc import Callable
 
-from django.core.exceptions import BadRequest
+from django.core.exceptions import (
+    BadRequest,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 __all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem"]
 
 #: Where the REST API answers (``toolhub.urls``): its refusals are JSON.
 API_PREFIX = "/api/"
+
+#: What reading ``request.POST`` raises on a body that is not the form it claims to be (Django answers each 400).
+_UNREADABLE_FORM = (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent)
 
 
 def address_problem(request: HttpRequest) -> str | None:
@@ -42,9 +55,22 @@ class StorableAddressMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        problem = address_problem(request)
+        try:
+            problem = address_problem(request)
+        except _UNREADABLE_FORM as exc:
+            if not request.path.startswith(API_PREFIX):
+                raise  # Django's bad request page, as for any view that reads the form
+            return JsonResponse({"detail": _unreadable_form(exc)}, status=400)
         if problem is None:
             return self.get_response(request)
         if request.path.startswith(API_PREFIX):
             return JsonResponse({"detail": problem}, status=400)
         raise BadRequest(problem)
+
+
+def _unreadable_form(exc: Exception) -> str:
+    """Why the body was refused, worded as DRF's parsers word it; a suspicious one is logged as Django logs it."""
+    if isinstance(exc, SuspiciousOperation):
+        logging.getLogger(f"django.security.{type(exc).__name__}").error(str(exc))
+        return f"The request body was refused: {exc}"
+    return f"Multipart form parse error - {exc}"
