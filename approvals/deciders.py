@@ -37,12 +37,17 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You started this call; another operator must decide it."
     further = further_restrictions(request)
     if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
-        groups = set(user.groups.values_list("id", flat=True))
+        groups = _group_ids(user)
         fallback = bool(request.escalated_at) and request.escalation_group_id in groups
         governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
         if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
             return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+def _group_ids(user: AbstractBaseUser) -> set[int]:
+    """The ids of ``user``'s groups: those loaded with them (``ApproverStanding``), or one query."""
+    return {group.pk for group in user.groups.all()}  # type: ignore[attr-defined]
 
 
 class ApproverStanding:
@@ -51,7 +56,8 @@ class ApproverStanding:
     An approval holds while its giver may give it: once they are deactivated, deleted, removed from the
     request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
     requester left runs nothing), so the call waits for another approver instead of running on fewer.
-    One instance serves a list of requests: each decider is read once, whatever the number of rows.
+    One instance serves a list of requests: each decider is read once with their groups, whatever the number
+    of rows (``approval_may_decide`` reads the groups it loaded).
     """
 
     def __init__(self) -> None:
@@ -63,7 +69,8 @@ class ApproverStanding:
         unread = ids - set(self._users)
         if unread:
             self._users.update(dict.fromkeys(unread))
-            self._users.update({user.pk: user for user in get_user_model().objects.filter(pk__in=unread)})
+            users = get_user_model().objects.filter(pk__in=unread).prefetch_related("groups")
+            self._users.update({user.pk: user for user in users})
         return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
 
 
