@@ -1,6 +1,37 @@
 """Review of 2026-12-05 (r): the newest commits (4fbcf26..f0f926d) for regressions, holes and cheap denial of service.
 
 Each test fails on the reviewed code (main at f0f926d) and states what was found and what is expected.
+
+Findings: since the middleware reads ``request.POST`` first, a malformed multipart body under ``/api/`` was
+answered with Django's HTML 400 page instead of DRF's ``{"detail": "Multipart form parse error - ..."}``; the
+approvals list read each approver's groups once per row and approver (a member's ``?page_size=500``: ~1,000
+queries a page, unthrottled).
+
+Checked and found holding (no test here): review n — no answer lost or renamed a field: ``CallOutcomeSerializer``
+answers what ``_answer`` built by hand (``approval_id`` only while pending, ``replayed``, ``detail`` on 4xx),
+``ToolCallDetailSerializer.approval_id`` is what the wait view added (the detail is read from
+``tool_calls_visible_to``: a colleague's or another tenant's call is a 404 before its approval id is read, and
+idempotency replays are keyed by tenant and user); ``allow_null`` on read-only fields, ``JSONObjectField`` /
+``JSONObjectOrTextField`` and ``minLength`` change the document only. Review p — four eyes: a confirmation counts
+the confirmer once (``by != user.pk``) and needs ``required - 1`` other approvals standing now, of the same round
+(an edit opens a new one, in which the editor's confirmation is refused), the requester is refused before any
+count, two confirmations serialise on the request's row lock (the second finds it decided); the audit trail keeps
+each person's ``approval.approve`` (the confirmation flagged ``confirms_own_approval``) and the release's actor;
+``_code_verdict`` never lowers the approvals (``max`` with the risk's minimum; rules already floor a tenant's rule
+at the platform's) and takes no approver group from a rule (groups come from the tool's groups); a failing rule
+source still holds. The quota: the tools refuse a path of more than ``MAX_DEPTH`` directories, the walk stops at
+that depth (so recursion is bounded) and closes its descriptors; a walk of 10,000 entries costs ~25 ms per write
+(measured, not a finding); a workspace wedged by the shell (``chmod``, a link to an unreadable directory, which
+``os.fwalk`` opens to compare) needs an administrator's listed commands, as documented. The middleware: JSON and
+PUT/PATCH bodies are never read by it; DRF's ``request.data`` for a form after it reads Django's parsed
+``POST``/``FILES``; no view reads ``request.body``; the MCP endpoint is a separate ASGI app, outside Django's
+middleware; no admin form uploads files; a form body is parsed before authentication, as Django's CSRF check
+already did for every console POST (and ASGI reads the whole body first). Migration 0031 — only reads and inserts
+(the 0029 trigger fires on UPDATE of a slug only); slugs compare exactly, as PostgreSQL's unique index and the
+scoping do (a slug differing only in case is another tenant); a slug longer than ``Tenant.slug`` could never be a
+tenant's; its ``SELECT DISTINCT tenant`` scans each table (audit events have no index on ``tenant``) once, at
+upgrade, reading only (noted, no test). Cheap denial of service — the admin desk's list computes no standing; the
+change page two (constant); scrubbing with 256 lingering scopes was measured by review p.
 """
 
 import pytest
