@@ -20,7 +20,7 @@ class LedgerEntryAdmin(TenantScopedAdmin, admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("account__account_id", "call_id")
     list_select_related = ("account",)
-    raw_id_fields = ("account",)
+    raw_id_fields = ("account", "reverses")
 
 
 @admin.register(Order)

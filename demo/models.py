@@ -25,6 +25,9 @@ class LedgerEntry(models.Model):
     amount = models.DecimalField(max_digits=14, decimal_places=2)
     kind = models.CharField(max_length=10)
     call_id = models.CharField(max_length=64, blank=True, db_index=True)
+    #: The entry this one undoes (a refund its debit, a reversal its credit): one each, so asking twice moves
+    #: money once, whoever asks and under whichever key.
+    reverses = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

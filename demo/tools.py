@@ -163,6 +163,40 @@ def debit(
     return {"tx_id": ctx.idempotency_key or "", "account_id": account_id, "amount": amount, "balance": account.balance}
 
 
+def _undo(account: Account, entry: LedgerEntry, *, kind: str, ctx: ToolContext) -> None:
+    """Book the entry that undoes ``entry`` on the locked ``account``, unless one already did.
+
+    One undoing entry per entry (``LedgerEntry.reverses`` is one-to-one): a compensation is a tool like any
+    other, so a model or a member may ask for it again, under another idempotency key; money moves once.
+    """
+    if LedgerEntry.objects.filter(reverses=entry).exists():
+        return
+    if account.balance - entry.amount < 0:
+        raise ToolError(
+            f"Account {account.account_id} holds {account.balance}, less than the {entry.amount} to take back; "
+            "an operator must settle it."
+        )
+    account.balance -= entry.amount
+    account.save(update_fields=["balance"])
+    LedgerEntry.objects.create(
+        account=account, amount=-entry.amount, kind=kind, call_id=ctx.idempotency_key or "", reverses=entry
+    )
+
+
+def _undone(
+    kind: str, undo_kind: str, tx_id: str, account_id: str, amount: Decimal, ctx: ToolContext
+) -> dict[str, Any]:
+    """Undo the ``kind`` entry booked by the call ``tx_id`` on this tenant's ``account_id``; the account after."""
+    signed = -amount if kind == "debit" else amount
+    with transaction.atomic():
+        account = _account(account_id, ctx, lock=True)
+        entry = LedgerEntry.objects.filter(account=account, kind=kind, call_id=tx_id, amount=signed).first()
+        if entry is None or not tx_id:
+            raise ToolError(f"There is no {kind} {tx_id} of {amount} on account {account_id}; nothing to undo.")
+        _undo(account, entry, kind=undo_kind, ctx=ctx)
+    return {"undone": tx_id, "account_id": account_id, "amount": amount, "balance": account.balance}
+
+
 @debit.compensation(idempotent=True, risk=Risk.MEDIUM, group="ledger", category="ledger")
 def refund_debit(
     tx_id: Annotated[str, Param("The debit's transaction id.")],
@@ -170,20 +204,11 @@ def refund_debit(
     amount: Annotated[Money, Param("How much was debited.")],
     ctx: ToolContext,
 ) -> dict[str, Any]:
-    """Pay a debit back (its compensation); repeating it with the same idempotency key refunds once."""
-    key = ctx.idempotency_key or ""
-    with transaction.atomic():
-        account = _account(account_id, ctx, lock=True)
-        if not LedgerEntry.objects.filter(account=account, kind="debit", call_id=tx_id, amount=-amount).exists():
-            raise ToolError(f"There is no debit {tx_id} of {amount} on account {account_id}; nothing to refund.")
-        if not LedgerEntry.objects.filter(account=account, kind="refund", call_id=key).exists():
-            account.balance += amount
-            account.save(update_fields=["balance"])
-            LedgerEntry.objects.create(account=account, amount=amount, kind="refund", call_id=key)
-    return {"refunded": tx_id, "account_id": account_id, "amount": amount, "balance": account.balance}
+    """Pay a debit back (its compensation); a debit is paid back once, however often this is asked."""
+    return _undone("debit", "refund", tx_id, account_id, amount, ctx)
 
 
-@tool(risk=Risk.MEDIUM, group="ledger", category="ledger")
+@tool(risk=Risk.MEDIUM, group="ledger", category="ledger")  # compensated by reverse_credit, below
 def credit(
     account_id: Annotated[str, Param("The account to pay money into.")],
     amount: Annotated[Money, Param("How much to pay in.")],
@@ -197,4 +222,15 @@ def credit(
         account.balance += amount
         account.save(update_fields=["balance"])
         LedgerEntry.objects.create(account=account, amount=amount, kind="credit", call_id=ctx.idempotency_key or "")
-    return {"account_id": account_id, "amount": amount, "balance": account.balance}
+    return {"tx_id": ctx.idempotency_key or "", "account_id": account_id, "amount": amount, "balance": account.balance}
+
+
+@credit.compensation(idempotent=True, risk=Risk.MEDIUM, group="ledger", category="ledger")
+def reverse_credit(
+    tx_id: Annotated[str, Param("The credit's transaction id.")],
+    account_id: Annotated[str, Param("The account that was credited.")],
+    amount: Annotated[Money, Param("How much was credited.")],
+    ctx: ToolContext,
+) -> dict[str, Any]:
+    """Take a credit back (its compensation); once per credit, and only while the account still holds it."""
+    return _undone("credit", "reversal", tx_id, account_id, amount, ctx)
