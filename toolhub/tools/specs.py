@@ -9,9 +9,17 @@ __all__ = ["Param", "ParameterSpec", "InjectedParameter"]
 
 @dataclass(frozen=True)
 class Param:
-    """Describes a tool parameter for the model: ``Annotated[str, Param("the customer's id")]``."""
+    """Describes a tool parameter for the model: ``Annotated[str, Param("the customer's id")]``.
+
+    A tool's own parameters are read by toolhub; a field of a pydantic model (an ``input_model``, a
+    subagent's input, a nested model) is read by pydantic, which asks this hook, so the model sees the
+    description there too.
+    """
 
     description: str
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {**handler(core_schema), "description": self.description}
 
 
 @dataclass(frozen=True)
