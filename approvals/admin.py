@@ -210,6 +210,14 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
             return f"Nothing: the request is {obj.status}."
         given = ", ".join(progress.given_by) or "nobody yet"
         who = ", ".join(progress.may_approve) or "nobody who can decide it is available"
+        if not progress.remaining:
+            # Standing came back: the approvals reach the quorum, and an approver's confirmation releases the call.
+            return format_html(
+                "No more approvals needed: the approvals of this round stand ({}). May still approve: {} (approving "
+                "again confirms their approval and releases the call).",
+                given,
+                who,
+            )
         group = f" (approver group: {progress.group})" if progress.group else ""
         return format_html(
             "{} more approval(s) needed{}. Approved in this round by: {}. May still approve: {}.",

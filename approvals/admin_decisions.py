@@ -130,11 +130,15 @@ class DecisionViewsMixin:
                 "decision_form",
                 ApproveForm(initial=_version_shown(obj), tool_name=obj.tool_name, current=_editable(obj)),
             )
-            context["approved_this_round"] = (
+            approved = (
                 obj.decisions.filter(decided_by=request.user, round=obj.round)
                 .exclude(decision=DecisionKind.REJECT)
                 .exists()
             )
+            # Once the approvals standing reach the quorum, approving again confirms and releases (services._approval).
+            confirms = approved and approvals_in_round(obj) >= obj.required_approvals
+            context["approved_this_round"] = approved and not confirms
+            context["confirmation_releases"] = confirms
             context["decision_urls"] = {
                 decision: reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{decision}", args=[obj.pk])
                 for decision in DECISIONS

@@ -154,7 +154,8 @@ class ApproveView(_DecisionView):
     """Approve the version under approval, or edit it (which opens a new round).
 
     Send the ``round`` or ``expected_arguments_hash`` you reviewed. 403 without permission, for the
-    requester or for a second approval by the same person in a round; 409 when it was already decided or
+    requester or for a second approval by the same person in a round (unless it confirms theirs and so releases
+    the call: the approvals standing reach ``required_approvals``); 409 when it was already decided or
     the arguments changed since you looked; 400 for arguments that cannot be used.
     """
 

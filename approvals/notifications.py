@@ -1,9 +1,10 @@
 """E-mail to the people who may decide a request, when it arrives and when it escalates (beside the webhook).
 
-Only approvers who may decide it are written to (:func:`approvals.selectors.approvers_of`: the decide
-permission, the request's tenant, its approver group or, after escalation, the fallback group), one
-message each so that no one learns who else was asked. The message names the tool, tenant, risk and
-reason and links to the request; it never carries the arguments (they may be sensitive).
+Only approvers whose approval would count are written to (``approvals.selectors.approvers_still_counting``: the
+decide permission, the request's tenant, its approver group or, after escalation, the fallback group; not who
+approved this round already), one message each so that no one learns who else was asked. The message names the
+tool, tenant, risk, reason and the approvals still needed, and links to the request; it never carries the
+arguments (they may be sensitive).
 """
 
 import logging
@@ -13,7 +14,7 @@ from django.core.mail import EmailMessage, get_connection
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.selectors import approvers_of
+from approvals.selectors import RoundStanding, approvers_still_counting, round_standing
 from toolhub.conf import toolhub_settings
 
 __all__ = ["approval_email_approvers", "EMAIL_EVENTS"]
@@ -39,11 +40,12 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
     )
     if request is None or request.status != ApprovalStatus.PENDING:
         return 0
-    recipients = [user.email for user in approvers_of(request) if user.email]
+    standing = round_standing(request)
+    recipients = [user.email for user in approvers_still_counting(request, standing) if user.email]
     if not recipients:
         return 0
     subject = f"[toolhub] {EMAIL_EVENTS[event]}: {request.tool_name} ({request.risk or 'unrated'}) in {request.tenant}"
-    body = _body(request, event)
+    body = _body(request, event, standing)
     messages = [EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [address]) for address in recipients]
     try:
         return get_connection().send_messages(messages) or 0
@@ -52,7 +54,7 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
         return 0
 
 
-def _body(request: ApprovalRequest, event: str) -> str:
+def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:
     link = toolhub_settings().CONSOLE_URL.rstrip("/") + reverse(
         "admin:approvals_approvalrequest_change", args=[request.pk]
     )
@@ -67,7 +69,7 @@ def _body(request: ApprovalRequest, event: str) -> str:
         f"Risk:        {request.risk or '-'}",
         f"Why:         {request.reason}",
         f"Asked by:    {requester} (agent {request.agent_name or '-'})",
-        f"Approvals:   {request.required_approvals} needed (round {request.round})",
+        f"Approvals:   {standing.remaining} of {request.required_approvals} still needed (round {request.round})",
         f"Expires at:  {request.expires_at.isoformat(timespec='seconds')}",
         "",
         f"Open it on the approval desk to read the arguments and decide: {link}",

@@ -20,6 +20,9 @@ __all__ = [
     "pending_count",
     "approvers_of",
     "approval_progress",
+    "approvers_still_counting",
+    "RoundStanding",
+    "round_standing",
     "conversation_before",
     "ApprovalProgress",
     "ConversationBefore",
@@ -103,6 +106,26 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
     Counted as a decision counts them (``ApproverStanding``): an approval whose giver may no longer decide is
     neither listed as given nor subtracted from what is needed, though its giver may not approve this version again.
     """
+    round_ = round_standing(request)
+    may_approve = [user.get_username() for user in approvers_still_counting(request, round_)]
+    group = ", ".join(_approver_group_names(request))
+    if request.escalated_at and request.escalation_group_id:
+        group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
+    return ApprovalProgress(request.required_approvals, round_.given_by, round_.remaining, may_approve, group)
+
+
+@dataclass(frozen=True)
+class RoundStanding:
+    """The current round's approvals: who gave one, whose still count, and how many are still missing."""
+
+    approver_ids: frozenset[int]
+    counted: frozenset[int]
+    given_by: list[str]
+    remaining: int
+
+
+def round_standing(request: ApprovalRequest) -> RoundStanding:
+    """The current round as a decision counts it (``ApproverStanding``), read once for the desk and the e-mails."""
     approved = [
         (decision.decided_by_id, decision.decided_by_name)
         for decision in request.decisions.all()
@@ -111,14 +134,23 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
     counted = ApproverStanding().counted(request, (pk for pk, _ in approved))
     given_by = list(dict.fromkeys(name for pk, name in approved if pk in counted))  # a confirmation once
     remaining = max(request.required_approvals - len(counted), 0)
-    may_approve: list[str] = []
-    if request.status == ApprovalStatus.PENDING and remaining:
-        approvers = {pk for pk, _ in approved}
-        may_approve = [u.get_username() for u in approvers_of(request) if u.pk not in approvers]
-    group = ", ".join(_approver_group_names(request))
-    if request.escalated_at and request.escalation_group_id:
-        group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
-    return ApprovalProgress(request.required_approvals, given_by, remaining, may_approve, group)
+    return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining)
+
+
+def approvers_still_counting(request: ApprovalRequest, round_: RoundStanding | None = None) -> list[AbstractBaseUser]:
+    """The people whose approval, given now, counts as a decision counts it (``services._approval``).
+
+    While approvals are missing: whoever may decide and has not approved this round (one person approves a
+    version once). Once the approvals standing reach the quorum (an approver's standing came back): those
+    approvers, whose confirmation releases the call. Nobody once the request is decided. The desk's "May still
+    approve" and the approvers' e-mails both read this, so neither names someone a decision would refuse.
+    """
+    if request.status != ApprovalStatus.PENDING:
+        return []
+    round_ = round_ or round_standing(request)
+    if round_.remaining:
+        return [user for user in approvers_of(request) if user.pk not in round_.approver_ids]
+    return list(get_user_model().objects.filter(pk__in=round_.counted).order_by("pk"))
 
 
 def _approver_group_names(request: ApprovalRequest) -> list[str]:
