@@ -5,6 +5,7 @@ every required approval is given by people who saw the arguments that will run.
 """
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -181,15 +182,13 @@ def _decide_in_transaction(
         event, decision = _approval(request, user, comment, decisions)
     else:
         event, decision = _edit(request, user, comment, edited)
-    # The decision just made counts (an edit opens a new round in which only the editor's approval counts).
-    # Earlier approvals of the round count only while their givers may still decide (``ApproverStanding``).
-    earlier = (
-        by
-        for kind, round_, by in decisions
-        if round_ == request.round and kind != DecisionKind.REJECT and by != user.pk
+    approvers = _approvers_counted(request, user, decisions)
+    # The trail says, for each approval, whose approvals of this version count now and how many the call needs:
+    # an auditor reads who released it from the releasing event alone (an earlier giver may no longer count).
+    event = replace(
+        event, data={**(event.data or {}), "approved_by": approvers, "required_approvals": request.required_approvals}
     )
-    approvals = 1 + len(ApproverStanding().counted(request, earlier))
-    if approvals >= request.required_approvals:
+    if len(approvers) >= request.required_approvals:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision)
     else:
@@ -207,6 +206,21 @@ def _decide_in_transaction(
 
 #: A request's decisions as read once per decision: (decision, round, decided_by_id).
 _Decisions = Decisions
+
+
+def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisions: _Decisions) -> list[str]:
+    """Whose approvals of the current round count once ``user`` decided, oldest first, by username.
+
+    The decision just made counts (an edit opens a new round in which only the editor's approval counts); earlier
+    approvals of the round count only while their givers may still decide (``ApproverStanding``); one person once.
+    """
+    givers = dict.fromkeys(
+        by for kind, round_, by in decisions if round_ == request.round and kind != DecisionKind.REJECT and by
+    )
+    standing = ApproverStanding()
+    counted = standing.counted(request, (pk for pk in givers if pk != user.pk))
+    order = [pk for pk in dict.fromkeys([*givers, user.pk]) if pk in counted or pk == user.pk]
+    return [user.get_username() if pk == user.pk else standing.username(pk) for pk in order]
 
 
 def _check_seen_version(
