@@ -23,9 +23,10 @@ pytestmark = pytest.mark.django_db
 APPROVE_STATEMENTS = 13
 #: On PostgreSQL the decision, the request, the call and the append are one statement: 8 in all.
 APPROVE_STATEMENTS_POSTGRESQL = 8
-#: Each earlier approval of the round is counted only while its giver may still decide: their row, their
-#: permissions (2) and their tenants, read once per approver (``approvals.deciders.ApproverStanding``).
-STANDING_STATEMENTS = 4
+#: Each earlier approval of the round is counted only while its giver may still decide: their row and their
+#: groups (one prefetch for every approver), their permissions (2) and their tenants, read once per approver
+#: (``approvals.deciders.ApproverStanding``).
+STANDING_STATEMENTS = 5
 
 
 def _approve(request_id: int, user: User, **options: object) -> list[str]:
