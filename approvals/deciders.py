@@ -73,11 +73,6 @@ class ApproverStanding:
             self._users.update({user.pk: user for user in users})
         return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
 
-    def username(self, pk: int) -> str:
-        """The username of a decider ``counted`` read (whose approval counts)."""
-        user = self._users.get(pk)
-        return user.get_username() if user is not None else ""
-
 
 def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
     try:

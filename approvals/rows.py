@@ -16,10 +16,11 @@ from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
 
 __all__ = ["locked_request", "request_decisions"]
 
-#: A request's decisions as the decision path reads them: (decision, round, decided_by_id), oldest first.
-Decisions = list[tuple[str, int, int | None]]
+#: A request's decisions as the decision path reads them: (decision, round, decided_by_id, decided_by_name), oldest
+#: first; the name is the one the decider had when deciding (what their event and the desk say).
+Decisions = list[tuple[str, int, int | None, str]]
 
-_DECISION_FIELDS = ("decision", "round", "decided_by")
+_DECISION_FIELDS = ("decision", "round", "decided_by", "decided_by_name")
 
 
 def locked_request(request_id: int) -> ApprovalRequest:

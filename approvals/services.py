@@ -204,7 +204,7 @@ def _decide_in_transaction(
     return request
 
 
-#: A request's decisions as read once per decision: (decision, round, decided_by_id).
+#: A request's decisions as read once per decision: (decision, round, decided_by_id, decided_by_name).
 _Decisions = Decisions
 
 
@@ -213,14 +213,17 @@ def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisio
 
     The decision just made counts (an edit opens a new round in which only the editor's approval counts); earlier
     approvals of the round count only while their givers may still decide (``ApproverStanding``); one person once.
+    Each is named as their approval is recorded (``decided_by_name``, their event's actor), the decider as now: a
+    later rename does not make the trail name someone no approval on it carries.
     """
-    givers = dict.fromkeys(
-        by for kind, round_, by in decisions if round_ == request.round and kind != DecisionKind.REJECT and by
-    )
-    standing = ApproverStanding()
-    counted = standing.counted(request, (pk for pk in givers if pk != user.pk))
-    order = [pk for pk in dict.fromkeys([*givers, user.pk]) if pk in counted or pk == user.pk]
-    return [user.get_username() if pk == user.pk else standing.username(pk) for pk in order]
+    givers: dict[int, str] = {}
+    for kind, round_, by, name in decisions:
+        if round_ == request.round and kind != DecisionKind.REJECT and by:
+            givers.setdefault(by, name)
+    counted = ApproverStanding().counted(request, (pk for pk in givers if pk != user.pk))
+    names = {pk: name for pk, name in givers.items() if pk in counted}
+    names[user.pk] = user.get_username()
+    return [names[pk] for pk in dict.fromkeys([*givers, user.pk]) if pk in names]
 
 
 def _check_seen_version(
@@ -229,7 +232,7 @@ def _check_seen_version(
     """Refuse an approval of a version that is no longer the one under approval."""
     current = f"now round {request.round}, arguments_hash {request.arguments_hash}"
     if expected_round is None and expected_hash is None:
-        if any(decision == DecisionKind.EDIT for decision, _, _ in decisions):
+        if any(decision == DecisionKind.EDIT for decision, *_ in decisions):
             raise ArgumentsChangedError(
                 f"The arguments changed since the call was requested ({current}); review them again and send "
                 "the round or arguments_hash you approved."
@@ -253,7 +256,7 @@ def _approval(
     """
     earlier = {
         decided_by
-        for decision, round_, decided_by in decisions
+        for decision, round_, decided_by, _ in decisions
         if round_ == request.round and decision != DecisionKind.REJECT
     }
     confirms = user.pk in earlier
