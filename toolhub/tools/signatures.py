@@ -140,13 +140,15 @@ def describe_model(
             annotation = Annotated[(annotation, *field.metadata)]  # type: ignore[assignment]
         check_annotation(annotation, tool_name=tool_name, param_name=name, allow_any=allow_any)
         _check_tenant_alias(tool_name, name, field)
-        if require_descriptions and not field.description:
+        # Pydantic puts a Field's description in the schema over a Param's (``Param.__get_pydantic_json_schema__``).
+        description = field.description or param_description(annotation)
+        if require_descriptions and not description:
             raise ToolDefinitionError(
                 f"Tool {tool_name!r}, parameter {name!r}: has no description, and TOOLHUB['REQUIRE_PARAMETER_"
-                "DESCRIPTIONS'] is on; add Field(description=...)."
+                "DESCRIPTIONS'] is on; add Field(description=...) or Annotated[..., Param('...')]."
             )
         default = ... if field.is_required() else field.get_default(call_default_factory=False)
-        specs.append(ParameterSpec(field.alias or name, annotation, default, field.description))
+        specs.append(ParameterSpec(field.alias or name, annotation, default, description))
     return tuple(specs)
 
 
