@@ -2,7 +2,27 @@
 
 Each test fails on the reviewed code (main at b5fc907) and states who reaches what, where, and what is expected.
 
-Findings: see the tests' docstrings.
+Findings: the releasing event's ``approved_by`` named approvers by their current username, so a rename between
+approval and release made the trail name someone no approval on it carries (``services._approvers_counted``); a
+pydantic model's field described by ``Param`` (which the model now reads) counted as undescribed for toolhub
+(``signatures.describe_model``): refused under ``REQUIRE_PARAMETER_DESCRIPTIONS``, empty in ``Tool.parameters``.
+
+Checked and found holding (no test here): ``Param.__get_pydantic_json_schema__`` gives exactly the schema
+``Field(description=...)`` gives (a ``$ref``'d nested model: ``{"$ref", "description"}``; ``Optional``: the description
+beside the ``anyOf``; inside ``list[...]``: on the items), so ``strict.strict_schema`` and the openai-strict,
+anthropic, gemini and compact profiles export it alike and ``profile_problems`` finds nothing; with both on one
+field pydantic's ``Field`` description wins (now also what ``describe_model`` reports). Tools whose schema changed
+get a new ``Tool.version``: a call approved under the old one goes back to ``pending_approval`` at the worker
+(``execution._execute_claimed`` -> ``tool_call_require_reapproval``, README "if the tool changes before a worker
+runs the call"), never running on the old approval; ``withheld_names`` is stricter, not looser, for an old version.
+``approvers_still_counting``: while approvals are missing it is ``approvers_of`` (active, decide permission, tenant
+member or cross-tenant operator, groups) minus this round's givers; once the quorum stands it is the counted givers,
+each passed through ``approval_may_decide`` (inactive users fail ``has_perm``), so neither the desk nor the e-mails
+name or write to a deactivated user or one outside the tenant; the desk and change page stay within
+``tests/posture`` query counts (PostgreSQL). Demo ledger: ``_undone`` finds the entry only on the account of
+``ctx.tenant`` (another tenant's account or ``tx_id`` is "nothing to undo"), and checks "already undone" after
+``select_for_update`` on the account, so two compensations serialize and the one-to-one ``reverses`` is not hit
+(no IntegrityError); the admin's raw id box for ``reverses`` is scoped (``TenantScopedAdmin.formfield_for_foreignkey``).
 """
 
 from typing import Annotated, Any
