@@ -2,7 +2,8 @@
 
 Only approvers whose approval would count are written to (``approvals.selectors.approvers_still_counting``: the
 decide permission, the request's tenant, its approver group or, after escalation, the fallback group; not who
-approved this round already), one message each so that no one learns who else was asked. The message names the
+approved this round already, unless the approvals standing reach the quorum: then those approvers, whose
+confirmation releases the call), one message each so that no one learns who else was asked. The message names the
 tool, tenant, risk, reason and the approvals still needed, and links to the request; it never carries the
 arguments (they may be sensitive).
 """
