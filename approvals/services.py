@@ -204,11 +204,7 @@ def _decide_in_transaction(
     return request
 
 
-#: A request's decisions as read once per decision: (decision, round, decided_by_id, decided_by_name).
-_Decisions = Decisions
-
-
-def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisions: _Decisions) -> list[str]:
+def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisions: Decisions) -> list[str]:
     """Whose approvals of the current round count once ``user`` decided, oldest first, by username.
 
     The decision just made counts (an edit opens a new round in which only the editor's approval counts); earlier
@@ -227,7 +223,7 @@ def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisio
 
 
 def _check_seen_version(
-    request: ApprovalRequest, decisions: _Decisions, expected_round: int | None, expected_hash: str | None
+    request: ApprovalRequest, decisions: Decisions, expected_round: int | None, expected_hash: str | None
 ) -> None:
     """Refuse an approval of a version that is no longer the one under approval."""
     current = f"now round {request.round}, arguments_hash {request.arguments_hash}"
@@ -245,7 +241,7 @@ def _check_seen_version(
 
 
 def _approval(
-    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: _Decisions
+    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decisions: Decisions
 ) -> tuple[EventSpec, Write | None]:
     """One approval of the current version; the same person approves a version once.
 
