@@ -91,7 +91,7 @@ def _members_of(group_id: int) -> QuerySet[Any]:
 
 @dataclass(frozen=True)
 class ApprovalProgress:
-    """Where a request's current round stands: approvals given and by whom, and who else may still give one."""
+    """Where a request's current round stands: the approvals that count and by whom, and who may still give one."""
 
     needed: int
     given_by: list[str]
