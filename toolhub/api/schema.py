@@ -31,8 +31,8 @@ class ErrorSerializer(serializers.Serializer):
 CONFLICT = OpenApiResponse(ErrorSerializer, description="Conflict: the state changed or does not allow it.")
 
 _DESCRIPTIONS = {
-    "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name), or a path or "
-    "query string holding a NUL character.",
+    "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name), or a path, "
+    "query string or form field holding a NUL character.",
     "403": "Not authenticated, or not allowed.",
     "404": "No such row among those you may see (another tenant's answers the same), or a bad cursor.",
     "429": "Throttled: wait the seconds in Retry-After.",
@@ -65,8 +65,9 @@ class ToolhubAutoSchema(AutoSchema):
     def _refusals(self, operation: dict[str, Any]) -> list[str]:
         """The error statuses any view answers for this operation: read off its body, parameters and throttle."""
         parameters = operation.get("parameters", [])
-        # Every request may be refused as malformed: a body or parameter, and any path or query string holding a
-        # NUL (``toolhub.middleware``); every API view needs a login (DRF answers 403: session auth comes first).
+        # Every request may be refused as malformed: a body or parameter, and any path, query string or form field
+        # holding a NUL (``toolhub.middleware``); every API view needs a login (DRF answers 403: session auth comes
+        # first).
         codes = ["400", "403"]
         if any(parameter["in"] == "path" or parameter["name"] == "cursor" for parameter in parameters):
             codes.append("404")
