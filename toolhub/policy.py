@@ -8,8 +8,8 @@ Precedence, first match wins:
    unless the code rule is ``needs_approval=False``.
 
 Operators can therefore always tighten policy at run time (rules, risk overrides): a call the code rule holds is
-held on the terms (approvers, timeout) of the operators' rule that matches it, if stricter; and a developer's
-``never`` only switches off the risk default, never an operator's rule.
+held with the timeout of the operators' rule that matches it, and its approvers where it asks for more; and a
+developer's ``never`` only switches off the risk default, never an operator's rule.
 """
 
 import logging
