@@ -5,6 +5,7 @@ shows as decidable and counted is what a decision will find.
 """
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -17,7 +18,9 @@ __all__ = [
     "DECIDE_PERMISSION",
     "ApproverStanding",
     "approval_may_decide",
+    "RoundStanding",
     "approvals_in_round",
+    "round_standing",
     "further_restrictions",
 ]
 
@@ -82,13 +85,34 @@ def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
 
 
 def approvals_in_round(request: ApprovalRequest, standing: ApproverStanding | None = None) -> int:
-    """How many approvals of the current round count (an edit counts as its editor's): see ``ApproverStanding``."""
-    deciders = (
-        decision.decided_by_id
+    """How many approvals of the current round count (an edit counts as its editor's): see ``round_standing``."""
+    return len(round_standing(request, standing).counted)
+
+
+@dataclass(frozen=True)
+class RoundStanding:
+    """The current round's approvals: who gave one, whose still count, and how many are still missing."""
+
+    approver_ids: frozenset[int]
+    counted: frozenset[int]
+    given_by: list[str]
+    remaining: int
+
+
+def round_standing(request: ApprovalRequest, standing: ApproverStanding | None = None) -> RoundStanding:
+    """The current round as a decision counts it (``ApproverStanding``), for the desk, the API and the e-mails.
+
+    One ``standing`` may serve a list of requests: each decider is then read once.
+    """
+    approved = [
+        (decision.decided_by_id, decision.decided_by_name)
         for decision in request.decisions.all()
         if decision.round == request.round and decision.decision != DecisionKind.REJECT
-    )
-    return len((standing or ApproverStanding()).counted(request, deciders))
+    ]
+    counted = (standing or ApproverStanding()).counted(request, (pk for pk, _ in approved))
+    given_by = list(dict.fromkeys(name for pk, name in approved if pk in counted))  # a confirmation once
+    remaining = max(request.required_approvals - len(counted), 0)
+    return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining)
 
 
 def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:

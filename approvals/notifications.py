@@ -14,8 +14,9 @@ from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.urls import reverse
 
+from approvals.deciders import RoundStanding, round_standing
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.selectors import RoundStanding, approvers_still_counting, round_standing
+from approvals.selectors import approvers_still_counting
 from toolhub.conf import toolhub_settings
 
 __all__ = ["approval_email_approvers", "EMAIL_EVENTS"]

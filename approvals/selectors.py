@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.db.models import Q, QuerySet
 
-from approvals.deciders import DECIDE_PERMISSION, ApproverStanding, further_restrictions
-from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.deciders import DECIDE_PERMISSION, RoundStanding, further_restrictions, round_standing
+from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
 
@@ -21,8 +21,6 @@ __all__ = [
     "approvers_of",
     "approval_progress",
     "approvers_still_counting",
-    "RoundStanding",
-    "round_standing",
     "conversation_before",
     "ApprovalProgress",
     "ConversationBefore",
@@ -112,29 +110,6 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
     if request.escalated_at and request.escalation_group_id:
         group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
     return ApprovalProgress(request.required_approvals, round_.given_by, round_.remaining, may_approve, group)
-
-
-@dataclass(frozen=True)
-class RoundStanding:
-    """The current round's approvals: who gave one, whose still count, and how many are still missing."""
-
-    approver_ids: frozenset[int]
-    counted: frozenset[int]
-    given_by: list[str]
-    remaining: int
-
-
-def round_standing(request: ApprovalRequest) -> RoundStanding:
-    """The current round as a decision counts it (``ApproverStanding``), read once for the desk and the e-mails."""
-    approved = [
-        (decision.decided_by_id, decision.decided_by_name)
-        for decision in request.decisions.all()
-        if decision.round == request.round and decision.decision != DecisionKind.REJECT
-    ]
-    counted = ApproverStanding().counted(request, (pk for pk, _ in approved))
-    given_by = list(dict.fromkeys(name for pk, name in approved if pk in counted))  # a confirmation once
-    remaining = max(request.required_approvals - len(counted), 0)
-    return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining)
 
 
 def approvers_still_counting(request: ApprovalRequest, round_: RoundStanding | None = None) -> list[AbstractBaseUser]:
