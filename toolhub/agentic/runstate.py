@@ -2,7 +2,8 @@
 
 ``toolhub.disclosure.visibility`` calls these to decide a turn's tools and to apply a turn's settled
 calls; the agent loop asks ``gate`` before it sends a call through the pipeline. Nothing here widens
-what a principal may call: every name shown or named in a message is filtered by grants.
+what a principal may call: every name shown or named in a message is one the run may be shown
+(``unfolding.usable_tools`` with the run's context: granted, and of a group eligible for the run).
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -10,7 +11,7 @@ from typing import Any
 
 from toolhub.agentic.base import AgenticFacts, GatedTools, owner_of
 from toolhub.agentic.chaining import ChainedType, method_owner, produced_type, registered_types
-from toolhub.authorization import CallPrincipal, authorize_tools
+from toolhub.authorization import CallPrincipal
 from toolhub.disclosure.state import DisclosureState
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
@@ -98,20 +99,21 @@ def agentic_description(name: str, state: DisclosureState) -> str | None:
     return f"{owner.description}\n{owner.status(state.agentic.get(name, {}), AgenticFacts())}"
 
 
-def _granted(principal: CallPrincipal) -> Callable[[Iterable[str]], list[str]]:
+def _granted(principal: CallPrincipal, context: Mapping[str, Any]) -> Callable[[Iterable[str]], list[str]]:
+    """``granted(names)``: those the run may be shown (a denied tool and one of an ineligible group alike)."""
+    from toolhub.disclosure.unfolding import usable_tools
+
     def granted(names: Iterable[str]) -> list[str]:
-        wanted = list(dict.fromkeys(names))
-        verdicts = authorize_tools(wanted, principal)
-        return [name for name in wanted if verdicts.get(name) is None]
+        return usable_tools(list(dict.fromkeys(names)), principal, context=context)
 
     return granted
 
 
 def granted_for(ctx: ToolContext, names: Iterable[str]) -> list[str]:
-    """``names`` the principal of a call may use."""
-    from toolhub.disclosure.principals import principal_of_context
+    """``names`` the principal of a call may use and be shown in its run (``unfolding.usable_in_call``)."""
+    from toolhub.disclosure.unfolding import usable_in_call
 
-    return _granted(principal_of_context(ctx))(names)
+    return usable_in_call(names, ctx)
 
 
 def agentic_gate(
@@ -125,7 +127,7 @@ def agentic_gate(
 ) -> Callable[[str], str | None]:
     """``gate(tool_name)``: why a call may not run in this run's agentic state now (guidance), else ``None``."""
     owners = gated_owners(agent_tools)
-    granted = _granted(principal)
+    granted = _granted(principal, context)
     cache: dict[str, frozenset[str]] = {}
 
     def artifacts() -> frozenset[str]:

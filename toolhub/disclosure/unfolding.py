@@ -36,6 +36,7 @@ __all__ = [
     "usable_tools",
     "tool_seen_by",
     "tool_seen_by_any",
+    "usable_in_call",
     "CONTEXT_SUFFIX",
     "ALL_CATEGORY",
 ]
@@ -292,7 +293,7 @@ class UnfoldingTool:
         return self._narrowed[key]
 
     def _unfold(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        names = _seen(self.select(arguments), ctx)
+        names = usable_in_call(self.select(arguments), ctx)
         if not names:
             raise ToolError(f"{self.name} has no tools you may use for these arguments.")
         listing = [{"name": name, "description": _short(name)} for name in names]
@@ -428,11 +429,14 @@ def tool_seen_by_any(tool: Tool, principals: Sequence[Any], *, context: Mapping[
     return tool if len(opened) == len(owner.categories) else owner.narrowed(tool, opened)
 
 
-def _seen(names: list[str], ctx: ToolContext) -> list[str]:
-    """``names`` the call's principal may see in its run (``usable_tools`` with the call's context)."""
+def usable_in_call(names: Iterable[str], ctx: ToolContext) -> list[str]:
+    """``names`` the principal of the call with ``ctx`` may see in its run (``usable_tools`` with the call's context).
+
+    What a navigation tool's answer may name: a facade's unfold, an agentic tool's guide, refusal or inner model.
+    """
     from toolhub.disclosure.principals import principal_of_context
 
-    return usable_tools(names, principal_of_context(ctx), context=dict(ctx))
+    return usable_tools(list(dict.fromkeys(names)), principal_of_context(ctx), context=dict(ctx))
 
 
 def _short(name: str) -> str:
