@@ -8,6 +8,26 @@ as what unlocks it, a state machine's refusal offered one among "the tools avail
 ``SimpleAgenticTool``'s inner model was given its definition. They filtered names by grants only
 (``runstate.granted_for`` / ``_granted``: ``authorize_tools``), not by the one rule every other listing goes
 through (``unfolding.usable_tools`` with the run's context), which probe 2026-12-04 (o) applied to facades.
+Fixed in ``runstate._granted`` / ``granted_for`` (now ``unfolding.usable_in_call``, the facade's own rule).
+
+Checked and found holding (no test here): a child run takes its user, tenant and context from the parent run's
+row (``_calling_run`` reads the run id and tenant from the boundary's context, never the arguments) and its agent
+by name among the parent tenant's and the global agents, as ``run_start`` would; its calls carry the child's run id
+and agent, so the worker's re-check (``principal_of_call`` / ``run_call_agent_tools_sql``) reads the child's agent
+tools, its standing is checked before every step, and its audit events land in the parent's tenant chain; an
+agentic tool's inner calls are requested with ``principal_of_context`` (the run's user, tenant and agent from the
+boundary's keys, ``parent_call_id``/``parent_tool`` laid over by the pipeline, reserved keys never overridden) and
+authorized, held for approval and audited like the run's own; ``InnerState.load`` replays only ``inner`` calls of the
+run and tenant; ``turn_calls`` applies only the run's own (``call``) rows to its disclosure state. The stored
+disclosure state is read-only in the API (``RunSerializer``) and the admin; it changes only by settled calls of the
+registered meta tools (results made by code), facades (their validated arguments) and agentic tools, and is cut by
+``seen_state`` each turn. Visibility is not a permission (README): a granted tool not shown (an inner tool of a facade
+not unfolded, a tool of a group put away or not eligible) runs when called, while a denied one reads as unknown to
+the model (run turns, inner calls); capabilities are enforced at request and on the worker. Fan-out: every model turn
+with calls counts against ``max_tool_calls`` (invalid and gated calls too), a ``SimpleAgenticTool`` is bounded by
+``max_iterations``/``max_calls`` and, in a budgeted child, by the run's budget; subagents by depth and the shared
+budget (reviews f, g and probe b). Model-chosen text never reaches governance: a chained object is rebuilt from a
+producer call's result validated as its class, and a ``SimpleAgenticTool``'s ``state`` in its result is built by code.
 """
 
 from collections.abc import Iterator
