@@ -1,7 +1,8 @@
 """Who asks the MCP server: the token's user, the tenant they act for, their client, their ``_meta``.
 
 The auth wrapper loads the user once per HTTP request (a 401 before the MCP app sees a request without
-a valid token); the handlers read it, and every database access runs in a thread (``in_thread``).
+a valid token) and reads the tenant header once; the handlers read both from it, and every database
+access runs in a thread (``in_thread``).
 """
 
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import DirectCallError, caller_principal
-from toolhub.mcp_headers import header_declaring_tools, header_tools_allowed, header_tools_for
+from toolhub.mcp_headers import header_schemas_allowed, header_schemas_for
 
 __all__ = [
     "TENANT_HEADER",
@@ -31,8 +32,10 @@ __all__ = [
 
 #: A member of several tenants says which one they act for.
 TENANT_HEADER = "x-toolhub-tenant"
-#: Where the authenticated user's id travels from the auth wrapper to the handlers.
+#: Where the authenticated user travels from the auth wrapper to the handlers.
 _USER_SCOPE_KEY = "toolhub.user"
+#: Where the tenant header, as the auth wrapper read it, travels to the handlers (one reading for both).
+_TENANT_SCOPE_KEY = "toolhub.tenant"
 #: ``_meta`` keys of the protocol itself (progress tokens, the 2026 envelope's ``io.modelcontextprotocol/*``).
 _PROTOCOL_META_KEYS = frozenset({"progressToken", "progress_token"})
 
@@ -67,6 +70,22 @@ def token_user(authorization: str) -> Any:
     return token.user
 
 
+def header_value(scope: Scope, name: str) -> str:
+    """Every ``name`` header of the request, joined as RFC 9110 (5.3) combines repeated fields.
+
+    Two ``X-Toolhub-Tenant`` headers are one list (``acme, globex``), which names no tenant and is refused,
+    never read as the first by one part of the server and as the last by another.
+    """
+    values = [value.decode("latin-1") for key, value in scope["headers"] if key.decode("latin-1").lower() == name]
+    return ", ".join(values)
+
+
+def _caller(authorization: str, tenant: str | None) -> tuple[Any, dict[str, Any]]:
+    """The token's user and the ``Mcp-Param-*`` header schemas of the tools they may call (one thread hop)."""
+    user = token_user(authorization)
+    return user, (header_schemas_for(user, tenant) if user is not None else {})
+
+
 def authenticated(app: ASGIApp) -> ASGIApp:
     """Refuse (401) an HTTP request without a valid token before the MCP app sees it; remember the user."""
 
@@ -74,8 +93,9 @@ def authenticated(app: ASGIApp) -> ASGIApp:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        user = await in_thread(token_user)(headers.get("authorization", ""))
+        tenant = header_value(scope, TENANT_HEADER) or None
+        # The user, and which tools' headers the SDK may check for them: worked out here, where the database is read.
+        user, schemas = await in_thread(_caller)(header_value(scope, "authorization"), tenant)
         if user is None:
             body = (
                 b'{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Authentication required: send '
@@ -93,11 +113,8 @@ def authenticated(app: ASGIApp) -> ASGIApp:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        # Which tools' headers the SDK may check for this caller, worked out here where the database may be read.
-        tenant = headers.get(TENANT_HEADER) or None
-        allowed = await in_thread(header_tools_for)(user, tenant) if header_declaring_tools() else frozenset()
-        with header_tools_allowed(allowed):
-            await app({**scope, _USER_SCOPE_KEY: user}, receive, send)
+        with header_schemas_allowed(schemas):
+            await app({**scope, _USER_SCOPE_KEY: user, _TENANT_SCOPE_KEY: tenant}, receive, send)
 
     return wrapper
 
@@ -112,8 +129,9 @@ def request_user(ctx: ServerRequestContext[Any, Any]) -> Any:
 
 
 def request_tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The tenant the caller named (``X-Toolhub-Tenant``), as the auth wrapper read it."""
     request = ctx.request
-    return (request.headers.get(TENANT_HEADER) or None) if request is not None else None
+    return request.scope.get(_TENANT_SCOPE_KEY) if request is not None else None
 
 
 def request_client(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
