@@ -25,19 +25,19 @@ Checked and found holding (no test here; probe g, h, l, v and the MCP suites hol
   principal (token user, tenant header); a cursor is ignored, nothing else is listed (no resources, prompts).
 - ``tools/call`` is authorized for the token's principal; ``tenant``, ``user``, ``user_id``, ``run_id`` in
   ``_meta`` are refused with an error naming the key, ``Tenant`` and ``io.toolhub/tenant`` dropped, never used.
-- Sessions: the server is stateless (no ``Mcp-Session-Id``), every request authenticates its own token; a
-  ``notifications/cancelled`` reaches only its own request. ``toolhub_cancel_call`` and ``toolhub_call_status`` read
-  ``tool_calls_operable_by`` / ``tool_calls_visible_to``: a colleague's call is "not among yours".
+- Sessions: the server is stateless (no ``Mcp-Session-Id`` is issued or read), every request authenticates its own
+  token, so there is no session to take over. ``toolhub_cancel_call`` and ``toolhub_call_status`` read
+  ``tool_calls_operable_by`` / ``tool_calls_visible_to``: alice's held call is "no call ... among yours" to carol
+  (acme) and bob (globex) alike, and stays held.
 - Protocol versions: 2024-11-05 to 2025-11-25 are served statelessly; an unknown or the 2026 version without its
   ``_meta`` envelope answers 400 (-32602) and runs nothing. The SDK answers handler crashes "Internal error".
 - Outbound: the SDK client follows a redirect only within the endpoint's origin; 301/302/303/307/308 to another
   origin are not followed and no header (``Authorization`` nor a custom ``X-Api-Key``) reaches the target;
   the error names the location without its query and the server by its name.
 - Remote tools are governed like code tools (grants, per-tenant credentials, pinned definitions, risk).
-
-Found, not fixed (reported): the OpenAI Agents adapter's ``governed_call`` joins an existing call by its derived
-id without comparing the tool (LangGraph's ``_own_call`` does): a model reusing an SDK call id for another tool
-reads the first call's result as the second's. Nothing runs that was not requested and authorized.
+- The OpenAI Agents adapter's ``governed_call`` joins an existing call by its derived id without comparing the
+  tool (LangGraph's ``_own_call`` does), but the SDK itself refuses a model reusing a completed tool call id in a
+  run (``ModelBehaviorError``), so no second tool reads the first one's result; nothing runs unrequested.
 """
 
 import json
