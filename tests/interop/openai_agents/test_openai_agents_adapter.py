@@ -336,3 +336,45 @@ def test_approving_in_the_sdk_alone_runs_nothing(fake: FakeModel, alice: User) -
     assert "waiting for an operator's approval in toolhub; it has not run" in tool_messages(fake)[-1]
     assert ToolCall.objects.get().status == CallStatus.PENDING_APPROVAL
     assert SideEffect.objects.count() == 0
+
+
+def test_a_call_id_taken_by_another_tool_or_user_is_refused_never_joined(alice: User, viewer: User) -> None:
+    """The adapter derives a toolhub call id from the run key and the SDK's call id, both of the client's choosing.
+
+    A second run given the same key (a model reusing call ids) that asks another tool under a taken id must
+    not be answered with the first tool's call; another user's request under the same id must not crash on the
+    taken row. Both are refused with the adapter's error, and nothing more runs (as LangGraph's bridge does).
+    """
+    from toolhub.adapters.openai_agents.store import governed_call
+
+    first = governed_call(
+        user=alice, tenant=None, run_key="k1", tool_name="record_effect", sdk_call_id="call_1", arguments={"note": "a"}
+    )
+    assert first.tool_name == "record_effect"
+    effects, calls = SideEffect.objects.count(), ToolCall.objects.count()
+
+    with pytest.raises(AdapterError, match="taken by another call"):
+        governed_call(
+            user=alice,
+            tenant=None,
+            run_key="k1",
+            tool_name="risky_effect",
+            sdk_call_id="call_1",
+            arguments={"note": "b"},
+        )
+    with pytest.raises(AdapterError, match="taken by another call"):
+        governed_call(
+            user=viewer,
+            tenant=None,
+            run_key="k1",
+            tool_name="record_effect",
+            sdk_call_id="call_1",
+            arguments={"note": "c"},
+        )
+
+    # the same request again is the same call (pause and resume reach one row)
+    again = governed_call(
+        user=alice, tenant=None, run_key="k1", tool_name="record_effect", sdk_call_id="call_1", arguments={"note": "a"}
+    )
+    assert again.pk == first.pk
+    assert (SideEffect.objects.count(), ToolCall.objects.count()) == (effects, calls)

@@ -80,7 +80,7 @@ def governed_call(
     """
     principal = caller_principal(user, tenant=tenant)
     call_id = governed_call_id(run_key, sdk_call_id)
-    existing = ToolCall.objects.filter(pk=call_id, tenant=principal.tenant, user_id=user.pk).first()
+    existing = _own_call(call_id, principal.tenant, user.pk, tool_name)
     if existing is not None:
         return existing
     try:
@@ -95,7 +95,24 @@ def governed_call(
         ).call
     except IntegrityError:
         # The same SDK call asked twice at once: the first request's row is the call.
-        return ToolCall.objects.get(pk=call_id, tenant=principal.tenant, user_id=user.pk)
+        raced = _own_call(call_id, principal.tenant, user.pk, tool_name)
+        if raced is None:
+            raise
+        return raced
+
+
+def _own_call(call_id: uuid.UUID, tenant: str, user_id: Any, tool_name: str) -> ToolCall | None:
+    """The call of this id if it is this caller's, of this tool; an id taken otherwise is refused, never joined.
+
+    The id derives from the run key and the SDK's call id, which the client picks: another user's call, or a
+    call of another tool (a model reusing a call id across runs given one key), is never answered as this one.
+    """
+    call = ToolCall.objects.filter(pk=call_id).first()
+    if call is None:
+        return None
+    if (call.tenant, call.user_id, call.tool_name) != (tenant, user_id, tool_name):
+        raise AdapterError("This run's tool call id is taken by another call; use a new run key.")
+    return call
 
 
 def governed_call_result(call: ToolCall, *, wait_seconds: float) -> str:
