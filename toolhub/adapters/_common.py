@@ -3,6 +3,7 @@
 No framework is imported here: each adapter translates these answers into its own types.
 """
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "Decision",
     "edited_arguments",
     "offered_tools",
+    "own_call",
     "pause_decision",
 ]
 
@@ -95,3 +97,18 @@ def offered_tools(principal: CallPrincipal) -> list[Tool]:
         if seen is not None:
             offered.append(seen)
     return offered
+
+
+def own_call(call_id: uuid.UUID, principal: CallPrincipal, tool_name: str) -> ToolCall | None:
+    """The call of this derived id if it is ``principal``'s, of ``tool_name``; ``None`` if no call has the id.
+
+    Adapters derive a call's id from ids the client picks (a thread or run key and the model's tool call id),
+    so the id may be taken by another user's call, or by a call of another tool (a model reusing a call id):
+    such a call is never joined nor shown. Raises ``LookupError``; each adapter refuses it in its own error.
+    """
+    call = ToolCall.objects.filter(pk=call_id).first()
+    if call is None:
+        return None
+    if (call.tenant, call.user_id, call.tool_name) != (principal.tenant, principal.user_id, tool_name):
+        raise LookupError(call_id)
+    return call

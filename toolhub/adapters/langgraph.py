@@ -33,7 +33,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.types import Command, Interrupt
 
-from toolhub.adapters._common import NOT_RUN_STATUSES, edited_arguments, offered_tools, pause_decision
+from toolhub.adapters._common import NOT_RUN_STATUSES, edited_arguments, offered_tools, own_call, pause_decision
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
 from toolhub.audit import redact
 from toolhub.authorization import CallPrincipal, tool_definitions
@@ -207,13 +207,12 @@ class LangGraphToolhub:
 
     def _own_call(self, call_id: uuid.UUID, name: str) -> ToolCall | None:
         """The call of this id if it is this caller's, for this tool; another's is refused, never shown."""
-        call = ToolCall.objects.filter(pk=call_id).first()
-        if call is None:
-            return None
-        principal = self.principal()
-        if (call.tenant, call.user_id, call.tool_name) != (principal.tenant, principal.user_id, name):
-            raise LangGraphBridgeError("This thread's tool call id is taken by another call; use a new thread id.")
-        return call
+        try:
+            return own_call(call_id, self.principal(), name)
+        except LookupError:
+            raise LangGraphBridgeError(
+                "This thread's tool call id is taken by another call; use a new thread id."
+            ) from None
 
     # -- the approval gate ------------------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from toolhub.adapters._common import Decision, pause_decision
+from toolhub.adapters._common import Decision, own_call, pause_decision
 from toolhub.audit import audit_call_event
+from toolhub.authorization import CallPrincipal
 from toolhub.direct import call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -80,7 +81,7 @@ def governed_call(
     """
     principal = caller_principal(user, tenant=tenant)
     call_id = governed_call_id(run_key, sdk_call_id)
-    existing = _own_call(call_id, principal.tenant, user.pk, tool_name)
+    existing = _own_call(call_id, principal, tool_name)
     if existing is not None:
         return existing
     try:
@@ -95,24 +96,17 @@ def governed_call(
         ).call
     except IntegrityError:
         # The same SDK call asked twice at once: the first request's row is the call.
-        raced = _own_call(call_id, principal.tenant, user.pk, tool_name)
+        raced = _own_call(call_id, principal, tool_name)
         if raced is None:
             raise
         return raced
 
 
-def _own_call(call_id: uuid.UUID, tenant: str, user_id: Any, tool_name: str) -> ToolCall | None:
-    """The call of this id if it is this caller's, of this tool; an id taken otherwise is refused, never joined.
-
-    The id derives from the run key and the SDK's call id, which the client picks: another user's call, or a
-    call of another tool (a model reusing a call id across runs given one key), is never answered as this one.
-    """
-    call = ToolCall.objects.filter(pk=call_id).first()
-    if call is None:
-        return None
-    if (call.tenant, call.user_id, call.tool_name) != (tenant, user_id, tool_name):
-        raise AdapterError("This run's tool call id is taken by another call; use a new run key.")
-    return call
+def _own_call(call_id: uuid.UUID, principal: CallPrincipal, tool_name: str) -> ToolCall | None:
+    try:
+        return own_call(call_id, principal, tool_name)
+    except LookupError:
+        raise AdapterError("This run's tool call id is taken by another call; use a new run key.") from None
 
 
 def governed_call_result(call: ToolCall, *, wait_seconds: float) -> str:
