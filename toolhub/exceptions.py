@@ -14,6 +14,7 @@ __all__ = [
     "ToolError",
     "ToolSuspend",
     "InvalidTransitionError",
+    "CompensationNotAllowedError",
     "ApprovalError",
     "AlreadyDecidedError",
     "DecisionNotAllowedError",
@@ -65,6 +66,12 @@ class InvalidTransitionError(ToolhubError):
     """A state change was asked for from a state that does not allow it."""
 
     status_code = 409
+
+
+class CompensationNotAllowedError(ToolhubError):
+    """The user may not settle this compensation by hand (not an operator, or it undoes their own step)."""
+
+    status_code = 403
 
 
 class ApprovalError(ToolhubError):

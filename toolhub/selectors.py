@@ -16,6 +16,7 @@ __all__ = [
     "tool_calls_visible_to",
     "tool_calls_operable_by",
     "call_may_operate",
+    "compensation_settle_refusal",
     "OPERATE_CALL_PERMISSION",
     "tool_call_audit_events",
     "audit_events_visible_to",
@@ -46,6 +47,19 @@ def tool_calls_operable_by(user: AbstractBaseUser) -> QuerySet[ToolCall]:
 def call_may_operate(call: ToolCall, user: AbstractBaseUser) -> bool:
     """Whether ``user`` may act on ``call`` (reached through ``tool_calls_operable_by``): theirs, or an operator."""
     return call.user_id == user.pk or user.has_perm(OPERATE_CALL_PERMISSION)
+
+
+def compensation_settle_refusal(step_user_id: int | None, user: AbstractBaseUser, permission: str) -> str | None:
+    """Why ``user`` may not settle a saga's compensation by hand (supply its result, resolve it), or ``None``.
+
+    Settling it decides whether a completed step stays done, so it is for an operator (``permission``) other than
+    the user whose step it undoes, operators included: as nobody approves their own call.
+    """
+    if step_user_id is not None and step_user_id == user.pk:
+        return "This compensation undoes your own step; another operator must settle it."
+    if not user.has_perm(permission):
+        return "Only an operator may settle a saga's compensation."
+    return None
 
 
 def audit_events_visible_to(user: AbstractBaseUser) -> QuerySet[AuditEvent]:

@@ -30,6 +30,7 @@ from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolC
 from toolhub.selectors import (
     OPERATE_CALL_PERMISSION,
     call_may_operate,
+    compensation_settle_refusal,
     tool_calls_operable_by,
     tool_calls_visible_to,
 )
@@ -251,7 +252,7 @@ class CallResultView(APIView):
     Send ``{"result": <any JSON>}`` or ``{"error": "message for the model"}``. Allowed for the user
     the call was made for and for holders of the ``toolhub.change_toolcall`` permission in the
     call's tenant (someone who sees the call without that right gets 403; a saga's compensation is
-    for operators only, never for the user whose step it undoes); a call of another tenant
+    for operators only, never for the user whose step it undoes, an operator included); a call of another tenant
     answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes.
     """
 
@@ -260,9 +261,11 @@ class CallResultView(APIView):
         call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
         if not call_may_operate(call, request.user):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
-        if call.kind == CallKind.COMPENSATION and not request.user.has_perm(OPERATE_CALL_PERMISSION):
+        if call.kind == CallKind.COMPENSATION:
             # Made for the user of the step it undoes, it is not theirs: they would mark their own step undone.
-            raise PermissionDenied("Only an operator may supply the result of a saga's compensation.")
+            refusal = compensation_settle_refusal(call.user_id, request.user, OPERATE_CALL_PERMISSION)
+            if refusal:
+                raise PermissionDenied(refusal)
         if (
             call.status != CallStatus.AWAITING_RESULT
         ):  # before reading the body: a late submission is a 409 whatever it holds

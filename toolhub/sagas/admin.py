@@ -16,7 +16,7 @@ from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
-from toolhub.exceptions import InvalidTransitionError
+from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
 from toolhub.sagas.recovery import compensation_resolve, compensation_retry
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
@@ -92,7 +92,12 @@ class _OperatorActions(CommentActionMixin):
         if form is None:
             return confirmation
         actor, note = f"user:{request.user.get_username()}", form.cleaned_data["note"]
-        self._apply(request, chosen, "resolved", lambda c: compensation_resolve(compensation=c, actor=actor, note=note))
+        self._apply(
+            request,
+            chosen,
+            "resolved",
+            lambda c: compensation_resolve(compensation=c, actor=actor, note=note, by=request.user),
+        )
         return None
 
     def _apply(
@@ -102,7 +107,7 @@ class _OperatorActions(CommentActionMixin):
         for compensation in chosen:
             try:
                 service(compensation)
-            except InvalidTransitionError as exc:
+            except (InvalidTransitionError, CompensationNotAllowedError) as exc:
                 failures.append(str(exc))
             else:
                 succeeded += 1

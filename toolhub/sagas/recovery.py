@@ -5,11 +5,12 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import InvalidTransitionError
+from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
 from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
 from toolhub.sagas.compensating import advance, launch
 from toolhub.sagas.models import (
@@ -21,7 +22,9 @@ from toolhub.sagas.models import (
     Saga,
 )
 from toolhub.sagas.records import compensation_transition, lock_saga_of, refresh_status
+from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.sagas.services import saga_advance, saga_rollback, saga_sync_compensation
+from toolhub.selectors import compensation_settle_refusal
 
 __all__ = [
     "compensation_retry_due",
@@ -126,12 +129,23 @@ def compensation_retry(*, compensation: Compensation, actor: str) -> Compensatio
     return current
 
 
-def compensation_resolve(*, compensation: Compensation, actor: str, note: str) -> Compensation:
-    """An operator settles a compensation by hand (done outside toolhub, or not to be done), with a note."""
+def compensation_resolve(
+    *, compensation: Compensation, actor: str, note: str, by: AbstractBaseUser | None = None
+) -> Compensation:
+    """An operator settles a compensation by hand (done outside toolhub, or not to be done), with a note.
+
+    ``by``: the person asking (``None``: trusted code); never the user whose step it undoes, an operator
+    included (``compensation_settle_refusal``): resolving it keeps their own step done without a second pair of eyes.
+    """
     allowed = ATTENTION_COMPENSATION_STATUSES | {CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED}
     with transaction.atomic():
         saga = lock_saga_of(compensation.pk)
-        current = Compensation.objects.get(pk=compensation.pk)
+        current = Compensation.objects.select_related("step_call").get(pk=compensation.pk)
+        refusal = None if by is None else compensation_settle_refusal(current.step_call.user_id, by, OPERATE_PERMISSION)
+        if refusal:
+            raise CompensationNotAllowedError(
+                f"Compensation #{current.sequence} ({current.step_tool}) was not resolved: {refusal}"
+            )
         if current.status not in allowed:
             raise InvalidTransitionError(
                 f"Compensation #{current.sequence} ({current.step_tool}) is {current.status}; only one that failed, "
@@ -163,9 +177,9 @@ def saga_retry(*, saga: Saga, actor: str) -> int:
     return len(ids)
 
 
-def saga_resolve(*, saga: Saga, actor: str, note: str) -> int:
+def saga_resolve(*, saga: Saga, actor: str, note: str, by: AbstractBaseUser | None = None) -> int:
     """Resolve by hand every compensation of the saga that needs attention; return how many."""
     ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
     for compensation in Compensation.objects.filter(pk__in=ids):
-        compensation_resolve(compensation=compensation, actor=actor, note=note)
+        compensation_resolve(compensation=compensation, actor=actor, note=note, by=by)
     return len(ids)
