@@ -41,6 +41,7 @@ from typing import Annotated, Any
 import pytest
 from django.contrib.auth.models import Group, User
 
+from agents_app.services import agent_create
 from tests.helpers import console
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import make_user
@@ -159,3 +160,38 @@ def test_an_operator_resolves_by_hand_the_compensation_of_their_own_step(
     console(acme_operator2).post("/admin/sagas/compensation/", form, follow=True)
     compensation.refresh_from_db()
     assert compensation.status == CompensationStatus.RESOLVED and compensation.resolved_by == "user:acme-operator-w2"
+
+
+def test_a_runs_context_cannot_send_the_step_a_compensation_undoes(
+    alice: User, tenant: Tenant, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: alice starts a run with ``context={"compensates": "<her step's id>"}``: accepted (201), and every call
+    of the run carries it, so ``undo_saga_step`` called by the model reads ``ctx["compensates"]`` as a saga's
+    compensation of that step would. Only ``RESERVED_CONTEXT_KEYS`` are refused in a run's context, and
+    ``compensates``, which ``sagas.compensating.compensation_request`` sets, was not one of them.
+
+    Expect: 400, as for ``saga_id``; no call of kind ``call`` carries ``compensates``.
+    """
+    step = _rolled_back_step(alice, "ctx-w1", "saga_step", {"label": "w1"}, django_capture_on_commit_callbacks)
+    agent_create(
+        name="review-w-undoer",
+        tenant="acme",
+        provider="scripted",
+        tools=["undo_saga_step"],
+        script=[
+            {"tool_calls": [{"name": "undo_saga_step", "arguments": {"step_id": 1, "label": "w1"}}]},
+            {"content": "done"},
+        ],
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        started = client_for(alice).post(
+            "/api/v1/runs/",
+            {"agent": "review-w-undoer", "input": "undo", "context": {"compensates": str(step.id)}},
+            format="json",
+        )
+
+    forged = ToolCall.objects.filter(kind=CallKind.CALL, context__compensates=str(step.id))
+    assert started.status_code == 400, (started.status_code, list(forged.values("tool_name", "context")))
+    assert not forged.exists()
+    assert ToolCall.objects.filter(kind=CallKind.COMPENSATION, context__compensates=str(step.id)).count() == 1

@@ -6,9 +6,10 @@ from typing import Any
 
 __all__ = ["ToolContext", "RESERVED_CONTEXT_KEYS"]
 
-#: Keys only the boundary (the authenticated request, the pipeline) may set.
+#: Keys only the boundary (the authenticated request, the pipeline) may set; ``compensates`` names the step a
+#: saga's compensation undoes (``toolhub.sagas.compensating``), so a tool may trust it marks a compensation.
 RESERVED_CONTEXT_KEYS = frozenset(
-    {"tenant", "user", "user_id", "run_id", "loop_id", "call_id", "idempotency_key", "agent", "saga_id"}
+    {"tenant", "user", "user_id", "run_id", "loop_id", "call_id", "idempotency_key", "agent", "saga_id", "compensates"}
 )
 
 
