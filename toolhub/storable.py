@@ -1,11 +1,15 @@
 """What the database can store: checks for values that model and tool output may carry but no column takes.
 
 ``json.loads`` accepts ``NaN``, ``Infinity``, NUL characters and lone surrogates; PostgreSQL's jsonb and
-text columns refuse them all. Finding them first turns a crash into a clear refusal.
+text columns refuse them all. Finding them first turns a crash into a clear refusal. A tool's own Python
+values may also hold an integer too long to write out as JSON (``sys.get_int_max_str_digits``): the write
+raised ``ValueError`` after the tool ran, so its outcome was never recorded.
 """
 
 import math
+import sys
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 __all__ = ["json_storage_problem", "storable_text", "storable_value"]
@@ -16,6 +20,8 @@ def json_storage_problem(value: Any, path: str = "") -> str | None:
     where = path or "a value"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{where} is not a finite number"
+    if isinstance(value, int) and abs(value) >= _integer_bound(sys.get_int_max_str_digits()):
+        return f"{where} is an integer of more than {sys.get_int_max_str_digits() or _NUMERIC_DIGITS} digits"
     if isinstance(value, str):
         return _text_problem(value, where)
     if isinstance(value, Mapping):
@@ -55,6 +61,16 @@ def storable_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable_value(item) for item in value]
     return value
+
+
+#: Digits before the decimal point PostgreSQL's ``numeric`` (a jsonb number) holds, when Python sets no limit.
+_NUMERIC_DIGITS = 131_072
+
+
+@cache
+def _integer_bound(max_digits: int) -> int:
+    """The least integer with more digits than JSON may write out (Python's limit, else PostgreSQL's)."""
+    return 10 ** (max_digits or _NUMERIC_DIGITS)
 
 
 def _text_problem(text: str, where: str) -> str | None:
