@@ -7,6 +7,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 
+from toolhub.storable import json_storage_problem
+
 __all__ = ["NewestFirstCursorPagination", "ByNameCursorPagination"]
 
 
@@ -23,13 +25,19 @@ class NewestFirstCursorPagination(CursorPagination):
     max_page_size = 500
 
     def decode_cursor(self, request: Request) -> Cursor | None:
-        """DRF's cursor, its position checked: a crafted one that is no time is refused like any bad cursor (404)."""
+        """DRF's cursor, its position checked: a crafted one that is no time is refused like any bad cursor (404).
+
+        The position goes into the page's query: whatever the ordering, text no column holds (a NUL, which the
+        cursor's base64 hides from ``StorableAddressMiddleware``) is refused too, never a 500 on PostgreSQL.
+        """
         cursor: Any = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None and self.ordering[0].lstrip("-") == "created_at":
-            try:
-                valid = parse_datetime(cursor.position) is not None
-            except ValueError:
-                valid = False
+        if cursor is not None and cursor.position is not None:
+            valid = json_storage_problem(cursor.position) is None
+            if valid and self.ordering[0].lstrip("-") == "created_at":
+                try:
+                    valid = parse_datetime(cursor.position) is not None
+                except ValueError:
+                    valid = False
             if not valid:
                 raise NotFound(self.invalid_cursor_message)
         return cursor  # type: ignore[no-any-return]
