@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toolhub.storable import json_storage_problem, storable_text
+
 __all__ = ["Progress"]
 
 _MESSAGE_LIMIT = 500
@@ -45,7 +47,15 @@ class Progress:
         self._lock = threading.Lock()
 
     def update(self, message: str = "", *, current: float | None = None, total: float | None = None) -> None:
-        """Record that the tool got this far: a short message and/or ``current`` out of ``total``."""
+        """Record that the tool got this far: a short message and/or ``current`` out of ``total``.
+
+        The numbers must be storable (a NaN or an infinity is refused like a negative one); the message is
+        stored with NUL characters and lone surrogates written out: the write happens in the tool's own
+        run, where a value the database refuses failed the tool with a database error.
+        """
+        problem = json_storage_problem({"current": current, "total": total})
+        if problem:
+            raise ValueError(f"Progress {problem}.")
         if total is not None and total <= 0:
             raise ValueError("Progress total must be positive.")
         if current is not None and current < 0:
@@ -54,7 +64,7 @@ class Progress:
         if message:
             # Redacted before it is cut, so a cut cannot leave part of a secret behind.
             text = self._redact(str(message)) if self._redact else str(message)
-            entry["message"] = text[:_MESSAGE_LIMIT]
+            entry["message"] = storable_text(text[:_MESSAGE_LIMIT])
         if current is not None:
             entry["current"] = current
         if total is not None:
