@@ -15,7 +15,15 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditCheckpoint
 
-__all__ = ["CheckpointKeyError", "builds_on", "sign", "signed_body", "signing_key", "trusted_body"]
+__all__ = [
+    "CheckpointKeyError",
+    "builds_on",
+    "sign",
+    "signature_matches",
+    "signed_body",
+    "signing_key",
+    "trusted_body",
+]
 
 
 class CheckpointKeyError(ToolhubError):
@@ -36,9 +44,20 @@ def sign(text: str) -> str:
     return hmac.new(signing_key(), text.encode(), hashlib.sha256).hexdigest()
 
 
+def signature_matches(text: str, signature: Any) -> bool:
+    """Whether ``signature`` is ``text``'s, compared in constant time.
+
+    Compared as bytes: ``hmac.compare_digest`` raises on a ``str`` with a non-ASCII character, and a row or
+    file whoever writes the database (or the directory) planted with one must read as forged, not stop
+    every verification and checkpoint with a ``TypeError``.
+    """
+    given = signature.encode("utf-8", "surrogatepass") if isinstance(signature, str) else b""
+    return hmac.compare_digest(sign(text).encode(), given)
+
+
 def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
     """A stored checkpoint's body when its signature and number hold (a forged one is never built on)."""
-    if row is None or not hmac.compare_digest(sign(row.body), row.signature):
+    if row is None or not signature_matches(row.body, row.signature):
         return None
     try:
         body = json.loads(row.body)
@@ -58,8 +77,8 @@ def builds_on(body: dict[str, Any], base: Any) -> bool:
 def signed_body(document: dict[str, Any]) -> dict[str, Any] | None:
     """A checkpoint document's body when its signature holds and it names heads; None when it does not."""
     body = {key: value for key, value in document.items() if key != "signature"}
-    if not isinstance(body.get("heads"), dict) or not hmac.compare_digest(
-        sign(canonical_json(body)), str(document.get("signature", ""))
+    if not isinstance(body.get("heads"), dict) or not signature_matches(
+        canonical_json(body), document.get("signature")
     ):
         return None
     return body
