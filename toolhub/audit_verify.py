@@ -8,7 +8,7 @@ checkpoints, ``toolhub.checkpoints``, catch a rewritten head).
 
 import multiprocessing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections, transaction
@@ -29,6 +29,8 @@ class AuditProblem:
     event_id: int | None
     seq: int
     reason: str
+    #: The walk's end disagrees with the chain head read before it (the head may have moved since).
+    at_head: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         where = f"event #{self.event_id}" if self.event_id is not None else f"after seq {self.seq}"
@@ -170,7 +172,7 @@ def _verify_chain(
     """
     for _ in range(_HEAD_MOVES):
         checked, problem = _walk_chain(chain, head, batch_size, progress, tenant)
-        if problem is None or problem.event_id is not None:
+        if problem is None or not problem.at_head:
             return checked, problem
         # A chain first appended to after the heads were read has a head now; one whose head is still
         # missing lost it (deleted, or moved to another chain): the problem stands.
@@ -195,6 +197,9 @@ def _walk_chain(
     """
     checked = 0
     expected_seq, prev_hash, problem = 1, "", None
+    # The newest event and the first one past the head's seq: what a disagreeing head names (see _head_problem).
+    last_id: int | None = None
+    beyond: tuple[int, int] | None = None
     # Inside a transaction the server-side cursor streams; outside one it would be WITH HOLD, which
     # PostgreSQL materializes whole before the first row.
     with transaction.atomic():
@@ -216,15 +221,29 @@ def _walk_chain(
                 problem = AuditProblem(chain, event_id, seq, "hash does not match its content: event was altered")
             if problem:
                 break
-            expected_seq, prev_hash = seq + 1, stored_hash
+            expected_seq, prev_hash, last_id = seq + 1, stored_hash, event_id
+            if head is not None and beyond is None and seq > head[0]:
+                beyond = (event_id, seq)
     if problem is None and head is None and checked:
         # Every append moves its chain's head in the same transaction: events without one lost it.
         problem = AuditProblem(chain, None, expected_seq - 1, "the chain has events but no chain head: it was removed")
     elif problem is None and head is not None and (head[0] != expected_seq - 1 or head[1] != prev_hash):
-        problem = AuditProblem(
-            chain,
-            None,
-            expected_seq - 1,
-            f"chain head says seq {head[0]}: the newest events were removed",
-        )
+        problem = _head_problem(chain, head[0], expected_seq - 1, last_id, beyond)
     return checked, problem
+
+
+def _head_problem(
+    chain: int, head_seq: int, last_seq: int, last_id: int | None, beyond: tuple[int, int] | None
+) -> AuditProblem:
+    """How an intact chain disagrees with its head, naming the first event to look at when there is one.
+
+    Past the head: events appended without moving it (inserted), or the head set back. At it with another
+    hash: the newest event was replaced, or the head rewritten. Short of it: the newest events were removed.
+    """
+    if beyond is not None:
+        reason = f"the chain head says seq {head_seq}: this event and those after it (to seq {last_seq}) lie beyond it"
+        return AuditProblem(chain, beyond[0], beyond[1], reason + ": inserted, or the head was set back", True)
+    if head_seq == last_seq and last_id is not None:
+        reason = "the newest event is not the one its chain head names: it was replaced, or the head rewritten"
+        return AuditProblem(chain, last_id, last_seq, reason, True)
+    return AuditProblem(chain, None, last_seq, f"chain head says seq {head_seq}: the newest events were removed", True)

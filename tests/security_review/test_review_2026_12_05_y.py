@@ -44,9 +44,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tests.audit.conftest import append_events, verify_audit_fails
+from tests.audit.conftest import append_events, owner_tampering, verify_audit_fails
+from toolhub.audit_hash import compute_hash
 from toolhub.checkpoints import audit_checkpoint_create
-from toolhub.models import AuditCheckpoint, AuditVerification, Tenant
+from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification, Tenant
 from toolhub.tasks import audit_checkpoint_task, audit_verify_tenant_task
 
 pytestmark = pytest.mark.django_db
@@ -98,6 +99,79 @@ def test_a_checkpoint_file_with_a_non_ascii_signature_is_reported_as_forged(audi
     path.write_text(json.dumps({**document, "signature": _PLANTED}), encoding="utf-8")
 
     assert "the checkpoint: signature does not match" in verify_audit_fails("--checkpoint", str(path))
+
+
+def _forged_after(event: AuditEvent, **changes: object) -> AuditEvent:
+    """An event chained onto ``event`` as the application would write it, with ``changes``; not yet saved."""
+    forged = AuditEvent(
+        chain=event.chain,
+        seq=event.seq + 1,
+        event_type=event.event_type,
+        call_id=event.call_id,
+        run_id=event.run_id,
+        tool_name=event.tool_name,
+        status=event.status,
+        tenant=event.tenant,
+        actor=event.actor,
+        created_at=event.created_at,
+        data=event.data,
+        prev_hash=event.hash,
+    )
+    for name, value in changes.items():
+        setattr(forged, name, value)
+    forged.hash = compute_hash(forged)
+    return forged
+
+
+def test_events_forged_past_the_chain_head_are_named_not_reported_as_removed() -> None:
+    """Found: someone with the owner's rights appends two forged, correctly chained events to a chain
+    (``approval.approve`` by an operator) without moving its head. ``verify_audit`` reported
+    "chain head says seq 3: the newest events were removed", naming no event: the auditor looks for
+    events that are gone while two forged ones sit in the trail.
+    Expect: the problem names the first event past the head (its id and seq) and says it lies beyond it.
+    """
+    kept = append_events(3)
+    first = _forged_after(kept[-1], event_type="approval.approve", actor="operator:bob", data='{"forged":1}')
+    second = _forged_after(first, data='{"forged":2}')
+    with owner_tampering():
+        first.save()
+        second.save()
+
+    message = verify_audit_fails()
+
+    assert f"event #{first.pk} (seq 4)" in message
+    assert "lie beyond it" in message
+    assert "removed" not in message
+
+
+def test_a_replaced_newest_event_is_named_not_reported_as_removed() -> None:
+    """Found: someone with the owner's rights deletes a chain's newest event and writes another in its place
+    (same seq, correctly chained, other data), leaving the head. ``verify_audit`` said "the newest events were
+    removed" and named no event, though nothing is missing and the replacement is the one to look at.
+    Expect: the problem names the replacing event and says the newest event is not the one the head names.
+    """
+    kept = append_events(3)
+    replacement = _forged_after(kept[1], data='{"index":3,"amount":"0.01"}')
+    with owner_tampering():
+        AuditEvent.objects.filter(pk=kept[2].pk).delete()
+        replacement.save()
+
+    message = verify_audit_fails()
+
+    assert f"event #{replacement.pk} (seq 3)" in message
+    assert "not the one its chain head names" in message
+    assert "removed" not in message
+
+
+def test_the_newest_events_cut_are_still_reported_as_removed() -> None:
+    """Found: nothing (the message the two tests above refine must stay for a real truncation).
+    Expect: events cut from the end with the head left says "the newest events were removed".
+    """
+    events = append_events(4)
+    with owner_tampering():
+        AuditEvent.objects.filter(pk__in=[events[2].pk, events[3].pk]).delete()
+
+    assert "chain head says seq 4: the newest events were removed" in verify_audit_fails()
 
 
 def test_a_verification_passes_on_an_untouched_trail_with_every_check() -> None:
