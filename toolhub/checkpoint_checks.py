@@ -1,8 +1,9 @@
 """What contradicts a checkpoint: the database against stored checkpoints, their files and exported documents.
 
 A delta's heads count only with its full checkpoint and every delta between, each signed; the numbering of
-the stored checkpoints has no gap since the newest acknowledged one; every named head event is still there,
-unchanged, and no head stands behind one a checkpoint named.
+the stored checkpoints has no gap since the newest acknowledged one and reaches the newest one a recorded
+verification compared with; every named head event is still there, unchanged, and no head stands behind one
+a checkpoint named.
 """
 
 import json
@@ -11,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Window
-from django.db.models.functions import Lag
+from django.db.models import F, Subquery, Window
+from django.db.models.functions import Coalesce, Lag
 
 from toolhub.checkpoint_files import file_name, numbered_files
 from toolhub.checkpoint_signature import builds_on, signed_body, trusted_body
 from toolhub.conf import toolhub_settings
-from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
 __all__ = [
     "CheckpointProblem",
@@ -218,7 +219,31 @@ def _first_numbering_gap() -> str | None:
     if after_gap is not None:
         seq, previous = after_gap
         return f"stored checkpoint #{previous + 1} is missing (the next left is #{seq}): checkpoints were deleted"
-    return None
+    return _deleted_newest(since)
+
+
+def _deleted_newest(since: int) -> str | None:
+    """A checkpoint an earlier whole-trail verification compared with, numbered past every one stored now.
+
+    Deleting the newest checkpoints (with the tail they signed) leaves no gap in the numbering; the records of
+    ``verify_audit`` runs, append-only too, still name the newest they saw. Records made before the newest
+    acknowledged checkpoint do not count: a person signed over what was lost before it.
+    """
+    stored = AuditCheckpoint.objects.order_by("-seq").values("seq")[:1]
+    records = AuditVerification.objects.filter(tenant="", checkpoint_seq__gt=Coalesce(Subquery(stored), 0))
+    if since:
+        acknowledged = AuditCheckpoint.objects.filter(seq=since).values("created_at")
+        records = records.filter(finished_at__gt=Subquery(acknowledged))
+    record = records.order_by("-finished_at").values_list("checkpoint_seq", "finished_at").first()
+    if record is None:  # one query, on every verification and checkpoint: the usual answer
+        return None
+    seq, when = record
+    newest = AuditCheckpoint.objects.order_by("-seq").values_list("seq", flat=True).first()
+    left = f"the newest left is #{newest}" if newest else "none is left"
+    return (
+        f"stored checkpoint #{seq} is missing (verify_audit compared the trail with it on {when.isoformat()}; "
+        f"{left}): checkpoints were deleted"
+    )
 
 
 def _newest_acknowledged() -> int:

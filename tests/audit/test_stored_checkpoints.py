@@ -230,6 +230,8 @@ def test_the_checkpoint_directory_catches_a_truncation_even_when_the_stored_chec
         AuditCheckpoint.objects.all().delete()
 
     # then the newest file, with the full one it builds on (no head moved since: #2 names none), names the chain
-    error, _ = _verify_fails()
-    assert f"chain {a[0].chain}: the checkpoint's head (seq 4) is missing" in error
-    assert "(per checkpoint file audit-checkpoint-000000000001.json)" in error
+    # (and the record of the verification above, that #2 is gone)
+    _, reported = _verify_fails()
+    assert f"chain {a[0].chain}: the checkpoint's head (seq 4) is missing" in reported
+    assert "(per checkpoint file audit-checkpoint-000000000001.json)" in reported
+    assert "stored checkpoint #2 is missing (verify_audit compared the trail with it on" in reported

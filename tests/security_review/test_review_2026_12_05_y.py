@@ -14,6 +14,11 @@ Findings:
    removed" and named no event: also for forged events appended past the head (the opposite of a removal)
    and for a newest event replaced under an unchanged head. It now names the first event past the head, or
    the replaced one, and says which it is (``audit_verify._head_problem``).
+3. Rolling the trail back to an older checkpoint (deleting the newest stored checkpoints and the tail they
+   signed, the heads set back) left no gap in the numbering: ``verify_audit`` passed and beat signed on,
+   though the append-only record of the last ``verify_audit`` run names the newer checkpoint it compared
+   with. A checkpoint a recorded whole-trail run compared with, numbered past every stored one, is now a
+   numbering problem (``checkpoint_checks._deleted_newest``), until a person acknowledges it.
 
 Checked and found holding (no test here): the hash covers every column an auditor reads of an event (chain,
 seq, event type, call and run ids, tool, status, tenant, actor, time to the microsecond, data, previous hash;
@@ -28,11 +33,10 @@ at once to one fresh chain (first-insert race on the head's upsert included), fi
 the head at the last seq, the trail verifies. Auditors hold view permissions only: their console writes
 nothing but the export's ``calls.exported`` event and a rate-limited verification record.
 
-Not fixed (limits): deleting the *newest* stored checkpoints together with the tail they signed leaves no gap
-in the numbering; only copies kept outside the database (``AUDIT_CHECKPOINT_DIR``, ``audit_checkpoint -o``)
-catch it, as the README says of deleting every checkpoint. A call's page re-verifies its events and their
-neighbours' links, so an event of the call rewritten to another call id (its stored hash left) simply drops
-out of the page's timeline; only ``verify_audit`` catches that.
+Not fixed (limits): an owner who deletes the verification records too is caught only by copies kept outside
+the database (``AUDIT_CHECKPOINT_DIR``, ``audit_checkpoint -o``), as the README says. A call's page
+re-verifies its events and their neighbours' links, so an event of the call rewritten to another call id (its
+stored hash left) simply drops out of the page's timeline; only ``verify_audit`` catches that.
 """
 
 import json
@@ -44,9 +48,15 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tests.audit.conftest import append_events, owner_tampering, verify_audit_fails
+from tests.audit.conftest import (
+    acknowledge_checkpoint,
+    append_events,
+    cut_chain_tail,
+    owner_tampering,
+    verify_audit_fails,
+)
 from toolhub.audit_hash import compute_hash
-from toolhub.checkpoints import audit_checkpoint_create
+from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification, Tenant
 from toolhub.tasks import audit_checkpoint_task, audit_verify_tenant_task
 
@@ -172,6 +182,36 @@ def test_the_newest_events_cut_are_still_reported_as_removed() -> None:
         AuditEvent.objects.filter(pk__in=[events[2].pk, events[3].pk]).delete()
 
     assert "chain head says seq 4: the newest events were removed" in verify_audit_fails()
+
+
+def test_the_newest_checkpoints_deleted_with_the_tail_they_signed_are_reported(audit_key: str) -> None:
+    """Found: someone with the owner's rights rolls the trail back to checkpoint #1: deletes the newest stored
+    checkpoint (#2) and the events it signed, and sets the head back. The numbering has no gap (#1 is the
+    newest), #1's heads hold, so ``verify_audit`` passed and beat signed the rolled-back trail, though the
+    nightly ``verify_audit`` had recorded that it compared the trail with #2 (append-only records).
+    Expect: ``verify_audit`` fails naming stored checkpoint #2 as missing and beat refuses, until a person
+    acknowledges it; then beat signs again and the trail verifies.
+    """
+    events = append_events(2)
+    audit_checkpoint_create()
+    events += append_events(2, events[0].call_id)
+    audit_checkpoint_create()
+    call_command("verify_audit", "--no-progress", "--workers", "1", stdout=StringIO(), stderr=StringIO())  # nightly
+
+    cut_chain_tail(events[1], events[2], events[3])
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(seq=2).delete()
+
+    assert "stored checkpoint #2 is missing (verify_audit compared the trail with it on" in verify_audit_fails()
+    with pytest.raises(CheckpointRefusedError):
+        audit_checkpoint_create()  # beat
+
+    acknowledge_checkpoint("investigated: incident 51")
+    append_events(1)
+    audit_checkpoint_create()  # beat signs on
+    out = StringIO()
+    call_command("verify_audit", "--no-progress", "--workers", "1", stdout=out, stderr=StringIO())
+    assert "every chain intact" in out.getvalue()
 
 
 def test_a_verification_passes_on_an_untouched_trail_with_every_check() -> None:
