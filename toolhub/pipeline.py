@@ -93,9 +93,12 @@ def approval_hash_matches(bound: str, tool_name: str, tool_version: str, argumen
     """Whether ``bound`` binds these arguments, under ``SECRET_KEY`` or a key it replaced (``SECRET_KEY_FALLBACKS``).
 
     A key rotated while calls wait for approval or a worker keeps their approvals valid, as Django's signing does.
+    Compared as bytes: ``hmac.compare_digest`` raises on a ``str`` with a non-ASCII character, and a stored or
+    client-given hash holding one must not match, never stop the worker or the decision with a ``TypeError``.
     """
+    given = bound.encode("utf-8", "surrogatepass") if isinstance(bound, str) else b""
     keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return any(hmac.compare_digest(bound, _keyed(tool_name, tool_version, arguments, key)) for key in keys)
+    return any(hmac.compare_digest(given, _keyed(tool_name, tool_version, arguments, key).encode()) for key in keys)
 
 
 def _keyed(tool_name: str, tool_version: str, arguments: Mapping[str, Any], key: str) -> str:

@@ -119,3 +119,18 @@ def test_the_upgrade_rebinds_waiting_calls_and_pending_requests_so_their_approva
     assert ToolCall.objects.get(pk=held.pk).status == CallStatus.SUCCEEDED
     # and a settled call keeps the hash it was decided under
     assert ToolCall.objects.get(pk=settled.pk).approval_hash == legacy[settled.pk]
+
+
+def test_a_hash_holding_a_non_ascii_character_does_not_match_and_raises_nothing() -> None:
+    """A hash planted in a call row (or given by a client) with a non-ASCII character, e.g. ``"é" * 64``.
+
+    Found: ``hmac.compare_digest`` raises ``TypeError`` on such a ``str``, so the worker's check of a call's
+    approval binding (``execution``) and the decision's (``approvals.services``) crashed instead of answering.
+    Expect: it simply does not match.
+    """
+    from toolhub.pipeline import approval_hash, approval_hash_matches
+
+    arguments = {"card": "1234", "amount": 5}
+    assert approval_hash_matches(approval_hash("t", "1", arguments), "t", "1", arguments)
+    assert not approval_hash_matches("é" * 64, "t", "1", arguments)
+    assert not approval_hash_matches("\udc80" * 64, "t", "1", arguments)
