@@ -213,7 +213,8 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
             actor=f"user:{request.user.get_username()}",
             export_format=export_format,
             query=dict(request.GET.items()),
-            tenants=None if scope.everything else sorted(scope.tenants),
+            calls=changelist.queryset,
+            scope=None if scope.everything else sorted(scope.tenants),
         )
         response = StreamingHttpResponse(
             export_stream(export_rows(changelist.queryset), export_format), content_type=EXPORT_FORMATS[export_format]

@@ -179,12 +179,26 @@ def export_stream(rows: Iterable[Row], export_format: str) -> Iterator[str]:
     logger.info("toolhub export finished: %s rows as %s", count, export_format)
 
 
-def export_record(*, actor: str, export_format: str, query: dict[str, str], tenants: list[str] | None) -> None:
-    """Record in the audit trail that someone exported calls: who, in which format, with which filters."""
+def export_record(
+    *, actor: str, export_format: str, query: dict[str, str], calls: QuerySet[ToolCall], scope: list[str] | None
+) -> None:
+    """Record in the audit trail that someone exported calls: who, in which format, with which filters.
+
+    One event in the chain of each tenant whose calls the export holds, so each tenant's auditors see who
+    took their calls away, whatever other tenants the exporter also belongs to. An event names only its own
+    tenant: the exporter's other tenants and tenant filters stay out of it (acme's auditors do not learn a
+    tenant's name from it). An export holding no call is recorded in the exporter's one tenant (``scope``),
+    else in the platform's chain.
+    """
+    tenants = sorted(calls.order_by().values_list("tenant", flat=True).distinct())
+    if not tenants:
+        tenants = scope if scope and len(scope) == 1 else [""]
+    filters = {key: value for key, value in query.items() if key.split("__")[0] != "tenant"}
     with transaction.atomic():
-        audit_append(
-            event_type="calls.exported",
-            actor=actor,
-            data={"format": export_format, "query": query, "tenants": tenants},
-            tenant=tenants[0] if tenants and len(tenants) == 1 else "",
-        )
+        for tenant in tenants:
+            audit_append(
+                event_type="calls.exported",
+                actor=actor,
+                data={"format": export_format, "query": filters, "tenants": [tenant] if tenant else None},
+                tenant=tenant,
+            )

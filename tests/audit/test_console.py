@@ -281,6 +281,41 @@ def test_jsonl_export_and_bad_requests(auditors: Group) -> None:
     assert not AuditEvent.objects.filter(event_type="calls.exported", actor="user:nobody").exists()
 
 
+def test_an_export_is_recorded_in_the_trail_of_each_tenant_whose_calls_it_holds(auditors: Group) -> None:
+    """A staff member of acme and globex exports calls: each tenant's auditors see it in their own trail.
+
+    Found (review y): the export was recorded in the platform's chain whenever the exporter had more than one
+    tenant, so acme's auditors never saw that their calls were taken away. Expect: one ``calls.exported`` in the
+    chain of each tenant the export holds calls of, naming only that tenant (not the exporter's others, nor a
+    tenant filter); a tenant none of whose calls left gets none.
+    """
+    auditor = member("aud", "acme", auditors)
+    Tenant.objects.get_or_create(slug="globex", defaults={"name": "globex"})
+    Tenant.objects.get_or_create(slug="initech", defaults={"name": "initech"})
+    TenantMembership.objects.create(user=auditor, tenant=Tenant.objects.get(slug="globex"))
+    TenantMembership.objects.create(user=auditor, tenant=Tenant.objects.get(slug="initech"))
+    make_call("acme")
+    make_call("globex")
+    make_call("initech", status=CallStatus.FAILED)
+    client = console(auditor)
+
+    response = client.post("/admin/toolhub/toolcall/export/jsonl/?status__exact=succeeded")
+    assert len(b"".join(response.streaming_content).decode().splitlines()) == 2
+
+    events = AuditEvent.objects.filter(event_type="calls.exported").order_by("tenant")
+    assert [(event.tenant, event.payload["tenants"]) for event in events] == [
+        ("acme", ["acme"]),
+        ("globex", ["globex"]),
+    ]
+    assert all(event.payload["query"] == {"status__exact": "succeeded"} for event in events)
+
+    # a tenant filter is the tenant's own event, and names no other tenant in it
+    client.post("/admin/toolhub/toolcall/export/csv/?tenant=globex")
+    newest = AuditEvent.objects.filter(event_type="calls.exported").order_by("-id")[0]
+    assert newest.tenant == "globex" and "acme" not in json.dumps(newest.payload)
+    assert verify_audit_chains()[1] == []
+
+
 def test_an_export_is_posted_with_the_csrf_token_so_another_site_cannot_audit_one_in_a_users_name(
     auditors: Group,
 ) -> None:
