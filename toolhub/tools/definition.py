@@ -53,6 +53,7 @@ __all__ = [
     "TOOL_OPTIONS",
     "ToolOptions",
     "FunctionToolOptions",
+    "is_async_callable",
 ]
 
 TOOL_ATTRIBUTE = "__toolhub_tool__"
@@ -113,10 +114,18 @@ class Compensation:
         self._frozen = True
 
 
-def _is_async(handler: Any) -> bool:
+def is_async_callable(handler: Any) -> bool:
     """Whether calling ``handler`` gives a coroutine (it would run on an event loop of its own)."""
     call = type(handler).__call__ if not inspect.isroutine(handler) else None
     return inspect.iscoroutinefunction(handler) or (call is not None and inspect.iscoroutinefunction(call))
+
+
+def _is_generator(handler: Any) -> bool:
+    """Whether calling ``handler`` gives a generator (sync or async) rather than the call's result."""
+    call = type(handler).__call__ if not inspect.isroutine(handler) else None
+    return any(
+        inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) for fn in (handler, call) if fn is not None
+    )
 
 
 def _name_of(target: Any) -> str | None:
@@ -180,10 +189,27 @@ class Tool:
                 raise ToolDefinitionError(f"Tool {self.name!r}: an external tool has no handler.")
         elif not callable(self.handler):
             raise ToolDefinitionError(f"Tool {self.name!r}: its handler {self.handler!r} is not callable.")
+        elif _is_generator(self.handler):
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}: its function is a generator (it yields), so a call returns before its body "
+                "runs: the body would run while the result is stored, past the time limit (an async generator's "
+                "calls all fail). Return the values (e.g. a list); report progress with a progress: Progress parameter."
+            )
         unknown = set(self.sensitive) - self.inputs.argument_names() - set(self.presets)
         if unknown:
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: sensitive names {sorted(unknown)} are not parameters of it."
+            )
+        shown = sorted(
+            name
+            for name, default in self.inputs.published_defaults().items()
+            if name in self.sensitive and default not in (None, "")
+        )
+        if shown:
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}, parameter {shown[0]!r}: it is sensitive, but its default is published in the "
+                "tool's schema, which every model, API client and export reads. Give it no default (or None, or ''); "
+                f"for a fixed secret the model never chooses, use presets={{{shown[0]!r}: Secret('SETTING_NAME')}}."
             )
         secrets = secret_typed(self.inputs.parameters)
         if secrets:
@@ -202,7 +228,7 @@ class Tool:
             )
         if not isinstance(self.atomic, bool):
             raise ToolDefinitionError(f"Tool {self.name!r}: atomic must be True or False, not {self.atomic!r}.")
-        if self.atomic and (self.is_external or _is_async(self.handler)):
+        if self.atomic and (self.is_external or is_async_callable(self.handler)):
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: atomic=True is for synchronous Python tools whose effects are writes to "
                 "toolhub's database (they commit with the call's outcome); an external or async tool cannot be atomic."

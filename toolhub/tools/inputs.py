@@ -75,6 +75,10 @@ class Inputs:
     def argument_names(self) -> set[str]:
         return {p.name for p in self.parameters}
 
+    def published_defaults(self) -> dict[str, Any]:
+        """Argument name -> the default its schema shows every model and client (a sensitive one must show none)."""
+        return {p.name: p.default for p in self.parameters if not p.required}
+
     def input_model(self, tool_name: str) -> type[BaseModel]:
         """The pydantic model that validates the arguments."""
         return build_input_model(tool_name, self.parameters)
@@ -212,6 +216,14 @@ class SchemaInputs(Inputs):
     def argument_names(self) -> set[str]:
         return set(self.schema.get("properties", {}))
 
+    def published_defaults(self) -> dict[str, Any]:
+        properties = self.schema.get("properties", {})
+        return {
+            name: node["default"]
+            for name, node in properties.items()
+            if isinstance(node, Mapping) and "default" in node
+        }
+
     def input_model(self, tool_name: str) -> type[BaseModel]:
         raise ToolDefinitionError(f"Tool {tool_name!r} is validated by its JSON Schema; it has no input model.")
 
@@ -251,6 +263,9 @@ class ExternalInputs(Inputs):
 
     def argument_names(self) -> set[str]:
         return self.inner.argument_names()
+
+    def published_defaults(self) -> dict[str, Any]:
+        return self.inner.published_defaults()
 
     def input_model(self, tool_name: str) -> type[BaseModel]:
         return self.inner.input_model(tool_name)
