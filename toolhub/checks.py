@@ -7,10 +7,11 @@ toolhub.E003   two tool names differ only in case or in ``-``/``_`` (duplicates 
 toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
 toolhub.E005   a registered context type is a parameter the model fills in (it would set the context)
 toolhub.E006   ``compensate_with`` is neither a tool's name, a ``Tool`` nor an ``@tool`` function (or is itself)
-toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, ctx)``
+toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, ctx)`` (or is async: never awaited)
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
+toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters or the ``SECRET_KEY``
 =============  ==========================================================================
 
@@ -26,8 +27,9 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.tools.context import context_key_named
 from toolhub.tools.context_types import is_context_type
-from toolhub.tools.definition import Tool
+from toolhub.tools.definition import Tool, is_async_callable
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 from toolhub.tools.typechecks import context_type_exposures
@@ -76,9 +78,16 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         if callable(tool.needs_approval) and not _callable_with(tool.needs_approval, 2):
             problems.append(
                 Error(
-                    f"Tool {tool.name!r}: its needs_approval rule cannot be called as rule(arguments, ctx).",
-                    hint="Give it two positional parameters (the validated arguments and the ToolContext) and make "
-                    "it return a reason (str) when the call needs approval, else None.",
+                    f"Tool {tool.name!r}: its needs_approval rule cannot be called as rule(arguments, ctx)"
+                    + (
+                        " and return its answer: it is async, so it returns a coroutine, never awaited, and every "
+                        "call is held as if it matched."
+                        if is_async_callable(tool.needs_approval)
+                        else "."
+                    ),
+                    hint="Give it two positional parameters (the validated arguments and the ToolContext), define it "
+                    "with def (not async def), and make it return a reason (str) when the call needs approval, "
+                    "else None.",
                     obj=tool.name,
                     id="toolhub.E007",
                 )
@@ -117,7 +126,31 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                 )
     problems.extend(_confusable_names([tool.name for tool in tools]))
     problems.extend(context_injection_problems(tools))
+    problems.extend(context_named_problems(tools))
     return problems
+
+
+def context_named_problems(tools: list[Tool]) -> list[CheckMessage]:
+    """A parameter the model fills in, named as what the boundary sets: read as the caller's, it is the model's.
+
+    ``user_id: int`` (or ``ctx: dict``) is the model's choice, whatever the name says; the caller's own are read
+    from the injected ``ToolContext``. Tenant arguments are left out: the pipeline refuses any but the caller's own.
+    """
+    return [
+        Warning(
+            f"Tool {tool.name!r}, parameter {spec.name!r}: the model fills it in, but its name says it is the "
+            f"caller's context ({key!r}), which toolhub sets from the authenticated caller; nothing checks the "
+            "model's value.",
+            hint="To read the caller's, take ctx: ToolContext (ctx.user_id, ctx['agent'], ...); for a value the model "
+            "chooses, name the parameter for what it is (e.g. 'customer_id').",
+            obj=tool.name,
+            id="toolhub.W005",
+        )
+        for tool in tools
+        for spec in tool.parameters
+        for key in [context_key_named(spec.name)]
+        if key is not None
+    ]
 
 
 def context_injection_problems(tools: list[Tool]) -> list[CheckMessage]:
@@ -151,6 +184,9 @@ def context_injection_problems(tools: list[Tool]) -> list[CheckMessage]:
 
 
 def _callable_with(fn: Any, count: int) -> bool:
+    """Whether ``fn(*count arguments)`` binds and gives its answer (an async function gives a coroutine)."""
+    if is_async_callable(fn):
+        return False
     try:
         inspect.signature(fn).bind(*([None] * count))
     except TypeError:

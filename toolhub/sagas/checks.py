@@ -7,6 +7,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.sagas.mapping import sensitive_parameters_copied, unmatched_parameters
+from toolhub.tools.definition import is_async_callable
 from toolhub.tools.registry import registry
 
 __all__ = ["check_compensations"]
@@ -25,8 +26,14 @@ def check_compensations(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
         if tool.compensation_mapping is not None and not _accepts_two_arguments(tool.compensation_mapping):
             problems.append(
                 Error(
-                    f"The compensation mapping of tool {tool.name!r} cannot be called as mapping(arguments, result).",
-                    hint="Give it two positional parameters: the original arguments (a dict) and the stored result.",
+                    f"The compensation mapping of tool {tool.name!r} cannot be called as mapping(arguments, result)"
+                    + (
+                        " and return the arguments: it is async, so it returns a coroutine and every rollback fails."
+                        if is_async_callable(tool.compensation_mapping)
+                        else "."
+                    ),
+                    hint="Give it two positional parameters: the original arguments (a dict) and the stored result; "
+                    "define it with def, not async def.",
                     obj=tool.name,
                     id="toolhub.E102",
                 )
@@ -75,7 +82,7 @@ def check_compensations(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
 
 
 def _accepts_two_arguments(mapping: Any) -> bool:
-    if not callable(mapping):
+    if not callable(mapping) or is_async_callable(mapping):
         return False
     try:
         inspect.signature(mapping).bind({}, None)

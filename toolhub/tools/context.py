@@ -1,16 +1,31 @@
 """ToolContext: immutable out-of-band values a tool receives but the model never sees or sets."""
 
+import re
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["ToolContext", "RESERVED_CONTEXT_KEYS"]
+from toolhub.tools.tenant_arguments import is_tenant_argument
+
+__all__ = ["ToolContext", "RESERVED_CONTEXT_KEYS", "context_key_named"]
 
 #: Keys only the boundary (the authenticated request, the pipeline) may set; ``compensates`` names the step a
 #: saga's compensation undoes (``toolhub.sagas.compensating``), so a tool may trust it marks a compensation.
 RESERVED_CONTEXT_KEYS = frozenset(
     {"tenant", "user", "user_id", "run_id", "loop_id", "call_id", "idempotency_key", "agent", "saga_id", "compensates"}
 )
+
+
+#: The spellings (case and separators ignored) a developer reads as the caller's context: the reserved keys,
+#: tenants aside (a tenant argument must name the caller's own), and ``ctx``, the context parameter's usual name.
+_CONTEXT_NAMES = {
+    re.sub(r"[^a-z0-9]", "", key): key for key in (*RESERVED_CONTEXT_KEYS, "ctx") if not is_tenant_argument(key)
+}
+
+
+def context_key_named(name: str) -> str | None:
+    """The context key (or ``ctx``) an argument name spells, case and separators ignored: ``userId`` -> ``user_id``."""
+    return _CONTEXT_NAMES.get(re.sub(r"[^a-z0-9]", "", name.casefold()))
 
 
 class ToolContext(Mapping[str, Any]):
