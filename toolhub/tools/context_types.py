@@ -35,7 +35,7 @@ from typing import Any, TypeVar, overload
 from pydantic import TypeAdapter, ValidationError
 
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
-from toolhub.tools.context import ToolContext
+from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 from toolhub.tools.progress import Progress
 
 __all__ = [
@@ -118,6 +118,13 @@ def register_context_type(
         if factory is not None and not callable(factory):
             raise ToolDefinitionError(f"register_context_type({klass.__qualname__}): factory must be callable.")
         spec = ContextTypeSpec(klass, key or _snake(klass.__name__), factory)
+        if spec.key in RESERVED_CONTEXT_KEYS and factory is None:
+            raise ToolDefinitionError(
+                f"register_context_type({klass.__qualname__}): its key {spec.key!r} is a context key toolhub sets "
+                f"itself (a plain value, e.g. the caller's {spec.key}), so no {klass.__qualname__} could be built from "
+                "it and every call of a tool taking one would fail. Pass key='...' naming a context key of your own, "
+                "or factory=lambda ctx: ... building it from the context."
+            )
         with _lock:
             existing = _registry.get(klass)
             if existing is not None and existing != spec:
