@@ -29,7 +29,8 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.context import context_key_named
 from toolhub.tools.context_types import is_context_type
-from toolhub.tools.definition import Tool, is_async_callable
+from toolhub.tools.definition import Tool
+from toolhub.tools.definition_rules import is_async_callable
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 from toolhub.tools.typechecks import context_type_exposures

@@ -7,7 +7,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.sagas.mapping import sensitive_parameters_copied, unmatched_parameters
-from toolhub.tools.definition import is_async_callable
+from toolhub.tools.definition_rules import is_async_callable
 from toolhub.tools.registry import registry
 
 __all__ = ["check_compensations"]

@@ -2,15 +2,15 @@
 
 A ``Tool`` holds what the pipeline and the model need to know of a tool (name, description, risk,
 options) and an ``Inputs`` strategy (``toolhub.tools.inputs``) that gives its schema, validates its
-arguments and binds them to the handler. Its factories read their sources in
-``toolhub.tools.factories`` and their options in ``toolhub.tools.options``.
+arguments and binds them to the handler. The rules a definition must keep are in
+``toolhub.tools.definition_rules``; the factories read their sources in ``toolhub.tools.factories`` and
+their options in ``toolhub.tools.options``.
 """
 
 import dataclasses
 import hashlib
 import inspect
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from types import MappingProxyType
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
 from toolhub.tools.context import ToolContext
+from toolhub.tools.definition_rules import TOOL_ATTRIBUTE, refuse_invalid
 from toolhub.tools.factories import checked_output, external_fields, fields_of_function, mapping_fields
 from toolhub.tools.inputs import Inputs, ModelInputs, SignatureInputs
 from toolhub.tools.options import (
@@ -40,7 +41,6 @@ from toolhub.tools.results import ToolResult
 from toolhub.tools.specs import InjectedParameter, ParameterSpec
 from toolhub.tools.strict import strict_schema
 from toolhub.tools.timeouts import await_with_timeout, call_with_timeout
-from toolhub.tools.typechecks import secret_typed
 
 __all__ = [
     "ApprovalRule",
@@ -53,11 +53,8 @@ __all__ = [
     "TOOL_OPTIONS",
     "ToolOptions",
     "FunctionToolOptions",
-    "is_async_callable",
 ]
 
-TOOL_ATTRIBUTE = "__toolhub_tool__"
-_NAME_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]{0,63}$")
 _APPROVAL_IDENTITY = {None: "auto", True: "always", False: "never"}
 
 
@@ -114,20 +111,6 @@ class Compensation:
         self._frozen = True
 
 
-def is_async_callable(handler: Any) -> bool:
-    """Whether calling ``handler`` gives a coroutine (it would run on an event loop of its own)."""
-    call = type(handler).__call__ if not inspect.isroutine(handler) else None
-    return inspect.iscoroutinefunction(handler) or (call is not None and inspect.iscoroutinefunction(call))
-
-
-def _is_generator(handler: Any) -> bool:
-    """Whether calling ``handler`` gives a generator (sync or async) rather than the call's result."""
-    call = type(handler).__call__ if not inspect.isroutine(handler) else None
-    return any(
-        inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) for fn in (handler, call) if fn is not None
-    )
-
-
 def _name_of(target: Any) -> str | None:
     if isinstance(target, str):
         return target or None
@@ -177,67 +160,7 @@ class Tool:
     risk_declared: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME_PATTERN.fullmatch(self.name):
-            raise ToolDefinitionError(
-                f"Tool name {self.name!r} is not valid: use letters, digits, '_' or '-', starting with a "
-                "letter, at most 64 characters."
-            )
-        if not isinstance(self.description, str) or not self.description.strip():
-            raise ToolDefinitionError(f"Tool {self.name!r} has no description: add a docstring or pass description=...")
-        if self.inputs.is_external:
-            if self.handler is not None:
-                raise ToolDefinitionError(f"Tool {self.name!r}: an external tool has no handler.")
-        elif not callable(self.handler):
-            raise ToolDefinitionError(f"Tool {self.name!r}: its handler {self.handler!r} is not callable.")
-        elif _is_generator(self.handler):
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: its function is a generator (it yields), so a call returns before its body "
-                "runs: the body would run while the result is stored, past the time limit (an async generator's "
-                "calls all fail). Return the values (e.g. a list); report progress with a progress: Progress parameter."
-            )
-        unknown = set(self.sensitive) - self.inputs.argument_names() - set(self.presets)
-        if unknown:
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: sensitive names {sorted(unknown)} are not parameters of it."
-            )
-        shown = sorted(
-            name
-            for name, default in self.inputs.published_defaults().items()
-            if name in self.sensitive and default not in (None, "")
-        )
-        if shown:
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}, parameter {shown[0]!r}: it is sensitive, but its default is published in the "
-                "tool's schema, which every model, API client and export reads. Give it no default (or None, or ''); "
-                f"for a fixed secret the model never chooses, use presets={{{shown[0]!r}: Secret('SETTING_NAME')}}."
-            )
-        secrets = secret_typed(self.inputs.parameters)
-        if secrets:
-            parameter, secret = secrets[0]
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}, parameter {parameter!r}: a pydantic {secret.__name__} is stored as its mask "
-                "'**********', so a worker would run the call with the mask, not the value. Type the secret as its "
-                f"plain value (str) and name the parameter in sensitive=({parameter!r},): toolhub then shows it "
-                "nowhere and replaces it by [secret] in whatever the tool outputs."
-            )
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float) or not self.timeout > 0
-        ):
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: timeout must be a positive number of seconds, not {self.timeout!r}."
-            )
-        if not isinstance(self.atomic, bool):
-            raise ToolDefinitionError(f"Tool {self.name!r}: atomic must be True or False, not {self.atomic!r}.")
-        if self.atomic and (self.is_external or is_async_callable(self.handler)):
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: atomic=True is for synchronous Python tools whose effects are writes to "
-                "toolhub's database (they commit with the call's outcome); an external or async tool cannot be atomic."
-            )
-        if self.advice and not self.one_shot_per_loop:
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: advice= is what a one-shot tool answers when called again; "
-                "it needs one_shot_per_loop=True."
-            )
+        refuse_invalid(self)
         target = self.compensation.target
         if target == "" or (target is not None and not (isinstance(target, str | Tool) or callable(target))):
             raise ToolDefinitionError(
