@@ -8,6 +8,7 @@ inserts the events and moves the head's hash.
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -92,6 +93,7 @@ def call_transition(
     checked_stamp: int | None = None,
     decided_stamp: int | None = None,
     attempt: int | None = None,
+    lease_expired_by: datetime | None = None,
     writes: Sequence[Write] = (),
     refresh: bool = False,
     also_returned: Sequence[str] = (),
@@ -105,7 +107,9 @@ def call_transition(
     ``checked_stamp``: move only while the governance stamp is still this one (``call.governance_moved`` is set
     when a change committed while the move waited for its locks: check again before acting); ``decided_stamp``:
     the stamp of a decision the move does not check, for ``governance_moved`` alone. ``attempt``: only while the
-    call is still in this attempt (the claim of the worker that ran it, not a later one's). ``writes``: rows of
+    call is still in this attempt (the claim of the worker that ran it, not a later one's); ``lease_expired_by``: only
+    while the claim's lease ended before this time (a batch's handed-back call is claimed again under the same
+    attempt number, and that live claim's lease lies ahead). ``writes``: rows of
     the same decision (an operator's decision row), written in the same statement whether or not the call moves.
     ``refresh`` (PostgreSQL): every field of ``call`` is set from the moved row, returned by the same statement,
     for a writer that holds only the columns its events hash (the move is also guarded by them: they are
@@ -120,7 +124,7 @@ def call_transition(
         to=to,
         allowed_from=allowed_from,
         values=values,
-        condition=_conditions(checked_stamp, attempt, call if refresh else None),
+        condition=_conditions(checked_stamp, attempt, call if refresh else None, lease_expired_by),
     )
     previous = {name: getattr(call, name) for name in values}
     for name, value in values.items():
@@ -160,12 +164,16 @@ def call_transition(
 
 
 def _conditions(
-    checked_stamp: int | None, attempt: int | None, hashed: ToolCall | None = None
+    checked_stamp: int | None,
+    attempt: int | None,
+    hashed: ToolCall | None = None,
+    lease_expired_by: datetime | None = None,
 ) -> tuple[str, list[Any]] | None:
-    """The guarded UPDATE's extra conditions: the governance stamp, the attempt, the columns events hash.
+    """The guarded UPDATE's extra conditions: the governance stamp, the attempt, the columns events hash, the lease.
 
     ``checked_stamp``: the governance stamp checked; ``attempt``: the attempt that holds the claim; ``hashed``:
-    the row still holds the columns its events are hashed with, as ``hashed`` has them.
+    the row still holds the columns its events are hashed with, as ``hashed`` has them; ``lease_expired_by``: the
+    claim's lease ended before this time.
     """
     sql, params = [], []
     if checked_stamp is not None:
@@ -174,6 +182,10 @@ def _conditions(
     if attempt is not None:
         sql.append(f'"{ToolCall._meta.get_field("attempts").column}" = %s')
         params.append(attempt)
+    if lease_expired_by is not None:
+        lease = ToolCall._meta.get_field("lease_expires_at")
+        sql.append(f'"{lease.column}" < %s')
+        params.append(lease.get_db_prep_value(lease_expired_by, transaction.get_connection()))
     if hashed is not None:
         sql.append(_HASHED_COLUMNS_UNCHANGED)
         params.extend([hashed.tool_name, hashed.tenant, hashed.run_id])

@@ -38,8 +38,9 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
     """Settle calls whose worker vanished: idempotent and atomic ones are queued again, the others need attention.
 
     A late outcome of the lost attempt is refused (outcomes are written only by the attempt that holds the
-    claim), and an atomic tool's effects roll back with it. Each move is of the attempt read as expired: a
-    call queued again and claimed meanwhile (a later attempt, by another sweep) is left to its worker.
+    claim), and an atomic tool's effects roll back with it. Each move is of the claim read as expired, its attempt
+    with its lease still ended: a call queued again and claimed meanwhile (a later attempt, by another sweep; or
+    the same attempt number, after a batch handed it back unstarted) is left to its worker.
     """
     now = timezone.now()
     counts = {"requeued": 0, "needs_attention": 0}
@@ -53,6 +54,7 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                     to=CallStatus.QUEUED,
                     allowed_from={CallStatus.RUNNING},
                     attempt=call.attempts,
+                    lease_expired_by=now,
                     actor="reconciler",
                     data={"reason": f"lease expired; {kind} tool is retried", "attempt": call.attempts},
                     queued_at=now,
@@ -65,6 +67,7 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                 to=CallStatus.NEEDS_ATTENTION,
                 allowed_from={CallStatus.RUNNING},
                 attempt=call.attempts,
+                lease_expired_by=now,
                 actor="reconciler",
                 data={"reason": "lease expired while running; outcome unknown", "attempt": call.attempts},
                 error=(

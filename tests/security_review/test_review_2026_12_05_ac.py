@@ -1,0 +1,142 @@
+"""Review of 2026-12-05 (ac): races on PostgreSQL with real concurrent connections.
+
+Each test forces one interleaving deterministically (a function wrapped to wait on an Event, a row or chain
+head held by another session, ``pg_races``) and fails on the reviewed code; its docstring says what was found
+("Found: ...") and what is expected ("Expect: ...").
+"""
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Annotated, Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from tests.helpers import principal_for
+from tests.security_review.pg_races import in_thread
+from tests.testapp.models import SideEffect
+from toolhub import Param, Risk, ToolContext, pipeline, registry, tool
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _queued(user: User, tool_name: str, arguments: dict[str, Any]) -> ToolCall:
+    """A call of ``user`` in acme, queued for a worker (no message is sent: the test delivers it)."""
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name=tool_name,
+            arguments=arguments,
+            principal=principal_for(user, tenant="acme"),
+            context=ToolContext({}),
+        )
+    )
+    call.refresh_from_db()
+    assert call.status == CallStatus.QUEUED, call.status
+    return call
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls are queued for workers the test drives by hand: no task message is sent, no eager run."""
+    from toolhub import execution, sweeper
+    from toolhub.celery import app
+
+    for module in (pipeline, execution, sweeper):
+        monkeypatch.setattr(module, "dispatch_call", lambda call: None)
+    app.conf.task_always_eager = False  # restored by the _celery_mode fixture
+
+
+_gate: dict[str, threading.Event] = {}
+
+
+@tool(risk=Risk.LOW)
+def review_ac_gated(label: Annotated[str, Param("Which call this is.")], ctx: ToolContext) -> dict:
+    """Signal that it runs, wait until the test lets it go, then record its effect (not idempotent)."""
+    _gate["running"].set()
+    assert _gate["go"].wait(30), "the test never let the gated tool go"
+    SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="review_ac_gated", note=label)
+    return {"label": label}
+
+
+@pytest.fixture
+def gated() -> Iterator[dict[str, threading.Event]]:
+    _gate.update(running=threading.Event(), go=threading.Event())
+    with registry.temporarily(review_ac_gated):
+        yield _gate
+    _gate.clear()
+
+
+def _paused(real: Callable[..., Any], thread_name: str) -> tuple[Callable[..., Any], threading.Event, threading.Event]:
+    """``real``, made to stop before it acts when called on thread ``thread_name``, until the test lets it go."""
+    reached, go_on = threading.Event(), threading.Event()
+
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == thread_name:
+            reached.set()
+            assert go_on.wait(30), "the test never let the paused call go on"
+        return real(*args, **kwargs)
+
+    return paused, reached, go_on
+
+
+# --- a batch's handed-back call and a stale reconciler -------------------------------------------------------------
+
+
+def test_a_stale_reconciler_does_not_take_a_live_claim_after_a_batch_handed_the_call_back(
+    alice: User, workers: None, gated: dict[str, threading.Event], settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: a batch worker hands back a claimed call it has no time left for (``execution._hand_back``) with
+    ``attempts=call.attempts - 1``, so the next claim takes the *same* attempt number again. The reconciler's
+    move is guarded by the attempt it read as expired (``sweeper.calls_reconcile_expired_leases``, the fix of probe
+    p), which now names the later, live claim as well: a sweep that read the batch's expired claim of record_effect,
+    then moved it after the hand-back and worker B's claim, sent B's live attempt to ``needs_attention`` while B
+    ran it (B's outcome then refused: the effect happened, the call reads "outcome unknown").
+    Expect: the stale move misses; B keeps its claim (running, worker B) and records its outcome.
+    """
+    from toolhub import sweeper
+    from toolhub.claims import tool_calls_claim
+    from toolhub.execution import tool_call_execute
+    from toolhub.signals import running_after_task
+
+    settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "WORKER_CLAIM_BATCH": 2}
+    first = _queued(alice, "review_ac_gated", {"label": "first"})
+    later = _queued(alice, "record_effect", {"note": "later"})
+
+    def batch_worker() -> Any:
+        with running_after_task(seconds=5):  # the task's time limit is near: no time for a second call
+            return tool_call_execute(call_id=first.id, worker="A")
+
+    worker_a, a_result = in_thread(batch_worker, name="worker-A")
+    assert gated["running"].wait(10), "worker A did not start its batch"
+    claimed = ToolCall.objects.get(pk=later.pk)
+    assert (claimed.status, claimed.worker, claimed.attempts) == (CallStatus.RUNNING, "A", 1)
+
+    # A stalls on its first call until the batch's claim of the later call has expired
+    ToolCall.objects.filter(pk=later.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    paused, read, go_on = _paused(sweeper.call_transition, "stale-sweep")
+    monkeypatch.setattr(sweeper, "call_transition", paused)
+    stale, sweep_result = in_thread(sweeper.calls_reconcile_expired_leases, name="stale-sweep")
+    assert read.wait(10), "the sweep did not pause between its read and its move"
+
+    # A goes on, finds no time for the later call and hands it back; worker B claims it
+    gated["go"].set()
+    worker_a.join(30)
+    assert not isinstance(a_result[0], BaseException), a_result
+    assert ToolCall.objects.get(pk=later.pk).status == CallStatus.QUEUED
+    assert tool_calls_claim(call_id=later.id, worker="B", limit=1)
+
+    go_on.set()
+    stale.join(30)
+    assert not isinstance(sweep_result[0], BaseException), sweep_result
+
+    after = ToolCall.objects.get(pk=later.pk)
+    assert (after.status, after.worker) == (CallStatus.RUNNING, "B"), (
+        f"the stale sweep took B's live claim: now {after.status} ({after.error})"
+    )
