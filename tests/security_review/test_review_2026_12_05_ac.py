@@ -140,3 +140,63 @@ def test_a_stale_reconciler_does_not_take_a_live_claim_after_a_batch_handed_the_
     assert (after.status, after.worker) == (CallStatus.RUNNING, "B"), (
         f"the stale sweep took B's live claim: now {after.status} ({after.error})"
     )
+
+
+# --- a rollback and a step whose outcome becomes unknown after it ---------------------------------------------------
+
+
+def _saga_step(user: User, label: str, saga_id: str) -> ToolCall:
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name="saga_step",
+            arguments={"label": label},
+            principal=principal_for(user, tenant="acme"),
+            context=ToolContext({}),
+            saga_id=saga_id,
+        )
+    )
+    call.refresh_from_db()
+    return call
+
+
+def test_a_step_whose_worker_died_after_the_rollback_was_asked_is_held_for_an_operator(
+    alice: User, workers: None
+) -> None:
+    """Found: a rollback holds for an operator the steps whose outcome is unknown (``hold_unknown_steps``: their
+    call needs attention) and compensates a step that succeeds after it was asked (``plan_compensation``'s
+    ``late_for``). A step still running when the rollback is asked, whose worker then dies, reaches
+    ``needs_attention`` through the reconciler after the rollback: ``saga_call_settled`` follows only succeeded and
+    failed steps, so it is never held. The saga reads ``compensated`` and the rollback's note names flight alone,
+    while saga_step may have done its effect (here it did): nobody is asked to look at it. Had the worker died a
+    moment before the rollback, the step would have been held.
+    Expect: as when the step's outcome was unknown before the rollback, its compensation is held under that
+    rollback and the saga needs attention.
+    """
+    from toolhub.claims import tool_calls_claim
+    from toolhub.execution import tool_call_execute
+    from toolhub.sagas.models import Compensation, CompensationStatus, Saga
+    from toolhub.sagas.services import saga_rollback_on_demand
+    from toolhub.sweeper import calls_reconcile_expired_leases
+
+    flight = _saga_step(alice, "flight", "trip-ac")
+    assert tool_call_execute(call_id=flight.id, worker="w1") is not None
+    hotel = _saga_step(alice, "hotel", "trip-ac")
+    assert tool_calls_claim(call_id=hotel.id, worker="dies", limit=1)  # hotel's worker works on it ...
+
+    # ... when alice rolls the saga back; flight's compensation runs
+    saga_rollback_on_demand(saga_key="trip-ac", tenant="acme", actor="user:alice")
+    undo = Compensation.objects.get(step_call=flight)
+    assert tool_call_execute(call_id=undo.call_id, worker="w1") is not None
+    assert Compensation.objects.get(step_call=flight).status == CompensationStatus.SUCCEEDED
+
+    # then hotel's worker turns out dead: its lease expires and the reconciler finds its outcome unknown
+    ToolCall.objects.filter(pk=hotel.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert calls_reconcile_expired_leases()["needs_attention"] == 1
+
+    saga = Saga.objects.get(key="trip-ac", tenant="acme")
+    held = Compensation.objects.filter(step_call=hotel).first()
+    assert held is not None and held.status == CompensationStatus.HELD, (
+        f"hotel's unknown outcome is held for nobody; the saga reads {saga.status}"
+    )
+    assert held.rollback_id == undo.rollback_id
+    assert saga.status == "needs_attention"

@@ -113,7 +113,7 @@ def saga_call_settled(*, call_id: uuid.UUID) -> None:
         return
     if not saga_key_of(call):
         return
-    if call.status == CallStatus.SUCCEEDED:
+    if call.status in (CallStatus.SUCCEEDED, CallStatus.NEEDS_ATTENTION):
         saga_record_step(call=call)
     elif call.status == CallStatus.FAILED and call.run_id is None and call.saga_id:
         # Direct calls sharing a saga id: a failed step undoes the completed ones, as in a run whose agent
@@ -128,19 +128,32 @@ def saga_call_settled(*, call_id: uuid.UUID) -> None:
 
 
 def saga_record_step(*, call: ToolCall, actor: str = SAGA_ACTOR) -> Compensation | None:
-    """Record a succeeded compensable call as the saga's next step; a no-op for anything else or a second time."""
+    """Record a settled compensable call as the saga's step; a no-op for anything else or a second time.
+
+    A succeeded call is the saga's next step (compensated at once by a rollback asked for after it was).
+    A call whose outcome became unknown (its worker died: ``needs_attention``) after a rollback was asked for
+    is held under that rollback for an operator, as the rollback held the steps already unknown; before any
+    rollback it waits for one (``hold_unknown_steps``).
+    """
     tool = registry.get(call.tool_name)
     key = saga_key_of(call)
     if tool is None or not tool.compensate_with or not key or call.kind not in STEP_KINDS:
         return None
-    if call.status != CallStatus.SUCCEEDED:
+    if call.status not in (CallStatus.SUCCEEDED, CallStatus.NEEDS_ATTENTION):
         return None
+    unknown = call.status == CallStatus.NEEDS_ATTENTION
     with transaction.atomic():
-        saga = locked_saga(key=key, run_id=call.run_id, tenant=call.tenant, actor=actor)
+        if unknown:
+            # Locked first, so that a rollback being asked for now is seen (or sees this call) once committed.
+            saga = Saga.objects.select_for_update().filter(key=key, tenant=call.tenant).first()
+            if saga is None or not saga.rollbacks.filter(requested_at__gt=call.created_at).exists():
+                return None
+        else:
+            saga = locked_saga(key=key, run_id=call.run_id, tenant=call.tenant, actor=actor)
         existing = Compensation.objects.filter(step_call_id=call.id).first()
         if existing is not None:
             return existing
-        compensation = plan_compensation(saga, call, actor=actor)
+        compensation = plan_compensation(saga, call, actor=actor, status=CompensationStatus.HELD if unknown else None)
         if compensation.status == CompensationStatus.PENDING:
             advance(saga, actor)
         refresh_status(saga, actor)
