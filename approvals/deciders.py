@@ -12,12 +12,14 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from approvals.models import ApprovalRequest, DecisionKind
 from toolhub.exceptions import NotInTenantError
-from toolhub.tenancy import require_tenant
+from toolhub.governance import governance_cached
+from toolhub.tenancy import require_tenant, tenant_scope
 
 __all__ = [
     "DECIDE_PERMISSION",
     "ApproverStanding",
     "approval_may_decide",
+    "decider_as_now",
     "RoundStanding",
     "approvals_in_round",
     "round_standing",
@@ -46,6 +48,27 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
             return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+def decider_as_now(user: AbstractBaseUser) -> AbstractBaseUser | None:
+    """``user`` as the current governance has them, to judge their decision with (``None``: no such user now).
+
+    A decision judges its decider once the request is locked, which it may have waited for; the object an HTTP
+    request brought holds its active flag from the request's start and memoized its tenants and permissions when the
+    view looked the request up. Memberships, groups, permissions and the active and superuser bits are governance
+    tables, so the fresh instance is kept per process until the next change (the caller's ``governance_scope``
+    holds the stamp read after the lock): nothing is read while nothing changed. Shared by threads, it is only
+    read: its permissions and tenants are memoized before it is handed out. Names still come from ``user``.
+    """
+
+    def load() -> AbstractBaseUser | None:
+        fresh = get_user_model().objects.filter(pk=user.pk).first()
+        if fresh is not None:
+            fresh.has_perm(DECIDE_PERMISSION)  # memoizes every permission of theirs (none when inactive)
+            tenant_scope(fresh)
+        return fresh
+
+    return governance_cached(("approval_decider", user.pk), load)
 
 
 def _group_ids(user: AbstractBaseUser) -> set[int]:

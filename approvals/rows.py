@@ -10,6 +10,7 @@ import functools
 from django.db import connection
 
 from approvals.models import ApprovalDecision, ApprovalRequest
+from toolhub.governance import GOVERNANCE_STAMP_SQL
 from toolhub.models import ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
@@ -36,11 +37,18 @@ def locked_request(request_id: int) -> ApprovalRequest:
     return request
 
 
-def request_decisions(request: ApprovalRequest) -> Decisions:
-    """Every decision of ``request``, oldest first (the model's ordering)."""
+def request_decisions(request: ApprovalRequest) -> tuple[Decisions, int | None]:
+    """Every decision of ``request``, oldest first (the model's ordering), and the governance stamp as they were read.
+
+    Read after the request's lock, which the decision may have waited for: the stamp is current for judging the
+    decider (``approvals.deciders.decider_as_now``), at no round trip of its own.
+    """
     with prepared_cursor(connection) as cursor:
         cursor.execute(_decisions_sql(), [request.pk])
-        return [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row)) for row in cursor.fetchall()]  # type: ignore[misc]
+        rows = cursor.fetchall()
+    stamp = rows[0][0] if rows else None
+    decisions = [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row[1:])) for row in rows if row[1] is not None]
+    return decisions, stamp  # type: ignore[return-value]
 
 
 @functools.cache
@@ -57,10 +65,13 @@ def _locked_request_sql() -> str:
 
 @functools.cache
 def _decisions_sql() -> str:
+    """The decisions, each row led by the governance stamp; one row of the stamp alone when there are none."""
     q = connection.ops.quote_name
-    columns = ", ".join(q(ApprovalDecision._meta.get_field(name).column) for name in _DECISION_FIELDS)
+    columns = ", ".join(f"d.{q(ApprovalDecision._meta.get_field(name).column)}" for name in _DECISION_FIELDS)
     return (
-        f"SELECT {columns} FROM {q(ApprovalDecision._meta.db_table)} "
-        f"WHERE {q(ApprovalDecision._meta.get_field('request').column)} = %s "
-        f"ORDER BY {q(ApprovalDecision._meta.get_field('created_at').column)}, {q(ApprovalDecision._meta.pk.column)}"
+        f"SELECT {GOVERNANCE_STAMP_SQL}, {columns} FROM (SELECT 1 AS one) AS o "
+        f"LEFT JOIN {q(ApprovalDecision._meta.db_table)} d "
+        f"ON d.{q(ApprovalDecision._meta.get_field('request').column)} = %s "
+        f"ORDER BY d.{q(ApprovalDecision._meta.get_field('created_at').column)}, "
+        f"d.{q(ApprovalDecision._meta.pk.column)}"
     )

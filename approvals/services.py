@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import signals
-from approvals.deciders import ApproverStanding, approval_may_decide
+from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now
 from approvals.editing import EditedVersion, edited_version
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import Decisions, locked_request, request_decisions
@@ -29,7 +29,9 @@ from toolhub.exceptions import (
     ApprovalError,
     ArgumentsChangedError,
     DecisionNotAllowedError,
+    NotInTenantError,
 )
+from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
@@ -157,8 +159,28 @@ def _decide_in_transaction(
 ) -> ApprovalRequest:
     # The row lock makes concurrent deciders queue; the checks below then see the latest round and version.
     request = locked_request(request_id)
+    # Every decision of the request, read once (the checks and the count below work on this list), with the
+    # governance stamp after the lock: the decider is judged as they are now, not as when their request began.
+    decisions, stamp = request_decisions(request)
+    with governance_scope(stamp=stamp):
+        return _decided(request, decisions, user, kind, comment, arguments, seen)
+
+
+def _decided(
+    request: ApprovalRequest,
+    decisions: Decisions,
+    user: AbstractBaseUser,
+    kind: DecisionKind,
+    comment: str,
+    arguments: Mapping[str, Any] | None,
+    seen: tuple[int | None, str | None],
+) -> ApprovalRequest:
+    """Decide the locked ``request`` for ``user``, under the governance read after its lock."""
     # Who may decide is answered before the state, so that a user without the right learns nothing of it.
-    refusal = approval_may_decide(request, user)
+    decider = decider_as_now(user)
+    if decider is None:
+        raise NotInTenantError("No such record among your tenants.")
+    refusal = approval_may_decide(request, decider)
     if refusal:
         raise DecisionNotAllowedError(refusal)
     if request.status != ApprovalStatus.PENDING:
@@ -174,8 +196,6 @@ def _decide_in_transaction(
         _reject(request, user, comment)
         return request
 
-    # Every decision of the request, read once: the checks and the count below work on this list.
-    decisions = request_decisions(request)
     _check_seen_version(request, decisions, *seen)
     edited = edited_version(request, arguments) if arguments is not None else None
     if edited is None:

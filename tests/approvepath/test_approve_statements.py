@@ -18,11 +18,12 @@ from toolhub.models import AuditEvent, CallStatus
 pytestmark = pytest.mark.django_db
 
 #: Before: 22 (three decisions queries, two audit appends of three statements each, two savepoints).
-#: Now: the request row, the decider's permissions and tenants (3), one decisions query, the decision,
-#: the request, the call, one audit append (3), and the test's own savepoint and release.
-APPROVE_STATEMENTS = 13
-#: On PostgreSQL the decision, the request, the call and the append are one statement: 8 in all.
-APPROVE_STATEMENTS_POSTGRESQL = 8
+#: Now: the request row, one decisions query (with the governance stamp), the decider as they are now: their row,
+#: permissions and tenants (4, then kept until a governance change), the decision, the request, the call, one
+#: audit append (3), and the test's own savepoint and release.
+APPROVE_STATEMENTS = 14
+#: On PostgreSQL the decision, the request, the call and the append are one statement: 9 in all.
+APPROVE_STATEMENTS_POSTGRESQL = 9
 #: Each earlier approval of the round is counted only while its giver may still decide: their row and their
 #: groups (one prefetch for every approver), their permissions (2) and their tenants, read once per approver
 #: (``approvals.deciders.ApproverStanding``).

@@ -10,15 +10,18 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Annotated, Any
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from tests.helpers import principal_for
-from tests.security_review.pg_races import in_thread
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
+from tests.helpers import RequestCall, assert_audit_intact, principal_for
+from tests.security_review.conftest import client_for
+from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
 from tests.testapp.models import SideEffect
 from toolhub import Param, Risk, ToolContext, pipeline, registry, tool
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, TenantMembership, ToolCall, ToolDefinition
 from toolhub.pipeline import CallRequest, tool_call_request
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -200,3 +203,59 @@ def test_a_step_whose_worker_died_after_the_rollback_was_asked_is_held_for_an_op
     )
     assert held.rollback_id == undo.rollback_id
     assert saga.status == "needs_attention"
+
+
+# --- a decider whose standing ends while their decision waits for the request -----------------------------------
+
+
+def _held_for_two(request_call: RequestCall, user: User) -> ApprovalRequest:
+    """A call of ``user`` (acme) held for two approvers: risky_effect made critical."""
+    ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
+    call = request_call("risky_effect", {"note": "pay 5000"}, user, tenant="acme")
+    request = ApprovalRequest.objects.get(call=call)
+    assert (request.status, request.required_approvals) == (ApprovalStatus.PENDING, 2)
+    return request
+
+
+def test_an_approver_removed_from_the_tenant_while_their_approval_waits_for_the_request_does_not_release_it(
+    request_call: RequestCall, alice: User, operator: User, second_operator: User
+) -> None:
+    """Found: the decision service judges the decider (``approval_may_decide``) after locking the request, but with
+    the user object of the HTTP request: its tenants and permissions were memoized when the API looked the request
+    up (``approval_requests_visible_to``, before the lock), and its ``is_active`` is the row as the request began.
+    An operator removed from acme while their approval waits for the request's row lock (held by another decider,
+    the expiry sweep or a run's cancellation, themselves waiting for a busy chain head) is judged a member: their
+    approval is recorded and, with a colleague's, releases a critical call after they left; risky_effect runs.
+    (An earlier approval whose giver leaves no longer counts, ``ApproverStanding``; the decider's own did.)
+    Expect: the decider is judged as they are once the request is locked: refused (answered as a missing
+    request), nothing recorded, the call still held.
+    """
+    request = _held_for_two(request_call, alice)
+    first = client_for(operator).post(f"/api/v1/approvals/{request.pk}/approve/", {"round": 1}, format="json")
+    assert first.status_code == 200, first.content
+
+    locker = psycopg.connect(**dsn())  # another decision holds the request
+    locker.execute("SELECT id FROM approvals_approvalrequest WHERE id = %s FOR UPDATE", [request.pk])
+    try:
+        second, result = in_thread(
+            lambda: client_for(second_operator).post(
+                f"/api/v1/approvals/{request.pk}/approve/", {"round": 1}, format="json"
+            )
+        )
+        wait_for_lock_waiter("approvals_approvalrequest")
+        # while it waits, the second operator is removed from acme (committed)
+        TenantMembership.objects.filter(user=second_operator, tenant__slug="acme").delete()
+    finally:
+        locker.rollback()
+        locker.close()
+    second.join(30)
+    assert not second.is_alive()
+    response = result[0]
+    assert not isinstance(response, BaseException), response
+
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING, f"released by someone no longer in acme ({response.status_code})"
+    assert response.status_code in (403, 404), response.content
+    assert not ApprovalDecision.objects.filter(request=request, decided_by=second_operator).exists()
+    assert not SideEffect.objects.filter(tool="risky_effect").exists()
+    assert_audit_intact()
