@@ -1,8 +1,42 @@
 """Review of 2026-12-05 (ac): races on PostgreSQL with real concurrent connections.
 
-Each test forces one interleaving deterministically (a function wrapped to wait on an Event, a row or chain
-head held by another session, ``pg_races``) and fails on the reviewed code; its docstring says what was found
+Each test forces one interleaving deterministically (a function wrapped to wait on an Event, a row held by another
+session, ``pg_races``) and fails on the reviewed code (main at 066a32d); its docstring says what was found
 ("Found: ...") and what is expected ("Expect: ...").
+
+Findings:
+
+1. A batch worker hands a call it has no time for back with ``attempts - 1``, so the next claim reuses the attempt
+   number; a reconciler that read the batch's expired claim then moved the live one (``needs_attention`` while
+   worker B ran it). Fixed: the reconciler's move is also guarded by the lease it read as ended
+   (``call_transition(lease_expired_by=)``).
+2. A saga step still running when a rollback was asked for, whose worker then died, reached ``needs_attention``
+   after the rollback and was never held: the saga read ``compensated``. Fixed: ``saga_record_step`` holds such a
+   step under the rollback asked for after it, as ``hold_unknown_steps`` does for one unknown before.
+3. A decider removed from the tenant (or deactivated, or stripped of the permission) while their decision waited
+   for the request's row lock was judged with the standing their HTTP request memoized before the wait: their
+   approval released a critical call. Fixed: the decisions read after the lock carries the governance stamp, and
+   the decider is judged as they are under it (``approvals.deciders.decider_as_now``, a per-process cache kept
+   until the next governance change, so a warm decision reads nothing more; cold, one row more).
+
+Checked and found holding (no test here): approve racing reject, edit, expiry and a run's cancellation all
+serialise on the request's row lock, taken before the call's row and the chain head in every path (the run's
+cancellation locks run, requests, calls, then appends), so none deadlocks and exactly one outcome is written; a
+cancellation that waits for an approval finds the request approved and withdraws the queued call instead. An
+earlier approver whose standing is revoked while a colleague's approval is decided: the colleague's read of their
+standing and the revocation serialise as "decision first" (nothing the revocation reads is written by the
+decision), the release then stands. A grant revoked while a claim waits for the chain head (probes p and review c);
+a batch's later calls are re-checked under a stamp read when each runs (``stamp_checked`` only for a single
+claim). The claim's own window (committed, then the tool starts in the same process with the governance the claim
+checked) is what the README calls the check "when the call executes". Audit appends from 8 connections into one
+chain (200+ events, fresh chain, barrier-started): gapless, one head, ``verify_audit`` clean (the head is upserted
+in the statement that writes the events; ``ON CONFLICT`` serialises the first append). A late success of a step
+asked before a rollback is compensated by it (``plan_compensation``'s ``late_for``); a compensation's late outcome
+is applied once under the saga's lock (``apply_call_outcome`` checks the compensation still runs that call).
+
+Found, not fixed: an operator's new approval rule does not hold a call already queued (decided before it): the
+worker re-checks grants, the tool's enabled flag and the user's standing, not the approval policy. The README's
+"a changed rule applies to the very next call" is about calls asked for after it; now said explicitly there.
 """
 
 import threading
