@@ -6,7 +6,8 @@ from django.dispatch import receiver
 
 from approvals import signals
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import approval_request_create, approval_withdraw
+from approvals.services import approval_request_create
+from approvals.unanswered import approval_withdraw
 from toolhub.models import ToolCall
 from toolhub.policy import ApprovalVerdict
 from toolhub.signals import approval_needed, approval_withdrawing

@@ -16,10 +16,11 @@ from django.utils import timezone
 from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now
 from approvals.editing import EditedVersion, edited_version
-from approvals.models import APPROVAL_TRANSITIONS, ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import Decisions, locked_request, request_decisions
+from approvals.unanswered import expire_request
 from approvals.versions import arguments_diff, shown_diff
-from approvals.webhooks import webhook_enqueue
+from approvals.writes import decided_row, decision_row, notify
 from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
 from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_settings
@@ -35,18 +36,14 @@ from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
-from toolhub.rowwrite import insert_params, insert_sql
 from toolhub.storable import json_storage_problem
-from toolhub.transitions import guarded_save, guarded_update_sql
+from toolhub.transitions import guarded_save
 from toolhub.waiting import tool_call_refuse, tool_call_release
 
 __all__ = [
     "approval_request_create",
     "approval_approve",
     "approval_reject",
-    "approval_withdraw",
-    "approvals_expire_due",
-    "approvals_escalate_due",
 ]
 
 
@@ -99,7 +96,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         request.round += 1
         request.decided_at = None
         _reopen(request)
-    _notify(signals.approval_requested, request, "approval.requested")
+    notify(signals.approval_requested, request, "approval.requested")
     return request
 
 
@@ -186,7 +183,7 @@ def _decided(
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
     if request.expires_at <= timezone.now():
-        _expire(request)
+        expire_request(request)
         return request
     problem = json_storage_problem(comment, "the comment")
     if problem:
@@ -213,7 +210,7 @@ def _decided(
         _release(request, user, comment, event, decision)
     else:
         audit_call_events(request.call, [event], writes=[decision] if decision else [])
-        _notify(
+        notify(
             signals.approval_decided,
             request,
             "approval.partial",
@@ -290,7 +287,7 @@ def _approval(
     if confirms:
         data["confirms_own_approval"] = True
     # A confirmation adds no row: the person's approval of this round is on record once.
-    row = None if confirms else _decision_row(request, user, DecisionKind.APPROVE, comment)
+    row = None if confirms else decision_row(request, user, DecisionKind.APPROVE, comment)
     return EventSpec("approval.approve", _actor(user), data), row
 
 
@@ -314,7 +311,7 @@ def _edit(
     request.arguments_hash = approval_hash(call.tool_name, call.tool_version, request.arguments)
     request.save(update_fields=["arguments_hash"])
     diff = arguments_diff(request.tool_name, previous, request.arguments, version=call.tool_version)
-    decision = _decision_row(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
+    decision = decision_row(request, user, DecisionKind.EDIT, comment, edited_arguments=request.arguments, diff=diff)
     return EventSpec(
         "approval.edit",
         _actor(user),
@@ -334,42 +331,6 @@ def _edit(
     ), decision
 
 
-def _decision_row(
-    request: ApprovalRequest, user: AbstractBaseUser, kind: DecisionKind, comment: str, **extra: Any
-) -> Write:
-    """An operator's decision row, as a write that goes in the statement of the decision's audit event."""
-    decision = ApprovalDecision(
-        request=request,
-        decided_by=user,
-        decided_by_name=user.get_username(),
-        decision=kind,
-        comment=comment,
-        round=request.round,
-        arguments_hash=request.arguments_hash,
-        **extra,
-    )
-    return insert_sql(ApprovalDecision), insert_params(decision, transaction.get_connection())
-
-
-def _decided_row(request: ApprovalRequest, to: ApprovalStatus) -> Write:
-    """The request's guarded move to ``to``, decided now, as a write (``request`` shows it moved).
-
-    The request is locked since ``locked_request`` and was found pending, so the move cannot miss; if it
-    ever did, the write raises ``WriteMissedError`` and the decision's transaction keeps nothing.
-    """
-    now = timezone.now()
-    sql, params = guarded_update_sql(
-        ApprovalRequest,
-        request.pk,
-        table=APPROVAL_TRANSITIONS,
-        to=to,
-        allowed_from={request.status},
-        values={"decided_at": now},
-    )
-    request.status, request.decided_at = to, now
-    return sql, params
-
-
 def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
     """End the request and refuse its call: the decision's row, the request's move and the call's are one write."""
     username = user.get_username()
@@ -379,8 +340,8 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
         {"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
     )
     writes = [
-        _decision_row(request, user, DecisionKind.REJECT, comment),
-        _decided_row(request, ApprovalStatus.REJECTED),
+        decision_row(request, user, DecisionKind.REJECT, comment),
+        decided_row(request, ApprovalStatus.REJECTED),
     ]
     message = f"Rejected by operator: {comment}" if comment else "Rejected by operator (no comment given)."
     call = request.call
@@ -389,7 +350,7 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
     ):
         # The call left pending_approval some other way; the rejection is audited all the same.
         audit_call_event(call, rejected.event_type, actor=rejected.actor, data=rejected.data)
-    _notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
+    notify(signals.approval_decided, request, "approval.rejected", decision="rejected", by=username, comment=comment)
 
 
 def _release(
@@ -406,13 +367,13 @@ def _release(
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."
         )
-    writes = [*([decision] if decision else []), _decided_row(request, ApprovalStatus.APPROVED)]
+    writes = [*([decision] if decision else []), decided_row(request, ApprovalStatus.APPROVED)]
     edited = request.arguments if request.arguments != call.arguments else None
     if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided], writes=writes):
         # The call left pending_approval some other way; the decision is audited all the same.
         audit_call_event(call, decided.event_type, actor=decided.actor, data=decided.data)
     username = user.get_username()
-    _notify(signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment)
+    notify(signals.approval_decided, request, "approval.approved", decision="approved", by=username, comment=comment)
 
 
 def _actor(user: AbstractBaseUser) -> str:
@@ -423,79 +384,6 @@ def _reopen(request: ApprovalRequest) -> None:
     """Move a request (locked by the caller) back to pending through ``APPROVAL_TRANSITIONS``, saving every field."""
     if not guarded_save(request, table=APPROVAL_TRANSITIONS, to=ApprovalStatus.PENDING, allowed_from={request.status}):
         raise AlreadyDecidedError(f"This approval request is no longer {request.status}; nothing was changed.")
-
-
-def _expire(request: ApprovalRequest) -> None:
-    """End the request unanswered and refuse its call: the request's move and the call's are one write."""
-    tool_call_refuse(
-        call=request.call,
-        actor="expiry",
-        status=CallStatus.EXPIRED,
-        message="The approval request expired before an operator decided; the call was not executed.",
-        writes=[_decided_row(request, ApprovalStatus.EXPIRED)],
-    )
-    audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
-    _notify(signals.approval_expired, request, "approval.expired")
-
-
-def approval_withdraw(*, request_id: int, actor: str, reason: str) -> bool:
-    """Withdraw a pending request: the request and its call end ``cancelled``, in one write.
-
-    For the caller's transaction (``toolhub.waiting.tool_call_withdraw``, through ``approval_withdrawing``);
-    ``False`` when the request was decided meanwhile.
-    """
-    request = locked_request(request_id)
-    if request.status != ApprovalStatus.PENDING:
-        return False
-    withdrawn = EventSpec("approval.cancelled", actor, {"request": request.pk, "reason": reason})
-    tool_call_refuse(
-        call=request.call,
-        actor=actor,
-        status=CallStatus.CANCELLED,
-        message=f"Not executed: {reason}",
-        preceding=[withdrawn],
-        writes=[_decided_row(request, ApprovalStatus.CANCELLED)],
-    )
-    _notify(signals.approval_cancelled, request, "approval.cancelled", reason=reason)
-    return True
-
-
-def approvals_expire_due() -> int:
-    """Expire every pending request past its deadline; return how many."""
-    expired = 0
-    due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
-    for request_id in due.values_list("pk", flat=True)[:500]:
-        with transaction.atomic():
-            request = locked_request(request_id)
-            if request.status == ApprovalStatus.PENDING and request.expires_at <= timezone.now():
-                _expire(request)
-                expired += 1
-    return expired
-
-
-def approvals_escalate_due() -> int:
-    """Open waiting requests to their fallback approver group once their escalation time has come."""
-    escalated = 0
-    due = ApprovalRequest.objects.filter(
-        status=ApprovalStatus.PENDING, escalated_at__isnull=True, escalate_at__lte=timezone.now()
-    )
-    for request_id in due.values_list("pk", flat=True)[:500]:
-        with transaction.atomic():
-            request = locked_request(request_id)
-            if request.status != ApprovalStatus.PENDING or request.escalated_at is not None:
-                continue
-            request.escalated_at = timezone.now()
-            request.save(update_fields=["escalated_at"])
-            group_name = request.escalation_group.name if request.escalation_group else ""
-            audit_call_event(
-                request.call,
-                "approval.escalated",
-                actor="escalation",
-                data={"request": request.pk, "to_group": group_name},
-            )
-            _notify(signals.approval_escalated, request, "approval.escalated")
-            escalated += 1
-    return escalated
 
 
 def _governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
@@ -516,21 +404,3 @@ def _governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
 def _restricts(group: ToolGroup) -> bool:
     """Whether ``group`` limits who may approve its calls."""
     return bool(group.approver_group_id or group.approver_permission)
-
-
-def _notify(signal: Any, request: ApprovalRequest, event: str, **extra: Any) -> None:
-    """Send the signal after commit and queue the webhook notification in this transaction."""
-    payload = {
-        "request": request.pk,
-        "call": str(request.call_id),
-        "run": str(request.call.run_id) if request.call.run_id else None,
-        "tool": request.tool_name,
-        "status": request.status,
-        "reason": request.reason,
-        "tenant": request.tenant,
-        "round": request.round,
-        "arguments_hash": request.arguments_hash,
-        **extra,
-    }
-    webhook_enqueue(event=event, payload=payload)
-    transaction.on_commit(lambda: signal.send(sender=ApprovalRequest, request=request, **extra), robust=True)

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from approvals.notifications import approval_email_approvers
-from approvals.services import approvals_escalate_due, approvals_expire_due
+from approvals.unanswered import approvals_escalate_due, approvals_expire_due
 from approvals.webhooks import webhook_deliver, webhooks_dispatch_due
 
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.notifications import approval_email_approvers
-from approvals.services import approval_approve, approvals_escalate_due
+from approvals.services import approval_approve
+from approvals.unanswered import approvals_escalate_due
 from tests.approvals.conftest import Hold
 from toolhub.models import Tenant, TenantMembership, ToolGroup
 

@@ -208,13 +208,13 @@ def test_a_request_move_that_misses_rolls_the_whole_decision_back(
 
     request = hold("pay 5000")
     events_before = _events(request.call_id)
-    real = services._decided_row
+    real = services.decided_row
 
     def lost_race(*args: object) -> tuple[str, list[object]]:
         sql, params = real(*args)  # type: ignore[arg-type]
         return f"{sql} AND false", params
 
-    monkeypatch.setattr(services, "_decided_row", lost_race)
+    monkeypatch.setattr(services, "decided_row", lost_race)
 
     # when the operator approves, then it is refused and nothing of the decision is kept
     with pytest.raises(AlreadyDecidedError, match="nothing was changed"):

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from approvals import signals
 from approvals.models import ApprovalRequest, ApprovalRule, ApprovalStatus, DeliveryStatus, WebhookDelivery
-from approvals.services import approval_approve, approvals_escalate_due, approvals_expire_due
+from approvals.services import approval_approve
+from approvals.unanswered import approvals_escalate_due, approvals_expire_due
 from approvals.webhooks import webhook_deliver
 from tests.governance.conftest import parse
 from tests.testapp.models import SideEffect

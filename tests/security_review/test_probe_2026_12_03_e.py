@@ -426,7 +426,7 @@ def test_an_escalation_group_holding_globex_staff_mails_only_acmes_members(
 ) -> None:
     """A tool group whose approver and fallback groups are the global ``operators`` group (globex's operator
     is in it): the request and its escalation must still e-mail acme's members only."""
-    from approvals.services import approvals_escalate_due
+    from approvals.unanswered import approvals_escalate_due
     from toolhub.models import ToolGroup
 
     settings.TOOLHUB = {**settings.TOOLHUB, "APPROVAL_EMAILS": True}

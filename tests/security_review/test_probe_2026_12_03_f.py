@@ -39,7 +39,7 @@ from rest_framework.test import APIClient
 from agents_app.models import AgentRun, ModelProvider, RunStatus
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus
-from approvals.services import approvals_escalate_due
+from approvals.unanswered import approvals_escalate_due
 from demo.models import Order
 from tests.helpers import console
 from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - live_asgi is a fixture

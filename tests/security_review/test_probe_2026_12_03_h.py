@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from agents_app.models import AgentRun, RunStatus
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from approvals.services import approvals_expire_due
+from approvals.unanswered import approvals_expire_due
 from demo.models import Account
 from tests.helpers import RequestCall, assert_audit_intact
 from tests.security_review.conftest import client_for

@@ -36,7 +36,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.services import approval_approve, approvals_escalate_due
+from approvals.services import approval_approve
+from approvals.unanswered import approvals_escalate_due
 from tests.approvals.conftest import Hold, hold, third_operator  # noqa: F401 - fixtures
 from tests.helpers import console
 from toolhub.models import AuditEvent, ToolGroup

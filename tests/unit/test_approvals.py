@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, RunStatus
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.services import approval_approve, approval_reject, approvals_expire_due
+from approvals.services import approval_approve, approval_reject
+from approvals.unanswered import approvals_expire_due
 from tests.helpers import RequestCall, assert_audit_intact, event_types
 from tests.testapp.models import SideEffect
 from toolhub import registry, tool
