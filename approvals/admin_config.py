@@ -5,11 +5,12 @@ import json
 from django.contrib import admin
 
 from approvals.models import ApprovalRule, WebhookDelivery
-from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from approvals.rule_checks import rule_problems
+from toolhub.admin_helpers import ProblemsColumn, ReadOnlyMixin, TenantScopedAdmin, pretty_json
 
 
 @admin.register(ApprovalRule)
-class ApprovalRuleAdmin(TenantScopedAdmin, admin.ModelAdmin):
+class ApprovalRuleAdmin(ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
     """Operators' approval rules, evaluated by priority after the code's own rule.
 
     Tenant-scoped staff manage the rules of their tenants and read the global ones (bound to no
@@ -30,6 +31,7 @@ class ApprovalRuleAdmin(TenantScopedAdmin, admin.ModelAdmin):
         "condition",
         "required_approvals",
         "timeout_seconds",
+        "problems",
     )
     list_editable = ("enabled", "priority")
     list_filter = ("enabled", "min_risk", "tool_group", "tenant")
@@ -41,6 +43,10 @@ class ApprovalRuleAdmin(TenantScopedAdmin, admin.ModelAdmin):
         ("Condition on an argument (optional)", {"fields": ("argument", "operator", "value")}),
         ("What it asks for", {"fields": ("required_approvals", "timeout_seconds")}),
     )
+
+    def row_problems(self, obj: ApprovalRule) -> dict[str, str]:
+        """An enabled rule that can no longer match (saved before the code changed), as ``approvals.W001`` says."""
+        return rule_problems(obj) if obj.enabled else {}
 
     @admin.display(description="Condition")
     def condition(self, obj: ApprovalRule) -> str:

@@ -47,6 +47,19 @@ class ApprovalRule(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        """A rule that can never match holds nothing: refuse it where it is entered (``approvals.rule_checks``).
+
+        A disabled rule holds nothing either way: an operator may switch off a broken one; it is checked when enabled.
+        """
+        from django.core.exceptions import ValidationError
+
+        from approvals.rule_checks import rule_problems
+
+        problems = rule_problems(self) if self.enabled else {}
+        if problems:
+            raise ValidationError(problems)
+
 
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending"

@@ -24,6 +24,7 @@ from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
     CrossTenantOnly,
     FixedIdentity,
+    ProblemsColumn,
     ReadOnlyMixin,
     TenantScopedAdmin,
     admin_link,  # noqa: F401 - the apps' admins import them from here
@@ -159,13 +160,21 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
 
 @admin.register(ToolGroup)
-class ToolGroupAdmin(FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
+class ToolGroupAdmin(ProblemsColumn, FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
     """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add.
 
     Groups are shared by every tenant: only people who cross the tenant boundary change them.
     """
 
-    list_display = ("name", "provider", "active_by_default", "approver_group", "escalation_group", "members")
+    list_display = (
+        "name",
+        "provider",
+        "active_by_default",
+        "approver_group",
+        "escalation_group",
+        "members",
+        "problems",
+    )
     list_filter = ("active_by_default", "provider")
     search_fields = ("name", "description")
     list_select_related = ("approver_group", "escalation_group")
@@ -205,6 +214,9 @@ class ToolGroupAdmin(FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.
         # Each capability is a permission administrators give to users or Django groups.
         capability_permissions_ensure(obj.capabilities or [])
 
+    def row_problems(self, obj: ToolGroup) -> dict[str, str]:
+        return obj.reference_problems()
+
     @admin.display(description="Extra tools")
     def members(self, obj: ToolGroup) -> str:
         return ", ".join(obj.extra_tools or []) or "-"
@@ -216,7 +228,7 @@ class ToolGroupAdmin(FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.
 
 
 @admin.register(Grant)
-class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
+class GrantAdmin(ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
     """Who may use which tool or group; deny wins over allow.
 
     Tenant-scoped staff see and manage only grants to their tenants; grants to a user, a Django group
@@ -240,6 +252,7 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
         "agent_tenant",
         "note",
         "set_by_platform",
+        "problems",
     )
     list_filter = ("effect", "tool_group", "tenant")
     search_fields = ("tool_name", "agent_name", "note", "user__username", "group__name")
@@ -251,6 +264,9 @@ class GrantAdmin(TenantScopedAdmin, admin.ModelAdmin):
         ("To whom (one of)", {"fields": ("user", "group", "tenant", "agent_name")}),
         ("For an agent: in which tenant (optional)", {"fields": ("agent_tenant",)}),
     )
+
+    def row_problems(self, obj: Grant) -> dict[str, str]:
+        return obj.reference_problems()
 
     def get_fieldsets(self, request: HttpRequest, obj: Grant | None = None) -> Any:
         """Tenant-scoped staff grant to one of their tenants only: user, group and agent grants are the platform's."""

@@ -21,17 +21,19 @@ filter or a read-only field says "a tool group of another tenant" instead of nam
 """
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from django import forms
+from django.contrib import admin
 from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
-from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Field, ForeignKey, JSONField, Model, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from toolhub.admin_relations import (
@@ -41,17 +43,20 @@ from toolhub.admin_relations import (
     ShownRelation,
     swapped_fieldsets,
 )
+from toolhub.governance import governance_scope
 from toolhub.models import Tenant
 from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
     "FixedIdentity",
     "GuardedLookups",
+    "ModelProblemsShown",
     "ReadOnlyMixin",
     "TenantScopedAdmin",
     "CrossTenantChangesOnly",
     "CrossTenantOnly",
     "pretty_json",
+    "ProblemsColumn",
     "admin_link",
     "run_trail_link",
 ]
@@ -295,12 +300,16 @@ class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups):
         withheld = self._withheld_on(request, obj)
         return (*readonly, *withheld.values()) if withheld else readonly
 
+    def get_form(self, request: HttpRequest, obj: Model | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)  # type: ignore[misc]
+        return type(form.__name__, (ModelProblemsShown, form), {})
+
     def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
         """Rows of list_editable outside the user's tenants (global rows shown read-only) cannot be edited."""
         base = super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
         admin_self = self
 
-        class ScopedChangelistForm(base):  # type: ignore[misc, valid-type]
+        class ScopedChangelistForm(ModelProblemsShown, base):  # type: ignore[misc, valid-type]
             def __init__(self, *args: Any, **form_kwargs: Any) -> None:
                 super().__init__(*args, **form_kwargs)
                 if self.instance.pk is not None and not admin_self.in_tenant_scope(request, self.instance):
@@ -308,6 +317,28 @@ class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups):
                         field.disabled = True
 
         return ScopedChangelistForm
+
+
+class ModelProblemsShown(forms.ModelForm):
+    """A model's ``clean()`` may find fault with a field this form does not edit: shown on the form, naming it.
+
+    A field shown read-only, or left out of a list's editable columns, would otherwise be a server error.
+    """
+
+    def _update_errors(self, errors: ValidationError) -> None:
+        if hasattr(errors, "error_dict"):
+            kept: dict[str, list[Any]] = {}
+            for field, messages in errors.error_dict.items():
+                if field == NON_FIELD_ERRORS or field in self.fields:
+                    kept.setdefault(field, []).extend(messages)
+                else:
+                    label = self._meta.model._meta.get_field(field).verbose_name
+                    kept.setdefault(NON_FIELD_ERRORS, []).extend(
+                        ValidationError(f"{str(label).capitalize()}: {message}")
+                        for message in ValidationError(messages)
+                    )
+            errors = ValidationError(kept)
+        super()._update_errors(errors)  # type: ignore[misc]
 
 
 class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
@@ -371,6 +402,35 @@ class CrossTenantOnly(GuardedLookups):
 def pretty_json(value: Any) -> str:
     """Render a JSON value as indented, escaped text for read-only admin fields."""
     return format_html('<pre class="toolhub-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+class ProblemsColumn:
+    """A "Problems" list column: why a configuration row names what the code does not have (``toolhub.references``).
+
+    Found for the page's rows at once, under one read of the governance stamp and one of the registry's remote
+    tools, so a longer page costs no more queries.
+    """
+
+    def row_problems(self, obj: Any) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        from toolhub.tools.registry import registry
+
+        changelist = super().get_changelist_instance(request)  # type: ignore[misc]
+        with governance_scope():
+            registry.names()  # the remote tools, read once for the page whatever its rows name
+            for row in changelist.result_list:
+                row._toolhub_problems = self.row_problems(row)
+        return changelist
+
+    @admin.display(description="Problems")
+    def problems(self, obj: Any) -> str:
+        found = getattr(obj, "_toolhub_problems", None)
+        problems = self.row_problems(obj) if found is None else found
+        if not problems:
+            return "-"
+        return format_html_join(" ", '<span class="errornote toolhub-problem">{}: {}</span>', problems.items())
 
 
 def admin_link(url_name: str, pk: Any, text: Any) -> str:

@@ -60,14 +60,14 @@ def test_a_deny_the_platform_set_for_a_tenant_is_read_only_to_that_tenants_staff
 ) -> None:
     platform = console(superuser)
     assert (
-        platform.post("/admin/toolhub/grant/add/", _grant_form(tenant, effect="deny", tool_name="wire")).status_code
+        platform.post("/admin/toolhub/grant/add/", _grant_form(tenant, effect="deny", tool_name="debit")).status_code
         == 302
     )
-    deny = Grant.objects.get(tool_name="wire")
+    deny = Grant.objects.get(tool_name="debit")
     assert deny.set_by_platform is True
 
     page = console(acme_developer)
-    flipped = page.post(f"/admin/toolhub/grant/{deny.pk}/change/", _grant_form(tenant, tool_name="wire"))
+    flipped = page.post(f"/admin/toolhub/grant/{deny.pk}/change/", _grant_form(tenant, tool_name="debit"))
     deleted = page.post(f"/admin/toolhub/grant/{deny.pk}/delete/", {"post": "yes"})
     bulk = page.post(
         "/admin/toolhub/grant/", {"action": "delete_selected", "_selected_action": [deny.pk], "post": "yes"}
@@ -77,8 +77,8 @@ def test_a_deny_the_platform_set_for_a_tenant_is_read_only_to_that_tenants_staff
     assert Grant.objects.get(pk=deny.pk).effect == GrantEffect.DENY  # it holds, as the platform set it
 
     # Their own grants stay theirs to change and delete.
-    own = page.post("/admin/toolhub/grant/add/", _grant_form(tenant, tool_name="send_email"))
+    own = page.post("/admin/toolhub/grant/add/", _grant_form(tenant, tool_name="send_notification"))
     assert own.status_code == 302
-    mine = Grant.objects.get(tool_name="send_email")
+    mine = Grant.objects.get(tool_name="send_notification")
     assert page.post(f"/admin/toolhub/grant/{mine.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Grant.objects.filter(pk=mine.pk).exists()

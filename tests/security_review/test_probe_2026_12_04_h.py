@@ -99,14 +99,14 @@ def test_migration_0023_keeps_a_platform_grant_a_tenants_developer_flipped_befor
 def test_migration_0023_hands_a_deny_set_by_a_cross_tenant_platform_member_to_the_tenants_staff(
     acme_developer: User, tenant: Tenant, platform_user: User
 ) -> None:
-    """The platform team member (staff, ``toolhub.cross_tenant``, not a superuser) denies acme ``wire``. The
+    """The platform team member (staff, ``toolhub.cross_tenant``, not a superuser) denies acme ``debit``. The
     upgrade reads "not a superuser" as "a tenant's staff": the deny becomes acme's, and acme's developer
     deletes it. Fix: classify by the same rule as ``GrantAdmin.save_model`` (``tenant_scope(...).everything``:
     superuser or ``toolhub.cross_tenant``, the permission held directly or through a group)."""
-    form = _grant_form(tenant, effect="deny", tool_name="wire")
+    form = _grant_form(tenant, effect="deny", tool_name="debit")
     added = console(platform_user).post("/admin/toolhub/grant/add/", form)
     assert added.status_code == 302
-    deny = Grant.objects.get(tool_name="wire", tenant=tenant)
+    deny = Grant.objects.get(tool_name="debit", tenant=tenant)
     assert deny.set_by_platform is True  # as the fixed admin records it
     assert LogEntry.objects.filter(object_id=str(deny.pk), action_flag=ADDITION, user=platform_user).exists()
 

@@ -90,6 +90,9 @@ class ToolGroup(models.Model):
         from toolhub.disclosure.groups import activation_rules_problem
 
         refuse_identity_change(self, "name")
+        problems = self.reference_problems()
+        if problems:
+            raise ValidationError(problems)
         problem = activation_rules_problem(self.activation_rules)
         if problem:
             raise ValidationError({"activation_rules": problem})
@@ -107,6 +110,16 @@ class ToolGroup(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         refuse_identity_change(self, "name")
         super().save(*args, **kwargs)
+
+    def reference_problems(self) -> dict[str, str]:
+        """Extra tools that are no list of registered tools: a deny or a rule on the group misses the tool meant.
+
+        A string is read as its characters. Checked when saved and by ``manage.py check``.
+        """
+        from toolhub.references import tool_names_problem
+
+        problem = tool_names_problem(self.extra_tools or [])
+        return {"extra_tools": problem} if problem else {}
 
 
 class GrantEffect(models.TextChoices):
@@ -168,6 +181,23 @@ class Grant(models.Model):
                 condition=models.Q(agent_tenant__isnull=True) | ~models.Q(agent_name=""),
             ),
         ]
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        problems = self.reference_problems()
+        if problems:
+            raise ValidationError(problems)
+
+    def reference_problems(self) -> dict[str, str]:
+        """A tool name no registered tool has: a deny with a typo denies nothing.
+
+        Checked when saved and by ``manage.py check`` (a tool removed from the code).
+        """
+        from toolhub.references import tool_name_problem
+
+        problem = tool_name_problem(self.tool_name) if self.tool_name else None
+        return {"tool_name": problem} if problem else {}
 
     def __str__(self) -> str:
         target = self.tool_name or f"group {self.tool_group}"
