@@ -9,6 +9,7 @@ from toolhub.authorization import CallPrincipal, tool_group_names
 from toolhub.governance import governance_cached
 from toolhub.policy import ApprovalVerdict
 from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.results import to_json_value
 
 __all__ = ["database_rule_verdict", "rule_matches"]
 
@@ -23,11 +24,21 @@ def database_rule_verdict(
     """
     rules = governance_cached(("approval_rules",), _enabled_rules)
     groups = tool_group_names([tool.name])[tool.name] if any(rule.tool_group_id for rule in rules) else set()
+    # Rules compare JSON values as operators enter them: an enum member, a date or a Decimal as the JSON it is
+    # sent and stored as (``"/"``, ``"2026-01-31"``, ``"10.5"``), never a Python object no JSON value equals.
+    read = to_json_value(dict(arguments)) if any(rule.argument for rule in rules) else {}
+    parameters = frozenset(tool.json_schema.get("properties") or ())
     winner: ApprovalRule | None = None
     platform_floor = 0
     for rule in rules:
         if rule_matches(
-            rule, tool_name=tool.name, groups=groups, risk=risk, arguments=arguments, tenant=principal.tenant
+            rule,
+            tool_name=tool.name,
+            groups=groups,
+            risk=risk,
+            arguments=read,
+            tenant=principal.tenant,
+            parameters=parameters,
         ):
             winner = winner or rule
             if rule.tenant_id is None:
@@ -51,9 +62,21 @@ def _enabled_rules() -> list[ApprovalRule]:
 
 
 def rule_matches(
-    rule: ApprovalRule, *, tool_name: str, groups: set[str], risk: str, arguments: Mapping[str, Any], tenant: str
+    rule: ApprovalRule,
+    *,
+    tool_name: str,
+    groups: set[str],
+    risk: str,
+    arguments: Mapping[str, Any],
+    tenant: str,
+    parameters: frozenset[str],
 ) -> bool:
-    """Whether every condition the rule sets holds for this call."""
+    """Whether every condition the rule sets holds for this call (``arguments`` as JSON values).
+
+    A rule naming this tool and reading a parameter it does not have (renamed in code since the rule was saved)
+    matches: it holds the call for a person rather than let pass what it was written to hold
+    (``approvals.W001`` reports it).
+    """
     if rule.tool_name and rule.tool_name != tool_name:
         return False
     if rule.tool_group_id and rule.tool_group.name not in groups:
@@ -64,7 +87,7 @@ def rule_matches(
         return False
     if rule.argument:
         if rule.argument not in arguments:
-            return False
+            return bool(rule.tool_name) and rule.argument not in parameters
         return _compare(arguments[rule.argument], rule.operator or Operator.EQ, rule.value)
     return True
 
