@@ -9,7 +9,7 @@ class ApprovalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from approvals import receivers  # noqa: F401 - connects to the core's signals
+        from approvals import checks, receivers  # noqa: F401 - registers its check, connects to the core's signals
         from approvals.dashboard import approval_latency_figures
         from approvals.rules import database_rule_verdict
         from toolhub.dashboard import dashboard_figure

@@ -13,6 +13,7 @@ toolhub.W002   a preset secret is set neither in the settings nor in the environ
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
 toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters or the ``SECRET_KEY``
+toolhub.W006   ``--database``: a saved grant or tool group names a tool the code no longer has
 =============  ==========================================================================
 
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
@@ -23,10 +24,11 @@ import os
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.references import reference_warnings, saved_rows
 from toolhub.tools.context import context_key_named
 from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
@@ -211,6 +213,25 @@ def _confusable_names(names: list[str]) -> list[CheckMessage]:
         for same in groups.values()
         if len(same) > 1
     ]
+
+
+@register("toolhub", Tags.database)
+def check_governance_references(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Grants and groups saved before a tool left the code still name it: say so (``toolhub.references``).
+
+    Read from the database, so only with ``--database`` (``manage.py check --database default``, ``migrate``).
+    """
+    if not databases:
+        return []
+    from toolhub.models import Grant, ToolGroup
+
+    related = ("tool_group", "user", "group", "tenant", "agent_tenant")
+    rows = saved_rows(lambda: [*Grant.objects.select_related(*related), *ToolGroup.objects.all()])
+    return reference_warnings(
+        ((row, row.reference_problems()) for row in rows),
+        check_id="toolhub.W006",
+        hint="Fix or delete the row in the admin (Grants, Tool groups); it was saved before the code changed.",
+    )
 
 
 #: An HMAC key anyone may not guess: as long as Django asks of its SECRET_KEY (security.W009: 50).
