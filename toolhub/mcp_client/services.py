@@ -1,10 +1,8 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,6 +20,7 @@ from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, Remo
 from toolhub.mcp_client.remote import remote_tools
 from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
+from toolhub.url_secrets import url_secret_parts
 
 __all__ = [
     "CredentialHeaders",
@@ -89,20 +88,8 @@ def credential_scrubber(headers: Mapping[str, str], url: str = "", *, whole_url:
     """
     values = list(headers.secrets if isinstance(headers, CredentialHeaders) else headers.values())
     if url:
-        parts = urlsplit(url)
-        query = (value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES)
-        keys = (unquote(segment) for segment in parts.path.split("/") if _KEY_LIKE.fullmatch(unquote(segment)))
-        values += [*([url] if whole_url else []), *query, *keys, parts.username or "", parts.password or ""]
+        values += [*([url] if whole_url else []), *url_secret_parts(url)]
     return SecretScrubber([value for value in values if value])
-
-
-#: A path segment that may be a key: 16 characters or more of a token's alphabet, with a digit among them
-#: (``sk_live_4eC39Hq...``, a UUID); a word of a path (``mcp``, ``v1``, ``customer-lookup``) is not one.
-_KEY_LIKE = re.compile(r"(?=[^/]*\d)[A-Za-z0-9_\-.~+=:]{16,}")
-
-
-#: Query parameter names whose values are settings, not credentials (a vendor's own key name is not here).
-_PLAIN_QUERY_NAMES = frozenset({"format", "version", "v", "transport", "lang", "locale", "mode", "region"})
 
 
 def quarantine_message(row: RemoteMcpTool, fields: list[str] | None = None) -> str:
