@@ -7,12 +7,18 @@ attempt's timestamp (``webhook-id``, ``webhook-timestamp``, ``webhook-signature:
 No row lock is held while the HTTP POST runs: a worker claims a due delivery with one conditional UPDATE
 that moves its next attempt past a lease, posts outside any transaction, and records the outcome in a
 second short transaction. A worker that dies in between leaves the delivery due again once the lease ends.
+
+A redirect is not followed (``urllib`` would turn the POST into a GET to wherever ``Location`` points, any host):
+it fails the attempt, as Standard Webhooks senders do. An attempt's error is shown to each tenant's staff with its
+delivery, so the URL's secret parts (``toolhub.url_secrets``), which ``urllib`` and ``http.client`` quote, are
+replaced in it.
 """
 
 import base64
 import binascii
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import urllib.error
@@ -26,6 +32,8 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
+from toolhub.tools.secrets import SecretScrubber
+from toolhub.url_secrets import url_secret_parts
 
 __all__ = [
     "webhook_enqueue",
@@ -146,8 +154,29 @@ def _claim(delivery_id: int, *, lease: float) -> _Claim | None:
     return _Claim(delivery=delivery, attempt=delivery.attempts)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows nothing: the redirect response then fails the attempt as the ``HTTPError`` it is."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
+def _open(request: urllib.request.Request, *, timeout: float) -> Any:
+    """``urlopen`` without following redirects."""
+    return _opener.open(request, timeout=timeout)
+
+
 def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
     """POST the delivery, outside any transaction; return whether it was accepted and the error if not."""
+    url = toolhub_settings().WEBHOOK_URL
+    ok, error = _post_to(url, delivery, timeout=timeout)
+    return ok, SecretScrubber([url, *url_secret_parts(url)]).text(error)[:500]
+
+
+def _post_to(url: str, delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
     body = json.dumps({"event": delivery.event, "delivery": delivery.pk, **delivery.payload}, sort_keys=True).encode()
     timestamp = int(timezone.now().timestamp())
     headers = {
@@ -163,13 +192,19 @@ def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
             headers["webhook-signature"] = webhook_signature(
                 key=key, message_id=delivery.message_id, timestamp=timestamp, body=body
             )
-        request = urllib.request.Request(toolhub_settings().WEBHOOK_URL, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - operator-configured URL
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        with _open(request, timeout=timeout) as response:
             if 200 <= response.status < 300:
                 return True, ""
             return False, f"HTTP {response.status}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return False, f"{type(exc).__name__}: {exc}"[:500]
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if 300 <= exc.code < 400:
+            return False, f"HTTPError: HTTP {exc.code}: the receiver redirected; a redirect is not followed"
+        return False, f"HTTPError: {exc}"
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        # HTTPException: an answer that is not HTTP (BadStatusLine), a URL http.client cannot use (InvalidURL).
+        return False, f"{type(exc).__name__}: {exc}"
 
 
 def _record_outcome(claim: _Claim, *, ok: bool, error: str) -> None:

@@ -198,7 +198,7 @@ def test_a_worker_that_dies_during_the_post_leaves_the_delivery_retryable(
     def die(*args: Any, **kwargs: Any) -> None:
         raise SystemExit("worker killed")
 
-    monkeypatch.setattr("urllib.request.urlopen", die)
+    monkeypatch.setattr("approvals.webhooks._open", die)
     with pytest.raises(SystemExit):
         webhook_deliver(delivery_id=delivery.pk)
     monkeypatch.undo()
