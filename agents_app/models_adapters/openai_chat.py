@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,37 @@ from toolhub.exceptions import ModelError
 from toolhub.tools.secrets import SecretScrubber
 
 logger = logging.getLogger(__name__)
+
+#: Where a provider with no base URL goes: OpenAI's endpoint, as its kind says (never ``OPENAI_BASE_URL``).
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+def provider_client(*, base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
+    """The SDK's client for one provider, sending only what the provider's row names, and only to its endpoint.
+
+    The SDK reads ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID`` and ``OPENAI_CUSTOM_HEADERS`` from
+    the process environment by itself and applies them to every client (an ``Authorization`` listed in the last one
+    even replaces the key given): the workers' environment is the platform's, shared by every provider, so each is
+    set here or left out. Redirects are not followed (the SDK's default follows any, re-sending a 307's body to
+    whatever host ``Location`` names and reading its answer as the model's): a redirect fails the turn.
+    """
+    key = api_key or "not-needed"  # Local servers (Ollama, vLLM, LM Studio) accept any key; the SDK insists on one.
+    listed = (line.split(":", 1)[0].strip() for line in os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n"))
+    left_out: dict[str, Any] = {name: openai.Omit() for name in listed if name and name.lower() != "authorization"}
+    headers = {
+        **left_out,
+        "OpenAI-Organization": openai.Omit(),
+        "OpenAI-Project": openai.Omit(),
+        "Authorization": f"Bearer {key}",
+    }
+    return openai.OpenAI(
+        base_url=base_url or OPENAI_BASE_URL,
+        api_key=key,
+        timeout=timeout,
+        max_retries=1,
+        default_headers=headers,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False),
+    )
 
 
 class OpenAIChatAdapter:
@@ -56,13 +88,10 @@ class OpenAIChatAdapter:
     ) -> None:
         self._provider_name = provider_name
         self._deadline = deadline
-        # Local servers (Ollama, vLLM, LM Studio) accept any key; the SDK insists on one.
         # An endpoint that repeats its key (a debugging proxy, a misconfigured gateway) must not get it stored in
         # the run or sent to a tool as an argument: every answer is scrubbed of it, as remote MCP answers are.
         self._key = SecretScrubber([api_key])
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=min(request_timeout, deadline), max_retries=1
-        )
+        self._client = provider_client(base_url=base_url, api_key=api_key, timeout=min(request_timeout, deadline))
         self._model = model
         self._parallel_tool_calls = parallel_tool_calls
         self._note_placement = note_placement
@@ -155,6 +184,11 @@ class OpenAIChatAdapter:
             return outcome["response"]
         if isinstance(error, openai.APIConnectionError):
             raise ModelError(f"Model endpoint unreachable: {error.__class__.__name__}") from error
+        if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
+            raise ModelError(
+                f"Model endpoint answered HTTP {error.status_code}, a redirect, which is not followed; an "
+                "administrator must give the provider the endpoint's own URL."
+            ) from error
         if isinstance(error, openai.APIStatusError):
             raise ModelError(f"Model endpoint answered HTTP {error.status_code}") from error
         if isinstance(error, openai.APIError):
