@@ -196,6 +196,8 @@ class DecisionViewsMixin:
             return confirmation
         comment = form.cleaned_data["comment"]
         succeeded = 0
+        # Approvals recorded on requests that still need another approver: said apart, never counted as approved.
+        recorded: list[str] = []
         failures: list[str] = []
         for item in requests:
             # Each decision counts against the rate, as one through the API would; the rest wait.
@@ -207,15 +209,20 @@ class DecisionViewsMixin:
                 # Each approval is bound to the version listed on the confirmation page.
                 options["expected_arguments_hash"] = request.POST.get(f"arguments_hash_{item.pk}") or None
             try:
-                service(request_id=item.pk, user=request.user, **options)
+                result = service(request_id=item.pk, user=request.user, **options)
             except NotInTenantError as exc:
                 failures.append(f"#{item.pk}: {exc}")
             except ApprovalError as exc:
                 failures.append(f"#{item.pk} ({item.tool_name}): {exc}")
             else:
-                succeeded += 1
+                if result.status == ApprovalStatus.PENDING:
+                    recorded.append(_outcome(result, done))
+                else:
+                    succeeded += 1
         if succeeded:
             self.message_user(request, f"{succeeded} request(s) {done}.", level=messages.SUCCESS)
+        if recorded:
+            self.message_user(request, " ".join(recorded), level=messages.WARNING)
         if failures:
             self.message_user(
                 request,

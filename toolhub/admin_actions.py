@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
@@ -34,7 +35,18 @@ class CommentActionPage:
 
 
 class CommentActionMixin:
-    """Mixed into a ``ModelAdmin``: an action calls :meth:`comment_form_or_page` and acts once it gets a form."""
+    """Mixed into a ``ModelAdmin``: an action calls :meth:`comment_form_or_page` and acts once it gets a form.
+
+    Its actions get the rows the operator ticked (or listed on the confirmation page), read again from the
+    admin's own rows (tenant-scoped), not narrowed by the list's filters: a row that left a filter since it was
+    listed (a request a colleague decided meanwhile, a run that ended) reaches the action, which says what became
+    of it, instead of vanishing without a word. "Select all" keeps the filtered list it names.
+    """
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        if not forms.BooleanField(required=False).clean(request.POST.get("select_across")):
+            queryset = self.get_queryset(request)  # type: ignore[attr-defined]
+        return super().response_action(request, queryset)  # type: ignore[misc]
 
     def comment_form_or_page(
         self,
