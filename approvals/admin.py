@@ -21,6 +21,7 @@ from approvals.selectors import ConversationBefore, approval_progress, conversat
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_actions import CommentActionMixin
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from toolhub.admin_lists import TenantFilter
 from toolhub.admin_tables import short_id
 
 #: Seconds between two refreshes of the queue in the browser (queue-refresh.js).
@@ -92,7 +93,7 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
         "status",
     )
     list_display_links = ("request_id",)
-    list_filter = (StatusFilter, "risk", "tool_name", "source")
+    list_filter = (StatusFilter, TenantFilter, "risk", "tool_name", "source")
     search_fields = ("tool_name", "reason", "agent_name", "tenant", "requested_by__username")
     list_select_related = ("requested_by",)
     list_per_page = 50

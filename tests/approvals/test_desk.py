@@ -190,3 +190,27 @@ def test_reject_selected_asks_once_for_a_comment_and_rejects_each_with_it(
         assert request.decisions.get().comment == "Not this quarter."
         assert request.call.error == "Rejected by operator: Not this quarter."
     assert not SideEffect.objects.exists()
+
+
+def test_an_operator_of_two_tenants_narrows_the_desk_to_one_and_is_offered_only_their_own(
+    hold: Hold, request_call: Any, operator: User
+) -> None:
+    """An operator of acme and globex works one tenant's queue at a time (review af: no tenant filter on the desk)."""
+    from toolhub.models import Tenant, TenantMembership
+
+    globex, _ = Tenant.objects.get_or_create(slug="globex", defaults={"name": "Globex"})
+    Tenant.objects.get_or_create(slug="initech", defaults={"name": "Initech"})
+    TenantMembership.objects.create(user=operator, tenant=globex)
+    bob = User.objects.create_user("bob", "bob@example.com", "bob-password")
+    TenantMembership.objects.create(user=bob, tenant=globex)
+    acme_request = hold("a")
+    globex_call = request_call("risky_effect", {"note": "g"}, bob, tenant="globex")
+    globex_request = ApprovalRequest.objects.get(call=globex_call)
+    client = _client(operator)
+
+    body = client.get("/admin/approvals/approvalrequest/").content.decode()
+    assert sorted(_rows(body)) == sorted([str(acme_request.pk), str(globex_request.pk)])
+    assert "?tenant=globex" in body and "?tenant=acme" in body and "initech" not in body
+
+    only_globex = client.get("/admin/approvals/approvalrequest/?tenant=globex").content.decode()
+    assert _rows(only_globex) == [str(globex_request.pk)]
