@@ -44,6 +44,10 @@ class ToolhubSettings(BaseModel):
     DEFAULT_MAX_TOOL_CALLS: Positive = 10
     # Seconds a worker holds a claimed call before the reconciler may take it back.
     CALL_LEASE_SECONDS: Seconds = 300
+    # Claims a call of an idempotent or atomic tool may have when its workers keep dying while running it: the
+    # reconciler queues it again only below this, so a call that takes its worker down (out of memory, a crash
+    # in native code) does not do so forever. Then an idempotent one needs attention, an atomic one fails.
+    CALL_MAX_ATTEMPTS: Positive = 3
     # Queued calls a worker claims in one transaction (group commit): its own call plus up to this many
     # minus one of the oldest others, run one after another, their outcomes recorded in one transaction.
     # 1 (the default) claims one call per delivery; a larger batch saves commits for short tools but runs

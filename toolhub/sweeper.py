@@ -4,6 +4,7 @@ PostgreSQL is the record and Redis only the transport: a queued call whose messa
 dispatched again; a running call whose worker died (its lease expired) is never run twice when the
 tool is not idempotent: it goes to ``needs_attention`` for an operator. An atomic tool's call is run
 again: its effects roll back with the transaction of its unrecorded outcome, so the lost attempt left none.
+Either is run again only while it has attempts left (``CALL_MAX_ATTEMPTS``), then it needs attention too.
 """
 
 from datetime import timedelta
@@ -16,6 +17,7 @@ from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
 from toolhub.models import CallStatus, ToolCall
+from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
 __all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_expire_awaiting_results"]
@@ -40,15 +42,17 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
     A late outcome of the lost attempt is refused (outcomes are written only by the attempt that holds the
     claim), and an atomic tool's effects roll back with it. Each move is of the claim read as expired, its attempt
     with its lease still ended: a call queued again and claimed meanwhile (a later attempt, by another sweep; or
-    the same attempt number, after a batch handed it back unstarted) is left to its worker.
+    the same attempt number, after a batch handed it back unstarted) is left to its worker. A call claimed
+    ``CALL_MAX_ATTEMPTS`` times is not queued again: one whose every run takes its worker down would otherwise
+    do so once per lease, forever.
     """
     now = timezone.now()
+    max_attempts = toolhub_settings().CALL_MAX_ATTEMPTS
     counts = {"requeued": 0, "needs_attention": 0}
     for call in ToolCall.objects.filter(status=CallStatus.RUNNING, lease_expires_at__lt=now)[:500]:
-        tool = registry.get(call.tool_name)
+        kind = _retry_kind(registry.get(call.tool_name))
         with transaction.atomic():
-            if tool is not None and (tool.idempotent or tool.atomic):
-                kind = "idempotent" if tool.idempotent else "atomic"
+            if kind and call.attempts < max_attempts:
                 if call_transition(
                     call,
                     to=CallStatus.QUEUED,
@@ -69,15 +73,40 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                 attempt=call.attempts,
                 lease_expired_by=now,
                 actor="reconciler",
-                data={"reason": "lease expired while running; outcome unknown", "attempt": call.attempts},
-                error=(
-                    "The outcome of this call is unknown (its worker stopped while running it). "
-                    "An operator was alerted; do not call it again until they resolve it."
-                ),
+                data={"reason": _unsettled_reason(kind, call.attempts), "attempt": call.attempts},
+                error=_unsettled_error(kind, call.attempts),
                 lease_expires_at=None,
             ):
                 counts["needs_attention"] += 1
     return counts
+
+
+def _retry_kind(tool: Tool | None) -> str:
+    """Why a lost attempt of the tool's call may be run again ("idempotent", "atomic"), or "" when it may not."""
+    if tool is None:
+        return ""
+    return "idempotent" if tool.idempotent else "atomic" if tool.atomic else ""
+
+
+def _unsettled_reason(kind: str, attempts: int) -> str:
+    """The audit event's reason for a lost call that is not queued again."""
+    if kind:
+        return f"lease expired on attempt {attempts}; no attempts left (CALL_MAX_ATTEMPTS)"
+    return "lease expired while running; outcome unknown"
+
+
+def _unsettled_error(kind: str, attempts: int) -> str:
+    """What the model and the operator read of a lost call that is not queued again."""
+    if not kind:
+        return (
+            "The outcome of this call is unknown (its worker stopped while running it). "
+            "An operator was alerted; do not call it again until they resolve it."
+        )
+    outcome = "nothing it did was kept" if kind == "atomic" else "its outcome is unknown"
+    return (
+        f"This call's worker stopped while running it, on attempt {attempts} of {attempts}; {outcome}. "
+        "An operator was alerted; do not call it again until they resolve it."
+    )
 
 
 def calls_expire_awaiting_results() -> int:

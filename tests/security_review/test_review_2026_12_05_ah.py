@@ -1,0 +1,157 @@
+"""Review of 2026-12-05 (ah): the Celery worker path, with the broker trusted less than the database.
+
+What a message in Redis (forged by someone who can write there, or sent by a buggy client, duplicated, redelivered)
+makes a worker do: ``toolhub.tasks``, ``toolhub.execution``, ``toolhub.claims``, ``toolhub.dispatch``, the agent
+loop's tasks, the approvals' tasks, the sweeper and the beat tasks. Each test fails on the reviewed code (main at
+d0e1730); its docstring says what was found ("Found: ...") and what is expected ("Expect: ...").
+
+Findings:
+
+1. A call of an idempotent or atomic tool whose worker dies while running it is queued again by the reconciler
+   every time its lease ends, without a bound: a poison call (one that runs the worker out of memory, crashes
+   a native library, or trips a kill) takes a worker down once per lease, forever, as the real worker below
+   shows. Fixed: the reconciler runs such a call again only while it has been claimed fewer than
+   ``TOOLHUB["CALL_MAX_ATTEMPTS"]`` times (3); then it needs attention, as a call of any other tool does at
+   once (its error says whether its outcome is unknown or, atomic, nothing it did was kept) (``toolhub.sweeper``).
+Checked and found holding (no test here): an execute message (no hint, the call's true hint, a hint naming
+another tenant) for a call ``pending_approval``, ``rejected``, ``cancelled``, ``expired``, ``succeeded``,
+``failed``, ``denied``, ``invalid``, ``awaiting_result``, ``needs_attention`` or ``running`` changes nothing and
+appends no audit event (the claim is a guarded UPDATE from ``queued`` only; every move to ``queued`` is a
+database decision: policy, an approval, the reconciler, a batch's hand-back, the sagas' retry); a hint grants
+nothing (the UPDATE also matches the hinted tool, tenant, run and attempt, the head of the audit chain moves
+only when the row did, and the re-check reads the call's own user, tenant and agent); a random uuid claims
+nothing; five deliveries of one queued call run it once; extra keyword arguments (``tenant=``, ``user=``) fail
+the delivery with a ``TypeError`` before anything is read, and a malformed call id with a bounded
+``ValueError``/``TypeError`` line that quotes no value; both are acknowledged (not redelivered). The messages
+carry ids only (``execute_tool_call_task(call_id, hint)``, ``advance_run_task(run_id)``, the approvals' row
+ids); only JSON is accepted (Celery's default ``accept_content``; no pickle). A tool no longer registered is
+claimed and denied ("no longer exists; nothing was executed"). A worker killed mid-tool: the redelivered
+message (``acks_late``, ``reject_on_worker_lost``) finds the claim committed and does nothing. An advance
+message for a run waiting on approval or on an external result, cancelled, completed, failed, or unknown does
+nothing (``run_advance`` locks the run and checks its status, its step lease, its turn's calls and its user's
+standing); its tenant and user are the run's, never the message's. Webhook deliveries are claimed by a guarded
+UPDATE (pending, due, attempts below the maximum), so a forged or duplicated id posts nothing extra; approval
+e-mails go only for a pending request, to recipients read from the database. The beat tasks take no arguments
+but ``sweep_runs_task(idle_seconds)``, whose runs are still stepped only if ``run_advance`` finds them ready.
+
+Found, not fixed: ``email_approvers_task(request_id, event)`` takes the event from the message, so a duplicated
+or forged message e-mails the approvers again, or says "escalated" of a request that never escalated (the
+recipients and the request's details are read from the database); an agent run's step whose worker dies while
+the model answers is stepped again by the run sweep once its lease ends, without a bound on such retries.
+"""
+
+import os
+import signal
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from tests.helpers import for_a_worker, principal_for
+from tests.integration.workers import Worker, wait_for
+from tests.testapp.models import SideEffect
+from toolhub import sweeper
+from toolhub.celery import app as celery_app
+from toolhub.claims import tool_call_claim
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sweeper import calls_reconcile_expired_leases
+from toolhub.tools.context import ToolContext
+
+
+def _request(user: User, tool_name: str, arguments: dict[str, Any]) -> ToolCall:
+    return tool_call_request(
+        request=CallRequest(
+            tool_name=tool_name,
+            arguments=arguments,
+            principal=principal_for(user, tenant="acme"),
+            context=ToolContext(tenant="acme"),
+        )
+    )
+
+
+def _row(call: ToolCall) -> ToolCall:
+    return ToolCall.objects.get(pk=call.pk)
+
+
+def _expire_lease(call: ToolCall) -> None:
+    """Let the call's lease run out now, as time would once its worker died."""
+    ToolCall.objects.filter(pk=call.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+# --- 1. a call that kills its worker every time ----------------------------------------------------------------
+
+
+@pytest.fixture
+def own_queue() -> Iterator[str]:
+    """Route this test's tasks to a queue only its own worker consumes."""
+    previous = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = f"{previous}-review-ah"
+    yield celery_app.conf.task_default_queue
+    celery_app.control.purge()
+    celery_app.conf.task_default_queue = previous
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_an_idempotent_call_that_kills_its_worker_every_time_is_not_retried_forever(
+    own_queue: str, alice: User
+) -> None:
+    """Found: ``sweeper.calls_reconcile_expired_leases`` queues a ``running`` call of an idempotent (or atomic) tool
+    again whenever its lease has ended, whatever its attempts: a call whose every run takes its worker process
+    down (here: the pool process is SIGKILLed each time it runs it, as the OOM killer would) is claimed, kills a
+    worker, and is queued again by every sweep after its lease, with no end (5 attempts and still going).
+    Expect: the reconciler runs it again only while it has been claimed fewer than ``CALL_MAX_ATTEMPTS`` (3)
+    times; after the third lost attempt it needs attention, with a reason naming the attempts.
+    """
+    worker = Worker("review-ah-poison", concurrency=1).start()
+    try:
+        call = _request(alice, "slow_idempotent", {"seconds": 60.0})
+        reconciled: list[dict[str, int]] = []
+        for attempt in range(1, 6):
+            wait_for(
+                lambda attempt=attempt: (_row(call).status, _row(call).attempts) == (CallStatus.RUNNING, attempt),
+                timeout=30,
+                what=f"attempt {attempt} running",
+            )
+            for pid in worker.child_pids():  # the poison: its pool process dies while running it
+                os.kill(pid, signal.SIGKILL)
+            _expire_lease(call)
+            reconciled.append(calls_reconcile_expired_leases())
+            if _row(call).status != CallStatus.QUEUED:
+                break
+    finally:
+        worker.stop()
+    row = _row(call)
+    assert (row.status, row.attempts) == (CallStatus.NEEDS_ATTENTION, 3), (row.status, row.attempts, reconciled)
+    assert reconciled[-1] == {"requeued": 0, "needs_attention": 1}
+    assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_atomic_call_whose_worker_keeps_dying_fails_after_its_last_attempt(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: the same unbounded retry for an atomic tool's call (its lost attempts leave no effect, so the
+    reconciler always ran it again): attempt after attempt, for as long as its workers keep dying.
+    Expect: after its third lost attempt the call needs attention, with an error saying that nothing it did was
+    kept (its lost attempts rolled back), and it is not queued again.
+    """
+    monkeypatch.setattr(sweeper, "dispatch_call", lambda call: None)
+    with for_a_worker():
+        call = _request(alice, "atomic_effect", {"note": "poison"})
+    for attempt in range(1, 4):
+        claimed = tool_call_claim(call_id=call.pk, worker=f"w{attempt}")
+        assert claimed is not None and claimed.attempts == attempt
+        _expire_lease(call)  # its worker died running it
+        counts = calls_reconcile_expired_leases()
+        if attempt < 3:
+            assert counts == {"requeued": 1, "needs_attention": 0}
+    row = _row(call)
+    assert (row.status, row.attempts) == (CallStatus.NEEDS_ATTENTION, 3), (row.status, row.attempts)
+    assert "nothing it did was kept" in row.error
+    assert counts == {"requeued": 0, "needs_attention": 1}
+    assert tool_call_claim(call_id=call.pk, worker="w4") is None
