@@ -23,6 +23,7 @@ from toolhub.models import CallStatus, ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, instance_of
 from toolhub.rowwrite import new_instance
+from toolhub.storable import storable_text
 
 __all__ = ["ClaimHint", "tool_call_claim", "tool_calls_claim"]
 
@@ -52,16 +53,32 @@ class ClaimHint:
 
     @classmethod
     def from_message(cls, value: Any) -> "ClaimHint | None":
-        """The hint of a message, or None for one that is missing or malformed (the claim then reads the call)."""
+        """The hint of a message, or None for one that is missing or malformed (the claim then reads the call).
+
+        Malformed includes values no call row holds (the broker is trusted less than the database): a text with
+        a NUL or a lone surrogate, or an attempt outside the column's range, would make the claim's statement
+        raise instead of missing.
+        """
         if not isinstance(value, list | tuple) or len(value) != 4:
             return None
         tool_name, tenant, run_id, attempts = value
-        if not (isinstance(tool_name, str) and isinstance(tenant, str) and type(attempts) is int):
+        if not (_column_text(tool_name) and _column_text(tenant) and type(attempts) is int):
+            return None
+        if not 0 <= attempts < _MAX_ATTEMPT:
             return None
         try:
             return cls(tool_name, tenant, uuid.UUID(run_id) if run_id is not None else None, attempts)
         except (TypeError, ValueError, AttributeError):
             return None
+
+
+#: Above any attempt a call's row holds (``attempts``, a positive integer column: 32 bits), so the claim's ``+ 1`` fits.
+_MAX_ATTEMPT = 2**31 - 1
+
+
+def _column_text(value: Any) -> bool:
+    """Whether ``value`` is a text a call's row may hold as it is: no NUL, no lone surrogate (``storable_text``)."""
+    return isinstance(value, str) and storable_text(value) == value
 
 
 def tool_call_claim(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None = None) -> ToolCall | None:

@@ -13,6 +13,12 @@ Findings:
    shows. Fixed: the reconciler runs such a call again only while it has been claimed fewer than
    ``TOOLHUB["CALL_MAX_ATTEMPTS"]`` times (3); then it needs attention, as a call of any other tool does at
    once (its error says whether its outcome is unknown or, atomic, nothing it did was kept) (``toolhub.sweeper``).
+2. A claim hint the claim's statement cannot carry (an attempt beyond the column's integer range, a NUL or a
+   lone surrogate in the tool name or tenant) made the delivery raise (``OverflowError``, ``DataError``,
+   ``UnicodeEncodeError``, whose log line quotes the whole forged string) instead of being read as no hint, as the
+   README promises for a malformed one: the call waited for the sweeper. Fixed: ``ClaimHint.from_message``
+   takes only values the call's columns store; anything else is no hint (``toolhub.claims``).
+
 Checked and found holding (no test here): an execute message (no hint, the call's true hint, a hint naming
 another tenant) for a call ``pending_approval``, ``rejected``, ``cancelled``, ``expired``, ``succeeded``,
 ``failed``, ``denied``, ``invalid``, ``awaiting_result``, ``needs_attention`` or ``running`` changes nothing and
@@ -55,10 +61,11 @@ from tests.integration.workers import Worker, wait_for
 from tests.testapp.models import SideEffect
 from toolhub import sweeper
 from toolhub.celery import app as celery_app
-from toolhub.claims import tool_call_claim
+from toolhub.claims import ClaimHint, tool_call_claim
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sweeper import calls_reconcile_expired_leases
+from toolhub.tasks import execute_tool_call_task
 from toolhub.tools.context import ToolContext
 
 
@@ -155,3 +162,37 @@ def test_an_atomic_call_whose_worker_keeps_dying_fails_after_its_last_attempt(
     assert "nothing it did was kept" in row.error
     assert counts == {"requeued": 0, "needs_attention": 1}
     assert tool_call_claim(call_id=call.pk, worker="w4") is None
+
+
+# --- 2. a claim hint the claim cannot carry --------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "hint",
+    [
+        pytest.param(["record_effect", "acme", None, 10**30], id="attempt-beyond-integer"),
+        pytest.param(["record_effect", "ac\x00me", None, 0], id="nul-in-tenant"),
+        pytest.param(["record_effect\ud800" + "x" * 50_000, "acme", None, 0], id="lone-surrogate-in-tool"),
+    ],
+)
+def test_a_hint_the_claim_cannot_carry_is_read_as_no_hint(
+    alice: User, hint: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: ``ClaimHint.from_message`` checks the hint's types only; the claim's statement then raised on its
+    values (``OverflowError`` for an attempt beyond the integer column, ``DataError`` for a NUL,
+    ``UnicodeEncodeError`` for a lone surrogate, whose log line quotes the whole forged string), so the delivery
+    failed and the queued call waited for the sweeper, although "a stale or malformed hint claims nothing under
+    it and the worker reads the call first" (README).
+    Expect: such a hint is no hint: the delivery reads the call, runs it once, and logs no error.
+    """
+    with for_a_worker():
+        call = _request(alice, "record_effect", {"note": "hinted"})
+    assert _row(call).status == CallStatus.QUEUED
+    result = execute_tool_call_task.apply(args=[str(call.pk)], kwargs={"hint": hint})
+    assert result.state == "SUCCESS", repr(result.result)[:300]
+    assert _row(call).status == CallStatus.SUCCEEDED
+    assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 1
+    assert not [record for record in caplog.records if record.levelname == "ERROR"]
+    assert ClaimHint.from_message(hint) is None
