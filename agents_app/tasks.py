@@ -9,6 +9,7 @@ from django.utils import timezone
 from agents_app.loop import STEP_LEASE_MARGIN_SECONDS, run_advance
 from agents_app.models import MAX_MODEL_DEADLINE_SECONDS
 from agents_app.selectors import runs_to_wake
+from toolhub.tasks import OwnTimeLimits
 
 #: A step waits at most its provider's deadline for the model; the rest is bookkeeping in the database.
 ADVANCE_SOFT_TIME_LIMIT = MAX_MODEL_DEADLINE_SECONDS + STEP_LEASE_MARGIN_SECONDS
@@ -20,6 +21,7 @@ ADVANCE_SOFT_TIME_LIMIT = MAX_MODEL_DEADLINE_SECONDS + STEP_LEASE_MARGIN_SECONDS
     ignore_result=True,
     soft_time_limit=ADVANCE_SOFT_TIME_LIMIT,
     time_limit=ADVANCE_SOFT_TIME_LIMIT + 30,
+    Request=OwnTimeLimits,  # a message's own, tighter limits would cut a step within its model's deadline
 )
 def advance_run_task(run_id: str) -> None:
     """Take a run one model turn further if it is ready; extra deliveries do nothing."""

@@ -5,6 +5,7 @@ import uuid
 from typing import Any
 
 from celery import Task, shared_task
+from celery.worker.request import Request
 
 from toolhub.audit_proof import UnknownTenantError, audit_trail_verify
 from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
@@ -18,6 +19,19 @@ logger = logging.getLogger(__name__)
 
 #: Seconds the execute task's soft limit leaves beyond the longest tool timeout (claiming, storing, audit).
 TOOL_TASK_MARGIN_SECONDS = 60
+
+
+class OwnTimeLimits(Request):
+    """A delivery of a task with its own time budget runs under the task's limits, never under a message's.
+
+    Any client of the broker may set a message's ``timelimit`` header, and Celery's pool obeys it: a tighter
+    one would cut a tool, or a run's model step, still within its time (the call failed, the run failed). The
+    tasks that carry this (``execute_tool_call_task``, ``advance_run_task``) are sent by toolhub without one.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.time_limits = (None, None)  # the pool then applies the task's own
 
 
 class _ToolCallTask(Task):
@@ -48,7 +62,12 @@ class _ToolCallTask(Task):
 
 
 @shared_task(
-    name="toolhub.tasks.execute_tool_call_task", acks_late=True, ignore_result=True, bind=True, base=_ToolCallTask
+    name="toolhub.tasks.execute_tool_call_task",
+    acks_late=True,
+    ignore_result=True,
+    bind=True,
+    base=_ToolCallTask,
+    Request=OwnTimeLimits,
 )
 def execute_tool_call_task(self, call_id: str, hint: list[Any] | None = None) -> None:  # type: ignore[no-untyped-def]
     """Execute one queued tool call; a second delivery of the same call does nothing.
@@ -59,15 +78,9 @@ def execute_tool_call_task(self, call_id: str, hint: list[Any] | None = None) ->
     of this task's soft time limit, instead of going through the broker again (``after_task``).
     """
     worker = "eager" if self.request.is_eager else (self.request.hostname or "worker")
-    # Celery's soft limit counts from just before this function: what is left is (almost) all of it.
-    with running_after_task(seconds=_soft_limit(self)):
+    # Celery's soft limit (the task's own: ``OwnTimeLimits``) counts from just before this function.
+    with running_after_task(seconds=float(self.soft_time_limit)):
         tool_call_execute(call_id=uuid.UUID(call_id), worker=worker, hint=ClaimHint.from_message(hint))
-
-
-def _soft_limit(task: Task) -> float:
-    """The first limit that would stop this delivery: the message's own limits if it set any, else the task's."""
-    hard, soft = task.request.timelimit or (None, None)
-    return float(min(soft or task.soft_time_limit, hard or task.time_limit))
 
 
 @shared_task(name="toolhub.tasks.sweep_task", ignore_result=True)

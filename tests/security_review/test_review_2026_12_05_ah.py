@@ -19,6 +19,14 @@ Findings:
    README promises for a malformed one: the call waited for the sweeper. Fixed: ``ClaimHint.from_message``
    takes only values the call's columns store; anything else is no hint (``toolhub.claims``).
 
+3. A message's own time limits (the ``timelimit`` header any client of the broker may set: ``apply_async(
+   soft_time_limit=1)``) were obeyed by Celery's pool for ``execute_tool_call_task`` and ``advance_run_task``,
+   whose limits toolhub derives from the longest tool timeout and the longest model deadline: a queued call of a
+   3-second tool, delivered with a 1-second soft limit, failed ("internal error (SoftTimeLimitExceeded) ... do
+   not retry") well within its own timeout, and a run's step would fail the same way. Fixed: both tasks run
+   their deliveries under their own limits (``toolhub.tasks.OwnTimeLimits``, a Celery ``Request`` that drops
+   the header); the tool task's follow-up budget reads the task's limit, not the message's.
+
 Checked and found holding (no test here): an execute message (no hint, the call's true hint, a hint naming
 another tenant) for a call ``pending_approval``, ``rejected``, ``cancelled``, ``expired``, ``succeeded``,
 ``failed``, ``denied``, ``invalid``, ``awaiting_result``, ``needs_attention`` or ``running`` changes nothing and
@@ -51,15 +59,20 @@ import signal
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
+from celery import Task
+from celery.utils.imports import symbol_by_name
+from celery.worker.strategy import create_request_cls
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from agents_app.tasks import advance_run_task
 from tests.helpers import for_a_worker, principal_for
 from tests.integration.workers import Worker, wait_for
 from tests.testapp.models import SideEffect
-from toolhub import sweeper
+from toolhub import pipeline, sweeper
 from toolhub.celery import app as celery_app
 from toolhub.claims import ClaimHint, tool_call_claim
 from toolhub.models import CallStatus, ToolCall
@@ -196,3 +209,50 @@ def test_a_hint_the_claim_cannot_carry_is_read_as_no_hint(
     assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 1
     assert not [record for record in caplog.records if record.levelname == "ERROR"]
     assert ClaimHint.from_message(hint) is None
+
+
+# --- 3. a message's own time limits ------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_message_with_a_tighter_time_limit_does_not_cut_a_tool_within_its_timeout(
+    own_queue: str, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: Celery's pool obeys a message's ``timelimit`` header; any client of the broker may set it. A queued
+    call of ``slow_effect`` (3 s, its timeout the default 300 s), delivered with ``soft_time_limit=1``, failed
+    with "The tool failed with an internal error (SoftTimeLimitExceeded) ... do not retry", although the task's own
+    limits "must never cut a tool that is still within its time" (``toolhub.tasks._ToolCallTask``).
+    Expect: the delivery runs under the task's own limits; the call succeeds, with its one effect.
+    """
+    monkeypatch.setattr(pipeline, "dispatch_call", lambda call: None)  # the test sends the only message
+    call = _request(alice, "slow_effect", {"seconds": 3.0})
+    assert _row(call).status == CallStatus.QUEUED
+    worker = Worker("review-ah-limits", concurrency=1).start()
+    try:
+        execute_tool_call_task.apply_async(
+            args=[str(call.pk)], kwargs={"hint": ClaimHint.of(call).message()}, soft_time_limit=1, time_limit=2
+        )
+        wait_for(lambda: _row(call).status not in (CallStatus.QUEUED, CallStatus.RUNNING), timeout=30, what="settled")
+    finally:
+        worker.stop()
+    row = _row(call)
+    assert row.status == CallStatus.SUCCEEDED, (row.status, row.error)
+    assert SideEffect.objects.filter(call_id=str(call.pk)).count() == 1
+
+
+@pytest.mark.parametrize("task", [execute_tool_call_task, advance_run_task], ids=["execute", "advance"])
+def test_a_worker_runs_a_budgeted_task_under_its_own_limits_whatever_the_message_says(task: Task) -> None:
+    """Found: the worker's request for ``advance_run_task`` (as for the tool task) takes the message's ``timelimit``
+    header as the limits the pool enforces: a message with a 1-second soft limit cuts a run's model step within
+    its provider's deadline (the adapter's ``SoftTimeLimitExceeded`` fails the run, "Model adapter error").
+    Expect: the request the worker builds hands the pool the task's own soft and hard limits.
+    """
+    pool = mock.Mock()
+    request_cls = create_request_cls(symbol_by_name(task.Request), task, pool, "review-ah@host", None, app=celery_app)
+    headers = {"id": "forged", "task": task.name, "timelimit": [2, 1]}
+    message = mock.Mock(headers=headers, body=(["00000000-0000-0000-0000-000000000000"], {}, {}))
+    request = request_cls(message, app=celery_app, task=task, headers=headers, body=message.body, decoded=True)
+    request.execute_using_pool(pool)
+    limits = pool.apply_async.call_args.kwargs
+    assert (limits["soft_timeout"], limits["timeout"]) == (task.soft_time_limit, task.time_limit)
