@@ -18,7 +18,6 @@ Findings:
    ``UnicodeEncodeError``, whose log line quotes the whole forged string) instead of being read as no hint, as the
    README promises for a malformed one: the call waited for the sweeper. Fixed: ``ClaimHint.from_message``
    takes only values the call's columns store; anything else is no hint (``toolhub.claims``).
-
 3. A message's own time limits (the ``timelimit`` header any client of the broker may set: ``apply_async(
    soft_time_limit=1)``) were obeyed by Celery's pool for ``execute_tool_call_task`` and ``advance_run_task``,
    whose limits toolhub derives from the longest tool timeout and the longest model deadline: a queued call of a
@@ -39,8 +38,9 @@ the delivery with a ``TypeError`` before anything is read, and a malformed call 
 ``ValueError``/``TypeError`` line that quotes no value; both are acknowledged (not redelivered). The messages
 carry ids only (``execute_tool_call_task(call_id, hint)``, ``advance_run_task(run_id)``, the approvals' row
 ids); only JSON is accepted (Celery's default ``accept_content``; no pickle). A tool no longer registered is
-claimed and denied ("no longer exists; nothing was executed"). A worker killed mid-tool: the redelivered
-message (``acks_late``, ``reject_on_worker_lost``) finds the claim committed and does nothing. An advance
+claimed and denied ("no longer exists; nothing was executed"). Read in the code, not run: a worker killed
+mid-tool: the redelivered message (``acks_late``, ``reject_on_worker_lost``) finds the claim committed and does
+nothing. An advance
 message for a run waiting on approval or on an external result, cancelled, completed, failed, or unknown does
 nothing (``run_advance`` locks the run and checks its status, its step lease, its turn's calls and its user's
 standing); its tenant and user are the run's, never the message's. Webhook deliveries are claimed by a guarded
