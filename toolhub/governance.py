@@ -3,9 +3,9 @@
 Every table whose rows decide who may call what (the catalogue, tool groups, grants, tenants and memberships,
 users' superuser and active bits and groups, and tables other apps watch such as approval rules) carries a trigger
 that stamps ``toolhub_governanceversion`` in the same transaction as the change, whatever wrote it: the
-admin, a service, a bulk update or raw SQL. A call reads that one row; when its stamp differs from the one
-the process cached under, the cache is dropped. There is no time to live: a revoked grant, a disabled tool
-or a changed rule is seen by the next call in every process.
+admin, a service, a bulk update or raw SQL (a TRUNCATE included). A call reads that one row; when its stamp
+differs from the one the process cached under, the cache is dropped. There is no time to live: a revoked
+grant, a disabled tool or a changed rule is seen by the next call in every process.
 
 Stamps come from a sequence on PostgreSQL and from random numbers on SQLite, so a change that rolls back
 never hands its stamp to a later, different change (a process may have cached what it saw in between).
@@ -47,6 +47,8 @@ _watched: dict[str, str] = {}
 
 def governance_watch(table: str, *, events: str = "INSERT OR UPDATE OR DELETE") -> None:
     """Stamp a new governance version whenever ``table`` changes (installed by ``migrate``).
+
+    ``events``: the statements that change it; on PostgreSQL a watched DELETE covers TRUNCATE too.
 
     Apps whose tables feed authorization or approval policy call this from ``AppConfig.ready``.
     """
@@ -186,6 +188,16 @@ $$ LANGUAGE plpgsql VOLATILE;
 """
 
 
+def _pg_events(events: str) -> str:
+    """``events`` as PostgreSQL's trigger fires on them: a watched DELETE includes TRUNCATE.
+
+    TRUNCATE removes every row without firing DELETE triggers (an operator revoking every grant at once from
+    psql); unstamped, each process would go on answering from what it cached. SQLite has no TRUNCATE (its
+    ``DELETE FROM t`` fires the row triggers).
+    """
+    return f"{events} OR TRUNCATE" if "DELETE" in events.split(" OR ") else events
+
+
 def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -> list[str]:
     """Create (or replace) the stamp row and a trigger on every watched table that exists; return those tables."""
     connection = connection or default_connection
@@ -204,7 +216,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
             for table in tables:
                 cursor.execute(f"DROP TRIGGER IF EXISTS toolhub_governance_bump ON {quote(table)}")
                 cursor.execute(
-                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_watched[table]} ON {quote(table)} "
+                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_pg_events(_watched[table])} ON {quote(table)} "
                     "FOR EACH STATEMENT EXECUTE FUNCTION toolhub_governance_bump()"
                 )
         elif connection.vendor == "sqlite":
