@@ -55,3 +55,32 @@ def test_truncating_a_governance_table_is_seen_by_the_next_call(
     assert authorization_denial("record_effect", alice_in_acme) is not None
     assert authorization_denial("record_effect", bob_in_globex) is not None
     assert Grant.objects.count() == 0
+
+
+class _Node(dict[str, Any]):
+    """A schema node that can be watched with a weak reference (a plain dict cannot)."""
+
+
+def test_a_rebuilt_json_schema_tool_leaves_no_validator_or_schema_behind() -> None:
+    """Found: ``toolhub.tools.jsonschema_args`` cached each JSON Schema tool's validator by ``id(schema)`` in a
+    process-wide dict that nothing ever emptied. The validator holds its schema, so every schema ever validated
+    stayed alive: a remote MCP tool is built again (``mcp_client.provider._build``) on every governance change, so
+    each worker kept one more copy of each remote schema and its validator per grant, membership or rule changed.
+    Expect: a tool's validator lives as long as the tool; a rebuilt tool's old schema is freed."""
+    import gc
+    import weakref
+
+    from toolhub.tools.definition import Tool
+
+    watched = []
+    for note in ("first", "second", "third"):  # the same remote tool, built again after each governance change
+        schema = {"type": "object", "properties": _Node(note={"type": "string"}), "required": ["note"]}
+        tool = Tool.create("am_remote__note", "A remote tool.", schema, lambda arguments, ctx: None, allow_any=True)
+        assert tool.validate_arguments({"note": note}) == {"note": note}
+        assert tool.validate_arguments({"note": note}) == {"note": note}  # its validator, built once, serves again
+        assert isinstance(tool.json_schema["properties"], _Node)
+        watched.append(weakref.ref(tool.json_schema["properties"]))
+        del tool
+    gc.collect()
+
+    assert [ref() is None for ref in watched] == [True, True, True]

@@ -234,7 +234,7 @@ class SchemaInputs(Inputs):
         return frozenset()
 
     def validate(self, built: Built, values: dict[str, Any]) -> dict[str, Any]:
-        return validate_against_schema(built.name, built.json_schema, values)
+        return validate_against_schema(built.name, built.json_schema, values, owner=built)
 
     def bind(
         self,

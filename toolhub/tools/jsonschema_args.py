@@ -10,6 +10,7 @@ them to the model the same way: one line per problem, by location, never repeati
 """
 
 import copy
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,7 +95,9 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
     return dangling
 
 
-_validators: dict[int, Any] = {}
+#: Each tool's validator and the schema it was built from, kept as long as the tool: a remote MCP tool is built
+#: again on every governance change, and a cache outliving it would keep every version of every schema.
+_validators: "weakref.WeakKeyDictionary[object, tuple[dict[str, Any], Any]]" = weakref.WeakKeyDictionary()
 
 #: How much of a schema's own value (a pattern, an enum member) an error message may quote.
 _SHOWN = 100
@@ -131,11 +134,20 @@ def _validator(schema: dict[str, Any]) -> Any:
 _PUBLISHED_ONLY = frozenset({"regex"})
 
 
-def validate_against_schema(tool_name: str, schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``arguments``; raise ``pydantic.ValidationError`` listing each problem without values."""
-    validator = _validators.get(id(schema))
-    if validator is None:
-        validator = _validators[id(schema)] = _validator(schema)
+def validate_against_schema(
+    tool_name: str, schema: dict[str, Any], arguments: Mapping[str, Any], *, owner: object | None = None
+) -> dict[str, Any]:
+    """Validate ``arguments``; raise ``pydantic.ValidationError`` listing each problem without values.
+
+    ``owner``: the tool whose (unchanging) ``schema`` this is; its validator is built once and lives as long as it.
+    """
+    cached = _validators.get(owner) if owner is not None else None
+    if cached is not None and cached[0] is schema:
+        validator = cached[1]
+    else:
+        validator = _validator(schema)
+        if owner is not None:
+            _validators[owner] = (schema, validator)
     values = dict(arguments)
     line_errors: list[InitErrorDetails] = []
     for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
