@@ -1,6 +1,48 @@
 """Review of 2026-12-05 (am): every cache, as a source of cross-tenant leaks and stale authorization.
 
-Findings: (filled in below)
+Each test fails on the reviewed code (main at 61f7d9c) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
+
+Findings:
+
+1. The governance triggers fired on INSERT, UPDATE and DELETE only. ``TRUNCATE toolhub_grant`` (an operator
+   revoking every grant at once from psql) or a TRUNCATE of memberships stamped nothing, so every process went on
+   authorizing from the grants and standings it had cached, with no time to live, in every tenant. Fixed in
+   ``toolhub.governance.governance_triggers_install``: on PostgreSQL a watched DELETE includes TRUNCATE.
+2. ``toolhub.tools.jsonschema_args`` cached JSON Schema validators by ``id(schema)`` in a dict nothing emptied, and
+   each validator holds its schema: every remote MCP tool, rebuilt on each governance change, left one more schema
+   and validator per change in every process. Fixed: the validator is kept per tool, weakly, as long as the tool.
+
+Checked and found holding (no test here):
+
+- ``governance_cached`` keys and what their loaders read: ``("user", id)`` (active and superuser bits, groups,
+  capability permissions, memberships), ``("grants", tenant, user id, agent)`` (user, group, tenant and agent grants,
+  an agent grant bound to a tenant only there), the catalogue, tool groups and capabilities, activation rules and
+  roles (``disclosure.groups``/``roles``), remote MCP tools (global; a tenant's missing credential is judged per call
+  outside the cache), approval rules (global; a tenant's rule matched against the call's tenant), the MCP header
+  tools, ``approval_decider``. Every table they read is watched (``auth_user`` for the two bits that matter; names
+  are read from the request's user); none of them depends on a tenant, user, agent, run or setting its key omits.
+- ``approvals.deciders.decider_as_now``: keyed by user id, loaded under the stamp read after the request's lock, its
+  permissions and tenant scope memoized before it is handed out; ``approval_may_decide`` only reads it (groups are
+  queried, ``has_perm`` reads the memo), the decision's names and rows use the request's own user object.
+- Search: ``principal_index`` is keyed by (provider, tenant, user id, agent, the usable names); its documents are
+  a function of those names only, so a warm index of one tenant never answers another; the PostgreSQL provider's
+  rows are shared by content hash and searched only under the key built from the principal's own documents; the
+  embedding cache, stem tables and query caches are keyed by text alone and hold immutable values.
+- MCP: header schemas are worked out per HTTP request for the token's user and tenant and travel in a context
+  variable reset after the request; ``_declaring`` holds code tools only (frozen registry).
+- Shared objects: ``tool_definitions()`` rows and cached approval rules are only read; exports deep-copy profile
+  schemas; a narrowed by-category facade is keyed by its categories alone and shared (it depends on nothing else);
+  the LangChain adapter's strict conversion copies the registry's schema before changing it.
+- Context variables (governance scope, batched outcomes, inline worker, secrets scrubber, after-task hooks, MCP
+  header schemas) are all reset in ``finally``; no tool runs inside a governance scope.
+- No Django cache, template fragment cache or HTTP cache holds tenant data (the cache holds throttle counters keyed
+  by user id and the per-tenant audit-verification throttle).
+
+Found, not fixed: ``PostgresProvider.prune(unused_for=...)`` (README: 7 days) deletes a catalogue's rows by its last
+*build*, and a process keeps its built ``PostgresIndex`` until the next governance change; after a quiet week every
+cached index searches nothing ("No tool matched") until some change. Searching never refreshes ``built_at``
+(``tests/search/test_postgres.py`` pins "pruned: finds nothing"); an availability problem, not a leak.
 """
 
 from typing import Any
