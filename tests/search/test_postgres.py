@@ -65,5 +65,24 @@ def test_rebuilding_the_same_catalogue_reuses_its_rows_and_prune_removes_unused_
         )
     assert provider.prune(unused_for=timedelta(days=1)) == len(DOCUMENTS)
     assert rows(first.key) == 0
-    # a search after the rows were pruned finds nothing rather than another catalogue's tools
-    assert first.search("invoice") == []
+
+
+def test_an_index_held_while_its_rows_were_pruned_stores_them_again_and_finds() -> None:
+    """A process keeps its index until the next governance change; a quiet week and a prune emptied its rows.
+
+    Found (review am): every search then answered "No tool matched" until something changed governance.
+    Expect: the search that finds nothing sees the rows gone, stores them again and finds the tool; a search
+    matching nothing on rows that are there stays empty and stores nothing.
+    """
+    provider = PostgresProvider()
+    index = provider.build(DOCUMENTS)
+    assert index.search("invoice")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE toolhub_search_document SET built_at = now() - interval '8 days' WHERE catalogue = %s", [index.key]
+        )
+    assert provider.prune(unused_for=timedelta(days=7)) == len(DOCUMENTS) and rows(index.key) == 0
+
+    assert "send_invoice" in index.search("invoice")
+    assert rows(index.key) == len(DOCUMENTS)
+    assert index.search("zebra quantum") == [] and rows(index.key) == len(DOCUMENTS)

@@ -15,7 +15,7 @@ the query's own words) to 0.71.
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 
 from django.db import connections, transaction
@@ -72,13 +72,21 @@ def catalogue_key(documents: Sequence[SearchDocument]) -> str:
 
 
 class PostgresIndex:
-    """One catalogue's rows in ``toolhub_search_document``."""
+    """One catalogue's rows in ``toolhub_search_document``.
 
-    def __init__(self, key: str, *, config: str, using: str, size: int) -> None:
+    ``restore`` stores them again: a process keeps its index until the next governance change, which may be
+    after ``PostgresProvider.prune`` removed rows no build had used for a while. A search that finds nothing
+    checks that its rows are still there and, if they are not, stores them again and searches once more.
+    """
+
+    def __init__(
+        self, key: str, *, config: str, using: str, size: int, restore: Callable[[], None] | None = None
+    ) -> None:
         self.key = key
         self._config = config
         self._using = using
         self._size = size
+        self._restore = restore
 
     def __len__(self) -> int:
         return self._size
@@ -98,6 +106,15 @@ class PostgresIndex:
             "category": category,
             "k": k,
         }
+        with connections[self._using].cursor() as cursor:
+            cursor.execute(_SEARCH, parameters)
+            names = [row[0] for row in cursor.fetchall()]
+            if names or self._restore is None or not self._size:
+                return names
+            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {_TABLE} WHERE catalogue = %s)", [self.key])
+            if cursor.fetchone()[0]:
+                return names  # the rows are there: nothing matched
+        self._restore()  # pruned while this process held the index
         with connections[self._using].cursor() as cursor:
             cursor.execute(_SEARCH, parameters)
             return [row[0] for row in cursor.fetchall()]
@@ -121,6 +138,13 @@ class PostgresProvider:
         """Store the catalogue's rows unless the same catalogue is stored already; mark it as used."""
         docs = list(documents)
         key = catalogue_key(docs)
+        self._store(key, docs)
+        return PostgresIndex(
+            key, config=self._config, using=self._using, size=len(docs), restore=lambda: self._store(key, docs)
+        )
+
+    def _store(self, key: str, docs: Sequence[SearchDocument]) -> None:
+        """The catalogue's rows, stored under ``key`` unless all of them are already (then marked as used)."""
         config = self._config
         with transaction.atomic(using=self._using), connections[self._using].cursor() as cursor:
             cursor.execute(f"UPDATE {_TABLE} SET built_at = now() WHERE catalogue = %s", [key])
@@ -145,10 +169,12 @@ class PostgresProvider:
                         for d in docs
                     ],
                 )
-        return PostgresIndex(key, config=config, using=self._using, size=len(docs))
 
     def prune(self, *, unused_for: timedelta) -> int:
-        """Delete the catalogues no build has used for ``unused_for`` (e.g. from a periodic task); returns rows."""
+        """Delete the catalogues no build has used for ``unused_for`` (e.g. from a periodic task); returns rows.
+
+        An index a process still holds stores its rows again at its next search that finds nothing.
+        """
         with connections[self._using].cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {_TABLE} WHERE catalogue IN "
