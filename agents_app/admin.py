@@ -204,7 +204,7 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
         ("Transcript", {"fields": ("transcript",)}),
         ("Answer so far (streaming)", {"fields": ("partial_output",)}),
         ("Tool calls", {"fields": ("tool_calls", "audit_trail")}),
-        ("Usage", {"fields": ("turn", "prompt_tokens", "completion_tokens", "shown_context")}),
+        ("Usage", {"fields": ("turn", "lost_steps", "prompt_tokens", "completion_tokens", "shown_context")}),
         ("Visible tools", {"fields": ("shown_disclosure",)}),
         ("Subagents", {"fields": ("parent_link", "depth", "child_runs")}),
         ("From the model", {"fields": ("shown_updates", "blackboard_entries")}),

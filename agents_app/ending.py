@@ -22,6 +22,7 @@ STEP_FIELDS = (
     "deferred_calls",
     "step_lease_until",
     "step_token",
+    "lost_steps",
 )
 #: What ending the run writes besides.
 END_FIELDS = (*STEP_FIELDS, "output", "error", "stop_reason", "finished_at", "retryable")

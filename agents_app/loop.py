@@ -11,7 +11,8 @@ whole step is one transaction and one write of the run. Any other model is asked
 transaction: (A) ends by taking a short lease with a fresh step token, and (C) records the answer
 only if the run still holds the same token. The lease outlasts the provider's deadline; an answer
 that arrives after the lease was given up (or taken over) is dropped, so one run never has two model
-calls that both count.
+calls that both count. A lease that lapsed without its answer is a lost step (its worker stopped): the run
+is stepped again, up to ``RUN_MAX_LOST_STEPS`` lost in a row, then it fails instead (``_step_lost``).
 """
 
 import enum
@@ -209,6 +210,8 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         # turn in their name; what they left waiting is withdrawn.
         run_cancel_locked(run, actor=GOVERNANCE_ACTOR, reason=refusal)
         return Advance.STEPPED
+    if _step_lost(run, now):
+        return Advance.STEPPED
     calls = turn_calls(run)
     if any(not call.is_settled for call in calls):
         waiting = any(call.status in _SUSPENDING for call in calls)
@@ -294,6 +297,37 @@ def statuses_for_model(run: AgentRun, rows: list[tuple[str, str]]) -> list[str]:
     ]
 
 
+def _step_lost(run: AgentRun, now: Any) -> bool:
+    """Count a lost step (its lease lapsed without its answer); at ``RUN_MAX_LOST_STEPS`` in a row the run fails.
+
+    Called once the lease is known not to be in force: a lease still set is one whose worker stopped while
+    the model answered (out of memory, a crash in native code). As the sweeper bounds a lost tool call's
+    attempts (``CALL_MAX_ATTEMPTS``), a step that takes its worker down each time is not paid for on every
+    sweep forever. The count is written with the step (``_take_lease``, ``STEP_FIELDS``); a recorded answer
+    (``_end_step``) and a retry (``run_retry``) set it back to 0. Returns whether the run failed.
+    """
+    if run.step_lease_until is None:
+        return False
+    run.lost_steps += 1
+    limit = toolhub_settings().RUN_MAX_LOST_STEPS
+    if run.lost_steps < limit:
+        logger.warning(
+            "run %s: its step's worker stopped before the model's answer (%d of %d)", run.id, run.lost_steps, limit
+        )
+        return False
+    logger.error("run %s: its step's worker stopped %d times in a row; the run failed", run.id, run.lost_steps)
+    run_end_with_error(
+        run,
+        f"Run stopped: its worker stopped {run.lost_steps} times in a row while the model was answering "
+        "(TOOLHUB['RUN_MAX_LOST_STEPS']), so the model was not asked again. Retry the run once the cause is fixed.",
+        status=RunStatus.FAILED,
+        stop_reason=StopReason.WORKER_LOST,
+        now=now,
+        retryable=True,
+    )
+    return True
+
+
 def _lease_seconds(run: AgentRun) -> float:
     """How long a step holds the run: its provider's deadline and the bookkeeping margin."""
     return run.agent.provider.deadline_seconds + STEP_LEASE_MARGIN_SECONDS
@@ -303,7 +337,8 @@ def _take_lease(run: AgentRun, now: Any) -> uuid.UUID:
     """Write the begun step (results, disclosure) with a lease and a fresh token; the model is asked after commit."""
     run.step_lease_until = now + timedelta(seconds=_lease_seconds(run))
     run.step_token = uuid.uuid4()
-    run_transition(run, RunStatus.RUNNING, update_fields=["messages", "disclosure", "step_lease_until", "step_token"])
+    fields = ["messages", "disclosure", "step_lease_until", "step_token", "lost_steps"]
+    run_transition(run, RunStatus.RUNNING, update_fields=fields)
     return run.step_token
 
 
@@ -391,8 +426,9 @@ def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
     run.step_lease_until = None
     run.step_token = None
     run.partial_output = ""  # the whole answer is in the messages (and the output) from now on
+    run.lost_steps = 0  # this step's answer came: its worker did not stop
     if run.status not in (RunStatus.RUNNING, RunStatus.WAITING):  # it ended (was cancelled) meanwhile
-        run.save(update_fields=["step_lease_until", "step_token", "partial_output", "updated_at"])
+        run.save(update_fields=["step_lease_until", "step_token", "partial_output", "lost_steps", "updated_at"])
         return
     if isinstance(answer, _Failed):
         _fail_step(run, answer, now=now)

@@ -230,6 +230,7 @@ class StopReason(models.TextChoices):
     MAX_TOOL_CALLS = "max_tool_calls"
     MAX_TOKENS = "max_tokens", "token budget spent"
     MODEL_ERROR = "model_error"
+    WORKER_LOST = "worker_lost", "its worker stopped while the model answered"
     CANCELLED = "cancelled"
 
 
@@ -264,6 +265,12 @@ class AgentRun(models.Model):
     )
     step_token = models.UUIDField(
         null=True, blank=True, help_text="Names the model call in flight; an answer carrying another token is dropped."
+    )
+    lost_steps = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Model steps in a row whose worker stopped before the answer was recorded (their lease lapsed); "
+        "back to 0 when an answer is recorded or the run is retried (TOOLHUB['RUN_MAX_LOST_STEPS']).",
     )
     disclosure = models.JSONField(
         default=dict,

@@ -382,6 +382,7 @@ def run_retry(*, run: AgentRun) -> AgentRun:
         locked.error = ""
         locked.retryable = False
         locked.finished_at = None
+        locked.lost_steps = 0  # a fresh start: the steps its failure counted are not held against it
         run_transition(locked, RunStatus.RUNNING)
         _schedule_advance(locked)
     return locked

@@ -48,6 +48,11 @@ class ToolhubSettings(BaseModel):
     # reconciler queues it again only below this, so a call that takes its worker down (out of memory, a crash
     # in native code) does not do so forever. Then an idempotent one needs attention, an atomic one fails.
     CALL_MAX_ATTEMPTS: Positive = 3
+    # Model steps in a row a run may lose (its worker stopped while the model answered: the step's lease lapsed
+    # without its answer) before it fails instead of asking the model again: a step that takes its worker down
+    # (an answer that exhausts memory, a crash in a client library) would otherwise repeat its paid model call on
+    # every runs sweep, forever. A recorded answer, or retrying the failed run, starts the count again.
+    RUN_MAX_LOST_STEPS: Positive = 3
     # Queued calls a worker claims in one transaction (group commit): its own call plus up to this many
     # minus one of the oldest others, run one after another, their outcomes recorded in one transaction.
     # 1 (the default) claims one call per delivery; a larger batch saves commits for short tools but runs
