@@ -62,6 +62,10 @@ logger = logging.getLogger(__name__)
 #: How much longer than the provider's deadline a step's lease lasts (recording the turn, clock skew).
 STEP_LEASE_MARGIN_SECONDS = 30
 
+#: The most tokens a run's totals keep (its ``PositiveIntegerField`` columns): an endpoint reporting more is past
+#: every budget anyway, and a write beyond the column's range would fail the step and leave the run leased.
+MAX_TOKENS_KEPT = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class _Step:
@@ -438,8 +442,8 @@ def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
 
 def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     run.turn += 1
-    run.prompt_tokens += turn.prompt_tokens
-    run.completion_tokens += turn.completion_tokens
+    run.prompt_tokens = min(run.prompt_tokens + turn.prompt_tokens, MAX_TOKENS_KEPT)
+    run.completion_tokens = min(run.completion_tokens + turn.completion_tokens, MAX_TOKENS_KEPT)
     message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
     if turn.tool_calls:
         message["tool_calls"] = [

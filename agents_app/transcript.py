@@ -1,9 +1,10 @@
 """A run's transcript for people: the conversation in order, each tool call inline with its fate.
 
-Reads only. The model's messages hold the calls it asked for (by the model's call id); each is matched
-with its governed ``ToolCall`` (status, timings, the approval and its decisions, the text the model
-read back), so the page shows what happened rather than the raw JSON the model exchanged. Arguments
-are shown as anyone may see them (sensitive values redacted), never from the messages.
+Reads only. The model's messages hold the calls it asked for (by the model's call id, unique within a
+turn); each is matched with its governed ``ToolCall`` of that turn (status, timings, the approval and its
+decisions, the text the model read back), so the page shows what happened rather than the raw JSON the
+model exchanged. Arguments are shown as anyone may see them (sensitive values redacted), never from the
+messages.
 """
 
 import json
@@ -13,7 +14,7 @@ from typing import Any
 
 from agents_app.models import AgentRun
 from toolhub.admin_tables import duration
-from toolhub.models import ToolCall
+from toolhub.models import CallKind, ToolCall
 from toolhub.sagas.models import Saga
 from toolhub.sagas.selectors import saga_compensations, saga_for_run
 from toolhub.selectors import displayed_arguments
@@ -84,18 +85,25 @@ def run_transcript(run: AgentRun) -> Transcript:
     if hasattr(ToolCall, "approval_request"):  # the approvals app is installed
         calls_of_run = calls_of_run.select_related("approval_request").prefetch_related("approval_request__decisions")
     calls = list(calls_of_run)
-    by_model_id = {call.model_call_id: call for call in calls if call.model_call_id}
+    # A model's call ids are unique within its turn only (a later turn, an agentic tool's inner model, may repeat
+    # one): each assistant message is the next turn (``loop._record_turn``), matched among the run's own calls.
+    by_model_id = {
+        (call.turn, call.model_call_id): call for call in calls if call.kind == CallKind.CALL and call.model_call_id
+    }
     placed: set[Any] = set()
     entries: list[TranscriptEntry] = []
+    turn = 0
     for message in run.messages or []:
         if not isinstance(message, dict):
             continue
         role = str(message.get("role", ""))
-        if role == "tool" and message.get("tool_call_id") in by_model_id:
+        if role == "assistant":
+            turn += 1
+        if role == "tool" and (turn, message.get("tool_call_id")) in by_model_id:
             continue  # shown with its call
         shown_calls = []
         for asked in message.get("tool_calls") or []:
-            call = by_model_id.get(asked.get("id"))
+            call = by_model_id.get((turn, asked.get("id")))
             if call is not None:
                 placed.add(call.pk)
                 shown_calls.append(_shown(call))

@@ -17,22 +17,43 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ModelToolCall:
-    """A tool call as the model asked for it; ``arguments`` is the raw text it sent (maybe not JSON)."""
+    """A tool call as the model asked for it; ``arguments`` is the raw text it sent (maybe not JSON).
+
+    Checked when built: an SDK builds its answer without checking field types, so an endpoint's ``arguments``
+    object or numeric ``id`` would reach the loop as it came (and break the step outside the adapter).
+    """
 
     id: str
     name: str
     arguments: str
 
+    def __post_init__(self) -> None:
+        for name in ("id", "name", "arguments"):
+            _require(isinstance(getattr(self, name), str), f"a tool call's {name} is not text")
+
 
 @dataclass(frozen=True)
 class ModelTurn:
-    """One answer of the model: text, tool calls, or both, plus token usage."""
+    """One answer of the model: text, tool calls, or both, plus token usage; checked when built, as its calls are."""
 
     content: str = ""
     tool_calls: tuple[ModelToolCall, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.content, str), "its content is not text")
+        _require(all(isinstance(call, ModelToolCall) for call in self.tool_calls), "a tool call is not one")
+        for name in ("prompt_tokens", "completion_tokens"):
+            count = getattr(self, name)
+            _require(type(count) is int and count >= 0, f"its {name} is not a count")
+
+
+def _require(holds: bool, problem: str) -> None:
+    """A turn that is not what adapters promise the loop is the endpoint's garbage: a ``ModelError``."""
+    if not holds:
+        raise ModelError(f"Model endpoint answered something that is not a chat completion: {problem}.")
 
 
 #: Receives the model's answer text so far while it streams (at a bounded rate; each call the whole text).
