@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from agents_app.budgets import budget_of, calls_used, spending_below
+from agents_app.budgets import budget_of, calls_used, spending_below, tokens_added_sql
 from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
@@ -73,8 +73,8 @@ class _ChargedToRun:
         self._refuse_when_spent()
         turn = self.adapter.complete(**kwargs)
         AgentRun.objects.filter(id=self.run_id).update(
-            prompt_tokens=F("prompt_tokens") + turn.prompt_tokens,
-            completion_tokens=F("completion_tokens") + turn.completion_tokens,
+            prompt_tokens=tokens_added_sql("prompt_tokens", turn.prompt_tokens),
+            completion_tokens=tokens_added_sql("completion_tokens", turn.completion_tokens),
             updated_at=timezone.now(),
         )
         if turn.tool_calls:

@@ -13,12 +13,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, Q, Value, When
+from django.db.models.expressions import Combinable
 
 from agents_app.models import AgentRun, RunStatus
 from toolhub.models import CallKind, ToolCall
 
-__all__ = ["BUDGETED_KINDS", "Spending", "budget_of", "calls_used", "spending_below", "spending_of"]
+__all__ = [
+    "BUDGETED_KINDS",
+    "MAX_TOKENS_KEPT",
+    "Spending",
+    "budget_of",
+    "calls_used",
+    "spending_below",
+    "spending_of",
+    "tokens_added",
+    "tokens_added_sql",
+]
 
 #: Budget keys of ``AgentRun.limits``, by ``Spending`` field.
 _KEYS = {"calls": "max_tool_calls", "tokens": "max_tokens"}
@@ -27,6 +38,27 @@ _GOING = frozenset({RunStatus.RUNNING, RunStatus.WAITING})
 _MAX_LEVELS = 32
 #: The calls a budget counts: the run's turns' and its agentic tools' inner calls (each executes a tool).
 BUDGETED_KINDS = (CallKind.CALL, CallKind.INNER)
+
+#: The most tokens a run's totals keep (the bound of their ``PositiveIntegerField`` columns on every database):
+#: an endpoint reporting more is past every budget anyway, and a write beyond the range would fail the step.
+MAX_TOKENS_KEPT = 2**31 - 1
+
+
+def tokens_added(total: int, more: int) -> int:
+    """A run's token total after a model turn's ``more`` (never negative: ``ModelTurn`` checks it), kept in range."""
+    return min(total + more, MAX_TOKENS_KEPT)
+
+
+def tokens_added_sql(field: str, more: int) -> Combinable:
+    """``tokens_added`` as one UPDATE's expression, for a turn charged to a run that is not locked.
+
+    Compared before it is added, so the database never computes a sum past its integer's range.
+    """
+    more = min(more, MAX_TOKENS_KEPT)
+    return Case(
+        When(**{f"{field}__gt": MAX_TOKENS_KEPT - more}, then=Value(MAX_TOKENS_KEPT)),
+        default=F(field) + more,
+    )
 
 
 @dataclass(frozen=True)

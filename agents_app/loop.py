@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents_app.blackboard import blackboard_capture_calls
-from agents_app.budgets import Spending, budget_of, calls_used, spending_below
+from agents_app.budgets import Spending, budget_of, calls_used, spending_below, tokens_added
 from agents_app.cancelling import GOVERNANCE_ACTOR, run_cancel_locked
 from agents_app.disclosure import (
     agent_tool_names,
@@ -61,10 +61,6 @@ logger = logging.getLogger(__name__)
 
 #: How much longer than the provider's deadline a step's lease lasts (recording the turn, clock skew).
 STEP_LEASE_MARGIN_SECONDS = 30
-
-#: The most tokens a run's totals keep (its ``PositiveIntegerField`` columns): an endpoint reporting more is past
-#: every budget anyway, and a write beyond the column's range would fail the step and leave the run leased.
-MAX_TOKENS_KEPT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -442,8 +438,8 @@ def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
 
 def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     run.turn += 1
-    run.prompt_tokens = min(run.prompt_tokens + turn.prompt_tokens, MAX_TOKENS_KEPT)
-    run.completion_tokens = min(run.completion_tokens + turn.completion_tokens, MAX_TOKENS_KEPT)
+    run.prompt_tokens = tokens_added(run.prompt_tokens, turn.prompt_tokens)
+    run.completion_tokens = tokens_added(run.completion_tokens, turn.completion_tokens)
     message: dict[str, Any] = {"role": "assistant", "content": turn.content or None}
     if turn.tool_calls:
         message["tool_calls"] = [

@@ -14,7 +14,8 @@ Findings:
    after each lease the sweep asked the model again, forever. The model's turn is now checked where adapters
    build it (``ModelTurn``/``ModelToolCall``: text, and token counts that are non-negative integers) and refused
    as a ``ModelError`` (the run fails retryably with a clear reason); a run's token totals stop at what their
-   columns hold.
+   columns hold (``budgets.tokens_added``), also where an agentic tool's inner model charges its turns to the run
+   (``agentic._ChargedToRun``: its unbounded ``F() + n`` failed the UPDATE, and with it the agentic call).
 2. The run's transcript (its admin page, read by the tenant's operators and auditors) matched each call the
    model asked for to a call row by the model's call id alone, across the whole run and every kind of call. Ids
    are unique only within a turn: a model (or a provider that numbers ids per answer, ``call_0``) reusing an id
@@ -224,3 +225,35 @@ def test_an_agentic_tools_inner_call_is_not_shown_as_the_runs_own_request(
     assert outer.model_call_id == inner.model_call_id  # the premise: both models said call_1_1
     [asked] = [entry for entry in transcript.entries if entry.calls]
     assert [shown.call.pk for shown in asked.calls] == [outer.pk]
+
+
+def test_an_inner_models_huge_token_count_is_kept_within_what_the_run_can_store(
+    fake_model: FakeModel, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: an agentic tool's inner model charges its turns to the run with ``F("prompt_tokens") + n``
+    (``agents_app.agentic._ChargedToRun``), with no bound: a count past the column's range failed the UPDATE
+    inside the tool (``OverflowError``; ``integer out of range`` on PostgreSQL), so the agentic call failed with
+    an internal error although its model answered (and, inside a transaction, broke it for the outcome's write).
+
+    Expect: the agentic call succeeds and the run's totals stop at the column's bound, as the loop's do.
+    """
+    fake_model.queue(
+        _answer({"content": "5"}, usage={"prompt_tokens": 10**20, "completion_tokens": 1, "total_tokens": 1})
+    )
+    with registry.temporarily(*sample_tools.ALL):
+        provider = ModelProvider.objects.create(
+            name="fake", kind=ProviderKind.OPENAI, base_url=fake_model.base_url, model_name="test-model"
+        )
+        agent_create(name="math-brain", provider=provider.name, tools=[])
+        agent = agent_create(
+            name="runner",
+            provider="scripted",
+            tools=["math_orchestrator"],
+            script=[{"tool_calls": [{"name": "math_orchestrator", "arguments": {"task": "2+3"}}]}, {"content": "ok"}],
+        )
+        run = _started(agent, alice, django_capture_on_commit_callbacks)
+
+    outer = ToolCall.objects.get(run_id=run.id, kind=CallKind.CALL)
+    assert outer.status == CallStatus.SUCCEEDED, outer.error
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.prompt_tokens == 2**31 - 1
