@@ -16,10 +16,9 @@ is stepped again, up to ``RUN_MAX_LOST_STEPS`` lost in a row, then it fails inst
 """
 
 import enum
-import hashlib
 import logging
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -37,19 +36,18 @@ from agents_app.disclosure import (
     run_state_after_calls,
 )
 from agents_app.ending import STEP_FIELDS, run_end_with_error, run_finish
+from agents_app.model_answers import Failed, failure, model_answer, partial_writer
 from agents_app.models import AgentRun, RunStatus, StopReason
-from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, adapter_for
+from agents_app.models_adapters import ModelAdapter, ModelTurn, adapter_for
 from agents_app.steprows import locked_run, turn_calls
 from agents_app.transitions import run_transition
 from toolhub.audit import redacted_arguments_text
 from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ModelError
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
-from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import ReturnBehavior
 from toolhub.tools.export import openai_tool
@@ -71,13 +69,6 @@ class _Step:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     stream: bool
-
-
-@dataclass(frozen=True)
-class _Failed:
-    """The model (or its adapter) failed; what the run is told."""
-
-    error: str
 
 
 class Advance(enum.Enum):
@@ -105,56 +96,21 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
             return step
         if getattr(step.adapter, "answers_in_process", False) is True:
             # Nothing to wait for: the step ends in this transaction, with one write of the run.
-            _end_step(run, _model_answer(run_id, step, on_partial=None), now=now)
+            _end_step(run, model_answer(run_id, step.adapter, step.messages, step.tools, on_partial=None), now=now)
             return Advance.STEPPED
         token = _take_lease(run, now)
-    answer = _model_answer(run_id, step, on_partial=_partial_writer(run_id, token) if step.stream else None)
+    answer = model_answer(
+        run_id,
+        step.adapter,
+        step.messages,
+        step.tools,
+        on_partial=partial_writer(run_id, token) if step.stream else None,
+    )
     with transaction.atomic():
         run = locked_run(run_id)
         if run is not None and _holds_step(run, token):
             _end_step(run, answer, now=timezone.now())
     return Advance.STEPPED
-
-
-def _model_answer(run_id: uuid.UUID, step: _Step, on_partial: PartialSink | None) -> ModelTurn | _Failed:
-    """The model's turn as the database can store it, or why there is none."""
-    try:
-        turn = step.adapter.complete(messages=step.messages, tools=step.tools, on_partial=on_partial)
-    except Exception as exc:  # noqa: BLE001 - an adapter bug must not leave the run leased forever
-        return _failure(run_id, exc)
-    size = _turn_size(turn)
-    if size > toolhub_settings().MAX_EXTERNAL_RESULT_BYTES:
-        # A model's turn is data from outside, bounded as a tool's external result is; nothing of it is kept.
-        return _Failed(
-            f"The model's turn was {size:,} bytes, above TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; nothing of it was kept."
-        )
-    return _storable_turn(turn)
-
-
-def _turn_size(turn: ModelTurn) -> int:
-    """The bytes of a turn's text and tool calls, as UTF-8."""
-    texts = [turn.content, *(part for call in turn.tool_calls for part in (call.id, call.name, call.arguments))]
-    return sum(len(str(text).encode("utf-8", "surrogatepass")) for text in texts)
-
-
-def _failure(run_id: uuid.UUID, exc: Exception) -> _Failed:
-    """What the run is told of a model error; an adapter's own bug is logged and named by its type only."""
-    if isinstance(exc, ModelError):
-        return _Failed(str(exc))
-    logger.error("model adapter failed for run %s", run_id, exc_info=exc)
-    return _Failed(f"Model adapter error ({type(exc).__name__})")
-
-
-def _partial_writer(run_id: uuid.UUID, token: uuid.UUID) -> PartialSink:
-    """Store a streaming answer's text so far on the run, while this step still holds it (one UPDATE, no lock).
-
-    The adapter calls it at a bounded rate (``STREAM_FLUSH_SECONDS``); the turn's record clears it.
-    """
-
-    def write(text: str) -> None:
-        AgentRun.objects.filter(id=run_id, step_token=token).update(partial_output=storable_text(text))
-
-    return write
 
 
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
@@ -255,7 +211,7 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
     try:
         adapter = adapter_for(run.agent)
     except Exception as exc:  # noqa: BLE001 - a provider that cannot be used fails the step like its model
-        _fail_step(run, _failure(run.id, exc), now=now)
+        _fail_step(run, failure(run.id, exc), now=now)
         return Advance.STEPPED
     profile = run.agent.provider.effective_schema_profile
     return _Step(
@@ -382,37 +338,6 @@ def _awaits_results(messages: list[dict[str, Any]]) -> bool:
     return bool(messages) and messages[-1].get("role") == "assistant" and bool(messages[-1].get("tool_calls"))
 
 
-def _storable_turn(turn: ModelTurn) -> ModelTurn:
-    """The model's text as the database can store it: NUL characters and lone surrogates escaped."""
-    ids = _call_ids([storable_text(c.id) for c in turn.tool_calls])
-    calls = tuple(
-        ModelToolCall(id=call_id, name=storable_text(c.name), arguments=storable_text(c.arguments))
-        for call_id, c in zip(ids, turn.tool_calls, strict=True)
-    )
-    return replace(turn, content=storable_text(turn.content), tool_calls=calls)
-
-
-def _call_ids(ids: list[str]) -> list[str]:
-    """The turn's call ids as the run keeps them: each fits the call row (100 characters) and is unique in the turn.
-
-    The conversation and the call rows hold the same id, so each result is matched to its call when the
-    model is asked again; a provider whose ids are longer, or a model repeating one, gets ids derived from its own.
-    """
-    kept: list[str] = []
-    for position, given in enumerate(ids):
-        call_id, attempt = given, 0
-        # A derived id is new to the turn too: neither kept already nor one the model gave a later call.
-        while len(call_id) > _MAX_CALL_ID or call_id in kept or (attempt and call_id in ids):
-            digest = hashlib.sha256(f"{position}:{attempt}:{given}".encode()).hexdigest()[:24]
-            call_id, attempt = f"call_{position}_{digest}", attempt + 1
-        kept.append(call_id)
-    return kept
-
-
-#: ``ToolCall.model_call_id``'s length.
-_MAX_CALL_ID = 100
-
-
 def _holds_step(run: AgentRun, token: uuid.UUID) -> bool:
     """Whether the step that asked the model still owns the run; if not, its answer is dropped."""
     if run.step_token == token:
@@ -421,7 +346,7 @@ def _holds_step(run: AgentRun, token: uuid.UUID) -> bool:
     return False
 
 
-def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
+def _end_step(run: AgentRun, answer: ModelTurn | Failed, *, now: Any) -> None:
     """Record the model's answer (or its failure) on the locked run: one write of the run for the whole step."""
     run.step_lease_until = None
     run.step_token = None
@@ -430,7 +355,7 @@ def _end_step(run: AgentRun, answer: ModelTurn | _Failed, *, now: Any) -> None:
     if run.status not in (RunStatus.RUNNING, RunStatus.WAITING):  # it ended (was cancelled) meanwhile
         run.save(update_fields=["step_lease_until", "step_token", "partial_output", "lost_steps", "updated_at"])
         return
-    if isinstance(answer, _Failed):
+    if isinstance(answer, Failed):
         _fail_step(run, answer, now=now)
         return
     _record_turn(run, answer, now=now)
@@ -524,7 +449,7 @@ def _request_calls(run: AgentRun) -> bool:
     return any(call.status in _SUSPENDING for call in requested)
 
 
-def _fail_step(run: AgentRun, failed: _Failed, *, now: Any) -> None:
+def _fail_step(run: AgentRun, failed: Failed, *, now: Any) -> None:
     """The model could not answer: the run fails, and may be retried (``run_retry``)."""
     run_end_with_error(
         run, failed.error, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True

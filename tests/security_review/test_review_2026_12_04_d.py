@@ -9,7 +9,7 @@ import hashlib
 import pytest
 from django.contrib.auth.models import Group
 
-from agents_app.loop import _storable_turn
+from agents_app.model_answers import storable_turn
 from agents_app.models_adapters import ModelToolCall, ModelTurn
 from tests.audit.test_console import _catalogue, auditors, make_call, member  # noqa: F401 - fixtures
 from tests.helpers import console
@@ -32,7 +32,7 @@ def test_a_derived_call_id_never_repeats_an_id_kept_before_it_in_the_turn() -> N
         )
     )
 
-    ids = [call.id for call in _storable_turn(turn).tool_calls]
+    ids = [call.id for call in storable_turn(turn).tool_calls]
 
     assert len(set(ids)) == len(ids), ids
 
