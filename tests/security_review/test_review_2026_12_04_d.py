@@ -1,6 +1,6 @@
 """Review of 2026-12-04 (d): regressions and new holes of the day's security fixes.
 
-Call id normalisation in the agent loop (``agents_app.loop._call_ids``) and the bounded count for tenant
+Call id normalisation in the agent loop (``agents_app.model_answers``) and the bounded count for tenant
 staff in the admin lists (``toolhub.admin_lists.EstimatedCountPaginator``).
 """
 
