@@ -1,6 +1,7 @@
 """Operators' database approval rules, evaluated by the core's policy as a rule source."""
 
 from collections.abc import Mapping
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -105,7 +106,9 @@ def _compared(actual: Any, operator: str, expected: Any) -> bool:
     if operator == Operator.IN:
         return isinstance(expected, list) and _normal(actual) in [_normal(item) for item in expected]
     if operator == Operator.CONTAINS:
-        return str(expected) in str(actual) if not isinstance(actual, list | dict) else expected in actual
+        if isinstance(actual, list):
+            return _normal(expected) in _normal(actual)
+        return expected in actual if isinstance(actual, dict) else str(expected) in str(actual)
     left, right = _normal(actual), _normal(expected)
     if operator == Operator.EQ:
         return bool(left == right)
@@ -123,13 +126,19 @@ def _compared(actual: Any, operator: str, expected: Any) -> bool:
 
 
 def _normal(value: Any) -> Any:
-    """Compare numbers as exact decimals, whether they arrive as int, float, Decimal or numeric text.
+    """A JSON value as what it means, not as it is spelt: what the model writes cannot choose a rule's answer.
 
-    Only finite ones: ``"NaN"``, ``"sNaN"`` and ``"Infinity"`` stay as they came (a signaling NaN raises on
-    any comparison), so an argument spelled so is held as incomparable, never a server error.
+    Numbers (int, float, Decimal or numeric text) as exact decimals, date-time text as the instant it names
+    (``_instant``), lists and objects item by item. Only finite numbers: ``"NaN"``, ``"sNaN"`` and ``"Infinity"``
+    stay as they came (a signaling NaN raises on any comparison), so an argument spelled so is held as
+    incomparable, never a server error.
     """
     if isinstance(value, bool):
         return value
+    if isinstance(value, list):
+        return [_normal(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _normal(item) for key, item in value.items()}
     try:
         if isinstance(value, int | float | Decimal):
             number = Decimal(str(value))
@@ -138,5 +147,23 @@ def _normal(value: Any) -> Any:
         else:
             return value
     except InvalidOperation:
-        return value
+        return _instant(value)
     return number if number.is_finite() else value
+
+
+def _instant(text: str) -> Any:
+    """ISO text of a date and a time as the instant it names; other text as it is.
+
+    Arguments are read as JSON, where a ``datetime`` is text carrying the offset and fraction the call wrote:
+    compared letter by letter, ``2026-01-01T05:00:00+14:00`` (an instant of 2025) sorts after
+    ``2026-01-01T00:00:00Z``. A time without an offset is not ordered against one with it (``TypeError``: the
+    call is held). A date alone stays text: ISO dates sort in order.
+    """
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            return text
+    return text
