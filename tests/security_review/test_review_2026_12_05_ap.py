@@ -12,7 +12,10 @@ compared as the instant it names, an instant without an offset against one with 
 call: ``approvals.rules._normal``); and ``contains`` over a list compared the rule's value with the list's JSON items
 as they are spelt, so ``amounts contains 0`` on a ``list[Decimal]`` (items stored as text, ``"0.00"``) never matched
 where the ``Decimal`` items matched before, and ``contains "0"`` was evaded by writing ``0.00`` (now lists and objects
-are compared item by item as numbers and instants, as single values already were).
+are compared item by item as numbers and instants, as single values already were); since the console's bulk
+actions read the ticked rows from the admin's ``get_queryset`` (1999c56), the list's ``list_select_related`` no longer
+applied, and the calls' cancel confirmation page read each call's user in a query of its own (now
+``toolhub.admin_actions.CommentActionMixin.response_action`` reads the rows with what the list reads with them).
 
 Checked and found holding (no test here): ``approvals.deciders.decider_as_now`` keeps a fresh ``User`` per process
 under the governance stamp read after the request's lock; it is only read (its permissions and tenant scope memoized
@@ -44,10 +47,14 @@ from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRule
+from tests.helpers import console
 from tests.security_review.conftest import client_for
 from toolhub import Param, registry, tool
+from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -131,3 +138,30 @@ def test_contains_reads_a_list_of_decimals_as_numbers(alice: User, value: Any) -
     )
     assert _status(alice, "ap_pay_lines", {"amounts": ["0.00", 5]}) == "pending_approval"
     assert _status(alice, "ap_pay_lines", {"amounts": [1, "2.50"]}) != "pending_approval"
+
+
+# --- the console's bulk actions ------------------------------------------------------------------------------
+
+
+def _cancel_page_queries(client: Any, calls: list[ToolCall]) -> int:
+    """The queries of the cancel action's confirmation page for ``calls``, as an operator ticks them."""
+    data = {"action": "cancel_selected", "index": "0", "_selected_action": [str(call.pk) for call in calls]}
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post("/admin/toolhub/toolcall/", data)
+    assert response.status_code == 200 and "Cancel calls" in response.content.decode()
+    return len(queries)
+
+
+def test_the_cancel_confirmation_page_costs_no_query_per_call(superuser: User) -> None:
+    """Found: since ``CommentActionMixin.response_action`` reads the ticked rows from the admin's ``get_queryset``
+    (1999c56) instead of the change list's queryset, the list's ``list_select_related`` no longer applies: the
+    cancel action's confirmation page read each call's user in a query of its own (one more per ticked call).
+    Expect: the page issues as many queries for six ticked calls as for two.
+    """
+    users = [User.objects.create_user(f"ap-user-{n}") for n in range(6)]
+    calls = [
+        ToolCall.objects.create(tool_name="ap_pay_lines", status=CallStatus.QUEUED, tenant="acme", user=user)
+        for user in users
+    ]
+    client = console(superuser)
+    assert _cancel_page_queries(client, calls[:2]) == _cancel_page_queries(client, calls)
