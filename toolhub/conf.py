@@ -44,9 +44,9 @@ class ToolhubSettings(BaseModel):
     DEFAULT_MAX_TOOL_CALLS: Positive = 10
     # Seconds a worker holds a claimed call before the reconciler may take it back.
     CALL_LEASE_SECONDS: Seconds = 300
-    # Claims a call of an idempotent or atomic tool may have when its workers keep dying while running it: the
+    # Attempts in a row a call of an idempotent or atomic tool may lose (its worker died while running it): the
     # reconciler queues it again only below this, so a call that takes its worker down (out of memory, a crash
-    # in native code) does not do so forever. Then an idempotent one needs attention, an atomic one fails.
+    # in native code) does not do so forever. Then it needs attention, as any other tool's lost call does.
     CALL_MAX_ATTEMPTS: Positive = 3
     # Model steps in a row a run may lose (its worker stopped while the model answered: the step's lease lapsed
     # without its answer) before it fails instead of asking the model again: a step that takes its worker down

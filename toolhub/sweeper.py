@@ -4,7 +4,8 @@ PostgreSQL is the record and Redis only the transport: a queued call whose messa
 dispatched again; a running call whose worker died (its lease expired) is never run twice when the
 tool is not idempotent: it goes to ``needs_attention`` for an operator. An atomic tool's call is run
 again: its effects roll back with the transaction of its unrecorded outcome, so the lost attempt left none.
-Either is run again only while it has attempts left (``CALL_MAX_ATTEMPTS``), then it needs attention too.
+Either is run again only while fewer than ``CALL_MAX_ATTEMPTS`` of its attempts in a row were lost, then it needs
+attention too.
 """
 
 from datetime import timedelta
@@ -16,11 +17,14 @@ from django.utils import timezone
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
 __all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_expire_awaiting_results"]
+
+#: The actor of the reconciler's moves: its requeues of a call are that call's lost attempts (``_lost_in_a_row``).
+RECONCILER = "reconciler"
 
 
 def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
@@ -42,24 +46,26 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
     A late outcome of the lost attempt is refused (outcomes are written only by the attempt that holds the
     claim), and an atomic tool's effects roll back with it. Each move is of the claim read as expired, its attempt
     with its lease still ended: a call queued again and claimed meanwhile (a later attempt, by another sweep; or
-    the same attempt number, after a batch handed it back unstarted) is left to its worker. A call claimed
-    ``CALL_MAX_ATTEMPTS`` times is not queued again: one whose every run takes its worker down would otherwise
-    do so once per lease, forever.
+    the same attempt number, after a batch handed it back unstarted) is left to its worker. A call whose last
+    ``CALL_MAX_ATTEMPTS`` attempts were all lost is not queued again: one whose every run takes its worker down
+    would otherwise do so once per lease, forever. Lost in a row, not claimed in all: a compensation's call is one
+    row over all its attempts, whose ordinary failures are no worker's death (``_lost_in_a_row``).
     """
     now = timezone.now()
     max_attempts = toolhub_settings().CALL_MAX_ATTEMPTS
     counts = {"requeued": 0, "needs_attention": 0}
     for call in ToolCall.objects.filter(status=CallStatus.RUNNING, lease_expires_at__lt=now)[:500]:
         kind = _retry_kind(registry.get(call.tool_name))
+        lost = _lost_in_a_row(call, max_attempts) if kind else 1
         with transaction.atomic():
-            if kind and call.attempts < max_attempts:
+            if kind and lost < max_attempts:
                 if call_transition(
                     call,
                     to=CallStatus.QUEUED,
                     allowed_from={CallStatus.RUNNING},
                     attempt=call.attempts,
                     lease_expired_by=now,
-                    actor="reconciler",
+                    actor=RECONCILER,
                     data={"reason": f"lease expired; {kind} tool is retried", "attempt": call.attempts},
                     queued_at=now,
                     lease_expires_at=None,
@@ -72,9 +78,9 @@ def calls_reconcile_expired_leases() -> dict[str, int]:
                 allowed_from={CallStatus.RUNNING},
                 attempt=call.attempts,
                 lease_expired_by=now,
-                actor="reconciler",
-                data={"reason": _unsettled_reason(kind, call.attempts), "attempt": call.attempts},
-                error=_unsettled_error(kind, call.attempts),
+                actor=RECONCILER,
+                data={"reason": _unsettled_reason(kind, lost), "attempt": call.attempts},
+                error=_unsettled_error(kind, lost),
                 lease_expires_at=None,
             ):
                 counts["needs_attention"] += 1
@@ -88,14 +94,35 @@ def _retry_kind(tool: Tool | None) -> str:
     return "idempotent" if tool.idempotent else "atomic" if tool.atomic else ""
 
 
-def _unsettled_reason(kind: str, attempts: int) -> str:
+def _lost_in_a_row(call: ToolCall, limit: int) -> int:
+    """The call's attempts lost in a row, this one included (at most ``limit`` + 1 are read).
+
+    Each earlier one is a requeue by the reconciler since the call was last queued by a decision (its request, a
+    compensation's next attempt, an operator's retry), read from the call's audit events; a batch's hand-back
+    (a worker queueing a call it never started) neither counts nor ends the row.
+    """
+    actors = (
+        AuditEvent.objects.filter(call_id=call.pk, event_type=f"call.{CallStatus.QUEUED}")
+        .exclude(actor__startswith="worker:")
+        .order_by("-seq")
+        .values_list("actor", flat=True)[:limit]
+    )
+    lost = 1
+    for actor in actors:
+        if actor != RECONCILER:
+            break
+        lost += 1
+    return lost
+
+
+def _unsettled_reason(kind: str, lost: int) -> str:
     """The audit event's reason for a lost call that is not queued again."""
     if kind:
-        return f"lease expired on attempt {attempts}; no attempts left (CALL_MAX_ATTEMPTS)"
+        return f"lease expired; {lost} attempts in a row lost (CALL_MAX_ATTEMPTS)"
     return "lease expired while running; outcome unknown"
 
 
-def _unsettled_error(kind: str, attempts: int) -> str:
+def _unsettled_error(kind: str, lost: int) -> str:
     """What the model and the operator read of a lost call that is not queued again."""
     if not kind:
         return (
@@ -104,7 +131,7 @@ def _unsettled_error(kind: str, attempts: int) -> str:
         )
     outcome = "nothing it did was kept" if kind == "atomic" else "its outcome is unknown"
     return (
-        f"This call's worker stopped while running it, on attempt {attempts} of {attempts}; {outcome}. "
+        f"This call's worker stopped while running it, {lost} times in a row; {outcome}. "
         "An operator was alerted; do not call it again until they resolve it."
     )
 
