@@ -5,16 +5,18 @@ Findings:
 1. (placeholder)
 """
 
-from collections.abc import Iterator
+import functools
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
-from toolhub import sweeper
+from toolhub import Param, sweeper, tool
 from toolhub.authorization import CallPrincipal
 from toolhub.claims import tool_call_claim
 from toolhub.models import CallStatus, ToolCall
@@ -96,3 +98,66 @@ def test_a_compensation_that_failed_twice_is_run_again_when_its_worker_is_lost_o
     assert (row.status, counts) == (CallStatus.QUEUED, {"requeued": 1, "needs_attention": 0}), (row.status, row.error)
     compensation.refresh_from_db()
     assert compensation.status == CompensationStatus.RUNNING
+
+
+# --- 2. a tool that returns a lazy iterator ran its work past its time limit ---------------------------------
+
+
+def _logged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A decorator as apps write them (logging, metrics): it passes the function's result through."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@tool(risk="low", timeout=0.2)
+def aq_slow_rows(n: Annotated[int, Param("How many rows.")]) -> Any:
+    """Rows, each looked up slowly: returned as a generator expression."""
+    return ({"row": i, "slept": time.sleep(0.3)} for i in range(n))
+
+
+@tool(risk="low", timeout=0.2)
+def aq_mapped_rows(n: Annotated[int, Param("How many rows.")]) -> Any:
+    """Rows, each looked up slowly: returned as a ``map``."""
+    return map(lambda i: {"row": i, "slept": time.sleep(0.3)}, range(n))
+
+
+@tool(risk="low", timeout=0.2)
+@_logged
+def aq_yielded_rows(n: Annotated[int, Param("How many rows.")]) -> Any:
+    """Rows, yielded by a generator function behind a decorator."""
+    for i in range(n):
+        time.sleep(0.3)
+        yield {"row": i}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("name", ["aq_slow_rows", "aq_mapped_rows", "aq_yielded_rows"])
+def test_a_tool_returning_a_lazy_iterator_is_held_to_its_time_limit(alice: User, name: str) -> None:
+    """Found: ``toolhub.tools.definition_rules`` refuses a generator *function*, because its body would run when the
+    result is serialized, after ``call_with_timeout`` returned; but a plain function returning a lazy iterator (a
+    generator expression, ``map``, or a generator function behind a ``functools.wraps`` decorator, which
+    ``inspect.isgeneratorfunction`` does not see through) is accepted, and its work still runs in
+    ``outcomes._result_value`` (pydantic serializes any iterator as a list), outside the limit: a tool with
+    ``timeout=0.2`` whose rows take 0.3 s each succeeded after 0.6 s (an endless one would hold the worker until
+    Celery's limit).
+    Expect: an iterator a tool returns is read within its time limit (``Tool.invoke``): the call fails with the
+    tool's timeout error, as it would had the work been in the function's body.
+    """
+    with registry.temporarily(aq_slow_rows, aq_mapped_rows, aq_yielded_rows):
+        started = time.monotonic()
+        call = tool_call_request(
+            request=CallRequest(
+                tool_name=name,
+                arguments={"n": 2},
+                principal=CallPrincipal(user_id=alice.pk, username=alice.username, tenant="acme"),
+                context=ToolContext(tenant="acme"),
+            )
+        )
+        elapsed = time.monotonic() - started
+    row = ToolCall.objects.get(pk=call.pk)
+    assert row.status == CallStatus.FAILED, (row.status, row.result, elapsed)
+    assert "time limit" in row.error or "timed out" in row.error, row.error

@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Unpack, overload
@@ -37,7 +37,7 @@ from toolhub.tools.options import (
     warn_deprecated,
 )
 from toolhub.tools.progress import Progress
-from toolhub.tools.results import ToolResult
+from toolhub.tools.results import ToolResult, read_now
 from toolhub.tools.specs import InjectedParameter, ParameterSpec
 from toolhub.tools.strict import strict_schema
 from toolhub.tools.timeouts import await_with_timeout, call_with_timeout
@@ -336,9 +336,12 @@ class Tool:
                 "it cannot run here."
             )
         bound = self.inputs.bind(self, self.handler, arguments, ctx if ctx is not None else ToolContext(), progress)
-        result = call_with_timeout(bound, seconds=timeout, tool_name=self.name, in_this_thread=self.atomic)
+        # A returned iterator is read within the limit too (``read_now``): its work is the tool's.
+        result = call_with_timeout(
+            lambda: read_now(bound()), seconds=timeout, tool_name=self.name, in_this_thread=self.atomic
+        )
         if inspect.isawaitable(result):
-            result = await_with_timeout(result, seconds=timeout, tool_name=self.name)
+            result = await_with_timeout(_read_when_awaited(result), seconds=timeout, tool_name=self.name)
         return self._checked_output(result)
 
     def _checked_output(self, result: Any) -> Any:
@@ -482,3 +485,8 @@ def _qualified(obj: Any) -> str:
     if obj is None:
         return "external"
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+async def _read_when_awaited(awaitable: Awaitable[Any]) -> Any:
+    """An async tool's result, an iterator read as a sync tool's is (``read_now``), within the same limit."""
+    return read_now(await awaitable)

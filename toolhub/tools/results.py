@@ -1,6 +1,7 @@
 """Tool results: explicit result values and the JSON serialization of whatever a tool returns."""
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -8,7 +9,7 @@ from pydantic_core import to_jsonable_python
 
 from toolhub.conf import toolhub_settings
 
-__all__ = ["ToolResult", "to_json_value", "result_text_for_model", "artifact_content"]
+__all__ = ["ToolResult", "to_json_value", "result_text_for_model", "artifact_content", "read_now"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,15 @@ class ToolResult:
         if not name or not isinstance(name, str):
             raise ValueError("An artifact needs a name, e.g. name='report.csv'.")
         return cls(kind="artifact", value=data, name=name[:200], media_type=media_type, summary=text)
+
+
+def read_now(value: Any) -> Any:
+    """A lazy iterator a tool returned (a generator expression, ``map``, a wrapped generator function) as a list.
+
+    Its work runs when it is read: read here, where the tool is called (``Tool.invoke``, within its time limit), not
+    when the result is serialized for storage (which reads any iterator as a list), after the limit was lifted.
+    """
+    return list(value) if isinstance(value, Iterator) else value
 
 
 def to_json_value(value: Any) -> Any:
