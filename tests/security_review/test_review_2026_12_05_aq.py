@@ -1,8 +1,49 @@
 """Review of 2026-12-05 (aq): regressions and holes in the newest commits (a0c4d88..a48e13e).
 
+The worker path, the agent loop and its model answers, model providers, the webhook opener, MCP header schemas,
+storable integers and the tool definition rules, read for a new hole, a broken documented behaviour or a hot-path
+cost. Each test fails on the reviewed code (main at a48e13e); its docstring says "Found: ..." and "Expect: ...".
+
 Findings:
 
-1. (placeholder)
+1. ``TOOLHUB["CALL_MAX_ATTEMPTS"]`` (d2b84a6) bounded a lost call's *claims*, not its lost attempts: a
+   compensation's call is one row over all its ``SAGA_MAX_ATTEMPTS`` attempts, so a compensation refused twice by
+   its downstream (ordinary failures, retried with backoff) whose worker was then restarted once was no longer run
+   again although its tool is idempotent: it needed attention, the compensation went ``unknown`` and the saga
+   waited for an operator; after an operator's retry (a fresh round) the first lost worker did the same. Fixed:
+   the reconciler counts the call's attempts lost in a row (its own requeues since the call was last queued by a
+   decision, read from the call's audit events; a batch's hand-back neither counts nor ends the row), as
+   ``RUN_MAX_LOST_STEPS`` does for a run's steps (``toolhub.sweeper._lost_in_a_row``).
+2. The generator rule (40c58cd) refused generator *functions* because their body ran while the result was
+   serialized, after the time limit was lifted; a plain function returning a lazy iterator (a generator
+   expression, ``map``, a generator function behind a ``functools.wraps`` decorator) passed it, and its work still
+   ran in ``outcomes._result_value`` (pydantic reads any iterator as a list): ``timeout=0.2`` with 0.6 s of rows
+   succeeded. Fixed: ``Tool.invoke`` reads a returned iterator within the tool's limit
+   (``toolhub.tools.results.read_now``), for sync and async tools alike.
+
+Checked and found holding (no test here): ``ModelTurn``/``ModelToolCall`` validation accepts every answer the
+adapters build from a legitimate provider: ``content: null`` (as ``""``), usage missing, ``null`` or given as floats
+(``int()`` in both the plain and the streamed path), a tool call without an id (``call_<index>``), streamed deltas
+without an index; the scripted model's turns, agentic inner models (``_ChargedToRun`` through ``adapter_for``) and
+the adapters under ``toolhub/adapters`` (which build no ``ModelTurn``) are unaffected; a streamed answer of the
+wrong shape fails the turn through ``model_answer``'s catch-all, never leaving the run leased. ``tokens_added_sql``
+never computes past the column. ``provider_client``: the streaming, deadline and redirect tests pass against the
+fake endpoint; a configured ``base_url`` (Azure's or any OpenAI-compatible one) is used as given, only an empty one
+defaults to OpenAI's. The lost-step count (``_step_lost``) is rolled back with a ``NO_TIME`` step, reset by an
+answer and by an in-process step; the transcript's turn counter matches ``run.turn`` (only ``_record_turn`` appends
+assistant messages). ``OwnTimeLimits``: Celery's worker strategy passes ``None`` limits to the pool, which then
+applies the task's own (read once at worker start, as ``_ToolCallTask`` documents); ``running_after_task`` reads the
+same value. The claim hint's checks cost two ``storable_text`` calls of short strings per delivery. The webhook's
+opener is built once; ``http.client`` errors are caught and the URL's secret parts scrubbed. Sensitive defaults:
+``0``/``False`` defaults of a sensitive parameter are refused too (they would be published).
+
+Found, not fixed: the storable-integer bound (963eb45) adds about a quarter to ``json_storage_problem``'s walk of
+an integer-heavy result (~0.16 µs per integer: 98 → 122 ms for 150,000 integers), small beside the rest of a
+call's storage; a lazy iterator nested in a result (``{"rows": (… for …)}``) is still read at serialization; an
+endpoint's usage of ``Infinity`` reaches ``_turn_from`` as an ``OverflowError`` it does not catch, so the run is told
+"Model adapter error (OverflowError)" and the log gets an adapter-bug traceback instead of "not a chat completion";
+each MCP request reads the governance stamp once more for the header schemas (``header_schemas_for``), even when no
+tool declares a header.
 """
 
 import functools
