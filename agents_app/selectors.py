@@ -27,10 +27,11 @@ def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
 def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     """Runs nobody advanced since ``idle_since`` that may be able to go on.
 
-    Running ones (a lost message, a worker that died mid-step: its step is taken again once its lease lapsed, at
-    most ``RUN_MAX_LOST_STEPS`` times in a row, ``loop._step_lost``) and waiting ones whose last turn's calls
-    have all settled (the wake-up after the last call was lost: a worker killed between settling it and
-    advancing the run). A waiting run with a call still held or awaiting its result is left alone.
+    Running ones (a lost message, a worker that died mid-step: its step is taken again once its lease lapsed,
+    until ``RUN_MAX_LOST_STEPS`` steps in a row were lost, then the run fails: ``loop._step_lost``) and waiting
+    ones whose last turn's calls have all settled (the wake-up after the last call was lost: a worker killed
+    between settling it and advancing the run). A waiting run with a call still held or awaiting its result is
+    left alone.
     """
     open_calls = ToolCall.objects.filter(run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL).exclude(
         status__in=list(SETTLED_STATUSES)

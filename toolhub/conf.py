@@ -46,7 +46,8 @@ class ToolhubSettings(BaseModel):
     CALL_LEASE_SECONDS: Seconds = 300
     # Attempts in a row a call of an idempotent or atomic tool may lose (its worker died while running it): the
     # reconciler queues it again only below this, so a call that takes its worker down (out of memory, a crash
-    # in native code) does not do so forever. Then it needs attention, as any other tool's lost call does.
+    # in native code) does not do so forever. Then it needs attention (an atomic one's error says nothing it did
+    # was kept), as any other tool's lost call does at once.
     CALL_MAX_ATTEMPTS: Positive = 3
     # Model steps in a row a run may lose (its worker stopped while the model answered: the step's lease lapsed
     # without its answer) before it fails instead of asking the model again: a step that takes its worker down
