@@ -1,7 +1,8 @@
-"""Approval services: create requests, decide them (exactly one decision wins), expire them.
+"""Approval services: create requests and decide them (exactly one decision wins; one past its deadline expires).
 
-An edit replaces the version under approval and opens a new round: approvals count within one round, so
-every required approval is given by people who saw the arguments that will run.
+Requests nobody decides are withdrawn, expired and escalated in ``approvals.unanswered``. An edit replaces the
+version under approval and opens a new round: approvals count within one round, so every required approval is
+given by people who saw the arguments that will run.
 """
 
 from collections.abc import Mapping

@@ -11,10 +11,14 @@ toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, c
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
-toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters or the ``SECRET_KEY``
+toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W006   ``--database``: a saved grant or tool group names a tool the code no longer has
 =============  ==========================================================================
+
+Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
+be satisfied or called, a sensitive value copied, a compensation not idempotent), saved approval rules in
+``approvals.checks`` (``approvals.W001``, with ``--database``), the built-in tools in ``toolhub.builtins.checks``.
 
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
 """
