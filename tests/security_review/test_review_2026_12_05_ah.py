@@ -152,7 +152,7 @@ def test_an_idempotent_call_that_kills_its_worker_every_time_is_not_retried_fore
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_atomic_call_whose_worker_keeps_dying_fails_after_its_last_attempt(
+def test_an_atomic_call_whose_worker_keeps_dying_needs_attention_after_its_last_attempt(
     alice: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found: the same unbounded retry for an atomic tool's call (its lost attempts leave no effect, so the
