@@ -91,8 +91,12 @@ def tool_call_list(
 
 
 def tool_call_audit_events(call: ToolCall) -> QuerySet[AuditEvent]:
-    """The call's audit events in the order they happened."""
-    return AuditEvent.objects.filter(call_id=call.id).order_by("chain", "seq")
+    """The call's audit events in the order they were appended.
+
+    By ``id``, not ``chain, seq``: a sequence number orders one chain only, and a call's later events go to another
+    chain once ``AUDIT_CHAINS`` is raised.
+    """
+    return AuditEvent.objects.filter(call_id=call.id).order_by("id")
 
 
 def displayed_arguments(call: ToolCall) -> dict:

@@ -17,7 +17,8 @@ from django.utils import timezone
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
-from toolhub.models import AuditEvent, CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall
+from toolhub.selectors import tool_call_audit_events
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
@@ -98,13 +99,15 @@ def _lost_in_a_row(call: ToolCall, limit: int) -> int:
     """The call's attempts lost in a row, this one included (at most ``limit`` + 1 are read).
 
     Each earlier one is a requeue by the reconciler since the call was last queued by a decision (its request, a
-    compensation's next attempt, an operator's retry), read from the call's audit events; a batch's hand-back
-    (a worker queueing a call it never started) neither counts nor ends the row.
+    compensation's next attempt, an operator's retry), read from the call's audit events in the order they were
+    appended (not by ``seq``: a call's later events go to another chain once ``AUDIT_CHAINS`` is raised); a batch's
+    hand-back (a worker queueing a call it never started) neither counts nor ends the row.
     """
     actors = (
-        AuditEvent.objects.filter(call_id=call.pk, event_type=f"call.{CallStatus.QUEUED}")
+        tool_call_audit_events(call)
+        .filter(event_type=f"call.{CallStatus.QUEUED}")
         .exclude(actor__startswith="worker:")
-        .order_by("-seq")
+        .reverse()
         .values_list("actor", flat=True)[:limit]
     )
     lost = 1
