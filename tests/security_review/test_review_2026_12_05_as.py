@@ -17,6 +17,11 @@ Findings:
    The call's timeline (``selectors.tool_call_audit_events``, ``chain, seq``) showed those events out of order
    too. Fixed: a call's events are read in the order they were appended (``id``, the table's own order) by the
    one selector, which the reconciler now uses.
+2. ``read_now`` read an iterator only when the tool returned one itself: one inside the result (a dict's value,
+   ``{"rows": (… for …)}``, or an artifact's data, ``ToolResult.artifact(map(…), …)``) was still read when the
+   result was serialized, after the time limit (left open by review aq). Fixed: ``read_now`` reads iterators
+   wherever serialization reaches them through a dict, list, tuple or ``ToolResult``, and returns a result with
+   none in it as it is (not copied).
 
 Checked and found holding (no test here): ``_lost_in_a_row`` cannot be fooled by an actor's name: users and
 operators act as ``user:…``/``operator:…``, so none is the bare ``reconciler`` nor starts with ``worker:``; a
@@ -35,10 +40,11 @@ which holds the call; ``eq``/``in``/``contains`` compare them as unequal, as the
 ``list_select_related``, still filtered to the ticked ids and the operator's tenants.
 """
 
+import time
 import zlib
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -46,7 +52,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tests.helpers import for_a_worker, principal_for
-from toolhub import pipeline, sweeper, tool
+from toolhub import Param, pipeline, sweeper, tool
 from toolhub.audit import audit_call_event
 from toolhub.claims import tool_call_claim
 from toolhub.models import AuditEvent, CallStatus, ToolCall
@@ -55,6 +61,7 @@ from toolhub.selectors import tool_call_audit_events
 from toolhub.sweeper import calls_reconcile_expired_leases
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
+from toolhub.tools.results import ToolResult, read_now
 
 # --- 1. the lost-attempt count read a call's events by seq, which orders one chain only -----------------------
 
@@ -126,3 +133,54 @@ def test_a_call_lost_on_every_run_needs_attention_after_audit_chains_were_raised
     assert ToolCall.objects.get(pk=call.pk).status == CallStatus.NEEDS_ATTENTION
     timeline = list(tool_call_audit_events(call).values_list("id", flat=True))
     assert timeline == sorted(AuditEvent.objects.filter(call_id=call.pk).values_list("id", flat=True))
+
+
+# --- 2. a lazy iterator inside a result (a dict's value, an artifact's data) ran after the time limit -------
+
+
+@tool(risk="low", timeout=0.2)
+def as_report(n: Annotated[int, Param("How many rows.")]) -> Any:
+    """A report whose rows are looked up slowly: returned as a generator expression inside a dict."""
+    return {"title": "report", "rows": ({"row": i, "slept": time.sleep(0.3)} for i in range(n))}
+
+
+@tool(risk="low", timeout=0.2)
+def as_export(n: Annotated[int, Param("How many rows.")]) -> Any:
+    """An export whose rows are looked up slowly: an artifact whose data is a ``map``."""
+    return ToolResult.artifact(map(lambda i: {"row": i, "slept": time.sleep(0.3)}, range(n)), name="rows.json")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("name", ["as_report", "as_export"])
+def test_a_lazy_iterator_inside_a_result_is_held_to_the_time_limit(alice: User, name: str) -> None:
+    """Found: ``read_now`` (a84e09b) read an iterator the tool returned only at the top: a generator expression
+    as a dict's value (``{"rows": (… for …)}``) or as an artifact's data (``ToolResult.artifact(map(…))``) was read
+    when the result was serialized, after the limit was lifted: a tool with ``timeout=0.2`` whose rows take 0.3 s
+    each succeeded after 0.6 s (an endless one held the worker until Celery's limit).
+    Expect: iterators anywhere in the containers of a result (dict, list, tuple, ``ToolResult``) are read within
+    the limit: the call fails with the tool's timeout error.
+    """
+    with registry.temporarily(as_report, as_export):
+        call = tool_call_request(
+            request=CallRequest(
+                tool_name=name,
+                arguments={"n": 2},
+                principal=principal_for(alice, tenant="acme"),
+                context=ToolContext(tenant="acme"),
+            )
+        )
+    row = ToolCall.objects.get(pk=call.pk)
+    assert row.status == CallStatus.FAILED, (row.status, row.result)
+    assert "time limit" in row.error, row.error
+
+
+def test_a_result_without_lazy_parts_is_returned_as_it_is() -> None:
+    """Found: (the fix's other side) reading nested iterators must not copy or retype what needs no reading.
+    Expect: a result with no iterator in it is the very object the tool returned; one with an iterator keeps its
+    other values and its container types.
+    """
+    plain = {"a": [1, (2, 3)], "b": ToolResult.text("x"), "c": "text", "d": b"bytes"}
+    assert read_now(plain) is plain
+    assert read_now({"rows": iter([1, 2]), "n": (1, iter([3]))}) == {"rows": [1, 2], "n": (1, [3])}
+    artifact = read_now(ToolResult.artifact(iter([{"a": 1}]), name="a.json"))
+    assert (artifact.value, artifact.name) == ([{"a": 1}], "a.json")

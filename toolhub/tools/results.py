@@ -2,7 +2,7 @@
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -49,12 +49,27 @@ class ToolResult:
 
 
 def read_now(value: Any) -> Any:
-    """A lazy iterator a tool returned (a generator expression, ``map``, a wrapped generator function) as a list.
+    """A lazy iterator in a tool's result (a generator expression, ``map``, a wrapped generator function) as a list.
 
     Its work runs when it is read: read here, where the tool is called (``Tool.invoke``, within its time limit), not
     when the result is serialized for storage (which reads any iterator as a list), after the limit was lifted.
+    Read wherever serialization would reach it through a container (a dict's value, a list, a tuple, a
+    ``ToolResult``'s value); a container with none in it is returned as it is, not copied.
     """
-    return list(value) if isinstance(value, Iterator) else value
+    if isinstance(value, Iterator):
+        return [read_now(item) for item in value]
+    if isinstance(value, ToolResult):
+        data = read_now(value.value)
+        return value if data is value.value else replace(value, value=data)
+    if isinstance(value, dict):
+        items = {key: read_now(item) for key, item in value.items()}
+        return value if all(items[key] is item for key, item in value.items()) else items
+    if isinstance(value, list | tuple):
+        read = [read_now(item) for item in value]
+        if all(new is old for new, old in zip(read, value, strict=True)):
+            return value
+        return read if isinstance(value, list) else tuple(read)
+    return value
 
 
 def to_json_value(value: Any) -> Any:
