@@ -7,7 +7,8 @@ so. ``ApprovalRule.clean`` (which the admin's form runs) refuses one when it is 
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from approvals.models import ApprovalRule, Operator
@@ -86,6 +87,9 @@ def _value_problem(argument: str, operator: str, value: Any, schema: dict[str, A
     """Why ``argument operator value`` never holds for a value of ``schema`` (``None``: it may)."""
     kinds = json_types(schema)
     shown = json.dumps(value)
+    instant = _instant_problem(argument, operator, value, schema)
+    if instant:
+        return instant
     if operator in (Operator.EQ, Operator.NE):
         problem = value_problem(schema, value)
         return f"{argument!r} is never {shown}: {problem}." if problem else None
@@ -106,6 +110,36 @@ def _value_problem(argument: str, operator: str, value: Any, schema: dict[str, A
             kinds_shown = " or ".join(sorted(orderable))
             return f"{operator!r} compares {argument!r} ({kinds_shown}) with one of its kind, not {shown}."
     return None
+
+
+def _instant_problem(argument: str, operator: str, value: Any, schema: dict[str, Any]) -> str | None:
+    """A date-time parameter is compared as the instant it names (``approvals.rules``): the rule's value must name one.
+
+    A date alone, or a time without its offset, is no instant: ordered against the call's, the comparison cannot be
+    made and every call is held (a rule that holds everything is as wrong as one that holds nothing).
+    """
+    if operator not in _ORDERING or not isinstance(value, str) or "date-time" not in _formats(schema):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        return (
+            f"{argument!r} is a date and time, compared as the instant it names: give one with its offset, "
+            f'e.g. "{value[:10] if len(value) >= 10 else "2026-06-01"}T00:00:00Z", not {json.dumps(value)}.'
+        )
+    return None
+
+
+def _formats(schema: Mapping[str, Any]) -> set[str]:
+    """The ``format``s a value of ``schema`` may have, through ``anyOf``/``oneOf`` (``Optional`` parameters)."""
+    found = {schema["format"]} if isinstance(schema.get("format"), str) else set()
+    for union in ("anyOf", "oneOf"):
+        for option in schema.get(union) or []:
+            if isinstance(option, Mapping):
+                found |= _formats(option)
+    return found
 
 
 def _class(kind: str) -> str:

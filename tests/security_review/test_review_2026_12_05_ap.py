@@ -165,3 +165,25 @@ def test_the_cancel_confirmation_page_costs_no_query_per_call(superuser: User) -
     ]
     client = console(superuser)
     assert _cancel_page_queries(client, calls[:2]) == _cancel_page_queries(client, calls)
+
+
+@pytest.mark.parametrize("value", ["2026-06-01", "2026-06-01T00:00:00", "June 1st"])
+def test_a_rule_ordering_a_date_time_by_no_instant_is_refused_where_it_is_entered(value: str) -> None:
+    """Found (review as's note): since date-times compare as instants, a rule ``when > "2026-06-01"`` (a date alone)
+    or one without an offset cannot be ordered against the call's instant, so it held every call of the tool.
+    Expect: it is refused when entered, saying to give the instant with its offset; one with an offset saves.
+    """
+    from django.core.exceptions import ValidationError
+
+    rule = ApprovalRule(
+        name="late payments", tool_name="ap_schedule_payment", argument="when", operator=">", value=value
+    )
+    with pytest.raises(ValidationError, match="with its offset"):
+        rule.full_clean()
+    ApprovalRule(
+        name="late payments",
+        tool_name="ap_schedule_payment",
+        argument="when",
+        operator=">",
+        value="2026-06-01T00:00:00Z",
+    ).full_clean()
