@@ -50,6 +50,20 @@ class ModelTurn:
             _require(type(count) is int and count >= 0, f"its {name} is not a count")
 
 
+def token_count(usage: Any, name: str) -> int:
+    """A usage field as a count: absent or null is 0, a number or numeric text as its whole part.
+
+    One that is no count (``Infinity``, NaN, other text, negative) is the endpoint's garbage, said as such, not an
+    adapter's ``OverflowError`` with a traceback.
+    """
+    try:
+        count = int(getattr(usage, name, 0) or 0)
+    except (OverflowError, TypeError, ValueError):
+        count = -1
+    _require(count >= 0, f"its {name} is not a count")
+    return count
+
+
 def _require(holds: bool, problem: str) -> None:
     """A turn that is not what adapters promise the loop is the endpoint's garbage: a ``ModelError``."""
     if not holds:

@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink, token_count
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.exceptions import ModelError
@@ -225,8 +225,8 @@ def _turn_from(response: Any) -> ModelTurn:
         return ModelTurn(
             content=message.content or "",
             tool_calls=calls,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=token_count(usage, "prompt_tokens"),
+            completion_tokens=token_count(usage, "completion_tokens"),
         )
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise ModelError("Model endpoint answered something that is not a chat completion") from exc

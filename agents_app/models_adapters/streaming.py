@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, token_count
 from toolhub.exceptions import ModelError
 
 __all__ = ["StreamedTurn"]
@@ -38,8 +38,8 @@ class StreamedTurn:
         with self._lock:
             usage = getattr(chunk, "usage", None)
             if usage is not None:
-                self._prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-                self._completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+                self._prompt_tokens = token_count(usage, "prompt_tokens")
+                self._completion_tokens = token_count(usage, "completion_tokens")
             for choice in getattr(chunk, "choices", None) or ():
                 if getattr(choice, "index", 0) not in (0, None):
                     continue  # one answer is asked for; others are ignored
