@@ -12,13 +12,16 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db.models.signals import post_delete, post_save, pre_delete
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from toolhub.models import TenantMembership
 from toolhub.signals import after_task, call_settled, saga_key_reserved
 
 logger = logging.getLogger(__name__)
+User = get_user_model()
 
 
 @receiver(call_settled, dispatch_uid="agents_app.advance_on_settle")
@@ -55,9 +58,68 @@ def _cancel_runs_of_changed_user(sender: Any, instance: Any, update_fields: Any 
 @receiver(post_delete, sender=TenantMembership, dispatch_uid="agents_app.cancel_runs_of_departed_members")
 def _cancel_runs_of_departed_member(sender: Any, instance: Any, **kwargs: Any) -> None:
     """A user removed from a tenant: their runs there end now, unless they still act in it another way."""
+    _cancel_runs_without_standing([instance.user_id])
+
+
+@receiver(pre_save, sender=TenantMembership, dispatch_uid="agents_app.note_moved_members")
+def _note_former_member(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Remember who a membership named before this save: moving it (another user or tenant) removes them."""
+    stored = TenantMembership.objects.filter(pk=instance.pk) if instance.pk is not None else None
+    instance._former_user_id = stored.values_list("user_id", flat=True).first() if stored is not None else None
+
+
+@receiver(post_save, sender=TenantMembership, dispatch_uid="agents_app.cancel_runs_of_moved_members")
+def _cancel_runs_of_moved_member(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    """A membership moved to another tenant or user: the former member's runs where they no longer stand end now."""
+    former = getattr(instance, "_former_user_id", None)
+    if not created and former is not None:
+        _cancel_runs_without_standing([former])
+
+
+@receiver(m2m_changed, sender=User.groups.through, dispatch_uid="agents_app.cancel_runs_on_group_change")
+@receiver(m2m_changed, sender=User.user_permissions.through, dispatch_uid="agents_app.cancel_runs_on_perm_change")
+@receiver(m2m_changed, sender=Group.permissions.through, dispatch_uid="agents_app.cancel_runs_on_group_perms")
+def _cancel_runs_on_lost_permission(
+    sender: Any, instance: Any, action: str, pk_set: set[int] | None, **kwargs: Any
+) -> None:
+    """Groups or permissions taken away (``toolhub.cross_tenant`` lets one act in every tenant): runs end now.
+
+    From either side of the relation (a user's groups, a group's members or permissions, a permission's holders),
+    every user it may have touched is checked, as a removed membership's user is.
+    """
+    if action == "pre_clear":  # after the clear, who was related is no longer known
+        instance._toolhub_cleared = _related_pks(sender, instance)
+        return
+    if action == "post_clear":
+        pk_set = getattr(instance, "_toolhub_cleared", set())
+    elif action != "post_remove":
+        return
+    _cancel_runs_without_standing(_touched_users(sender, instance, pk_set or set()))
+
+
+def _related_pks(through: Any, instance: Any) -> set[int]:
+    """The ids ``instance`` is related to through ``through`` (a many-to-many table between two models)."""
+    source = next(f for f in through._meta.fields if f.is_relation and f.related_model is type(instance))
+    target = next(f for f in through._meta.fields if f.is_relation and f is not source)
+    return set(through.objects.filter(**{source.attname: instance.pk}).values_list(target.attname, flat=True))
+
+
+def _touched_users(through: Any, instance: Any, pk_set: set[int]) -> list[int]:
+    """The users whose groups or permissions one change of ``through`` (``pk_set`` on ``instance``) may have taken."""
+    if isinstance(instance, User):
+        return [instance.pk]
+    if through is not Group.permissions.through:  # a group's members or a permission's users: ``pk_set`` are users
+        return sorted(pk_set)
+    groups = [instance.pk] if isinstance(instance, Group) else sorted(pk_set)
+    return sorted(set(User.objects.filter(groups__in=groups).values_list("pk", flat=True)))
+
+
+def _cancel_runs_without_standing(user_ids: list[int]) -> None:
+    """End the runs of ``user_ids`` still going where they may no longer act (the loop would, at its next turn)."""
     from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_without_standing
 
-    runs_cancel_without_standing(user_id=instance.user_id, actor=GOVERNANCE_ACTOR)
+    for user_id in user_ids:
+        runs_cancel_without_standing(user_id=user_id, actor=GOVERNANCE_ACTOR)
 
 
 @receiver(saga_key_reserved, dispatch_uid="agents_app.run_saga_keys")
