@@ -30,8 +30,9 @@ _S = CallStatus
 CALL_TRANSITIONS = TransitionTable(
     "call status",
     {
-        # an operator decides; an approved external call waits for its result
-        _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
+        # an operator decides; an approved external call waits for its result, or is denied when its checks
+        # fail where it goes out (no worker checks it: ``toolhub.execution_checks``)
+        _S.PENDING_APPROVAL: {_S.QUEUED, _S.AWAITING_RESULT, _S.DENIED, _S.REJECTED, _S.EXPIRED, _S.CANCELLED},
         # a worker claims; a cancelled run withdraws what it asked for and nothing has started yet
         _S.QUEUED: {_S.RUNNING, _S.CANCELLED},
         # the outcome; the reconciler's retry or hand-over; a changed tool asks for approval again;

@@ -14,16 +14,15 @@ from pydantic import ValidationError
 
 from toolhub.audit import EventSpec
 from toolhub.audit_hash import chain_for
-from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
+from toolhub.execution_checks import refusal_at_execution
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
-from toolhub.models import CallKind, CallStatus, ToolCall, ToolCallArtifact
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
-from toolhub.pipeline import approval_hash_matches
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool
@@ -82,7 +81,7 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return
     with governance_scope(checked_by_write=stamp_checked):
-        refusal = _refusal_at_execution(call, tool)
+        refusal = refusal_at_execution(call, tool)
     if refusal is None:
         assert tool is not None
         try:
@@ -222,7 +221,7 @@ def _holds_after_write(call: ToolCall, tool: Tool, *, checked: bool) -> bool:
     if checked:
         return False
     with governance_scope():
-        return _refusal_at_execution(call, tool) is None
+        return refusal_at_execution(call, tool) is None
 
 
 class _Undo(Exception):
@@ -297,41 +296,6 @@ def _suspend(call: ToolCall, suspension: dict[str, Any], *, worker: str) -> bool
     if not moved:
         logger.warning("call %s was taken from this worker before it suspended; suspension not recorded", call.id)
     return moved
-
-
-def _refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
-    """Permissions and the approval binding are checked again when the call runs, not only when asked."""
-    if tool is None:
-        return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
-    principal = principal_of_call(
-        user_id=_made_for(call),
-        tenant=call.tenant,
-        agent_name=call.agent_name,
-        run_id=call.run_id,
-        # read by the claim's own statement, when it returned them (``toolhub.claims``)
-        agent_tools=getattr(call, "agent_tools_at_claim", None),
-        undoing=call.kind == CallKind.COMPENSATION,
-    )
-    denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
-    if denial:
-        return denial
-    if call.approval_hash and not approval_hash_matches(
-        call.approval_hash, call.tool_name, tool.version, call.arguments
-    ):
-        # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
-        return "The arguments differ from what was approved; nothing was executed."
-    return None
-
-
-def _made_for(call: ToolCall) -> int | None:
-    """The user the call was made for: its row's, else the id the boundary recorded in its context.
-
-    Deleting a user empties their calls' link to them; the recorded id then names someone gone, so nothing runs.
-    """
-    if call.user_id is not None:
-        return call.user_id
-    recorded = (call.context or {}).get("user_id")
-    return recorded if type(recorded) is int else None
 
 
 def _progress_of(call: ToolCall, secrets: SecretScrubber) -> Progress:

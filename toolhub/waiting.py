@@ -4,6 +4,7 @@
 that end the wait, each one guarded transition with its audit events (``toolhub.calls``).
 """
 
+import copy
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,8 @@ from toolhub.catalogue import effective_risk
 from toolhub.conf import toolhub_settings
 from toolhub.dispatch import dispatch_call
 from toolhub.exceptions import ToolhubError
+from toolhub.execution_checks import refusal_at_execution
+from toolhub.governance import governance_scope
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict, recorded_call_verdict
@@ -71,6 +74,21 @@ def tool_call_release(
             dict(arguments), withheld_names(call.tool_name, arguments, version=call.tool_version)
         )
     external = tool is not None and tool.is_external
+    refusal = _refusal_going_out(call, tool, fields) if external else None
+    if refusal:
+        # No worker will check it: released, it goes out to the outside system, so it is checked here.
+        return call_transition(
+            call,
+            to=CallStatus.DENIED,
+            allowed_from={CallStatus.PENDING_APPROVAL},
+            actor=actor,
+            data={**data, "error": refusal},
+            preceding=preceding,
+            writes=writes,
+            error=refusal,
+            finished_at=timezone.now(),
+            **fields,
+        )
     with transaction.atomic(savepoint=False):  # one with the approval that released it
         moved = call_transition(
             call,
@@ -86,6 +104,15 @@ def tool_call_release(
         if moved and not external:
             dispatch_call(call)
     return moved
+
+
+def _refusal_going_out(call: ToolCall, tool: Tool | None, fields: Mapping[str, Any]) -> str | None:
+    """An approved external call checked as a worker checks what it runs, with the version it is released with."""
+    released = copy.copy(call)
+    for name, value in fields.items():
+        setattr(released, name, value)
+    with governance_scope():
+        return refusal_at_execution(released, tool)
 
 
 class ExternalResultError(ToolhubError):

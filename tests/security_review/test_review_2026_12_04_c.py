@@ -180,7 +180,8 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
     """
     from toolhub import claims, pipeline
     from toolhub.celery import app
-    from toolhub.execution import _refusal_at_execution, tool_call_execute
+    from toolhub.execution import tool_call_execute
+    from toolhub.execution_checks import refusal_at_execution
     from toolhub.governance import governance_scope
     from toolhub.tools.registry import registry as tools
 
@@ -214,7 +215,7 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
             # the process decides something for alice under this stamp (another call): its cache holds her grants
             queued = ToolCall.objects.get(pk=call.pk)
             with governance_scope():
-                assert _refusal_at_execution(queued, tools.get("record_effect")) is None
+                assert refusal_at_execution(queued, tools.get("record_effect")) is None
         return stamp
 
     monkeypatch.setattr(claims, "governance_stamp", stamp_then)

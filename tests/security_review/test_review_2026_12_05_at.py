@@ -11,6 +11,12 @@ Found (fixed):
    the group, or when the group lost the permission. Fixed in ``agents_app.receivers``: a membership saved with
    another user or tenant, and a change of a user's groups or permissions or of a group's permissions, cancel
    (``runs_cancel_without_standing``) the runs of everyone whose standing it may have taken, as a deletion does.
+2. An external tool's call held for approval and approved after its requester left the tenant (or was
+   deactivated, or lost the grant) went to ``awaiting_result``: a worker's call is checked again where it
+   executes, but an external call has no worker, and its release hands it to the outside system that acts on it
+   (a back office sending the wire) with nothing checked. Fixed: ``toolhub.waiting.tool_call_release`` checks an
+   external call as a worker checks what it runs (``toolhub.execution_checks.refusal_at_execution``, moved out of
+   ``toolhub.execution`` so both use it) and denies it with the reason (``pending_approval`` -> ``denied``).
 
 Checked and found holding (no test here; see tests/agents/test_run_cancel.py, probes 2026-12-04 and 2026-12-05 k):
 deactivating, deleting or removing a member cancels their runs with ``governance`` as actor and the reason
@@ -32,7 +38,9 @@ from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
-from toolhub.models import AuditEvent, Tenant, TenantMembership
+from tests.security_review.conftest import client_for
+from toolhub import Tool, registry
+from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -183,3 +191,42 @@ def test_a_group_emptied_of_its_members_cancels_their_runs_where_they_no_longer_
     platform.user_set.clear()
 
     _assert_cancelled_by_governance(run)
+
+
+# --- an approved external call of someone who left -------------------------------------------------------------
+
+REVIEW_AT_WIRE = Tool.external(
+    "review_at_wire",
+    "Send a wire (done by the bank's back office, which posts the result).",
+    {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]},
+    risk="high",
+)
+
+
+def test_an_external_call_approved_after_its_requester_left_does_not_go_out(
+    alice: User, tenant: Tenant, acme_operator: User
+) -> None:
+    """Found: an external tool's call approved after its requester left the tenant went to ``awaiting_result``.
+
+    A worker's call is checked again where it executes (grants, the tool, the user's standing); an external
+    tool's call has no worker: its release hands it to the outside system that acts on it, and nothing was
+    checked there, so the back office was asked to send a wire for someone no longer in acme.
+
+    Expect: released, it is checked as a worker would check it: denied, with the reason, never awaiting a result.
+    """
+    with registry.temporarily(REVIEW_AT_WIRE):
+        held = client_for(alice).post(
+            "/api/v1/calls/", {"tool": "review_at_wire", "arguments": {"amount": 9}}, format="json"
+        )
+        assert held.status_code == 202, held.content
+        assert held.json()["status"] == CallStatus.PENDING_APPROVAL
+        TenantMembership.objects.filter(user=alice, tenant=tenant).delete()
+        approval = ApprovalRequest.objects.get(call_id=held.json()["id"]).pk
+
+        approved = client_for(acme_operator).post(f"/api/v1/approvals/{approval}/approve/", {"round": 1}, format="json")
+
+    assert approved.status_code == 200, approved.content
+    call = ToolCall.objects.get(pk=held.json()["id"])
+    assert call.status == CallStatus.DENIED
+    assert "no longer belongs to tenant 'acme'" in call.error
+    assert AuditEvent.objects.filter(call_id=call.pk, event_type="call.denied").exists()

@@ -1,0 +1,48 @@
+"""What is checked again when a call goes out, not only when asked: by a worker, or at an external call's release.
+
+An external tool's call has no worker: its release (approved) hands it to the outside system that acts on it,
+so that is where it is checked as a worker checks what it runs.
+"""
+
+from typing import Any
+
+from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
+from toolhub.models import CallKind, ToolCall
+from toolhub.pipeline import approval_hash_matches
+
+__all__ = ["refusal_at_execution"]
+
+
+def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
+    """Permissions, the user's standing and the approval binding, as they are now; the refusal's text, or None."""
+    if tool is None:
+        return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
+    principal = principal_of_call(
+        user_id=_made_for(call),
+        tenant=call.tenant,
+        agent_name=call.agent_name,
+        run_id=call.run_id,
+        # read by the claim's own statement, when it returned them (``toolhub.claims``)
+        agent_tools=getattr(call, "agent_tools_at_claim", None),
+        undoing=call.kind == CallKind.COMPENSATION,
+    )
+    denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
+    if denial:
+        return denial
+    if call.approval_hash and not approval_hash_matches(
+        call.approval_hash, call.tool_name, tool.version, call.arguments
+    ):
+        # An operator edit re-binds the hash; anything else changing the arguments voids the approval.
+        return "The arguments differ from what was approved; nothing was executed."
+    return None
+
+
+def _made_for(call: ToolCall) -> int | None:
+    """The user the call was made for: its row's, else the id the boundary recorded in its context.
+
+    Deleting a user empties their calls' link to them; the recorded id then names someone gone, so nothing runs.
+    """
+    if call.user_id is not None:
+        return call.user_id
+    recorded = (call.context or {}).get("user_id")
+    return recorded if type(recorded) is int else None
