@@ -64,8 +64,8 @@ def _cancel_runs_of_departed_member(sender: Any, instance: Any, **kwargs: Any) -
 @receiver(pre_save, sender=TenantMembership, dispatch_uid="agents_app.note_moved_members")
 def _note_former_member(sender: Any, instance: Any, **kwargs: Any) -> None:
     """Remember who a membership named before this save: moving it (another user or tenant) removes them."""
-    stored = TenantMembership.objects.filter(pk=instance.pk) if instance.pk is not None else None
-    instance._former_user_id = stored.values_list("user_id", flat=True).first() if stored is not None else None
+    stored = TenantMembership.objects.filter(pk=instance.pk).values_list("user_id", flat=True)
+    instance._former_user_id = stored.first() if instance.pk is not None else None
 
 
 @receiver(post_save, sender=TenantMembership, dispatch_uid="agents_app.cancel_runs_of_moved_members")

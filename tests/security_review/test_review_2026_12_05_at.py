@@ -26,7 +26,12 @@ caught by the loop before every model turn; approvals given in a two-approver ro
 still stands (``ApproverStanding``), judged under the request's lock; REST and MCP tokens and sessions of a
 deactivated user are refused per request (MCP is stateless); a saga's compensations of their steps still run and
 are never withdrawn; a deleted tenant's memberships cascade (their runs there are cancelled) and its slug is
-retired; a tenant's slug cannot change.
+retired; a tenant's slug cannot change; a deleted approver's approval (``decided_by`` emptied) no longer counts; a
+paused OpenAI-Agents run is resumed only by its user within their tenants as they stand (an inactive user has no
+tenant scope), and its held calls are judged again where they execute.
+
+Seen and not fixed: a deleted user's paused OpenAI-Agents run stays ``paused`` with no user (nobody may resume it,
+the admin page is read-only, its held calls expire on the desk): a dead record, nothing runs from it.
 """
 
 from typing import Any
