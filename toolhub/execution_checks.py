@@ -29,6 +29,12 @@ def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
         return denial
+    if call.approval_hash and tool.version != call.tool_version:
+        # A worker asks for a fresh decision before this (``_execute_claimed``); an external release is refused so.
+        return (
+            f"Tool {call.tool_name!r} changed after the call was asked (version {call.tool_version} -> "
+            f"{tool.version}); the approval no longer applies and nothing was executed."
+        )
     if call.approval_hash and not approval_hash_matches(
         call.approval_hash, call.tool_name, tool.version, call.arguments
     ):
