@@ -7,6 +7,7 @@ lock, lease and step token make a wake-up that finds nothing to do harmless, and
 whose wake-up was lost (a worker killed between settling the call and advancing the run).
 """
 
+import functools
 import logging
 import uuid
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
@@ -50,9 +52,7 @@ def _cancel_runs_of_changed_user(sender: Any, instance: Any, update_fields: Any 
     """
     if kwargs.get("created") or (update_fields and set(update_fields) <= {"last_login"}):
         return
-    from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_without_standing
-
-    runs_cancel_without_standing(user_id=instance.pk, actor=GOVERNANCE_ACTOR)
+    _cancel_runs_without_standing([instance.pk])
 
 
 @receiver(post_delete, sender=TenantMembership, dispatch_uid="agents_app.cancel_runs_of_departed_members")
@@ -115,7 +115,17 @@ def _touched_users(through: Any, instance: Any, pk_set: set[int]) -> list[int]:
 
 
 def _cancel_runs_without_standing(user_ids: list[int]) -> None:
-    """End the runs of ``user_ids`` still going where they may no longer act (the loop would, at its next turn)."""
+    """End the runs of ``user_ids`` still going where they may no longer act (the loop would, at its next turn).
+
+    Judged once the change commits, on what it leaves: one edit is several statements (``groups.set`` removes the
+    old groups, then adds the new; the admin's user form saves the user, then its groups; an inline moves one
+    membership, then adds another), and between them someone who keeps standing may seem to have none.
+    """
+    if user_ids:
+        transaction.on_commit(functools.partial(_cancel_now, list(user_ids)), robust=True)
+
+
+def _cancel_now(user_ids: list[int]) -> None:
     from agents_app.cancelling import GOVERNANCE_ACTOR, runs_cancel_without_standing
 
     for user_id in user_ids:

@@ -247,11 +247,14 @@ def test_a_rollback_under_way_is_not_withdrawn(
     assert_audit_intact()
 
 
-def test_deactivating_a_user_cancels_their_runs_at_once(start_run: StartRun, alice: User) -> None:
+def test_deactivating_a_user_cancels_their_runs_at_once(
+    start_run: StartRun, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
     run = _waiting_run(start_run, alice)
 
-    alice.is_active = False
-    alice.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        alice.is_active = False
+        alice.save()
 
     run.refresh_from_db()
     assert (run.status, run.stop_reason) == (RunStatus.CANCELLED, StopReason.CANCELLED)
@@ -262,23 +265,27 @@ def test_deactivating_a_user_cancels_their_runs_at_once(start_run: StartRun, ali
     assert ("run.cancelled", "governance") in _run_events(run)
 
 
-def test_a_login_or_an_unrelated_change_cancels_nothing(start_run: StartRun, alice: User) -> None:
+def test_a_login_or_an_unrelated_change_cancels_nothing(
+    start_run: StartRun, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
     run = _waiting_run(start_run, alice)
 
-    alice.email = "alice@new.example"
-    alice.save()
-    Client().login(username="alice", password="alice-password")  # writes last_login
+    with django_capture_on_commit_callbacks(execute=True):
+        alice.email = "alice@new.example"
+        alice.save()
+        Client().login(username="alice", password="alice-password")  # writes last_login
 
     assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
 
 
 def test_removing_a_member_from_one_tenant_cancels_her_runs_there_only(
-    start_run: StartRun, alice: User, other_tenant: Tenant
+    start_run: StartRun, alice: User, other_tenant: Tenant, django_capture_on_commit_callbacks: Any
 ) -> None:
     TenantMembership.objects.create(user=alice, tenant=other_tenant)
     in_acme, in_globex = _waiting_run(start_run, alice, "acme"), _waiting_run(start_run, alice, "globex")
 
-    TenantMembership.objects.filter(user=alice, tenant__slug="acme").delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        TenantMembership.objects.filter(user=alice, tenant__slug="acme").delete()
 
     assert AgentRun.objects.get(pk=in_acme.pk).status == RunStatus.CANCELLED
     assert "no longer belongs to tenant 'acme'" in AgentRun.objects.get(pk=in_acme.pk).error

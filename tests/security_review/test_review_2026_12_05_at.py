@@ -79,6 +79,7 @@ def _assert_cancelled_by_governance(run: AgentRun) -> None:
 
 def test_moving_a_membership_to_another_tenant_cancels_the_runs_left_behind(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     alice: User,
     other_tenant: Tenant,
 ) -> None:
@@ -89,8 +90,9 @@ def test_moving_a_membership_to_another_tenant_cancels_the_runs_left_behind(
     run = _waiting_run(start_run, alice)
     membership = TenantMembership.objects.get(user=alice, tenant__slug="acme")
 
-    membership.tenant = other_tenant
-    membership.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        membership.tenant = other_tenant
+        membership.save()
 
     _assert_cancelled_by_governance(run)
     assert "no longer belongs to tenant 'acme'" in run.error
@@ -98,6 +100,7 @@ def test_moving_a_membership_to_another_tenant_cancels_the_runs_left_behind(
 
 def test_a_membership_given_to_someone_else_cancels_the_former_members_runs(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     alice: User,
     carol: User,
     other_tenant: Tenant,
@@ -110,8 +113,9 @@ def test_a_membership_given_to_someone_else_cancels_the_former_members_runs(
     TenantMembership.objects.filter(user=carol).delete()
     membership = TenantMembership.objects.get(user=alice, tenant__slug="acme")
 
-    membership.user = carol
-    membership.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        membership.user = carol
+        membership.save()
 
     _assert_cancelled_by_governance(run)
 
@@ -128,6 +132,7 @@ def _platform_member(other_tenant: Tenant) -> tuple[User, Group]:
 
 def test_removing_someone_from_the_group_that_let_them_act_everywhere_cancels_their_runs_elsewhere(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     tenant: Tenant,
     other_tenant: Tenant,
 ) -> None:
@@ -138,7 +143,8 @@ def test_removing_someone_from_the_group_that_let_them_act_everywhere_cancels_th
     user, platform = _platform_member(other_tenant)
     in_acme, in_globex = _waiting_run(start_run, user, "acme"), _waiting_run(start_run, user, "globex")
 
-    user.groups.remove(platform)
+    with django_capture_on_commit_callbacks(execute=True):
+        user.groups.remove(platform)
 
     _assert_cancelled_by_governance(in_acme)
     assert AgentRun.objects.get(pk=in_globex.pk).status == RunStatus.WAITING
@@ -146,6 +152,7 @@ def test_removing_someone_from_the_group_that_let_them_act_everywhere_cancels_th
 
 def test_a_group_losing_the_permission_cancels_its_members_runs_where_they_no_longer_stand(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     tenant: Tenant,
     other_tenant: Tenant,
 ) -> None:
@@ -156,13 +163,15 @@ def test_a_group_losing_the_permission_cancels_its_members_runs_where_they_no_lo
     user, platform = _platform_member(other_tenant)
     run = _waiting_run(start_run, user, "acme")
 
-    platform.permissions.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        platform.permissions.clear()
 
     _assert_cancelled_by_governance(run)
 
 
 def test_a_permission_taken_from_the_user_directly_cancels_their_runs_where_they_no_longer_stand(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     other_tenant: Tenant,
     tenant: Tenant,
 ) -> None:
@@ -176,13 +185,15 @@ def test_a_permission_taken_from_the_user_directly_cancels_their_runs_where_they
     user.user_permissions.add(cross)
     run = _waiting_run(start_run, User.objects.get(pk=user.pk), "acme")
 
-    user.user_permissions.remove(cross)
+    with django_capture_on_commit_callbacks(execute=True):
+        user.user_permissions.remove(cross)
 
     _assert_cancelled_by_governance(run)
 
 
 def test_a_group_emptied_of_its_members_cancels_their_runs_where_they_no_longer_stand(
     start_run: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
     tenant: Tenant,
     other_tenant: Tenant,
 ) -> None:
@@ -193,7 +204,8 @@ def test_a_group_emptied_of_its_members_cancels_their_runs_where_they_no_longer_
     user, platform = _platform_member(other_tenant)
     run = _waiting_run(start_run, user, "acme")
 
-    platform.user_set.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        platform.user_set.clear()
 
     _assert_cancelled_by_governance(run)
 

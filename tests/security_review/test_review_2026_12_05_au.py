@@ -10,6 +10,15 @@ Found (fixed):
    refused as such (the versions named), before the binding is checked; a worker's call never reaches it
    (``_execute_claimed`` asks for a fresh approval first), so only the external release's reason changes.
 
+2. The receivers of 285f28a judged standing at each statement, not on what a change leaves: the admin's user
+   form saves ``groups.set([new])``, which Django runs as remove-then-add, so a platform user moved from one group
+   giving ``toolhub.cross_tenant`` to another giving it too had their runs in other tenants cancelled between the
+   two statements (likewise a user form unticking superuser while adding such a group, or an inline moving one
+   membership while adding another to the same tenant). Fixed in ``agents_app.receivers``: every standing
+   check (deactivation, a membership deleted or moved, groups or permissions taken) goes through
+   ``_cancel_runs_without_standing``, which judges on commit (``transaction.on_commit``); a deleted user's runs
+   still end before the deletion empties their link. Tests that asserted the cancellation now commit the change.
+
 Checked and found holding: the receivers of 285f28a act only on ``post_remove``/``pre_clear``+``post_clear``
 (adding a group or permission cancels nothing) and a membership saved unchanged, a superuser, or a user who still
 stands through another membership or ``toolhub.cross_tenant`` keeps their runs (``runs_cancel_without_standing``
@@ -22,13 +31,18 @@ transition with the approval's rows in the same write, audited as ``call.denied`
 only (a worker's call is checked where it runs).
 """
 
-import pytest
-from django.contrib.auth.models import User
+from typing import Any
 
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+
+from agents_app.models import AgentRun, RunStatus
 from approvals.models import ApprovalRequest
+from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
 from tests.security_review.conftest import client_for
+from tests.security_review.test_review_2026_12_05_at import _waiting_run
 from toolhub import Tool, registry
-from toolhub.models import CallStatus, Tenant, ToolCall
+from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -61,3 +75,37 @@ def test_an_external_call_whose_tool_changed_is_not_told_its_arguments_differ(
     assert call.status == CallStatus.DENIED
     assert "arguments differ" not in call.error
     assert "changed" in call.error and WIRE_V2.version in call.error
+
+
+# --- groups replaced in one edit (the admin's user form: ``groups.set``) -------------------------------------
+
+
+def test_moving_someone_to_another_group_that_also_lets_them_act_everywhere_keeps_their_runs(
+    start_run: Any,  # noqa: F811
+    tenant: Tenant,
+    other_tenant: Tenant,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Found: a platform user moved from one group giving ``toolhub.cross_tenant`` to another giving it too (the
+    admin's user form saves ``groups.set([new])``: Django removes the old group, then adds the new one) had their
+    acme run cancelled: the removal's receiver judged their standing between the two statements, with no group.
+
+    Expect: judged on what the edit leaves (after commit), they still act in acme: the run goes on.
+    """
+    cross = Permission.objects.get(codename="cross_tenant")
+    old, new = Group.objects.create(name="review-au-old"), Group.objects.create(name="review-au-new")
+    old.permissions.add(cross)
+    new.permissions.add(cross)
+    user = User.objects.create_user("review-au-platform", password="x")
+    TenantMembership.objects.create(user=user, tenant=other_tenant)
+    user.groups.add(old)
+    run = _waiting_run(start_run, User.objects.get(pk=user.pk), "acme")
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        user.groups.set([new])
+
+    assert callbacks, "the change is judged when it commits"
+    assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+    with django_capture_on_commit_callbacks(execute=True):
+        user.groups.set([])
+    assert AgentRun.objects.get(pk=run.pk).status == RunStatus.CANCELLED
