@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import ApprovalRule
+from tests.security_review.pg_races import dsn
 from tests.testapp.models import SideEffect
 from toolhub.catalogue import tool_definition_govern
 from toolhub.models import CallStatus, Grant, GrantEffect, Tenant, ToolDefinition, ToolGroup
@@ -144,14 +145,7 @@ def test_a_revocation_committed_by_another_process_denies_the_next_call_here(
     assert request_call("record_effect", {"note": "first"}).status == CallStatus.SUCCEEDED
 
     # when another database session (as another web process or the admin would) revokes it and commits
-    settings_dict = connection.settings_dict
-    with psycopg.connect(
-        dbname=settings_dict["NAME"],
-        user=settings_dict["USER"],
-        host=settings_dict["HOST"],
-        port=settings_dict["PORT"] or 5432,
-        autocommit=True,
-    ) as other:
+    with psycopg.connect(**dsn(), autocommit=True) as other:
         other.execute("DELETE FROM toolhub_grant WHERE id = %s", [grant.pk])
 
     # then this process's next call is denied

@@ -52,20 +52,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
+from tests.security_review.pg_races import dsn
 from toolhub.authorization import CallPrincipal, authorization_denial
 from toolhub.models import Grant, Tenant, TenantMembership
 
 
 def _other_session_runs(sql: str) -> None:
     """``sql`` committed by another database session (an operator's psql, another process)."""
-    settings_dict = connection.settings_dict
-    with psycopg.connect(
-        dbname=settings_dict["NAME"],
-        user=settings_dict["USER"],
-        host=settings_dict["HOST"],
-        port=settings_dict["PORT"] or 5432,
-        autocommit=True,
-    ) as other:
+    with psycopg.connect(**dsn(), autocommit=True) as other:
         other.execute(sql)
 
 
