@@ -126,9 +126,10 @@ class ToolhubSettings(BaseModel):
     PROGRESS_KEEP: Positive = 50
     PROGRESS_MIN_INTERVAL_SECONDS: SecondsOrZero = 0.5
     # Largest artifact a tool may store with a call; largest result an external system may post, or a remote
-    # MCP tool answer.
+    # MCP tool answer; largest result (as JSON) a tool run here may return (larger data goes in an artifact).
     MAX_ARTIFACT_BYTES: Positive = 10_000_000
     MAX_EXTERNAL_RESULT_BYTES: Positive = 1_000_000
+    MAX_RESULT_BYTES: Positive = 1_000_000
     # Deepest nesting of lists and objects a JSON request body may have (tool arguments allow 100 inside it).
     MAX_REQUEST_NESTING: Positive = 200
     # Interceptors that see every call before policy and its result after execution (toolhub.interceptors):

@@ -11,6 +11,7 @@ import json
 import logging
 from typing import Any
 
+from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
 from toolhub.feedback import exception_detail, execution_error
@@ -83,7 +84,36 @@ def run_outcome(
         result, intercepted = _intercepted_result(call, secrets.value(result))
     except InterceptorFailed as failed:
         return Outcome.failed(INTERCEPTOR_FAILED_MESSAGE, detail=failed.detail, failed_by=failed.name)
+    oversized = _oversized(result)
+    if oversized:
+        return Outcome.failed(oversized, detail=_OVERSIZED_HINT)
     return Outcome(CallStatus.SUCCEEDED, {"result": result, "artifact": artifact, "intercepted": intercepted})
+
+
+#: What the operator reads beside an oversized result's failure; the model reads only the message.
+_OVERSIZED_HINT = (
+    "A result is stored with the call, hashed into the audit trail and sent to the model whole. Return large data "
+    "as an artifact (ToolResult.artifact: stored with the call, summarized to the model), or raise "
+    "TOOLHUB['MAX_RESULT_BYTES']."
+)
+
+
+def _oversized(result: Any) -> str | None:
+    """Why a result is too large to keep (``MAX_RESULT_BYTES``, measured as JSON like a remote answer), or ``None``.
+
+    The tool has run: its effect stands, but nothing of an unbounded result reaches the row, the audit trail or
+    the model's context (which it would fill, or make the provider refuse every later turn).
+    """
+    limit = toolhub_settings().MAX_RESULT_BYTES
+    if isinstance(result, str) and len(result) * 6 <= limit:
+        return None  # a character is at most 6 bytes of JSON (``\u001f``): short text is not measured
+    size = len(canonical_json(result).encode("utf-8"))
+    if size <= limit:
+        return None
+    return (
+        f"The tool returned {size:,} bytes of result, more than the {limit:,} a result may hold "
+        "(TOOLHUB['MAX_RESULT_BYTES']); nothing of it was kept. Ask for less at a time."
+    )
 
 
 def _suspended(suspend: ToolSuspend, secrets: SecretScrubber) -> Outcome:

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from tests.helpers import RequestCall, event_types
 from toolhub import Progress, ToolError, ToolResult, registry, tool
-from toolhub.models import CallStatus, ToolCallArtifact
+from toolhub.models import AuditEvent, CallStatus, ToolCallArtifact
 
 
 @tool(timeout=0.2)
@@ -125,13 +125,40 @@ def test_artifacts_are_stored_listed_and_downloadable(
     assert download["X-Content-Type-Options"] == "nosniff"
     assert bytes(ToolCallArtifact.objects.get(call=rows).content) == b'{"rows": [1, 2]}'
     # and its hash is in the audit trail
-    from toolhub.models import AuditEvent
-
     succeeded = AuditEvent.objects.get(call_id=csv.id, event_type="call.succeeded")
     assert succeeded.payload["artifact"]["sha256"] == stored.sha256
     # too large: the call fails and nothing is stored
     assert huge.status == CallStatus.FAILED and "larger than 100 bytes" in huge.error
     assert not ToolCallArtifact.objects.filter(call=huge).exists()
+
+
+@tool
+def listing(rows: int, text: bool = False) -> Any:
+    """List rows, as a tool over a table the model may ask too much of."""
+    if text:
+        return "\x1f" * rows  # each is 6 bytes of JSON: short as text, long as stored
+    return [{"row": index, "note": "é" * 10} for index in range(rows)]
+
+
+def test_a_result_over_the_bound_fails_the_call_and_nothing_of_it_is_kept(
+    request_call: RequestCall, alice: User, settings: Any
+) -> None:
+    settings.TOOLHUB = {**settings.TOOLHUB, "MAX_RESULT_BYTES": 1_000}
+    with registry.temporarily(listing):
+        small = request_call("listing", {"rows": 10}, user=alice)
+        large = request_call("listing", {"rows": 100}, user=alice)
+        escaped = request_call("listing", {"rows": 200, "text": True}, user=alice)
+
+    assert small.status == CallStatus.SUCCEEDED and len(small.result) == 10
+    for call in (large, escaped):
+        call.refresh_from_db()
+        assert call.status == CallStatus.FAILED and call.result is None
+        assert "more than the 1,000 a result may hold (TOOLHUB['MAX_RESULT_BYTES'])" in call.model_text()
+        assert "ToolResult.artifact" not in call.model_text()  # the developer's hint is for the operator
+        assert "ToolResult.artifact" in call.error_detail
+        failed = AuditEvent.objects.get(call_id=call.id, event_type="call.failed")
+        assert "é" * 10 not in str(failed.payload) and "\x1f" * 10 not in str(failed.payload)
+    assert "4,091 bytes" in large.error  # measured as stored: JSON, UTF-8
 
 
 class Colour(enum.Enum):
