@@ -49,10 +49,18 @@ def provided_tools(run: AgentRun) -> list[str]:
     """The agent's tool provider hook's names for this turn (LangChain4j ToolProvider); grants filter them later.
 
     A hook that fails or answers something else than names adds nothing (logged): it can only ever
-    show tools, never hide or grant them.
+    show tools, never hide or grant them. The hook must still be among ``TOOLHUB["TOOL_PROVIDERS"]`` now,
+    not only when the agent was saved: one an administrator withdrew (or a path the row got another way)
+    is never imported or called.
     """
+    from agents_app.services import tool_provider_problem
+
     path = run.agent.tool_provider
     if not path:
+        return []
+    problem = tool_provider_problem(path)
+    if problem:
+        logger.warning("agent %s: tool provider not called: %s", run.agent.name, problem)
         return []
     latest = next((m.get("content") or "" for m in reversed(run.messages) if m.get("role") == "user"), run.input)
     try:
