@@ -17,7 +17,7 @@ from tests.disclosure import sample_tools
 from tests.mcp.conftest import refused_call, token, with_client
 from toolhub.conf import toolhub_settings
 from toolhub.disclosure.visibility import is_navigation
-from toolhub.models import AuditEvent, Grant, GrantEffect, ToolCall
+from toolhub.models import AuditEvent, Grant, GrantEffect, ToolCall, ToolGroup
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -242,6 +242,30 @@ def test_search_mode_lists_the_same_before_and_after_a_search_and_a_found_tool_i
     )
     events = set(AuditEvent.objects.filter(call_id=call.id).values_list("event_type", flat=True))
     assert {"call.requested", "call.succeeded"} <= events
+
+
+def test_find_searches_exactly_what_tools_list_shows_run_time_group_rules_aside(
+    live_asgi: str, catalogue: None, settings: Any, alice: User
+) -> None:
+    """A group's activation rules are run-time disclosure: over MCP (no run) they narrow neither list nor search.
+
+    Search used to apply them with an empty context, so a tool of a group active only on the web channel was
+    listed and callable but never found; with ``MCP_TOOL_LISTING="search"`` it could not be reached at all.
+    """
+    ToolGroup.objects.create(
+        name="web-only", extra_tools=["get_weather"], activation_rules=[{"context": {"channel": "web"}}]
+    )
+
+    async def scenario(client: Client) -> tuple[list[str], Any]:
+        return await _names(client), await client.call_tool("toolhub_find_tools", {"query": "weather forecast"})
+
+    listed, found = with_client(live_asgi, token(alice), scenario)
+    settings.TOOLHUB = {**settings.TOOLHUB, "MCP_TOOL_LISTING": "search"}
+    found_in_search_mode = _call(live_asgi, alice, "toolhub_find_tools", {"query": "weather forecast"})
+
+    assert "get_weather" in listed
+    assert [tool["name"] for tool in found.structured_content["tools"]] == ["get_weather"]
+    assert [tool["name"] for tool in found_in_search_mode.structured_content["tools"]] == ["get_weather"]
 
 
 def test_search_mode_still_authorizes_a_call_by_name(

@@ -32,8 +32,10 @@ def search_document(tool: Tool) -> SearchDocument:
 def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> list[str]:
     """The tools ``principal`` may find: granted, not resident (always visible), not a navigation tool.
 
-    A tool in tool groups is found only when one of them is eligible for the principal (its roles, tenant and
-    agent, the run's ``context``): a group bound to another tenant or role hides its tools from search too.
+    In a run (``context`` given, even empty), a tool in tool groups is found only when one of them is eligible for
+    it (its roles, tenant and agent, the run's context): a group bound to another tenant or role hides its tools
+    from search too. Without a run (MCP's ``toolhub_find_tools``) groups' run-time rules do not apply, as they do
+    not to what ``tools/list`` shows and a client may call: search finds exactly what would be listed.
     """
     from toolhub.disclosure.visibility import is_navigation
 
@@ -44,7 +46,7 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
         if tool is None or tool.always_visible or is_navigation(name):
             continue
         names.append(name)
-    return sorted(usable_tools(names, principal, context=context or {}))
+    return sorted(usable_tools(names, principal, context=context))
 
 
 def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> SearchIndex:
