@@ -26,6 +26,7 @@ from toolhub.api.serializers import (
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
+from toolhub.downloads import attachment_response
 from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
 from toolhub.selectors import (
     OPERATE_CALL_PERMISSION,
@@ -318,13 +319,7 @@ class CallArtifactView(APIView):
     def get(self, request: Request, pk: uuid.UUID, artifact_id: int) -> HttpResponse:
         visible = ToolCallArtifact.objects.filter(call__in=tool_calls_visible_to(request.user))
         artifact = get_object_or_404(visible, call_id=pk, pk=artifact_id)
-        response = HttpResponse(bytes(artifact.content), content_type=artifact.media_type or "application/octet-stream")
-        # Never rendered in the browser: a tool's output is not trusted markup.
-        response["Content-Disposition"] = f'attachment; filename="{_safe_filename(artifact.name)}"'
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
-
-
-def _safe_filename(name: str) -> str:
-    cleaned = "".join(ch if ch.isalnum() or ch in "._- " else "_" for ch in name).strip() or "artifact"
-    return cleaned[:150]
+        # Never rendered in the browser as the console: a tool's output is not trusted markup.
+        return attachment_response(
+            bytes(artifact.content), name=artifact.name, media_type=artifact.media_type, default_name="artifact"
+        )
