@@ -9,6 +9,7 @@ Findings (fixed):
    inline, on the console's origin, with the operator's session (an HTML or SVG artifact runs its script). The
    header is now Django's ``content_disposition_header`` (``filename*=utf-8''...``), and the download also carries
    ``Content-Security-Policy: sandbox`` so an artifact never runs as the console even if a browser renders it.
+   (Seen in Chromium headless: the old header rendered ``text/html`` and ran its script; the new one downloads.)
 2. An artifact's stored media type is the tool's text, unchecked: one holding a line break (a tool passing the
    model's ``media_type`` on) made every download of it a 500 (``BadHeaderError``). A media type that is not
    ``type/subtype[; parameters]`` of printable ASCII is now served as ``application/octet-stream``.
