@@ -43,6 +43,25 @@ class ModelProviderForm(forms.ModelForm):
         model = ModelProvider
         fields = "__all__"
 
+    def clean_tenant(self) -> Any:
+        """A provider bound to a tenant serves only its agents: refuse while other tenants' (or global) agents use it.
+
+        Their runs would fail ("not configured", ``adapter_for``); move those agents to another provider first.
+        """
+        tenant = self.cleaned_data.get("tenant")
+        if tenant is None or self.instance.pk is None:
+            return tenant
+        others = Agent.objects.filter(provider_id=self.instance.pk).exclude(tenant_id=tenant.pk)
+        names = sorted(
+            {agent.tenant.slug if agent.tenant_id else "(global)" for agent in others.select_related("tenant")}
+        )
+        if names:
+            raise forms.ValidationError(
+                f"Agents of {', '.join(names[:10])} use this provider; only {tenant.slug}'s agents may use a provider "
+                "bound to it. Move those agents to another provider first."
+            )
+        return tenant
+
 
 @admin.register(ModelProvider)
 class ModelProviderAdmin(CrossTenantOnly, admin.ModelAdmin):

@@ -96,14 +96,20 @@ class ModelAdapter(Protocol):
 def adapter_for(agent: "Agent") -> ModelAdapter:
     """Build the adapter of the agent's model provider.
 
-    Raises ``ModelError`` with a message that names only the provider when it is disabled or its
-    credential is missing; which environment variable was missing goes to the server log only.
+    Raises ``ModelError`` with a message that names only the provider when it is disabled, bound to
+    another tenant than the agent's, or its credential is missing; which environment variable was missing
+    goes to the server log only.
     """
     from agents_app.models import ProviderKind
 
     provider = agent.provider
     if not provider.enabled:
         logger.warning("model provider %s of agent %s is disabled", provider.name, agent.pk)
+        raise ModelError(not_configured_message(provider.name))
+    if provider.tenant_id is not None and provider.tenant_id != agent.tenant_id:
+        # Checked where the model is built, not only where an agent names it: a provider bound to a tenant
+        # since (its endpoint and key are that tenant's) serves no other tenant's agent, nor a global one.
+        logger.error("model provider %s is bound to another tenant than agent %s", provider.name, agent.pk)
         raise ModelError(not_configured_message(provider.name))
     if provider.kind == ProviderKind.OPENAI:
         from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
