@@ -12,7 +12,15 @@ Findings:
    Now a run's model is built only on a provider its agent may use (``adapter_for``: another tenant's answers
    "not configured"), and the provider's page refuses a tenant that agents of other tenants use.
 
-Checked and found holding (no test here): see the report of review bc.
+Checked and found holding (no test here): starting a run in another tenant (``context.tenant`` checked against
+the caller's scope and an existing tenant; another tenant's agent by id or name answers like a missing one);
+reserved context keys and typed-context keys refused at run start, the context bounded; retry, cancel and rollback
+need the run visible (404) and its own user or an operator of its tenant (403); a run whose user left the tenant or
+was deactivated is cancelled at its next step (``standing_refusal``), retried or not; a removed user no longer sees
+their runs of that tenant; an agent names only an enabled provider of its tenant or a global one (API and admin
+form); the providers' page is for those who cross the boundary only, the agents' API shows a provider's name and
+kind only; model errors name the provider, never its URL, key or variable; a scripted turn of the wrong shape fails
+the run with a bounded message; a run's transcript and tool calls read only the run's own calls.
 """
 
 from typing import Any
