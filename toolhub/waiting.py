@@ -312,6 +312,7 @@ def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
     """Cancel one call that has not started, for the user it was made for or an operator (asked by the caller).
 
     A run waiting on it goes on, its model told the call was not executed and why. Returns the call as it is now.
+    A subagent's call is refused: only its child run's end settles it (cancel the child run).
     """
     problem = cancel_reason_problem(reason)
     if problem:
@@ -320,6 +321,14 @@ def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
         raise CallNotWithdrawableError(
             "A saga's compensation is not cancelled: it undoes a completed step. If it must not run, resolve it by "
             "hand on the saga's page."
+        )
+    child = _subagent_run_of(call) if call.status == CallStatus.AWAITING_RESULT else ""
+    if child:
+        # Its child run would go on (and its held calls stay on the desk) for a parent that no longer waits: the
+        # child's end settles this call, so cancelling that run is what stops both.
+        raise CallNotWithdrawableError(
+            f"This call waits for its subagent run {child}; cancel that run instead (its end settles this call). "
+            "Nothing was changed."
         )
     with transaction.atomic():
         withdrawn = call.status in WITHDRAWABLE_STATUSES and tool_call_withdraw(call=call, actor=actor, reason=reason)

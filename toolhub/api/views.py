@@ -289,8 +289,9 @@ class CallCancelView(APIView):
 
     Send ``{"reason": "..."}`` (optional). Allowed for the user the call was made for and for holders of the
     ``toolhub.change_toolcall`` permission in the call's tenant (someone who sees the call without it gets 403); a
-    call of another tenant answers 404; a call that started or settled, or a saga's compensation, answers 409 and
-    nothing changes. A run waiting on the call goes on: its model reads that the call was not executed, and why.
+    call of another tenant answers 404; a call that started or settled, a saga's compensation, or a subagent's call
+    (its child run's end settles it) answers 409 and nothing changes. A run waiting on the call goes on: its model
+    reads that the call was not executed, and why.
     """
 
     throttle_scope = "calls"
