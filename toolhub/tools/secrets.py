@@ -59,6 +59,7 @@ __all__ = [
     "NO_SECRETS",
     "SecretScrubber",
     "is_text_media_type",
+    "secret_texts",
     "sensitive_values",
 ]
 
@@ -102,14 +103,12 @@ class SecretScrubber:
     @classmethod
     def for_presets(cls, presets: Mapping[str, Any]) -> "SecretScrubber":
         """A scrubber for the secrets a tool with these presets receives now (unset ones are skipped)."""
-        values = []
+        values: list[str] = []
         for preset in presets.values():
             if isinstance(preset, Secret):
                 value = preset.resolve()
-                if isinstance(value, bytes):
-                    value = value.decode("utf-8", "replace")
                 if value is not None:
-                    values.append(str(value))
+                    values.extend(secret_texts(value))
         return cls(values)
 
     @classmethod
@@ -404,35 +403,51 @@ def sensitive_values(
     secret by its value, not its mask.
     """
     found: list[str] = []
-
-    def collect(value: Any) -> None:
-        if isinstance(value, str):
-            found.append(value)
-        elif value is None or isinstance(value, bool):
-            return
-        elif isinstance(value, PydanticSecret | SecretStr | SecretBytes):
-            collect(value.get_secret_value())  # its text is only the mask
-        elif isinstance(value, int | float):
-            found.append(str(value))
-        elif isinstance(value, Mapping):
-            for key, item in value.items():
-                if key not in declared:
-                    collect(key)
-                collect(item)
-        elif isinstance(value, list | tuple | set | frozenset):
-            for item in value:
-                collect(item)
-        else:
-            jsonable = to_jsonable_python(value, fallback=str)
-            if not isinstance(jsonable, Mapping | list):
-                found.append(str(value))  # Decimal("98765.43"), a UUID, a date: as an f-string writes them
-            if jsonable != str(value):
-                collect(jsonable)
-
     for name in sensitive:
         if name in arguments:
-            collect(arguments[name])
+            _collect_texts(arguments[name], found, keys=lambda key: key not in declared)
     return found
+
+
+def secret_texts(value: Any) -> list[str]:
+    """A ``Secret`` preset's value as the texts a tool could repeat: each string or number within it, nested too.
+
+    A setting may hold more than a string: a credentials mapping (``{"user": ..., "password": ...}``), a list of
+    keys, a pydantic ``SecretStr`` from a settings library. Its whole ``str()`` is no text a tool repeats; its
+    password is. A mapping's keys are the setting's field names, not secrets.
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    found: list[str] = []
+    _collect_texts(value, found, keys=lambda key: False)
+    return found
+
+
+def _collect_texts(value: Any, found: list[str], *, keys: Callable[[Any], bool]) -> None:
+    """Append each string or number within ``value`` to ``found``, as a tool writes it; ``keys``: which keys count."""
+    if isinstance(value, str):
+        found.append(value)
+    elif value is None or isinstance(value, bool):
+        return
+    elif isinstance(value, PydanticSecret | SecretStr | SecretBytes):
+        secret = value.get_secret_value()  # its text is only the mask
+        _collect_texts(secret.decode("utf-8", "replace") if isinstance(secret, bytes) else secret, found, keys=keys)
+    elif isinstance(value, int | float):
+        found.append(str(value))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if keys(key):
+                _collect_texts(key, found, keys=keys)
+            _collect_texts(item, found, keys=keys)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            _collect_texts(item, found, keys=keys)
+    else:
+        jsonable = to_jsonable_python(value, fallback=str)
+        if not isinstance(jsonable, Mapping | list):
+            found.append(str(value))  # Decimal("98765.43"), a UUID, a date: as an f-string writes them
+        if jsonable != str(value):
+            _collect_texts(jsonable, found, keys=keys)
 
 
 def _charset(media_type: str) -> str:
