@@ -13,7 +13,6 @@ from toolhub.arguments import (
     parse_arguments,
     storable_arguments,
     validate_arguments,
-    without_sensitive_values,
 )
 from toolhub.audit import EventSpec, arguments_diff
 from toolhub.authorization import CallPrincipal
@@ -29,6 +28,7 @@ from toolhub.models import CallStatus
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
+from toolhub.tools.secrets import SecretScrubber
 
 if TYPE_CHECKING:
     from toolhub.pipeline import CallRequest
@@ -117,13 +117,13 @@ def _intercepted_arguments(
             CallStatus.DENIED,
             INTERCEPTOR_FAILED_MESSAGE,
             actor=f"interceptor:{failed.name}",
-            detail=without_sensitive_values(failed.detail, tool, stored),
+            detail=_without_any_versions_values(failed.detail, tool, [stored, *failed.versions]),
             interceptor=failed.name,
             failed=True,
         ) from None
     if outcome.refusal:
         # An interceptor may quote what it refused (the built-in ArgumentPolicy does): never a sensitive value.
-        refusal = without_sensitive_values(outcome.refusal, tool, stored)
+        refusal = _without_any_versions_values(outcome.refusal, tool, [stored, *outcome.versions])
         message = storable_text(refusal)[: toolhub_settings().MAX_STRING_LENGTH]
         name = outcome.refused_by
         raise CallRefused(CallStatus.DENIED, message, actor=f"interceptor:{name}", interceptor=name)
@@ -138,3 +138,13 @@ def _intercepted_arguments(
     if not events:
         return validated, stored, events
     return validate_arguments(tool, outcome.arguments), outcome.arguments, events
+
+
+def _without_any_versions_values(text: str, tool: Tool, versions: list[dict[str, Any]]) -> str:
+    """``text`` without the withheld values of any version of the arguments the interceptors saw.
+
+    An interceptor may rewrite a sensitive value (a card number typed with spaces, normalised), and a later one
+    quote the rewritten value in its refusal or its traceback: the values as sent are not enough.
+    """
+    scrubbers = [SecretScrubber.for_arguments(tool, version) for version in versions]
+    return SecretScrubber.merged(scrubbers).text(text)  # longest form first, whichever version it comes from

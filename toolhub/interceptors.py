@@ -82,10 +82,12 @@ def _name_of(interceptor: Interceptor) -> str:
 class InterceptorFailed(Exception):
     """An interceptor raised (or rewrote into invalid arguments); the call fails closed."""
 
-    def __init__(self, name: str, detail: str) -> None:
+    def __init__(self, name: str, detail: str, versions: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__(f"interceptor {name!r} failed")
         self.name = name
         self.detail = detail
+        #: every version of the arguments the interceptors saw or returned (the detail may quote any of them)
+        self.versions = list(versions)
 
 
 #: The interceptors built for the settings object last read, with that object (kept, so its id is never reused).
@@ -133,6 +135,8 @@ class BeforeOutcome:
     arguments: dict[str, Any]
     refusal: str = ""
     refused_by: str = ""
+    #: every version of the arguments the interceptors saw (a refusal may quote a rewritten sensitive value)
+    versions: list[dict[str, Any]] = field(default_factory=list)
     #: ``(interceptor name, arguments before, arguments after)`` per rewrite.
     rewrites: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
 
@@ -145,10 +149,11 @@ def interceptors_before(
     Raises ``InterceptorFailed`` when one raises, returns something else, or rewrites into invalid arguments.
     """
     arguments = dict(call.arguments)
-    outcome = BeforeOutcome(arguments)
+    outcome = BeforeOutcome(arguments, versions=[arguments])
     for interceptor in configured_interceptors():
         name = _name_of(interceptor)
         seen = InterceptedCall(**{**call.__dict__, "arguments": json.loads(json.dumps(arguments))})
+        answer: Any = None
         try:
             answer = interceptor.before(seen)
             if answer is None:
@@ -160,10 +165,12 @@ def interceptors_before(
                 raise TypeError(f"before() returned {type(answer).__name__}; expected None, Refuse or a mapping")
             rewritten = revalidate(dict(answer))
         except Exception as exc:  # noqa: BLE001 - any failure stops the call, none lets it through
-            raise InterceptorFailed(name, exception_detail(exc)) from exc
+            returned = [dict(answer)] if isinstance(answer, Mapping) else []
+            raise InterceptorFailed(name, exception_detail(exc), [*outcome.versions, *returned]) from exc
         if rewritten != arguments:
             outcome.rewrites.append((name, arguments, rewritten))
             arguments = rewritten
+            outcome.versions.append(arguments)
     outcome.arguments = arguments
     return outcome
 
