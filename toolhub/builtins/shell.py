@@ -27,6 +27,7 @@ from typing import Any
 
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
+from toolhub.storable import storable_text
 
 __all__ = ["CommandOutput", "allow_list_problem", "run_command", "command_environment"]
 
@@ -78,13 +79,16 @@ def allow_list_problem(argv: Sequence[str]) -> str | None:
 
 
 def command_environment(workspace: str) -> dict[str, str]:
-    """The whole environment a command gets: a fixed PATH, a UTF-8 locale, no configuration a tool could write.
+    """The whole environment a command gets in the tenant's ``workspace``: a fixed PATH, a locale, nothing writable.
 
     HOME (and where XDG, curl look) is an empty directory no tool writes; git and wget read no user or system
     file, and git takes no directory for a bare repository unless told. What a command reads from its working
     directory (a repository's ``.git/config``) is not covered here: the file tools refuse to write under ``.git``.
+    git looks for a repository no higher than the workspace: above it is ``WORKSPACE_ROOT``, often inside the
+    deployment's own checkout, whose files and history are the server's.
     """
-    home = empty_home(outside=workspace)
+    workspaces = str(Path(workspace).resolve().parent)
+    home = empty_home(outside=workspaces)
     return {
         "PATH": toolhub_settings().SHELL_PATH,
         "LANG": "C.UTF-8",
@@ -94,6 +98,7 @@ def command_environment(workspace: str) -> dict[str, str]:
         "CURL_HOME": home,
         "WGETRC": os.devnull,
         "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CEILING_DIRECTORIES": workspaces,
         "GIT_CONFIG_GLOBAL": os.devnull,
         # Command-line scope: a directory the file tools filled with HEAD, config, refs/ is not taken for a repository.
         "GIT_CONFIG_COUNT": "1",
@@ -213,7 +218,8 @@ def _collect(process: subprocess.Popen[bytes], *, timeout: float, cap: int) -> t
 
 def _capped_text(stream: tuple[bytes, int], cap: int) -> tuple[str, bool]:
     data, dropped = stream
-    text = data.decode("utf-8", errors="replace")
+    # Invalid UTF-8 becomes U+FFFD; a NUL byte (a binary file, ``-print0``) is written out, or no result could hold it.
+    text = storable_text(data.decode("utf-8", errors="replace"))
     if not dropped:
         return text, False
     return f"{text}\n[output truncated at {cap} bytes: {dropped} more bytes not shown]", True

@@ -141,7 +141,7 @@ def execute_shell_command(
         # Unreachable through the pipeline (the rule holds the call); kept so nothing off the list runs unapproved.
         raise refuse(ctx, tool_name="execute_shell_command", code="not_approved", message=f"{problem}; not run.")
     directory = workspace.real_directory(cwd)
-    return run_command(argv, cwd=directory, env=command_environment(directory)).as_result()
+    return run_command(argv, cwd=directory, env=command_environment(str(workspace.root))).as_result()
 
 
 def _approved(ctx: ToolContext) -> bool:
