@@ -23,6 +23,7 @@ from toolhub.builtins.quota import room_problem
 from toolhub.builtins.refusals import refuse
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
+from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 
 __all__ = ["Workspace", "WorkspaceEntry"]
@@ -31,6 +32,10 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DRIVE = re.compile(r"^[A-Za-z]:")
 #: A repository's own directory (or a ``.git`` file naming one), compared case-folded.
 _VCS_DIRECTORY = ".git"
+#: The longest name one path component may have, in bytes (``NAME_MAX`` of Linux's file systems).
+_NAME_MAX_BYTES = 255
+#: How much of a file's name its temporary file's name keeps, in bytes (the rest is ``.<uuid>.tmp``).
+_TEMPORARY_PREFIX_BYTES = 100
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,12 @@ class Workspace:
             raise self._refused("traversal", "'..' is refused: paths stay inside the workspace.", path)
         if not parts and not allow_root:
             raise ToolError("Give the path of a file inside the workspace, not the workspace itself.")
+        if any(len(os.fsencode(part)) > _NAME_MAX_BYTES for part in parts):
+            # Checked here, not left to the open: an OSError would reach the model only as an "internal error".
+            raise ToolError(
+                f"A name in this path is too long: each part of a path may hold at most {_NAME_MAX_BYTES} bytes "
+                "(in UTF-8). Use a shorter name."
+            )
         if writing and any(part.casefold() == _VCS_DIRECTORY for part in parts):
             raise self._refused(
                 "vcs_config", "Writing under '.git' is refused: git runs what its configuration there says.", path
@@ -146,7 +157,7 @@ class Workspace:
                 mode = None
             if mode is not None and not stat.S_ISREG(mode):
                 self._refuse_special(mode, path)
-            temporary = f".{name[:100]}.{uuid.uuid4().hex}.tmp"
+            temporary = f".{_temporary_prefix(name)}.{uuid.uuid4().hex}.tmp"
             fd = os.open(
                 temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent
             )
@@ -172,8 +183,10 @@ class Workspace:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                # A name that is not UTF-8 (an unpacked archive's) is shown escaped: as it is, no result could hold it.
+                shown = storable_text(name)
                 entries.append(
-                    WorkspaceEntry(name, _kind(info.st_mode), info.st_size if stat.S_ISREG(info.st_mode) else None)
+                    WorkspaceEntry(shown, _kind(info.st_mode), info.st_size if stat.S_ISREG(info.st_mode) else None)
                 )
         return entries, len(names) > limit
 
@@ -233,6 +246,11 @@ class Workspace:
 
     def _refused(self, code: str, message: str, subject: Any = None) -> ToolError:
         return refuse(self.ctx, tool_name=self.tool_name, code=code, message=message, subject=subject)
+
+
+def _temporary_prefix(name: str) -> str:
+    """The start of ``name`` a temporary file's name keeps: bounded in bytes, so a long UTF-8 name still fits."""
+    return os.fsdecode(os.fsencode(name)[:_TEMPORARY_PREFIX_BYTES])
 
 
 def _read_at_most(fd: int, limit: int) -> bytes:
