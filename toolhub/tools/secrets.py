@@ -28,27 +28,21 @@ Values shorter than ``MIN_SECRET_LENGTH`` characters are not scrubbed (every occ
 short string would be), so secrets must be at least that long.
 """
 
-import base64
 import codecs
 import collections
 import contextlib
 import contextvars
-import json
 import logging
 import math
 import threading
 import time
 import traceback
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, quote_plus
-
-from pydantic import Secret as PydanticSecret
-from pydantic import SecretBytes, SecretStr
-from pydantic_core import to_jsonable_python
 
 from toolhub.exceptions import ToolhubError
 from toolhub.tools.presets import Secret
+from toolhub.tools.secret_values import MIN_SECRET_LENGTH, secret_texts, sensitive_values, text_forms
 
 if TYPE_CHECKING:
     from toolhub.tools.definition import Tool
@@ -65,7 +59,6 @@ __all__ = [
 
 #: What a secret is replaced by, wherever it would have been stored or shown.
 SECRET_MARKER = "[secret]"
-MIN_SECRET_LENGTH = 4
 
 _TEXT_MEDIA_TYPES = frozenset(
     {
@@ -93,7 +86,7 @@ class SecretScrubber:
 
     def __init__(self, values: Iterable[str]) -> None:
         self.values = tuple(dict.fromkeys(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH))
-        forms = {form for value in self.values for form in _text_forms(value)}
+        forms = {form for value in self.values for form in text_forms(value)}
         # Longest first, so a form that contains another is replaced whole.
         self._forms = tuple(sorted(forms, key=len, reverse=True))
         raw = {form.encode("utf-8") for form in forms}
@@ -390,66 +383,6 @@ LINGER_SCOPES = 256
 _running = _RunningScopes(LINGER_SECONDS, LINGER_SCOPES)
 
 
-def sensitive_values(
-    arguments: Mapping[str, Any], sensitive: Iterable[str], *, declared: Collection[str] = ()
-) -> list[str]:
-    """The values of ``arguments``' sensitive names as text: each string or number within them, nested too.
-
-    A mapping's keys count as its values do (a split payment keyed by IBAN), except the names ``declared``
-    by the tool's schema (``Tool.declared_names``: a model's fields, published with the tool).
-
-    ``arguments`` as stored (JSON) or as validated for the tool: a model's or a dataclass's fields, a
-    ``Decimal``, a ``UUID``, a date are found as the tool would write them (their text) and as JSON; a pydantic
-    secret by its value, not its mask.
-    """
-    found: list[str] = []
-    for name in sensitive:
-        if name in arguments:
-            _collect_texts(arguments[name], found, keys=lambda key: key not in declared)
-    return found
-
-
-def secret_texts(value: Any) -> list[str]:
-    """A ``Secret`` preset's value as the texts a tool could repeat: each string or number within it, nested too.
-
-    A setting may hold more than a string: a credentials mapping (``{"user": ..., "password": ...}``), a list of
-    keys, a pydantic ``SecretStr`` from a settings library. Its whole ``str()`` is no text a tool repeats; its
-    password is. A mapping's keys are the setting's field names, not secrets.
-    """
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    found: list[str] = []
-    _collect_texts(value, found, keys=lambda key: False)
-    return found
-
-
-def _collect_texts(value: Any, found: list[str], *, keys: Callable[[Any], bool]) -> None:
-    """Append each string or number within ``value`` to ``found``, as a tool writes it; ``keys``: which keys count."""
-    if isinstance(value, str):
-        found.append(value)
-    elif value is None or isinstance(value, bool):
-        return
-    elif isinstance(value, PydanticSecret | SecretStr | SecretBytes):
-        secret = value.get_secret_value()  # its text is only the mask
-        _collect_texts(secret.decode("utf-8", "replace") if isinstance(secret, bytes) else secret, found, keys=keys)
-    elif isinstance(value, int | float):
-        found.append(str(value))
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if keys(key):
-                _collect_texts(key, found, keys=keys)
-            _collect_texts(item, found, keys=keys)
-    elif isinstance(value, list | tuple | set | frozenset):
-        for item in value:
-            _collect_texts(item, found, keys=keys)
-    else:
-        jsonable = to_jsonable_python(value, fallback=str)
-        if not isinstance(jsonable, Mapping | list):
-            found.append(str(value))  # Decimal("98765.43"), a UUID, a date: as an f-string writes them
-        if jsonable != str(value):
-            _collect_texts(jsonable, found, keys=keys)
-
-
 def _charset(media_type: str) -> str:
     """The ``charset`` parameter of a media type (``text/plain; charset="utf-16"``), UTF-8 when it has none."""
     for parameter in media_type.split(";")[1:]:
@@ -457,23 +390,6 @@ def _charset(media_type: str) -> str:
         if name.strip().lower() == "charset" and value.strip().strip('"'):
             return value.strip().strip('"')
     return "utf-8"
-
-
-def _text_forms(value: str) -> set[str]:
-    """The value as an exception message, a repr, JSON, a URL, a bytes repr or base64 (padded or not) would show it."""
-    forms = {
-        value,
-        repr(value)[1:-1],
-        json.dumps(value)[1:-1],
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        quote(value, safe=""),
-        quote_plus(value),
-        repr(value.encode("utf-8"))[2:-1],
-    }
-    raw = value.encode("utf-8")
-    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
-        forms.update({encoded.decode("ascii"), encoded.decode("ascii").rstrip("=")})
-    return {form for form in forms if len(form) >= MIN_SECRET_LENGTH}
 
 
 def _install_record_factory() -> None:
