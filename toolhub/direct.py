@@ -221,7 +221,11 @@ def _checked_saga_id(saga_id: str, principal: CallPrincipal, user: AbstractBaseU
     if not isinstance(saga_id, str) or len(saga_id) > _MAX_SAGA_ID_LENGTH or not saga_id.strip():
         raise CallerContextError(f"A saga id is a non-empty string of at most {_MAX_SAGA_ID_LENGTH} characters.")
     from toolhub.sagas.models import Saga
-    from toolhub.sagas.selectors import SAGA_ID_UNAVAILABLE, saga_id_unavailable
+    from toolhub.sagas.selectors import SAGA_ID_UNAVAILABLE, saga_id_problem, saga_id_unavailable
+
+    problem = saga_id_problem(saga_id)
+    if problem:
+        raise CallerContextError(problem)
     from toolhub.sagas.services import SagaKeyTakenError, saga_open
 
     def unavailable() -> bool:

@@ -15,7 +15,7 @@ from toolhub.api.pagination import NewestFirstCursorPagination
 from toolhub.api.schema import CONFLICT
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.sagas.models import Compensation, Rollback, Saga
-from toolhub.sagas.selectors import OPERATE_PERMISSION, direct_saga_owner, sagas_visible_to
+from toolhub.sagas.selectors import OPERATE_PERMISSION, direct_saga_owner, saga_id_problem, sagas_visible_to
 from toolhub.sagas.services import NothingToCompensateError, SagaKeyTakenError, saga_open, saga_rollback_on_demand
 
 __all__ = [
@@ -75,8 +75,16 @@ class SagaSerializer(serializers.ModelSerializer):
 class SagaOpenSerializer(serializers.Serializer):
     """A direct saga to open: its id (generated when not given), and your tenant when you have several."""
 
-    saga_id = serializers.CharField(required=False, max_length=100, help_text="Your id for the saga (default: a UUID).")
+    saga_id = serializers.CharField(
+        required=False, max_length=100, help_text="Your id for the saga (default: a UUID); no '/' in it."
+    )
     tenant = serializers.SlugField(required=False, help_text="Your tenant, when you belong to several.")
+
+    def validate_saga_id(self, value: str) -> str:
+        problem = saga_id_problem(value)
+        if problem:
+            raise ValidationError(problem)
+        return value
 
 
 class SagaListView(generics.ListAPIView):

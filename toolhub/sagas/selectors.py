@@ -15,6 +15,7 @@ from toolhub.tenancy import has_tenant_wide_role, visible_rows
 OPERATE_PERMISSION = "sagas.operate_saga"
 
 __all__ = [
+    "saga_id_problem",
     "sagas_visible_to",
     "compensations_visible_to",
     "saga_for_run",
@@ -29,6 +30,17 @@ __all__ = [
 
 #: The one answer to a saga id the caller may not use: it never tells whose it is, or that it exists.
 SAGA_ID_UNAVAILABLE = "This saga id is not available; choose another (a new UUID, for instance)."
+
+
+def saga_id_problem(key: str) -> str | None:
+    """Why a client may not name a saga ``key`` (``None``: it may), checked wherever a client names a new one.
+
+    A saga is read and rolled back at ``/api/v1/sagas/{saga_id}/``, one path segment that the server decodes
+    before routing (``%2F`` too): an id holding ``/`` would open a saga its owner can never reach.
+    """
+    if "/" in key:
+        return "A saga id cannot contain '/': the saga's URLs (/api/v1/sagas/{saga_id}/) could not name it."
+    return None
 
 
 def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
