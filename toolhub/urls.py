@@ -18,3 +18,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
+
+# Requests under /api/ get JSON from Django's own error pages too (toolhub.api.error_pages).
+handler400 = "toolhub.api.error_pages.bad_request_page"
+handler404 = "toolhub.api.error_pages.not_found_page"
+handler500 = "toolhub.api.error_pages.server_error_page"

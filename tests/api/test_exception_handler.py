@@ -1,5 +1,8 @@
 """toolhub's errors answer, in every view, the status their class declares (``toolhub_exception_handler``)."""
 
+import json
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.exceptions import ValidationError
@@ -73,3 +76,28 @@ def test_another_tenants_row_answers_exactly_like_a_missing_one(
 def test_an_unexpected_error_is_not_swallowed(alice: User) -> None:
     with pytest.raises(ZeroDivisionError):
         _answer(ZeroDivisionError("bug"), alice)
+
+
+@pytest.mark.django_db
+def test_a_url_no_api_route_matches_answers_json_and_the_admin_keeps_its_page(alice_client: Any, client: Any) -> None:
+    """The path converter refuses ``not-a-uuid`` before DRF sees the request: Django's own 404 page answers it."""
+    for path in ("/api/v1/runs/not-a-uuid/", "/api/v1/no-such-endpoint/"):
+        response = alice_client.get(path)
+        assert response.status_code == 404
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"detail": "Not found."}
+
+    page = client.get("/admin/no-such-page/")
+    assert page.status_code in (302, 404) and "application/json" not in page["Content-Type"]
+    assert client.get("/no-such-page/")["Content-Type"].startswith("text/html")
+
+
+def test_a_server_error_under_the_api_answers_json(rf: Any) -> None:
+    from toolhub.api.error_pages import server_error_page
+
+    api = server_error_page(rf.get("/api/v1/calls/"))
+    page = server_error_page(rf.get("/admin/"))
+
+    assert api.status_code == page.status_code == 500
+    assert json.loads(api.content) == {"error": "Server Error (500)"}
+    assert page["Content-Type"].startswith("text/html")
