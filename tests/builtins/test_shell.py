@@ -249,6 +249,11 @@ def test_the_allow_list_matches_whole_arguments(root: Path, settings: Any) -> No
     assert allow_list_problem(["cat", "notes/a.txt"]) is None
     for path in ("../x", "a/../../x", "/etc/passwd", "~/.ssh/id_rsa", ".."):
         assert allow_list_problem(["cat", path]) == "argument 1 of 'cat' names a path outside the workspace"
+    # and so do paths attached to an option, or given to curl by '@'
+    for argument in ("--file=/etc/passwd", "-f/etc/passwd", "if=/dev/sda", "--out=../x", "-o../x", "@/etc/passwd"):
+        assert allow_list_problem(["cat", argument]) == "argument 1 of 'cat' names a path outside the workspace"
+    for argument in ("--since=2024/01/01", "-n5", "key=value", "-", "--", "a=b/c"):
+        assert allow_list_problem(["cat", argument]) is None
 
 
 def test_calls_wait_for_an_operator_at_the_default_high_risk(call_builtin: CallBuiltin, root: Path) -> None:

@@ -70,12 +70,31 @@ def allow_list_problem(argv: Sequence[str]) -> str | None:
     if len(arguments) > allowed.max_arguments:
         return f"command {allowed.command!r} takes at most {allowed.max_arguments} arguments on the allow list"
     for position, argument in enumerate(arguments, start=1):
-        if argument.startswith(("/", "~")) or ".." in argument.split("/"):
+        if any(_leaves_workspace(path) for path in _paths_in(argument)):
             # Whatever the patterns say: a path leaving the workspace is for an operator to allow.
             return f"argument {position} of {allowed.command!r} names a path outside the workspace"
         if not any(pattern.fullmatch(argument) for pattern in allowed.patterns):
             return f"argument {position} of {allowed.command!r} matches none of its allowed patterns"
     return None
+
+
+def _paths_in(argument: str) -> tuple[str, ...]:
+    """Where a path may stand in one argument: all of it, or after an option's ``=``, a short option's letter, ``@``.
+
+    ``--file=/etc/passwd`` and ``if=/dev/sda``, ``-f/etc/passwd``, curl's ``@/etc/passwd``.
+    """
+    paths = [argument]
+    if "=" in argument:
+        paths.append(argument.split("=", 1)[1])
+    if len(argument) > 2 and argument[0] == "-" and argument[1] != "-":
+        paths.append(argument[2:])
+    if argument.startswith("@"):
+        paths.append(argument[1:])
+    return tuple(paths)
+
+
+def _leaves_workspace(path: str) -> bool:
+    return path.startswith(("/", "~")) or ".." in path.split("/")
 
 
 def command_environment(workspace: str) -> dict[str, str]:
