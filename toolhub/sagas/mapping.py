@@ -3,7 +3,8 @@
 Names match case-, ``_``- and camelCase-insensitively: ``txId``, ``tx_id`` and ``TX_ID`` are one name.
 A value of one of the step's sensitive arguments goes only to a parameter the compensation declares sensitive
 too: anything else would show it, on the compensation's call, to everyone who may read that call.
-An error of a mapping function is scrubbed of those values before it is stored or shown anywhere.
+An error of a mapping function is scrubbed of those values before it is stored or shown anywhere. Planned
+arguments are kept as JSON (a mapping may return a ``Decimal``), as a call's arguments are.
 """
 
 import dataclasses
@@ -13,8 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from toolhub.exceptions import ToolhubError
+from toolhub.storable import json_storage_problem
 from toolhub.tools.definition import Tool
 from toolhub.tools.secrets import MIN_SECRET_LENGTH, SecretScrubber, sensitive_values
 
@@ -82,6 +85,7 @@ def compensation_arguments(
     planned = _planned_arguments(
         tool=tool, compensation=compensation, arguments=arguments, result=result, sensitive=sensitive
     )
+    planned = _as_json(planned, tool=tool, compensation=compensation)
     copied = _copied_into(compensation, planned, sensitive)
     if copied:
         raise MappingError(
@@ -90,6 +94,32 @@ def compensation_arguments(
             f"shown nowhere. Declare @tool(sensitive={tuple(copied)!r}) on it."
         )
     return planned
+
+
+def _as_json(planned: dict[str, Any], *, tool: Tool, compensation: Tool) -> dict[str, Any]:
+    """The planned arguments as the JSON they are stored and sent as, as a call's arguments are.
+
+    A mapping function may return the compensation's own types (a ``Decimal``, a ``datetime``, a ``UUID``): they
+    are written as JSON, which the compensation's validation reads back. Anything no column stores is a mapping
+    error naming the parameter and the type, never the value (it may be sensitive).
+    """
+    jsonable: dict[str, Any] = {}
+    for name, value in planned.items():
+        try:
+            jsonable[str(name)] = to_jsonable_python(value)
+        except (PydanticSerializationError, ValueError, TypeError):
+            raise MappingError(
+                f"The compensation mapping of {tool.name!r} gave {compensation.name!r}'s {name!r} a "
+                f"{type(value).__name__}, which cannot be written as JSON; return JSON values or types pydantic "
+                "writes as JSON (str, numbers, Decimal, datetime, UUID, lists, dicts)."
+            ) from None
+        problem = json_storage_problem(jsonable[str(name)], str(name))
+        if problem:
+            raise MappingError(
+                f"The compensation mapping of {tool.name!r} gave {compensation.name!r} a value that cannot be "
+                f"stored: {problem}."
+            )
+    return jsonable
 
 
 def _copied_into(compensation: Tool, planned: Mapping[str, Any], sensitive: list[str]) -> list[str]:
