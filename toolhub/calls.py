@@ -47,8 +47,8 @@ CALL_TRANSITIONS = TransitionTable(
             _S.AWAITING_RESULT,
         },
         _S.AWAITING_RESULT: {_S.SUCCEEDED, _S.FAILED, _S.EXPIRED, _S.CANCELLED},
-        # a compensation retried by the sagas; a compensated step
-        _S.FAILED: {_S.QUEUED},
+        # a compensation retried by the sagas (an external one waits for its result again); a compensated step
+        _S.FAILED: {_S.QUEUED, _S.AWAITING_RESULT},
         _S.NEEDS_ATTENTION: {_S.QUEUED, _S.COMPENSATED},
         _S.SUCCEEDED: {_S.COMPENSATED},
     },

@@ -13,6 +13,7 @@ from django.utils import timezone
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.dispatch import dispatch_call
+from toolhub.execution_checks import refusal_at_execution
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
@@ -25,6 +26,7 @@ from toolhub.sagas.models import (
 )
 from toolhub.sagas.records import audit_saga, compensation_transition, planned_arguments
 from toolhub.tools.context import ToolContext
+from toolhub.tools.registry import registry
 
 __all__ = ["advance", "launch", "compensation_request", "apply_call_outcome", "close_rollbacks"]
 
@@ -67,13 +69,15 @@ def launch(saga: Saga, compensation: Compensation, actor: str) -> None:
         compensation.mapping_error = ""
         compensation.save(update_fields=["arguments", "mapping_error", "updated_at"])
     call = compensation.call
-    if call is not None and call.status in (CallStatus.FAILED, CallStatus.NEEDS_ATTENTION):
-        attempt = call.attempts + 1
-        # The same call runs again, so the tool sees the same idempotency key on every attempt.
+    if call is not None and call.status in (CallStatus.FAILED, CallStatus.NEEDS_ATTENTION) and _may_ask_again(call):
+        attempt = attempts_of(call) + 1
+        external = _is_external(call)
+        # The same call runs again, so the tool sees the same idempotency key on every attempt; an external tool's
+        # call waits for the outside system again (no worker can run it), and counts the ask as its attempt.
         requeued = call_transition(
             call,
-            to=CallStatus.QUEUED,
-            allowed_from={CallStatus.FAILED, CallStatus.NEEDS_ATTENTION},
+            to=CallStatus.AWAITING_RESULT if external else CallStatus.QUEUED,
+            allowed_from={CallStatus.FAILED} if external else {CallStatus.FAILED, CallStatus.NEEDS_ATTENTION},
             actor=actor,
             data={"reason": "compensation attempt", "attempt": attempt, "saga": saga.key},
             queued_at=timezone.now(),
@@ -83,9 +87,11 @@ def launch(saga: Saga, compensation: Compensation, actor: str) -> None:
             started_at=None,
             finished_at=None,
             lease_expires_at=None,
+            **({"attempts": attempt} if external else {}),
         )
         if requeued:
-            dispatch_call(call)
+            if not external:
+                dispatch_call(call)
             compensation_transition(
                 saga,
                 compensation,
@@ -111,6 +117,27 @@ def launch(saga: Saga, compensation: Compensation, actor: str) -> None:
     )
     if call.is_settled:  # refused at once (invalid arguments, or not allowed)
         apply_call_outcome(saga, compensation, call, actor)
+
+
+def _is_external(call: ToolCall) -> bool:
+    tool = registry.get(call.tool_name)
+    return tool is not None and tool.is_external
+
+
+def _may_ask_again(call: ToolCall) -> bool:
+    """Whether the same call may go out again: a worker's is checked where it runs, an external one only here.
+
+    An external call has no worker to check it (``toolhub.execution_checks``); one refused now is asked anew
+    through the pipeline instead, which records the refusal on a call of its own.
+    """
+    return not _is_external(call) or refusal_at_execution(call, registry.get(call.tool_name)) is None
+
+
+def attempts_of(call: ToolCall) -> int:
+    """The attempts a compensation's call used: an external call's first ask counts, though no worker claimed it."""
+    if call.attempts == 0 and call.status == CallStatus.FAILED and _is_external(call):
+        return 1
+    return call.attempts
 
 
 def compensation_request(saga: Saga, compensation: Compensation) -> CallRequest:
@@ -160,7 +187,8 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
             "finished_at": call.finished_at,
         },
     )
-    common: dict[str, Any] = {"allowed_from": {CompensationStatus.RUNNING}, "actor": actor, "attempts": call.attempts}
+    used = attempts_of(call)
+    common: dict[str, Any] = {"allowed_from": {CompensationStatus.RUNNING}, "actor": actor, "attempts": used}
     if call.status == CallStatus.SUCCEEDED:
         compensation_transition(
             saga, compensation, to=CompensationStatus.SUCCEEDED, last_error="", finished_at=now, **common
@@ -172,15 +200,15 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
             actor=actor,
             data={"compensation_call": str(call.id), "compensation": compensation.tool_name, "saga": saga.key},
         )
-    elif call.status == CallStatus.FAILED and call.attempts < compensation.max_attempts:
-        delay = retry_delay_seconds(call.attempts)
+    elif call.status == CallStatus.FAILED and used < compensation.max_attempts:
+        delay = retry_delay_seconds(used)
         at = now + timedelta(seconds=delay)
         compensation_transition(
             saga,
             compensation,
             to=CompensationStatus.RETRY_SCHEDULED,
             event="compensation.retry_scheduled",
-            data={"attempt": call.attempts, "error": call.error, "delay_seconds": delay, "next_attempt_at": at},
+            data={"attempt": used, "error": call.error, "delay_seconds": delay, "next_attempt_at": at},
             next_attempt_at=at,
             last_error=call.error,
             **common,

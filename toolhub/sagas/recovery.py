@@ -12,7 +12,7 @@ from django.utils import timezone
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
 from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
-from toolhub.sagas.compensating import advance, launch
+from toolhub.sagas.compensating import advance, attempts_of, launch
 from toolhub.sagas.models import (
     ATTENTION_COMPENSATION_STATUSES,
     Compensation,
@@ -110,7 +110,7 @@ def compensation_retry(*, compensation: Compensation, actor: str) -> Compensatio
                 "or held compensation can be retried."
             )
         assert saga is not None
-        used = current.call.attempts if current.call is not None else 0
+        used = attempts_of(current.call) if current.call is not None else 0
         compensation_transition(
             saga,
             current,
