@@ -13,6 +13,14 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
+@app.on_after_finalize.connect
+def _audit_checkpoint_interval(sender: Celery, **kwargs: Any) -> None:
+    """Beat signs checkpoints every ``TOOLHUB["AUDIT_CHECKPOINT_SECONDS"]``, wherever it was set (``toolhub.beat``)."""
+    from toolhub.beat import audit_checkpoint_schedule_apply
+
+    audit_checkpoint_schedule_apply(sender.conf.beat_schedule)
+
+
 @task_prerun.connect
 @task_postrun.connect
 def _close_old_connections(sender: Any = None, **kwargs: Any) -> None:

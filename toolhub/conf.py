@@ -79,9 +79,8 @@ class ToolhubSettings(BaseModel):
     DEFAULT_TOOL_ACCESS: Literal["deny", "allow"] = "deny"
     # Audit checkpoints are signed with the key in this environment variable (never in the database).
     AUDIT_KEY_ENV: str = "TOOLHUB_AUDIT_KEY"
-    # Seconds between two signed checkpoints written by beat. Beat reads it once, when it starts, from the
-    # environment variable TOOLHUB_AUDIT_CHECKPOINT_SECONDS or this default (CELERY_BEAT_SCHEDULE in
-    # toolhub/settings.py); a settings module of your own sets that schedule entry instead.
+    # Seconds between two signed checkpoints written by beat, read once, when beat starts: toolhub.beat sets the
+    # checkpoint task's schedule entry to it when Celery finalizes the app.
     AUDIT_CHECKPOINT_SECONDS: Seconds = 300
     # Hours of calls the admin index's dashboard reads (status counts, calls per tool per hour).
     DASHBOARD_HOURS: Positive = 24

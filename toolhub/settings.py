@@ -243,7 +243,8 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},
     "agents-sweep": {"task": "agents_app.tasks.sweep_runs_task", "schedule": 60.0},
     "sagas-sweep": {"task": "toolhub.sagas.tasks.sagas_sweep_task", "schedule": 5.0},
-    # Signed audit checkpoints; the interval is AUDIT_CHECKPOINT_SECONDS of toolhub/conf.py.
+    # Signed audit checkpoints every AUDIT_CHECKPOINT_SECONDS of toolhub/conf.py: toolhub.beat sets it again from
+    # TOOLHUB when Celery finalizes (a deployment's settings module sets TOOLHUB after importing this one).
     "toolhub-audit-checkpoint": {
         "task": "toolhub.tasks.audit_checkpoint_task",
         "schedule": float(os.environ.get("TOOLHUB_AUDIT_CHECKPOINT_SECONDS") or _TOOLHUB["AUDIT_CHECKPOINT_SECONDS"]),
