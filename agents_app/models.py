@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from toolhub.conf import toolhub_settings
+
 
 class ProviderKind(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible endpoint"
@@ -120,6 +122,11 @@ class ModelProvider(models.Model):
         return self.schema_profile or str(DEFAULT_SCHEMA_PROFILES.get(self.kind, SchemaProfile.OPENAI))
 
 
+def default_max_tool_calls() -> int:
+    """``TOOLHUB["DEFAULT_MAX_TOOL_CALLS"]``: an agent's tool-call budget when whoever creates it sets none."""
+    return toolhub_settings().DEFAULT_MAX_TOOL_CALLS
+
+
 def default_provider_id() -> int:
     """The scripted provider, so that an agent created without naming one plays its script."""
     # Only the id is read: migrations call this (as a field default) before later columns exist.
@@ -150,7 +157,7 @@ class Agent(models.Model):
     script = models.JSONField(default=list, blank=True, help_text="Turns of the scripted model.")
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text="Names of the tools this agent may call.")
-    max_tool_calls = models.PositiveIntegerField(default=10)
+    max_tool_calls = models.PositiveIntegerField(default=default_max_tool_calls)
     compensate_on_error = models.BooleanField(default=False)
     parallel_tool_calls = models.BooleanField(default=True)
     serial_tool_execution = models.BooleanField(
