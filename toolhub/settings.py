@@ -41,6 +41,9 @@ if not SECRET_KEY:
         )
     # Only with DEBUG on (local development), so it never signs a production session.
     SECRET_KEY = "django-insecure-toolhub-development-key"
+# Keys DJANGO_SECRET_KEY replaced: what they signed still verifies (sessions, and the keyed hash binding a call's
+# approved arguments), so a key rotated while calls wait for approval or a worker does not void their approvals.
+SECRET_KEY_FALLBACKS = _env_list("DJANGO_SECRET_KEY_FALLBACKS")
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 

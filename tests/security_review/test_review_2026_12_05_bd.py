@@ -9,6 +9,9 @@ Findings:
   key with its default, held to ``ToolhubSettings`` by a test here.
 - ``TOOLHUB["DEFAULT_MAX_TOOL_CALLS"]`` (README: "default max tool calls") was read by no code: agents always got
   10. Now an agent created without a budget (services, API, admin) gets the setting.
+- README (Four eyes) promised that keys in ``SECRET_KEY_FALLBACKS`` still verify approved arguments, but the shipped
+  settings read none: rotating ``DJANGO_SECRET_KEY`` voided waiting approvals. ``DJANGO_SECRET_KEY_FALLBACKS`` now
+  sets it (documented in Configuration).
 - README said ``verify_audit --workers`` defaults to the CPUs; it is the CPUs up to 8.
 
 Checked and holds: the settings error message of the README's example, unknown keys and out-of-range values stop
@@ -97,3 +100,22 @@ def test_an_agent_created_without_a_budget_gets_the_configured_default(settings:
 
     assert (made.max_tool_calls, named.max_tool_calls) == (25, 4)
     assert Agent().max_tool_calls == 25
+
+
+def test_a_rotated_secret_key_can_be_kept_as_a_fallback_from_the_environment() -> None:
+    """Found: README (Four eyes) says keys in SECRET_KEY_FALLBACKS still verify approved arguments' hashes, but the
+    shipped settings read none from the environment: rotating DJANGO_SECRET_KEY voided every waiting approval.
+
+    Expect: DJANGO_SECRET_KEY_FALLBACKS (comma-separated) becomes SECRET_KEY_FALLBACKS.
+    """
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+        "DJANGO_SECRET_KEY": "new-" + "k" * 50,
+        "DJANGO_SECRET_KEY_FALLBACKS": "old-one, old-two",
+    }
+    code = "from toolhub import settings; print(settings.SECRET_KEY_FALLBACKS)"
+
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+
+    assert done.stdout.strip() == "['old-one', 'old-two']", done.stderr
