@@ -17,8 +17,9 @@ toolhub.W006   ``--database``: a saved grant or tool group names a tool the code
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
-be satisfied or called, a sensitive value copied, a compensation not idempotent), saved approval rules in
-``approvals.checks`` (``approvals.W001``, with ``--database``), the built-in tools in ``toolhub.builtins.checks``.
+be satisfied or called, a sensitive value copied, a compensation not idempotent), saved approval rules and the
+webhook's signing secret in ``approvals.checks`` (``approvals.W001``, with ``--database``; ``approvals.W002``,
+``--deploy``), the built-in tools in ``toolhub.builtins.checks``.
 
 Exact duplicate names never get this far: the registry refuses the second tool at startup.
 """

@@ -248,3 +248,25 @@ def test_the_periodic_task_hands_due_deliveries_to_workers(receiver: Receiver) -
     assert [item["headers"]["webhook-id"] for item in receiver.received] == [due.message_id]
     assert WebhookDelivery.objects.get(pk=due.pk).status == DeliveryStatus.DELIVERED
     assert WebhookDelivery.objects.get(pk=later.pk).attempts == 0
+
+
+def test_deploy_check_warns_when_the_webhook_cannot_sign(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``approvals.W002``: a webhook URL whose deliveries go out unsigned (no secret, or a malformed one)."""
+    from approvals.checks import check_webhook_signing
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "WEBHOOK_URL": "", "WEBHOOK_SECRET_ENV": "REVIEW_WEBHOOK_SECRET"}
+    monkeypatch.delenv("REVIEW_WEBHOOK_SECRET", raising=False)
+    assert check_webhook_signing() == []  # no webhook, nothing to sign
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "WEBHOOK_URL": "https://hooks.example.com/toolhub"}
+    unset = check_webhook_signing()
+    monkeypatch.setenv("REVIEW_WEBHOOK_SECRET", "whsec_not base64!")
+    malformed = check_webhook_signing()
+    monkeypatch.setenv("REVIEW_WEBHOOK_SECRET", "whsec_" + base64.b64encode(b"k" * 32).decode())
+    usable = check_webhook_signing()
+
+    assert [m.id for m in unset] == ["approvals.W002"]
+    assert "REVIEW_WEBHOOK_SECRET is not set: every delivery goes out unsigned" in unset[0].msg
+    assert [m.id for m in malformed] == ["approvals.W002"]
+    assert "the rest is not base64" in malformed[0].msg and "not base64!" not in malformed[0].msg
+    assert usable == []
