@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app.models import Agent, AgentRun, RunStatus
+from agents_app.rollbacks import run_rollback_with_subagents, run_sagas
 from agents_app.selectors import (
     agents_visible_to,
     run_may_operate,
@@ -27,6 +28,7 @@ from agents_app.serializers import (
     AgentPatchSerializer,
     AgentSerializer,
     RunInputSerializer,
+    RunRollbackSerializer,
     RunSerializer,
     RunSummarySerializer,
 )
@@ -40,9 +42,6 @@ from agents_app.services import (
 )
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
-from toolhub.sagas.api import SagaSerializer
-from toolhub.sagas.selectors import saga_for_run
-from toolhub.sagas.services import saga_rollback_on_demand
 
 
 class ManagesAgents(permissions.BasePermission):
@@ -187,8 +186,9 @@ class RunRetryView(APIView):
 class RunCancelView(APIView):
     """Stop a run still going: no more model turns, its calls not yet started withdrawn, its child runs cancelled.
 
-    Calls already running finish; roll the run back to undo its completed steps. Its own user or an operator of
-    its tenant; other staff who see it get 403; a run that has ended answers 409. Throttled like starting a run.
+    Calls already running finish; roll the run back to undo its completed steps and its subagents'. Its own user
+    or an operator of its tenant; other staff who see it get 403; a run that has ended answers 409. Throttled like
+    starting a run.
     """
 
     throttle_scope = "runs"
@@ -203,30 +203,31 @@ class RunCancelView(APIView):
 
 
 class RunRollbackView(APIView):
-    """Compensate the run's completed steps now, newest first, each by a worker; GET shows how far it got.
+    """Compensate the completed steps of the run and of its subagents' runs now; GET shows how far it got.
 
-    POST: the run's own user or an operator of its tenant; other staff who see it (auditors) get 403.
-    POST is throttled like starting a run; GET is not.
+    Each saga (the run's own, then each descendant run's: ``subagent_sagas``) compensates its own steps
+    newest first, each by a worker; 409 only when none of them has a step left to compensate. GET answers
+    404 while none of them has a saga. POST: the run's own user or an operator of its tenant; other staff
+    who see it (auditors) get 403. POST is throttled like starting a run; GET is not.
     """
 
     throttle_scope = "runs"
 
-    @extend_schema(request=None, responses={200: SagaSerializer})
+    @extend_schema(request=None, responses={200: RunRollbackSerializer})
     def get(self, request: Request, pk: str) -> Response:
         run = get_object_or_404(runs_visible_to(request.user), pk=pk)
-        saga = saga_for_run(run.id)
-        if saga is None:
+        sagas = run_sagas(run)
+        if sagas.empty:
             return Response({"detail": "This run has no compensable step."}, status=status.HTTP_404_NOT_FOUND)
-        return Response(SagaSerializer(saga).data)
+        return Response(RunRollbackSerializer(sagas).data)
 
-    @extend_schema(request=None, responses={202: SagaSerializer, 409: CONFLICT})
+    @extend_schema(request=None, responses={202: RunRollbackSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "roll it back")
-        saga = saga_rollback_on_demand(  # nothing to compensate: 409 (NothingToCompensateError)
-            saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=f"user:{request.user.get_username()}"
+        sagas = run_rollback_with_subagents(  # nothing to compensate: 409 (NothingToCompensateError)
+            run=run, actor=f"user:{request.user.get_username()}"
         )
-        saga.refresh_from_db()
-        return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
+        return Response(RunRollbackSerializer(sagas).data, status=status.HTTP_202_ACCEPTED)
 
 
 def _operable_run(request: Request, pk: str, action: str) -> AgentRun:

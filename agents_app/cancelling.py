@@ -4,8 +4,9 @@ A cancelled run ends at once and spends no more model turns: a step in flight lo
 is dropped when it comes back), its child runs are cancelled with it, and what it asked for that has not
 started is withdrawn: calls held for approval (with their approval requests, so no operator decides them
 any more), queued or awaiting a result. A call already running finishes; what completed steps did stays,
-and a rollback (``POST /api/v1/runs/<id>/rollback/``) undoes it. The sagas' compensations are never
-withdrawn. Each cancellation is a ``run.cancelled`` audit event naming who and why, in the same transaction.
+and a rollback (``POST /api/v1/runs/<id>/rollback/``, its children's sagas too) undoes it. The sagas'
+compensations are never withdrawn. Each cancellation is a ``run.cancelled`` audit event naming who and why,
+in the same transaction.
 """
 
 import uuid

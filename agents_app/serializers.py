@@ -6,12 +6,15 @@ from typing import Any
 from rest_framework import serializers
 
 from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
+from agents_app.rollbacks import RunSagas
 from agents_app.selectors import run_children, run_pending_approval_ids
 from agents_app.services import AGENT_FIELDS, AGENT_TENANT_FIXED
 from agents_app.subagents import subagent_run_of
 from toolhub.caller_view import caller_view_of
 from toolhub.conf import toolhub_settings
 from toolhub.models import CallKind, ToolCall
+from toolhub.sagas.api import SagaSerializer
+from toolhub.sagas.models import SagaStatus
 from toolhub.selectors import displayed_arguments
 from toolhub.tools.context_types import context_type_keys
 
@@ -307,3 +310,36 @@ class RunSummarySerializer(serializers.ModelSerializer):
             "finished_at",
         ]
         read_only_fields = fields
+
+
+class RunRollbackSerializer(SagaSerializer):
+    """A run's rollback: its own saga (as ``SagaSerializer``) and, in ``subagent_sagas``, its subagents' runs' sagas.
+
+    A run with no compensable step of its own whose subagents' runs have some shows its saga as an empty one
+    (status ``open``, no compensations or rollbacks, ``created_at`` and ``updated_at`` null): follow those of
+    ``subagent_sagas``.
+    """
+
+    created_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="Null when the run has no saga of its own (only its subagents do)."
+    )
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    subagent_sagas = SagaSerializer(
+        many=True,
+        read_only=True,
+        help_text="The sagas of the run's descendant runs (subagents, any depth) that a rollback of the run rolls "
+        "back too (GET: those that have one; POST: those rolled back now or still being rolled back), parents first.",
+    )
+
+    class Meta(SagaSerializer.Meta):
+        fields = [*SagaSerializer.Meta.fields, "subagent_sagas"]
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        sagas: RunSagas = instance
+        if sagas.saga is not None:
+            own = super().to_representation(sagas.saga)
+        else:
+            run_id = str(sagas.run.id)
+            own = {"key": run_id, "tenant": sagas.run.tenant, "run_id": run_id, "status": SagaStatus.OPEN.value}
+            own |= {"compensations": [], "rollbacks": [], "created_at": None, "updated_at": None}
+        return {**own, "subagent_sagas": SagaSerializer(sagas.subagent_sagas, many=True).data}

@@ -181,11 +181,14 @@ def saga_rollback(
     trigger: RollbackTrigger,
     failed_call: ToolCall | None = None,
     run_id: uuid.UUID | None = None,
+    through_run: uuid.UUID | None = None,
 ) -> Rollback | None:
     """Compensate the saga's completed steps, newest first, one after another; ``None`` if there are none.
 
     Steps whose own outcome is unknown (their call needs attention) are held for an operator, who
     decides whether to compensate them. Asking twice for the same failed step returns the first rollback.
+    ``through_run`` names the run whose rollback asked for this one (a parent run rolling back its
+    subagents' runs), so that auditors of this saga see where the request came from.
     """
     with transaction.atomic():
         saga = Saga.objects.select_for_update().filter(key=saga_key, tenant=tenant).first()
@@ -218,6 +221,7 @@ def saga_rollback(
                 "failed_call": str(failed_call.id) if failed_call else None,
                 "compensate": [[c.sequence, c.step_tool, c.tool_name] for c in recorded],
                 "held": [[c.sequence, c.step_tool] for c in held],
+                **({"through_run": str(through_run)} if through_run is not None else {}),
             },
         )
         for compensation in recorded:
