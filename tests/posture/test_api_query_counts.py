@@ -211,9 +211,14 @@ def run_detail(rows: Rows, count: int) -> str:
 
 
 def run_rollback(rows: Rows, count: int) -> str:
-    """A run's saga with ``count`` compensations and rollbacks."""
+    """A run's saga with ``count`` compensations and rollbacks, and ``count`` subagent runs with a saga each."""
     run = rows.run(0)
     rows.saga(str(run.id), count, run_id=run.id)
+    for _ in range(count):
+        child = AgentRun.objects.create(
+            agent=run.agent, user=rows.alice, tenant="acme", input="sub", parent_run=run, parent_call_id=uuid.uuid4()
+        )
+        rows.saga(str(child.id), 1, run_id=child.id)
     return f"/api/v1/runs/{run.pk}/rollback/"
 
 
@@ -287,6 +292,7 @@ MEASURED = {
         {
             "compensations": lambda body: len(body["compensations"]),
             "rollbacks": lambda body: len(body["rollbacks"]),
+            "subagent_sagas": lambda body: len(body["subagent_sagas"]),
         },
     ),
     "approval-list": Case(approval_list, {"requests": results}),
