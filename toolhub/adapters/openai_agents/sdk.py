@@ -17,6 +17,7 @@ from typing import Any
 
 from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
 from agents import __version__ as sdk_version
+from agents._tool_invocation import tool_invocation_identity
 from agents.tool_context import ToolContext as SDKToolContext
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
@@ -39,6 +40,7 @@ from .store import (
     paused_run_claim,
     paused_run_create,
     paused_run_release,
+    redacted_state,
 )
 
 __all__ = [
@@ -197,11 +199,42 @@ async def _outcome(
     foreign = sorted({item.tool_name for item in items} - set(known))
     if foreign:
         raise AdapterError(f"Only toolhub tools can pause a governed run; not toolhub's: {', '.join(foreign)[:300]}.")
-    state = result.to_state().to_json()
+    state = _kept_state(result.to_state().to_json())
     paused = await sync_to_async(paused_run_create)(
         user=user, tenant=tenant, run_key=run_key, agent_name=agent.name, state=state, items=items, client=_CLIENT
     )
     return GovernedRunOutcome(result, paused)
+
+
+def _kept_state(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` as stored: tool calls redacted (``redacted_state``), the SDK's ledger bound to what is kept.
+
+    The SDK binds each call id to a fingerprint of its arguments and refuses a restored call whose arguments
+    differ ("reused a tool call ID"): a redacted call's binding is computed again, by the SDK's own function,
+    from the arguments kept, only where the stored binding is the one of the arguments the model sent.
+    """
+    kept = redacted_state(state)
+    ledger = (kept.get("context") or {}).get("tool_invocations")
+    if not isinstance(ledger, dict):
+        return kept
+    for sent, stored in zip(_function_calls(state), _function_calls(kept), strict=True):
+        entry = ledger.get(stored.get("call_id"))
+        if sent == stored or not isinstance(entry, dict):
+            continue
+        before, after = tool_invocation_identity(sent), tool_invocation_identity(stored)
+        if before is not None and after is not None and entry.get("fingerprint") == before[2]:
+            entry["fingerprint"] = after[2]
+    return kept
+
+
+def _function_calls(value: Any) -> list[dict[str, Any]]:
+    """Every function call item in a serialized state, in document order."""
+    if isinstance(value, list):
+        return [found for item in value for found in _function_calls(item)]
+    if not isinstance(value, dict):
+        return []
+    found = [value] if value.get("type") == "function_call" else []
+    return found + [item for child in value.values() for item in _function_calls(child)]
 
 
 def _field(raw: Any, name: str) -> Any:

@@ -15,12 +15,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from toolhub.adapters._common import Decision, own_call, pause_decision
-from toolhub.audit import audit_call_event
+from toolhub.audit import audit_call_event, redacted_arguments_text
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tenancy import tenant_scope
+from toolhub.tools.registry import registry
 
 from .models import PausedAgentRun, PausedRunStatus
 
@@ -36,6 +37,7 @@ __all__ = [
     "paused_run_claim",
     "paused_run_release",
     "paused_runs_ready",
+    "redacted_state",
 ]
 
 #: Namespace of the toolhub call ids derived from (run key, SDK call id).
@@ -168,6 +170,28 @@ def paused_run_create(
             data={"paused_run": str(paused.pk), "agent": paused.agent_name},
         )
     return paused
+
+
+def redacted_state(state: Any) -> Any:
+    """``state`` (a ``RunState.to_json()``) with each toolhub tool call's arguments as the agent loop keeps them.
+
+    The SDK keeps the model's tool calls in clear wherever it repeats them (the model's responses, the
+    generated and session items, the interruptions): a ``sensitive=`` value would be stored here and sent to
+    the model again on resume, which toolhub's own runs never do (``redacted_arguments_text``, as in a run's
+    messages). Resuming needs no argument of a governed call: its toolhub call exists and runs as decided there.
+    Another tool's call (not toolhub's) is kept as it is.
+    """
+    if isinstance(state, list):
+        return [redacted_state(item) for item in state]
+    if not isinstance(state, dict):
+        return state
+    kept = {key: redacted_state(value) for key, value in state.items()}
+    name, arguments = kept.get("name"), kept.get("arguments")
+    if kept.get("type") == "function_call" and isinstance(name, str) and isinstance(arguments, str):
+        tool = registry.get(name)
+        if tool is not None and tool.sensitive:
+            kept["arguments"] = redacted_arguments_text(tool, arguments)
+    return kept
 
 
 def _runs_of(user: AbstractBaseUser) -> list[PausedAgentRun]:
