@@ -10,6 +10,9 @@ Findings:
    items and the interruption), and ``resume_governed`` sent the PIN to the model again; toolhub's own runs keep
    such a value redacted in their messages. Now stored as a run's messages are (``store.redacted_state``), the
    SDK's argument binding of a redacted call computed again by its own function (``sdk._kept_state``).
+2. OpenAI Agents SDK: ``run_governed`` / ``resume_governed`` ran the SDK with its default tracing, which exports
+   each tool call's arguments and output (``trace_include_sensitive_data`` on by default): a ``sensitive=`` value
+   left toolhub in the traces. Now traced without them unless the developer passes a ``run_config``.
 
 Checked and found holding (no test here): the user and tenant of every adapter call come from the toolset, hub
 or ``governed_tools`` (``caller_principal``), never from the model or a tool argument; each call is a
@@ -23,15 +26,16 @@ messages; bad arguments are an ``invalid`` call with the pipeline's message and 
 
 Not fixed (noted): a Pydantic-AI-only approval (``approvals={id: True}`` without toolhub's metadata) requests a
 second toolhub call and leaves the first pending, so the operators' queue holds two identical requests for one
-model tool call (approving both runs the tool twice); the OpenAI Agents SDK exports traces with tool arguments and
-results by default (``trace_include_sensitive_data``), ``sensitive=`` values included, unless the developer's
-``run_config`` turns it off.
+model tool call (two calls: each runs if approved).
 """
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from agents import add_trace_processor
+from agents.tracing import TracingProcessor
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
@@ -108,3 +112,48 @@ def test_a_paused_sdk_run_keeps_no_sensitive_value_and_never_shows_it_to_the_mod
     assert unlocked == [PIN]
     assert ToolCall.objects.get().status == CallStatus.SUCCEEDED
     assert [PIN in text for text in _model_read(fake)] == [False, False]
+
+
+class _Spans(TracingProcessor):
+    """Keeps what the SDK's trace exporters would send, while ``active``."""
+
+    def __init__(self) -> None:
+        self.active = True
+        self.exported: list[str] = []
+
+    def on_trace_start(self, trace: Any) -> None:
+        pass
+
+    def on_trace_end(self, trace: Any) -> None:
+        pass
+
+    def on_span_start(self, span: Any) -> None:
+        pass
+
+    def on_span_end(self, span: Any) -> None:
+        if self.active:
+            self.exported.append(json.dumps(span.export(), default=str))
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self) -> None:
+        pass
+
+
+def test_a_governed_sdk_run_exports_no_sensitive_value_in_its_traces(fake: FakeModel, alice: User, door: Tool) -> None:
+    """Found: ``toolhub/adapters/openai_agents/sdk.py`` ``run_governed`` ran the SDK with its defaults, which
+    export traces (to OpenAI's endpoint) holding each tool call's arguments and output
+    (``trace_include_sensitive_data`` on): the model's PIN of a ``sensitive=("pin",)`` parameter went there.
+    Expect: a run given no ``run_config`` is traced without the tools' data; the PIN is in no exported span.
+    """
+    spans = _Spans()
+    add_trace_processor(spans)
+    try:
+        fake.queue(tool_call("unlock_door", {"door": "lab", "pin": PIN}))
+        outcome = run(run_governed(agent_for(fake, alice, "unlock_door"), "open the lab", user=alice))
+    finally:
+        spans.active = False
+    assert outcome.paused is not None
+    assert spans.exported, "the SDK traced the run"
+    assert not any(PIN in span for span in spans.exported)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper, Runner, RunResult, RunState
+from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, RunResult, RunState
 from agents import __version__ as sdk_version
 from agents._tool_invocation import tool_invocation_identity
 from agents.tool_context import ToolContext as SDKToolContext
@@ -155,7 +155,7 @@ async def run_governed(
     """Run ``agent``; when it stops on approvals, store it paused (its calls are in the operators' queue)."""
     values = dict(context or {})
     values.setdefault(RUN_KEY, uuid.uuid4().hex)
-    result = await Runner.run(agent, input, context=values, **runner_options)
+    result = await Runner.run(agent, input, context=values, **_traced_without_data(runner_options))
     return await _outcome(result, agent=agent, user=user, tenant=tenant, run_key=values[RUN_KEY])
 
 
@@ -175,7 +175,7 @@ async def resume_governed(
         else:
             state.reject(item, rejection_message=decision.message if decision else "Not decided in toolhub.")
     try:
-        result = await Runner.run(agent, state, **runner_options)
+        result = await Runner.run(agent, state, **_traced_without_data(runner_options))
     except BaseException:
         await sync_to_async(paused_run_release)(paused_run_id=paused.pk)
         raise
@@ -204,6 +204,18 @@ async def _outcome(
         user=user, tenant=tenant, run_key=run_key, agent_name=agent.name, state=state, items=items, client=_CLIENT
     )
     return GovernedRunOutcome(result, paused)
+
+
+def _traced_without_data(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with, unless the caller gave a ``run_config``, traces that keep no tool arguments nor results.
+
+    The SDK exports its traces (to OpenAI's by default) with every tool call's arguments and output unless told
+    not to (``trace_include_sensitive_data``, on by default): a ``sensitive=`` value would leave toolhub there. A
+    developer who passes their own ``run_config`` decides this themselves.
+    """
+    if "run_config" in options:
+        return options
+    return {**options, "run_config": RunConfig(trace_include_sensitive_data=False)}
 
 
 def _kept_state(state: dict[str, Any]) -> dict[str, Any]:
