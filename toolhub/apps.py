@@ -44,6 +44,8 @@ GOVERNANCE_TABLES = {
     "toolhub_toolgroup": "INSERT OR UPDATE OR DELETE",
     "toolhub_grant": "INSERT OR UPDATE OR DELETE",
     "toolhub_tenant": "INSERT OR UPDATE OR DELETE",
+    # A deleted tenant's slug: nothing runs in it any more (toolhub.authorization._standing_refusal).
+    "toolhub_retiredtenantslug": "INSERT OR UPDATE OR DELETE",
     # Who may still act in a tenant: memberships, and below the active flag (toolhub.authorization._standing_refusal).
     "toolhub_tenantmembership": "INSERT OR UPDATE OR DELETE",
     "auth_group": "INSERT OR UPDATE OR DELETE",

@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from toolhub.conf import toolhub_settings
 from toolhub.governance import governance_cached, governance_scope
-from toolhub.models import Grant, GrantEffect, TenantMembership, ToolDefinition, ToolGroup
+from toolhub.models import Grant, GrantEffect, RetiredTenantSlug, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import CROSS_TENANT_PERMISSION
 from toolhub.tools.registry import registry
 from toolhub.tools.tenant_arguments import TENANT_ARGUMENT_NAMES, is_tenant_argument
@@ -198,14 +198,29 @@ def _user_facts(user_id: int | None) -> _UserFacts | None:
     return governance_cached(("user", user_id), load)
 
 
-def _standing_refusal(principal: CallPrincipal, user: _UserFacts | None) -> str | None:
+def _retired_tenants() -> frozenset[str]:
+    """The slugs of deleted tenants (``RetiredTenantSlug``), cached behind the governance stamp."""
+    return governance_cached(
+        ("retired_tenants",), lambda: frozenset(RetiredTenantSlug.objects.values_list("slug", flat=True))
+    )
+
+
+def _standing_refusal(
+    principal: CallPrincipal, user: _UserFacts | None, retired: frozenset[str] = frozenset()
+) -> str | None:
     """Why nothing may run for ``principal``'s user now, whatever the tool: deactivated, deleted, or out of the tenant.
 
     Checked when a call is requested and again when it executes, as grants are: an approval granted after the
-    requester left, or a run that goes on after its user was removed, runs nothing more in their name. A saga's
-    compensation (``undoing``) is exempt: undoing what they did is the saga's work, not theirs.
+    requester left, or a run that goes on after its user was removed, runs nothing more in their name. Nor does
+    anything run in a tenant deleted meanwhile (``retired``), whoever asked: someone who acts in every tenant
+    keeps no tenant alive, and its deny grants and approval rules went with it. A saga's compensation
+    (``undoing``) is exempt: undoing what they did is the saga's work, not theirs.
     """
-    if user is None or principal.undoing:
+    if principal.undoing:
+        return None
+    if principal.tenant and principal.tenant in retired:
+        return f"Tenant {principal.tenant!r}, this call's, no longer exists; nothing is run in it."
+    if user is None:
         return None
     if user is _GONE:
         return "The user this call is made for no longer exists; nothing is run in their name."
@@ -217,14 +232,15 @@ def _standing_refusal(principal: CallPrincipal, user: _UserFacts | None) -> str 
 
 
 def standing_refusal(principal: CallPrincipal, *, stamp: int | None = None) -> str | None:
-    """Why nothing may run for ``principal``'s user now (deactivated, deleted, out of the tenant), or ``None``.
+    """Why nothing may run for ``principal``'s user now (inactive, deleted, out of the tenant, it gone), or ``None``.
 
     For what goes on in a user's name besides calls: the agent loop asks it before every model turn, under the
     governance ``stamp`` it read with the run (``toolhub.governance.governance_scope``).
     """
     with governance_scope(stamp=stamp):
         user = _user_facts(principal.user_id)
-    return _standing_refusal(principal, user)
+        retired = _retired_tenants()
+    return _standing_refusal(principal, user, retired)
 
 
 def _grants_of(principal: CallPrincipal, user: _UserFacts | None) -> tuple[dict[str, Any], ...]:
@@ -273,7 +289,8 @@ def authorize_tools(
         user = _user_facts(principal.user_id)
         grants = _grants_of(principal, user)
         capabilities = _group_capabilities()
-    standing = _standing_refusal(principal, user)
+        retired = _retired_tenants()
+    standing = _standing_refusal(principal, user, retired)
     if standing:
         return dict.fromkeys(names, standing)
     default_allow = toolhub_settings().DEFAULT_TOOL_ACCESS == "allow"
