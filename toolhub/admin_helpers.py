@@ -29,7 +29,7 @@ from django.contrib import admin
 from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, PermissionDenied, ValidationError
-from django.db.models import Field, ForeignKey, JSONField, Model, Q, QuerySet
+from django.db.models import Field, ForeignKey, ForeignObjectRel, JSONField, Model, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
@@ -94,7 +94,8 @@ class GuardedLookups:
     question about a value the pages withhold: a sensitive argument, another tenant's part of a shared
     row, an event's place in a shared chain. JSON columns (arguments, contexts, rules, results) are
     shown only redacted or cut down, so no lookup reaches into one unless a declared list filter does;
-    ``hidden_lookups`` names the other fields the viewer does not see. Django answers a refused lookup
+    ``hidden_lookups`` names the other fields the viewer does not see, and no lookup goes through a reverse
+    relation (a user's API token or memberships) unless a declared list filter does. Django answers a refused lookup
     with 400 (``DisallowedModelAdminLookup``), and nothing is listed.
     """
 
@@ -109,6 +110,10 @@ class GuardedLookups:
         if not fields or self._declared_filter(lookup, fields, request):
             return True
         if request is not None and fields[0].name in self.hidden_lookups(request):
+            return False
+        # Through a reverse relation (a user's API token, memberships, calls) a lookup reads rows the page does not
+        # show: Django counts ``?auth_token__key__startswith=`` as local (the related row's primary key).
+        if any(isinstance(field, ForeignObjectRel) for field in fields):
             return False
         return not isinstance(fields[-1], JSONField)
 
