@@ -16,6 +16,13 @@ Findings:
    a member) was spelled out character by character. Now no admin list filters through a reverse relation unless
    a declared list filter does (``toolhub.admin_helpers.GuardedLookups``).
 
+Checked and found holding (no test here): the membership admin lets a tenant's staff pick only users of their
+tenants or newcomers (never a superuser), and a tenant only among theirs; user, group and token pages change nothing
+for tenant staff (password, history and delete doors included); Django refuses ``password`` lookups; a deleted
+requester's direct saga id stays unavailable to colleagues; four eyes compares ids (SET_NULL on deletion frees no
+one); a decider is judged as they stand now, inside the request's tenant; calls are requested only in an existing
+tenant (REST, listings); a tenant's slug is fixed and retired on deletion through the model, bulk or cascade.
+
 Not fixed (seen): a slug deleted by raw SQL (no ``post_delete`` signal) is not retired; a trigger retiring it
 also fires on SQLite's ``flush`` (``DELETE FROM``), retiring the test suite's tenants, so it needs more care.
 """
