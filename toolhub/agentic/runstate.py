@@ -24,6 +24,7 @@ __all__ = [
     "agentic_state_after",
     "agentic_description",
     "granted_for",
+    "held_inside",
     "is_agentic_navigation",
 ]
 
@@ -36,6 +37,24 @@ def gated_owners(names: Iterable[str]) -> list[GatedTools]:
         if isinstance(owner, GatedTools) and owner.name == name:
             owners.append(owner)
     return owners
+
+
+def held_inside(names: Iterable[str]) -> dict[str, str]:
+    """Members of playbooks and state machines that the agent's agentic tools hold: member -> holder.
+
+    Their steps are the holder's inner model's to take, gated by the state its inner calls left
+    (``inner.InnerState``); the run's own model reaches them only through the holder.
+    """
+    from toolhub.agentic.simple import SimpleAgenticTool
+
+    held: dict[str, str] = {}
+    for name in names:
+        owner = owner_of(registry.get(name))
+        if isinstance(owner, SimpleAgenticTool) and owner.name == name:
+            for gated in owner.gated:
+                for member in sorted(gated.member_names()):
+                    held.setdefault(member, owner.name)
+    return held
 
 
 def is_agentic_navigation(name: str) -> bool:
@@ -128,6 +147,11 @@ def agentic_gate(
     """``gate(tool_name)``: why a call may not run in this run's agentic state now (guidance), else ``None``."""
     owners = gated_owners(agent_tools)
     granted = _granted(principal, context)
+    # A member of a playbook or state machine held by an agentic tool, and not the agent's own in any other way
+    # (listed, or gated by a playbook or state machine of its own), would skip its steps if the run's model
+    # called it directly.
+    reachable = set(agent_tools).union(*(owner.member_names() for owner in owners))
+    held = {name: holder for name, holder in held_inside(agent_tools).items() if name not in reachable}
     cache: dict[str, frozenset[str]] = {}
 
     def artifacts() -> frozenset[str]:
@@ -141,6 +165,11 @@ def agentic_gate(
         return cache["names"]
 
     def gate(tool_name: str) -> str | None:
+        holder = held.get(tool_name)
+        if holder is not None:
+            usable = granted([holder])
+            via = f"; call {usable[0]!r} instead" if usable else ""
+            return f"Tool {tool_name!r} runs only as a step inside another tool; it was not run{via}."
         for owner in owners:
             if tool_name not in owner.member_names():
                 continue
