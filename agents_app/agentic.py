@@ -70,8 +70,11 @@ class _ChargedToRun:
     run_id: uuid.UUID
 
     def complete(self, **kwargs: Any) -> Any:
+        self._refuse_when_ended()
         self._refuse_when_spent()
         turn = self.adapter.complete(**kwargs)
+        # Ended while the model answered (cancelled by its user, an operator or governance): none of it runs.
+        self._refuse_when_ended()
         AgentRun.objects.filter(id=self.run_id).update(
             prompt_tokens=tokens_added_sql("prompt_tokens", turn.prompt_tokens),
             completion_tokens=tokens_added_sql("completion_tokens", turn.completion_tokens),
@@ -99,6 +102,14 @@ class _ChargedToRun:
                 f"the model asked for {asked} more tool call(s), beyond what is left of the run's budget of "
                 f"{limit} (given by its parent run); none of them was run"
             )
+
+    def _refuse_when_ended(self) -> None:
+        """A run that ended (cancelled, failed) spends no more model turns, its agentic tools' included."""
+        from agents_app.cancelling import GOING
+
+        status = AgentRun.objects.filter(id=self.run_id).values_list("status", flat=True).first()
+        if status not in GOING:
+            raise ModelError(f"the run has ended ({status or 'gone'}); nothing more was run")
 
     def _refuse_when_spent(self) -> None:
         run = AgentRun.objects.filter(id=self.run_id).only("limits", "prompt_tokens", "completion_tokens").first()
