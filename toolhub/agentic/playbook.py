@@ -65,6 +65,30 @@ class Unlock:
         return missing
 
 
+def _refuse_cycles(playbook: str, unlocks: Mapping[str, Unlock]) -> None:
+    """Refuse a locked tool that needs itself first: it would never unlock, and a model would be refused forever.
+
+    Through ``after_all``, or an ``after_any`` naming a single tool.
+    """
+    needs = {
+        name: {*unlock.after_all, *(unlock.after_any if len(unlock.after_any) == 1 else ())}
+        for name, unlock in unlocks.items()
+    }
+    for name in sorted(needs):
+        seen: set[str] = set()
+        pending = list(needs[name])
+        while pending:
+            step = pending.pop()
+            if step == name:
+                raise ToolDefinitionError(
+                    f"Playbook {playbook!r}: {name!r} can never unlock, it needs itself first (a cycle of Unlock "
+                    "prerequisites); make one of the tools of the cycle open or unlock it otherwise."
+                )
+            if step not in seen:
+                seen.add(step)
+                pending.extend(needs.get(step, ()))
+
+
 def _holds(predicate: Callable[[AgenticFacts], bool], facts: AgenticFacts) -> bool:
     try:
         return bool(predicate(facts))
@@ -99,6 +123,7 @@ class PlaybookTool(GatedTools):
                 raise ToolDefinitionError(
                     f"Playbook {self.name!r}: {tool.name!r} unlocks after {unknown}, which are not tools of it."
                 )
+        _refuse_cycles(self.name, {tool.name: unlock for tool, unlock in locked.items()})
         facade = Tool.create(self.name, self.description, None, self._guide, risk=Risk.LOW, idempotent=True)
         object.__setattr__(self, "members", members)
         object.__setattr__(self, "unlocks", {tool.name: unlock for tool, unlock in locked.items()})
