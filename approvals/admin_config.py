@@ -6,11 +6,12 @@ from django.contrib import admin
 
 from approvals.models import ApprovalRule, WebhookDelivery
 from approvals.rule_checks import rule_problems
+from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import ProblemsColumn, ReadOnlyMixin, TenantScopedAdmin, pretty_json
 
 
 @admin.register(ApprovalRule)
-class ApprovalRuleAdmin(ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
+class ApprovalRuleAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
     """Operators' approval rules, evaluated by priority after the code's own rule.
 
     Tenant-scoped staff manage the rules of their tenants and read the global ones (bound to no

@@ -20,6 +20,7 @@ from django.http import HttpRequest
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
+from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
     CrossTenantOnly,
@@ -58,7 +59,7 @@ class TenantAdmin(FixedIdentity, TenantScopedAdmin, CrossTenantChangesOnly, admi
 
 
 @admin.register(TenantMembership)
-class TenantMembershipAdmin(TenantScopedAdmin, admin.ModelAdmin):
+class TenantMembershipAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
     """Who acts for which tenant; a tenant's admins manage their own tenants' members and no other tenant's."""
 
     tenant_field = "tenant__slug"
@@ -160,11 +161,15 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
 
 @admin.register(ToolGroup)
-class ToolGroupAdmin(ProblemsColumn, FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin):
+class ToolGroupAdmin(
+    GovernanceAudited, ProblemsColumn, FixedIdentity, SharedInPart, CrossTenantChangesOnly, admin.ModelAdmin
+):
     """Tool groups: members from the code (``@tool(group=...)``) plus the tools operators add.
 
     Groups are shared by every tenant: only people who cross the tenant boundary change them.
     """
+
+    audit_tenant_fields = ()  # the platform's configuration: its events go to the platform's chains
 
     list_display = (
         "name",
@@ -228,7 +233,7 @@ class ToolGroupAdmin(ProblemsColumn, FixedIdentity, SharedInPart, CrossTenantCha
 
 
 @admin.register(Grant)
-class GrantAdmin(ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
+class GrantAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
     """Who may use which tool or group; deny wins over allow.
 
     Tenant-scoped staff see and manage only grants to their tenants; grants to a user, a Django group
@@ -239,6 +244,7 @@ class GrantAdmin(ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
     """
 
     tenant_field = "tenant__slug"
+    audit_tenant_fields = ("tenant", "agent_tenant")
 
     list_display = (
         "__str__",
