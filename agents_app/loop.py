@@ -450,7 +450,9 @@ def _request_calls(run: AgentRun) -> bool:
 
 
 def _fail_step(run: AgentRun, failed: Failed, *, now: Any) -> None:
-    """The model could not answer: the run fails, and may be retried (``run_retry``)."""
+    """The model could not answer: the run fails, and may be retried (``run_retry``); an answer refused still counts."""
+    run.prompt_tokens = tokens_added(run.prompt_tokens, failed.prompt_tokens)
+    run.completion_tokens = tokens_added(run.completion_tokens, failed.completion_tokens)
     run_end_with_error(
         run, failed.error, status=RunStatus.FAILED, stop_reason=StopReason.MODEL_ERROR, now=now, retryable=True
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agents_app.models import AgentRun
-from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink
+from agents_app.models_adapters import ModelAdapter, ModelToolCall, ModelTurn, PartialSink, RefusedTurn
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.storable import storable_text
@@ -24,9 +24,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Failed:
-    """The model (or its adapter) failed; what the run is told."""
+    """The model (or its adapter) failed; what the run is told, and the tokens of an answer it did not use.
+
+    An answer refused after the endpoint gave it (cut off, too big) was billed all the same: its usage counts on
+    the run (and so against a child's ``max_tokens`` budget) as a recorded turn's does.
+    """
 
     error: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 def model_answer(
@@ -46,7 +52,9 @@ def model_answer(
     if size > toolhub_settings().MAX_EXTERNAL_RESULT_BYTES:
         # A model's turn is data from outside, bounded as a tool's external result is; nothing of it is kept.
         return Failed(
-            f"The model's turn was {size:,} bytes, above TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; nothing of it was kept."
+            f"The model's turn was {size:,} bytes, above TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; nothing of it was kept.",
+            prompt_tokens=turn.prompt_tokens,
+            completion_tokens=turn.completion_tokens,
         )
     return storable_turn(turn)
 
@@ -59,6 +67,8 @@ def _turn_size(turn: ModelTurn) -> int:
 
 def failure(run_id: uuid.UUID, exc: Exception) -> Failed:
     """What the run is told of a model error; an adapter's own bug is logged and named by its type only."""
+    if isinstance(exc, RefusedTurn):
+        return Failed(str(exc), prompt_tokens=exc.prompt_tokens, completion_tokens=exc.completion_tokens)
     if isinstance(exc, ModelError):
         return Failed(str(exc))
     logger.error("model adapter failed for run %s", run_id, exc_info=exc)

@@ -64,6 +64,38 @@ def token_count(usage: Any, name: str) -> int:
     return count
 
 
+class RefusedTurn(ModelError):
+    """An answer the endpoint gave (and billed) that the run does not use: its usage still counts on the run."""
+
+    def __init__(self, message: str, *, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+
+
+#: Finish reasons by which the endpoint says the model did not finish its answer, and what that means.
+_NOT_FINISHED = {
+    "length": "cut off at its token limit (the agent's max_tokens or the model's context); raise the limit or",
+    "content_filter": "withheld by the provider's content filter;",
+}
+
+
+def finished_turn(finish_reason: Any, turn: ModelTurn) -> ModelTurn:
+    """The turn, unless the endpoint says the model did not finish it: then nothing of it is used, calls included.
+
+    A turn cut off at ``max_tokens`` may hold complete calls of a plan cut short and a half-written text: executing
+    the one or ending the run with the other as its answer would act on what the model never finished saying.
+    """
+    cause = _NOT_FINISHED.get(finish_reason) if isinstance(finish_reason, str) else None
+    if cause is None:
+        return turn
+    raise RefusedTurn(
+        f"The model's answer was {cause} retry the run (finish_reason {finish_reason!r}); nothing of it was used.",
+        prompt_tokens=turn.prompt_tokens,
+        completion_tokens=turn.completion_tokens,
+    )
+
+
 def _require(holds: bool, problem: str) -> None:
     """A turn that is not what adapters promise the loop is the endpoint's garbage: a ``ModelError``."""
     if not holds:

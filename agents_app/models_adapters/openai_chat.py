@@ -10,9 +10,10 @@ from typing import Any
 
 import openai
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink, token_count
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink, finished_turn, token_count
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.tools.secrets import SecretScrubber
 
@@ -117,7 +118,7 @@ class OpenAIChatAdapter:
         if self._max_tokens is not None:
             options["max_tokens"] = self._max_tokens
         if self._stream:
-            streamed = StreamedTurn()
+            streamed = StreamedTurn(max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES)
             options.update(stream=True, stream_options={"include_usage": True})
             partial = (lambda text: on_partial(self._key.text(text))) if on_partial is not None else None
             self._within_deadline(
@@ -204,7 +205,7 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
         with stream:
             for chunk in stream:
                 streamed.add(chunk)
-    except openai.APIError:
+    except (openai.APIError, ModelError):  # the SDK's, and ``StreamedTurn``'s refusal of an answer past its bound
         raise
     except Exception as exc:  # noqa: BLE001 - the transport's errors reach the reader unwrapped; a bad event too
         raise ModelError(f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run.") from exc
@@ -212,7 +213,8 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
 
 def _turn_from(response: Any) -> ModelTurn:
     try:
-        message = response.choices[0].message
+        choice = response.choices[0]
+        message = choice.message
         calls = tuple(
             ModelToolCall(
                 id=call.id or f"call_{index}",
@@ -222,7 +224,7 @@ def _turn_from(response: Any) -> ModelTurn:
             for index, call in enumerate(message.tool_calls or ())
         )
         usage = getattr(response, "usage", None)
-        return ModelTurn(
+        turn = ModelTurn(
             content=message.content or "",
             tool_calls=calls,
             prompt_tokens=token_count(usage, "prompt_tokens"),
@@ -230,3 +232,4 @@ def _turn_from(response: Any) -> ModelTurn:
         )
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise ModelError("Model endpoint answered something that is not a chat completion") from exc
+    return finished_turn(getattr(choice, "finish_reason", None), turn)

@@ -1,15 +1,17 @@
 """Assembling a streamed chat completion: text and tool-call deltas in, one ``ModelTurn`` out.
 
 Fed chunk by chunk on the thread that reads the stream while another thread reads the text so far,
-hence the lock. A stream that ends without a ``finish_reason`` broke mid-answer: ``turn()`` refuses
-it, so no half-assembled tool call is ever recorded, let alone executed.
+hence the lock. A stream that ends without a ``finish_reason`` broke mid-answer, and one whose finish reason
+says the model did not finish (``length``, ``content_filter``) was cut off: ``turn()`` refuses both, so no
+half-assembled tool call is ever recorded, let alone executed. An answer past ``max_bytes`` is refused as its
+chunks arrive, so an endless stream is given up at the bound, not read into memory until the deadline.
 """
 
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn, token_count
+from agents_app.models_adapters.base import ModelToolCall, ModelTurn, finished_turn, token_count
 from toolhub.exceptions import ModelError
 
 __all__ = ["StreamedTurn"]
@@ -25,8 +27,10 @@ class _CallParts:
 class StreamedTurn:
     """The turn a stream of ``ChatCompletionChunk``s describes, built as the chunks arrive."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_bytes: int | None = None) -> None:
         self._lock = threading.Lock()
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._text: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish_reason: str | None = None
@@ -47,6 +51,7 @@ class StreamedTurn:
                 if delta is not None:
                     if delta.content:
                         self._text.append(delta.content)
+                        self._count(delta.content)
                     for call in delta.tool_calls or ():
                         self._add_call_delta(call)
                 if choice.finish_reason:
@@ -68,6 +73,16 @@ class StreamedTurn:
                 parts.name = function.name  # sent once; some servers repeat it in every delta
             if function.arguments:
                 parts.arguments.append(function.arguments)
+                self._count(function.arguments)
+
+    def _count(self, piece: Any) -> None:
+        """Add a piece's size to the answer's; past ``max_bytes`` the answer is refused (the reader stops)."""
+        self._bytes += len(str(piece).encode("utf-8", "surrogatepass"))
+        if self._max_bytes is not None and self._bytes > self._max_bytes:
+            raise ModelError(
+                f"The model's streamed answer passed {self._max_bytes:,} bytes, above "
+                "TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; it was given up and nothing of it was kept."
+            )
 
     def text(self) -> str:
         """The answer's text so far."""
@@ -86,9 +101,10 @@ class StreamedTurn:
                 ModelToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
                 for index, parts in sorted(self._calls.items())
             )
-            return ModelTurn(
+            turn = ModelTurn(
                 content="".join(self._text),
                 tool_calls=calls,
                 prompt_tokens=self._prompt_tokens,
                 completion_tokens=self._completion_tokens,
             )
+            return finished_turn(self._finish_reason, turn)
