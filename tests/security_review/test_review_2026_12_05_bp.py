@@ -11,8 +11,8 @@ Findings:
    completed the run as ``answered`` with half an answer (or none) as its output. README promises a streamed
    answer "before the model finished ... nothing of it is recorded or executed".
 2. A refused turn's tokens were never counted: a turn the endpoint answered (and billed) but the loop refused
-   (too big for ``MAX_EXTERNAL_RESULT_BYTES``, now a cut-off one too) failed the run with its ``prompt_tokens``/``completion_tokens`` unchanged,
-   so a retried run's totals, and a child's ``max_tokens`` budget, missed what its model really spent.
+   (too big for ``MAX_EXTERNAL_RESULT_BYTES``, now a cut-off one too) failed the run with its token totals
+   unchanged, so a retried run's totals, and a child's ``max_tokens`` budget, missed what its model really spent.
 3. A streamed answer was read to its end whatever its size: ``MAX_EXTERNAL_RESULT_BYTES`` was checked only once
    the stream finished, so an endpoint streaming without end filled the worker's memory (and rewrote the whole
    text so far into ``partial_output`` at every flush) until the provider's deadline.
