@@ -67,10 +67,12 @@ class StreamedTurn:
         parts = self._calls.setdefault(int(index), _CallParts())
         if delta.id and not parts.id:
             parts.id = delta.id
+            self._count(delta.id)
         function = getattr(delta, "function", None)
         if function is not None:
             if function.name and not parts.name:
                 parts.name = function.name  # sent once; some servers repeat it in every delta
+                self._count(function.name)
             if function.arguments:
                 parts.arguments.append(function.arguments)
                 self._count(function.arguments)
