@@ -178,14 +178,16 @@ BEGIN
     ON CONFLICT (id) DO UPDATE SET stamp = EXCLUDED.stamp;
     RETURN NULL;
 END;
-$$ LANGUAGE plpgsql;
+$$ LANGUAGE plpgsql SET search_path = __SCHEMA__, pg_temp;
 CREATE OR REPLACE FUNCTION toolhub_governance_stamp_after(bigint) RETURNS bigint AS $$
 BEGIN
     -- VOLATILE: its query takes a fresh snapshot, after whatever the statement calling it waited for.
     RETURN (SELECT stamp FROM toolhub_governanceversion WHERE id = 1);
 END;
-$$ LANGUAGE plpgsql VOLATILE;
+$$ LANGUAGE plpgsql VOLATILE SET search_path = __SCHEMA__, pg_temp;
 """
+# Both functions name their table and sequence in their own schema only (``pg_temp`` last, as the audit triggers'
+# functions do since migration 0032): a temporary table a session creates cannot take the stamp in their place.
 
 
 def _pg_events(events: str) -> str:
@@ -208,7 +210,8 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(_PG_FUNCTION)
+            cursor.execute("SELECT current_schema()")
+            cursor.execute(_PG_FUNCTION.replace("__SCHEMA__", quote(cursor.fetchone()[0])))
             cursor.execute(
                 "INSERT INTO toolhub_governanceversion (id, stamp) VALUES (1, nextval('toolhub_governance_stamp')) "
                 "ON CONFLICT (id) DO NOTHING"

@@ -150,3 +150,27 @@ def test_a_revocation_committed_by_another_process_denies_the_next_call_here(
 
     # then this process's next call is denied
     assert request_call("record_effect", {"note": "second"}).status == CallStatus.DENIED
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_temporary_table_cannot_take_the_governance_stamp(request_call: Any, tenant: Tenant) -> None:
+    """The stamp functions name their table in their own schema: a session's temporary ``toolhub_governanceversion``
+    (``pg_temp`` is searched first) would take the stamp of its revocations, and other processes keep their caches.
+    """
+    from toolhub.governance import governance_triggers_install
+
+    assert connection.vendor == "postgresql", "a second database session needs PostgreSQL (use `make test`)"
+
+    governance_triggers_install()
+    grant = Grant.objects.create(tool_name="record_effect", tenant=tenant)
+    assert request_call("record_effect", {"note": "first"}).status == CallStatus.SUCCEEDED
+
+    # when another session revokes the grant with a temporary stamp table in front of the real one
+    with psycopg.connect(**dsn(), autocommit=True) as other:
+        other.execute("CREATE TEMPORARY TABLE toolhub_governanceversion (id int PRIMARY KEY, stamp bigint)")
+        other.execute("DELETE FROM toolhub_grant WHERE id = %s", [grant.pk])
+        shadow = other.execute("SELECT count(*) FROM pg_temp.toolhub_governanceversion").fetchone()
+
+    assert shadow == (0,)  # the stamp went to the real table
+    assert request_call("record_effect", {"note": "second"}).status == CallStatus.DENIED

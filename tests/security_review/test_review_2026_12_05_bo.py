@@ -26,8 +26,9 @@ UPDATE, DELETE or TRUNCATE audit tables, disable triggers or ALTER them (tests/a
 
 Not fixed (reported): 0020 changes ``toolhub_auditevent.chain`` to ``bigint``, a rewrite of the largest table under
 an ACCESS EXCLUSIVE lock, which the README does not mention (it predates the last release, 0028, so upgrades from
-that release do not run it); ``toolhub_governance_bump()`` also resolves its table through the caller's search
-path (a session could only keep its own grant changes from stamping: later, never wider, authorization); no check
+that release do not run it); ``toolhub_governance_bump()`` also resolved its table through the caller's search
+path (a session could only keep its own grant changes from stamping; fixed since, the same way:
+tests/governance/test_governance_cache.py); no check
 warns when the application connects as a superuser or an owner (the README does not claim one).
 """
 
