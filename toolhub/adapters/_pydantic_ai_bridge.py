@@ -6,6 +6,7 @@ pipeline validates, authorizes, holds for approval, executes once and audits it 
 is only ever looked up among the principal's own (their user, their tenant).
 """
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from toolhub.adapters._common import NOT_RUN_STATUSES, RELEASED_STATUSES, edited
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
     WAITING_STATUSES,
+    IdempotencyConflictError,
     call_approval_id,
     call_hidden_from,
     call_wait,
@@ -39,6 +41,7 @@ __all__ = [
     "call_state",
     "granted_tools",
     "request_call",
+    "request_key",
     "unknown_tool_text",
 ]
 
@@ -88,6 +91,19 @@ def granted_tools(principal: CallPrincipal, only: frozenset[str] | None = None) 
     return [tool for tool in offered_tools(principal) if only is None or tool.name in only]
 
 
+def request_key(conversation_id: str | None, tool_call_id: str | None) -> str:
+    """The idempotency key of one model tool call: its conversation (kept across a deferred-tools resume) and id.
+
+    Not ``run_id``: each run gets a new one, so the resume would. ``""`` (no key: a new call each time) when
+    either is missing (a Pydantic AI without ``RunContext.conversation_id``). Keys are scoped to the caller's tenant and
+    user by ``direct_call_request``, so ids from a shared or forged history never reach another's call.
+    """
+    if not conversation_id or not tool_call_id:
+        return ""
+    digest = hashlib.sha256(f"{conversation_id}\x1f{tool_call_id}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{CHANNEL}:{digest}"
+
+
 def request_call(
     *,
     user: AbstractBaseUser,
@@ -97,17 +113,30 @@ def request_call(
     tool_call_id: str,
     context: Mapping[str, Any] | None,
     wait_seconds: float,
+    idempotency_key: str = "",
 ) -> CallState:
-    """Request a governed call as ``user`` and follow it for up to ``wait_seconds`` unless an operator must decide."""
-    made = direct_call_request(
-        user=user,
-        tool_name=tool_name,
-        arguments=dict(arguments),
-        context=context,
-        tenant=tenant,
-        kind=CallKind.API,
-        client={"channel": CHANNEL, "tool_call_id": str(tool_call_id)[:200]},
-    )
+    """Request a governed call as ``user`` and follow it for up to ``wait_seconds`` unless an operator must decide.
+
+    Under ``idempotency_key`` (:func:`request_key`) a repeated request of the same tool call joins the first call
+    and its decision (a Pydantic-AI-only approval asks nothing of toolhub twice); the same tool call with other
+    arguments raises :class:`BridgeError` and nothing is requested or run.
+    """
+    try:
+        made = direct_call_request(
+            user=user,
+            tool_name=tool_name,
+            arguments=dict(arguments),
+            context=context,
+            tenant=tenant,
+            idempotency_key=idempotency_key,
+            kind=CallKind.API,
+            client={"channel": CHANNEL, "tool_call_id": str(tool_call_id)[:200]},
+        )
+    except IdempotencyConflictError as exc:
+        raise BridgeError(
+            f"This tool call was already requested from toolhub (call {exc.call_id}) with other arguments; "
+            "nothing was run. Ask for the call again as a new tool call."
+        ) from None
     call = made.call
     if call.status in (CallStatus.QUEUED, CallStatus.RUNNING) and wait_seconds > 0:
         call = call_wait(call=call, seconds=wait_seconds)

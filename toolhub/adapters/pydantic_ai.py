@@ -16,7 +16,9 @@ the agent) decides what needs an operator:
    call toolhub already released to its worker, so its result is read, never run a second time.
 
 A ``True`` approval given to Pydantic AI without toolhub's metadata approves nothing: the call is
-requested from toolhub again and waits for an operator like the first time.
+requested from toolhub again under the same key (the run's ``conversation_id`` and the model's
+``tool_call_id``), so it joins the first call and its decision: still waiting, rejected, or released and run
+once. Other arguments for the same tool call are refused (nothing runs).
 """
 
 import copy
@@ -39,6 +41,7 @@ from toolhub.adapters._pydantic_ai_bridge import (
     call_state,
     granted_tools,
     request_call,
+    request_key,
     unknown_tool_text,
 )
 from toolhub.direct import caller_principal
@@ -142,6 +145,7 @@ class ToolhubToolset(AbstractToolset[Any]):
                     tool_call_id=ctx.tool_call_id or "",
                     context=self.context,
                     wait_seconds=self.wait_seconds,
+                    idempotency_key=request_key(getattr(ctx, "conversation_id", None), ctx.tool_call_id),
                 )
             else:
                 state = await _in_thread(self._approved_state)(toolhub.get("call_id"), name)

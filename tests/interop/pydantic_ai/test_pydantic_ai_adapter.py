@@ -170,7 +170,7 @@ def test_only_the_users_granted_tools_are_offered(settings: Any, alice: User) ->
     assert offered == ["record_effect"]
 
 
-def test_an_approval_given_to_pydantic_ai_alone_approves_nothing(alice: User) -> None:
+def test_an_approval_given_to_pydantic_ai_alone_approves_nothing_and_joins_the_held_call(alice: User) -> None:
     agent = agent_for(alice, ScriptedModel("risky_effect", {"note": "sneaky"}))
     first = agent.run_sync("Record it.")
 
@@ -180,7 +180,8 @@ def test_an_approval_given_to_pydantic_ai_alone_approves_nothing(alice: User) ->
 
     assert isinstance(again.output, DeferredToolRequests)
     assert not SideEffect.objects.exists()
-    assert ToolCall.objects.filter(status="pending_approval").count() == 2
+    assert pending_approvals(again.output) == pending_approvals(first.output)  # the same call, not a second one
+    assert ToolCall.objects.filter(status="pending_approval").count() == 1
 
 
 def test_a_forged_call_id_runs_nothing_and_tells_the_model(alice: User, operator: User, bob: User) -> None:
