@@ -9,6 +9,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_app.budgets import budget_of, calls_used, spending_below, tokens_added_sql
+from agents_app.model_answers import billed_tokens
 from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
@@ -60,6 +61,9 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
 class _ChargedToRun:
     """An inner model whose turns are its run's: counted in the run's usage and against the budget it was given.
 
+    An answer the endpoint billed and the adapter refused (``RefusedTurn``: cut off, too big) is counted too
+    (``model_answers.billed_tokens``, as the run's own step counts it).
+
     Its tool calls are the run's too (``budgets.BUDGETED_KINDS``): a turn asking for more than the run has left
     of the calls its parent gave it is refused whole before any of them runs, as the run's own turns are. A turn
     let through is charged at once (``AgentRun.inner_calls_charged``, one conditional UPDATE), so the inner
@@ -72,17 +76,28 @@ class _ChargedToRun:
     def complete(self, **kwargs: Any) -> Any:
         self._refuse_when_ended()
         self._refuse_when_spent()
-        turn = self.adapter.complete(**kwargs)
+        try:
+            turn = self.adapter.complete(**kwargs)
+        except Exception as exc:
+            # An answer billed and refused (cut off, too big) counts on the run, as in its own loop's step.
+            billed = billed_tokens(exc)
+            if any(billed):
+                self._charge(*billed)
+            raise
         # Ended while the model answered (cancelled by its user, an operator or governance): none of it runs.
         self._refuse_when_ended()
-        AgentRun.objects.filter(id=self.run_id).update(
-            prompt_tokens=tokens_added_sql("prompt_tokens", turn.prompt_tokens),
-            completion_tokens=tokens_added_sql("completion_tokens", turn.completion_tokens),
-            updated_at=timezone.now(),
-        )
+        self._charge(turn.prompt_tokens, turn.completion_tokens)
         if turn.tool_calls:
             self._refuse_beyond_calls(len(turn.tool_calls))
         return turn
+
+    def _charge(self, prompt_tokens: int, completion_tokens: int) -> None:
+        """Add a model answer's tokens to the run's usage (one UPDATE: the run is not locked here)."""
+        AgentRun.objects.filter(id=self.run_id).update(
+            prompt_tokens=tokens_added_sql("prompt_tokens", prompt_tokens),
+            completion_tokens=tokens_added_sql("completion_tokens", completion_tokens),
+            updated_at=timezone.now(),
+        )
 
     def _refuse_beyond_calls(self, asked: int) -> None:
         run = AgentRun.objects.filter(id=self.run_id).only("limits", "inner_calls_charged").first()

@@ -17,7 +17,7 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.storable import storable_text
 
-__all__ = ["Failed", "failure", "model_answer", "partial_writer", "storable_turn"]
+__all__ = ["Failed", "billed_tokens", "failure", "model_answer", "partial_writer", "storable_turn"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +65,22 @@ def _turn_size(turn: ModelTurn) -> int:
     return sum(len(str(text).encode("utf-8", "surrogatepass")) for text in texts)
 
 
+def billed_tokens(exc: BaseException) -> tuple[int, int]:
+    """``(prompt, completion)`` tokens the endpoint billed for an answer that failed: a ``RefusedTurn``'s, else none.
+
+    Charged on the run whoever asked the model (its loop's step, an agentic tool's inner model), so a child's
+    ``max_tokens`` budget sees every answer paid for.
+    """
+    if isinstance(exc, RefusedTurn):
+        return exc.prompt_tokens, exc.completion_tokens
+    return 0, 0
+
+
 def failure(run_id: uuid.UUID, exc: Exception) -> Failed:
     """What the run is told of a model error; an adapter's own bug is logged and named by its type only."""
     if isinstance(exc, RefusedTurn):
-        return Failed(str(exc), prompt_tokens=exc.prompt_tokens, completion_tokens=exc.completion_tokens)
+        prompt, completion = billed_tokens(exc)
+        return Failed(str(exc), prompt_tokens=prompt, completion_tokens=completion)
     if isinstance(exc, ModelError):
         return Failed(str(exc))
     logger.error("model adapter failed for run %s", run_id, exc_info=exc)
