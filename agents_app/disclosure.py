@@ -115,8 +115,11 @@ def run_state_after_calls(run: AgentRun, calls: list[ToolCall], *, governance_st
     run.disclosure = state.to_json()
 
 
-def run_gate(run: AgentRun) -> Callable[[str], str | None]:
-    """Why a call of this run's model may not run in its agentic tools' state now (guidance), else None."""
+def run_gate(run: AgentRun) -> Callable[..., str | None]:
+    """Why a call of this run's model may not run in its agentic tools' state now (guidance), else None.
+
+    ``gate(tool_name, position=...)``: the call's position in the turn's answer (``agentic_gate``).
+    """
     from agents_app.loop import run_principal, run_tool_context
 
     return agentic_gate(

@@ -16,6 +16,7 @@ is stepped again, up to ``RUN_MAX_LOST_STEPS`` lost in a row, then it fails inst
 """
 
 import enum
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -439,7 +440,7 @@ def _request_calls(run: AgentRun) -> bool:
                     turn=run.turn,
                     position=int(call["position"]),
                     model_call_id=str(call["id"]),
-                    gate=gate,
+                    gate=functools.partial(gate, position=int(call["position"])),
                 )
             )
         )

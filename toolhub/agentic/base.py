@@ -1,6 +1,6 @@
 """What the agentic tools share: members, the run state they keep, and how a run finds them."""
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,8 @@ class GatedTools:
     description: str
     facade: Tool
     members: tuple[Tool, ...]
+    #: Whether a call of a member can hold the rest of its turn (``held_refusal``; the gate reads the turn for it).
+    held_by_turn = False
 
     def __toolhub_tools__(self) -> list[Tool]:
         return [self.facade, *self.members]
@@ -50,6 +52,14 @@ class GatedTools:
 
     def after_call(self, tool_name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+    def held_refusal(self, tool_name: str, entry: Mapping[str, Any], earlier: Sequence[str]) -> str | None:
+        """Why ``tool_name`` may not run after ``earlier`` calls of the same model turn (let through, in order).
+
+        A turn's calls are checked against the state it started in; a member whose call changes that state
+        for the rest of the turn refuses the calls after it here. ``None``: nothing of this kind holds it.
+        """
+        return None
 
     def status(self, entry: Mapping[str, Any], facts: AgenticFacts) -> str:
         """One line for the facade's description as the model sees it."""

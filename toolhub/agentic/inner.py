@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolhub.agentic.base import AgenticFacts, GatedTools
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 
@@ -91,13 +91,18 @@ class InnerState:
     """What an agentic tool's inner model may call now.
 
     Its plain tools, and its playbooks' and state machines' members as their state allows; that state is
-    replayed from the run's earlier inner calls of this tool, so a later call continues in it.
+    replayed from the run's earlier inner calls of this tool, so a later call continues in it. A call that
+    succeeds moves it at once; one let through that has not settled (held for an operator's approval) is
+    ``open``: its outcome is not known, so a transition among them holds its state machine, whose later calls
+    are refused until it settles (``GatedTools.held_refusal``), as the run's own model's are within a turn.
     """
 
     def __init__(self, ctx: ToolContext, owner: "SimpleAgenticTool", entries: dict[str, dict[str, Any]]) -> None:
         self.ctx = ctx
         self.owner = owner
         self.entries = entries
+        #: The names of this tool's inner calls let through and not settled yet, in order.
+        self.open: list[str] = []
 
     @classmethod
     def load(cls, ctx: ToolContext, *, owner: "SimpleAgenticTool") -> "InnerState":
@@ -109,11 +114,13 @@ class InnerState:
                 run_id=run_id,
                 tenant=str(ctx.tenant or ""),
                 kind=CallKind.INNER,
-                status=CallStatus.SUCCEEDED,
                 context__parent_tool=owner.name,
-            ).order_by("created_at", "position")
-            for name in earlier.values_list("tool_name", flat=True)[:10_000]:
-                state.apply(name)
+            ).exclude(status__in=SETTLED_STATUSES - {CallStatus.SUCCEEDED})
+            for name, status in earlier.order_by("created_at", "position").values_list("tool_name", "status")[:10_000]:
+                if status == CallStatus.SUCCEEDED:
+                    state.apply(name)
+                else:
+                    state.open.append(name)
         return state
 
     def apply(self, tool_name: str) -> None:
@@ -124,6 +131,8 @@ class InnerState:
     def after(self, call: ToolCall) -> None:
         if call.status == CallStatus.SUCCEEDED:
             self.apply(call.tool_name)
+        elif call.status not in SETTLED_STATUSES:
+            self.open.append(call.tool_name)
 
     def _facts(self, gated: GatedTools, iteration: int) -> AgenticFacts:
         entry = self.entries[gated.name]
@@ -171,7 +180,9 @@ class InnerState:
             for gated in self.owner.gated:
                 if tool_name in gated.member_names():
                     entry = self.entries[gated.name]
-                    refusal = gated.refusal(tool_name, entry, self._facts(gated, iteration), granted)
+                    refusal = gated.held_refusal(tool_name, entry, self.open) or gated.refusal(
+                        tool_name, entry, self._facts(gated, iteration), granted
+                    )
                     if refusal:
                         return refusal
             return None

@@ -143,8 +143,13 @@ def agentic_gate(
     run_id: Any,
     turn: int,
     context: Mapping[str, Any],
-) -> Callable[[str], str | None]:
-    """``gate(tool_name)``: why a call may not run in this run's agentic state now (guidance), else ``None``."""
+) -> Callable[..., str | None]:
+    """``gate(tool_name, position)``: why a call may not run in this run's agentic state now (guidance), else ``None``.
+
+    ``position``: the call's place in its model turn's answer. The turn's calls are checked against the state
+    the turn started in; the calls before it (those recorded with a lower position and not refused when
+    requested) can hold a state machine in it for the rest of the turn (``GatedTools.held_refusal``).
+    """
     owners = gated_owners(agent_tools)
     granted = _granted(principal, context)
     # A member of a playbook or state machine held by an agentic tool, and not the agent's own in any other way
@@ -164,7 +169,23 @@ def agentic_gate(
             cache["names"] = frozenset(rows[:1000]) if run_id else frozenset()
         return cache["names"]
 
-    def gate(tool_name: str) -> str | None:
+    def earlier(position: int | None) -> list[str]:
+        """The turn's calls before ``position`` that were let through, in the model's order."""
+        if position is None or not run_id:
+            return []
+        from toolhub.models import CallKind, CallStatus, ToolCall
+
+        rows = (
+            ToolCall.objects.filter(
+                run_id=run_id, tenant=principal.tenant, turn=turn, kind=CallKind.CALL, position__lt=position
+            )
+            .exclude(status__in=(CallStatus.INVALID, CallStatus.DENIED))
+            .order_by("position")
+            .values_list("tool_name", flat=True)
+        )
+        return list(rows[:1000])
+
+    def gate(tool_name: str, position: int | None = None) -> str | None:
         holder = held.get(tool_name)
         if holder is not None:
             usable = granted([holder])
@@ -174,6 +195,9 @@ def agentic_gate(
             if tool_name not in owner.member_names():
                 continue
             entry = state.agentic.get(owner.name, {})
+            refusal = owner.held_refusal(tool_name, entry, earlier(position)) if owner.held_by_turn else None
+            if refusal:
+                return refusal
             done = frozenset(name for name in entry.get("done", []) if isinstance(name, str))
             facts = AgenticFacts(done=done, artifacts=artifacts(), turn=turn, context=context)
             refusal = owner.refusal(tool_name, entry, facts, granted)

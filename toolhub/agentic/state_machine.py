@@ -16,7 +16,9 @@
 
 The run's model sees the current state's tools and the global ones; a successful call of a
 ``Transition`` tool moves the state. A call of a tool of another state is answered with the tools
-available now and is not run. The state is kept in the run's stored state, so a resumed run (on any
+available now and is not run. The calls of one model turn are checked against the state it started in;
+once one of them holds a transition, the machine's later calls in that turn (in the model's order) are
+not run (``held_refusal``). The state is kept in the run's stored state, so a resumed run (on any
 worker, after a restart) continues where it was.
 """
 
@@ -57,6 +59,7 @@ class StateMachineTool(GatedTools):
     by_state: Mapping[str, tuple[str, ...]] = field(init=False, repr=False)
     moves: Mapping[tuple[str, str], str] = field(init=False, repr=False)
     globals: tuple[str, ...] = field(init=False, repr=False)
+    held_by_turn = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.states_enum, type) and issubclass(self.states_enum, enum.Enum)):
@@ -122,6 +125,25 @@ class StateMachineTool(GatedTools):
             f"Tool {tool_name!r} is not available in state {state!r} of {self.name!r}; it was not run. "
             f"Tools available now: {choices}."
         )
+
+    def held_refusal(self, tool_name: str, entry: Mapping[str, Any], earlier: Sequence[str]) -> str | None:
+        """After a transition in the turn, the machine's state is not the one its calls are checked against.
+
+        So its later calls (a second transition, a step the new state forbids) wait for the next turn; a
+        global tool that moves nothing is available in every state and still runs.
+        """
+        state = self.current(entry)
+        moving = next((name for name in earlier if self._moves(state, name)), None)
+        if moving is None or (tool_name in self.globals and not self._moves(state, tool_name)):
+            return None
+        return (
+            f"Tool {tool_name!r} of {self.name!r} was not run: an earlier call ({moving!r}) moves {self.name!r} out "
+            f"of state {state!r} and is not applied yet; its tools are checked again in the state that call leaves "
+            "(from your next turn). Call it again then if it is still needed."
+        )
+
+    def _moves(self, state: str, tool_name: str) -> bool:
+        return self.moves.get((state, tool_name), state) != state
 
     def after_call(self, tool_name: str, entry: Mapping[str, Any]) -> dict[str, Any]:
         state = self.current(entry)
