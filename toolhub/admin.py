@@ -11,10 +11,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from rest_framework.authtoken.admin import TokenAdmin
@@ -75,15 +77,30 @@ for _model in (get_user_model(), Group, TokenProxy):
         admin.site.unregister(_model)
 
 
+_MEMBER_TENANTS = "tenant_memberships__tenant__slug"
+
+
 @admin.register(get_user_model())
-class TenantUserAdmin(TenantScopedAdmin, CrossTenantChangesOnly, UserAdmin):
+class TenantUserAdmin(GovernanceAudited, TenantScopedAdmin, CrossTenantChangesOnly, UserAdmin):
     """People: tenant-scoped staff read the users of their tenants; only people who cross the boundary change accounts.
 
     Changing an account (superuser or staff status, groups, permissions, password) is acting as its
-    owner, who may belong to other tenants too.
+    owner, who may belong to other tenants too; each change is in the trail of every tenant they belong to
+    (the password's hash never is: only that it changed).
     """
 
-    tenant_field = "tenant_memberships__tenant__slug"
+    tenant_field = _MEMBER_TENANTS
+    audit_tenant_fields = ()
+    audit_tenant_lookups = (_MEMBER_TENANTS,)
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> Any:
+        """Django's password form saves without ``save_model``: the account as it was is kept here for the event."""
+        with transaction.atomic():
+            if request.method == "POST":
+                user = self.get_object(request, unquote(id))
+                if user is not None:
+                    self.audit_remember(request, user)
+            return super().user_change_password(request, id, form_url)
 
     def choosable_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         """A membership names a user of one's tenants, or a newcomer in no tenant yet (never a superuser)."""
@@ -94,13 +111,25 @@ class TenantUserAdmin(TenantScopedAdmin, CrossTenantChangesOnly, UserAdmin):
 
 
 @admin.register(Group)
-class RoleGroupAdmin(CrossTenantChangesOnly, GroupAdmin):
-    """Roles are shared by every tenant: one tenant's staff adding a permission would change everyone's."""
+class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
+    """Roles are shared by every tenant: one tenant's staff adding a permission would change everyone's.
+
+    A change is in the trail of every tenant whose people hold the role (the platform's, when nobody does).
+    """
+
+    audit_tenant_fields = ()
+    audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
 
 
 @admin.register(TokenProxy)
-class ApiTokenAdmin(CrossTenantOnly, TokenAdmin):
-    """API tokens are credentials: only people who cross the boundary see or create them."""
+class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
+    """API tokens are credentials: only people who cross the boundary see or create them.
+
+    A token created or deleted is in the trail of its user's tenants; its key never is.
+    """
+
+    audit_tenant_fields = ()
+    audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
 
 
 @admin.register(ToolDefinition)
