@@ -137,3 +137,13 @@ def test_a_password_changed_in_the_admin_is_in_the_trail_without_its_hash(superu
     (event,) = _events("governance.changed", "acme", "auth.user")
     assert event.payload["changes"] == {"password": {"changed": True}}
     _holds_no_secret(before, person.password)
+
+
+def test_a_newcomer_made_staff_is_in_the_platforms_trail(superuser: User) -> None:
+    """Found: making a user of no tenant staff left no audit event. Expect: ``governance.changed`` in the
+    platform's chains (tenant "") with ``is_staff`` before and after."""
+    newcomer = make_user("newcomer")
+    changed = console(superuser).post(f"/admin/auth/user/{newcomer.pk}/change/", _user_form(newcomer, is_staff="on"))
+    assert changed.status_code == 302
+    (event,) = _events("governance.changed", "", "auth.user")
+    assert event.payload["changes"]["is_staff"] == {"before": False, "after": True}
