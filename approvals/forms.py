@@ -143,8 +143,8 @@ def _field_for(spec: Mapping[str, Any], required: bool, current: Any) -> tuple[f
         return forms.ChoiceField(choices=choices, initial=initial, **options), "enum"
     kind = spec.get("type")
     if kind == "string":
-        options.update(max_length=spec.get("maxLength"), min_length=spec.get("minLength"), strip=False)
-        return forms.CharField(initial=current, **options), "text"
+        options.update(max_length=spec.get("maxLength"), min_length=spec.get("minLength"))
+        return _TextField(initial=current, widget=_text_widget(current), **options), "text"
     if kind == "integer":
         options.update(min_value=spec.get("minimum"), max_value=spec.get("maximum"))
         return forms.IntegerField(initial=current, **options), "int"
@@ -157,9 +157,36 @@ def _field_for(spec: Mapping[str, Any], required: bool, current: Any) -> tuple[f
         return forms.ChoiceField(choices=choices, initial=initial, **options), "bool"
     # Anything else (a union, an object, a list): text when the value is text, JSON otherwise.
     initial = current if isinstance(current, str) or current is None else json.dumps(current, ensure_ascii=False)
-    widget = forms.TextInput if isinstance(current, str) or current is None else forms.Textarea(attrs={"rows": 3})
+    widget = _text_widget(current) if isinstance(current, str) or current is None else forms.Textarea(attrs={"rows": 3})
     options["help_text"] = (options["help_text"] + " Text, or a JSON value.").strip()
-    return forms.CharField(initial=initial, strip=False, widget=widget, **options), "json"
+    return _TextField(initial=initial, widget=widget, **options), "json"
+
+
+class _TextField(forms.CharField):
+    """Text as the operator typed it: kept whole (no strip), its line breaks as a textarea means them (LF).
+
+    A browser posts every line break of a textarea as CRLF whatever the value held (the HTML form submission
+    rules), so CRLF and a lone CR are read back as LF, and lengths count as the schema counts them.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(strip=False, **options)
+
+    def to_python(self, value: Any) -> Any:
+        value = super().to_python(value)
+        return _line_breaks(value) if isinstance(value, str) else value
+
+
+def _line_breaks(text: str) -> str:
+    """``text`` with its line breaks as a browser's textarea gives them back (LF), to compare and to keep."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _text_widget(current: Any) -> forms.Widget:
+    """A textarea for text of several lines: an ``<input type="text">`` drops line breaks from its value."""
+    if isinstance(current, str) and ("\n" in current or "\r" in current):
+        return forms.Textarea(attrs={"rows": min(12, current.count("\n") + 2)})
+    return forms.TextInput()
 
 
 def _typed(value: Any, kind: str, current: Any, name: str) -> Any:
@@ -169,6 +196,8 @@ def _typed(value: Any, kind: str, current: Any, name: str) -> Any:
     """
     if value in (None, "") and kind in ("text", "json", "enum", "bool", "int", "number"):
         return _UNSET if current is None else (None if kind != "text" else "")
+    if kind in ("text", "json") and isinstance(current, str) and value == _line_breaks(current):
+        return current  # untouched: a value with CR line breaks comes back with LF from the browser
     if kind == "enum":
         return json.loads(value)
     if kind == "bool":
