@@ -35,7 +35,11 @@ class RemoteMcpServerAdmin(CrossTenantOnly, admin.ModelAdmin):
     # An endpoint typed without a scheme is taken as https (Django 6's default; 5.2 warns without it).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
-    @admin.action(description="Fetch the tools they offer now (new ones wait for acceptance, changed ones quarantine)")
+    # Django's admin offers an action without ``permissions`` to everyone who may view the list: these change rows.
+    @admin.action(
+        description="Fetch the tools they offer now (new ones wait for acceptance, changed ones quarantine)",
+        permissions=["change"],
+    )
     def fetch_tools(self, request: HttpRequest, queryset: QuerySet[RemoteMcpServer]) -> None:
         for server in queryset:
             try:
@@ -81,7 +85,7 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
 
-    @admin.action(description="Accept the definition offered now (audited)")
+    @admin.action(description="Accept the definition offered now (audited)", permissions=["change"])
     def accept_offered(self, request: HttpRequest, queryset: QuerySet[RemoteMcpTool]) -> Any:
         """Show each offered definition (its change since accepted) and accept, once confirmed, exactly those."""
         rows = list(queryset.select_related("server").order_by("tool_name"))
