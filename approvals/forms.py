@@ -137,6 +137,10 @@ def _field_for(spec: Mapping[str, Any], required: bool, current: Any) -> tuple[f
     if "enum" in spec:
         values = list(spec["enum"])
         choices = [(json.dumps(v), str(v)) for v in values]
+        if current is not None and current not in values:
+            # The tool changed its choices while the call was held: a browser would select another value for an
+            # untouched Approve (an edit nobody made); the value stays, shown as such, and the service judges it.
+            choices.insert(0, (json.dumps(current), f"{current} (no longer one of the choices)"))
         if not required:
             choices.insert(0, ("", "(not set)"))
         initial = json.dumps(current) if current is not None else ""

@@ -82,6 +82,22 @@ def test_the_edit_is_what_differs_from_the_version_on_the_page(posted: dict[str,
     assert form.cleaned_data["edit"] == edit
 
 
+def test_a_value_the_tool_no_longer_offers_stays_selected_and_untouched_is_no_edit(secret_tool: None) -> None:
+    """The tool was deployed with other choices while the call was held: the held value is still the one selected,
+    so an untouched Approve posts it back (a browser posts the first option when none is selected: an edit)."""
+    form = ApproveForm(tool_name="calculate", current={"a": 1000, "op": "%", "b": 4})
+    assert form.fields["arg__op"].choices[0] == ('"%"', "% (no longer one of the choices)")
+    assert form["arg__op"].initial == '"%"'
+
+    untouched = ApproveForm(
+        {"arg__a": "1000", "arg__op": '"%"', "arg__b": "4"},
+        tool_name="calculate",
+        current={"a": 1000, "op": "%", "b": 4},
+    )
+    assert untouched.is_valid(), untouched.errors
+    assert untouched.cleaned_data["edit"] is None
+
+
 @pytest.mark.parametrize(
     ("posted", "field", "message"),
     [
