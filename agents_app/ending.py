@@ -8,6 +8,7 @@ from typing import Any
 from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.subagents import subagent_run_ended
 from agents_app.transitions import run_transition
+from toolhub.audit import audit_append
 
 __all__ = ["STEP_FIELDS", "END_FIELDS", "run_finish", "run_end_with_error"]
 
@@ -32,13 +33,29 @@ def run_finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now
     """End the locked run; a child run's outcome settles its parent's waiting call in the same transaction.
 
     That outcome is final: with the call settled, a retry would resume work nobody waits for, on a budget its
-    siblings may have been given since, so a child run never ends retryable.
+    siblings may have been given since, so a child run never ends retryable. A run that fails leaves a
+    ``run.failed`` event in its tenant's chain (why, and whether it may be retried), as a cancelled one leaves
+    ``run.cancelled``: an auditor reads from the trail why a run stopped, not only from a row anyone may update.
     """
     run.stop_reason = stop_reason
     run.finished_at = now
     run.retryable = retryable and run.parent_call_id is None
     run_transition(run, status, update_fields=END_FIELDS)
+    if status == RunStatus.FAILED:
+        audit_append(
+            event_type="run.failed",
+            actor=LOOP_ACTOR,
+            data={"stop_reason": str(stop_reason), "error": run.error[:_ERROR_CHARS], "retryable": run.retryable},
+            run_id=run.id,
+            tenant=run.tenant,
+        )
     subagent_run_ended(run)
+
+
+#: Who ends a run that failed: the loop, on what the model, a budget or governance left it.
+LOOP_ACTOR = "agent-loop"
+#: Characters of a failed run's error kept in its event (the row keeps the whole message).
+_ERROR_CHARS = 2000
 
 
 def run_end_with_error(

@@ -16,7 +16,7 @@ from demo.models import Order
 from tests.helpers import assert_audit_intact
 from tests.testapp.models import SideEffect
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import AuditEvent, CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -167,6 +167,11 @@ def test_max_tool_calls_is_enforced(make_agent: MakeAgent, start_run: StartRun, 
     assert "beyond this agent's limit of 2 per run" in run.error
     assert list(SideEffect.objects.values_list("note", flat=True)) == ["1"]
     assert len(_calls(run)) == 1
+    # and the trail says why it stopped, in the run's tenant's chain
+    failed = AuditEvent.objects.get(run_id=run.id, event_type="run.failed")
+    assert (failed.actor, failed.tenant) == ("agent-loop", run.tenant)
+    assert failed.payload == {"stop_reason": "max_tool_calls", "error": run.error, "retryable": False}
+    assert_audit_intact()
 
 
 def test_a_scripted_model_out_of_turns_fails_the_run(make_agent: MakeAgent, start_run: StartRun, alice: User) -> None:
