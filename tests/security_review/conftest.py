@@ -4,6 +4,8 @@ acme holds alice's rows (a run that moved money, one waiting for approval, one w
 external result, an artifact); globex holds staff who must not reach them. See tests/tenancy/conftest.py.
 """
 
+from typing import Any
+
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
@@ -22,6 +24,7 @@ from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by bei
     roles,
     superuser,
 )
+from toolhub.models import CallStatus, ToolCall
 
 __all__ = ["client_for"]
 
@@ -31,3 +34,18 @@ def client_for(user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
+
+
+def rolled_back_step(user: User, saga_id: str, tool_name: str, arguments: dict[str, Any], committed: Any) -> ToolCall:
+    """``user``'s direct saga ``saga_id``: one step of ``tool_name`` that succeeded, then rolled back by ``user``."""
+    client = client_for(user)
+    with committed(execute=True):
+        assert client.post("/api/v1/sagas/", {"saga_id": saga_id}, format="json").status_code == 201
+        step = client.post(
+            "/api/v1/calls/", {"tool": tool_name, "arguments": arguments, "saga_id": saga_id}, format="json"
+        )
+    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
+    with committed(execute=True):
+        rolled = client.post(f"/api/v1/sagas/{saga_id}/rollback/", format="json")
+    assert rolled.status_code == 202, rolled.content
+    return ToolCall.objects.get(pk=step.json()["id"])

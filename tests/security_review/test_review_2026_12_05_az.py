@@ -37,7 +37,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from tests.security_review.conftest import client_for
+from tests.security_review.conftest import client_for, rolled_back_step
 from tests.tenancy.conftest import make_user
 from toolhub import Param, Tool, registry, tool
 from toolhub.models import CallKind, CallStatus, Tenant, ToolCall
@@ -75,21 +75,6 @@ def acme_operator2(tenant: Tenant, roles: dict[str, Group]) -> User:
     return make_user("acme-operator-az2", tenant=tenant, staff=True, groups=(roles["operators"],))
 
 
-def _rolled_back_step(user: User, saga_id: str, tool_name: str, arguments: dict[str, Any], committed: Any) -> ToolCall:
-    """``user``'s direct saga ``saga_id``: one step of ``tool_name`` that succeeded, then rolled back by ``user``."""
-    client = client_for(user)
-    with committed(execute=True):
-        assert client.post("/api/v1/sagas/", {"saga_id": saga_id}, format="json").status_code == 201
-        step = client.post(
-            "/api/v1/calls/", {"tool": tool_name, "arguments": arguments, "saga_id": saga_id}, format="json"
-        )
-    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
-    with committed(execute=True):
-        rolled = client.post(f"/api/v1/sagas/{saga_id}/rollback/", format="json")
-    assert rolled.status_code == 202, rolled.content
-    return ToolCall.objects.get(pk=step.json()["id"])
-
-
 def test_an_external_compensation_answered_with_an_error_is_asked_again_from_outside(
     line_tools: None, acme_operator: User, acme_operator2: User, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -102,7 +87,7 @@ def test_an_external_compensation_answered_with_an_error_is_asked_again_from_out
     the same call and idempotency key), and the outside system's answer then compensates the step.
     """
     committed = django_capture_on_commit_callbacks
-    step = _rolled_back_step(acme_operator, "line-az1", "review_az_plug", {"line": "L-9"}, committed)
+    step = rolled_back_step(acme_operator, "line-az1", "review_az_plug", {"line": "L-9"}, committed)
     call = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="review_az_unplug")
     assert call.status == CallStatus.AWAITING_RESULT
     carrier = client_for(acme_operator2)
@@ -138,7 +123,7 @@ def test_an_operators_retry_of_a_failed_external_compensation_asks_the_outside_s
     """
     settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "SAGA_MAX_ATTEMPTS": 1}
     committed = django_capture_on_commit_callbacks
-    step = _rolled_back_step(acme_operator, "line-az2", "review_az_plug", {"line": "L-10"}, committed)
+    step = rolled_back_step(acme_operator, "line-az2", "review_az_plug", {"line": "L-10"}, committed)
     call = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="review_az_unplug")
     compensation = Compensation.objects.get(step_call=step)
     Compensation.objects.filter(pk=compensation.pk).update(max_attempts=0)

@@ -43,7 +43,7 @@ from django.contrib.auth.models import Group, User
 
 from agents_app.services import agent_create
 from tests.helpers import console
-from tests.security_review.conftest import client_for
+from tests.security_review.conftest import client_for, rolled_back_step
 from tests.tenancy.conftest import make_user
 from toolhub import Param, Tool, registry, tool
 from toolhub.models import CallKind, CallStatus, Tenant, ToolCall
@@ -80,21 +80,6 @@ def acme_operator2(tenant: Tenant, roles: dict[str, Group]) -> User:
     return make_user("acme-operator-w2", tenant=tenant, staff=True, groups=(roles["operators"],))
 
 
-def _rolled_back_step(user: User, saga_id: str, tool_name: str, arguments: dict[str, Any], committed: Any) -> ToolCall:
-    """``user``'s direct saga ``saga_id``: one step of ``tool_name`` that succeeded, then rolled back by ``user``."""
-    client = client_for(user)
-    with committed(execute=True):
-        assert client.post("/api/v1/sagas/", {"saga_id": saga_id}, format="json").status_code == 201
-        step = client.post(
-            "/api/v1/calls/", {"tool": tool_name, "arguments": arguments, "saga_id": saga_id}, format="json"
-        )
-    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
-    with committed(execute=True):
-        rolled = client.post(f"/api/v1/sagas/{saga_id}/rollback/", format="json")
-    assert rolled.status_code == 202, rolled.content
-    return ToolCall.objects.get(pk=step.json()["id"])
-
-
 def test_an_operator_answers_the_external_compensation_that_undoes_their_own_step(
     badge_tools: None, acme_operator: User, acme_operator2: User, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -106,7 +91,7 @@ def test_an_operator_answers_the_external_compensation_that_undoes_their_own_ste
     Expect: 403 for the user whose step it undoes, an operator included (as nobody approves their own call); the
     step stays done until another operator (or the desk's system's account) answers, which still works.
     """
-    step = _rolled_back_step(
+    step = rolled_back_step(
         acme_operator, "badge-w1", "review_w_grant_access", {"badge": "B-7"}, django_capture_on_commit_callbacks
     )
     compensation = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="review_w_revoke_access")
@@ -140,7 +125,7 @@ def test_an_operator_resolves_by_hand_the_compensation_of_their_own_step(
     Expect: the admin refuses it (an error message, the compensation left as it was) for the user whose step it
     undoes; another operator of the tenant resolves it.
     """
-    step = _rolled_back_step(
+    step = rolled_back_step(
         acme_operator, "fragile-w1", "fragile_step", {"label": "w1"}, django_capture_on_commit_callbacks
     )
     compensation = Compensation.objects.get(step_call=step)
@@ -172,7 +157,7 @@ def test_a_runs_context_cannot_send_the_step_a_compensation_undoes(
 
     Expect: 400, as for ``saga_id``; no call of kind ``call`` carries ``compensates``.
     """
-    step = _rolled_back_step(alice, "ctx-w1", "saga_step", {"label": "w1"}, django_capture_on_commit_callbacks)
+    step = rolled_back_step(alice, "ctx-w1", "saga_step", {"label": "w1"}, django_capture_on_commit_callbacks)
     agent_create(
         name="review-w-undoer",
         tenant="acme",
