@@ -102,15 +102,16 @@ def test_a_model_call_is_cut_at_its_providers_deadline(
 def test_a_sweep_during_a_slow_model_call_does_not_start_a_second_one(
     fake_model: FakeModel, alice: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given an endpoint that takes 4 s, a provider deadline of 1 s and a tight step lease (deadline + 1.5 s)
-    monkeypatch.setattr("agents_app.loop.STEP_LEASE_MARGIN_SECONDS", 1.5)
-    fake_model.queue(Reply(200, completion(content="too late").body, delay=4.0))
+    # given an endpoint that takes 7 s, a provider deadline of 1 s and a step lease shorter than the endpoint
+    # (deadline + 3 s: room for a loaded 2-core machine to record the failure before the lease runs out)
+    monkeypatch.setattr("agents_app.loop.STEP_LEASE_MARGIN_SECONDS", 3.0)
+    fake_model.queue(Reply(200, completion(content="too late").body, delay=7.0))
     agent = _agent(fake_model.base_url, deadline=1.0)
     worker = _in_background(lambda: run_start(agent=agent, user=alice, input="hello"))
     _wait_until(lambda: len(fake_model.requests) == 1)
 
     # when the sweeper wakes the run every 0.1 s for as long as the endpoint takes
-    until = time.monotonic() + 4.5
+    until = time.monotonic() + 7.5
     while time.monotonic() < until:
         AgentRun.objects.update(updated_at=timezone.now() - timedelta(minutes=5))
         sweep_runs_task(idle_seconds=0)
