@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import models, transaction
 from django.http import HttpRequest
+from pydantic_core import to_jsonable_python
 
 from toolhub.audit import audit_append
 
@@ -31,14 +32,8 @@ _BEFORE = "_toolhub_governance_before"
 
 
 def _plain(value: Any) -> Any:
-    """A value as JSON keeps it: scalars as they are, everything else (dates, decimals, objects) as text."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
-    return str(value)
+    """A value as the trail writes every payload: pydantic's JSON form (ISO 8601 dates), else its text."""
+    return to_jsonable_python(value, fallback=str)
 
 
 def _name(related: models.Model) -> str:
