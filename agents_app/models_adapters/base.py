@@ -64,6 +64,31 @@ def token_count(usage: Any, name: str) -> int:
     return count
 
 
+#: Characters a token is taken to hold when an endpoint reports no usage (the usual rule of thumb for English).
+CHARS_PER_TOKEN = 4
+
+
+def estimated_tokens(characters: int) -> int:
+    """Tokens ``characters`` of text are taken to cost: at least one for any text, rounded up."""
+    return -(-characters // CHARS_PER_TOKEN)
+
+
+def reported_or_estimated(usage: Any, name: str, characters: int) -> int:
+    """A usage field as reported, or estimated from the text's length when the endpoint left it out.
+
+    An endpoint that reports no usage (some self-hosted servers; a stream without its usage chunk) would
+    otherwise make every turn free, and a run's or a subagent's ``max_tokens`` budget bound nothing.
+    """
+    if getattr(usage, name, None) is None:
+        return estimated_tokens(characters)
+    return token_count(usage, name)
+
+
+def answer_characters(content: str, calls: tuple[ModelToolCall, ...]) -> int:
+    """The length of what the model wrote in a turn: its text, and each call's id, name and arguments."""
+    return len(content) + sum(len(call.id) + len(call.name) + len(call.arguments) for call in calls)
+
+
 class RefusedTurn(ModelError):
     """An answer the endpoint gave (and billed) that the run does not use: its usage still counts on the run."""
 

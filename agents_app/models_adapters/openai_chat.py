@@ -1,6 +1,7 @@
 """OpenAI-compatible Chat Completions through the official SDK (OpenAI, Ollama, vLLM, LM Studio...)."""
 
 import dataclasses
+import json
 import logging
 import os
 import threading
@@ -10,7 +11,14 @@ from typing import Any
 
 import openai
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn, PartialSink, finished_turn, token_count
+from agents_app.models_adapters.base import (
+    ModelToolCall,
+    ModelTurn,
+    PartialSink,
+    answer_characters,
+    finished_turn,
+    reported_or_estimated,
+)
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.conf import toolhub_settings
@@ -117,8 +125,11 @@ class OpenAIChatAdapter:
             options["temperature"] = self._temperature
         if self._max_tokens is not None:
             options["max_tokens"] = self._max_tokens
+        prompt_characters = len(json.dumps([options["messages"], tools], ensure_ascii=False, default=str))
         if self._stream:
-            streamed = StreamedTurn(max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES)
+            streamed = StreamedTurn(
+                max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES, prompt_characters=prompt_characters
+            )
             options.update(stream=True, stream_options={"include_usage": True})
             partial = (lambda text: on_partial(self._key.text(text))) if on_partial is not None else None
             self._within_deadline(
@@ -126,7 +137,7 @@ class OpenAIChatAdapter:
             )
             return self._scrubbed(streamed.turn())
         response = self._within_deadline(lambda: self._client.chat.completions.create(**options))
-        return self._scrubbed(_turn_from(response))
+        return self._scrubbed(_turn_from(response, prompt_characters))
 
     def _scrubbed(self, turn: ModelTurn) -> ModelTurn:
         """The turn without the provider's key, wherever the endpoint put it (text, tool names, arguments)."""
@@ -211,7 +222,8 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
         raise ModelError(f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run.") from exc
 
 
-def _turn_from(response: Any) -> ModelTurn:
+def _turn_from(response: Any, prompt_characters: int) -> ModelTurn:
+    """The response's first choice as a turn; usage the endpoint left out is estimated from the texts' lengths."""
     try:
         choice = response.choices[0]
         message = choice.message
@@ -224,11 +236,12 @@ def _turn_from(response: Any) -> ModelTurn:
             for index, call in enumerate(message.tool_calls or ())
         )
         usage = getattr(response, "usage", None)
+        content = message.content or ""
         turn = ModelTurn(
-            content=message.content or "",
+            content=content,
             tool_calls=calls,
-            prompt_tokens=token_count(usage, "prompt_tokens"),
-            completion_tokens=token_count(usage, "completion_tokens"),
+            prompt_tokens=reported_or_estimated(usage, "prompt_tokens", prompt_characters),
+            completion_tokens=reported_or_estimated(usage, "completion_tokens", answer_characters(content, calls)),
         )
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise ModelError("Model endpoint answered something that is not a chat completion") from exc

@@ -11,7 +11,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_app.models_adapters.base import ModelToolCall, ModelTurn, finished_turn, token_count
+from agents_app.models_adapters.base import (
+    ModelToolCall,
+    ModelTurn,
+    answer_characters,
+    finished_turn,
+    reported_or_estimated,
+)
 from toolhub.exceptions import ModelError
 
 __all__ = ["StreamedTurn"]
@@ -27,23 +33,22 @@ class _CallParts:
 class StreamedTurn:
     """The turn a stream of ``ChatCompletionChunk``s describes, built as the chunks arrive."""
 
-    def __init__(self, *, max_bytes: int | None = None) -> None:
+    def __init__(self, *, max_bytes: int | None = None, prompt_characters: int = 0) -> None:
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._bytes = 0
         self._text: list[str] = []
         self._calls: dict[int, _CallParts] = {}
         self._finish_reason: str | None = None
-        self._prompt_tokens = 0
-        self._completion_tokens = 0
+        self._prompt_characters = prompt_characters
+        self._usage: Any = None
 
     def add(self, chunk: Any) -> None:
         """Take one chunk: content appended, tool-call deltas merged by their index, usage and finish noted."""
         with self._lock:
             usage = getattr(chunk, "usage", None)
             if usage is not None:
-                self._prompt_tokens = token_count(usage, "prompt_tokens")
-                self._completion_tokens = token_count(usage, "completion_tokens")
+                self._usage = usage
             for choice in getattr(chunk, "choices", None) or ():
                 if getattr(choice, "index", 0) not in (0, None):
                     continue  # one answer is asked for; others are ignored
@@ -103,10 +108,13 @@ class StreamedTurn:
                 ModelToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
                 for index, parts in sorted(self._calls.items())
             )
+            content = "".join(self._text)
             turn = ModelTurn(
-                content="".join(self._text),
+                content=content,
                 tool_calls=calls,
-                prompt_tokens=self._prompt_tokens,
-                completion_tokens=self._completion_tokens,
+                prompt_tokens=reported_or_estimated(self._usage, "prompt_tokens", self._prompt_characters),
+                completion_tokens=reported_or_estimated(
+                    self._usage, "completion_tokens", answer_characters(content, calls)
+                ),
             )
             return finished_turn(self._finish_reason, turn)
