@@ -22,7 +22,6 @@ from django.http import (
     HttpResponse,
     HttpResponseBadRequest,
     HttpResponseNotAllowed,
-    StreamingHttpResponse,
 )
 from django.urls import path, reverse
 from django.utils import timezone
@@ -44,6 +43,7 @@ from toolhub.admin_tables import admin_table
 from toolhub.admin_verify import audit_verify_view
 from toolhub.audit_console import call_timeline, own_chain_position, own_positions_shown
 from toolhub.caller_view import CHAIN_POSITION_FIELDS
+from toolhub.downloads import StreamedResponse
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
 from toolhub.selectors import OPERATE_CALL_PERMISSION, displayed_arguments
@@ -216,7 +216,7 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
             calls=changelist.queryset,
             scope=None if scope.everything else sorted(scope.tenants),
         )
-        response = StreamingHttpResponse(
+        response = StreamedResponse(
             export_stream(export_rows(changelist.queryset), export_format), content_type=EXPORT_FORMATS[export_format]
         )
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")

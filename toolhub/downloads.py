@@ -6,14 +6,19 @@ a hand-written ``filename="..."`` with such a name is MIME-encoded whole by Djan
 disposition at all and render inline); ``Content-Security-Policy: sandbox`` keeps even a rendered file in an
 opaque origin without scripts; a media type that is not ``type/subtype[; parameters]`` of printable ASCII (a line
 break would make the response a 500) is served as ``application/octet-stream``.
+
+A generated download (an export) streams as a :class:`StreamedResponse`, a chunk at a time under WSGI and ASGI alike.
 """
 
 import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
-from django.http import HttpResponse
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 
-__all__ = ["attachment_response", "download_filename", "served_media_type"]
+__all__ = ["StreamedResponse", "attachment_response", "download_filename", "served_media_type"]
 
 OCTET_STREAM = "application/octet-stream"
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -39,3 +44,29 @@ def attachment_response(content: bytes, *, name: str, media_type: str, default_n
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response
+
+
+_DONE = object()
+
+
+class StreamedResponse(StreamingHttpResponse):
+    """A streaming response that also streams under ASGI: one chunk of its iterator at a time, never all of it.
+
+    Under ASGI Django reads a synchronous iterator whole (``sync_to_async(list)``) before sending a byte: a
+    million-row export would sit in the worker's memory. Here each chunk is taken on the request's own thread
+    (thread-sensitive, as the view ran), where the iterator's transaction and server-side cursor live.
+    """
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.is_async:
+            async for part in super().__aiter__():
+                yield part
+            return
+        chunks: Iterator[bytes] = iter(self.streaming_content)
+        step = sync_to_async(_next_chunk, thread_sensitive=True)
+        while (part := await step(chunks)) is not _DONE:
+            yield part
+
+
+def _next_chunk(chunks: Iterator[bytes]) -> Any:
+    return next(chunks, _DONE)
