@@ -109,6 +109,10 @@ def audit_trail_verify(
         compared.append("the checkpoint")
     checked = sum(result.events for result in results)
     checkpoint_seq = stored.seq if stored is not None else None
+    # A tenant's chain numbers are a hash of its slug: a problem names whose chain it is, so the reader
+    # knows whose trail was cut or rewritten (and whose auditors to tell).
+    owner = _chain_owner() if chains is None else (lambda chain: tenant if chain in chains else None)
+    found = [(chain, _whose(chain, text, owner)) for chain, text in found]
     problems = [text for _, text in found]
     # The console shows when the trail was last proven intact (or not), without running this again.
     record = audit_verification_record(
@@ -119,13 +123,34 @@ def audit_trail_verify(
         tenant=tenant or "",
     )
     if not tenant:
-        _record_each_tenant(results, found, started_at=started_at, checkpoint_seq=checkpoint_seq)
+        _record_each_tenant(results, found, owner, started_at=started_at, checkpoint_seq=checkpoint_seq)
     return TrailVerification(checked, problems, compared, record)
+
+
+def _chain_owner() -> Callable[[int], str | None]:
+    """The tenant a chain is of (the one whose first chain it follows), None for the platform's or a shared one."""
+    owners: dict[int, list[str]] = {}
+    for slug in Tenant.objects.values_list("slug", flat=True).iterator():
+        owners.setdefault(tenant_chain_base(slug), []).append(slug)
+
+    def owner(chain: int) -> str | None:
+        base = owner_chain_base(chain)
+        slugs = owners.get(base, []) if base is not None else []
+        return slugs[0] if len(slugs) == 1 else None
+
+    return owner
+
+
+def _whose(chain: int | None, text: str, owner: Callable[[int], str | None]) -> str:
+    """``text`` about ``chain``, saying whose chain it is when a tenant's (``acme's chain 123...: ...``)."""
+    slug = owner(chain) if chain is not None else None
+    return f"{slug}'s {text}" if slug is not None and text.startswith(f"chain {chain}") else text
 
 
 def _record_each_tenant(
     results: list[ChainResult],
     found: list[tuple[int | None, str]],
+    owner: Callable[[int], str | None],
     *,
     started_at: Any,
     checkpoint_seq: int | None,
@@ -136,19 +161,11 @@ def _record_each_tenant(
     problems (no chain) go to every tenant. Chains two tenants' slugs share (a hash collision) are left
     to the whole trail's record.
     """
-    owners: dict[int, list[str]] = {}
-    for slug in Tenant.objects.values_list("slug", flat=True).iterator():
-        owners.setdefault(tenant_chain_base(slug), []).append(slug)
     shared = [text for chain, text in found if chain is None]
     chain_problems: dict[int, list[str]] = {}
     for chain, text in found:
         if chain is not None:
             chain_problems.setdefault(chain, []).append(text)
-
-    def owner(chain: int) -> str | None:
-        base = owner_chain_base(chain)
-        slugs = owners.get(base, []) if base is not None else []
-        return slugs[0] if len(slugs) == 1 else None
 
     per_tenant: dict[str, tuple[int, list[str]]] = {}
     for result in results:
