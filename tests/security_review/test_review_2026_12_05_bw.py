@@ -174,3 +174,6 @@ def test_a_truncated_tenant_chain_is_reported_naming_its_tenant(audit_key: str) 
     assert not own.ok and f"acme's chain {chain}:" in own.problems
     other = AuditVerification.objects.filter(tenant="globex").first()
     assert other is None or (other.ok and "acme" not in other.problems)
+    # acme's own run (the console's Verify now) says it too
+    with pytest.raises(CommandError, match=f"acme's chain {chain}: the checkpoint's head"):
+        call_command("verify_audit", "--no-progress", "--tenant", "acme", stdout=io.StringIO(), stderr=io.StringIO())
