@@ -246,11 +246,12 @@ def _decide(
         return _Decision(
             [requested, *rewritten, EventSpec("call.pending_approval", "policy", pending)], ask, then_writes=True
         )
+    # When the call is queued, or (an external tool's) begins to wait for its result: its expiry counts from here.
+    call.queued_at = now
     if tool.is_external:
         call.status = CallStatus.AWAITING_RESULT
         external = {"reason": "external tool: its result comes from outside"}
         return _Decision([requested, *rewritten, EventSpec("call.awaiting_result", "policy", external)], _nothing)
-    call.queued_at = now
     queued = EventSpec("call.queued", "policy", {"reason": "no approval needed"}, status=CallStatus.QUEUED)
     if not runs_in_this_process():
         call.status = CallStatus.QUEUED

@@ -11,7 +11,6 @@ attention too.
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from toolhub.calls import call_transition
@@ -21,6 +20,7 @@ from toolhub.models import CallStatus, ToolCall
 from toolhub.selectors import tool_call_audit_events
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
+from toolhub.waiting import awaiting_results_past_deadline, tool_call_expire_awaiting
 
 __all__ = ["calls_redispatch_stale", "calls_reconcile_expired_leases", "calls_expire_awaiting_results"]
 
@@ -143,22 +143,8 @@ def calls_expire_awaiting_results() -> int:
     """Expire calls of external tools whose result did not arrive in time; the model is told.
 
     A call suspended with ``expires=False`` (a subagent's, settled by its child run) is left alone: expiring it
-    would let the parent go on while the child still works, or waits on the approval desk, in its name.
+    would let the parent go on while the child still works, or waits on the approval desk, in its name. The
+    deadline is ``toolhub.waiting``'s, which a result that comes late meets too.
     """
-    seconds = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS
-    cutoff = timezone.now() - timedelta(seconds=seconds)
-    expired = 0
-    expiring = Q(suspension__isnull=True) | Q(suspension__expires__isnull=True)  # the key is only ever False
-    for call in ToolCall.objects.filter(expiring, status=CallStatus.AWAITING_RESULT, queued_at__lt=cutoff)[:500]:
-        message = f"No result for {call.tool_name} arrived within {seconds:.0f} s; the call expired unanswered."
-        if call_transition(
-            call,
-            to=CallStatus.EXPIRED,
-            allowed_from={CallStatus.AWAITING_RESULT},
-            actor="expiry",
-            data={"reason": "external result did not arrive in time"},
-            error=message,
-            finished_at=timezone.now(),
-        ):
-            expired += 1
-    return expired
+    now = timezone.now()
+    return sum(tool_call_expire_awaiting(call, now=now) for call in awaiting_results_past_deadline(now)[:500])

@@ -9,9 +9,12 @@ import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from toolhub.audit import EventSpec, Write, redact
@@ -41,6 +44,8 @@ __all__ = [
     "tool_call_release",
     "tool_call_require_reapproval",
     "tool_call_submit_result",
+    "awaiting_results_past_deadline",
+    "tool_call_expire_awaiting",
     "tool_call_withdraw",
     "tool_call_cancel",
     "CallNotWithdrawableError",
@@ -115,6 +120,42 @@ def _refusal_going_out(call: ToolCall, tool: Tool | None, fields: Mapping[str, A
         return refusal_at_execution(released, tool)
 
 
+#: Calls awaiting a result that expire: all but those suspended with ``expires=False`` (the key is only ever False).
+AWAITING_RESULT_EXPIRES = Q(suspension__isnull=True) | Q(suspension__expires__isnull=True)
+#: When a call began to wait for its result: ``queued_at``, else (a row written before every way into
+#: ``awaiting_result`` set it) ``created_at``; without it such a call would never expire.
+_WAITING_SINCE = Coalesce(F("queued_at"), F("created_at"))
+
+
+def awaiting_results_past_deadline(now: datetime) -> QuerySet[ToolCall]:
+    """Calls awaiting a result that began to wait more than ``EXTERNAL_RESULT_TIMEOUT_SECONDS`` before ``now``.
+
+    One reading of the deadline for the sweep and for a result that comes late (``tool_call_submit_result``).
+    """
+    cutoff = now - timedelta(seconds=toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS)
+    return (
+        ToolCall.objects.filter(AWAITING_RESULT_EXPIRES, status=CallStatus.AWAITING_RESULT)
+        .alias(waiting_since=_WAITING_SINCE)
+        .filter(waiting_since__lt=cutoff)
+        .order_by("waiting_since")
+    )
+
+
+def tool_call_expire_awaiting(call: ToolCall, *, now: datetime) -> bool:
+    """Expire a call whose result did not arrive in time; the model is told. False if it had moved on."""
+    seconds = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS
+    message = f"No result for {call.tool_name} arrived within {seconds:.0f} s; the call expired unanswered."
+    return call_transition(
+        call,
+        to=CallStatus.EXPIRED,
+        allowed_from={CallStatus.AWAITING_RESULT},
+        actor="expiry",
+        data={"reason": "external result did not arrive in time"},
+        error=message,
+        finished_at=now,
+    )
+
+
 class ExternalResultError(ToolhubError):
     """An external tool's result was refused (the call does not await one, or the result cannot be stored)."""
 
@@ -148,44 +189,58 @@ def tool_call_submit_result(
                 f"This call waits for its subagent run {child}; only that run's outcome settles it."
             )
         now = timezone.now()
-        # A connector that echoes a sensitive argument ("no match for <ssn>") is scrubbed as a worker's tool is.
-        scrubber = _sensitive_scrubber(call)
-        if error is not None:
-            message = storable_text(scrubber.text(str(error)))[: toolhub_settings().MAX_STRING_LENGTH]
-            if not message.strip():
-                raise ExternalResultError("An error needs a message for the model.")
-            call_transition(
-                call,
-                to=CallStatus.FAILED,
-                allowed_from={CallStatus.AWAITING_RESULT},
-                actor=actor,
-                data={"source": "external", "error": message},
-                error=message,
-                finished_at=now,
-            )
-            return call
-        problem = json_storage_problem(result)
-        if problem:
-            raise ExternalResultError(f"The result cannot be stored: {problem}.")
-        result = scrubber.value(result)
-        encoded = canonical_json(result).encode("utf-8")
-        limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
-        if len(encoded) > limit:
-            raise ExternalResultError(f"The result is larger than {limit} bytes.")
-        call_transition(
-            call,
-            to=CallStatus.SUCCEEDED,
-            allowed_from={CallStatus.AWAITING_RESULT},
-            actor=actor,
-            data={
-                "source": "external",
-                "result_bytes": len(encoded),
-                "result_sha256": hashlib.sha256(encoded).hexdigest(),
-            },
-            result=result,
-            finished_at=now,
+        # A result after the deadline is refused as the sweep would have, had it come by first: the call expires
+        # here (committed, so the model is told) and the sender learns why (raised below, after the commit).
+        late = awaiting_results_past_deadline(now).filter(pk=call.pk).exists()
+        expired = late and tool_call_expire_awaiting(call, now=now)
+        if not expired:
+            _settle_with_result(call, actor=actor, result=result, error=error, now=now)
+    if expired:
+        raise ResultNotAwaitedError(
+            "This call expired: its result did not arrive within EXTERNAL_RESULT_TIMEOUT_SECONDS; nothing was kept."
         )
     return call
+
+
+def _settle_with_result(call: ToolCall, *, actor: str, result: Any, error: str | None, now: datetime) -> None:
+    """Settle the locked call awaiting its result with what came from outside (an error, or the result)."""
+    # A connector that echoes a sensitive argument ("no match for <ssn>") is scrubbed as a worker's tool is.
+    scrubber = _sensitive_scrubber(call)
+    if error is not None:
+        message = storable_text(scrubber.text(str(error)))[: toolhub_settings().MAX_STRING_LENGTH]
+        if not message.strip():
+            raise ExternalResultError("An error needs a message for the model.")
+        call_transition(
+            call,
+            to=CallStatus.FAILED,
+            allowed_from={CallStatus.AWAITING_RESULT},
+            actor=actor,
+            data={"source": "external", "error": message},
+            error=message,
+            finished_at=now,
+        )
+        return
+    problem = json_storage_problem(result)
+    if problem:
+        raise ExternalResultError(f"The result cannot be stored: {problem}.")
+    result = scrubber.value(result)
+    encoded = canonical_json(result).encode("utf-8")
+    limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES
+    if len(encoded) > limit:
+        raise ExternalResultError(f"The result is larger than {limit} bytes.")
+    call_transition(
+        call,
+        to=CallStatus.SUCCEEDED,
+        allowed_from={CallStatus.AWAITING_RESULT},
+        actor=actor,
+        data={
+            "source": "external",
+            "result_bytes": len(encoded),
+            "result_sha256": hashlib.sha256(encoded).hexdigest(),
+        },
+        result=result,
+        finished_at=now,
+    )
 
 
 def _sensitive_scrubber(call: ToolCall) -> SecretScrubber:

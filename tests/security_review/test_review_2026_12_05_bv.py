@@ -1,0 +1,72 @@
+"""Review of 2026-12-05 (bv): what depends on time (expiries, deadlines, sweeps, backoffs, time zones).
+
+Each test fails on the reviewed code (main at 1a7a2e2); its docstring says what was found and what is expected.
+
+Findings:
+1. A call of an external tool asked without approval never expired: the pipeline wrote it ``awaiting_result``
+   without ``queued_at``, from which the sweep counts. Fixed: the pipeline stamps it; the deadline is read from
+   ``queued_at``, else ``created_at`` (rows already written) (``toolhub.waiting.awaiting_results_past_deadline``).
+2. A result posted after ``EXTERNAL_RESULT_TIMEOUT_SECONDS`` was accepted until a sweep happened to expire the call.
+   Fixed: ``tool_call_submit_result`` reads the same deadline; a late result expires the call (audited, the model
+   told) and answers 409.
+"""
+
+from datetime import timedelta
+from typing import Any
+from unittest import mock
+
+from django.contrib.auth.models import User
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tests.helpers import RequestCall, event_types
+from tests.tools.test_external_and_loop import LOOKUP
+from toolhub import registry
+from toolhub.conf import toolhub_settings
+from toolhub.models import CallStatus
+from toolhub.sweeper import calls_expire_awaiting_results
+
+
+def _later(seconds: float) -> Any:
+    """``timezone.now`` frozen ``seconds`` from now (every module reads it through ``django.utils.timezone``)."""
+    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
+
+
+def test_a_direct_external_call_expires_when_its_result_never_comes(alice: User, request_call: RequestCall) -> None:
+    """Found: a call of an external tool asked without approval was written ``awaiting_result`` with no
+    ``queued_at``, and the sweep's expiry counts from ``queued_at``: the call (and a run waiting on it) waited
+    forever; ``EXTERNAL_RESULT_TIMEOUT_SECONDS`` held only for calls released by an approval (the suite's own
+    expiry test set ``queued_at`` by hand). Expect: it expires once its wait is over, as the README says.
+    """
+    with registry.temporarily(LOOKUP):
+        call = request_call("crm_lookup", {"email": "a@example.com"}, alice)
+        assert call.status == CallStatus.AWAITING_RESULT
+        with _later(60):
+            assert calls_expire_awaiting_results() == 0
+        with _later(3 * 24 * 3600):
+            assert calls_expire_awaiting_results() == 1
+    call.refresh_from_db()
+    assert call.status == CallStatus.EXPIRED
+
+
+def test_a_result_that_comes_after_the_wait_is_over_is_refused(
+    alice: User, alice_client: APIClient, request_call: RequestCall, committed: Any
+) -> None:
+    """Found: ``POST /calls/{id}/result/`` accepted a result after ``EXTERNAL_RESULT_TIMEOUT_SECONDS`` until the
+    next sweep happened to expire the call (every 30 s, or never while beat is down); the run went on with an
+    answer that came after its deadline. An approval past its deadline expires when decided; a result did not.
+    Expect: a result that comes after the deadline expires the call there and then (audited, the model told)
+    and answers 409 with why; nothing of the late result is kept.
+    """
+    with registry.temporarily(LOOKUP):
+        call = request_call("crm_lookup", {"email": "a@example.com"}, alice)
+        past_deadline = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS + 1
+        with _later(past_deadline):
+            response = committed(
+                alice_client.post, f"/api/v1/calls/{call.id}/result/", {"result": {"tier": "gold"}}, format="json"
+            )
+    assert response.status_code == 409, response.content
+    assert "expired" in response.json()["detail"]
+    call.refresh_from_db()
+    assert call.status == CallStatus.EXPIRED and call.result is None
+    assert event_types(call)[-1] == "call.expired"
