@@ -24,8 +24,11 @@ __all__ = ["DEFAULTS", "ToolhubSettings", "toolhub_settings", "toolhub_setting"]
 
 Positive = Annotated[int, Field(gt=0)]
 NonNegative = Annotated[int, Field(ge=0)]
-Seconds = Annotated[float, Field(gt=0)]
-SecondsOrZero = Annotated[float, Field(ge=0)]
+#: The longest duration any ``*_SECONDS`` key may name (100 years): a deadline is a date counted from now, and one
+#: past the year 9999 (``inf``, ``1e12``) would raise ``OverflowError`` in every call that computes it.
+MAX_SECONDS = 100 * 365 * 24 * 3600
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+SecondsOrZero = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
 
 
 class ToolhubSettings(BaseModel):

@@ -9,13 +9,20 @@ Findings:
 2. A result posted after ``EXTERNAL_RESULT_TIMEOUT_SECONDS`` was accepted until a sweep happened to expire the call.
    Fixed: ``tool_call_submit_result`` reads the same deadline; a late result expires the call (audited, the model
    told) and answers 409.
+3. A ``*_SECONDS`` setting of ``inf`` or ``1e12`` validated, then every held call raised ``OverflowError`` when its
+   deadline was computed. Fixed: durations are at most 100 years (``toolhub.conf.MAX_SECONDS``).
+4. A compensation's backoff overflowed (``OverflowError``) from its 1026th attempt instead of staying at
+   ``SAGA_RETRY_MAX_SECONDS``. Fixed: the exponent is bounded first (``toolhub.sagas.conf.retry_delay_seconds``).
 """
 
 from datetime import timedelta
 from typing import Any
 from unittest import mock
 
+import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -24,6 +31,7 @@ from tests.tools.test_external_and_loop import LOOKUP
 from toolhub import registry
 from toolhub.conf import toolhub_settings
 from toolhub.models import CallStatus
+from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sweeper import calls_expire_awaiting_results
 
 
@@ -70,3 +78,23 @@ def test_a_result_that_comes_after_the_wait_is_over_is_refused(
     call.refresh_from_db()
     assert call.status == CallStatus.EXPIRED and call.result is None
     assert event_types(call)[-1] == "call.expired"
+
+
+def test_a_duration_no_date_can_be_counted_to_fails_startup_with_its_key() -> None:
+    """Found: every ``*_SECONDS`` setting took any float above 0: ``inf`` or ``1e12`` (beyond the year 9999)
+    validated, then every held call raised ``OverflowError`` when its request's deadline was computed (and the
+    sweeps' cutoffs likewise), far from the setting that caused it. Expect: such a value fails when the settings
+    are built, ``ImproperlyConfigured`` naming the key, as any other bad value does.
+    """
+    for key, value in [("APPROVAL_TIMEOUT_SECONDS", float("inf")), ("EXTERNAL_RESULT_TIMEOUT_SECONDS", 1e12)]:
+        with override_settings(TOOLHUB={key: value}), pytest.raises(ImproperlyConfigured, match=key):
+            toolhub_settings()
+
+
+def test_a_compensation_retried_many_times_still_has_a_next_attempt() -> None:
+    """Found: a compensation's backoff was ``SAGA_RETRY_BASE_SECONDS * 2 ** (attempt - 1)`` in floats, capped
+    only after it was computed: from attempt 1026 (an operator's retries each add ``SAGA_MAX_ATTEMPTS``, and the
+    setting has no upper bound) it raised ``OverflowError`` when the failed attempt's outcome was applied, every
+    sweep, instead of scheduling the next one. Expect: the delay stays at ``SAGA_RETRY_MAX_SECONDS``.
+    """
+    assert retry_delay_seconds(2000) == toolhub_settings().SAGA_RETRY_MAX_SECONDS

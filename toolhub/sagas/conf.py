@@ -17,4 +17,6 @@ def saga_setting(name: str) -> Any:
 def retry_delay_seconds(attempt: int) -> float:
     """Exponential backoff after the ``attempt``-th failed attempt (1-based), capped."""
     current = toolhub_settings()
-    return min(current.SAGA_RETRY_MAX_SECONDS, current.SAGA_RETRY_BASE_SECONDS * (2 ** max(0, attempt - 1)))
+    # The exponent is bounded before the product is taken: a float times 2**1025 overflows instead of being capped.
+    doublings = min(max(0, attempt - 1), 64)
+    return min(current.SAGA_RETRY_MAX_SECONDS, current.SAGA_RETRY_BASE_SECONDS * float(2**doublings))
