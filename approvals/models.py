@@ -3,6 +3,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
@@ -38,7 +39,13 @@ class ApprovalRule(models.Model):
     operator = models.CharField(max_length=10, choices=Operator.choices, blank=True)
     value = models.JSONField(null=True, blank=True, help_text="JSON value compared with the argument.")
     required_approvals = models.PositiveSmallIntegerField(default=1)
-    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # At least 1: the request's terms read 0 as unset (the default timeout), never as "no time to decide".
+    timeout_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Seconds operators have to decide; empty: APPROVAL_TIMEOUT_SECONDS.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -13,6 +13,8 @@ Findings:
    deadline was computed. Fixed: durations are at most 100 years (``toolhub.conf.MAX_SECONDS``).
 4. A compensation's backoff overflowed (``OverflowError``) from its 1026th attempt instead of staying at
    ``SAGA_RETRY_MAX_SECONDS``. Fixed: the exponent is bounded first (``toolhub.sagas.conf.retry_delay_seconds``).
+5. An approval rule's ``timeout_seconds`` or a tool group's ``escalate_after_seconds`` of 0 was accepted and read as
+   unset (the 24 h / 1 h defaults). Fixed: both are at least 1 (a validator; stored zeros become unset, as read).
 """
 
 from datetime import timedelta
@@ -21,16 +23,17 @@ from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRule
 from tests.helpers import RequestCall, event_types
 from tests.tools.test_external_and_loop import LOOKUP
 from toolhub import registry
 from toolhub.conf import toolhub_settings
-from toolhub.models import CallStatus
+from toolhub.models import CallStatus, ToolGroup
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sweeper import calls_expire_awaiting_results
 
@@ -98,3 +101,20 @@ def test_a_compensation_retried_many_times_still_has_a_next_attempt() -> None:
     sweep, instead of scheduling the next one. Expect: the delay stays at ``SAGA_RETRY_MAX_SECONDS``.
     """
     assert retry_delay_seconds(2000) == toolhub_settings().SAGA_RETRY_MAX_SECONDS
+
+
+@pytest.mark.django_db
+def test_a_zero_second_approval_timeout_or_escalation_is_refused_where_it_is_entered() -> None:
+    """Found: an approval rule's ``timeout_seconds`` and a tool group's ``escalate_after_seconds`` took 0 (a
+    ``PositiveIntegerField``), which the request's terms read as unset (``or``): a rule meant to give operators
+    no time at all kept its calls open for the default 24 hours, and an escalation "at once" came after an hour,
+    without a word where the operator typed it. Expect: 0 is refused by the form's validation of the field.
+    """
+    rule = ApprovalRule(name="instant", timeout_seconds=0)
+    with pytest.raises(ValidationError) as refused:
+        rule.clean_fields()
+    assert "timeout_seconds" in refused.value.message_dict
+    group = ToolGroup(name="instant", escalate_after_seconds=0)
+    with pytest.raises(ValidationError) as refused:
+        group.clean_fields()
+    assert "escalate_after_seconds" in refused.value.message_dict

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from toolhub.models.tenants import Tenant, refuse_identity_change
@@ -73,7 +74,13 @@ class ToolGroup(models.Model):
         related_name="+",
         help_text="Fallback approvers once a request has waited escalate_after_seconds.",
     )
-    escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # At least 1: the request's terms read 0 as unset (ESCALATE_AFTER_SECONDS), never as "escalate at once".
+    escalate_after_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Seconds a request waits before its escalation group may decide; empty: ESCALATE_AFTER_SECONDS.",
+    )
 
     class Meta:
         ordering = ["name"]
