@@ -15,6 +15,21 @@ Findings:
    ``SAGA_RETRY_MAX_SECONDS``. Fixed: the exponent is bounded first (``toolhub.sagas.conf.retry_delay_seconds``).
 5. An approval rule's ``timeout_seconds`` or a tool group's ``escalate_after_seconds`` of 0 was accepted and read as
    unset (the 24 h / 1 h defaults). Fixed: both are at least 1 (a validator; stored zeros become unset, as read).
+
+Checked and found holding (no test here): an approval decided after its ``expires_at`` (approve, edit or reject,
+API or desk) expires there under the request's lock, the expiry committed and audited (``approval.expired`` on the
+call's own tenant chain) before ``AlreadyDecidedError`` is raised; the expiry sweep re-reads status and deadline
+under the lock, expires before it escalates, and escalation is skipped for a decided request; every sweep
+(approvals, lost calls, leases, awaiting results, sagas) moves rows by guarded transitions of the row's own call,
+so two beats at once act once and each event goes to that call's tenant chain (the late-result expiry and the sweep
+were run on PostgreSQL too); a reopened request (tool changed) gets a fresh deadline; webhook attempts are signed
+with their own timestamp, their backoff is capped (``MAX_BACKOFF_SECONDS``) and their exponent bounded by
+``WEBHOOK_MAX_ATTEMPTS``; a model provider's deadlines are admin-set and bounded (``MAX_MODEL_DEADLINE_SECONDS``),
+nothing a run user or model sends extends them; ``?wait=`` is cut to ``CALL_WAIT_MAX_SECONDS`` and refuses
+``inf``/negative; ``USE_TZ`` with UTC throughout, and approval rules refuse a date-time without its offset.
+
+Not fixed: API tokens (DRF ``authtoken``) never expire (a deployment choice, not a deadline toolhub states);
+``?status=pending`` lists requests past their deadline until the next sweep (deciding one expires it).
 """
 
 from datetime import timedelta
