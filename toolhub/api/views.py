@@ -254,7 +254,8 @@ class CallResultView(APIView):
     the call was made for and for holders of the ``toolhub.change_toolcall`` permission in the
     call's tenant (someone who sees the call without that right gets 403; a saga's compensation is
     for operators only, never for the user whose step it undoes, an operator included); a call of another tenant
-    answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes.
+    answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes, and one
+    whose wait is over (``EXTERNAL_RESULT_TIMEOUT_SECONDS``) expires then and answers 409: a late result is not kept.
     """
 
     @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer, 409: CONFLICT})
