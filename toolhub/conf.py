@@ -169,6 +169,8 @@ class ToolhubSettings(BaseModel):
     MCP_TOOL_LISTING: Literal["all", "search"] = "all"
     # Least seconds between two writes of a streaming model answer's text so far to its run.
     STREAM_FLUSH_SECONDS: Seconds = 0.5
+    # Seconds an API token (REST and MCP) authenticates after it was created; None: tokens never expire.
+    API_TOKEN_MAX_AGE_SECONDS: Seconds | None = 90 * 24 * 3600
     # Sagas: attempts of one compensation (each retry runs the same call again, so its idempotency key is
     # stable); seconds before the first retry, doubled for each further attempt; the longest wait between two.
     SAGA_MAX_ATTEMPTS: Positive = 5

@@ -5,6 +5,7 @@ a valid token) and reads the tenant header once; the handlers read both from it,
 access runs in a thread (``in_thread``).
 """
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolhub.api.tokens import INVALID, TokenRefused, token_owner
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.mcp_headers import header_schemas_allowed, header_schemas_for
@@ -32,6 +34,8 @@ __all__ = [
 
 #: A member of several tenants says which one they act for.
 TENANT_HEADER = "x-toolhub-tenant"
+#: What a request without a usable token is told.
+AUTHENTICATION_REQUIRED = "Authentication required: send Authorization: Bearer <your toolhub API token>."
 #: Where the authenticated user travels from the auth wrapper to the handlers.
 _USER_SCOPE_KEY = "toolhub.user"
 #: Where the tenant header, as the auth wrapper read it, travels to the handlers (one reading for both).
@@ -57,17 +61,18 @@ def in_thread(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     return sync_to_async(managed, thread_sensitive=False)
 
 
-def token_user(authorization: str) -> Any:
-    """The active user of a DRF token in ``Authorization: Bearer|Token <key>``; ``None`` for anything else."""
-    from rest_framework.authtoken.models import Token
+def token_user(authorization: str) -> tuple[Any, str]:
+    """The active user of a DRF token in ``Authorization: Bearer|Token <key>``, else ``None`` and what to do.
 
+    The key is read as the REST API reads it (``token_owner``): an expired token is refused here too.
+    """
     scheme, _, key = authorization.strip().partition(" ")
     if scheme.lower() not in ("bearer", "token") or not key.strip():
-        return None
-    token = Token.objects.select_related("user").filter(key=key.strip()).first()
-    if token is None or not token.user.is_active:
-        return None
-    return token.user
+        return None, AUTHENTICATION_REQUIRED
+    try:
+        return token_owner(key.strip())[0], ""
+    except TokenRefused as refused:
+        return None, str(refused) if str(refused) != INVALID else AUTHENTICATION_REQUIRED
 
 
 def header_value(scope: Scope, name: str) -> str:
@@ -80,10 +85,10 @@ def header_value(scope: Scope, name: str) -> str:
     return ", ".join(values)
 
 
-def _caller(authorization: str, tenant: str | None) -> tuple[Any, dict[str, Any]]:
-    """The token's user and the ``Mcp-Param-*`` header schemas of the tools they may call (one thread hop)."""
-    user = token_user(authorization)
-    return user, (header_schemas_for(user, tenant) if user is not None else {})
+def _caller(authorization: str, tenant: str | None) -> tuple[Any, dict[str, Any], str]:
+    """The token's user, their tools' ``Mcp-Param-*`` header schemas and why no user (one thread hop)."""
+    user, problem = token_user(authorization)
+    return user, (header_schemas_for(user, tenant) if user is not None else {}), problem
 
 
 def authenticated(app: ASGIApp) -> ASGIApp:
@@ -95,12 +100,10 @@ def authenticated(app: ASGIApp) -> ASGIApp:
             return
         tenant = header_value(scope, TENANT_HEADER) or None
         # The user, and which tools' headers the SDK may check for them: worked out here, where the database is read.
-        user, schemas = await in_thread(_caller)(header_value(scope, "authorization"), tenant)
+        user, schemas, problem = await in_thread(_caller)(header_value(scope, "authorization"), tenant)
         if user is None:
-            body = (
-                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Authentication required: send '
-                b'Authorization: Bearer <your toolhub API token>."}}'
-            )
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": problem}}
+            body = json.dumps(error, separators=(",", ":")).encode()
             await send(
                 {
                     "type": "http.response.start",

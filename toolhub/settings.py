@@ -172,8 +172,10 @@ DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "toolhub@localh
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # DRF's tokens, refused once older than TOOLHUB["API_TOKEN_MAX_AGE_SECONDS"] (toolhub.api.tokens); first,
+        # so that a refused token answers 401 with ``WWW-Authenticate: Token`` (a session's refusal has no scheme).
+        "toolhub.api.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # drf-spectacular's schema with each operation's error statuses (toolhub.api.schema).

@@ -1,0 +1,56 @@
+"""API tokens that expire: a DRF token older than ``API_TOKEN_MAX_AGE_SECONDS`` authenticates no one.
+
+A token is a bearer secret that outlives the laptop, the CI job or the person that held it; one that never
+expires is a standing credential nobody remembers to revoke. One reading of "is this key good" serves the REST
+API (``ExpiringTokenAuthentication``) and MCP (``toolhub.mcp_caller``), so neither accepts what the other
+refuses. An expired token is refused with what to do (create a new one), never deleted here: an administrator
+sees it in the admin's Tokens, with its age, and replaces it.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from toolhub.conf import toolhub_settings
+
+__all__ = ["ExpiringTokenAuthentication", "TokenRefused", "token_owner"]
+
+INVALID = "Invalid token."
+
+
+class TokenRefused(Exception):
+    """A key that authenticates no one; the message says why and what to do."""
+
+
+def _expired(created: Any) -> bool:
+    max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
+    return max_age is not None and created < timezone.now() - timedelta(seconds=max_age)
+
+
+def token_owner(key: str) -> tuple[Any, Any]:
+    """The active user a token key belongs to, and the token; ``TokenRefused`` for an unknown, idle or old key."""
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        raise TokenRefused(INVALID)
+    if _expired(token.created):
+        max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
+        raise TokenRefused(
+            f"This API token expired: it is older than TOOLHUB['API_TOKEN_MAX_AGE_SECONDS'] ({max_age:g} s). "
+            "Ask an administrator for a new one (the admin's Tokens)."
+        )
+    return token.user, token
+
+
+class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's ``Authorization: Token <key>``, refused once the token is older than the deployment allows."""
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        try:
+            return token_owner(key)
+        except TokenRefused as refused:
+            raise AuthenticationFailed(str(refused)) from refused
