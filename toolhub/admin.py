@@ -263,7 +263,7 @@ class ToolGroupAdmin(
 
 @admin.register(Grant)
 class GrantAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.ModelAdmin):
-    """Who may use which tool or group; deny wins over allow.
+    """Who may use which tool or group; deny wins over allow (each change in the trail of the tenants it binds).
 
     Tenant-scoped staff see and manage only grants to their tenants; grants to a user, a Django group
     or an agent are platform-wide (they name principals of any tenant) and only people who cross the
@@ -274,6 +274,9 @@ class GrantAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.Mod
 
     tenant_field = "tenant__slug"
     audit_tenant_fields = ("tenant", "agent_tenant")
+    # A grant to a user or a role decides what their people may call in each of their tenants: as a role's own
+    # change (RoleGroupAdmin), it is in those tenants' trails.
+    audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}", f"group__user__{_MEMBER_TENANTS}")
 
     list_display = (
         "__str__",

@@ -1,0 +1,51 @@
+"""Review of 2026-12-05 (bu): regressions and sibling holes in the commits 317e64f..1a7a2e2.
+
+Each test fails on the reviewed code (main at 1a7a2e2) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
+
+Findings:
+
+1. A grant to a user or to a role (Django group), added, changed or deleted in the admin, went to the platform's
+   chains only: the tenants whose people it lets call (or bars from calling) a tool saw nothing of it, though a
+   role's own change goes to its holders' tenants (review bs). Now the grant's event also goes to the chains of
+   the user's tenants and of the role holders' tenants.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from tests.helpers import console
+from tests.tenancy.conftest import make_user
+from toolhub.models import AuditEvent, Grant, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def _grant_events(kind: str, tenant: str) -> list[AuditEvent]:
+    events = AuditEvent.objects.filter(event_type=kind, tenant=tenant).order_by("id")
+    return [event for event in events if event.payload.get("model") == "toolhub.grant"]
+
+
+def _user_grant_form(**fields: Any) -> dict[str, Any]:
+    return {"effect": "allow", "note": "", "tool_name": "debit", "tool_group": "", **fields}
+
+
+def test_a_grant_to_a_user_or_role_is_in_their_tenants_trail(
+    superuser: User, alice: User, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    """Found: the platform allowed ``debit`` to alice (of acme), then to a role held by a globex user, in the admin;
+    acme's and globex's chains held nothing of either, only the platform's. Expect: ``governance.added`` in acme's
+    chain for alice's grant and in globex's for the role's."""
+    browser = console(superuser)
+    assert browser.post("/admin/toolhub/grant/add/", _user_grant_form(user=alice.pk)).status_code == 302
+    role = Group.objects.create(name="debiters")
+    make_user("gina", tenant=other_tenant, groups=(role,))
+    assert browser.post("/admin/toolhub/grant/add/", _user_grant_form(group=role.pk)).status_code == 302
+    assert Grant.objects.filter(tool_name="debit").count() == 2
+
+    (alices,) = _grant_events("governance.added", "acme")
+    assert alices.payload["values"]["user_id"] == alice.pk
+    (roles,) = _grant_events("governance.added", "globex")
+    assert roles.payload["values"]["group_id"] == role.pk
