@@ -9,6 +9,9 @@ Findings:
    chains only: the tenants whose people it lets call (or bars from calling) a tool saw nothing of it, though a
    role's own change goes to its holders' tenants (review bs). Now the grant's event also goes to the chains of
    the user's tenants and of the role holders' tenants.
+2. The shell allow list caught a path attached to one short option (``-f/etc/passwd``) but not after a cluster of
+   them (``tar -xf/etc/shadow``, which getopt reads the same way) nor a ``file:`` URL (``curl file:///etc/passwd``):
+   under a loose pattern they ran unattended. Now both wait for an operator (``builtins.shell._paths_in``).
 """
 
 from typing import Any
@@ -49,3 +52,18 @@ def test_a_grant_to_a_user_or_role_is_in_their_tenants_trail(
     assert alices.payload["values"]["user_id"] == alice.pk
     (roles,) = _grant_events("governance.added", "globex")
     assert roles.payload["values"]["group_id"] == role.pk
+
+
+def test_a_path_after_clustered_short_options_or_in_a_file_url_needs_an_operator(settings: Any) -> None:
+    """Found: with a loose pattern (``.*``) on the allow list, ``tar -xf/etc/shadow`` (the path after a cluster of
+    short options, as getopt reads it), ``-xf../x`` and ``curl file:///etc/passwd`` ran unattended; only a path
+    right after one option letter (``-f/etc/passwd``) was caught. Expect: each names a path outside the workspace,
+    and option clusters without a path (``-xzf``, ``-n5``) still match."""
+    from toolhub.builtins.shell import allow_list_problem
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "SHELL_COMMANDS": [{"command": "tar", "arguments": [".*"]}]}
+    outside = "argument 1 of 'tar' names a path outside the workspace"
+    for argument in ("-xf/etc/shadow", "-xvf~/.ssh/id_rsa", "-xf../x", "file:///etc/passwd", "FILE:/etc/passwd"):
+        assert allow_list_problem(["tar", argument]) == outside, argument
+    for argument in ("-xzf", "-n5", "-xf", "archive.tar", "https://example.com/a/b"):
+        assert allow_list_problem(["tar", argument]) is None, argument

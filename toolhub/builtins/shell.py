@@ -79,18 +79,27 @@ def allow_list_problem(argv: Sequence[str]) -> str | None:
 
 
 def _paths_in(argument: str) -> tuple[str, ...]:
-    """Where a path may stand in one argument: all of it, or after an option's ``=``, a short option's letter, ``@``.
+    """Where a path may stand in one argument: all of it, after an option's ``=``, after short options, ``@``, a URL.
 
-    ``--file=/etc/passwd`` and ``if=/dev/sda``, ``-f/etc/passwd``, curl's ``@/etc/passwd``.
+    ``--file=/etc/passwd`` and ``if=/dev/sda``; ``-f/etc/passwd`` and a cluster of short options (``tar -xf/etc/x``:
+    getopt gives the rest of the argument to whichever letter takes a value); curl's ``@/etc/passwd``; a ``file:``
+    URL (``curl file:///etc/passwd``), whose path is the server's.
     """
     paths = [argument]
     if "=" in argument:
         paths.append(argument.split("=", 1)[1])
-    if len(argument) > 2 and argument[0] == "-" and argument[1] != "-":
-        paths.append(argument[2:])
+    cluster = _SHORT_OPTIONS.match(argument)
+    if cluster:
+        paths += [argument[end:] for end in range(2, cluster.end() + 1)]
     if argument.startswith("@"):
         paths.append(argument[1:])
+    if argument[:5].casefold() == "file:":
+        paths.append("/")  # a local file by URL: never a path inside the workspace
     return tuple(paths)
+
+
+#: A cluster of short options (``-xvf``): any letter of it may take the rest of the argument as its value.
+_SHORT_OPTIONS = re.compile(r"-[A-Za-z0-9]+")
 
 
 def _leaves_workspace(path: str) -> bool:
