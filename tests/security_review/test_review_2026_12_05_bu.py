@@ -12,6 +12,9 @@ Findings:
 2. The shell allow list caught a path attached to one short option (``-f/etc/passwd``) but not after a cluster of
    them (``tar -xf/etc/shadow``, which getopt reads the same way) nor a ``file:`` URL (``curl file:///etc/passwd``):
    under a loose pattern they ran unattended. Now both wait for an operator (``builtins.shell._paths_in``).
+3. Review bj's governance trail left out remote MCP servers and their credentials: lowering a server's risk (its
+   tools then run without approval) or naming the variable holding a tenant's token left only Django's admin
+   history. Now their admins are ``GovernanceAudited`` (servers: the platform's chains; a credential: its tenant's).
 """
 
 from typing import Any
@@ -67,3 +70,50 @@ def test_a_path_after_clustered_short_options_or_in_a_file_url_needs_an_operator
         assert allow_list_problem(["tar", argument]) == outside, argument
     for argument in ("-xzf", "-n5", "-xf", "archive.tar", "https://example.com/a/b"):
         assert allow_list_problem(["tar", argument]) is None, argument
+
+
+def _server_form(**fields: Any) -> dict[str, Any]:
+    form = {
+        "name": "crm",
+        "description": "",
+        "url": "https://crm.example.com/mcp",
+        "transport": "streamable_http",
+        "enabled": "on",
+        "credential_required": "on",
+        "select_names": "[]",
+        "select_regex": "",
+        "select_predicate": "",
+        "meta_mode": "none",
+        "meta_keys": "[]",
+        "risk": "high",
+        "timeout_seconds": "30",
+        "unfold_notes": "",
+    }
+    return {**form, **fields}
+
+
+def test_a_remote_mcp_servers_risk_and_a_tenants_credential_changed_in_the_admin_are_in_the_trail(
+    superuser: User, tenant: Tenant
+) -> None:
+    """Found: lowering a remote MCP server's risk from high to low in the admin (its tools' calls then run without an
+    operator's approval) and naming the environment variable that holds acme's token for it left no audit event,
+    only Django's admin history, as grants did before review bj. Expect: ``governance.changed`` with the risk
+    before and after in the platform's chains, ``governance.added`` of the credential in acme's."""
+    from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer
+
+    server = RemoteMcpServer.objects.create(name="crm", url="https://crm.example.com/mcp", risk="high")
+    browser = console(superuser)
+    changed = browser.post(f"/admin/toolhub/remotemcpserver/{server.pk}/change/", _server_form(risk="low"))
+    assert changed.status_code == 302, changed.content[:2000]
+    server.refresh_from_db()
+    assert server.risk == "low"
+    credential = {"server": server.pk, "tenant": "acme", "credential_env": "ACME_CRM_TOKEN", "header": "Authorization"}
+    added = browser.post("/admin/toolhub/remotemcpcredential/add/", {**credential, "scheme": "Bearer"})
+    assert added.status_code == 302, added.content[:2000]
+    assert RemoteMcpCredential.objects.filter(server=server, tenant="acme").exists()
+
+    (change,) = AuditEvent.objects.filter(event_type="governance.changed", tenant="")
+    assert change.payload["model"] == "toolhub.remotemcpserver"
+    assert change.payload["changes"] == {"risk": {"before": "high", "after": "low"}}
+    (addition,) = AuditEvent.objects.filter(event_type="governance.added", tenant="acme")
+    assert addition.payload["values"]["credential_env"] == "ACME_CRM_TOKEN"

@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
+from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, pretty_json
 from toolhub.admin_tables import admin_table
 from toolhub.exceptions import ToolError
@@ -26,8 +27,14 @@ def _actor(request: HttpRequest) -> str:
 
 
 @admin.register(RemoteMcpServer)
-class RemoteMcpServerAdmin(CrossTenantOnly, admin.ModelAdmin):
-    """Servers are platform configuration (endpoints): only people who cross the tenant boundary see them."""
+class RemoteMcpServerAdmin(GovernanceAudited, CrossTenantOnly, admin.ModelAdmin):
+    """Servers are platform configuration (endpoints): only people who cross the tenant boundary see them.
+
+    A server's risk decides whether its tools' calls wait for an operator, as an approval rule does: each change
+    is in the trail (the platform's chains), like a grant's.
+    """
+
+    audit_tenant_fields = ()
 
     list_display = ("name", "url", "enabled", "risk", "meta_mode", "synced_at", "last_error")
     readonly_fields = ("synced_at", "last_error")
@@ -130,8 +137,14 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
 
 
 @admin.register(RemoteMcpCredential)
-class RemoteMcpCredentialAdmin(TenantScopedAdmin, admin.ModelAdmin):
-    """Which environment variable holds a tenant's token for a server (the name only, never the value)."""
+class RemoteMcpCredentialAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
+    """Which environment variable holds a tenant's token for a server (the name only, never the value).
+
+    Each change is in the tenant's trail (the variable's name, never a value).
+    """
+
+    audit_tenant_fields = ()
+    audit_tenant_lookups = ("tenant",)  # a slug, not a key to Tenant
 
     list_display = ("server", "tenant", "credential_env", "header")
     list_filter = ("server",)
