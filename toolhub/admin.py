@@ -51,10 +51,15 @@ class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Tenant)
-class TenantAdmin(FixedIdentity, TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
-    """Tenants: staff see their own; only people who cross the boundary add, rename (the name) or delete one."""
+class TenantAdmin(GovernanceAudited, FixedIdentity, TenantScopedAdmin, CrossTenantChangesOnly, admin.ModelAdmin):
+    """Tenants: staff see their own; only people who cross the boundary add, rename (the name) or delete one.
+
+    Each is in the tenant's own trail: a deletion takes its grants, rules and memberships with it.
+    """
 
     tenant_field = "slug"
+    audit_tenant_fields = ()
+    audit_tenant_lookups = ("slug",)
     list_display = ("slug", "name")
     ordering = ("slug",)  # a stable order for the list and the autocomplete pages
     search_fields = ("slug", "name")

@@ -15,6 +15,8 @@ Findings:
 3. Review bj's governance trail left out remote MCP servers and their credentials: lowering a server's risk (its
    tools then run without approval) or naming the variable holding a tenant's token left only Django's admin
    history. Now their admins are ``GovernanceAudited`` (servers: the platform's chains; a credential: its tenant's).
+4. A tenant added, renamed or deleted in the admin left no audit event, though a deletion takes the tenant's grants,
+   approval rules and memberships with it (no other page records that cascade). Now in the tenant's own chains.
 """
 
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
-from tests.helpers import console
+from tests.helpers import assert_audit_intact, console
 from tests.tenancy.conftest import make_user
 from toolhub.models import AuditEvent, Grant, Tenant
 
@@ -117,3 +119,29 @@ def test_a_remote_mcp_servers_risk_and_a_tenants_credential_changed_in_the_admin
     assert change.payload["changes"] == {"risk": {"before": "high", "after": "low"}}
     (addition,) = AuditEvent.objects.filter(event_type="governance.added", tenant="acme")
     assert addition.payload["values"]["credential_env"] == "ACME_CRM_TOKEN"
+
+
+def test_a_tenant_added_renamed_and_deleted_in_the_admin_is_in_the_trail(superuser: User) -> None:
+    """Found: a tenant added, renamed and deleted in the admin left no audit event, though its deletion takes its
+    grants, approval rules and memberships with it (a cascade no other page records) and stops everything running in
+    it. Expect: ``governance.added`` / ``changed`` / ``deleted`` in the tenant's own chains."""
+    browser = console(superuser)
+    assert browser.post("/admin/toolhub/tenant/add/", {"slug": "initech", "name": "Initech"}).status_code == 302
+    initech = Tenant.objects.get(slug="initech")
+    renamed = browser.post(f"/admin/toolhub/tenant/{initech.pk}/change/", {"name": "Initech Corp"})
+    assert renamed.status_code == 302
+    deleted = browser.post(f"/admin/toolhub/tenant/{initech.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302 and not Tenant.objects.filter(slug="initech").exists()
+
+    kinds = [
+        (event.event_type, event.payload.get("model"))
+        for event in AuditEvent.objects.filter(tenant="initech", event_type__startswith="governance.").order_by("id")
+    ]
+    assert kinds == [
+        ("governance.added", "toolhub.tenant"),
+        ("governance.changed", "toolhub.tenant"),
+        ("governance.deleted", "toolhub.tenant"),
+    ]
+    change = AuditEvent.objects.get(tenant="initech", event_type="governance.changed")
+    assert change.payload["changes"] == {"name": {"before": "Initech", "after": "Initech Corp"}}
+    assert assert_audit_intact() >= 3  # the deleted tenant's chains still verify
