@@ -159,7 +159,7 @@ class GovernanceAudited:
         if self.audit_tenant_lookups and _row_pk(obj) is not None:
             rows = type(obj)._default_manager.filter(pk=_row_pk(obj))
             for lookup in self.audit_tenant_lookups:
-                slugs.update(slug for slug in rows.values_list(lookup, flat=True) if slug)
+                slugs.update(slug for slug in rows.values_list(lookup, flat=True).distinct() if slug)
         return sorted(slugs)
 
     def _values(self, obj: Any) -> dict[str, Any]:
