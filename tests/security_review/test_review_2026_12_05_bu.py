@@ -17,6 +17,24 @@ Findings:
    history. Now their admins are ``GovernanceAudited`` (servers: the platform's chains; a credential: its tenant's).
 4. A tenant added, renamed or deleted in the admin left no audit event, though a deletion takes the tenant's grants,
    approval rules and memberships with it (no other page records that cascade). Now in the tenant's own chains.
+
+Checked and found holding (no test here): ``run.failed`` is appended in the run's tenant (``""``, the platform's
+chains, for a platform run) and every path to ``failed`` goes through ``ending.run_finish`` (budgets, model errors,
+lost steps); the run rollback's descendants and sagas are filtered by the run's tenant, and the saga API refuses a
+run's saga (409), so no path rolls back part of a run tree outside it; saga ids holding '/' are refused for REST and
+MCP alike (``direct._checked_saga_id``); the subagent call cancel refusal covers REST, the admin action and MCP (all
+through ``waiting.tool_call_cancel``); a provider's tenant binding holds for agentic tools' inner models
+(``agentic_model`` builds through ``adapter_for``; ``provider=`` only among ``providers_usable_by``); every admin
+action in the code declares its permissions; a state machine's ``held_refusal`` refuses no legitimate call under
+``serial_tool_execution`` (a turn's deferred calls are all checked against the state the turn started in, applied
+only after the turn); migration 0032 covers every plpgsql function the migrations create, and the governance stamp's
+functions set their own search_path; the artifact endpoint is the only download of tool output.
+
+Noted, not changed: ``compensate_on_error``'s automatic rollback undoes the run's own saga only, not its subagents'
+(unlike ``POST /runs/{id}/rollback/``); README states this as intended (a subagent's own agent compensates its own
+failures), and waiting on descendants' compensations would stall the parent (they wake the child run). A remote MCP
+server's ``select_predicate`` imports any dotted path (platform staff only), unlike ``TOOL_PROVIDERS``' allow list.
+Model providers and agents changed in the admin are still not in the governance trail.
 """
 
 from typing import Any
