@@ -37,7 +37,7 @@ from toolhub.references import reference_warnings, saved_rows
 from toolhub.tools.context import context_key_named
 from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
-from toolhub.tools.definition_rules import is_async_callable
+from toolhub.tools.definition_rules import confusable_key, is_async_callable
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 from toolhub.tools.typechecks import context_type_exposures
@@ -207,7 +207,7 @@ def _callable_with(fn: Any, count: int) -> bool:
 def _confusable_names(names: list[str]) -> list[CheckMessage]:
     groups: dict[str, list[str]] = {}
     for name in names:
-        groups.setdefault(name.lower().replace("-", "_"), []).append(name)
+        groups.setdefault(confusable_key(name), []).append(name)
     return [
         Error(
             f"Tool names {', '.join(sorted(same))} differ only in case or '-'/'_'; models confuse them.",

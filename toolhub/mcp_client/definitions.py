@@ -19,6 +19,7 @@ __all__ = [
     "definition_of",
     "visible_text",
     "local_name",
+    "server_name_problem",
     "selected",
     "selection_problems",
 ]
@@ -106,6 +107,22 @@ def local_name(server: str, remote_name: str) -> str:
             "name (a letter first, at most 64 characters); shorten the server's name or select other tools."
         )
     return name
+
+
+def server_name_problem(name: str, *, provider: str) -> str | None:
+    """Why a remote server may not be named ``name`` (``None``: it may): its tools would join another's group.
+
+    The server's tools form the tool group ``name``; were it a code group's or an operator's, every grant,
+    approver restriction and capability of that group would cover the server's tools, granted by nobody.
+    ``provider``: the server's own (``mcp:<name>``), which marks the group its first fetch made.
+    """
+    from toolhub.models import ToolGroup
+    from toolhub.tools.registry import registry
+
+    held = ToolGroup.objects.filter(name=name).exclude(provider=provider).exists()
+    if held or any(tool.group == name for tool in registry.code_tools()):
+        return f"A tool group named {name!r} exists already; a remote server's tools would join it. Choose another."
+    return None
 
 
 def selection_problems(*, regex: str, predicate: str) -> dict[str, str]:

@@ -92,10 +92,12 @@ class RemoteMcpServer(models.Model):
         return min(float(self.timeout_seconds), float(toolhub_settings().DEFAULT_TOOL_TIMEOUT_SECONDS))
 
     def clean(self) -> None:
-        """A selection that cannot work is refused when saved, not when the tools are fetched."""
-        from toolhub.mcp_client.definitions import selection_problems
+        """A selection that cannot work, or a name another tool group holds, is refused when saved, not when fetched."""
+        from toolhub.mcp_client.definitions import selection_problems, server_name_problem
 
         problems = selection_problems(regex=self.select_regex, predicate=self.select_predicate)
+        if self.name and (taken := server_name_problem(self.name, provider=self.provider)):
+            problems["name"] = taken
         if problems:
             raise ValidationError(problems)
 

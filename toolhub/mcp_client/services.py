@@ -15,10 +15,13 @@ from toolhub.mcp_client.definitions import (
     local_name,
     selected,
     selection_problems,
+    server_name_problem,
 )
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
 from toolhub.mcp_client.remote import remote_tools
 from toolhub.storable import storable_text
+from toolhub.tools.definition_rules import confusable_key
+from toolhub.tools.registry import registry
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.url_secrets import url_secret_parts
 
@@ -108,6 +111,9 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     Authenticated with the credential of tenant '' when there is one, else the first tenant's.
     """
     problems = selection_problems(regex=server.select_regex, predicate=server.select_predicate)
+    taken = server_name_problem(server.name, provider=server.provider)
+    if taken:
+        problems["name"] = taken
     if problems:
         raise ToolError(f"Remote MCP server {server.name!r}: {'; '.join(problems.values())}")
     credential = RemoteMcpCredential.objects.filter(server=server).order_by("tenant").first()
@@ -165,14 +171,18 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
 def _free_local_name(server: RemoteMcpServer, remote_name: str) -> str | None:
     """The tool's name in the registry, or ``None`` when it has none of its own.
 
-    A name too long or not a name, or one another remote tool already holds (``a.b`` and ``a_b`` both
-    become ``a_b``): a server listing such a tool must not stop the fetch of its others.
+    A name too long or not a name, or one another tool already holds in any spelling a model or an operator
+    would take for it (``a.b`` and ``a_b`` both become ``a_b``; ``A_b`` and ``a-b`` are ``a_b`` too:
+    ``confusable_key``, the startup check's rule for code tools): a server listing such a tool must not stop
+    the fetch of its others.
     """
     try:
         local = local_name(server.name, remote_name)
     except ToolDefinitionError:
         return None
-    return None if RemoteMcpTool.objects.filter(tool_name=local).exists() else local
+    key = confusable_key(local)
+    taken = [*registry.names(), *RemoteMcpTool.objects.values_list("tool_name", flat=True)]
+    return None if any(confusable_key(name) == key for name in taken) else local
 
 
 def remote_tool_quarantine(*, row: RemoteMcpTool, listed: dict[str, Any], actor: str) -> str:

@@ -16,6 +16,7 @@ from toolhub.tools.typechecks import secret_typed
 __all__ = [
     "NAME_PATTERN",
     "TOOL_ATTRIBUTE",
+    "confusable_key",
     "is_async_callable",
     "is_generator_callable",
     "refuse_invalid",
@@ -24,6 +25,15 @@ __all__ = [
 #: Where ``@tool`` leaves the ``Tool`` it built on the decorated function.
 TOOL_ATTRIBUTE = "__toolhub_tool__"
 NAME_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]{0,63}$")
+
+
+def confusable_key(name: str) -> str:
+    """The form in which two tool names are one name to a model or a reader: case and ``-``/``_`` do not count.
+
+    Every place that refuses a second name for a tool compares this: the startup check (code tools) and the
+    fetch of a remote MCP server's tools.
+    """
+    return name.casefold().replace("-", "_")
 
 
 def refuse_invalid(tool: Any) -> None:
