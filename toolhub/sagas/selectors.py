@@ -36,10 +36,13 @@ def saga_id_problem(key: str) -> str | None:
     """Why a client may not name a saga ``key`` (``None``: it may), checked wherever a client names a new one.
 
     A saga is read and rolled back at ``/api/v1/sagas/{saga_id}/``, one path segment that the server decodes
-    before routing (``%2F`` too): an id holding ``/`` would open a saga its owner can never reach.
+    before routing (``%2F`` too): an id holding ``/`` would open a saga its owner can never reach. Nor may it be
+    ``.`` or ``..``: HTTP clients remove such dot segments from a path before sending it (RFC 3986 5.2.4).
     """
     if "/" in key:
         return "A saga id cannot contain '/': the saga's URLs (/api/v1/sagas/{saga_id}/) could not name it."
+    if key in (".", ".."):
+        return "A saga id cannot be '.' or '..': clients drop such a segment from the saga's URLs."
     return None
 
 
