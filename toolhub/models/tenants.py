@@ -51,7 +51,7 @@ class Tenant(models.Model):
         return self.slug
 
     def clean(self) -> None:
-        """Refuse a changed slug, a retired one, or one whose audit chains would coincide with another tenant's."""
+        """Refuse a changed slug, a retired one, another's but for case, or one whose audit chains are another's."""
         from django.core.exceptions import ValidationError
 
         from toolhub.audit_hash import tenant_chain_base
@@ -71,7 +71,10 @@ class Tenant(models.Model):
         super().save(*args, **kwargs)
 
     def _refuse_another_identity(self) -> None:
-        """A slug stays its tenant's: it never changes, and a deleted tenant's (or its chains) is never reused."""
+        """A slug stays its tenant's: never changed, never reused once retired, never another's but for case.
+
+        Slugs equal but for case read alike to people, and name one directory on a case-insensitive disk.
+        """
         from django.core.exceptions import ValidationError
 
         from toolhub.audit_hash import tenant_chain_base
@@ -79,7 +82,14 @@ class Tenant(models.Model):
         refuse_identity_change(self, "slug")
         if Tenant.objects.filter(pk=self.pk).exists():
             return
-        retired = models.Q(slug=self.slug) | models.Q(audit_chain_base=tenant_chain_base(self.slug))
+        if Tenant.objects.filter(slug__iexact=self.slug).exclude(slug=self.slug).exists():
+            raise ValidationError(
+                {
+                    "slug": "Another tenant's slug differs from this one only in case: people would take one for the "
+                    "other, and a case-insensitive disk gives both one workspace. Choose another."
+                }
+            )
+        retired = models.Q(slug__iexact=self.slug) | models.Q(audit_chain_base=tenant_chain_base(self.slug))
         if RetiredTenantSlug.objects.filter(retired).exists():
             raise ValidationError(
                 {
