@@ -15,6 +15,13 @@ Findings:
    ``orders`` covered the server's tools once accepted, without anyone granting them. Fixed: the server's name
    is refused (``RemoteMcpServer.clean``) and its fetch refused (``remote_server_sync``) while a group of that
    name belongs to something else (``toolhub.mcp_client.definitions.server_name_problem``).
+3. A saga id ``.`` or ``..`` was accepted (201), but HTTP clients remove dot segments from a path (RFC 3986:
+   httpx, urllib3, browsers), so ``/api/v1/sagas/../`` never reached the saga. Fixed in ``saga_id_problem``,
+   the one check every door that names a saga asks (``/`` was refused there before).
+4. A tenant ``ACME`` was saved beside ``acme`` (and a retired ``globex-old`` came back as ``GLOBEX-OLD``): slugs
+   that read alike on the desk, in the trail and the exports, and on a case-insensitive disk one workspace
+   directory. Fixed in ``Tenant._refuse_another_identity`` (form and save, ``iexact``: ``UPPER()`` on
+   PostgreSQL, ``LIKE`` on SQLite; slugs are ASCII), tested on both backends.
 
 Checked and found holding (no test here): tool names (code, ``NAME_PATTERN``: ASCII letter first, ASCII letters,
 digits, ``_``/``-``, 64 at most), tool group, agent, tenant and remote server names are ``SlugField`` (ASCII, no
