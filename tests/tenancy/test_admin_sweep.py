@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model
 from django.test import Client
-from django.urls import reverse
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.helpers import RequestCall, console
 from tests.posture.test_admin_query_counts import ROWS, World
-from tests.tenancy.conftest import AcmeData, database_state, make_user
+from tests.tenancy.conftest import AcmeData, database_state, make_user, random_uuid
 from toolhub.admin_helpers import CrossTenantChangesOnly, CrossTenantOnly, TenantScopedAdmin
+from toolhub.exports import EXPORT_FORMATS
 from toolhub.models import Tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -179,3 +181,89 @@ def test_no_autocomplete_names_a_row_of_another_tenant(
             named = {str(item["id"]) for item in response.json()["results"]}
             # (names are not compared: acme's fixture agents are global ones, which everyone sees)
             assert not named & theirs, (app_label, model_name, field_name, term)
+
+
+#: Django's own admin pages, which read no tenant's rows (autocomplete is swept above).
+BUILT_IN = {"index", "login", "logout", "password_change", "password_change_done", "autocomplete", "jsi18n"}
+BUILT_IN |= {"app_list", "auth_user_password_change"}
+STANDARD = ("_changelist", "_add", "_change", "_delete", "_history")
+#: Values of the custom pages' path parameters that name no row.
+PATH_VALUES = {"export_format": sorted(EXPORT_FORMATS)}
+
+
+def _custom_admin_routes() -> dict[str, str]:
+    """Every named admin page a ModelAdmin adds besides Django's standard ones (exports, verify, decisions, retry)."""
+    routes: dict[str, str] = {}
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern) and entry.name and prefix.startswith("admin/"):
+                if entry.name not in BUILT_IN and not entry.name.endswith(STANDARD):
+                    routes[entry.name] = prefix + str(entry.pattern)
+
+    walk(get_resolver().url_patterns, "")
+    return routes
+
+
+def _missing(model: type[Model]) -> str:
+    return random_uuid() if model._meta.pk.get_internal_type() == "UUIDField" else "987654321"
+
+
+def _content(response: Any) -> str:
+    raw = b"".join(response.streaming_content) if response.streaming else response.content
+    return raw.decode(errors="replace")
+
+
+@pytest.mark.parametrize("who", PEOPLE)
+def test_no_custom_admin_page_shows_or_acts_on_a_row_of_another_tenant(
+    who: str, acme_everywhere: dict[type[Model], list[str]], request: pytest.FixtureRequest
+) -> None:
+    client = console(request.getfixturevalue(who))
+    markers = [pk for pks in acme_everywhere.values() for pk in pks if len(pk) == 36]  # acme's uuid ids
+    assert markers
+    routes = _custom_admin_routes()
+    assert {"toolhub_toolcall_export", "approvals_approvalrequest_approve"} <= set(routes)
+    before = {key: value for key, value in database_state().items() if key != "audit_events"}
+    for name, route in routes.items():
+        urls: list[tuple[str, str | None]] = []
+        if "<path:content_type_id>" in route:  # Django's "view on site": any row of any model, by content type
+            for model, pks in acme_everywhere.items():
+                typed = route.replace("<path:content_type_id>", str(ContentType.objects.get_for_model(model).pk))
+                urls.append(
+                    (
+                        "/" + typed.replace("<path:object_id>", pks[0]),
+                        "/" + typed.replace("<path:object_id>", _missing(model)),
+                    )
+                )
+        elif "<path:object_id>" in route:
+            app_label, model_name = route.split("/")[1:3]
+            model = next(
+                m for m in admin.site._registry if (m._meta.app_label, m._meta.model_name) == (app_label, model_name)
+            )
+            assert model in acme_everywhere, f"{name}: {model._meta.label} has no rows of acme to try"
+            foreign = "/" + route.replace("<path:object_id>", acme_everywhere[model][0])
+            urls.append((foreign, "/" + route.replace("<path:object_id>", _missing(model))))
+        else:
+            parameters = [part.strip("<>").split(":")[-1] for part in route.split("/") if part.startswith("<")]
+            unknown = [p for p in parameters if p not in PATH_VALUES]
+            assert not unknown, f"{name}: add values of {unknown} to PATH_VALUES"
+            filled = ["/" + route]
+            for parameter in parameters:
+                filled = [
+                    url.replace(f"<str:{parameter}>", value) for url in filled for value in PATH_VALUES[parameter]
+                ]
+            urls += [(url, None) for url in filled]
+        for url, missing_url in urls:
+            for method in ("get", "post"):
+                response = getattr(client, method)(url, {"comment": "x", "note": "x"})
+                text = _content(response)
+                assert not [m for m in markers if m in text], (name, method, url)
+                if missing_url is not None:
+                    other = getattr(client, method)(missing_url, {"comment": "x", "note": "x"})
+                    assert response.status_code == other.status_code, (name, method)
+                    moved = (other.get("Location") or "").replace(missing_url, url)
+                    assert (response.get("Location") or "") == moved, (name, method, url)
+                    assert text == _content(other).replace(missing_url, url), (name, method, url)
+    assert {key: value for key, value in database_state().items() if key != "audit_events"} == before
