@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from agents_app.models import Agent
 from agents_app.services import agent_create
 from tests.posture.test_api_query_counts import api_get_routes
-from tests.tenancy.conftest import AcmeData, make_user, random_uuid
+from tests.tenancy.conftest import AcmeData, database_state, make_user, random_uuid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,3 +119,44 @@ def test_no_api_route_shows_a_row_of_another_tenant(
         text = foreign.content.decode()
         assert not [m for m in markers if m in text], name
     assert listed >= 5 * len(LIST_QUERIES) // 2  # the lists did answer: the sweep read them
+
+
+def api_post_routes() -> dict[str, str]:
+    """Every named route under ``/api/v1/`` whose view answers POST (results, cancels, retries, decisions)."""
+    routes: dict[str, str] = {}
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern) and (prefix + str(entry.pattern)).startswith("api/v1/"):
+                view = getattr(entry.callback, "view_class", None) or getattr(entry.callback, "cls", None)
+                actions = getattr(entry.callback, "actions", None) or {}
+                if "post" in actions or (not actions and hasattr(view, "post")):
+                    routes[str(entry.name)] = prefix + str(entry.pattern)
+
+    walk(get_resolver().url_patterns, "")
+    return routes
+
+
+@pytest.mark.parametrize("who", PEOPLE)
+def test_no_api_route_acts_on_a_row_of_another_tenant(
+    who: str, acme: AcmeData, acme_agent: Agent, request: pytest.FixtureRequest
+) -> None:
+    client = APIClient()
+    client.force_authenticate(request.getfixturevalue(who))
+    parameters, markers = _parameters(acme, acme_agent), _markers(acme, acme_agent)
+    routes = {name: route for name, route in api_post_routes().items() if "<" in route}
+    assert {"call-result", "run-cancel", "approval-approve", "saga-rollback"} <= set(routes)
+    body = {"result": {"name": "Mallory"}, "comment": "x", "reason": "x"}
+    before = database_state()
+    for name, route in routes.items():
+        resource = route.split("/")[2]
+        assert resource in parameters, f"{name}: add the resource {resource!r} of {route} to _parameters"
+        foreign = client.post(_fill(route, parameters[resource], 0), body, format="json")
+        missing = client.post(_fill(route, parameters[resource], 1), body, format="json")
+        assert foreign.status_code == missing.status_code, (name, foreign.status_code, missing.status_code)
+        assert foreign.status_code in (403, 404), (name, foreign.status_code)
+        assert _body(foreign) == _body(missing), name
+        assert not [m for m in markers if m in foreign.content.decode()], name
+    assert database_state() == before
