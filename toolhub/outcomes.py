@@ -52,6 +52,13 @@ class Outcome:
         return cls(CallStatus.FAILED, {"error": error, **values})
 
 
+#: What a tool's own code may raise that is not an ``Exception`` and still only ends the tool: ``sys.exit()`` (a
+#: command-line library's ``main``, a careless ``exit()``) and a stray ``GeneratorExit``. Escaping, either left the
+#: call ``running`` with its outcome lost, and ``SystemExit`` ended the worker process. ``KeyboardInterrupt`` (the
+#: process is being stopped) still escapes: the lease and the reconciler settle what it interrupted.
+TOOL_EXITS: tuple[type[BaseException], ...] = (SystemExit, GeneratorExit)
+
+
 def run_outcome(
     call: ToolCall, tool: Tool, arguments: dict[str, Any], *, progress: Progress | None, secrets: SecretScrubber
 ) -> Outcome:
@@ -61,7 +68,7 @@ def run_outcome(
         returned = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except ToolSuspend as suspend:
         return _suspended(suspend, secrets)
-    except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
+    except (Exception, *TOOL_EXITS) as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
         return Outcome.failed(execution_error(exc), detail=exception_detail(exc))
     finally:

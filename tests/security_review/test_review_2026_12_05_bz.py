@@ -1,0 +1,66 @@
+"""Review of 2026-12-05 (bz): the tool function itself as the misbehaving party (a developer's buggy or careless tool).
+
+Each test fails on the reviewed code (main at 1a7a2e2) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
+
+Findings: a tool that called ``sys.exit()`` (a command-line library's ``main``) or raised ``GeneratorExit`` escaped
+``toolhub.outcomes.run_outcome`` (it caught ``Exception`` only): the request raised, the call stayed ``running``
+with nothing recorded (its outcome lost until the lease's end), and on a prefork worker ``SystemExit`` ends the
+worker's process.
+
+Checked and found holding (no test here), in process on SQLite: a custom exception whose ``__str__`` and
+``__repr__`` raise (failed, the internal-error message; the detail reads ``<exception str() failed>``); a
+``KeyboardInterrupt`` escapes on purpose (the process is being stopped; the lease and the reconciler settle the
+call); results that are sets (a list), ``datetime``/``Decimal`` (strings, ``Decimal('NaN')`` as ``"NaN"``), a
+generator (read within the limit), a dict with int/tuple/None keys (string keys) succeed; ``bytes``, NaN and
+infinity floats, a plain ``object()`` fail with "cannot be serialized to JSON"; a cyclic dict fails
+(``RecursionError``, the internal-error message); a tool mutating a nested argument (an ``Any`` parameter, atomic
+or not) leaves the stored arguments and the audit trail as requested; ``MAX_RESULT_BYTES`` is measured on UTF-8
+JSON with ``ensure_ascii=False`` after scrubbing, so 4-byte characters just under and over the limit are counted
+exactly; Celery soft and hard time limits are set per task (``toolhub.tasks.OwnTimeLimits``).
+"""
+
+import sys
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.helpers import RequestCall
+from toolhub import Tool, registry
+from toolhub.models import CallStatus
+
+pytestmark = pytest.mark.django_db
+
+
+def _cli_report() -> str:
+    """Run a report through a command-line library's entry point, which ends with ``sys.exit``."""
+    sys.exit(2)
+
+
+def _stray_generator_exit() -> str:
+    """Close a generator by hand and re-raise what it raised (a careless tool)."""
+    raise GeneratorExit
+
+
+@pytest.mark.parametrize(
+    ("handler", "exc_name"), [(_cli_report, "SystemExit"), (_stray_generator_exit, "GeneratorExit")]
+)
+def test_a_tool_that_calls_sys_exit_fails_its_call_instead_of_escaping_the_pipeline(
+    request_call: RequestCall, alice: User, handler: Any, exc_name: str
+) -> None:
+    """alice's model calls a tool whose code ends with ``sys.exit(2)`` (or raises ``GeneratorExit``).
+
+    Found: ``run_outcome`` caught ``Exception`` only; ``SystemExit`` and ``GeneratorExit`` are ``BaseException``s,
+    so they escaped the pipeline: the request raised, the call stayed ``running`` with no outcome (lost until its
+    lease ran out), and on a Celery prefork worker ``SystemExit`` ends the worker's child process.
+    Expect: the call fails like any other tool failure: the sanitized internal-error message naming the
+    exception's type for the model, the traceback in ``error_detail`` for the operators.
+    """
+    tool = Tool.from_function(handler, name="review_bz_exit", risk="low")
+    with registry.temporarily(tool):
+        call = request_call("review_bz_exit", {}, alice, tenant="acme")
+
+    assert call.status == CallStatus.FAILED
+    assert f"internal error ({exc_name})" in call.error
+    assert exc_name in call.error_detail
