@@ -14,7 +14,7 @@ from typing import Any
 from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolSuspend
-from toolhub.feedback import exception_detail, execution_error
+from toolhub.feedback import default_error_handler, exception_detail, execution_error
 from toolhub.interceptors import (
     INTERCEPTOR_FAILED_MESSAGE,
     InterceptedCall,
@@ -62,7 +62,22 @@ TOOL_EXITS: tuple[type[BaseException], ...] = (SystemExit, GeneratorExit)
 def run_outcome(
     call: ToolCall, tool: Tool, arguments: dict[str, Any], *, progress: Progress | None, secrets: SecretScrubber
 ) -> Outcome:
-    """Run the tool on ``call``'s behalf; every failure of the tool becomes a ``failed`` outcome, none escapes."""
+    """Run the tool on ``call``'s behalf; every failure of the tool becomes a ``failed`` outcome, none escapes.
+
+    That includes what the tool raised or returned failing again when it is read (an exception or a
+    ``ToolResult.error`` value whose ``__str__`` raises, a hand-built ``ToolResult`` with a name that is not text):
+    escaping, it left the call ``running`` with its outcome lost, since the tool has run by then.
+    """
+    try:
+        return _run_outcome(call, tool, arguments, progress=progress, secrets=secrets)
+    except Exception as exc:  # noqa: BLE001 - what the tool handed back could not be read: still its failure
+        logger.info("tool %s failed on call %s, unreadably", call.tool_name, call.id, exc_info=True)
+        return Outcome.failed(default_error_handler(exc), detail=exception_detail(exc))
+
+
+def _run_outcome(
+    call: ToolCall, tool: Tool, arguments: dict[str, Any], *, progress: Progress | None, secrets: SecretScrubber
+) -> Outcome:
     ctx = ToolContext(call.context).with_values(call_id=str(call.id), idempotency_key=str(call.id))
     try:
         returned = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
@@ -197,6 +212,9 @@ def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str 
     """
     if not (isinstance(outcome, ToolResult) and outcome.kind == "artifact"):
         return None
+    if not (outcome.name and isinstance(outcome.name, str)) or not isinstance(outcome.media_type or "", str):
+        # Built by hand (``ToolResult(kind="artifact", ...)``), not by ``ToolResult.artifact``: the row needs text.
+        return "The tool returned an artifact without a name or with a media type that is not text; nothing was stored."
     name = secrets.text(outcome.name)
     media_type = secrets.text(outcome.media_type or "application/octet-stream")[:100]
     try:

@@ -6,7 +6,10 @@ expected ("Expect: ...").
 Findings: a tool that called ``sys.exit()`` (a command-line library's ``main``) or raised ``GeneratorExit`` escaped
 ``toolhub.outcomes.run_outcome`` (it caught ``Exception`` only): the request raised, the call stayed ``running``
 with nothing recorded (its outcome lost until the lease's end), and on a prefork worker ``SystemExit`` ends the
-worker's process.
+worker's process. What a tool raised or returned failing again when read left the call ``running`` with its outcome
+lost too: a ``ToolError`` subclass whose ``__str__`` raises, a ``ToolResult.error`` value whose ``__str__`` raises
+(both escaped ``run_outcome``), a hand-built artifact ``ToolResult`` with no name (the artifact row's insert failed
+in the outcome's write).
 
 Checked and found holding (no test here), in process on SQLite: a custom exception whose ``__str__`` and
 ``__repr__`` raise (failed, the internal-error message; the detail reads ``<exception str() failed>``); a
@@ -28,7 +31,9 @@ from django.contrib.auth.models import User
 
 from tests.helpers import RequestCall
 from toolhub import Tool, registry
-from toolhub.models import CallStatus
+from toolhub.exceptions import ToolError
+from toolhub.models import CallStatus, ToolCall
+from toolhub.tools.results import ToolResult
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +69,58 @@ def test_a_tool_that_calls_sys_exit_fails_its_call_instead_of_escaping_the_pipel
     assert call.status == CallStatus.FAILED
     assert f"internal error ({exc_name})" in call.error
     assert exc_name in call.error_detail
+
+
+class _Unprintable:
+    """A value whose text form cannot be made (a lazy proxy whose backend is gone)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("the proxy's backend is closed")
+
+
+class _QuotaError(ToolError):
+    """A developer's ``ToolError`` whose message is built from a closed client."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("the client is closed")
+
+
+def _raises_unprintable_tool_error() -> str:
+    """Fail with a ToolError that cannot be read."""
+    raise _QuotaError("quota")
+
+
+def _returns_unprintable_error() -> ToolResult:
+    """Fail with a ToolResult.error whose value cannot be read."""
+    return ToolResult.error(_Unprintable())  # type: ignore[arg-type]
+
+
+def _returns_nameless_artifact() -> ToolResult:
+    """Return an artifact built by hand, without a name."""
+    return ToolResult(kind="artifact", value=b"report", name=None, media_type="text/plain")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "handler", [_raises_unprintable_tool_error, _returns_unprintable_error, _returns_nameless_artifact]
+)
+def test_what_a_tool_hands_back_failing_when_read_fails_the_call_instead_of_leaving_it_running(
+    request_call: RequestCall, alice: User, handler: Any
+) -> None:
+    """alice's model calls a tool that raises or returns something that fails again when toolhub reads it.
+
+    Found: ``run_outcome`` read the tool's exception (``str()`` of a ``ToolError``, in ``default_error_handler``) and
+    its ``ToolResult.error`` value outside any guard, and stored a hand-built artifact's ``None`` name as it was:
+    the ``RuntimeError`` escaped (an on-commit callback in process, the task on a worker) or the artifact's insert
+    failed in the outcome's write; either way the call stayed ``running`` with its outcome lost, though the tool
+    had run.
+    Expect: the call fails with a message for the model (nothing of the unreadable value), the detail for the
+    operators, and no artifact row.
+    """
+    tool = Tool.from_function(handler, name="review_bz_unreadable", risk="low")
+    with registry.temporarily(tool):
+        call = request_call("review_bz_unreadable", {}, alice, tenant="acme")
+
+    assert call.status == CallStatus.FAILED, call.status
+    assert call.error
+    assert not call.artifacts.exists()
+    assert ToolCall.objects.filter(status=CallStatus.RUNNING).count() == 0
