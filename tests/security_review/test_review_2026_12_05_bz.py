@@ -5,11 +5,11 @@ expected ("Expect: ...").
 
 Findings: a tool that called ``sys.exit()`` (a command-line library's ``main``) or raised ``GeneratorExit`` escaped
 ``toolhub.outcomes.run_outcome`` (it caught ``Exception`` only): the request raised, the call stayed ``running``
-with nothing recorded (its outcome lost until the lease's end), and on a prefork worker ``SystemExit`` ends the
-worker's process. What a tool raised or returned failing again when read left the call ``running`` with its outcome
-lost too: a ``ToolError`` subclass whose ``__str__`` raises, a ``ToolResult.error`` value whose ``__str__`` raises
-(both escaped ``run_outcome``), a hand-built artifact ``ToolResult`` with no name (the artifact row's insert failed
-in the outcome's write).
+with nothing recorded (its outcome lost until the lease's end); on a real prefork worker ``SystemExit`` ended the
+pool process (``WorkerLostError``), the call ``running``. What a tool raised or returned failing again when read
+left the call ``running`` with its outcome lost too: a ``ToolError`` subclass whose ``__str__`` raises, a
+``ToolResult.error`` value whose ``__str__`` raises (both escaped ``run_outcome``), a hand-built artifact
+``ToolResult`` with no name (the artifact row's insert failed in the outcome's write).
 
 Checked and found holding (no test here), in process on SQLite: a custom exception whose ``__str__`` and
 ``__repr__`` raise (failed, the internal-error message; the detail reads ``<exception str() failed>``); a
@@ -30,9 +30,13 @@ import pytest
 from django.contrib.auth.models import User
 
 from tests.helpers import RequestCall
+from tests.integration.workers import Worker, wait_for
 from toolhub import Tool, registry
+from toolhub.authorization import CallPrincipal
 from toolhub.exceptions import ToolError
 from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.tools.context import ToolContext
 from toolhub.tools.results import ToolResult
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +128,33 @@ def test_what_a_tool_hands_back_failing_when_read_fails_the_call_instead_of_leav
     assert call.error
     assert not call.artifacts.exists()
     assert ToolCall.objects.filter(status=CallStatus.RUNNING).count() == 0
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_that_calls_sys_exit_on_a_worker_fails_its_call_and_the_worker_goes_on(alice: User) -> None:
+    """On a real Celery worker (PostgreSQL, Redis), alice's call runs ``tests.testapp.tools.exits_like_a_cli``.
+
+    Found: ``SystemExit`` escaped ``run_outcome`` and the task: the worker's child process ended with the call
+    ``running``, its outcome lost until the lease ran out.
+    Expect: the call fails within seconds with the internal-error message, and the same worker runs the next call.
+    """
+    principal = CallPrincipal(user_id=alice.pk, username=alice.get_username(), tenant="acme")
+
+    def request(tool_name: str) -> ToolCall:
+        return tool_call_request(
+            request=CallRequest(tool_name=tool_name, arguments={}, principal=principal, context=ToolContext())
+        )
+
+    worker = Worker("review-bz", concurrency=1).start()  # its own, with one pool process: the next call needs it
+    try:
+        call = request("exits_like_a_cli")
+        failed = wait_for(
+            lambda: (c := ToolCall.objects.get(pk=call.pk)).status == CallStatus.FAILED and c, timeout=20, what="failed"
+        )
+        assert "internal error (SystemExit)" in failed.error
+        assert failed.worker.startswith(worker.name)
+        after = request("crashes")
+        wait_for(lambda: ToolCall.objects.get(pk=after.pk).status == CallStatus.FAILED, timeout=20, what="next call")
+    finally:
+        worker.stop()

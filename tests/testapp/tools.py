@@ -1,6 +1,7 @@
 """Tools used by the integration and fault-injection tests."""
 
 import enum
+import sys
 import time
 from typing import Annotated
 
@@ -53,6 +54,12 @@ def always_fails(reason: Annotated[str, Param("What to fail with.")]) -> str:
 def crashes() -> str:
     """Fail with an unexpected exception whose details must not reach the model."""
     raise RuntimeError("secret internal detail: db password is hunter2")
+
+
+@tool(risk=Risk.LOW)
+def exits_like_a_cli() -> str:
+    """Run a command-line entry point that ends with ``sys.exit`` (tests/security_review, review bz)."""
+    sys.exit(2)
 
 
 # --- Saga steps and their compensations (tests/integration/test_sagas.py) ---------------------------
