@@ -99,7 +99,12 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
     """The validated arguments as JSON; values coerced into what no JSON column stores are refused."""
-    stored = to_json_value(validated)
+    try:
+        stored = to_json_value(validated)
+    except ValueError as exc:  # keys a validator made collide as text (``to_json_value``)
+        raise _refused(
+            tool, validated, f"Invalid arguments for tool {tool.name!r}; nothing was executed: {exc}."
+        ) from None
     problem = json_storage_problem(stored)
     if problem:
         message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."

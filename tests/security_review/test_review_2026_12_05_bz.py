@@ -9,13 +9,15 @@ with nothing recorded (its outcome lost until the lease's end); on a real prefor
 pool process (``WorkerLostError``), the call ``running``. What a tool raised or returned failing again when read
 left the call ``running`` with its outcome lost too: a ``ToolError`` subclass whose ``__str__`` raises, a
 ``ToolResult.error`` value whose ``__str__`` raises (both escaped ``run_outcome``), a hand-built artifact
-``ToolResult`` with no name (the artifact row's insert failed in the outcome's write).
+``ToolResult`` with no name (the artifact row's insert failed in the outcome's write). A result dict whose keys
+collide once written as JSON text (``200`` and ``"200"``, ``True`` and ``"true"``) succeeded with all but the last
+value silently dropped.
 
 Checked and found holding (no test here), in process on SQLite: a custom exception whose ``__str__`` and
 ``__repr__`` raise (failed, the internal-error message; the detail reads ``<exception str() failed>``); a
 ``KeyboardInterrupt`` escapes on purpose (the process is being stopped; the lease and the reconciler settle the
 call); results that are sets (a list), ``datetime``/``Decimal`` (strings, ``Decimal('NaN')`` as ``"NaN"``), a
-generator (read within the limit), a dict with int/tuple/None keys (string keys) succeed; ``bytes``, NaN and
+generator (read within the limit), a dict with distinct int/tuple/None keys (string keys) succeed; ``bytes``, NaN and
 infinity floats, a plain ``object()`` fail with "cannot be serialized to JSON"; a cyclic dict fails
 (``RecursionError``, the internal-error message); a tool mutating a nested argument (an ``Any`` parameter, atomic
 or not) leaves the stored arguments and the audit trail as requested; ``MAX_RESULT_BYTES`` is measured on UTF-8
@@ -158,3 +160,27 @@ def test_a_tool_that_calls_sys_exit_on_a_worker_fails_its_call_and_the_worker_go
         wait_for(lambda: ToolCall.objects.get(pk=after.pk).status == CallStatus.FAILED, timeout=20, what="next call")
     finally:
         worker.stop()
+
+
+def _counts_by_code() -> dict[Any, Any]:
+    """Count orders by status code, as a careless tool does: ints from one source, strings from another."""
+    return {"summary": {200: "12 orders", "200": "3 orders", True: "on", "true": "off"}}
+
+
+def test_a_result_whose_keys_collide_as_json_text_fails_instead_of_silently_dropping_values(
+    request_call: RequestCall, alice: User
+) -> None:
+    """alice's model calls a tool returning ``{200: ..., "200": ...}`` (and ``True`` beside ``"true"``).
+
+    Found: ``toolhub.tools.results.to_json_value`` (pydantic's ``to_jsonable_python``) wrote both keys as ``"200"``
+    and kept the last value: the call succeeded with ``{"200": "3 orders", "true": "off"}``, the other values gone
+    without a word to the model, the operator or the audit trail.
+    Expect: the call fails with the message every unserializable result gets, the collision named in the detail.
+    """
+    tool = Tool.from_function(_counts_by_code, name="review_bz_counts", risk="low", allow_any=True)
+    with registry.temporarily(tool):
+        call = request_call("review_bz_counts", {}, alice, tenant="acme")
+
+    assert call.status == CallStatus.FAILED, call.result
+    assert call.error == "The tool returned a value that cannot be serialized to JSON."
+    assert "collide" in call.error_detail

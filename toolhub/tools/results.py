@@ -73,8 +73,29 @@ def read_now(value: Any) -> Any:
 
 
 def to_json_value(value: Any) -> Any:
-    """Convert a tool's return value (pydantic models, dataclasses, Decimal, dates, enums) to JSON data."""
-    return to_jsonable_python(value)
+    """Convert a tool's return value (pydantic models, dataclasses, Decimal, dates, enums) to JSON data.
+
+    A dict whose keys become the same text (``1`` and ``"1"``, ``True`` and ``"true"``) is refused with
+    ``ValueError``: the conversion would keep one of the values and drop the others without a word.
+    """
+    converted = to_jsonable_python(value)
+    _check_no_merged_keys(value, converted)
+    return converted
+
+
+def _check_no_merged_keys(value: Any, converted: Any) -> None:
+    """Walk plain dicts, lists and tuples beside their conversion; a dict that lost entries lost them to merged keys."""
+    if isinstance(value, dict) and isinstance(converted, dict):
+        if len(converted) < len(value):
+            raise ValueError(
+                f"a dict's keys collide once written as JSON text ({len(value)} keys became {len(converted)}); "
+                "return keys that stay distinct as strings"
+            )
+        for item, item_converted in zip(value.values(), converted.values(), strict=True):
+            _check_no_merged_keys(item, item_converted)
+    elif isinstance(value, list | tuple) and isinstance(converted, list) and len(value) == len(converted):
+        for item, item_converted in zip(value, converted, strict=True):
+            _check_no_merged_keys(item, item_converted)
 
 
 def result_text_for_model(value: Any) -> str:
