@@ -36,6 +36,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from toolhub.admin_editable import StaleEditsRefused
 from toolhub.admin_relations import (
     OpenableLinksOnly,
     SharedInPart,
@@ -145,7 +146,7 @@ def _fields_of(model: type[Model], lookup: str) -> list[Field]:
     return fields
 
 
-class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups):
+class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
@@ -363,7 +364,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value)
 
 
-class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups):
+class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:

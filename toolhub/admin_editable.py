@@ -1,0 +1,72 @@
+"""Editable lists (``list_editable``) that save what the person changed on the page, never what the page only showed.
+
+Django's list posts every row of the page and saves each row whose posted values differ from the database as it
+is when the POST arrives: a list opened before a colleague switched a tool off (the catalogue's kill switch) or an
+approval rule on, then saved for any other change, switched it back in the name of someone who never touched it.
+:class:`StaleEditsRefused` makes each row's form carry the values it showed (Django's ``show_hidden_initial``), so
+"changed" means changed on the page: a value nobody touched is kept as it is now, and a value changed on the page
+that a colleague also changed since is refused (the row's error; nothing on the page is saved) rather than
+silently overwriting theirs.
+"""
+
+from typing import Any
+
+from django import forms
+from django.http import HttpRequest
+from django.utils.functional import cached_property
+
+__all__ = ["ShownValuesKept", "StaleEditsRefused"]
+
+STALE_MESSAGE = "Changed by someone else since you opened this page (now: %(current)s); reload the list and try again."
+
+
+class ShownValuesKept(forms.ModelForm):
+    """A list row's form: its editable fields carry the value shown; only what the person changed is saved."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pk_name = self._meta.model._meta.pk.name
+        for name, field in self.fields.items():
+            if name != pk_name:
+                field.show_hidden_initial = True
+
+    @cached_property
+    def changed_data(self) -> list[str]:
+        """The fields changed on the page: compared with the value it showed (the current one when not posted)."""
+        return [
+            name
+            for name, field in self.fields.items()
+            if field.has_changed(self._shown_value(name, field, self[name].initial), self[name].data)
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean()
+        if self.instance.pk is None:
+            return cleaned
+        for name, field in self.fields.items():
+            if not field.show_hidden_initial or field.disabled or name not in cleaned:
+                continue
+            current = self[name].initial  # the row as the database holds it now
+            if name not in self.changed_data:  # compared with the value shown: untouched on the page
+                cleaned[name] = current
+            elif field.has_changed(current, self._shown_value(name, field, current)):
+                self.add_error(name, forms.ValidationError(STALE_MESSAGE, params={"current": current}))
+        return cleaned
+
+    def _shown_value(self, name: str, field: forms.Field, current: Any) -> Any:
+        """The value the page showed; without it in the POST (a script's own form), the current one, as Django does."""
+        key = self.add_initial_prefix(name)
+        if not field.show_hidden_initial or key not in self.data:
+            return current
+        try:
+            return field.to_python(self._widget_data_value(field.hidden_widget(), key))
+        except forms.ValidationError:
+            return current
+
+
+class StaleEditsRefused:
+    """Mixed into a ``ModelAdmin``: its editable list saves only what the person changed on the page."""
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
+        base = super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
+        return type(base.__name__, (ShownValuesKept, base), {})
