@@ -1,4 +1,4 @@
-"""Editable lists (``list_editable``) that save what the person changed on the page, never what the page only showed.
+"""Admin pages that save what the person changed on them, never what the page only showed.
 
 Django's list posts every row of the page and saves each row whose posted values differ from the database as it
 is when the POST arrives: a list opened before a colleague switched a tool off (the catalogue's kill switch) or an
@@ -6,7 +6,8 @@ approval rule on, then saved for any other change, switched it back in the name 
 :class:`StaleEditsRefused` makes each row's form carry the values it showed (Django's ``show_hidden_initial``), so
 "changed" means changed on the page: a value nobody touched is kept as it is now, and a value changed on the page
 that a colleague also changed since is refused (the row's error; nothing on the page is saved) rather than
-silently overwriting theirs.
+silently overwriting theirs. Change pages work the same way (a rule's page opened to rename it, saved after a
+colleague switched the rule on, left it on).
 """
 
 from typing import Any
@@ -17,18 +18,26 @@ from django.utils.functional import cached_property
 
 __all__ = ["ShownValuesKept", "StaleEditsRefused"]
 
-STALE_MESSAGE = "Changed by someone else since you opened this page (now: %(current)s); reload the list and try again."
+STALE_MESSAGE = "Changed by someone else since you opened this page; reload it and try again."
 
 
 class ShownValuesKept(forms.ModelForm):
-    """A list row's form: its editable fields carry the value shown; only what the person changed is saved."""
+    """A row's form (a list's or a change page's): its fields carry the value shown; only what was changed is saved."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.kept_as_shown: set[str] = set()
+        if self.instance.pk is None:
+            return  # a row being added: nobody else changed it
         pk_name = self._meta.model._meta.pk.name
         for name, field in self.fields.items():
-            if name != pk_name:
+            # Never a value the page keeps from the browser (a password, a hash shown read-only) in a hidden input.
+            secret = getattr(field.widget, "input_type", "") == "password"
+            # Values of one input each (a split date and time, a file are left as Django compares them).
+            simple = not isinstance(field, (forms.MultiValueField, forms.FileField))
+            if name != pk_name and not field.disabled and not secret and simple:
                 field.show_hidden_initial = True
+                self.kept_as_shown.add(name)
 
     @cached_property
     def changed_data(self) -> list[str]:
@@ -36,7 +45,11 @@ class ShownValuesKept(forms.ModelForm):
         return [
             name
             for name, field in self.fields.items()
-            if field.has_changed(self._shown_value(name, field, self[name].initial), self[name].data)
+            if (
+                field.has_changed(self._shown_value(name, field, self[name].initial), self[name].data)
+                if name in self.kept_as_shown
+                else self[name]._has_changed()
+            )
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -44,19 +57,22 @@ class ShownValuesKept(forms.ModelForm):
         if self.instance.pk is None:
             return cleaned
         for name, field in self.fields.items():
-            if not field.show_hidden_initial or field.disabled or name not in cleaned:
+            if name not in self.kept_as_shown or field.disabled or name not in cleaned:
                 continue
             current = self[name].initial  # the row as the database holds it now
             if name not in self.changed_data:  # compared with the value shown: untouched on the page
-                cleaned[name] = current
-            elif field.has_changed(current, self._shown_value(name, field, current)):
-                self.add_error(name, forms.ValidationError(STALE_MESSAGE, params={"current": current}))
+                try:
+                    cleaned[name] = field.to_python(field.prepare_value(current))
+                except forms.ValidationError:
+                    pass  # no longer a value this form offers: the posted one stands, as Django would save it
+            elif field.has_changed(current, field.prepare_value(self._shown_value(name, field, current))):
+                self.add_error(name, forms.ValidationError(STALE_MESSAGE))
         return cleaned
 
     def _shown_value(self, name: str, field: forms.Field, current: Any) -> Any:
         """The value the page showed; without it in the POST (a script's own form), the current one, as Django does."""
         key = self.add_initial_prefix(name)
-        if not field.show_hidden_initial or key not in self.data:
+        if name not in self.kept_as_shown or key not in self.data:
             return current
         try:
             return field.to_python(self._widget_data_value(field.hidden_widget(), key))
@@ -65,7 +81,11 @@ class ShownValuesKept(forms.ModelForm):
 
 
 class StaleEditsRefused:
-    """Mixed into a ``ModelAdmin``: its editable list saves only what the person changed on the page."""
+    """Mixed into a ``ModelAdmin``: its editable list and change pages save only what the person changed on them."""
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)  # type: ignore[misc]
+        return type(form.__name__, (ShownValuesKept, form), {})
 
     def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
         base = super().get_changelist_form(request, **kwargs)  # type: ignore[misc]

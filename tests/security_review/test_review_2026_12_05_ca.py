@@ -9,6 +9,9 @@ Findings:
    saved for any other change on that page, silently switched it back. Now the list's form carries the values it
    showed (``show_hidden_initial``) and ``toolhub.admin_helpers.StaleEditsRefused`` keeps what nobody touched on
    the page as it is now, and refuses (nothing saved) a value changed on the page that a colleague also changed.
+2. The change pages had the same flaw: ``ca-wire``'s page opened to raise its risk, saved after a colleague switched
+   the tool off, switched it back on; a rule's page opened to rename it switched the rule off again. The same
+   mixin (mixed into ``TenantScopedAdmin`` and ``CrossTenantChangesOnly``) now wraps their change forms too.
 
 Checked and found holding (no test here): ``OPTIONS``, ``HEAD`` and ``GET`` (JSON and ``?format=api``) on every
 ``/api/v1/`` route, ``/api/schema/`` and ``/api/docs/`` as globex's user, auditor, operator and developer, with a
@@ -38,10 +41,11 @@ pytestmark = pytest.mark.django_db
 
 
 class _ChangelistForm(HTMLParser):
-    """What a browser posts from an admin list's form (``#changelist-form``) as the page rendered it."""
+    """What a browser posts from an admin page's form (the list's ``#changelist-form``) as the page rendered it."""
 
-    def __init__(self) -> None:
+    def __init__(self, form_id: str = "changelist-form") -> None:
         super().__init__()
+        self.form_id = form_id
         self.data: dict[str, str] = {}
         self._inside = False
         self._select: str | None = None
@@ -49,7 +53,7 @@ class _ChangelistForm(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
         if tag == "form":
-            self._inside = attributes.get("id") == "changelist-form"
+            self._inside = attributes.get("id") == self.form_id
         if not self._inside or not attributes.get("name"):
             if tag == "option" and self._select and "selected" in attributes:
                 self.data[self._select] = attributes.get("value") or ""
@@ -175,3 +179,50 @@ def test_a_value_changed_on_the_page_that_a_colleague_also_changed_is_refused(
     assert "since you opened this page" in answer.content.decode()
     rule.refresh_from_db()
     assert rule.priority == 10
+
+
+def _change_form_as_shown(client: Client, url: str) -> dict[str, str]:
+    """A change page's form data, as the page showed it (the admin's ``<form>`` of the object)."""
+    page = client.get(url)
+    assert page.status_code == 200
+    parser = _ChangelistForm(form_id=f"{page.context['opts'].model_name}_form")
+    parser.feed(page.content.decode())
+    return parser.data
+
+
+def test_saving_a_change_page_switches_nothing_back_that_a_colleague_switched_meanwhile(
+    superuser: User, acme_developer: User, tenant: Tenant
+) -> None:
+    """Found: the change pages have the same flaw as the lists. A platform operator opens ``ca-wire``'s page to
+    raise its risk; a colleague switches the tool off meanwhile; the save switched it back on. acme's developer opens
+    a rule's page to rename it; a colleague switches the rule on meanwhile; the save switched it off again.
+    Expect: what the page only showed is left as it is now; what was changed on it is saved."""
+    wire = ToolDefinition.objects.create(name="ca-wire", enabled=True)
+    client = console(superuser)
+    url = f"/admin/toolhub/tooldefinition/{wire.pk}/change/"
+    shown = _change_form_as_shown(client, url)
+    ToolDefinition.objects.filter(pk=wire.pk).update(enabled=False)  # a colleague, meanwhile
+    shown["risk_override"] = "critical"
+    assert client.post(url, {**shown, "_save": "Save"}).status_code == 302
+    wire.refresh_from_db()
+    assert (wire.enabled, wire.risk_override) == (False, "critical")
+
+    rule = ApprovalRule.objects.create(name="hold-payments", tenant=tenant, tool_name="debit", enabled=False)
+    client = console(acme_developer)
+    url = f"/admin/approvals/approvalrule/{rule.pk}/change/"
+    shown = _change_form_as_shown(client, url)
+    ApprovalRule.objects.filter(pk=rule.pk).update(enabled=True)  # a colleague, meanwhile
+    shown["name"] = "hold-all-payments"
+    assert client.post(url, {**shown, "_save": "Save"}).status_code == 302
+    rule.refresh_from_db()
+    assert (rule.name, rule.enabled) == ("hold-all-payments", True)
+
+
+def test_a_change_page_keeps_no_password_hash_among_the_values_it_shows(superuser: User, acme_developer: User) -> None:
+    """The values a change page carries to detect a colleague's change never include a read-only or secret field:
+    a user's page has no hidden copy of the password hash (``initial-password``), nor the hash anywhere."""
+    page = console(superuser).get(f"/admin/auth/user/{acme_developer.pk}/change/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert 'name="initial-is_active"' in body  # the mechanism is on for this page
+    assert 'name="initial-password"' not in body and acme_developer.password not in body
