@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
+from toolhub.admin_audit_export import audit_export_view
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json, run_trail_link
 from toolhub.admin_lists import (
     AgentFilter,
@@ -187,7 +188,8 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
             name="toolhub_toolcall_export",
         )
         verify = path("verify/", self.admin_site.admin_view(audit_verify_view), name="toolhub_audit_verify")
-        return [export, verify, *super().get_urls()]
+        trail = path("export-trail/", self.admin_site.admin_view(audit_export_view), name="toolhub_audit_export")
+        return [export, verify, trail, *super().get_urls()]
 
     def export_view(self, request: HttpRequest, export_format: str) -> HttpResponse:
         """The calls of the list as filtered and searched (every page), streamed as CSV or JSON Lines.

@@ -32,6 +32,7 @@ __all__ = [
     "audit_trail_events",
     "audit_trail_verify",
     "audit_verification_request",
+    "known_tenant_chains",
 ]
 
 #: A tenant's verification may be asked for from the console once in this many seconds.
@@ -52,7 +53,8 @@ class TrailVerification:
     record: AuditVerification
 
 
-def _chains_of(tenant: str) -> range:
+def known_tenant_chains(tenant: str) -> range:
+    """``tenant``'s own chains; ``UnknownTenantError`` when no tenant has this slug."""
     if not Tenant.objects.filter(slug=tenant).exists():
         known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True)[:10])
         hint = f" Known tenants: {', '.join(known)}{', ...' if len(known) == 10 else ''}." if known else ""
@@ -64,7 +66,7 @@ def audit_trail_events(tenant: str | None = None) -> int:
     """How many events a verification will check, from the chain heads (no COUNT(*) over the events)."""
     heads = AuditChainHead.objects.all()
     if tenant:
-        chains = _chains_of(tenant)
+        chains = known_tenant_chains(tenant)
         heads = heads.filter(chain__gte=chains.start, chain__lt=chains.stop)
     return sum(heads.values_list("seq", flat=True))
 
@@ -85,7 +87,7 @@ def audit_trail_verify(
     Raises ``UnknownTenantError`` for a slug no tenant has, and ``CheckpointKeyError`` when ``checkpoint``
     (an exported document) is given but the key to check it is not configured.
     """
-    chains = _chains_of(tenant) if tenant else None
+    chains = known_tenant_chains(tenant) if tenant else None
     started_at = timezone.now()
     results = verify_chains(progress=progress, workers=workers, tenant=tenant or None)
     found: list[tuple[int | None, str]] = [(r.chain, str(r.problem)) for r in results if r.problem is not None]
@@ -195,7 +197,7 @@ def audit_verification_request(*, tenant: str) -> bool:
     """
     from toolhub.tasks import audit_verify_tenant_task
 
-    _chains_of(tenant)
+    known_tenant_chains(tenant)
     if not cache.add(f"toolhub:audit-verify:{tenant}", True, timeout=REQUEST_INTERVAL_SECONDS):
         return False
     transaction.on_commit(lambda: audit_verify_tenant_task.delay(tenant))

@@ -54,7 +54,7 @@ class Tenant(models.Model):
         """Refuse a changed slug, a retired one, another's but for case, or one whose audit chains are another's."""
         from django.core.exceptions import ValidationError
 
-        from toolhub.audit_hash import tenant_chain_base
+        from toolhub.audit_hash_core import tenant_chain_base
 
         self._refuse_another_identity()
         base = tenant_chain_base(self.slug)
@@ -64,7 +64,7 @@ class Tenant(models.Model):
             )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        from toolhub.audit_hash import tenant_chain_base
+        from toolhub.audit_hash_core import tenant_chain_base
 
         self._refuse_another_identity()
         self.audit_chain_base = tenant_chain_base(self.slug)
@@ -77,7 +77,7 @@ class Tenant(models.Model):
         """
         from django.core.exceptions import ValidationError
 
-        from toolhub.audit_hash import tenant_chain_base
+        from toolhub.audit_hash_core import tenant_chain_base
 
         refuse_identity_change(self, "slug")
         if Tenant.objects.filter(pk=self.pk).exists():

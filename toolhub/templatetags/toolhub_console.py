@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from toolhub.admin_audit_export import EXPORT_PERMISSION
 from toolhub.audit_console import audit_chain_status
 from toolhub.dashboard import dashboard
 
@@ -31,6 +32,8 @@ def _chain_status(context: template.Context, user: Any) -> dict[str, Any]:
     return {
         "status": audit_chain_status(user),
         "verify_url": reverse("admin:toolhub_audit_verify"),
+        # "Export trail": a tenant's own chains as a file that verifies offline (toolhub.audit_export)
+        "export_url": reverse("admin:toolhub_audit_export") if user and user.has_perm(EXPORT_PERMISSION) else "",
         "csrf_token": context.get("csrf_token"),
         # the page without its query: the form never echoes what a crafted URL put there
         "next": request.path if request is not None else "",

@@ -1,0 +1,61 @@
+"""The console's "Export trail": a tenant's own audit chains as a file that verifies offline.
+
+Whoever may read the audit trail (``toolhub.view_auditevent``) exports a tenant within their boundary;
+platform auditors (who cross it) name any tenant. A tenant outside the boundary answers 404, as one that
+does not exist. The export is recorded in the tenant's chain (``audit.exported``) before it streams.
+"""
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+
+from toolhub.audit_export import (
+    AuditExportError,
+    audit_export_lines,
+    audit_export_open,
+    audit_export_record,
+    export_range,
+)
+from toolhub.downloads import StreamedResponse, download_filename
+from toolhub.tenancy import tenant_scope
+
+__all__ = ["EXPORT_PERMISSION", "audit_export_view"]
+
+#: Who may take a tenant's trail away: those who read it on the audit page.
+EXPORT_PERMISSION = "toolhub.view_auditevent"
+
+
+def audit_export_view(request: HttpRequest) -> HttpResponse:
+    """POST ``tenant`` (and optionally ``from_seq``/``to_seq`` or ``since``/``until``): stream the export.
+
+    A POST with the CSRF token: each export is audited in the user's name, so another site must not be able to
+    make their browser export.
+    """
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"], "Export with the button of the audit page.")
+    if not request.user.has_perm(EXPORT_PERMISSION):
+        raise PermissionDenied
+    tenant = request.POST.get("tenant", "").strip()
+    if not tenant_scope(request.user).allows(tenant):
+        raise Http404("No such tenant.")
+    try:
+        scope = export_range(
+            from_seq=request.POST.get("from_seq"),
+            to_seq=request.POST.get("to_seq"),
+            since=request.POST.get("since"),
+            until=request.POST.get("until"),
+        )
+        audit_export_open(tenant, scope)
+    except AuditExportError as exc:
+        if "no tenant" in str(exc):
+            raise Http404("No such tenant.") from None
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    audit_export_record(actor=f"user:{request.user.get_username()}", tenant=tenant, scope=scope)
+    export = audit_export_open(tenant, scope)
+    response = StreamedResponse(audit_export_lines(export), content_type="application/x-ndjson")
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    name = download_filename(f"audit-{tenant}-{stamp}.jsonl", default="audit-export.jsonl")
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,0 +1,303 @@
+"""Verify an exported audit trail (``manage.py audit_export``) offline: no database, no Django settings.
+
+    python -m toolhub.audit_file_verify acme-audit.jsonl [--head HASH | --head CHAIN:HASH ...]
+
+Every line's hash is recomputed with toolhub's own functions (``toolhub.audit_hash_core``) and every link
+checked: a missing sequence number, lines out of order, an altered line, a chain cut short of the header,
+of the signed checkpoint it names or of a head given with ``--head`` (kept independently, e.g. read from
+the console when the export was made). Exit 0 when the file verifies, 1 naming each problem.
+
+What it cannot prove: a file rewritten whole and consistently (every hash recomputed, the header too)
+verifies, unless compared with a head kept apart from it (``--head``) or a signed checkpoint.
+"""
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text, tenant_chains
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportFileError", "FileVerification", "main", "verify_export_lines"]
+
+# The same values as ``toolhub.audit_export`` writes (that module needs Django; this one must not).
+EXPORT_FORMAT = "toolhub-audit-export"
+EXPORT_VERSION = 1
+
+_LINE_KEYS = frozenset({*HASHED_COLUMNS, "hash"})
+
+
+class ExportFileError(ValueError):
+    """The file is not an audit export this verifier reads (unreadable, not JSON, another format or version)."""
+
+
+@dataclass
+class FileVerification:
+    """What the file holds and every problem found in it (empty: it verifies)."""
+
+    tenant: str
+    events: int = 0
+    chains: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Chain:
+    chain: int
+    first_seq: int
+    last_seq: int
+    last_hash: str
+    hashes: dict[str, int] = field(default_factory=dict)  # every line's hash -> its seq
+
+
+def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> FileVerification:
+    """Verify an export read line by line (constant memory but one hash per line); ``heads``: ``[CHAIN:]HASH``.
+
+    Raises ``ExportFileError`` when the first line is not this format's header.
+    """
+    numbered = enumerate(lines, start=1)
+    first = next(numbered, None)
+    if first is None:
+        raise ExportFileError("the file is empty: it holds no export header")
+    header = _header(first[1])
+    tenant = header["tenant"]
+    own = tenant_chains(tenant)
+    result = FileVerification(tenant)
+    declared = _declared(header, result)
+    chains: dict[int, _Chain] = {}
+    current: _Chain | None = None
+    for number, text in numbered:
+        if not text.strip():
+            continue
+        event = _event(number, text, result)
+        if event is None:
+            continue
+        chain, seq = event["chain"], event["seq"]
+        where = f"chain {chain} seq {seq} (line {number})"
+        if chain not in own or event["tenant"] != tenant:
+            result.problems.append(
+                f"{where}: an event of tenant {event['tenant']!r} in chain {chain}, in an export of {tenant!r}'s own "
+                "chains: the line or the header's tenant was altered"
+            )
+            continue
+        result.events += 1
+        if current is None or chain != current.chain:
+            if chain in chains or (current is not None and chain < current.chain):
+                result.problems.append(
+                    f"{where}: chain {chain} resumes after chain {current.chain if current else '?'}: "
+                    "lines were moved (an export holds each chain once, in chain order)"
+                )
+                continue
+            current = chains[chain] = _Chain(chain, seq, seq - 1, event["prev_hash"])
+            _start(current, event, declared.get(chain), where, result)
+        _link(current, event, where, result)
+    result.chains = len(chains)
+    _ends(chains, declared, header, result)
+    _given_heads(chains, heads, result)
+    return result
+
+
+def _header(text: str) -> dict[str, Any]:
+    try:
+        header = json.loads(text)
+    except ValueError:
+        raise ExportFileError("line 1 is not JSON: this is not a toolhub audit export") from None
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise ExportFileError(f"line 1 is not a {EXPORT_FORMAT} header: this is not a toolhub audit export")
+    if header.get("version") != EXPORT_VERSION:
+        raise ExportFileError(
+            f"the export is format version {header.get('version')!r}; this verifier reads version {EXPORT_VERSION} "
+            "(use the verifier of the toolhub release that wrote it)"
+        )
+    if not isinstance(header.get("tenant"), str) or not header["tenant"]:
+        raise ExportFileError("the header names no tenant: it was altered")
+    if not isinstance(header.get("chains"), list) or not isinstance(header.get("heads"), dict):
+        raise ExportFileError("the header lists no chains or heads: it was altered")
+    return header
+
+
+def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, tuple[int, int]]:
+    """Each chain's seq span as the header states it."""
+    spans: dict[int, tuple[int, int]] = {}
+    for entry in header["chains"]:
+        try:
+            spans[int(entry["chain"])] = (int(entry["from_seq"]), int(entry["to_seq"]))
+        except (TypeError, KeyError, ValueError):
+            result.problems.append(f"the header's chain entry {str(entry)[:80]} is malformed: the header was altered")
+    return spans
+
+
+def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] | None:
+    try:
+        event = json.loads(text)
+    except ValueError:
+        result.problems.append(f"line {number} is not JSON: it was altered or cut")
+        return None
+    if (
+        not isinstance(event, dict)
+        or set(event) != _LINE_KEYS
+        or not isinstance(event["chain"], int)
+        or not isinstance(event["seq"], int)
+        or not isinstance(event["hash"], str)
+        or not isinstance(event["prev_hash"], str)
+    ):
+        result.problems.append(f"line {number} is not an audit event as exported: it was altered")
+        return None
+    return event
+
+
+def _start(
+    chain: _Chain, event: dict[str, Any], span: tuple[int, int] | None, where: str, result: FileVerification
+) -> None:
+    """A chain's first line: where the header says it starts, and what vouches for its previous hash."""
+    seq = event["seq"]
+    if span is None:
+        result.problems.append(f"{where}: chain {chain.chain} is not among the header's chains: lines were added")
+    elif seq != span[0]:
+        result.problems.append(
+            f"{where}: chain {chain.chain} starts at seq {seq}, the header says at seq {span[0]}: "
+            f"its first lines (seq {span[0]}..{seq - 1}) were removed"
+            if seq > span[0]
+            else f"{where}: chain {chain.chain} starts before the header's seq {span[0]}: lines were added"
+        )
+    if seq == 1 and event["prev_hash"] != "":
+        result.problems.append(f"{where}: the first event of a chain has a previous hash: it was altered")
+    elif seq > 1:
+        result.notes.append(
+            f"chain {chain.chain} is verified from seq {seq}: its previous hash {event['prev_hash'][:16]}... is "
+            "vouched for only by an export or verification of the events before it"
+        )
+
+
+def _link(chain: _Chain, event: dict[str, Any], where: str, result: FileVerification) -> None:
+    """One line after the previous of its chain: the next seq, linked to it, hashing to what it says."""
+    seq, expected = event["seq"], chain.last_seq + 1
+    if seq > expected:
+        result.problems.append(
+            f"{where}: seq {expected}..{seq - 1} of chain {chain.chain} are missing before it: lines were deleted"
+        )
+    elif seq < expected:
+        result.problems.append(
+            f"{where}: comes after seq {chain.last_seq} of chain {chain.chain}: lines were reordered or repeated"
+        )
+    elif event["prev_hash"] != chain.last_hash:
+        result.problems.append(
+            f"{where}: its previous hash is not the hash of seq {seq - 1} before it: a line was altered or replaced"
+        )
+    try:
+        recomputed = hash_text(*(event[column] for column in HASHED_COLUMNS))
+    except (TypeError, ValueError):
+        recomputed = ""
+    if recomputed != event["hash"]:
+        result.problems.append(f"{where}: its hash does not match its content: the line was altered")
+    if seq >= expected:
+        chain.last_seq, chain.last_hash = seq, event["hash"]
+    chain.hashes[event["hash"]] = seq
+
+
+def _ends(
+    chains: dict[int, _Chain], declared: dict[int, tuple[int, int]], header: dict[str, Any], result: FileVerification
+) -> None:
+    """Each chain's end against the header's span and head, and against the signed checkpoint's heads."""
+    for number, (first, last) in sorted(declared.items()):
+        chain = chains.get(number)
+        if chain is None:
+            result.problems.append(
+                f"chain {number}: the header lists seq {first}..{last} but the file holds none of its lines: removed"
+            )
+            continue
+        if chain.last_seq < last:
+            result.problems.append(
+                f"chain {number} ends at seq {chain.last_seq}, the header says at seq {last}: "
+                f"its last lines (seq {chain.last_seq + 1}..{last}) were cut"
+            )
+        head = header["heads"].get(str(number))
+        if isinstance(head, dict) and head.get("seq") == chain.last_seq and head.get("hash") != chain.last_hash:
+            result.problems.append(
+                f"chain {number} seq {chain.last_seq}: the newest line is not the head the header names: "
+                "the line or the header was altered"
+            )
+    checkpoint = header.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("heads"), dict):
+        source = f"signed checkpoint #{checkpoint.get('seq')}"
+        for number, head in sorted(checkpoint["heads"].items()):
+            chain = chains.get(int(number))
+            named_seq = head.get("seq") if isinstance(head, dict) else None
+            if chain is None or not isinstance(named_seq, int):
+                continue
+            if chain.last_seq < named_seq:
+                result.problems.append(
+                    f"chain {number} ends at seq {chain.last_seq}, short of seq {named_seq} named by {source}: "
+                    "its tail was cut"
+                )
+            elif chain.hashes.get(head.get("hash")) != named_seq:
+                result.problems.append(
+                    f"chain {number} seq {named_seq}: not the event {source} names: the chain was rewritten"
+                )
+        if checkpoint["heads"]:
+            result.notes.append(f"compared with the heads of {source} (its signature was checked by toolhub)")
+
+
+def _given_heads(chains: dict[int, _Chain], heads: Iterable[str], result: FileVerification) -> None:
+    """Each ``--head`` must be in the file: a head kept apart from it that is missing means its tail was cut."""
+    for given in heads:
+        chain_text, _, head_hash = given.rpartition(":")
+        candidates = list(chains.values())
+        if chain_text:
+            try:
+                candidates = [chains[int(chain_text)]] if int(chain_text) in chains else []
+            except ValueError:
+                result.problems.append(f"--head {given!r}: give HASH or CHAIN:HASH")
+                continue
+        where = f"chain {chain_text}" if chain_text else "any chain of the file"
+        if not any(head_hash in chain.hashes for chain in candidates):
+            result.problems.append(
+                f"the expected head {head_hash[:16]}... is in {where} nowhere: the tail that led to it was cut, "
+                "or the file was rewritten"
+            )
+            continue
+        result.notes.append(f"the expected head {head_hash[:16]}... is in the file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m toolhub.audit_file_verify", description="Verify an exported toolhub audit trail offline."
+    )
+    parser.add_argument("file", help="a JSON Lines file written by manage.py audit_export or the console")
+    parser.add_argument(
+        "--head",
+        action="append",
+        default=[],
+        help="a head kept apart from the file, HASH or CHAIN:HASH: the file must reach it (catches a cut tail)",
+    )
+    options = parser.parse_args(argv)
+    try:
+        with open(options.file, encoding="utf-8") as lines:
+            result = verify_export_lines(lines, options.head)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"ERROR: cannot read {options.file}: {exc}", file=sys.stderr)
+        return 1
+    except ExportFileError as exc:
+        print(f"ERROR: {options.file}: {exc}", file=sys.stderr)
+        return 1
+    for problem in result.problems:
+        print(f"TAMPERED {problem}", file=sys.stderr)
+    for note in result.notes:
+        print(f"note: {note}")
+    if result.problems:
+        print(f"{options.file} does NOT verify: {len(result.problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant}.")
+    if not options.head and not any("signed checkpoint" in note for note in result.notes):
+        print(
+            "note: without a head kept apart from this file (--head) or a signed checkpoint, a file rewritten whole "
+            "and consistently would verify too."
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""``manage.py audit_export --tenant SLUG -o FILE``: a tenant's own audit chains as a file that verifies offline.
+
+The file is written beside its destination and renamed into place only when complete: a refused or
+failed export leaves nothing behind, and an existing file is never overwritten. The export is itself
+recorded in the tenant's chain (``audit.exported``). Verify it with ``python -m toolhub.audit_file_verify``.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from toolhub.audit_export import (
+    AuditExportError,
+    audit_export_lines,
+    audit_export_open,
+    audit_export_record,
+    export_range,
+)
+
+
+class Command(BaseCommand):
+    help = "Export a tenant's own audit chains as JSON Lines that python -m toolhub.audit_file_verify checks offline."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--tenant", required=True, help="The tenant whose own chains are exported.")
+        parser.add_argument("-o", "--output", required=True, help="The file to write (must not exist).")
+        parser.add_argument("--from-seq", help="Each chain from this sequence number.")
+        parser.add_argument("--to-seq", help="Each chain up to this sequence number.")
+        parser.add_argument("--since", help="Events from this moment (ISO 8601), with every event between.")
+        parser.add_argument("--until", help="Events before this moment (ISO 8601).")
+        parser.add_argument("--actor", default="", help="Who asks for the export (recorded; default: the OS user).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        target = Path(options["output"])
+        if target.exists():
+            raise CommandError(f"{target} exists; nothing was exported (an export never overwrites a file).")
+        if not target.parent.is_dir():
+            raise CommandError(f"{target.parent} is not a directory; nothing was exported.")
+        try:
+            scope = export_range(
+                from_seq=options["from_seq"], to_seq=options["to_seq"], since=options["since"], until=options["until"]
+            )
+            audit_export_open(options["tenant"], scope)  # refuses an unknown tenant before anything is recorded
+        except AuditExportError as exc:
+            raise CommandError(str(exc)) from exc
+        actor = options["actor"] or f"cli:{_os_user()}"
+        audit_export_record(actor=actor, tenant=options["tenant"], scope=scope)
+        export = audit_export_open(options["tenant"], scope)  # read again: the record is in it
+        handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                for chunk in audit_export_lines(export):
+                    out.write(chunk)
+            if target.exists():
+                raise CommandError(f"{target} appeared meanwhile; nothing was exported.")
+            os.replace(partial, target)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+        chains = export.header["chains"]
+        events = sum(entry["to_seq"] - entry["from_seq"] + 1 for entry in chains)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Exported {events} events in {len(chains)} chain(s) of {options['tenant']} to {target}; "
+                f"verify with: python -m toolhub.audit_file_verify {target}"
+            )
+        )
+
+
+def _os_user() -> str:
+    try:
+        return os.getlogin()
+    except OSError:
+        return os.environ.get("USER", "unknown")
