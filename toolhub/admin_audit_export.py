@@ -6,7 +6,8 @@ does not exist. The export is recorded in the tenant's chain (``audit.exported``
 """
 
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed
+from django.http import Http404, HttpRequest, HttpResponseBadRequest, HttpResponseNotAllowed
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 
@@ -26,7 +27,7 @@ __all__ = ["EXPORT_PERMISSION", "audit_export_view"]
 EXPORT_PERMISSION = "toolhub.view_auditevent"
 
 
-def audit_export_view(request: HttpRequest) -> HttpResponse:
+def audit_export_view(request: HttpRequest) -> HttpResponseBase:
     """POST ``tenant`` (and optionally ``from_seq``/``to_seq`` or ``since``/``until``): stream the export.
 
     A POST with the CSRF token: each export is audited in the user's name, so another site must not be able to
@@ -56,6 +57,6 @@ def audit_export_view(request: HttpRequest) -> HttpResponse:
     response = StreamedResponse(audit_export_lines(export), content_type="application/x-ndjson")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     name = download_filename(f"audit-{tenant}-{stamp}.jsonl", default="audit-export.jsonl")
-    response["Content-Disposition"] = content_disposition_header(True, name)
+    response["Content-Disposition"] = content_disposition_header(True, name) or "attachment"
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from toolhub import audit_hash_core
 from toolhub.audit import audit_append
 from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp, tenant_chains
 from toolhub.checkpoint_checks import named_heads, stored_run
@@ -127,6 +128,12 @@ def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExp
     if not tenant or not Tenant.objects.filter(slug=tenant).exists():
         raise AuditExportError(f"There is no tenant {tenant!r}; nothing was exported.")
     chains = tenant_chains(tenant)
+    if _shares_chains(tenant, chains.start):
+        raise AuditExportError(
+            f"{tenant}'s chains may hold another tenant's events (two slugs from before chain bases were kept "
+            "unique share them): its heads and gaps would tell of the other's, so it is not exported on its own; "
+            "verify_audit covers the whole trail. Nothing was exported."
+        )
     heads = {
         chain: (seq, head_hash)
         for chain, seq, head_hash in AuditChainHead.objects.filter(chain__gte=chains.start, chain__lt=chains.stop)
@@ -146,6 +153,14 @@ def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExp
         "checkpoint": _checkpoint(chains, exported),
     }
     return AuditExport(tenant, header, tuple(spans))
+
+
+def _shares_chains(tenant: str, base: int) -> bool:
+    """Whether another tenant's slug derives ``tenant``'s first chain (only tenants without a stored base can)."""
+    others = Tenant.objects.exclude(slug=tenant).filter(Q(audit_chain_base__isnull=True) | Q(audit_chain_base=base))
+    return any(
+        audit_hash_core.tenant_chain_base(slug) == base for slug in others.values_list("slug", flat=True).iterator()
+    )
 
 
 def _span(tenant: str, chain: int, head_seq: int, scope: ExportRange) -> tuple[int, int, int] | None:

@@ -19,6 +19,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from tests.audit.test_console import member
+from toolhub import audit_hash_core
 from toolhub.audit import audit_append
 from toolhub.audit_file_verify import main as verify_main
 from toolhub.audit_hash import tenant_chains
@@ -350,6 +351,18 @@ def test_a_bad_tenant_or_range_is_refused_and_nothing_written_or_recorded(
         call_command("audit_export", *options, "-o", str(target), stdout=io.StringIO())
     assert list(tmp_path.iterdir()) == []
     assert not AuditEvent.objects.filter(event_type="audit.exported").exists()
+
+
+def test_a_tenant_whose_chains_another_tenant_shares_is_not_exported_on_its_own(
+    trails: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two slugs from before chain bases were stored unique may share chains: heads and gaps would tell of the other."""
+    Tenant.objects.filter(slug="globex").update(audit_chain_base=None)
+    base = audit_hash_core.tenant_chain_base("acme")
+    monkeypatch.setattr(audit_hash_core, "tenant_chain_base", lambda tenant: base)
+    with pytest.raises(CommandError, match="may hold another tenant's events"):
+        call_command("audit_export", "--tenant", "acme", "-o", str(tmp_path / "out.jsonl"), stdout=io.StringIO())
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_existing_file_is_never_overwritten(trails: None, tmp_path: Path) -> None:
