@@ -50,11 +50,12 @@ class _Chain:
     first_seq: int
     last_seq: int
     last_hash: str
-    hashes: dict[str, int] = field(default_factory=dict)  # every line's hash -> its seq
+    #: The seq of each line whose hash a checkpoint or ``--head`` names (only those: constant memory).
+    hashes: dict[str, int] = field(default_factory=dict)
 
 
 def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> FileVerification:
-    """Verify an export read line by line (constant memory but one hash per line); ``heads``: ``[CHAIN:]HASH``.
+    """Verify an export read line by line, in constant memory; ``heads``: ``[CHAIN:]HASH`` kept apart from it.
 
     Raises ``ExportFileError`` when the first line is not this format's header.
     """
@@ -67,6 +68,8 @@ def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> File
     own = tenant_chains(tenant)
     result = FileVerification(tenant)
     declared = _declared(header, result)
+    heads = list(heads)
+    wanted = {given.rpartition(":")[2] for given in heads} | _checkpoint_hashes(header)
     chains: dict[int, _Chain] = {}
     current: _Chain | None = None
     for number, text in numbered:
@@ -94,6 +97,8 @@ def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> File
             current = chains[chain] = _Chain(chain, seq, seq - 1, event["prev_hash"])
             _start(current, event, declared.get(chain), where, result)
         _link(current, event, where, result)
+        if event["hash"] in wanted:
+            current.hashes[event["hash"]] = seq
     result.chains = len(chains)
     _ends(chains, declared, header, result)
     _given_heads(chains, heads, result)
@@ -117,6 +122,14 @@ def _header(text: str) -> dict[str, Any]:
     if not isinstance(header.get("chains"), list) or not isinstance(header.get("heads"), dict):
         raise ExportFileError("the header lists no chains or heads: it was altered")
     return header
+
+
+def _checkpoint_hashes(header: dict[str, Any]) -> set[str]:
+    checkpoint = header.get("checkpoint")
+    heads = checkpoint.get("heads") if isinstance(checkpoint, dict) else None
+    if not isinstance(heads, dict):
+        return set()
+    return {head["hash"] for head in heads.values() if isinstance(head, dict) and isinstance(head.get("hash"), str)}
 
 
 def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, tuple[int, int]]:
@@ -195,7 +208,6 @@ def _link(chain: _Chain, event: dict[str, Any], where: str, result: FileVerifica
         result.problems.append(f"{where}: its hash does not match its content: the line was altered")
     if seq >= expected:
         chain.last_seq, chain.last_hash = seq, event["hash"]
-    chain.hashes[event["hash"]] = seq
 
 
 def _ends(
