@@ -96,7 +96,10 @@ def test_a_remote_call_stopped_at_its_time_limit_still_reaches_the_server_afterw
     worker.join(30)
     stopped_at = time.monotonic()
     call = done["call"]
-    assert call.status == "failed" and "was stopped" in call.error
+    # (stopped by the call's time limit, or by the session's own limit, the same capped timeout, whichever
+    # fires first on a loaded machine)
+    assert call.status == "failed"
+    assert "was stopped" in call.error or "did not answer within 1 s" in call.error
 
     time.sleep(7)  # the abandoned session's two listings end; it would then send tools/call
 
