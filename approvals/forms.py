@@ -69,6 +69,11 @@ class ApproveForm(DecisionForm):
         for name, spec in (schema.get("properties") or {}).items():
             if name in tool.sensitive:
                 continue  # never shown, never pre-filled: kept unless typed into the JSON box
+            if self.is_bound and ARGUMENT_PREFIX + name not in self.data:
+                # A browser posts every field its page showed: this one was not on the page the operator read
+                # (the tool's definition changed since: a parameter no longer sensitive, a new one), so it is no
+                # field of this decision and edits nothing.
+                continue
             field, kind = _field_for(_resolve(spec, schema), name in required, self.current.get(name))
             self.kinds[name] = kind
             self.fields[ARGUMENT_PREFIX + name] = field

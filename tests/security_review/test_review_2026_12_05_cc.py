@@ -1,0 +1,123 @@
+"""Review of 2026-12-05 (cc): the desk's pages when they are stale or their forms are submitted twice.
+
+Each test fails on the reviewed code (main at 67c83ca) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
+
+Findings:
+
+1. A decision form posted from a page opened before the tool's definition changed edited arguments the
+   operator never saw: the desk rebuilt the form from the tool as it is at the POST, and a parameter the page
+   did not show (sensitive then, no longer sensitive now: a change that keeps the tool's version, so the
+   round and hash still matched) was missing from the POST, read as "emptied", recorded as the operator's
+   edit and, with one approver, released and run with the value blanked. Now a generated field the POST does
+   not carry is no edit (``approvals.forms.ApproveForm.clean``): a browser posts every field it showed.
+
+Checked and found holding (no test here; Django's test client replaying the posts):
+
+- Approve pressed twice (one approver: the second is told "already approved"; two approvers: "You already
+  approved this version"); Edit-and-approve pressed twice (the second carries the old round and is refused
+  "The arguments changed since you looked", nothing recorded, the tool ran once); Reject twice (the second
+  "already rejected"); the back button and a re-POST after the decision (refused, same answers).
+- Two operators on one page: one edits and approves, the other approves the stale page: refused by the
+  round/hash with the current round named, nothing recorded (already in 2026-12-05 af/bt; not repeated).
+- A page opened before the operator's decide permission or tenant membership was revoked: the POST is
+  refused (403 without the permission, "not found" once out of the tenant), nothing recorded; the services
+  judge the decider as they are at the decision (``decider_as_now``).
+- A page opened before the tool's version changed (a new description or schema): an untouched approval
+  releases the call, and the worker holds it again for a fresh decision (``tool_call_require_reapproval``).
+- An approve form kept open past the expiry: "This approval request expired; nothing was changed".
+- The saga page's Retry pressed again once the compensation is settled: "Nothing to do"; runs' Cancel is a
+  bulk action with a confirmation page that reports a run that ended (2026-12-05 af).
+- CSRF: login rotates the token, so a form of another tab opened before a logout/login is refused (403).
+"""
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
+from tests.testapp.models import SideEffect
+from toolhub import Param, Risk, ToolContext
+from toolhub.models import CallStatus
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
+
+pytestmark = pytest.mark.django_db
+
+Committed = Callable[..., Any]
+DESK = "/admin/approvals/approvalrequest/"
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _hidden(page_text: str, name: str) -> str:
+    match = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)"', page_text)
+    assert match, f"no hidden {name} on the page"
+    return match.group(1)
+
+
+def wire_note(
+    amount: Annotated[int, Param("How much to wire.")],
+    ctx: ToolContext,
+    memo: Annotated[str, Param("The bank's reference for the wire.")] = "",
+) -> dict:
+    """Wire an amount with a memo; each execution records one side effect."""
+    effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="wire_note", note=f"{amount}:{memo}")
+    return {"effect_id": effect.pk}
+
+
+@pytest.fixture
+def wire_tools() -> Iterator[tuple[Tool, Tool]]:
+    """``wire_note`` with its memo sensitive, and the same tool as its developer redefines it: memo shown."""
+    before = Tool.from_function(wire_note, risk=Risk.HIGH, sensitive=("memo",))
+    after = Tool.from_function(wire_note, risk=Risk.HIGH)
+    with registry.temporarily(before):
+        yield before, after
+
+
+def test_a_page_opened_before_a_parameter_stopped_being_sensitive_edits_nothing(
+    wire_tools: tuple[Tool, Tool],
+    request_call: Any,
+    alice: User,
+    operator: User,
+    committed: Committed,
+) -> None:
+    """Found: the operator opens alice's held wire (its memo sensitive: not shown, no field). The developer then
+    ships the tool with the memo no longer sensitive (its version unchanged: sensitivity is not part of it). The
+    operator presses Approve on the open page: the desk rebuilt the form with a memo field, read the memo the
+    page never posted as emptied, recorded "edit" in the operator's name (round 2) and ran the wire with the memo
+    blanked.
+
+    Expect: an approval of round 1, no edit; the wire runs once with the memo the model sent.
+    """
+    before, after = wire_tools
+    assert before.version == after.version
+    call = request_call("wire_note", {"amount": 5000, "memo": "INV-2026-118"}, alice, tenant="acme")
+    request = ApprovalRequest.objects.get(call=call)
+    client = _client(operator)
+    shown = client.get(f"{DESK}{request.pk}/change/").content.decode()
+    assert 'name="arg__memo"' not in shown
+    posted = {"round": _hidden(shown, "round"), "arguments_hash": _hidden(shown, "arguments_hash")}
+    posted["arg__amount"] = re.search(r'name="arg__amount" value="(\d+)"', shown).group(1)  # type: ignore[union-attr]
+
+    registry._tools[after.name] = after  # the new definition is deployed while the page is open
+
+    committed(client.post, f"{DESK}{request.pk}/approve/", posted)
+
+    request.refresh_from_db()
+    assert list(ApprovalDecision.objects.filter(request=request).values_list("decision", "round")) == [
+        (DecisionKind.APPROVE, 1)
+    ]
+    assert request.status == ApprovalStatus.APPROVED
+    assert request.arguments == {"amount": 5000, "memo": "INV-2026-118"}
+    call.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED
+    assert list(SideEffect.objects.filter(tool="wire_note").values_list("note", flat=True)) == ["5000:INV-2026-118"]
