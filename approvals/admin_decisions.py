@@ -27,6 +27,7 @@ from toolhub.admin_tables import admin_table
 from toolhub.api.throttling import throttle_wait
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
 from toolhub.selectors import withheld_names
+from toolhub.tools.registry import registry
 
 __all__ = ["DECISIONS", "DecisionViewsMixin"]
 
@@ -80,6 +81,11 @@ class DecisionViewsMixin:
             else DecisionForm(request.POST)
         )
         if not form.is_valid():
+            if "tool_version" in form.errors:
+                # The page is stale as a whole: the operator reads it again as it stands, not with their input.
+                problem = form.errors["tool_version"][0]
+                self.message_user(request, f"Could not {decision} request #{obj.pk}: {problem}", level=messages.ERROR)
+                return HttpResponseRedirect(change_url)
             return self._change_page_with_errors(request, object_id, form)
         options: dict[str, Any] = {"comment": form.cleaned_data["comment"]}
         if decision == "approve":
@@ -260,8 +266,10 @@ def _editable(request: ApprovalRequest) -> dict[str, Any]:
 
 def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
     """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
+    tool = registry.get(request.tool_name)
     return {
         "round": request.round,
         "arguments_hash": request.arguments_hash,
+        "tool_version": tool.version if tool is not None else "",
         "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }

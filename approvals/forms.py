@@ -56,6 +56,9 @@ class ApproveForm(DecisionForm):
         "required approval is given again by someone who saw the edited arguments.",
     )
 
+    #: The version of the tool whose schema made the page's fields: they are read only with that schema.
+    tool_version = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+
     def __init__(self, *args: Any, tool_name: str = "", current: Mapping[str, Any] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.current = dict(current or {})
@@ -77,6 +80,20 @@ class ApproveForm(DecisionForm):
             field, kind = _field_for(_resolve(spec, schema), name in required, self.current.get(name))
             self.kinds[name] = kind
             self.fields[ARGUMENT_PREFIX + name] = field
+
+    def clean_tool_version(self) -> str:
+        """Refuse a page read under another version of the tool: its fields mean what that version's schema said.
+
+        Read with the new schema, an untouched value could differ (5000 posted as text where a number was) and be
+        taken for the operator's edit. Empty (a client that does not send it): the service's checks alone apply.
+        """
+        seen = self.cleaned_data["tool_version"]
+        if seen and self.tool is not None and seen != self.tool.version:
+            raise forms.ValidationError(
+                "The tool's definition changed since you read this page (a new version); nothing was recorded. "
+                "Review the call as it stands now."
+            )
+        return seen
 
     def argument_fields(self) -> list[forms.BoundField]:
         """The generated fields, in the schema's order, for the template."""

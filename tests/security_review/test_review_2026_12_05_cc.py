@@ -10,7 +10,13 @@ Findings:
    did not show (sensitive then, no longer sensitive now: a change that keeps the tool's version, so the
    round and hash still matched) was missing from the POST, read as "emptied", recorded as the operator's
    edit and, with one approver, released and run with the value blanked. Now a generated field the POST does
-   not carry is no edit (``approvals.forms.ApproveForm.clean``): a browser posts every field it showed.
+   not carry is no field of the decision (``approvals.forms.ApproveForm``): a browser posts every field it showed.
+2. A page opened before a new version of the tool was deployed (a changed schema: the amount a number, now
+   text) was read with the new schema: an untouched Approve posted "5000" where 5000 was, which the desk
+   recorded as the operator's edit (a new round) and answered "was approved", while the worker held the call
+   again for its new version. Now the page's form carries the tool version its fields were made from, and a
+   decision posted from another version is refused with nothing recorded: "The tool's definition changed since
+   you read this page" (``ApproveForm.clean_tool_version``, the desk's ``decide_view``).
 
 Checked and found holding (no test here; Django's test client replaying the posts):
 
@@ -121,3 +127,54 @@ def test_a_page_opened_before_a_parameter_stopped_being_sensitive_edits_nothing(
     call.refresh_from_db()
     assert call.status == CallStatus.SUCCEEDED
     assert list(SideEffect.objects.filter(tool="wire_note").values_list("note", flat=True)) == ["5000:INV-2026-118"]
+
+
+def wire_note_in_words(
+    amount: Annotated[str, Param("How much to wire, in digits or in words.")],
+    ctx: ToolContext,
+    memo: Annotated[str, Param("The bank's reference for the wire.")] = "",
+) -> dict:
+    """Wire an amount with a memo; the amount may now be written out."""
+    effect = SideEffect.objects.create(call_id=ctx.idempotency_key or "", tool="wire_note", note=f"{amount}:{memo}")
+    return {"effect_id": effect.pk}
+
+
+def test_a_page_opened_before_the_tools_schema_changed_is_refused_not_taken_for_an_edit(
+    request_call: Any,
+    alice: User,
+    operator: User,
+    committed: Committed,
+) -> None:
+    """Found: the operator opens alice's held wire (amount an integer); a new version of the tool, whose amount is
+    text, is deployed; the operator presses Approve on the open page, touching nothing. The desk read the page's
+    fields with the new schema: the amount posted as "5000" differed from 5000, so it recorded an edit in the
+    operator's name (round 2, amount 5000 -> "5000"), told them "was approved", and the worker held the call again
+    (its version changed): a change nobody made on the trail, and an answer that was not what happened.
+
+    Expect: the approval is refused with nothing recorded and the operator told that the tool's definition changed
+    since the page was read; the request stays in round 1, pending.
+    """
+    before = Tool.from_function(wire_note, risk=Risk.HIGH)
+    after = Tool.from_function(wire_note_in_words, name="wire_note", risk=Risk.HIGH)
+    assert before.version != after.version
+    with registry.temporarily(before):
+        call = request_call("wire_note", {"amount": 5000, "memo": "INV-2026-118"}, alice, tenant="acme")
+        request = ApprovalRequest.objects.get(call=call)
+        client = _client(operator)
+        shown = client.get(f"{DESK}{request.pk}/change/").content.decode()
+        # every hidden field of the decision form, as the browser posts them (round, hash, and what else it binds)
+        posted = dict(re.findall(r'<input type="hidden" name="(?!csrf)(\w+)" value="([^"]*)"', shown))
+        assert {"round", "arguments_hash"} <= set(posted)
+        posted.update(arg__amount="5000", arg__memo="INV-2026-118")
+
+        registry._tools[after.name] = after  # the new version is deployed while the page is open
+
+        answer = committed(client.post, f"{DESK}{request.pk}/approve/", posted, follow=True)
+
+    messages = [str(message) for message in answer.context["messages"]]
+    assert any("definition changed" in message for message in messages), messages
+    request.refresh_from_db()
+    assert not ApprovalDecision.objects.filter(request=request).exists()
+    assert (request.status, request.round) == (ApprovalStatus.PENDING, 1)
+    assert request.arguments == {"amount": 5000, "memo": "INV-2026-118"}
+    assert not SideEffect.objects.filter(tool="wire_note").exists()
