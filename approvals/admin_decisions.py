@@ -17,7 +17,7 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from approvals.deciders import approval_may_decide, approvals_in_round
-from approvals.forms import ApproveForm, CommentForm, DecisionForm
+from approvals.forms import ApproveForm, CommentForm, DecisionForm, fields_version
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments
@@ -81,9 +81,9 @@ class DecisionViewsMixin:
             else DecisionForm(request.POST)
         )
         if not form.is_valid():
-            if "tool_version" in form.errors:
+            if "fields_version" in form.errors:
                 # The page is stale as a whole: the operator reads it again as it stands, not with their input.
-                problem = form.errors["tool_version"][0]
+                problem = form.errors["fields_version"][0]
                 self.message_user(request, f"Could not {decision} request #{obj.pk}: {problem}", level=messages.ERROR)
                 return HttpResponseRedirect(change_url)
             return self._change_page_with_errors(request, object_id, form)
@@ -270,6 +270,6 @@ def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
     return {
         "round": request.round,
         "arguments_hash": request.arguments_hash,
-        "tool_version": tool.version if tool is not None else "",
+        "fields_version": fields_version(tool) if tool is not None else "",
         "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }

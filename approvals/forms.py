@@ -6,6 +6,7 @@ a mistake at that field. The JSON box stays for what a field cannot hold; both g
 intake as a model's arguments in the service (``approval_approve``), which has the final word.
 """
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -14,9 +15,10 @@ from django import forms
 
 from toolhub.arguments import MAX_NESTING, ArgumentsRefused, parse_arguments
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
+from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["DecisionForm", "ApproveForm", "CommentForm", "ARGUMENT_PREFIX"]
+__all__ = ["DecisionForm", "ApproveForm", "CommentForm", "ARGUMENT_PREFIX", "fields_version"]
 
 #: Generated argument fields are named ``arg__<parameter>`` so they never clash with the form's own fields.
 ARGUMENT_PREFIX = "arg__"
@@ -56,8 +58,8 @@ class ApproveForm(DecisionForm):
         "required approval is given again by someone who saw the edited arguments.",
     )
 
-    #: The version of the tool whose schema made the page's fields: they are read only with that schema.
-    tool_version = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    #: What made the page's fields (``fields_version``): they are read only as they were made.
+    fields_version = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, tool_name: str = "", current: Mapping[str, Any] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -81,16 +83,17 @@ class ApproveForm(DecisionForm):
             self.kinds[name] = kind
             self.fields[ARGUMENT_PREFIX + name] = field
 
-    def clean_tool_version(self) -> str:
-        """Refuse a page read under another version of the tool: its fields mean what that version's schema said.
+    def clean_fields_version(self) -> str:
+        """Refuse a page whose fields another definition of the tool made: they meant what that one said.
 
-        Read with the new schema, an untouched value could differ (5000 posted as text where a number was) and be
-        taken for the operator's edit. Empty (a client that does not send it): the service's checks alone apply.
+        Read with a new schema, an untouched value could differ (5000 posted as text where a number was) and be
+        taken for the operator's edit; a parameter made sensitive since has no field, and its edit would be
+        dropped without a word. Empty (a client that does not send it): the service's checks alone apply.
         """
-        seen = self.cleaned_data["tool_version"]
-        if seen and self.tool is not None and seen != self.tool.version:
+        seen = self.cleaned_data["fields_version"]
+        if seen and self.tool is not None and seen != fields_version(self.tool):
             raise forms.ValidationError(
-                "The tool's definition changed since you read this page (a new version); nothing was recorded. "
+                "The tool's definition changed since you read this page; nothing was recorded. "
                 "Review the call as it stands now."
             )
         return seen
@@ -139,6 +142,16 @@ class ApproveForm(DecisionForm):
 
 
 _UNSET = object()
+
+
+def fields_version(tool: Tool) -> str:
+    """What the decision form's fields are made from: the tool's version and which parameters are sensitive.
+
+    Sensitivity is no part of the tool's version (it changes how a call is shown, not what it means), but it
+    decides which fields the page has.
+    """
+    material = json.dumps([tool.version, sorted(tool.sensitive)])
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
 def _resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -14,9 +14,13 @@ Findings:
 2. A page opened before a new version of the tool was deployed (a changed schema: the amount a number, now
    text) was read with the new schema: an untouched Approve posted "5000" where 5000 was, which the desk
    recorded as the operator's edit (a new round) and answered "was approved", while the worker held the call
-   again for its new version. Now the page's form carries the tool version its fields were made from, and a
-   decision posted from another version is refused with nothing recorded: "The tool's definition changed since
-   you read this page" (``ApproveForm.clean_tool_version``, the desk's ``decide_view``).
+   again for its new version.
+3. A page opened before a parameter was made sensitive (the version unchanged): the operator's correction of it
+   in its field was dropped without a word (the rebuilt form had no such field) and the call released and run
+   with the value they had just corrected.
+   Fix of 2 and 3: the page's form carries ``fields_version`` (the tool's version and its sensitive names, what
+   made the fields), and an approval posted from a page of another one is refused with nothing recorded: "The
+   tool's definition changed since you read this page" (``approvals.forms``, the desk's ``decide_view``).
 
 Checked and found holding (no test here; Django's test client replaying the posts):
 
@@ -27,14 +31,17 @@ Checked and found holding (no test here; Django's test client replaying the post
 - Two operators on one page: one edits and approves, the other approves the stale page: refused by the
   round/hash with the current round named, nothing recorded (already in 2026-12-05 af/bt; not repeated).
 - A page opened before the operator's decide permission or tenant membership was revoked: the POST is
-  refused (403 without the permission, "not found" once out of the tenant), nothing recorded; the services
+  refused (403 without the permission, "not found" once out of the tenant, the login page once no longer
+  staff), nothing recorded; the services
   judge the decider as they are at the decision (``decider_as_now``).
-- A page opened before the tool's version changed (a new description or schema): an untouched approval
-  releases the call, and the worker holds it again for a fresh decision (``tool_call_require_reapproval``).
-- An approve form kept open past the expiry: "This approval request expired; nothing was changed".
-- The saga page's Retry pressed again once the compensation is settled: "Nothing to do"; runs' Cancel is a
-  bulk action with a confirmation page that reports a run that ended (2026-12-05 af).
-- CSRF: login rotates the token, so a form of another tab opened before a logout/login is refused (403).
+- A call whose tool's version changed after an approval released it: the worker holds it again for a fresh
+  decision (``tool_call_require_reapproval``) (read in the code, ``toolhub.execution``).
+- An approve form kept open past the expiry: "This approval request expired; nothing was changed" (2026-12-05 af).
+- The saga page's Retry pressed again once its compensations are no longer failed, unknown or held: "Nothing to
+  do" (read in the code: the retry re-reads them under the saga's lock); runs' Cancel is a bulk action with a
+  confirmation page that reports a run that ended (2026-12-05 af). The console has no Rollback button.
+- CSRF (Chromium): a desk page opened before a logout and login in another tab posts a token login rotated:
+  403, nothing recorded.
 """
 
 import re
@@ -102,7 +109,8 @@ def test_a_page_opened_before_a_parameter_stopped_being_sensitive_edits_nothing(
     page never posted as emptied, recorded "edit" in the operator's name (round 2) and ran the wire with the memo
     blanked.
 
-    Expect: an approval of round 1, no edit; the wire runs once with the memo the model sent.
+    Expect: an approval of round 1, no edit; the wire runs once with the memo the model sent. (Posted as a client
+    that sends no ``fields_version``; the browser's page, which does, is refused as in the tests below.)
     """
     before, after = wire_tools
     assert before.version == after.version
@@ -177,4 +185,41 @@ def test_a_page_opened_before_the_tools_schema_changed_is_refused_not_taken_for_
     assert not ApprovalDecision.objects.filter(request=request).exists()
     assert (request.status, request.round) == (ApprovalStatus.PENDING, 1)
     assert request.arguments == {"amount": 5000, "memo": "INV-2026-118"}
+    assert not SideEffect.objects.filter(tool="wire_note").exists()
+
+
+def test_an_edit_of_a_parameter_that_became_sensitive_meanwhile_is_not_dropped_silently(
+    request_call: Any,
+    alice: User,
+    operator: User,
+    committed: Committed,
+) -> None:
+    """Found: the operator opens alice's held wire and corrects its memo in its field; before they press Approve,
+    the tool is redeployed with the memo sensitive (its version unchanged). The desk rebuilt the form without a
+    memo field, dropped the correction without a word and released the wire with the memo the operator had just
+    corrected: "Request #1 (wire_note) was approved."
+
+    Expect: the approval is refused with nothing recorded, the operator told the tool's definition changed; the
+    wire has not run.
+    """
+    before = Tool.from_function(wire_note, risk=Risk.HIGH)
+    after = Tool.from_function(wire_note, risk=Risk.HIGH, sensitive=("memo",))
+    assert before.version == after.version
+    with registry.temporarily(before):
+        call = request_call("wire_note", {"amount": 5000, "memo": "INV-2026-118"}, alice, tenant="acme")
+        request = ApprovalRequest.objects.get(call=call)
+        client = _client(operator)
+        shown = client.get(f"{DESK}{request.pk}/change/").content.decode()
+        posted = dict(re.findall(r'<input type="hidden" name="(?!csrf)(\w+)" value="([^"]*)"', shown))
+        posted.update(arg__amount="5000", arg__memo="INV-2026-119")  # the operator corrects the reference
+
+        registry._tools[after.name] = after  # the memo is made sensitive while the page is open
+
+        answer = committed(client.post, f"{DESK}{request.pk}/approve/", posted, follow=True)
+
+    messages = [str(message) for message in answer.context["messages"]]
+    assert any("definition changed" in message for message in messages), messages
+    request.refresh_from_db()
+    assert not ApprovalDecision.objects.filter(request=request).exists()
+    assert request.status == ApprovalStatus.PENDING
     assert not SideEffect.objects.filter(tool="wire_note").exists()
