@@ -37,9 +37,10 @@ Checked and found holding (no test here; Django's test client replaying the post
 - A call whose tool's version changed after an approval released it: the worker holds it again for a fresh
   decision (``tool_call_require_reapproval``) (read in the code, ``toolhub.execution``).
 - An approve form kept open past the expiry: "This approval request expired; nothing was changed" (2026-12-05 af).
-- The saga page's Retry pressed again once its compensations are no longer failed, unknown or held: "Nothing to
-  do" (read in the code: the retry re-reads them under the saga's lock); runs' Cancel is a bulk action with a
-  confirmation page that reports a run that ended (2026-12-05 af). The console has no Rollback button.
+- The saga page's Retry posted twice (a compensation that failed, its cause fixed): "1 compensation(s)
+  retried." then "Nothing to do: no compensation needs attention.", the compensation ran once; runs' "Cancel"
+  confirmation posted twice: "Cancelled 1 run(s)." then "1 selected run(s) had ended already and were left as
+  they are.", one ``run.cancelled`` event. The console has no Rollback button (rollbacks are the API's).
 - CSRF (Chromium): a desk page opened before a logout and login in another tab posts a token login rotated:
   403, nothing recorded.
 """
