@@ -29,6 +29,10 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"runs": "100000/minute", "decisions": "100000/minute", "calls": "100000/minute"},
 }
 
+# Tests log in with ``Client.login``, which authenticates without a request (axes refuses that) and tries wrong
+# passwords on purpose; tests/posture/test_login_lockout.py turns the lockout on and checks it.
+AXES_ENABLED = False
+
 _run_id = os.environ.get("TOOLHUB_TEST_RUN_ID") or str(os.getpid())
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": f"test_toolhub_{_run_id}"}  # noqa: F405

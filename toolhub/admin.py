@@ -369,8 +369,9 @@ class GrantAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.Mod
         return obj is None or not obj.set_by_platform or tenant_scope(request.user).everything
 
 
-# The audit console (calls, the audit trail, exports) registers itself beside the catalogue.
-from toolhub import admin_audit  # noqa: E402, F401
+# The audit console (calls, the audit trail, exports) registers itself beside the catalogue; so do login lockouts
+# and logins (django-axes), for people who cross the tenant boundary only.
+from toolhub import admin_audit, admin_logins  # noqa: E402, F401
 
 # Remote MCP servers, their pinned tools and per-tenant credentials.
 from toolhub.mcp_client import admin as mcp_client_admin  # noqa: E402, F401

@@ -14,7 +14,10 @@ class ToolhubConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from toolhub import checks  # noqa: F401 - registers the system checks
+        from toolhub import (
+            checks,  # noqa: F401 - registers the system checks
+            login_guard,  # noqa: F401 - audits login lockouts
+        )
         from toolhub.conf import toolhub_settings
 
         toolhub_settings()  # validated once, before anything reads it; a bad value fails startup, naming the key

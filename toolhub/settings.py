@@ -8,12 +8,14 @@ Set ``DATABASE_URL`` and ``CELERY_BROKER_URL`` for PostgreSQL and Redis with sep
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from toolhub.conf import DEFAULTS as _TOOLHUB
+from toolhub.conf import MAX_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -23,6 +25,18 @@ def _env_bool(name: str, default: bool) -> bool:
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_int(name: str, default: int, minimum: int, maximum: int = 1_000_000) -> int:
+    """A whole number from the environment, or startup fails naming the variable (unset or empty: the default)."""
+    raw = os.environ.get(name, "").strip() or str(default)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if not minimum <= value <= maximum:
+        raise ImproperlyConfigured(f"{name}={raw[:100]!r}: must be a whole number from {minimum} to {maximum}.")
+    return value
 
 
 def _env_list(name: str, default: str = "") -> list[str]:
@@ -75,6 +89,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
+    # Login lockout of the console (toolhub.login_guard); its admin pages are toolhub's (toolhub.admin_logins).
+    "axes",
     "toolhub.apps.ToolhubConfig",
     "toolhub.sagas.apps.SagasConfig",
     "approvals.apps.ApprovalsConfig",
@@ -96,7 +112,35 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a login axes refused into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login lockout (django-axes). Failures are counted per (username, client address) pair: an attacker guessing one
+# operator's password from one address locks only that pair, so spraying names from one address cannot lock every
+# operator out, and the operator still logs in from their own address. The pair locks after AXES_FAILURE_LIMIT
+# failures within the cool-off and stays locked (the right password included) until AXES_COOLOFF_TIME has passed
+# since its last failure; a successful login clears its count. API tokens and MCP authenticate without passwords.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = _env_int("TOOLHUB_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(
+    seconds=_env_int("TOOLHUB_LOGIN_COOLOFF_SECONDS", 15 * 60, minimum=1, maximum=MAX_SECONDS)
+)
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_LOCKOUT_CALLABLE = "toolhub.login_guard.lockout_response"
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# The client address: the peer, or, behind DJANGO_TRUSTED_PROXY_COUNT proxies that append to X-Forwarded-For,
+# the address the outermost one saw. 0 (the default): X-Forwarded-For is never read, since a client can write it.
+TRUSTED_PROXY_COUNT = _env_int("DJANGO_TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=20)
+AXES_CLIENT_IP_CALLABLE = "toolhub.login_guard.client_ip"
+# toolhub registers axes' pages itself, for people who cross the tenant boundary only.
+AXES_ENABLE_ADMIN = False
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "toolhub.urls"
 WSGI_APPLICATION = "toolhub.wsgi.application"

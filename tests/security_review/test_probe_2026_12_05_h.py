@@ -29,8 +29,8 @@ Checked and found holding (no test here; most already have one in earlier probes
   docs; ``nosniff`` and an attachment for artifact downloads.
 - Redirects: the admin login's ``next=`` and "Verify now"'s ``next`` only go to this site; the root redirect is
   fixed.
-- Throttles: ``calls`` (REST and MCP counted once), ``runs`` and ``decisions`` per user, reads never; the README
-  promises no login lockout.
+- Throttles: ``calls`` (REST and MCP counted once), ``runs`` and ``decisions`` per user, reads never. (The console
+  login had no lockout when probed; it has one since: README "Logins", tests/posture/test_login_lockout.py.)
 - A deactivated or removed person: sessions, tokens (REST, MCP), the desk's pages and artifact downloads refuse
   them on the next request; ``approvers_of`` mails only active approvers in the tenant.
 

@@ -1,0 +1,99 @@
+"""Login lockout for the console (django-axes): whose address a login comes from, and the audit event of a lockout.
+
+The admin's password login is the only interactive one. django-axes counts its failures per (username, client
+address) pair and, past ``AXES_FAILURE_LIMIT`` within ``AXES_COOLOFF_TIME``, refuses that pair, the right password
+included, until the cool-off has passed (settings.py explains the choice). API tokens and MCP never authenticate
+with a password, so nothing here touches them.
+
+The client address is the connection's peer (``REMOTE_ADDR``) unless ``TRUSTED_PROXY_COUNT`` proxies are declared
+in front of the web process: then it is the address the outermost of them appended to ``X-Forwarded-For``
+(counted from the right, the end a client cannot write). A header that is short of entries or whose entry is not an
+address falls back to the peer, so a forged header never picks the bucket a login is counted in.
+"""
+
+import ipaddress
+import logging
+from typing import Any
+
+from axes.signals import user_locked_out
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+__all__ = ["client_ip", "audit_lockout", "lockout_response"]
+
+logger = logging.getLogger(__name__)
+
+
+def _address(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return None
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The login's client address: the peer, or the one the trusted proxies saw (``AXES_CLIENT_IP_CALLABLE``)."""
+    peer = _address(str(request.META.get("REMOTE_ADDR", ""))) or "0.0.0.0"
+    proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    if proxies <= 0:
+        return peer
+    forwarded = str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")
+    if len(forwarded) < proxies:
+        return peer
+    return _address(forwarded[-proxies]) or peer
+
+
+def lockout_response(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: Any = None
+) -> HttpResponse:
+    """The page a refused login gets (``AXES_LOCKOUT_CALLABLE``): 429, when to retry, and nothing about the account.
+
+    The same for a name that is an account and one that is not, and it never repeats the name typed. Each refused
+    attempt restarts the cool-off, so the retry time counts from now.
+    """
+    cool_off = settings.AXES_COOLOFF_TIME
+    seconds = int(cool_off.total_seconds())
+    context = {
+        "title": "Sign-in temporarily locked",
+        "retry_minutes": max(1, -(-seconds // 60)),
+        "retry_at": timezone.now() + cool_off,
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+    }
+    response = render(request, "admin/toolhub/login_locked_out.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+@receiver(user_locked_out, dispatch_uid="toolhub.login_guard.audit_lockout")
+def audit_lockout(sender: Any, request: HttpRequest | None = None, username: str | None = None, **kwargs: Any) -> None:
+    """A lockout is a platform audit event: which account (only if it exists), from where, for how long.
+
+    Never the password; and a name that is no account is not kept (it may be a password typed in the wrong field).
+    Only the failure that locks the pair is recorded, not each refused attempt after it: otherwise anyone could grow
+    the append-only trail at will.
+    """
+    from toolhub.audit import audit_append
+
+    if request is not None and getattr(request, "axes_failures_since_start", None) != settings.AXES_FAILURE_LIMIT:
+        return
+
+    name = username or ""
+    known = bool(name) and get_user_model()._default_manager.filter(**{get_user_model().USERNAME_FIELD: name}).exists()
+    cool_off = getattr(settings, "AXES_COOLOFF_TIME", None)
+    with transaction.atomic():
+        audit_append(
+            event_type="login.locked_out",
+            actor="system:login-guard",
+            data={
+                "username": name if known else None,
+                "known_user": known,
+                "ip_address": kwargs.get("ip_address") or "",
+                "failure_limit": settings.AXES_FAILURE_LIMIT,
+                "cool_off_seconds": int(cool_off.total_seconds()) if cool_off else None,
+            },
+        )
