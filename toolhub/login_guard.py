@@ -24,7 +24,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-__all__ = ["client_ip", "audit_lockout", "lockout_response"]
+__all__ = ["attempted_username", "client_ip", "audit_lockout", "lockout_response"]
+
+#: The longest name axes' tables (attempts, logins, failures) hold.
+STORED_NAME_LENGTH = 255
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,18 @@ def _address(text: str) -> str | None:
         return str(ipaddress.ip_address(text.strip()))
     except ValueError:
         return None
+
+
+def attempted_username(request: HttpRequest, credentials: dict[str, Any] | None = None) -> str | None:
+    """The name a login counts under (``AXES_USERNAME_CALLABLE``): the one authenticated with, cut to what axes stores.
+
+    Django's login form does not hold its username to the field's ``max_length``, so a name of 10,000 characters
+    reached axes, and PostgreSQL refused to store it (a 500). Cut, it is still longer than any account's name, so
+    it locks no one but its sender.
+    """
+    source = credentials or getattr(request, "data", request.POST)
+    name = source.get(settings.AXES_USERNAME_FORM_FIELD)
+    return name[:STORED_NAME_LENGTH] if isinstance(name, str) else name
 
 
 def client_ip(request: HttpRequest) -> str:

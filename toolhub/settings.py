@@ -138,6 +138,7 @@ AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 # the address the outermost one saw. 0 (the default): X-Forwarded-For is never read, since a client can write it.
 TRUSTED_PROXY_COUNT = _env_int("DJANGO_TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=20)
 AXES_CLIENT_IP_CALLABLE = "toolhub.login_guard.client_ip"
+AXES_USERNAME_CALLABLE = "toolhub.login_guard.attempted_username"
 # toolhub registers axes' pages itself, for people who cross the tenant boundary only.
 AXES_ENABLE_ADMIN = False
 AXES_VERBOSE = False

@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
@@ -216,6 +217,19 @@ def _paused_agent_run(world: World, index: int) -> None:
     )
 
 
+def _login_attempt(world: World, index: int) -> None:
+    where = {"ip_address": "203.0.113.9", "user_agent": "bot", "http_accept": "*/*", "path_info": "/admin/login/"}
+    AccessAttempt.objects.create(username=f"guess-{index}", get_data="", post_data="", failures_since_start=5, **where)
+
+
+def _login_log(world: World, index: int) -> None:
+    AccessLog.objects.create(username=f"member-{index}", ip_address="198.51.100.7", user_agent="browser")
+
+
+def _login_failure(world: World, index: int) -> None:
+    AccessFailureLog.objects.create(username=f"guess-{index}", ip_address="203.0.113.9", user_agent="bot")
+
+
 #: How to add one more row of acme to each measured change list.
 ROWS: dict[type[Model], Make] = {
     Tenant: _tenant,
@@ -243,6 +257,9 @@ ROWS: dict[type[Model], Make] = {
     LedgerEntry: _ledger_entry,
     Order: _order,
     PausedAgentRun: _paused_agent_run,
+    AccessAttempt: _login_attempt,
+    AccessLog: _login_log,
+    AccessFailureLog: _login_failure,
 }
 
 #: A list whose page would hold rows besides the ones made here (the catalogue's own tools) shows only these.

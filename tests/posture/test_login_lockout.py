@@ -191,6 +191,15 @@ def test_bad_input_in_the_login_form_never_errors_and_never_logs_in(
     assert attempt("operator", "operator-password", OPERATOR_HOME).status_code == 302
 
 
+def test_a_name_longer_than_axes_stores_is_counted_not_a_server_error(operator: User) -> None:
+    """Found (PostgreSQL): a 10,000-character username answered 500 (axes stored it in a 255-character column).
+    Expect: counted under its first 255 characters and locked like any other name; the operator unaffected."""
+    name = "o" * 10_000
+    assert fail(5, name) == [200, 200, 200, 200, 429]
+    assert list(AccessAttempt.objects.values_list("username", flat=True)) == [name[:255]]
+    assert attempt("operator", "operator-password").status_code == 302
+
+
 @pytest.mark.parametrize(
     "body",
     [
