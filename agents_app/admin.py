@@ -25,6 +25,7 @@ from agents_app.services import (
 from agents_app.transcript import run_transcript
 from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
+from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, run_trail_link
 from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
@@ -64,8 +65,11 @@ class ModelProviderForm(forms.ModelForm):
 
 
 @admin.register(ModelProvider)
-class ModelProviderAdmin(CrossTenantOnly, admin.ModelAdmin):
+class ModelProviderAdmin(GovernanceAudited, CrossTenantOnly, admin.ModelAdmin):
     """Model endpoints and the names of the environment variables holding their keys.
+
+    Where every conversation of their agents goes, so each change is a governance event (``GovernanceAudited``):
+    in the chains of the tenant a provider is bound to, the platform's for a shared one (the key is never stored).
 
     Only people who cross the tenant boundary (superusers, the platform team) see this page at all:
     nobody else ever reads a provider's URL or credential reference.
@@ -149,8 +153,12 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(TenantScopedAdmin, admin.ModelAdmin):
-    """Agents of the user's tenants and the global ones; only those who cross the boundary change global agents."""
+class AgentAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
+    """Agents of the user's tenants and the global ones; only those who cross the boundary change global agents.
+
+    An agent's tools, provider and limits decide what its runs may do: each change is a governance event in its
+    tenant's chains (the platform's for a global agent), as the API's writes are (``agents_app.services``).
+    """
 
     form = AgentForm
     list_display = ("name", "tenant", "provider", "max_tool_calls", "compensate_on_error", "created_at")

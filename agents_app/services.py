@@ -25,6 +25,7 @@ from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
+from toolhub.governance_trail import Recorded, governance_append, governance_recorded
 from toolhub.models import Tenant, TenantMembership
 from toolhub.pipeline import visible_tool_names
 from toolhub.storable import json_storage_problem
@@ -148,7 +149,8 @@ def agent_create(
 
     ``created_by`` is the person asking: they need ``agents_app.add_agent`` and may only create agents
     in their tenants (global ones only if they cross the boundary). Without one, the caller is
-    trusted code (the demo loader, an administrator's script).
+    trusted code (the demo loader, an administrator's script). The addition is a governance event, the same
+    as one made in the admin (``_audit``).
     """
     if created_by is not None:
         _check_may_manage(created_by, "add", tenant)
@@ -181,6 +183,7 @@ def agent_create(
         },
     )
     _save(agent)
+    _audit(agent, "added", created_by)
     return agent
 
 
@@ -193,9 +196,22 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
+    before = governance_recorded(locked, tenants=_agent_tenants(locked))
     _apply(locked, changes, by=changed_by)
     _save(locked)
+    _audit(locked, "changed", changed_by, before)
     return locked
+
+
+def _agent_tenants(agent: Agent) -> list[str]:
+    """The chains an agent's governance events go to: its tenant's (none: the platform's, for a global agent)."""
+    return [agent.tenant.slug] if agent.tenant_id is not None and agent.tenant is not None else []
+
+
+def _audit(agent: Agent, action: str, by: AbstractBaseUser | None, before: Recorded | None = None) -> None:
+    """The agent's change as the admin's ``GovernanceAudited`` records it, so either door reads the same."""
+    actor = f"user:{by.get_username()}" if by is not None else "system"
+    governance_append(agent, action, actor=actor, tenants=_agent_tenants(agent), before=before)
 
 
 def _save(agent: Agent) -> None:
