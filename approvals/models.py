@@ -8,6 +8,7 @@ from django.db import models
 
 from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
 from toolhub.transitions import TransitionTable
+from toolhub.visible import visible_text
 
 
 class Operator(models.TextChoices):
@@ -142,7 +143,7 @@ class ApprovalRequest(models.Model):
         permissions = [("decide_approvalrequest", "Can approve or reject held-back tool calls")]
 
     def __str__(self) -> str:
-        return f"{self.tool_name} ({self.status})"
+        return f"{visible_text(self.tool_name)} ({self.status})"  # a row's text is for pages
 
 
 class DecisionKind(models.TextChoices):

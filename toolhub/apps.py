@@ -34,6 +34,9 @@ class ToolhubConfig(AppConfig):
             registry.add_provider(remote_tool_provider)  # remote MCP tools, accepted by administrators at run time
             autodiscover([config.name for config in apps.get_app_configs()])
         configured_interceptors()  # built once, beside the frozen registry; a bad entry fails startup
+        from toolhub.admin_visible import install
+
+        install()  # the admin draws invisible and bidi characters of stored text written out (``toolhub.visible``)
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)

@@ -11,6 +11,12 @@ Findings:
    ``GovernanceAudited`` and ``agent_create`` / ``agent_update`` append the same event through the shared
    ``toolhub.governance_trail.governance_append`` (the agent's tenant's chains, the platform's for a global agent;
    a provider bound to a tenant, that tenant's). The provider's key is never stored, only its variable's name.
+2. A model's call of an unknown tool named with an invisible or bidi character (``add\u200b``, ``add\u202e``) was
+   refused and stored as such, but the call list, its change page and the audit console drew it exactly as ``add``.
+   Now every stored value the admin draws (``display_for_field`` / ``display_for_value``, wrapped once by
+   ``toolhub.admin_visible``), ``admin_table`` cells (the ``visible`` filter) and the text of calls, events, approval
+   requests and compensations go through one helper, ``toolhub.visible.visible_text`` (moved from the remote MCP
+   definitions), which writes such characters out as ``\u200b``; stored values and hashes are unchanged.
 
 Checked and found holding (no test here): ``ModelProvider`` stores no key (``credential_env`` is validated as a
 variable name); the agent API has no DELETE (agents are deleted in the admin only, which now records it); agent names,
@@ -180,3 +186,28 @@ def test_an_agent_created_and_changed_through_the_api_is_in_the_trail_as_from_th
     assert platform.payload["object"] == "shared"
     assert assert_audit_intact() >= 3
 
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u202e"])
+def test_an_unknown_tool_named_with_an_invisible_character_is_shown_distinguishably(
+    hidden: str, request_call: Any, alice: User, superuser: User
+) -> None:
+    """Found: a model's call of ``add\\u200b`` (or ``add`` with a bidi control) is refused as unknown and stored as an
+    ``invalid`` call, but the call list, its change page and the audit console drew its name exactly as ``add``: an
+    auditor filtering on ``add`` was misled. Expect: the invisible character written out (``add\\u200b``) on every
+    page, through one display helper (``toolhub.visible.visible_text``); the stored name and hashes untouched."""
+    from toolhub.models import CallStatus, ToolCall
+
+    call = request_call(f"add{hidden}", {"a": 1, "b": 2}, alice, tenant="acme")
+    assert call.status == CallStatus.INVALID and call.tool_name == f"add{hidden}"
+    escaped = f"add\\u{ord(hidden):04x}"
+    browser = console(superuser)
+    for page in (
+        "/admin/toolhub/toolcall/",
+        f"/admin/toolhub/toolcall/{call.pk}/change/",
+        "/admin/toolhub/auditevent/",
+    ):
+        html = browser.get(page).content.decode()
+        assert escaped in html, page
+        assert hidden not in html, page
+    assert ToolCall.objects.get(pk=call.pk).tool_name == f"add{hidden}"
+    assert assert_audit_intact() >= 1

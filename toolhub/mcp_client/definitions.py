@@ -4,13 +4,13 @@ import difflib
 import hashlib
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from django.utils.module_loading import import_string
 
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.visible import visible_text
 
 __all__ = [
     "changed_fields",
@@ -51,45 +51,6 @@ def definition_diff(accepted: Mapping[str, Any] | None, current: Mapping[str, An
         return visible_text(dumped).splitlines()
 
     return "\n".join(difflib.unified_diff(lines(accepted), lines(current), "accepted", "offered now", lineterm="", n=2))
-
-
-def visible_text(text: str) -> str:
-    r"""``text`` with the characters a page draws as nothing written out as escapes (``\u200b``, ``\U000e0049``).
-
-    Zero-width and bidirectional controls, Unicode tag characters ("ASCII smuggling"), control, private-use and
-    line-separator characters (categories Cf, Cc, Co, Cs, Zl, Zp; a newline stays one), and the other default
-    ignorable ones (variation selectors, Hangul fillers): a model reads them, an
-    administrator reviewing a definition must see them too. The rest stays readable (accents, CJK).
-    """
-    return "".join(_escaped(char) if char != "\n" and _invisible(char) else char for char in text)
-
-
-_INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
-#: Unicode's Default_Ignorable_Code_Point ranges outside those categories (variation selectors, the combining
-#: grapheme joiner, Hangul fillers...), which ``unicodedata`` does not expose: a page draws them as nothing.
-_IGNORABLE = (
-    (0x034F, 0x034F),
-    (0x115F, 0x1160),
-    (0x17B4, 0x17B5),
-    (0x180B, 0x180F),
-    (0x3164, 0x3164),
-    (0xFE00, 0xFE0F),
-    (0xFFA0, 0xFFA0),
-    (0xFFF0, 0xFFF8),
-    (0x1BCA0, 0x1BCA3),
-    (0x1D173, 0x1D17A),
-    (0xE0000, 0xE0FFF),
-)
-
-
-def _invisible(char: str) -> bool:
-    code = ord(char)
-    return unicodedata.category(char) in _INVISIBLE or any(low <= code <= high for low, high in _IGNORABLE)
-
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def changed_fields(accepted: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> list[str]:

@@ -4,6 +4,8 @@ from typing import Any
 
 from django.db import models
 
+from toolhub.visible import visible_text
+
 
 class AuditChainHead(models.Model):
     """The newest hash of one audit chain; locking this row serializes appends to the chain."""
@@ -54,7 +56,7 @@ class AuditEvent(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.event_type} {self.tool_name}"
+        return f"#{self.pk} {self.event_type} {visible_text(self.tool_name)}"  # a row's text is for pages
 
     @property
     def payload(self) -> Any:

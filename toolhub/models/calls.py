@@ -5,6 +5,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from toolhub.visible import visible_text
+
 
 class RiskLevel(models.TextChoices):
     LOW = "low"
@@ -154,7 +156,7 @@ class ToolCall(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tool_name} [{self.status}] {self.id}"
+        return f"{visible_text(self.tool_name)} [{self.status}] {self.id}"  # a row's text is for pages
 
     @property
     def is_settled(self) -> bool:

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from toolhub.models import ToolCall
+from toolhub.visible import visible_text
 
 
 class SagaStatus(models.TextChoices):
@@ -138,7 +139,7 @@ class Compensation(models.Model):
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="compensation_due")]
 
     def __str__(self) -> str:
-        return f"#{self.sequence} {self.step_tool} -> {self.tool_name} ({self.status})"
+        return f"#{self.sequence} {visible_text(self.step_tool)} -> {visible_text(self.tool_name)} ({self.status})"
 
 
 class CompensationAttempt(models.Model):

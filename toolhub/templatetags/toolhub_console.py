@@ -1,4 +1,4 @@
-"""Template tags of the console: the dashboard, the audit chain's status, the console's stylesheet."""
+"""Template tags of the console: the dashboard, the audit chain's status, the console's stylesheet, ``visible``."""
 
 from typing import Any
 
@@ -11,8 +11,15 @@ from django.utils.safestring import SafeString
 from toolhub.admin_audit_export import EXPORT_PERMISSION
 from toolhub.audit_console import audit_chain_status
 from toolhub.dashboard import dashboard
+from toolhub.visible import shown
 
 register = template.Library()
+
+
+@register.filter
+def visible(value: Any) -> Any:
+    """Text with its invisible and bidi characters written out (``toolhub.visible``); safe HTML as it is."""
+    return shown(value)
 
 
 @register.simple_tag
