@@ -14,6 +14,7 @@ from agents_app.cancelling import GOING
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import run_children, run_may_operate
 from agents_app.services import (
+    AGENT_AUDIT_EXCLUDED,
     AGENT_FIELDS,
     AGENT_TENANT_FIXED,
     RunInputError,
@@ -181,6 +182,7 @@ class AgentAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
     # Global agents are shown to everyone, changed only by those who cross the boundary (TenantScopedAdmin).
     tenant_field = "tenant__slug"
     global_rows_visible = True
+    audit_excluded_fields = AGENT_AUDIT_EXCLUDED  # the script's turns carry tool arguments, sensitive ones too
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         scope = tenant_scope(request.user)

@@ -25,7 +25,7 @@ from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
-from toolhub.governance_trail import Recorded, governance_append, governance_recorded
+from toolhub.governance_trail import DEFAULT_EXCLUDED, Recorded, governance_append, governance_recorded
 from toolhub.models import Tenant, TenantMembership
 from toolhub.pipeline import visible_tool_names
 from toolhub.storable import json_storage_problem
@@ -46,6 +46,7 @@ __all__ = [
     "RunStateError",
     "AgentPermissionError",
     "AGENT_FIELDS",
+    "AGENT_AUDIT_EXCLUDED",
     "AGENT_TENANT_FIXED",
     "tool_provider_problem",
     "unknown_tools_problem",
@@ -89,6 +90,10 @@ AGENT_FIELDS = (
     "group_switching",
     "tool_provider",
 )
+
+#: What no governance event of an agent holds (``{"changed": true}`` only): a scripted model's turns carry tool
+#: arguments, sensitive ones among them, which the pipeline redacts everywhere else.
+AGENT_AUDIT_EXCLUDED = (*DEFAULT_EXCLUDED, "script")
 
 #: Why no door (the API's PATCH, the admin's change page) moves an existing agent to another tenant: its runs,
 #: its grants and its tenant's developers stay with it, so the agent is created again in the other tenant.
@@ -196,7 +201,7 @@ def agent_update(*, agent: Agent, changes: Mapping[str, Any], changed_by: Abstra
     locked = Agent.objects.select_for_update(of=("self",)).select_related("tenant", "provider").get(pk=agent.pk)
     if changed_by is not None:
         _check_may_manage(changed_by, "change", locked.tenant.slug if locked.tenant else None)
-    before = governance_recorded(locked, tenants=_agent_tenants(locked))
+    before = governance_recorded(locked, tenants=_agent_tenants(locked), excluded=AGENT_AUDIT_EXCLUDED)
     _apply(locked, changes, by=changed_by)
     _save(locked)
     _audit(locked, "changed", changed_by, before)
@@ -211,7 +216,9 @@ def _agent_tenants(agent: Agent) -> list[str]:
 def _audit(agent: Agent, action: str, by: AbstractBaseUser | None, before: Recorded | None = None) -> None:
     """The agent's change as the admin's ``GovernanceAudited`` records it, so either door reads the same."""
     actor = f"user:{by.get_username()}" if by is not None else "system"
-    governance_append(agent, action, actor=actor, tenants=_agent_tenants(agent), before=before)
+    governance_append(
+        agent, action, actor=actor, tenants=_agent_tenants(agent), excluded=AGENT_AUDIT_EXCLUDED, before=before
+    )
 
 
 def _save(agent: Agent) -> None:

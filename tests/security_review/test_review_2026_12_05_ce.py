@@ -10,7 +10,9 @@ Findings:
    or agents created and changed through the REST API, left no governance event. Now both admins are
    ``GovernanceAudited`` and ``agent_create`` / ``agent_update`` append the same event through the shared
    ``toolhub.governance_trail.governance_append`` (the agent's tenant's chains, the platform's for a global agent;
-   a provider bound to a tenant, that tenant's). The provider's key is never stored, only its variable's name.
+   a provider bound to a tenant, that tenant's). The provider's key is never stored, only its variable's name; an
+   agent's ``script`` (a scripted model's turns, whose tool arguments may be sensitive) is recorded as
+   ``{"changed": true}`` only (``AGENT_AUDIT_EXCLUDED``, the admin and the API alike).
 2. A model's call of an unknown tool named with an invisible or bidi character (``add\u200b``, ``add\u202e``) was
    refused and stored as such, but the call list, its change page and the audit console drew it exactly as ``add``.
    Now every stored value the admin draws (``display_for_field`` / ``display_for_value``, wrapped once by
@@ -155,6 +157,7 @@ def test_an_agent_created_and_changed_through_the_api_is_in_the_trail_as_from_th
     ``governance.added`` / ``governance.changed`` an admin change writes (same values, same shape), in acme's chains;
     a global agent created by the platform, in the platform's chains."""
     from agents_app.models import Agent
+    from agents_app.services import AGENT_AUDIT_EXCLUDED
     from toolhub.governance_trail import governance_values
 
     developer = make_user("acme-dev", tenant=tenant, staff=True, groups=(roles["developers"],))
@@ -166,17 +169,25 @@ def test_an_agent_created_and_changed_through_the_api_is_in_the_trail_as_from_th
     )
     assert created.status_code == 201, created.content
     agent_id = created.json()["id"]
-    patched = api.patch(f"/api/v1/agents/{agent_id}/", {"tools": ["debit"], "max_tool_calls": 40}, format="json")
+    script = [{"tool_calls": [{"name": "debit", "arguments": {"card": "sk-card-never-in-the-trail"}}]}]
+    patched = api.patch(
+        f"/api/v1/agents/{agent_id}/",
+        {"tools": ["debit"], "max_tool_calls": 40, "model": {"provider": "scripted", "script": script}},
+        format="json",
+    )
     assert patched.status_code == 200, patched.content
 
     (addition,) = _governance("governance.added", "acme", "agents_app.agent")
     assert addition.actor == "user:acme-dev" and addition.payload["id"] == agent_id
     agent = Agent.objects.get(pk=agent_id)
-    assert set(addition.payload["values"]) == set(governance_values(agent))
+    assert set(addition.payload["values"]) == set(governance_values(agent, AGENT_AUDIT_EXCLUDED))
+    assert "script" not in addition.payload["values"]  # a scripted model's turns carry tool arguments
     (change,) = _governance("governance.changed", "acme", "agents_app.agent")
     assert change.actor == "user:acme-dev"
     assert change.payload["changes"]["tools"] == {"before": [], "after": ["debit"]}
     assert change.payload["changes"]["max_tool_calls"]["after"] == 40
+    assert change.payload["changes"]["script"] == {"changed": True}
+    assert not any("sk-card-never-in-the-trail" in json.dumps(e.payload) for e in AuditEvent.objects.all())
 
     shared = client_for(superuser).post(
         "/api/v1/agents/", {"name": "shared", "tenant": None, "model": {"provider": "scripted"}}, format="json"
