@@ -149,7 +149,7 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
         cancelled, refusals = 0, []
         for call in waiting:
             try:
-                tool_call_cancel(call=call, actor=actor, reason=reason)
+                tool_call_cancel(call=call, actor=actor, reason=reason, reader=request.user)
             except (CallNotWithdrawableError, CancelReasonError) as refused:
                 refusals.append(f"{call.tool_name} ({str(call.pk)[:8]}): {refused}")
             else:

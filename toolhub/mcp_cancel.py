@@ -63,7 +63,7 @@ def cancel_call(user: Any, arguments: Mapping[str, Any] | None) -> types.CallToo
     actor = f"user:{user.get_username()}"
     reason = f"cancelled by {actor}: {parsed.reason.strip() or 'no reason given'}"
     try:
-        cancelled: ToolCall = tool_call_cancel(call=call, actor=actor, reason=reason)
+        cancelled: ToolCall = tool_call_cancel(call=call, actor=actor, reason=reason, reader=user)
     except (CallNotWithdrawableError, CancelReasonError) as exc:
         return _refusal(str(exc))
     return types.CallToolResult(

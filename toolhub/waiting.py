@@ -20,6 +20,7 @@ from django.utils import timezone
 from toolhub.audit import EventSpec, Write, redact
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import tool_definitions
+from toolhub.caller_view import CallerView
 from toolhub.calls import call_transition
 from toolhub.catalogue import effective_risk
 from toolhub.conf import toolhub_settings
@@ -363,11 +364,13 @@ def cancel_reason_problem(reason: str) -> str | None:
     return f"Nothing was cancelled: {problem}." if problem else None
 
 
-def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
+def tool_call_cancel(*, call: ToolCall, actor: str, reason: str, reader: Any) -> ToolCall:
     """Cancel one call that has not started, for the user it was made for or an operator (asked by the caller).
 
     A run waiting on it goes on, its model told the call was not executed and why. Returns the call as it is now.
-    A subagent's call is refused: only its child run's end settles it (cancel the child run).
+    A subagent's call is refused: only its child run's end settles it (cancel the child run). A refusal names the
+    call's status as ``reader`` (the user asking) reads it (``CallerView``): a denied call of a tool they may not
+    see reads ``invalid``, as it was answered, so cancelling it tells no denied tool from a missing one.
     """
     problem = cancel_reason_problem(reason)
     if problem:
@@ -389,8 +392,9 @@ def tool_call_cancel(*, call: ToolCall, actor: str, reason: str) -> ToolCall:
         withdrawn = call.status in WITHDRAWABLE_STATUSES and tool_call_withdraw(call=call, actor=actor, reason=reason)
     fresh = ToolCall.objects.get(pk=call.pk)
     if not withdrawn:
+        shown = CallerView(reader).call(fresh)
         raise CallNotWithdrawableError(
-            f"This call is {fresh.status}; only a call that has not started (held for approval, queued or awaiting "
+            f"This call is {shown.status}; only a call that has not started (held for approval, queued or awaiting "
             "a result) can be cancelled. Nothing was changed."
         )
     return fresh

@@ -115,7 +115,7 @@ def test_a_reason_no_column_can_store_is_refused_whatever_the_channel(alice: Use
     over_rest = client_for(alice).post(f"/api/v1/calls/{held['id']}/cancel/", data=raw, content_type="application/json")
 
     with pytest.raises(CancelReasonError, match="Nothing was cancelled: the reason contains"):
-        tool_call_cancel(call=ToolCall.objects.get(pk=held["id"]), actor="user:alice", reason=reason)
+        tool_call_cancel(call=ToolCall.objects.get(pk=held["id"]), actor="user:alice", reason=reason, reader=alice)
 
     assert over_rest.status_code == 400 and "lone surrogate" in over_rest.json()["detail"]
     assert ToolCall.objects.get(pk=held["id"]).status == CallStatus.PENDING_APPROVAL

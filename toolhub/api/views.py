@@ -306,7 +306,7 @@ class CallCancelView(APIView):
         body.is_valid(raise_exception=True)
         actor = f"user:{request.user.get_username()}"
         reason = f"cancelled by {actor}: {body.validated_data['reason'].strip() or 'no reason given'}"
-        call = tool_call_cancel(call=call, actor=actor, reason=reason)
+        call = tool_call_cancel(call=call, actor=actor, reason=reason, reader=request.user)
         return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
 
 
