@@ -8,7 +8,9 @@ granted to acme through a tool group, one granted to acme by name and an accepte
 grant for acme only). Over the official SDK client against the live ASGI app, globex's member, operator and
 auditor and a user with no tenant list, find (near-miss queries too), describe and call every acme tool, and status
 and cancel every acme call: nothing of acme shows, every answer for acme's name or id is the answer for a missing
-one, nothing changes. A deactivated member of acme is refused (401) before any method. The platform user (no
+one, nothing changes. The refused calls they made of acme's tools answer every server tool taking a ``call_id``
+(read from the listed schemas) as their calls of missing tools do (staff read the true refusal, by design).
+A deactivated member of acme is refused (401) before any method. The platform user (no
 tenant, ``toolhub.cross_tenant``) sees calls of every tenant by design, so for them the catalogue alone is swept:
 acme's grants are not theirs without naming acme. ``X-Toolhub-Tenant`` naming acme, acme twice, acme with globex
 and a retired tenant answer as a missing tenant does; ``_meta`` naming a tenant, user, run or idempotency key
@@ -30,6 +32,7 @@ from tests.security_review.test_probe_2026_12_03_g import EvilServer, accept_off
 from tests.tenancy.conftest import AcmeData, make_user
 from toolhub.mcp_client.models import RemoteMcpServer
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolCall, ToolGroup
+from toolhub.tenancy import has_tenant_wide_role
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
@@ -210,8 +213,12 @@ def sweep_person(base: str, user: User, acme: AcmeData, *, calls_too: bool) -> l
             text = text.replace(value, "SENT")
         leaks.extend(f"{what}: {marker!r} in {text[:300]}" for marker in found_markers if marker in text)
 
+    by_call_id: list[str] = []
+
     async def body(client: Client) -> None:
-        check("tools/list", await client.list_tools())
+        listing = await client.list_tools()
+        check("tools/list", listing)
+        by_call_id.extend(t.name for t in listing.tools if t.name in own_tools and "call_id" in str(t.input_schema))
         for capability in capabilities:
             for listing in await CAPABILITY_PROBES[capability](client):
                 check(capability, listing)
@@ -244,6 +251,36 @@ def sweep_person(base: str, user: User, acme: AcmeData, *, calls_too: bool) -> l
         for near in NEAR_MISSES:
             check(f"tools/call {near!r}", await ask(client.call_tool(near, {"who": "w"})), (near,))
             check(f"describe {near!r}", await ask(client.call_tool("toolhub_describe_tool", {"name": near})), (near,))
+
+    with_client(base, token(user), body)
+    if calls_too and not has_tenant_wide_role(user):
+        leaks.extend(own_refused_calls(base, user, by_call_id))
+    return leaks
+
+
+def own_refused_calls(base: str, user: User, by_call_id: list[str]) -> list[str]:
+    """The caller's own calls of acme's tools (refused) answer every tool taking a call id as missing tools' do.
+
+    Staff with a tenant-wide role (operators, auditors, the platform) read their tenant's rows as stored, the true
+    refusal, by design (``toolhub.caller_view``); the catalogue is no secret to them. Asked of everyone else.
+    """
+    mine = dict(ToolCall.objects.filter(user=user).order_by("-created_at").values_list("tool_name", "id"))
+    pairs = [(str(mine[name]), str(mine[name[:-1] + "Q"])) for name in ACME_TOOLS]
+    leaks: list[str] = []
+
+    async def body(client: Client) -> None:
+        for tool in by_call_id:
+            for theirs_id, missing_id in pairs:
+                theirs = dump(await ask(client.call_tool(tool, {"call_id": theirs_id})))
+                missing = dump(await ask(client.call_tool(tool, {"call_id": missing_id})))
+                theirs, missing = theirs.replace(theirs_id, "ID"), missing.replace(missing_id, "ID")
+                for acme_name in ACME_TOOLS:
+                    theirs = theirs.replace(acme_name, "NAME")
+                    missing = missing.replace(acme_name[:-1] + "Q", "NAME")
+                if theirs != missing:
+                    leaks.append(
+                        f"{tool} of one's own call of acme's tool: {theirs[:300]} but missing: {missing[:300]}"
+                    )
 
     with_client(base, token(user), body)
     return leaks
