@@ -1,16 +1,16 @@
 """The MCP server, swept by construction: nothing of acme reaches globex's people, the tenantless or the deactivated.
 
 The surface comes from the server itself, not from a list: the capabilities it declares at ``initialize`` and the
-tools its ``tools/list`` offers that are no registry tool (the server's own: status, cancel, find, describe). Each
+tools it lists to a user granted nothing that are no code tool (its own: status, cancel, find, describe). Each
 capability and each of the server's own tools must have a probe here (``CAPABILITY_PROBES``, ``STABLE_PROBES``), or
 the sweep fails naming it. acme holds calls (held, awaiting an external result, done, with an artifact), a code tool
 granted to acme through a tool group, one granted to acme by name and an accepted remote MCP tool (credential and
 grant for acme only). Over the official SDK client against the live ASGI app, globex's member, operator and
-auditor and a user with no tenant list, find (near-miss queries too), describe and call every acme tool, and status
-and cancel every acme call: nothing of acme shows, every answer for acme's name or id is the answer for a missing
-one, nothing changes. The refused calls they made of acme's tools answer every server tool taking a ``call_id``
-(read from the listed schemas) as their calls of missing tools do (staff read the true refusal, by design).
-A deactivated member of acme is refused (401) before any method. The platform user (no
+auditor, a user with no tenant and alice after leaving acme list, find (near-miss queries too), describe and call
+every acme tool, and status and cancel every acme call: nothing of acme shows, every answer for acme's name or id
+is the answer for a missing one, nothing changes. The refused calls they made of acme's tools answer every server
+tool taking a ``call_id`` (read from the listed schemas) as their calls of missing tools do (staff read the true
+refusal, by design). A deactivated member of acme is refused (401) before any method. The platform user (no
 tenant, ``toolhub.cross_tenant``) sees calls of every tenant by design, so for them the catalogue alone is swept:
 acme's grants are not theirs without naming acme. ``X-Toolhub-Tenant`` naming acme, acme twice, acme with globex
 and a retired tenant answer as a missing tenant does; ``_meta`` naming a tenant, user, run or idempotency key
