@@ -18,7 +18,7 @@ from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
 from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
-from toolhub.sagas.recovery import compensation_resolve, compensation_retry
+from toolhub.sagas.recovery import StaleRetryError, compensation_resolve, compensation_retry, retry_marks, saga_retry
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.selectors import withheld_names
 
@@ -206,13 +206,23 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         return [retry, *super().get_urls()]
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Retry, from the saga's own page, every compensation of it that needs attention; then back to the page."""
+        """Retry, from the saga's own page, the compensations needing attention it showed; then back to the page."""
         if not self.has_operate_permission(request):
             raise PermissionDenied
         saga = self.get_object(request, object_id)  # tenant-scoped: another tenant's saga is absent
         if saga is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        self._retry(request, Saga.objects.filter(pk=saga.pk), attention_only=True)
+        actor = f"user:{request.user.get_username()}"
+        try:
+            # Bound to what the page showed (its marks): a state that moved since is refused, nothing retried.
+            retried = saga_retry(saga=saga, actor=actor, seen=request.POST.getlist("seen"))
+        except StaleRetryError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            if retried:
+                self.message_user(request, f"{retried} compensation(s) retried.", messages.SUCCESS)
+            else:
+                self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)
         return HttpResponseRedirect(reverse("admin:sagas_saga_change", args=[saga.pk]))
 
     def render_change_form(
@@ -225,7 +235,8 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         obj: Saga | None = None,
     ) -> HttpResponse:
         if obj is not None and self.has_operate_permission(request):
-            context["needing_attention"] = len(self._compensations_of(Saga.objects.filter(pk=obj.pk)))
+            context["retry_marks"] = retry_marks(obj)
+            context["needing_attention"] = len(context["retry_marks"])
             context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
 

@@ -5,6 +5,8 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
+from collections.abc import Collection
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -33,7 +35,13 @@ __all__ = [
     "compensation_resolve",
     "saga_retry",
     "saga_resolve",
+    "retry_marks",
+    "StaleRetryError",
 ]
+
+
+class StaleRetryError(InvalidTransitionError):
+    """What needs attention is not what the operator's page showed: nothing was retried."""
 
 
 def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper") -> bool:
@@ -169,11 +177,37 @@ def compensation_resolve(
     return current
 
 
-def saga_retry(*, saga: Saga, actor: str) -> int:
-    """Retry every compensation of the saga that needs attention; return how many."""
-    ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
-    for compensation in Compensation.objects.filter(pk__in=ids):
-        compensation_retry(compensation=compensation, actor=actor)
+def retry_marks(saga: Saga) -> list[str]:
+    """What a retry of ``saga`` would act on, as a page shows it: each compensation needing attention, its state.
+
+    A mark changes with every move of its compensation (status, attempts, last change), so a page's marks say
+    exactly what the operator read; ``saga_retry(seen=...)`` compares them with the saga's as they are.
+    """
+    attention = saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).order_by("-sequence")
+    return [
+        f"{c.pk}:{c.status}:{c.attempts}:{c.updated_at.isoformat()}"
+        for c in attention.only("pk", "status", "attempts", "updated_at")
+    ]
+
+
+def saga_retry(*, saga: Saga, actor: str, seen: Collection[str] | None = None) -> int:
+    """Retry every compensation of the saga that needs attention; return how many.
+
+    ``seen``: the ``retry_marks`` the operator's page showed. Compared under the saga's row lock, so a retry
+    runs only what they read: a compensation whose state moved since (a first retry of a double click that
+    finished as unknown, one newly needing attention) refuses the whole retry with ``StaleRetryError``.
+    ``None``: trusted code, which retries what needs attention now.
+    """
+    with transaction.atomic():
+        saga = Saga.objects.select_for_update().get(pk=saga.pk)
+        if seen is not None and sorted(seen) != sorted(retry_marks(saga)):
+            raise StaleRetryError(
+                "The compensations needing attention changed since you read this page; nothing was retried. "
+                "Read the saga again as it stands now."
+            )
+        ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
+        for compensation in Compensation.objects.filter(pk__in=ids).order_by("-sequence"):
+            compensation_retry(compensation=compensation, actor=actor)
     return len(ids)
 
 
