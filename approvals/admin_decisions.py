@@ -1,7 +1,8 @@
 """The approval desk's decisions: one request from its page, or several from the list, through the services.
 
 Every decision counts against the user's ``decisions`` rate (shared with the API), is bound to the version
-the operator saw (round and arguments hash), and is refused, with nothing recorded, when that changed.
+the operator saw (round and arguments hash, and the tool's definition that showed it: ``fields_version``), and is
+refused, with nothing recorded, when that changed.
 """
 
 import json
@@ -17,7 +18,14 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from approvals.deciders import approval_may_decide, approvals_in_round
-from approvals.forms import ApproveForm, CommentForm, DecisionForm, fields_version
+from approvals.forms import (
+    DEFINITION_CHANGED,
+    ApproveForm,
+    CommentForm,
+    DecisionForm,
+    definition_changed,
+    fields_version,
+)
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments
@@ -189,11 +197,14 @@ class DecisionViewsMixin:
             title=f"{label} the selected approval requests",
             intro=f"You are about to {label.lower()} these {len(requests)} request(s). Each is decided on its own: "
             "requests that are no longer pending, that you may not decide (for example your own), or whose "
-            "arguments change before you confirm, are reported and left as they are.",
+            "arguments or tool change before you confirm, are reported and left as they are.",
             table=table,
             submit=f"{label} {len(requests)} request(s)",
-            # Each approval is bound to the version listed on this page.
-            hidden={f"arguments_hash_{item.pk}": item.arguments_hash for item in requests},
+            # Each approval is bound to the version listed on this page, and to the tool's definition it was shown by.
+            hidden={
+                **{f"arguments_hash_{item.pk}": item.arguments_hash for item in requests},
+                **{f"fields_version_{item.pk}": _fields_version_of(item.tool_name) for item in requests},
+            },
         )
         form, confirmation = self.comment_form_or_page(
             request, CommentForm, action=f"{decision}_selected", selected=requests, page=page
@@ -206,6 +217,12 @@ class DecisionViewsMixin:
         recorded: list[str] = []
         failures: list[str] = []
         for item in requests:
+            if decision == "approve" and definition_changed(
+                item.tool_name, request.POST.get(f"fields_version_{item.pk}", "")
+            ):
+                # Listed under another definition of its tool: approving it would not approve what was shown.
+                failures.append(f"#{item.pk} ({item.tool_name}): {DEFINITION_CHANGED}")
+                continue
             # Each decision counts against the rate, as one through the API would; the rest wait.
             if (refusal := _over_the_rate(request)) is not None:
                 failures.append(f"#{item.pk} and the requests after it were not decided: {refusal}")
@@ -264,12 +281,17 @@ def _editable(request: ApprovalRequest) -> dict[str, Any]:
     return {key: value for key, value in arguments.items() if key not in withheld}
 
 
+def _fields_version_of(tool_name: str) -> str:
+    """The ``fields_version`` a page shows a request of ``tool_name`` under ("" for a tool no longer registered)."""
+    tool = registry.get(tool_name)
+    return fields_version(tool) if tool is not None else ""
+
+
 def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
     """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
-    tool = registry.get(request.tool_name)
     return {
         "round": request.round,
         "arguments_hash": request.arguments_hash,
-        "fields_version": fields_version(tool) if tool is not None else "",
+        "fields_version": _fields_version_of(request.tool_name),
         "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }

@@ -18,7 +18,20 @@ from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["DecisionForm", "ApproveForm", "CommentForm", "ARGUMENT_PREFIX", "fields_version"]
+__all__ = [
+    "DecisionForm",
+    "ApproveForm",
+    "CommentForm",
+    "ARGUMENT_PREFIX",
+    "DEFINITION_CHANGED",
+    "definition_changed",
+    "fields_version",
+]
+
+#: Why an approval posted from a page read under another definition of the tool is refused.
+DEFINITION_CHANGED = (
+    "The tool's definition changed since you read this page; nothing was recorded. Review the call as it stands now."
+)
 
 #: Generated argument fields are named ``arg__<parameter>`` so they never clash with the form's own fields.
 ARGUMENT_PREFIX = "arg__"
@@ -92,10 +105,7 @@ class ApproveForm(DecisionForm):
         """
         seen = self.cleaned_data["fields_version"]
         if seen and self.tool is not None and seen != fields_version(self.tool):
-            raise forms.ValidationError(
-                "The tool's definition changed since you read this page; nothing was recorded. "
-                "Review the call as it stands now."
-            )
+            raise forms.ValidationError(DEFINITION_CHANGED)
         return seen
 
     def argument_fields(self) -> list[forms.BoundField]:
@@ -152,6 +162,16 @@ def fields_version(tool: Tool) -> str:
     """
     material = json.dumps([tool.version, sorted(tool.sensitive)])
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def definition_changed(tool_name: str, seen: str) -> bool:
+    """Whether a page's ``fields_version`` (``seen``; empty: not sent) names another definition than the tool's now.
+
+    A page approves the call as that definition showed it; the worker holds a call approved under another version
+    again, and other sensitive names showed other arguments.
+    """
+    tool = registry.get(tool_name)
+    return bool(seen) and tool is not None and seen != fields_version(tool)
 
 
 def _resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
