@@ -15,6 +15,9 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
 
+#: The backend that grants permissions: ``with_perm`` must be told (axes' login backend is configured beside it).
+PERMISSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
 __all__ = [
     "approval_requests_visible_to",
     "pending_count",
@@ -53,8 +56,12 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     answer for every kind of person (``tests/approvals/test_approvers.py``).
     """
     users = get_user_model().objects
-    deciders = users.with_perm(DECIDE_PERMISSION, include_superusers=False).filter(is_active=True)
-    in_tenant = Q(pk__in=users.with_perm(CROSS_TENANT_PERMISSION).values("pk"))  # superusers included
+    deciders = users.with_perm(DECIDE_PERMISSION, include_superusers=False, backend=PERMISSION_BACKEND).filter(
+        is_active=True
+    )
+    in_tenant = Q(
+        pk__in=users.with_perm(CROSS_TENANT_PERMISSION, backend=PERMISSION_BACKEND).values("pk")
+    )  # superusers included
     if request.tenant:
         members = TenantMembership.objects.filter(tenant__slug=request.tenant).values("user_id")
         in_tenant |= Q(pk__in=members)
@@ -78,7 +85,7 @@ def _meeting(group_id: int | None, permission: str) -> Q:
     if group_id:
         rule &= Q(pk__in=_members_of(group_id))
     if permission:
-        rule &= Q(pk__in=get_user_model().objects.with_perm(permission).values("pk"))
+        rule &= Q(pk__in=get_user_model().objects.with_perm(permission, backend=PERMISSION_BACKEND).values("pk"))
     return rule
 
 
