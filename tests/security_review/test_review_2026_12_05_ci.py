@@ -15,14 +15,23 @@ Findings:
    the confirmation page carries each request's ``fields_version`` and the action refuses those whose tool's
    definition changed, naming them, approving the rest.
 
+Also fixed (found while running tests/approvals, no new test: tests/approvals/test_approvers.py, test_notifications.py
+and test_governing_groups.py were red on main): since django-axes' backend sits beside ModelBackend, ``approvers_of``
+raised ValueError (``with_perm`` needs a backend then): no approver was e-mailed; it now names ModelBackend.
+
 Checked and found holding (no test here):
 
 - The REST API has no saga retry (only runs' ``POST /api/v1/runs/{id}/retry/``, which resumes a run, and a direct
   saga's rollback): there is no expected state to take there.
-- The sagas' and compensations' list actions "Retry" act on the selected rows as they are at the POST (their list
-  shows no per-compensation state to bind to); not changed here (see the report).
+- The direct saga API's rollback (``POST /api/v1/sagas/{id}/rollback/``) is no retry: it takes no expected state
+  (not examined further here).
+
+Not fixed: the sagas' and compensations' list actions "Retry" act on the selected rows as they are at the POST
+(their lists show a saga's status, a compensation's status; the action posts only ids, and runs without a
+confirmation page to carry marks): binding them needs a confirmation page listing the marks, as "Resolve" has.
 """
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -46,8 +55,6 @@ DESK = "/admin/approvals/approvalrequest/"
 
 def _hidden_fields(html: str, form_id: str) -> dict[str, list[str]]:
     """The hidden inputs (CSRF aside) of the form ``form_id``, as the browser posts them."""
-    import re
-
     form = re.search(rf'<form[^>]*id="{form_id}"[^>]*>(.*?)</form>', html, re.S)
     assert form, f"no form #{form_id} on the page"
     posted: dict[str, list[str]] = {}
