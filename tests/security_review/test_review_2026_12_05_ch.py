@@ -1,0 +1,142 @@
+"""Review 2026-12-05 (ch): the tenant trail export and its offline verifier, tool outcomes read after the tool ran.
+
+Findings:
+- ``python -m toolhub.audit_file_verify`` passed a file with forged events appended after the header's span
+  and head (it reported lines added before a chain's declared start, never after its end).
+- The verifier's warning that a file rewritten whole verifies too was silenced by a checkpoint section in the
+  file itself, which the file's writer (or a forger) chooses; offline its signature is not checked.
+- A result dict whose keys collide as JSON text (``200`` and ``"200"``) inside a dataclass or a pydantic model
+  (the usual tool return types) still lost values silently: the key check walked plain dicts and lists only.
+- A ``ToolResult.error`` value whose ``__str__`` calls ``sys.exit()`` escaped ``run_outcome``'s outer guard
+  (``Exception`` only), leaving the call ``running``: the read phase did not take ``TOOL_EXITS``.
+"""
+
+import dataclasses
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from pydantic import BaseModel
+
+from tests.audit.test_trail_export import export, read, trails, verified, write  # noqa: F401 - trails: a fixture
+from tests.helpers import RequestCall
+from toolhub import Tool, registry
+from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text
+from toolhub.models import CallStatus
+from toolhub.tools.results import ToolResult
+
+pytestmark = pytest.mark.django_db
+
+
+def _forged_after(line: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """The next line of ``line``'s chain, hashed consistently as a forger would."""
+    forged = {**line, "seq": line["seq"] + 1, "prev_hash": line["hash"], **changes}
+    forged["hash"] = hash_text(*(forged[column] for column in HASHED_COLUMNS))
+    return forged
+
+
+def test_forged_lines_after_the_headers_span_and_head_are_reported(
+    trails: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A forger appends a consistent ``call.approved`` to a chain of a genuine export, header untouched.
+
+    Found: the verifier compared a chain's end with the header's span only when it was short of it, and the
+    header's head only when the file's last line had the head's seq: the file verified (exit 0).
+    Expect: lines past the header's span are reported as added, and the head the header names must be there.
+    """
+    header, events = read(export(tmp_path))
+    last = events[-1]
+    events.append(_forged_after(last, event_type="call.approved", actor="user:mallory"))
+
+    code, output = verified(write(tmp_path / "t.jsonl", header, events), capsys=capsys)
+
+    assert code == 1, output
+    assert f"chain {last['chain']}" in output and "added" in output
+
+
+def test_a_checkpoint_section_in_the_file_does_not_silence_the_rewrite_warning(
+    trails: None, tmp_path: Path, audit_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file rewritten whole, with a checkpoint section of the forger's own naming its forged heads.
+
+    Found: ``main`` printed "a file rewritten whole and consistently would verify too" only when the file
+    named no checkpoint, so a forger silenced it by writing one (offline its signature is not checked).
+    Expect: without ``--head`` the warning is printed whatever the file says of itself.
+    """
+    call_command("audit_checkpoint", stdout=io.StringIO())
+    header, events = read(export(tmp_path))
+    assert header["checkpoint"] is not None
+    code, output = verified(tmp_path / "out.jsonl", capsys=capsys)
+
+    assert code == 0
+    assert "rewritten whole and consistently would verify too" in output
+
+
+@dataclasses.dataclass
+class _Report:
+    counts: dict[Any, str]
+
+
+class _ReportModel(BaseModel):
+    counts: dict[Any, str]
+
+
+def _dataclass_report() -> _Report:
+    """Count orders by status code, ints from one source and strings from another."""
+    return _Report(counts={200: "12 orders", "200": "3 orders"})
+
+
+def _model_report() -> _ReportModel:
+    """Count orders by status code, ints from one source and strings from another."""
+    return _ReportModel(counts={200: "12 orders", "200": "3 orders"})
+
+
+@pytest.mark.parametrize("handler", [_dataclass_report, _model_report])
+def test_colliding_keys_inside_a_dataclass_or_model_fail_the_call(
+    request_call: RequestCall, alice: User, handler: Any
+) -> None:
+    """A tool returns a dataclass (or a pydantic model) holding ``{200: ..., "200": ...}``.
+
+    Found: ``_check_no_merged_keys`` walked plain dicts, lists and tuples beside the conversion; behind a
+    dataclass or a model the call succeeded with ``{"counts": {"200": "3 orders"}}``, a value dropped silently.
+    Expect: the call fails as a result that cannot be serialized, the collision named in the detail.
+    """
+    tool = Tool.from_function(handler, name="review_ch_report", risk="low", allow_any=True)
+    with registry.temporarily(tool):
+        call = request_call("review_ch_report", {}, alice, tenant="acme")
+
+    assert call.status == CallStatus.FAILED, call.result
+    assert "collide" in call.error_detail
+
+
+class _Exiting:
+    def __str__(self) -> str:
+        sys.exit(3)
+
+
+def _error_that_exits() -> ToolResult:
+    """Report a failure whose message is read through a command-line library."""
+    return ToolResult(kind="error", value=_Exiting())
+
+
+def test_a_result_that_calls_sys_exit_when_read_fails_its_call(request_call: RequestCall, alice: User) -> None:
+    """A tool returns ``ToolResult.error`` with a value whose ``__str__`` calls ``sys.exit()``.
+
+    Found: ``run_outcome``'s outer guard caught ``Exception`` only; the ``SystemExit`` raised while the result
+    was read escaped the pipeline (the call left ``running``; on a worker, the pool process ended).
+    Expect: the call fails like any tool whose result cannot be read.
+    """
+    tool = Tool.from_function(_error_that_exits, name="review_ch_exits", risk="low", allow_any=True)
+    with registry.temporarily(tool):
+        try:
+            call = request_call("review_ch_exits", {}, alice, tenant="acme")
+        except SystemExit:
+            pytest.fail("SystemExit escaped the pipeline")
+
+    assert call.status == CallStatus.FAILED
+    assert "SystemExit" in call.error_detail
+
