@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from pydantic import BaseModel
 
-from tests.audit.test_trail_export import export, read, trails, verified, write  # noqa: F401 - trails: a fixture
+from tests.audit.test_trail_export import export, read, trails, verified, write  # noqa: F401 - trails: a fixture (used by name)
 from tests.helpers import RequestCall
 from toolhub import Tool, registry
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text
@@ -39,8 +39,9 @@ def _forged_after(line: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return forged
 
 
+@pytest.mark.usefixtures("trails")
 def test_forged_lines_after_the_headers_span_and_head_are_reported(
-    trails: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A forger appends a consistent ``call.approved`` to a chain of a genuine export, header untouched.
 
@@ -58,8 +59,9 @@ def test_forged_lines_after_the_headers_span_and_head_are_reported(
     assert f"chain {last['chain']}" in output and "added" in output
 
 
+@pytest.mark.usefixtures("trails")
 def test_a_checkpoint_section_in_the_file_does_not_silence_the_rewrite_warning(
-    trails: None, tmp_path: Path, audit_key: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, audit_key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A file rewritten whole, with a checkpoint section of the forger's own naming its forged heads.
 
@@ -139,4 +141,3 @@ def test_a_result_that_calls_sys_exit_when_read_fails_its_call(request_call: Req
 
     assert call.status == CallStatus.FAILED
     assert "SystemExit" in call.error_detail
-
