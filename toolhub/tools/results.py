@@ -1,10 +1,12 @@
 """Tool results: explicit result values and the JSON serialization of whatever a tool returns."""
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from toolhub.conf import toolhub_settings
@@ -75,27 +77,45 @@ def read_now(value: Any) -> Any:
 def to_json_value(value: Any) -> Any:
     """Convert a tool's return value (pydantic models, dataclasses, Decimal, dates, enums) to JSON data.
 
-    A dict whose keys become the same text (``1`` and ``"1"``, ``True`` and ``"true"``) is refused with
-    ``ValueError``: the conversion would keep one of the values and drop the others without a word.
+    A dict whose keys become the same text (``1`` and ``"1"``, ``True`` and ``"true"``), wherever it is in the
+    value (a model's field, a dataclass's, a list's item), is refused with ``ValueError``: the conversion would
+    keep one of the values and drop the others without a word.
     """
     converted = to_jsonable_python(value)
-    _check_no_merged_keys(value, converted)
+    _check_no_merged_keys(value)
     return converted
 
 
-def _check_no_merged_keys(value: Any, converted: Any) -> None:
-    """Walk plain dicts, lists and tuples beside their conversion; a dict that lost entries lost them to merged keys."""
-    if isinstance(value, dict) and isinstance(converted, dict):
-        if len(converted) < len(value):
-            raise ValueError(
-                f"a dict's keys collide once written as JSON text ({len(value)} keys became {len(converted)}); "
-                "return keys that stay distinct as strings"
-            )
-        for item, item_converted in zip(value.values(), converted.values(), strict=True):
-            _check_no_merged_keys(item, item_converted)
-    elif isinstance(value, list | tuple) and isinstance(converted, list) and len(value) == len(converted):
-        for item, item_converted in zip(value, converted, strict=True):
-            _check_no_merged_keys(item, item_converted)
+#: What holds nothing to walk (most of a large result): skipped before any other test.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _check_no_merged_keys(value: Any) -> None:
+    """Find every dict the conversion reached (through containers, dataclasses and models) whose keys merge as text.
+
+    Walked in the value itself, not beside its conversion: a dataclass or a model converts to a dict of its own,
+    which has no entry to pair with. Runs after the conversion succeeded, so the value holds no cycle. A dict of
+    ``str`` keys only cannot merge and costs one pass over its keys.
+    """
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) in _SCALARS:
+            continue
+        if isinstance(item, dict):
+            if not all(type(key) is str for key in item) and len(to_jsonable_python(dict.fromkeys(item))) < len(item):
+                raise ValueError(
+                    f"a dict's keys collide once written as JSON text ({len(item)} keys became "
+                    f"{len(to_jsonable_python(dict.fromkeys(item)))}); return keys that stay distinct as strings"
+                )
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+        elif isinstance(item, BaseModel):
+            pending.extend(vars(item).values())
+            pending.extend((item.__pydantic_extra__ or {}).values())
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            pending.extend(getattr(item, field.name) for field in dataclasses.fields(item))
 
 
 def result_text_for_model(value: Any) -> str:
