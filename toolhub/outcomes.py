@@ -58,6 +58,9 @@ class Outcome:
 #: process is being stopped) still escapes: the lease and the reconciler settle what it interrupted.
 TOOL_EXITS: tuple[type[BaseException], ...] = (SystemExit, GeneratorExit)
 
+#: Everything a tool's code may raise, running or while what it handed back is read: one tuple for both guards.
+_TOOL_FAILURES: tuple[type[BaseException], ...] = (Exception, *TOOL_EXITS)
+
 
 def run_outcome(
     call: ToolCall, tool: Tool, arguments: dict[str, Any], *, progress: Progress | None, secrets: SecretScrubber
@@ -70,7 +73,7 @@ def run_outcome(
     """
     try:
         return _run_outcome(call, tool, arguments, progress=progress, secrets=secrets)
-    except Exception as exc:  # noqa: BLE001 - what the tool handed back could not be read: still its failure
+    except _TOOL_FAILURES as exc:  # what the tool handed back could not be read: still its failure
         logger.info("tool %s failed on call %s, unreadably", call.tool_name, call.id, exc_info=True)
         return Outcome.failed(default_error_handler(exc), detail=exception_detail(exc))
 
@@ -83,7 +86,7 @@ def _run_outcome(
         returned = tool.invoke(arguments, ctx, progress=progress, timeout=tool.effective_timeout)
     except ToolSuspend as suspend:
         return _suspended(suspend, secrets)
-    except (Exception, *TOOL_EXITS) as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
+    except _TOOL_FAILURES as exc:  # every failure of a tool is recorded, none escapes
         logger.info("tool %s failed on call %s", call.tool_name, call.id, exc_info=True)
         return Outcome.failed(execution_error(exc), detail=exception_detail(exc))
     finally:
