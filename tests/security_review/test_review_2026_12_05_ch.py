@@ -9,6 +9,8 @@ Findings:
   (the usual tool return types) still lost values silently: the key check walked plain dicts and lists only.
 - A ``ToolResult.error`` value whose ``__str__`` calls ``sys.exit()`` escaped ``run_outcome``'s outer guard
   (``Exception`` only), leaving the call ``running``: the read phase did not take ``TOOL_EXITS``.
+- An endpoint reporting usage as zeros beside a prompt and an answer made every turn free (only a field left
+  out was estimated): a run's or subagent's ``max_tokens`` bound nothing.
 """
 
 import dataclasses
@@ -22,8 +24,11 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from pydantic import BaseModel
 
+from agents_app.models_adapters.base import CHARS_PER_TOKEN, estimated_tokens
+from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
 from tests.audit.test_trail_export import export, read, trails, verified, write  # noqa: F401 - trails: a fixture (used by name)
 from tests.helpers import RequestCall
+from tests.unit.fake_openai import FakeModel, completion, serve, streamed
 from toolhub import Tool, registry
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text
 from toolhub.models import CallStatus
@@ -141,3 +146,25 @@ def test_a_result_that_calls_sys_exit_when_read_fails_its_call(request_call: Req
 
     assert call.status == CallStatus.FAILED
     assert "SystemExit" in call.error_detail
+
+
+def test_usage_reported_as_zero_beside_text_is_estimated() -> None:
+    """An endpoint (or a proxy in front of it) fills its usage with zeros, streamed or not.
+
+    Found: ``reported_or_estimated`` estimated only a field left out; ``{"prompt_tokens": 0,
+    "completion_tokens": 0}`` beside a long prompt and an answer made every turn free again, and a run's or a
+    subagent's ``max_tokens`` budget bound nothing.
+    Expect: a zero beside text is taken for "not counted" and estimated from the text's length.
+    """
+    messages = [{"role": "user", "content": "Please add six and seven. " * 40}]
+    with serve(FakeModel()) as model:
+        model.queue(completion(content="Thirteen, as asked.", prompt=0, done=0))
+        model.queue(streamed(content=["Thirteen", ", as asked."], prompt=0, done=0))
+        for stream in (False, True):
+            adapter = OpenAIChatAdapter(
+                provider_name="zeros", base_url=model.base_url, model="m", api_key="k", stream=stream, deadline=10.0
+            )
+            turn = adapter.complete(messages=messages, tools=[])
+
+            assert turn.prompt_tokens >= len(messages[0]["content"]) // CHARS_PER_TOKEN, stream
+            assert turn.completion_tokens == estimated_tokens(len("Thirteen, as asked.")), stream
