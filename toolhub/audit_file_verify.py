@@ -250,16 +250,25 @@ def _ends(
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("heads"), dict):
         source = f"signed checkpoint #{checkpoint.get('seq')}"
         for number, head in sorted(checkpoint["heads"].items()):
-            chain = chains.get(int(number))
-            named_seq = head.get("seq") if isinstance(head, dict) else None
-            if chain is None or not isinstance(named_seq, int):
+            if not (
+                number.isdigit()
+                and isinstance(head, dict)
+                and isinstance(head.get("seq"), int)
+                and isinstance(head.get("hash"), str)
+            ):
+                result.problems.append(
+                    f"the header's checkpoint entry {number[:40]!r} is malformed: the header was altered"
+                )
+                continue
+            chain, named_seq = chains.get(int(number)), head["seq"]
+            if chain is None:
                 continue
             if chain.last_seq < named_seq:
                 result.problems.append(
                     f"chain {number} ends at seq {chain.last_seq}, short of seq {named_seq} named by {source}: "
                     "its tail was cut"
                 )
-            elif chain.hashes.get(head.get("hash")) != named_seq:
+            elif chain.hashes.get(head["hash"]) != named_seq:
                 result.problems.append(
                     f"chain {number} seq {named_seq}: not the event {source} names: the chain was rewritten"
                 )

@@ -11,10 +11,33 @@ Findings:
   (``Exception`` only), leaving the call ``running``: the read phase did not take ``TOOL_EXITS``.
 - An endpoint reporting usage as zeros beside a prompt and an answer made every turn free (only a field left
   out was estimated): a run's or subagent's ``max_tokens`` bound nothing.
+- A header whose checkpoint section names a chain that is not a number, or a head hash that is not text, made
+  the verifier die with a traceback instead of naming the altered header.
+
+Checked and found holding (no test here): the export reads only the tenant's own chain range and its own
+events (heads and spans of chains in that range only; a slug sharing the range is refused; checkpoint heads
+filtered to exported chains, ``stored_run`` scoped to them); the verifier rejects a line with extra or missing
+keys, a float or text ``chain``/``seq``, a line of a chain not in the header, a chain resumed after another, a
+seq-1 line with a previous hash; JSON unicode escapes and duplicate keys parse to what is hashed (the hash is
+recomputed from the parsed values, so neither lets a changed line pass); every hash of events with non-ASCII
+(U+2028, U+0085, emoji, DEL, control characters), 2**70 and -2**63, nested lists/dicts, nulls, ``Decimal``,
+microsecond datetimes, list and text payloads is reproduced offline exactly as ``verify_audit`` does, on
+SQLite and PostgreSQL; under ASGI a client disconnect ends in ``response.close()`` on the request's own thread
+(Django 5.2 ``ASGIHandler.handle``), which closes the export's generator inside its ``atomic`` (rolled back,
+server-side cursor closed), and an exception mid-stream leaves the generator's ``atomic`` by the exception; a
+suspended tool's expiry counts from its suspension (``queued_at`` set then); migrations approvals 0008 /
+toolhub 0033 map 0 to NULL, read identically before and after (reverse is a no-op, harmless); the key walk of
+``to_json_value`` on a 1.2 MB result of 8,000 dicts costs ~40-50 ms beside ~25 ms of conversion (no slower
+than before the fix), str-keyed dicts, OrderedDict, enum keys and distinct int keys pass.
+
+Not fixed: a JSON line with duplicate keys parses to its last value (a person reading the file may read the
+first); a refused stream (past ``MAX_EXTERNAL_RESULT_BYTES`` or broken off) charges the run nothing for the
+tokens the endpoint produced before it was given up.
 """
 
 import dataclasses
 import io
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -168,3 +191,30 @@ def test_usage_reported_as_zero_beside_text_is_estimated() -> None:
 
             assert turn.prompt_tokens >= len(messages[0]["content"]) // CHARS_PER_TOKEN, stream
             assert turn.completion_tokens == estimated_tokens(len("Thirteen, as asked.")), stream
+
+
+@pytest.mark.usefixtures("trails")
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        {"seq": 1, "heads": {"not-a-chain": {"seq": 1, "hash": "0" * 64}}},
+        {"seq": 1, "heads": {"CHAIN": {"seq": 1, "hash": ["not", "text"]}}},
+    ],
+)
+def test_a_malformed_checkpoint_section_is_reported_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checkpoint: dict[str, Any]
+) -> None:
+    """A file whose header's checkpoint names a chain that is not a number, or a head hash that is not text.
+
+    Found: ``_ends`` read ``int(number)`` and looked the hash up unchecked: the verifier died with a
+    ``ValueError``/``TypeError`` traceback instead of naming the altered header.
+    Expect: exit 1 with the header reported as altered.
+    """
+    header, events = read(export(tmp_path))
+    chain = str(events[0]["chain"])
+    header["checkpoint"] = json.loads(json.dumps(checkpoint).replace("CHAIN", chain))
+
+    code, output = verified(write(tmp_path / "t.jsonl", header, events), capsys=capsys)
+
+    assert code == 1
+    assert "checkpoint" in output and "altered" in output
