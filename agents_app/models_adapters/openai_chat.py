@@ -184,10 +184,12 @@ class OpenAIChatAdapter:
         while not done.wait(max(0.0, min(self._flush_seconds, give_up - time.monotonic()))):
             if time.monotonic() >= give_up:
                 self._client.close()
-                raise ModelError(
+                late = (
                     f"Model provider {self._provider_name!r} did not answer within its deadline of "
                     f"{self._deadline:g} s; retry the run later."
                 )
+                # A stream given up still cost what the endpoint produced of it: charged as read.
+                raise streamed.refused(late) if streamed is not None else ModelError(late)
             if streamed is not None and on_partial is not None and (text := streamed.text()) != shown:
                 on_partial(text)
                 shown = text

@@ -14,11 +14,11 @@ from typing import Any
 from agents_app.models_adapters.base import (
     ModelToolCall,
     ModelTurn,
+    RefusedTurn,
     answer_characters,
     finished_turn,
     reported_or_estimated,
 )
-from toolhub.exceptions import ModelError
 
 __all__ = ["StreamedTurn"]
 
@@ -86,10 +86,34 @@ class StreamedTurn:
         """Add a piece's size to the answer's; past ``max_bytes`` the answer is refused (the reader stops)."""
         self._bytes += len(str(piece).encode("utf-8", "surrogatepass"))
         if self._max_bytes is not None and self._bytes > self._max_bytes:
-            raise ModelError(
+            raise self._refused(
                 f"The model's streamed answer passed {self._max_bytes:,} bytes, above "
                 "TOOLHUB['MAX_EXTERNAL_RESULT_BYTES']; it was given up and nothing of it was kept."
             )
+
+    def _calls_so_far(self) -> tuple[ModelToolCall, ...]:
+        return tuple(
+            ModelToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
+            for index, parts in sorted(self._calls.items())
+        )
+
+    def _refused(self, message: str) -> RefusedTurn:
+        """The answer given up (too big, broken off): what the endpoint produced of it still costs the run.
+
+        The endpoint billed the prompt and every token it streamed; its usage chunk comes last, so it is
+        estimated from what was read (``reported_or_estimated``) unless it came.
+        """
+        written = answer_characters("".join(self._text), self._calls_so_far())
+        return RefusedTurn(
+            message,
+            prompt_tokens=reported_or_estimated(self._usage, "prompt_tokens", self._prompt_characters),
+            completion_tokens=reported_or_estimated(self._usage, "completion_tokens", written),
+        )
+
+    def refused(self, message: str) -> RefusedTurn:
+        """``_refused`` for a reader that gives the stream up from outside (the provider's deadline)."""
+        with self._lock:
+            return self._refused(message)
 
     def text(self) -> str:
         """The answer's text so far."""
@@ -97,17 +121,14 @@ class StreamedTurn:
             return "".join(self._text)
 
     def turn(self) -> ModelTurn:
-        """The complete turn; ``ModelError`` when the stream ended before the model finished its answer."""
+        """The complete turn; ``RefusedTurn`` (charged what was read) when it ended before the model finished."""
         with self._lock:
             if self._finish_reason is None:
-                raise ModelError(
+                raise self._refused(
                     "The model's streamed answer broke off before it was complete; nothing of it was used. "
                     "Retry the run."
                 )
-            calls = tuple(
-                ModelToolCall(id=parts.id or f"call_{index}", name=parts.name, arguments="".join(parts.arguments))
-                for index, parts in sorted(self._calls.items())
-            )
+            calls = self._calls_so_far()
             content = "".join(self._text)
             turn = ModelTurn(
                 content=content,

@@ -7,10 +7,11 @@ free, and a run's or a subagent's ``max_tokens`` budget would bound nothing. Spo
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from agents_app.models_adapters.base import CHARS_PER_TOKEN, estimated_tokens
+from agents_app.models_adapters.base import CHARS_PER_TOKEN, RefusedTurn, estimated_tokens
 from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
 from tests.unit.fake_openai import FakeModel, Reply, completion, serve, streamed
 
@@ -90,3 +91,18 @@ def test_reported_usage_is_taken_as_reported(fake_model: FakeModel) -> None:
 
     # then its figures are the turn's, estimated nothing
     assert (turn.prompt_tokens, turn.completion_tokens) == (7, 1)
+
+
+def test_a_stream_given_up_past_its_size_bound_is_charged_what_was_read(settings: Any, fake_model: FakeModel) -> None:
+    # given streamed answers are bounded at 1,000 bytes, and an endpoint that streams 3,000
+    settings.TOOLHUB = {**settings.TOOLHUB, "MAX_EXTERNAL_RESULT_BYTES": 1_000}
+    fake_model.queue(streamed(content=["x" * 500] * 6))
+
+    # when the adapter reads it
+    with pytest.raises(RefusedTurn) as refused:
+        _adapter(fake_model, stream=True).complete(messages=MESSAGES, tools=[])
+
+    # then it is given up at the bound, and the prompt and the answer read so far cost the run
+    assert "given up" in str(refused.value)
+    assert refused.value.prompt_tokens >= len(MESSAGES[0]["content"]) // CHARS_PER_TOKEN
+    assert refused.value.completion_tokens >= 1_000 // CHARS_PER_TOKEN

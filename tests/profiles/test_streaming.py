@@ -149,6 +149,8 @@ def test_a_stream_that_breaks_mid_answer_fails_the_turn_and_runs_nothing(
     assert run.turn == 0 and [m["role"] for m in run.messages] == ["user"]
     assert run.partial_output == ""
     assert not ToolCall.objects.filter(run_id=run.pk).exists() and LOG == []
+    # and what the endpoint produced of it (its usage chunk, last, never came) is charged as read
+    assert run.prompt_tokens > 0 and run.completion_tokens > 0
 
 
 def test_an_event_that_is_not_json_fails_the_turn(fake_model: FakeModel, openai_agent: MakeAgent, alice: User) -> None:
