@@ -65,9 +65,24 @@ class ShownValuesKept(forms.ModelForm):
                     cleaned[name] = field.to_python(field.prepare_value(current))
                 except forms.ValidationError:
                     pass  # no longer a value this form offers: the posted one stands, as Django would save it
-            elif field.has_changed(current, field.prepare_value(self._shown_value(name, field, current))):
+            elif self._changed_since_shown(name, field, current):
                 self.add_error(name, forms.ValidationError(STALE_MESSAGE))
         return cleaned
+
+    def _changed_since_shown(self, name: str, field: forms.Field, current: Any) -> bool:
+        r"""Whether the stored value differs from the one the page showed, both as the page's hidden copy spells them.
+
+        Compared as text the browser sends back, not through ``to_python``: a text stored with ``\n`` comes back
+        with ``\r\n``, one stored with surrounding spaces comes back stripped by the field, and neither is a
+        colleague's change.
+        """
+        key = self.add_initial_prefix(name)
+        if key not in self.data:
+            return False  # a script's own form: Django's rule, the posted value stands
+        hidden = field.hidden_widget()
+        return _as_sent_back(self._widget_data_value(hidden, key)) != _as_sent_back(
+            hidden.format_value(field.prepare_value(current))
+        )
 
     def _shown_value(self, name: str, field: forms.Field, current: Any) -> Any:
         """The value the page showed; without it in the POST (a script's own form), the current one, as Django does."""
@@ -78,6 +93,12 @@ class ShownValuesKept(forms.ModelForm):
             return field.to_python(self._widget_data_value(field.hidden_widget(), key))
         except forms.ValidationError:
             return current
+
+
+def _as_sent_back(value: Any) -> list[str]:
+    """A hidden input's value(s) as a browser posts them: text, newlines as CRLF, a multiple value's order ignored."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return sorted("" if item is None else str(item).replace("\r\n", "\n").replace("\n", "\r\n") for item in values)
 
 
 class StaleEditsRefused:

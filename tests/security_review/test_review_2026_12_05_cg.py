@@ -1,0 +1,117 @@
+"""Review of 2026-12-05 (cg): today's console and authentication changes (stale edits, desk versions, token expiry,
+login lockout), read adversarially.
+
+Findings:
+
+1. ``toolhub.admin_editable`` refused every edit of a value whose stored text is not the form's own spelling of it:
+   a multi-line text stored with ``\\n`` (a tool group's ``system_prompt_addition`` or ``description`` set by code,
+   a fixture or the shell) comes back from a browser with ``\\r\\n`` in both the visible field and the hidden copy,
+   so the page's shown value never equalled the stored one and any change to it answered "Changed by someone
+   else since you opened this page" forever (reloading did not help); the same for a ``CharField`` stored with
+   surrounding spaces (the form strips them). Now a colleague's change is read by comparing the value the page
+   showed with the stored one through the same form field (both as the browser sends them back).
+"""
+
+from html.parser import HTMLParser
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tests.helpers import console
+from toolhub.models import ToolGroup
+
+pytestmark = pytest.mark.django_db
+
+
+class _FormAsPosted(HTMLParser):
+    """What a browser posts from the admin form ``form_id``: inputs, selects and textareas, newlines as CRLF."""
+
+    def __init__(self, form_id: str) -> None:
+        super().__init__()
+        self.form_id = form_id
+        self.data: dict[str, str] = {}
+        self._inside = False
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "form":
+            self._inside = attributes.get("id") == self.form_id
+        if not self._inside:
+            return
+        name = attributes.get("name")
+        if tag == "option" and self._select and "selected" in attributes:
+            self.data[self._select] = attributes.get("value") or ""
+        if not name:
+            return
+        if tag == "input":
+            kind = attributes.get("type", "text")
+            if kind == "checkbox":
+                if "checked" in attributes:
+                    self.data[name] = attributes.get("value") or "on"
+            elif kind not in ("submit", "button"):
+                self.data[name] = attributes.get("value") or ""
+        elif tag == "select":
+            self._select = name
+            self.data.setdefault(name, "")
+        elif tag == "textarea":
+            self._textarea = name
+            self.data[name] = ""
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.data[self._textarea] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        if tag == "textarea":
+            if self._textarea:  # the HTML parser's rule: a newline right after <textarea> is not content
+                self.data[self._textarea] = self.data[self._textarea].removeprefix("\n")
+            self._textarea = None
+        if tag == "form":
+            self._inside = False
+
+    def posted(self) -> dict[str, str]:
+        """As a browser encodes them: every newline of every value as CRLF (HTML's form submission algorithm)."""
+        return {key: value.replace("\r\n", "\n").replace("\n", "\r\n") for key, value in self.data.items()}
+
+
+def _change_form_as_posted(client: Client, url: str) -> dict[str, str]:
+    page = client.get(url)
+    assert page.status_code == 200
+    parser = _FormAsPosted(form_id=f"{page.context['opts'].model_name}_form")
+    parser.feed(page.content.decode())
+    return parser.posted()
+
+
+def test_a_multi_line_text_stored_by_code_can_be_edited_on_its_change_page(superuser: User) -> None:
+    """Found: a tool group whose ``system_prompt_addition`` was stored with ``\\n`` (by code, a fixture, the shell)
+    could never be edited in the admin: the browser sends the hidden copy of the shown value back with ``\\r\\n``,
+    which differs from the stored text, so any change was refused as "Changed by someone else since you opened this
+    page", and reloading the page did not help. The same with a description stored with a trailing space.
+    Expect: the edit is saved; nothing was changed by anyone else."""
+    group = ToolGroup.objects.create(
+        name="cg-ledger", description="Ledger tools. ", system_prompt_addition="Use the ledger.\nNever guess amounts."
+    )
+    client = console(superuser)
+    url = f"/admin/toolhub/toolgroup/{group.pk}/change/"
+    posted = _change_form_as_posted(client, url)
+    posted["description"] = "Ledger tools (read and write)."
+    saved = client.post(url, {**posted, "_save": "Save"})
+    assert saved.status_code == 302, "since you opened this page" in saved.content.decode()
+    group.refresh_from_db()
+    assert group.description == "Ledger tools (read and write)."
+
+    posted = _change_form_as_posted(client, url)
+    assert posted["initial-system_prompt_addition"] == "Use the ledger.\r\nNever guess amounts."
+    posted["system_prompt_addition"] = "Use the ledger.\r\nNever guess amounts.\r\nAsk the user first."
+
+    saved = client.post(url, {**posted, "_save": "Save"})
+
+    assert saved.status_code == 302, "since you opened this page" in saved.content.decode()
+    group.refresh_from_db()
+    assert group.system_prompt_addition == "Use the ledger.\r\nNever guess amounts.\r\nAsk the user first."
+
