@@ -61,10 +61,9 @@ class ShownValuesKept(forms.ModelForm):
                 continue
             current = self[name].initial  # the row as the database holds it now
             if name not in self.changed_data:  # compared with the value shown: untouched on the page
-                try:
-                    cleaned[name] = field.to_python(field.prepare_value(current))
-                except forms.ValidationError:
-                    pass  # no longer a value this form offers: the posted one stands, as Django would save it
+                # Not saved at all: the row keeps the value stored now, exactly (read back through the field, a
+                # text lost its surrounding spaces, and a value the form no longer offers left the shown one).
+                del cleaned[name]
             elif self._changed_since_shown(name, field, current):
                 self.add_error(name, forms.ValidationError(STALE_MESSAGE))
         return cleaned

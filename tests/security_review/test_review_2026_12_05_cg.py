@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.helpers import console
-from toolhub.models import ToolGroup
+from toolhub.models import AuditEvent, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -114,4 +114,24 @@ def test_a_multi_line_text_stored_by_code_can_be_edited_on_its_change_page(super
     assert saved.status_code == 302, "since you opened this page" in saved.content.decode()
     group.refresh_from_db()
     assert group.system_prompt_addition == "Use the ledger.\r\nNever guess amounts.\r\nAsk the user first."
+
+
+def test_a_value_nobody_touched_is_saved_exactly_as_stored(superuser: User) -> None:
+    """Found: a value the page only showed was "kept as stored" by reading it back through the form field, which
+    strips a text's surrounding spaces: changing a tool group's provider also rewrote its description (stored by
+    code as ``"Ledger tools. "``), and the trail recorded ``description: "Ledger tools. " -> "Ledger tools."`` as the
+    operator's change, an edit nobody made.
+    Expect: the untouched description is left exactly as stored; the trail records the provider alone."""
+    group = ToolGroup.objects.create(name="cg-ledger", description="Ledger tools. ", provider="demo")
+    client = console(superuser)
+    url = f"/admin/toolhub/toolgroup/{group.pk}/change/"
+    posted = _change_form_as_posted(client, url)
+    posted["provider"] = "ledger-co"
+
+    assert client.post(url, {**posted, "_save": "Save"}).status_code == 302
+
+    group.refresh_from_db()
+    assert (group.provider, group.description) == ("ledger-co", "Ledger tools. ")
+    (change,) = AuditEvent.objects.filter(event_type="governance.changed", tenant="")
+    assert change.payload["changes"] == {"provider": {"before": "demo", "after": "ledger-co"}}
 
