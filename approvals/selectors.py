@@ -6,17 +6,16 @@ from functools import reduce
 from typing import Any
 
 from django.apps import apps
-from django.contrib.auth import get_user_model
+from django.conf import settings
+from django.contrib.auth import get_user_model, load_backend
 from django.contrib.auth.models import AbstractBaseUser, Group
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Q, QuerySet
 
 from approvals.deciders import DECIDE_PERMISSION, RoundStanding, further_restrictions, round_standing
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import TenantMembership
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
-
-#: The backend that grants permissions: ``with_perm`` must be told (axes' login backend is configured beside it).
-PERMISSION_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 __all__ = [
     "approval_requests_visible_to",
@@ -55,13 +54,8 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     is :func:`approvals.deciders.approval_may_decide` as a filter, and a test holds the two to the same
     answer for every kind of person (``tests/approvals/test_approvers.py``).
     """
-    users = get_user_model().objects
-    deciders = users.with_perm(DECIDE_PERMISSION, include_superusers=False, backend=PERMISSION_BACKEND).filter(
-        is_active=True
-    )
-    in_tenant = Q(
-        pk__in=users.with_perm(CROSS_TENANT_PERMISSION, backend=PERMISSION_BACKEND).values("pk")
-    )  # superusers included
+    deciders = _holders(DECIDE_PERMISSION, include_superusers=False).filter(is_active=True)
+    in_tenant = Q(pk__in=_holders(CROSS_TENANT_PERMISSION).values("pk"))  # superusers included
     if request.tenant:
         members = TenantMembership.objects.filter(tenant__slug=request.tenant).values("user_id")
         in_tenant |= Q(pk__in=members)
@@ -85,8 +79,20 @@ def _meeting(group_id: int | None, permission: str) -> Q:
     if group_id:
         rule &= Q(pk__in=_members_of(group_id))
     if permission:
-        rule &= Q(pk__in=get_user_model().objects.with_perm(permission, backend=PERMISSION_BACKEND).values("pk"))
+        rule &= Q(pk__in=_holders(permission).values("pk"))
     return rule
+
+
+def _holders(permission: str, **options: Any) -> QuerySet[Any]:
+    """The users holding ``permission``, as the first backend that grants permissions reads it.
+
+    ``with_perm`` must be told which backend once there are several (the login guard's comes first and grants
+    nothing): without it, it raises, and no one could be named as an approver.
+    """
+    for path in settings.AUTHENTICATION_BACKENDS:
+        if hasattr(load_backend(path), "with_perm"):
+            return get_user_model().objects.with_perm(permission, backend=path, **options)  # type: ignore[no-any-return]
+    raise ImproperlyConfigured("No authentication backend grants permissions (with_perm).")
 
 
 def _members_of(group_id: int) -> QuerySet[Any]:

@@ -18,7 +18,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from approvals.selectors import approvers_of
 from tests.helpers import console
+from tests.tenancy.conftest import AcmeData
 from toolhub.models import AuditEvent, ToolGroup
 
 pytestmark = pytest.mark.django_db
@@ -135,3 +137,18 @@ def test_a_value_nobody_touched_is_saved_exactly_as_stored(superuser: User) -> N
     (change,) = AuditEvent.objects.filter(event_type="governance.changed", tenant="")
     assert change.payload["changes"] == {"provider": {"before": "demo", "after": "ledger-co"}}
 
+
+@pytest.mark.django_db(transaction=True)
+def test_the_desk_names_who_may_still_approve_with_the_login_guard_installed(
+    acme: AcmeData, acme_operator: User
+) -> None:
+    """Found: the login lockout added ``axes.backends.AxesStandaloneBackend`` beside Django's ``ModelBackend``, and
+    ``User.objects.with_perm()`` refuses to choose between two backends (``ValueError``): working out who may
+    decide a request (``approvals.selectors.approvers_of``) failed, so the desk's page of every pending request
+    answered 500 and no approver was mailed (the e-mail task raised).
+    Expect: the page opens and names acme's operator among those who may still approve; ``approvers_of`` answers."""
+    page = console(acme_operator).get(f"/admin/approvals/approvalrequest/{acme.approval.pk}/change/")
+
+    assert page.status_code == 200
+    assert "acme-operator" in page.content.decode()
+    assert acme_operator in approvers_of(acme.approval)
