@@ -8,7 +8,8 @@ with a password, so nothing here touches them.
 The client address is the connection's peer (``REMOTE_ADDR``) unless ``TRUSTED_PROXY_COUNT`` proxies are declared
 in front of the web process: then it is the address the outermost of them appended to ``X-Forwarded-For``
 (counted from the right, the end a client cannot write). A header that is short of entries or whose entry is not an
-address falls back to the peer, so a forged header never picks the bucket a login is counted in.
+address falls back to the peer, so a forged header never picks the bucket a login is counted in. An IPv6 client
+counts as its /64 network: it may send from any of the network's 2^64 addresses, one per guess.
 """
 
 import ipaddress
@@ -32,11 +33,21 @@ STORED_NAME_LENGTH = 255
 logger = logging.getLogger(__name__)
 
 
+#: The prefix an IPv6 client holds whole (one home line, one cloud machine): its addresses share one count.
+IPV6_CLIENT_PREFIX = 64
+
+
 def _address(text: str) -> str | None:
+    """The bucket of an address: itself for IPv4, its /64 network (first address) for IPv6; ``None`` if not one."""
     try:
-        return str(ipaddress.ip_address(text.strip()))
+        address = ipaddress.ip_address(text.strip())
     except ValueError:
         return None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # an IPv4 client on a dual-stack socket
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/{IPV6_CLIENT_PREFIX}", strict=False).network_address)
+    return str(address)
 
 
 def attempted_username(request: HttpRequest, credentials: dict[str, Any] | None = None) -> str | None:

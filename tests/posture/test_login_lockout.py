@@ -125,7 +125,7 @@ def test_behind_a_declared_proxy_the_address_it_saw_is_the_client(settings: Any,
         (1, "1.2.3.4:5678", "10.0.0.2"),
         (1, "1.1.1.1," * 5000 + "x", "10.0.0.2"),
         (1, " 1.2.3.4 ", "1.2.3.4"),
-        (1, "9.9.9.9, 2001:DB8::1", "2001:db8::1"),
+        (1, "9.9.9.9, 2001:DB8::1", "2001:db8::"),  # an IPv6 client counts as its /64
         (2, "1.2.3.4", "10.0.0.2"),  # fewer entries than proxies: the header is not the proxies' own
         (2, "6.6.6.6, 1.2.3.4, 5.6.7.8", "1.2.3.4"),
     ],

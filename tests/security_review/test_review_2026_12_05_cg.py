@@ -13,14 +13,16 @@ Findings:
 """
 
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from approvals.selectors import approvers_of
 from tests.helpers import console
 from tests.tenancy.conftest import AcmeData
+from toolhub.login_guard import client_ip
 from toolhub.models import AuditEvent, ToolGroup
 
 pytestmark = pytest.mark.django_db
@@ -152,3 +154,28 @@ def test_the_desk_names_who_may_still_approve_with_the_login_guard_installed(
     assert page.status_code == 200
     assert "acme-operator" in page.content.decode()
     assert acme_operator in approvers_of(acme.approval)
+
+
+def test_an_ipv6_guesser_cannot_take_a_fresh_address_of_their_own_network_for_each_guess(
+    settings: Any, operator: User
+) -> None:
+    """Found: the login lockout counts failures per (username, client address), and an IPv6 client holds a whole
+    /64 network (every home line and cloud machine is given one: 2^64 addresses it may send from). Taking the next
+    address of its own /64 for each guess, a guesser never reached the limit: the right password, found after any
+    number of guesses, logged in.
+    Expect: the addresses of one /64 share one count: five failures from five of them lock the name for that network,
+    the right password included; an IPv4 client reached over an IPv6 socket (``::ffff:a.b.c.d``) counts as its IPv4
+    address, and another network is not locked."""
+    settings.AXES_ENABLED = True
+    network = "2001:db8:5:9"
+
+    def login(password: str, address: str) -> int:
+        body = {"username": "operator", "password": password, "next": "/admin/"}
+        return Client().post("/admin/login/?next=/admin/", body, REMOTE_ADDR=address).status_code
+
+    codes = [login(f"guess-{n}", f"{network}::{n + 1:x}") for n in range(5)]
+    assert codes == [200, 200, 200, 200, 429]
+    assert login("operator-password", f"{network}:ab:cd:ef:12") == 429
+    assert login("operator-password", "2001:db8:6::1") == 302  # another network: the operator's own
+    request = RequestFactory().get("/", REMOTE_ADDR="::ffff:198.51.100.7")
+    assert client_ip(request) == "198.51.100.7"
