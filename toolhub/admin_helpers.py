@@ -380,7 +380,7 @@ class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups, StaleEditsRefuse
         return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
-class CrossTenantOnly(GuardedLookups):
+class CrossTenantOnly(GuardedLookups, StaleEditsRefused):
     """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
 
     Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.

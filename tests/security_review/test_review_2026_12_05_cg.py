@@ -23,6 +23,7 @@ from approvals.selectors import approvers_of
 from tests.helpers import console
 from tests.tenancy.conftest import AcmeData
 from toolhub.login_guard import client_ip
+from toolhub.mcp_client.models import RemoteMcpServer
 from toolhub.models import AuditEvent, ToolGroup
 
 pytestmark = pytest.mark.django_db
@@ -179,3 +180,23 @@ def test_an_ipv6_guesser_cannot_take_a_fresh_address_of_their_own_network_for_ea
     assert login("operator-password", "2001:db8:6::1") == 302  # another network: the operator's own
     request = RequestFactory().get("/", REMOTE_ADDR="::ffff:198.51.100.7")
     assert client_ip(request) == "198.51.100.7"
+
+
+def test_a_remote_servers_page_switches_nothing_back_that_a_colleague_switched_meanwhile(superuser: User) -> None:
+    """Found: the change pages of the boundary-crossers' own configuration (``CrossTenantOnly``: remote MCP
+    servers, model providers, tokens) were left out of review ca's fix. A platform operator opens the ``crm``
+    server's page to narrow its tools; meanwhile a colleague switches the server off and raises its risk to
+    ``critical`` (its tools wait for an operator); the save switched it back on at ``low`` (its tools run
+    unattended), recorded as the first operator's change.
+    Expect: what the page only showed is left as it is now; what was changed on it is saved."""
+    server = RemoteMcpServer.objects.create(name="crm", url="https://crm.example.com/mcp", risk="low")
+    client = console(superuser)
+    url = f"/admin/toolhub/remotemcpserver/{server.pk}/change/"
+    posted = _change_form_as_posted(client, url)
+    RemoteMcpServer.objects.filter(pk=server.pk).update(enabled=False, risk="critical")  # a colleague, meanwhile
+    posted["select_regex"] = "^read_"
+
+    assert client.post(url, {**posted, "_save": "Save"}).status_code == 302
+
+    server.refresh_from_db()
+    assert (server.select_regex, server.enabled, server.risk) == ("^read_", False, "critical")
