@@ -40,7 +40,7 @@ def token_owner(key: str) -> tuple[Any, Any]:
     if _expired(token.created):
         max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
         raise TokenRefused(
-            f"This API token expired: it is older than TOOLHUB['API_TOKEN_MAX_AGE_SECONDS'] ({max_age:g} s). "
+            f"This API token expired: it is older than TOOLHUB['API_TOKEN_MAX_AGE_SECONDS'] ({max_age:,.0f} s). "
             "Ask an administrator for a new one (the admin's Tokens)."
         )
     return token.user, token
