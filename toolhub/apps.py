@@ -3,9 +3,16 @@
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.contrib.admin.apps import AdminConfig
 from django.db.models.signals import post_migrate
 
 from toolhub.governance import governance_watch
+
+
+class ToolhubAdminConfig(AdminConfig):
+    """``django.contrib.admin`` (in INSTALLED_APPS in its place), its ``admin.site`` toolhub's (toolhub.admin_site)."""
+
+    default_site = "toolhub.admin_site.ToolhubAdminSite"
 
 
 class ToolhubConfig(AppConfig):

@@ -10,22 +10,28 @@ in front of the web process: then it is the address the outermost of them append
 (counted from the right, the end a client cannot write). A header that is short of entries or whose entry is not an
 address falls back to the peer, so a forged header never picks the bucket a login is counted in. An IPv6 client
 counts as its /64 network: it may send from any of the network's 2^64 addresses, one per guess.
+
+A page that asks a signed-in user for their password again (the console's password change) checks it with
+:func:`password_verify`, which counts under the same pair: a held session is no way round the limit.
 """
 
 import ipaddress
 import logging
 from typing import Any
 
+from axes.handlers.proxy import AxesProxyHandler
+from axes.helpers import get_credentials
 from axes.signals import user_locked_out
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-__all__ = ["attempted_username", "client_ip", "audit_lockout", "lockout_response"]
+__all__ = ["attempted_username", "client_ip", "audit_lockout", "lockout_response", "password_verify"]
 
 #: The longest name axes' tables (attempts, logins, failures) hold.
 STORED_NAME_LENGTH = 255
@@ -72,6 +78,23 @@ def client_ip(request: HttpRequest) -> str:
     if len(forwarded) < proxies:
         return peer
     return _address(forwarded[-proxies]) or peer
+
+
+def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str) -> bool:
+    """Whether ``password`` is ``user``'s, checked as a login of theirs from this request's address.
+
+    Through :func:`django.contrib.auth.authenticate`, so axes counts a wrong one toward the (username, address)
+    lockout of logins, refuses the right one too once the pair is locked (the lockout middleware then answers the
+    request with :func:`lockout_response`), and a right one below the limit clears the pair's count as a successful
+    login does. ``user.check_password`` alone would let whoever holds a session guess without bound.
+    """
+    username = user.get_username()
+    verified = authenticate(request=request, username=username, password=password)
+    if verified is None or verified.pk != user.pk:
+        return False
+    if settings.AXES_ENABLED and settings.AXES_RESET_ON_SUCCESS:
+        AxesProxyHandler.get_implementation().reset_user_attempts(request, get_credentials(username))
+    return True
 
 
 def lockout_response(

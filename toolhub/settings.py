@@ -78,7 +78,8 @@ SECURE_PROXY_SSL_HEADER = (
 USE_X_FORWARDED_HOST = _env_bool("DJANGO_USE_X_FORWARDED_HOST", False)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, its site's password change under the login lockout (toolhub.admin_site).
+    "toolhub.apps.ToolhubAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -142,6 +143,8 @@ AXES_USERNAME_CALLABLE = "toolhub.login_guard.attempted_username"
 # toolhub registers axes' pages itself, for people who cross the tenant boundary only.
 AXES_ENABLE_ADMIN = False
 AXES_VERBOSE = False
+# axes keeps a failure's form fields and masks only these (and "password"): the console's password change posts three.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "old_password", "new_password1", "new_password2"]
 
 ROOT_URLCONF = "toolhub.urls"
 WSGI_APPLICATION = "toolhub.wsgi.application"

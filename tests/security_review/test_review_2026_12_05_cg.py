@@ -38,7 +38,7 @@ unchanged on PostgreSQL (tests/posture/test_admin_query_counts.py); the desk's `
 API decisions (tests/approvals) pass once finding 3 is fixed. A stale hidden copy forged to equal the stored value
 overwrites without refusal, as Django's own form would (the person holds the change permission anyway).
 Noted, not changed: the expired-token message prints the limit as ``7.776e+06 s``; ``/admin/password_change/``
-checks the old password without the lockout (it needs a logged-in session).
+checks the old password without the lockout (it needs a logged-in session; fixed in review cn).
 """
 
 from html.parser import HTMLParser
