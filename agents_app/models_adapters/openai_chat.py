@@ -221,7 +221,10 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
     except (openai.APIError, ModelError):  # the SDK's, and ``StreamedTurn``'s refusal of an answer past its bound
         raise
     except Exception as exc:  # noqa: BLE001 - the transport's errors reach the reader unwrapped; a bad event too
-        raise ModelError(f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run.") from exc
+        # Broken off midway: what the endpoint produced of it still cost the run, charged as read (``RefusedTurn``).
+        raise streamed.refused(
+            f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run."
+        ) from exc
 
 
 def _turn_from(response: Any, prompt_characters: int) -> ModelTurn:

@@ -7,6 +7,9 @@ Findings:
 
 1. A run's transcript (the run's change page) drew each call's tool name raw: a refused call of ``add\u200b`` read
    ``add`` there, the one console page review ce's display helper did not reach (a template of its own).
+2. A streamed answer broken off by the transport (a connection reset, a read error) or by an event that is not
+   JSON, after the endpoint had streamed part of it, cost the run nothing: only a stream that ended cleanly without
+   its finish reason was charged (``RefusedTurn``) by the commit that meant to charge every stream given up.
 """
 
 from typing import Any
@@ -14,7 +17,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from agents_app.models_adapters.base import CHARS_PER_TOKEN
 from tests.helpers import console
+from tests.profiles.conftest import MakeAgent, fake_model, openai_agent  # noqa: F401, F811 - fixtures
+from tests.unit.fake_openai import FakeModel, streamed
 
 pytestmark = pytest.mark.django_db
 
@@ -38,3 +44,27 @@ def test_a_run_transcript_writes_out_an_invisible_character_of_a_call_name(
     assert "toolhub-call-head" in html
     assert f"add\\u{ord(hidden):04x}" in html
     assert hidden not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_broken_off_by_a_bad_event_is_charged_what_was_read(
+    fake_model: FakeModel,  # noqa: F811 - the fixture imported above
+    openai_agent: MakeAgent,  # noqa: F811
+    alice: User,
+) -> None:
+    """Found: a stream that broke off with an error while being read (a transport error, an event that is not JSON)
+    after the endpoint had streamed 4,000 characters failed the turn as a plain ``ModelError``: the run was charged
+    nothing, though a stream that merely ended early is charged as read (``RefusedTurn``), and a run's or a child's
+    ``max_tokens`` budget did not see it. Expect: charged what was read, the run failing as before (retryable)."""
+    from agents_app.models import RunStatus, StopReason
+    from agents_app.services import run_start
+
+    reply = streamed(content=["x" * 400] * 10)
+    reply.chunks = [*(reply.chunks or [])[:11], b"data: {not json\n\n"]
+    fake_model.queue(reply)
+    run = run_start(agent=openai_agent(stream=True), user=alice, input="write a long answer")
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason, run.retryable) == (RunStatus.FAILED, StopReason.MODEL_ERROR, True)
+    assert "broke off" in run.error
+    assert run.prompt_tokens > 0
+    assert run.completion_tokens >= 4_000 // CHARS_PER_TOKEN
