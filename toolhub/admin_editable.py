@@ -52,21 +52,24 @@ class ShownValuesKept(forms.ModelForm):
             )
         ]
 
-    def clean(self) -> dict[str, Any]:
-        cleaned: dict[str, Any] = super().clean()
-        if self.instance.pk is None:
-            return cleaned
-        for name, field in self.fields.items():
-            if name not in self.kept_as_shown or field.disabled or name not in cleaned:
-                continue
-            current = self[name].initial  # the row as the database holds it now
-            if name not in self.changed_data:  # compared with the value shown: untouched on the page
-                # Not saved at all: the row keeps the value stored now, exactly (read back through the field, a
-                # text lost its surrounding spaces, and a value the form no longer offers left the shown one).
-                del cleaned[name]
-            elif self._changed_since_shown(name, field, current):
-                self.add_error(name, forms.ValidationError(STALE_MESSAGE))
-        return cleaned
+    def _post_clean(self) -> None:
+        """Before the row is built from the form: untouched fields left out of it, stale edits refused.
+
+        Here, after every ``clean()`` (a form layered over this one too: the grant page's tenant check), so each
+        validates the whole form as posted; only building and saving the row leaves untouched fields as stored.
+        """
+        cleaned = getattr(self, "cleaned_data", None)
+        if self.instance.pk is not None and cleaned is not None:
+            for name, field in self.fields.items():
+                if name not in self.kept_as_shown or field.disabled or name not in cleaned:
+                    continue
+                if name not in self.changed_data:  # compared with the value shown: untouched on the page
+                    # Not saved at all: the row keeps the value stored now, exactly (read back through the field, a
+                    # text lost its surrounding spaces, and a value the form no longer offers left the shown one).
+                    del cleaned[name]
+                elif self._changed_since_shown(name, field, self[name].initial):  # initial: the row as stored now
+                    self.add_error(name, forms.ValidationError(STALE_MESSAGE))
+        super()._post_clean()
 
     def _changed_since_shown(self, name: str, field: forms.Field, current: Any) -> bool:
         r"""Whether the stored value differs from the one the page showed, both as the page's hidden copy spells them.

@@ -10,6 +10,10 @@ Findings:
 2. A streamed answer broken off by the transport (a connection reset, a read error) or by an event that is not
    JSON, after the endpoint had streamed part of it, cost the run nothing: only a stream that ended cleanly without
    its finish reason was charged (``RefusedTurn``) by the commit that meant to charge every stream given up.
+3. Review cg's "an untouched field is not saved" removed untouched fields from ``cleaned_data`` inside the form's
+   ``clean()``, so a form layered over it (the grant page's ``TenantGrantForm``, made after ``StaleEditsRefused``
+   wrapped the admin's form) validated without them: a tenant's developer flipped their own deny of the built-in
+   ``list_directory`` to allow (tool name untouched) and the "only the platform grants them" check read no tool.
 """
 
 from typing import Any
@@ -18,8 +22,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents_app.models_adapters.base import CHARS_PER_TOKEN
+from tests.builtins.conftest import builtins, root  # noqa: F401 - fixtures
 from tests.helpers import console
 from tests.profiles.conftest import MakeAgent, fake_model, openai_agent  # noqa: F401, F811 - fixtures
+from tests.tenancy.conftest import make_user, roles  # noqa: F401 - fixtures
 from tests.unit.fake_openai import FakeModel, streamed
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +74,26 @@ def test_a_stream_broken_off_by_a_bad_event_is_charged_what_was_read(
     assert "broke off" in run.error
     assert run.prompt_tokens > 0
     assert run.completion_tokens >= 4_000 // CHARS_PER_TOKEN
+
+
+@pytest.mark.usefixtures("builtins")
+def test_a_grant_flipped_to_allow_a_built_in_tool_is_refused_with_its_tool_untouched(
+    tenant: Any,
+    roles: Any,  # noqa: F811 - the fixture imported above
+) -> None:
+    """Found: the grant page's tenant check (``TenantGrantForm.clean``: built-in tools are the platform's to allow)
+    runs after ``ShownValuesKept.clean`` dropped every untouched field from ``cleaned_data``: changing only the effect
+    of a tenant's own deny of ``list_directory`` to allow read no tool name, and the allow was saved. Expect: every
+    ``clean()`` layer reads the whole form; only the save leaves untouched fields as stored (the allow refused)."""
+    from toolhub.models import Grant, GrantEffect
+
+    developer = make_user("acme-dev-cp", tenant=tenant, staff=True, groups=(roles["developers"],))
+    deny = Grant.objects.create(
+        tenant=tenant, tool_name="list_directory", effect=GrantEffect.DENY, set_by_platform=False
+    )
+    shown = {"effect": "deny", "note": "", "tool_group": "", "tool_name": "list_directory", "tenant": tenant.pk}
+    posted = {**shown, **{f"initial-{name}": value for name, value in shown.items()}, "effect": "allow"}
+    response = console(developer).post(f"/admin/toolhub/grant/{deny.pk}/change/", posted)
+    assert response.status_code == 200, response.status_code  # the form again, with its error
+    assert "only the platform grants them" in response.content.decode()
+    assert Grant.objects.get(pk=deny.pk).effect == GrantEffect.DENY
