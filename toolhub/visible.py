@@ -17,11 +17,15 @@ def visible_text(text: str) -> str:
     r"""``text`` with the characters a page draws as nothing written out as escapes (``\u200b``, ``\U000e0049``).
 
     Zero-width and bidirectional controls, Unicode tag characters ("ASCII smuggling"), control, private-use and
-    line-separator characters (categories Cf, Cc, Co, Cs, Zl, Zp; a newline stays one), and the other default
+    line-separator characters (categories Cf, Cc, Co, Cs, Zl, Zp; a newline stays one, and so does a browser's
+    ``\r\n``: a textarea's line breaks arrive so, and Django keeps them), and the other default
     ignorable ones (variation selectors, Hangul fillers): a model reads them, an
     administrator reviewing a definition must see them too. The rest stays readable (accents, CJK).
     """
-    return "".join(_escaped(char) if char != "\n" and _invisible(char) else char for char in text)
+    return "".join(
+        char if char == "\n" or not _invisible(char) or text.startswith("\r\n", index) else _escaped(char)
+        for index, char in enumerate(text)
+    )
 
 
 _INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})

@@ -14,6 +14,9 @@ Findings:
    ``clean()``, so a form layered over it (the grant page's ``TenantGrantForm``, made after ``StaleEditsRefused``
    wrapped the admin's form) validated without them: a tenant's developer flipped their own deny of the built-in
    ``list_directory`` to allow (tool name untouched) and the "only the platform grants them" check read no tool.
+4. Review ce's display helper wrote out every line break a browser sends (``\r\n``) as ``\u000d``: a multi-line
+   text typed in a textarea (an operator's cancel reason, kept in the call's error; a decision's comment) read
+   ``first line\u000d`` on every page that draws it.
 """
 
 from typing import Any
@@ -97,3 +100,22 @@ def test_a_grant_flipped_to_allow_a_built_in_tool_is_refused_with_its_tool_untou
     assert response.status_code == 200, response.status_code  # the form again, with its error
     assert "only the platform grants them" in response.content.decode()
     assert Grant.objects.get(pk=deny.pk).effect == GrantEffect.DENY
+
+
+def test_a_text_typed_on_several_lines_is_drawn_without_escaped_carriage_returns(
+    request_call: Any, alice: User, superuser: User
+) -> None:
+    """Found: browsers send a textarea's line breaks as ``\\r\\n`` and Django keeps them (an operator's cancel reason
+    lands in the call's error so), but ``visible_text`` escaped every control character but ``\\n``: the call's page
+    read ``first line\\u000d``. Expect: a line break as browsers send it drawn as one; a lone ``\\r`` still written
+    out (it is no line break), and so are zero-width characters."""
+    from toolhub.models import ToolCall
+    from toolhub.visible import visible_text
+
+    call = request_call("add", {"a": 1, "b": 2}, alice, tenant="acme")
+    ToolCall.objects.filter(pk=call.pk).update(error="cancelled by op: first line\r\nsecond line")
+    html = console(superuser).get(f"/admin/toolhub/toolcall/{call.pk}/change/").content.decode()
+    assert "first line" in html and "second line" in html
+    assert "\\u000d" not in html
+    assert visible_text("a\r\nb") == "a\r\nb"
+    assert visible_text("add\r") == "add\\u000d" and visible_text("a\u200b") == "a\\u200b"
