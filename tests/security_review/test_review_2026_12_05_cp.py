@@ -17,6 +17,41 @@ Findings:
 4. Review ce's display helper wrote out every line break a browser sends (``\r\n``) as ``\u000d``: a multi-line
    text typed in a textarea (an operator's cancel reason, kept in the call's error; a decision's comment) read
    ``first line\u000d`` on every page that draws it.
+
+Checked and found holding (no test here):
+
+- ce: the agent admin does not call ``agent_update``, so an admin save appends one governance event, not two; the
+  agent API's writes run in ``transaction.atomic`` with their event; ``shown`` leaves ``SafeData`` (boolean icons,
+  ``format_html`` links, the admin's empty-value dash) alone and returns plain text otherwise, which Django then
+  escapes (no escaping lost); non-text values pass through; ``pretty_json`` keeps ``ensure_ascii`` (arguments and
+  payloads read escaped); the desk's and the audit console's own templates draw tool names through ``visible``.
+- cf: every caller of ``tool_call_cancel`` passes the person asking as ``reader`` (REST ``request.user``, MCP's
+  user, the admin action's ``request.user``); the admin's users are staff, so ``CallerView`` shows them true
+  statuses.
+- ci: ``retry_marks`` are read from the database on both sides (the same microseconds, the same offset), so a
+  legitimate retry is not refused; a forged ``seen`` can only be refused or retry what needs attention now (what
+  the unbound button did); an empty ``fields_version`` is the single page's own rule (a script's POST).
+- cg: ``ToolDefinitionAdmin.save_model`` reads ``cleaned_data.get``: an untouched ``enabled``/``risk_override`` is
+  ``None``, which ``tool_definition_govern`` reads as "no change" (a cleared override is ``""``, still applied);
+  ``_save_m2m`` and the formset's unique checks skip fields absent from ``cleaned_data``; the tool group page's
+  filtered ``activation_rules`` are saved only by people who cross tenants (who see them unfiltered); the login
+  guard's /64 bucket handles scoped (``fe80::1%eth0``) and IPv4-mapped addresses.
+- streaming: a ``RefusedTurn`` is a ``ModelError``: the run's step (``model_answers.failure``: same message, still
+  retryable) and an agentic tool's inner loop (``ToolError`` with the message) treat it alike, only charging it;
+  ``API_TOKEN_MAX_AGE_SECONDS`` is bounded by the settings' schema (no overflow in ``timedelta``).
+
+Not fixed:
+
+- A model provider bound to a tenant now has its governance events (base URL, ``credential_env``) in that tenant's
+  chains, which the tenant's auditors read, while ``ModelProviderAdmin`` says nobody but those who cross the
+  boundary ever reads a provider's URL or credential reference. Review ce chose the tenant's chains on purpose (its
+  test asserts ``credential_env`` there); which of the two holds is a design decision, not one to take here.
+- ``visible_text`` walks text character by character in Python: about 1 s per MB, paid by a change page drawing a
+  run's large output or input through ``display_for_field``. An ASCII fast path would cut it; not measured as a
+  failure worth a timing test.
+- Tabs in free text are written out as ``\u0009`` (in identifiers that is wanted; in a pasted text it is noise).
+- An SSE ``error`` event mid-stream (``openai.APIError``) is still not charged: whether the endpoint billed the
+  answer is unknown there.
 """
 
 from typing import Any
