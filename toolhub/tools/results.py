@@ -2,8 +2,10 @@
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Any
 
 from pydantic import BaseModel
@@ -86,36 +88,65 @@ def to_json_value(value: Any) -> Any:
     return converted
 
 
-#: What holds nothing to walk (most of a large result): skipped before any other test.
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: What holds nothing to walk (most of a large result): ``0`` drops it, in C, before a level is walked.
+_SCALARS = {str: 0, int: 0, float: 0, bool: 0, type(None): 0}
+_SEQUENCES = (list, tuple, set, frozenset)
+_STR = frozenset({str})
 
 
 def _check_no_merged_keys(value: Any) -> None:
     """Find every dict the conversion reached (through containers, dataclasses and models) whose keys merge as text.
 
     Walked in the value itself, not beside its conversion: a dataclass or a model converts to a dict of its own,
-    which has no entry to pair with. Runs after the conversion succeeded, so the value holds no cycle. A dict of
-    ``str`` keys only cannot merge and costs one pass over its keys.
+    which has no entry to pair with. Runs after the conversion succeeded, so the value holds no cycle.
+
+    Walked a level at a time, grouped by type, so that the work per item runs in C (``map``, ``chain``,
+    ``compress``): a level's scalars are dropped by their type, its dicts' keys are tested as one set of
+    types (all ``str`` or all ``int``: none can merge, no dict is looked at alone), its dicts' and lists' items
+    are read together. A large result of plain data costs a fraction of its conversion, not more than it.
     """
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if type(item) in _SCALARS:
-            continue
-        if isinstance(item, dict):
-            if not all(type(key) is str for key in item) and len(to_jsonable_python(dict.fromkeys(item))) < len(item):
-                raise ValueError(
-                    f"a dict's keys collide once written as JSON text ({len(item)} keys became "
-                    f"{len(to_jsonable_python(dict.fromkeys(item)))}); return keys that stay distinct as strings"
-                )
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset):
-            pending.extend(item)
-        elif isinstance(item, BaseModel):
-            pending.extend(vars(item).values())
-            pending.extend((item.__pydantic_extra__ or {}).values())
-        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            pending.extend(getattr(item, field.name) for field in dataclasses.fields(item))
+    if type(value) is dict and _STR.issuperset(map(type, value)) and not any(_not_scalars(value.values())):
+        return  # the usual small result: a dict of text keys and plain values (one pass over each, in C)
+    level = [value]
+    while level:
+        reached: list[Any] = []
+        kinds = set(map(type, level))
+        types = list(map(type, level)) if len(kinds) > 1 else []
+        for kind in kinds:
+            items = list(compress(level, map(is_, types, repeat(kind)))) if types else level
+            if issubclass(kind, dict):
+                if not _one_text_each(set(map(type, chain.from_iterable(items)))):
+                    for item in items:
+                        _check_keys(item)
+                reached.extend(chain.from_iterable(map(dict.values, items)))
+            elif issubclass(kind, _SEQUENCES):
+                reached.extend(chain.from_iterable(items))
+            elif issubclass(kind, BaseModel):
+                for item in items:
+                    reached.extend(vars(item).values())
+                    reached.extend((item.__pydantic_extra__ or {}).values())
+            elif dataclasses.is_dataclass(kind):
+                for item in items:
+                    reached.extend(getattr(item, field.name) for field in dataclasses.fields(item))
+        level = list(compress(reached, _not_scalars(reached)))
+
+
+def _not_scalars(values: Iterable[Any]) -> Iterator[int]:
+    """``1`` for each of ``values`` that may hold a dict, ``0`` for a scalar: a selector for ``compress``, in C."""
+    return map(_SCALARS.get, map(type, values), repeat(1))
+
+
+def _one_text_each(key_types: set[type]) -> bool:
+    """Keys of these types cannot merge as text: all ``str`` or all ``int`` (distinct ints write distinctly)."""
+    return key_types <= _STR or key_types == {int}
+
+
+def _check_keys(item: dict[Any, Any]) -> None:
+    if not _one_text_each(set(map(type, item))) and len(to_jsonable_python(dict.fromkeys(item))) < len(item):
+        raise ValueError(
+            f"a dict's keys collide once written as JSON text ({len(item)} keys became "
+            f"{len(to_jsonable_python(dict.fromkeys(item)))}); return keys that stay distinct as strings"
+        )
 
 
 def result_text_for_model(value: Any) -> str:
