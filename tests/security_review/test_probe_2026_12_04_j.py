@@ -22,7 +22,7 @@ from tests.audit.conftest import (
     keys_in_distinct_chains,
     verify_audit_fails,
 )
-from toolhub import checkpoint_files, checkpoints
+from toolhub import checkpoints, new_files
 from toolhub.checkpoints import CheckpointRefusedError, audit_checkpoint_create
 from toolhub.models import AuditCheckpoint
 
@@ -78,7 +78,7 @@ def test_checkpoint_files_are_still_written_where_hard_links_are_not_supported(
     def no_hard_links(source: Any, target: Any) -> None:
         raise OSError(errno.EPERM, "Operation not permitted", str(target))
 
-    monkeypatch.setattr(checkpoint_files.os, "link", no_hard_links)
+    monkeypatch.setattr(new_files.os, "link", no_hard_links)
     append_events(2)
     try:
         audit_checkpoint_create()

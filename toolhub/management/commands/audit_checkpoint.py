@@ -1,4 +1,8 @@
-"""``manage.py audit_checkpoint``: sign every audit chain's head, store it, and print or export it."""
+"""``manage.py audit_checkpoint``: sign every audit chain's head, store it, and print or export it.
+
+``--output`` names a new file: one that exists (an earlier checkpoint kept elsewhere), a directory or a file in a
+missing folder is refused before anything is signed, and the file is written whole (``toolhub.new_files``).
+"""
 
 import getpass
 import json
@@ -9,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
+from toolhub.new_files import new_file_refusal, write_new
 
 
 class Command(BaseCommand):
@@ -29,17 +34,27 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         actor = f"command:{getpass.getuser()}"
+        output = Path(options["output"]) if options["output"] else None
+        refusal = output and new_file_refusal(output)
+        if refusal:
+            raise CommandError(f"{refusal}; no checkpoint was signed.")
         try:
             checkpoint = audit_checkpoint_create(full=True, acknowledge=options["acknowledge"], actor=actor)
         except (CheckpointKeyError, CheckpointRefusedError) as exc:
             raise CommandError(str(exc)) from exc
         text = json.dumps(checkpoint, indent=2, sort_keys=True)
-        if options["output"]:
-            Path(options["output"]).write_text(text + "\n")
+        if output:
+            try:
+                write_new(output, text + "\n")
+            except OSError as exc:
+                raise CommandError(
+                    f"Checkpoint #{checkpoint['seq']} is stored, but {output} was not written ({exc.strerror}); "
+                    "run the command again to keep a copy."
+                ) from exc
             chains = len(checkpoint["heads"])
             self.stderr.write(
                 self.style.SUCCESS(
-                    f"Checkpoint #{checkpoint['seq']} of {chains} chain(s) stored and written to {options['output']}."
+                    f"Checkpoint #{checkpoint['seq']} of {chains} chain(s) stored and written to {output}."
                 )
             )
         else:
