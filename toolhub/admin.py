@@ -38,6 +38,7 @@ from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.disclosure.groups import rules_seen_from
+from toolhub.governance_trail import GROUP_TENANTS, USER_TENANTS
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import tenant_scope
 
@@ -82,7 +83,7 @@ for _model in (get_user_model(), Group, TokenProxy):
         admin.site.unregister(_model)
 
 
-_MEMBER_TENANTS = "tenant_memberships__tenant__slug"
+_MEMBER_TENANTS = USER_TENANTS[0]
 
 
 @admin.register(get_user_model())
@@ -96,7 +97,7 @@ class TenantUserAdmin(GovernanceAudited, TenantScopedAdmin, CrossTenantChangesOn
 
     tenant_field = _MEMBER_TENANTS
     audit_tenant_fields = ()
-    audit_tenant_lookups = (_MEMBER_TENANTS,)
+    audit_tenant_lookups = USER_TENANTS
 
     def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> Any:
         """Django's password form saves without ``save_model``: the account as it was is kept here for the event."""
@@ -123,7 +124,7 @@ class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
     """
 
     audit_tenant_fields = ()
-    audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
+    audit_tenant_lookups = GROUP_TENANTS
 
 
 @admin.register(TokenProxy)

@@ -28,6 +28,7 @@ from toolhub.governance_trail import (
     Recorded,
     governance_append,
     governance_recorded,
+    governance_tenants,
     governance_values,
     row_pk,
 )
@@ -88,15 +89,7 @@ class GovernanceAudited:
 
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""
-        from toolhub.models import Tenant
-
-        ids = [getattr(obj, f"{name}_id", None) for name in self.audit_tenant_fields]
-        slugs = set(Tenant.objects.filter(pk__in=[pk for pk in ids if pk is not None]).values_list("slug", flat=True))
-        if self.audit_tenant_lookups and row_pk(obj) is not None:
-            rows = type(obj)._default_manager.filter(pk=row_pk(obj))
-            for lookup in self.audit_tenant_lookups:
-                slugs.update(slug for slug in rows.values_list(lookup, flat=True).distinct() if slug)
-        return sorted(slugs)
+        return governance_tenants(obj, fields=self.audit_tenant_fields, lookups=self.audit_tenant_lookups)
 
     def _append(self, request: HttpRequest, obj: Any, action: str, before: Recorded | None = None) -> None:
         governance_append(

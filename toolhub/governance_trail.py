@@ -17,10 +17,23 @@ from pydantic_core import to_jsonable_python
 
 from toolhub.audit import audit_append
 
-__all__ = ["DEFAULT_EXCLUDED", "Recorded", "governance_append", "governance_recorded", "governance_values"]
+__all__ = [
+    "DEFAULT_EXCLUDED",
+    "GROUP_TENANTS",
+    "USER_TENANTS",
+    "Recorded",
+    "governance_append",
+    "governance_recorded",
+    "governance_tenants",
+    "governance_values",
+]
 
 #: Fields no event holds unless a model names its own: a password's hash, a token's key.
 DEFAULT_EXCLUDED: tuple[str, ...] = ("password", "key")
+
+#: A user's tenants are those they are a member of; a role's, those of the people holding it.
+USER_TENANTS: tuple[str, ...] = ("tenant_memberships__tenant__slug",)
+GROUP_TENANTS: tuple[str, ...] = ("user__tenant_memberships__tenant__slug",)
 
 
 def _plain(value: Any) -> Any:
@@ -76,6 +89,26 @@ def _secret_digests(obj: models.Model, excluded: Iterable[str]) -> dict[str, str
             raw = str(field.value_from_object(obj)).encode()  # type: ignore[union-attr]
             digests[name] = hashlib.sha256(raw).hexdigest()
     return digests
+
+
+def governance_tenants(
+    obj: models.Model, *, fields: Iterable[str] = ("tenant",), lookups: Iterable[str] = ()
+) -> list[str]:
+    """The slugs of the tenants ``obj`` is bound to: its ``fields`` (foreign keys to ``Tenant``) and ``lookups``.
+
+    ``lookups`` go from the row as stored to a tenant's slug (a user through their memberships); the admin
+    and commands changing the same rows use the same ones, so their events reach the same chains.
+    """
+    from toolhub.models import Tenant
+
+    ids = [getattr(obj, f"{name}_id", None) for name in fields]
+    slugs = set(Tenant.objects.filter(pk__in=[pk for pk in ids if pk is not None]).values_list("slug", flat=True))
+    lookups = tuple(lookups)
+    if lookups and row_pk(obj) is not None:
+        rows = type(obj)._default_manager.filter(pk=row_pk(obj))
+        for lookup in lookups:
+            slugs.update(slug for slug in rows.values_list(lookup, flat=True).distinct() if slug)
+    return sorted(slugs)
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,19 @@ Roles grant what a person may do; the tenant boundary (``toolhub.tenancy``) stil
 an operator decides and operates only in the tenants they are a member of. Members of these groups
 need staff status to log into the admin. Permissions are named as ``app_label.codename`` strings so
 that the core imports no other app; running the command again sets each group to exactly this list.
+Like the admin's change of a group, each group added or changed is a ``governance.added`` / ``changed`` event
+in the chains of the tenants whose people hold the role (the platform's when nobody does): a permission an
+administrator had added and the command removed is seen there.
 """
 
+import getpass
 from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+
+from toolhub.governance_trail import GROUP_TENANTS, governance_append, governance_recorded, governance_tenants
 
 #: What auditors read, and operators and developers too: every record of the console, changed by nobody.
 READ_ONLY: tuple[str, ...] = (
@@ -61,8 +67,10 @@ ROLES: dict[str, tuple[str, ...]] = {
 }
 
 
-def roles_sync(roles: dict[str, tuple[str, ...]] = ROLES) -> dict[str, int]:
+def roles_sync(roles: dict[str, tuple[str, ...]] = ROLES, *, actor: str = "") -> dict[str, int]:
     """Create or update each role's group with exactly its permissions; return how many each holds.
+
+    Each group added or changed is recorded as the admin records it, by ``actor`` (default: the OS user).
 
     Raises ``CommandError`` naming every permission that does not exist (an app not installed or
     migrated, a renamed model), and then changes nothing.
@@ -83,10 +91,14 @@ def roles_sync(roles: dict[str, tuple[str, ...]] = ROLES) -> dict[str, int]:
             f"Unknown permission(s): {', '.join(sorted(set(missing)))}. Run `manage.py migrate` first, "
             "or correct the names in toolhub/management/commands/toolhub_roles.py."
         )
+    actor = actor or f"command:{getpass.getuser()}"
     with transaction.atomic():
         for role, permissions in resolved.items():
-            group, _ = Group.objects.get_or_create(name=role)
+            group, created = Group.objects.get_or_create(name=role)
+            tenants = governance_tenants(group, fields=(), lookups=GROUP_TENANTS)
+            before = None if created else governance_recorded(group, tenants=tenants)
             group.permissions.set(permissions)
+            governance_append(group, "added" if created else "changed", actor=actor, tenants=tenants, before=before)
     return {role: len(permissions) for role, permissions in resolved.items()}
 
 
