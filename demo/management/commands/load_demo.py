@@ -1,5 +1,12 @@
-"""``manage.py load_demo``: demo users, a tenant, accounts and agents, safe to run again."""
+"""``manage.py load_demo``: demo users, a tenant, accounts and agents, safe to run again.
 
+The demo's users are recognised by their ``USERNAME@example.com`` address: a person of a real database who
+happens to be called ``alice`` or ``operator`` is never adopted (made a member of acme, an operator, given the
+demo's permissions); the load is refused naming them, and changes nothing. The people, memberships and grants
+it adds or changes are recorded as the admin records them (``governance.added`` / ``changed``).
+"""
+
+import getpass
 import secrets
 from decimal import Decimal
 from typing import Any
@@ -8,12 +15,14 @@ from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Model
 
 from agents_app.models import SCRIPTED_PROVIDER_NAME, Agent, ModelProvider, ProviderKind
 from demo.models import Account
 from toolhub.disclosure.capabilities import capability_permissions_ensure
+from toolhub.governance_trail import USER_TENANTS, Recorded, governance_append, governance_recorded, governance_tenants
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
 
 DEMO_PASSWORD_NOTE = (
@@ -99,8 +108,17 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
         weak = django_settings.DEBUG or options["demo_passwords"]
+        strangers = _not_demo_users(["admin", *ROLE_USERS, "alice"])
+        if strangers:
+            raise CommandError(
+                f"Users named {', '.join(strangers)} exist and are not demo users (their address is not "
+                "USERNAME@example.com): load_demo would give them the demo's tenant, roles and permissions. "
+                "Nothing was loaded; run it on a database of its own."
+            )
         self.random_passwords: dict[str, str] = {}
-        tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
+        self.actor = f"command:{getpass.getuser()}"
+        self.users_before: dict[str, Recorded | None] = {}
+        tenant = self._recorded(Tenant, {"slug": "acme"}, {"name": "ACME Corp"}, fields=(), lookups=("slug",))
 
         admin = self._demo_user("admin", weak=weak, is_staff=True, is_superuser=True)
         # The roles (operators, auditors, developers) with exactly their permissions.
@@ -112,7 +130,7 @@ class Command(BaseCommand):
             staff.append(user)
         alice = self._demo_user("alice", weak=weak)
         for user in (admin, *staff, alice):
-            TenantMembership.objects.get_or_create(user=user, tenant=tenant)
+            self._recorded(TenantMembership, {"user": user, "tenant": tenant})
 
         groups = {
             "utilities": ("Clock and calculator.", []),
@@ -120,11 +138,14 @@ class Command(BaseCommand):
             "ledger": ("Balances, debits and credits.", ["money_movement"]),
         }
         for name, (description, capabilities) in groups.items():
-            group, _ = ToolGroup.objects.update_or_create(
-                name=name,
-                defaults={"description": description, "provider": "demo", "capabilities": capabilities},
+            group = self._recorded(
+                ToolGroup,
+                {"name": name},
+                {"description": description, "provider": "demo", "capabilities": capabilities},
+                update=True,
+                fields=(),
             )
-            Grant.objects.get_or_create(effect=GrantEffect.ALLOW, tool_group=group, tenant=tenant)
+            self._recorded(Grant, {"effect": GrantEffect.ALLOW, "tool_group": group, "tenant": tenant})
             # A group's capabilities are permissions its tools' callers must hold: the demo's users hold them.
             for permission in capability_permissions_ensure(capabilities):
                 for user in (alice, *(user for user in staff if ROLE_USERS[user.username] == "operators")):
@@ -146,14 +167,18 @@ class Command(BaseCommand):
             )
 
         # Model endpoints are the administrators': agents only name a provider.
-        scripted, _ = ModelProvider.objects.update_or_create(
-            name=SCRIPTED_PROVIDER_NAME, defaults={"kind": ProviderKind.SCRIPTED, "tenant": None, "enabled": True}
+        scripted = self._recorded(
+            ModelProvider,
+            {"name": SCRIPTED_PROVIDER_NAME},
+            {"kind": ProviderKind.SCRIPTED, "tenant": None, "enabled": True},
+            update=True,
         )
         # An example of a real endpoint (Ollama). Disabled until an administrator enables it in the admin
         # and sets OLLAMA_API_KEY (any value for Ollama) in the web and worker environment.
-        local, _ = ModelProvider.objects.get_or_create(
-            name="openai-local",
-            defaults={
+        local = self._recorded(
+            ModelProvider,
+            {"name": "openai-local"},
+            {
                 "kind": ProviderKind.OPENAI,
                 "base_url": "http://127.0.0.1:11434/v1",
                 "model_name": "llama3.1",
@@ -169,11 +194,11 @@ class Command(BaseCommand):
             if not Agent.objects.filter(name=name, tenant=tenant).exists():
                 Agent.objects.filter(name=name, tenant__isnull=True).update(tenant=tenant)
         for name, settings in SCRIPTED_AGENTS.items():
-            Agent.objects.update_or_create(name=name, tenant=tenant, defaults={"provider": scripted, **settings})
-        Agent.objects.get_or_create(
-            name="assistant",
-            tenant=tenant,
-            defaults={
+            self._recorded(Agent, {"name": name, "tenant": tenant}, {"provider": scripted, **settings}, update=True)
+        self._recorded(
+            Agent,
+            {"name": "assistant", "tenant": tenant},
+            {
                 "description": "A real model through the openai-local provider (Ollama; an administrator enables it).",
                 "provider": local,
                 "system_prompt": "You are a careful assistant for ACME's orders and ledger. Use the tools.",
@@ -189,7 +214,40 @@ class Command(BaseCommand):
                 ],
             },
         )
+        for user in (admin, *staff, alice):
+            before = self.users_before[user.get_username()]
+            tenants = governance_tenants(user, fields=(), lookups=USER_TENANTS)
+            governance_append(user, "changed" if before else "added", actor=self.actor, tenants=tenants, before=before)
         self.stdout.write(self.style.SUCCESS(f"Demo data loaded. {self._password_note(weak)}"))
+
+    def _recorded(
+        self,
+        model: type[Model],
+        lookup: dict[str, Any],
+        defaults: dict[str, Any] | None = None,
+        *,
+        update: bool = False,
+        fields: tuple[str, ...] = ("tenant",),
+        lookups: tuple[str, ...] = (),
+    ) -> Any:
+        """``get_or_create`` (``update_or_create`` with ``update``), recorded as the admin records the same change.
+
+        ``fields`` and ``lookups`` name the row's tenants as the model's admin does (``GovernanceAudited``).
+        """
+        obj = model._default_manager.filter(**lookup).first()
+        if obj is not None and not update:
+            return obj
+        before = None
+        if obj is None:
+            obj = model._default_manager.create(**lookup, **(defaults or {}))
+        else:
+            before = governance_recorded(obj, tenants=governance_tenants(obj, fields=fields, lookups=lookups))
+            for name, value in (defaults or {}).items():
+                setattr(obj, name, value)
+            obj.save()
+        tenants = governance_tenants(obj, fields=fields, lookups=lookups)
+        governance_append(obj, "changed" if before else "added", actor=self.actor, tenants=tenants, before=before)
+        return obj
 
     def _demo_user(self, username: str, *, weak: bool, **flags: bool) -> AbstractBaseUser:
         """The demo user ``username``; created with the weak demo password only when ``weak``.
@@ -199,8 +257,13 @@ class Command(BaseCommand):
         """
         users = get_user_model()
         user = users.objects.filter(username=username).first()
+        self.users_before[username] = (
+            governance_recorded(user, tenants=governance_tenants(user, fields=(), lookups=USER_TENANTS))
+            if user
+            else None
+        )
         if user is None:
-            user = users(username=username, email=f"{username}@example.com", **flags)
+            user = users(username=username, email=_demo_email(username), **flags)
         elif weak or not user.check_password(username):
             return user
         if weak:
@@ -218,3 +281,13 @@ class Command(BaseCommand):
             return "DEBUG is off: the demo users kept their passwords (none is a weak demo password)."
         shown = ", ".join(f"{name}/{password}" for name, password in self.random_passwords.items())
         return RANDOM_PASSWORD_NOTE + shown + "."
+
+
+def _demo_email(username: str) -> str:
+    return f"{username}@example.com"
+
+
+def _not_demo_users(usernames: list[str]) -> list[str]:
+    """The ``usernames`` held by existing users the demo did not make (sorted)."""
+    users = get_user_model().objects.filter(username__in=usernames).values_list("username", "email")
+    return sorted(name for name, email in users if email.lower() != _demo_email(name))
