@@ -12,6 +12,8 @@ Findings (each test failed on the code as reviewed and passes now):
 - ``load_demo`` with the demo installed on a real database (``TOOLHUB_DEMO=1``) adopted existing people whose
   username is a demo one (``alice``, ``operator``, ...): it put them in acme, in the operators group and gave them
   the demo's money-movement permissions. It now refuses, changing nothing, when such a user is not a demo one.
+- ``audit_export`` whose file could not be created (no permission) or written (a full disk) ended in a traceback;
+  now a CommandError saying nothing was exported, with no file or partial file left.
 
 Checked and holding (no test here): ``load_demo`` without DEBUG gives new demo users random passwords and leaves
 existing passwords alone; a second run changes no password. ``verify_audit``: an unknown ``--tenant``, a
@@ -22,8 +24,12 @@ before anything is recorded; the file is written beside and renamed into place. 
 name of the password's variable, never the password. ``generate_calls`` refuses without the demo app.
 
 Not fixed: ``drf_create_token`` and ``axes_reset*`` (third-party commands) change API tokens and login lockouts
-without the ``governance.*`` event the admin's pages for the same rows append; ``audit_export`` records
-``audit.exported`` before the file is written, so a write that fails afterwards (disk full) leaves the record.
+without the ``governance.*`` event the admin's pages for the same rows append (toolhub comes after
+``rest_framework.authtoken`` and ``axes`` in INSTALLED_APPS, so a same-named command of its own would not win;
+moving it risks template precedence). ``audit_export`` records ``audit.exported`` before the file is written (the
+record is part of the export), so a write that fails afterwards leaves the record; the error now says so.
+``load_demo`` still moves global agents named like its own into acme (databases from before agents had
+tenants) with a bulk update and no event; a broken pipe on stdout ends in Python's traceback.
 """
 
 from io import StringIO
@@ -140,3 +146,38 @@ def test_load_demo_records_the_people_and_grants_it_adds() -> None:
     count = AuditEvent.objects.count()
     call_command("load_demo", stdout=StringIO())
     assert AuditEvent.objects.count() == count
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("failure", ["no permission", "disk full"])
+def test_audit_export_write_failure_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """Found: an export whose file could not be created (no write permission on the folder) or written (a full
+    disk) ended in a PermissionError/OSError traceback. Expect: a CommandError saying nothing was exported, no
+    file and no partial file left."""
+    import errno
+
+    from toolhub.audit import audit_append
+    from toolhub.management.commands import audit_export as command
+    from toolhub.models import Tenant
+
+    Tenant.objects.create(slug="acme", name="ACME")
+    audit_append(event_type="x.y", actor="a", data={}, tenant="acme")
+    if failure == "no permission":
+
+        def refused(*args: object, **kwargs: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+        monkeypatch.setattr(command.tempfile, "mkstemp", refused)
+    else:
+        real = command.audit_export_lines
+
+        def full(export: object):  # type: ignore[no-untyped-def]
+            yield next(iter(real(export)))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(command, "audit_export_lines", full)
+    with pytest.raises(CommandError, match="nothing was exported"):
+        call_command("audit_export", "--tenant", "acme", "-o", str(tmp_path / "acme.jsonl"), stdout=StringIO())
+    assert list(tmp_path.iterdir()) == []

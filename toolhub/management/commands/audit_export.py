@@ -49,17 +49,14 @@ class Command(BaseCommand):
         actor = options["actor"] or f"cli:{_os_user()}"
         audit_export_record(actor=actor, tenant=options["tenant"], scope=scope)
         export = audit_export_open(options["tenant"], scope)  # read again: the record is in it
-        handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                for chunk in audit_export_lines(export):
-                    out.write(chunk)
-            if target.exists():
-                raise CommandError(f"{target} appeared meanwhile; nothing was exported.")
-            os.replace(partial, target)
-        finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
+            _write(target, export)
+        except OSError as exc:
+            # The attempt stays recorded (the record is part of the export it announces).
+            raise CommandError(
+                f"{target} could not be written ({exc.strerror or exc}); nothing was exported "
+                "(the attempt is recorded as audit.exported)."
+            ) from exc
         chains = export.header["chains"]
         events = sum(entry["to_seq"] - entry["from_seq"] + 1 for entry in chains)
         self.stdout.write(
@@ -68,6 +65,21 @@ class Command(BaseCommand):
                 f"verify with: python -m toolhub.audit_file_verify {target}"
             )
         )
+
+
+def _write(target: Path, export: Any) -> None:
+    """Write beside ``target`` and rename into place only when whole; remove the partial file on any failure."""
+    handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            for chunk in audit_export_lines(export):
+                out.write(chunk)
+        if target.exists():
+            raise CommandError(f"{target} appeared meanwhile; nothing was exported.")
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
 
 
 def _os_user() -> str:
