@@ -22,6 +22,8 @@ def visible_text(text: str) -> str:
     ignorable ones (variation selectors, Hangul fillers): a model reads them, an
     administrator reviewing a definition must see them too. The rest stays readable (accents, CJK).
     """
+    if text.isascii() and text.replace("\r\n", "").replace("\n", "").isprintable():
+        return text  # printable ASCII holds nothing a page draws as nothing: most text, read in C, not per character
     return "".join(
         char if char == "\n" or not _invisible(char) or text.startswith("\r\n", index) else _escaped(char)
         for index, char in enumerate(text)
