@@ -6,6 +6,9 @@ learns it before anything is signed or recorded, and a write cut short (a full d
 
 import errno
 import os
+import shutil
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["new_file_refusal", "write_new"]
@@ -20,15 +23,18 @@ def new_file_refusal(path: Path) -> str | None:
     return None
 
 
-def write_new(path: Path, text: str) -> None:
+def write_new(path: Path, content: str | Iterable[str]) -> None:
     """Write ``path`` whole or not at all, and never over an existing file (``FileExistsError``).
 
-    Written and synced under a temporary name, then linked to its own (which fails if it exists).
+    ``content`` is the text, or its pieces as they are produced (an export streamed from the database).
+    Written and synced under a temporary name beside it, then linked to its own (which fails if it exists).
     """
-    temporary = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    temporary = Path(name)
     try:
-        with temporary.open("w") as copy:
-            copy.write(text)
+        with os.fdopen(handle, "w", encoding="utf-8") as copy:
+            for piece in [content] if isinstance(content, str) else content:
+                copy.write(piece)
             copy.flush()
             os.fsync(copy.fileno())
         try:
@@ -36,7 +42,7 @@ def write_new(path: Path, text: str) -> None:
         except OSError as exc:
             if exc.errno not in _NO_HARD_LINKS:
                 raise
-            _write_exclusively(path, text)  # a share without hard links (SMB, FUSE mounts)
+            _copy_exclusively(temporary, path)  # a share without hard links (SMB, FUSE mounts)
     finally:
         temporary.unlink(missing_ok=True)
 
@@ -45,12 +51,12 @@ def write_new(path: Path, text: str) -> None:
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
 
 
-def _write_exclusively(path: Path, text: str) -> None:
-    """Create ``path`` (never over an existing file), write and sync it; remove it if that fails midway."""
+def _copy_exclusively(source: Path, path: Path) -> None:
+    """Create ``path`` (never over an existing file) as a synced copy of ``source``; remove it if that fails."""
     descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     try:
-        with os.fdopen(descriptor, "w") as copy:
-            copy.write(text)
+        with os.fdopen(descriptor, "wb") as copy, source.open("rb") as original:
+            shutil.copyfileobj(original, copy)
             copy.flush()
             os.fsync(copy.fileno())
     except BaseException:

@@ -158,6 +158,7 @@ def test_audit_export_write_failure_is_a_clear_error(
     file and no partial file left."""
     import errno
 
+    from toolhub import new_files
     from toolhub.audit import audit_append
     from toolhub.management.commands import audit_export as command
     from toolhub.models import Tenant
@@ -169,7 +170,7 @@ def test_audit_export_write_failure_is_a_clear_error(
         def refused(*args: object, **kwargs: object) -> None:
             raise PermissionError(errno.EACCES, "Permission denied")
 
-        monkeypatch.setattr(command.tempfile, "mkstemp", refused)
+        monkeypatch.setattr(new_files.tempfile, "mkstemp", refused)
     else:
         real = command.audit_export_lines
 

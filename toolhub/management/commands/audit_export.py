@@ -1,12 +1,11 @@
 """``manage.py audit_export --tenant SLUG -o FILE``: a tenant's own audit chains as a file that verifies offline.
 
-The file is written beside its destination and renamed into place only when complete: a refused or
-failed export leaves nothing behind, and an existing file is never overwritten. The export is itself
+The file is written as every command's file is (``toolhub.new_files``): whole or not at all, never over an
+existing file, so a refused or failed export leaves nothing behind. The export is itself
 recorded in the tenant's chain (``audit.exported``). Verify it with ``python -m toolhub.audit_file_verify``.
 """
 
-import os
-import tempfile
+import getpass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from toolhub.audit_export import (
     audit_export_record,
     export_range,
 )
+from toolhub.new_files import write_new
 
 
 class Command(BaseCommand):
@@ -46,11 +46,11 @@ class Command(BaseCommand):
             audit_export_open(options["tenant"], scope)  # refuses an unknown tenant before anything is recorded
         except AuditExportError as exc:
             raise CommandError(str(exc)) from exc
-        actor = options["actor"] or f"cli:{_os_user()}"
+        actor = options["actor"] or f"cli:{getpass.getuser()}"
         audit_export_record(actor=actor, tenant=options["tenant"], scope=scope)
         export = audit_export_open(options["tenant"], scope)  # read again: the record is in it
         try:
-            _write(target, export)
+            write_new(target, audit_export_lines(export))
         except OSError as exc:
             # The attempt stays recorded (the record is part of the export it announces).
             raise CommandError(
@@ -65,25 +65,3 @@ class Command(BaseCommand):
                 f"verify with: python -m toolhub.audit_file_verify {target}"
             )
         )
-
-
-def _write(target: Path, export: Any) -> None:
-    """Write beside ``target`` and rename into place only when whole; remove the partial file on any failure."""
-    handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            for chunk in audit_export_lines(export):
-                out.write(chunk)
-        if target.exists():
-            raise CommandError(f"{target} appeared meanwhile; nothing was exported.")
-        os.replace(partial, target)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-
-
-def _os_user() -> str:
-    try:
-        return os.getlogin()
-    except OSError:
-        return os.environ.get("USER", "unknown")
