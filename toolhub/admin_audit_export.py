@@ -13,6 +13,7 @@ from django.utils.http import content_disposition_header
 
 from toolhub.audit_export import (
     AuditExportError,
+    UnknownTenantError,
     audit_export_lines,
     audit_export_open,
     audit_export_record,
@@ -48,9 +49,9 @@ def audit_export_view(request: HttpRequest) -> HttpResponseBase:
             until=request.POST.get("until"),
         )
         audit_export_open(tenant, scope)
+    except UnknownTenantError:
+        raise Http404("No such tenant.") from None
     except AuditExportError as exc:
-        if "no tenant" in str(exc):
-            raise Http404("No such tenant.") from None
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     audit_export_record(actor=f"user:{request.user.get_username()}", tenant=tenant, scope=scope)
     export = audit_export_open(tenant, scope)

@@ -31,6 +31,7 @@ __all__ = [
     "EXPORT_VERSION",
     "AuditExport",
     "AuditExportError",
+    "UnknownTenantError",
     "ExportRange",
     "audit_export_open",
     "audit_export_lines",
@@ -48,6 +49,10 @@ _LINES_PER_WRITE = 500
 
 class AuditExportError(ToolhubError):
     """The export was not made (unknown tenant, malformed range): nothing was written."""
+
+
+class UnknownTenantError(AuditExportError):
+    """No tenant has the slug: the console answers it as one outside the viewer's boundary (404)."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +127,11 @@ class AuditExport:
 def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExport:
     """Fix what an export of ``tenant``'s own chains holds: read the heads, the spans, the signed checkpoint.
 
-    Raises ``AuditExportError`` for a slug no tenant has.
+    Raises ``UnknownTenantError`` for a slug no tenant has.
     """
     scope = scope or ExportRange()
     if not tenant or not Tenant.objects.filter(slug=tenant).exists():
-        raise AuditExportError(f"There is no tenant {tenant!r}; nothing was exported.")
+        raise UnknownTenantError(f"There is no tenant {tenant!r}; nothing was exported.")
     chains = tenant_chains(tenant)
     if _shares_chains(tenant, chains.start):
         raise AuditExportError(
