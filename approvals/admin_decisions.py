@@ -24,7 +24,7 @@ from approvals.forms import (
     CommentForm,
     DecisionForm,
     definition_changed,
-    fields_version,
+    shown_fields_version,
 )
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.services import approval_approve, approval_reject
@@ -35,7 +35,6 @@ from toolhub.admin_tables import admin_table
 from toolhub.api.throttling import throttle_wait
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
 from toolhub.selectors import withheld_names
-from toolhub.tools.registry import registry
 
 __all__ = ["DECISIONS", "DecisionViewsMixin"]
 
@@ -203,7 +202,7 @@ class DecisionViewsMixin:
             # Each approval is bound to the version listed on this page, and to the tool's definition it was shown by.
             hidden={
                 **{f"arguments_hash_{item.pk}": item.arguments_hash for item in requests},
-                **{f"fields_version_{item.pk}": _fields_version_of(item.tool_name) for item in requests},
+                **{f"fields_version_{item.pk}": shown_fields_version(item.tool_name) for item in requests},
             },
         )
         form, confirmation = self.comment_form_or_page(
@@ -281,17 +280,11 @@ def _editable(request: ApprovalRequest) -> dict[str, Any]:
     return {key: value for key, value in arguments.items() if key not in withheld}
 
 
-def _fields_version_of(tool_name: str) -> str:
-    """The ``fields_version`` a page shows a request of ``tool_name`` under ("" for a tool no longer registered)."""
-    tool = registry.get(tool_name)
-    return fields_version(tool) if tool is not None else ""
-
-
 def _version_shown(request: ApprovalRequest) -> dict[str, Any]:
     """The decision form's initial values: the version on the page, its editable (non-sensitive) arguments."""
     return {
         "round": request.round,
         "arguments_hash": request.arguments_hash,
-        "fields_version": _fields_version_of(request.tool_name),
+        "fields_version": shown_fields_version(request.tool_name),
         "arguments": json.dumps(_editable(request), indent=2, sort_keys=True, ensure_ascii=False),
     }

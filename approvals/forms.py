@@ -26,6 +26,7 @@ __all__ = [
     "DEFINITION_CHANGED",
     "definition_changed",
     "fields_version",
+    "shown_fields_version",
 ]
 
 #: Why an approval posted from a page read under another definition of the tool is refused.
@@ -104,7 +105,7 @@ class ApproveForm(DecisionForm):
         dropped without a word. Empty (a client that does not send it): the service's checks alone apply.
         """
         seen = self.cleaned_data["fields_version"]
-        if seen and self.tool is not None and seen != fields_version(self.tool):
+        if self.tool is not None and definition_changed(self.tool.name, seen):
             raise forms.ValidationError(DEFINITION_CHANGED)
         return seen
 
@@ -164,14 +165,20 @@ def fields_version(tool: Tool) -> str:
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
+def shown_fields_version(tool_name: str) -> str:
+    """The ``fields_version`` a page shows a request of ``tool_name`` under ("" for a tool no longer registered)."""
+    tool = registry.get(tool_name)
+    return fields_version(tool) if tool is not None else ""
+
+
 def definition_changed(tool_name: str, seen: str) -> bool:
     """Whether a page's ``fields_version`` (``seen``; empty: not sent) names another definition than the tool's now.
 
     A page approves the call as that definition showed it; the worker holds a call approved under another version
     again, and other sensitive names showed other arguments.
     """
-    tool = registry.get(tool_name)
-    return bool(seen) and tool is not None and seen != fields_version(tool)
+    current = shown_fields_version(tool_name)
+    return bool(seen) and bool(current) and seen != current
 
 
 def _resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
