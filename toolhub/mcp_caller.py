@@ -16,7 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolhub.api.tokens import INVALID, TokenRefused, token_owner
+from toolhub.api.tokens import TokenExpired, TokenRefused, token_owner
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.mcp_headers import header_schemas_allowed, header_schemas_for
@@ -71,8 +71,10 @@ def token_user(authorization: str) -> tuple[Any, str]:
         return None, AUTHENTICATION_REQUIRED
     try:
         return token_owner(key.strip())[0], ""
-    except TokenRefused as refused:
-        return None, str(refused) if str(refused) != INVALID else AUTHENTICATION_REQUIRED
+    except TokenExpired as expired:
+        return None, str(expired)
+    except TokenRefused:
+        return None, AUTHENTICATION_REQUIRED
 
 
 def header_value(scope: Scope, name: str) -> str:

@@ -16,13 +16,17 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from toolhub.conf import toolhub_settings
 
-__all__ = ["ExpiringTokenAuthentication", "TokenRefused", "token_owner"]
+__all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "token_owner"]
 
 INVALID = "Invalid token."
 
 
 class TokenRefused(Exception):
     """A key that authenticates no one; the message says why and what to do."""
+
+
+class TokenExpired(TokenRefused):
+    """A known key older than the deployment allows: its holder is told so (an unknown one is told nothing)."""
 
 
 def _expired(created: Any) -> bool:
@@ -39,7 +43,7 @@ def token_owner(key: str) -> tuple[Any, Any]:
         raise TokenRefused(INVALID)
     if _expired(token.created):
         max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
-        raise TokenRefused(
+        raise TokenExpired(
             f"This API token expired: it is older than TOOLHUB['API_TOKEN_MAX_AGE_SECONDS'] ({max_age:,.0f} s). "
             "Ask an administrator for a new one (the admin's Tokens)."
         )
