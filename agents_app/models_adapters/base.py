@@ -73,18 +73,19 @@ def estimated_tokens(characters: int) -> int:
     return -(-characters // CHARS_PER_TOKEN)
 
 
-def reported_or_estimated(usage: Any, name: str, characters: int) -> int:
+def reported_or_estimated(usage: Any, name: str, characters: int | Callable[[], int]) -> int:
     """A usage field as reported, or estimated from the text's length when the endpoint did not count it.
 
     An endpoint that reports no usage (some self-hosted servers; a stream without its usage chunk) would
     otherwise make every turn free, and a run's or a subagent's ``max_tokens`` budget bound nothing. So would
     one that reports zero for text it read or wrote (a server or proxy that fills the fields without counting):
-    no text is zero tokens, so a zero beside text is taken for "not counted" too.
+    no text is zero tokens, so a zero beside text is taken for "not counted" too. ``characters`` may be a
+    function: the length is then worked out only when a count is missing (a long conversation's, say).
     """
-    if getattr(usage, name, None) is None:
-        return estimated_tokens(characters)
-    count = token_count(usage, name)
-    return estimated_tokens(characters) if count == 0 and characters > 0 else count
+    count = 0 if getattr(usage, name, None) is None else token_count(usage, name)
+    if count:
+        return count
+    return estimated_tokens(characters() if callable(characters) else characters)
 
 
 def answer_characters(content: str, calls: tuple[ModelToolCall, ...]) -> int:

@@ -1,6 +1,7 @@
 """OpenAI-compatible Chat Completions through the official SDK (OpenAI, Ollama, vLLM, LM Studio...)."""
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -125,7 +126,7 @@ class OpenAIChatAdapter:
             options["temperature"] = self._temperature
         if self._max_tokens is not None:
             options["max_tokens"] = self._max_tokens
-        prompt_characters = len(json.dumps([options["messages"], tools], ensure_ascii=False, default=str))
+        prompt_characters = _length_of([options["messages"], tools])  # read only if the endpoint gives no usage
         if self._stream:
             streamed = StreamedTurn(
                 max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES, prompt_characters=prompt_characters
@@ -227,7 +228,12 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
         ) from exc
 
 
-def _turn_from(response: Any, prompt_characters: int) -> ModelTurn:
+def _length_of(request: Any) -> Callable[[], int]:
+    """The request's length in characters as JSON, worked out once and only when asked for."""
+    return functools.cache(lambda: len(json.dumps(request, ensure_ascii=False, default=str)))
+
+
+def _turn_from(response: Any, prompt_characters: Callable[[], int]) -> ModelTurn:
     """The response's first choice as a turn; usage the endpoint left out is estimated from the texts' lengths."""
     try:
         choice = response.choices[0]

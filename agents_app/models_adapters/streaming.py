@@ -8,6 +8,7 @@ chunks arrive, so an endless stream is given up at the bound, not read into memo
 """
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ class _CallParts:
 class StreamedTurn:
     """The turn a stream of ``ChatCompletionChunk``s describes, built as the chunks arrive."""
 
-    def __init__(self, *, max_bytes: int | None = None, prompt_characters: int = 0) -> None:
+    def __init__(self, *, max_bytes: int | None = None, prompt_characters: int | Callable[[], int] = 0) -> None:
         self._lock = threading.Lock()
         self._max_bytes = max_bytes
         self._bytes = 0
