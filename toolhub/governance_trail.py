@@ -4,7 +4,9 @@ The admin's ``GovernanceAudited`` mixin and services that change governing rows 
 agent writes, behind the REST API) both append through :func:`governance_append`, so an auditor reads the same
 event, with the same values (:func:`governance_values`), for a change made on an admin page or through the API.
 Secrets (``excluded`` fields: a password's hash, a token's key) never reach an event; a change to one is recorded
-as ``{"changed": true}`` only, and a row's label or id that shows one is redacted.
+as ``{"changed": true}`` only, and a row's label or id that shows one is redacted. A URL column is recorded with
+its secret parts written as ``[redacted]`` (``toolhub.url_secrets``: a hosted endpoint's key in its user info,
+query or path); a change to those parts alone is recorded as ``{"changed": true}``.
 """
 
 import hashlib
@@ -16,6 +18,7 @@ from django.db import models
 from pydantic_core import to_jsonable_python
 
 from toolhub.audit import audit_append
+from toolhub.url_secrets import url_redacted
 
 __all__ = [
     "DEFAULT_EXCLUDED",
@@ -65,7 +68,10 @@ def governance_values(obj: models.Model, excluded: Iterable[str] = ()) -> dict[s
     for field in obj._meta.concrete_fields:
         if field.primary_key or field.name in skip or field.attname in skip:
             continue
-        values[field.attname] = _plain(field.value_from_object(obj))
+        value = field.value_from_object(obj)
+        if isinstance(field, models.URLField) and isinstance(value, str):
+            value = url_redacted(value)
+        values[field.attname] = _plain(value)
     if row_pk(obj) is not None:
         for field in obj._meta.many_to_many:
             if field.name in skip:
@@ -78,9 +84,10 @@ def governance_values(obj: models.Model, excluded: Iterable[str] = ()) -> dict[s
 
 
 def _secret_digests(obj: models.Model, excluded: Iterable[str]) -> dict[str, str]:
-    """A digest of each excluded field's value: enough to tell that a secret changed, never kept in an event."""
+    """A digest of each excluded field's and URL column's value: enough to tell that a secret changed, never kept."""
     digests: dict[str, str] = {}
-    for name in excluded:
+    urls = [field.name for field in obj._meta.concrete_fields if isinstance(field, models.URLField)]
+    for name in (*excluded, *urls):
         try:
             field = obj._meta.get_field(name)
         except Exception:  # noqa: BLE001 - a default exclusion the model does not have
@@ -163,7 +170,7 @@ def governance_append(
             if before.values.get(key) != after.get(key)
         }
         for name, digest in _secret_digests(obj, excluded).items():
-            if before.digests.get(name) != digest:
+            if before.digests.get(name) != digest and name not in changes:
                 changes[name] = {"changed": True}  # that it changed, never what it was or is
         if not changes:
             return
