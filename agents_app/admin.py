@@ -72,8 +72,9 @@ class ModelProviderAdmin(GovernanceAudited, CrossTenantOnly, admin.ModelAdmin):
     Where every conversation of their agents goes, so each change is a governance event (``GovernanceAudited``):
     in the chains of the tenant a provider is bound to, the platform's for a shared one (the key is never stored).
 
-    Only people who cross the tenant boundary (superusers, the platform team) see this page at all:
-    nobody else ever reads a provider's URL or credential reference.
+    Only people who cross the tenant boundary (superusers, the platform team) see this page at all. A tenant's
+    auditors read, in their own trail, where their agents' conversations go (the governance events of a provider
+    bound to their tenant: its URL with any key in it written as ``[redacted]``, the variable's name), never a key.
     """
 
     form = ModelProviderForm
