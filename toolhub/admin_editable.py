@@ -52,11 +52,36 @@ class ShownValuesKept(forms.ModelForm):
             )
         ]
 
+    def _clean_fields(self) -> None:
+        """Untouched fields a colleague changed since the page showed them are validated as stored.
+
+        The row keeps them as stored (:meth:`_post_clean`), so every check (each field's, ``clean()``, the model's)
+        must read that value, not the posted one: else a posted value checked but never saved (a hidden copy forged
+        to equal it) lets the saved row pass a check it fails (a grant's allow kept beside a tool it may not allow).
+        """
+        if self.instance.pk is not None:
+            touched = self.changed_data  # on the page as posted, before the data below stands for the stored row
+            stale = [
+                (name, field)
+                for name, field in self.fields.items()
+                if name in self.kept_as_shown
+                and name not in touched
+                and self._changed_since_shown(name, field, self[name].initial)
+            ]
+            if stale:
+                data = self.data.copy()
+                for name, field in stale:
+                    shown_now = field.hidden_widget().format_value(field.prepare_value(self[name].initial))
+                    _put(data, self.add_prefix(name), shown_now)
+                self.data = data
+        super()._clean_fields()
+
     def _post_clean(self) -> None:
         """Before the row is built from the form: untouched fields left out of it, stale edits refused.
 
         Here, after every ``clean()`` (a form layered over this one too: the grant page's tenant check), so each
-        validates the whole form as posted; only building and saving the row leaves untouched fields as stored.
+        validates the whole row as it will be saved (:meth:`_clean_fields`); only building and saving the row leaves
+        untouched fields out, exactly as stored.
         """
         cleaned = getattr(self, "cleaned_data", None)
         if self.instance.pk is not None and cleaned is not None:
@@ -95,6 +120,15 @@ class ShownValuesKept(forms.ModelForm):
             return field.to_python(self._widget_data_value(field.hidden_widget(), key))
         except forms.ValidationError:
             return current
+
+
+def _put(data: Any, key: str, value: Any) -> None:
+    """Set ``key`` in a form's data (a ``QueryDict`` or a plain dict) to a hidden input's value(s) as posted."""
+    values = [str(item) for item in value] if isinstance(value, (list, tuple)) else None
+    if values is not None and hasattr(data, "setlist"):
+        data.setlist(key, values)
+    else:
+        data[key] = values if values is not None else ("" if value is None else value)
 
 
 def _as_sent_back(value: Any) -> list[str]:
