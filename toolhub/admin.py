@@ -34,6 +34,7 @@ from toolhub.admin_helpers import (
     pretty_json,
 )
 from toolhub.admin_relations import SharedInPart
+from toolhub.admin_usernames import UserAddForm, UserEditForm
 from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
@@ -98,6 +99,8 @@ class TenantUserAdmin(GovernanceAudited, TenantScopedAdmin, CrossTenantChangesOn
     tenant_field = _MEMBER_TENANTS
     audit_tenant_fields = ()
     audit_tenant_lookups = USER_TENANTS
+    form = UserEditForm
+    add_form = UserAddForm
 
     def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> Any:
         """Django's password form saves without ``save_model``: the account as it was is kept here for the event."""

@@ -10,7 +10,7 @@ import unicodedata
 
 from django.utils.safestring import SafeData
 
-__all__ = ["shown", "visible_text"]
+__all__ = ["lookalike_problem", "shown", "visible_text"]
 
 
 def visible_text(text: str) -> str:
@@ -56,6 +56,26 @@ def _invisible(char: str) -> bool:
 def _escaped(char: str) -> str:
     code = ord(char)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+#: Scripts written together in one name (Japanese mixes kana and kanji, Korean hangul and hanja).
+_WRITTEN_TOGETHER = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL"})
+
+
+def lookalike_problem(name: str) -> str | None:
+    """Why ``name`` (an identifier people tell each other apart by) could read as another one; ``None`` if it can't.
+
+    Written out at display (:func:`visible_text`) is no defence where a name is read elsewhere (an e-mail, a
+    terminal, the trail's ``actor``): a name holding a character drawn as nothing (a Hangul filler), or mixing
+    look-alike letters of two scripts (a Cyrillic ``\u0430`` among Latin ones), is refused where it is chosen. A name in
+    one script (``zoë``, ``Ярослав``) is fine; all-Cyrillic look-alikes of a Latin name need a confusables table.
+    """
+    if visible_text(name) != name:
+        return f"it holds characters a page draws as nothing (invisible): {visible_text(name)}"
+    scripts = {unicodedata.name(char, "").split(" ")[0] for char in name if char.isalpha()}
+    if len(scripts - _WRITTEN_TOGETHER) + bool(scripts & _WRITTEN_TOGETHER) > 1:
+        return f"it mixes letters of several scripts ({', '.join(sorted(scripts))}), which look alike"
+    return None
 
 
 def shown(value: object) -> object:
