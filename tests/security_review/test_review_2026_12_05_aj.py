@@ -13,8 +13,8 @@ Findings:
    ``effect=deny`` with a forged ``initial-effect=deny``: the tenant check read a deny, the save kept the allow.
    Now an untouched field that changed since it was shown is validated as stored, so every check reads the row
    that will be saved.
-2. The admin's user pages took any name Django's ``\\w`` admits: ``alice\\u3164`` (a Hangul filler, drawn as
-   nothing) or ``\\u0430lice`` (a Cyrillic ``a``) read ``alice`` on the desk, in approvers' e-mail and as a trail
+2. The admin's user pages took any name Django's ``\w`` admits: ``alice\u3164`` (a Hangul filler, drawn as
+   nothing) or ``\u0430lice`` (a Cyrillic ``a``) read ``alice`` on the desk, in approvers' e-mail and as a trail
    event's actor, where ``visible_text`` does not reach. A username chosen there now holds no invisible character
    and no look-alike letters of two scripts (``toolhub.visible.lookalike_problem``); one-script names stay fine.
 
