@@ -43,10 +43,29 @@ logger = logging.getLogger(__name__)
 IPV6_CLIENT_PREFIX = 64
 
 
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _host(text: str) -> str:
+    """The address part of a proxy's entry: ``1.2.3.4:5678`` and ``[2001:db8::1]:443`` name their client with a port.
+
+    A proxy that writes the port (Azure's front ends do) would otherwise have every entry read as garbled, and every
+    client counted under the proxy's own address: one count per name for all of them, so one guesser locks a name
+    for everyone. A bare IPv6 address (its colons) is left whole.
+    """
+    text = text.strip()
+    if text.startswith("["):
+        inside, bracket, port = text[1:].partition("]")
+        return inside if bracket and (not port or (port[0] == ":" and _is_port(port[1:]))) else text
+    address, colon, port = text.partition(":")
+    return address if colon and _is_port(port) else text
+
+
 def _address(text: str) -> str | None:
     """The bucket of an address: itself for IPv4, its /64 network (first address) for IPv6; ``None`` if not one."""
     try:
-        address = ipaddress.ip_address(text.strip())
+        address = ipaddress.ip_address(_host(text))
     except ValueError:
         return None
     if isinstance(address, ipaddress.IPv6Address):

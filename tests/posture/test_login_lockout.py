@@ -122,7 +122,7 @@ def test_behind_a_declared_proxy_the_address_it_saw_is_the_client(settings: Any,
         (1, "<script>alert(1)</script>", "10.0.0.2"),
         (1, "1.2.3.4\x00", "10.0.0.2"),
         (1, "999.1.1.1", "10.0.0.2"),
-        (1, "1.2.3.4:5678", "10.0.0.2"),
+        (1, "1.2.3.4:5678", "1.2.3.4"),  # a proxy that writes its client's port (review d)
         (1, "1.1.1.1," * 5000 + "x", "10.0.0.2"),
         (1, " 1.2.3.4 ", "1.2.3.4"),
         (1, "9.9.9.9, 2001:DB8::1", "2001:db8::"),  # an IPv6 client counts as its /64
