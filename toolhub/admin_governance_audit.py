@@ -57,7 +57,7 @@ class GovernanceAudited:
         if stored is not None:
             before: dict[tuple[str, Any], Recorded] = getattr(request, _BEFORE, {})
             before[(obj._meta.label_lower, row_pk(obj))] = governance_recorded(
-                stored, tenants=self.audit_tenants(stored), excluded=self.audit_excluded_fields
+                stored, tenants=self.audit_tenants(stored), excluded=self.audit_excluded(stored)
             )
             setattr(request, _BEFORE, before)
 
@@ -87,6 +87,10 @@ class GovernanceAudited:
                 self._append(request, obj, "deleted")
             super().delete_queryset(request, queryset)  # type: ignore[misc]
 
+    def audit_excluded(self, obj: Any) -> tuple[str, ...]:
+        """The fields of ``obj`` no event holds: ``audit_excluded_fields``, or more for a row whose field may be one."""
+        return tuple(self.audit_excluded_fields)
+
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""
         return governance_tenants(obj, fields=self.audit_tenant_fields, lookups=self.audit_tenant_lookups)
@@ -97,6 +101,6 @@ class GovernanceAudited:
             action,
             actor=f"user:{request.user.get_username()}",
             tenants=self.audit_tenants(obj),
-            excluded=self.audit_excluded_fields,
+            excluded=self.audit_excluded(obj),
             before=before,
         )

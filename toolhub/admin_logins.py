@@ -2,15 +2,22 @@
 
 A login attempt names a username and an address but no tenant, so tenant-scoped staff never see these pages
 (:class:`CrossTenantOnly`). Deleting an attempt unlocks its (username, address) pair; that deletion is a governance
-audit event on the platform's chain. ``manage.py axes_reset_username <name>`` unlocks from the shell.
+audit event on the platform's chain, naming the typed name only when it is an account's (it may be a password typed
+in the wrong field). ``manage.py axes_reset_username <name>`` unlocks from the shell.
+
+The logins and failures themselves are the record of who signed in or tried to, from where: read-only here, so no
+one erases a break-in's trace from the console (``manage.py axes_reset_logs`` prunes old ones from the shell).
 """
+
+from typing import Any
 
 from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 
 from toolhub.admin_governance_audit import GovernanceAudited
-from toolhub.admin_helpers import CrossTenantOnly
+from toolhub.admin_helpers import CrossTenantOnly, ReadOnlyMixin
+from toolhub.login_guard import account_name
 
 
 @admin.register(AccessAttempt)
@@ -18,12 +25,16 @@ class LoginAttemptAdmin(GovernanceAudited, CrossTenantOnly, AccessAttemptAdmin):
     audit_tenant_fields = ()
     audit_excluded_fields = ("password", "post_data", "get_data")
 
+    def audit_excluded(self, obj: Any) -> tuple[str, ...]:
+        excluded = super().audit_excluded(obj)
+        return excluded if account_name(obj.username) else (*excluded, "username")
+
 
 @admin.register(AccessLog)
-class LoginLogAdmin(CrossTenantOnly, AccessLogAdmin):
+class LoginLogAdmin(ReadOnlyMixin, CrossTenantOnly, AccessLogAdmin):
     pass
 
 
 @admin.register(AccessFailureLog)
-class LoginFailureLogAdmin(CrossTenantOnly, AccessFailureLogAdmin):
+class LoginFailureLogAdmin(ReadOnlyMixin, CrossTenantOnly, AccessFailureLogAdmin):
     pass
