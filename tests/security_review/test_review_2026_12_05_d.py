@@ -37,8 +37,13 @@ Checked and found holding (no test here):
   ``definition_changed`` is stricter than before (it compares with the registry at clean time, not the tool the
   form was built with); MCP still answers an unknown and an inactive user's token alike.
 
-Noted, not changed: AccessAttempt's "Clean up expired attempts" action (axes') deletes only attempts past the
-cool-off, which lock nothing, without a trail event; an IPv6 client holding a /48 still has 65,536 /64 buckets.
+- Axes' "Clean up expired attempts" action (no permission but the list's, no trail event) deletes only attempts
+  past the cool-off, which lock nothing and which axes deletes itself at the next login of anyone; the audit export's
+  ``UnknownTenantError`` (d3c6a94) answers 404 only for a slug the viewer may name, as the text match did.
+
+Noted, not changed: an IPv6 client holding a /48 still has 65,536 /64 buckets; axes checks the pair's count before
+the password and records the failure after, so concurrent guesses all pass the check (12 concurrent posts on
+PostgreSQL: the count still locked the pair at five, whether more than five were compared was not established).
 """
 
 from typing import Any
