@@ -50,6 +50,8 @@ class GovernanceAudited:
     audit_tenant_fields: tuple[str, ...] = ("tenant",)
     audit_tenant_lookups: tuple[str, ...] = ()
     audit_excluded_fields: tuple[str, ...] = DEFAULT_EXCLUDED
+    #: Fields holding a name typed by someone not logged in: kept only when it is an account's.
+    audit_account_fields: tuple[str, ...] = ()
 
     def audit_remember(self, request: HttpRequest, obj: Any) -> None:
         """Keep the row as stored before a change, and the tenants it was bound to then, for :meth:`log_change`."""
@@ -57,7 +59,10 @@ class GovernanceAudited:
         if stored is not None:
             before: dict[tuple[str, Any], Recorded] = getattr(request, _BEFORE, {})
             before[(obj._meta.label_lower, row_pk(obj))] = governance_recorded(
-                stored, tenants=self.audit_tenants(stored), excluded=self.audit_excluded(stored)
+                stored,
+                tenants=self.audit_tenants(stored),
+                excluded=self.audit_excluded_fields,
+                accounts=self.audit_account_fields,
             )
             setattr(request, _BEFORE, before)
 
@@ -87,10 +92,6 @@ class GovernanceAudited:
                 self._append(request, obj, "deleted")
             super().delete_queryset(request, queryset)  # type: ignore[misc]
 
-    def audit_excluded(self, obj: Any) -> tuple[str, ...]:
-        """The fields of ``obj`` no event holds: ``audit_excluded_fields``, or more for a row whose field may be one."""
-        return tuple(self.audit_excluded_fields)
-
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""
         return governance_tenants(obj, fields=self.audit_tenant_fields, lookups=self.audit_tenant_lookups)
@@ -101,6 +102,7 @@ class GovernanceAudited:
             action,
             actor=f"user:{request.user.get_username()}",
             tenants=self.audit_tenants(obj),
-            excluded=self.audit_excluded(obj),
+            excluded=self.audit_excluded_fields,
+            accounts=self.audit_account_fields,
             before=before,
         )

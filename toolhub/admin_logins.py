@@ -3,13 +3,11 @@
 A login attempt names a username and an address but no tenant, so tenant-scoped staff never see these pages
 (:class:`CrossTenantOnly`). Deleting an attempt unlocks its (username, address) pair; that deletion is a governance
 audit event on the platform's chain, naming the typed name only when it is an account's (it may be a password typed
-in the wrong field). ``manage.py axes_reset_username <name>`` unlocks from the shell.
+in the wrong field), as the ``axes_reset*`` commands' (``toolhub.governed_commands``) are.
 
 The logins and failures themselves are the record of who signed in or tried to, from where: read-only here, so no
 one erases a break-in's trace from the console (``manage.py axes_reset_logs`` prunes old ones from the shell).
 """
-
-from typing import Any
 
 from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
@@ -17,17 +15,14 @@ from django.contrib import admin
 
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, ReadOnlyMixin
-from toolhub.login_guard import account_name
+from toolhub.governed_commands.base import LOGIN_ATTEMPT_ACCOUNTS, LOGIN_ATTEMPT_EXCLUDED
 
 
 @admin.register(AccessAttempt)
 class LoginAttemptAdmin(GovernanceAudited, CrossTenantOnly, AccessAttemptAdmin):
     audit_tenant_fields = ()
-    audit_excluded_fields = ("password", "post_data", "get_data")
-
-    def audit_excluded(self, obj: Any) -> tuple[str, ...]:
-        excluded = super().audit_excluded(obj)
-        return excluded if account_name(obj.username) else (*excluded, "username")
+    audit_excluded_fields = LOGIN_ATTEMPT_EXCLUDED
+    audit_account_fields = LOGIN_ATTEMPT_ACCOUNTS
 
 
 @admin.register(AccessLog)

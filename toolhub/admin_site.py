@@ -4,18 +4,22 @@ Django's page checks the old password with ``check_password``, so whoever held a
 shared workstation, a stolen cookie) could guess the account's real password without bound, and keep it for
 afterwards and elsewhere. Here the check is :func:`toolhub.login_guard.password_verify`: it counts toward the same
 (username, address) lockout as logins, and a locked pair gets the lockout page, with nothing changed.
-:class:`toolhub.apps.ToolhubAdminConfig` makes this site ``admin.site``.
+:class:`toolhub.apps.ToolhubAdminConfig` makes this site ``admin.site``. A password changed here is a
+``governance.changed`` event, as one changed on the user's page (only that it changed, never the hash).
 """
 
 from typing import Any
 
 from django.contrib.admin import AdminSite
 from django.contrib.admin.forms import AdminPasswordChangeForm
+from django.contrib.auth import get_user_model
 from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import reverse
 
+from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
 from toolhub.login_guard import password_verify
 
 __all__ = ["GuardedPasswordChangeForm", "ToolhubAdminSite"]
@@ -33,6 +37,19 @@ class GuardedPasswordChangeForm(AdminPasswordChangeForm):
         if not password_verify(self.request, self.user, old_password):
             raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
         return old_password
+
+    def save(self, commit: bool = True) -> Any:
+        """Saves the new password with its event, in the chains of the user's tenants, in one transaction."""
+        with transaction.atomic():
+            stored = get_user_model()._default_manager.get(pk=self.user.pk)  # the form's user may be request.user, lazy
+            tenants = governance_tenants(stored, fields=(), lookups=USER_TENANTS)
+            before = governance_recorded(stored, tenants=tenants)
+            user = super().save(commit=commit)
+            if commit:
+                stored.refresh_from_db()
+                actor = f"user:{self.request.user.get_username()}"
+                governance_append(stored, "changed", actor=actor, tenants=tenants, before=before)
+            return user
 
 
 class GuardedPasswordChangeView(PasswordChangeView):

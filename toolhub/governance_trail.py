@@ -6,15 +6,21 @@ event, with the same values (:func:`governance_values`), for a change made on an
 Secrets (``excluded`` fields: a password's hash, a token's key) never reach an event; a change to one is recorded
 as ``{"changed": true}`` only, and a row's label or id that shows one is redacted. A URL column is recorded with
 its secret parts written as ``[redacted]`` (``toolhub.url_secrets``: a hosted endpoint's key in its user info,
-query or path); a change to those parts alone is recorded as ``{"changed": true}``.
+query or path); a change to those parts alone is recorded as ``{"changed": true}``. A name typed by someone not
+logged in (``accounts`` fields: a login attempt's username) is kept only when it is an account's, since it may be a
+password typed in the wrong field.
 """
 
+import getpass
 import hashlib
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_save, pre_delete, pre_save
 from pydantic_core import to_jsonable_python
 
 from toolhub.audit import audit_append
@@ -24,8 +30,12 @@ __all__ = [
     "DEFAULT_EXCLUDED",
     "GROUP_TENANTS",
     "USER_TENANTS",
+    "account_named",
+    "Binding",
     "Recorded",
+    "command_actor",
     "governance_append",
+    "governance_recording",
     "governance_recorded",
     "governance_tenants",
     "governance_values",
@@ -58,12 +68,22 @@ def row_pk(obj: models.Model) -> Any:
     return getattr(obj, obj._meta.pk.attname)
 
 
-def governance_values(obj: models.Model, excluded: Iterable[str] = ()) -> dict[str, Any]:
+def account_named(name: Any) -> bool:
+    """Whether ``name`` is an account's username (a name that is not may be a password typed in the wrong field)."""
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    return bool(name) and user_model._default_manager.filter(**{user_model.USERNAME_FIELD: name}).exists()
+
+
+def governance_values(obj: models.Model, excluded: Iterable[str] = (), accounts: Iterable[str] = ()) -> dict[str, Any]:
     """The row's own columns (foreign keys as their ids) and many-to-many fields (sorted names), as JSON keeps them.
 
-    ``excluded`` names fields (secrets) left out.
+    ``excluded`` names fields (secrets) left out; ``accounts`` names fields holding a typed username, kept only
+    when it is an account's (else ``None``).
     """
     skip = set(excluded)
+    names = set(accounts)
     values: dict[str, Any] = {}
     for field in obj._meta.concrete_fields:
         if field.primary_key or field.name in skip or field.attname in skip:
@@ -71,7 +91,7 @@ def governance_values(obj: models.Model, excluded: Iterable[str] = ()) -> dict[s
         value = field.value_from_object(obj)
         if isinstance(field, models.URLField) and isinstance(value, str):
             value = url_redacted(value)
-        values[field.attname] = _plain(value)
+        values[field.attname] = None if field.name in names and not account_named(value) else _plain(value)
     if row_pk(obj) is not None:
         for field in obj._meta.many_to_many:
             if field.name in skip:
@@ -128,11 +148,15 @@ class Recorded:
 
 
 def governance_recorded(
-    obj: models.Model, *, tenants: Iterable[str], excluded: Iterable[str] = DEFAULT_EXCLUDED
+    obj: models.Model,
+    *,
+    tenants: Iterable[str],
+    excluded: Iterable[str] = DEFAULT_EXCLUDED,
+    accounts: Iterable[str] = (),
 ) -> Recorded:
     """``obj`` as stored now, for the ``changed`` event :func:`governance_append` writes after the change."""
     excluded = tuple(excluded)
-    return Recorded(governance_values(obj, excluded), _secret_digests(obj, excluded), tuple(tenants))
+    return Recorded(governance_values(obj, excluded, accounts), _secret_digests(obj, excluded), tuple(tenants))
 
 
 def _secrets(obj: models.Model, excluded: Iterable[str]) -> list[str]:
@@ -148,6 +172,7 @@ def governance_append(
     actor: str,
     tenants: Iterable[str],
     excluded: Iterable[str] = DEFAULT_EXCLUDED,
+    accounts: Iterable[str] = (),
     before: Recorded | None = None,
 ) -> None:
     """Append ``governance.<action>`` for ``obj`` to the chains of ``tenants`` (and ``before``'s; none: the platform's).
@@ -157,7 +182,7 @@ def governance_append(
     transaction of the change it records (``audit_append``).
     """
     excluded = tuple(excluded)
-    after = governance_values(obj, excluded)
+    after = governance_values(obj, excluded, accounts)
     chains = set(tenants)
     data: dict[str, Any]
     if before is None:
@@ -177,6 +202,10 @@ def governance_append(
         data = {"changes": changes}
     secrets = _secrets(obj, excluded)
     label = str(obj)
+    for name in accounts:
+        typed = getattr(obj, name, None)
+        if isinstance(typed, str) and typed and after.get(name) is None:
+            label = label.replace(typed, "[unknown name]")
     for secret in secrets:
         label = label.replace(secret, "[redacted]")
     ident = _plain(obj.pk)
@@ -185,3 +214,79 @@ def governance_append(
     payload = {"model": obj._meta.label_lower, "id": ident, "object": label[:200], **data}
     for tenant in sorted(chains) or [""]:
         audit_append(event_type=f"governance.{action}", actor=actor, data=payload, tenant=tenant)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a governing model's rows reach the trail: their tenants (as :func:`governance_tenants`) and secrets."""
+
+    fields: tuple[str, ...] = ()
+    lookups: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = DEFAULT_EXCLUDED
+    accounts: tuple[str, ...] = ()
+
+
+def command_actor() -> str:
+    """Who runs a management command, as the trail names them: the operating system's user."""
+    return f"command:{getpass.getuser()}"
+
+
+@contextmanager
+def governance_recording(*, actor: str, watched: dict[type[models.Model], Binding]) -> Iterator[None]:
+    """Within the block, one transaction: each row of ``watched`` saved or deleted is a governance event.
+
+    For code toolhub does not own (a third-party management command) that writes governing rows with no hook to
+    call :func:`governance_append` from; the events commit with the writes or not at all. A bulk ``delete()``
+    sends ``pre_delete`` for each row while a receiver listens, so it is recorded row by row too.
+    """
+    before: dict[tuple[str, Any], Recorded] = {}
+    thread = threading.get_ident()
+
+    def binding(sender: Any) -> Binding | None:
+        # Receivers are global while the block runs: another thread's writes are not this actor's.
+        return watched.get(sender) if threading.get_ident() == thread else None
+
+    def remember(sender: Any, instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
+        bound = binding(sender)
+        if bound is None or row_pk(instance) is None:
+            return
+        stored = sender._default_manager.filter(pk=row_pk(instance)).first()
+        if stored is not None:
+            tenants = governance_tenants(stored, fields=bound.fields, lookups=bound.lookups)
+            before[(sender._meta.label_lower, row_pk(instance))] = governance_recorded(
+                stored, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts
+            )
+
+    def saved(sender: Any, instance: models.Model, created: bool = False, **kwargs: Any) -> None:
+        bound = binding(sender)
+        if bound is None:
+            return
+        was = before.pop((sender._meta.label_lower, row_pk(instance)), None)
+        tenants = governance_tenants(instance, fields=bound.fields, lookups=bound.lookups)
+        action = "added" if created or was is None else "changed"
+        governance_append(
+            instance, action, actor=actor, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts, before=was
+        )
+
+    def deleted(sender: Any, instance: models.Model, **kwargs: Any) -> None:
+        bound = binding(sender)
+        if bound is None:
+            return
+        tenants = governance_tenants(instance, fields=bound.fields, lookups=bound.lookups)
+        governance_append(
+            instance, "deleted", actor=actor, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts
+        )
+
+    uid = f"toolhub.governance_recording.{id(before)}"
+    with transaction.atomic():
+        for model in watched:
+            pre_save.connect(remember, sender=model, weak=False, dispatch_uid=uid)
+            post_save.connect(saved, sender=model, weak=False, dispatch_uid=uid)
+            pre_delete.connect(deleted, sender=model, weak=False, dispatch_uid=uid)
+        try:
+            yield
+        finally:
+            for model in watched:
+                pre_save.disconnect(sender=model, dispatch_uid=uid)
+                post_save.disconnect(sender=model, dispatch_uid=uid)
+                pre_delete.disconnect(sender=model, dispatch_uid=uid)

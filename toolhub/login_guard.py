@@ -23,7 +23,7 @@ from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_credentials
 from axes.signals import user_locked_out
 from django.conf import settings
-from django.contrib.auth import authenticate, get_user_model
+from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.dispatch import receiver
@@ -31,7 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-__all__ = ["account_name", "attempted_username", "client_ip", "audit_lockout", "lockout_response", "password_verify"]
+__all__ = ["attempted_username", "client_ip", "audit_lockout", "lockout_response", "password_verify"]
 
 #: The longest name axes' tables (attempts, logins, failures) hold.
 STORED_NAME_LENGTH = 255
@@ -99,17 +99,6 @@ def client_ip(request: HttpRequest) -> str:
     return _address(forwarded[-proxies]) or peer
 
 
-def account_name(name: str | None) -> str | None:
-    """``name`` if it is an account's, else ``None``.
-
-    A typed name that is no account may be a password typed in the wrong field: no record meant to last (the audit
-    trail) keeps it.
-    """
-    user_model = get_user_model()
-    known = bool(name) and user_model._default_manager.filter(**{user_model.USERNAME_FIELD: name}).exists()
-    return name if known else None
-
-
 def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str) -> bool:
     """Whether ``password`` is ``user``'s, checked as a login of theirs from this request's address.
 
@@ -157,19 +146,21 @@ def audit_lockout(sender: Any, request: HttpRequest | None = None, username: str
     the append-only trail at will.
     """
     from toolhub.audit import audit_append
+    from toolhub.governance_trail import account_named
 
     if request is not None and getattr(request, "axes_failures_since_start", None) != settings.AXES_FAILURE_LIMIT:
         return
 
-    known = account_name(username)
+    name = username or ""
+    known = account_named(name)
     cool_off = getattr(settings, "AXES_COOLOFF_TIME", None)
     with transaction.atomic():
         audit_append(
             event_type="login.locked_out",
             actor="system:login-guard",
             data={
-                "username": known,
-                "known_user": known is not None,
+                "username": name if known else None,
+                "known_user": known,
                 "ip_address": kwargs.get("ip_address") or "",
                 "failure_limit": settings.AXES_FAILURE_LIMIT,
                 "cool_off_seconds": int(cool_off.total_seconds()) if cool_off else None,

@@ -80,6 +80,8 @@ USE_X_FORWARDED_HOST = _env_bool("DJANGO_USE_X_FORWARDED_HOST", False)
 INSTALLED_APPS = [
     # django.contrib.admin, its site's password change under the login lockout (toolhub.admin_site).
     "toolhub.apps.ToolhubAdminConfig",
+    # Before the apps whose commands change accounts, tokens and lockouts: its same-named ones record them.
+    "toolhub.governed_commands.apps.GovernedCommandsConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,0 +1,12 @@
+"""django-axes' ``axes_reset_username``: each attempt it deletes (a lockout lifted) is ``governance.deleted``."""
+
+from axes.management.commands import axes_reset_username
+from django.db import models
+
+from toolhub.governance_trail import Binding
+from toolhub.governed_commands.base import LOGIN_ATTEMPTS, GovernedCommand
+
+
+class Command(GovernedCommand, axes_reset_username.Command):
+    def governed(self) -> dict[type[models.Model], Binding]:
+        return LOGIN_ATTEMPTS

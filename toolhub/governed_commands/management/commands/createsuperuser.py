@@ -1,0 +1,12 @@
+"""Django's ``createsuperuser``, the account it adds recorded as ``governance.added`` (never its password)."""
+
+from django.contrib.auth.management.commands import createsuperuser
+from django.db import models
+
+from toolhub.governance_trail import Binding
+from toolhub.governed_commands.base import ACCOUNTS, GovernedCommand
+
+
+class Command(GovernedCommand, createsuperuser.Command):
+    def governed(self) -> dict[type[models.Model], Binding]:
+        return ACCOUNTS
