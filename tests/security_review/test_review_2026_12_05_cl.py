@@ -23,10 +23,10 @@ output, a directory, a missing folder, an unknown tenant and malformed ``--from-
 before anything is recorded; the file is written beside and renamed into place. ``toolhub_db_roles`` prints the
 name of the password's variable, never the password. ``generate_calls`` refuses without the demo app.
 
-Not fixed: ``drf_create_token`` and ``axes_reset*`` (third-party commands) change API tokens and login lockouts
-without the ``governance.*`` event the admin's pages for the same rows append (toolhub comes after
-``rest_framework.authtoken`` and ``axes`` in INSTALLED_APPS, so a same-named command of its own would not win;
-moving it risks template precedence). ``audit_export`` records ``audit.exported`` before the file is written (the
+Not fixed here: ``drf_create_token`` and ``axes_reset*`` (third-party commands) changed API tokens and login
+lockouts without the ``governance.*`` event the admin's pages append; since fixed by review l
+(``toolhub.governed_commands``, a model-less app placed before theirs).
+``audit_export`` records ``audit.exported`` before the file is written (the
 record is part of the export), so a write that fails afterwards leaves the record; the error now says so.
 ``load_demo`` still moves global agents named like its own into acme (databases from before agents had
 tenants) with a bulk update and no event; a broken pipe on stdout ends in Python's traceback.
