@@ -13,6 +13,7 @@ password typed in the wrong field.
 
 import getpass
 import hashlib
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -227,8 +228,16 @@ class Binding:
 
 
 def command_actor() -> str:
-    """Who runs a management command, as the trail names them: the operating system's user."""
-    return f"command:{getpass.getuser()}"
+    """Who runs a management command, as the trail names them: the operating system's user.
+
+    A container may run under a numeric user with no name (no ``passwd`` entry, no ``USER``): then its number, so
+    a command that must record never fails for want of a name.
+    """
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"command:{name}"
 
 
 @contextmanager

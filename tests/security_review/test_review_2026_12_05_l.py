@@ -308,3 +308,19 @@ def test_axes_reset_keeps_no_name_that_is_no_account(alice: User) -> None:
         (json.loads(e.data)["values"]["username"] or "") for e in events("governance.deleted", "axes.accessattempt")
     )
     assert names == ["", "alice"]
+
+
+def test_a_command_run_by_a_user_with_no_name_still_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found (after review l): ``command_actor`` called ``getpass.getuser()``, which raises in a container running
+    under a numeric user with no ``passwd`` entry and no ``USER``, so every recorded command failed there. Expect:
+    the user's number as the actor."""
+    import getpass
+    import os
+
+    from toolhub.governance_trail import command_actor
+
+    def nameless() -> str:
+        raise KeyError("getpwuid(): uid not found: 1000740000")
+
+    monkeypatch.setattr(getpass, "getuser", nameless)
+    assert command_actor() == f"command:uid-{os.getuid()}"

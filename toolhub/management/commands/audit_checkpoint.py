@@ -4,7 +4,6 @@
 missing folder is refused before anything is signed, and the file is written whole (``toolhub.new_files``).
 """
 
-import getpass
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
+from toolhub.governance_trail import command_actor
 from toolhub.new_files import new_file_refusal, write_new
 
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        actor = f"command:{getpass.getuser()}"
+        actor = command_actor()
         output = Path(options["output"]) if options["output"] else None
         refusal = output and new_file_refusal(output)
         if refusal:

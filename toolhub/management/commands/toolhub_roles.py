@@ -9,14 +9,19 @@ in the chains of the tenants whose people hold the role (the platform's when nob
 administrator had added and the command removed is seen there.
 """
 
-import getpass
 from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from toolhub.governance_trail import GROUP_TENANTS, governance_append, governance_recorded, governance_tenants
+from toolhub.governance_trail import (
+    GROUP_TENANTS,
+    command_actor,
+    governance_append,
+    governance_recorded,
+    governance_tenants,
+)
 
 #: What auditors read, and operators and developers too: every record of the console, changed by nobody.
 READ_ONLY: tuple[str, ...] = (
@@ -91,7 +96,7 @@ def roles_sync(roles: dict[str, tuple[str, ...]] = ROLES, *, actor: str = "") ->
             f"Unknown permission(s): {', '.join(sorted(set(missing)))}. Run `manage.py migrate` first, "
             "or correct the names in toolhub/management/commands/toolhub_roles.py."
         )
-    actor = actor or f"command:{getpass.getuser()}"
+    actor = actor or command_actor()
     with transaction.atomic():
         for role, permissions in resolved.items():
             group, created = Group.objects.get_or_create(name=role)
