@@ -1,7 +1,9 @@
 """Plain helpers shared by every test suite."""
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.test import Client
@@ -19,6 +21,25 @@ def console(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def confirmation_fields(html: str) -> dict[str, Any]:
+    """The hidden fields of an action's confirmation page (``CommentActionMixin``), as a browser posts them.
+
+    Add the form's own fields (a note, a comment) and post them to the list to confirm.
+    """
+    form = re.search(r'<form[^>]*id="action-with-comment-form"[^>]*>(.*?)</form>', html, re.S)
+    assert form, f"no confirmation page: {html[:500]}"
+    posted: dict[str, list[str]] = {}
+    for name, value in re.findall(r'<input type="hidden" name="(?!csrf)(\w+)" value="([^"]*)"', form.group(1)):
+        posted.setdefault(name, []).append(value)
+    return {name: values[0] if len(values) == 1 else values for name, values in posted.items()}
+
+
+def action_confirmation(client: Client, changelist: str, action: str, selected: Sequence[Any]) -> dict[str, Any]:
+    """Choose ``action`` for ``selected`` on the list: what confirming its page posts (``confirmation_fields``)."""
+    page = client.post(changelist, {"action": action, "_selected_action": [str(pk) for pk in selected]})
+    return confirmation_fields(page.content.decode())
 
 
 def event_types(call: ToolCall) -> list[str]:

@@ -3,7 +3,8 @@
 Django's page checks the old password with ``check_password``, so whoever held an operator's unlocked session (a
 shared workstation, a stolen cookie) could guess the account's real password without bound, and keep it for
 afterwards and elsewhere. Here the check is :func:`toolhub.login_guard.password_verify`: it counts toward the same
-(username, address) lockout as logins, and a locked pair gets the lockout page, with nothing changed.
+(username, address) lockout as logins, and a locked pair gets the lockout page, with nothing changed; while the pair
+is locked, the page itself (a GET) answers with that lockout page too, rather than invite a password it will refuse.
 :class:`toolhub.apps.ToolhubAdminConfig` makes this site ``admin.site``. A password changed here is a
 ``governance.changed`` event, as one changed on the user's page (only that it changed, never the hash).
 """
@@ -20,7 +21,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.urls import reverse
 
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
-from toolhub.login_guard import password_verify
+from toolhub.login_guard import lockout_response, password_locked, password_verify
 
 __all__ = ["GuardedPasswordChangeForm", "ToolhubAdminSite"]
 
@@ -73,4 +74,7 @@ class ToolhubAdminSite(AdminSite):
         if self.password_change_template is not None:
             defaults["template_name"] = self.password_change_template
         request.current_app = self.name
+        if request.method != "POST" and password_locked(request, request.user):
+            # A POST goes through the check (axes refuses it and restarts the cool-off); the form is not offered.
+            return lockout_response(request)
         return GuardedPasswordChangeView.as_view(**defaults)(request)

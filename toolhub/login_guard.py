@@ -31,7 +31,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-__all__ = ["attempted_username", "client_ip", "audit_lockout", "lockout_response", "password_verify"]
+__all__ = [
+    "attempted_username",
+    "client_ip",
+    "audit_lockout",
+    "lockout_response",
+    "password_locked",
+    "password_verify",
+]
 
 #: The longest name axes' tables (attempts, logins, failures) hold.
 STORED_NAME_LENGTH = 255
@@ -114,6 +121,16 @@ def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str)
     if settings.AXES_ENABLED and settings.AXES_RESET_ON_SUCCESS:
         AxesProxyHandler.get_implementation().reset_user_attempts(request, get_credentials(username))
     return True
+
+
+def password_locked(request: HttpRequest, user: AbstractBaseUser) -> bool:
+    """Whether ``user``'s (username, address) pair is locked out now: a page asking for their password answers so.
+
+    Only reads the count (``AxesProxyHandler.is_locked``): showing the form is no attempt, so nothing is counted.
+    """
+    if not settings.AXES_ENABLED:
+        return False
+    return bool(AxesProxyHandler.is_locked(request, get_credentials(user.get_username())))
 
 
 def lockout_response(

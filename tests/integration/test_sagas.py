@@ -22,6 +22,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from demo.models import Account, LedgerEntry
+from tests.helpers import action_confirmation
 from tests.integration.workers import LOG_DIR, ROOT, Worker, wait_for
 from tests.testapp.models import SideEffect
 from toolhub.audit_verify import verify_audit_chains
@@ -255,9 +256,8 @@ def test_a_compensation_that_always_fails_is_retried_per_policy_then_needs_atten
     admin.force_login(operator)
     listed = admin.get("/admin/sagas/saga/?attention=yes").content.decode()
     assert key in listed
-    response = admin.post(
-        "/admin/sagas/saga/", {"action": "retry_selected", "_selected_action": [saga.pk]}, follow=True
-    )
+    confirmation = action_confirmation(admin, "/admin/sagas/saga/", "retry_selected", [saga.pk])
+    response = admin.post("/admin/sagas/saga/", confirmation, follow=True)
     assert "1 compensation(s) retried." in response.content.decode()
 
     # then the same compensation call runs once more and succeeds; the saga is compensated

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create, run_start
+from tests.helpers import action_confirmation
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
@@ -153,7 +154,9 @@ def test_operators_see_sagas_that_need_attention_and_retry_or_resolve_them(alice
 
     # retry after the cause is fixed
     RELEASE_FAILS["on"] = False
-    done = client.post("/admin/sagas/saga/", {"action": "retry_selected", "_selected_action": [saga.pk]}, follow=True)
+    # retry lists what it will retry first; confirming retries exactly that
+    confirmation = action_confirmation(client, "/admin/sagas/saga/", "retry_selected", [saga.pk])
+    done = client.post("/admin/sagas/saga/", confirmation, follow=True)
     assert "1 compensation(s) retried." in done.content.decode()
     failed.refresh_from_db()
     assert failed.status == CompensationStatus.SUCCEEDED

@@ -17,10 +17,27 @@ from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, 
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
-from toolhub.sagas.models import Compensation, CompensationAttempt, Rollback, Saga, SagaStatus
-from toolhub.sagas.recovery import StaleRetryError, compensation_resolve, compensation_retry, retry_marks, saga_retry
+from toolhub.sagas.models import (
+    ATTENTION_COMPENSATION_STATUSES,
+    Compensation,
+    CompensationAttempt,
+    Rollback,
+    Saga,
+    SagaStatus,
+)
+from toolhub.sagas.recovery import (
+    StaleRetryError,
+    compensation_mark,
+    compensation_resolve,
+    compensations_retry,
+    retry_marks,
+    saga_retry,
+)
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.selectors import withheld_names
+
+#: Each listed compensation's mark travels in a hidden field ``mark_<id>`` of the confirmation page.
+MARK_PREFIX = "mark_"
 
 
 def _call_link(call_id: Any) -> str:
@@ -64,12 +81,65 @@ class _OperatorActions(CommentActionMixin):
     def _compensations_of(self, queryset: QuerySet[Any]) -> list[Compensation]:
         raise NotImplementedError
 
-    def _retry(self, request: HttpRequest, queryset: QuerySet[Any], attention_only: bool) -> None:
+    def _scope_of(self, queryset: QuerySet[Any]) -> QuerySet[Compensation]:
+        """Every compensation of the selected rows (read again at each request: the page is what binds them)."""
+        raise NotImplementedError
+
+    def _retry(self, request: HttpRequest, queryset: QuerySet[Any], action: str) -> HttpResponse | None:
+        """List what needs attention with each row's mark; once confirmed, retry exactly that or nothing."""
+        scope = self._scope_of(queryset)
+        chosen = list(
+            scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES)
+            .select_related("saga")
+            .order_by("saga_id", "-sequence")
+        )
+        if not chosen and "apply" not in request.POST:
+            self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)  # type: ignore[attr-defined]
+            return None
+        table = admin_table(
+            "selected-compensations",
+            ("Saga", "Step #", "Step", "Compensation", "Status", "Attempts", "Last error", "Last change"),
+            (
+                (
+                    short_id(c.saga.key),
+                    c.sequence,
+                    c.step_tool,
+                    c.tool_name,
+                    c.status,
+                    f"{c.attempts} / {c.max_attempts}",
+                    c.last_error or "-",
+                    time_cell(c.updated_at),
+                )
+                for c in chosen
+            ),
+        )
+        page = CommentActionPage(
+            title="Retry compensations",
+            intro=f"These {len(chosen)} compensation(s) will run again, each with a fresh round of attempts. If any "
+            "of them (or of the selected rows' compensations needing attention) changes before you confirm, nothing "
+            "is retried.",
+            table=table,
+            submit=f"Retry {len(chosen)} compensation(s)",
+            # What the page shows, row by row: the retry is bound to it (``compensations_retry(seen=...)``).
+            hidden={f"{MARK_PREFIX}{c.pk}": compensation_mark(c) for c in chosen},
+        )
+        form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
+            request, forms.Form, action=action, selected=queryset, page=page
+        )
+        if form is None:
+            return confirmation
+        seen = [value for key, value in request.POST.items() if key.startswith(MARK_PREFIX)]
         actor = f"user:{request.user.get_username()}"
-        chosen = self._compensations_of(queryset)
-        if attention_only:
-            chosen = [c for c in chosen if c.status in {"failed", "unknown", "held"}]
-        self._apply(request, chosen, "retried", lambda c: compensation_retry(compensation=c, actor=actor))
+        try:
+            retried = compensations_retry(scope=scope, actor=actor, seen=seen)
+        except InvalidTransitionError as exc:  # StaleRetryError included: all or nothing
+            self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
+            return None
+        if retried:
+            self.message_user(request, f"{retried} compensation(s) retried.", messages.SUCCESS)  # type: ignore[attr-defined]
+        else:
+            self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)  # type: ignore[attr-defined]
+        return None
 
     def _resolve(self, request: HttpRequest, queryset: QuerySet[Any], action: str) -> HttpResponse | None:
         chosen = self._compensations_of(queryset)
@@ -247,9 +317,12 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
             .order_by("saga_id", "-sequence")
         )
 
+    def _scope_of(self, queryset: QuerySet[Saga]) -> QuerySet[Compensation]:
+        return Compensation.objects.filter(saga__in=queryset)
+
     @admin.action(description="Retry the compensations that need attention", permissions=["operate"])
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> None:
-        self._retry(request, queryset, attention_only=True)
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> HttpResponse | None:
+        return self._retry(request, queryset, "retry_selected")
 
     @admin.action(description="Resolve by hand the compensations that need attention", permissions=["operate"])
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Saga]) -> HttpResponse | None:
@@ -353,9 +426,12 @@ class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admi
     def _compensations_of(self, queryset: QuerySet[Compensation]) -> list[Compensation]:
         return list(queryset.select_related("saga").order_by("saga_id", "-sequence"))
 
+    def _scope_of(self, queryset: QuerySet[Compensation]) -> QuerySet[Compensation]:
+        return Compensation.objects.filter(pk__in=queryset.values("pk"))
+
     @admin.action(description="Retry (or compensate a held step)", permissions=["operate"])
-    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Compensation]) -> None:
-        self._retry(request, queryset, attention_only=False)
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Compensation]) -> HttpResponse | None:
+        return self._retry(request, queryset, "retry_selected")
 
     @admin.action(description="Resolve by hand", permissions=["operate"])
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Compensation]) -> HttpResponse | None:

@@ -9,6 +9,7 @@ from collections.abc import Collection
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from toolhub.conf import toolhub_settings
@@ -36,12 +37,15 @@ __all__ = [
     "saga_retry",
     "saga_resolve",
     "retry_marks",
+    "compensation_mark",
+    "compensation_marks",
+    "compensations_retry",
     "StaleRetryError",
 ]
 
 
 class StaleRetryError(InvalidTransitionError):
-    """What needs attention is not what the operator's page showed: nothing was retried."""
+    """What the action would act on is not what the operator's page showed: nothing was done."""
 
 
 def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper") -> bool:
@@ -177,38 +181,60 @@ def compensation_resolve(
     return current
 
 
-def retry_marks(saga: Saga) -> list[str]:
-    """What a retry of ``saga`` would act on, as a page shows it: each compensation needing attention, its state.
+def compensation_mark(compensation: Compensation) -> str:
+    """What a page showed of one compensation: it changes with every move (status, attempts, last change)."""
+    return f"{compensation.pk}:{compensation.status}:{compensation.attempts}:{compensation.updated_at.isoformat()}"
 
-    A mark changes with every move of its compensation (status, attempts, last change), so a page's marks say
-    exactly what the operator read; ``saga_retry(seen=...)`` compares them with the saga's as they are.
-    """
-    attention = saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).order_by("-sequence")
+
+def compensation_marks(scope: QuerySet[Compensation]) -> list[str]:
+    """The marks of the compensations ``scope`` holds now, as a page lists them to act on."""
     return [
-        f"{c.pk}:{c.status}:{c.attempts}:{c.updated_at.isoformat()}"
-        for c in attention.only("pk", "status", "attempts", "updated_at")
+        compensation_mark(c)
+        for c in scope.order_by("saga_id", "-sequence").only("pk", "status", "attempts", "updated_at")
     ]
 
 
-def saga_retry(*, saga: Saga, actor: str, seen: Collection[str] | None = None) -> int:
-    """Retry every compensation of the saga that needs attention; return how many.
+def retry_marks(saga: Saga) -> list[str]:
+    """What a retry of ``saga`` would act on, as a page shows it: the marks of its compensations needing attention.
 
-    ``seen``: the ``retry_marks`` the operator's page showed. Compared under the saga's row lock, so a retry
-    runs only what they read: a compensation whose state moved since (a first retry of a double click that
-    finished as unknown, one newly needing attention) refuses the whole retry with ``StaleRetryError``.
-    ``None``: trusted code, which retries what needs attention now.
+    ``saga_retry(seen=...)`` compares them with the saga's as they are.
+    """
+    return compensation_marks(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES))
+
+
+def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, done: str) -> list[Compensation]:
+    """Lock the sagas of ``scope`` and return its compensations, refused when they are not the ``seen`` ones.
+
+    In the caller's transaction, the sagas' rows locked in one order (no deadlock between two pages): nothing of
+    theirs moves between the comparison and the action. ``None``: trusted code, which acts on the scope as it is now.
+    """
+    saga_ids = scope.values("saga_id")
+    list(Saga.objects.select_for_update().filter(pk__in=saga_ids).order_by("pk").values_list("pk", flat=True))
+    if seen is not None and sorted(seen) != sorted(compensation_marks(scope)):
+        raise StaleRetryError(
+            f"The compensations changed since you read this page; nothing was {done}. "
+            "Read them again as they stand now."
+        )
+    return list(scope.order_by("saga_id", "-sequence"))
+
+
+def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: Collection[str] | None = None) -> int:
+    """Retry the compensations of ``scope`` that need attention, all or none; return how many.
+
+    ``seen``: the marks (``compensation_mark``) of the page the operator confirmed on. Compared under the sagas'
+    row locks, so a retry runs only what they read: one whose state moved since (a first retry of a double click
+    that finished as unknown, one newly needing attention) refuses the whole retry with ``StaleRetryError``.
     """
     with transaction.atomic():
-        saga = Saga.objects.select_for_update().get(pk=saga.pk)
-        if seen is not None and sorted(seen) != sorted(retry_marks(saga)):
-            raise StaleRetryError(
-                "The compensations needing attention changed since you read this page; nothing was retried. "
-                "Read the saga again as it stands now."
-            )
-        ids = list(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES).values_list("id", flat=True))
-        for compensation in Compensation.objects.filter(pk__in=ids).order_by("-sequence"):
+        chosen = _hold_as_seen(scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES), seen, "retried")
+        for compensation in chosen:
             compensation_retry(compensation=compensation, actor=actor)
-    return len(ids)
+    return len(chosen)
+
+
+def saga_retry(*, saga: Saga, actor: str, seen: Collection[str] | None = None) -> int:
+    """Retry every compensation of the saga that needs attention, bound to the page's ``retry_marks`` (``seen``)."""
+    return compensations_retry(scope=saga.compensations.all(), actor=actor, seen=seen)
 
 
 def saga_resolve(*, saga: Saga, actor: str, note: str, by: AbstractBaseUser | None = None) -> int:
