@@ -24,8 +24,8 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
 from tests.browser.conftest import ARTIFACTS, admin_login, start_waiting_run
 from tests.sagas.sample_tools import RELEASE_FAILS, TOOLS
-from toolhub.models import Tenant, TenantMembership, ToolCall, ToolDefinition
-from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
+from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall, ToolDefinition
+from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
 from toolhub.tools.registry import registry
 
@@ -251,10 +251,8 @@ def trip_tools(settings: Any) -> Iterator[None]:
     RELEASE_FAILS["on"] = False
 
 
-def test_an_operator_retries_a_failed_compensation_from_the_sagas_page(
-    demo: dict[str, User], trip_tools: None, desk: Page
-) -> None:
-    # given: alice's trip fails at its third step and the seat's release fails for good
+def _failed_trip(demo: dict[str, User]) -> Saga:
+    """alice's trip: it fails at its third step and the seat's release fails for good (the saga needs attention)."""
     RELEASE_FAILS["on"] = True
     agent_create(
         name="trip",
@@ -273,11 +271,20 @@ def test_an_operator_retries_a_failed_compensation_from_the_sagas_page(
         sagas_sweep()
     saga = Saga.objects.get(key=str(run.pk))
     assert saga.status == SagaStatus.NEEDS_ATTENTION
+    return saga
+
+
+def test_an_operator_retries_a_failed_compensation_from_the_sagas_page(
+    demo: dict[str, User], trip_tools: None, desk: Page
+) -> None:
+    # given: alice's trip fails at its third step and the seat's release fails for good
+    saga = _failed_trip(demo)
+    run_pk = saga.run_id
 
     # when: the operator opens the saga (Sagas opens for them), the cause is fixed, and they retry
     admin_login(desk, "operator", "operator")
     desk.goto("/admin/sagas/saga/?attention=yes")
-    expect(desk.locator("#result_list")).to_contain_text(str(run.pk)[:8])
+    expect(desk.locator("#result_list")).to_contain_text(str(run_pk)[:8])
     desk.goto(f"/admin/sagas/saga/{saga.pk}/change/")
     expect(desk.locator("#saga-retry")).to_contain_text("1 compensation(s) of this saga need attention")
     expect(desk.locator("#saga-attempts")).to_contain_text("failed")
@@ -294,7 +301,7 @@ def test_an_operator_retries_a_failed_compensation_from_the_sagas_page(
     assert saga.compensations.get(step_tool="reserve").status == CompensationStatus.SUCCEEDED
 
     # and the run's page shows the saga with its compensations
-    desk.goto(f"/admin/agents_app/agentrun/{run.pk}/change/")
+    desk.goto(f"/admin/agents_app/agentrun/{run_pk}/change/")
     expect(desk.locator("#run-saga")).to_contain_text("compensated")
     expect(desk.locator("#run-compensations")).to_contain_text("release")
     shot(desk, "20-run-with-saga")
@@ -352,3 +359,40 @@ def test_the_queue_refreshes_by_itself_when_a_request_arrives(
     desk.wait_for_timeout(5_000)
     assert desk.evaluate("window.__same_page === true")
     expect(desk.locator("#desk-title")).to_have_text("Approval desk: 2 pending")
+
+
+def test_an_operator_retries_from_the_sagas_list_what_its_confirmation_page_listed(
+    demo: dict[str, User], trip_tools: None, desk: Page
+) -> None:
+    # given: a saga whose seat release failed for good
+    saga = _failed_trip(demo)
+    release = saga.compensations.get(step_tool="reserve")
+
+    # when: the operator ticks it on the list and chooses "Retry": the page lists what will be retried, nothing yet
+    admin_login(desk, "operator", "operator")
+    desk.goto("/admin/sagas/saga/?attention=yes")
+    desk.locator(f"input[name=_selected_action][value='{saga.pk}']").check()
+    desk.select_option("select[name=action]", "retry_selected")
+    desk.get_by_role("button", name="Go").click()
+    expect(desk.locator("#selected-compensations tbody tr")).to_have_count(1)
+    expect(desk.locator("#selected-compensations")).to_contain_text("release")
+    shot(desk, "21-operator-saga-list-retry-confirmation")
+    assert not AuditEvent.objects.filter(event_type="compensation.retry_requested").exists()
+
+    # and the compensation moves before they confirm: refused, nothing retried
+    Compensation.objects.filter(pk=release.pk).update(attempts=release.attempts + 1)
+    desk.get_by_role("button", name="Retry 1 compensation(s)").click()
+    expect(desk.locator(".messagelist .error")).to_contain_text("changed since you read this page; nothing was retried")
+    assert not AuditEvent.objects.filter(event_type="compensation.retry_requested").exists()
+
+    # then: chosen again (the page shows it as it is now) and confirmed, it runs once
+    RELEASE_FAILS["on"] = False
+    desk.locator(f"input[name=_selected_action][value='{saga.pk}']").check()
+    desk.select_option("select[name=action]", "retry_selected")
+    desk.get_by_role("button", name="Go").click()
+    desk.get_by_role("button", name="Retry 1 compensation(s)").click()
+    expect(desk.locator(".messagelist .success")).to_contain_text("1 compensation(s) retried.")
+    shot(desk, "22-operator-saga-list-retried")
+    saga.refresh_from_db()
+    assert saga.status == SagaStatus.COMPENSATED
+    assert AuditEvent.objects.filter(event_type="compensation.retry_requested").count() == 1
