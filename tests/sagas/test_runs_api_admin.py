@@ -174,11 +174,8 @@ def test_resolving_by_hand_from_the_admin_records_the_note(alice: User, operator
         sagas_sweep()
     failed = Compensation.objects.get(saga__key=str(run.id), step_tool="reserve")
     client = _operator_client(operator)
-    done = client.post(
-        "/admin/sagas/compensation/",
-        {"action": "resolve_selected", "_selected_action": [failed.pk], "apply": "yes", "note": "released by phone"},
-        follow=True,
-    )
+    confirmation = action_confirmation(client, "/admin/sagas/compensation/", "resolve_selected", [failed.pk])
+    done = client.post("/admin/sagas/compensation/", {**confirmation, "note": "released by phone"}, follow=True)
     assert "1 compensation(s) resolved." in done.content.decode()
     failed.refresh_from_db()
     assert failed.status == CompensationStatus.RESOLVED and failed.resolution_note == "released by phone"

@@ -12,7 +12,11 @@ Findings:
    last change) in a hidden field; confirming runs ``compensations_retry(seen=...)``, which compares the marks under
    the sagas' row locks and refuses the whole retry, nothing retried, when any differs. The saga page's own Retry
    (``saga_retry``, review ci) now goes through the same service.
-2. While a (username, address) pair was locked out by django-axes, a GET of the admin's password-change page still
+2. The same lists' "Resolve by hand" showed a confirmation page, but the confirming POST resolved what needed
+   attention then: a compensation of the saga that failed after the page was read was marked resolved unseen, and
+   toolhub would never run it. Its page now carries the same marks and ``compensations_resolve(seen=...)`` refuses,
+   nothing resolved, when they differ.
+3. While a (username, address) pair was locked out by django-axes, a GET of the admin's password-change page still
    showed the form (only its POST was refused): a locked-out user was invited to type a password. The GET now answers
    the lockout page (429, Retry-After), as the POST does.
 
@@ -26,9 +30,6 @@ Checked and holding (the other bulk actions, ``actions =`` / ``@admin.action``):
 - Remote MCP tools' "Accept offered": bound to each definition's hash shown (``reviewed_hash``), refused when the
   server changed it since. Servers' "Fetch tools": reads the server's offer and quarantines changes; it acts on no
   state shown on the page (idempotent).
-
-Not fixed here (see the report): the sagas' and compensations' "Resolve by hand" has a confirmation page but
-resolves the compensations needing attention at the confirming POST, not the rows its page listed.
 """
 
 from typing import Any
@@ -105,15 +106,7 @@ def test_the_saga_list_retry_refuses_a_saga_that_gained_a_compensation_needing_a
     confirmation = action_confirmation(client, SAGAS, "retry_selected", [acme.saga.pk])
     assert len([name for name in confirmation if name.startswith("mark_")]) == 1
 
-    newly_failed = Compensation.objects.create(
-        saga=acme.saga,
-        sequence=acme.compensation.sequence + 1,
-        step_call=acme.artifact_call,
-        step_tool=acme.artifact_call.tool_name,
-        tool_name="credit",
-        status=CompensationStatus.FAILED,
-        last_error="the bank timed out",
-    )
+    newly_failed = _newly_failed(acme)
     answer = client.post(SAGAS, confirmation, follow=True)
 
     assert any("changed since you read this page" in m for m in _messages(answer)), _messages(answer)
@@ -148,6 +141,41 @@ def test_a_list_retry_runs_what_its_page_listed_once(
     assert AuditEvent.objects.filter(event_type="compensation.retry_requested").count() == 1
     assert Compensation.objects.get(pk=acme.compensation.pk).status == CompensationStatus.SUCCEEDED
     assert Account.objects.get(account_id="ACC-ACME").balance == 1000
+
+
+def _newly_failed(acme: AcmeData) -> Compensation:
+    """Another step of acme's saga whose compensation failed (after the operator's page was read)."""
+    return Compensation.objects.create(
+        saga=acme.saga,
+        sequence=acme.compensation.sequence + 1,
+        step_call=acme.artifact_call,
+        step_tool=acme.artifact_call.tool_name,
+        tool_name="credit",
+        status=CompensationStatus.FAILED,
+        last_error="the bank timed out",
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_saga_list_resolve_refuses_a_compensation_it_did_not_list(acme: AcmeData, acme_operator: User) -> None:
+    """Found: the confirmation page of "Resolve by hand" listed acme's held compensation; another of the saga's
+    compensations failed before the operator confirmed, and the confirm resolved both: the unseen one marked done
+    by hand, never to run.
+
+    Expect: refused ("changed since you read this page; nothing was resolved"), both left as they were, nobody
+    named as having resolved anything.
+    """
+    _hold(acme)
+    client = console(acme_operator)
+    confirmation = action_confirmation(client, SAGAS, "resolve_selected", [acme.saga.pk])
+    newly_failed = _newly_failed(acme)
+
+    answer = client.post(SAGAS, {**confirmation, "note": "refunded by hand"}, follow=True)
+
+    assert any("changed since you read this page; nothing was resolved" in m for m in _messages(answer))
+    assert Compensation.objects.get(pk=newly_failed.pk).status == CompensationStatus.FAILED
+    assert Compensation.objects.get(pk=acme.compensation.pk).status == CompensationStatus.HELD
+    assert not Compensation.objects.filter(resolved_by__gt="").exists()
 
 
 SESSION_THIEF = "203.0.113.77"

@@ -42,7 +42,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from agents_app.services import agent_create
-from tests.helpers import console
+from tests.helpers import action_confirmation, console
 from tests.security_review.conftest import client_for, rolled_back_step
 from tests.tenancy.conftest import make_user
 from toolhub import Param, Tool, registry, tool
@@ -130,19 +130,22 @@ def test_an_operator_resolves_by_hand_the_compensation_of_their_own_step(
     )
     compensation = Compensation.objects.get(step_call=step)
     assert compensation.status in {CompensationStatus.RETRY_SCHEDULED, CompensationStatus.FAILED}
-    form = {
-        "action": "resolve_selected",
-        "_selected_action": [str(compensation.pk)],
-        "note": "refunded by hand",
-        "apply": "1",
-    }
+    changelist = "/admin/sagas/compensation/"
 
-    page = console(acme_operator).post("/admin/sagas/compensation/", form, follow=True)
+    def confirmed(user: User) -> Any:  # through the confirmation page, as a browser posts it (bound to its marks)
+        client = console(user)
+        form = {
+            **action_confirmation(client, changelist, "resolve_selected", [compensation.pk]),
+            "note": "refunded by hand",
+        }
+        return client.post(changelist, form, follow=True)
+
+    page = confirmed(acme_operator)
     compensation.refresh_from_db()
     assert compensation.status != CompensationStatus.RESOLVED, "the operator resolved the undoing of their own step"
     assert "undoes your own step" in page.content.decode()
 
-    console(acme_operator2).post("/admin/sagas/compensation/", form, follow=True)
+    confirmed(acme_operator2)
     compensation.refresh_from_db()
     assert compensation.status == CompensationStatus.RESOLVED and compensation.resolved_by == "user:acme-operator-w2"
 

@@ -1,6 +1,5 @@
 """The operators' view of sagas: steps, compensations, attempts and errors, with retry and resolve-by-hand."""
 
-from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -16,7 +15,7 @@ from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
-from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
+from toolhub.exceptions import InvalidTransitionError
 from toolhub.sagas.models import (
     ATTENTION_COMPENSATION_STATUSES,
     Compensation,
@@ -28,7 +27,7 @@ from toolhub.sagas.models import (
 from toolhub.sagas.recovery import (
     StaleRetryError,
     compensation_mark,
-    compensation_resolve,
+    compensations_resolve,
     compensations_retry,
     retry_marks,
     saga_retry,
@@ -38,6 +37,11 @@ from toolhub.selectors import withheld_names
 
 #: Each listed compensation's mark travels in a hidden field ``mark_<id>`` of the confirmation page.
 MARK_PREFIX = "mark_"
+
+
+def _seen(request: HttpRequest) -> list[str]:
+    """The marks a confirmation page carried: what the operator read, to which the action is bound."""
+    return [value for key, value in request.POST.items() if key.startswith(MARK_PREFIX)]
 
 
 def _call_link(call_id: Any) -> str:
@@ -78,8 +82,8 @@ class _OperatorActions(CommentActionMixin):
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(OPERATE_PERMISSION)
 
-    def _compensations_of(self, queryset: QuerySet[Any]) -> list[Compensation]:
-        raise NotImplementedError
+    #: Whether "Resolve by hand" takes only the compensations needing attention (a saga's) or every selected one.
+    resolve_attention_only: bool
 
     def _scope_of(self, queryset: QuerySet[Any]) -> QuerySet[Compensation]:
         """Every compensation of the selected rows (read again at each request: the page is what binds them)."""
@@ -128,10 +132,9 @@ class _OperatorActions(CommentActionMixin):
         )
         if form is None:
             return confirmation
-        seen = [value for key, value in request.POST.items() if key.startswith(MARK_PREFIX)]
         actor = f"user:{request.user.get_username()}"
         try:
-            retried = compensations_retry(scope=scope, actor=actor, seen=seen)
+            retried = compensations_retry(scope=scope, actor=actor, seen=_seen(request))
         except InvalidTransitionError as exc:  # StaleRetryError included: all or nothing
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
             return None
@@ -142,51 +145,60 @@ class _OperatorActions(CommentActionMixin):
         return None
 
     def _resolve(self, request: HttpRequest, queryset: QuerySet[Any], action: str) -> HttpResponse | None:
-        chosen = self._compensations_of(queryset)
+        """Ask for a note on a page listing each compensation with its mark; once confirmed, resolve exactly those."""
+        scope = self._scope_of(queryset)
+        if self.resolve_attention_only:
+            scope = scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES)
+        chosen = list(scope.select_related("saga").order_by("saga_id", "-sequence"))
         table = admin_table(
             "selected-compensations",
-            ("Saga", "Step #", "Step", "Compensation", "Status", "Last error"),
-            ((c.saga.key, c.sequence, c.step_tool, c.tool_name, c.status, c.last_error or "-") for c in chosen),
+            ("Saga", "Step #", "Step", "Compensation", "Status", "Last error", "Last change"),
+            (
+                (
+                    short_id(c.saga.key),
+                    c.sequence,
+                    c.step_tool,
+                    c.tool_name,
+                    c.status,
+                    c.last_error or "-",
+                    time_cell(c.updated_at),
+                )
+                for c in chosen
+            ),
             empty="None of the selected rows has a compensation that needs attention.",
         )
         page = CommentActionPage(
             title="Resolve compensations by hand",
             intro=f"These {len(chosen)} compensation(s) will be marked resolved by hand: toolhub will not run them "
-            "(again). Say what you did, or why nothing needs doing.",
+            "(again). Say what you did, or why nothing needs doing. If any of them changes before you confirm, "
+            "nothing is resolved.",
             table=table,
             submit=f"Resolve {len(chosen)} compensation(s)",
+            hidden={f"{MARK_PREFIX}{c.pk}": compensation_mark(c) for c in chosen},
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, ResolveForm, action=action, selected=queryset, page=page
         )
         if form is None:
             return confirmation
-        actor, note = f"user:{request.user.get_username()}", form.cleaned_data["note"]
-        self._apply(
-            request,
-            chosen,
-            "resolved",
-            lambda c: compensation_resolve(compensation=c, actor=actor, note=note, by=request.user),
-        )
-        return None
-
-    def _apply(
-        self, request: HttpRequest, chosen: list[Compensation], done: str, service: Callable[[Compensation], Any]
-    ) -> None:
-        succeeded, failures = 0, []
-        for compensation in chosen:
-            try:
-                service(compensation)
-            except (InvalidTransitionError, CompensationNotAllowedError) as exc:
-                failures.append(str(exc))
-            else:
-                succeeded += 1
-        if not chosen:
+        try:
+            resolved, refusals = compensations_resolve(
+                scope=scope,
+                actor=f"user:{request.user.get_username()}",
+                note=form.cleaned_data["note"],
+                by=request.user,
+                seen=_seen(request),
+            )
+        except StaleRetryError as exc:
+            self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
+            return None
+        if not chosen and not resolved and not refusals:
             self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)  # type: ignore[attr-defined]
-        if succeeded:
-            self.message_user(request, f"{succeeded} compensation(s) {done}.", messages.SUCCESS)  # type: ignore[attr-defined]
-        if failures:
-            self.message_user(request, " ".join(failures), messages.ERROR)  # type: ignore[attr-defined]
+        if resolved:
+            self.message_user(request, f"{resolved} compensation(s) resolved.", messages.SUCCESS)  # type: ignore[attr-defined]
+        if refusals:
+            self.message_user(request, " ".join(refusals), messages.ERROR)  # type: ignore[attr-defined]
+        return None
 
 
 class CompensationInline(ReadOnlyMixin, admin.TabularInline):
@@ -263,6 +275,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     show_full_result_count = False
     ordering = ("-updated_at",)
     actions = ("retry_selected", "resolve_selected")
+    resolve_attention_only = True
     fields = ("key", "status", "tenant", "run", "created_at", "updated_at", "attempts", "audit_events")
     readonly_fields = fields
     inlines = (CompensationInline, RollbackInline)
@@ -309,13 +322,6 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
             context["needing_attention"] = len(context["retry_marks"])
             context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
-
-    def _compensations_of(self, queryset: QuerySet[Saga]) -> list[Compensation]:
-        return list(
-            Compensation.objects.filter(saga__in=queryset, status__in=("failed", "unknown", "held"))
-            .select_related("saga")
-            .order_by("saga_id", "-sequence")
-        )
 
     def _scope_of(self, queryset: QuerySet[Saga]) -> QuerySet[Compensation]:
         return Compensation.objects.filter(saga__in=queryset)
@@ -400,6 +406,7 @@ class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admi
     list_select_related = ("saga",)
     show_full_result_count = False
     actions = ("retry_selected", "resolve_selected")
+    resolve_attention_only = False
     fields = (
         "saga",
         "sequence",
@@ -422,9 +429,6 @@ class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admi
     )
     readonly_fields = fields
     inlines = (CompensationAttemptInline,)
-
-    def _compensations_of(self, queryset: QuerySet[Compensation]) -> list[Compensation]:
-        return list(queryset.select_related("saga").order_by("saga_id", "-sequence"))
 
     def _scope_of(self, queryset: QuerySet[Compensation]) -> QuerySet[Compensation]:
         return Compensation.objects.filter(pk__in=queryset.values("pk"))

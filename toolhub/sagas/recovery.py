@@ -40,6 +40,7 @@ __all__ = [
     "compensation_mark",
     "compensation_marks",
     "compensations_retry",
+    "compensations_resolve",
     "StaleRetryError",
 ]
 
@@ -235,6 +236,33 @@ def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: Coll
 def saga_retry(*, saga: Saga, actor: str, seen: Collection[str] | None = None) -> int:
     """Retry every compensation of the saga that needs attention, bound to the page's ``retry_marks`` (``seen``)."""
     return compensations_retry(scope=saga.compensations.all(), actor=actor, seen=seen)
+
+
+def compensations_resolve(
+    *,
+    scope: QuerySet[Compensation],
+    actor: str,
+    note: str,
+    by: AbstractBaseUser | None = None,
+    seen: Collection[str] | None = None,
+) -> tuple[int, list[str]]:
+    """Resolve by hand each compensation of ``scope``; return how many, and why the others were not.
+
+    ``seen``: the marks of the page the operator confirmed on, compared under the sagas' row locks as for a retry:
+    when any compensation of ``scope`` moved or joined it since, ``StaleRetryError`` and nothing is resolved (a
+    compensation nobody read would never run). Each one the service refuses (not in a state to resolve, the
+    operator's own step) is reported and left as it is; the others are resolved.
+    """
+    resolved, refusals = 0, []
+    with transaction.atomic():
+        for compensation in _hold_as_seen(scope, seen, "resolved"):
+            try:
+                compensation_resolve(compensation=compensation, actor=actor, note=note, by=by)
+            except (InvalidTransitionError, CompensationNotAllowedError) as exc:
+                refusals.append(str(exc))
+            else:
+                resolved += 1
+    return resolved, refusals
 
 
 def saga_resolve(*, saga: Saga, actor: str, note: str, by: AbstractBaseUser | None = None) -> int:
