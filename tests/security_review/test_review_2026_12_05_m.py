@@ -30,6 +30,13 @@ Checked and holding (the other bulk actions, ``actions =`` / ``@admin.action``):
 - Remote MCP tools' "Accept offered": bound to each definition's hash shown (``reviewed_hash``), refused when the
   server changed it since. Servers' "Fetch tools": reads the server's offer and quarantines changes; it acts on no
   state shown on the page (idempotent).
+- The password-change page's POST while locked still goes through ``password_verify`` (axes refuses it and restarts
+  the cool-off, as for a login); only the GET answers the lockout up front, and reads the count without adding to it
+  (the page from another address, and before the lockout, is the form).
+- The confirmation pages act on the selected rows re-read from the admin's tenant-scoped queryset
+  (``CommentActionMixin``): another tenant's ids mixed into a confirmed retry or resolve act on nothing of theirs
+  (tests/security_review/test_probe_2026_12_03_d.py, now confirming with the page's marks); a mark forged for a row
+  outside the scope is not among the scope's marks, so the comparison refuses the confirm.
 """
 
 from typing import Any
