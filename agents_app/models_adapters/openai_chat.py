@@ -214,15 +214,21 @@ class OpenAIChatAdapter:
 
 
 def _consume(stream: Any, streamed: StreamedTurn) -> None:
-    """Read the SDK's stream to its end into ``streamed``."""
+    """Read the SDK's stream to its end into ``streamed``; one given up midway is charged as read.
+
+    ``create`` answered already (its HTTP status errors are raised there), so whatever fails while reading is the
+    stream breaking off after the endpoint produced part of the answer: an error event (the SDK's ``APIError``),
+    the transport (the SDK's ``APIConnectionError``, or the transport's own error), an event that is not JSON. Each
+    is charged what was read (``RefusedTurn``), as the answer given up at its size bound already is. The endpoint's
+    own words are not repeated: an error event's text is the endpoint's to fill (an upstream key, a URL).
+    """
     try:
         with stream:
             for chunk in stream:
                 streamed.add(chunk)
-    except (openai.APIError, ModelError):  # the SDK's, and ``StreamedTurn``'s refusal of an answer past its bound
+    except ModelError:  # ``StreamedTurn``'s refusal of an answer past its bound: a ``RefusedTurn`` already
         raise
-    except Exception as exc:  # noqa: BLE001 - the transport's errors reach the reader unwrapped; a bad event too
-        # Broken off midway: what the endpoint produced of it still cost the run, charged as read (``RefusedTurn``).
+    except Exception as exc:  # noqa: BLE001 - any failure while reading is the stream broken off
         raise streamed.refused(
             f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run."
         ) from exc

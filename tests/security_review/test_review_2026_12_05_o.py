@@ -1,0 +1,77 @@
+"""Review of 2026-12-05 (o): model endpoints, streaming and usage/budget accounting (``agents_app.models_adapters``).
+
+Each test fails on the reviewed code and states what was found ("Found: ...") and what is expected ("Expect: ...").
+
+Findings:
+
+1. A streamed answer that ended with an error event after some content (``data: {"error": ...}``, which the SDK
+   raises as ``openai.APIError``), or broke off on the transport (the SDK wraps a reset or a read error mid-stream in
+   ``openai.APIConnectionError``), was re-raised as it came: the run was charged nothing for what was read, unlike a
+   stream given up at its size bound, ended early, with a bad event or at the deadline (``RefusedTurn``).
+"""
+
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from django.contrib.auth.models import User
+
+from agents_app.models_adapters.base import CHARS_PER_TOKEN, RefusedTurn
+from tests.profiles.conftest import MakeAgent, fake_model, openai_agent  # noqa: F401 - fixtures
+from tests.unit.fake_openai import FakeModel, streamed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECRET = "sk-upstream-9f8e7d6c5b4a39281706"
+
+
+def test_a_stream_ending_with_an_error_event_is_charged_what_was_read(
+    fake_model: FakeModel,  # noqa: F811 - the fixture imported above
+    openai_agent: MakeAgent,  # noqa: F811
+    alice: User,
+) -> None:
+    """Found: a stream that streamed 4,000 characters and then an error event (``data: {"error": ...}``) failed the
+    turn as the SDK's ``APIError``, re-raised by ``_consume``: the run was charged nothing, so a run's or a child's
+    ``max_tokens`` budget never saw it. Expect: charged what was read (``RefusedTurn``), the run failing retryably,
+    and the endpoint's error text (here naming an upstream key) neither in the run's error nor anywhere on it."""
+    from agents_app.models import AgentRun, RunStatus, StopReason
+    from agents_app.services import run_start
+
+    reply = streamed(content=["x" * 400] * 10)
+    error = f'data: {{"error": {{"message": "upstream failed for key {SECRET}", "type": "server_error"}}}}\n\n'
+    reply.chunks = [*(reply.chunks or [])[:11], error.encode()]
+    fake_model.queue(reply)
+    run = run_start(agent=openai_agent(stream=True), user=alice, input="write a long answer")
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason, run.retryable) == (RunStatus.FAILED, StopReason.MODEL_ERROR, True)
+    assert "broke off" in run.error, run.error
+    assert run.prompt_tokens > 0
+    assert run.completion_tokens >= 4_000 // CHARS_PER_TOKEN
+    assert SECRET not in str(AgentRun.objects.filter(pk=run.pk).values().get())
+
+
+def test_a_stream_reset_on_the_transport_midway_is_charged_what_was_read() -> None:
+    """Found: the SDK wraps a transport error while a stream is read (a reset, a read error) in
+    ``openai.APIConnectionError``, an ``openai.APIError`` that ``_consume`` re-raised as it came: not charged.
+    Expect: a ``RefusedTurn`` charged with the text read so far."""
+    from agents_app.models_adapters.openai_chat import _consume
+    from agents_app.models_adapters.streaming import StreamedTurn
+
+    class Broken:
+        def __enter__(self) -> "Broken":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            return None
+
+        def __iter__(self) -> Any:
+            delta = type("Delta", (), {"content": "y" * 800, "tool_calls": None})()
+            choice = type("Choice", (), {"index": 0, "delta": delta, "finish_reason": None})()
+            yield type("Chunk", (), {"usage": None, "choices": [choice]})()
+            raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+
+    turn = StreamedTurn(prompt_characters=40)
+    with pytest.raises(RefusedTurn) as refused:
+        _consume(Broken(), turn)
+    assert (refused.value.prompt_tokens, refused.value.completion_tokens) == (10, 800 // CHARS_PER_TOKEN)
