@@ -207,6 +207,8 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         transaction.set_rollback(True)
         return Advance.NO_TIME
     _append_rollback_notes(run)
+    if run.limits and _stopped_on_tokens(run, spending_below(run.id), now=now, before_asking=True):
+        return Advance.STEPPED
     disclosure = run_disclosure(run, governance_stamp=run.governance_stamp)
     run.disclosure = disclosure.state.to_json()
     try:
@@ -384,14 +386,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
         return
     # A child run's budget covers its own turns and what its children hold or used (``budgets``).
     held = spending_below(run.id) if run.limits else Spending()
-    tokens = run.prompt_tokens + run.completion_tokens + held.tokens
-    tokens_limit = budget_of(run, "max_tokens")
-    if tokens_limit is not None and tokens > tokens_limit:
-        run.error = (
-            f"Run stopped: it used {tokens} tokens, beyond the {tokens_limit} "
-            "its parent run gave it. Nothing more was executed."
-        )
-        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
+    if _stopped_on_tokens(run, held, now=now, before_asking=False):
         return
     used, budgeted = calls_used(run)
     given = budget_of(run, "max_tool_calls")
@@ -413,6 +408,27 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     waiting = _request_calls(run)
     # One write of the run for the whole turn, in the transaction that recorded its calls.
     run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=STEP_FIELDS)
+
+
+def _stopped_on_tokens(run: AgentRun, held: Spending, *, now: Any, before_asking: bool) -> bool:
+    """Stop the locked run on its parent's ``max_tokens`` budget: gone past, or (``before_asking``) reached.
+
+    Checked after a turn (its calls are not run when it went past the budget) and before the model is asked again
+    (a run that reached its budget, or whose subagents spent the rest of it while its calls ran, does not pay for
+    one more turn with the whole conversation as its prompt), as an agentic tool's inner model is refused.
+    """
+    limit = budget_of(run, "max_tokens")
+    tokens = run.prompt_tokens + run.completion_tokens + held.tokens
+    if limit is None or tokens < limit or (tokens == limit and not before_asking):
+        return False
+    run.error = (
+        f"Run stopped: it used {tokens} tokens, {'all of' if tokens == limit else 'beyond'} the {limit} its parent "
+        "run gave it. Nothing more was executed."
+    )
+    run.step_lease_until = None
+    run.step_token = None
+    run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.MAX_TOKENS, now=now)
+    return True
 
 
 def _request_calls(run: AgentRun) -> bool:

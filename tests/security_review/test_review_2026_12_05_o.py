@@ -75,3 +75,32 @@ def test_a_stream_reset_on_the_transport_midway_is_charged_what_was_read() -> No
     with pytest.raises(RefusedTurn) as refused:
         _consume(Broken(), turn)
     assert (refused.value.prompt_tokens, refused.value.completion_tokens) == (10, 800 // CHARS_PER_TOKEN)
+
+
+def test_a_child_run_whose_token_budget_is_spent_does_not_ask_its_model_again(alice: User) -> None:
+    """Found: a child run's ``max_tokens`` budget was checked only after a turn (``_record_turn``: more than the
+    budget stops the turn's calls), never before asking the model: a run that reached its budget exactly, or whose
+    own subagents spent the rest of it while its calls ran, asked its model once more, a whole turn (the conversation
+    as its prompt) past the budget, while an agentic tool's inner model of the same run is refused at the same point.
+    Expect: the step refuses to ask the model of a run whose budget is spent, and the run stops on ``max_tokens``."""
+    from agents_app.loop import run_advance
+    from agents_app.models import AgentRun, RunStatus, StopReason
+    from agents_app.services import agent_create
+
+    agent = agent_create(name="review-o-budget", provider="scripted", tools=[], script=[{"content": "one more turn"}])
+    run = AgentRun.objects.create(
+        agent=agent,
+        user_id=alice.id,
+        tenant="",
+        input="go",
+        status=RunStatus.RUNNING,
+        limits={"max_tokens": 10},
+        prompt_tokens=8,
+        completion_tokens=2,
+        messages=[{"role": "user", "content": "go"}],
+    )
+    run_advance(run_id=run.id)
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (RunStatus.FAILED, StopReason.MAX_TOKENS), (run.status, run.output)
+    assert (run.turn, run.output, run.prompt_tokens + run.completion_tokens) == (0, "", 10)
+    assert "10 tokens" in run.error
