@@ -93,6 +93,21 @@ def answer_characters(content: str, calls: tuple[ModelToolCall, ...]) -> int:
     return len(content) + sum(len(call.id) + len(call.name) + len(call.arguments) for call in calls)
 
 
+#: Fields in which endpoints send the model's reasoning ("thinking") beside its answer: DeepSeek's and vLLM's
+#: ``reasoning_content``, OpenRouter's and Ollama's ``reasoning``.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_texts(part: Any) -> list[str]:
+    """The reasoning a message or a streamed delta carries (``REASONING_FIELDS``): never kept, as it is no answer.
+
+    The model wrote it all the same and the endpoint billed it: it counts in an answer's estimated usage and
+    against a streamed answer's size bound, or an endpoint reporting no usage would charge a long reasoning as the
+    few tokens of its answer, and one reasoning without end would be read until the deadline.
+    """
+    return [text for name in REASONING_FIELDS if isinstance(text := getattr(part, name, None), str) and text]
+
+
 class RefusedTurn(ModelError):
     """An answer the endpoint gave (and billed) that the run does not use: its usage still counts on the run."""
 

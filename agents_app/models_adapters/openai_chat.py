@@ -18,6 +18,7 @@ from agents_app.models_adapters.base import (
     PartialSink,
     answer_characters,
     finished_turn,
+    reasoning_texts,
     reported_or_estimated,
 )
 from agents_app.models_adapters.notes import messages_for_model
@@ -240,7 +241,10 @@ def _length_of(request: Any) -> Callable[[], int]:
 
 
 def _turn_from(response: Any, prompt_characters: Callable[[], int]) -> ModelTurn:
-    """The response's first choice as a turn; usage the endpoint left out is estimated from the texts' lengths."""
+    """The response's first choice as a turn; usage the endpoint left out is estimated from the texts' lengths.
+
+    The texts the model wrote, its reasoning included (``reasoning_texts``), though only the answer is kept.
+    """
     try:
         choice = response.choices[0]
         message = choice.message
@@ -254,11 +258,12 @@ def _turn_from(response: Any, prompt_characters: Callable[[], int]) -> ModelTurn
         )
         usage = getattr(response, "usage", None)
         content = message.content or ""
+        written = answer_characters(content, calls) + sum(map(len, reasoning_texts(message)))
         turn = ModelTurn(
             content=content,
             tool_calls=calls,
             prompt_tokens=reported_or_estimated(usage, "prompt_tokens", prompt_characters),
-            completion_tokens=reported_or_estimated(usage, "completion_tokens", answer_characters(content, calls)),
+            completion_tokens=reported_or_estimated(usage, "completion_tokens", written),
         )
     except (AttributeError, IndexError, TypeError, ValueError) as exc:
         raise ModelError("Model endpoint answered something that is not a chat completion") from exc

@@ -18,6 +18,7 @@ from agents_app.models_adapters.base import (
     RefusedTurn,
     answer_characters,
     finished_turn,
+    reasoning_texts,
     reported_or_estimated,
 )
 
@@ -39,6 +40,7 @@ class StreamedTurn:
         self._max_bytes = max_bytes
         self._bytes = 0
         self._text: list[str] = []
+        self._reasoning = 0  # characters of reasoning read: not kept, but written and billed (``reasoning_texts``)
         self._calls: dict[int, _CallParts] = {}
         self._finish_reason: str | None = None
         self._prompt_characters = prompt_characters
@@ -55,6 +57,9 @@ class StreamedTurn:
                     continue  # one answer is asked for; others are ignored
                 delta = getattr(choice, "delta", None)
                 if delta is not None:
+                    for thought in reasoning_texts(delta):
+                        self._reasoning += len(thought)
+                        self._count(thought)
                     if delta.content:
                         self._text.append(delta.content)
                         self._count(delta.content)
@@ -104,7 +109,7 @@ class StreamedTurn:
         The endpoint billed the prompt and every token it streamed; its usage chunk comes last, so it is
         estimated from what was read (``reported_or_estimated``) unless it came.
         """
-        written = answer_characters("".join(self._text), self._calls_so_far())
+        written = answer_characters("".join(self._text), self._calls_so_far()) + self._reasoning
         return RefusedTurn(
             message,
             prompt_tokens=reported_or_estimated(self._usage, "prompt_tokens", self._prompt_characters),
@@ -136,7 +141,7 @@ class StreamedTurn:
                 tool_calls=calls,
                 prompt_tokens=reported_or_estimated(self._usage, "prompt_tokens", self._prompt_characters),
                 completion_tokens=reported_or_estimated(
-                    self._usage, "completion_tokens", answer_characters(content, calls)
+                    self._usage, "completion_tokens", answer_characters(content, calls) + self._reasoning
                 ),
             )
             return finished_turn(self._finish_reason, turn)

@@ -8,8 +8,15 @@ Findings:
    raises as ``openai.APIError``), or broke off on the transport (the SDK wraps a reset or a read error mid-stream in
    ``openai.APIConnectionError``), was re-raised as it came: the run was charged nothing for what was read, unlike a
    stream given up at its size bound, ended early, with a bad event or at the deadline (``RefusedTurn``).
+2. A child run's ``max_tokens`` budget was checked only after a model turn: a run that had reached it (exactly, or
+   through its subagents' spending while its calls ran) asked its model once more, a whole turn past the budget.
+3. The model's reasoning ("thinking": ``reasoning_content`` / ``reasoning``, streamed or whole) was neither counted
+   in the estimate of an answer whose endpoint reports no usage (300,000 characters of reasoning were charged as the
+   one token of the answer ``ok``) nor against the streamed answer's size bound (an endless reasoning stream ran
+   to the deadline).
 """
 
+import json
 from typing import Any
 
 import httpx
@@ -19,7 +26,7 @@ from django.contrib.auth.models import User
 
 from agents_app.models_adapters.base import CHARS_PER_TOKEN, RefusedTurn
 from tests.profiles.conftest import MakeAgent, fake_model, openai_agent  # noqa: F401 - fixtures
-from tests.unit.fake_openai import FakeModel, streamed
+from tests.unit.fake_openai import FakeModel, Reply, completion, streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,3 +111,64 @@ def test_a_child_run_whose_token_budget_is_spent_does_not_ask_its_model_again(al
     assert (run.status, run.stop_reason) == (RunStatus.FAILED, StopReason.MAX_TOKENS), (run.status, run.output)
     assert (run.turn, run.output, run.prompt_tokens + run.completion_tokens) == (0, "", 10)
     assert "10 tokens" in run.error
+
+
+def _without_usage(reply: Reply, *, reasoning: str, field: str) -> Reply:
+    """``reply`` (the answer ``ok``) with ``reasoning`` in ``field``, no usage; whole, or streamed in 1,000 pieces."""
+    if reply.chunks is None:
+        body = json.loads(reply.body)
+        body["choices"][0]["message"][field] = reasoning
+        del body["usage"]
+        return Reply(200, json.dumps(body).encode())
+    step = len(reasoning) // 1000
+    thinking = streamed(content=[reasoning[i : i + step] for i in range(0, len(reasoning), step)]).chunks or []
+    chunks = [piece.replace(b'"content"', f'"{field}"'.encode()) for piece in thinking[1:-3]]
+    answer = reply.chunks or []
+    reply.chunks = [answer[0], *chunks, *answer[1:-2], answer[-1]]  # its usage chunk left out
+    return reply
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "streamed"])
+def test_the_models_reasoning_is_charged_when_the_endpoint_reports_no_usage(
+    whole: bool,
+    field: str,
+    fake_model: FakeModel,  # noqa: F811 - the fixture imported above
+    openai_agent: MakeAgent,  # noqa: F811
+    alice: User,
+) -> None:
+    """Found: an endpoint that reports no usage (a self-hosted server) had each answer charged by its length
+    (``reported_or_estimated``), counting the answer's text and calls but not the reasoning the model wrote before
+    it: 300,000 characters of thinking and the answer ``ok`` cost 1 completion token, so a child's ``max_tokens``
+    budget bound nothing for a reasoning model. Expect: the reasoning is counted as written (75,000 tokens here)."""
+    from agents_app.models import RunStatus
+    from agents_app.services import run_start
+
+    reasoning = "I think. " * 33_334
+    reply = completion(content="ok") if whole else streamed(content=["ok"])
+    fake_model.queue(_without_usage(reply, reasoning=reasoning, field=field))
+    run = run_start(agent=openai_agent(stream=not whole), user=alice, input="think hard")
+    run.refresh_from_db()
+    assert (run.status, run.output) == (RunStatus.COMPLETED, "ok"), run.error
+    assert run.completion_tokens >= len(reasoning) // CHARS_PER_TOKEN
+
+
+def test_a_streamed_reasoning_past_the_size_bound_is_given_up_there(
+    fake_model: FakeModel,  # noqa: F811 - the fixture imported above
+    openai_agent: MakeAgent,  # noqa: F811
+    alice: User,
+    settings: Any,
+) -> None:
+    """Found: ``StreamedTurn`` counted text and tool-call deltas against ``MAX_EXTERNAL_RESULT_BYTES`` but not
+    reasoning deltas, so an endpoint that reasons without end was read until the provider's deadline.
+    Expect: given up at the bound, as a long answer is, and charged what was read."""
+    from agents_app.models import RunStatus, StopReason
+    from agents_app.services import run_start
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "MAX_EXTERNAL_RESULT_BYTES": 100_000}
+    fake_model.queue(_without_usage(streamed(content=["ok"]), reasoning="hmm. " * 60_000, field="reasoning_content"))
+    run = run_start(agent=openai_agent(stream=True), user=alice, input="think hard")
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (RunStatus.FAILED, StopReason.MODEL_ERROR)
+    assert "passed 100,000 bytes" in run.error
+    assert run.completion_tokens >= 100_000 // CHARS_PER_TOKEN
