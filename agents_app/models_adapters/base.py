@@ -108,6 +108,16 @@ def reasoning_texts(part: Any) -> list[str]:
     return [text for name in REASONING_FIELDS if isinstance(text := getattr(part, name, None), str) and text]
 
 
+def refusal_text(part: Any) -> str:
+    """A message's or a streamed delta's ``refusal``: the text in which the model declined, which is its answer.
+
+    OpenAI sends it instead of ``content`` (null then): read as no text, the run would end answered and empty,
+    its user never told that the model declined, nor why. Text only; anything else there is no refusal.
+    """
+    refusal = getattr(part, "refusal", None)
+    return refusal if isinstance(refusal, str) else ""
+
+
 class RefusedTurn(ModelError):
     """An answer the endpoint gave (and billed) that the run does not use: its usage still counts on the run."""
 

@@ -19,6 +19,7 @@ from agents_app.models_adapters.base import (
     answer_characters,
     finished_turn,
     reasoning_texts,
+    refusal_text,
     reported_or_estimated,
 )
 from agents_app.models_adapters.notes import messages_for_model
@@ -257,7 +258,7 @@ def _turn_from(response: Any, prompt_characters: Callable[[], int]) -> ModelTurn
             for index, call in enumerate(message.tool_calls or ())
         )
         usage = getattr(response, "usage", None)
-        content = message.content or ""
+        content = message.content or refusal_text(message)
         written = answer_characters(content, calls) + sum(map(len, reasoning_texts(message)))
         turn = ModelTurn(
             content=content,

@@ -19,6 +19,7 @@ from agents_app.models_adapters.base import (
     answer_characters,
     finished_turn,
     reasoning_texts,
+    refusal_text,
     reported_or_estimated,
 )
 
@@ -60,9 +61,10 @@ class StreamedTurn:
                     for thought in reasoning_texts(delta):
                         self._reasoning += len(thought)
                         self._count(thought)
-                    if delta.content:
-                        self._text.append(delta.content)
-                        self._count(delta.content)
+                    for text in (delta.content, refusal_text(delta)):
+                        if text:
+                            self._text.append(text)
+                            self._count(text)
                     for call in delta.tool_calls or ():
                         self._add_call_delta(call)
                 if choice.finish_reason:

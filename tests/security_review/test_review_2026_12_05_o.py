@@ -14,6 +14,8 @@ Findings:
    in the estimate of an answer whose endpoint reports no usage (300,000 characters of reasoning were charged as the
    one token of the answer ``ok``) nor against the streamed answer's size bound (an endless reasoning stream ran
    to the deadline).
+4. A model's refusal (OpenAI's ``refusal`` field, content null; streamed as ``refusal`` deltas) was dropped: the run
+   completed as answered with an empty output, its user never told that, or why, the model declined.
 """
 
 import json
@@ -172,3 +174,30 @@ def test_a_streamed_reasoning_past_the_size_bound_is_given_up_there(
     assert (run.status, run.stop_reason) == (RunStatus.FAILED, StopReason.MODEL_ERROR)
     assert "passed 100,000 bytes" in run.error
     assert run.completion_tokens >= 100_000 // CHARS_PER_TOKEN
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "streamed"])
+def test_a_models_refusal_is_its_answer_not_an_empty_one(
+    whole: bool,
+    fake_model: FakeModel,  # noqa: F811 - the fixture imported above
+    openai_agent: MakeAgent,  # noqa: F811
+    alice: User,
+) -> None:
+    """Found: an answer whose text came in ``refusal`` (content null), as OpenAI sends a refusal, was read as no text:
+    the run completed "answered" with an empty output. Expect: the refusal is the answer the run ends with."""
+    from agents_app.models import RunStatus
+    from agents_app.services import run_start
+
+    said = "I'm sorry, I can't help with that."
+    if whole:
+        body = json.loads(completion(content=None).body)
+        body["choices"][0]["message"]["refusal"] = said
+        reply = Reply(200, json.dumps(body).encode())
+    else:
+        reply = streamed(content=[said[:10], said[10:]])
+        chunks = reply.chunks or []  # the role's chunk, the two pieces, the finish, the usage, [DONE]
+        reply.chunks = [chunks[0], *(piece.replace(b'"content"', b'"refusal"') for piece in chunks[1:3]), *chunks[3:]]
+    fake_model.queue(reply)
+    run = run_start(agent=openai_agent(stream=not whole), user=alice, input="do something bad")
+    run.refresh_from_db()
+    assert (run.status, run.output) == (RunStatus.COMPLETED, said), run.error
