@@ -1,6 +1,7 @@
 """The admin of model providers (administrators only), agents (developers) and their runs (read-only, cancellable)."""
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import admin, messages
@@ -44,6 +45,22 @@ class ModelProviderForm(forms.ModelForm):
     class Meta:
         model = ModelProvider
         fields = "__all__"
+
+    def clean_base_url(self) -> str:
+        """A URL without credentials (``user:key@``, a query string): the key goes in ``credential_env``'s variable.
+
+        The URL is stored, shown on this page and written in the governance events of the provider's tenant's
+        chain, which its auditors read: a key in it would be kept wherever the key is never to be. The error does
+        not repeat the URL.
+        """
+        url = self.cleaned_data.get("base_url") or ""
+        parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+            raise forms.ValidationError(
+                "Give the endpoint's URL without credentials or a query string: the API key goes in the "
+                "environment variable named in credential_env, never in the URL (it would be stored and audited)."
+            )
+        return url
 
     def clean_tenant(self) -> Any:
         """A provider bound to a tenant serves only its agents: refuse while other tenants' (or global) agents use it.

@@ -16,6 +16,9 @@ Findings:
    to the deadline).
 4. A model's refusal (OpenAI's ``refusal`` field, content null; streamed as ``refusal`` deltas) was dropped: the run
    completed as answered with an empty output, its user never told that, or why, the model declined.
+5. A model provider's base URL was taken with credentials in it (``https://user:sk-...@host/v1``, ``?api-key=sk-...``):
+   stored, shown on the provider's page and written into the governance events of the tenant's audit chain (read by
+   its auditors), the key kept everywhere ``credential_env`` exists to keep it out of.
 """
 
 import json
@@ -201,3 +204,23 @@ def test_a_models_refusal_is_its_answer_not_an_empty_one(
     run = run_start(agent=openai_agent(stream=not whole), user=alice, input="do something bad")
     run.refresh_from_db()
     assert (run.status, run.output) == (RunStatus.COMPLETED, said), run.error
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"https://gateway:{SECRET}@llm.example.com/v1", f"https://llm.example.com/v1?api-key={SECRET}"],
+    ids=["userinfo", "query"],
+)
+def test_a_provider_url_carrying_a_credential_is_refused(url: str) -> None:
+    """Found: ``ModelProviderForm`` (the one way a provider is made or changed) accepted a base URL holding a key,
+    which the row, its page and its governance events (in the bound tenant's chain) then kept as given.
+    Expect: refused, saying the key belongs in the environment variable ``credential_env`` names."""
+    from agents_app.admin import ModelProviderForm
+
+    data = {"name": "leaky", "kind": "openai", "model_name": "m", "credential_env": "LEAKY_KEY"}
+    data |= {"deadline_seconds": 60, "request_timeout_seconds": 30, "note_placement": "tool_result"}
+    assert ModelProviderForm(data={**data, "base_url": "https://llm.example.com/v1"}).is_valid()
+    form = ModelProviderForm(data={**data, "base_url": url})
+    assert not form.is_valid()
+    assert "credential_env" in str(form.errors.get("base_url")), form.errors
+    assert SECRET not in str(form.errors)
