@@ -19,6 +19,37 @@ Findings:
 5. A model provider's base URL was taken with credentials in it (``https://user:sk-...@host/v1``, ``?api-key=sk-...``):
    stored, shown on the provider's page and written into the governance events of the tenant's audit chain (read by
    its auditors), the key kept everywhere ``credential_env`` exists to keep it out of.
+
+Checked and holding (probed with the ``openai`` SDK against the local fake endpoint; no test here):
+
+- usage: negative, ``Infinity``, non-numeric text refuse the turn (review an); ``"12"`` and ``3.7`` read as 12 and 3;
+  ``10**30`` is kept at the column's bound (``MAX_TOKENS_KEPT``); ``total_tokens`` is never read, so a
+  ``prompt_tokens`` above it changes nothing; usage in every chunk (cumulative) is taken from the last chunk that
+  carries it, never summed (no double count); a usage chunk that never comes is estimated (4 characters a token).
+- tool calls: a name the agent does not have is ``denied`` and reads as unknown, nothing run; argument deltas that
+  never close make an ``invalid`` call the model is told about; a stream cut mid-call runs nothing; 3,000 calls in one
+  turn stop the run at ``max_tool_calls`` before any is requested (one turn's calls are checked whole).
+- ``n>1``: never asked for; a plain answer's ``choices[0]`` and a stream's index 0 are read, other choices ignored;
+  the model name an endpoint answers with is not read.
+- budgets: an agentic tool's inner model is refused once its run's budget is reached (``_ChargedToRun``); a child's
+  budget is carved from what its parent has left; after finding 2 a run overshoots its budget by at most the one turn
+  that crossed it, whose calls are then not run.
+- secrets: an HTTP error's body (``Incorrect API key provided: sk-...``) is not repeated (the run reads ``HTTP 401``;
+  neither the run row nor the audit trail holds it); an error event's text is not repeated either (finding 1); an
+  agentic tool's model error is re-raised ``from None`` (no chained SDK exception kept in a traceback); the provider's
+  key echoed in text, tool names, arguments and partial output is scrubbed (``SecretScrubber``); the SDK does not
+  read ``OPENAI_*`` environment (``provider_client``); the root logger is at WARNING, so httpx's request lines (with
+  the URL) are not logged by default.
+
+Not fixed:
+
+- A turn refused for garbage usage (negative, text) is charged nothing: the answer is not used, and what the endpoint
+  billed is unknown; charging an estimate there would turn a refusal of garbage into a guess. Likewise a stream given
+  up after a garbage usage chunk raises the garbage error, not a charged ``RefusedTurn`` (usage comes last).
+- A stream's choices other than index 0 are skipped before they are counted, so an endpoint streaming an endless
+  second choice is bounded by the provider's deadline, not by ``MAX_EXTERNAL_RESULT_BYTES`` (nothing of it is kept).
+- The scrubber matches the provider's key in its simple encodings only: a model writing it with some characters
+  JSON-escaped (``\u0073k-...``) in tool arguments passes it to the tool (documented limit of ``SecretScrubber``).
 """
 
 import json
