@@ -62,7 +62,7 @@ def _provider_form(tenant: Tenant, **fields: Any) -> dict[str, Any]:
         "kind": "openai",
         "tenant": tenant.pk,
         "enabled": "on",
-        "base_url": f"https://llm.acme.example/v1?key={KEY}&api-version=2024-06-01",
+        "base_url": f"https://llm.acme.example/gateway/{KEY}/v1",
         "model_name": "small",
         "credential_env": "ACME_LLM_KEY",
         "request_timeout_seconds": "30",
@@ -110,8 +110,9 @@ def test_a_remote_servers_key_in_its_url_never_reaches_the_trail(superuser: User
 def test_a_providers_key_in_its_base_url_never_reaches_its_tenants_trail(
     superuser: User, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Found: a provider bound to acme with ``?key=...`` in its base URL wrote the key into acme's trail, which
-    acme's auditors read and export. Expect: the host, path and ``api-version`` readable, the key ``[redacted]``;
+    """Found: a provider bound to acme with a key as a segment of its base URL's path (a gateway's per-customer
+    URL; user info and query strings are refused by the form since review o) wrote the key into acme's trail, which
+    acme's auditors read and export. Expect: the host and the path's words readable, the key ``[redacted]``;
     repointing the host is recorded before and after, both redacted."""
     from agents_app.models import ModelProvider
 
@@ -120,7 +121,7 @@ def test_a_providers_key_in_its_base_url_never_reaches_its_tenants_trail(
     added = browser.post("/admin/agents_app/modelprovider/add/", _provider_form(tenant))
     assert added.status_code == 302, added.content[:3000]
     provider = ModelProvider.objects.get(name="acme-llm")
-    moved = f"https://eu.llm.acme.example/v1?key={KEY}&api-version=2024-06-01"
+    moved = f"https://eu.llm.acme.example/gateway/{KEY}/v1"
     changed = browser.post(
         f"/admin/agents_app/modelprovider/{provider.pk}/change/", _provider_form(tenant, base_url=moved)
     )
@@ -128,14 +129,12 @@ def test_a_providers_key_in_its_base_url_never_reaches_its_tenants_trail(
 
     (addition,) = _events("governance.added", "agents_app.modelprovider")
     assert addition.tenant == "acme"
-    assert addition.payload["values"]["base_url"] == (
-        "https://llm.acme.example/v1?key=[redacted]&api-version=2024-06-01"
-    )
+    assert addition.payload["values"]["base_url"] == "https://llm.acme.example/gateway/[redacted]/v1"
     (change,) = _events("governance.changed", "agents_app.modelprovider")
     assert change.payload["changes"] == {
         "base_url": {
-            "before": "https://llm.acme.example/v1?key=[redacted]&api-version=2024-06-01",
-            "after": "https://eu.llm.acme.example/v1?key=[redacted]&api-version=2024-06-01",
+            "before": "https://llm.acme.example/gateway/[redacted]/v1",
+            "after": "https://eu.llm.acme.example/gateway/[redacted]/v1",
         }
     }
     _no_key_anywhere()
@@ -146,6 +145,7 @@ def test_a_providers_key_in_its_base_url_never_reaches_its_tenants_trail(
     [
         ("https://user:pa55word@mcp.example/mcp", "https://[redacted]@mcp.example/mcp"),
         ("https://mcp.example/mcp?token=abc&format=json", "https://mcp.example/mcp?token=[redacted]&format=json"),
+        ("https://llm.example/v1?api-version=2024-06-01", "https://llm.example/v1?api-version=2024-06-01"),
         ("https://mcp.example/mcp#access_token=abc", "https://mcp.example/mcp#[redacted]"),
         ("https://mcp.example/v1/customer-lookup", "https://mcp.example/v1/customer-lookup"),
         ("", ""),
