@@ -4,13 +4,12 @@ The key is kept outside the database (an environment variable): whoever can writ
 sign a checkpoint over what they changed.
 """
 
-import hashlib
-import hmac
 import json
 import os
 from typing import Any
 
 from toolhub.audit_hash import canonical_json
+from toolhub.checkpoint_signature_core import hmac_hex, hmac_matches
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditCheckpoint
@@ -41,18 +40,12 @@ def signing_key() -> bytes:
 
 
 def sign(text: str) -> str:
-    return hmac.new(signing_key(), text.encode(), hashlib.sha256).hexdigest()
+    return hmac_hex(signing_key(), text)
 
 
 def signature_matches(text: str, signature: Any) -> bool:
-    """Whether ``signature`` is ``text``'s, compared in constant time.
-
-    Compared as bytes: ``hmac.compare_digest`` raises on a ``str`` with a non-ASCII character, and a row or
-    file whoever writes the database (or the directory) planted with one must read as forged, not stop
-    every verification and checkpoint with a ``TypeError``.
-    """
-    given = signature.encode("utf-8", "surrogatepass") if isinstance(signature, str) else b""
-    return hmac.compare_digest(sign(text).encode(), given)
+    """Whether ``signature`` is ``text``'s, compared in constant time (as bytes: a planted one reads as forged)."""
+    return hmac_matches(signing_key(), text, signature)
 
 
 def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
