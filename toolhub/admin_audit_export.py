@@ -2,7 +2,8 @@
 
 Whoever may read the audit trail (``toolhub.view_auditevent``) exports a tenant within their boundary;
 platform auditors (who cross it) name any tenant. A tenant outside the boundary answers 404, as one that
-does not exist. The export is recorded in the tenant's chain (``audit.exported``) before it streams.
+does not exist. The export's start is recorded in the tenant's chain before it streams, and its outcome when the
+download ends: ``audit.exported`` once the last line was handed over, ``audit.export_failed`` when it was cut off.
 """
 
 from django.core.exceptions import PermissionDenied
@@ -14,9 +15,8 @@ from django.utils.http import content_disposition_header
 from toolhub.audit_export import (
     AuditExportError,
     UnknownTenantError,
-    audit_export_lines,
     audit_export_open,
-    audit_export_record,
+    audit_export_start,
     export_range,
 )
 from toolhub.downloads import StreamedResponse, download_filename
@@ -53,9 +53,13 @@ def audit_export_view(request: HttpRequest) -> HttpResponseBase:
         raise Http404("No such tenant.") from None
     except AuditExportError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    audit_export_record(actor=f"user:{request.user.get_username()}", tenant=tenant, scope=scope)
-    export = audit_export_open(tenant, scope)
-    response = StreamedResponse(audit_export_lines(export), content_type="application/x-ndjson")
+    record = audit_export_start(actor=f"user:{request.user.get_username()}", tenant=tenant, scope=scope)
+    try:
+        export = audit_export_open(tenant, scope)
+    except BaseException as exc:
+        record.fail(f"the export could not be read ({type(exc).__name__})")
+        raise
+    response = StreamedResponse(record.stream(export, complete_when_read=True), content_type="application/x-ndjson")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     name = download_filename(f"audit-{tenant}-{stamp}.jsonl", default="audit-export.jsonl")
     response["Content-Disposition"] = content_disposition_header(True, name) or "attachment"

@@ -9,6 +9,8 @@ time; each chain is exported up to the head read for the header, so lines and he
 """
 
 import datetime as dt
+import hashlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,8 @@ from toolhub import audit_hash_core
 from toolhub.audit import audit_append
 from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp, tenant_chains
 from toolhub.checkpoint_checks import named_heads, stored_run
-from toolhub.checkpoint_signature import CheckpointKeyError
+from toolhub.checkpoint_signature import CheckpointKeyError, sign
+from toolhub.checkpoint_signature_core import export_header_text
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditEvent, Tenant
 
@@ -31,11 +34,12 @@ __all__ = [
     "EXPORT_VERSION",
     "AuditExport",
     "AuditExportError",
-    "UnknownTenantError",
     "ExportRange",
-    "audit_export_open",
+    "RecordedExport",
+    "UnknownTenantError",
     "audit_export_lines",
-    "audit_export_record",
+    "audit_export_open",
+    "audit_export_start",
     "export_range",
 ]
 
@@ -157,7 +161,16 @@ def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExp
         "heads": {str(chain): {"seq": heads[chain][0], "hash": heads[chain][1]} for chain in exported},
         "checkpoint": _checkpoint(chains, exported),
     }
+    header["signature"] = _signature(header)
     return AuditExport(tenant, header, tuple(spans))
+
+
+def _signature(header: dict[str, Any]) -> str | None:
+    """The header signed with the checkpoint key (``audit_file_verify --key-env`` checks it); None without a key."""
+    try:
+        return sign(export_header_text(header))
+    except CheckpointKeyError:
+        return None
 
 
 def _shares_chains(tenant: str, base: int) -> bool:
@@ -189,7 +202,7 @@ def _checkpoint(chains: range, exported: dict[int, tuple[int, int]]) -> dict[str
     """The newest signed checkpoint's heads of the exported chains that fall in their spans, if it holds.
 
     Its signature covers every chain's head, other tenants' too, so it cannot leave with this file: toolhub
-    checks it here, and the verifier compares the lines with the heads it names (``signature_checked``).
+    checks it here, and the header that holds this part of it is signed with the same key (``_signature``).
     """
     try:
         newest, problems, documents = stored_run(chains)
@@ -204,12 +217,7 @@ def _checkpoint(chains: range, exported: dict[int, tuple[int, int]]) -> dict[str
     }
     if not heads:
         return None
-    return {
-        "seq": newest.seq,
-        "created_at": newest.created_at.isoformat(),
-        "heads": heads,
-        "signature_checked": "by toolhub at export time (the signature covers other tenants' heads too)",
-    }
+    return {"seq": newest.seq, "created_at": newest.created_at.isoformat(), "heads": heads}
 
 
 def audit_export_lines(export: AuditExport) -> Iterator[str]:
@@ -239,12 +247,89 @@ def _line(row: tuple[Any, ...]) -> dict[str, Any]:
     return line
 
 
-def audit_export_record(*, actor: str, tenant: str, scope: ExportRange) -> None:
-    """Record in ``tenant``'s own chain who exported its trail and which range (before the export is read)."""
+def audit_export_start(*, actor: str, tenant: str, scope: ExportRange) -> "RecordedExport":
+    """Record in ``tenant``'s own chain that ``actor`` starts exporting ``scope`` (before the export is read).
+
+    The start is recorded (``audit.export_started``) before a line is read, so an export that leaves only in part
+    (a download cut off) is on record too; its outcome follows as ``audit.exported`` (every line handed over) or
+    ``audit.export_failed`` (with the reason). Only ``audit.exported`` says that an export was made.
+    """
+    export_id = str(uuid.uuid4())
     with transaction.atomic():
         audit_append(
-            event_type="audit.exported",
+            event_type="audit.export_started",
             actor=actor,
-            data={"format_version": EXPORT_VERSION, "range": scope.as_header()},
+            data={"export": export_id, "format_version": EXPORT_VERSION, "range": scope.as_header()},
             tenant=tenant,
         )
+    return RecordedExport(actor=actor, tenant=tenant, export_id=export_id)
+
+
+class RecordedExport:
+    """The lines of one started export, counted and hashed as they pass, and its outcome recorded exactly once.
+
+    ``complete()`` records ``audit.exported`` (the events, bytes and SHA-256 of what left: a file can be matched
+    with its record); ``fail(reason)`` records ``audit.export_failed``. As a response's iterator
+    (``complete_when_read``) reading the last line completes it, and a close before that (the client went away)
+    or an error while reading fails it.
+    """
+
+    def __init__(self, *, actor: str, tenant: str, export_id: str) -> None:
+        self.actor, self.tenant, self.export_id = actor, tenant, export_id
+        self._lines: Iterator[str] | None = None
+        self._complete_when_read = False
+        self._digest = hashlib.sha256()
+        self._bytes = self._newlines = 0
+        self.outcome: str | None = None
+
+    def stream(self, export: AuditExport, *, complete_when_read: bool = False) -> "RecordedExport":
+        """Read ``export``'s lines through this record (``complete_when_read``: the last line completes it)."""
+        self._lines, self._complete_when_read = audit_export_lines(export), complete_when_read
+        return self
+
+    def __iter__(self) -> "RecordedExport":
+        return self
+
+    def __next__(self) -> str:
+        if self._lines is None:
+            raise StopIteration
+        try:
+            piece = next(self._lines)
+        except StopIteration:
+            if self._complete_when_read:
+                self.complete()
+            raise
+        except Exception as exc:
+            self.fail(f"reading the trail failed ({type(exc).__name__})")
+            raise
+        data = piece.encode()
+        self._digest.update(data)
+        self._bytes += len(data)
+        self._newlines += piece.count("\n")
+        return piece
+
+    def close(self) -> None:
+        """Stop reading; an export not completed by then is recorded as failed (it left in part, if at all)."""
+        if self._lines is not None and hasattr(self._lines, "close"):
+            self._lines.close()
+        self.fail("stopped before its end (the download was cut off or abandoned)")
+
+    def complete(self) -> None:
+        """Record that every line was handed over (``audit.exported``)."""
+        self._settle(
+            "audit.exported",
+            {"events": max(self._newlines - 1, 0), "bytes": self._bytes, "sha256": self._digest.hexdigest()},
+        )
+
+    def fail(self, reason: str) -> None:
+        """Record that the export did not complete, and why (``audit.export_failed``); nothing if already settled."""
+        self._settle("audit.export_failed", {"reason": reason[:200], "bytes": self._bytes})
+
+    def _settle(self, event_type: str, data: dict[str, Any]) -> None:
+        if self.outcome is not None:
+            return
+        self.outcome = event_type
+        with transaction.atomic():
+            audit_append(
+                event_type=event_type, actor=self.actor, data={"export": self.export_id, **data}, tenant=self.tenant
+            )

@@ -88,8 +88,11 @@ def test_a_genuine_export_holds_every_hashed_column_in_chain_order_and_verifies(
     order = [(event["chain"], event["seq"]) for event in events]
     assert order == sorted(order) and len({chain for chain, _ in order}) == 3  # its record: no call, shard 0
     assert [entry["chain"] for entry in header["chains"]] == sorted({chain for chain, _ in order})
-    stored = {(e.chain, e.seq): e for e in AuditEvent.objects.filter(tenant="acme")}
-    assert len(events) == len(stored) == 13  # 12 events and the export's own record
+    # the export's outcome is recorded once the file is in place: after it, not in it
+    stored = {
+        (e.chain, e.seq): e for e in AuditEvent.objects.filter(tenant="acme").exclude(event_type="audit.exported")
+    }
+    assert len(events) == len(stored) == 13  # 12 events and the export's own start
     for event in events:
         row = stored[(event["chain"], event["seq"])]
         assert (event["hash"], event["prev_hash"], event["data"]) == (row.hash, row.prev_hash, row.data)
@@ -100,8 +103,9 @@ def test_a_genuine_export_holds_every_hashed_column_in_chain_order_and_verifies(
             "hash": chain_events[-1]["hash"],
         }
     # the export itself is in the trail, in the tenant's own chain
-    record = AuditEvent.objects.get(event_type="audit.exported")
-    assert (record.tenant, record.actor.startswith("cli:")) == ("acme", True)
+    for event_type in ("audit.export_started", "audit.exported"):
+        record = AuditEvent.objects.get(event_type=event_type)
+        assert (record.tenant, record.actor.startswith("cli:")) == ("acme", True)
 
     code, output = verified(path, events[-1]["hash"], capsys=capsys)
     assert code == 0 and "verifies: 13 events in 3 chain(s) of tenant acme" in output

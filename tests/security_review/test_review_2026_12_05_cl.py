@@ -25,9 +25,9 @@ name of the password's variable, never the password. ``generate_calls`` refuses 
 
 Not fixed here: ``drf_create_token`` and ``axes_reset*`` (third-party commands) changed API tokens and login
 lockouts without the ``governance.*`` event the admin's pages append; since fixed by review l
-(``toolhub.governed_commands``, a model-less app placed before theirs).
-``audit_export`` records ``audit.exported`` before the file is written (the
-record is part of the export), so a write that fails afterwards leaves the record; the error now says so.
+(``toolhub.governed_commands``, a model-less app placed before theirs). ``audit_export`` recorded ``audit.exported``
+before the file was written, so a write that failed afterwards left the record (since review e:
+``audit.export_started``, then the outcome).
 ``load_demo`` still moves global agents named like its own into acme (databases from before agents had
 tenants) with a bulk update and no event; a broken pipe on stdout ends in Python's traceback.
 """
@@ -158,9 +158,9 @@ def test_audit_export_write_failure_is_a_clear_error(
     file and no partial file left."""
     import errno
 
+    from toolhub import audit_export as service
     from toolhub import new_files
     from toolhub.audit import audit_append
-    from toolhub.management.commands import audit_export as command
     from toolhub.models import Tenant
 
     Tenant.objects.create(slug="acme", name="ACME")
@@ -172,13 +172,13 @@ def test_audit_export_write_failure_is_a_clear_error(
 
         monkeypatch.setattr(new_files.tempfile, "mkstemp", refused)
     else:
-        real = command.audit_export_lines
+        real = service.audit_export_lines
 
         def full(export: object):  # type: ignore[no-untyped-def]
             yield next(iter(real(export)))
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(command, "audit_export_lines", full)
+        monkeypatch.setattr(service, "audit_export_lines", full)
     with pytest.raises(CommandError, match="nothing was exported"):
         call_command("audit_export", "--tenant", "acme", "-o", str(tmp_path / "acme.jsonl"), stdout=StringIO())
     assert list(tmp_path.iterdir()) == []

@@ -1,8 +1,9 @@
 """``manage.py audit_export --tenant SLUG -o FILE``: a tenant's own audit chains as a file that verifies offline.
 
 The file is written as every command's file is (``toolhub.new_files``): whole or not at all, never over an
-existing file, so a refused or failed export leaves nothing behind. The export is itself
-recorded in the tenant's chain (``audit.exported``). Verify it with ``python -m toolhub.audit_file_verify``.
+existing file, so a refused or failed export leaves nothing behind. The export is itself recorded in the tenant's
+chain: its start (in the file), then ``audit.exported`` once the file is in place or ``audit.export_failed``
+(``toolhub.audit_export.audit_export_start``). Verify it with ``python -m toolhub.audit_file_verify``.
 """
 
 import getpass
@@ -13,9 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from toolhub.audit_export import (
     AuditExportError,
-    audit_export_lines,
     audit_export_open,
-    audit_export_record,
+    audit_export_start,
     export_range,
 )
 from toolhub.new_files import write_new
@@ -47,16 +47,20 @@ class Command(BaseCommand):
         except AuditExportError as exc:
             raise CommandError(str(exc)) from exc
         actor = options["actor"] or f"cli:{getpass.getuser()}"
-        audit_export_record(actor=actor, tenant=options["tenant"], scope=scope)
-        export = audit_export_open(options["tenant"], scope)  # read again: the record is in it
+        record = audit_export_start(actor=actor, tenant=options["tenant"], scope=scope)
         try:
-            write_new(target, audit_export_lines(export))
+            export = audit_export_open(options["tenant"], scope)  # read again: the start is in it
+            write_new(target, record.stream(export))
         except OSError as exc:
-            # The attempt stays recorded (the record is part of the export it announces).
+            record.fail(f"the file could not be written ({exc.strerror or type(exc).__name__})")
             raise CommandError(
                 f"{target} could not be written ({exc.strerror or exc}); nothing was exported "
-                "(the attempt is recorded as audit.exported)."
+                "(the attempt is recorded as audit.export_failed)."
             ) from exc
+        except BaseException as exc:
+            record.fail(f"the export stopped ({type(exc).__name__})")
+            raise
+        record.complete()
         chains = export.header["chains"]
         events = sum(entry["to_seq"] - entry["from_seq"] + 1 for entry in chains)
         self.stdout.write(
