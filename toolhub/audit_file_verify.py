@@ -1,33 +1,111 @@
 """Verify an exported audit trail (``manage.py audit_export``) offline: no database, no Django settings.
 
-    python -m toolhub.audit_file_verify acme-audit.jsonl [--head HASH | --head CHAIN:HASH ...]
+    python -m toolhub.audit_file_verify acme-audit.jsonl [--head HASH | --head CHAIN:HASH ...] [--key-env NAME]
 
 Every line's hash is recomputed with toolhub's own functions (``toolhub.audit_hash_core``) and every link
 checked: a missing sequence number, lines out of order, an altered line, a chain cut short of the header,
 of the signed checkpoint it names or of a head given with ``--head`` (kept independently, e.g. read from
 the console when the export was made). Exit 0 when the file verifies, 1 naming each problem.
 
-What it cannot prove: a file rewritten whole and consistently (every hash recomputed, the header and its
-checkpoint heads too: their signature cannot leave with one tenant's file) verifies, unless compared with a
-head kept apart from it (``--head``).
+With ``--key-env NAME`` (the checkpoint key read from that environment variable, never from the command line)
+the header must carry toolhub's signature under that key (``toolhub.checkpoint_signature_core``): its heads and
+its signed checkpoint's heads are then toolhub's word, and a file cut or rewritten fails. Without a key, or a head
+kept apart from the file (``--head``), a file rewritten whole and consistently verifies; the output says so.
+
+Lines are read strictly: a duplicate key, NaN or Infinity, a number that is not an integer where one is due, or a
+line longer than ``MAX_LINE_CHARS`` is reported, never read one way here and another way by the next reader.
 """
 
 import argparse
 import json
+import os
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text, tenant_chains
+from toolhub.checkpoint_signature_core import export_header_text, hmac_matches
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportFileError", "FileVerification", "main", "verify_export_lines"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "MAX_LINE_CHARS",
+    "ExportFileError",
+    "FileVerification",
+    "main",
+    "read_lines",
+    "verify_export_lines",
+]
 
 # The same values as ``toolhub.audit_export`` writes (that module needs Django; this one must not).
 EXPORT_FORMAT = "toolhub-audit-export"
 EXPORT_VERSION = 1
 
 _LINE_KEYS = frozenset({*HASHED_COLUMNS, "hash"})
+
+#: The longest line read (an event's data is at most a few megabytes): a longer one is reported, not held.
+MAX_LINE_CHARS = 16 * 1024 * 1024
+_READ_CHARS = 1024 * 1024
+_HASH = re.compile(r"[0-9a-f]{64}")
+_NUMBER = re.compile(r"[0-9]+")
+
+
+class _OverlongLine(str):
+    """Stands for a line longer than ``MAX_LINE_CHARS``, skipped unread."""
+
+
+def read_lines(handle: Any, max_chars: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of a text file, never holding more than ``max_chars`` of one: a longer one is an ``_OverlongLine``."""
+    while True:
+        line = handle.readline(min(_READ_CHARS, max_chars + 1))
+        if not line:
+            return
+        while not line.endswith("\n") and len(line) <= max_chars:
+            more = handle.readline(min(_READ_CHARS, max_chars + 1 - len(line)))
+            if not more:
+                break
+            line += more
+        if len(line) > max_chars and not line.endswith("\n"):
+            while (rest := handle.readline(_READ_CHARS)) and not rest.endswith("\n"):
+                pass
+            yield _OverlongLine()
+            continue
+        yield line
+
+
+class _Malformed(ValueError):
+    """A line that is not strict JSON (duplicate key, NaN or Infinity)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _Malformed(f"the key {next(k for k in keys if keys.count(k) > 1)[:40]!r} appears twice")
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise _Malformed(f"{name} is not a number an export holds")
+
+
+def _loads(text: str) -> Any:
+    """JSON read strictly: one reading only (no duplicate keys, no NaN or Infinity)."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_head(given: str) -> tuple[int | None, str]:
+    """``[CHAIN:]HASH`` as kept apart from the file (any case, spaces around): ``ValueError`` when it is neither."""
+    chain_text, _, head_hash = given.strip().rpartition(":")
+    head_hash = head_hash.strip().lower()
+    if not _HASH.fullmatch(head_hash) or (chain_text and not _NUMBER.fullmatch(chain_text.strip())):
+        raise ValueError(f"--head {given[:80]!r}: give HASH or CHAIN:HASH (a hash is 64 hexadecimal digits)")
+    return (int(chain_text) if chain_text else None), head_hash
 
 
 class ExportFileError(ValueError):
@@ -55,10 +133,11 @@ class _Chain:
     hashes: dict[str, int] = field(default_factory=dict)
 
 
-def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> FileVerification:
+def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = (), key: bytes | None = None) -> FileVerification:
     """Verify an export read line by line, in constant memory; ``heads``: ``[CHAIN:]HASH`` kept apart from it.
 
-    Raises ``ExportFileError`` when the first line is not this format's header.
+    ``key``: the checkpoint key, to check the checkpoint section's signature. Raises ``ExportFileError`` when the
+    first line is not this format's header, ``ValueError`` for a malformed head.
     """
     numbered = enumerate(lines, start=1)
     first = next(numbered, None)
@@ -69,12 +148,12 @@ def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> File
     own = tenant_chains(tenant)
     result = FileVerification(tenant)
     declared = _declared(header, result)
-    heads = list(heads)
-    wanted = {given.rpartition(":")[2] for given in heads} | _checkpoint_hashes(header) | _header_head_hashes(header)
+    given_heads = [parse_head(given) for given in heads]
+    wanted = {head for _, head in given_heads} | _checkpoint_hashes(header) | _header_head_hashes(header)
     chains: dict[int, _Chain] = {}
     current: _Chain | None = None
     for number, text in numbered:
-        if not text.strip():
+        if not text.strip() and not isinstance(text, _OverlongLine):
             continue
         event = _event(number, text, result)
         if event is None:
@@ -102,13 +181,18 @@ def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = ()) -> File
             current.hashes[event["hash"]] = seq
     result.chains = len(chains)
     _ends(chains, declared, header, result)
-    _given_heads(chains, heads, result)
+    _signature(header, key, result)
+    _given_heads(chains, given_heads, result)
     return result
 
 
 def _header(text: str) -> dict[str, Any]:
+    if isinstance(text, _OverlongLine):
+        raise ExportFileError(f"line 1 is longer than {MAX_LINE_CHARS} characters: this is not a toolhub audit export")
     try:
-        header = json.loads(text)
+        header = _loads(text)
+    except _Malformed as exc:
+        raise ExportFileError(f"line 1 is not strict JSON ({exc}): the header was altered") from None
     except ValueError:
         raise ExportFileError("line 1 is not JSON: this is not a toolhub audit export") from None
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
@@ -146,24 +230,31 @@ def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, tup
     """Each chain's seq span as the header states it."""
     spans: dict[int, tuple[int, int]] = {}
     for entry in header["chains"]:
-        try:
-            spans[int(entry["chain"])] = (int(entry["from_seq"]), int(entry["to_seq"]))
-        except (TypeError, KeyError, ValueError):
+        numbers = [entry.get(name) for name in ("chain", "from_seq", "to_seq")] if isinstance(entry, dict) else []
+        if len(numbers) != 3 or not all(_is_int(number) for number in numbers) or numbers[0] in spans:
             result.problems.append(f"the header's chain entry {str(entry)[:80]} is malformed: the header was altered")
+            continue
+        spans[numbers[0]] = (numbers[1], numbers[2])
     return spans
 
 
 def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] | None:
+    if isinstance(text, _OverlongLine):
+        result.problems.append(f"line {number} is longer than {MAX_LINE_CHARS} characters: it was not read")
+        return None
     try:
-        event = json.loads(text)
+        event = _loads(text)
+    except _Malformed as exc:
+        result.problems.append(f"line {number} is not strict JSON ({exc}): it was altered")
+        return None
     except ValueError:
         result.problems.append(f"line {number} is not JSON: it was altered or cut")
         return None
     if (
         not isinstance(event, dict)
         or set(event) != _LINE_KEYS
-        or not isinstance(event["chain"], int)
-        or not isinstance(event["seq"], int)
+        or not _is_int(event["chain"])
+        or not _is_int(event["seq"])
         or not isinstance(event["hash"], str)
         or not isinstance(event["prev_hash"], str)
     ):
@@ -251,9 +342,9 @@ def _ends(
         source = f"signed checkpoint #{checkpoint.get('seq')}"
         for number, head in sorted(checkpoint["heads"].items()):
             if not (
-                number.isdigit()
+                _NUMBER.fullmatch(number)
                 and isinstance(head, dict)
-                and isinstance(head.get("seq"), int)
+                and _is_int(head.get("seq"))
                 and isinstance(head.get("hash"), str)
             ):
                 result.problems.append(
@@ -262,6 +353,10 @@ def _ends(
                 continue
             chain, named_seq = chains.get(int(number)), head["seq"]
             if chain is None:
+                result.problems.append(
+                    f"chain {number}: {source} names its seq {named_seq}, but the file holds none of its lines: "
+                    "the chain was removed"
+                )
                 continue
             if chain.last_seq < named_seq:
                 result.problems.append(
@@ -273,24 +368,47 @@ def _ends(
                     f"chain {number} seq {named_seq}: not the event {source} names: the chain was rewritten"
                 )
         if checkpoint["heads"]:
-            result.notes.append(
-                f"compared with the heads of {source} as the header names them (toolhub checked its signature when "
-                "the file was made; a rewritten file can name others)"
-            )
+            result.notes.append(f"compared with the heads of {source} as the header names them")
 
 
-def _given_heads(chains: dict[int, _Chain], heads: Iterable[str], result: FileVerification) -> None:
+def _signature(header: dict[str, Any], key: bytes | None, result: FileVerification) -> None:
+    """With the checkpoint key, the header must be signed with it; without one, say that nothing was checked."""
+    if key is None:
+        result.notes.append(
+            "signatures were NOT checked (no --key-env): the header and its checkpoint heads are the file's own "
+            "word, and a file rewritten whole and consistently would verify too"
+        )
+        return
+    if not isinstance(header.get("signature"), str):
+        result.problems.append(
+            "the key was given, but the header is not signed: it was altered, or exported where no key was set"
+        )
+        return
+    if not hmac_matches(key, export_header_text(header), header["signature"]):
+        result.problems.append(
+            "the header is not signed with this key: it was altered, or the key is not the one toolhub signs "
+            "checkpoints with"
+        )
+        return
+    checkpoint = header.get("checkpoint")
+    vouched = (
+        f"and checkpoint #{checkpoint.get('seq')} of {checkpoint.get('created_at')} named the heads it lists"
+        if isinstance(checkpoint, dict)
+        else "(no signed checkpoint covered the exported range)"
+    )
+    result.notes.append(
+        f"the header is signed with the given key: toolhub exported these chains up to these heads at "
+        f"{header.get('exported_at')}, {vouched}"
+    )
+
+
+def _given_heads(chains: dict[int, _Chain], heads: Iterable[tuple[int | None, str]], result: FileVerification) -> None:
     """Each ``--head`` must be in the file: a head kept apart from it that is missing means its tail was cut."""
-    for given in heads:
-        chain_text, _, head_hash = given.rpartition(":")
+    for chain_number, head_hash in heads:
         candidates = list(chains.values())
-        if chain_text:
-            try:
-                candidates = [chains[int(chain_text)]] if int(chain_text) in chains else []
-            except ValueError:
-                result.problems.append(f"--head {given!r}: give HASH or CHAIN:HASH")
-                continue
-        where = f"chain {chain_text}" if chain_text else "any chain of the file"
+        if chain_number is not None:
+            candidates = [chains[chain_number]] if chain_number in chains else []
+        where = f"chain {chain_number}" if chain_number is not None else "any chain of the file"
         if not any(head_hash in chain.hashes for chain in candidates):
             result.problems.append(
                 f"the expected head {head_hash[:16]}... is in {where} nowhere: the tail that led to it was cut, "
@@ -311,10 +429,29 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="a head kept apart from the file, HASH or CHAIN:HASH: the file must reach it (catches a cut tail)",
     )
+    parser.add_argument(
+        "--key-env",
+        metavar="NAME",
+        help="the environment variable holding the checkpoint key: the checkpoint section's signature is checked",
+    )
     options = parser.parse_args(argv)
+    for given in options.head:
+        try:
+            parse_head(given)
+        except ValueError as exc:
+            parser.error(str(exc))
+    key = None
+    if options.key_env is not None:
+        key_text = os.environ.get(options.key_env, "")
+        if not key_text:
+            print(
+                f"ERROR: the environment variable {options.key_env} holds no key; nothing was verified", file=sys.stderr
+            )
+            return 1
+        key = key_text.encode()
     try:
-        with open(options.file, encoding="utf-8") as lines:
-            result = verify_export_lines(lines, options.head)
+        with open(options.file, encoding="utf-8") as handle:
+            result = verify_export_lines(read_lines(handle), options.head, key)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"ERROR: cannot read {options.file}: {exc}", file=sys.stderr)
         return 1
@@ -329,13 +466,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{options.file} does NOT verify: {len(result.problems)} problem(s)", file=sys.stderr)
         return 1
     print(f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant}.")
-    if not options.head:
-        # The header's checkpoint heads are the file's own word (their signature cannot be checked here): a forger
-        # who rewrites the file writes them too. Only a head kept apart from the file vouches for it.
-        print(
-            "note: without a head kept apart from this file (--head), a file rewritten whole and consistently "
-            "would verify too (its checkpoint heads included: their signature is not in the file)."
-        )
     return 0
 
 
