@@ -35,6 +35,7 @@ __all__ = [
     "Binding",
     "Recorded",
     "command_actor",
+    "os_user",
     "governance_append",
     "governance_recording",
     "governance_recorded",
@@ -227,17 +228,21 @@ class Binding:
     accounts: tuple[str, ...] = ()
 
 
-def command_actor() -> str:
-    """Who runs a management command, as the trail names them: the operating system's user.
+def os_user() -> str:
+    """The operating system's user running this process, as the trail names a command's actor.
 
     A container may run under a numeric user with no name (no ``passwd`` entry, no ``USER``): then its number, so
     a command that must record never fails for want of a name.
     """
     try:
-        name = getpass.getuser()
+        return getpass.getuser()
     except (KeyError, OSError):
-        name = f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
-    return f"command:{name}"
+        return f"uid-{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
+def command_actor() -> str:
+    """Who runs a management command, as the trail names them: ``command:`` and the operating system's user."""
+    return f"command:{os_user()}"
 
 
 @contextmanager

@@ -6,7 +6,6 @@ chain: its start (in the file), then ``audit.exported`` once the file is in plac
 (``toolhub.audit_export.audit_export_start``). Verify it with ``python -m toolhub.audit_file_verify``.
 """
 
-import getpass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from toolhub.audit_export import (
     audit_export_start,
     export_range,
 )
+from toolhub.governance_trail import os_user
 from toolhub.new_files import write_new
 
 
@@ -46,7 +46,7 @@ class Command(BaseCommand):
             audit_export_open(options["tenant"], scope)  # refuses an unknown tenant before anything is recorded
         except AuditExportError as exc:
             raise CommandError(str(exc)) from exc
-        actor = options["actor"] or f"cli:{getpass.getuser()}"
+        actor = options["actor"] or f"cli:{os_user()}"
         record = audit_export_start(actor=actor, tenant=options["tenant"], scope=scope)
         try:
             export = audit_export_open(options["tenant"], scope)  # read again: the start is in it
