@@ -324,6 +324,24 @@ class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
 
         return ScopedChangelistForm
 
+    def get_changelist_formset(self, request: HttpRequest, **kwargs: Any) -> Any:
+        """An editable list's rows are named by ids among the rows shown here, as its forms choose related rows.
+
+        Django checks each posted row id against every row of the model: another tenant's id passed, was taken for
+        a new row and answered 400 where a missing id answered "Select a valid choice", which told that it exists.
+        """
+        base = super().get_changelist_formset(request, **kwargs)  # type: ignore[misc]
+        shown = self.get_queryset(request)
+
+        class ScopedChangelistFormSet(base):  # type: ignore[misc, valid-type]
+            def add_fields(self, form: forms.Form, index: int | None) -> None:
+                super().add_fields(form, index)
+                row_id = form.fields.get(self._pk_field.name)
+                if isinstance(row_id, forms.ModelChoiceField):
+                    row_id.queryset = row_id.queryset.filter(pk__in=shown.values("pk"))
+
+        return ScopedChangelistFormSet
+
 
 class ModelProblemsShown(forms.ModelForm):
     """A model's ``clean()`` may find fault with a field this form does not edit: shown on the form, naming it.
