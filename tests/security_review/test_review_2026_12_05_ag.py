@@ -22,17 +22,23 @@ with no tenant, every tenant-scoped change list with ``?<tenant_field>=acme``, `
 and ``?<pk>=<acme pk>`` / ``__in`` listed none of acme's rows (a refused lookup answers 400 or the ``?e=1`` redirect);
 change, history and delete pages of acme's rows with ``?_to_field=<pk>``, ``?_popup=1`` or ``_changelist_filters``
 answered 302/403/404; every action posted with ``select_across=1`` under ``?<tenant_field>=acme`` with acme's ids
-changed nothing; ``/admin/autocomplete/`` asked from every installed model (registered or not: Django does not need the
-source model to be registered) named none of acme's rows. The password-change page of an acme user answers 403 as a
-missing one does (``CrossTenantChangesOnly``). The console's trail export and "Verify now" take the tenant from the
-POST body and refuse one outside the boundary with 404 (the empty tenant of the tenantless too). Four eyes: the
-desk's single approve, "Approve selected", the REST approve and reject all go through ``approvals.services._decided``,
-which judges the decider (``approval_may_decide``: the requester refused) after the row lock and reloads them
-(``decider_as_now``); MCP has no decision tool; a member of both tenants is refused on their own request in either
-tenant; a run's tenant (``context.tenant``) is one of the caller's own (``_run_tenant``), MCP's ``X-Toolhub-Tenant``
-likewise (tests/tenancy/test_mcp_sweep.py). The bulk approve's ``fields_version_<id>`` and ``arguments_hash_<id>`` are
-read only for requests of the action's (scoped) queryset; the saga page's Retry ``seen`` marks are compared with the
-saga's own compensations under its lock.
+changed nothing, and every action (its first POST and its confirmed one), change, delete and history POST naming an
+acme row answered exactly as one naming a missing id (status, page and messages); an add page's foreign key set to a
+row of acme answered "Select a valid choice" as a missing one does; ``/admin/autocomplete/`` asked from every
+installed model (registered or not: Django does not need the source model to be registered) named none of acme's
+rows; the admin's query counts on PostgreSQL are unchanged by the fix (tests/posture/test_admin_query_counts.py).
+
+Read in the code, not probed: the password-change page of an acme user answers 403 as a missing one does
+(``CrossTenantChangesOnly`` refuses before the row is read). The console's trail export and "Verify now" take the
+tenant from the POST body and refuse one outside the boundary with 404 (the empty tenant of the tenantless too). Four
+eyes: the desk's single approve, "Approve selected", the REST approve and reject all go through
+``approvals.services._decided``, which judges the decider (``approval_may_decide``: the requester refused, whatever
+tenant the request is in, so a member of both tenants too) after the row lock and reloads them (``decider_as_now``);
+MCP has no decision tool (tests/approvals/test_four_eyes.py and tests/api hold the requester's refusal). A run's
+tenant (``context.tenant``) is one of the caller's own (``_run_tenant``), MCP's ``X-Toolhub-Tenant`` likewise
+(tests/tenancy/test_mcp_sweep.py). The bulk approve's ``fields_version_<id>`` and ``arguments_hash_<id>`` are read only
+for requests of the action's (scoped) queryset; the saga page's Retry ``seen`` marks are compared with the saga's own
+compensations under its lock. The changelist's ``?_to_field`` and raw-id popups read the admin's scoped queryset.
 
 Noted, not changed: "Approve selected" posted without ``fields_version_<id>`` (a script's own form) approves without
 the definition check (``definition_changed`` reads an empty value as "not sent"), as the API does without
