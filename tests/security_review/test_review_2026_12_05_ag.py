@@ -27,6 +27,9 @@ acme row answered exactly as one naming a missing id (status, page and messages)
 row of acme answered "Select a valid choice" as a missing one does; ``/admin/autocomplete/`` asked from every
 installed model (registered or not: Django does not need the source model to be registered) named none of acme's
 rows; the admin's query counts on PostgreSQL are unchanged by the fix (tests/posture/test_admin_query_counts.py).
+An operator who is a member of both tenants, posting approvals of their own held call (acme) on the desk's page,
+through "Approve selected" and through ``POST /api/v1/approvals/<id>/approve/`` (403, "You started this call"), left
+it pending with no decision recorded.
 
 Read in the code, not probed: the password-change page of an acme user answers 403 as a missing one does
 (``CrossTenantChangesOnly`` refuses before the row is read). The console's trail export and "Verify now" take the
