@@ -16,7 +16,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,9 +252,19 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
     For code toolhub does not own (a third-party management command) that writes governing rows with no hook to
     call :func:`governance_append` from; the events commit with the writes or not at all. A bulk ``delete()``
     sends ``pre_delete`` for each row while a receiver listens, so it is recorded row by row too.
+
+    The transaction starts at the block's first watched write, not at the block's start: a command that prompts
+    first (``changepassword``, an interactive ``createsuperuser``) holds none while a person types, where on SQLite
+    its reads' lock would keep every other process (the running server) from committing until they are done. A
+    write inside a transaction of its own (``get_or_create``'s, a ``delete()``'s) records its events in that one.
     """
     before: dict[tuple[str, Any], Recorded] = {}
     thread = threading.get_ident()
+    block = ExitStack()
+
+    def begin(using: str | None) -> None:
+        if not transaction.get_connection(using).in_atomic_block:
+            block.enter_context(transaction.atomic(using=using))
 
     def binding(sender: Any) -> Binding | None:
         # Receivers are global while the block runs: another thread's writes are not this actor's.
@@ -262,7 +272,10 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
 
     def remember(sender: Any, instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
         bound = binding(sender)
-        if bound is None or row_pk(instance) is None:
+        if bound is None:
+            return
+        begin(kwargs.get("using"))
+        if row_pk(instance) is None:
             return
         stored = sender._default_manager.filter(pk=row_pk(instance)).first()
         if stored is not None:
@@ -286,21 +299,24 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
         bound = binding(sender)
         if bound is None:
             return
+        begin(kwargs.get("using"))
         tenants = governance_tenants(instance, fields=bound.fields, lookups=bound.lookups)
         governance_append(
             instance, "deleted", actor=actor, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts
         )
 
     uid = f"toolhub.governance_recording.{id(before)}"
-    with transaction.atomic():
+
+    def disconnect() -> None:
+        for model in watched:
+            pre_save.disconnect(sender=model, dispatch_uid=uid)
+            post_save.disconnect(sender=model, dispatch_uid=uid)
+            pre_delete.disconnect(sender=model, dispatch_uid=uid)
+
+    with block:  # on the way out: the transaction begun (committed, or rolled back on an error), then the receivers
+        block.callback(disconnect)
         for model in watched:
             pre_save.connect(remember, sender=model, weak=False, dispatch_uid=uid)
             post_save.connect(saved, sender=model, weak=False, dispatch_uid=uid)
             pre_delete.connect(deleted, sender=model, weak=False, dispatch_uid=uid)
-        try:
-            yield
-        finally:
-            for model in watched:
-                pre_save.disconnect(sender=model, dispatch_uid=uid)
-                post_save.disconnect(sender=model, dispatch_uid=uid)
-                pre_delete.disconnect(sender=model, dispatch_uid=uid)
+        yield
