@@ -58,8 +58,22 @@ def _escaped(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-#: Scripts written together in one name (Japanese mixes kana and kanji, Korean hangul and hanja).
-_WRITTEN_TOGETHER = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL"})
+#: The scripts a name may mix (Unicode's "highly restrictive" level, UTS #39 5.2): Latin beside the scripts of
+#: Japanese, Chinese or Korean writing, whose letters look like none of Latin's, and nothing else.
+_MIXES_ALLOWED = (
+    frozenset({"LATIN", "CJK", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "CJK", "BOPOMOFO"}),
+    frozenset({"LATIN", "CJK", "HANGUL"}),
+)
+#: Letters whose character name does not start with their script's: the prolonged sound mark (``ユーキ``) and the
+#: iteration mark (``佐々木``) are Japanese, a modifier letter (the okina of ``oʻahu``) is every script's.
+_SCRIPT_OF_NAME = {"KATAKANA-HIRAGANA": "KATAKANA", "IDEOGRAPHIC": "CJK", "MODIFIER": ""}
+
+
+def _scripts(name: str) -> set[str]:
+    """The scripts of ``name``'s letters, read in its compatibility form (full-width ``Ｔａｒｏ`` is ``Taro``)."""
+    words = (unicodedata.name(char, "").split(" ")[0] for char in unicodedata.normalize("NFKC", name) if char.isalpha())
+    return {script for script in (_SCRIPT_OF_NAME.get(word, word) for word in words) if script}
 
 
 def lookalike_problem(name: str) -> str | None:
@@ -68,12 +82,13 @@ def lookalike_problem(name: str) -> str | None:
     Written out at display (:func:`visible_text`) is no defence where a name is read elsewhere (an e-mail, a
     terminal, the trail's ``actor``): a name holding a character drawn as nothing (a Hangul filler), or mixing
     look-alike letters of two scripts (a Cyrillic ``\u0430`` among Latin ones), is refused where it is chosen. A name in
-    one script (``zoë``, ``Ярослав``) is fine; all-Cyrillic look-alikes of a Latin name need a confusables table.
+    one script (``zoë``, ``Ярослав``), or mixing only as Japanese, Chinese and Korean names do (``佐々木``,
+    ``ユーキ``, ``taro_田中``), is fine; all-Cyrillic look-alikes of a Latin name need a confusables table.
     """
     if visible_text(name) != name:
         return f"it holds characters a page draws as nothing (invisible): {visible_text(name)}"
-    scripts = {unicodedata.name(char, "").split(" ")[0] for char in name if char.isalpha()}
-    if len(scripts - _WRITTEN_TOGETHER) + bool(scripts & _WRITTEN_TOGETHER) > 1:
+    scripts = _scripts(name)
+    if len(scripts) > 1 and not any(scripts <= allowed for allowed in _MIXES_ALLOWED):
         return f"it mixes letters of several scripts ({', '.join(sorted(scripts))}), which look alike"
     return None
 
