@@ -7,11 +7,14 @@ writes of ``toolhub.audit_sql``, the locked reads of a request or a run, the gua
 each of them once too.
 """
 
+import functools
 import weakref
 from typing import Any
 
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from django.utils.connection import ConnectionProxy
 
 __all__ = ["prepared_cursor"]
 
@@ -36,27 +39,39 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     whenever the generic plan looks costlier. Every statement prepared this way looks rows up by key, where
     the generic plan is the custom one; only prepared statements read this setting, and only these cursors
     prepare.
-    """
-    from django.db.backends.postgresql.base import ServerBindingCursor
-    from psycopg.pq import TransactionStatus
 
+    ``connection`` may be ``django.db.connection``: it is resolved to its wrapper once here, since every
+    attribute read through that proxy looks the wrapper up again (a few µs each, several per cursor).
+    """
     from toolhub.conf import toolhub_settings
 
+    if isinstance(connection, ConnectionProxy):
+        connection = connections[connection._alias]
     if connection.vendor != "postgresql" or not toolhub_settings().PREPARED_STATEMENTS:
         return connection.cursor()
+    server_binding_cursor, idle = _psycopg()
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
         # Only server-binding cursors ever prepare, so Django's own (client-binding) queries are unaffected.
         raw.prepare_threshold = _PREPARE_AFTER
-    if raw not in _GENERIC_PLANS and raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE:
+    if raw not in _GENERIC_PLANS and raw.autocommit and raw.info.transaction_status == idle:
         # Outside a transaction, so that no rollback can take it back.
         raw.execute("SET plan_cache_mode = force_generic_plan")
         _GENERIC_PLANS.add(raw)
-    cursor = ServerBindingCursor(raw)
+    cursor = server_binding_cursor(raw)
     if connection.queries_logged:
         return _StatementDebugCursor(cursor, connection)
     return connection.make_cursor(cursor)
+
+
+@functools.cache
+def _psycopg() -> tuple[Any, Any]:
+    """The server-binding cursor class and the idle transaction status, imported once (psycopg only)."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+    from psycopg.pq import TransactionStatus
+
+    return ServerBindingCursor, TransactionStatus.IDLE
 
 
 class _StatementDebugCursor(CursorDebugWrapper):

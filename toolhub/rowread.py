@@ -10,7 +10,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Field, Model
 
 __all__ = ["assign_row", "columns_sql", "converted", "instance_of", "instances_of", "lock_clause"]
@@ -30,7 +30,7 @@ def instance_of(model: type[Model], values: Sequence[Any]) -> Any:
     if values[_pk_index(model)] is None:
         return None
     row = _convert(_converters(model, _names(model)), values)
-    return model.from_db(connection.alias, _attnames(model), row)
+    return model.from_db(DEFAULT_DB_ALIAS, _attnames(model), row)
 
 
 def assign_row(instance: Model, values: Sequence[Any]) -> None:
@@ -39,7 +39,7 @@ def assign_row(instance: Model, values: Sequence[Any]) -> None:
     for attname, value in zip(_attnames(model), _convert(_converters(model, _names(model)), values), strict=True):
         setattr(instance, attname, value)
     instance._state.adding = False
-    instance._state.db = connection.alias
+    instance._state.db = DEFAULT_DB_ALIAS
 
 
 def instances_of(models: Sequence[type[Model]], values: Sequence[Any]) -> list[Any]:
