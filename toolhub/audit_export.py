@@ -24,8 +24,7 @@ from toolhub import audit_hash_core
 from toolhub.audit import audit_append
 from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp, tenant_chains
 from toolhub.checkpoint_checks import named_heads, stored_run
-from toolhub.checkpoint_signature import CheckpointKeyError, sign
-from toolhub.checkpoint_signature_core import export_header_text
+from toolhub.checkpoint_signature import CheckpointKeyError, sign_export_header
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditEvent, Tenant
 
@@ -165,10 +164,10 @@ def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExp
     return AuditExport(tenant, header, tuple(spans))
 
 
-def _signature(header: dict[str, Any]) -> str | None:
-    """The header signed with the checkpoint key (``audit_file_verify --key-env`` checks it); None without a key."""
+def _signature(header: dict[str, Any]) -> dict[str, str] | None:
+    """The header's Ed25519 signature (``audit_file_verify --public-key`` checks it); None without a checkpoint key."""
     try:
-        return sign(export_header_text(header))
+        return sign_export_header(header)
     except CheckpointKeyError:
         return None
 
@@ -202,7 +201,7 @@ def _checkpoint(chains: range, exported: dict[int, tuple[int, int]]) -> dict[str
     """The newest signed checkpoint's heads of the exported chains that fall in their spans, if it holds.
 
     Its signature covers every chain's head, other tenants' too, so it cannot leave with this file: toolhub
-    checks it here, and the header that holds this part of it is signed with the same key (``_signature``).
+    checks it here, and signs the header that holds this part of it with the key derived from it (``_signature``).
     """
     try:
         newest, problems, documents = stored_run(chains)

@@ -1,16 +1,19 @@
 """Verify an exported audit trail (``manage.py audit_export``) offline: no database, no Django settings.
 
-    python -m toolhub.audit_file_verify acme-audit.jsonl [--head HASH | --head CHAIN:HASH ...] [--key-env NAME]
+    python -m toolhub.audit_file_verify acme-audit.jsonl [--head HASH | --head CHAIN:HASH ...]
+        [--public-key KEY | --public-key-file FILE]
 
 Every line's hash is recomputed with toolhub's own functions (``toolhub.audit_hash_core``) and every link
 checked: a missing sequence number, lines out of order, an altered line, a chain cut short of the header,
 of the signed checkpoint it names or of a head given with ``--head`` (kept independently, e.g. read from
-the console when the export was made). Exit 0 when the file verifies, 1 naming each problem.
+the console when the export was made). Exit 0 when the file verifies, 1 naming each problem (or the file
+unreadable), 2 for a malformed argument (a head, a public key, an unreadable key file).
 
-With ``--key-env NAME`` (the checkpoint key read from that environment variable, never from the command line)
-the header must carry toolhub's signature under that key (``toolhub.checkpoint_signature_core``): its heads and
-its signed checkpoint's heads are then toolhub's word, and a file cut or rewritten fails. Without a key, or a head
-kept apart from the file (``--head``), a file rewritten whole and consistently verifies; the output says so.
+With ``--public-key KEY`` or ``--public-key-file FILE`` (toolhub's export public key, ``manage.py
+audit_public_key``) the header must carry toolhub's Ed25519 signature (``toolhub.audit_export_key``): its heads
+and its signed checkpoint's heads are then toolhub's word, and a file cut or rewritten fails. The public key checks
+and cannot sign, so the auditor needs no secret. Without it, or a head kept apart from the file (``--head``), a
+file rewritten whole and consistently verifies; the output says so.
 
 Lines are read strictly: a duplicate key, NaN or Infinity, a number that is not an integer where one is due, or a
 line longer than ``MAX_LINE_CHARS`` is reported, never read one way here and another way by the next reader.
@@ -18,15 +21,16 @@ line longer than ``MAX_LINE_CHARS`` is reported, never read one way here and ano
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolhub.audit_export_key import PublicKeyError, header_signature_problem, parse_public_key, public_key_text
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text, tenant_chains
-from toolhub.checkpoint_signature_core import export_header_text, hmac_matches
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -133,11 +137,13 @@ class _Chain:
     hashes: dict[str, int] = field(default_factory=dict)
 
 
-def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = (), key: bytes | None = None) -> FileVerification:
+def verify_export_lines(
+    lines: Iterable[str], heads: Iterable[str] = (), public_key: Ed25519PublicKey | None = None
+) -> FileVerification:
     """Verify an export read line by line, in constant memory; ``heads``: ``[CHAIN:]HASH`` kept apart from it.
 
-    ``key``: the checkpoint key, to check the checkpoint section's signature. Raises ``ExportFileError`` when the
-    first line is not this format's header, ``ValueError`` for a malformed head.
+    ``public_key``: toolhub's export public key, to check the header's signature. Raises ``ExportFileError`` when
+    the first line is not this format's header, ``ValueError`` for a malformed head.
     """
     numbered = enumerate(lines, start=1)
     first = next(numbered, None)
@@ -181,7 +187,7 @@ def verify_export_lines(lines: Iterable[str], heads: Iterable[str] = (), key: by
             current.hashes[event["hash"]] = seq
     result.chains = len(chains)
     _ends(chains, declared, header, result)
-    _signature(header, key, result)
+    _signature(header, public_key, result)
     _given_heads(chains, given_heads, result)
     return result
 
@@ -371,24 +377,17 @@ def _ends(
             result.notes.append(f"compared with the heads of {source} as the header names them")
 
 
-def _signature(header: dict[str, Any], key: bytes | None, result: FileVerification) -> None:
-    """With the checkpoint key, the header must be signed with it; without one, say that nothing was checked."""
-    if key is None:
+def _signature(header: dict[str, Any], public_key: Ed25519PublicKey | None, result: FileVerification) -> None:
+    """With the public key, the header must be signed by its key; without one, say that nothing was checked."""
+    if public_key is None:
         result.notes.append(
-            "signatures were NOT checked (no --key-env): the header and its checkpoint heads are the file's own "
+            "signatures were NOT checked (no --public-key): the header and its checkpoint heads are the file's own "
             "word, and a file rewritten whole and consistently would verify too"
         )
         return
-    if not isinstance(header.get("signature"), str):
-        result.problems.append(
-            "the key was given, but the header is not signed: it was altered, or exported where no key was set"
-        )
-        return
-    if not hmac_matches(key, export_header_text(header), header["signature"]):
-        result.problems.append(
-            "the header is not signed with this key: it was altered, or the key is not the one toolhub signs "
-            "checkpoints with"
-        )
+    problem = header_signature_problem(public_key, header)
+    if problem is not None:
+        result.problems.append(problem)
         return
     checkpoint = header.get("checkpoint")
     vouched = (
@@ -397,8 +396,8 @@ def _signature(header: dict[str, Any], key: bytes | None, result: FileVerificati
         else "(no signed checkpoint covered the exported range)"
     )
     result.notes.append(
-        f"the header is signed with the given key: toolhub exported these chains up to these heads at "
-        f"{header.get('exported_at')}, {vouched}"
+        f"the header is signed by the public key given ({public_key_text(public_key).fingerprint}): toolhub "
+        f"exported these chains up to these heads at {header.get('exported_at')}, {vouched}"
     )
 
 
@@ -429,29 +428,34 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="a head kept apart from the file, HASH or CHAIN:HASH: the file must reach it (catches a cut tail)",
     )
-    parser.add_argument(
-        "--key-env",
-        metavar="NAME",
-        help="the environment variable holding the checkpoint key: the checkpoint section's signature is checked",
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--public-key",
+        metavar="KEY",
+        help="toolhub's export public key (base64 or hex, from manage.py audit_public_key): the header's signature "
+        "is checked",
     )
+    keys.add_argument("--public-key-file", metavar="FILE", help="a file holding that key (audit_public_key's output)")
+    # Replaced by --public-key: the checkpoint key it read would let the auditor sign, and had to leave the platform.
+    keys.add_argument("--key-env", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.key_env is not None:
+        parser.error(
+            "--key-env is no longer read: export headers are signed with a public key now, and the checkpoint key "
+            "stays on the platform. Get the public key with manage.py audit_public_key and pass --public-key KEY"
+        )
     for given in options.head:
         try:
             parse_head(given)
         except ValueError as exc:
             parser.error(str(exc))
-    key = None
-    if options.key_env is not None:
-        key_text = os.environ.get(options.key_env, "")
-        if not key_text:
-            print(
-                f"ERROR: the environment variable {options.key_env} holds no key; nothing was verified", file=sys.stderr
-            )
-            return 1
-        key = key_text.encode()
+    try:
+        public_key = _public_key(options.public_key, options.public_key_file)
+    except PublicKeyError as exc:
+        parser.error(str(exc))
     try:
         with open(options.file, encoding="utf-8") as handle:
-            result = verify_export_lines(read_lines(handle), options.head, key)
+            result = verify_export_lines(read_lines(handle), options.head, public_key)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"ERROR: cannot read {options.file}: {exc}", file=sys.stderr)
         return 1
@@ -467,6 +471,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant}.")
     return 0
+
+
+def _public_key(given: str | None, path: str | None) -> Ed25519PublicKey | None:
+    """The public key from the command line or a key file; ``PublicKeyError`` naming the option when it is not one."""
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(64 * 1024)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PublicKeyError(f"--public-key-file: cannot read {path}: {exc}") from None
+        try:
+            return parse_public_key(text)
+        except PublicKeyError as exc:
+            raise PublicKeyError(f"--public-key-file {path}: {exc}") from None
+    if given is None:
+        return None
+    try:
+        return parse_public_key(given)
+    except PublicKeyError as exc:
+        raise PublicKeyError(f"--public-key: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ import json
 import os
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolhub.audit_export_key import export_signing_key, header_signature
 from toolhub.audit_hash import canonical_json
 from toolhub.checkpoint_signature_core import hmac_hex, hmac_matches
 from toolhub.conf import toolhub_settings
@@ -17,7 +20,9 @@ from toolhub.models import AuditCheckpoint
 __all__ = [
     "CheckpointKeyError",
     "builds_on",
+    "export_public_key",
     "sign",
+    "sign_export_header",
     "signature_matches",
     "signed_body",
     "signing_key",
@@ -41,6 +46,16 @@ def signing_key() -> bytes:
 
 def sign(text: str) -> str:
     return hmac_hex(signing_key(), text)
+
+
+def sign_export_header(header: dict[str, Any]) -> dict[str, str]:
+    """The export header's Ed25519 signature, with the key derived from the checkpoint key (``audit_export_key``)."""
+    return header_signature(signing_key(), header)
+
+
+def export_public_key() -> Ed25519PublicKey:
+    """The public key that checks export headers (``manage.py audit_public_key``); it cannot sign."""
+    return export_signing_key(signing_key()).public_key()
 
 
 def signature_matches(text: str, signature: Any) -> bool:

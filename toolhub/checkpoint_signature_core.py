@@ -1,8 +1,8 @@
-"""Checkpoint signatures without Django: the HMAC itself, and the signature of a tenant's export header.
+"""Checkpoint signatures without Django: the HMAC itself, and the text a tenant's export header is signed over.
 
 ``toolhub.checkpoint_signature`` signs and checks stored checkpoints with these functions (the key read from the
-variable the settings name); the offline verifier (``toolhub.audit_file_verify``) checks an export's header with
-them and a key its auditor holds, with no database and no Django settings.
+variable the settings name). An export's header is signed over ``export_header_text`` with an Ed25519 key derived
+from the same key (``toolhub.audit_export_key``), so an auditor checks it with a public key, never this secret.
 """
 
 import hashlib
@@ -38,7 +38,7 @@ def export_header_text(header: dict[str, Any]) -> str:
 
     A stored checkpoint's signature covers every tenant's heads, so it cannot leave with one tenant's file; toolhub
     checks it at export time and signs the header, which holds the tenant's part of it (its own chains' heads) and
-    the heads the export ends at, with the same key.
+    the heads the export ends at, with the key derived from it (``toolhub.audit_export_key``).
     """
     body = {key: value for key, value in header.items() if key != "signature"}
     return EXPORT_HEADER_PURPOSE + "\n" + canonical_json(body)

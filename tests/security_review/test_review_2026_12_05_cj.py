@@ -66,7 +66,9 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 def trail(db: None) -> None:
     Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
     for number in range(3):
-        audit_append(event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme")
+        audit_append(
+            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
+        )
 
 
 def export(tmp_path: Path, name: str = "out.jsonl") -> Path:

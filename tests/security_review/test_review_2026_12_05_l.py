@@ -69,6 +69,7 @@ ALLOWED: dict[str, str] = {
     "findstatic": "read only",
     "axes_list_attempts": "read only",
     "verify_audit": "read only (verifies the trail)",
+    "audit_public_key": "read only (prints the export public key derived from the checkpoint key)",
     "spectacular": "writes the OpenAPI schema file",
     "generateschema": "writes the OpenAPI schema file",
     "search_eval": "evaluates tool search, read only",

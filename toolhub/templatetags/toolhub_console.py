@@ -10,6 +10,8 @@ from django.utils.safestring import SafeString
 
 from toolhub.admin_audit_export import EXPORT_PERMISSION
 from toolhub.audit_console import audit_chain_status
+from toolhub.audit_export_key import PublicKeyText, public_key_text
+from toolhub.checkpoint_signature import CheckpointKeyError, export_public_key
 from toolhub.dashboard import dashboard
 from toolhub.visible import shown
 
@@ -36,15 +38,26 @@ def toolhub_chain_status(context: template.Context) -> dict[str, Any]:
 def _chain_status(context: template.Context, user: Any) -> dict[str, Any]:
     """The trail's status for ``user``, with what its "Verify now" forms post (CSRF token, the page to return to)."""
     request = context.get("request")
+    may_export = bool(user and user.has_perm(EXPORT_PERMISSION))
     return {
         "status": audit_chain_status(user),
         "verify_url": reverse("admin:toolhub_audit_verify"),
         # "Export trail": a tenant's own chains as a file that verifies offline (toolhub.audit_export)
-        "export_url": reverse("admin:toolhub_audit_export") if user and user.has_perm(EXPORT_PERMISSION) else "",
+        "export_url": reverse("admin:toolhub_audit_export") if may_export else "",
+        # the public key that checks an export's header (audit_file_verify --public-key); it cannot sign
+        "export_key": _export_key() if may_export else None,
         "csrf_token": context.get("csrf_token"),
         # the page without its query: the form never echoes what a crafted URL put there
         "next": request.path if request is not None else "",
     }
+
+
+def _export_key() -> PublicKeyText | None:
+    """The export public key as auditors copy it; None when no checkpoint key is set (exports are unsigned)."""
+    try:
+        return public_key_text(export_public_key())
+    except CheckpointKeyError:
+        return None
 
 
 @register.inclusion_tag("admin/toolhub/dashboard.html", takes_context=True)

@@ -63,9 +63,16 @@ class Command(BaseCommand):
         record.complete()
         chains = export.header["chains"]
         events = sum(entry["to_seq"] - entry["from_seq"] + 1 for entry in chains)
+        signature = export.header["signature"]
+        signed = (
+            f"header signed with the export key {signature['key']} (its public key: manage.py audit_public_key); "
+            f"verify with: python -m toolhub.audit_file_verify {target} --public-key KEY"
+            if signature
+            else f"the header is NOT signed (no checkpoint key is set); verify with: "
+            f"python -m toolhub.audit_file_verify {target}"
+        )
         self.stdout.write(
             self.style.SUCCESS(
-                f"Exported {events} events in {len(chains)} chain(s) of {options['tenant']} to {target}; "
-                f"verify with: python -m toolhub.audit_file_verify {target}"
+                f"Exported {events} events in {len(chains)} chain(s) of {options['tenant']} to {target}; {signed}"
             )
         )
