@@ -25,7 +25,9 @@ unsigned and says so (the command's output, the console). Derivation: the HKDF o
 hand with ``hmac`` (checked once, pinned below as a known answer).
 
 Not fixed: rotating the checkpoint key changes the public key (old files verify only with the public key of their
-time; keep it with them); nothing publishes the key beyond the command and the console.
+time; keep it with them); nothing publishes the key beyond the command and the console. A degenerate public key
+(a small-order point such as 32 zero bytes) is not refused and lets a crafted signature pass: the check is only
+as good as the key the auditor took from toolhub (compare its fingerprint), as any public-key check is.
 """
 
 import io
@@ -204,13 +206,17 @@ def test_without_a_checkpoint_key_there_is_no_public_key_and_exports_say_they_ar
     trail: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found: nothing told an auditor whether an export could be checked at all. Expect: ``audit_public_key``
-    refuses clearly without a key, and the export says its header is not signed."""
+    refuses clearly without a key, and the export and the console say exports are not signed."""
     monkeypatch.delenv("TOOLHUB_AUDIT_KEY", raising=False)
     with pytest.raises(CommandError, match="TOOLHUB_AUDIT_KEY"):
         call_command("audit_public_key", stdout=io.StringIO())
     out = io.StringIO()
     call_command("audit_export", "--tenant", "acme", "-o", str(tmp_path / "f.jsonl"), stdout=out)
     assert "NOT signed" in out.getvalue()
+    call_command("toolhub_roles", verbosity=0)
+    client = Client()
+    client.force_login(member("acme-auditor", "acme", Group.objects.get(name="auditors")))
+    assert "Exported files are NOT signed" in client.get("/admin/toolhub/auditevent/").content.decode()
 
 
 # --- 2. bad input --------------------------------------------------------------------------------------------
