@@ -1,4 +1,8 @@
-"""The console's admin site: Django's, with the password-change page's old-password check under the login lockout.
+"""The console's admin site: Django's, its login and the password-change page's old-password check under the lockout.
+
+Both check the password one attempt at a time per (username, address) pair
+(:func:`toolhub.login_guard.authenticate_serialized`): axes' count is read before the comparison and the failure
+recorded after, so simultaneous guesses would otherwise all be compared.
 
 Django's page checks the old password with ``check_password``, so whoever held an operator's unlocked session (a
 shared workstation, a stolen cookie) could guess the account's real password without bound, and keep it for
@@ -12,18 +16,36 @@ is locked, the page itself (a GET) answers with that lockout page too, rather th
 from typing import Any
 
 from django.contrib.admin import AdminSite
-from django.contrib.admin.forms import AdminPasswordChangeForm
+from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponseBase
 from django.urls import reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
 
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
-from toolhub.login_guard import lockout_response, password_locked, password_verify
+from toolhub.login_guard import authenticate_serialized, lockout_response, password_locked, password_verify
 
-__all__ = ["GuardedPasswordChangeForm", "ToolhubAdminSite"]
+__all__ = ["GuardedAuthenticationForm", "GuardedPasswordChangeForm", "ToolhubAdminSite"]
+
+
+class GuardedAuthenticationForm(AdminAuthenticationForm):
+    """The admin's login form, its password checked while the (username, address) pair is held."""
+
+    @method_decorator(sensitive_variables("password"))
+    def clean(self) -> dict[str, Any]:
+        """Django's ``AuthenticationForm.clean``, its ``authenticate`` the serialized one."""
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if username is not None and password:
+            self.user_cache = authenticate_serialized(self.request, username, password)
+            if self.user_cache is None:
+                raise self.get_invalid_login_error()
+            self.confirm_login_allowed(self.user_cache)
+        return self.cleaned_data
 
 
 class GuardedPasswordChangeForm(AdminPasswordChangeForm):
@@ -61,7 +83,9 @@ class GuardedPasswordChangeView(PasswordChangeView):
 
 
 class ToolhubAdminSite(AdminSite):
-    """``admin.site``: Django's admin site with the guarded password change (the header's "Change password")."""
+    """``admin.site``: Django's admin site, its login and password change (the header's "Change password") guarded."""
+
+    login_form = GuardedAuthenticationForm
 
     def password_change(  # type: ignore[override]  # the stubs say TemplateResponse; a success is a redirect
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

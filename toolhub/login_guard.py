@@ -13,10 +13,17 @@ counts as its /64 network: it may send from any of the network's 2^64 addresses,
 
 A page that asks a signed-in user for their password again (the console's password change) checks it with
 :func:`password_verify`, which counts under the same pair: a held session is no way round the limit.
+
+Axes checks a pair's count before the password is compared and records the failure after, so guesses sent at once
+would all read the same count below the limit and all be compared. Every password check therefore goes through
+:func:`authenticate_serialized`, which holds the pair (and only the pair) from the check to the recorded failure.
 """
 
+import hashlib
 import ipaddress
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
@@ -25,17 +32,19 @@ from axes.signals import user_locked_out
 from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 __all__ = [
     "attempted_username",
     "client_ip",
     "audit_lockout",
     "lockout_response",
+    "authenticate_serialized",
     "password_locked",
     "password_verify",
 ]
@@ -45,6 +54,10 @@ STORED_NAME_LENGTH = 255
 
 logger = logging.getLogger(__name__)
 
+
+#: The first key of the two-key advisory locks of login pairs ("logn"): a key space of their own, apart from the
+#: one-key (bigint) locks elsewhere (``toolhub.checkpoints``), which PostgreSQL never confuses with two-key ones.
+_LOGIN_PAIR_LOCKS = 0x6C6F676E
 
 #: The prefix an IPv6 client holds whole (one home line, one cloud machine): its addresses share one count.
 IPV6_CLIENT_PREFIX = 64
@@ -106,6 +119,44 @@ def client_ip(request: HttpRequest) -> str:
     return _address(forwarded[-proxies]) or peer
 
 
+def _pair_lock_key(username: str, address: str) -> int:
+    """A stable signed 32-bit key for the pair (the same in every process, unlike ``hash()``)."""
+    digest = hashlib.blake2b(f"{username}\0{address}".encode(errors="surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def _pair_held(request: HttpRequest, username: str) -> Iterator[None]:
+    """A transaction holding the (``username``, client address) pair, on PostgreSQL; a plain transaction elsewhere."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql" and settings.AXES_ENABLED:
+            name = attempted_username(request, {settings.AXES_USERNAME_FORM_FIELD: username}) or ""
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(%s, %s)",
+                    [_LOGIN_PAIR_LOCKS, _pair_lock_key(name, client_ip(request))],
+                )
+        yield
+
+
+@sensitive_variables("password")
+def authenticate_serialized(request: HttpRequest, username: str, password: str) -> AbstractBaseUser | None:
+    """:func:`~django.contrib.auth.authenticate`, one attempt at a time per (``username``, client address) pair.
+
+    Axes' check of the pair's count, the comparison and axes' record of a failure then run as one step, so no more
+    than ``AXES_FAILURE_LIMIT`` passwords are ever compared, however many requests arrive at once. On PostgreSQL a
+    transaction-level advisory lock keyed by the pair: other pairs (another address, another name) never wait on
+    it, and it is taken for the typed name before anything is read, whether or not it is an account's, so waiting
+    says nothing about accounts. The failure commits before the lock is let go, so the pair's next attempt reads it.
+
+    On SQLite (the embedded mode's single process) no lock is taken: its write lock serializes the failure records
+    but not the reads of the count before them, and taking it for every login would make one guesser's hashing
+    delay every other login; there the overshoot is bounded by the process's threads.
+    """
+    with _pair_held(request, username):
+        return authenticate(request=request, username=username, password=password)
+
+
 def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str) -> bool:
     """Whether ``password`` is ``user``'s, checked as a login of theirs from this request's address.
 
@@ -115,7 +166,7 @@ def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str)
     login does. ``user.check_password`` alone would let whoever holds a session guess without bound.
     """
     username = user.get_username()
-    verified = authenticate(request=request, username=username, password=password)
+    verified = authenticate_serialized(request, username, password)
     if verified is None or verified.pk != user.pk:
         return False
     if settings.AXES_ENABLED and settings.AXES_RESET_ON_SUCCESS:

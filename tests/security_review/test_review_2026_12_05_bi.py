@@ -1,0 +1,159 @@
+"""Review of 2026-12-05 (bi): the login lockout under concurrent guesses (django-axes, ``toolhub.login_guard``).
+
+The console's password login and the password-change page's old-password check go through
+:func:`django.contrib.auth.authenticate`, where axes checks the (username, address) pair's failure count before the
+password is compared (``AxesStandaloneBackend``) and records the failure after it (``user_login_failed``). Each test
+fails on the reviewed code (main at 2c9389f) and states what was found and what is expected.
+
+Findings:
+
+1. The check, the comparison and the record were three steps with nothing holding them together: guesses sent at
+   once for one name from one address all read the same count, below the limit, and all had their password compared
+   before any failure was recorded. With ``TOOLHUB_LOGIN_FAILURE_LIMIT`` 5, twelve simultaneous POSTs of the admin
+   login form had twelve passwords compared (a guesser with many connections got as many guesses per round as
+   connections, not five per cool-off). The sequence now runs under a PostgreSQL transaction-level advisory lock
+   keyed by the pair (``toolhub.login_guard.authenticate_serialized``), which the admin's login form and
+   ``password_verify`` (the password-change page) both call: at most the limit is compared.
+
+Checked and holding:
+
+- Different pairs are not serialized against each other: a login of another address, or of another name, completes
+  while one pair's comparison is held (test below). The lock is taken for the typed name whether or not it is an
+  account, before anything is read, so waiting on it says nothing about the account.
+- No other path compares a password: the REST API and MCP take tokens and sessions only (no ``BasicAuthentication``,
+  no ``obtain_auth_token``, no ``rest_framework.urls`` login); ``load_demo``'s ``check_password`` is a CLI check of
+  the demo's own accounts.
+"""
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import User
+from django.db import connections
+from django.test import Client
+
+LOGIN = "/admin/login/?next=/admin/"
+ATTACKER = "203.0.113.9"
+GUESSES = 12
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def lockout_on(settings: Any) -> None:
+    settings.AXES_ENABLED = True
+
+
+class Compared:
+    """Counts the passwords that reached the password backend; each comparison takes ``seconds`` (a real hasher's)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, seconds: float = 0.3) -> None:
+        self.count = 0
+        self.hold: dict[tuple[str | None, str], threading.Event] = {}
+        self._lock = threading.Lock()
+        original = ModelBackend.authenticate
+
+        def authenticate(backend: ModelBackend, request: Any, username: str | None = None, **kwargs: Any) -> Any:
+            with self._lock:
+                self.count += 1
+            held = self.hold.get((username, str(request.META.get("REMOTE_ADDR"))))
+            if held is not None:
+                assert held.wait(10), "the held comparison was never released"
+            time.sleep(seconds)
+            return original(backend, request, username=username, **kwargs)
+
+        monkeypatch.setattr(ModelBackend, "authenticate", authenticate)
+
+
+def post_login(username: str, password: str, ip: str) -> int:
+    try:
+        response = Client().post(LOGIN, {"username": username, "password": password, "next": "/admin/"}, REMOTE_ADDR=ip)
+        return response.status_code
+    finally:
+        connections.close_all()
+
+
+def at_once(actions: list[Any]) -> list[Any]:
+    """Runs ``actions`` on threads of their own (each with its own connection), released together."""
+    start = threading.Barrier(len(actions))
+    results: list[Any] = [None] * len(actions)
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            results[index] = actions[index]()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(actions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+@pytest.mark.parametrize("name", ["operator", "no-such-person"])
+def test_simultaneous_guesses_compare_no_more_passwords_than_the_limit(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, operator: User, name: str
+) -> None:
+    """Found: twelve simultaneous wrong passwords for one name from one address all passed axes' check before any
+    failure was recorded: twelve compared with a limit of five. Expect: at most five compared, the fifth failure and
+    the rest get the lockout page (429), for an account's name and for a name that is none alike."""
+    compared = Compared(monkeypatch)
+    codes = at_once([lambda n=n: post_login(name, f"guess-{n}", ATTACKER) for n in range(GUESSES)])
+    assert all(isinstance(code, int) for code in codes), codes
+    assert compared.count <= settings.AXES_FAILURE_LIMIT, f"{compared.count} passwords compared"
+    limit = settings.AXES_FAILURE_LIMIT
+    assert sorted(codes) == [200] * (limit - 1) + [429] * (GUESSES - limit + 1)  # the limit-th failure locks
+    assert post_login(name, "operator-password", ATTACKER) == 429  # the pair is locked, the right password too
+
+
+def test_simultaneous_old_password_guesses_on_the_password_change_page_stop_at_the_limit(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, operator: User
+) -> None:
+    """Found: the password-change page's old-password check (``password_verify``) raced the same way. Expect: at most
+    the limit compared, however many requests the held session sends at once."""
+    clients = []
+    for _ in range(GUESSES):
+        client = Client()
+        client.force_login(operator)
+        clients.append(client)
+    compared = Compared(monkeypatch)
+
+    def guess(client: Client, n: int) -> int:
+        try:
+            data = {"old_password": f"guess-{n}", "new_password1": "N3w-passw0rd!x", "new_password2": "N3w-passw0rd!x"}
+            return client.post("/admin/password_change/", data, REMOTE_ADDR=ATTACKER).status_code
+        finally:
+            connections.close_all()
+
+    codes = at_once([lambda c=c, n=n: guess(c, n) for n, c in enumerate(clients)])
+    assert all(isinstance(code, int) for code in codes), codes
+    assert compared.count <= settings.AXES_FAILURE_LIMIT, f"{compared.count} passwords compared"
+    operator.refresh_from_db()
+    assert operator.check_password("operator-password")
+
+
+def test_one_pair_held_does_not_hold_another_address_or_another_name(
+    monkeypatch: pytest.MonkeyPatch, operator: User
+) -> None:
+    """Checked: while one pair's comparison is held, a login of the same name from another address, and of another
+    name from the held address, complete (the right password logs in)."""
+    compared = Compared(monkeypatch, seconds=0)
+    release = compared.hold[("operator", "192.0.2.1")] = threading.Event()
+    held = threading.Thread(target=post_login, args=("operator", "wrong", "192.0.2.1"))
+    held.start()
+    try:
+        deadline = time.monotonic() + 10
+        while compared.count == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert compared.count == 1
+        assert post_login("operator", "operator-password", "192.0.2.2") == 302
+        assert post_login("no-such-person", "x", "192.0.2.1") == 200
+    finally:
+        release.set()
+        held.join(10)
