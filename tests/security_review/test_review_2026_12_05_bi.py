@@ -35,6 +35,8 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
+from toolhub.models import AuditEvent
+
 LOGIN = "/admin/login/?next=/admin/"
 ATTACKER = "203.0.113.9"
 GUESSES = 12
@@ -110,6 +112,7 @@ def test_simultaneous_guesses_compare_no_more_passwords_than_the_limit(
     limit = settings.AXES_FAILURE_LIMIT
     assert sorted(codes) == [200] * (limit - 1) + [429] * (GUESSES - limit + 1)  # the limit-th failure locks
     assert post_login(name, "operator-password", ATTACKER) == 429  # the pair is locked, the right password too
+    assert AuditEvent.objects.filter(event_type="login.locked_out").count() == 1  # one lockout, one event
 
 
 def test_simultaneous_old_password_guesses_on_the_password_change_page_stop_at_the_limit(
