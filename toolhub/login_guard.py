@@ -22,6 +22,7 @@ would all read the same count below the limit and all be compared. Every passwor
 import hashlib
 import ipaddress
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -125,17 +126,31 @@ def _pair_lock_key(username: str, address: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+#: Elsewhere (SQLite: the embedded mode's one process), a pair is held by one of these, picked by its key.
+_PAIR_STRIPES = tuple(threading.Lock() for _ in range(256))
+
+
+def pair_stripe(key: int) -> threading.Lock:
+    """The in-process lock that holds the pair of ``key`` (``_pair_lock_key``) where PostgreSQL's cannot."""
+    return _PAIR_STRIPES[key % len(_PAIR_STRIPES)]
+
+
 @contextmanager
 def _pair_held(request: HttpRequest, username: str) -> Iterator[None]:
-    """A transaction holding the (``username``, client address) pair, on PostgreSQL; a plain transaction elsewhere."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql" and settings.AXES_ENABLED:
-            name = attempted_username(request, {settings.AXES_USERNAME_FORM_FIELD: username}) or ""
+    """A transaction holding the (``username``, client address) pair while it runs; let go after it commits."""
+    if not settings.AXES_ENABLED:
+        with transaction.atomic():
+            yield
+        return
+    name = attempted_username(request, {settings.AXES_USERNAME_FORM_FIELD: username}) or ""
+    key = _pair_lock_key(name, client_ip(request))
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_advisory_xact_lock(%s, %s)",
-                    [_LOGIN_PAIR_LOCKS, _pair_lock_key(name, client_ip(request))],
-                )
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOGIN_PAIR_LOCKS, key])
+            yield
+        return
+    with pair_stripe(key), transaction.atomic():  # the transaction commits, then the lock is let go
         yield
 
 
@@ -149,9 +164,11 @@ def authenticate_serialized(request: HttpRequest, username: str, password: str) 
     it, and it is taken for the typed name before anything is read, whether or not it is an account's, so waiting
     says nothing about accounts. The failure commits before the lock is let go, so the pair's next attempt reads it.
 
-    On SQLite (the embedded mode's single process) no lock is taken: its write lock serializes the failure records
-    but not the reads of the count before them, and taking it for every login would make one guesser's hashing
-    delay every other login; there the overshoot is bounded by the process's threads.
+    Elsewhere (SQLite, the embedded mode's single process) one of a fixed set of in-process locks, picked by the
+    pair's key: SQLite's write lock orders the failure records but not the reads of the count before them, and
+    taking it for every login would make one guesser's hashing delay every other login. Two pairs rarely share
+    one (1 in 256), and then wait only for each other's comparison; several processes on one SQLite file are not
+    held against each other (run PostgreSQL for that).
     """
     with _pair_held(request, username):
         return authenticate(request=request, username=username, password=password)
