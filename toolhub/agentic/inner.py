@@ -50,7 +50,7 @@ def inner_tool_call(
     from toolhub.tools.registry import registry
 
     outer = ctx.call_id
-    worker = _outer_worker(ctx)
+    worker, saga_id = _outer_row(ctx)
     principal = principal_of_context(ctx)
     context = ToolContext({k: v for k, v in ctx.as_dict().items() if k not in _OWN_KEYS})
     request = CallRequest(
@@ -62,6 +62,7 @@ def inner_tool_call(
         turn=turn,
         position=position,
         model_call_id=model_call_id[:100],
+        saga_id=saga_id,
         kind=CallKind.INNER,
         interaction_context={"parent_call_id": str(outer or ""), "parent_tool": owner},
         gate=gate,
@@ -193,12 +194,16 @@ class InnerState:
         return {"state": {name: dict(entry) for name, entry in self.entries.items()}} if self.entries else {}
 
 
-def _outer_worker(ctx: ToolContext) -> str:
-    """The worker running the outer call: its inner calls are recorded as run by it."""
+def _outer_row(ctx: ToolContext) -> tuple[str, str]:
+    """The worker running the outer call (its inner calls are recorded as run by it) and the outer's saga id.
+
+    An inner call is a step of the outer call's saga (``STEP_KINDS``): its run's, or the direct saga it was called in.
+    """
     from toolhub.dispatch import EAGER_WORKER
 
-    worker = ToolCall.objects.filter(id=ctx.call_id).values_list("worker", flat=True).first() if ctx.call_id else None
-    return str(worker or EAGER_WORKER)
+    row = ToolCall.objects.filter(id=ctx.call_id).values_list("worker", "saga_id").first() if ctx.call_id else None
+    worker, saga_id = row or ("", "")
+    return str(worker or EAGER_WORKER), str(saga_id or "")
 
 
 def outer_turn(ctx: ToolContext) -> int:

@@ -90,7 +90,11 @@ class CallKind(models.TextChoices):
 
 
 #: Kinds of calls that are steps (of a run or of a direct saga), as opposed to the sagas' compensations.
-STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP})
+#: An agentic tool's inner call is a step of its outer call's saga: what it did is undone with the rest.
+STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP, CallKind.INNER})
+#: Steps whose failure rolls their saga back. An inner call's failure is its inner model's to handle (it is told
+#: and may go on); the outer call's failure, if it comes to that, rolls the saga back.
+ROLLBACK_KINDS = STEP_KINDS - {CallKind.INNER}
 
 
 class ToolCall(models.Model):

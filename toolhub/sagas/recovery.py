@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
-from toolhub.models import SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
+from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.sagas.compensating import advance, attempts_of, launch
 from toolhub.sagas.models import (
     ATTENTION_COMPENSATION_STATUSES,
@@ -93,7 +93,11 @@ def _roll_back_unheard_failures(limit: int) -> int:
         assert newest_step is not None
         failed = (
             ToolCall.objects.filter(
-                saga_id=saga.key, tenant=saga.tenant, kind__in=STEP_KINDS, run_id__isnull=True, status=CallStatus.FAILED
+                saga_id=saga.key,
+                tenant=saga.tenant,
+                kind__in=ROLLBACK_KINDS,
+                run_id__isnull=True,
+                status=CallStatus.FAILED,
             )
             .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
             .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))

@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from toolhub.exceptions import ToolhubError
-from toolhub.models import STEP_KINDS, CallKind, CallStatus, ToolCall
+from toolhub.models import ROLLBACK_KINDS, STEP_KINDS, CallKind, CallStatus, ToolCall
 from toolhub.sagas.compensating import advance, apply_call_outcome
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger, Saga
 from toolhub.sagas.records import (
@@ -115,7 +115,7 @@ def saga_call_settled(*, call_id: uuid.UUID) -> None:
         return
     if call.status in (CallStatus.SUCCEEDED, CallStatus.NEEDS_ATTENTION):
         saga_record_step(call=call)
-    elif call.status == CallStatus.FAILED and call.run_id is None and call.saga_id:
+    elif call.status == CallStatus.FAILED and call.kind in ROLLBACK_KINDS and call.run_id is None and call.saga_id:
         # Direct calls sharing a saga id: a failed step undoes the completed ones, as in a run whose agent
         # compensates on error.
         saga_rollback(
@@ -258,7 +258,7 @@ def saga_rollback_on_failure(*, run_id: uuid.UUID, tenant: str, calls: Iterable[
 
     Returns whether that rollback is still under way (the run waits for it before the model's next turn).
     """
-    failed = next((c for c in calls if c.kind in STEP_KINDS and c.status == CallStatus.FAILED), None)
+    failed = next((c for c in calls if c.kind in ROLLBACK_KINDS and c.status == CallStatus.FAILED), None)
     if failed is None:
         return False
     rollback = saga_rollback(

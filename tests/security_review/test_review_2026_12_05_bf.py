@@ -1,0 +1,112 @@
+"""Review of 2026-12-05 (bf): agentic tools (``toolhub.agentic``) run by the agent loop, attacked through nesting.
+
+Each test fails on the reviewed code (main at 39118dc); its docstring says "Found: ..." and "Expect: ...".
+
+Findings:
+
+1. An agentic tool's inner calls were never saga steps (``STEP_KINDS`` left out ``inner``): an inner model's
+   succeeded call of a compensable tool (a booking, a debit) was not recorded as a step of its run's saga, so
+   when a later step failed in a run whose agent compensates on error, the rollback undid the run's own calls
+   and left the inner one standing, silently. Now an inner call is a step of the saga its outer call belongs
+   to (its run's, or the outer direct call's saga id) and is compensated with it, newest first; a failed inner
+   call alone triggers no rollback (the inner model is told and goes on; the outer call's failure triggers it).
+
+Checked and holding:
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents_app.models import RunStatus
+from agents_app.services import agent_create, run_start
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS, book
+from toolhub.agentic import SimpleAgenticTool, inner_calls_of
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.sagas.models import Saga, SagaStatus
+from toolhub.tools.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: An agentic tool whose inner model books through a compensable tool.
+TRAVEL_DESK = SimpleAgenticTool(
+    "travel_desk", "Book what the traveller needs.", tools=[book], max_iterations=3, agent="travel-brain"
+)
+
+
+@pytest.fixture(autouse=True)
+def _tools(settings: Any) -> Iterator[None]:
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 2, "SAGA_RETRY_BASE_SECONDS": 0.0}
+    LOG.clear()
+    RELEASE_FAILS["on"] = False
+    with registry.temporarily(*TOOLS, TRAVEL_DESK):
+        yield
+
+
+def _step(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"content": "", "tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_an_inner_calls_compensable_step_is_rolled_back_with_its_run(alice: User) -> None:
+    """Found: an inner model's ``book`` succeeded inside ``travel_desk``; the run's next step failed and its agent
+    compensates on error, yet the rollback cancelled nothing: the inner booking was no saga step.
+    Expect: the inner booking is a step of the run's saga and is cancelled by the rollback (its call compensated).
+    """
+    # given an inner model that books a flight, and a run that calls the desk and then fails a step
+    agent_create(name="travel-brain", provider="scripted", script=[_step("book", item="flight"), {"content": "ok"}])
+    agent = agent_create(
+        name="trip-desk",
+        provider="scripted",
+        script=[
+            _step("travel_desk", task="book a flight"),
+            _step("explode", reason="card declined"),
+            {"content": "Sorry: {last_tool_result}"},
+        ],
+        tools=["travel_desk", "explode"],
+        compensate_on_error=True,
+    )
+
+    # when the run goes
+    run = run_start(agent=agent, user=alice, input="book my trip")
+    run.refresh_from_db()
+
+    # then the inner booking was undone by the run's rollback
+    assert run.status == RunStatus.COMPLETED, run.error
+    outer = ToolCall.objects.get(run_id=run.id, kind=CallKind.CALL, tool_name="travel_desk")
+    (inner,) = inner_calls_of(outer.id, user=alice)
+    assert ("book", "flight") in LOG
+    assert ("cancel", "B-flight") in LOG
+    inner.refresh_from_db()
+    assert inner.status == CallStatus.COMPENSATED
+    assert Saga.objects.get(key=str(run.id)).status == SagaStatus.COMPENSATED
+    assert "book" in run.messages[-2]["content"] and "rolled back" in run.messages[-2]["content"]
+
+
+def test_an_inner_calls_step_joins_the_direct_saga_its_outer_call_was_made_in(alice: User) -> None:
+    """Found: an agentic tool called over ``POST /api/v1/calls/`` with a ``saga_id`` made its inner calls outside
+    that saga (no saga id), so rolling the saga back left the inner model's booking standing.
+    Expect: the inner call carries its outer call's saga id and the saga's rollback cancels its booking.
+    """
+    from rest_framework.test import APIClient
+
+    # given the desk called directly, in saga trip-1, whose inner model books a flight
+    agent_create(name="travel-brain", provider="scripted", script=[_step("book", item="flight"), {"content": "ok"}])
+    client = APIClient()
+    client.force_authenticate(alice)
+    called = client.post(
+        "/api/v1/calls/", {"tool": "travel_desk", "arguments": {"task": "fly"}, "saga_id": "trip-1"}, format="json"
+    )
+    assert called.status_code == 200, called.content
+    inner = ToolCall.objects.get(kind=CallKind.INNER, tool_name="book")
+    assert inner.saga_id == "trip-1"
+
+    # when the saga is rolled back
+    rolled = client.post("/api/v1/sagas/trip-1/rollback/")
+
+    # then the inner booking is cancelled
+    assert rolled.status_code == 202, rolled.content
+    assert ("cancel", "B-flight") in LOG
+    inner.refresh_from_db()
+    assert inner.status == CallStatus.COMPENSATED
