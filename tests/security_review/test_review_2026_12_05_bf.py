@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 
 from agents_app.models import RunStatus
 from agents_app.services import agent_create, run_start
-from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS, book
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS, book, reserve
 from toolhub.agentic import SimpleAgenticTool, inner_calls_of
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.sagas.models import Saga, SagaStatus
@@ -35,13 +35,21 @@ TRAVEL_DESK = SimpleAgenticTool(
     "travel_desk", "Book what the traveller needs.", tools=[book], max_iterations=3, agent="travel-brain"
 )
 
+#: An agentic tool nested in another: each of the outer's inner calls of it runs a whole inner loop of its own.
+SEAT_DESK = SimpleAgenticTool(
+    "seat_desk", "Reserve seats.", tools=[reserve], max_iterations=5, max_calls=5, agent="seat-brain"
+)
+TRIP_PLANNER = SimpleAgenticTool(
+    "trip_planner", "Plan a trip.", tools=[SEAT_DESK.tool], max_iterations=3, max_calls=1, agent="planner-brain"
+)
+
 
 @pytest.fixture(autouse=True)
 def _tools(settings: Any) -> Iterator[None]:
     settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 2, "SAGA_RETRY_BASE_SECONDS": 0.0}
     LOG.clear()
     RELEASE_FAILS["on"] = False
-    with registry.temporarily(*TOOLS, TRAVEL_DESK):
+    with registry.temporarily(*TOOLS, TRAVEL_DESK, SEAT_DESK, TRIP_PLANNER):
         yield
 
 
@@ -110,3 +118,43 @@ def test_an_inner_calls_step_joins_the_direct_saga_its_outer_call_was_made_in(al
     assert ("cancel", "B-flight") in LOG
     inner.refresh_from_db()
     assert inner.status == CallStatus.COMPENSATED
+
+
+def test_an_agentic_tool_nested_in_another_does_not_multiply_its_max_calls(alice: User) -> None:
+    """Found: ``trip_planner`` (``max_calls=1``) has ``seat_desk`` among its tools; its inner model's one call of
+    ``seat_desk`` ran a whole inner loop of its own, so one call of ``trip_planner`` executed four tools (three
+    reservations) past its declared limit of one inner call: nesting multiplies ``max_calls`` and
+    ``max_iterations`` (outside a budgeted child run nothing else counts them).
+    Expect: an agentic tool called as another's inner call fails with a clear message and runs nothing, as a
+    subagent tool does there; the outer inner model is told and the run goes on.
+    """
+    # given a planner whose inner model calls the seat desk, whose own inner model reserves three seats
+    agent_create(
+        name="planner-brain", provider="scripted", script=[_step("seat_desk", task="3 seats"), {"content": "ok"}]
+    )
+    agent_create(
+        name="seat-brain",
+        provider="scripted",
+        script=[
+            {"content": "", "tool_calls": [{"name": "reserve", "arguments": {"item": s}} for s in ("1A", "1B", "1C")]},
+            {"content": "reserved"},
+        ],
+    )
+    agent = agent_create(
+        name="planner-run",
+        provider="scripted",
+        script=[_step("trip_planner", task="plan"), {"content": "{last_tool_result}"}],
+        tools=["trip_planner", "seat_desk"],
+    )
+
+    # when the run calls the planner once
+    run = run_start(agent=agent, user=alice, input="plan my trip")
+    run.refresh_from_db()
+
+    # then the nested desk ran nothing, and the planner's inner model read why
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [entry for entry in LOG if entry[0] == "reserve"] == []
+    nested = ToolCall.objects.get(run_id=run.id, kind=CallKind.INNER, tool_name="seat_desk")
+    assert nested.status == CallStatus.FAILED
+    assert "inside another agentic tool" in nested.model_text()
+    assert not ToolCall.objects.filter(run_id=run.id, tool_name="reserve").exists()

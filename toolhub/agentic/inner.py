@@ -13,7 +13,7 @@ from toolhub.tools.definition import Tool
 if TYPE_CHECKING:
     from toolhub.agentic.simple import SimpleAgenticTool
 
-__all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of", "outer_turn"]
+__all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of", "outer_turn", "refuse_nested"]
 
 
 def inner_definitions(ctx: ToolContext, members: Sequence[Tool], profile: str) -> list[dict[str, Any]]:
@@ -204,6 +204,20 @@ def _outer_row(ctx: ToolContext) -> tuple[str, str]:
     row = ToolCall.objects.filter(id=ctx.call_id).values_list("worker", "saga_id").first() if ctx.call_id else None
     worker, saga_id = row or ("", "")
     return str(worker or EAGER_WORKER), str(saga_id or "")
+
+
+def refuse_nested(ctx: ToolContext, name: str) -> None:
+    """Refuse an agentic tool's call made as another's inner call, before its model is asked anything.
+
+    Its own inner loop would make up to ``max_calls`` calls for each one the outer counts, so nesting would
+    multiply the outer's ``max_calls`` and ``max_iterations``, which nothing else bounds outside a budgeted run.
+    """
+    from toolhub.exceptions import ToolError
+
+    if ctx.call_id and ToolCall.objects.filter(id=ctx.call_id, kind=CallKind.INNER).exists():
+        raise ToolError(
+            f"{name} cannot run inside another agentic tool; nothing was run. Use the other tools you were given."
+        )
 
 
 def outer_turn(ctx: ToolContext) -> int:

@@ -19,6 +19,8 @@ and may call, as it does for a run's model; its state is replayed from the run's
 of this tool (so a later call, or a resumed run, continues in it) and returned in the result.
 The loop stops at ``max_iterations`` model turns, or before a turn that would pass ``max_calls`` inner
 calls; the outer call then fails, saying so (the inner calls made stay recorded).
+An agentic tool does not run as another's inner call (``inner.refuse_nested``): its loop would multiply
+the outer's limits.
 """
 
 import json
@@ -89,9 +91,10 @@ class SimpleAgenticTool:
         return {tool.name for tool in self.members}
 
     def _orchestrate(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        from toolhub.agentic.inner import InnerState, inner_definitions, inner_tool_call, outer_turn
+        from toolhub.agentic.inner import InnerState, inner_definitions, inner_tool_call, outer_turn, refuse_nested
         from toolhub.agentic.models import inner_model
 
+        refuse_nested(ctx, self.name)
         model = inner_model(ctx, agent=self.agent, provider=self.provider)
         state = InnerState.load(ctx, owner=self)
         system = (self.prompt or DEFAULT_PROMPT).replace("{description}", self.description)
