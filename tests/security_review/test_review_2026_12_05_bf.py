@@ -10,8 +10,27 @@ Findings:
    and left the inner one standing, silently. Now an inner call is a step of the saga its outer call belongs
    to (its run's, or the outer direct call's saga id) and is compensated with it, newest first; a failed inner
    call alone triggers no rollback (the inner model is told and goes on; the outer call's failure triggers it).
+2. An agentic tool could sit among another's tools: each of the outer's inner calls of it ran a whole inner loop
+   of its own, so one call of an outer with ``max_calls=1`` executed any number of tools (the nested tool's
+   ``max_calls`` times the outer's), and ``max_iterations`` multiplied alike; outside a budgeted child run nothing
+   else counts inner calls. Now an agentic tool called as an inner call fails at once with a clear message and
+   runs nothing (``inner.refuse_nested``), as a subagent tool does there.
 
 Checked and holding:
+- inner calls go through the pipeline with the outer call's principal (``principal_of_context``), are authorized
+  per tool (a member the principal is not granted is not offered and reads as unknown), held for approval by
+  their own rules (no exemption for an approved outer call; an operator's approval binds the inner call's own
+  arguments), audited in the run's tenant chain with sensitive arguments redacted, and cancelled with the run;
+  their idempotency key is their own (``_OWN_KEYS``); the outer result lists ids, tools and statuses, no arguments;
+- an agentic tool cannot list itself (``unique_members``), a subagent tool refuses to start from an inner call, and
+  a member is run only by name through the gate (``InnerState.gate``: members only);
+- in a budgeted child run every inner model turn and inner call is charged to the run (``_ChargedToRun``), and an
+  ended run's inner model takes no turn; timeouts nest (``timeouts._alarm`` keeps the outer limit);
+- resumption: a state machine's stored state is checked against its enum (``current``), a playbook's ``done`` is
+  written only by code from succeeded calls, ``InnerState.load`` replays only succeeded ``inner`` rows of the run,
+  tenant and tool, a chained object is rebuilt from a producer call's stored result validated as its class;
+- errors the outer model reads: inner results are the pipeline's sanitized ``model_text``; a model failure is a
+  ``ModelError`` whose text names no endpoint or key; anything else is sanitized by the pipeline.
 """
 
 from collections.abc import Iterator
@@ -22,7 +41,7 @@ from django.contrib.auth.models import User
 
 from agents_app.models import RunStatus
 from agents_app.services import agent_create, run_start
-from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS, book, reserve
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS, book, explode, reserve
 from toolhub.agentic import SimpleAgenticTool, inner_calls_of
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.sagas.models import Saga, SagaStatus
@@ -32,7 +51,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 #: An agentic tool whose inner model books through a compensable tool.
 TRAVEL_DESK = SimpleAgenticTool(
-    "travel_desk", "Book what the traveller needs.", tools=[book], max_iterations=3, agent="travel-brain"
+    "travel_desk", "Book what the traveller needs.", tools=[book, explode], max_iterations=3, agent="travel-brain"
 )
 
 #: An agentic tool nested in another: each of the outer's inner calls of it runs a whole inner loop of its own.
@@ -158,3 +177,36 @@ def test_an_agentic_tool_nested_in_another_does_not_multiply_its_max_calls(alice
     assert nested.status == CallStatus.FAILED
     assert "inside another agentic tool" in nested.model_text()
     assert not ToolCall.objects.filter(run_id=run.id, tool_name="reserve").exists()
+
+
+def test_a_failed_inner_call_alone_does_not_roll_back_the_direct_saga(alice: User) -> None:
+    """Guards the fix of finding 1: inner calls now carry their outer call's saga id, and a failed direct step
+    rolls its saga back. Expect: an inner call that fails (its inner model is told and answers) rolls nothing
+    back; the saga's booking made before stays, and the outer call succeeds.
+    """
+    from rest_framework.test import APIClient
+
+    # given a booking in saga trip-2, then the desk whose inner model's step fails before it answers
+    agent_create(
+        name="travel-brain",
+        provider="scripted",
+        script=[_step("explode", reason="no seats"), {"content": "no seats left"}],
+    )
+    client = APIClient()
+    client.force_authenticate(alice)
+    booked = client.post(
+        "/api/v1/calls/", {"tool": "book", "arguments": {"item": "hotel"}, "saga_id": "trip-2"}, format="json"
+    )
+    assert booked.status_code == 200, booked.content
+
+    # when the desk is called in the same saga
+    called = client.post(
+        "/api/v1/calls/", {"tool": "travel_desk", "arguments": {"task": "fly"}, "saga_id": "trip-2"}, format="json"
+    )
+
+    # then its inner failure is its inner model's to handle: nothing was rolled back
+    assert called.status_code == 200, called.content
+    assert ToolCall.objects.get(kind=CallKind.INNER, tool_name="explode").status == CallStatus.FAILED
+    assert ToolCall.objects.get(kind=CallKind.API, tool_name="travel_desk").status == CallStatus.SUCCEEDED
+    assert ("cancel", "B-hotel") not in LOG
+    assert Saga.objects.get(key="trip-2").status == SagaStatus.OPEN
