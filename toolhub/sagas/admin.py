@@ -35,13 +35,19 @@ from toolhub.sagas.recovery import (
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.selectors import withheld_names
 
-#: Each listed compensation's mark travels in a hidden field ``mark_<id>`` of the confirmation page.
-MARK_PREFIX = "mark_"
+#: The confirmation page's hidden field holding every listed compensation's mark, separated by spaces (a mark has
+#: none): one field however many rows, as Django refuses a POST of more than ``DATA_UPLOAD_MAX_NUMBER_FIELDS``.
+MARKS_FIELD = "marks"
+
+
+def _marks_field(chosen: list[Compensation]) -> dict[str, str]:
+    """The confirmation page's hidden field: what it shows, row by row, to which the action is bound."""
+    return {MARKS_FIELD: " ".join(compensation_mark(c) for c in chosen)}
 
 
 def _seen(request: HttpRequest) -> list[str]:
     """The marks a confirmation page carried: what the operator read, to which the action is bound."""
-    return [value for key, value in request.POST.items() if key.startswith(MARK_PREFIX)]
+    return request.POST.get(MARKS_FIELD, "").split()
 
 
 def _call_link(call_id: Any) -> str:
@@ -125,7 +131,7 @@ class _OperatorActions(CommentActionMixin):
             table=table,
             submit=f"Retry {len(chosen)} compensation(s)",
             # What the page shows, row by row: the retry is bound to it (``compensations_retry(seen=...)``).
-            hidden={f"{MARK_PREFIX}{c.pk}": compensation_mark(c) for c in chosen},
+            hidden=_marks_field(chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, forms.Form, action=action, selected=queryset, page=page
@@ -174,7 +180,7 @@ class _OperatorActions(CommentActionMixin):
             "nothing is resolved.",
             table=table,
             submit=f"Resolve {len(chosen)} compensation(s)",
-            hidden={f"{MARK_PREFIX}{c.pk}": compensation_mark(c) for c in chosen},
+            hidden=_marks_field(chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, ResolveForm, action=action, selected=queryset, page=page
