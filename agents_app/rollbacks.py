@@ -16,6 +16,7 @@ from django.db import transaction
 
 from agents_app.models import AgentRun
 from toolhub.sagas.models import RollbackTrigger, Saga
+from toolhub.sagas.records import lock_sagas
 from toolhub.sagas.services import NothingToCompensateError, saga_rollback
 
 __all__ = ["RunSagas", "run_descendant_ids", "run_sagas", "run_rollback_with_subagents"]
@@ -64,14 +65,17 @@ def run_rollback_with_subagents(*, run: AgentRun, actor: str) -> RunSagas:
     """Roll back ``run``'s saga and its descendants' now; the sagas that were (or are being) rolled back.
 
     Refused (``NothingToCompensateError``, 409) only when none of them has a step left to compensate. One
-    transaction: the sagas' rows are locked parent before children, each rollback starts once all are asked.
+    transaction: the sagas' rows are locked first, in id order as every lock of several sagas is (``lock_sagas``),
+    each rollback starts once all are asked.
     """
     with transaction.atomic():
+        descendants = run_descendant_ids(run)
+        lock_sagas(Saga.objects.filter(run_id__in=[run.id, *descendants], tenant=run.tenant))
         own = saga_rollback(
             saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=actor, trigger=RollbackTrigger.ON_DEMAND
         )
         rolled: list[Saga] = []
-        for child_id in run_descendant_ids(run):
+        for child_id in descendants:
             rollback = saga_rollback(
                 saga_key=str(child_id),
                 run_id=child_id,

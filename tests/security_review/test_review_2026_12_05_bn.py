@@ -11,6 +11,11 @@ Findings:
    ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` (1,000) fields, so confirming a page that lists about a thousand
    compensations (one list page of sagas with ten failed compensations each) answered a bare "Bad Request (400)":
    the operator could never retry or resolve them from the list. The marks now travel in one hidden field.
+2. The lists' bulk Retry and Resolve lock the selected sagas in id order (``compensations_retry``); rolling a run
+   back with its subagents (``run_rollback_with_subagents``) locked the run's saga, then its descendants'. A
+   parent that asked its subagent before doing a step of its own has the higher saga id, so the two took the
+   family's locks in opposite orders and PostgreSQL failed one of them with "deadlock detected". Every lock of
+   several sagas now goes through ``toolhub.sagas.records.lock_sagas`` (id order).
 
 Checked and holding:
 
@@ -30,14 +35,24 @@ Checked and holding:
 """
 
 import uuid
+from collections.abc import Iterator
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 
+from agents_app.models import AgentRun
+from agents_app.rollbacks import run_rollback_with_subagents
 from tests.helpers import action_confirmation, console
+from tests.sagas.sample_tools import LOG, TOOLS
+from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
+from tests.subagents.conftest import MakeAgent, StartRun, make_agent, start  # noqa: F401 - fixtures
+from tests.subagents.test_rollback import CHILD_BOOKS
 from tests.tenancy.conftest import AcmeData
+from tests.testapp.tools import ask_researcher
 from toolhub.models import ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
+from toolhub.tools.registry import registry
 
 SAGAS = "/admin/sagas/saga/"
 
@@ -88,3 +103,59 @@ def test_a_confirmation_page_of_a_thousand_compensations_can_be_confirmed(acme: 
     resolved = Compensation.objects.filter(pk__in=[c.pk for c in failed], status=CompensationStatus.RESOLVED)
     assert resolved.count() == MANY
     assert set(resolved.values_list("resolved_by", flat=True)) == {"user:acme-operator"}
+
+
+@pytest.fixture
+def _subagent_tools() -> Iterator[None]:
+    LOG.clear()
+    with registry.temporarily(ask_researcher, *TOOLS):
+        yield
+
+
+def _family_child_saga_first(make: MakeAgent, run: StartRun, alice: User) -> tuple[Saga, Saga, AgentRun]:
+    """A completed parent run that asked its researcher to book a flight, then reserved a seat itself: the child's
+    saga was opened first (the lower id), the parent's after it."""
+    make(name="researcher", tools=["book"], script=CHILD_BOOKS)
+    script = [
+        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "book a flight"}}]},
+        {"content": "", "tool_calls": [{"name": "reserve", "arguments": {"item": "seat"}}]},
+        {"content": "done"},
+    ]
+    parent = run(make(tools=["ask_researcher", "reserve"], script=script), alice)
+    child_saga = Saga.objects.get(run_id=AgentRun.objects.get(parent_run=parent).id)
+    parent_saga = Saga.objects.get(run_id=parent.id)
+    assert child_saga.pk < parent_saga.pk
+    return child_saga, parent_saga, parent
+
+
+@pytest.mark.postgres  # row locks: SQLite has none
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("_subagent_tools")
+def test_a_rollback_with_subagents_locks_the_sagas_in_the_order_a_bulk_retry_does(
+    make_agent: MakeAgent,  # noqa: F811 - the fixture imported above
+    start: StartRun,  # noqa: F811 - the fixture imported above
+    alice: User,
+) -> None:
+    """Found: the list's bulk Retry and Resolve lock the selected sagas in id order; rolling a run back with its
+    subagents locked its own saga, then its children's. A parent whose saga was opened after its child's (it asked
+    the subagent first) took its lock while a bulk retry of both held the child's and waited for the parent's:
+    PostgreSQL broke the deadlock by failing one of them.
+
+    Expect: the rollback locks the family's sagas in id order too: it waits behind the retry holding the child's
+    saga, the retry then takes the parent's saga, and both end without error.
+    """
+    child_saga, parent_saga, parent = _family_child_saga_first(make_agent, start, alice)
+    retry = psycopg.connect(**dsn())  # a bulk retry of both sagas, in id order: the child's first
+    try:
+        retry.execute("SET lock_timeout = '5s'")
+        retry.execute("SELECT id FROM sagas_saga WHERE id = %s FOR UPDATE", [child_saga.pk])
+        thread, result = in_thread(lambda: run_rollback_with_subagents(run=parent, actor="user:alice"))
+        wait_for_lock_waiter("sagas_saga")
+        retry.execute("SELECT id FROM sagas_saga WHERE id = %s FOR UPDATE", [parent_saga.pk])
+        retry.rollback()
+        thread.join(30)
+    finally:
+        retry.close()
+    assert result and not isinstance(result[0], BaseException), result
+    assert Saga.objects.get(pk=child_saga.pk).rollbacks.exists()
+    assert Saga.objects.get(pk=parent_saga.pk).rollbacks.exists()

@@ -32,6 +32,7 @@ __all__ = [
     "COMPENSATION_TRANSITIONS",
     "locked_saga",
     "lock_saga_of",
+    "lock_sagas",
     "compensable_tool_names",
     "step_calls",
     "plan_compensation",
@@ -72,6 +73,15 @@ def locked_saga(*, key: str, run_id: uuid.UUID | None, tenant: str, actor: str) 
             saga, "saga.opened", actor=actor, status=saga.status, data={"run_id": str(run_id) if run_id else None}
         )
     return Saga.objects.select_for_update().get(pk=saga.pk)
+
+
+def lock_sagas(sagas: QuerySet[Saga]) -> list[int]:
+    """Lock the rows of ``sagas`` until the transaction ends, in id order; return their ids.
+
+    Whoever locks more than one saga in a transaction takes them through here, so that two such transactions (a
+    bulk retry, a rollback of a run with its subagents) never hold one each while waiting for the other's.
+    """
+    return list(sagas.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
 def lock_saga_of(compensation_id: int) -> Saga | None:

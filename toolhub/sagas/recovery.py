@@ -24,7 +24,7 @@ from toolhub.sagas.models import (
     RollbackTrigger,
     Saga,
 )
-from toolhub.sagas.records import compensation_transition, lock_saga_of, refresh_status
+from toolhub.sagas.records import compensation_transition, lock_saga_of, lock_sagas, refresh_status
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.sagas.services import saga_advance, saga_rollback, saga_sync_compensation
 from toolhub.selectors import compensation_settle_refusal
@@ -213,8 +213,7 @@ def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, d
     In the caller's transaction, the sagas' rows locked in one order (no deadlock between two pages): nothing of
     theirs moves between the comparison and the action. ``None``: trusted code, which acts on the scope as it is now.
     """
-    saga_ids = scope.values("saga_id")
-    list(Saga.objects.select_for_update().filter(pk__in=saga_ids).order_by("pk").values_list("pk", flat=True))
+    lock_sagas(Saga.objects.filter(pk__in=scope.values("saga_id")))
     if seen is not None and sorted(seen) != sorted(compensation_marks(scope)):
         raise StaleRetryError(
             f"The compensations changed since you read this page; nothing was {done}. "
