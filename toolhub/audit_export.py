@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,11 +229,12 @@ def audit_export_lines(export: AuditExport) -> Iterator[str]:
         for chain, first, last in export.spans:
             events = AuditEvent.objects.filter(chain=chain, tenant=export.tenant, seq__gte=first, seq__lte=last)
             rows = events.order_by("seq").values_list(*HASHED_COLUMNS, "hash").iterator(chunk_size=_CHUNK)
-            for row in rows:
-                buffer.append(canonical_json(_line(row)) + "\n")
-                if len(buffer) >= _LINES_PER_WRITE:
-                    yield "".join(buffer)
-                    buffer.clear()
+            with closing(rows):  # a reading stopped midway closes its cursor inside the transaction it lives in
+                for row in rows:
+                    buffer.append(canonical_json(_line(row)) + "\n")
+                    if len(buffer) >= _LINES_PER_WRITE:
+                        yield "".join(buffer)
+                        buffer.clear()
     if buffer:
         yield "".join(buffer)
 
@@ -309,8 +311,6 @@ class RecordedExport:
 
     def close(self) -> None:
         """Stop reading; an export not completed by then is recorded as failed (it left in part, if at all)."""
-        if self._lines is not None and hasattr(self._lines, "close"):
-            self._lines.close()
         self.fail("stopped before its end (the download was cut off or abandoned)")
 
     def complete(self) -> None:
@@ -321,7 +321,14 @@ class RecordedExport:
         )
 
     def fail(self, reason: str) -> None:
-        """Record that the export did not complete, and why (``audit.export_failed``); nothing if already settled."""
+        """Record that the export did not complete, and why (``audit.export_failed``); nothing if already settled.
+
+        The reading is stopped first: its transaction (held open between the pieces it yields) ends before the
+        failure is recorded, or the record would be made inside it and rolled back with it.
+        """
+        lines, self._lines = self._lines, None
+        if lines is not None and hasattr(lines, "close"):
+            lines.close()
         self._settle("audit.export_failed", {"reason": reason[:200], "bytes": self._bytes})
 
     def _settle(self, event_type: str, data: dict[str, Any]) -> None:

@@ -16,6 +16,11 @@ Findings:
    parent that asked its subagent before doing a step of its own has the higher saga id, so the two took the
    family's locks in opposite orders and PostgreSQL failed one of them with "deadlock detected". Every lock of
    several sagas now goes through ``toolhub.sagas.records.lock_sagas`` (id order).
+3. ``audit_export_lines`` holds a transaction open between the pieces it yields (its server-side cursor). When
+   the command could not write the file midway (a full disk: the error raised by the write, not by the reading),
+   ``RecordedExport.fail`` recorded ``audit.export_failed`` inside that still-open transaction, which rolled back
+   when the reading was closed after: the trail held ``audit.export_started`` and no outcome. ``fail`` now stops
+   the reading first (as the console's ``close`` did), then records the failure.
 
 Checked and holding:
 
@@ -34,15 +39,22 @@ Checked and holding:
   immediate-return stop does; a run at exactly its budget after a turn still has that turn's calls run.
 """
 
+import errno
+import io
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 
+import toolhub.audit_export as audit_export_service
+import toolhub.management.commands.audit_export as audit_export_command
 from agents_app.models import AgentRun
 from agents_app.rollbacks import run_rollback_with_subagents
+from tests.audit.test_trail_export import trails  # noqa: F401 - fixture
 from tests.helpers import action_confirmation, console
 from tests.sagas.sample_tools import LOG, TOOLS
 from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
@@ -50,7 +62,7 @@ from tests.subagents.conftest import MakeAgent, StartRun, make_agent, start  # n
 from tests.subagents.test_rollback import CHILD_BOOKS
 from tests.tenancy.conftest import AcmeData
 from tests.testapp.tools import ask_researcher
-from toolhub.models import ToolCall
+from toolhub.models import AuditEvent, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
 from toolhub.tools.registry import registry
 
@@ -159,3 +171,35 @@ def test_a_rollback_with_subagents_locks_the_sagas_in_the_order_a_bulk_retry_doe
     assert result and not isinstance(result[0], BaseException), result
     assert Saga.objects.get(pk=child_saga.pk).rollbacks.exists()
     assert Saga.objects.get(pk=parent_saga.pk).rollbacks.exists()
+
+
+def test_a_command_export_that_cannot_be_written_midway_is_recorded_as_failed(
+    trails: None,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: ``audit_export`` reads the trail in one transaction held open between the pieces it yields. When the
+    file could not be written midway (a full disk), the command recorded ``audit.export_failed`` while that reading
+    was still open, inside its transaction; the reading was closed after, its transaction rolled back, and the
+    failure record with it: the trail said an export started and never what became of it.
+
+    Expect: the reading is stopped before the outcome is recorded: ``audit.export_failed`` (the disk full) is in the
+    trail after the command, and no ``audit.exported``.
+    """
+    monkeypatch.setattr(audit_export_service, "_LINES_PER_WRITE", 1)  # a piece per event: the disk fills midway
+
+    def disk_fills(path: Path, content: Iterable[str]) -> None:
+        pieces = iter(content)
+        next(pieces), next(pieces)  # the header and the first event were written
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(audit_export_command, "write_new", disk_fills)
+    with pytest.raises(CommandError, match="No space left on device"):
+        call_command("audit_export", "--tenant", "acme", "-o", str(tmp_path / "acme.jsonl"), stdout=io.StringIO())
+
+    outcomes = list(
+        AuditEvent.objects.filter(tenant="acme", event_type__startswith="audit.export")
+        .order_by("seq")
+        .values_list("event_type", flat=True)
+    )
+    assert outcomes == ["audit.export_started", "audit.export_failed"], outcomes
