@@ -37,6 +37,19 @@ Checked and holding:
 - ``_stopped_on_tokens`` before asking ends the run through ``run_finish`` with its step released (lease and token
   cleared), the tool results appended that turn saved with it (``END_FIELDS`` holds ``messages``), as the
   immediate-return stop does; a run at exactly its budget after a turn still has that turn's calls run.
+- The adapters: usage the endpoint reports is taken as reported (``reported_or_estimated``), so reasoning is only
+  added to an estimate; a stream broken off is charged once (``RefusedTurn``), a ``ModelError`` re-raised as is.
+- ``ModelProviderAdmin``'s base URL check reads ``urlsplit``'s user info, query and fragment only: a host with a
+  port (``http://127.0.0.1:11434/v1``, load_demo's; the tests' fakes on 127.0.0.1) is accepted.
+- The console export records its start before opening the export, as the command does, so the start is in the
+  file whose range reaches it; a cut-off download closes the reading before recording (``close``).
+
+Noted, not changed:
+
+- A confirmation page still carries one ``_selected_action`` field per selected row: "select all" of more than
+  about a thousand sagas is refused by Django (400) at the confirm, for Resolve as before and now for Retry.
+- An endpoint sending the same reasoning in both ``reasoning_content`` and ``reasoning`` has it counted twice in an
+  estimate (only when it reports no usage) and against the stream's size bound.
 """
 
 import errno
