@@ -105,7 +105,8 @@ def reasoning_texts(part: Any) -> list[str]:
     against a streamed answer's size bound, or an endpoint reporting no usage would charge a long reasoning as the
     few tokens of its answer, and one reasoning without end would be read until the deadline.
     """
-    return [text for name in REASONING_FIELDS if isinstance(text := getattr(part, name, None), str) and text]
+    texts = [text for name in REASONING_FIELDS if isinstance(text := getattr(part, name, None), str) and text]
+    return texts[:1]  # the fields are alternatives: an endpoint sending the same reasoning in both wrote it once
 
 
 def refusal_text(part: Any) -> str:

@@ -258,7 +258,7 @@ def _turn_from(response: Any, prompt_characters: Callable[[], int]) -> ModelTurn
             for index, call in enumerate(message.tool_calls or ())
         )
         usage = getattr(response, "usage", None)
-        content = message.content or refusal_text(message)
+        content = (message.content or "") + refusal_text(message)  # as a stream's deltas are read: both, in order
         written = answer_characters(content, calls) + sum(map(len, reasoning_texts(message)))
         turn = ModelTurn(
             content=content,

@@ -255,3 +255,30 @@ def test_a_provider_url_carrying_a_credential_is_refused(url: str) -> None:
     assert not form.is_valid()
     assert "credential_env" in str(form.errors.get("base_url")), form.errors
     assert SECRET not in str(form.errors)
+
+
+def test_reasoning_sent_in_both_fields_is_counted_once() -> None:
+    """Found (review bn, after review o): an endpoint sending the same reasoning as ``reasoning_content`` and as
+    ``reasoning`` had it counted twice, in the estimate and against the stream's bound. Expect: the first field
+    holding text, once."""
+    from types import SimpleNamespace
+
+    from agents_app.models_adapters.base import reasoning_texts
+
+    both = SimpleNamespace(reasoning_content="thinking hard", reasoning="thinking hard")
+    assert reasoning_texts(both) == ["thinking hard"]
+    assert reasoning_texts(SimpleNamespace(reasoning="only here")) == ["only here"]
+    assert reasoning_texts(SimpleNamespace(reasoning_content=None, reasoning=3)) == []
+
+
+def test_a_whole_answer_with_content_and_a_refusal_keeps_both_as_a_stream_does() -> None:
+    """Found (review bn, after review o): with both ``content`` and ``refusal``, a whole answer kept only the
+    content where a streamed one joined both. Expect: both, in that order, either way."""
+    from types import SimpleNamespace
+
+    from agents_app.models_adapters.openai_chat import _turn_from
+
+    message = SimpleNamespace(content="Partly: ", refusal="I can't do the rest.", tool_calls=None)
+    response = SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")], usage=None)
+    turn = _turn_from(response, lambda: 40)
+    assert turn.content == "Partly: I can't do the rest."
