@@ -44,6 +44,21 @@ SIGNATURE_ALGORITHM = "ed25519"
 _RAW_KEY_BYTES = 32
 _SIGNATURE_BYTES = 64
 
+_FIELD_PRIME = 2**255 - 19
+#: The y coordinates of Ed25519's eight points of small order (RFC 8032's curve has cofactor 8): the identity (1),
+#: the point of order 2 (p - 1), those of order 4 (0) and of order 8 (Y, p - Y). Under a public key that is one of
+#: them a signature is forged without any secret (R the identity and s = 0 verifies every message under the
+#: identity), and a verifier such as OpenSSL's checks none of this; so such a key, in either sign of x, is refused.
+_SMALL_ORDER_Y = frozenset(
+    {
+        1,
+        _FIELD_PRIME - 1,
+        0,
+        0x05FC536D880238B13933C6D305ACDFD5F098EFF289F4C345B027B2C28F95E826,
+        _FIELD_PRIME - 0x05FC536D880238B13933C6D305ACDFD5F098EFF289F4C345B027B2C28F95E826,
+    }
+)
+
 
 class PublicKeyError(ValueError):
     """A public key given to the verifier that is not one (malformed, the wrong length, an unreadable file)."""
@@ -109,7 +124,25 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
             f"{given[:20]!r}... is not an Ed25519 public key: give its 32 bytes as base64 (44 characters) "
             "or hex (64 digits), as manage.py audit_public_key prints it"
         )
+    problem = _degenerate_key_problem(raw)
+    if problem is not None:
+        raise PublicKeyError(problem)
     return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _degenerate_key_problem(raw: bytes) -> str | None:
+    """Why ``raw`` is no key a signature under proves anything (None: it may be one): small order, or not canonical.
+
+    toolhub's key, derived from a secret seed, is never either; an encoding of y at or above the field's prime is
+    refused too, so no second spelling of a small-order point slips past the list.
+    """
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)
+    if y >= _FIELD_PRIME or y in _SMALL_ORDER_Y:
+        return (
+            f"{raw.hex()[:16]}... is not a usable Ed25519 public key (a point of small order or a non-canonical "
+            "encoding, under which anyone can forge a signature): take toolhub's from manage.py audit_public_key"
+        )
+    return None
 
 
 def header_signature(checkpoint_key: bytes, header: dict[str, Any]) -> dict[str, str]:
@@ -125,6 +158,9 @@ def header_signature(checkpoint_key: bytes, header: dict[str, Any]) -> dict[str,
 
 def header_signature_problem(public: Ed25519PublicKey, header: dict[str, Any]) -> str | None:
     """Why ``header`` is not signed by ``public``'s key (None: it is), in words an auditor acts on."""
+    degenerate = _degenerate_key_problem(public.public_bytes_raw())
+    if degenerate is not None:
+        return degenerate
     signature = header.get("signature")
     if signature is None:
         return "the header is not signed: it was exported where no checkpoint key was set, or its signature removed"

@@ -25,9 +25,9 @@ unsigned and says so (the command's output, the console). Derivation: the HKDF o
 hand with ``hmac`` (checked once, pinned below as a known answer).
 
 Not fixed: rotating the checkpoint key changes the public key (old files verify only with the public key of their
-time; keep it with them); nothing publishes the key beyond the command and the console. A degenerate public key
-(a small-order point such as 32 zero bytes) is not refused and lets a crafted signature pass: the check is only
-as good as the key the auditor took from toolhub (compare its fingerprint), as any public-key check is.
+time; keep it with them); nothing publishes the key beyond the command and the console. The check is only as good
+as the key the auditor took from toolhub (compare its fingerprint), as any public-key check is; a degenerate key (a
+small-order point such as 32 zero bytes), under which a crafted signature passed, is refused since review ck.
 """
 
 import io
