@@ -23,7 +23,7 @@ from toolhub.checkpoints import (
     audit_stored_file_problems,
     checkpoint_base,
 )
-from toolhub.models import AuditChainHead, AuditVerification, Tenant
+from toolhub.models import AuditChainHead, AuditVerification, RetiredTenantSlug, Tenant
 
 __all__ = [
     "REQUEST_INTERVAL_SECONDS",
@@ -53,9 +53,15 @@ class TrailVerification:
     record: AuditVerification
 
 
+def _trail_tenants() -> list[str]:
+    """The slugs whose trails are verified: living tenants and deleted ones (retired), whose events stay."""
+    living = Tenant.objects.values_list("slug", flat=True)
+    return sorted({*living, *RetiredTenantSlug.objects.values_list("slug", flat=True)})
+
+
 def known_tenant_chains(tenant: str) -> range:
-    """``tenant``'s own chains; ``UnknownTenantError`` when no tenant has this slug."""
-    if not Tenant.objects.filter(slug=tenant).exists():
+    """``tenant``'s own chains, a deleted tenant's too; ``UnknownTenantError`` when no tenant has had this slug."""
+    if not Tenant.objects.filter(slug=tenant).exists() and not RetiredTenantSlug.objects.filter(slug=tenant).exists():
         known = list(Tenant.objects.order_by("slug").values_list("slug", flat=True)[:10])
         hint = f" Known tenants: {', '.join(known)}{', ...' if len(known) == 10 else ''}." if known else ""
         raise UnknownTenantError(f"There is no tenant {tenant!r}; nothing was verified.{hint}")
@@ -130,9 +136,12 @@ def audit_trail_verify(
 
 
 def _chain_owner() -> Callable[[int], str | None]:
-    """The tenant a chain is of (the one whose first chain it follows), None for the platform's or a shared one."""
+    """The tenant a chain is of (the one whose first chain it follows), None for the platform's or a shared one.
+
+    A deleted tenant still owns its chains: its events stay, and its problems are still its auditors' to hear of.
+    """
     owners: dict[int, list[str]] = {}
-    for slug in Tenant.objects.values_list("slug", flat=True).iterator():
+    for slug in _trail_tenants():
         owners.setdefault(tenant_chain_base(slug), []).append(slug)
 
     def owner(chain: int) -> str | None:
