@@ -11,6 +11,24 @@ from toolhub.transitions import TransitionTable
 from toolhub.visible import visible_text
 
 
+def protect_pending(
+    collector: models.deletion.Collector, field: models.Field, sub_objs: models.QuerySet, using: str
+) -> None:
+    """``on_delete`` of a request's approver group: refused while a request waits on it, emptied once decided.
+
+    Emptying the link of a pending request would lift its restriction: every operator of the tenant could then
+    decide what only the group might. A decided request keeps its history without the group.
+    """
+    pending = list(sub_objs.filter(status=ApprovalStatus.PENDING))
+    if pending:
+        raise models.ProtectedError(
+            f"Pending approval requests wait on this {field.related_model._meta.verbose_name} as their approvers; "
+            "decide or cancel them first.",
+            pending,
+        )
+    models.SET_NULL(collector, field, sub_objs, using)
+
+
 class Operator(models.TextChoices):
     EQ = "==", "equals"
     NE = "!=", "differs from"
@@ -121,7 +139,7 @@ class ApprovalRequest(models.Model):
     arguments_hash = models.CharField(
         max_length=64, blank=True, help_text="The version's binding: a hash of (tool, tool version, arguments)."
     )
-    approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=protect_pending, related_name="+")
     approver_permission = models.CharField(max_length=150, blank=True)
     further_restrictions = models.JSONField(
         default=list,

@@ -10,18 +10,30 @@ Findings:
    acme in a problem of its chains, although its events stay (append-only) and its slug is retired precisely because
    rows still name it. Offboarding a customer is when their auditors most need the proof. Now the tenants whose
    trail is verified (``toolhub.audit_proof``) are the living and the retired ones (``RetiredTenantSlug``).
+2. Deleting the Django group a tool group names as its only approvers (``approver_group``) lifted the restriction
+   instead of keeping it: both ``ToolGroup.approver_group`` and a pending ``ApprovalRequest.approver_group`` were
+   ``SET_NULL``, so a held payment that only treasury might decide became decidable by every operator of the
+   tenant, and so did every later call of the group. Now a group is not deleted while a tool group names it as its
+   approvers (``PROTECT``) or a pending request waits on it (``approvals.models.protect_pending``): the admin's
+   delete page answers "Cannot delete group"; a decided request keeps its history as before (``SET_NULL``).
 """
 
 import io
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.db.models import ProtectedError
 
+from approvals.deciders import approval_may_decide
+from approvals.models import ApprovalStatus
+from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call
-from toolhub.models import AuditEvent, AuditVerification, Tenant
+from tests.helpers import console
+from toolhub.models import AuditEvent, AuditVerification, Tenant, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +71,41 @@ def test_a_deleted_tenants_trail_is_still_verified_as_its_own() -> None:
     assert "acme's chain" in str(failed.value)
     newest = AuditVerification.objects.filter(tenant="acme").order_by("-id").first()
     assert newest is not None and not newest.ok and f"event #{target.pk}" in newest.problems
+
+
+def test_deleting_the_approvers_group_never_lets_every_operator_decide(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+    admin_user: User,
+) -> None:
+    """Found: deleting ``treasury`` (the payments group's only approvers) emptied the request's and the tool group's
+    ``approver_group``, so operator (not in treasury) approved the held payment, and could every later one. Expect:
+    the deletion is refused (the admin's delete page says it cannot delete, for the pending request), and operator
+    still may not decide; once nothing pending or governing names it, the group is deleted."""
+    # given treasury alone decides the payments group's calls, and one of alice's calls waits for it
+    treasury = Group.objects.create(name="treasury")
+    treasury.user_set.add(second_operator)
+    payments = ToolGroup.objects.create(name="payments", extra_tools=["risky_effect"], approver_group=treasury)
+    request = hold()
+    assert request.approver_group == treasury
+    assert approval_may_decide(request, User.objects.get(pk=operator.pk)) is not None
+
+    # when a superuser deletes treasury
+    page = console(admin_user).get(f"/admin/auth/group/{treasury.pk}/delete/").content.decode()
+    with pytest.raises(ProtectedError):
+        treasury.delete()
+
+    # then the admin said what holds it, and the restriction still holds
+    assert "Cannot delete group" in page and "approval request" in page
+    request.refresh_from_db()
+    assert request.approver_group_id == treasury.pk
+    assert approval_may_decide(request, User.objects.get(pk=operator.pk)) is not None
+
+    # once the request is decided and the tool group no longer names treasury, it goes (history kept, link emptied)
+    type(request).objects.filter(pk=request.pk).update(status=ApprovalStatus.CANCELLED)
+    payments.approver_group = None
+    payments.save(update_fields=["approver_group"])
+    treasury.delete()
+    request.refresh_from_db()
+    assert request.approver_group_id is None

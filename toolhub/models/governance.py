@@ -57,7 +57,8 @@ class ToolGroup(models.Model):
         "auth.Group",
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        # Not SET_NULL: emptying it would let every operator decide what only this group might.
+        on_delete=models.PROTECT,
         related_name="+",
         help_text="Only members of this Django group may decide this group's approval requests.",
     )
