@@ -16,6 +16,11 @@ Findings:
    tenant, and so did every later call of the group. Now a group is not deleted while a tool group names it as its
    approvers (``PROTECT``) or a pending request waits on it (``approvals.models.protect_pending``): the admin's
    delete page answers "Cannot delete group"; a decided request keeps its history as before (``SET_NULL``).
+3. A saga step whose outcome became unknown (its worker died: ``needs_attention``) before any rollback vanished
+   from the rollback once its tool left the code: ``hold_unknown_steps`` held only steps of tools registered now
+   with a compensation, so the rollback undid the others and the saga read ``compensated`` over a step that may
+   have moved money. Now such a step is held for an operator (the saga ``needs_attention``), its compensation
+   naming no tool and saying the step's tool is no longer registered.
 """
 
 import io
@@ -33,7 +38,10 @@ from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, regis
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call
 from tests.helpers import console
-from toolhub.models import AuditEvent, AuditVerification, Tenant, ToolGroup
+from tests.sagas.test_services import _call, _compensations
+from toolhub.models import AuditEvent, AuditVerification, CallStatus, Tenant, ToolCall, ToolGroup
+from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
+from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -109,3 +117,32 @@ def test_deleting_the_approvers_group_never_lets_every_operator_decide(
     treasury.delete()
     request.refresh_from_db()
     assert request.approver_group_id is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_step_whose_tool_left_the_code_is_held_not_forgotten(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: a ``book`` step whose worker died (``needs_attention``, before any rollback) was left out of the
+    rollback once ``book`` was removed from the code: the other step was undone and the saga read ``compensated``.
+    Expect: the unknown step is held for an operator, the saga ``needs_attention``, its error naming the tool."""
+    from tests.sagas.sample_tools import TOOLS
+
+    with registry.temporarily(*TOOLS):
+        # given two booked steps of a direct saga, the second's outcome unknown (its worker died before recording)
+        first = _call("book", {"item": "flight"}, saga="trip", user=alice)
+        unknown = _call("book", {"item": "hotel"}, saga="trip", user=alice)
+        ToolCall.objects.filter(pk=unknown.pk).update(status=CallStatus.NEEDS_ATTENTION)
+        Compensation.objects.filter(step_call_id=unknown.pk).delete()  # as when it was never recorded
+
+        # when book leaves the code (a deploy) and a later step fails, rolling the saga back
+        monkeypatch.delitem(registry._tools, "book")
+        _call("explode", {"reason": "no visa"}, saga="trip", user=alice)
+
+    # then the first is undone and the unknown step is held, visibly, for an operator
+    compensations = {c.step_call_id: c for c in _compensations("trip")}
+    assert compensations[first.pk].status == CompensationStatus.SUCCEEDED
+    held = compensations.get(unknown.pk)
+    assert held is not None and held.status == CompensationStatus.HELD
+    assert "'book' is no longer registered" in held.mapping_error
+    assert Saga.objects.get(key="trip").status == SagaStatus.NEEDS_ATTENTION

@@ -108,8 +108,9 @@ def plan_compensation(
 ) -> Compensation:
     """Number a step and plan its compensation; a step asked for before a rollback is compensated by it too."""
     tool = registry.get(call.tool_name)
-    assert tool is not None and tool.compensate_with
-    arguments, error = planned_arguments(tool.name, call)
+    # A step whose tool left the code is held (``hold_unknown_steps``): nobody knows any more how to undo it.
+    assert (tool is not None and tool.compensate_with) or status == CompensationStatus.HELD
+    arguments, error = planned_arguments(call.tool_name, call)
     late_for = saga.rollbacks.filter(requested_at__gt=call.created_at).order_by("-requested_at").first()
     if status is None:
         status = CompensationStatus.PENDING if late_for is not None else CompensationStatus.RECORDED
@@ -121,7 +122,7 @@ def plan_compensation(
         rollback=late_for,
         step_call=call,
         step_tool=call.tool_name,
-        tool_name=tool.compensate_with,
+        tool_name=tool.compensate_with if tool is not None else "",
         arguments=arguments,
         mapping_error=error,
         status=status,
@@ -165,11 +166,17 @@ def record_missing_steps(saga: Saga, actor: str) -> None:
 
 
 def hold_unknown_steps(saga: Saga, actor: str) -> list[Compensation]:
-    """Steps whose own outcome is unknown are not compensated on their own: an operator decides."""
+    """Steps whose own outcome is unknown are not compensated on their own: an operator decides.
+
+    So are unknown steps whose tool has left the code since: whether it was compensable is no longer known, and
+    leaving them out would let the saga read compensated over a step nobody looked at.
+    """
     known = Compensation.objects.filter(saga=saga).values("step_call_id")
+    registered = [tool.name for tool in registry.all()]
     unknown = (
         step_calls(saga.key, saga.run_id, tenant=saga.tenant)
-        .filter(status=CallStatus.NEEDS_ATTENTION, tool_name__in=compensable_tool_names())
+        .filter(Q(tool_name__in=compensable_tool_names()) | ~Q(tool_name__in=registered))
+        .filter(status=CallStatus.NEEDS_ATTENTION)
         .exclude(id__in=known)
         .order_by("created_at")
     )
