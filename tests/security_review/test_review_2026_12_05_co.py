@@ -21,6 +21,10 @@ Findings:
    with a compensation, so the rollback undid the others and the saga read ``compensated`` over a step that may
    have moved money. Now such a step is held for an operator (the saga ``needs_attention``), its compensation
    naming no tool and saying the step's tool is no longer registered.
+4. A paused OpenAI Agents SDK run (``PausedAgentRun``: the only record of which held calls an outside run waits
+   for, and its conversation) could be deleted in the admin, by one row or "Delete selected", with nothing in the
+   trail, though its page is documented read-only: its calls stayed on the desk to be decided for a run nobody can
+   resume. Now its admin is read-only (``ReadOnlyMixin``) as the agent runs' is.
 """
 
 import io
@@ -39,6 +43,7 @@ from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call
 from tests.helpers import console
 from tests.sagas.test_services import _call, _compensations
+from toolhub.adapters.openai_agents.models import PausedAgentRun
 from toolhub.models import AuditEvent, AuditVerification, CallStatus, Tenant, ToolCall, ToolGroup
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
 from toolhub.tools.registry import registry
@@ -146,3 +151,22 @@ def test_an_unknown_step_whose_tool_left_the_code_is_held_not_forgotten(
     assert held is not None and held.status == CompensationStatus.HELD
     assert "'book' is no longer registered" in held.mapping_error
     assert Saga.objects.get(key="trip").status == SagaStatus.NEEDS_ATTENTION
+
+
+def test_a_paused_sdk_run_is_not_deleted_in_the_admin(alice: User, admin_user: User) -> None:
+    """Found: a superuser deleted alice's paused SDK run from its admin page (and "Delete selected" was offered),
+    leaving its held calls on the desk for a run nobody could resume, with no trace in the trail. Expect: the page is
+    read-only: the delete page answers 403, no delete action is offered, the row stays."""
+    # given alice's SDK run paused on a held call
+    paused = PausedAgentRun.objects.create(run_key="sdk-1", tenant="acme", user=alice, agent_name="sdk", state={})
+
+    # when a superuser opens its delete page and posts it
+    client = console(admin_user)
+    url = f"/admin/openai_agents_adapter/pausedagentrun/{paused.pk}/delete/"
+    shown, posted = client.get(url), client.post(url, {"post": "yes"})
+
+    # then both are refused and the run stays; the list offers no bulk deletion
+    assert (shown.status_code, posted.status_code) == (403, 403)
+    assert PausedAgentRun.objects.filter(pk=paused.pk).exists()
+    listing = client.get("/admin/openai_agents_adapter/pausedagentrun/").content.decode()
+    assert "delete_selected" not in listing
