@@ -20,7 +20,8 @@ Model providers and agents use it too; the event itself is written by ``toolhub.
 
 from typing import Any
 
-from django.db import transaction
+from django.db import router, transaction
+from django.db.models.deletion import Collector
 from django.http import HttpRequest
 
 from toolhub.governance_trail import (
@@ -83,14 +84,33 @@ class GovernanceAudited:
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         with transaction.atomic():
             self._append(request, obj, "deleted")
+            self._append_cascade(request, [obj])
             super().delete_model(request, obj)  # type: ignore[misc]
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         # The bulk action deletes outside the admin's transaction: the events commit with the deletion or not at all.
         with transaction.atomic():
-            for obj in queryset:
+            deleted = list(queryset)
+            for obj in deleted:
                 self._append(request, obj, "deleted")
+            self._append_cascade(request, deleted)
             super().delete_queryset(request, queryset)  # type: ignore[misc]
+
+    def _append_cascade(self, request: HttpRequest, deleted: list[Any]) -> None:
+        """Record the governance rows Django's cascade deletes with ``deleted`` (a tool group's grants and rules).
+
+        Each is recorded as its own admin records it (its tenants, its excluded fields), so that a rule or a deny
+        that stopped applying is in the trail whichever row's deletion took it.
+        """
+        collector = Collector(using=router.db_for_write(self.model))  # type: ignore[attr-defined]
+        collector.collect(deleted)
+        rows = [row for rows in collector.data.values() for row in rows]
+        rows += [row for queryset in collector.fast_deletes for row in queryset]
+        own = {(type(obj), obj.pk) for obj in deleted}
+        for row in rows:
+            owner = self.admin_site._registry.get(type(row))  # type: ignore[attr-defined]
+            if isinstance(owner, GovernanceAudited) and (type(row), row.pk) not in own:
+                owner._append(request, row, "deleted")
 
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""

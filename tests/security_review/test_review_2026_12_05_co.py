@@ -25,6 +25,11 @@ Findings:
    for, and its conversation) could be deleted in the admin, by one row or "Delete selected", with nothing in the
    trail, though its page is documented read-only: its calls stayed on the desk to be decided for a run nobody can
    resume. Now its admin is read-only (``ReadOnlyMixin``) as the agent runs' is.
+5. A deletion in the admin recorded only the row deleted, not the governance rows Django's cascade took with it:
+   deleting the ``payments`` tool group also deleted acme's deny grant and the approval rule holding its payments,
+   and the trail said only "tool group deleted"; likewise a tenant's grants, rules and memberships, a user's
+   memberships and grants. Now ``GovernanceAudited`` records a ``governance.deleted`` event for every cascaded row
+   of a governance-audited model, in that row's own tenants' chains, in the deletion's transaction.
 """
 
 import io
@@ -37,14 +42,23 @@ from django.db import connection
 from django.db.models import ProtectedError
 
 from approvals.deciders import approval_may_decide
-from approvals.models import ApprovalStatus
+from approvals.models import ApprovalRule, ApprovalStatus
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call
 from tests.helpers import console
 from tests.sagas.test_services import _call, _compensations
 from toolhub.adapters.openai_agents.models import PausedAgentRun
-from toolhub.models import AuditEvent, AuditVerification, CallStatus, Tenant, ToolCall, ToolGroup
+from toolhub.models import (
+    AuditEvent,
+    AuditVerification,
+    CallStatus,
+    Grant,
+    GrantEffect,
+    Tenant,
+    ToolCall,
+    ToolGroup,
+)
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
 from toolhub.tools.registry import registry
 
@@ -170,3 +184,25 @@ def test_a_paused_sdk_run_is_not_deleted_in_the_admin(alice: User, admin_user: U
     assert PausedAgentRun.objects.filter(pk=paused.pk).exists()
     listing = client.get("/admin/openai_agents_adapter/pausedagentrun/").content.decode()
     assert "delete_selected" not in listing
+
+
+def test_a_deletion_records_the_governance_rows_its_cascade_takes(admin_user: User) -> None:
+    """Found: deleting the ``payments`` tool group in the admin also deleted acme's deny grant on it and the approval
+    rule holding its calls (CASCADE), and the trail recorded only the group's deletion. Expect: one
+    ``governance.deleted`` event per cascaded grant and rule, in acme's chain for acme's grant."""
+    # given a tool group with a deny grant of acme's and an approval rule on it
+    acme, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
+    payments = ToolGroup.objects.create(name="payments", extra_tools=["risky_effect"])
+    grant = Grant.objects.create(tool_group=payments, tenant=acme, effect=GrantEffect.DENY)
+    rule = ApprovalRule.objects.create(name="payments-held", tool_group=payments)
+
+    # when a superuser deletes the group in the admin
+    response = console(admin_user).post(f"/admin/toolhub/toolgroup/{payments.pk}/delete/", {"post": "yes"})
+
+    # then the grant and the rule are gone, and the trail says so, each in its own chains
+    assert response.status_code == 302 and not Grant.objects.exists() and not ApprovalRule.objects.exists()
+    deleted = AuditEvent.objects.filter(event_type="governance.deleted")
+    recorded = {(event.payload["model"], event.payload["id"], event.tenant) for event in deleted}
+    assert ("toolhub.grant", grant.pk, "acme") in recorded
+    assert ("approvals.approvalrule", rule.pk, "") in recorded
+    assert ("toolhub.toolgroup", payments.pk, "") in recorded
