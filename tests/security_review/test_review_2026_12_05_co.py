@@ -30,6 +30,33 @@ Findings:
    and the trail said only "tool group deleted"; likewise a tenant's grants, rules and memberships, a user's
    memberships and grants. Now ``GovernanceAudited`` records a ``governance.deleted`` event for every cascaded row
    of a governance-audited model, in that row's own tenants' chains, in the deletion's transaction.
+
+Checked and holding (no test here):
+
+- No foreign key reaches the trail: ``AuditEvent``, ``AuditChainHead``, ``AuditCheckpoint`` and verifications name
+  tenants by slug, so no deletion (a tenant's in the admin included) cascades into them; a tenant with agents or
+  model providers is not deleted at all (``PROTECT``); its memberships, grants and rules cascade, its slug is retired,
+  and the whole trail's ``verify_audit`` still verifies its chains (now per tenant too, finding 1).
+- People: a deactivated user's session (``ModelBackend.get_user``), API token and MCP calls (``token_owner`` reads
+  ``is_active`` per request) are refused at the next request; ``tenant_scope`` is memoized on the request's user
+  object only (Celery tasks and ``decider_as_now`` load fresh ones, the latter under the governance stamp).
+  Removal, deactivation and deletion cancel runs and deny held or queued calls where they execute, and an approval
+  counts only while its giver stands (reviews ac, at, au, bh).
+- Tools: a queued or approved call whose tool left the code is refused where it executes ("no longer exists"); a
+  recorded compensation whose compensating tool was removed fails visibly ("Unknown tool"), the saga
+  ``needs_attention``; ``sync_tools`` keeps an operator's ``enabled=False`` on a tool that leaves and comes back;
+  catalogue rows cannot be deleted in the admin; a disabled model provider or one bound to another tenant stops
+  a run at its next turn (``adapter_for``); an agent with runs is not deleted (``PROTECT``), its tenant is fixed.
+- Admin delete pages of tenant staff (memberships, grants, approval rules, agents, remote credentials): nothing of
+  another tenant cascades from or protects these rows (``SET_NULL`` relations are not listed by Django), agents'
+  runs stay in the agent's fixed tenant, and shared rows (tool groups, users, roles, tenants) are deleted only by
+  people who cross the boundary.
+
+Seen, not fixed: a succeeded step whose settle notification was lost is recorded by the next rollback only if its
+tool is still registered with a compensation (``record_missing_steps``), and a saga with no row yet is started only
+for such tools: whether a removed tool was compensable is not stored on its calls (a column is needed). The
+"Cannot delete group" page of finding 2 says the user lacks the permission to delete approval requests (Django
+lists a protected row of a model without delete permission that way) rather than naming the pending request.
 """
 
 import io
