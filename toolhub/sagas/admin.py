@@ -1,5 +1,6 @@
 """The operators' view of sagas: steps, compensations, attempts and errors, with retry and resolve-by-hand."""
 
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -35,18 +36,19 @@ from toolhub.sagas.recovery import (
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.selectors import withheld_names
 
-#: The confirmation page's hidden field holding every listed compensation's mark, separated by spaces (a mark has
-#: none): one field however many rows, as Django refuses a POST of more than ``DATA_UPLOAD_MAX_NUMBER_FIELDS``.
+#: The hidden field of a confirmation page (and of a saga page's Retry) holding every listed compensation's mark,
+#: separated by spaces (a mark has none): one field however many rows, as Django refuses a POST of more than
+#: ``DATA_UPLOAD_MAX_NUMBER_FIELDS``.
 MARKS_FIELD = "marks"
 
 
-def _marks_field(chosen: list[Compensation]) -> dict[str, str]:
-    """The confirmation page's hidden field: what it shows, row by row, to which the action is bound."""
-    return {MARKS_FIELD: " ".join(compensation_mark(c) for c in chosen)}
+def _marks_field(marks: Iterable[str]) -> dict[str, str]:
+    """The hidden field of a page bound to what it shows (a confirmation page, the saga's Retry): its marks."""
+    return {MARKS_FIELD: " ".join(marks)}
 
 
 def _seen(request: HttpRequest) -> list[str]:
-    """The marks a confirmation page carried: what the operator read, to which the action is bound."""
+    """The marks a page carried (``_marks_field``): what the operator read, to which the action is bound."""
     return request.POST.get(MARKS_FIELD, "").split()
 
 
@@ -131,7 +133,7 @@ class _OperatorActions(CommentActionMixin):
             table=table,
             submit=f"Retry {len(chosen)} compensation(s)",
             # What the page shows, row by row: the retry is bound to it (``compensations_retry(seen=...)``).
-            hidden=_marks_field(chosen),
+            hidden=_marks_field(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, forms.Form, action=action, selected=queryset, page=page
@@ -180,7 +182,7 @@ class _OperatorActions(CommentActionMixin):
             "nothing is resolved.",
             table=table,
             submit=f"Resolve {len(chosen)} compensation(s)",
-            hidden=_marks_field(chosen),
+            hidden=_marks_field(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, ResolveForm, action=action, selected=queryset, page=page
@@ -304,7 +306,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         actor = f"user:{request.user.get_username()}"
         try:
             # Bound to what the page showed (its marks): a state that moved since is refused, nothing retried.
-            retried = saga_retry(saga=saga, actor=actor, seen=request.POST.getlist("seen"))
+            retried = saga_retry(saga=saga, actor=actor, seen=_seen(request))
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -324,8 +326,9 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         obj: Saga | None = None,
     ) -> HttpResponse:
         if obj is not None and self.has_operate_permission(request):
-            context["retry_marks"] = retry_marks(obj)
-            context["needing_attention"] = len(context["retry_marks"])
+            marks = retry_marks(obj)
+            context["retry_hidden"] = _marks_field(marks)
+            context["needing_attention"] = len(marks)
             context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
 
