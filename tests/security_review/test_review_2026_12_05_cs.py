@@ -40,10 +40,19 @@ Checked and holding:
 - README statements since 18:00: ``audit_export --actor`` (default ``cli:<OS user>``), ``audit_public_key``
   failing with no checkpoint key, the verifier's exits (2 for a malformed key, key file or ``--head``, a
   degenerate key; ``--key-env`` refused), ``TOOLHUB_LOGIN_FAILURE_LIMIT``, the governed commands' list
-  (``axes_reset_ip_username`` included), the provider URL refusal (user info, query, fragment), ``pair_stripe``:
-  each matches the code.
+  (``axes_reset_ip_username`` included, listed before the apps they override), ``command:uid-<n>``, the provider
+  URL refusal (user info, query, fragment), ``pair_stripe``, the password-change page's lockout when opened:
+  each matches the code. One was false and is corrected (no test: documentation): "``audit.export_started`` ...
+  is in the file" holds only when the range reaches it; a ``--to-seq`` or ``--until`` ending before it leaves it
+  out (``audit_export_open`` clips the spans to them).
 
 Noted, not changed:
+
+- The approval desk's "Approve/Reject selected" confirmation page carries two fields per request
+  (``arguments_hash_<id>``, ``fields_version_<id>``) besides ``_selected_action``: "select all" of about 333
+  pending requests or more is refused by Django (400) at the confirm. Decisions are limited to 60 a minute
+  (``TOOLHUB_THROTTLE_DECISIONS``) anyway, so a batch of that size is not one the desk means to decide at once;
+  MCP's "Accept the definition offered now" carries one field per row likewise (about 500 rows).
 
 - ``reasoning_texts`` keeps the first non-empty field, not the longest: an endpoint sending two different
   reasonings would have only ``reasoning_content`` counted against the bound.
