@@ -1,17 +1,21 @@
 """The console's "Export trail": a tenant's own audit chains as a file that verifies offline.
 
 Whoever may read the audit trail (``toolhub.view_auditevent``) exports a tenant within their boundary;
-platform auditors (who cross it) name any tenant. A tenant outside the boundary answers 404, as one that
-does not exist. The export's start is recorded in the tenant's chain before it streams, and its outcome when the
-download ends: ``audit.exported`` once the last line was handed over, ``audit.export_failed`` when it was cut off.
+platform auditors (who cross it) type any tenant, and one that does not exist is said so on the page they typed
+it on. A tenant outside the boundary answers 404, as one that does not exist. The export's start is recorded in
+the tenant's chain before it streams, and its outcome when the download ends: ``audit.exported`` once the last
+line was handed over, ``audit.export_failed`` when it was cut off.
 """
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponseBadRequest, HttpResponseNotAllowed
 from django.http.response import HttpResponseBase
+from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.http import content_disposition_header
 
+from toolhub.admin_back import form_page
 from toolhub.audit_export import (
     AuditExportError,
     UnknownTenantError,
@@ -39,7 +43,8 @@ def audit_export_view(request: HttpRequest) -> HttpResponseBase:
     if not request.user.has_perm(EXPORT_PERMISSION):
         raise PermissionDenied
     tenant = request.POST.get("tenant", "").strip()
-    if not tenant_scope(request.user).allows(tenant):
+    viewer_scope = tenant_scope(request.user)
+    if not viewer_scope.allows(tenant):
         raise Http404("No such tenant.")
     try:
         scope = export_range(
@@ -50,6 +55,9 @@ def audit_export_view(request: HttpRequest) -> HttpResponseBase:
         )
         audit_export_open(tenant, scope)
     except UnknownTenantError:
+        if viewer_scope.everything:  # they typed it, and may know every tenant: say so where they typed it
+            messages.error(request, f"No tenant named {tenant!r}: nothing was exported.")
+            return redirect(form_page(request))
         raise Http404("No such tenant.") from None
     except AuditExportError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")

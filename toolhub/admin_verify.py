@@ -1,14 +1,11 @@
 """The console's "Verify now": a tenant's staff ask a worker to prove their tenant's own audit chains intact."""
 
-from typing import Any
-
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect
-from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 
+from toolhub.admin_back import form_page
 from toolhub.audit_console import VERIFY_PERMISSION
 from toolhub.audit_proof import REQUEST_INTERVAL_SECONDS, UnknownTenantError, audit_verification_request
 from toolhub.tenancy import tenant_scope
@@ -44,14 +41,4 @@ def audit_verify_view(request: HttpRequest) -> HttpResponse:
             f"A verification of {tenant}'s chains was asked for less than {REQUEST_INTERVAL_SECONDS} seconds ago; "
             "its result shows beside the trail's status when it is done.",
         )
-    return redirect(_back(request))
-
-
-def _back(request: HttpRequest) -> str:
-    """The page the form was on (``next``), when it is one of this site's; else the list of calls."""
-    target: Any = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return str(target)
-    return reverse("admin:toolhub_toolcall_changelist")
+    return redirect(form_page(request))
