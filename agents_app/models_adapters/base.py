@@ -106,7 +106,9 @@ def reasoning_texts(part: Any) -> list[str]:
     few tokens of its answer, and one reasoning without end would be read until the deadline.
     """
     texts = [text for name in REASONING_FIELDS if isinstance(text := getattr(part, name, None), str) and text]
-    return texts[:1]  # the fields are alternatives: an endpoint sending the same reasoning in both wrote it once
+    # The fields are alternatives: an endpoint sending the reasoning in both wrote it once; the longer one counts,
+    # so neither a copy nor a shortened second field makes the reasoning cheaper than it was.
+    return [max(texts, key=len)] if texts else []
 
 
 def refusal_text(part: Any) -> str:

@@ -269,6 +269,10 @@ def test_reasoning_sent_in_both_fields_is_counted_once() -> None:
     assert reasoning_texts(both) == ["thinking hard"]
     assert reasoning_texts(SimpleNamespace(reasoning="only here")) == ["only here"]
     assert reasoning_texts(SimpleNamespace(reasoning_content=None, reasoning=3)) == []
+    # Two different texts (review cs): the longer counts, whichever field holds it.
+    assert reasoning_texts(SimpleNamespace(reasoning_content="short", reasoning="a much longer one")) == [
+        "a much longer one"
+    ]
 
 
 def test_a_whole_answer_with_content_and_a_refusal_keeps_both_as_a_stream_does() -> None:
