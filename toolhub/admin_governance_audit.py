@@ -20,7 +20,7 @@ Model providers and agents use it too; the event itself is written by ``toolhub.
 
 from typing import Any
 
-from django.db import router, transaction
+from django.db import models, router, transaction
 from django.db.models.deletion import Collector
 from django.http import HttpRequest
 
@@ -100,17 +100,35 @@ class GovernanceAudited:
         """Record the governance rows Django's cascade deletes with ``deleted`` (a tool group's grants and rules).
 
         Each is recorded as its own admin records it (its tenants, its excluded fields), so that a rule or a deny
-        that stopped applying is in the trail whichever row's deletion took it.
+        that stopped applying is in the trail whichever row's deletion took it. A model the admin shows through a
+        proxy (an API token, through DRF's token proxy) is recorded as that page records it; rows of models no
+        governance page shows are not loaded (a user's idempotency keys), each row is recorded once.
         """
         collector = Collector(using=router.db_for_write(self.model))  # type: ignore[attr-defined]
         collector.collect(deleted)
-        rows = [row for rows in collector.data.values() for row in rows]
-        rows += [row for queryset in collector.fast_deletes for row in queryset]
-        own = {(type(obj), obj.pk) for obj in deleted}
-        for row in rows:
-            owner = self.admin_site._registry.get(type(row))  # type: ignore[attr-defined]
-            if isinstance(owner, GovernanceAudited) and (type(row), row.pk) not in own:
+        taken: dict[type[models.Model], dict[Any, models.Model]] = {}
+        for model, rows in [*collector.data.items(), *((qs.model, qs) for qs in collector.fast_deletes)]:
+            if self._governing(model) is not None:  # looked at before a fast-deleted queryset is read
+                taken.setdefault(model._meta.concrete_model, {}).update((row_pk(row), row) for row in rows)
+        for obj in deleted:
+            taken.get(type(obj)._meta.concrete_model, {}).pop(row_pk(obj), None)
+        for model, found in taken.items():
+            governing = self._governing(model)
+            assert governing is not None
+            shown, owner = governing
+            rows = list(found.values())
+            if shown is not model:
+                rows = list(shown._default_manager.filter(**{f"{shown._meta.pk.attname}__in": list(found)}))
+            for row in rows:
                 owner._append(request, row, "deleted")
+
+    def _governing(self, model: type[models.Model]) -> "tuple[type[models.Model], GovernanceAudited] | None":
+        """The model (``model``'s or a proxy of it) whose page on this site records ``model``'s rows, and the page."""
+        registry: dict[type[models.Model], Any] = self.admin_site._registry  # type: ignore[attr-defined]
+        for shown, owner in registry.items():
+            if shown._meta.concrete_model is model._meta.concrete_model and isinstance(owner, GovernanceAudited):
+                return shown, owner
+        return None
 
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""

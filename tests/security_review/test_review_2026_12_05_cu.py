@@ -1,0 +1,98 @@
+"""Review of 2026-12-05 (cu): review co's lifecycle fixes reviewed again (cascade deletions in the trail, approver
+groups protected, retired slugs verified, unknown steps of removed tools held, paused SDK runs read-only).
+
+Each test fails on the reviewed code (main at 9696060) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
+
+Findings:
+
+1. Deleting a user in the admin deleted their API token with them (``Token.user`` cascades) and the trail did not
+   say so: ``GovernanceAudited`` looked the cascaded row's page up by its own model, and tokens are shown (and
+   recorded, as ``authtoken.tokenproxy``) through DRF's proxy, so a credential that stopped working was missing from
+   the trail exactly when its owner left. Now a cascaded row is recorded by the page that shows its model, directly
+   or through a proxy, as that page records a deletion (its tenants, its key redacted).
+2. The cascade's recording read every row of every fast-deleted queryset, governed or not, before looking whether a
+   page records that model: deleting a user loaded all their idempotency keys (one per direct call) a second time,
+   for nothing. Now only the querysets of governed models are read, and each row is recorded once.
+
+Checked and holding (no test here):
+
+- ``SET_NULL`` relations (a decided request's rule, a tool call's or a paused SDK run's user) are updates the
+  collector keeps apart (``field_updates``): they are not recorded as deleted. A cascaded row's tenants are read
+  before the deletion, in its transaction, so a tenant's grants and memberships name the deleted tenant's chain.
+  Django groups several foreign keys of one model to the deleted rows (a grant's ``tenant`` and ``agent_tenant``)
+  into one queryset and the collector keeps ``data`` as sets, so no row is reached twice by today's models (and the
+  recording now keys rows by primary key anyway). One admin site exists (``ToolhubAdminSite`` as ``admin.site``).
+- A protected relation (a tool group's approver group, a pending request's) raises in the recording's collection
+  as it would in the deletion, inside the same transaction: nothing is recorded for a refused deletion, and the
+  admin's delete page refuses first. Cost of a large cascade: linear; a tenant with 1000 grants deleted in the admin
+  took ~9000 queries (about 2.5-4.5 s on SQLite), the admin's own confirmation summary loading the same rows.
+- Approver groups: neither ``toolhub_roles`` nor ``load_demo`` deletes groups (``get_or_create`` only), no tenant
+  deletion reaches a group; a request reopened (approved to pending) takes its approver group from the tool groups
+  as they are then (``approval_request_create``), and a tool group naming a group concurrently deleted fails the
+  deletion's commit on its foreign key, so no reopened request is left without its approvers.
+- Retired slugs: a new tenant cannot take a retired slug or one differing only in case or with the same chain base
+  (``Tenant._refuse_another_identity`` at save); two retired tenants are each verified (a set of slugs).
+- Unknown steps of removed tools: ``registry.all()`` reads remote tools through the governance cache (no query per
+  tool); holding an unknown step of a removed tool that never had a compensation is the conservative reading, as
+  co's docstring says (the call row does not record whether it was compensable).
+- ``PausedAgentRun``: read-only admin; deleting its user empties the link (``SET_NULL``), the run stays.
+"""
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+
+from tests.helpers import console
+from toolhub.models import AuditEvent, CallIdempotencyKey, Tenant, TenantMembership
+
+pytestmark = pytest.mark.django_db
+
+
+def _member_of_acme(name: str) -> User:
+    acme, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
+    user = User.objects.create_user(name, f"{name}@example.com", f"{name}-password")
+    TenantMembership.objects.create(user=user, tenant=acme)
+    return user
+
+
+def test_a_users_api_token_taken_by_its_deletion_is_in_the_trail(admin_user: User) -> None:
+    """Found: deleting bob in the admin also deleted his API token, and the trail recorded bob and his membership
+    only. Expect: a ``governance.deleted`` event for the token in acme's chain, as its own page records one (the
+    token proxy's model), its key nowhere in the event."""
+    # given bob, of acme, with an API token
+    bob = _member_of_acme("bob")
+    token = Token.objects.create(user=bob)
+
+    # when a superuser deletes bob in the admin
+    response = console(admin_user).post(f"/admin/auth/user/{bob.pk}/delete/", {"post": "yes"})
+
+    # then the token is gone, and the trail says so in acme's chain, without its key
+    assert response.status_code == 302 and not Token.objects.exists()
+    events = list(AuditEvent.objects.filter(event_type="governance.deleted"))
+    recorded = {(event.payload["model"], event.tenant) for event in events}
+    assert ("authtoken.tokenproxy", "acme") in recorded
+    assert all(token.key not in str(event.payload) for event in events)
+
+
+def test_rows_no_governance_page_records_are_not_read_by_the_recording(admin_user: User) -> None:
+    """Found: deleting bob in the admin read his 300 idempotency keys twice: once for the delete page's summary,
+    once more by the cascade's recording, which then found no page recording them. Expect: read once."""
+    # given bob with an idempotency key per direct call he made
+    bob = _member_of_acme("bob")
+    CallIdempotencyKey.objects.bulk_create(
+        [CallIdempotencyKey(tenant="acme", user=bob, key=f"k{i}", fingerprint="f") for i in range(300)]
+    )
+
+    # when a superuser deletes bob in the admin
+    with CaptureQueriesContext(connection) as queries:
+        response = console(admin_user).post(f"/admin/auth/user/{bob.pk}/delete/", {"post": "yes"})
+
+    # then the keys went with him, read by the delete page's summary only
+    assert response.status_code == 302 and not CallIdempotencyKey.objects.exists()
+    reads = [
+        q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and "callidempotencykey" in q["sql"]
+    ]
+    assert len(reads) == 1, reads
