@@ -21,9 +21,9 @@ from django.db.models import Max, Min, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from toolhub import audit_hash_core
+from toolhub import audit_hash_core, audit_proof
 from toolhub.audit import audit_append
-from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp, tenant_chains
+from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp
 from toolhub.checkpoint_checks import named_heads, stored_run
 from toolhub.checkpoint_signature import CheckpointKeyError, sign_export_header
 from toolhub.exceptions import ToolhubError
@@ -131,12 +131,14 @@ class AuditExport:
 def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExport:
     """Fix what an export of ``tenant``'s own chains holds: read the heads, the spans, the signed checkpoint.
 
-    Raises ``UnknownTenantError`` for a slug no tenant has.
+    Raises ``UnknownTenantError`` for a slug no tenant has had: a deleted tenant's trail (its slug retired) is
+    exported as it is verified (``known_tenant_chains``), its auditors needing the proof most once it is offboarded.
     """
     scope = scope or ExportRange()
-    if not tenant or not Tenant.objects.filter(slug=tenant).exists():
-        raise UnknownTenantError(f"There is no tenant {tenant!r}; nothing was exported.")
-    chains = tenant_chains(tenant)
+    try:
+        chains = audit_proof.known_tenant_chains(tenant)
+    except audit_proof.UnknownTenantError:
+        raise UnknownTenantError(f"There is no tenant {tenant!r}; nothing was exported.") from None
     if _shares_chains(tenant, chains.start):
         raise AuditExportError(
             f"{tenant}'s chains may hold another tenant's events (two slugs from before chain bases were kept "

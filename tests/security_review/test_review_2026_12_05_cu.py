@@ -14,6 +14,10 @@ Findings:
 2. The cascade's recording read every row of every fast-deleted queryset, governed or not, before looking whether a
    page records that model: deleting a user loaded all their idempotency keys (one per direct call) a second time,
    for nothing. Now only the querysets of governed models are read, and each row is recorded once.
+3. A deleted tenant's trail was verifiable as its own (co, finding 1) but could not be exported: ``audit_export
+   --tenant acme`` (and the console's "Export trail") answered "There is no tenant 'acme'; nothing was exported",
+   so acme's auditors could not take away the signed proof of their trail once acme was offboarded. Now the export
+   knows the tenants the verification knows (``known_tenant_chains``: living and retired slugs).
 
 Checked and holding (no test here):
 
@@ -31,21 +35,29 @@ Checked and holding (no test here):
   deletion reaches a group; a request reopened (approved to pending) takes its approver group from the tool groups
   as they are then (``approval_request_create``), and a tool group naming a group concurrently deleted fails the
   deletion's commit on its foreign key, so no reopened request is left without its approvers.
-- Retired slugs: a new tenant cannot take a retired slug or one differing only in case or with the same chain base
-  (``Tenant._refuse_another_identity`` at save); two retired tenants are each verified (a set of slugs).
+- Retired slugs: the console's "Verify" button queues through ``known_tenant_chains`` too; a new tenant cannot
+  take a retired slug, one differing only in case, or one with the same chain base (``Tenant._refuse_another_identity``
+  at save); two retired tenants are each verified (a set of slugs).
 - Unknown steps of removed tools: ``registry.all()`` reads remote tools through the governance cache (no query per
   tool); holding an unknown step of a removed tool that never had a compensation is the conservative reading, as
   co's docstring says (the call row does not record whether it was compensable).
 - ``PausedAgentRun``: read-only admin; deleting its user empties the link (``SET_NULL``), the run stays.
 """
 
+import io
+import json
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
+from tests.audit.test_console import make_call
 from tests.helpers import console
+from toolhub.audit_file_verify import main as verify_file
 from toolhub.models import AuditEvent, CallIdempotencyKey, Tenant, TenantMembership
 
 pytestmark = pytest.mark.django_db
@@ -96,3 +108,27 @@ def test_rows_no_governance_page_records_are_not_read_by_the_recording(admin_use
         q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and "callidempotencykey" in q["sql"]
     ]
     assert len(reads) == 1, reads
+
+
+def test_a_deleted_tenants_trail_is_exported_for_its_auditors(tmp_path: Path) -> None:
+    """Found: co made a deleted tenant's trail verifiable as its own, but ``audit_export --tenant acme`` still
+    answered "There is no tenant 'acme'; nothing was exported", so acme's auditors could not take away the proof of
+    their trail once acme was offboarded. Expect: acme's own chains are exported by its retired slug, and only an
+    unknown slug is refused."""
+    # given acme with events of its own, then deleted (offboarded); its events stay
+    Tenant.objects.create(slug="acme", name="acme")
+    for _ in range(2):
+        make_call("acme")
+    Tenant.objects.filter(slug="acme").delete()
+    own = AuditEvent.objects.filter(tenant="acme").count()
+
+    # when acme's trail is exported
+    target = tmp_path / "acme.jsonl"
+    call_command("audit_export", "--tenant", "acme", "-o", str(target), stdout=io.StringIO(), stderr=io.StringIO())
+
+    # then the file holds acme's events (its export's start recorded too) and verifies offline
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len([line for line in lines if line.get("tenant") == "acme"]) >= own
+    assert verify_file([str(target)]) == 0
+    with pytest.raises(Exception, match="no tenant 'nobody'"):
+        call_command("audit_export", "--tenant", "nobody", "-o", str(tmp_path / "n.jsonl"), stdout=io.StringIO())
