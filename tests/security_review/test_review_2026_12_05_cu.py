@@ -29,8 +29,7 @@ Checked and holding (no test here):
   recording now keys rows by primary key anyway). One admin site exists (``ToolhubAdminSite`` as ``admin.site``).
 - A protected relation (a tool group's approver group, a pending request's) raises in the recording's collection
   as it would in the deletion, inside the same transaction: nothing is recorded for a refused deletion, and the
-  admin's delete page refuses first. Cost of a large cascade: linear; a tenant with 1000 grants deleted in the admin
-  took ~9000 queries (about 2.5-4.5 s on SQLite), the admin's own confirmation summary loading the same rows.
+  admin's delete page refuses first.
 - Approver groups: neither ``toolhub_roles`` nor ``load_demo`` deletes groups (``get_or_create`` only), no tenant
   deletion reaches a group; a request reopened (approved to pending) takes its approver group from the tool groups
   as they are then (``approval_request_create``), and a tool group naming a group concurrently deleted fails the
@@ -42,6 +41,23 @@ Checked and holding (no test here):
   tool); holding an unknown step of a removed tool that never had a compensation is the conservative reading, as
   co's docstring says (the call row does not record whether it was compensable).
 - ``PausedAgentRun``: read-only admin; deleting its user empties the link (``SET_NULL``), the run stays.
+- Held unknown steps and rollbacks: a rollback whose only unknown step's tool left the code now starts (a held
+  compensation, the saga ``needs_attention``) where it answered "nothing to roll back". The operator's "Retry (or
+  compensate a held step)" on it runs nothing: it fails at once with "Tool 'book' is no longer registered with a
+  compensation", the saga still ``needs_attention``; "Resolve by hand" settles it. co's tests pass on PostgreSQL.
+
+Seen, not fixed:
+
+- A large cascade is recorded row by row: one event per row, about 7 queries per cascaded grant on PostgreSQL (2 of
+  them the admin's own confirmation summary) and 9 on SQLite; a tenant with 1000 grants deleted in the admin took
+  about 9000 queries (2.5-4.5 s on SQLite). Linear, in the deletion's transaction; bounding it needs
+  ``governance_append`` to write many rows' events per chain at once (``_append_many``) and their tenants read
+  per model, not per row.
+- A pending request's ``further_restrictions`` name groups by id in JSON, which no ``on_delete`` sees: such a group
+  can be deleted once no tool group names it, and the request then fails closed (no one but a superuser holds a
+  group that is gone) until it expires. The "Cannot delete group" page still says the user lacks the permission to
+  delete approval requests (co's note): Django's ``get_deleted_objects`` lists a protected row of a model nobody may
+  delete that way, for every admin, so the fix belongs in a mixin all admins share, which there is not yet.
 """
 
 import io
