@@ -61,7 +61,7 @@ class StreamedTurn:
                     for thought in reasoning_texts(delta):
                         self._reasoning += len(thought)
                         self._count(thought)
-                    for text in (delta.content, refusal_text(delta)):
+                    for text in (self._text_of(delta.content, "content"), refusal_text(delta)):
                         if text:
                             self._text.append(text)
                             self._count(text)
@@ -78,17 +78,33 @@ class StreamedTurn:
                 known if known is not None else (len(self._calls) if delta.id or not self._calls else max(self._calls))
             )
         parts = self._calls.setdefault(int(index), _CallParts())
-        if delta.id and not parts.id:
-            parts.id = delta.id
-            self._count(delta.id)
+        call_id = self._text_of(delta.id, "tool call's id")
+        if call_id and not parts.id:
+            parts.id = call_id
+            self._count(call_id)
         function = getattr(delta, "function", None)
         if function is not None:
-            if function.name and not parts.name:
-                parts.name = function.name  # sent once; some servers repeat it in every delta
-                self._count(function.name)
-            if function.arguments:
-                parts.arguments.append(function.arguments)
-                self._count(function.arguments)
+            name = self._text_of(function.name, "tool call's name")
+            if name and not parts.name:
+                parts.name = name  # sent once; some servers repeat it in every delta
+                self._count(name)
+            arguments = self._text_of(function.arguments, "tool call's arguments")
+            if arguments:
+                parts.arguments.append(arguments)
+                self._count(arguments)
+
+    def _text_of(self, value: Any, what: str) -> str:
+        """A delta's text field: text or nothing; anything else (a list of parts, a number) is refused as it arrives.
+
+        As a whole answer's is (``ModelTurn``): kept, it would fail the join of the text later, as the adapter's bug
+        (``TypeError``), with nothing charged of what was read and the reader left running behind the failed step.
+        """
+        if value is None or isinstance(value, str):
+            return value or ""
+        raise self._refused(
+            f"Model endpoint answered something that is not a chat completion: a streamed {what} is not text; "
+            "nothing of it was used."
+        )
 
     def _count(self, piece: Any) -> None:
         """Add a piece's size to the answer's; past ``max_bytes`` the answer is refused (the reader stops)."""
