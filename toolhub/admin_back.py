@@ -11,7 +11,8 @@ __all__ = ["form_page"]
 
 def form_page(request: HttpRequest) -> str:
     """The posted ``next`` when it is a page of this site (never another site's); else the list of calls."""
-    target: Any = request.POST.get("next", "")
+    # The address checked is the address returned: Django checks ``next`` stripped of surrounding spaces.
+    target: Any = request.POST.get("next", "").strip()
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
