@@ -37,6 +37,14 @@ Checked and holding:
   counts; each delta's reasoning counts against the stream's bound as it arrives. A whole answer's non-string
   ``content`` is refused as not a chat completion; a non-string ``refusal`` is no refusal.
 
+- README since 17:50 UTC: the chaos run's figures match ``benchmarks/results/chaos.json`` (690 calls, 14 pool and 6
+  worker kills, 9 flushes, 6 disconnections, 3 Redis restarts, 7 terminations, 811 duplicates, 675/675, 2,962
+  events, 5 ``needs_attention``); the offline verifier runs with no ``DJANGO_SETTINGS_MODULE``; "No tenant named"
+  for platform auditors; ``audit.export_started`` left out by a range ending before it; the quick start's ``make
+  run`` / ``make test`` / ``make test-fast`` match the Makefile. One was false and is corrected (documentation, no
+  test): the tour's ``.venv/bin/python manage.py drf_create_token`` and ``verify_audit`` fail as written
+  (``DJANGO_SECRET_KEY is not set``); they now set ``DJANGO_DEBUG=1`` as ``make run`` does.
+
 Noted, not changed:
 
 - The stream's bound counts what is interpreted (text, reasoning, calls), not the bytes read: a delta carrying an
