@@ -31,6 +31,7 @@ from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments
 from toolhub.admin_actions import CommentActionPage
 from toolhub.admin_helpers import pretty_json
+from toolhub.admin_marks import row_bindings, row_mark
 from toolhub.admin_tables import admin_table
 from toolhub.api.throttling import throttle_wait
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
@@ -39,6 +40,9 @@ from toolhub.selectors import withheld_names
 __all__ = ["DECISIONS", "DecisionViewsMixin"]
 
 Decide = Callable[..., ApprovalRequest]
+
+#: Why a selected request the confirmed page did not list (with its version) is not approved.
+NOT_LISTED = "it was not listed on the page you confirmed; nothing was recorded. Select it again."
 
 #: What each decision is called on buttons and in messages, and the service that takes it.
 DECISIONS: dict[str, tuple[str, str, Decide]] = {
@@ -200,10 +204,7 @@ class DecisionViewsMixin:
             table=table,
             submit=f"{label} {len(requests)} request(s)",
             # Each approval is bound to the version listed on this page, and to the tool's definition it was shown by.
-            hidden={
-                **{f"arguments_hash_{item.pk}": item.arguments_hash for item in requests},
-                **{f"fields_version_{item.pk}": shown_fields_version(item.tool_name) for item in requests},
-            },
+            marks=(row_mark(item.pk, item.arguments_hash, shown_fields_version(item.tool_name)) for item in requests),
         )
         form, confirmation = self.comment_form_or_page(
             request, CommentForm, action=f"{decision}_selected", selected=requests, page=page
@@ -215,10 +216,14 @@ class DecisionViewsMixin:
         # Approvals recorded on requests that still need another approver: said apart, never counted as approved.
         recorded: list[str] = []
         failures: list[str] = []
+        shown = row_bindings(request, parts=2)
         for item in requests:
-            if decision == "approve" and definition_changed(
-                item.tool_name, request.POST.get(f"fields_version_{item.pk}", "")
-            ):
+            arguments_hash, fields_version = shown.get(str(item.pk), (None, None))
+            if decision == "approve" and arguments_hash is None:
+                # Not (or not plainly) on the page confirmed: approving it would approve what nobody was shown.
+                failures.append(f"#{item.pk} ({item.tool_name}): {NOT_LISTED}")
+                continue
+            if decision == "approve" and definition_changed(item.tool_name, fields_version or ""):
                 # Listed under another definition of its tool: approving it would not approve what was shown.
                 failures.append(f"#{item.pk} ({item.tool_name}): {DEFINITION_CHANGED}")
                 continue
@@ -229,7 +234,7 @@ class DecisionViewsMixin:
             options: dict[str, Any] = {"comment": comment}
             if decision == "approve":
                 # Each approval is bound to the version listed on the confirmation page.
-                options["expected_arguments_hash"] = request.POST.get(f"arguments_hash_{item.pk}") or None
+                options["expected_arguments_hash"] = arguments_hash or None
             try:
                 result = service(request_id=item.pk, user=request.user, **options)
             except NotInTenantError as exc:

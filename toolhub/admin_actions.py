@@ -4,34 +4,49 @@ Rejecting approval requests and resolving compensations by hand both need a few 
 operator before they act on the selected rows. :class:`CommentActionMixin` renders the confirmation
 page (``admin/toolhub/action_with_comment.html``: what will be acted on, the form, confirm or go
 back) until the form is valid, then lets the action run with the cleaned data.
+
+What the page showed of its rows, to which the action is bound, travels in one field (``toolhub.admin_marks``);
+the rows themselves travel as Django's ``_selected_action``, one field each, so a page lists at most
+``rows_per_confirmation`` of them: Django refuses a POST of more fields with a bare 400.
 """
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-__all__ = ["CommentActionMixin", "CommentActionPage"]
+from toolhub.admin_marks import marks_field
+
+__all__ = ["CommentActionMixin", "CommentActionPage", "rows_per_confirmation"]
+
+#: The page's own fields besides its form's and its rows': the CSRF token, ``action``, ``apply``.
+_PAGE_FIELDS = 3
 
 
 class CommentActionPage:
-    """What the confirmation page of one action shows: the words around the form and the rows acted on."""
+    """What the confirmation page of one action shows: the words around the form and the rows acted on.
 
-    def __init__(
-        self,
-        *,
-        title: str,
-        intro: str,
-        table: str,
-        submit: str,
-        hidden: Mapping[str, Any] | None = None,
-    ) -> None:
+    ``marks``: what the page shows of each row, to which the action is bound (``toolhub.admin_marks``), carried in
+    one hidden field however many rows.
+    """
+
+    def __init__(self, *, title: str, intro: str, table: str, submit: str, marks: Iterable[str] | None = None) -> None:
         self.title, self.intro, self.table, self.submit = title, intro, table, submit
-        self.hidden = dict(hidden or {})
+        self.hidden: Mapping[str, str] = marks_field(marks) if marks is not None else {}
+
+
+def rows_per_confirmation(form_class: type[forms.Form], page: CommentActionPage) -> int | None:
+    """How many rows one confirmation page may list and still be posted (``None``: no limit is set)."""
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    if limit is None:
+        return None
+    return limit - _PAGE_FIELDS - len(page.hidden) - len(form_class.base_fields)
 
 
 class CommentActionMixin:
@@ -63,7 +78,20 @@ class CommentActionMixin:
         selected: Iterable[Any],
         page: CommentActionPage,
     ) -> tuple[forms.Form | None, TemplateResponse | None]:
-        """``(form, None)`` once the operator confirmed with a valid form; ``(None, page)`` to show until then."""
+        """``(form, None)`` once the operator confirmed with a valid form; ``(None, page)`` to show until then.
+
+        ``(None, None)`` when there are more rows than one page can post back: the operator is told to select fewer,
+        and nothing is done.
+        """
+        rows = [getattr(item, "pk", item) for item in selected]
+        most = rows_per_confirmation(form_class, page)
+        if most is not None and len(rows) > most:
+            self.message_user(  # type: ignore[attr-defined]
+                request,
+                f"{len(rows)} rows are selected; select at most {most} for one confirmation. Nothing was done.",
+                messages.ERROR,
+            )
+            return None, None
         form = form_class(request.POST if "apply" in request.POST else None)
         if form.is_valid():
             return form, None
@@ -74,7 +102,7 @@ class CommentActionMixin:
             "page": page,
             "form": form,
             "action": action,
-            "selected": [getattr(item, "pk", item) for item in selected],
+            "selected": rows,
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
         }
         request.current_app = self.admin_site.name  # type: ignore[attr-defined]

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.mcp_client.definitions import changed_fields, definition_hash, local_name, selected
 from toolhub.mcp_client.meta import meta_for_server
@@ -122,12 +123,14 @@ def test_the_admin_shows_the_diff_and_an_accepted_change_is_audited(accepted_too
     chosen = {"action": "accept_offered", "_selected_action": [accepted_tool.pk]}
     confirmation = client.post(changelist, chosen)  # the definitions offered, with what changed, to confirm
     assert confirmation.status_code == 200 and "evil.example" in confirmation.content.decode()
-    reviewed = {f"reviewed_hash_{accepted_tool.pk}": accepted_tool.current_hash}
+    reviewed = marks_field([row_mark(accepted_tool.pk, accepted_tool.current_hash)])
     unconfirmed = client.post(changelist, {**chosen, **reviewed, "apply": "1"})
     assert unconfirmed.status_code == 200 and RemoteMcpTool.objects.get(pk=accepted_tool.pk).status != "active"
 
     # A definition the server changed again after the page was shown is refused, not accepted unseen.
-    client.post(changelist, {**chosen, f"reviewed_hash_{accepted_tool.pk}": "0" * 64, "apply": "1", "confirm": "on"})
+    client.post(
+        changelist, {**chosen, **marks_field([row_mark(accepted_tool.pk, "0" * 64)]), "apply": "1", "confirm": "on"}
+    )
     assert RemoteMcpTool.objects.get(pk=accepted_tool.pk).status != "active"
 
     client.post(changelist, {**chosen, **reviewed, "apply": "1", "confirm": "on"})

@@ -23,6 +23,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from approvals.forms import shown_fields_version
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus
 from demo.models import Account
 from tests.helpers import console
@@ -30,6 +31,7 @@ from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, database_state, make_user
 from tests.testapp.models import SideEffect
 from toolhub import Param, tool
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.models import AuditEvent, CallStatus, Tenant, ToolCall
 from toolhub.sagas.models import Saga
 from toolhub.tools.registry import registry
@@ -511,7 +513,7 @@ def _bulk_approve(client: Client, request: ApprovalRequest) -> None:
         "_selected_action": [str(request.pk)],
         "apply": "1",
         "comment": "bulk",
-        f"arguments_hash_{request.pk}": request.arguments_hash,
+        **marks_field([row_mark(request.pk, request.arguments_hash, shown_fields_version(request.tool_name))]),
     }
     client.post("/admin/approvals/approvalrequest/?status=all", form)
 

@@ -38,6 +38,7 @@ from rest_framework.test import APIClient
 
 from agents_app.models import AgentRun, ModelProvider, RunStatus
 from agents_app.services import agent_create, run_start
+from approvals.forms import shown_fields_version
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus
 from approvals.unanswered import approvals_escalate_due
 from demo.models import Order
@@ -47,6 +48,7 @@ from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import make_user
 from tests.testapp.models import SideEffect
 from toolhub import Param, Secret, ToolContext, ToolError, tool
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
 from toolhub.sagas.checks import check_compensations
 from toolhub.sagas.models import Saga
@@ -644,7 +646,7 @@ def _bulk_decide(client: Client, request: ApprovalRequest, decision: str = "appr
         "_selected_action": [str(request.pk)],
         "apply": "1",
         "comment": "bulk",
-        f"arguments_hash_{request.pk}": request.arguments_hash,
+        **marks_field([row_mark(request.pk, request.arguments_hash, shown_fields_version(request.tool_name))]),
     }
     return client.post("/admin/approvals/approvalrequest/?status=all", form)
 

@@ -58,6 +58,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.services import agent_create, run_cancel_by, run_start
+from approvals.forms import shown_fields_version
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_reject
 from approvals.unanswered import approvals_expire_due
@@ -70,6 +71,7 @@ from tests.browser.conftest import (  # noqa: F401 - fixtures, registered by bei
     page,
     start_waiting_run,
 )
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.models import ToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +92,8 @@ def _messages(response: Any) -> list[str]:
 
 def _hashes(*requests: ApprovalRequest) -> dict[str, str]:
     """The version of each request as the confirmation page lists it and its form posts it back."""
-    return {f"arguments_hash_{item.pk}": item.arguments_hash for item in requests}
+    shown = (row_mark(item.pk, item.arguments_hash, shown_fields_version(item.tool_name)) for item in requests)
+    return marks_field(shown)
 
 
 def test_approve_selected_reports_a_request_a_colleague_rejected_after_it_was_listed(

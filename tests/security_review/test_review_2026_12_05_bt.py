@@ -42,6 +42,7 @@ from approvals.models import ApprovalDecision, ApprovalStatus, DecisionKind
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.browser.conftest import admin_login, browser, page  # noqa: F401 - fixtures, registered by import
 from tests.testapp.models import SideEffect
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.models import RemoteMcpServer, RemoteMcpTool
 from toolhub.models import AuditEvent
@@ -177,7 +178,7 @@ def test_a_viewer_of_remote_tools_can_neither_accept_a_definition_nor_fetch_a_se
     assert "accept_offered" not in listing.content.decode()
     assert "fetch_tools" not in client.get("/admin/toolhub/remotemcpserver/").content.decode()
 
-    reviewed = {f"reviewed_hash_{quarantined_tool.pk}": quarantined_tool.current_hash}
+    reviewed = marks_field([row_mark(quarantined_tool.pk, quarantined_tool.current_hash)])
     chosen = {"action": "accept_offered", "_selected_action": [quarantined_tool.pk]}
     client.post(tools, {**chosen, **reviewed, "apply": "1", "confirm": "on"})
 

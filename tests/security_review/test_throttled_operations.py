@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
-from tests.helpers import console, principal_for
+from tests.helpers import action_confirmation, console, principal_for
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Saga
 from toolhub.tools.context import ToolContext
@@ -152,10 +152,15 @@ def test_bulk_decisions_count_one_by_one_and_stop_at_the_rate(
     # given three pending requests, and two decisions allowed per minute
     rates(runs="100/minute", decisions="2/minute")
     requests = sorted((hold(alice) for _ in "abc"), key=lambda item: item.pk)
-    form = {"action": action, "_selected_action": [str(item.pk) for item in requests], "apply": "1", "comment": "x"}
+    client = console(operator)
+    # what the confirmation page posts back (each request bound to what it listed), with a comment
+    form = {
+        **action_confirmation(client, "/admin/approvals/approvalrequest/", action, [r.pk for r in requests]),
+        "comment": "x",
+    }
 
     # when
-    response = console(operator).post("/admin/approvals/approvalrequest/", form)
+    response = client.post("/admin/approvals/approvalrequest/", form)
 
     # then: the first two are decided, the third is left pending and the operator is told
     statuses = [ApprovalRequest.objects.get(pk=item.pk).status for item in requests]

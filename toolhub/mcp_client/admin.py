@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, pretty_json
+from toolhub.admin_marks import row_bindings, row_mark
 from toolhub.admin_tables import admin_table
 from toolhub.exceptions import ToolError
 from toolhub.mcp_client.definitions import definition_diff
@@ -106,17 +107,27 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
                 ((row.tool_name, row.server.name, row.status, self.change(row)) for row in rows),
             ),
             submit=f"Accept {len(rows)} definition(s)",
-            hidden={f"reviewed_hash_{row.pk}": row.current_hash for row in rows},
+            marks=(row_mark(row.pk, row.current_hash) for row in rows),
         )
         form, confirmation = self.comment_form_or_page(
             request, _AcceptForm, action="accept_offered", selected=rows, page=page
         )
         if form is None:
             return confirmation
+        reviewed = row_bindings(request, parts=1)
         for row in rows:
-            reviewed = request.POST.get(f"reviewed_hash_{row.pk}", "")
+            if str(row.pk) not in reviewed:
+                # Not (or not plainly) on the page confirmed: accepting it would pin a definition nobody reviewed.
+                self.message_user(
+                    request,
+                    f"Tool {row.tool_name!r} was not listed on the page you confirmed; nothing was accepted. "
+                    "Select it again.",
+                    messages.ERROR,
+                )
+                continue
+            (reviewed_hash,) = reviewed[str(row.pk)]
             try:
-                remote_tool_accept(row=row, actor=_actor(request), user=request.user, reviewed_hash=reviewed)
+                remote_tool_accept(row=row, actor=_actor(request), user=request.user, reviewed_hash=reviewed_hash)
             except ToolError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
                 continue

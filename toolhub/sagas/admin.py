@@ -1,6 +1,5 @@
 """The operators' view of sagas: steps, compensations, attempts and errors, with retry and resolve-by-hand."""
 
-from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -14,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
+from toolhub.admin_marks import marks_field, page_marks
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
@@ -35,21 +35,6 @@ from toolhub.sagas.recovery import (
 )
 from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
 from toolhub.selectors import withheld_names
-
-#: The hidden field of a confirmation page (and of a saga page's Retry) holding every listed compensation's mark,
-#: separated by spaces (a mark has none): one field however many rows, as Django refuses a POST of more than
-#: ``DATA_UPLOAD_MAX_NUMBER_FIELDS``.
-MARKS_FIELD = "marks"
-
-
-def _marks_field(marks: Iterable[str]) -> dict[str, str]:
-    """The hidden field of a page bound to what it shows (a confirmation page, the saga's Retry): its marks."""
-    return {MARKS_FIELD: " ".join(marks)}
-
-
-def _seen(request: HttpRequest) -> list[str]:
-    """The marks a page carried (``_marks_field``): what the operator read, to which the action is bound."""
-    return request.POST.get(MARKS_FIELD, "").split()
 
 
 def _call_link(call_id: Any) -> str:
@@ -133,7 +118,7 @@ class _OperatorActions(CommentActionMixin):
             table=table,
             submit=f"Retry {len(chosen)} compensation(s)",
             # What the page shows, row by row: the retry is bound to it (``compensations_retry(seen=...)``).
-            hidden=_marks_field(compensation_mark(c) for c in chosen),
+            marks=(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, forms.Form, action=action, selected=queryset, page=page
@@ -142,7 +127,7 @@ class _OperatorActions(CommentActionMixin):
             return confirmation
         actor = f"user:{request.user.get_username()}"
         try:
-            retried = compensations_retry(scope=scope, actor=actor, seen=_seen(request))
+            retried = compensations_retry(scope=scope, actor=actor, seen=page_marks(request))
         except InvalidTransitionError as exc:  # StaleRetryError included: all or nothing
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
             return None
@@ -182,7 +167,7 @@ class _OperatorActions(CommentActionMixin):
             "nothing is resolved.",
             table=table,
             submit=f"Resolve {len(chosen)} compensation(s)",
-            hidden=_marks_field(compensation_mark(c) for c in chosen),
+            marks=(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, ResolveForm, action=action, selected=queryset, page=page
@@ -195,7 +180,7 @@ class _OperatorActions(CommentActionMixin):
                 actor=f"user:{request.user.get_username()}",
                 note=form.cleaned_data["note"],
                 by=request.user,
-                seen=_seen(request),
+                seen=page_marks(request),
             )
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
@@ -306,7 +291,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         actor = f"user:{request.user.get_username()}"
         try:
             # Bound to what the page showed (its marks): a state that moved since is refused, nothing retried.
-            retried = saga_retry(saga=saga, actor=actor, seen=_seen(request))
+            retried = saga_retry(saga=saga, actor=actor, seen=page_marks(request))
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -327,7 +312,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     ) -> HttpResponse:
         if obj is not None and self.has_operate_permission(request):
             marks = retry_marks(obj)
-            context["retry_hidden"] = _marks_field(marks)
+            context["retry_hidden"] = marks_field(marks)
             context["needing_attention"] = len(marks)
             context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
