@@ -29,11 +29,13 @@ from django.test import Client
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from agents_app.services import agent_create, run_start
+from approvals.forms import shown_fields_version
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalRule, ApprovalStatus, WebhookDelivery
 from demo.models import Account
 from tests.helpers import RequestCall, confirmation_fields, console
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import AcmeData, database_state, make_user
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.exceptions import ToolError
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.services import credential_headers
@@ -275,11 +277,14 @@ def test_a_globex_id_alone_answers_a_bulk_action_like_a_missing_id(
     """The messages of an action posted with only globex's id equal those of one posted with a missing id."""
     _hold(globex.saga, globex.compensation)
     client = console(acme_operator)
+    request = globex.approval
+    bound = marks_field([row_mark(request.pk, request.arguments_hash, shown_fields_version(request.tool_name))])
     cases = [
         ("/admin/sagas/compensation/", "retry_selected", str(globex.compensation.pk), {}),
         ("/admin/sagas/saga/", "retry_selected", str(globex.saga.pk), {}),
         ("/admin/approvals/approvalrequest/", "reject_selected", str(globex.approval.pk), {"comment": "x"}),
-        ("/admin/approvals/approvalrequest/", "approve_selected", str(globex.approval.pk), {"comment": "x"}),
+        # with globex's request bound as a page listing it would bind it: only the tenant scope refuses it
+        ("/admin/approvals/approvalrequest/", "approve_selected", str(globex.approval.pk), {"comment": "x", **bound}),
     ]
     before = globex_state()
     for url, action, theirs, fields in cases:
