@@ -23,7 +23,6 @@ from approvals.forms import (
     ApproveForm,
     CommentForm,
     DecisionForm,
-    definition_changed,
     shown_fields_version,
 )
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
@@ -223,8 +222,9 @@ class DecisionViewsMixin:
                 # Not (or not plainly) on the page confirmed: approving it would approve what nobody was shown.
                 failures.append(f"#{item.pk} ({item.tool_name}): {NOT_LISTED}")
                 continue
-            if decision == "approve" and definition_changed(item.tool_name, fields_version or ""):
-                # Listed under another definition of its tool: approving it would not approve what was shown.
+            if decision == "approve" and fields_version != shown_fields_version(item.tool_name):
+                # Listed under another definition of its tool (or under none, while it has one): approving it would
+                # not approve what was shown. The page always names it, so an empty one is compared, not skipped.
                 failures.append(f"#{item.pk} ({item.tool_name}): {DEFINITION_CHANGED}")
                 continue
             # Each decision counts against the rate, as one through the API would; the rest wait.
@@ -233,8 +233,9 @@ class DecisionViewsMixin:
                 break
             options: dict[str, Any] = {"comment": comment}
             if decision == "approve":
-                # Each approval is bound to the version listed on the confirmation page.
-                options["expected_arguments_hash"] = arguments_hash or None
+                # Each approval is bound to the version listed on the confirmation page, as listed: an empty hash
+                # matches only a request without one (``None`` would bind it to nothing).
+                options["expected_arguments_hash"] = arguments_hash
             try:
                 result = service(request_id=item.pk, user=request.user, **options)
             except NotInTenantError as exc:
