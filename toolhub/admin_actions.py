@@ -49,6 +49,17 @@ def rows_per_confirmation(form_class: type[forms.Form], page: CommentActionPage)
     return limit - _PAGE_FIELDS - len(page.hidden) - len(form_class.base_fields)
 
 
+def _too_many(selected: int, most: int) -> str:
+    """Why a selection of ``selected`` rows gets no confirmation page, when one page posts back at most ``most``."""
+    if most < 1:
+        # Not even one row fits: no selection would do, so asking for a smaller one would mislead.
+        return (
+            f"No confirmation page fits DATA_UPLOAD_MAX_NUMBER_FIELDS ({settings.DATA_UPLOAD_MAX_NUMBER_FIELDS}): "
+            f"it is {1 - most} too small for a page of one row. Nothing was done."
+        )
+    return f"{selected} rows are selected; select at most {most} for one confirmation. Nothing was done."
+
+
 class CommentActionMixin:
     """Mixed into a ``ModelAdmin``: an action calls :meth:`comment_form_or_page` and acts once it gets a form.
 
@@ -86,11 +97,7 @@ class CommentActionMixin:
         rows = [getattr(item, "pk", item) for item in selected]
         most = rows_per_confirmation(form_class, page)
         if most is not None and len(rows) > most:
-            self.message_user(  # type: ignore[attr-defined]
-                request,
-                f"{len(rows)} rows are selected; select at most {most} for one confirmation. Nothing was done.",
-                messages.ERROR,
-            )
+            self.message_user(request, _too_many(len(rows), most), messages.ERROR)  # type: ignore[attr-defined]
             return None, None
         form = form_class(request.POST if "apply" in request.POST else None)
         if form.is_valid():

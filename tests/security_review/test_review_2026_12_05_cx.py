@@ -11,6 +11,9 @@ Findings:
    missing mark, through an empty one. A row's binding is now compared as the page carried it: the hash exactly
    (an empty one matches only a request without one) and the definition exactly (an empty one only a tool that is
    no longer registered).
+2. With a small ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` (under the page's own fields) ``rows_per_confirmation`` was zero
+   or negative and the operator was told to "select at most 0" (or -2) rows: no selection could ever be confirmed.
+   The operator is now told that no confirmation page fits the setting, and nothing is done.
 
 Checked and holding:
 
@@ -44,8 +47,9 @@ import uuid
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import override_settings
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.helpers import action_confirmation, console
 from tests.tenancy.conftest import AcmeData
 from toolhub.models import ToolCall
@@ -93,3 +97,23 @@ def test_approve_selected_with_an_empty_binding_approves_nothing(acme: AcmeData,
     assert any("2 request(s) could not be approved" in m for m in said), said
     statuses = dict(ApprovalRequest.objects.filter(pk__in=[first.pk, second.pk, third.pk]).values_list("pk", "status"))
     assert statuses == {first.pk: "pending", second.pk: "pending", third.pk: "approved"}
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(DATA_UPLOAD_MAX_NUMBER_FIELDS=4)
+def test_a_field_limit_too_small_for_any_page_says_so(acme: AcmeData, acme_operator: User) -> None:
+    """Found: with ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` of 4 (less than the page's own five fields), selecting one
+    request told the operator "select at most -1 for one confirmation": advice no selection can follow.
+
+    Expect: the operator is told no confirmation page fits the setting (naming it); nothing is decided.
+    """
+    (request,) = _pending(acme, 1)
+    client = console(acme_operator)
+
+    answer = client.post(APPROVALS, {"action": "approve_selected", "_selected_action": [str(request.pk)]}, follow=True)
+
+    said = [str(m) for m in answer.context["messages"]]
+    assert not any("select at most" in m for m in said), said
+    assert any("DATA_UPLOAD_MAX_NUMBER_FIELDS" in m and "Nothing was done." in m for m in said), said
+    assert 'id="action-with-comment-form"' not in answer.content.decode()
+    assert ApprovalRequest.objects.get(pk=request.pk).status == ApprovalStatus.PENDING
