@@ -41,6 +41,9 @@ Checked and holding:
 Noted, not changed: tests/tenancy/test_admin_sweep.py posts every action without marks, so its "Approve selected"
 is now refused by the binding before the tenant scope is reached; "Reject selected" (the same ``_decide_selected``
 and queryset) still exercises the scope there, and probe d posts a binding for it.
+The one-request decision from the change page (``decide_view``) still reads an empty ``arguments_hash`` or
+``fields_version`` as "not sent" (``definition_changed``, documented for scripts' own forms): outside cv's change,
+and its own page always sends both.
 """
 
 import uuid
