@@ -26,6 +26,7 @@ from django.http import HttpRequest
 
 from toolhub.governance_trail import (
     DEFAULT_EXCLUDED,
+    Binding,
     Recorded,
     governance_append,
     governance_recorded,
@@ -34,7 +35,7 @@ from toolhub.governance_trail import (
     row_pk,
 )
 
-__all__ = ["GovernanceAudited", "governance_values"]
+__all__ = ["GovernanceAudited", "governance_values", "governing_page"]
 
 #: The request attribute holding each saved row as stored before the save (keyed by model and pk).
 _BEFORE = "_toolhub_governance_before"
@@ -123,12 +124,16 @@ class GovernanceAudited:
                 owner._append(request, row, "deleted")
 
     def _governing(self, model: type[models.Model]) -> "tuple[type[models.Model], GovernanceAudited] | None":
-        """The model (``model``'s or a proxy of it) whose page on this site records ``model``'s rows, and the page."""
-        registry: dict[type[models.Model], Any] = self.admin_site._registry  # type: ignore[attr-defined]
-        for shown, owner in registry.items():
-            if shown._meta.concrete_model is model._meta.concrete_model and isinstance(owner, GovernanceAudited):
-                return shown, owner
-        return None
+        return governing_page(model, self.admin_site)  # type: ignore[attr-defined]
+
+    def audit_binding(self) -> Binding:
+        """How this page records its rows, for writes made elsewhere (``governance_recording``): one declaration."""
+        return Binding(
+            fields=tuple(self.audit_tenant_fields),
+            lookups=tuple(self.audit_tenant_lookups),
+            excluded=tuple(self.audit_excluded_fields),
+            accounts=tuple(self.audit_account_fields),
+        )
 
     def audit_tenants(self, obj: Any) -> list[str]:
         """The slugs of the tenants the row is bound to (as stored, for the lookups through other rows)."""
@@ -144,3 +149,12 @@ class GovernanceAudited:
             accounts=self.audit_account_fields,
             before=before,
         )
+
+
+def governing_page(model: type[models.Model], site: Any) -> "tuple[type[models.Model], GovernanceAudited] | None":
+    """The model (``model``'s or a proxy of it) whose page on ``site`` records ``model``'s rows, and that page."""
+    registry: dict[type[models.Model], Any] = site._registry
+    for shown, owner in registry.items():
+        if shown._meta.concrete_model is model._meta.concrete_model and isinstance(owner, GovernanceAudited):
+            return shown, owner
+    return None

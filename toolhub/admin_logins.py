@@ -15,14 +15,15 @@ from django.contrib import admin
 
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, ReadOnlyMixin
-from toolhub.governed_commands.base import LOGIN_ATTEMPT_ACCOUNTS, LOGIN_ATTEMPT_EXCLUDED
 
 
 @admin.register(AccessAttempt)
 class LoginAttemptAdmin(GovernanceAudited, CrossTenantOnly, AccessAttemptAdmin):
     audit_tenant_fields = ()
-    audit_excluded_fields = LOGIN_ATTEMPT_EXCLUDED
-    audit_account_fields = LOGIN_ATTEMPT_ACCOUNTS
+    # Axes keeps the request's data (the typed password with it) when configured to; the typed name may be a
+    # password typed in the wrong field: kept only when it is an account's (as the lockout event does).
+    audit_excluded_fields = ("password", "post_data", "get_data")
+    audit_account_fields = ("username",)
 
 
 @admin.register(AccessLog)

@@ -82,9 +82,12 @@ def test_a_recorded_write_and_its_event_still_roll_back_together() -> None:
     """Checked (with finding 1's change): a block that fails after its write keeps neither the write nor its event,
     and its receivers are gone afterwards. Expect: no user, no event, a later save unrecorded."""
     from toolhub.governance_trail import command_actor, governance_recording
-    from toolhub.governed_commands.base import ACCOUNTS
+    from toolhub.governed_commands.base import recorded_as_on_their_pages
 
-    with pytest.raises(KeyboardInterrupt), governance_recording(actor=command_actor(), watched=ACCOUNTS):
+    with (
+        pytest.raises(KeyboardInterrupt),
+        governance_recording(actor=command_actor(), watched=recorded_as_on_their_pages(User)),
+    ):
         User.objects.create_user("dave", "dave@example.com", "Dave-passw0rd-42")
         raise KeyboardInterrupt
     assert not User.objects.filter(username="dave").exists()

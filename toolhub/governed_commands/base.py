@@ -2,39 +2,30 @@
 
 from typing import Any
 
-from axes.models import AccessAttempt
-from django.contrib.auth import get_user_model
+from django.contrib import admin
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models
-from rest_framework.authtoken.models import Token
 
-from toolhub.governance_trail import USER_TENANTS, Binding, command_actor, governance_recording
+from toolhub.governance_trail import Binding, command_actor, governance_recording
 
-__all__ = [
-    "ACCOUNTS",
-    "LOGIN_ATTEMPTS",
-    "LOGIN_ATTEMPT_ACCOUNTS",
-    "LOGIN_ATTEMPT_EXCLUDED",
-    "TOKENS",
-    "GovernedCommand",
-]
-
-#: A login attempt's request data may hold the typed password (axes keeps POST data when configured to).
-LOGIN_ATTEMPT_EXCLUDED: tuple[str, ...] = ("password", "post_data", "get_data")
-#: A login attempt's username is whatever was typed: kept only when it is an account's (as the lockout event does).
-LOGIN_ATTEMPT_ACCOUNTS: tuple[str, ...] = ("username",)
+__all__ = ["GovernedCommand", "recorded_as_on_their_pages"]
 
 
-#: People's accounts: in the chains of their tenants, never their password's hash.
-ACCOUNTS: dict[type[models.Model], Binding] = {get_user_model(): Binding(lookups=USER_TENANTS)}
+def recorded_as_on_their_pages(*governed: type[models.Model]) -> dict[type[models.Model], Binding]:
+    """Each model's rows recorded as its console page records them (its tenants, secrets, typed names).
 
+    One declaration per model (the page's ``audit_*`` attributes), so a command's event and the page's for the same
+    row never differ in the chains they reach or the fields they leave out.
+    """
+    from toolhub.admin_governance_audit import governing_page
 
-#: API tokens: in the chains of their user's tenants, never their key.
-TOKENS: dict[type[models.Model], Binding] = {Token: Binding(lookups=(f"user__{USER_TENANTS[0]}",))}
-
-#: Login lockouts: a login attempt names no tenant, so the platform's chain, as the admin's deletion of one.
-LOGIN_ATTEMPTS: dict[type[models.Model], Binding] = {
-    AccessAttempt: Binding(excluded=LOGIN_ATTEMPT_EXCLUDED, accounts=LOGIN_ATTEMPT_ACCOUNTS)
-}
+    bindings: dict[type[models.Model], Binding] = {}
+    for model in governed:
+        found = governing_page(model, admin.site)
+        if found is None:
+            raise ImproperlyConfigured(f"No governance-audited admin page records {model._meta.label}'s rows.")
+        bindings[model] = found[1].audit_binding()
+    return bindings
 
 
 class GovernedCommand:
