@@ -93,23 +93,7 @@ class _OperatorActions(CommentActionMixin):
         if not chosen and "apply" not in request.POST:
             self.message_user(request, "Nothing to do: no compensation needs attention.", messages.WARNING)  # type: ignore[attr-defined]
             return None
-        table = admin_table(
-            "selected-compensations",
-            ("Saga", "Step #", "Step", "Compensation", "Status", "Attempts", "Last error", "Last change"),
-            (
-                (
-                    short_id(c.saga.key),
-                    c.sequence,
-                    c.step_tool,
-                    c.tool_name,
-                    c.status,
-                    f"{c.attempts} / {c.max_attempts}",
-                    c.last_error or "-",
-                    time_cell(c.updated_at),
-                )
-                for c in chosen
-            ),
-        )
+        table = _compensations_table(chosen)
         page = CommentActionPage(
             title="Retry compensations",
             intro=f"These {len(chosen)} compensation(s) will run again, each with a fresh round of attempts. If any "
@@ -143,23 +127,7 @@ class _OperatorActions(CommentActionMixin):
         if self.resolve_attention_only:
             scope = scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES)
         chosen = list(scope.select_related("saga").order_by("saga_id", "-sequence"))
-        table = admin_table(
-            "selected-compensations",
-            ("Saga", "Step #", "Step", "Compensation", "Status", "Last error", "Last change"),
-            (
-                (
-                    short_id(c.saga.key),
-                    c.sequence,
-                    c.step_tool,
-                    c.tool_name,
-                    c.status,
-                    c.last_error or "-",
-                    time_cell(c.updated_at),
-                )
-                for c in chosen
-            ),
-            empty="None of the selected rows has a compensation that needs attention.",
-        )
+        table = _compensations_table(chosen)
         page = CommentActionPage(
             title="Resolve compensations by hand",
             intro=f"These {len(chosen)} compensation(s) will be marked resolved by hand: toolhub will not run them "
@@ -192,6 +160,28 @@ class _OperatorActions(CommentActionMixin):
         if refusals:
             self.message_user(request, " ".join(refusals), messages.ERROR)  # type: ignore[attr-defined]
         return None
+
+
+def _compensations_table(chosen: list[Compensation]) -> str:
+    """The rows a confirmation page acts on, as its marks bind them: status, attempts and last change."""
+    return admin_table(
+        "selected-compensations",
+        ("Saga", "Step #", "Step", "Compensation", "Status", "Attempts", "Last error", "Last change"),
+        (
+            (
+                short_id(c.saga.key),
+                c.sequence,
+                c.step_tool,
+                c.tool_name,
+                c.status,
+                f"{c.attempts} / {c.max_attempts}",
+                c.last_error or "-",
+                time_cell(c.updated_at),
+            )
+            for c in chosen
+        ),
+        empty="None of the selected rows has a compensation that needs attention.",
+    )
 
 
 class CompensationInline(ReadOnlyMixin, admin.TabularInline):
