@@ -102,6 +102,13 @@ def _celery_mode(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
+def lockout_on(settings: Any) -> None:
+    """The login lockout (django-axes) on: the suite runs with it off (``tests/settings.py``), as ``Client.login``
+    authenticates without a request, which axes refuses. A module testing the lockout uses this fixture."""
+    settings.AXES_ENABLED = True
+
+
+@pytest.fixture
 def tenant(db: None) -> Tenant:
     tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
     return tenant

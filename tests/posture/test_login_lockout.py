@@ -25,16 +25,11 @@ from tests.posture.conftest import RunDjango
 from toolhub.login_guard import client_ip
 from toolhub.models import AuditEvent, Tenant, TenantMembership
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lockout_on")]
 
 LOGIN = "/admin/login/?next=/admin/"
 ATTACKER = "203.0.113.9"
 OPERATOR_HOME = "198.51.100.7"
-
-
-@pytest.fixture(autouse=True)
-def lockout_on(settings: Any) -> None:
-    settings.AXES_ENABLED = True
 
 
 def attempt(username: str, password: str, ip: str = ATTACKER, client: Client | None = None, **meta: str) -> Any:

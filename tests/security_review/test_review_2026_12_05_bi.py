@@ -45,12 +45,7 @@ LOGIN = "/admin/login/?next=/admin/"
 ATTACKER = "203.0.113.9"
 GUESSES = 12
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def lockout_on(settings: Any) -> None:
-    settings.AXES_ENABLED = True
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("lockout_on")]
 
 
 class Compared:

@@ -22,16 +22,11 @@ from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.test import Client
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lockout_on")]
 
 SESSION_THIEF = "203.0.113.77"
 OPERATOR_HOME = "198.51.100.7"
 NEW_PASSWORD = "An-entirely-new-passphrase-93"
-
-
-@pytest.fixture(autouse=True)
-def lockout_on(settings: Any) -> None:
-    settings.AXES_ENABLED = True
 
 
 @pytest.fixture

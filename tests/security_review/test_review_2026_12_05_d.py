@@ -56,16 +56,11 @@ from django.test import Client, RequestFactory
 from toolhub.login_guard import client_ip
 from toolhub.models import AuditEvent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("lockout_on")]
 
 LOGIN = "/admin/login/?next=/admin/"
 ATTACKER = "203.0.113.9"
 OPERATOR_HOME = "198.51.100.7"
-
-
-@pytest.fixture(autouse=True)
-def lockout_on(settings: Any) -> None:
-    settings.AXES_ENABLED = True
 
 
 @pytest.fixture
