@@ -34,7 +34,6 @@ Checked and holding:
   (tests/security_review/test_throttled_operations.py).
 """
 
-import uuid
 
 import pytest
 from django.contrib.auth.models import User
@@ -42,10 +41,9 @@ from django.test import Client, override_settings
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.helpers import action_confirmation, console
-from tests.tenancy.conftest import AcmeData
+from tests.tenancy.conftest import AcmeData, pending_copies
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.models import RemoteMcpServer, RemoteMcpTool
-from toolhub.models import ToolCall
 
 APPROVALS = "/admin/approvals/approvalrequest/"
 REMOTE_TOOLS = "/admin/toolhub/remotemcptool/"
@@ -53,22 +51,6 @@ REMOTE_TOOLS = "/admin/toolhub/remotemcptool/"
 #: A field limit small enough that a page of ``ROWS`` rows with a field or two per row passes it.
 LIMIT = 40
 ROWS = 25
-
-
-def _pending(acme: AcmeData, count: int) -> list[ApprovalRequest]:
-    """``count`` pending requests of alice's like acme's waiting one, each with its own call."""
-    calls = []
-    for i in range(count):
-        call = ToolCall.objects.get(pk=acme.approval.call_id)
-        call.id, call.key = uuid.uuid4(), f"cv-call-{i}"
-        calls.append(call)
-    ToolCall.objects.bulk_create(calls)
-    requests = []
-    for call in calls:
-        request = ApprovalRequest.objects.get(pk=acme.approval.pk)
-        request.pk, request.call = None, call
-        requests.append(request)
-    return ApprovalRequest.objects.bulk_create(requests)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -80,7 +62,7 @@ def test_approve_selected_of_many_requests_can_be_confirmed(acme: AcmeData, acme
 
     Expect: the confirm is read and every listed request is approved, each bound to what the page showed.
     """
-    pending = _pending(acme, ROWS)
+    pending = pending_copies(acme, ROWS, key="cv")
     client = console(acme_operator)
     confirmation = action_confirmation(client, APPROVALS, "approve_selected", [r.pk for r in pending])
 
@@ -101,7 +83,7 @@ def test_approve_selected_without_the_pages_bindings_approves_nothing(acme: Acme
     Expect: each request without one clear binding is reported as not listed and left pending; a request bound as
     the page showed it is approved.
     """
-    first, second, third = _pending(acme, 3)
+    first, second, third = pending_copies(acme, 3, key="cv")
     client = console(acme_operator)
     confirmation = action_confirmation(client, APPROVALS, "approve_selected", [first.pk, second.pk, third.pk])
     marks = {mark.split(":")[0]: mark for mark in confirmation["marks"].split()}
@@ -165,7 +147,7 @@ def test_a_selection_too_large_for_one_page_is_refused_with_a_message(acme: Acme
     Expect: no page; the operator is told how many to select at most, and nothing is decided.
     """
     most = LIMIT - 5  # the CSRF token, ``action``, ``apply``, ``marks`` and the comment
-    pending = _pending(acme, most + 1)
+    pending = pending_copies(acme, most + 1, key="cv")
     client = console(acme_operator)
 
     answer = client.post(

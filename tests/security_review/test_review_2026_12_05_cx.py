@@ -46,7 +46,6 @@ The one-request decision from the change page (``decide_view``) still reads an e
 and its own page always sends both.
 """
 
-import uuid
 
 import pytest
 from django.contrib.auth.models import User
@@ -54,26 +53,9 @@ from django.test import override_settings
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.helpers import action_confirmation, console
-from tests.tenancy.conftest import AcmeData
-from toolhub.models import ToolCall
+from tests.tenancy.conftest import AcmeData, pending_copies
 
 APPROVALS = "/admin/approvals/approvalrequest/"
-
-
-def _pending(acme: AcmeData, count: int) -> list[ApprovalRequest]:
-    """``count`` pending requests of alice's like acme's waiting one, each with its own call."""
-    calls = []
-    for i in range(count):
-        call = ToolCall.objects.get(pk=acme.approval.call_id)
-        call.id, call.key = uuid.uuid4(), f"cx-call-{i}"
-        calls.append(call)
-    ToolCall.objects.bulk_create(calls)
-    requests = []
-    for call in calls:
-        request = ApprovalRequest.objects.get(pk=acme.approval.pk)
-        request.pk, request.call = None, call
-        requests.append(request)
-    return ApprovalRequest.objects.bulk_create(requests)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,7 +66,7 @@ def test_approve_selected_with_an_empty_binding_approves_nothing(acme: AcmeData,
     Expect: such a request is refused and stays pending (an empty hash names a version it does not have, an empty
     definition a tool that is still registered); the request bound as the page showed it is approved.
     """
-    first, second, third = _pending(acme, 3)
+    first, second, third = pending_copies(acme, 3, key="cx")
     assert first.arguments_hash, "the request has a version to bind to"
     client = console(acme_operator)
     confirmation = action_confirmation(client, APPROVALS, "approve_selected", [first.pk, second.pk, third.pk])
@@ -110,7 +92,7 @@ def test_a_field_limit_too_small_for_any_page_says_so(acme: AcmeData, acme_opera
 
     Expect: the operator is told no confirmation page fits the setting (naming it); nothing is decided.
     """
-    (request,) = _pending(acme, 1)
+    (request,) = pending_copies(acme, 1, key="cx")
     client = console(acme_operator)
 
     answer = client.post(APPROVALS, {"action": "approve_selected", "_selected_action": [str(request.pk)]}, follow=True)

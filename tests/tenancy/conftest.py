@@ -155,6 +155,23 @@ class AcmeData:
     artifact: ToolCallArtifact
 
 
+def pending_copies(acme: AcmeData, count: int, *, key: str) -> list[ApprovalRequest]:
+    """``count`` pending requests of alice's like acme's waiting one, each with its own call (keys ``<key>-call-N``):
+    for pages that list many requests at once."""
+    calls = []
+    for i in range(count):
+        call = ToolCall.objects.get(pk=acme.approval.call_id)
+        call.id, call.key = uuid.uuid4(), f"{key}-call-{i}"
+        calls.append(call)
+    ToolCall.objects.bulk_create(calls)
+    requests = []
+    for call in calls:
+        request = ApprovalRequest.objects.get(pk=acme.approval.pk)
+        request.pk, request.call = None, call
+        requests.append(request)
+    return ApprovalRequest.objects.bulk_create(requests)
+
+
 def _run(alice: User, name: str, tools: list[str], script: list[dict[str, Any]]) -> AgentRun:
     agent = agent_create(name=name, provider="scripted", tools=tools, script=script)
     run = run_start(agent=agent, user=alice, input=f"{name} for acme")
