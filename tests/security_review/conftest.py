@@ -26,7 +26,7 @@ from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by bei
 )
 from toolhub.models import CallStatus, ToolCall
 
-__all__ = ["client_for"]
+__all__ = ["client_for", "provider_form", "server_form"]
 
 
 def client_for(user: User) -> APIClient:
@@ -49,3 +49,42 @@ def rolled_back_step(user: User, saga_id: str, tool_name: str, arguments: dict[s
         rolled = client.post(f"/api/v1/sagas/{saga_id}/rollback/", format="json")
     assert rolled.status_code == 202, rolled.content
     return ToolCall.objects.get(pk=step.json()["id"])
+
+
+def provider_form(**fields: Any) -> dict[str, Any]:
+    """The model provider admin page's form as posted: acme's provider (bound to no tenant), ``fields`` over it."""
+    form = {
+        "name": "acme-llm",
+        "kind": "openai",
+        "tenant": "",
+        "enabled": "on",
+        "base_url": "https://llm.acme.example/v1",
+        "model_name": "small",
+        "credential_env": "ACME_LLM_KEY",
+        "request_timeout_seconds": "30",
+        "deadline_seconds": "120",
+        "schema_profile": "",
+        "note_placement": "tool_result",
+    }
+    return {**form, **fields}
+
+
+def server_form(**fields: Any) -> dict[str, Any]:
+    """The remote MCP server admin page's form as posted: a ``crm`` server, ``fields`` over it."""
+    form = {
+        "name": "crm",
+        "description": "",
+        "url": "https://crm.example.com/mcp",
+        "transport": "streamable_http",
+        "enabled": "on",
+        "credential_required": "on",
+        "select_names": "[]",
+        "select_regex": "",
+        "select_predicate": "",
+        "meta_mode": "none",
+        "meta_keys": "[]",
+        "risk": "high",
+        "timeout_seconds": "30",
+        "unfold_notes": "",
+    }
+    return {**form, **fields}

@@ -43,6 +43,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from tests.helpers import assert_audit_intact, console
+from tests.security_review.conftest import server_form
 from tests.tenancy.conftest import make_user
 from toolhub.models import AuditEvent, Grant, Tenant
 
@@ -92,26 +93,6 @@ def test_a_path_after_clustered_short_options_or_in_a_file_url_needs_an_operator
         assert allow_list_problem(["tar", argument]) is None, argument
 
 
-def _server_form(**fields: Any) -> dict[str, Any]:
-    form = {
-        "name": "crm",
-        "description": "",
-        "url": "https://crm.example.com/mcp",
-        "transport": "streamable_http",
-        "enabled": "on",
-        "credential_required": "on",
-        "select_names": "[]",
-        "select_regex": "",
-        "select_predicate": "",
-        "meta_mode": "none",
-        "meta_keys": "[]",
-        "risk": "high",
-        "timeout_seconds": "30",
-        "unfold_notes": "",
-    }
-    return {**form, **fields}
-
-
 def test_a_remote_mcp_servers_risk_and_a_tenants_credential_changed_in_the_admin_are_in_the_trail(
     superuser: User, tenant: Tenant
 ) -> None:
@@ -123,7 +104,7 @@ def test_a_remote_mcp_servers_risk_and_a_tenants_credential_changed_in_the_admin
 
     server = RemoteMcpServer.objects.create(name="crm", url="https://crm.example.com/mcp", risk="high")
     browser = console(superuser)
-    changed = browser.post(f"/admin/toolhub/remotemcpserver/{server.pk}/change/", _server_form(risk="low"))
+    changed = browser.post(f"/admin/toolhub/remotemcpserver/{server.pk}/change/", server_form(risk="low"))
     assert changed.status_code == 302, changed.content[:2000]
     server.refresh_from_db()
     assert server.risk == "low"

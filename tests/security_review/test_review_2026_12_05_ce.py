@@ -38,7 +38,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from tests.helpers import assert_audit_intact, console
-from tests.security_review.conftest import client_for
+from tests.security_review.conftest import client_for, provider_form
 from tests.tenancy.conftest import make_user
 from toolhub.models import AuditEvent, Tenant
 
@@ -48,23 +48,6 @@ pytestmark = pytest.mark.django_db
 def _governance(kind: str, tenant: str, model: str) -> list[AuditEvent]:
     events = AuditEvent.objects.filter(event_type=kind, tenant=tenant).order_by("id")
     return [event for event in events if event.payload.get("model") == model]
-
-
-def _provider_form(**fields: Any) -> dict[str, Any]:
-    form = {
-        "name": "acme-llm",
-        "kind": "openai",
-        "tenant": "",
-        "enabled": "on",
-        "base_url": "https://llm.acme.example/v1",
-        "model_name": "small",
-        "credential_env": "ACME_LLM_KEY",
-        "request_timeout_seconds": "30",
-        "deadline_seconds": "120",
-        "schema_profile": "",
-        "note_placement": "tool_result",
-    }
-    return {**form, **fields}
 
 
 def _agent_form(provider: int, **fields: Any) -> dict[str, Any]:
@@ -95,12 +78,12 @@ def test_a_model_provider_added_and_repointed_in_the_admin_is_in_its_tenants_tra
 
     monkeypatch.setenv("ACME_LLM_KEY", "sk-acme-very-secret-key")
     browser = console(superuser)
-    added = browser.post("/admin/agents_app/modelprovider/add/", _provider_form(tenant=tenant.pk))
+    added = browser.post("/admin/agents_app/modelprovider/add/", provider_form(tenant=tenant.pk))
     assert added.status_code == 302, added.content[:2000]
     provider = ModelProvider.objects.get(name="acme-llm")
     changed = browser.post(
         f"/admin/agents_app/modelprovider/{provider.pk}/change/",
-        _provider_form(tenant=tenant.pk, base_url="https://elsewhere.example/v1", model_name="big"),
+        provider_form(tenant=tenant.pk, base_url="https://elsewhere.example/v1", model_name="big"),
     )
     assert changed.status_code == 302, changed.content[:2000]
 

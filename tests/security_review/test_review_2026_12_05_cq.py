@@ -18,12 +18,12 @@ as it is (review ce's test); ``credential_env`` holds a variable's name, never a
 """
 
 import json
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
 from tests.helpers import assert_audit_intact, console
+from tests.security_review.conftest import provider_form, server_form
 from toolhub.models import AuditEvent, Tenant
 from toolhub.url_secrets import url_redacted
 
@@ -35,42 +35,6 @@ KEY = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 def _events(kind: str, model: str) -> list[AuditEvent]:
     events = AuditEvent.objects.filter(event_type=kind).order_by("id")
     return [event for event in events if event.payload.get("model") == model]
-
-
-def _server_form(**fields: Any) -> dict[str, Any]:
-    form = {
-        "name": "crm",
-        "description": "",
-        "url": f"https://mcp.crm.example/servers/{KEY}/mcp",
-        "transport": "streamable_http",
-        "enabled": "on",
-        "credential_required": "on",
-        "select_names": "[]",
-        "select_regex": "",
-        "select_predicate": "",
-        "meta_mode": "none",
-        "meta_keys": "[]",
-        "risk": "high",
-        "timeout_seconds": "30",
-    }
-    return {**form, **fields}
-
-
-def _provider_form(tenant: Tenant, **fields: Any) -> dict[str, Any]:
-    form = {
-        "name": "acme-llm",
-        "kind": "openai",
-        "tenant": tenant.pk,
-        "enabled": "on",
-        "base_url": f"https://llm.acme.example/gateway/{KEY}/v1",
-        "model_name": "small",
-        "credential_env": "ACME_LLM_KEY",
-        "request_timeout_seconds": "30",
-        "deadline_seconds": "120",
-        "schema_profile": "",
-        "note_placement": "tool_result",
-    }
-    return {**form, **fields}
 
 
 def _no_key_anywhere() -> None:
@@ -87,13 +51,15 @@ def test_a_remote_servers_key_in_its_url_never_reaches_the_trail(superuser: User
     from toolhub.mcp_client.models import RemoteMcpServer
 
     browser = console(superuser)
-    added = browser.post("/admin/toolhub/remotemcpserver/add/", _server_form())
+    added = browser.post(
+        "/admin/toolhub/remotemcpserver/add/", server_form(url=f"https://mcp.crm.example/servers/{KEY}/mcp")
+    )
     assert added.status_code == 302, added.content[:3000]
     server = RemoteMcpServer.objects.get(name="crm")
     other = "sk_live_9ZZ39HqLyjWDarjtT1zdp000"
     changed = browser.post(
         f"/admin/toolhub/remotemcpserver/{server.pk}/change/",
-        _server_form(url=f"https://mcp.crm.example/servers/{other}/mcp"),
+        server_form(url=f"https://mcp.crm.example/servers/{other}/mcp"),
     )
     assert changed.status_code == 302, changed.content[:3000]
     server.refresh_from_db()
@@ -118,12 +84,15 @@ def test_a_providers_key_in_its_base_url_never_reaches_its_tenants_trail(
 
     monkeypatch.setenv("ACME_LLM_KEY", "sk-acme")
     browser = console(superuser)
-    added = browser.post("/admin/agents_app/modelprovider/add/", _provider_form(tenant))
+    added = browser.post(
+        "/admin/agents_app/modelprovider/add/",
+        provider_form(tenant=tenant.pk, base_url=f"https://llm.acme.example/gateway/{KEY}/v1"),
+    )
     assert added.status_code == 302, added.content[:3000]
     provider = ModelProvider.objects.get(name="acme-llm")
     moved = f"https://eu.llm.acme.example/gateway/{KEY}/v1"
     changed = browser.post(
-        f"/admin/agents_app/modelprovider/{provider.pk}/change/", _provider_form(tenant, base_url=moved)
+        f"/admin/agents_app/modelprovider/{provider.pk}/change/", provider_form(tenant=tenant.pk, base_url=moved)
     )
     assert changed.status_code == 302, changed.content[:3000]
 

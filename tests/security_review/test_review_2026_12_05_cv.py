@@ -34,7 +34,6 @@ Checked and holding:
   (tests/security_review/test_throttled_operations.py).
 """
 
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings

@@ -46,7 +46,6 @@ The one-request decision from the change page (``decide_view``) still reads an e
 and its own page always sends both.
 """
 
-
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
