@@ -50,18 +50,20 @@ class ModelTurn:
             _require(type(count) is int and count >= 0, f"its {name} is not a count")
 
 
-def token_count(usage: Any, name: str) -> int:
+def token_count(usage: Any, name: str) -> int | None:
     """A usage field as a count: absent or null is 0, a number or numeric text as its whole part.
 
-    One that is no count (``Infinity``, NaN, other text, negative) is the endpoint's garbage, said as such, not an
-    adapter's ``OverflowError`` with a traceback.
+    One that is no count (``Infinity``, NaN, other text, a list, a boolean, negative) is the endpoint's garbage:
+    ``None``, which ``reported_or_estimated`` takes for "not counted" (never an ``OverflowError`` with a traceback).
     """
+    value = getattr(usage, name, 0)
+    if isinstance(value, bool):
+        return None
     try:
-        count = int(getattr(usage, name, 0) or 0)
+        count = int(value or 0)
     except (OverflowError, TypeError, ValueError):
-        count = -1
-    _require(count >= 0, f"its {name} is not a count")
-    return count
+        return None
+    return count if count >= 0 else None
 
 
 #: Characters a token is taken to hold when an endpoint reports no usage (the usual rule of thumb for English).
@@ -79,11 +81,15 @@ def reported_or_estimated(usage: Any, name: str, characters: int | Callable[[], 
     An endpoint that reports no usage (some self-hosted servers; a stream without its usage chunk) would
     otherwise make every turn free, and a run's or a subagent's ``max_tokens`` budget bound nothing. So would
     one that reports zero for text it read or wrote (a server or proxy that fills the fields without counting):
-    no text is zero tokens, so a zero beside text is taken for "not counted" too. ``characters`` may be a
-    function: the length is then worked out only when a count is missing (a long conversation's, say).
+    no text is zero tokens, so a zero beside text is taken for "not counted" too, and so is garbage (a negative
+    count, text, ``Infinity``): refusing the turn for it charged the run nothing for an answer the endpoint gave
+    and billed. ``characters`` may be a function: the length is then worked out only when a count is missing (a
+    long conversation's, say).
     """
     count = 0 if getattr(usage, name, None) is None else token_count(usage, name)
-    if count:
+    if count is None:
+        logger.warning("model endpoint reported %s that is no count; estimated from the text's length", name)
+    elif count:
         return count
     return estimated_tokens(characters() if callable(characters) else characters)
 
