@@ -24,6 +24,7 @@ from agents_app.models_adapters.base import (
 )
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
+from agents_app.models_adapters.wire import WIRE_BYTES_PER_ANSWER_BYTE, WireBoundExceeded, bounded_responses
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.tools.secrets import SecretScrubber
@@ -34,14 +35,15 @@ logger = logging.getLogger(__name__)
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
-def provider_client(*, base_url: str | None, api_key: str, timeout: float) -> openai.OpenAI:
+def provider_client(*, base_url: str | None, api_key: str, timeout: float, max_bytes: int) -> openai.OpenAI:
     """The SDK's client for one provider, sending only what the provider's row names, and only to its endpoint.
 
     The SDK reads ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID`` and ``OPENAI_CUSTOM_HEADERS`` from
     the process environment by itself and applies them to every client (an ``Authorization`` listed in the last one
     even replaces the key given): the workers' environment is the platform's, shared by every provider, so each is
     set here or left out. Redirects are not followed (the SDK's default follows any, re-sending a 307's body to
-    whatever host ``Location`` names and reading its answer as the model's): a redirect fails the turn.
+    whatever host ``Location`` names and reading its answer as the model's): a redirect fails the turn. Every
+    answer's body is cut at ``max_bytes`` read (``wire``), whatever it holds.
     """
     key = api_key or "not-needed"  # Local servers (Ollama, vLLM, LM Studio) accept any key; the SDK insists on one.
     listed = (line.split(":", 1)[0].strip() for line in os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n"))
@@ -58,7 +60,7 @@ def provider_client(*, base_url: str | None, api_key: str, timeout: float) -> op
         timeout=timeout,
         max_retries=1,
         default_headers=headers,
-        http_client=openai.DefaultHttpxClient(follow_redirects=False),
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, event_hooks=bounded_responses(max_bytes)),
     )
 
 
@@ -103,7 +105,12 @@ class OpenAIChatAdapter:
         # An endpoint that repeats its key (a debugging proxy, a misconfigured gateway) must not get it stored in
         # the run or sent to a tool as an argument: every answer is scrubbed of it, as remote MCP answers are.
         self._key = SecretScrubber([api_key])
-        self._client = provider_client(base_url=base_url, api_key=api_key, timeout=min(request_timeout, deadline))
+        self._client = provider_client(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=min(request_timeout, deadline),
+            max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES * WIRE_BYTES_PER_ANSWER_BYTE,
+        )
         self._model = model
         self._parallel_tool_calls = parallel_tool_calls
         self._note_placement = note_placement
@@ -199,6 +206,8 @@ class OpenAIChatAdapter:
         error = outcome.get("error")
         if error is None:
             return outcome["response"]
+        if isinstance(error, WireBoundExceeded):  # a whole answer too big to read (a stream's is refused as read)
+            raise ModelError(str(error)) from error
         if isinstance(error, openai.APIConnectionError):
             raise ModelError(f"Model endpoint unreachable: {error.__class__.__name__}") from error
         if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
@@ -230,6 +239,8 @@ def _consume(stream: Any, streamed: StreamedTurn) -> None:
                 streamed.add(chunk)
     except ModelError:  # ``StreamedTurn``'s refusal of an answer past its bound: a ``RefusedTurn`` already
         raise
+    except WireBoundExceeded as exc:  # past the bound on bytes read, whatever they held: charged as read
+        raise streamed.refused(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - any failure while reading is the stream broken off
         raise streamed.refused(
             f"The model's streamed answer broke off ({exc.__class__.__name__}); retry the run."
