@@ -113,6 +113,7 @@ class GovernanceAudited:
                 taken.setdefault(model._meta.concrete_model, {}).update((row_pk(row), row) for row in rows)
         for obj in deleted:
             taken.get(type(obj)._meta.concrete_model, {}).pop(row_pk(obj), None)
+        self._append_cascade_updates(request, collector, deleted, taken)
         for model, found in taken.items():
             governing = self._governing(model)
             assert governing is not None
@@ -122,6 +123,39 @@ class GovernanceAudited:
                 rows = list(shown._default_manager.filter(**{f"{shown._meta.pk.attname}__in": list(found)}))
             for row in rows:
                 owner._append(request, row, "deleted")
+
+    def _append_cascade_updates(
+        self,
+        request: HttpRequest,
+        collector: Collector,
+        deleted: list[Any],
+        taken: dict[type[models.Model], dict[Any, models.Model]],
+    ) -> None:
+        """Record the governed rows the cascade changes rather than deletes (``SET_NULL``), each as a change.
+
+        A tool group's escalation group emptied takes its fallback approvers away as surely as a deletion would: it is
+        recorded as its own page records a change (before and after, in its tenants' chains).
+        """
+        for (field, value), batches in collector.field_updates.items():
+            governing = self._governing(field.model)
+            if governing is None:
+                continue
+            shown, owner = governing
+            concrete: Any = field.model._meta.concrete_model
+            gone = set(taken.get(concrete, {})) | {
+                row_pk(obj) for obj in deleted if type(obj)._meta.concrete_model is concrete
+            }
+            batch_rows: list[Any] = batches  # lists of instances, or querysets
+            ids = {row_pk(row) for batch in batch_rows for row in batch} - gone
+            for row in shown._default_manager.filter(**{f"{shown._meta.pk.attname}__in": sorted(ids)}):
+                before = governance_recorded(
+                    row,
+                    tenants=owner.audit_tenants(row),
+                    excluded=owner.audit_excluded_fields,
+                    accounts=owner.audit_account_fields,
+                )
+                setattr(row, field.attname, value)
+                owner._append(request, row, "changed", before)
 
     def _governing(self, model: type[models.Model]) -> "tuple[type[models.Model], GovernanceAudited] | None":
         return governing_page(model, self.admin_site)  # type: ignore[attr-defined]
