@@ -228,6 +228,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON as stored; the browsable API writes invisible characters out, as the admin does (toolhub.api.renderers).
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "toolhub.api.renderers.VisibleBrowsableAPIRenderer",
+    ],
     # drf-spectacular's schema with each operation's error statuses (toolhub.api.schema).
     "DEFAULT_SCHEMA_CLASS": "toolhub.api.schema.ToolhubAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",

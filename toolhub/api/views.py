@@ -9,13 +9,14 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from toolhub.api.filters import CallFilter, ToolFilter
 from toolhub.api.pagination import ByNameCursorPagination
+from toolhub.api.renderers import VisibleBrowsableAPIRenderer
 from toolhub.api.schema import CONFLICT, ToolhubAutoSchema
 from toolhub.api.serializers import (
     CallResultInputSerializer,
@@ -110,7 +111,7 @@ class ToolListView(generics.ListAPIView):
     schema = _CatalogueSchema()
     renderer_classes = [
         JSONRenderer,
-        BrowsableAPIRenderer,
+        VisibleBrowsableAPIRenderer,
         OpenAIToolsRenderer,
         AnthropicToolsRenderer,
         MCPToolsRenderer,
