@@ -24,6 +24,8 @@ from django.core.exceptions import (
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from toolhub.api.error_pages import body_too_big
+
 __all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem"]
 
 #: Where the REST API answers (``toolhub.urls``): its refusals are JSON.
@@ -60,6 +62,8 @@ class StorableAddressMiddleware:
         except _UNREADABLE_FORM as exc:
             if not request.path.startswith(API_PREFIX):
                 raise  # Django's bad request page, as for any view that reads the form
+            if isinstance(exc, RequestDataTooBig):
+                return body_too_big()  # 413 naming the limit, as a JSON body over it answers
             return JsonResponse({"detail": _unreadable_form(exc)}, status=400)
         if problem is None:
             return self.get_response(request)

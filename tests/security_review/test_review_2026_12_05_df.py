@@ -6,11 +6,35 @@ Findings (each a test below, failing on the code as found):
    space in a call's arguments read as something else on the page. Its response panel now goes through
    ``toolhub.visible`` (``toolhub.api.renderers.VisibleBrowsableAPIRenderer``, the default renderer and the
    catalogue's), as the admin does; JSON answers keep the characters as stored.
+2. A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` answered ``{"error": "Bad Request (400)"}`` (JSON) or a "Multipart
+   form parse error" (a form-encoded body): neither the API's ``{"detail": ...}`` shape nor a reason. Both now
+   answer 413 naming the limit (``toolhub.api.error_pages.body_too_big``, used by the error page and the
+   middleware), documented in the schema for every operation with a body.
+
+Checked and holds (probed as anonymous, alice (plain acme member), carol (acme member, not the requester), acme's
+operator and auditor, globex's operator):
+
+- anonymous: every ``/api/v1/`` list and export answers 401 with no data; ``/api/schema/`` and ``/api/docs/`` are
+  public but hold no tool, tenant or account name (tools are enums nowhere; the catalogue is only in answers).
+- scoping: another member's or tenant's call, result, cancel, saga and approval answer 404 (``No ... matches``), the
+  same as a missing id; ``?tenant=globex`` on runs lists nothing; lists use cursor pagination (no counts) and no
+  ordering or search backend, so nothing sorts or counts across tenants.
+- writes checked when they run: the auditor gets 403 on result, cancel, run rollback and approve; alice 403 on
+  approve (no permission) and on agent PATCH; the operator's own direct call cannot be approved or rejected by
+  them (403 "You started this call"); an out-of-range ``round`` answers 409, not a 500; an id written ``00042``
+  is the same row (Django's ``int`` converter), so the four-eyes check sees the same request.
+- mass assignment: ``user``/``status`` form fields on ``POST /calls/`` are ignored; ``tenant`` naming another
+  tenant is refused (400); ``context`` with ``tenant`` (as a multipart JSON text) is refused; ``tenant`` on agent
+  PATCH is refused by ``AgentPatchSerializer``.
+- content types: a JSON body with duplicate keys takes the last (one decoder everywhere), ``1e999`` is refused as
+  not finite, deep nesting is bounded (``StorableJSONParser`` / ``CheckedJSONField``).
 """
 
+import json
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -20,6 +44,7 @@ from toolhub.models import ToolCall
 
 pytestmark = pytest.mark.django_db
 
+FORM = "application/x-www-form-urlencoded"
 HIDDEN = "ada\u202e@moc.emca\u200b"
 
 
@@ -45,3 +70,25 @@ def test_browsable_api_writes_invisible_characters_out_and_json_keeps_them(
     assert "\u202e" not in listing and "ada\\u202e@moc.emca\\u200b" in listing
     data: dict[str, Any] = client_for(alice).get(f"/api/v1/calls/{call.pk}/").json()
     assert data["arguments"]["name"] == HIDDEN
+
+
+def test_a_body_over_the_upload_limit_is_refused_in_the_api_shape_naming_the_limit(alice: User) -> None:
+    """Found: a JSON body of 10 MB answered ``{"error": "Bad Request (400)"}`` (Django's refusal through DRF's
+    ``bad_request``): not the API's ``{"detail": ...}`` shape, and the client is not told why nor the limit; a
+    form body of the same size answered a "Multipart form parse error" for a form that was not multipart.
+    Expect: 413 ``{"detail": ...}`` naming ``DATA_UPLOAD_MAX_MEMORY_SIZE`` and its value, for JSON and form bodies;
+    nothing is recorded."""
+    client = client_for(alice)
+    limit = f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}"
+    big = json.dumps({"tool": "export_file", "arguments": {"name": "x" * 10_000_000}})
+    answers = [
+        client.post("/api/v1/calls/", big, content_type="application/json"),
+        client.post("/api/v1/calls/", f"tool=export_file&name={'x' * 3_000_000}", content_type=FORM),
+    ]
+    for answer in answers:
+        assert answer.status_code == 413, answer.content[:200]
+        detail = answer.json()["detail"]
+        assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in detail and limit in detail
+    assert not ToolCall.objects.exists()
+    schema = client.get("/api/schema/?format=json").json()
+    assert "413" in schema["paths"]["/api/v1/calls/"]["post"]["responses"]

@@ -35,6 +35,7 @@ _DESCRIPTIONS = {
     "query string or form field holding a NUL character.",
     "403": "Not authenticated, or not allowed.",
     "404": "No such row among those you may see (another tenant's answers the same), or a bad cursor.",
+    "413": "Payload too large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE (the detail names it); nothing was done.",
     "429": "Throttled: wait the seconds in Retry-After.",
 }
 
@@ -71,6 +72,8 @@ class ToolhubAutoSchema(AutoSchema):
         codes = ["400", "403"]
         if any(parameter["in"] == "path" or parameter["name"] == "cursor" for parameter in parameters):
             codes.append("404")
+        if "requestBody" in operation:  # a body over Django's limit (toolhub.api.error_pages.body_too_big)
+            codes.append("413")
         if getattr(self.view, "throttle_scope", None) and self.method not in SAFE_METHODS:
             codes.append("429")
         return codes
