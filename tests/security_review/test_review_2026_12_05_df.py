@@ -26,8 +26,14 @@ operator and auditor, globex's operator):
 - mass assignment: ``user``/``status`` form fields on ``POST /calls/`` are ignored; ``tenant`` naming another
   tenant is refused (400); ``context`` with ``tenant`` (as a multipart JSON text) is refused; ``tenant`` on agent
   PATCH is refused by ``AgentPatchSerializer``.
-- content types: a JSON body with duplicate keys takes the last (one decoder everywhere), ``1e999`` is refused as
-  not finite, deep nesting is bounded (``StorableJSONParser`` / ``CheckedJSONField``).
+- content types: a JSON body is decoded once and a duplicate key's last value is the one every check reads
+  (``"tenant": "acme", "tenant": "globex"`` is refused for globex); ``1e999`` is refused as not finite; deep
+  nesting is bounded (``StorableJSONParser`` / ``CheckedJSONField``); a form's ``arguments`` text goes through
+  ``json_loads_checked`` in ``toolhub.direct``.
+- ``?tenant=globex`` and ``?tenant=nosuch`` on the catalogue answer the same 400; a forged cursor is a 404, a huge
+  ``page_size`` is capped; a malformed ``?run=`` is a 400 naming the field.
+- The browsable API's forms render no select of tenants or users (test_probe_2026_12_05_h); its raw-data inputs
+  are left unescaped on purpose (what is submitted is what is stored).
 """
 
 import json
