@@ -1,9 +1,9 @@
 """An export of one tenant's own audit chains that verifies without toolhub (``toolhub.audit_file_verify``).
 
-JSON Lines: a header (format version, tenant, range, each exported chain's seq span and head at export
-time, and the heads of the newest signed checkpoint that fall in the range), then one line per event with
-every hashed column exactly as hashed (``toolhub.audit_hash_core``), its hash and previous hash, ordered by
-chain then seq. Only the tenant's own chains are read (``tenant_chains``), and only its events in them: no
+JSON Lines: a header (format version, tenant, range, each exported chain's seq span, the hash it ends at and
+its head at export time, and the heads of the newest signed checkpoint that fall in the range), then one line
+per event with every hashed column exactly as hashed (``toolhub.audit_hash_core``), its hash and previous hash,
+ordered by chain then seq. Only the tenant's own chains are read (``tenant_chains``), and only its events in them: no
 other tenant's event, head or checkpoint entry leaves. Rows stream through a server-side cursor a chunk at a
 time; each chain is exported up to the head read for the header, so lines and header always agree.
 """
@@ -153,13 +153,17 @@ def audit_export_open(tenant: str, scope: ExportRange | None = None) -> AuditExp
     }
     spans = [span for chain, (seq, _) in heads.items() if (span := _span(tenant, chain, seq, scope)) is not None]
     exported = {chain: (first, last) for chain, first, last in spans}
+    ends = _end_hashes(tenant, spans)
     header = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "tenant": tenant,
         "exported_at": timezone.now().isoformat(),
         "range": scope.as_header(),
-        "chains": [{"chain": chain, "from_seq": first, "to_seq": last} for chain, first, last in spans],
+        "chains": [
+            {"chain": chain, "from_seq": first, "to_seq": last, "to_hash": ends.get(chain, "")}
+            for chain, first, last in spans
+        ],
         "heads": {str(chain): {"seq": heads[chain][0], "hash": heads[chain][1]} for chain in exported},
         "checkpoint": _checkpoint(chains, exported),
     }
@@ -198,6 +202,22 @@ def _span(tenant: str, chain: int, head_seq: int, scope: ExportRange) -> tuple[i
         # Every event between the first and last of the range, so the lines link without a gap.
         first, last = bounds["first"], bounds["last"]
     return (chain, first, last) if first <= last else None
+
+
+def _end_hashes(tenant: str, spans: list[tuple[int, int, int]]) -> dict[int, str]:
+    """The hash of the event each span ends at: signed in the header, it pins every line of the span.
+
+    The chain's head pins a span only when the span reaches it; a range ending before (``--to-seq``, ``--until``)
+    would otherwise leave its lines rewritable under a valid signature.
+    """
+    ends: dict[int, str] = {}
+    for start in range(0, len(spans), _CHUNK):
+        wanted = Q(pk__in=[])
+        for chain, _, last in spans[start : start + _CHUNK]:
+            wanted |= Q(chain=chain, seq=last)
+        rows = AuditEvent.objects.filter(wanted, tenant=tenant).values_list("chain", "hash")
+        ends.update(rows)
+    return ends
 
 
 def _checkpoint(chains: range, exported: dict[int, tuple[int, int]]) -> dict[str, Any] | None:

@@ -156,6 +156,7 @@ def verify_export_lines(
     declared = _declared(header, result)
     given_heads = [parse_head(given) for given in heads]
     wanted = {head for _, head in given_heads} | _checkpoint_hashes(header) | _header_head_hashes(header)
+    wanted |= {span[2] for span in declared.values() if span[2] is not None}
     chains: dict[int, _Chain] = {}
     current: _Chain | None = None
     for number, text in numbered:
@@ -232,15 +233,28 @@ def _header_head_hashes(header: dict[str, Any]) -> set[str]:
     }
 
 
-def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, tuple[int, int]]:
-    """Each chain's seq span as the header states it."""
-    spans: dict[int, tuple[int, int]] = {}
+#: A chain's span as the header states it: first seq, last seq, and the hash of the event at the last (``to_hash``;
+#: None in a file exported before the header named it).
+_Span = tuple[int, int, str | None]
+
+
+def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, _Span]:
+    """Each chain's seq span as the header states it, with the hash it ends at."""
+    spans: dict[int, _Span] = {}
     for entry in header["chains"]:
-        numbers = [entry.get(name) for name in ("chain", "from_seq", "to_seq")] if isinstance(entry, dict) else []
-        if len(numbers) != 3 or not all(_is_int(number) for number in numbers) or numbers[0] in spans:
+        numbers: list[Any] = (
+            [entry.get(name) for name in ("chain", "from_seq", "to_seq")] if isinstance(entry, dict) else []
+        )
+        to_hash = entry.get("to_hash") if isinstance(entry, dict) else None
+        if (
+            len(numbers) != 3
+            or not all(_is_int(number) for number in numbers)
+            or numbers[0] in spans
+            or not (to_hash is None or (isinstance(to_hash, str) and _HASH.fullmatch(to_hash)))
+        ):
             result.problems.append(f"the header's chain entry {str(entry)[:80]} is malformed: the header was altered")
             continue
-        spans[numbers[0]] = (numbers[1], numbers[2])
+        spans[numbers[0]] = (numbers[1], numbers[2], to_hash)
     return spans
 
 
@@ -269,9 +283,7 @@ def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] |
     return event
 
 
-def _start(
-    chain: _Chain, event: dict[str, Any], span: tuple[int, int] | None, where: str, result: FileVerification
-) -> None:
+def _start(chain: _Chain, event: dict[str, Any], span: _Span | None, where: str, result: FileVerification) -> None:
     """A chain's first line: where the header says it starts, and what vouches for its previous hash."""
     seq = event["seq"]
     if span is None:
@@ -318,10 +330,10 @@ def _link(chain: _Chain, event: dict[str, Any], where: str, result: FileVerifica
 
 
 def _ends(
-    chains: dict[int, _Chain], declared: dict[int, tuple[int, int]], header: dict[str, Any], result: FileVerification
+    chains: dict[int, _Chain], declared: dict[int, _Span], header: dict[str, Any], result: FileVerification
 ) -> None:
-    """Each chain's end against the header's span and head, and against the signed checkpoint's heads."""
-    for number, (first, last) in sorted(declared.items()):
+    """Each chain's end against the header's span, the hash it ends at and head, and the signed checkpoint's heads."""
+    for number, (first, last, to_hash) in sorted(declared.items()):
         chain = chains.get(number)
         if chain is None:
             result.problems.append(
@@ -342,6 +354,15 @@ def _ends(
         if isinstance(head, dict) and head.get("seq") == last and chain.hashes.get(str(head.get("hash"))) != last:
             result.problems.append(
                 f"chain {number} seq {last}: not the head the header names: the line or the header was altered"
+            )
+        elif to_hash is not None and chain.hashes.get(to_hash) != last:
+            result.problems.append(
+                f"chain {number} seq {last}: not the event the header says its span ends at: the lines were rewritten"
+            )
+        elif to_hash is None and not (isinstance(head, dict) and head.get("seq") == last):
+            result.notes.append(
+                f"chain {number}: the header names no hash for seq {last}, where its span ends short of the head "
+                "(an export from before spans named their end): its lines are the file's own word, signed or not"
             )
     checkpoint = header.get("checkpoint")
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("heads"), dict):

@@ -192,6 +192,7 @@ def test_a_cut_tail_is_reported_against_the_header_and_against_a_head_kept_apart
     for entry in header["chains"]:
         if entry["chain"] == last["chain"]:
             entry["to_seq"] -= 1
+            entry["to_hash"] = events[-1]["hash"]  # the hash the span now ends at
     header["heads"][str(last["chain"])] = {"seq": events[-1]["seq"], "hash": events[-1]["hash"]}
     forged = write(tmp_path / "t2.jsonl", header, events)
     assert verified(forged, capsys=capsys)[0] == 0

@@ -106,6 +106,7 @@ def cut_tail(path: Path, target: Path) -> Path:
     for entry in header["chains"]:
         if entry["chain"] == last["chain"]:
             entry["to_seq"] -= 1
+            entry["to_hash"] = last["prev_hash"]  # the hash the span now ends at
     header["heads"][str(last["chain"])] = {"seq": last["seq"] - 1, "hash": last["prev_hash"]}
     target.write_text("".join(json.dumps(line) + "\n" for line in [header, *events]), encoding="utf-8")
     return target

@@ -221,6 +221,7 @@ def test_an_auditor_with_the_key_checks_the_signature_offline(
     for entry in header["chains"]:
         if entry["chain"] == last["chain"]:
             entry["to_seq"] -= 1
+            entry["to_hash"] = last["prev_hash"]  # the hash the span now ends at
     header["heads"][str(last["chain"])] = {"seq": last["seq"] - 1, "hash": last["prev_hash"]}
     forged = write(tmp_path / "t3.jsonl", header, events)
     assert verified(capsys, str(forged))[0] == 0  # without the key it cannot be told

@@ -1,0 +1,121 @@
+"""Review of 2026-12-05 (db): can someone holding an export file make the offline verifier accept a tampered one?
+
+Each test failed on the reviewed code (main at a677711) and passes now.
+
+Findings:
+
+1. A signed header pinned the file's lines only through the chain's head: a range that ends before it
+   (``--to-seq``, ``--until``) named no hash at its end, so every line of the file could be rewritten consistently
+   (each hash recomputed, each link kept) and ``--public-key`` still said the file verifies. Each chain entry of the
+   header now carries ``to_hash``, the hash of the event the span ends at (signed with the rest); the verifier
+   requires the line at ``to_seq`` to be that event. A signed file from before it (no ``to_hash``) whose span ends
+   short of the head says that its lines are not vouched for.
+"""
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from toolhub.audit import audit_append
+from toolhub.audit_file_verify import main as verify_main
+from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text
+from toolhub.models import Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "audit-test-key-db")
+    return "audit-test-key-db"
+
+
+@pytest.fixture
+def trail(db: None) -> None:
+    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
+    for number in range(6):
+        audit_append(
+            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
+        )
+
+
+def export(tmp_path: Path, *args: str, name: str = "out.jsonl") -> Path:
+    target = tmp_path / name
+    call_command("audit_export", "--tenant", "acme", "-o", str(target), *args, stdout=io.StringIO())
+    return target
+
+
+def public_key() -> str:
+    out = io.StringIO()
+    call_command("audit_public_key", stdout=out)
+    return next(line for line in out.getvalue().splitlines() if line and not line.startswith("#"))
+
+
+def verified(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    try:
+        code = verify_main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def rewritten_consistently(path: Path, target: Path, seq: int) -> Path:
+    """The event at ``seq`` given other data, it and every line after it re-hashed and re-linked: no link broken."""
+    header, *lines = path.read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines]
+    previous = None
+    for event in events:
+        if event["seq"] == seq:
+            event["data"] = json.dumps({"n": "forged"})
+        if event["seq"] >= seq:
+            if previous is not None:
+                event["prev_hash"] = previous["hash"]
+            event["hash"] = hash_text(*(event[column] for column in HASHED_COLUMNS))
+        previous = event
+    target.write_text("\n".join([header, *(json.dumps(event) for event in events)]) + "\n", encoding="utf-8")
+    return target
+
+
+@pytest.mark.parametrize("scope", [("--to-seq", "4"), ("--from-seq", "2", "--to-seq", "5")])
+def test_a_range_ending_before_the_head_cannot_be_rewritten_under_a_signed_header(
+    trail: None, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], scope: tuple[str, ...]
+) -> None:
+    """Found: a --to-seq export's lines rewritten consistently verified with --public-key (nothing pinned its end).
+
+    Expect: the header names the hash its span ends at, so the rewrite fails; the genuine file verifies.
+    """
+    path = export(tmp_path, *scope)
+    code, output = verified(capsys, str(path), "--public-key", public_key())
+    assert code == 0, output
+    forged = rewritten_consistently(path, tmp_path / "forged.jsonl", seq=3)
+    code, output = verified(capsys, str(forged), "--public-key", public_key())
+    assert code == 1, output
+    assert "seq 3" in output or "ends at" in output or "to_hash" in output or "not the event" in output, output
+
+
+def test_a_signed_range_from_before_spans_named_their_end_says_its_lines_are_unvouched(
+    trail: None, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: an older signed range export (no ``to_hash``) read as "toolhub exported these chains" whatever its lines.
+
+    Expect: it still verifies (nothing in it is wrong), but the verifier says its lines are the file's own word.
+    """
+    from toolhub.audit_export_key import header_signature
+
+    path = export(tmp_path, "--to-seq", "4")
+    header_text, *lines = path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(header_text)
+    for entry in header["chains"]:
+        del entry["to_hash"]
+    header["signature"] = header_signature(key.encode(), {k: v for k, v in header.items() if k != "signature"})
+    older = tmp_path / "older.jsonl"
+    older.write_text("\n".join([json.dumps(header), *lines]) + "\n", encoding="utf-8")
+    code, output = verified(capsys, str(older), "--public-key", public_key())
+    assert code == 0, output
+    assert "its lines are the file's own word" in output
