@@ -95,8 +95,11 @@ def _no_constant(name: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    """JSON read strictly: one reading only (no duplicate keys, no NaN or Infinity)."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    """JSON read strictly: one reading only (no duplicate keys, no NaN or Infinity, no nesting past Python's stack)."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        raise _Malformed("it is nested deeper than any export writes") from None
 
 
 def _is_int(value: Any) -> bool:

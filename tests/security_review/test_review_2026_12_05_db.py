@@ -119,3 +119,22 @@ def test_a_signed_range_from_before_spans_named_their_end_says_its_lines_are_unv
     code, output = verified(capsys, str(older), "--public-key", public_key())
     assert code == 0, output
     assert "its lines are the file's own word" in output
+
+
+def test_a_deeply_nested_line_is_reported_not_a_traceback(
+    trail: None, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: a line of a hundred thousand nested brackets stopped the verifier with a RecursionError traceback.
+
+    Expect: an event line so nested is reported as not strict JSON (exit 1), a header so nested as not an export.
+    """
+    path = export(tmp_path)
+    header, *lines = path.read_text(encoding="utf-8").splitlines()
+    nested = "[" * 100_000 + "]" * 100_000
+    planted = tmp_path / "planted.jsonl"
+    planted.write_text("\n".join([header, *lines, nested]) + "\n", encoding="utf-8")
+    code, output = verified(capsys, str(planted), "--public-key", public_key())
+    assert code == 1 and f"line {len(lines) + 2} is not strict JSON" in output, output
+    planted.write_text("\n".join([nested, *lines]) + "\n", encoding="utf-8")
+    code, output = verified(capsys, str(planted))
+    assert code == 1 and "line 1 is not strict JSON" in output, output
