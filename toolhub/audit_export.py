@@ -10,6 +10,7 @@ time; each chain is exported up to the head read for the header, so lines and he
 
 import datetime as dt
 import hashlib
+import itertools
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
@@ -27,7 +28,7 @@ from toolhub.audit_hash import HASHED_COLUMNS, canonical_json, hashed_timestamp
 from toolhub.checkpoint_checks import named_heads, stored_run
 from toolhub.checkpoint_signature import CheckpointKeyError, sign_export_header
 from toolhub.exceptions import ToolhubError
-from toolhub.models import AuditChainHead, AuditEvent, Tenant
+from toolhub.models import AuditChainHead, AuditEvent, RetiredTenantSlug, Tenant
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -180,11 +181,14 @@ def _signature(header: dict[str, Any]) -> dict[str, str] | None:
 
 
 def _shares_chains(tenant: str, base: int) -> bool:
-    """Whether another tenant's slug derives ``tenant``'s first chain (only tenants without a stored base can)."""
-    others = Tenant.objects.exclude(slug=tenant).filter(Q(audit_chain_base__isnull=True) | Q(audit_chain_base=base))
-    return any(
-        audit_hash_core.tenant_chain_base(slug) == base for slug in others.values_list("slug", flat=True).iterator()
-    )
+    """Whether another tenant's slug derives ``tenant``'s first chain (only tenants without a stored base can).
+
+    A deleted tenant's too: its events stay in the chains its slug derives.
+    """
+    may_share = Q(audit_chain_base__isnull=True) | Q(audit_chain_base=base)
+    slugs = Tenant.objects.exclude(slug=tenant).filter(may_share).values_list("slug", flat=True).iterator()
+    retired = RetiredTenantSlug.objects.exclude(slug=tenant).filter(may_share).values_list("slug", flat=True).iterator()
+    return any(audit_hash_core.tenant_chain_base(slug) == base for slug in itertools.chain(slugs, retired))
 
 
 def _span(tenant: str, chain: int, head_seq: int, scope: ExportRange) -> tuple[int, int, int] | None:

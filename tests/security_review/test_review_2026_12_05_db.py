@@ -138,3 +138,25 @@ def test_a_deeply_nested_line_is_reported_not_a_traceback(
     planted.write_text("\n".join([nested, *lines]) + "\n", encoding="utf-8")
     code, output = verified(capsys, str(planted))
     assert code == 1 and "line 1 is not strict JSON" in output, output
+
+
+def test_a_tenant_whose_chains_a_deleted_tenant_may_share_is_not_exported_on_its_own(
+    trail: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: the shared-chains refusal asked only living tenants: a deleted one (its slug retired, with no stored base,
+    from before bases were kept unique) whose slug derives the same chains let its heads and gaps out with the other's.
+
+    Expect: refused, as for a living tenant that may share them; nothing written.
+    """
+    from django.core.management.base import CommandError
+
+    from toolhub import audit_hash_core
+
+    Tenant.objects.create(slug="globex", name="globex")
+    Tenant.objects.filter(slug="globex").update(audit_chain_base=None)
+    Tenant.objects.get(slug="globex").delete()
+    base = audit_hash_core.tenant_chain_base("acme")
+    monkeypatch.setattr(audit_hash_core, "tenant_chain_base", lambda tenant: base)
+    with pytest.raises(CommandError, match="may hold another tenant's events"):
+        export(tmp_path)
+    assert list(tmp_path.iterdir()) == []
