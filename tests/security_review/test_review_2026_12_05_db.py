@@ -10,6 +10,25 @@ Findings:
    header now carries ``to_hash``, the hash of the event the span ends at (signed with the rest); the verifier
    requires the line at ``to_seq`` to be that event. A signed file from before it (no ``to_hash``) whose span ends
    short of the head says that its lines are not vouched for.
+2. A line (or the header) nested a hundred thousand brackets deep stopped the verifier with a RecursionError
+   traceback; it is reported as not strict JSON (``_loads``), the header as not an export.
+3. ``audit_export`` refused a tenant whose chains another slug may share (two slugs from before chain bases were
+   stored unique) only when the other tenant was living: once the other was deleted (its slug retired with no
+   stored base) the export went ahead with heads and gaps telling of the deleted tenant's events. Retired slugs are
+   asked too (``_shares_chains``).
+
+Checked and holding (no test here, or covered elsewhere): with ``--public-key`` a cut tail, a removed chain, a
+removed, reordered or duplicated line in the middle, a header naming another tenant or range (signed), a header
+signed by another deployment's key (names the key) all fail; a second header line is reported as not an event;
+lines spliced from another tenant's export fail (chain not the tenant's, or tenant differs); a BOM makes line 1
+"not JSON" (exit 1); CRLF endings read as LF (same content, same verdict; a lone CR splits a line into two that are
+not JSON); unicode escapes (``\\u``) parse to the same text, same hash (a lone surrogate fails its hash, no
+traceback); numbers past Python's 4300 digits are "not JSON", a float or a bool where an integer is due is reported;
+a duplicate key or NaN is reported. A tenant-bound auditor exporting another tenant from the console gets 404 (review
+ct, tests/audit/test_trail_export.py); the command has no user (shell access is the operators'). A retired slug is
+never issued again (``Tenant._refuse_another_identity``: the slug but for case, or its chain base), so a new
+tenant's auditors never get a deleted tenant's trail and verification never mixes them. ``--from-seq``/``--to-seq``
+below 1, from after to, a range past the head (an empty, signed file), since not before until are refused or empty.
 """
 
 import io
