@@ -25,11 +25,19 @@ _PLAIN_QUERY_NAMES = frozenset(
 
 
 def url_secret_parts(url: str) -> list[str]:
-    """The user name and password of ``url``, every query value but a setting's, and every key-like path segment."""
+    """The secret parts of ``url``, each as written and percent-decoded (a library may quote either).
+
+    Its user name and password, every query value and matrix parameter's (``/mcp;token=<key>``) but a setting's,
+    every key-like path segment, and the fragment.
+    """
     parts = urlsplit(url)
     query = [value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES]
-    keys = [unquote(segment) for segment in parts.path.split("/") if _KEY_LIKE.fullmatch(unquote(segment))]
-    return [value for value in (*query, *keys, parts.username or "", parts.password or "") if value]
+    segments = [_segment_parts(segment) for segment in parts.path.split("/")]
+    keys = [word for word, _ in segments if _KEY_LIKE.fullmatch(unquote(word))]
+    matrix = [value for _, params in segments for name, value in params if _secret_value(name, value)]
+    userinfo = [parts.username or "", parts.password or "", parts.fragment]
+    found = [*query, *keys, *matrix, *userinfo]
+    return list(dict.fromkeys(text for value in found for text in (value, unquote(value)) if text))
 
 
 def url_redacted(url: str) -> str:
@@ -42,9 +50,30 @@ def url_redacted(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
-    path = "/".join(REDACTED if _KEY_LIKE.fullmatch(unquote(segment)) else segment for segment in parts.path.split("/"))
+    path = "/".join(_redacted_segment(segment) for segment in parts.path.split("/"))
     query = "&".join(_redacted_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
     return urlunsplit((parts.scheme, netloc, path, query, REDACTED if parts.fragment else ""))
+
+
+def _segment_parts(segment: str) -> tuple[str, list[tuple[str, str]]]:
+    """A path segment's word and its matrix parameters (``/mcp;token=<key>``: ``mcp``, ``[("token", "<key>")]``)."""
+    word, *params = segment.split(";")
+    return word, [(name, value) for name, _, value in (param.partition("=") for param in params)]
+
+
+def _secret_value(name: str, value: str) -> bool:
+    return bool(value) and unquote_plus(name).lower() not in _PLAIN_QUERY_NAMES
+
+
+def _redacted_segment(segment: str) -> str:
+    """A path segment with a key-like word, and each matrix parameter's value but a setting's, as ``[redacted]``."""
+    word, params = _segment_parts(segment)
+    kept = [REDACTED if _KEY_LIKE.fullmatch(unquote(word)) else word]
+    kept += [
+        f"{name}={REDACTED}" if _secret_value(name, value) else param
+        for (name, value), param in zip(params, segment.split(";")[1:], strict=True)
+    ]
+    return ";".join(kept)
 
 
 def _redacted_pair(pair: str) -> str:
