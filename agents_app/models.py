@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from toolhub.conf import toolhub_settings
+from toolhub.credential_env import credential_env_validator
 
 
 class ProviderKind(models.TextChoices):
@@ -81,7 +82,10 @@ class ModelProvider(models.Model):
     credential_env = models.CharField(
         max_length=100,
         blank=True,
-        validators=[RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "Give the NAME of an environment variable.")],
+        validators=[
+            RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", "Give the NAME of an environment variable."),
+            credential_env_validator,
+        ],
         help_text="Name of the environment variable holding the API key (never the key); empty: no key.",
     )
     request_timeout_seconds = models.FloatField(

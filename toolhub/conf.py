@@ -120,6 +120,9 @@ class ToolhubSettings(BaseModel):
     # Dotted paths of tool provider hooks, callable(run, latest_user_message) -> tool names, that agents may
     # name in their tool_provider (progressive disclosure); the names they return are still filtered by grants.
     TOOL_PROVIDERS: list[str] = []
+    # The beginnings a credential reference's variable name must have (model providers, remote MCP servers), e.g.
+    # ["CRED_"]; empty: any name but the platform's own (toolhub.credential_env).
+    CREDENTIAL_ENV_PREFIXES: list[str] = []
     # Seconds one call of a tool may run on a worker when the tool sets no ``timeout=``.
     DEFAULT_TOOL_TIMEOUT_SECONDS: Seconds = 300
     # Refuse to define a tool with a parameter that has no description (Param, Field or docstring).

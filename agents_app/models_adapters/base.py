@@ -1,7 +1,6 @@
 """The interface every model adapter implements, and the choice of adapter for an agent."""
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -196,6 +195,7 @@ def adapter_for(agent: "Agent") -> ModelAdapter:
     goes to the server log only.
     """
     from agents_app.models import ProviderKind
+    from toolhub.credential_env import credential_from_env
 
     provider = agent.provider
     if not provider.enabled:
@@ -209,10 +209,10 @@ def adapter_for(agent: "Agent") -> ModelAdapter:
     if provider.kind == ProviderKind.OPENAI:
         from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
 
-        api_key = os.environ.get(provider.credential_env, "") if provider.credential_env else ""
+        api_key = credential_from_env(provider.credential_env)
         if provider.credential_env and not api_key:
             logger.error(
-                "model provider %s: the environment variable %s that should hold its API key is not set",
+                "model provider %s: the environment variable %s that should hold its API key is not set or refused",
                 provider.name,
                 provider.credential_env,
             )

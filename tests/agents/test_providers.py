@@ -83,12 +83,12 @@ def test_a_set_and_an_unset_variable_cannot_be_told_apart(
 ) -> None:
     # an attacker who could name variables would compare answers; a provider with a key that is set but
     # an endpoint that is down and one whose key is unset must not differ in what they reveal about the key
-    monkeypatch.setenv("TOOLHUB_SET_FOR_TESTS", "x")
+    monkeypatch.setenv("LLM_KEY_SET_FOR_TESTS", "x")
     down = FakeModel()
     with serve(down):
         pass
-    _provider(down.base_url, "TOOLHUB_SET_FOR_TESTS", name="with-key")
-    _provider(down.base_url, "TOOLHUB_UNSET_FOR_TESTS", name="without-key")
+    _provider(down.base_url, "LLM_KEY_SET_FOR_TESTS", name="with-key")
+    _provider(down.base_url, "LLM_KEY_UNSET_FOR_TESTS", name="without-key")
     errors = [
         start_run(agent_create(name=f"uses-{name}", provider=name), alice).error for name in ("with-key", "without-key")
     ]

@@ -9,6 +9,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from toolhub.conf import toolhub_settings
+from toolhub.credential_env import credential_env_validator
 
 __all__ = [
     "auth_scheme_validator",
@@ -155,7 +156,9 @@ class RemoteMcpCredential(models.Model):
     server = models.ForeignKey(RemoteMcpServer, on_delete=models.CASCADE, related_name="credentials")
     tenant = models.SlugField()
     credential_env = models.CharField(
-        max_length=100, help_text="Name of the environment variable holding the token, e.g. CRM_MCP_TOKEN_ACME."
+        max_length=100,
+        validators=[credential_env_validator],
+        help_text="Name of the environment variable holding the token, e.g. CRM_MCP_TOKEN_ACME.",
     )
     header = models.CharField(max_length=100, default="Authorization")
     scheme = models.CharField(

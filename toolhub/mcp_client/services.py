@@ -1,12 +1,12 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from toolhub.credential_env import credential_from_env
 from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.mcp_client.definitions import (
     changed_fields,
@@ -66,11 +66,12 @@ def credential_headers(server: RemoteMcpServer, tenant: str | None) -> Credentia
         if refusal:
             raise ToolError(refusal)
         return CredentialHeaders()
-    value = os.environ.get(credential.credential_env, "")
+    value = credential_from_env(credential.credential_env)
     if not value:
         raise ToolError(
             f"The credential for remote MCP server {server.name!r} is not configured where tools run "
-            f"(environment variable {credential.credential_env!r} is unset); the operators must set it. Do not retry."
+            f"(environment variable {credential.credential_env!r} is unset or refused); the operators must set it. "
+            "Do not retry."
         )
     return CredentialHeaders(
         {credential.header: f"{credential.scheme} {value}".strip()}, secrets=(value, value.strip())

@@ -1,0 +1,59 @@
+"""Which environment variables a credential reference (``credential_env``) may name, and reading one.
+
+A model provider's or remote MCP server's credential is the value of a variable of the web and worker processes,
+sent to an endpoint that the same people configure. Naming one of the platform's own secrets (``DJANGO_SECRET_KEY``,
+``DATABASE_URL``, the checkpoint key ``TOOLHUB_AUDIT_KEY``) would send it to any host they choose: holding
+``toolhub.cross_tenant`` is not reading the platform's environment. Such names are refused where they are typed
+and again where the value is read (a row saved before, or by code), and ``TOOLHUB["CREDENTIAL_ENV_PREFIXES"]``
+narrows the names further to the platform's own convention (e.g. ``["CRED_"]``: nothing else is read).
+"""
+
+import logging
+import os
+
+from django.core.exceptions import ValidationError
+
+from toolhub.conf import toolhub_settings
+
+__all__ = ["PLATFORM_ENV_PREFIXES", "credential_env_problem", "credential_env_validator", "credential_from_env"]
+
+logger = logging.getLogger(__name__)
+
+#: The beginnings of the names of the platform's own variables (its settings', its database's and broker's,
+#: libpq's), never a credential an endpoint is sent.
+PLATFORM_ENV_PREFIXES = ("DJANGO_", "DATABASE_", "CELERY_", "TOOLHUB_", "EMAIL_", "REDIS_", "POSTGRES", "PG")
+
+
+def credential_env_problem(name: str) -> str | None:
+    """Why ``name`` may not be a credential's variable (one of the platform's, outside the allowed prefixes)."""
+    if not name:
+        return None
+    current = toolhub_settings()
+    # The variables the platform's settings name for its own secrets, whatever they are called here.
+    named = {current.AUDIT_KEY_ENV, current.DB_APP_PASSWORD_ENV, current.WEBHOOK_SECRET_ENV}
+    if name.upper().startswith(PLATFORM_ENV_PREFIXES) or name in named:
+        return (
+            "This variable is one of the platform's own (names beginning with "
+            f"{', '.join(PLATFORM_ENV_PREFIXES)}, or a secret toolhub's settings name): its value would be sent "
+            "to the endpoint. Name the variable that holds this endpoint's key."
+        )
+    allowed = tuple(current.CREDENTIAL_ENV_PREFIXES)
+    if allowed and not name.startswith(allowed):
+        return f"A credential's variable name begins with {' or '.join(allowed)} here (the platform's setting)."
+    return None
+
+
+def credential_env_validator(name: str) -> None:
+    """The model fields' validator: :func:`credential_env_problem` as a form error."""
+    if problem := credential_env_problem(name):
+        raise ValidationError(problem, code="credential_env")
+
+
+def credential_from_env(name: str) -> str:
+    """The value of the credential variable ``name``; empty when unset or refused (the refusal goes to the log)."""
+    if not name:
+        return ""
+    if problem := credential_env_problem(name):
+        logger.error("credential variable %s refused, not read: %s", name, problem)
+        return ""
+    return os.environ.get(name, "")
