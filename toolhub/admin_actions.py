@@ -17,6 +17,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -71,6 +72,14 @@ class CommentActionMixin:
     """
 
     def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        if (malformed := self._malformed_row(request)) is not None:
+            # Django's own filter would raise on it (a 500): a page never posts one, so it was altered or cut short.
+            self.message_user(  # type: ignore[attr-defined]
+                request,
+                f"{malformed!r} names no row of this list; nothing was done. Select the rows again.",
+                messages.ERROR,
+            )
+            return None
         if not forms.BooleanField(required=False).clean(request.POST.get("select_across")):
             queryset = self.get_queryset(request)  # type: ignore[attr-defined]
             related = self.get_list_select_related(request)  # type: ignore[attr-defined]
@@ -79,6 +88,16 @@ class CommentActionMixin:
             elif related:
                 queryset = queryset.select_related(*related)
         return super().response_action(request, queryset)  # type: ignore[misc]
+
+    def _malformed_row(self, request: HttpRequest) -> str | None:
+        """The first selected row id that is no primary key of this list's model (garbled, empty, out of range)."""
+        field = self.opts.pk  # type: ignore[attr-defined]
+        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                field.run_validators(field.to_python(value))
+            except ValidationError:
+                return str(value)[:40]
+        return None
 
     def comment_form_or_page(
         self,
