@@ -211,15 +211,18 @@ def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, d
     """Lock the sagas of ``scope`` and return its compensations, refused when they are not the ``seen`` ones.
 
     In the caller's transaction, the sagas' rows locked in one order (no deadlock between two pages): nothing of
-    theirs moves between the comparison and the action. ``None``: trusted code, which acts on the scope as it is now.
+    theirs moves between the comparison and the action. The rows compared are the rows returned, read once: a
+    compensation of a saga that was not locked (none of its rows in ``scope`` then) and that joins ``scope`` after
+    the comparison is not acted on unseen. ``None``: trusted code, which acts on the scope as it is now.
     """
     lock_sagas(Saga.objects.filter(pk__in=scope.values("saga_id")))
-    if seen is not None and sorted(seen) != sorted(compensation_marks(scope)):
+    held = list(scope.order_by("saga_id", "-sequence"))
+    if seen is not None and sorted(seen) != sorted(compensation_mark(c) for c in held):
         raise StaleRetryError(
             f"The compensations changed since you read this page; nothing was {done}. "
             "Read them again as they stand now."
         )
-    return list(scope.order_by("saga_id", "-sequence"))
+    return held
 
 
 def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: Collection[str] | None = None) -> int:
