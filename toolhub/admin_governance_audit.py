@@ -167,6 +167,7 @@ class GovernanceAudited:
             lookups=tuple(self.audit_tenant_lookups),
             excluded=tuple(self.audit_excluded_fields),
             accounts=tuple(self.audit_account_fields),
+            shown=self.model,  # type: ignore[attr-defined]
         )
 
     def audit_tenants(self, obj: Any) -> list[str]:

@@ -226,6 +226,17 @@ class Binding:
     lookups: tuple[str, ...] = ()
     excluded: tuple[str, ...] = DEFAULT_EXCLUDED
     accounts: tuple[str, ...] = ()
+    #: The model a page shows the rows as (a proxy: DRF's token proxy, whose id is the user's), which events name.
+    shown: type[models.Model] | None = None
+
+
+def _as_shown(instance: models.Model, shown: type[models.Model] | None) -> models.Model:
+    """``instance`` as its page records it: through the proxy the page shows, so either door names the row alike."""
+    if shown is None or type(instance) is shown:
+        return instance
+    fields = instance._meta.concrete_fields
+    values = [getattr(instance, field.attname) for field in fields]
+    return shown.from_db(instance._state.db, [field.attname for field in fields], values)
 
 
 def os_user() -> str:
@@ -292,7 +303,13 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
         tenants = governance_tenants(instance, fields=bound.fields, lookups=bound.lookups)
         action = "added" if created or was is None else "changed"
         governance_append(
-            instance, action, actor=actor, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts, before=was
+            _as_shown(instance, bound.shown),
+            action,
+            actor=actor,
+            tenants=tenants,
+            excluded=bound.excluded,
+            accounts=bound.accounts,
+            before=was,
         )
 
     def deleted(sender: Any, instance: models.Model, **kwargs: Any) -> None:
@@ -302,7 +319,12 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
         begin(kwargs.get("using"))
         tenants = governance_tenants(instance, fields=bound.fields, lookups=bound.lookups)
         governance_append(
-            instance, "deleted", actor=actor, tenants=tenants, excluded=bound.excluded, accounts=bound.accounts
+            _as_shown(instance, bound.shown),
+            "deleted",
+            actor=actor,
+            tenants=tenants,
+            excluded=bound.excluded,
+            accounts=bound.accounts,
         )
 
     uid = f"toolhub.governance_recording.{id(before)}"

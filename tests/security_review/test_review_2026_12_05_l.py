@@ -181,8 +181,8 @@ def test_drf_create_token_is_recorded_without_the_key(alice: User) -> None:
     first = Token.objects.get(user=alice).key
     call_command("drf_create_token", "alice", "--reset", stdout=StringIO())
     second = Token.objects.get(user=alice).key
-    added = events("governance.added", "authtoken.token")
-    deleted = events("governance.deleted", "authtoken.token")
+    added = events("governance.added", "authtoken.tokenproxy")
+    deleted = events("governance.deleted", "authtoken.tokenproxy")
     assert [e.tenant for e in added] == ["acme", "acme"] and [e.tenant for e in deleted] == ["acme"]
     assert added[0].actor.startswith("command:")
     every = "".join(e.data for e in AuditEvent.objects.all())
