@@ -13,6 +13,10 @@ Findings:
    ``authtoken.tokenproxy`` with the user's id: an auditor following a token (or filtering on the page's model)
    missed every one issued from the shell. A ``Binding`` now carries the model its page shows (``audit_binding``:
    the page's model) and ``governance_recording`` records the row through it, as the page does.
+2. Review l's sweep (every installed command records or is allowed) allowed commands by name only: an app installed
+   before Django's, or an upgrade moving a command, could put a command changing accounts under an allowed name
+   (``clearsessions``, ``migrate``) and slip past it. The sweep now also pins each allowed command to the app it was
+   reviewed in (``ALLOWED_FROM``), as it already pinned the recording ones.
 
 Checked and holding:
 
@@ -31,7 +35,11 @@ Checked and holding:
   lifted lockout's the platform's; every event verifies with ``verify_audit`` afterwards (test below, committed
   for real, SQLite and PostgreSQL).
 - The sweep: commands resolve by name to the first installed app, and the wrapping app comes before auth, DRF and
-  axes; each recording command is tested by review l.
+  axes (the sweep fails if it stops winning); each recording command is tested by review l. It cannot see writes
+  a wrapped command would make without model signals (``QuerySet.update``, ``bulk_create``): today's originals
+  save and delete row by row (axes' reset is a ``QuerySet.delete``, row by row while a receiver listens).
+- The override behaves as the original: same options, help, output and exit codes (``KeyboardInterrupt`` and
+  ``CommandError`` pass through), ``--database`` as the original (one database is configured).
 """
 
 import json
@@ -41,7 +49,7 @@ import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth.management.commands import changepassword
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import call_command, get_commands
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
@@ -108,3 +116,15 @@ def test_recorded_commands_commit_events_that_verify(alice: User, monkeypatch: p
     every = "".join(e.data for e in AuditEvent.objects.all())
     for secret in ("a-New-passw0rd-42", "a-Root-passw0rd-42", "hunter2", "Tr0ub4dor", Token.objects.get().key):
         assert secret not in every
+
+
+def test_the_sweep_notices_an_allowed_command_taken_over_by_another_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: review l's sweep allowed commands by name only, so an app installed before Django's (or an upgrade
+    moving a command) could put a ``clearsessions`` that changes accounts under a reviewed name and pass it. Expect:
+    the sweep fails when an allowed name resolves to another app than the one it was reviewed in."""
+    from tests.security_review import test_review_2026_12_05_l as review_l
+
+    installed = get_commands()
+    monkeypatch.setattr(review_l, "get_commands", lambda: {**installed, "clearsessions": "someapp.accounts_sync"})
+    with pytest.raises(AssertionError, match="clearsessions"):
+        review_l.test_every_installed_command_records_governance_or_says_why_not()
