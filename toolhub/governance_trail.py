@@ -20,6 +20,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.apps import apps
 from django.db import models, transaction
 from django.db.models.signals import post_save, pre_delete, pre_save
 from pydantic_core import to_jsonable_python
@@ -260,7 +261,8 @@ def command_actor() -> str:
 def governance_recording(*, actor: str, watched: dict[type[models.Model], Binding]) -> Iterator[None]:
     """Within the block, one transaction: each row of ``watched`` saved or deleted is a governance event.
 
-    For code toolhub does not own (a third-party management command) that writes governing rows with no hook to
+    For code toolhub does not own (a third-party management command) that writes governing rows (through a watched
+    model or a proxy of it) with no hook to
     call :func:`governance_append` from; the events commit with the writes or not at all. A bulk ``delete()``
     sends ``pre_delete`` for each row while a receiver listens, so it is recorded row by row too.
 
@@ -279,7 +281,7 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
 
     def binding(sender: Any) -> Binding | None:
         # Receivers are global while the block runs: another thread's writes are not this actor's.
-        return watched.get(sender) if threading.get_ident() == thread else None
+        return bindings.get(sender) if threading.get_ident() == thread else None
 
     def remember(sender: Any, instance: models.Model, raw: bool = False, **kwargs: Any) -> None:
         bound = binding(sender)
@@ -328,16 +330,24 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
         )
 
     uid = f"toolhub.governance_recording.{id(before)}"
+    # A row saved through a proxy of a watched model (DRF's token proxy) is its row too; its signals name the proxy.
+    bindings = {
+        model: binding_of
+        for watched_model, binding_of in watched.items()
+        for model in apps.get_models()
+        if model._meta.concrete_model is watched_model._meta.concrete_model
+    }
+    bindings.update(watched)
 
     def disconnect() -> None:
-        for model in watched:
+        for model in bindings:
             pre_save.disconnect(sender=model, dispatch_uid=uid)
             post_save.disconnect(sender=model, dispatch_uid=uid)
             pre_delete.disconnect(sender=model, dispatch_uid=uid)
 
     with block:  # on the way out: the transaction begun (committed, or rolled back on an error), then the receivers
         block.callback(disconnect)
-        for model in watched:
+        for model in bindings:
             pre_save.connect(remember, sender=model, weak=False, dispatch_uid=uid)
             post_save.connect(saved, sender=model, weak=False, dispatch_uid=uid)
             pre_delete.connect(deleted, sender=model, weak=False, dispatch_uid=uid)

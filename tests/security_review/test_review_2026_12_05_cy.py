@@ -17,6 +17,9 @@ Findings:
    before Django's, or an upgrade moving a command, could put a command changing accounts under an allowed name
    (``clearsessions``, ``migrate``) and slip past it. The sweep now also pins each allowed command to the app it was
    reviewed in (``ALLOWED_FROM``), as it already pinned the recording ones.
+3. ``governance_recording`` listened to the signals of each watched model only; a write through a proxy of it sends
+   them as the proxy, so a token created through ``TokenProxy`` (the token page's own model) inside a recorded
+   command left no event. It now listens to every proxy of a watched model too, recording the row as the model's.
 
 Checked and holding:
 
@@ -128,3 +131,22 @@ def test_the_sweep_notices_an_allowed_command_taken_over_by_another_app(monkeypa
     monkeypatch.setattr(review_l, "get_commands", lambda: {**installed, "clearsessions": "someapp.accounts_sync"})
     with pytest.raises(AssertionError, match="clearsessions"):
         review_l.test_every_installed_command_records_governance_or_says_why_not()
+
+
+@pytest.mark.django_db
+def test_a_row_written_through_a_proxy_of_a_watched_model_is_recorded(alice: User) -> None:
+    """Found: ``governance_recording`` listened to each watched model's own signals only, so a token created or
+    deleted through DRF's ``TokenProxy`` (the token page's model) inside a recorded command left no event.
+    Expect: a write through a proxy of a watched model is recorded as one through the model."""
+    from rest_framework.authtoken.models import TokenProxy
+
+    from toolhub.governance_trail import command_actor, governance_recording
+    from toolhub.governed_commands.base import recorded_as_on_their_pages
+
+    with governance_recording(actor=command_actor(), watched=recorded_as_on_their_pages(Token)):
+        token = TokenProxy.objects.create(user=alice)
+        key = token.key
+        token.delete()
+    assert [(p["model"], p["id"]) for p in _payloads("governance.added")] == [("authtoken.tokenproxy", alice.pk)]
+    assert [(p["model"], p["id"]) for p in _payloads("governance.deleted")] == [("authtoken.tokenproxy", alice.pk)]
+    assert key not in "".join(e.data for e in AuditEvent.objects.all())
