@@ -290,7 +290,8 @@ def governance_recording(*, actor: str, watched: dict[type[models.Model], Bindin
         begin(kwargs.get("using"))
         if row_pk(instance) is None:
             return
-        stored = sender._default_manager.filter(pk=row_pk(instance)).first()
+        # The row as stored, whatever a proxy's default manager would hide.
+        stored = sender._meta.concrete_model._base_manager.filter(pk=row_pk(instance)).first()
         if stored is not None:
             tenants = governance_tenants(stored, fields=bound.fields, lookups=bound.lookups)
             before[(sender._meta.label_lower, row_pk(instance))] = governance_recorded(
