@@ -43,6 +43,11 @@ Checked and holding:
   save and delete row by row (axes' reset is a ``QuerySet.delete``, row by row while a receiver listens).
 - The override behaves as the original: same options, help, output and exit codes (``KeyboardInterrupt`` and
   ``CommandError`` pass through), ``--database`` as the original (one database is configured).
+
+Noted, not changed: the header's "Change password" page (``admin_site.GuardedPasswordChangeForm.save``) still names
+the user page's tenants and secrets itself (identical today) rather than through ``audit_binding``;
+``governance_recording`` records only watched models, not the governing rows a watched row's deletion cascades to
+(the admin's ``_append_cascade`` does): no wrapped command deletes a row with governing dependants today.
 """
 
 import json
