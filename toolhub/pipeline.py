@@ -34,7 +34,7 @@ from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.policy import approval_verdict
 from toolhub.rowwrite import new_instance
 from toolhub.signals import approval_needed
-from toolhub.storable import storable_text
+from toolhub.storable import storable_text, storable_value
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -385,7 +385,9 @@ def _request_data(call: ToolCall, tool: Tool | None, client: Mapping[str, Any] |
     if call.saga_id:
         data["saga_id"] = call.saga_id
     if client:
-        data["client"] = dict(client)
+        # What a client says of itself (an MCP client's name and version) is its own text: a NUL or a lone
+        # surrogate in it must not stop the event, and with it the call, from being recorded.
+        data["client"] = storable_value(dict(client))
     return data
 
 
