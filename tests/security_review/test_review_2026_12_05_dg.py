@@ -28,6 +28,10 @@ Checked and found holding (probes run, no test here; reviews z, cf, am, probe 05
 - Sessions: no ``Mcp-Session-Id`` is issued, a sent one is ignored (the request is the token's), ``DELETE`` answers
   405, ``notifications/cancelled`` is accepted (202) and cancels nothing of anyone's; so no second user inherits a
   session.
+- Text no column stores, elsewhere in a request: under 2025-03-26 the SDK's parser refuses a lone surrogate anywhere
+  (``-32700``); under 2026-07-28 it reaches toolhub, which refuses it in an argument value or key (the call recorded
+  ``invalid``, nothing run), in a ``_meta`` context value (``-32602`` naming the key) or key, and in every argument
+  of ``toolhub_find_tools``, ``toolhub_describe_tool``, ``toolhub_call_status`` and ``toolhub_cancel_call``.
 - Transport security: a foreign ``Origin`` 403, a foreign ``Host`` 421 (``ALLOWED_HOSTS``); no CORS headers.
 - bob's ``tools/call`` of alice's tool and of a near-miss name answer the same ``Unknown tool ... Did you mean:
   record_effect?`` (suggestions only among his tools), recorded as ``denied``/``invalid``.
