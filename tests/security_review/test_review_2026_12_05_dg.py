@@ -35,7 +35,10 @@ Checked and found holding (probes run, no test here; reviews z, cf, am, probe 05
 - Transport security: a foreign ``Origin`` 403, a foreign ``Host`` 421 (``ALLOWED_HOSTS``); no CORS headers.
 - bob's ``tools/call`` of alice's tool and of a near-miss name answer the same ``Unknown tool ... Did you mean:
   record_effect?`` (suggestions only among his tools), recorded as ``denied``/``invalid``.
-- Progressive disclosure: ``seen_state`` filters a run's stored hits and unfolded facades through ``usable_tools``
+- Progressive disclosure, probed with a scripted run (tool search on): ``tool_search`` finds ``send_email``, its
+  grant is denied to the tenant in the same turn or the next; the next turn shows the model only ``clock`` and
+  ``tool_search``, the stored ``disclosure`` keeps no hit, and the model's call of ``send_email`` is ``denied``.
+  ``seen_state`` filters a run's stored hits and unfolded facades through ``usable_tools``
   each turn and after each turn's calls; a revoked tool leaves the principal's search index (governance stamp) and
   a call of it is denied at execution (tests/disclosure/test_search.py, test_unfolding.py, probe 04 o).
 
