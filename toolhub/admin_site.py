@@ -41,10 +41,12 @@ class GuardedAuthenticationForm(AdminAuthenticationForm):
         username = self.cleaned_data.get("username")
         password = self.cleaned_data.get("password")
         if username is not None and password:
-            self.user_cache = authenticate_serialized(self.request, username, password)
+            # An account refused here (inactive, not staff) is refused under the pair's hold and counted as a failure.
+            self.user_cache = authenticate_serialized(
+                self.request, username, password, allowed=self.confirm_login_allowed
+            )
             if self.user_cache is None:
                 raise self.get_invalid_login_error()
-            self.confirm_login_allowed(self.user_cache)
         return self.cleaned_data
 
 

@@ -23,7 +23,7 @@ import hashlib
 import ipaddress
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,6 +33,8 @@ from axes.signals import user_locked_out
 from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.signals import user_login_failed
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
@@ -155,7 +157,12 @@ def _pair_held(request: HttpRequest, username: str) -> Iterator[None]:
 
 
 @sensitive_variables("password")
-def authenticate_serialized(request: HttpRequest, username: str, password: str) -> AbstractBaseUser | None:
+def authenticate_serialized(
+    request: HttpRequest,
+    username: str,
+    password: str,
+    allowed: Callable[[Any], None] | None = None,
+) -> AbstractBaseUser | None:
     """:func:`~django.contrib.auth.authenticate`, one attempt at a time per (``username``, client address) pair.
 
     Axes' check of the pair's count, the comparison and axes' record of a failure then run as one step, so no more
@@ -169,9 +176,24 @@ def authenticate_serialized(request: HttpRequest, username: str, password: str) 
     taking it for every login would make one guesser's hashing delay every other login. Two pairs rarely share
     one (1 in 256), and then wait only for each other's comparison; several processes on one SQLite file are not
     held against each other (run PostgreSQL for that).
+
+    ``allowed`` (a login form's ``confirm_login_allowed``) refuses an account that may not sign in here with a
+    ``ValidationError``: that refusal counts as a failure of the pair, as a wrong password does. Uncounted, the right
+    password of an account refused afterwards (not staff) would read differently from a wrong one at the limit (the
+    form again, not the lockout page), and tell the guesser they had found it.
     """
+    refused: ValidationError | None = None
     with _pair_held(request, username):
-        return authenticate(request=request, username=username, password=password)
+        user = authenticate(request=request, username=username, password=password)
+        if user is not None and allowed is not None:
+            try:
+                allowed(user)
+            except ValidationError as error:
+                refused = error  # raised after the hold commits the failure, not rolling it back
+                user_login_failed.send(sender=__name__, credentials={"username": username}, request=request)
+    if refused is not None:
+        raise refused
+    return user
 
 
 def password_verify(request: HttpRequest, user: AbstractBaseUser, password: str) -> bool:

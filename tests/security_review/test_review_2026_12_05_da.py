@@ -1,0 +1,65 @@
+"""Review of 2026-12-05 (da): the newest login work (``toolhub.login_guard``, ``toolhub.admin_site``,
+``toolhub.admin_logins``, ``toolhub.visible.lookalike_problem``, ``toolhub.admin_usernames``), hunted adversarially.
+
+Each test fails on the reviewed code (main at a677711) and states what was found and what is expected.
+
+Findings:
+
+1. The admin's login told a guesser when they had found the password of an account that may not sign in to the
+   console (active, not staff: an API user): the right password passed ``authenticate`` and was refused only
+   afterwards (``confirm_login_allowed``), so axes recorded no failure. A wrong password counted, a right one did
+   not: at the limit, a wrong guess got the lockout page (429) and the right one the form again (200). Such a refusal
+   now counts as a failure of the pair, under the pair's hold (``GuardedAuthenticationForm.clean``), so both read
+   the same.
+2. The look-alike rule read the scripts of letters only: digits of another script among Latin letters passed
+   (``b\u09e6b`` with a Bengali zero, ``user\u096601`` with a Devanagari one, ``alice\u0660`` with an Arabic-Indic one
+   that reads as a dot), though they read as ``b0b``, ``user001``. Digits now count by their script too (ASCII
+   digits belong to every script, Arabic-Indic ones to Arabic), as UTS #39 reads them.
+
+Checked and holding:
+
+- Doors: the admin login and the password-change page are the only password checks (no DRF ``obtain_auth_token``,
+  no ``BasicAuthentication``, no ``rest_framework.urls`` login; the API and MCP take tokens or a session); both go
+  through ``authenticate_serialized`` with the same pair, and the page's GET answers the lockout page while locked.
+- Addresses: zone ids (``fe80::1%eth0`` / ``%eth1``), upper/lower case IPv6, IPv4-mapped ``::ffff:1.2.3.4`` (also
+  bracketed with a port) all fall into one bucket; leading-zero IPv4 (``01.2.3.4``) and ``1.2.3.4:`` are no address
+  and fall back to the peer; only the entry the outermost trusted proxy wrote is read, so extra client-written hops
+  never pick the bucket.
+- Names: the login form NFKC-normalizes and strips the typed name before the pair is formed (``Ａｌｉｃｅ``,
+  ``alice ``), and the account lookup is exact (``Alice`` is not ``alice``'s account), so case or width variants
+  give no fresh pair for one account; a name longer than axes stores is cut and locks only its sender.
+- PostgreSQL: the pair's advisory lock is transaction-level, so it is let go on commit, rollback or an exception;
+  each login takes one pair lock and then axes' rows of that pair, so two pairs cannot deadlock.
+- The lockout page is the same for a name that is an account and one that is not.
+- Look-alikes: zero-width joiners, bidi controls, Hangul fillers and tag characters are refused as invisible;
+  full-width Latin is read as Latin (the form stores it NFKC anyway); Cyrillic or Greek letters among Latin ones
+  are refused.
+"""
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+LOGIN = "/admin/login/?next=/admin/"
+ATTACKER = "203.0.113.9"
+
+
+def attempt(username: str, password: str) -> int:
+    response = Client().post(
+        LOGIN, {"username": username, "password": password, "next": "/admin/"}, REMOTE_ADDR=ATTACKER
+    )
+    return response.status_code
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("lockout_on")
+def test_a_right_password_of_an_account_refused_the_console_counts_as_a_failure(settings: object) -> None:
+    """Found: an active non-staff account's right password was refused after ``authenticate`` and not counted, so at
+    the limit a wrong guess got the lockout page and the right one the form: the page told the guesser they had it.
+    Expect: the right one answers exactly as a wrong one (the pair locks at the limit either way)."""
+    User.objects.create_user("api-user", password="the-real-one")
+    User.objects.create_user("api-other", password="the-real-two")
+    limit = settings.AXES_FAILURE_LIMIT  # type: ignore[attr-defined]
+    wrong = [attempt("api-other", f"guess-{n}") for n in range(limit)]
+    right = [attempt("api-user", f"guess-{n}") for n in range(limit - 1)] + [attempt("api-user", "the-real-one")]
+    assert wrong == right == [200] * (limit - 1) + [429]
