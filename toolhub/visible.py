@@ -65,14 +65,26 @@ _MIXES_ALLOWED = (
     frozenset({"LATIN", "CJK", "BOPOMOFO"}),
     frozenset({"LATIN", "CJK", "HANGUL"}),
 )
-#: Letters whose character name does not start with their script's: the prolonged sound mark (``ユーキ``) and the
-#: iteration mark (``佐々木``) are Japanese, a modifier letter (the okina of ``oʻahu``) is every script's.
-_SCRIPT_OF_NAME = {"KATAKANA-HIRAGANA": "KATAKANA", "IDEOGRAPHIC": "CJK", "MODIFIER": ""}
+#: Letters and digits whose character name does not start with their script's: the prolonged sound mark (``ユーキ``),
+#: the iteration mark (``佐々木``) and Suzhou numerals are Japanese or Chinese, a modifier letter (the okina of
+#: ``oʻahu``) and an ASCII digit are every script's, (extended) Arabic-Indic digits are Arabic.
+_SCRIPT_OF_NAME = {
+    "KATAKANA-HIRAGANA": "KATAKANA",
+    "IDEOGRAPHIC": "CJK",
+    "HANGZHOU": "CJK",
+    "MODIFIER": "",
+    "DIGIT": "",
+    "ARABIC-INDIC": "ARABIC",
+    "EXTENDED": "ARABIC",
+}
 
 
 def _scripts(name: str) -> set[str]:
-    """The scripts of ``name``'s letters, read in its compatibility form (full-width ``Ｔａｒｏ`` is ``Taro``)."""
-    words = (unicodedata.name(char, "").split(" ")[0] for char in unicodedata.normalize("NFKC", name) if char.isalpha())
+    """The scripts of ``name``'s letters and digits, read in its compatibility form (``Ｔａｒｏ１`` is ``Taro1``).
+
+    Another script's digit reads as a Latin one (a Bengali ``\u09e6`` as ``0``), as its letters do.
+    """
+    words = (unicodedata.name(char, "").split(" ")[0] for char in unicodedata.normalize("NFKC", name) if char.isalnum())
     return {script for script in (_SCRIPT_OF_NAME.get(word, word) for word in words) if script}
 
 
@@ -81,15 +93,16 @@ def lookalike_problem(name: str) -> str | None:
 
     Written out at display (:func:`visible_text`) is no defence where a name is read elsewhere (an e-mail, a
     terminal, the trail's ``actor``): a name holding a character drawn as nothing (a Hangul filler), or mixing
-    look-alike letters of two scripts (a Cyrillic ``\u0430`` among Latin ones), is refused where it is chosen. A name in
-    one script (``zoë``, ``Ярослав``), or mixing only as Japanese, Chinese and Korean names do (``佐々木``,
-    ``ユーキ``, ``taro_田中``), is fine; all-Cyrillic look-alikes of a Latin name need a confusables table.
+    look-alike letters or digits of two scripts (a Cyrillic ``\u0430`` or a Bengali ``\u09e6`` among Latin ones), is
+    refused where it is chosen. A name in one script (``zoë``, ``Ярослав``), or mixing only as Japanese, Chinese and
+    Korean names do (``佐々木``, ``ユーキ``, ``taro_田中``), is fine; all-Cyrillic look-alikes of a Latin name need a
+    confusables table.
     """
     if visible_text(name) != name:
         return f"it holds characters a page draws as nothing (invisible): {visible_text(name)}"
     scripts = _scripts(name)
     if len(scripts) > 1 and not any(scripts <= allowed for allowed in _MIXES_ALLOWED):
-        return f"it mixes letters of several scripts ({', '.join(sorted(scripts))}), which look alike"
+        return f"it mixes letters or digits of several scripts ({', '.join(sorted(scripts))}), which look alike"
     return None
 
 

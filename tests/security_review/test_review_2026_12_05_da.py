@@ -40,6 +40,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from toolhub.visible import lookalike_problem
+
 LOGIN = "/admin/login/?next=/admin/"
 ATTACKER = "203.0.113.9"
 
@@ -63,3 +65,27 @@ def test_a_right_password_of_an_account_refused_the_console_counts_as_a_failure(
     wrong = [attempt("api-other", f"guess-{n}") for n in range(limit)]
     right = [attempt("api-user", f"guess-{n}") for n in range(limit - 1)] + [attempt("api-user", "the-real-one")]
     assert wrong == right == [200] * (limit - 1) + [429]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "b\u09e6b",  # a Bengali digit zero among Latin letters: b0b
+        "user\u096601",  # a Devanagari digit zero: user001
+        "alice\u0660",  # an Arabic-Indic zero, drawn as a dot: alice.
+    ],
+)
+def test_digits_of_another_script_among_latin_letters_are_refused(name: str) -> None:
+    """Found: only letters' scripts were read, so another script's digits among Latin letters passed as a name.
+    Expect: the name is refused as mixing scripts."""
+    assert lookalike_problem(name) is not None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bob007", "user\uff10\uff11", "\u0639\u0644\u064a\u0661\u0662", "\u0930\u093e\u092e\u0967", "taro_\u7530\u4e2d2"],
+)
+def test_digits_of_the_names_own_script_or_ascii_stay_accepted(name: str) -> None:
+    """Found: (guard for the fix above) ASCII and full-width digits, and a script's own digits in a name of that
+    script, must not read as a mix. Expect: accepted."""
+    assert lookalike_problem(name) is None
