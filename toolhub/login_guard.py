@@ -48,6 +48,7 @@ __all__ = [
     "audit_lockout",
     "lockout_response",
     "authenticate_serialized",
+    "pair_in_process",
     "password_locked",
     "password_verify",
 ]
@@ -57,10 +58,6 @@ STORED_NAME_LENGTH = 255
 
 logger = logging.getLogger(__name__)
 
-
-#: The first key of the two-key advisory locks of login pairs ("logn"): a key space of their own, apart from the
-#: one-key (bigint) locks elsewhere (``toolhub.checkpoints``), which PostgreSQL never confuses with two-key ones.
-_LOGIN_PAIR_LOCKS = 0x6C6F676E
 
 #: The prefix an IPv6 client holds whole (one home line, one cloud machine): its addresses share one count.
 IPV6_CLIENT_PREFIX = 64
@@ -122,19 +119,44 @@ def client_ip(request: HttpRequest) -> str:
     return _address(forwarded[-proxies]) or peer
 
 
-def _pair_lock_key(username: str, address: str) -> int:
-    """A stable signed 32-bit key for the pair (the same in every process, unlike ``hash()``)."""
-    digest = hashlib.blake2b(f"{username}\0{address}".encode(errors="surrogatepass"), digest_size=4).digest()
-    return int.from_bytes(digest, "big", signed=True)
+def _pair_lock_key(username: str, address: str) -> tuple[int, int]:
+    """The pair's PostgreSQL advisory lock: two signed 32-bit halves of a 64-bit digest, the same in every process.
+
+    64 bits, so that a guesser cannot choose a name whose pair shares a victim's lock (and keep the victim's login
+    waiting behind their guesses): with 32 that took ~2^32 names, minutes on a GPU. The two-key form keeps these
+    apart from the one-key (bigint) locks elsewhere (``toolhub.checkpoints``), which PostgreSQL never confuses.
+    """
+    digest = hashlib.blake2b(f"{username}\0{address}".encode(errors="surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "big", signed=True), int.from_bytes(digest[4:], "big", signed=True)
 
 
-#: Elsewhere (SQLite: the embedded mode's one process), a pair is held by one of these, picked by its key.
-_PAIR_STRIPES = tuple(threading.Lock() for _ in range(256))
+#: Elsewhere (SQLite: the embedded mode's one process), each pair being checked has a lock of its own, with the
+#: number of attempts holding or waiting for it; the entry goes when the last one is done.
+_PAIRS_IN_PROCESS: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+_PAIRS_IN_PROCESS_GUARD = threading.Lock()
 
 
-def pair_stripe(key: int) -> threading.Lock:
-    """The in-process lock that holds the pair of ``key`` (``_pair_lock_key``) where PostgreSQL's cannot."""
-    return _PAIR_STRIPES[key % len(_PAIR_STRIPES)]
+@contextmanager
+def pair_in_process(username: str, address: str) -> Iterator[None]:
+    """Holds the pair in this process where PostgreSQL's lock cannot: the pair's own lock, shared with no other pair.
+
+    Keyed by the pair itself, not a digest of it picking one of a fixed set, so a guesser cannot choose names whose
+    pairs share a victim's lock; only pairs being checked at the moment have one, so the table stays that small.
+    """
+    pair = (username, address)
+    with _PAIRS_IN_PROCESS_GUARD:
+        lock, users = _PAIRS_IN_PROCESS.get(pair) or (threading.Lock(), 0)
+        _PAIRS_IN_PROCESS[pair] = (lock, users + 1)
+    try:
+        with lock:
+            yield
+    finally:
+        with _PAIRS_IN_PROCESS_GUARD:
+            lock, users = _PAIRS_IN_PROCESS[pair]
+            if users > 1:
+                _PAIRS_IN_PROCESS[pair] = (lock, users - 1)
+            else:
+                del _PAIRS_IN_PROCESS[pair]
 
 
 @contextmanager
@@ -145,14 +167,14 @@ def _pair_held(request: HttpRequest, username: str) -> Iterator[None]:
             yield
         return
     name = attempted_username(request, {settings.AXES_USERNAME_FORM_FIELD: username}) or ""
-    key = _pair_lock_key(name, client_ip(request))
+    address = client_ip(request)
     if connection.vendor == "postgresql":
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOGIN_PAIR_LOCKS, key])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_pair_lock_key(name, address)))
             yield
         return
-    with pair_stripe(key), transaction.atomic():  # the transaction commits, then the lock is let go
+    with pair_in_process(name, address), transaction.atomic():  # the transaction commits, then the lock is let go
         yield
 
 
@@ -171,11 +193,10 @@ def authenticate_serialized(
     it, and it is taken for the typed name before anything is read, whether or not it is an account's, so waiting
     says nothing about accounts. The failure commits before the lock is let go, so the pair's next attempt reads it.
 
-    Elsewhere (SQLite, the embedded mode's single process) one of a fixed set of in-process locks, picked by the
-    pair's key: SQLite's write lock orders the failure records but not the reads of the count before them, and
-    taking it for every login would make one guesser's hashing delay every other login. Two pairs rarely share
-    one (1 in 256), and then wait only for each other's comparison; several processes on one SQLite file are not
-    held against each other (run PostgreSQL for that).
+    Elsewhere (SQLite, the embedded mode's single process) an in-process lock of the pair's own
+    (:func:`pair_in_process`): SQLite's write lock orders the failure records but not the reads of the count before
+    them, and taking it for every login would make one guesser's hashing delay every other login; several processes
+    on one SQLite file are not held against each other (run PostgreSQL for that).
 
     ``allowed`` (a login form's ``confirm_login_allowed``) refuses an account that may not sign in here with a
     ``ValidationError``: that refusal counts as a failure of the pair, as a wrong password does. Uncounted, the right

@@ -16,8 +16,8 @@ Findings:
    ``password_verify`` (the password-change page) both call: at most the limit is compared.
 2. (after review bi) On SQLite, the embedded mode, nothing held the pair: its write lock orders the failure records
    but not the reads of the count before them, so the burst still had twelve compared. One of a fixed set of
-   in-process locks, picked by the pair's key (``pair_stripe``), now holds it there; the burst tests run on both
-   databases.
+   in-process locks, picked by the pair's key (``pair_stripe``; since review da a lock of the pair's own,
+   ``pair_in_process``), now holds it there; the burst tests run on both databases.
 
 Checked and holding:
 
@@ -163,18 +163,21 @@ def test_one_pair_held_does_not_hold_another_address_or_another_name(
 
 
 def test_the_in_process_pair_lock_holds_one_pair_and_lets_others_by() -> None:
-    """Expect (SQLite's path, ``pair_stripe``): a second attempt at a held pair waits; another pair (another address)
-    does not, unless it shares the stripe (1 in 256)."""
-    from toolhub.login_guard import _pair_lock_key, pair_stripe
+    """Expect (SQLite's path, ``pair_in_process``): a second attempt at a held pair waits; another pair (another
+    address, another name) does not."""
+    from toolhub.login_guard import pair_in_process
 
-    held = _pair_lock_key("operator", ATTACKER)
-    other = next(
-        key
-        for n in range(1000)
-        if pair_stripe(key := _pair_lock_key("operator", f"192.0.2.{n % 250}:{n}")) is not pair_stripe(held)
-    )
-    with pair_stripe(held):
-        assert not pair_stripe(_pair_lock_key("operator", ATTACKER)).acquire(blocking=False)
-        lock = pair_stripe(other)
-        assert lock.acquire(blocking=False)
-        lock.release()
+    def enters(username: str, address: str) -> bool:
+        entered = threading.Event()
+
+        def attempt() -> None:
+            with pair_in_process(username, address):
+                entered.set()
+
+        thread = threading.Thread(target=attempt, daemon=True)
+        thread.start()
+        return entered.wait(1)
+
+    with pair_in_process("operator", ATTACKER):
+        assert enters("operator", "192.0.2.1") and enters("other", ATTACKER)
+        assert not enters("operator", ATTACKER)

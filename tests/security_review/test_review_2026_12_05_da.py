@@ -15,6 +15,11 @@ Findings:
    (``b\u09e6b`` with a Bengali zero, ``user\u096601`` with a Devanagari one, ``alice\u0660`` with an Arabic-Indic one
    that reads as a dot), though they read as ``b0b``, ``user001``. Digits now count by their script too (ASCII
    digits belong to every script, Arabic-Indic ones to Arabic), as UTS #39 reads them.
+3. A pair was held by a 32-bit key (PostgreSQL's advisory lock) or by one of 256 in-process locks picked by it
+   (SQLite): a guesser could choose names whose pairs share a victim pair's lock and, hashing guesses under them,
+   keep the victim's login waiting (unrelated pairs that collided waited on each other too). The key is now 64 bits
+   (two-key form, still apart from the one-key locks), and on SQLite each pair has a lock of its own
+   (``pair_in_process``).
 
 Checked and holding:
 
@@ -36,10 +41,14 @@ Checked and holding:
   are refused.
 """
 
+import threading
+
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.db import connections
+from django.test import Client, RequestFactory
 
+from toolhub.login_guard import _pair_held
 from toolhub.visible import lookalike_problem
 
 LOGIN = "/admin/login/?next=/admin/"
@@ -89,3 +98,33 @@ def test_digits_of_the_names_own_script_or_ascii_stay_accepted(name: str) -> Non
     """Found: (guard for the fix above) ASCII and full-width digits, and a script's own digits in a name of that
     script, must not read as a mix. Expect: accepted."""
     assert lookalike_problem(name) is None
+
+
+#: Two names whose pairs from ATTACKER shared one lock: the first 32 bits of blake2b("<name>\\0<address>") are both
+#: 08d76419 (found among ~90,000 names in a second; a given victim's pair needs ~2^32 names, minutes on a GPU).
+SHARING_NAMES = ("guesser-5057", "guesser-90226")
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("lockout_on")
+def test_a_pair_held_does_not_hold_a_pair_whose_key_a_guesser_chose_to_share() -> None:
+    """Found: a pair was held by a 32-bit key (PostgreSQL) or one of 256 locks picked by it (SQLite), so a guesser
+    could pick names whose pairs share a victim pair's lock (1 in 2^32, or 1 in 256) and, hashing guesses under
+    them, keep the victim's login waiting; unrelated pairs that collided waited on each other. Expect: while one pair
+    is held, a login of another pair goes on, whatever its key."""
+    holder, other = (RequestFactory().post("/admin/login/", REMOTE_ADDR=ATTACKER) for _ in range(2))
+    entered = threading.Event()
+
+    def second() -> None:
+        try:
+            with _pair_held(other, SHARING_NAMES[1]):
+                entered.set()
+        finally:
+            connections.close_all()
+
+    with _pair_held(holder, SHARING_NAMES[0]):
+        thread = threading.Thread(target=second, daemon=True)
+        thread.start()
+        waited_for_nothing = entered.wait(5)
+    thread.join(10)
+    assert waited_for_nothing, "the second pair waited for the first"
