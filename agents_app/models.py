@@ -250,6 +250,11 @@ class AgentRun(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    #: What the admin's delete page says when runs keep their agent from being deleted.
+    protected_because = {
+        "agent": "Runs are the record of what this agent did and name it: an agent that has run is kept "
+        "(take its tools away to stop it).",
+    }
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="agent_runs")
     tenant = models.CharField(max_length=100, blank=True, db_index=True)
     context = models.JSONField(default=dict, blank=True)

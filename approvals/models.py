@@ -10,6 +10,9 @@ from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
 from toolhub.transitions import TransitionTable
 from toolhub.visible import visible_text
 
+#: What to do when a pending request's approver group cannot be deleted (its ``ProtectedError`` and the admin's page).
+PENDING_APPROVERS_KEPT = "Pending approval requests wait on this group as their approvers: decide or cancel them first."
+
 
 def protect_pending(
     collector: models.deletion.Collector, field: models.Field, sub_objs: models.QuerySet, using: str
@@ -21,11 +24,7 @@ def protect_pending(
     """
     pending = list(sub_objs.filter(status=ApprovalStatus.PENDING))
     if pending:
-        raise models.ProtectedError(
-            f"Pending approval requests wait on this {field.related_model._meta.verbose_name} as their approvers; "
-            "decide or cancel them first.",
-            pending,
-        )
+        raise models.ProtectedError(PENDING_APPROVERS_KEPT, pending)
     models.SET_NULL(collector, field, sub_objs, using)
 
 
@@ -140,6 +139,8 @@ class ApprovalRequest(models.Model):
         max_length=64, blank=True, help_text="The version's binding: a hash of (tool, tool version, arguments)."
     )
     approver_group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=protect_pending, related_name="+")
+    #: What the admin's delete page says to do first when these rows keep a row from being deleted.
+    protected_because = {"approver_group": PENDING_APPROVERS_KEPT}
     approver_permission = models.CharField(max_length=150, blank=True)
     further_restrictions = models.JSONField(
         default=list,

@@ -12,7 +12,9 @@ catalogue, groups, global rules) or do not see it at all (grants to users, group
 name principals of any tenant). See :class:`CrossTenantChangesOnly`. Pages that hold credentials
 or endpoints (model providers, API tokens) are not shown to tenant-scoped staff at all
 (:class:`CrossTenantOnly`). Every one of them filters a list only by what its pages show
-(:class:`GuardedLookups`), so that an empty list answers no question about a withheld value.
+(:class:`GuardedLookups`), so that an empty list answers no question about a withheld value. Their delete pages name
+only the related rows the viewer may see and say what to do when a protection refuses one
+(:mod:`toolhub.admin_deletion`).
 
 A shared table each tenant sees only part of (tool groups bound to some tenants) is withheld wherever a
 tenant-scoped page names one of its rows: a form chooses among the rows shown, and a list column, a list
@@ -36,6 +38,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from toolhub.admin_deletion import ScopedDeletion
 from toolhub.admin_editable import StaleEditsRefused
 from toolhub.admin_relations import (
     OpenableLinksOnly,
@@ -146,7 +149,7 @@ def _fields_of(model: type[Model], lookup: str) -> list[Field]:
     return fields
 
 
-class TenantScopedAdmin(OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
+class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
@@ -382,7 +385,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value)
 
 
-class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
+class CrossTenantChangesOnly(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:
@@ -398,7 +401,7 @@ class CrossTenantChangesOnly(OpenableLinksOnly, GuardedLookups, StaleEditsRefuse
         return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
-class CrossTenantOnly(GuardedLookups, StaleEditsRefused):
+class CrossTenantOnly(ScopedDeletion, GuardedLookups, StaleEditsRefused):
     """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
 
     Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.

@@ -62,6 +62,11 @@ class ToolGroup(models.Model):
         related_name="+",
         help_text="Only members of this Django group may decide this group's approval requests.",
     )
+    #: What the admin's delete page says to do first when these rows keep a row from being deleted.
+    protected_because = {
+        "approver_group": "Tool groups name this group as their only approvers: choose another approver group for "
+        "them first (emptying it would let every operator decide).",
+    }
     approver_permission = models.CharField(
         max_length=150,
         blank=True,
