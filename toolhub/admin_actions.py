@@ -8,9 +8,13 @@ back) until the form is valid, then lets the action run with the cleaned data.
 What the page showed of its rows, to which the action is bound, travels in one field (``toolhub.admin_marks``);
 the rows themselves travel as Django's ``_selected_action``, one field each, so a page lists at most
 ``rows_per_confirmation`` of them: Django refuses a POST of more fields with a bare 400.
+
+Every list of the console (``ToolhubAdminSite.admin_view``), not only these, checks the posted row ids first
+(:func:`rows_checked`): Django's own actions (``delete_selected``) filter by them too.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import wraps
 from typing import Any
 
 from django import forms
@@ -18,13 +22,13 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from toolhub.admin_marks import marks_field
 
-__all__ = ["CommentActionMixin", "CommentActionPage", "rows_per_confirmation"]
+__all__ = ["CommentActionMixin", "CommentActionPage", "malformed_row", "rows_checked", "rows_per_confirmation"]
 
 #: The page's own fields besides its form's and its rows': the CSRF token, ``action``, ``apply``.
 _PAGE_FIELDS = 3
@@ -61,6 +65,39 @@ def _too_many(selected: int, most: int) -> str:
     return f"{selected} rows are selected; select at most {most} for one confirmation. Nothing was done."
 
 
+def malformed_row(model: type[Model], request: HttpRequest) -> str | None:
+    """The first selected row id posted that is no primary key of ``model`` (garbled, empty, out of range)."""
+    field = model._meta.pk
+    assert field is not None
+    for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+        try:
+            field.run_validators(field.to_python(value))
+        except ValidationError:
+            return str(value)[:40]
+    return None
+
+
+def rows_checked(model_admin: Any, view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """``view`` (a list's), answering a posted row id that is no primary key with a message, nothing done.
+
+    Django's ``filter(pk__in=...)`` would raise on it (a 500) in any action, its own ``delete_selected`` included: a
+    page never posts one, so the form was altered or cut short. The list again, as after an action that failed.
+    """
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method == "POST" and (malformed := malformed_row(model_admin.model, request)) is not None:
+            model_admin.message_user(
+                request,
+                f"{malformed!r} names no row of this list; nothing was done. Select the rows again.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
 class CommentActionMixin:
     """Mixed into a ``ModelAdmin``: an action calls :meth:`comment_form_or_page` and acts once it gets a form.
 
@@ -72,14 +109,6 @@ class CommentActionMixin:
     """
 
     def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        if (malformed := self._malformed_row(request)) is not None:
-            # Django's own filter would raise on it (a 500): a page never posts one, so it was altered or cut short.
-            self.message_user(  # type: ignore[attr-defined]
-                request,
-                f"{malformed!r} names no row of this list; nothing was done. Select the rows again.",
-                messages.ERROR,
-            )
-            return None
         if not forms.BooleanField(required=False).clean(request.POST.get("select_across")):
             queryset = self.get_queryset(request)  # type: ignore[attr-defined]
             related = self.get_list_select_related(request)  # type: ignore[attr-defined]
@@ -88,16 +117,6 @@ class CommentActionMixin:
             elif related:
                 queryset = queryset.select_related(*related)
         return super().response_action(request, queryset)  # type: ignore[misc]
-
-    def _malformed_row(self, request: HttpRequest) -> str | None:
-        """The first selected row id that is no primary key of this list's model (garbled, empty, out of range)."""
-        field = self.opts.pk  # type: ignore[attr-defined]
-        for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
-            try:
-                field.run_validators(field.to_python(value))
-            except ValidationError:
-                return str(value)[:40]
-        return None
 
     def comment_form_or_page(
         self,

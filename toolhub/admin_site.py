@@ -13,9 +13,10 @@ is locked, the page itself (a GET) answers with that lockout page too, rather th
 ``governance.changed`` event, as one changed on the user's page (only that it changed, never the hash).
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-from django.contrib.admin import AdminSite
+from django.contrib.admin import AdminSite, ModelAdmin
 from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.views import PasswordChangeView
@@ -26,10 +27,13 @@ from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 
+from toolhub.admin_actions import rows_checked
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
 from toolhub.login_guard import authenticate_serialized, lockout_response, password_locked, password_verify
 
 __all__ = ["GuardedAuthenticationForm", "GuardedPasswordChangeForm", "ToolhubAdminSite"]
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
 
 
 class GuardedAuthenticationForm(AdminAuthenticationForm):
@@ -88,6 +92,13 @@ class ToolhubAdminSite(AdminSite):
     """``admin.site``: Django's admin site, its login and password change (the header's "Change password") guarded."""
 
     login_form = GuardedAuthenticationForm
+
+    def admin_view(self, view: _View, cacheable: bool = False) -> _View:
+        """Each view behind the login; every list's checks its posted row ids first (``rows_checked``)."""
+        owner = getattr(view, "__self__", None)
+        if isinstance(owner, ModelAdmin) and getattr(view, "__name__", "") == "changelist_view":
+            view = cast(_View, rows_checked(owner, view))
+        return super().admin_view(view, cacheable)
 
     def password_change(  # type: ignore[override]  # the stubs say TemplateResponse; a success is a redirect
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
