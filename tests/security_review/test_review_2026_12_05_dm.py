@@ -25,8 +25,9 @@ Checked and holding:
   joining the scope afterwards is in ``held`` and so fails the comparison with ``seen``; with ``seen=None``
   (trusted code) each service call locks its own saga (``lock_saga_of``), as before.
 - ``governance_recording``: a save through ``Token`` and one through ``TokenProxy`` in one block send one signal
-  each (``save_base`` sends with the instance's class): one event per write, both named as the token page names
-  them; a ``TokenProxy`` queryset ``delete()`` is not fast-deleted while the proxy has a receiver, so it is recorded
+  each (``save_base`` sends with the instance's class): one event per write that changes the row (none for a
+  save that changes nothing), named as the token page names it;
+  a ``TokenProxy`` queryset ``delete()`` is not fast-deleted while the proxy has a receiver, so it is recorded
   row by row. ``_as_shown`` passes every concrete field to ``from_db`` (a deferred one is loaded first, with its
   stored value). Receivers are global but ignore other threads (``threading.get_ident``) and a block's own
   ``dispatch_uid``; the only proxy installed is DRF's ``TokenProxy`` (default manager unfiltered).
