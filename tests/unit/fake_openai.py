@@ -24,6 +24,8 @@ class Reply:
     #: and the connection closes after the last piece.
     chunks: list[bytes] | None = None
     chunk_delay: float = 0.0
+    #: Further response headers (``Content-Encoding: gzip`` beside a body compressed by the test).
+    headers: dict[str, str] | None = None
 
 
 def completion(
@@ -132,6 +134,8 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
+            for header, value in (reply.headers or {}).items():
+                self.send_header(header, value)
             self.end_headers()
             try:
                 if not reply.drip:
@@ -147,6 +151,8 @@ def serve(model: FakeModel) -> Iterator[FakeModel]:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Cache-Control", "no-cache")
+            for header, value in (reply.headers or {}).items():
+                self.send_header(header, value)
             self.end_headers()  # no length: the answer ends when the connection closes (HTTP/1.0)
             try:
                 for piece in reply.chunks or ():
