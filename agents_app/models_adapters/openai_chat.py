@@ -24,10 +24,10 @@ from agents_app.models_adapters.base import (
 )
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
-from agents_app.models_adapters.wire import WIRE_BYTES_PER_ANSWER_BYTE, WireBoundExceeded, bounded_responses
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.tools.secrets import SecretScrubber
+from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, WireBoundExceeded, bounded_responses
 
 logger = logging.getLogger(__name__)
 

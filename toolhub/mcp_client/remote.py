@@ -16,8 +16,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
 from toolhub.storable import storable_text, storable_value
+from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
 
 __all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
 
@@ -100,9 +102,13 @@ async def _listed(client: Client) -> list[dict[str, Any]]:
 
 
 def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any:
+    limit = toolhub_settings().MAX_EXTERNAL_RESULT_BYTES * WIRE_BYTES_PER_ANSWER_BYTE
+
     async def main() -> Any:
         with anyio.fail_after(timeout):
             async with create_mcp_http_client(headers=dict(headers)) as http:
+                # Each answer cut at the bytes read, as a model endpoint's (``toolhub.wire``), before it is parsed.
+                http.event_hooks = bounded_async_responses(limit)
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     return await body(client)
 
