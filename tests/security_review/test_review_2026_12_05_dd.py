@@ -13,8 +13,8 @@ Findings:
 2. The stream's size bound counted the text it interprets, not the bytes read: chunks carrying little text and
    any amount of JSON it does not read (an unknown field) were read until the deadline, and a whole (not
    streamed) answer of any size was read into memory before it was parsed. Every response body is now cut at
-   ``WIRE_BYTES_PER_ANSWER_BYTE`` times ``MAX_EXTERNAL_RESULT_BYTES`` read (``toolhub.wire`` since review di, an event hook
-   on the SDK's HTTP client): a stream is refused charged as read, a whole answer fails the turn.
+   ``WIRE_BYTES_PER_ANSWER_BYTE`` times ``MAX_EXTERNAL_RESULT_BYTES`` read (``toolhub.wire`` since review di, an
+   event hook on the SDK's HTTP client): a stream is refused charged as read, a whole answer fails the turn.
 
 Checked and holding (through the SDK and the fake endpoint):
 
