@@ -6,7 +6,8 @@ audit event on the platform's chain, naming the typed name only when it is an ac
 in the wrong field), as the ``axes_reset*`` commands' (``toolhub.governed_commands``) are.
 
 The logins and failures themselves are the record of who signed in or tried to, from where: read-only here, so no
-one erases a break-in's trace from the console (``manage.py axes_reset_logs`` prunes old ones from the shell).
+one erases a break-in's trace from the console (``manage.py axes_reset_logs`` and
+``axes_reset_failure_logs`` prune old ones from the shell).
 """
 
 from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin

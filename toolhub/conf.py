@@ -130,8 +130,9 @@ class ToolhubSettings(BaseModel):
     # Progress updates kept per call (the newest), and the least seconds between two writes of them.
     PROGRESS_KEEP: Positive = 50
     PROGRESS_MIN_INTERVAL_SECONDS: SecondsOrZero = 0.5
-    # Largest artifact a tool may store with a call; largest result an external system may post, or a remote
-    # MCP tool answer; largest result (as JSON) a tool run here may return (larger data goes in an artifact).
+    # Largest artifact a tool may store with a call; largest result an external system may post, a remote MCP
+    # tool answer or a model's turn (64 times it read off the wire, ``toolhub.wire``); largest result (as JSON) a
+    # tool run here may return (larger data goes in an artifact).
     MAX_ARTIFACT_BYTES: Positive = 10_000_000
     MAX_EXTERNAL_RESULT_BYTES: Positive = 1_000_000
     MAX_RESULT_BYTES: Positive = 1_000_000
