@@ -26,7 +26,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from toolhub.admin_marks import marks_field
+from toolhub.admin_marks import marks_field, seen_field
 
 __all__ = ["CommentActionMixin", "CommentActionPage", "malformed_row", "rows_checked", "rows_per_confirmation"]
 
@@ -37,13 +37,28 @@ _PAGE_FIELDS = 3
 class CommentActionPage:
     """What the confirmation page of one action shows: the words around the form and the rows acted on.
 
-    ``marks``: what the page shows of each row, to which the action is bound (``toolhub.admin_marks``), carried in
-    one hidden field however many rows.
+    ``marks``: what the page shows of each row, to which the action is bound row by row (``toolhub.admin_marks``),
+    carried in one hidden field however many rows. ``seen``: the marks of a set the action takes all or nothing,
+    carried as their digest (``seen_field``): its rows grow with the data, not the selection, and one word always
+    posts back.
     """
 
-    def __init__(self, *, title: str, intro: str, table: str, submit: str, marks: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        title: str,
+        intro: str,
+        table: str,
+        submit: str,
+        marks: Iterable[str] | None = None,
+        seen: Iterable[str] | None = None,
+    ) -> None:
+        if marks is not None and seen is not None:
+            raise ValueError("A page binds its rows one by one (marks) or as a set (seen), not both.")
         self.title, self.intro, self.table, self.submit = title, intro, table, submit
-        self.hidden: Mapping[str, str] = marks_field(marks) if marks is not None else {}
+        self.hidden: Mapping[str, str] = (
+            marks_field(marks) if marks is not None else seen_field(seen) if seen is not None else {}
+        )
 
 
 def rows_per_confirmation(form_class: type[forms.Form], page: CommentActionPage) -> int | None:

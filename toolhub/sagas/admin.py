@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
-from toolhub.admin_marks import marks_field, page_marks
+from toolhub.admin_marks import page_seen, seen_field
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
@@ -102,7 +102,7 @@ class _OperatorActions(CommentActionMixin):
             table=table,
             submit=f"Retry {len(chosen)} compensation(s)",
             # What the page shows, row by row: the retry is bound to it (``compensations_retry(seen=...)``).
-            marks=(compensation_mark(c) for c in chosen),
+            seen=(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, forms.Form, action=action, selected=queryset, page=page
@@ -111,7 +111,7 @@ class _OperatorActions(CommentActionMixin):
             return confirmation
         actor = f"user:{request.user.get_username()}"
         try:
-            retried = compensations_retry(scope=scope, actor=actor, seen=page_marks(request))
+            retried = compensations_retry(scope=scope, actor=actor, seen=page_seen(request))
         except InvalidTransitionError as exc:  # StaleRetryError included: all or nothing
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
             return None
@@ -135,7 +135,7 @@ class _OperatorActions(CommentActionMixin):
             "nothing is resolved.",
             table=table,
             submit=f"Resolve {len(chosen)} compensation(s)",
-            marks=(compensation_mark(c) for c in chosen),
+            seen=(compensation_mark(c) for c in chosen),
         )
         form, confirmation = self.comment_form_or_page(  # type: ignore[attr-defined]
             request, ResolveForm, action=action, selected=queryset, page=page
@@ -148,7 +148,7 @@ class _OperatorActions(CommentActionMixin):
                 actor=f"user:{request.user.get_username()}",
                 note=form.cleaned_data["note"],
                 by=request.user,
-                seen=page_marks(request),
+                seen=page_seen(request),
             )
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
@@ -281,7 +281,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         actor = f"user:{request.user.get_username()}"
         try:
             # Bound to what the page showed (its marks): a state that moved since is refused, nothing retried.
-            retried = saga_retry(saga=saga, actor=actor, seen=page_marks(request))
+            retried = saga_retry(saga=saga, actor=actor, seen=page_seen(request))
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -302,7 +302,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     ) -> HttpResponse:
         if obj is not None and self.has_operate_permission(request):
             marks = retry_marks(obj)
-            context["retry_hidden"] = marks_field(marks)
+            context["retry_hidden"] = seen_field(marks)
             context["needing_attention"] = len(marks)
             context["retry_url"] = reverse("admin:sagas_saga_retry", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)

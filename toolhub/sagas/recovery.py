@@ -5,13 +5,12 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
-from collections.abc import Collection
-
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from toolhub.admin_marks import seen_digest
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
 from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, CallStatus, ToolCall
@@ -202,12 +201,12 @@ def compensation_marks(scope: QuerySet[Compensation]) -> list[str]:
 def retry_marks(saga: Saga) -> list[str]:
     """What a retry of ``saga`` would act on, as a page shows it: the marks of its compensations needing attention.
 
-    ``saga_retry(seen=...)`` compares them with the saga's as they are.
+    ``saga_retry(seen=...)`` compares their digest (``seen_digest``) with the saga's as they are.
     """
     return compensation_marks(saga.compensations.filter(status__in=ATTENTION_COMPENSATION_STATUSES))
 
 
-def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, done: str) -> list[Compensation]:
+def _hold_as_seen(scope: QuerySet[Compensation], seen: str | None, done: str) -> list[Compensation]:
     """Lock the sagas of ``scope`` and return its compensations, refused when they are not the ``seen`` ones.
 
     In the caller's transaction, the sagas' rows locked in one order (no deadlock between two pages): nothing of
@@ -217,7 +216,7 @@ def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, d
     """
     lock_sagas(Saga.objects.filter(pk__in=scope.values("saga_id")))
     held = list(scope.order_by("saga_id", "-sequence"))
-    if seen is not None and sorted(seen) != sorted(compensation_mark(c) for c in held):
+    if seen is not None and seen != seen_digest(compensation_mark(c) for c in held):
         raise StaleRetryError(
             f"The compensations changed since you read this page; nothing was {done}. "
             "Read them again as they stand now."
@@ -225,12 +224,13 @@ def _hold_as_seen(scope: QuerySet[Compensation], seen: Collection[str] | None, d
     return held
 
 
-def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: Collection[str] | None = None) -> int:
+def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: str | None = None) -> int:
     """Retry the compensations of ``scope`` that need attention, all or none; return how many.
 
-    ``seen``: the marks (``compensation_mark``) of the page the operator confirmed on. Compared under the sagas'
-    row locks, so a retry runs only what they read: one whose state moved since (a first retry of a double click
-    that finished as unknown, one newly needing attention) refuses the whole retry with ``StaleRetryError``.
+    ``seen``: the digest (``toolhub.admin_marks.seen_digest``) of the marks (``compensation_mark``) of the page the
+    operator confirmed on, one word however many it listed. Compared under the sagas' row locks, so a retry runs
+    only what they read: one whose state moved since (a first retry of a double click that finished as unknown, one
+    newly needing attention) refuses the whole retry with ``StaleRetryError``.
     """
     with transaction.atomic():
         chosen = _hold_as_seen(scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES), seen, "retried")
@@ -239,7 +239,7 @@ def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: Coll
     return len(chosen)
 
 
-def saga_retry(*, saga: Saga, actor: str, seen: Collection[str] | None = None) -> int:
+def saga_retry(*, saga: Saga, actor: str, seen: str | None = None) -> int:
     """Retry every compensation of the saga that needs attention, bound to the page's ``retry_marks`` (``seen``)."""
     return compensations_retry(scope=saga.compensations.all(), actor=actor, seen=seen)
 
@@ -250,13 +250,13 @@ def compensations_resolve(
     actor: str,
     note: str,
     by: AbstractBaseUser | None = None,
-    seen: Collection[str] | None = None,
+    seen: str | None = None,
 ) -> tuple[int, list[str]]:
     """Resolve by hand each compensation of ``scope``; return how many, and why the others were not.
 
-    ``seen``: the marks of the page the operator confirmed on, compared under the sagas' row locks as for a retry:
-    when any compensation of ``scope`` moved or joined it since, ``StaleRetryError`` and nothing is resolved (a
-    compensation nobody read would never run). Each one the service refuses (not in a state to resolve, the
+    ``seen``: the digest of the marks of the page the operator confirmed on, compared under the sagas' row locks as
+    for a retry: when any compensation of ``scope`` moved or joined it since, ``StaleRetryError`` and nothing is
+    resolved (a compensation nobody read would never run). Each one the service refuses (not in a state to resolve, the
     operator's own step) is reported and left as it is; the others are resolved.
     """
     resolved, refusals = 0, []
