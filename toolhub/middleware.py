@@ -9,11 +9,18 @@ A form's posted fields are read the same way (the console's forms: "Verify now" 
 query); Django's CSRF check reads them before any view anyway, and a JSON body is not a form (left to its intake).
 A body that cannot be read as the form it claims to be is refused here too, under ``/api/`` in the API's shape
 (as DRF's parser refused it before the middleware read it first).
+
+Reading the form comes before authentication, so what it reads is bounded first: a body whose ``Content-Length``
+is over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is refused before a byte of it is read (413 under ``/api/``, Django's bad
+request page elsewhere). Django bounds a JSON or urlencoded body so already, but not a multipart one: its file parts
+are not counted and spill to disk, so an anonymous client could make the server parse megabytes before ``/api/``
+answered 401. No toolhub page or API view takes a file, so the bound on the whole body refuses nothing they send.
 """
 
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.exceptions import (
     BadRequest,
     RequestDataTooBig,
@@ -58,6 +65,7 @@ class StorableAddressMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         try:
+            _refuse_declared_too_big(request)
             problem = address_problem(request)
         except _UNREADABLE_FORM as exc:
             if not request.path.startswith(API_PREFIX):
@@ -70,6 +78,17 @@ class StorableAddressMiddleware:
         if request.path.startswith(API_PREFIX):
             return JsonResponse({"detail": problem}, status=400)
         raise BadRequest(problem)
+
+
+def _refuse_declared_too_big(request: HttpRequest) -> None:
+    """Raise ``RequestDataTooBig`` when the body's declared length is over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, unread."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return  # not a length: the form's parser refuses it (an unreadable form)
+    if limit is not None and declared > limit:
+        raise RequestDataTooBig(f"The request body is {declared} bytes, over DATA_UPLOAD_MAX_MEMORY_SIZE ({limit}).")
 
 
 def _unreadable_form(exc: Exception) -> str:
