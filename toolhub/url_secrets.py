@@ -7,7 +7,7 @@ the platform's configuration (tenant staff, the model). One rule for every outbo
 """
 
 import re
-from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 __all__ = ["REDACTED", "url_redacted", "url_secret_parts"]
 
@@ -23,35 +23,49 @@ _PLAIN_QUERY_NAMES = frozenset(
     {"format", "version", "api-version", "api_version", "v", "transport", "lang", "locale", "mode", "region"}
 )
 
+#: What separates query parameters: ``&``, and ``;`` as many servers still read it (kept apart by ``re.split``).
+_QUERY_SEPARATOR = re.compile(r"([&;])")
+
 
 def url_secret_parts(url: str) -> list[str]:
     """The secret parts of ``url``, each as written and percent-decoded (a library may quote either).
 
     Its user name and password, every query value and matrix parameter's (``/mcp;token=<key>``) but a setting's,
-    every key-like path segment, and the fragment.
+    a key-like parameter with no value (``?<key>``, ``/mcp;<key>``), every key-like path segment, and the fragment.
+    A URL that does not parse (``http://[::1``) is secret whole: nothing tells its parts apart.
     """
-    parts = urlsplit(url)
-    query = [value for name, value in parse_qsl(parts.query) if name.lower() not in _PLAIN_QUERY_NAMES]
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url] if url else []
+    query = [_secret_param(name, value) for name, value in _query_params(parts.query)]
     segments = [_segment_parts(segment) for segment in parts.path.split("/")]
     keys = [word for word, _ in segments if _KEY_LIKE.fullmatch(unquote(word))]
-    matrix = [value for _, params in segments for name, value in params if _secret_value(name, value)]
+    matrix = [_secret_param(name, value) for _, params in segments for name, value in params]
     userinfo = [parts.username or "", parts.password or "", parts.fragment]
     found = [*query, *keys, *matrix, *userinfo]
-    return list(dict.fromkeys(text for value in found for text in (value, unquote(value)) if text))
+    decoded = (text for value in found if value for text in (value, unquote(value), unquote_plus(value)))
+    return list(dict.fromkeys(text for text in decoded if text))
 
 
 def url_redacted(url: str) -> str:
     """``url`` with each part :func:`url_secret_parts` would name (and any fragment) written as ``[redacted]``.
 
     For what is kept and shown to people who may not read the key (a governance event in a tenant's trail): the
-    host, the path's words and the settings in the query stay readable, so an auditor sees where calls go.
+    host, the path's words and the settings in the query stay readable, so an auditor sees where calls go. A URL
+    that does not parse is ``[redacted]`` whole, never an exception in the code that records it.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
     netloc = parts.netloc
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
     path = "/".join(_redacted_segment(segment) for segment in parts.path.split("/"))
-    query = "&".join(_redacted_pair(pair) for pair in parts.query.split("&")) if parts.query else ""
+    # ``;`` separates query parameters too for many servers (``?format=json;token=<key>``).
+    pieces = _QUERY_SEPARATOR.split(parts.query) if parts.query else []
+    query = "".join(piece if index % 2 else _redacted_param(piece) for index, piece in enumerate(pieces))
     return urlunsplit((parts.scheme, netloc, path, query, REDACTED if parts.fragment else ""))
 
 
@@ -61,23 +75,28 @@ def _segment_parts(segment: str) -> tuple[str, list[tuple[str, str]]]:
     return word, [(name, value) for name, _, value in (param.partition("=") for param in params)]
 
 
-def _secret_value(name: str, value: str) -> bool:
-    return bool(value) and unquote_plus(name).lower() not in _PLAIN_QUERY_NAMES
+def _query_params(query: str) -> list[tuple[str, str]]:
+    """A query's parameters as written, split at ``&`` and ``;`` (either may separate them)."""
+    pieces = _QUERY_SEPARATOR.split(query)[::2] if query else []
+    return [(name, value) for name, _, value in (piece.partition("=") for piece in pieces)]
+
+
+def _secret_param(name: str, value: str) -> str:
+    """What of a parameter (query or matrix) is secret: a value but a setting's, or a key-like bare name."""
+    if value:
+        return "" if unquote_plus(name).lower() in _PLAIN_QUERY_NAMES else value
+    return name if _KEY_LIKE.fullmatch(unquote_plus(name)) else ""
+
+
+def _redacted_param(param: str) -> str:
+    """A parameter (``name=value`` or a bare name) with what :func:`_secret_param` names as ``[redacted]``."""
+    name, sign, value = param.partition("=")
+    if not _secret_param(name, value):
+        return param
+    return f"{name}{sign}{REDACTED}" if value else REDACTED
 
 
 def _redacted_segment(segment: str) -> str:
-    """A path segment with a key-like word, and each matrix parameter's value but a setting's, as ``[redacted]``."""
-    word, params = _segment_parts(segment)
-    kept = [REDACTED if _KEY_LIKE.fullmatch(unquote(word)) else word]
-    kept += [
-        f"{name}={REDACTED}" if _secret_value(name, value) else param
-        for (name, value), param in zip(params, segment.split(";")[1:], strict=True)
-    ]
-    return ";".join(kept)
-
-
-def _redacted_pair(pair: str) -> str:
-    name, sign, value = pair.partition("=")
-    if not value or unquote_plus(name).lower() in _PLAIN_QUERY_NAMES:
-        return pair
-    return f"{name}{sign}{REDACTED}"
+    """A path segment with a key-like word, and each matrix parameter's secret, as ``[redacted]``."""
+    word, *params = segment.split(";")
+    return ";".join([REDACTED if _KEY_LIKE.fullmatch(unquote(word)) else word, *map(_redacted_param, params)])
