@@ -15,13 +15,24 @@ from django.core.exceptions import ValidationError
 
 from toolhub.conf import toolhub_settings
 
-__all__ = ["PLATFORM_ENV_PREFIXES", "credential_env_problem", "credential_env_validator", "credential_from_env"]
+__all__ = [
+    "PLATFORM_ENV_NAMES",
+    "PLATFORM_ENV_PREFIXES",
+    "credential_env_problem",
+    "credential_env_validator",
+    "credential_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The beginnings of the names of the platform's own variables (its settings', its database's and broker's,
 #: libpq's), never a credential an endpoint is sent.
 PLATFORM_ENV_PREFIXES = ("DJANGO_", "DATABASE_", "CELERY_", "TOOLHUB_", "EMAIL_", "REDIS_", "POSTGRES", "PG")
+
+#: Whole names (any case) of the platform's secrets that no prefix covers: the outbound proxy every HTTP client of
+#: the platform reads (``http://user:password@proxy``: urllib for webhooks, httpx for models and MCP servers), and
+#: Django's conventional ``SECRET_KEY``.
+PLATFORM_ENV_NAMES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "SECRET_KEY"})
 
 
 def credential_env_problem(name: str) -> str | None:
@@ -31,10 +42,12 @@ def credential_env_problem(name: str) -> str | None:
     current = toolhub_settings()
     # The variables the platform's settings name for its own secrets, whatever they are called here.
     named = {current.AUDIT_KEY_ENV, current.DB_APP_PASSWORD_ENV, current.WEBHOOK_SECRET_ENV}
-    if name.upper().startswith(PLATFORM_ENV_PREFIXES) or name in named:
+    upper = name.upper()
+    if upper.startswith(PLATFORM_ENV_PREFIXES) or upper in PLATFORM_ENV_NAMES or name in named:
         return (
             "This variable is one of the platform's own (names beginning with "
-            f"{', '.join(PLATFORM_ENV_PREFIXES)}, or a secret toolhub's settings name): its value would be sent "
+            f"{', '.join(PLATFORM_ENV_PREFIXES)}; {', '.join(sorted(PLATFORM_ENV_NAMES))}; or a secret toolhub's "
+            "settings name): its value would be sent "
             "to the endpoint. Name the variable that holds this endpoint's key."
         )
     allowed = tuple(current.CREDENTIAL_ENV_PREFIXES)

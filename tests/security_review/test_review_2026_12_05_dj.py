@@ -14,6 +14,10 @@ Findings:
 3. A key with no name (``?<key>`` or a matrix parameter ``/mcp;<key>``, as some hosted endpoints take it) was
    neither redacted nor a secret part: a remote MCP server added with it wrote the key into ``governance.added``.
    A bare parameter that looks like a key (the rule path segments follow) is now secret.
+4. ``credential_env`` could name the platform's outbound proxy (``HTTPS_PROXY``, ``https_proxy``, ``ALL_PROXY``:
+   ``http://user:password@proxy``, read by every HTTP client the platform runs), which no refused prefix covers:
+   a provider or remote MCP credential sent the proxy's password to an endpoint of one's choosing. Those names
+   (any case) and Django's conventional ``SECRET_KEY`` are now refused (``PLATFORM_ENV_NAMES``), typed or read.
 
 Checked and holding (no test here):
 - Export (review db): ``_end_hashes`` reads the event at each span's last seq with the same filter the lines use
@@ -33,8 +37,8 @@ Checked and holding (no test here):
   ``EMAIL_HOST_PASSWORD``, ``CELERY_BROKER_URL``, ``DJANGO_CACHE_URL``, the ``TOOLHUB_*`` overrides) falls under a
   refused prefix; lower or mixed case (``django_secret_key``) is refused too (it is a different variable on Linux,
   so this only over-refuses); the settings-named secrets are compared exactly, which on a case-sensitive OS is the
-  variable itself. Names the platform does not read (``SECRET_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``OPENAI_API_KEY``)
-  stay allowed: they may be an endpoint's own key; ``CREDENTIAL_ENV_PREFIXES`` narrows further. The demo's
+  variable itself. Names the platform does not read (``AWS_SECRET_ACCESS_KEY``, ``OPENAI_API_KEY``) stay allowed:
+  they may be an endpoint's own key; ``CREDENTIAL_ENV_PREFIXES`` narrows further. The demo's
   ``OLLAMA_API_KEY`` and the README's examples (``CRM_MCP_TOKEN_ACME``) pass; the admin page shows the message.
 - ``url_redacted`` on ``""``, a URL with no scheme, an IPv6 host with a zone (``[fe80::1%25eth0]``), and 1 MB URLs
   of letters, digits or semicolons: no exception, linear time (``_KEY_LIKE`` is anchored, one lookahead).
@@ -50,10 +54,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from agents_app.models import ModelProvider
 from approvals.models import WebhookDelivery
 from approvals.webhooks import _post
 from tests.helpers import console
-from tests.security_review.conftest import server_form
+from tests.security_review.conftest import provider_form, server_form
+from toolhub.exceptions import ToolError
 from toolhub.models import AuditEvent
 from toolhub.url_secrets import REDACTED, url_redacted, url_secret_parts
 
@@ -122,3 +128,37 @@ def test_a_server_url_with_a_bare_matrix_key_never_reaches_the_trail(superuser: 
     assert AuditEvent.objects.filter(event_type="governance.added").exists()
     for event in AuditEvent.objects.all():
         assert KEY not in json.dumps(event.payload)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "SECRET_KEY"])
+def test_a_provider_cannot_name_the_platforms_proxy(superuser: User, name: str) -> None:
+    """Found: ``credential_env=HTTPS_PROXY`` (``http://user:password@proxy``) was accepted on the provider's page.
+
+    Expect: refused with the platform-variable message, nothing saved."""
+    page = console(superuser).post(
+        "/admin/agents_app/modelprovider/add/",
+        provider_form(base_url="https://attacker.example/v1", credential_env=name),
+    )
+
+    assert page.status_code == 200
+    assert "one of the platform&#x27;s own" in page.content.decode()
+    assert not ModelProvider.objects.filter(name="acme-llm").exists()
+
+
+@pytest.mark.django_db
+def test_a_remote_credential_saved_naming_the_proxy_is_never_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: a remote MCP credential naming ``https_proxy`` sent the proxy's password as the bearer token.
+
+    Expect: refused where read ("unset or refused"), the proxy's password in no header or message."""
+    from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer
+    from toolhub.mcp_client.services import credential_headers
+
+    proxy = "http://platform:proxy-password-never-sent@proxy.internal:3128"
+    monkeypatch.setenv("https_proxy", proxy)
+    server = RemoteMcpServer.objects.create(name="crm", url="https://attacker.example/mcp")
+    RemoteMcpCredential.objects.create(server=server, tenant="acme", credential_env="https_proxy")
+
+    with pytest.raises(ToolError, match="unset or refused") as refused:
+        credential_headers(server, "acme")
+    assert "proxy-password" not in str(refused.value)
