@@ -5,9 +5,12 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from toolhub.admin_marks import seen_digest
@@ -84,25 +87,15 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
 
 
 def _roll_back_unheard_failures(limit: int) -> int:
-    """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost)."""
+    """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost).
+
+    Only sagas holding such a failure are read, in SQL: a direct saga whose steps all succeeded stays open with its
+    steps recorded for ever, and counting those against ``limit`` left an older saga's failure unheard for good.
+    """
     rolled_back = 0
-    open_sagas = Saga.objects.filter(run_id__isnull=True, compensations__status=CompensationStatus.RECORDED).distinct()
-    for saga in open_sagas[:limit]:
-        newest_step = saga.compensations.filter(status=CompensationStatus.RECORDED).order_by("-sequence").first()
-        assert newest_step is not None
-        failed = (
-            ToolCall.objects.filter(
-                saga_id=saga.key,
-                tenant=saga.tenant,
-                kind__in=ROLLBACK_KINDS,
-                run_id__isnull=True,
-                status=CallStatus.FAILED,
-            )
-            .filter(created_at__gte=newest_step.step_call.finished_at or newest_step.created_at)
-            .exclude(id__in=saga.rollbacks.filter(failed_call__isnull=False).values("failed_call_id"))
-            .order_by("created_at")
-            .first()
-        )
+    for saga in _sagas_with_unheard_failures()[:limit]:
+        since = saga.newest_step_at  # type: ignore[attr-defined]  # annotated by the query
+        failed = _unheard_failures(since).filter(saga_id=saga.key, tenant=saga.tenant).first()
         if failed is not None:
             saga_rollback(
                 saga_key=saga.key,
@@ -113,6 +106,35 @@ def _roll_back_unheard_failures(limit: int) -> int:
             )
             rolled_back += 1
     return rolled_back
+
+
+def _unheard_failures(since: Any) -> QuerySet[ToolCall]:
+    """Failed direct steps from ``since`` on (a value or an outer reference) that no rollback names, oldest first."""
+    return (
+        ToolCall.objects.filter(
+            kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
+        )
+        .exclude(id__in=Rollback.objects.filter(failed_call__isnull=False).values("failed_call_id"))
+        .order_by("created_at")
+    )
+
+
+def _sagas_with_unheard_failures() -> QuerySet[Saga]:
+    """Open direct sagas with a failed step after their newest recorded one, annotated ``newest_step_at``."""
+    newest_step = (
+        Compensation.objects.filter(saga=OuterRef("pk"), status=CompensationStatus.RECORDED)
+        .order_by("-sequence")
+        .annotate(at=Coalesce("step_call__finished_at", "created_at"))
+        .values("at")[:1]
+    )
+    failures = _unheard_failures(OuterRef("newest_step_at")).filter(saga_id=OuterRef("key"), tenant=OuterRef("tenant"))
+    return (
+        Saga.objects.filter(run_id__isnull=True)
+        .annotate(newest_step_at=Subquery(newest_step))
+        .filter(newest_step_at__isnull=False)
+        .filter(Exists(failures))
+        .order_by("created_at", "pk")
+    )
 
 
 def compensation_retry(*, compensation: Compensation, actor: str) -> Compensation:

@@ -1,0 +1,89 @@
+"""Review dk (2026-12-05): toolhub's time-driven machinery (sweepers, beat tasks, expiries, leases, claims, retries).
+
+Findings (each test fails on the reviewed code, main at 7e78cac, and passes after the fix):
+
+1. The sagas' sweep looked for a direct saga's failed step whose notification was lost
+   (``recovery._roll_back_unheard_failures``) among the 200 newest direct sagas holding any completed step,
+   whether or not one of them had a failure. A direct saga whose steps all succeeded stays ``open`` with its steps
+   ``recorded`` for ever, so once a deployment had 200 of them newer than a saga with an unheard failure, that
+   failure was never rolled back (and every 5 s tick read up to 400 rows for nothing). Fixed: the sweep selects,
+   in SQL, only the direct sagas that have such an unheard failure, so its limit counts sagas to act on.
+
+Checked and found holding (no test here): see the end of this docstring's list in the report of review dk.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
+from toolhub import ToolContext
+from toolhub.authorization import CallPrincipal
+from toolhub.models import CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.models import Saga, SagaStatus
+from toolhub.sagas.recovery import sagas_sweep
+from toolhub.signals import call_settled
+from toolhub.tools.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def _saga_tools(settings: Any) -> Iterator[None]:
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 3, "SAGA_RETRY_BASE_SECONDS": 10.0}
+    LOG.clear()
+    RELEASE_FAILS["on"] = False
+    with registry.temporarily(*TOOLS):
+        yield
+
+
+def _direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """``user``'s direct call of ``name`` in acme's saga ``saga``, executed in process."""
+    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="acme")
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="acme"), saga_id=saga
+        )
+    )
+    call.refresh_from_db()
+    return call
+
+
+def _unheard(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
+    receivers = call_settled.receivers
+    call_settled.receivers = []
+    try:
+        call_settled.sender_receivers_cache.clear()
+        return _direct_call(name, arguments, saga=saga, user=user)
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
+
+
+@pytest.mark.usefixtures("_saga_tools")
+def test_an_unheard_failure_is_rolled_back_however_many_newer_sagas_just_succeeded(alice: User) -> None:
+    """Found: the sweep looked for unheard failures among the newest ``limit`` (200) direct sagas with a completed
+    step, which includes every saga that simply succeeded (they stay open for ever): an older saga's lost failure
+    was never rolled back once that many newer sagas existed (here ``limit=2`` and two newer sagas).
+    Expect: the sweep's limit counts only sagas with an unheard failure; the old saga is rolled back, once.
+    """
+    _direct_call("book", {"item": "a"}, saga="deaf", user=alice)
+    failed = _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    assert failed.status == CallStatus.FAILED
+    for key in ("later-1", "later-2"):
+        assert _direct_call("book", {"item": key}, saga=key, user=alice).status == CallStatus.SUCCEEDED
+    assert Saga.objects.get(key="deaf").status == SagaStatus.OPEN
+
+    assert sagas_sweep(limit=2)["rolled_back"] == 1
+
+    saga = Saga.objects.get(key="deaf")
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.get().failed_call_id == failed.id
+    assert sagas_sweep(limit=2)["rolled_back"] == 0
+    assert {s.key: s.status for s in Saga.objects.exclude(key="deaf")} == {
+        "later-1": SagaStatus.OPEN,
+        "later-2": SagaStatus.OPEN,
+    }
