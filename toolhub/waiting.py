@@ -143,13 +143,18 @@ def awaiting_results_past_deadline(now: datetime) -> QuerySet[ToolCall]:
 
 
 def tool_call_expire_awaiting(call: ToolCall, *, now: datetime) -> bool:
-    """Expire a call whose result did not arrive in time; the model is told. False if it had moved on."""
+    """Expire a call whose result did not arrive in time; the model is told. False if it had moved on.
+
+    Only in the attempt read as overdue: a call answered and asked again since (an external compensation's next
+    attempt, a re-run that suspended itself) waits anew, counted from then, and a stale read must not cut it short.
+    """
     seconds = toolhub_settings().EXTERNAL_RESULT_TIMEOUT_SECONDS
     message = f"No result for {call.tool_name} arrived within {seconds:.0f} s; the call expired unanswered."
     return call_transition(
         call,
         to=CallStatus.EXPIRED,
         allowed_from={CallStatus.AWAITING_RESULT},
+        attempt=call.attempts,
         actor="expiry",
         data={"reason": "external result did not arrive in time"},
         error=message,

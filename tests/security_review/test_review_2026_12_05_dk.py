@@ -8,20 +8,27 @@ Findings (each test fails on the reviewed code, main at 7e78cac, and passes afte
    ``recorded`` for ever, so once a deployment had 200 of them newer than a saga with an unheard failure, that
    failure was never rolled back (and every 5 s tick read up to 400 rows for nothing). Fixed: the sweep selects,
    in SQL, only the direct sagas that have such an unheard failure, so its limit counts sagas to act on.
+2. The expiry of calls awaiting an outside result (``sweeper.calls_expire_awaiting_results``) moved each call it
+   had read as overdue guarded by its status alone: a call answered and asked again between the read and the move
+   (an external compensation's next attempt: the same call, ``awaiting_result`` again, attempt + 1, waiting from
+   now) was expired at once, its fresh wait cut short. Fixed: ``waiting.tool_call_expire_awaiting`` moves the call
+   only in the attempt it read (``call_transition(attempt=)``).
 
 Checked and found holding (no test here): see the end of this docstring's list in the report of review dk.
 """
 
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from toolhub import ToolContext
 from toolhub.authorization import CallPrincipal
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
@@ -87,3 +94,41 @@ def test_an_unheard_failure_is_rolled_back_however_many_newer_sagas_just_succeed
         "later-1": SagaStatus.OPEN,
         "later-2": SagaStatus.OPEN,
     }
+
+
+@pytest.mark.django_db
+def test_the_expiry_sweep_does_not_expire_a_wait_that_began_after_it_read_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: ``calls_expire_awaiting_results`` reads the calls past their deadline, then moves each one guarded
+    only by its status: a call answered meanwhile and asked again (an external compensation's next attempt puts
+    the same call back to ``awaiting_result``, attempt + 1, its wait counted from now) was expired at once by the
+    stale read, its new wait cut short and the compensation failed without the outside system being asked.
+    Expect: the sweep's move holds only for the attempt it read as overdue; the new wait stands, no event written.
+    """
+    from toolhub import sweeper, waiting
+
+    long_ago = timezone.now() - timedelta(days=2)
+    call = ToolCall.objects.create(
+        tool_name="record_effect",
+        status=CallStatus.AWAITING_RESULT,
+        tenant="acme",
+        kind=CallKind.COMPENSATION,
+        attempts=1,
+        queued_at=long_ago,
+    )
+    expire = waiting.tool_call_expire_awaiting
+
+    def asked_again_meanwhile(stale: ToolCall, *, now: datetime) -> bool:
+        # Between the sweep's read and its move: answered (an error), then asked again as a new attempt.
+        ToolCall.objects.filter(pk=stale.pk).update(attempts=2, queued_at=timezone.now())
+        return expire(stale, now=now)
+
+    monkeypatch.setattr(sweeper, "tool_call_expire_awaiting", asked_again_meanwhile)
+    events = AuditEvent.objects.count()
+
+    assert sweeper.calls_expire_awaiting_results() == 0
+
+    row = ToolCall.objects.get(pk=call.pk)
+    assert (row.status, row.attempts) == (CallStatus.AWAITING_RESULT, 2), (row.status, row.error)
+    assert AuditEvent.objects.count() == events
