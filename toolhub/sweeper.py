@@ -32,13 +32,22 @@ def calls_redispatch_stale(*, older_than_seconds: float | None = None) -> int:
     """Dispatch again every ``queued`` call that has waited longer than its message should take."""
     seconds = older_than_seconds if older_than_seconds is not None else toolhub_settings().REDISPATCH_AFTER_SECONDS
     cutoff = timezone.now() - timedelta(seconds=float(seconds))
-    stale = list(ToolCall.objects.filter(status=CallStatus.QUEUED, queued_at__lt=cutoff).only("id")[:500])
+    # What the message's claim hint needs is read with the batch: a deferred field would cost a query per call.
+    stale = list(
+        ToolCall.objects.filter(status=CallStatus.QUEUED, queued_at__lt=cutoff)
+        .only("id", "tool_name", "tenant", "run_id", "attempts")
+        .order_by("queued_at")[:500]
+    )
+    sent = 0
     for call in stale:
         with transaction.atomic():
-            # Bumping queued_at keeps the next sweep from sending it again at once.
-            ToolCall.objects.filter(id=call.id, status=CallStatus.QUEUED).update(queued_at=timezone.now())
-            dispatch_call(call)
-    return len(stale)
+            # Bumping queued_at keeps the next sweep from sending it again at once; a call claimed since is not sent.
+            if ToolCall.objects.filter(id=call.id, status=CallStatus.QUEUED, attempts=call.attempts).update(
+                queued_at=timezone.now()
+            ):
+                dispatch_call(call)
+                sent += 1
+    return sent
 
 
 def calls_reconcile_expired_leases() -> dict[str, int]:

@@ -13,8 +13,22 @@ Findings (each test fails on the reviewed code, main at 7e78cac, and passes afte
    (an external compensation's next attempt: the same call, ``awaiting_result`` again, attempt + 1, waiting from
    now) was expired at once, its fresh wait cut short. Fixed: ``waiting.tool_call_expire_awaiting`` moves the call
    only in the attempt it read (``call_transition(attempt=)``).
+3. The redispatch of queued calls whose message was lost (``sweeper.calls_redispatch_stale``) read its batch with
+   the id alone and then loaded each call's claim hint (tool, tenant, run, attempt) one deferred query at a time:
+   four extra round trips per call, 2,000 per sweep at the batch's bound, just when the broker is failing. Fixed:
+   the batch reads the hint's columns, oldest first; a call claimed between the read and its write is not sent.
 
-Checked and found holding (no test here): see the end of this docstring's list in the report of review dk.
+Checked and found holding (no test here): every sweep acts on each row in that row's own tenant (the call's, the
+request's, the saga's: ``audit_call_event`` and ``audit_saga`` chain by the row, e-mails go to
+``approvers_still_counting`` of the request's tenant, webhooks per delivery); sweep actors are system names
+(``reconciler``, ``expiry``, ``escalation``, ``saga-sweeper``), never a user's (operators are ``operator:<name>``);
+expiry against a decision: both lock the request, the loser is told "expired; nothing was changed" and the trail
+has one outcome (as earlier reviews found); the reconciler's move is guarded by status, attempt and the lease it read as
+ended, so a live claim is never taken and a non-idempotent call is never run twice (a late outcome of a lost
+attempt is refused); two beat processes at once: every move is a guarded UPDATE or under the row's lock, so
+the second finds nothing to do (redispatch may send a duplicate message, whose claim misses); every sweep's batch
+is bounded (500, 200); datetimes are aware (``USE_TZ``, ``timezone.now()``; the one ``datetime.now(UTC)`` is aware);
+the step token drops a model answer whose step lost the run.
 """
 
 from collections.abc import Iterator
@@ -23,6 +37,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
@@ -132,3 +148,26 @@ def test_the_expiry_sweep_does_not_expire_a_wait_that_began_after_it_read_the_ca
     row = ToolCall.objects.get(pk=call.pk)
     assert (row.status, row.attempts) == (CallStatus.AWAITING_RESULT, 2), (row.status, row.error)
     assert AuditEvent.objects.count() == events
+
+
+@pytest.mark.django_db
+def test_the_redispatch_sweep_reads_its_batch_once_not_four_times_per_call() -> None:
+    """Found: ``calls_redispatch_stale`` read its batch with the id alone, then the message's claim hint
+    (``ClaimHint.of``) loaded tool, tenant, run and attempt of each call one deferred query at a time: four extra
+    round trips per call, up to 2,000 per sweep when the broker lost its messages (when the system is in trouble).
+    Expect: one read of the batch; per call only its guarded write (and the savepoint around it).
+    """
+    from toolhub.sweeper import calls_redispatch_stale
+
+    for _ in range(5):
+        ToolCall.objects.create(
+            tool_name="record_effect",
+            status=CallStatus.QUEUED,
+            tenant="acme",
+            queued_at=timezone.now() - timedelta(hours=1),
+        )
+    with CaptureQueriesContext(connection) as queries:
+        assert calls_redispatch_stale() == 5
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    assert len(reads) == 1, reads
+    assert ToolCall.objects.filter(queued_at__lt=timezone.now() - timedelta(minutes=1)).count() == 0
