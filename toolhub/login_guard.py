@@ -35,7 +35,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -49,6 +49,7 @@ __all__ = [
     "lockout_response",
     "authenticate_serialized",
     "pair_in_process",
+    "PAIR_WAIT_SECONDS",
     "password_locked",
     "password_verify",
 ]
@@ -130,6 +131,20 @@ def _pair_lock_key(username: str, address: str) -> tuple[int, int]:
     return int.from_bytes(digest[:4], "big", signed=True), int.from_bytes(digest[4:], "big", signed=True)
 
 
+#: How long an attempt waits for its pair before it fails closed (``login_busy``): far above a burst of guesses
+#: hashed one after another up to the limit, so only a holder that never lets go (a request stuck in its
+#: transaction) is given up on; without a bound every later attempt at the pair, and its thread, waited forever.
+PAIR_WAIT_SECONDS = 30.0
+
+
+def _pair_busy() -> ValidationError:
+    """The refusal of an attempt whose pair stayed held: nothing compared or counted, nothing said about accounts."""
+    return ValidationError(
+        "Another sign-in with this username from your address is still being checked; try again in a minute.",
+        code="login_busy",
+    )
+
+
 #: Elsewhere (SQLite: the embedded mode's one process), each pair being checked has a lock of its own, with the
 #: number of attempts holding or waiting for it; the entry goes when the last one is done.
 _PAIRS_IN_PROCESS: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
@@ -142,14 +157,19 @@ def pair_in_process(username: str, address: str) -> Iterator[None]:
 
     Keyed by the pair itself, not a digest of it picking one of a fixed set, so a guesser cannot choose names whose
     pairs share a victim's lock; only pairs being checked at the moment have one, so the table stays that small.
+    Waits ``PAIR_WAIT_SECONDS`` at most, then raises the ``login_busy`` ``ValidationError``.
     """
     pair = (username, address)
     with _PAIRS_IN_PROCESS_GUARD:
         lock, users = _PAIRS_IN_PROCESS.get(pair) or (threading.Lock(), 0)
         _PAIRS_IN_PROCESS[pair] = (lock, users + 1)
     try:
-        with lock:
+        if not lock.acquire(timeout=PAIR_WAIT_SECONDS):
+            raise _pair_busy()
+        try:
             yield
+        finally:
+            lock.release()
     finally:
         with _PAIRS_IN_PROCESS_GUARD:
             lock, users = _PAIRS_IN_PROCESS[pair]
@@ -170,12 +190,30 @@ def _pair_held(request: HttpRequest, username: str) -> Iterator[None]:
     address = client_ip(request)
     if connection.vendor == "postgresql":
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_pair_lock_key(name, address)))
+            _pair_locked_in_postgresql(name, address)
             yield
         return
     with pair_in_process(name, address), transaction.atomic():  # the transaction commits, then the lock is let go
         yield
+
+
+def _pair_locked_in_postgresql(name: str, address: str) -> None:
+    """The pair's advisory lock for this transaction, waited for ``PAIR_WAIT_SECONDS`` at most (``login_busy``).
+
+    ``lock_timeout`` bounds the wait for this statement only: what the transaction locks after it (axes' rows, the
+    audit chain) waits as it would without it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('lock_timeout')")
+        (previous,) = cursor.fetchone()
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(PAIR_WAIT_SECONDS * 1000)}ms"])
+        try:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_pair_lock_key(name, address)))
+        except OperationalError as error:
+            if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available (psycopg 3): timed out
+                raise _pair_busy() from None
+            raise
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
 
 
 @sensitive_variables("password")
@@ -197,6 +235,9 @@ def authenticate_serialized(
     (:func:`pair_in_process`): SQLite's write lock orders the failure records but not the reads of the count before
     them, and taking it for every login would make one guesser's hashing delay every other login; several processes
     on one SQLite file are not held against each other (run PostgreSQL for that).
+
+    An attempt whose pair stays held past ``PAIR_WAIT_SECONDS`` is refused with a ``ValidationError`` (code
+    ``login_busy``) before anything is compared or counted: the form shows it, and no thread waits without end.
 
     ``allowed`` (a login form's ``confirm_login_allowed``) refuses an account that may not sign in here with a
     ``ValidationError``: that refusal counts as a failure of the pair, as a wrong password does. Uncounted, the right
