@@ -79,21 +79,24 @@ def post_login(username: str, password: str, ip: str) -> int:
 
 def at_once(actions: list[Any]) -> list[Any]:
     """Runs ``actions`` on threads of their own (each with its own connection), released together."""
-    start = threading.Barrier(len(actions))
+    start = threading.Barrier(len(actions), timeout=30)
     results: list[Any] = [None] * len(actions)
 
     def run(index: int) -> None:
-        start.wait()
         try:
+            start.wait()
             results[index] = actions[index]()
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             results[index] = exc
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(actions))]
+    # Daemons, joined with a deadline: a thread that never ends fails the test, and never keeps pytest from exiting.
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(len(actions))]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + 60
     for thread in threads:
-        thread.join(30)
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), "a thread was still running at the deadline"
     return results
 
 
@@ -148,7 +151,7 @@ def test_one_pair_held_does_not_hold_another_address_or_another_name(
     name from the held address, complete (the right password logs in)."""
     compared = Compared(monkeypatch, seconds=0)
     release = compared.hold[("operator", "192.0.2.1")] = threading.Event()
-    held = threading.Thread(target=post_login, args=("operator", "wrong", "192.0.2.1"))
+    held = threading.Thread(target=post_login, args=("operator", "wrong", "192.0.2.1"), daemon=True)
     held.start()
     try:
         deadline = time.monotonic() + 10
