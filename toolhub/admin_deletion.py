@@ -31,6 +31,7 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 
 from toolhub.tenancy import tenant_scope
+from toolhub.visible import visible_text
 
 __all__ = ["ScopedDeletion", "deleted_objects_shown"]
 
@@ -73,15 +74,16 @@ class _Shown:
     def label(self, obj: Model) -> str:
         """The row as Django names it, linked to its change page (the viewer sees it, so may open it)."""
         name = capfirst(obj._meta.verbose_name)
+        text = visible_text(str(obj))  # a name a tenant chose (bidi controls, zero-width) drawn as the lists draw it
         if self.admin(obj) is None:
-            return f"{name}: {obj}"
+            return f"{name}: {text}"
         try:
             url = reverse(
                 f"{self.site.name}:{obj._meta.app_label}_{obj._meta.model_name}_change", args=(quote(obj.pk),)
             )
         except NoReverseMatch:
-            return f"{name}: {obj}"
-        return format_html('{}: <a href="{}">{}</a>', name, url, obj)
+            return f"{name}: {text}"
+        return format_html('{}: <a href="{}">{}</a>', name, url, text)
 
 
 def _unseen(counts: Counter[type[Model]]) -> list[str]:
