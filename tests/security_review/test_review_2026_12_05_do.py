@@ -3,8 +3,12 @@
 
 Findings:
 1. The delete pages' list of related rows drew a name a tenant chose as written: a bidirectional control (U+202E) in
-   a tool group's or membership's name reordered the line, where every list and change page of the console writes
+   a tool group's name (any related row's) reordered the line, where every list and change page of the console writes
    it out (``toolhub.visible``). ``_Shown.label`` now draws each name through ``visible_text`` (still escaped).
+
+Noted, not changed: the page's title, breadcrumb and question ("delete the tool group '...'?") draw the row's own
+name through Django's templates as written, as every change page's title, breadcrumb and heading do: an admin-wide
+gap (``{{ original }}`` / ``{{ object }}``), not one of these pages.
 
 Checked and holds:
 - A superuser and a platform operator (cross-tenant permission plus the delete permissions) still see and delete a
@@ -14,12 +18,18 @@ Checked and holds:
 - Queries: ``_Shown.sees`` reads each admin's visible keys once per model; the per-row permission calls read no
   relation for the console's tenant fields (the collector caches the related row). A tenant's page still reads one
   user per membership, for ``TenantMembership.__str__`` ("user @ tenant"): Django's own page did the same.
+- No false refusal from a model's default manager or an admin's queryset for boundary-crossers: no console model
+  has a filtering default manager, and every admin's ``get_queryset`` returns every row to them. A person given a
+  model's delete permission without its view one is now refused a cascade into its rows, where Django let it
+  through: by design (a row not shown is not deleted), and the roles (``toolhub_roles``) grant no such pair.
+- Queries for tenant staff: an agent's page with 2 or 20 runs (half another tenant's) costs the same.
 - Summary counts are Django's (``collector.model_objs``); HTML in a name is escaped (``format_html`` / autoescape).
 - A refused page's forged POST (``post=yes``) deletes nothing: Django checks ``perms_needed``/``protected`` from the
   same ``get_deleted_objects`` before deleting (review dh's tests cover the tenant case).
 - ``rows_checked``: every console list's ``changelist_view`` (also the overridden ones of tool calls and the
-  approval desk: a bound method keeps its ``__name__``) is wrapped; a GET, a list_editable save or a POST without
-  ``_selected_action`` passes; a refusal redirects to the full path, filters and ``_popup`` kept.
+  approval desk: a bound method keeps its ``__name__``) is wrapped behind the login and CSRF checks; a GET, a POST
+  without ``_selected_action`` (a list_editable save, read) passes; a refusal redirects to the full path, filters
+  and ``_popup`` kept.
 """
 
 import re
