@@ -178,7 +178,7 @@ class RunRetryView(APIView):
     @extend_schema(request=None, responses={200: RunSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "retry it")
-        run = run_retry(run=run)  # a run that cannot be retried: 409 (RunStateError)
+        run = run_retry(run=run, user=request.user)  # a run that cannot be retried: 409 (RunStateError)
         run.refresh_from_db()
         return Response(RunSerializer(run, context={"request": request}).data)
 

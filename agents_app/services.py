@@ -20,6 +20,7 @@ from agents_app.models import (
 )
 from agents_app.selectors import agent_for_run, providers_usable_by
 from agents_app.transitions import run_transition
+from toolhub.audit import audit_append
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
@@ -388,8 +389,13 @@ def run_start_by_reference(
     return run_start(agent=agent, user=user, input=input, context=context)
 
 
-def run_retry(*, run: AgentRun) -> AgentRun:
-    """Resume a run that failed for a retryable reason (the model endpoint was down or answered garbage)."""
+def run_retry(*, run: AgentRun, user: AbstractBaseUser) -> AgentRun:
+    """Resume a run that failed for a retryable reason (the model endpoint was down or answered garbage).
+
+    ``user`` asked (its own user or an operator, checked by the caller): the retry spends model turns in the run's
+    user's name, so it is a ``run.retried`` event naming who asked, in the transaction that moves the run, as a
+    cancellation is ``run.cancelled``.
+    """
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != RunStatus.FAILED or not locked.retryable:
@@ -402,6 +408,13 @@ def run_retry(*, run: AgentRun) -> AgentRun:
                 f"This run was a subagent of run {locked.parent_run_id}, whose call its failure settled; "
                 "retry or restart that run instead."
             )
+        audit_append(
+            event_type="run.retried",
+            actor=f"user:{user.get_username()}",
+            data={"stop_reason": str(locked.stop_reason), "lost_steps": locked.lost_steps},
+            run_id=locked.id,
+            tenant=locked.tenant,
+        )
         locked.stop_reason = StopReason.NONE
         locked.error = ""
         locked.retryable = False
