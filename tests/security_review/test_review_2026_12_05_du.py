@@ -22,6 +22,12 @@ Checked and holding (not redone here):
   budget carved from the parent's (reviews r, b); child runs listed only to readers of the parent (same user/tenant).
 - paused SDK runs: only their own user, within their tenants, claims one (``paused_run_claim``); the admin page
   never shows ``state``.
+- concurrency on PostgreSQL (checked with a scratch test, another session holding the run's row lock while two
+  requests queue on it): two cancels of one run end it once (one 409, one ``run.cancelled``); two retries move it
+  once (one 409, one ``run.retried``): ``locked_run`` / ``select_for_update`` then the status test under the lock.
+- idempotency keys (direct calls) are per tenant and user (``CallIdempotencyKey``); runs take none.
+- a run's context takes any key but the reserved and typed-context ones (documented: unlike a direct call's, it is
+  not cut to ``CLIENT_CONTEXT_KEYS``), and the boundary's values always win over it (``ToolContext.layered``).
 - run lists: scoped before filtering (``RunFilter.tenant`` narrows only), cursor pagination, no ordering parameter.
 """
 
