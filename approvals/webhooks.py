@@ -12,15 +12,21 @@ A redirect is not followed (``urllib`` would turn the POST into a GET to whereve
 it fails the attempt, as Standard Webhooks senders do. An attempt's error is shown to each tenant's staff with its
 delivery, so the URL's secret parts (``toolhub.url_secrets``), which ``urllib`` and ``http.client`` quote, are
 replaced in it.
+
+An attempt takes ``timeout`` seconds at most in all, not per wait for bytes (``urllib``'s): a receiver that drips its
+answer is cut off then, so the outcome is recorded inside the attempt's lease and no other worker sends it meanwhile.
 """
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import os
+import socket
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -161,7 +167,45 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+class _CuttableRequest(urllib.request.Request):
+    """A request whose connections can be cut from another thread, when the attempt's time is up."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connections: list[http.client.HTTPConnection] = []
+
+    def cut(self) -> None:
+        """Shut the connections' sockets: the thread blocked reading them gets end-of-file at once."""
+        for connection in list(self.connections):
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    # The plain socket's shutdown, also under TLS: the TLS object is left to its own thread.
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watched:
+    """Mixed into ``urllib``'s HTTP(S) handler: each connection it opens is listed on its ``_CuttableRequest``."""
+
+    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
+        def connection(host: str, **options: Any) -> http.client.HTTPConnection:
+            opened: http.client.HTTPConnection = http_class(host, **options)
+            if isinstance(req, _CuttableRequest):
+                req.connections.append(opened)
+            return opened
+
+        return super().do_open(connection, req, **kwargs)  # type: ignore[misc]
+
+
+class _HTTPHandler(_Watched, urllib.request.HTTPHandler):
+    pass
+
+
+class _HTTPSHandler(_Watched, urllib.request.HTTPSHandler):
+    pass
+
+
+_opener = urllib.request.build_opener(_NoRedirects, _HTTPHandler, _HTTPSHandler)
 
 
 def _open(request: urllib.request.Request, *, timeout: float) -> Any:
@@ -192,7 +236,42 @@ def _post_to(url: str, delivery: WebhookDelivery, *, timeout: float) -> tuple[bo
             headers["webhook-signature"] = webhook_signature(
                 key=key, message_id=delivery.message_id, timestamp=timestamp, body=body
             )
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        request = _CuttableRequest(url, data=body, headers=headers, method="POST")
+    except ValueError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return _exchange_within(request, timeout=timeout)
+
+
+def _exchange_within(request: _CuttableRequest, *, timeout: float) -> tuple[bool, str]:
+    """POST ``request`` on a helper thread and give up at ``timeout`` seconds in all, cutting its connection.
+
+    ``urllib``'s timeout bounds each wait for bytes, not the exchange: a receiver dripping its answer a byte at a
+    time would hold the worker past the attempt's lease, and another worker would then send the delivery again.
+    """
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def exchange() -> None:
+        try:
+            outcome["result"] = _exchange(request, timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=exchange, name="webhook-post", daemon=True).start()
+    if not done.wait(timeout):
+        request.cut()
+        return False, f"TimeoutError: the receiver did not answer within the attempt's {timeout:g} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    result: tuple[bool, str] = outcome["result"]
+    return result
+
+
+def _exchange(request: _CuttableRequest, *, timeout: float) -> tuple[bool, str]:
+    """POST ``request`` and read the answer's status; return whether it was accepted and the error if not."""
+    try:
         with _open(request, timeout=timeout) as response:
             if 200 <= response.status < 300:
                 return True, ""

@@ -1,0 +1,116 @@
+"""Review of 2026-12-05 (dt): toolhub's outbound notifications, the approval webhook and the approval e-mails.
+
+Read as a tenant operator or developer and as a webhook receiver would attack them. Each test fails on the
+reviewed code (main at 48baf24); its docstring says "Found: ..." and "Expect: ...".
+
+Findings:
+
+1. A receiver that drips its answer (a byte of a header every few tenths of a second) held the worker for as long
+   as it liked: ``urllib``'s timeout bounds each wait for bytes, not the exchange, as the model adapter's deadline
+   already says of the SDK's. The attempt outlived its lease (``timeout + LEASE_MARGIN_SECONDS``), so the periodic
+   task handed the same delivery to another worker, which the receiver held too: one receiver could tie up a
+   worker per attempt (the workers that run tool calls) and have the signed body sent again while the first
+   attempt still ran; a drip that ends in ``200`` was even recorded as delivered. Fixed: the POST runs on a helper
+   thread and the attempt gives up at ``timeout`` seconds in all, cutting the connection
+   (``approvals.webhooks._exchange_within``), so its outcome is recorded well inside its lease.
+
+Checked and found holding (no test here):
+- Scoping: one webhook URL for the deployment (``TOOLHUB['WEBHOOK_URL']``, settings only; no model, admin page or
+  API key holds one), so no tenant can point another's deliveries anywhere; the deliveries' admin is scoped by
+  ``payload__tenant`` and read-only. E-mails go to ``approvers_still_counting`` of the request's tenant, one
+  message each (no one sees the other recipients).
+- Content: payloads carry ids, tool, status, reason (sensitive values scrubbed by ``approval_verdict``), tenant slug,
+  round and the keyed arguments hash, never arguments, presets or context; e-mails are plain text (no HTML to
+  inject), name no arguments, and their subject holds a registered tool name, a risk and a tenant slug (Django
+  refuses a header with CR/LF anyway, and the failure is logged, not raised).
+- Signing: the secret comes from the environment only, is never stored, logged or shown (its decoding error names
+  no secret); each attempt signs ``{id}.{timestamp}.{body}`` with a fresh timestamp and a ``msg_<uuid4>`` id that
+  is unique in the database and stable across retries, so a receiver's tolerance window and id memory stop replays.
+- Transport: redirects are not followed (``_NoRedirects``); the response body is never read (only the status),
+  so a huge body costs nothing; errors are cut to 500 characters and the URL's secret parts scrubbed.
+- Retries: at most ``WEBHOOK_MAX_ATTEMPTS`` with capped exponential backoff; an outcome is recorded only by the
+  attempt that still holds the claim (``attempts`` unchanged), so a success is never followed by another POST of
+  the same attempt; a delivery whose last attempt's worker died is failed once its lease ends.
+"""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import DeliveryStatus, WebhookDelivery
+from approvals.webhooks import webhook_deliver
+
+pytestmark = pytest.mark.django_db
+
+DRIP_SECONDS = 4.0
+
+
+@pytest.fixture
+def dripping_receiver(settings: Any) -> Iterator[list[float]]:
+    """A receiver on 127.0.0.1 that answers ``200 OK`` a byte every tenth of a second for ``DRIP_SECONDS``.
+
+    Yields the times (monotonic) at which the drip ended: on its end, or when the sender cut the connection.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    ended: list[float] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += connection.recv(65536)
+            answer = b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * int(DRIP_SECONDS * 10) + b"\r\nContent-Length: 0\r\n\r\n"
+            try:
+                for index in range(len(answer)):
+                    if stop.is_set():
+                        break
+                    connection.sendall(answer[index : index + 1])
+                    if index >= len("HTTP/1.1 200 OK\r\nX-Pad: "):
+                        time.sleep(0.1)
+            except OSError:
+                pass
+            ended.append(time.monotonic())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    settings.TOOLHUB = {**settings.TOOLHUB, "WEBHOOK_URL": f"http://127.0.0.1:{listener.getsockname()[1]}/hook"}
+    yield ended
+    stop.set()
+    thread.join(timeout=DRIP_SECONDS + 2)
+    listener.close()
+
+
+def test_a_receiver_that_drips_its_answer_does_not_hold_the_attempt_past_its_timeout(
+    dripping_receiver: list[float],
+) -> None:
+    """Found: ``urllib``'s timeout bounds each wait for bytes, so a receiver answering a byte every 0.1 s held a
+    0.5 s attempt for the whole drip (past its lease, for another worker to send it again) and was then recorded as
+    delivered. Expect: the attempt gives up at its timeout, fails with an error naming it, and is retried later."""
+    # given a delivery to a receiver that drips its answer
+    delivery = WebhookDelivery.objects.create(
+        event="approval.requested", payload={"request": 7, "tenant": "acme"}, next_attempt_at=timezone.now()
+    )
+    # when a worker attempts it with a 0.5 s timeout
+    started = time.monotonic()
+    accepted = webhook_deliver(delivery_id=delivery.pk, timeout=0.5)
+    took = time.monotonic() - started
+    # then it gave up near its timeout, not at the end of the drip, and will try again after its backoff
+    assert accepted is False
+    assert took < 2.0, f"the attempt took {took:.1f} s"
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 1)
+    assert "0.5 s" in delivery.last_error
+    assert delivery.next_attempt_at > timezone.now()
+    # and the connection was cut: the receiver's drip ended then, not at its own end
+    for _ in range(20):
+        if dripping_receiver:
+            break
+        time.sleep(0.1)
+    assert dripping_receiver and dripping_receiver[0] - started < DRIP_SECONDS - 1
