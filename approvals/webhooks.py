@@ -60,9 +60,13 @@ def webhook_secret_key(secret: str) -> bytes:
     """The HMAC key: ``whsec_<base64>`` is decoded (the Standard Webhooks form), any other secret used as is."""
     if secret.startswith(SECRET_PREFIX):
         try:
-            return base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+            key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
         except binascii.Error:
             raise ValueError("The webhook secret starts with 'whsec_' but the rest is not base64.") from None
+        if not key:
+            # An empty HMAC key signs nothing: anyone can compute the signature.
+            raise ValueError("The webhook secret is 'whsec_' alone and holds no key; give it the receiver's secret.")
+        return key
     return secret.encode()
 
 

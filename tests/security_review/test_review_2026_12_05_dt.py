@@ -13,6 +13,10 @@ Findings:
    attempt still ran; a drip that ends in ``200`` was even recorded as delivered. Fixed: the POST runs on a helper
    thread and the attempt gives up at ``timeout`` seconds in all, cutting the connection
    (``approvals.webhooks._exchange_within``), so its outcome is recorded well inside its lease.
+2. A signing secret of ``whsec_`` alone (a placeholder left as is) decoded to an empty HMAC key: the deploy check
+   (``approvals.W002``) was silent and every delivery went out signed with a key anyone knows, so a receiver set up
+   the same way accepted forged notifications. Fixed: ``webhook_secret_key`` refuses a key that holds no bytes, as
+   it refuses one that is not base64: the check warns and attempts fail, sending nothing.
 
 Checked and found holding (no test here):
 - Scoping: one webhook URL for the deployment (``TOOLHUB['WEBHOOK_URL']``, settings only; no model, admin page or
@@ -42,8 +46,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from approvals.checks import check_webhook_signing
 from approvals.models import DeliveryStatus, WebhookDelivery
 from approvals.webhooks import webhook_deliver
+from tests.security_review.test_review_2026_12_05_ai import Endpoint, serve
 
 pytestmark = pytest.mark.django_db
 
@@ -114,3 +120,24 @@ def test_a_receiver_that_drips_its_answer_does_not_hold_the_attempt_past_its_tim
             break
         time.sleep(0.1)
     assert dripping_receiver and dripping_receiver[0] - started < DRIP_SECONDS - 1
+
+
+def test_a_signing_secret_that_holds_no_key_is_refused_not_signed_with(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: ``whsec_`` with nothing after it (a template's placeholder left as is) decoded to an empty HMAC key:
+    the deploy check was silent and every delivery went out with a signature anyone can compute (a receiver set
+    up the same way accepts forged notifications). Expect: the check warns (approvals.W002) and the attempt fails
+    with an error naming the problem, sending nothing, as for a secret that is not base64."""
+    monkeypatch.setenv("TOOLHUB_WEBHOOK_SECRET", "whsec_")
+    with serve(Endpoint(status=204)) as receiver:
+        settings.TOOLHUB = {**settings.TOOLHUB, "WEBHOOK_URL": receiver.url + "/hook"}
+        warnings = check_webhook_signing()
+        delivery = WebhookDelivery.objects.create(
+            event="approval.requested", payload={"request": 7, "tenant": "acme"}, next_attempt_at=timezone.now()
+        )
+        accepted = webhook_deliver(delivery_id=delivery.pk, timeout=5)
+    delivery.refresh_from_db()
+    assert [warning.id for warning in warnings] == ["approvals.W002"]
+    assert accepted is False and receiver.requests == []
+    assert "holds no key" in delivery.last_error
