@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
+from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.url_secrets import url_secret_parts
 
@@ -221,7 +222,8 @@ def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
     """POST the delivery, outside any transaction; return whether it was accepted and the error if not."""
     url = toolhub_settings().WEBHOOK_URL
     ok, error = _post_to(url, delivery, timeout=timeout)
-    return ok, SecretScrubber([url, *url_secret_parts(url)]).text(error)[:500]
+    # The error quotes the receiver (its status line, its reason): text from outside, stored as any column takes it.
+    return ok, storable_text(SecretScrubber([url, *url_secret_parts(url)]).text(error))[:500]
 
 
 def _post_to(url: str, delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:

@@ -17,6 +17,10 @@ Findings:
    (``approvals.W002``) was silent and every delivery went out signed with a key anyone knows, so a receiver set up
    the same way accepted forged notifications. Fixed: ``webhook_secret_key`` refuses a key that holds no bytes, as
    it refuses one that is not base64: the check warns and attempts fail, sending nothing.
+3. A receiver's status line or reason phrase with a NUL character, quoted in the attempt's error, was stored as it
+   came: PostgreSQL refused the outcome's UPDATE, the attempt raised out of the worker unrecorded, and the delivery
+   was tried again at each lease's end (no backoff) until it failed as "no outcome was recorded". Fixed: the error
+   is made storable (``toolhub.storable.storable_text``) with its URL secrets scrubbed, in ``_post``.
 
 Checked and found holding (no test here):
 - Scoping: one webhook URL for the deployment (``TOOLHUB['WEBHOOK_URL']``, settings only; no model, admin page or
@@ -41,6 +45,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -141,3 +146,47 @@ def test_a_signing_secret_that_holds_no_key_is_refused_not_signed_with(
     assert [warning.id for warning in warnings] == ["approvals.W002"]
     assert accepted is False and receiver.requests == []
     assert "holds no key" in delivery.last_error
+
+
+@contextmanager
+def _answering(answer: bytes) -> Iterator[str]:
+    """A receiver on 127.0.0.1 that reads one request and sends ``answer`` as it is; yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_once() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += connection.recv(65536)
+            connection.sendall(answer)
+
+    thread = threading.Thread(target=serve_once, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    finally:
+        thread.join(timeout=5)
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"HTTP/1.1 500 Bad\x00Gateway\r\nContent-Length: 0\r\n\r\n", b"HTTP/1.1 20\x00 OK\r\n\r\n"],
+    ids=["reason", "status-line"],
+)
+def test_a_receiver_error_with_a_nul_character_is_recorded(settings: Any, answer: bytes) -> None:
+    """Found: the receiver's reason phrase or status line, quoted in the attempt's error, was stored as it came: a NUL
+    in it made PostgreSQL refuse the outcome's UPDATE, so the attempt raised out of the worker unrecorded and the
+    delivery was tried again at each lease's end, without backoff, until it failed as "no outcome was recorded".
+    Expect: the error is stored with the NUL written out (``storable_text``) and retried after its backoff."""
+    with _answering(answer) as url:
+        settings.TOOLHUB = {**settings.TOOLHUB, "WEBHOOK_URL": url}
+        delivery = WebhookDelivery.objects.create(
+            event="approval.requested", payload={"request": 7, "tenant": "acme"}, next_attempt_at=timezone.now()
+        )
+        accepted = webhook_deliver(delivery_id=delivery.pk, timeout=5)
+    delivery.refresh_from_db()
+    assert accepted is False
+    assert delivery.last_error and "\x00" not in delivery.last_error
+    assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 1)
