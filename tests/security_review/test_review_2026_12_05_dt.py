@@ -39,6 +39,13 @@ Checked and found holding (no test here):
 - Retries: at most ``WEBHOOK_MAX_ATTEMPTS`` with capped exponential backoff; an outcome is recorded only by the
   attempt that still holds the claim (``attempts`` unchanged), so a success is never followed by another POST of
   the same attempt; a delivery whose last attempt's worker died is failed once its lease ends.
+
+Found, not fixed: a URL secret part shorter than ``MIN_SECRET_LENGTH`` (4) is not scrubbed from an attempt's error
+(``SecretScrubber`` skips short values; real keys are longer); with no ``WEBHOOK_SECRET_ENV`` set deliveries go out
+unsigned (a deploy warning, ``approvals.W002``, only); pending deliveries follow ``WEBHOOK_URL`` as it is at each
+attempt (a changed URL gets the older notifications; an emptied one fails them after ``WEBHOOK_MAX_ATTEMPTS``); a
+connection still being opened when an attempt's time is up is not cut (its connect is bounded by the per-wait
+timeout) and may deliver the body once more, under the same ``webhook-id``.
 """
 
 import socket
