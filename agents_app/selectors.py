@@ -9,12 +9,14 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import converted
+from toolhub.sagas.models import Rollback
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope, visible_rows
 
@@ -25,19 +27,39 @@ def runs_visible_to(user: AbstractBaseUser) -> QuerySet[AgentRun]:
 
 
 def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
-    """Runs nobody advanced since ``idle_since`` that may be able to go on.
+    """Runs nobody advanced since ``idle_since`` that ``run_advance`` would step now, longest idle first.
 
-    Running ones (a lost message, a worker that died mid-step: its step is taken again once its lease lapsed,
-    until ``RUN_MAX_LOST_STEPS`` steps in a row were lost, then the run fails: ``loop._step_lost``) and waiting
-    ones whose last turn's calls have all settled (the wake-up after the last call was lost: a worker killed
-    between settling it and advancing the run). A waiting run with a call still held or awaiting its result is
-    left alone.
+    Running or waiting, with no model step within its lease (a lapsed one is a lost step, taken again until
+    ``RUN_MAX_LOST_STEPS`` in a row were lost: ``loop._step_lost``), every call of the current turn settled (the
+    wake-up after the last one was lost: a worker killed between settling it and advancing the run, a message the
+    broker dropped) and, when that turn's failed call is being rolled back (``saga_rollback_on_failure``), that
+    rollback finished. The rest are left to what wakes them: a queued call is
+    sent again by ``toolhub.sweeper.calls_redispatch_stale``, a held one by its decision, a lease by its step, a
+    rollback by its compensations; each settle wakes the run, and a lost one of those is swept here.
+    Only such runs, oldest first: a backlog of runs that cannot go on never fills the batch, and every run
+    that can is reached within a bounded number of sweeps.
     """
     open_calls = ToolCall.objects.filter(run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL).exclude(
         status__in=list(SETTLED_STATUSES)
     )
-    stalled = Q(status=RunStatus.RUNNING) | (Q(status=RunStatus.WAITING) & ~Exists(open_calls))
-    return list(AgentRun.objects.filter(stalled, updated_at__lt=idle_since).values_list("id", flat=True)[:limit])
+    # ``loop._begin_step`` waits for its turn's failed call's rollback only while its agent compensates on error
+    rolling_back = Q(agent__compensate_on_error=True) & Exists(
+        Rollback.objects.filter(
+            failed_call__run_id=OuterRef("id"),
+            failed_call__turn=OuterRef("turn"),
+            failed_call__kind=CallKind.CALL,
+            finished_at__isnull=True,
+        )
+    )
+    leased = Q(step_lease_until__gt=timezone.now())
+    return list(
+        AgentRun.objects.filter(status__in=[RunStatus.RUNNING, RunStatus.WAITING], updated_at__lt=idle_since)
+        .exclude(leased)
+        .exclude(Exists(open_calls))
+        .exclude(rolling_back)
+        .order_by("updated_at", "id")
+        .values_list("id", flat=True)[:limit]
+    )
 
 
 def run_children(run: AgentRun) -> QuerySet[AgentRun]:

@@ -76,7 +76,7 @@ def test_a_ready_run_whose_step_does_not_fit_is_left_untouched(alice: User) -> N
 
 
 @pytest.mark.django_db
-def test_the_sweep_wakes_idle_running_runs_and_waiting_runs_whose_calls_all_settled(alice: User) -> None:
+def test_the_sweep_wakes_idle_runs_whose_turn_calls_all_settled(alice: User) -> None:
     agent = Agent.objects.create(name="sweep", script=SCRIPT)
 
     def run_with(status: RunStatus, *call_statuses: CallStatus) -> AgentRun:
@@ -93,7 +93,10 @@ def test_the_sweep_wakes_idle_running_runs_and_waiting_runs_whose_calls_all_sett
             )
         return run
 
-    running = run_with(RunStatus.RUNNING, CallStatus.QUEUED)
+    running = run_with(RunStatus.RUNNING, CallStatus.SUCCEEDED)
+    # a queued call's lost message is sent again by the calls' sweep (calls_redispatch_stale), not by advancing
+    # its run (which does nothing while a call of its turn is open); its settle wakes the run
+    running_queued = run_with(RunStatus.RUNNING, CallStatus.QUEUED)
     settled = run_with(RunStatus.WAITING, CallStatus.SUCCEEDED, CallStatus.REJECTED)
     held = run_with(RunStatus.WAITING, CallStatus.SUCCEEDED, CallStatus.PENDING_APPROVAL)
     queued = run_with(RunStatus.WAITING, CallStatus.QUEUED)
@@ -102,7 +105,8 @@ def test_the_sweep_wakes_idle_running_runs_and_waiting_runs_whose_calls_all_sett
 
     assert set(runs_to_wake(idle_since=later)) == {running.pk, settled.pk}
     assert runs_to_wake(idle_since=timezone.now() - timedelta(hours=1)) == []
-    assert {held.pk, queued.pk, done.pk}.isdisjoint(runs_to_wake(idle_since=later))
+    assert {held.pk, queued.pk, done.pk, running_queued.pk}.isdisjoint(runs_to_wake(idle_since=later))
+    assert run_advance(run_id=running_queued.pk) is Advance.IDLE
 
 
 @pytest.mark.django_db(transaction=True)  # commits for real, so the settle is announced inside the task
