@@ -2,7 +2,8 @@ r"""The user pages' forms: a username chosen here cannot read as someone else's.
 
 Django's rule (``\w``) admits a Hangul filler (drawn as nothing) and letters of any script, so ``alice\u3164`` or
 a Cyrillic ``\u0430lice`` read ``alice`` on the desk, in approvers' e-mail and as a trail event's actor. Names are
-refused where they are chosen (``toolhub.visible.lookalike_problem``); a name already stored is left to its owner.
+refused where they are chosen (``toolhub.visible.lookalike_problem``), and so is one that reads as an existing
+account's (``toolhub.confusable_names``: ``ɑlice``, an all-Cyrillic copy); a name already stored is left to its owner.
 """
 
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
+from toolhub.confusable_names import reads_as_existing
 from toolhub.visible import lookalike_problem
 
 __all__ = ["UserAddForm", "UserEditForm"]
@@ -19,9 +21,16 @@ class _PlainUsername(forms.ModelForm):
     def clean_username(self) -> Any:
         django_clean = getattr(super(), "clean_username", None)  # the creation form's case-insensitive uniqueness
         name = django_clean() if django_clean is not None else self.cleaned_data["username"]
-        problem = lookalike_problem(name) if name != self.instance.get_username() else None
+        if name is None or name == self.instance.get_username():
+            return name  # None: Django's form already refused it (a name taken in another case)
+        problem = lookalike_problem(name)
         if problem:
             raise forms.ValidationError(f"Choose another username: {problem}; it would read as another person's name.")
+        existing = reads_as_existing(name, other_than=self.instance.pk)
+        if existing is not None:
+            raise forms.ValidationError(
+                f"Choose another username: it reads as the existing account {existing!r} (Unicode's confusables)."
+            )
         return name
 
 

@@ -95,8 +95,8 @@ def lookalike_problem(name: str) -> str | None:
     terminal, the trail's ``actor``): a name holding a character drawn as nothing (a Hangul filler), or mixing
     look-alike letters or digits of two scripts (a Cyrillic ``\u0430`` or a Bengali ``\u09e6`` among Latin ones), is
     refused where it is chosen. A name in one script (``zoë``, ``Ярослав``), or mixing only as Japanese, Chinese and
-    Korean names do (``佐々木``, ``ユーキ``, ``taro_田中``), is fine; all-Cyrillic look-alikes of a Latin name need a
-    confusables table.
+    Korean names do (``佐々木``, ``ユーキ``, ``taro_田中``), is fine here; a name that reads as an existing account's
+    (``ɑlice``, an all-Cyrillic copy) is refused by ``toolhub.confusable_names``.
     """
     if visible_text(name) != name:
         return f"it holds characters a page draws as nothing (invisible): {visible_text(name)}"
