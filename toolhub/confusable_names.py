@@ -2,11 +2,12 @@
 
 ``toolhub.visible.lookalike_problem`` refuses what a name shows on its own (characters drawn as nothing, a mix of
 scripts). A name in one script can still read as another: ``ɑlice`` (a Latin alpha), ``alıce`` (a dotless i),
-``ali̇ce`` (an i with a second dot), or a whole-script copy, ``аӏісе`` all Cyrillic or ``ᎪᏞᎥᏟᎬ`` all Cherokee. Two names
-are confusable when their skeletons are equal: each character replaced by its prototype in Unicode's
-confusables.txt, read after case folding (``aIice`` reads as ``alice``, as Django's own rule already holds ``Alice``
-to). Such a name is refused while an account reading the same exists, and the refusal names that account: only
-people who change accounts see it, and they see every account (``TenantUserAdmin`` is ``CrossTenantChangesOnly``).
+``ali̇ce`` (an i with a second dot), or a whole-script copy, ``расе`` all Cyrillic (``pace``) or ``ᎪᏞᎥᏟᎬ`` all
+Cherokee. Two names are confusable when their skeletons are equal: each character replaced by its prototype in
+Unicode's confusables.txt, read after case folding too (``aIice`` reads as ``alice``, as Django's own rule already
+holds ``Alice`` to; ASCII names too: ``paypa1`` reads as ``paypal``, ``b0b`` as ``bob``). Such a name is refused while
+an account reading the same exists, and the refusal names that account: only people who change accounts see it,
+and they see every account (``TenantUserAdmin`` is ``CrossTenantChangesOnly``).
 
 A name that reads as no existing account is accepted, even in another script whose skeleton is plain ASCII: ``Вера``
 (Vera) and ``Тарас`` (Taras) read as Latin ``Bepa`` and ``Tapac`` and are real names. Refusing every such name would
@@ -16,7 +17,10 @@ copy would impersonate cannot be added beside it either (its administrator is to
 
 The data is the ``confusable_homoglyphs`` package's (Unicode's confusables.txt, kept to date there; its JSON lists
 each pair both ways): a prototype is the member of its pairs that is never a source, a source's only entry is its
-prototype; of a lone pair either member serves (equal skeletons stay equal), the ASCII one when there is one.
+prototype; of a lone pair, the member found inside a longer prototype (``(木)``), else the ASCII one, else either
+(equal skeletons stay equal). Checked against a confusables.txt (Unicode 13): 6,271 of its 6,311 pairs read alike;
+the rest pair combining marks, compatibility characters (which Django's form stores NFKC) or line separators
+(refused as invisible), or changed since.
 
 Cost: no column is stored (``auth.User`` is Django's). A new or changed name is compared with one query streaming
 the other usernames only, each read through a precomputed table: about 0.2 s for twenty thousand lower-case
@@ -45,6 +49,7 @@ def _prototypes() -> dict[str, str]:
     pairs = {
         key.strip(_LRM): [entry["c"].strip(_LRM) for entry in entries] for key, entries in json.loads(data).items()
     }
+    in_prototypes = {char for key in pairs if len(key) > 1 for char in key}  # a longer prototype's are prototypes
     table: dict[str, str] = {}
     for char, others in pairs.items():
         if len(char) != 1 or len(others) != 1:
@@ -52,8 +57,10 @@ def _prototypes() -> dict[str, str]:
         other = others[0]
         if len(pairs.get(other, ())) > 1 or len(other) != 1:
             table[char] = other  # a source, whose only entry is its prototype
-        else:  # a lone pair: either member serves, the same one for both
-            table[char] = min(char, other, key=lambda member: (not member.isascii(), member))
+        else:  # a lone pair: the prototype if a longer one shows it, else the ASCII member, else either (the same)
+            table[char] = min(
+                char, other, key=lambda member: (member not in in_prototypes, not member.isascii(), member)
+            )
     return {char: prototype for char, prototype in table.items() if char != prototype}
 
 
