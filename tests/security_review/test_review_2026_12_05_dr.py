@@ -11,11 +11,11 @@ Findings:
    skeleton (Unicode's confusables.txt, from the ``confusable-homoglyphs`` package) equals an existing account's,
    on the add and change pages and in ``createsuperuser``; the message names that account (only people who change
    accounts reach those forms, and they see every account).
+2. ``createsuperuser`` (the governed command) applied no look-alike rule at all: ``alice\u3164`` (a Hangul filler)
+   or ``\u0430lice`` were created from the command line. It now applies the user pages' rule.
 3. The add page answered 500 for a name already taken in another case (``Alice`` beside ``alice``; on PostgreSQL
    also ``alıce``): Django's form records that error and returns ``None``, which the look-alike check then read.
    It now leaves such a name to Django's message.
-2. ``createsuperuser`` (the governed command) applied no look-alike rule at all: ``alice\u3164`` (a Hangul filler)
-   or ``\u0430lice`` were created from the command line. It now applies the user pages' rule.
 
 Checked and holding:
 
@@ -96,7 +96,7 @@ def test_renaming_to_another_accounts_look_alike_is_refused_and_to_ones_own_is_n
 )
 def test_ordinary_names_stay_accepted_beside_look_alike_accounts(root: User, username: str) -> None:
     """Found: nothing (the rule must not refuse real names). Expect: each is created, ``Вера`` (read ``Bepa``) too,
-    as no account reads the same."""
+    as no account reads the same; Arabic letters with Arabic-Indic digits (their own script's) too."""
     User.objects.create_user("yuki")
     User.objects.create_user("sasaki")
     status, page = add(root, username)
