@@ -201,16 +201,23 @@ def _pair_locked_in_postgresql(name: str, address: str) -> None:
     """The pair's advisory lock for this transaction, waited for ``PAIR_WAIT_SECONDS`` at most (``login_busy``).
 
     ``lock_timeout`` bounds the wait for this statement only: what the transaction locks after it (axes' rows, the
-    audit chain) waits as it would without it.
+    audit chain) waits as it would without it. A shorter ``lock_timeout`` the server, role or pooler set is kept, not
+    lengthened; a wait cut short by ``statement_timeout`` is the same refusal, not a 500.
     """
+    bound = int(PAIR_WAIT_SECONDS * 1000)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('lock_timeout')")
-        (previous,) = cursor.fetchone()
-        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(PAIR_WAIT_SECONDS * 1000)}ms"])
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), setting::bigint FROM pg_settings WHERE name = 'lock_timeout'"
+        )
+        previous, previous_ms = cursor.fetchone()
+        if previous_ms > 0:
+            bound = min(bound, previous_ms)
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{bound}ms"])
         try:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", list(_pair_lock_key(name, address)))
         except OperationalError as error:
-            if getattr(error.__cause__, "sqlstate", None) == "55P03":  # lock_not_available (psycopg 3): timed out
+            # lock_not_available (psycopg 3: timed out) or query_canceled (statement_timeout): the pair stayed held.
+            if getattr(error.__cause__, "sqlstate", None) in ("55P03", "57014"):
                 raise _pair_busy() from None
             raise
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous])
