@@ -64,6 +64,18 @@ def _prototypes() -> dict[str, str]:
     return {char: prototype for char, prototype in table.items() if char != prototype}
 
 
+def _fold(text: str) -> str:
+    """``text`` in one case, each character folded to one (Unicode's simple case folding): ``ß`` stays ``ß``.
+
+    Full folding (``str.casefold``) spells ``ß`` as ``ss``: a spelling, not a case, and UTS #39 keeps them apart
+    (``ß`` is the prototype of ``β``), so ``strauß`` would be refused beside ``strauss``.
+    """
+    full = text.casefold()
+    if len(full) == len(text):
+        return full  # each character folded to one (the usual case: one call, not one per character)
+    return "".join(folded if len(folded := char.casefold()) == 1 else char.lower() for char in text)
+
+
 def skeleton(name: str) -> str:
     """``name`` as it reads: UTS #39's skeleton, read again after case folding (``aIice``, ``Alice``: ``alice``)."""
     table = _prototypes()
@@ -74,12 +86,12 @@ def skeleton(name: str) -> str:
             text = text.replace(dotted, letter)
         return unicodedata.normalize("NFD", "".join(table.get(char, char) for char in text))
 
-    return mapped(mapped(name).casefold())
+    return mapped(_fold(mapped(name)))
 
 
 def _readings(name: str) -> frozenset[str]:
     """Its skeleton, and its case folding's (``ALICE``: capital I is read as l before folding, as i after)."""
-    folded = name.casefold()
+    folded = _fold(name)
     return frozenset({skeleton(name), skeleton(folded)} if folded != name else {skeleton(name)})
 
 
