@@ -11,7 +11,7 @@ second short transaction. A worker that dies in between leaves the delivery due 
 A redirect is not followed (``urllib`` would turn the POST into a GET to wherever ``Location`` points, any host):
 it fails the attempt, as Standard Webhooks senders do. An attempt's error is shown to each tenant's staff with its
 delivery, so the URL's secret parts (``toolhub.url_secrets``), which ``urllib`` and ``http.client`` quote, are
-replaced in it.
+replaced in it: each quoted piece of the URL whole (``url_quotes_redacted``, short keys included), then the long parts.
 
 An attempt takes ``timeout`` seconds at most in all, not per wait for bytes (``urllib``'s): a receiver that drips its
 answer is cut off then, so the outcome is recorded inside the attempt's lease and no other worker sends it meanwhile.
@@ -40,7 +40,7 @@ from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
 from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
-from toolhub.url_secrets import url_secret_parts
+from toolhub.url_secrets import url_quotes_redacted, url_secret_parts
 
 __all__ = [
     "webhook_enqueue",
@@ -223,7 +223,9 @@ def _post(delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:
     url = toolhub_settings().WEBHOOK_URL
     ok, error = _post_to(url, delivery, timeout=timeout)
     # The error quotes the receiver (its status line, its reason): text from outside, stored as any column takes it.
-    return ok, storable_text(SecretScrubber([url, *url_secret_parts(url)]).text(error))[:500]
+    # The URL's pieces first, whole (a short key in them too), then its long secret parts wherever else they are.
+    scrubbed = SecretScrubber([url, *url_secret_parts(url)]).text(url_quotes_redacted(error, url))
+    return ok, storable_text(scrubbed)[:500]
 
 
 def _post_to(url: str, delivery: WebhookDelivery, *, timeout: float) -> tuple[bool, str]:

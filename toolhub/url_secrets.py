@@ -7,9 +7,9 @@ the platform's configuration (tenant staff, the model). One rule for every outbo
 """
 
 import re
-from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urldefrag, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "url_redacted", "url_secret_parts"]
+__all__ = ["REDACTED", "url_quotes_redacted", "url_redacted", "url_secret_parts"]
 
 #: What stands in for a secret part of a URL where the URL is shown or recorded.
 REDACTED = "[redacted]"
@@ -67,6 +67,42 @@ def url_redacted(url: str) -> str:
     pieces = _QUERY_SEPARATOR.split(parts.query) if parts.query else []
     query = "".join(piece if index % 2 else _redacted_param(piece) for index, piece in enumerate(pieces))
     return urlunsplit((parts.scheme, netloc, path, query, REDACTED if parts.fragment else ""))
+
+
+def url_quotes_redacted(text: str, url: str) -> str:
+    """``text`` with ``url``, and each piece of it an HTTP client quotes, replaced whole by its redacted form.
+
+    ``urllib`` and ``http.client`` quote the URL (``unknown url type: '<url>'``), its path and query (``URL can't
+    contain control characters. '<path?query>'``) or its host part from the user name's colon on (``nonnumeric
+    port: '<password>@<host>'``). Replacing those pieces whole takes out a secret part of any length; scrubbing a
+    short part (``?k=ab1``, ``u:pw@``) alone, everywhere in the text, would garble it instead. Apply it before a
+    ``SecretScrubber`` of the long parts, which would otherwise break up the pieces.
+    """
+    if not url:
+        return text
+    pieces = {url: url_redacted(url), urldefrag(url).url: url_redacted(urldefrag(url).url)}
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is not None:
+        selector = urlunsplit(("", "", parts.path, parts.query, ""))
+        pieces[selector] = url_redacted(selector)
+        userinfo, at, host = parts.netloc.rpartition("@")
+        if at:
+            pieces[parts.netloc] = f"{REDACTED}@{host}"
+            # http.client reads what follows the last colon before the host as the port, and quotes it.
+            pieces.update(
+                {f"{userinfo[i + 1 :]}@{host}": f"{REDACTED}@{host}" for i, c in enumerate(userinfo) if c == ":"}
+            )
+    forms: dict[str, str] = {}
+    for piece, redacted in pieces.items():
+        if piece and piece != redacted:
+            forms[piece] = redacted
+            forms[repr(piece)[1:-1]] = repr(redacted)[1:-1]
+    for piece in sorted(forms, key=len, reverse=True):
+        text = text.replace(piece, forms[piece])
+    return text
 
 
 def _segment_parts(segment: str) -> tuple[str, list[tuple[str, str]]]:
