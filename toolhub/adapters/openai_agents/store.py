@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from toolhub.adapters._common import Decision, own_call, pause_decision
 from toolhub.audit import audit_call_event, redacted_arguments_text
-from toolhub.authorization import CallPrincipal
+from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.direct import call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -216,8 +216,10 @@ def paused_run_claim(
 ) -> tuple[PausedAgentRun, dict[str, Decision]]:
     """Take a decided paused run for resuming (once); return it with the decision of each of its calls.
 
-    Only the user who started the run, within their tenants, may resume it. Raises
-    :class:`RunNotDecidedError` (nothing changed) while an operator has yet to decide a call.
+    Only the user who started the run, within their tenants, may resume it, and only while they keep their
+    standing (active, still in the run's tenant: ``standing_refusal``, as the agent loop asks before every model
+    turn), in a tenant or in none. Raises :class:`RunNotDecidedError` (nothing changed) while an operator has yet
+    to decide a call.
     """
     scope = tenant_scope(user)
     run = (
@@ -227,6 +229,9 @@ def paused_run_claim(
     )
     if run is None or (run.tenant and not scope.allows(run.tenant)):
         raise AdapterError("No paused run with this id is waiting for you (it was resumed already, or is not yours).")
+    refusal = standing_refusal(CallPrincipal(user_id=user.pk, username="", tenant=run.tenant))
+    if refusal:
+        raise AdapterError(f"This paused run is not resumed: {refusal}")
     calls = {str(call.pk): call for call in ToolCall.objects.filter(pk__in=run.call_ids, tenant=run.tenant)}
     decisions: dict[str, Decision] = {}
     waiting = []
