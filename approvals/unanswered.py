@@ -78,14 +78,20 @@ def approvals_escalate_due() -> int:
     return escalated
 
 
-def expire_request(request: ApprovalRequest) -> None:
-    """End the request unanswered and refuse its call: the request's move and the call's are one write."""
-    tool_call_refuse(
+def expire_request(request: ApprovalRequest) -> bool:
+    """End the request unanswered and refuse its call: the request's move and the call's are one write.
+
+    The expiry is recorded and announced only when the call moved (a conditional UPDATE, ``tool_call_refuse``): a
+    call that had already left ``pending_approval`` did not expire, and nobody is told it did. Returns whether it moved.
+    """
+    moved = tool_call_refuse(
         call=request.call,
         actor="expiry",
         status=CallStatus.EXPIRED,
         message="The approval request expired before an operator decided; the call was not executed.",
         writes=[decided_row(request, ApprovalStatus.EXPIRED)],
     )
-    audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
-    notify(signals.approval_expired, request, "approval.expired")
+    if moved:
+        audit_call_event(request.call, "approval.expired", actor="expiry", data={"request": request.pk})
+        notify(signals.approval_expired, request, "approval.expired")
+    return moved
