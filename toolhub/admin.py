@@ -18,7 +18,9 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
@@ -134,11 +136,29 @@ class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
 class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     """API tokens are credentials: only people who cross the boundary see or create them.
 
-    A token created or deleted is in the trail of its user's tenants; its key never is.
+    A token created or deleted is in the trail of its user's tenants; its key never is. The key is shown once, on
+    the page answering the "add" form (not in a message, which the session or a cookie would keep, nor cacheable);
+    afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``).
     """
 
     audit_tenant_fields = ()
     audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
+    list_display = ("user", "created")  # DRF's lists the key
+
+    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
+        response = TemplateResponse(
+            request,
+            "admin/toolhub/token_created.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": f"{obj}: copy the key now",
+                "opts": self.opts,
+                "token": obj,
+                "key": obj.key,
+            },
+        )
+        add_never_cache_headers(response)  # no-store: a key answered once, kept by no cache
+        return response
 
 
 @admin.register(ToolDefinition)

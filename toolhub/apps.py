@@ -44,6 +44,9 @@ class ToolhubConfig(AppConfig):
         from toolhub.admin_visible import install
 
         install()  # the admin draws invisible and bidi characters of stored text written out (``toolhub.visible``)
+        from toolhub.api import tokens
+
+        tokens.install()  # a token is named by whose it is, never by its key (the credential)
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)

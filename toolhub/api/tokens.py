@@ -5,9 +5,13 @@ expires is a standing credential nobody remembers to revoke. One reading of "is 
 API (``ExpiringTokenAuthentication``) and MCP (``toolhub.mcp_caller``), so neither accepts what the other
 refuses. An expired token is refused with what to do (create a new one), never deleted here: an administrator
 sees it in the admin's Tokens, with its age, and replaces it.
+
+The key is the credential, so nothing names a token by it: DRF's ``Token.__str__`` returns the key, and Django's
+admin names every row by ``str()`` (titles, breadcrumbs, messages, delete pages, ``LogEntry.object_repr`` kept for
+years). :func:`install` makes a token's name its :func:`token_handle`, once, for every place that draws one.
 """
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -16,7 +20,7 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from toolhub.conf import toolhub_settings
 
-__all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "token_owner"]
+__all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "install", "token_handle", "token_owner"]
 
 INVALID = "Invalid token."
 
@@ -58,3 +62,21 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             return token_owner(key)
         except TokenRefused as refused:
             raise AuthenticationFailed(str(refused)) from refused
+
+
+def token_handle(token: Any) -> str:
+    """A token's name that is no part of its key: whose it is and when it was created.
+
+    Not even a prefix of the key: a user holds one token, so the user tells tokens apart, and a prefix would put
+    part of a live credential in records kept for years (a leaked key is matched by ``token_owner``, exactly).
+    """
+    owner = token.user.get_username() if token.user_id is not None else "nobody"
+    created = f", created {token.created.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if token.created else ""
+    return f"API token of {owner}{created}"
+
+
+def install() -> None:
+    """Name DRF's tokens (and its admin's token proxy) by :func:`token_handle` rather than by their key."""
+    from rest_framework.authtoken.models import Token
+
+    Token.__str__ = token_handle
