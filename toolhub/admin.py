@@ -145,6 +145,10 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
     list_display = ("user", "created")  # DRF's lists the key
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A made token's holder stays: moved to another user, the same live key would sign in as them."""
+        return ("user", "created") if obj is not None else ()
+
     def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
         response = TemplateResponse(
             request,

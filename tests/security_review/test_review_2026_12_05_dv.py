@@ -15,6 +15,8 @@ Findings (each fails on b2f57b3, passes after the fix):
    token by its key, and so did the "was deleted" message.
 5. Rows written before the fix: a data migration redacts ``object_repr`` (and ``object_id`` of concrete token rows,
    whose pk is the key) of the token content types.
+6. (noted by the review, fixed after it) A token's change page let its holder be changed: the same live key then
+   signed in as another user. The holder is read-only once the token is made.
 
 Fix: a token is named by a handle that is no part of the secret (``toolhub.api.tokens.token_handle``: its user and
 when it was created, no prefix of the key: one token per user makes the user enough to tell tokens apart, and a
@@ -168,3 +170,19 @@ def test_log_entries_written_before_the_fix_are_redacted() -> None:
     assert token.key not in _log_text()
     assert LogEntry.objects.get(pk=kept.pk).object_repr == "bob-dv"
     assert LogEntry.objects.filter(content_type=proxy, object_id=str(user.pk)).exists()
+
+
+def test_a_tokens_holder_cannot_be_changed_on_its_page(console: Client, alice: User) -> None:
+    """Found (review dv's note): the token's change page let its user be changed, so alice's live key then signed
+    in as bob without a new token being made. Expect: the holder is read-only once made; a POST naming another
+    user leaves the key with alice, and bob is handed a token of his own only by creating one."""
+    bob = User.objects.create_user("bob-dv", password="pw-bob-dv-1234")
+    key = Token.objects.create(user=alice).key
+
+    page = console.get(f"{TOKENS}{alice.pk}/change/")
+    console.post(f"{TOKENS}{alice.pk}/change/", {"user": bob.pk})
+
+    assert page.status_code == 200
+    assert 'name="user"' not in page.content.decode()
+    assert Token.objects.get(key=key).user_id == alice.pk
+    assert not Token.objects.filter(user=bob).exists()
