@@ -173,30 +173,62 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 class _CuttableRequest(urllib.request.Request):
-    """A request whose connections can be cut from another thread, when the attempt's time is up."""
+    """A request whose connections can be cut from another thread, when the attempt's time is up.
+
+    The cut is sticky: a connection that finishes opening after it (a slow DNS answer, SYN or TLS handshake, whose
+    socket the connection holds only once open) is shut before anything is sent, so no POST leaves after the attempt
+    was recorded as failed.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._cut = False
 
     def cut(self) -> None:
-        """Shut the connections' sockets: the thread blocked reading them gets end-of-file at once."""
-        for connection in list(self.connections):
-            sock = connection.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    # The plain socket's shutdown, also under TLS: the TLS object is left to its own thread.
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        """Shut the connections' sockets (the thread blocked on them gets end-of-file at once) and any opened later."""
+        with self._lock:
+            self._cut = True
+            for connection in self.connections:
+                _shut(connection)
+
+    def watch(self, connection: http.client.HTTPConnection) -> None:
+        """List ``connection`` and have it refuse to go on when the request was cut while it was opening."""
+        opening = connection.connect
+
+        def connect() -> None:
+            self._refuse_if_cut(connection)
+            opening()
+            self._refuse_if_cut(connection)
+
+        connection.connect = connect  # type: ignore[method-assign]
+        with self._lock:
+            self.connections.append(connection)
+
+    def _refuse_if_cut(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if self._cut:
+                _shut(connection)
+                raise ConnectionAbortedError("the attempt's time was up")
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            # The plain socket's shutdown, also under TLS: the TLS object is left to its own thread.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class _Watched:
-    """Mixed into ``urllib``'s HTTP(S) handler: each connection it opens is listed on its ``_CuttableRequest``."""
+    """Mixed into ``urllib``'s HTTP(S) handler: each connection it opens is watched by its ``_CuttableRequest``."""
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
         def connection(host: str, **options: Any) -> http.client.HTTPConnection:
             opened: http.client.HTTPConnection = http_class(host, **options)
             if isinstance(req, _CuttableRequest):
-                req.connections.append(opened)
+                req.watch(opened)
             return opened
 
         return super().do_open(connection, req, **kwargs)  # type: ignore[misc]
@@ -268,8 +300,13 @@ def _exchange_within(request: _CuttableRequest, *, timeout: float) -> tuple[bool
             done.set()
 
     threading.Thread(target=exchange, name="webhook-post", daemon=True).start()
-    if not done.wait(timeout):
-        request.cut()
+    answered = False
+    try:
+        answered = done.wait(timeout)
+    finally:
+        if not answered:  # the time is up, or the wait was interrupted (a Celery soft time limit)
+            request.cut()
+    if not answered:
         return False, f"TimeoutError: the receiver did not answer within the attempt's {timeout:g} s"
     if "error" in outcome:
         raise outcome["error"]

@@ -1,0 +1,131 @@
+"""Review dx (2026-12-05): regression review of the runs sweep's SQL selection (``runs_to_wake``, ad087ea) and of
+the webhook attempt's total deadline (``approvals.webhooks._exchange_within``, e71168a, 4326d4e, d6aa836).
+
+Findings:
+- The deadline's cut reached only a socket a connection already held: a connection still opening when the
+  attempt's time was up (a slow DNS answer or SYN; a TLS handshake, during which ``wrap_socket`` has detached the
+  plain socket and the connection holds the TLS one only after it) was not cut, so the helper thread went on after
+  the attempt had been recorded as failed and sent the signed POST outside the attempt's lease (the duplicate the
+  deadline was for), then could be held by a dripping receiver without end. Fixed in ``_CuttableRequest``: the
+  cut is sticky, and a connection that finishes opening after it is shut before anything is sent
+  (``test_a_connection_still_opening_at_the_deadline_sends_nothing_after_it``).
+- The waiting thread cut only when its wait timed out: an exception there (Celery's soft time limit) left the
+  helper's exchange running. It now cuts whenever the wait did not see the answer
+  (``test_an_interrupted_wait_still_cuts_the_connection``).
+
+Checked and holds:
+- ``runs_to_wake`` against ``_begin_step``: it steps a running/waiting run only with no lease in force (a NULL lease
+  and a lapsed one are both selected; a lapsed one is counted as a lost step), every kind=call call of ``run.turn``
+  settled (``turn_calls`` reads kind=call only; inner calls of agentic tools and compensations do not hold a turn,
+  a subagent's call stays ``awaiting_result`` until its child run ends and that settle wakes the parent, deferred
+  serial calls are requested once the previous one settled, which the sweep selects), and no unfinished rollback
+  whose failed call is a kind=call call of the turn while the agent compensates on error (``ROLLBACK_KINDS``
+  excludes inner calls, matching). A run held by an open call, a lease or a rollback is left to what settles it
+  (redispatch sweeper, decision/expiry, the lease's lapse, compensations), each of which moves the run out of the
+  excluded set, so a lost wake-up after it is swept. There is no ``paused`` status (``RunStatus``). Oldest
+  ``updated_at`` first means a run the loop cannot step writes nothing and is not selected again while held.
+- On PostgreSQL with 4000 runs and 12000 calls, EXPLAIN ANALYZE shows one hash anti join against ``toolhub_toolcall``
+  (no per-run subquery) and a hashed subplan for rollbacks (~5 ms); with few candidate runs the planner can use
+  ``toolcall_run_turn``. The run table is scanned as before the change (no status/updated_at index).
+- Webhooks: a TLS handshake is bounded as a whole by CPython (``_ssl`` applies the socket timeout as one deadline
+  to ``do_handshake``), so a handshake under way at the cut ends within ``timeout`` and is then refused; the helper
+  thread touches no database (``_exchange`` reads only the request), so it opens no
+  connection; an exception of the helper is re-raised in the caller with the helper's frames in its traceback;
+  ``webhook_secret_key`` refuses ``whsec_`` alone and ``approvals.W002`` warns on it (it calls the same function);
+  errors are stored through ``storable_text`` after the URL's secrets are scrubbed; Celery's task limits (300 s soft
+  by default) are far above the 10 s deadline. ``timeout`` is a float (``None`` fails in the lease arithmetic,
+  ``0`` gives up at once): no caller passes either.
+"""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from approvals.webhooks import _CuttableRequest, _exchange_within
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, list[bytes]]]:
+    """A receiver on 127.0.0.1 that records what it was sent and answers nothing for a while."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5)
+    received: list[bytes] = []
+
+    def serve() -> None:
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            return
+        with connection:
+            connection.settimeout(3)
+            try:
+                # reads what comes and answers nothing: holds the exchange until the sender cuts it (or 3 s)
+                while data := connection.recv(65536):
+                    received.append(data)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", received
+    listener.close()
+    thread.join(timeout=6)
+
+
+def _helpers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "webhook-post"]
+
+
+def test_a_connection_still_opening_at_the_deadline_sends_nothing_after_it(
+    receiver: tuple[str, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: the cut shut only sockets already held by a connection; one still connecting at the deadline (slow
+    DNS, SYN or TLS handshake) went on, and the helper sent the POST after the attempt was recorded as failed.
+    Expect: after the deadline nothing is sent and the helper thread ends."""
+    url, received = receiver
+    real = socket.create_connection
+
+    def slow_connection(*args: Any, **kwargs: Any) -> socket.socket:
+        time.sleep(0.8)  # the name or the SYN answers late
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", slow_connection)
+    request = _CuttableRequest(url, data=b"{}", headers={"Content-Type": "application/json"}, method="POST")
+
+    ok, error = _exchange_within(request, timeout=0.3)
+
+    assert ok is False and "TimeoutError" in error
+    time.sleep(1.5)
+    assert received == [], "the POST was sent after the attempt had ended"
+    assert not _helpers(), "the helper thread outlived the attempt"
+
+
+def test_an_interrupted_wait_still_cuts_the_connection(
+    receiver: tuple[str, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: an exception in the waiting thread (Celery's soft time limit) left the helper's exchange uncut.
+    Expect: the connection is cut and the helper ends."""
+    url, received = receiver
+
+    class SoftTimeLimit(Exception):
+        pass
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            if timeout is None:  # ``Thread.start`` waiting for its thread
+                return super().wait()
+            super().wait(0.5)  # the POST is sent and its answer awaited
+            raise SoftTimeLimit
+
+    monkeypatch.setattr(threading, "Event", Interrupted)
+    request = _CuttableRequest(url, data=b"{}", method="POST")
+    with pytest.raises(SoftTimeLimit):
+        _exchange_within(request, timeout=10)
+    assert received, "the POST was not sent before the interruption"
+    for thread in _helpers():
+        thread.join(timeout=1.5)
+    assert not _helpers(), "the helper thread outlived the interrupted attempt"
