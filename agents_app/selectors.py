@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
 from approvals.models import ApprovalRequest, ApprovalStatus
-from toolhub.models import SETTLED_STATUSES, CallKind, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import converted
 from toolhub.sagas.models import Rollback
@@ -32,23 +32,34 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     Running or waiting, with no model step within its lease (a lapsed one is a lost step, taken again until
     ``RUN_MAX_LOST_STEPS`` in a row were lost: ``loop._step_lost``), every call of the current turn settled (the
     wake-up after the last one was lost: a worker killed between settling it and advancing the run, a message the
-    broker dropped) and, when that turn's failed call is being rolled back (``saga_rollback_on_failure``), that
-    rollback finished. The rest are left to what wakes them: a queued call is
-    sent again by ``toolhub.sweeper.calls_redispatch_stale``, a held one by its decision, a lease by its step, a
-    rollback by its compensations; each settle wakes the run, and a lost one of those is swept here.
+    broker dropped) and, when a call of that turn failed, no rollback under way that ``saga_rollback_on_failure``
+    hands back (the failed call's own, or another of the run's saga while that call has none). The rest are left
+    to what wakes them: a queued call is sent again by ``toolhub.sweeper.calls_redispatch_stale``, a held one by
+    its decision, a lease by its step, a rollback by its compensations; each settle wakes the run, and a lost one
+    of those is swept here.
     Only such runs, oldest first: a backlog of runs that cannot go on never fills the batch, and every run
     that can is reached within a bounded number of sweeps.
     """
     open_calls = ToolCall.objects.filter(run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL).exclude(
         status__in=list(SETTLED_STATUSES)
     )
-    # ``loop._begin_step`` waits for its turn's failed call's rollback only while its agent compensates on error
-    rolling_back = Q(agent__compensate_on_error=True) & Exists(
-        Rollback.objects.filter(
-            failed_call__run_id=OuterRef("id"),
-            failed_call__turn=OuterRef("turn"),
-            failed_call__kind=CallKind.CALL,
-            finished_at__isnull=True,
+    # ``loop._begin_step`` waits, while its agent compensates on error and a call of the turn failed, for what
+    # ``saga_rollback`` hands back: the rollback of that failed call, or, when there is none, any rollback of the
+    # run's saga under way (one asked on demand; the failed call's own is asked once that one finished)
+    in_turn = {"failed_call__run_id": OuterRef("id"), "failed_call__turn": OuterRef("turn")}
+    unfinished = Rollback.objects.filter(finished_at__isnull=True)
+    failed = ToolCall.objects.filter(
+        run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL, status=CallStatus.FAILED
+    )
+    rolling_back = (
+        Q(agent__compensate_on_error=True)
+        & Exists(failed)
+        & (
+            Exists(unfinished.filter(failed_call__kind=CallKind.CALL, **in_turn))
+            | (
+                ~Exists(Rollback.objects.filter(failed_call__kind=CallKind.CALL, **in_turn))
+                & Exists(unfinished.filter(saga__run_id=OuterRef("id")))
+            )
         )
     )
     leased = Q(step_lease_until__gt=timezone.now())

@@ -153,7 +153,9 @@ def test_only_runs_the_loop_would_step_are_woken(alice: User) -> None:
     woken = set(runs_to_wake(idle_since=timezone.now() + timedelta(seconds=1)))
 
     # an on-demand rollback under way does not hold the run: only its failed call's rollback does (loop._begin_step)
-    assert woken == {lapsed.pk, fresh.pk, settled.pk, rollback_states["rolled_back"].pk, rollback_states["asked"].pk}
+    # (review dx: nor does one asked on demand, while the failed call has no rollback of its own: ``saga_rollback``
+    # hands the one under way back, so the loop waits for it too)
+    assert woken == {lapsed.pk, fresh.pk, settled.pk, rollback_states["rolled_back"].pk}
     # and the loop agrees: advancing any run left out does nothing
-    for run in [leased, *open_runs.values(), rollback_states["rolling_back"]]:
+    for run in [leased, *open_runs.values(), rollback_states["rolling_back"], rollback_states["asked"]]:
         assert run_advance(run_id=run.pk) is Advance.IDLE

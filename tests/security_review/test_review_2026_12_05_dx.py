@@ -12,6 +12,15 @@ Findings:
 - The waiting thread cut only when its wait timed out: an exception there (Celery's soft time limit) left the
   helper's exchange running. It now cuts whenever the wait did not see the answer
   (``test_an_interrupted_wait_still_cuts_the_connection``).
+- ``runs_to_wake`` selected a compensating run whose turn's call failed while another rollback of its saga (asked
+  on demand) was under way: ``saga_rollback`` hands that rollback back when the failed call has none of its own and
+  nothing is left to compensate, so ``run_advance`` returned IDLE and wrote nothing, and the run, the longest idle,
+  took a place in every sweep's batch (dq's test expected it woken). Fixed in the selector: while a call of the turn
+  failed, the run is held by its failed call's rollback under way or, when that call has none, by any rollback of
+  its saga under way; it is woken once that finishes
+  (``test_a_run_held_by_an_unrelated_rollback_under_way_is_not_woken_on_every_sweep``; dq's test updated). Such a
+  run with steps still to compensate would have had its own rollback created by the loop; it now waits for the
+  rollback under way to finish first (its finish makes the run selectable again), a delay, not a loss.
 
 Checked and holds:
 - ``runs_to_wake`` against ``_begin_step``: it steps a running/waiting run only with no lease in force (a NULL lease
@@ -41,11 +50,25 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
 
+from agents_app.loop import Advance, run_advance
+from agents_app.models import Agent, AgentRun, RunStatus
+from agents_app.selectors import runs_to_wake
 from approvals.webhooks import _CuttableRequest, _exchange_within
+from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.sagas.models import Rollback, RollbackTrigger, Saga
+
+#: A conversation whose last turn asked for a tool call: its results are due before the model is asked again.
+ASKED = [
+    {"role": "user", "content": "x"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {}}]},
+]
 
 
 @pytest.fixture
@@ -129,3 +152,27 @@ def test_an_interrupted_wait_still_cuts_the_connection(
     for thread in _helpers():
         thread.join(timeout=1.5)
     assert not _helpers(), "the helper thread outlived the interrupted attempt"
+
+
+@pytest.mark.django_db
+def test_a_run_held_by_an_unrelated_rollback_under_way_is_not_woken_on_every_sweep(alice: User) -> None:
+    """Found: a compensating run whose turn's call failed while another rollback of its saga was under way (asked on
+    demand) was selected by every sweep, first of all as it stays the longest idle, though ``run_advance`` does
+    nothing for it (``saga_rollback`` hands back the rollback under way). Expect: it is left out until that rollback
+    finishes, then woken."""
+    agent = Agent.objects.create(name="compensating", script=[{"content": "ok"}], compensate_on_error=True)
+    (run,) = AgentRun.objects.bulk_create(
+        [AgentRun(agent=agent, user=alice, tenant="acme", input="x", turn=1, status=RunStatus.WAITING, messages=ASKED)]
+    )
+    ToolCall.objects.create(
+        tool_name="record_effect", status=CallStatus.FAILED, run_id=run.pk, turn=1, kind=CallKind.CALL, tenant="acme"
+    )
+    saga = Saga.objects.create(key=str(run.pk), run_id=run.pk, tenant="acme")
+    asked = Rollback.objects.create(saga=saga, trigger=RollbackTrigger.ON_DEMAND, requested_by="alice")
+    AgentRun.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+
+    assert run_advance(run_id=run.pk) is Advance.IDLE  # the loop waits for the rollback under way
+    assert run.pk not in runs_to_wake(idle_since=timezone.now())
+
+    Rollback.objects.filter(pk=asked.pk).update(finished_at=timezone.now())
+    assert runs_to_wake(idle_since=timezone.now()) == [run.pk]
