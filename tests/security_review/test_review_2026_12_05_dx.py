@@ -35,7 +35,9 @@ Checked and holds:
   ``updated_at`` first means a run the loop cannot step writes nothing and is not selected again while held.
 - On PostgreSQL with 4000 runs and 12000 calls, EXPLAIN ANALYZE shows one hash anti join against ``toolhub_toolcall``
   (no per-run subquery) and a hashed subplan for rollbacks (~5 ms); with few candidate runs the planner can use
-  ``toolcall_run_turn``. The run table is scanned as before the change (no status/updated_at index).
+  ``toolcall_run_turn``. After the fix the failed-call check is an index scan on ``toolcall_run_turn`` per candidate
+  run and the rollback checks are hashed subplans (~20 ms for 4000 candidates). The run table is scanned as before
+  the change (no status/updated_at index).
 - Webhooks: a TLS handshake is bounded as a whole by CPython (``_ssl`` applies the socket timeout as one deadline
   to ``do_handshake``), so a handshake under way at the cut ends within ``timeout`` and is then refused; the helper
   thread touches no database (``_exchange`` reads only the request), so it opens no
@@ -44,6 +46,10 @@ Checked and holds:
   errors are stored through ``storable_text`` after the URL's secrets are scrubbed; Celery's task limits (300 s soft
   by default) are far above the 10 s deadline. ``timeout`` is a float (``None`` fails in the lease arithmetic,
   ``0`` gives up at once): no caller passes either.
+
+Noted, not fixed: an answer that arrives in the instant between the wait's timeout and the cut is recorded as a
+timeout and the delivery is sent again later (receivers dedupe by ``webhook-id``, at-least-once as Standard Webhooks
+allows).
 """
 
 import socket
