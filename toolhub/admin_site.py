@@ -28,6 +28,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 
 from toolhub.admin_actions import rows_checked
+from toolhub.admin_drawn import drawn_view
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
 from toolhub.login_guard import authenticate_serialized, lockout_response, password_locked, password_verify
 
@@ -94,11 +95,14 @@ class ToolhubAdminSite(AdminSite):
     login_form = GuardedAuthenticationForm
 
     def admin_view(self, view: _View, cacheable: bool = False) -> _View:
-        """Each view behind the login; every list's checks its posted row ids first (``rows_checked``)."""
+        """Each view behind the login; every list's checks its posted row ids first (``rows_checked``).
+
+        Every page draws its row's name (title, breadcrumb, delete question) written out (``admin_drawn``).
+        """
         owner = getattr(view, "__self__", None)
         if isinstance(owner, ModelAdmin) and getattr(view, "__name__", "") == "changelist_view":
             view = cast(_View, rows_checked(owner, view))
-        return super().admin_view(view, cacheable)
+        return super().admin_view(cast(_View, drawn_view(view)), cacheable)
 
     def password_change(  # type: ignore[override]  # the stubs say TemplateResponse; a success is a redirect
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -8,9 +8,9 @@ trail's hashes stay as written.
 
 import unicodedata
 
-from django.utils.safestring import SafeData
+from django.utils.safestring import SafeData, mark_safe
 
-__all__ = ["lookalike_problem", "shown", "visible_text"]
+__all__ = ["lookalike_problem", "shown", "shown_markup", "visible_text"]
 
 
 def visible_text(text: str) -> str:
@@ -111,3 +111,13 @@ def shown(value: object) -> object:
     if isinstance(value, str) and not isinstance(value, SafeData):
         return visible_text(value)
     return value
+
+
+def shown_markup(value: object) -> object:
+    """``value`` for a page, safe HTML too (a message built by ``format_html``): its text written out, still safe.
+
+    The escapes are a backslash, ``u`` and hex digits, which make no markup; anything not text is as it is.
+    """
+    if isinstance(value, SafeData):
+        return mark_safe(visible_text(str(value)))  # noqa: S308 - only invisible characters change, to ASCII text
+    return shown(value)

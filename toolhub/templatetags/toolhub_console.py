@@ -13,7 +13,7 @@ from toolhub.audit_console import audit_chain_status
 from toolhub.audit_export_key import PublicKeyText, public_key_text
 from toolhub.checkpoint_signature import CheckpointKeyError, export_public_key
 from toolhub.dashboard import dashboard
-from toolhub.visible import shown
+from toolhub.visible import shown, shown_markup
 
 register = template.Library()
 
@@ -22,6 +22,12 @@ register = template.Library()
 def visible(value: Any) -> Any:
     """Text with its invisible and bidi characters written out (``toolhub.visible``); safe HTML as it is."""
     return shown(value)
+
+
+@register.filter(is_safe=True)
+def visible_markup(value: Any) -> Any:
+    """``visible`` for safe HTML too (a message's link): its invisible characters written out, the markup kept."""
+    return shown_markup(value)
 
 
 @register.simple_tag
