@@ -32,6 +32,8 @@ class DrawnRow:
         self._row = row
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_row" or name.startswith("__"):  # a copy or pickle asks before ``__init__`` ran: not the row's
+            raise AttributeError(name)
         return getattr(self._row, name)
 
     def __str__(self) -> str:

@@ -18,6 +18,18 @@ Checked and holds:
   Django's view refuses every field (403) and no name is served there.
 - A form's inputs keep the value as typed (a save must not rewrite the name): only the drawn text changes.
 - The history page's rows draw the user and the change message (field names), not the row's name.
+- A row's own attributes still reach its templates through ``DrawnRow`` (the approval desk's ``original.status``
+  and ``original.round``, the object tools' and breadcrumbs' ``original.pk`` / ``object.pk``); a lazy or safe
+  ``title`` (the code's) is left as it is.
+- Names typed in the console are slugs for tool groups, agents and tenants (``SlugField``: no such character gets
+  in through a form); one reaches the pages through code (``@tool(group=...)``), the API or a migration.
+
+Noted, not changed (the same kind, elsewhere than the page's own row; each its own mechanism in Django):
+- A foreign key's cell in a list (the agents' "tenant" column): ``items_for_result`` draws the related row with
+  ``str()`` without ``display_for_field``, so ``toolhub.admin_visible`` does not reach it.
+- A form's select options (``ModelChoiceField.label_from_instance``: a grant's tool group and tenant) and a list
+  filter's choices (``admin/filter.html``) draw ``str(row)`` as written; so does a popup's response
+  (``popup_response_data``) and the list checkbox's ``aria-label`` (read aloud, not drawn).
 """
 
 import re
