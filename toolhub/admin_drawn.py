@@ -4,9 +4,12 @@ Django's templates draw a row's name from ``str(obj)``: the ``<title>``, the hea
 breadcrumb and the delete question (``original``, ``object``) of every change, history and delete page. A name
 holding a bidi control (``report\u202egnp.exe``) reads there as another one, where the lists write it out
 (``toolhub.admin_visible``). ``ToolhubAdminSite.admin_view`` hands each page's context through :func:`drawn_context`
-once, for every console page; what is stored (the name, ``LogEntry.object_repr``) stays as typed.
+once, for every console page; what is stored (the name, ``LogEntry.object_repr``) stays as typed. A popup's answer
+(``popup_response_data``) hands its opener the row's name (``obj``), which the opener's select then draws: written
+out too, its ``value`` (the key) as it is.
 """
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -49,7 +52,17 @@ def drawn_context(context: dict[str, Any]) -> dict[str, Any]:
     for key in _ROWS:
         if isinstance(drawn.get(key), Model):
             drawn[key] = DrawnRow(drawn[key])
+    if isinstance(drawn.get("popup_response_data"), str):
+        drawn["popup_response_data"] = _popup_drawn(drawn["popup_response_data"])
     return drawn
+
+
+def _popup_drawn(data: str) -> str:
+    """A popup's JSON answer with the name it hands the opener (``obj``) written out."""
+    answer = json.loads(data)
+    if isinstance(answer, dict) and isinstance(answer.get("obj"), str):
+        answer["obj"] = visible_text(answer["obj"])
+    return json.dumps(answer)
 
 
 def drawn_view(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:

@@ -6,13 +6,24 @@ read-only fields through ``display_for_field`` / ``display_for_value`` (``django
 by its list tags and form helpers: :func:`install` wraps them there, once, so the escape is applied at the display
 and nowhere else (stored values, hashes and forms' inputs are untouched). Tables built by ``admin_table`` apply
 the same helper to their cells (the ``visible`` filter).
+
+A row drawn beside another one is written out the same way: a foreign key's list cell and read-only field (Django
+formats the related row itself with ``format_html``), a read-only method's text and a many-to-many's names (drawn
+through ``linebreaksbr``, not ``display_for_value``), a select's options (``ModelChoiceIterator.choice``: the label,
+never the value a form submits), the row named beside a raw id box (``label_and_url_for_value``, the
+scoped box's too) and a list checkbox's ``aria-label`` (``ModelAdmin.action_checkbox``). List
+filters draw theirs through ``admin/filter.html``, popups' answers through ``toolhub.admin_drawn``.
 """
 
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from toolhub.visible import shown
+from django.db.models import Model
+from django.utils.safestring import SafeData
+
+from toolhub.admin_drawn import DrawnRow
+from toolhub.visible import shown, visible_text
 
 __all__ = ["install"]
 
@@ -29,12 +40,92 @@ def _visible(display: Callable[..., Any]) -> Callable[..., Any]:
     return drawn
 
 
+def _rows_visible(format_html: Callable[..., Any]) -> Callable[..., Any]:
+    """``format_html`` drawing a row it is handed (a related row: ``str(row)``) written out."""
+    if getattr(format_html, "_toolhub_visible", False):
+        return format_html
+
+    def text(value: Any) -> Any:
+        return visible_text(str(value)) if isinstance(value, Model) else value
+
+    @wraps(format_html)
+    def drawn(format_string: str, *args: Any, **kwargs: Any) -> Any:
+        return format_html(format_string, *map(text, args), **{key: text(value) for key, value in kwargs.items()})
+
+    drawn._toolhub_visible = True  # type: ignore[attr-defined]
+    return drawn
+
+
+def _text_visible(filter_: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter (``linebreaksbr``) reading its value written out (safe HTML as it is: its text was drawn already)."""
+    if getattr(filter_, "_toolhub_visible", False):
+        return filter_
+
+    @wraps(filter_)
+    def drawn(value: Any, *args: Any, **kwargs: Any) -> Any:
+        return filter_(value if isinstance(value, SafeData) else visible_text(str(value)), *args, **kwargs)
+
+    drawn._toolhub_visible = True  # type: ignore[attr-defined]
+    return drawn
+
+
+def _label_visible(choice: Callable[..., Any]) -> Callable[..., Any]:
+    """``ModelChoiceIterator.choice`` whose label (``label_from_instance``, an override's too) is written out."""
+    if getattr(choice, "_toolhub_visible", False):
+        return choice
+
+    @wraps(choice)
+    def drawn(self: Any, obj: Any) -> tuple[Any, Any]:
+        value, label = choice(self, obj)
+        return value, shown(label)
+
+    drawn._toolhub_visible = True  # type: ignore[attr-defined]
+    return drawn
+
+
+def _raw_id_label_visible(label_and_url: Callable[..., Any]) -> Callable[..., Any]:
+    """``ForeignKeyRawIdWidget.label_and_url_for_value`` whose label (the row named beside the box) is written out."""
+    if getattr(label_and_url, "_toolhub_visible", False):
+        return label_and_url
+
+    @wraps(label_and_url)
+    def drawn(self: Any, value: Any) -> tuple[Any, Any]:
+        label, url = label_and_url(self, value)
+        return shown(label), url
+
+    drawn._toolhub_visible = True  # type: ignore[attr-defined]
+    return drawn
+
+
+def _row_visible(column: Callable[..., Any]) -> Callable[..., Any]:
+    """A list column of ``(admin, row)`` drawing the row's name written out (its description kept by ``wraps``)."""
+    if getattr(column, "_toolhub_visible", False):
+        return column
+
+    @wraps(column)
+    def drawn(self: Any, obj: Any) -> Any:
+        return column(self, DrawnRow(obj) if isinstance(obj, Model) else obj)
+
+    drawn._toolhub_visible = True  # type: ignore[attr-defined]
+    return drawn
+
+
 def install() -> None:
     """Wrap the admin's display functions where its list tags and read-only fields call them (idempotent)."""
-    from django.contrib.admin import helpers
+    from django.contrib.admin import ModelAdmin, helpers
     from django.contrib.admin.templatetags import admin_list
+    from django.contrib.admin.widgets import ForeignKeyRawIdWidget
+    from django.forms.models import ModelChoiceIterator
 
     for module in (admin_list, helpers):
         for name in ("display_for_field", "display_for_value"):
             if hasattr(module, name):
                 setattr(module, name, _visible(getattr(module, name)))
+        module.format_html = _rows_visible(module.format_html)  # type: ignore[attr-defined]
+    # A read-only field's last step: a method's text, a many-to-many's joined names, a row without a page
+    helpers.linebreaksbr = _text_visible(helpers.linebreaksbr)  # type: ignore[attr-defined]
+    ModelChoiceIterator.choice = _label_visible(ModelChoiceIterator.choice)  # type: ignore[method-assign]
+    ForeignKeyRawIdWidget.label_and_url_for_value = _raw_id_label_visible(  # type: ignore[method-assign]
+        ForeignKeyRawIdWidget.label_and_url_for_value
+    )
+    ModelAdmin.action_checkbox = _row_visible(ModelAdmin.action_checkbox)  # type: ignore[method-assign]
