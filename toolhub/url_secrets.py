@@ -80,12 +80,14 @@ def url_quotes_redacted(text: str, url: str) -> str:
     """
     if not url:
         return text
-    pieces = {url: url_redacted(url), urldefrag(url).url: url_redacted(urldefrag(url).url)}
+    pieces = {url: url_redacted(url)}
     try:
         parts = urlsplit(url)
     except ValueError:
-        parts = None
+        parts = None  # redacted whole (``url_redacted``); its pieces cannot be told apart, nor may they raise here
     if parts is not None:
+        defragged = urldefrag(url).url  # parses as ``urlsplit`` did: no error once that one passed
+        pieces[defragged] = url_redacted(defragged)
         selector = urlunsplit(("", "", parts.path, parts.query, ""))
         pieces[selector] = url_redacted(selector)
         userinfo, at, host = parts.netloc.rpartition("@")

@@ -1,0 +1,108 @@
+"""Review 2026-12-05 (eb): a regression review of the last changes (API tokens named by a handle, key shown once;
+webhook errors' quoted URL pieces; ``paused_run_claim``'s standing check; ``expire_request`` moving only once).
+
+Findings (each fails on 65cae49, passes after the fix):
+
+1. ``toolhub.url_secrets.url_quotes_redacted`` called ``urldefrag(url)`` outside its ``try``: a ``WEBHOOK_URL``
+   that does not parse (``http://[::1/hook#frag``: an unclosed IPv6 bracket, or a bad bracketed host) with a
+   fragment raised ``ValueError`` out of ``approvals.webhooks._post``, so the attempt's outcome was never recorded
+   (the worker's task failed; the delivery sat claimed until its lease ran out, then failed the same way). Now the
+   URL is parsed once, in the ``try``; one that does not parse is redacted whole, as ``url_redacted`` has it.
+
+Checked and holds:
+- the one-time key page (``ApiTokenAdmin.response_add``): "Save and continue editing", "Save and add another" and a
+  ``_popup=1`` add all answer the key page (200, no ``Location``, no 500), the key once in it; Django's popup
+  response (``str(obj)`` and the proxy's pk, the user's id) is never reached, and no model has a foreign key to a
+  token, so no "+" on any page opens a token popup; a reload (the same POST again) answers the form's error (the
+  user already holds a token), not the key, and a GET of the add page is an empty form;
+- migration ``toolhub.0036`` run forward from 0035 with existing ``LogEntry`` rows (proxy and concrete token rows,
+  and a user row) on PostgreSQL and SQLite: token rows redacted, the user's untouched; backwards is a no-op;
+- the token list makes the same number of queries for 20 tokens as for 23 (the ``user`` column makes Django's
+  changelist ``select_related``; the handle and ``TokenChangeList.url_for_result`` read the cached user);
+- ``token_handle`` of an unsaved token (no user, no ``created``): "API token of nobody"; the governance trail's label
+  (``str(obj)`` through the proxy) is read before the row goes (``pre_delete``), so a cascade from a user's deletion
+  still finds the user; no admin template or admin code names a token by ``.key`` but the one-time page;
+- ``url_quotes_redacted`` with a URL with no scheme (``example.com/hook?k=ab1``: ``unknown url type`` quotes it
+  redacted), an IPv6 host with user info (``http://u:pw@[::1]:8080/x?k=ab1``), a fragment (redacted), a bad port;
+- ``expire_request``'s callers: ``approvals_expire_due`` counts requests expired (the request moves under its lock
+  whether or not its call did), and a late decision on an expired request still raises "This approval request
+  expired; nothing was changed." (``_decide`` reads the request's status, set by ``decided_row``, not the result);
+- ``paused_run_claim``'s standing check refuses inside the claim's transaction, before anything changed.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from approvals.models import WebhookDelivery
+from approvals.webhooks import _post
+from toolhub.url_secrets import url_quotes_redacted
+
+pytestmark = pytest.mark.django_db
+
+TOKENS = "/admin/authtoken/tokenproxy/"
+
+
+@pytest.fixture
+def console(db: None) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root-eb", "root@example.com", "pw-root-eb-1234"))
+    return client
+
+
+@pytest.mark.parametrize("url", ["http://[::1/hook?k=ab1#frag", "http://u:pw@[zz]/hook?k=ab1#frag"])
+def test_an_unparseable_webhook_url_with_a_fragment_fails_the_attempt_without_raising(settings: Any, url: str) -> None:
+    """Found: ``url_quotes_redacted`` parsed the URL (``urldefrag``) outside its ``try``, so an unparseable
+    ``WEBHOOK_URL`` with a fragment raised ``ValueError`` out of ``_post`` and the attempt's outcome was never recorded.
+    Expect: a failed attempt with an error holding none of the URL's secret parts."""
+    settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "WEBHOOK_URL": url}
+    delivery = WebhookDelivery(event="approval.requested", payload={}, next_attempt_at=timezone.now())
+
+    ok, error = _post(delivery, timeout=2)
+
+    assert not ok
+    assert error
+    assert "ab1" not in error and "frag" not in error
+    assert url_quotes_redacted(f"bad url {url!r}", url) == "bad url '[redacted]'"
+
+
+@pytest.mark.parametrize("button", ["_continue", "_addanother", "_popup"])
+def test_every_add_button_answers_the_key_page_once(console: Client, alice: User, button: str) -> None:
+    """Holds: "Save and continue editing", "Save and add another" and a popup add answer the one-time page.
+
+    Expect: 200, no redirect, the key once, never-cache; the same POST again answers the form's error, not the key.
+    """
+    query = "?_popup=1" if button == "_popup" else ""
+    created = console.post(f"{TOKENS}add/{query}", {"user": alice.pk, button: "1"})
+    key = Token.objects.get(user=alice).key
+
+    assert created.status_code == 200
+    assert "Location" not in created.headers
+    assert created.content.decode().count(key) == 1
+    assert "no-store" in created.headers.get("Cache-Control", "")
+    again = console.post(f"{TOKENS}add/{query}", {"user": alice.pk, button: "1"})
+    assert again.status_code == 200
+    assert key not in again.content.decode()
+    assert Token.objects.filter(user=alice).count() == 1
+
+
+def test_the_token_list_makes_no_query_per_token(console: Client) -> None:
+    """Holds: the handle names a token by its user; the list reads every user in its one query.
+
+    Expect: as many queries for 23 tokens as for 20."""
+    for index in range(20):
+        Token.objects.create(user=User.objects.create_user(f"eb-{index}"))
+    with CaptureQueriesContext(connection) as first:
+        assert console.get(TOKENS).status_code == 200
+    for index in range(3):
+        Token.objects.create(user=User.objects.create_user(f"eb-more-{index}"))
+    with CaptureQueriesContext(connection) as second:
+        assert console.get(TOKENS).status_code == 200
+
+    assert len(second.captured_queries) == len(first.captured_queries)
