@@ -11,11 +11,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -138,12 +139,33 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
 
     A token created or deleted is in the trail of its user's tenants; its key never is. The key is shown once, on
     the page answering the "add" form (not in a message, which the session or a cookie would keep, nor cacheable);
-    afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``).
+    afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``), and its pages
+    answer no popup, which would name each row by its primary key, the key (``_not_a_popup``).
     """
 
     audit_tenant_fields = ()
     audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
     list_display = ("user", "created")  # DRF's lists the key
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        response: HttpResponse = super().changelist_view(_not_a_popup(request), extra_context)
+        return response
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        response: HttpResponse = super().changeform_view(_not_a_popup(request), object_id, form_url, extra_context)
+        return response
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        response: HttpResponse = super().delete_view(_not_a_popup(request), object_id, extra_context)
+        return response
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """A made token's holder stays: moved to another user, the same live key would sign in as them."""
@@ -163,6 +185,18 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
         )
         add_never_cache_headers(response)  # no-store: a key answered once, kept by no cache
         return response
+
+
+def _not_a_popup(request: HttpRequest) -> HttpRequest:
+    """``request``, unless it asks a token page for a popup (``_popup``, ``_to_field``): refused, 400.
+
+    Django's popups name a row by its primary key's column (the popup list's ``data-popup-opener``, the values a
+    change or delete popup answers), and a token's is its key: every key would be on the page. Nothing refers to a
+    token, so no page opens one in a popup.
+    """
+    if any(name in request.GET or name in request.POST for name in (IS_POPUP_VAR, TO_FIELD_VAR)):
+        raise BadRequest("A token is never chosen in a popup: open the Tokens page itself.")
+    return request
 
 
 @admin.register(ToolDefinition)

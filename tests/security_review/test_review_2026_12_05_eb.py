@@ -10,11 +10,11 @@ Findings (each fails on 65cae49, passes after the fix):
    URL is parsed once, in the ``try``; one that does not parse is redacted whole, as ``url_redacted`` has it.
 
 Checked and holds:
-- the one-time key page (``ApiTokenAdmin.response_add``): "Save and continue editing", "Save and add another" and a
-  ``_popup=1`` add all answer the key page (200, no ``Location``, no 500), the key once in it; Django's popup
-  response (``str(obj)`` and the proxy's pk, the user's id) is never reached, and no model has a foreign key to a
-  token, so no "+" on any page opens a token popup; a reload (the same POST again) answers the form's error (the
-  user already holds a token), not the key, and a GET of the add page is an empty form;
+- the one-time key page (``ApiTokenAdmin.response_add``): "Save and continue editing" and "Save and add another"
+  answer the key page (200, no ``Location``, no 500), the key once in it; no model has a foreign key to a token, so
+  no "+" on any page opens a token popup (the user page's only token link is the sidebar's "Add"); a reload (the
+  same POST again) answers the form's error (the user already holds a token), not the key, and a GET of the add
+  page is an empty form;
 - migration ``toolhub.0036`` run forward from 0035 with existing ``LogEntry`` rows (proxy and concrete token rows,
   and a user row) on PostgreSQL and SQLite: token rows redacted, the user's untouched; backwards is a no-op;
 - the token list makes the same number of queries for 20 tokens as for 23 (the ``user`` column makes Django's
@@ -72,21 +72,46 @@ def test_an_unparseable_webhook_url_with_a_fragment_fails_the_attempt_without_ra
     assert url_quotes_redacted(f"bad url {url!r}", url) == "bad url '[redacted]'"
 
 
-@pytest.mark.parametrize("button", ["_continue", "_addanother", "_popup"])
+def test_the_token_pages_answer_no_popup_with_keys(console: Client, alice: User) -> None:
+    """Found: Django's popups name a row by its primary key's column, and a token's is its key: the token list with
+    ``?_popup=1`` (or ``&_to_field=key``) put every key in its rows' ``data-popup-opener``, and a change or delete
+    POST with ``_popup`` answered the key in its popup response. Expect: a popup of a token page refused (400), no key
+    in it, nothing deleted; the pages themselves still answer."""
+    key = Token.objects.create(user=alice).key
+    change, delete = f"{TOKENS}{alice.pk}/change/", f"{TOKENS}{alice.pk}/delete/"
+
+    answers = [
+        console.get(f"{TOKENS}?_popup=1"),
+        console.get(f"{TOKENS}?_popup=1&_to_field=key"),
+        console.get(f"{TOKENS}?_to_field=key"),
+        console.get(f"{change}?_popup=1"),
+        console.post(change, {"_popup": "1"}),
+        console.post(change, {"_popup": "1", "_to_field": "key"}),
+        console.post(delete, {"_popup": "1", "post": "yes"}),
+        console.post(f"{TOKENS}add/?_popup=1", {"user": alice.pk, "_popup": "1"}),
+    ]
+
+    for answer in answers:
+        assert answer.status_code == 400
+        assert key not in answer.content.decode()
+    assert Token.objects.get(user=alice).key == key
+    assert console.get(TOKENS).status_code == 200 and console.get(change).status_code == 200
+
+
+@pytest.mark.parametrize("button", ["_continue", "_addanother"])
 def test_every_add_button_answers_the_key_page_once(console: Client, alice: User, button: str) -> None:
-    """Holds: "Save and continue editing", "Save and add another" and a popup add answer the one-time page.
+    """Holds: "Save and continue editing" and "Save and add another" answer the one-time page, not a redirect.
 
     Expect: 200, no redirect, the key once, never-cache; the same POST again answers the form's error, not the key.
     """
-    query = "?_popup=1" if button == "_popup" else ""
-    created = console.post(f"{TOKENS}add/{query}", {"user": alice.pk, button: "1"})
+    created = console.post(f"{TOKENS}add/", {"user": alice.pk, button: "1"})
     key = Token.objects.get(user=alice).key
 
     assert created.status_code == 200
     assert "Location" not in created.headers
     assert created.content.decode().count(key) == 1
     assert "no-store" in created.headers.get("Cache-Control", "")
-    again = console.post(f"{TOKENS}add/{query}", {"user": alice.pk, button: "1"})
+    again = console.post(f"{TOKENS}add/", {"user": alice.pk, button: "1"})
     assert again.status_code == 200
     assert key not in again.content.decode()
     assert Token.objects.filter(user=alice).count() == 1
