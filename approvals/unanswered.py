@@ -22,13 +22,14 @@ def approval_withdraw(*, request_id: int, actor: str, reason: str) -> bool:
     """Withdraw a pending request: the request and its call end ``cancelled``, in one write.
 
     For the caller's transaction (``toolhub.waiting.tool_call_withdraw``, through ``approval_withdrawing``);
-    ``False`` when the request was decided meanwhile.
+    ``False`` when the request was decided meanwhile, or its call had left ``pending_approval`` (then nobody is told
+    it was withdrawn, as ``expire_request`` tells no expiry of a call that did not move).
     """
     request = locked_request(request_id)
     if request.status != ApprovalStatus.PENDING:
         return False
     withdrawn = EventSpec("approval.cancelled", actor, {"request": request.pk, "reason": reason})
-    tool_call_refuse(
+    moved = tool_call_refuse(
         call=request.call,
         actor=actor,
         status=CallStatus.CANCELLED,
@@ -36,8 +37,9 @@ def approval_withdraw(*, request_id: int, actor: str, reason: str) -> bool:
         preceding=[withdrawn],
         writes=[decided_row(request, ApprovalStatus.CANCELLED)],
     )
-    notify(signals.approval_cancelled, request, "approval.cancelled", reason=reason)
-    return True
+    if moved:
+        notify(signals.approval_cancelled, request, "approval.cancelled", reason=reason)
+    return moved
 
 
 def approvals_expire_due() -> int:

@@ -34,15 +34,19 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from approvals import signals
 from approvals.models import WebhookDelivery
 from approvals.webhooks import _post
+from tests.helpers import RequestCall
+from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.url_secrets import url_quotes_redacted
+from toolhub.waiting import tool_call_withdraw
 
 pytestmark = pytest.mark.django_db
 
@@ -131,3 +135,33 @@ def test_the_token_list_makes_no_query_per_token(console: Client) -> None:
         assert console.get(TOKENS).status_code == 200
 
     assert len(second.captured_queries) == len(first.captured_queries)
+
+
+def test_a_withdrawal_whose_call_did_not_move_is_neither_announced_nor_reported_done(
+    request_call: RequestCall, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: ``approval_withdraw`` (the twin of ``expire_request``, fixed by review ea) sent ``approval_cancelled``
+    (and queued its webhook) and answered "withdrawn" even when the call had already left ``pending_approval``.
+    Expect: nothing announced, ``tool_call_withdraw`` answers False, the call keeps its state."""
+    # given a held call whose request is pending while the call already settled otherwise
+    call = request_call("risky_effect", {"note": "x"}, user=alice, tenant="acme")
+    ToolCall.objects.filter(pk=call.pk).update(status=CallStatus.CANCELLED)
+    received: list[Any] = []
+
+    def listener(**kwargs: Any) -> None:
+        received.append(kwargs)
+
+    signals.approval_cancelled.connect(listener)
+    try:
+        # when it is withdrawn (the caller still reads it as held)
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            withdrawn = tool_call_withdraw(call=call, actor="alice", reason="changed my mind")
+    finally:
+        signals.approval_cancelled.disconnect(listener)
+
+    # then nothing says it was withdrawn
+    assert withdrawn is False
+    assert received == []
+    assert not WebhookDelivery.objects.filter(event="approval.cancelled").exists()
+    assert not AuditEvent.objects.filter(call_id=call.pk, event_type="approval.cancelled").exists()
+    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.CANCELLED
