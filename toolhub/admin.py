@@ -167,6 +167,10 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
         response: HttpResponse = super().delete_view(_not_a_popup(request), object_id, extra_context)
         return response
 
+    def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
+        """The key: a list filtered by it (``?key__startswith=``) would answer it a character at a time."""
+        return frozenset({"key"})
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """A made token's holder stays: moved to another user, the same live key would sign in as them."""
         return ("user", "created") if obj is not None else ()

@@ -135,11 +135,15 @@ class GuardedLookups:
 
 
 def _fields_of(model: type[Model], lookup: str) -> list[Field]:
-    """The fields ``lookup`` goes through, as Django's admin walks it (what follows the last is a transform)."""
+    """The fields ``lookup`` goes through, as the query walks it (what follows the last is a transform).
+
+    ``pk`` is the primary key field, as the query reads it (Django's admin lets it through as no field at all): a
+    token's is its key, which ``?pk__startswith=`` would read back as ``?key__startswith=`` does.
+    """
     fields: list[Field] = []
     for part in lookup.split(LOOKUP_SEP):
         try:
-            field = model._meta.get_field(part)
+            field = model._meta.pk if part == "pk" else model._meta.get_field(part)
         except FieldDoesNotExist:
             break
         fields.append(field)  # type: ignore[arg-type]

@@ -8,6 +8,20 @@ Findings (each fails on 65cae49, passes after the fix):
    fragment raised ``ValueError`` out of ``approvals.webhooks._post``, so the attempt's outcome was never recorded
    (the worker's task failed; the delivery sat claimed until its lease ran out, then failed the same way). Now the
    URL is parsed once, in the ``try``; one that does not parse is redacted whole, as ``url_redacted`` has it.
+2. The token pages answered Django's popups, which name a row by its primary key's column: a token's is its key.
+   ``/admin/authtoken/tokenproxy/?_popup=1`` (and ``&_to_field=key``, allowed since it is the primary key) put every
+   token's key in its row's ``data-popup-opener``; a change or delete POST with ``_popup`` answered the key in the
+   popup response (``new_value`` / ``value``). Nothing refers to a token, so no page opens one in a popup:
+   ``ApiTokenAdmin`` now refuses ``_popup`` and ``_to_field`` on its list, add/change and delete pages (400).
+3. ``approvals.unanswered.approval_withdraw``, the twin of ``expire_request`` (fixed by review ea), still sent
+   ``approval_cancelled`` and queued its webhook, and answered "withdrawn", when its call had left
+   ``pending_approval`` (the call's move, with its ``approval.cancelled`` event, did not happen). Now it announces
+   and answers only the move of the call (``tool_call_refuse``'s result), as ``expire_request`` does.
+4. The token list was filtered by any lookup on the token's own columns (Django's admin allows every local one):
+   ``?key__startswith=a`` (and ``?pk__startswith=``: ``pk`` is the key, and the admin's lookup walk, which knows no
+   field ``pk``, let it through) listed whose key starts so, reading any live key back a character at a time, for
+   whoever may view the token list. Review dv's "search is by username only" held for ``?q=`` alone. Now
+   ``ApiTokenAdmin.hidden_lookups`` names ``key`` and ``GuardedLookups`` walks ``pk`` as the primary key field.
 
 Checked and holds:
 - the one-time key page (``ApiTokenAdmin.response_add``): "Save and continue editing" and "Save and add another"
@@ -165,3 +179,18 @@ def test_a_withdrawal_whose_call_did_not_move_is_neither_announced_nor_reported_
     assert not WebhookDelivery.objects.filter(event="approval.cancelled").exists()
     assert not AuditEvent.objects.filter(call_id=call.pk, event_type="approval.cancelled").exists()
     assert ToolCall.objects.get(pk=call.pk).status == CallStatus.CANCELLED
+
+
+@pytest.mark.parametrize("lookup", ["key__startswith", "pk__startswith", "key", "key__gte", "pk__lte", "key__regex"])
+def test_the_token_list_is_not_filtered_by_the_key(console: Client, alice: User, lookup: str) -> None:
+    """Found: Django's admin filters a list by any lookup on the model's own columns: ``?key__startswith=a`` (or
+    ``?pk__startswith=``, the key too) listed whose token's key starts so, reading any key back a character at a
+    time, to whoever may view the token list. Expect: refused (400), nobody listed; other filters still work."""
+    key = Token.objects.create(user=alice).key
+    value = {"key": key}.get(lookup, key[:1])
+
+    answer = console.get(TOKENS, {lookup: value})
+
+    assert answer.status_code == 400
+    assert "alice" not in answer.content.decode()
+    assert "alice" in console.get(TOKENS, {"created__year__gte": "2000"}).content.decode()
