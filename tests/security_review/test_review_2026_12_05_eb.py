@@ -42,6 +42,9 @@ Checked and holds:
   whether or not its call did), and a late decision on an expired request still raises "This approval request
   expired; nothing was changed." (``_decide`` reads the request's status, set by ``decided_row``, not the result);
 - ``paused_run_claim``'s standing check refuses inside the claim's transaction, before anything changed.
+
+Noted by the review and fixed after it: ``token_handle`` of a stale token object whose user was deleted since
+raised ``User.DoesNotExist``; it names the user's id instead.
 """
 
 from typing import Any
@@ -194,3 +197,21 @@ def test_the_token_list_is_not_filtered_by_the_key(console: Client, alice: User,
     assert answer.status_code == 400
     assert "alice" not in answer.content.decode()
     assert "alice" in console.get(TOKENS, {"created__year__gte": "2000"}).content.decode()
+
+
+def test_a_token_whose_user_is_gone_is_still_named() -> None:
+    """Found (review eb's note): naming a token read its user, so a token object whose user row was deleted since
+    (a stale copy) raised ``User.DoesNotExist`` from ``str()``, where a page or a log line names it. Expect: it is
+    named by the user's id, never by its key, and naming it raises nothing."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.create_user("gone-eb", password="pw-gone-eb-1234")
+    key = Token.objects.create(user=user).key
+    stale = Token.objects.get(key=key)
+    User.objects.filter(pk=user.pk).delete()
+
+    name = str(stale)
+
+    assert key not in name
+    assert f"#{user.pk}" in name

@@ -14,6 +14,7 @@ years). :func:`install` makes a token's name its :func:`token_handle`, once, for
 from datetime import UTC, timedelta
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
@@ -70,7 +71,12 @@ def token_handle(token: Any) -> str:
     Not even a prefix of the key: a user holds one token, so the user tells tokens apart, and a prefix would put
     part of a live credential in records kept for years (a leaked key is matched by ``token_owner``, exactly).
     """
-    owner = token.user.get_username() if token.user_id is not None else "nobody"
+    owner = "nobody"
+    if token.user_id is not None:
+        try:
+            owner = token.user.get_username()
+        except ObjectDoesNotExist:  # a stale copy whose user was deleted since: named by the id it held
+            owner = f"a deleted user #{token.user_id}"
     created = f", created {token.created.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if token.created else ""
     return f"API token of {owner}{created}"
 
