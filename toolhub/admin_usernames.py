@@ -14,7 +14,22 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from toolhub.confusable_names import reads_as_existing
 from toolhub.visible import lookalike_problem
 
-__all__ = ["UserAddForm", "UserEditForm"]
+__all__ = ["UserAddForm", "UserEditForm", "username_problem"]
+
+
+def username_problem(name: str, *, other_than: Any = None) -> str | None:
+    """Why ``name`` may not be chosen, if it may not: it reads as another's on its own or as an existing account's.
+
+    One rule wherever a username is chosen: the user pages' forms and ``createsuperuser``. ``other_than``: the
+    primary key of the account being renamed, whose own name it may read as.
+    """
+    problem = lookalike_problem(name)
+    if problem:
+        return f"{problem}; it would read as another person's name"
+    existing = reads_as_existing(name, other_than=other_than)
+    if existing is not None:
+        return f"it reads as the existing account {existing!r} (Unicode's confusables)"
+    return None
 
 
 class _PlainUsername(forms.ModelForm):
@@ -23,14 +38,9 @@ class _PlainUsername(forms.ModelForm):
         name = django_clean() if django_clean is not None else self.cleaned_data["username"]
         if name is None or name == self.instance.get_username():
             return name  # None: Django's form already refused it (a name taken in another case)
-        problem = lookalike_problem(name)
+        problem = username_problem(name, other_than=self.instance.pk)
         if problem:
-            raise forms.ValidationError(f"Choose another username: {problem}; it would read as another person's name.")
-        existing = reads_as_existing(name, other_than=self.instance.pk)
-        if existing is not None:
-            raise forms.ValidationError(
-                f"Choose another username: it reads as the existing account {existing!r} (Unicode's confusables)."
-            )
+            raise forms.ValidationError(f"Choose another username: {problem}.")
         return name
 
 

@@ -9,10 +9,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.management.commands import createsuperuser
 from django.db import models
 
-from toolhub.confusable_names import reads_as_existing
+from toolhub.admin_usernames import username_problem
 from toolhub.governance_trail import Binding
 from toolhub.governed_commands.base import GovernedCommand, recorded_as_on_their_pages
-from toolhub.visible import lookalike_problem
 
 
 class Command(GovernedCommand, createsuperuser.Command):
@@ -23,10 +22,5 @@ class Command(GovernedCommand, createsuperuser.Command):
         error: str | None = super()._validate_username(username, verbose_field_name, database)  # type: ignore[misc]
         if error or not isinstance(username, str):
             return error
-        problem = lookalike_problem(username)
-        if problem:
-            return f"Choose another {verbose_field_name}: {problem}; it would read as another person's name."
-        existing = reads_as_existing(username)
-        if existing is not None:
-            return f"Choose another {verbose_field_name}: it reads as the existing account {existing!r}."
-        return None
+        problem = username_problem(username)
+        return f"Choose another {verbose_field_name}: {problem}." if problem else None
