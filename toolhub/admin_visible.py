@@ -27,23 +27,37 @@ from toolhub.visible import shown, visible_text
 
 __all__ = ["install"]
 
+_WRAPPED = "_toolhub_visible"
 
+
+def _once(
+    wrapper: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``wrapper`` applied at most once to a function: ``install`` may run again (tests, a reload) without stacking."""
+
+    @wraps(wrapper)
+    def applied(function: Callable[..., Any]) -> Callable[..., Any]:
+        if getattr(function, _WRAPPED, False):
+            return function
+        drawn = wrapper(function)
+        setattr(drawn, _WRAPPED, True)
+        return drawn
+
+    return applied
+
+
+@_once
 def _visible(display: Callable[..., Any]) -> Callable[..., Any]:
-    if getattr(display, "_toolhub_visible", False):
-        return display
-
     @wraps(display)
     def drawn(*args: Any, **kwargs: Any) -> Any:
         return shown(display(*args, **kwargs))
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
+@_once
 def _rows_visible(format_html: Callable[..., Any]) -> Callable[..., Any]:
     """``format_html`` drawing a row it is handed (a related row: ``str(row)``) written out."""
-    if getattr(format_html, "_toolhub_visible", False):
-        return format_html
 
     def text(value: Any) -> Any:
         return visible_text(str(value)) if isinstance(value, Model) else value
@@ -52,61 +66,52 @@ def _rows_visible(format_html: Callable[..., Any]) -> Callable[..., Any]:
     def drawn(format_string: str, *args: Any, **kwargs: Any) -> Any:
         return format_html(format_string, *map(text, args), **{key: text(value) for key, value in kwargs.items()})
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
+@_once
 def _text_visible(filter_: Callable[..., Any]) -> Callable[..., Any]:
     """A filter (``linebreaksbr``) reading its value written out (safe HTML as it is: its text was drawn already)."""
-    if getattr(filter_, "_toolhub_visible", False):
-        return filter_
 
     @wraps(filter_)
     def drawn(value: Any, *args: Any, **kwargs: Any) -> Any:
         return filter_(value if isinstance(value, SafeData) else visible_text(str(value)), *args, **kwargs)
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
+@_once
 def _label_visible(choice: Callable[..., Any]) -> Callable[..., Any]:
     """``ModelChoiceIterator.choice`` whose label (``label_from_instance``, an override's too) is written out."""
-    if getattr(choice, "_toolhub_visible", False):
-        return choice
 
     @wraps(choice)
     def drawn(self: Any, obj: Any) -> tuple[Any, Any]:
         value, label = choice(self, obj)
         return value, shown(label)
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
+@_once
 def _raw_id_label_visible(label_and_url: Callable[..., Any]) -> Callable[..., Any]:
     """``ForeignKeyRawIdWidget.label_and_url_for_value`` whose label (the row named beside the box) is written out."""
-    if getattr(label_and_url, "_toolhub_visible", False):
-        return label_and_url
 
     @wraps(label_and_url)
     def drawn(self: Any, value: Any) -> tuple[Any, Any]:
         label, url = label_and_url(self, value)
         return shown(label), url
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
+@_once
 def _row_visible(column: Callable[..., Any]) -> Callable[..., Any]:
     """A list column of ``(admin, row)`` drawing the row's name written out (its description kept by ``wraps``)."""
-    if getattr(column, "_toolhub_visible", False):
-        return column
 
     @wraps(column)
     def drawn(self: Any, obj: Any) -> Any:
         return column(self, DrawnRow(obj) if isinstance(obj, Model) else obj)
 
-    drawn._toolhub_visible = True  # type: ignore[attr-defined]
     return drawn
 
 
