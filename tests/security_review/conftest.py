@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from tests.audit.conftest import audit_key  # noqa: F401 - a fixture, registered by being imported here
+from tests.profiles.conftest import fake_model  # noqa: F401 - the fake OpenAI-compatible endpoint, a fixture
 from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by being imported here
     _tenancy_tools,
     acme,

@@ -42,7 +42,6 @@ traceback stays in ``error_detail``; rollback notes quote only those sanitized e
 """
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -54,17 +53,11 @@ from agents_app.transcript import run_transcript
 from approvals.models import ApprovalRequest
 from approvals.services import approval_reject
 from tests.agentic import sample_tools
-from tests.unit.fake_openai import FakeModel, Reply, completion, serve
+from tests.unit.fake_openai import FakeModel, Reply, completion
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    with serve(FakeModel()) as model:
-        yield model
 
 
 def _openai_agent(model: FakeModel, tools: list[str]) -> Agent:

@@ -34,7 +34,6 @@ visibility is not a permission), a denied one reads as unknown.
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,16 +41,10 @@ from django.contrib.auth.models import User
 
 from agents_app.models import Agent, AgentRun, ModelProvider, ProviderKind, RunStatus, StopReason
 from agents_app.services import agent_create, run_start
-from tests.unit.fake_openai import FakeModel, Reply, completion, serve
+from tests.unit.fake_openai import FakeModel, Reply, completion
 from toolhub.models import ToolCall
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    with serve(FakeModel()) as model:
-        yield model
 
 
 def _agent(model: FakeModel, *, stream: bool = False, deadline: float = 120.0) -> Agent:

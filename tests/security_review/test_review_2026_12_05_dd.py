@@ -30,23 +30,16 @@ Checked and holding (through the SDK and the fake endpoint):
 """
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from agents_app.models_adapters.base import RefusedTurn
 from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
-from tests.unit.fake_openai import FakeModel, Reply, serve
+from tests.unit.fake_openai import FakeModel, Reply
 from toolhub.exceptions import ModelError
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
-
-
-@pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    with serve(FakeModel()) as model:
-        yield model
 
 
 def _adapter(model: FakeModel, *, stream: bool) -> OpenAIChatAdapter:

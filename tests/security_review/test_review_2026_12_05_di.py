@@ -41,7 +41,6 @@ Checked and holds (no test here):
 
 import gzip
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,18 +48,12 @@ import pytest
 from agents_app.models_adapters.base import RefusedTurn
 from agents_app.models_adapters.openai_chat import OpenAIChatAdapter
 from tests.mcpclient.fake_server import FakeCrm, serving
-from tests.unit.fake_openai import FakeModel, Reply, serve
+from tests.unit.fake_openai import FakeModel, Reply
 from toolhub.exceptions import ModelError
 from toolhub.mcp_client.remote import RemoteServerError, remote_tools
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 GZIP = {"Content-Encoding": "gzip"}
-
-
-@pytest.fixture
-def fake_model() -> Iterator[FakeModel]:
-    with serve(FakeModel()) as model:
-        yield model
 
 
 def _adapter(model: FakeModel, *, stream: bool) -> OpenAIChatAdapter:
