@@ -68,6 +68,17 @@ def _text(page: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", content).split())
 
 
+def _agent_deleting_developer(tenant: Tenant, roles: dict[str, Group]) -> User:
+    """acme's developer, allowed to delete agents."""
+    return make_user(
+        "acme-developer",
+        tenant=tenant,
+        staff=True,
+        groups=(roles["developers"],),
+        permissions=("agents_app.delete_agent",),
+    )
+
+
 def test_an_agents_delete_page_names_no_run_of_another_tenant(
     tenant: Tenant, other_tenant: Tenant, roles: dict[str, Group]
 ) -> None:
@@ -75,13 +86,7 @@ def test_an_agents_delete_page_names_no_run_of_another_tenant(
     has it); listing the runs instead would name the globex run of the agent moved to acme. Expect: the runs reported
     as protecting the agent, acme's own named, globex's only counted; nothing deleted."""
     agent, theirs, ours = _moved_agent(tenant, other_tenant)
-    developer = make_user(
-        "acme-developer",
-        tenant=tenant,
-        staff=True,
-        groups=(roles["developers"],),
-        permissions=("agents_app.delete_agent",),
-    )
+    developer = _agent_deleting_developer(tenant, roles)
     client = console(developer)
 
     response = client.get(f"/admin/agents_app/agent/{agent.pk}/delete/")
@@ -102,13 +107,7 @@ def test_delete_selected_names_no_run_of_another_tenant(
     """Found: the list's "Delete selected" page said the same wrong thing. Expect: as the one-row page, globex's run
     counted, not named."""
     agent, theirs, ours = _moved_agent(tenant, other_tenant)
-    developer = make_user(
-        "acme-developer",
-        tenant=tenant,
-        staff=True,
-        groups=(roles["developers"],),
-        permissions=("agents_app.delete_agent",),
-    )
+    developer = _agent_deleting_developer(tenant, roles)
 
     response = console(developer).post(
         "/admin/agents_app/agent/", {"action": "delete_selected", "_selected_action": [str(agent.pk)]}

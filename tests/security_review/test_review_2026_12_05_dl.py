@@ -137,6 +137,19 @@ def test_the_saga_page_retry_of_many_compensations_is_not_refused_by_size(
     assert len(hidden["marks"]) < 200
 
 
+def _parses_recorded(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """A list that gets an entry each time the multipart parser runs."""
+    parsed: list[bool] = []
+    real_parse = MultiPartParser.parse
+
+    def spy(self: MultiPartParser) -> Any:
+        parsed.append(True)
+        return real_parse(self)
+
+    monkeypatch.setattr(MultiPartParser, "parse", spy)
+    return parsed
+
+
 @pytest.mark.django_db
 def test_an_anonymous_oversized_multipart_body_is_refused_before_it_is_parsed(
     settings: Any, monkeypatch: pytest.MonkeyPatch
@@ -148,14 +161,7 @@ def test_an_anonymous_oversized_multipart_body_is_refused_before_it_is_parsed(
     never runs.
     """
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
-    parsed: list[bool] = []
-    real_parse = MultiPartParser.parse
-
-    def spy(self: MultiPartParser) -> Any:
-        parsed.append(True)
-        return real_parse(self)
-
-    monkeypatch.setattr(MultiPartParser, "parse", spy)
+    parsed = _parses_recorded(monkeypatch)
 
     upload = SimpleUploadedFile("big.bin", b"x" * 50_000)
     answer = Client().post("/api/v1/runs/", {"file": upload, "agent": "x"})
@@ -174,14 +180,7 @@ def test_an_oversized_console_body_is_refused_before_it_is_parsed(
     Expect: Django's bad request page (400), the parser never run; a small form still reaches the console.
     """
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
-    parsed: list[bool] = []
-    real_parse = MultiPartParser.parse
-
-    def spy(self: MultiPartParser) -> Any:
-        parsed.append(True)
-        return real_parse(self)
-
-    monkeypatch.setattr(MultiPartParser, "parse", spy)
+    parsed = _parses_recorded(monkeypatch)
 
     client = console(acme_operator)
     answer = client.post(SAGAS, {"file": SimpleUploadedFile("big.bin", b"x" * 50_000), "action": "retry_selected"})
