@@ -10,6 +10,10 @@ read until the deadline. The client's response body is wrapped here, before the 
 The body is decoded here too (``Content-Encoding``, which the client asks for): counted only as it came off the
 socket, a few kilobytes of gzip were decoded into any size (a gzip bomb is a thousand to one). The bound counts
 the bytes read and the bytes they decode to, and the response is then handed on as not encoded.
+
+The model client lives for many turns, so each of its answers has a count of its own. The MCP client is made for
+one use of a server (``mcp_client.remote``), which reads many answers (a listing of up to 100 pages, the call, the
+SDK's GET stream): they share one count, or a server paging its listing had 100 times the bound read and kept.
 """
 
 from collections.abc import AsyncIterator, Iterator
@@ -36,18 +40,33 @@ class WireBoundExceeded(Exception):
         self.limit = limit
 
 
-class _Counter:
-    """The bytes read and decoded so far, refused past ``limit``; the decoding of ``Content-Encoding`` done here."""
+class _Tally:
+    """The bytes read and decoded so far by one answer, or by all of a client's; refused past ``limit``."""
 
-    def __init__(self, decoder: ContentDecoder, limit: int) -> None:
-        self._decoder = decoder
-        self._limit = limit
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self._read = self._decoded = 0
 
+    def read(self, size: int) -> None:
+        self._read += size
+        if self._read > self.limit:
+            raise WireBoundExceeded(self.limit)
+
+    def decoded(self, size: int) -> None:
+        self._decoded += size
+        if self._decoded > self.limit:
+            raise WireBoundExceeded(self.limit)
+
+
+class _Counter:
+    """One response's bytes counted on ``tally``, read and decoded; the decoding of ``Content-Encoding`` done here."""
+
+    def __init__(self, decoder: ContentDecoder, tally: _Tally) -> None:
+        self._decoder = decoder
+        self._tally = tally
+
     def decode(self, piece: bytes) -> Iterator[bytes]:
-        self._read += len(piece)
-        if self._read > self._limit:
-            raise WireBoundExceeded(self._limit)
+        self._tally.read(len(piece))
         yield from self._counted(self._decoder.decode(piece))
 
     def flush(self) -> Iterator[bytes]:
@@ -55,9 +74,7 @@ class _Counter:
 
     def _counted(self, parts: Iterator[bytes]) -> Iterator[bytes]:
         for part in parts:
-            self._decoded += len(part)
-            if self._decoded > self._limit:
-                raise WireBoundExceeded(self._limit)
+            self._tally.decoded(len(part))
             yield part
 
 
@@ -95,32 +112,38 @@ class _BoundedAsyncStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-def _counter(response: httpx2.Response, limit: int) -> _Counter:
+def _counter(response: httpx2.Response, tally: _Tally) -> _Counter:
     """A counter decoding the response's ``Content-Encoding`` (as httpx2 would), the header then taken away."""
     encodings = [value.strip().lower() for value in response.headers.get_list("content-encoding", split_commas=True)]
     encodings = [encoding for encoding in encodings if encoding != "identity"]
     if not encodings:
-        return _Counter(IdentityDecoder(), limit)
+        return _Counter(IdentityDecoder(), tally)
     del response.headers["content-encoding"]  # decoded here: httpx2 must not decode it again
-    return _Counter(MultiDecoder(encodings), limit)
+    return _Counter(MultiDecoder(encodings), tally)
 
 
 def bounded_responses(limit: int) -> dict[str, list]:  # type: ignore[type-arg]
     """``event_hooks`` for an ``httpx2.Client`` (the SDK's) whose every response body is cut at ``limit`` bytes.
 
-    Read or decoded: the body is decoded here, so that a compressed one is bounded by what it decodes to.
+    Read or decoded: the body is decoded here, so that a compressed one is bounded by what it decodes to. Each
+    response is counted on its own (the SDK's client answers turn after turn, each retry a new response).
     """
 
     def bound(response: httpx2.Response) -> None:
-        response.stream = _BoundedStream(response.stream, _counter(response, limit))  # type: ignore[arg-type]
+        response.stream = _BoundedStream(response.stream, _counter(response, _Tally(limit)))  # type: ignore[arg-type]
 
     return {"response": [bound]}
 
 
 def bounded_async_responses(limit: int) -> dict[str, list]:  # type: ignore[type-arg]
-    """``bounded_responses`` for an ``httpx2.AsyncClient`` (the MCP client's)."""
+    """``bounded_responses`` for an ``httpx2.AsyncClient`` made for one use (the MCP client's), its responses together.
+
+    Every response the client reads is counted on one tally, so the bound holds for the use, however many answers
+    it takes (pages of a listing, redirects followed, the GET stream reconnected): hooks for one client only.
+    """
+    tally = _Tally(limit)
 
     async def bound(response: httpx2.Response) -> None:
-        response.stream = _BoundedAsyncStream(response.stream, _counter(response, limit))  # type: ignore[arg-type]
+        response.stream = _BoundedAsyncStream(response.stream, _counter(response, tally))  # type: ignore[arg-type]
 
     return {"response": [bound]}

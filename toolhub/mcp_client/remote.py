@@ -107,7 +107,7 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
     async def main() -> Any:
         with anyio.fail_after(timeout):
             async with create_mcp_http_client(headers=dict(headers)) as http:
-                # Each answer cut at the bytes read, as a model endpoint's (``toolhub.wire``), before it is parsed.
+                # This use's answers together cut at the bytes read (``toolhub.wire``), before they are parsed.
                 http.event_hooks = bounded_async_responses(limit)
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     return await body(client)
