@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
+from toolhub.deadlines import DeadlineExceeded, run_within
 from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.url_secrets import url_quotes_redacted, url_secret_parts
@@ -288,30 +289,12 @@ def _exchange_within(request: _CuttableRequest, *, timeout: float) -> tuple[bool
     ``urllib``'s timeout bounds each wait for bytes, not the exchange: a receiver dripping its answer a byte at a
     time would hold the worker past the attempt's lease, and another worker would then send the delivery again.
     """
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def exchange() -> None:
-        try:
-            outcome["result"] = _exchange(request, timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            outcome["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=exchange, name="webhook-post", daemon=True).start()
-    answered = False
     try:
-        answered = done.wait(timeout)
-    finally:
-        if not answered:  # the time is up, or the wait was interrupted (a Celery soft time limit)
-            request.cut()
-    if not answered:
+        return run_within(
+            lambda: _exchange(request, timeout=timeout), seconds=timeout, name="webhook-post", cut=request.cut
+        )
+    except DeadlineExceeded:
         return False, f"TimeoutError: the receiver did not answer within the attempt's {timeout:g} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    result: tuple[bool, str] = outcome["result"]
-    return result
 
 
 def _exchange(request: _CuttableRequest, *, timeout: float) -> tuple[bool, str]:

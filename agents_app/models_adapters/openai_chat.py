@@ -5,8 +5,6 @@ import functools
 import json
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +23,7 @@ from agents_app.models_adapters.base import (
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.conf import toolhub_settings
+from toolhub.deadlines import DeadlineExceeded, run_within
 from toolhub.exceptions import ModelError
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, WireBoundExceeded, bounded_responses
@@ -176,52 +175,52 @@ class OpenAIChatAdapter:
         streamed: StreamedTurn | None = None,
         on_partial: PartialSink | None = None,
     ) -> Any:
-        """Run ``request`` on a helper thread; give up at the deadline; meanwhile pass on a stream's text."""
-        outcome: dict[str, Any] = {}
-        done = threading.Event()
-
-        def call() -> None:
-            try:
-                outcome["response"] = request()
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-                outcome["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=call, name=f"model-call-{self._provider_name}", daemon=True).start()
-        give_up = time.monotonic() + self._deadline
+        """Run ``request`` on a helper thread; give up at the deadline (closing the client); pass on a stream's text."""
         shown = ""
-        while not done.wait(max(0.0, min(self._flush_seconds, give_up - time.monotonic()))):
-            if time.monotonic() >= give_up:
-                self._client.close()
-                late = (
-                    f"Model provider {self._provider_name!r} did not answer within its deadline of "
-                    f"{self._deadline:g} s; retry the run later."
-                )
-                # A stream given up still cost what the endpoint produced of it: charged as read.
-                raise streamed.refused(late) if streamed is not None else ModelError(late)
+
+        def pass_on() -> None:
+            nonlocal shown
             if streamed is not None and on_partial is not None and (text := streamed.text()) != shown:
                 on_partial(text)
                 shown = text
-        error = outcome.get("error")
-        if error is None:
-            return outcome["response"]
-        if isinstance(error, WireBoundExceeded):  # a whole answer too big to read (a stream's is refused as read)
-            raise ModelError(str(error)) from error
-        if isinstance(error, openai.APIConnectionError):
-            raise ModelError(f"Model endpoint unreachable: {error.__class__.__name__}") from error
-        if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
+
+        try:
+            return run_within(
+                functools.partial(_as_model_error, request),
+                seconds=self._deadline,
+                name=f"model-call-{self._provider_name}",
+                cut=self._client.close,
+                tick=pass_on,
+                every=self._flush_seconds,
+            )
+        except DeadlineExceeded:
+            late = (
+                f"Model provider {self._provider_name!r} did not answer within its deadline of "
+                f"{self._deadline:g} s; retry the run later."
+            )
+            # A stream given up still cost what the endpoint produced of it: charged as read.
+            raise (streamed.refused(late) if streamed is not None else ModelError(late)) from None
+
+
+def _as_model_error(request: Callable[[], Any]) -> Any:
+    """``request()``; the SDK's errors as ``ModelError`` with a message fit for the run (the cause kept)."""
+    try:
+        return request()
+    except WireBoundExceeded as error:  # a whole answer too big to read (a stream's is refused as read)
+        raise ModelError(str(error)) from error
+    except openai.APIConnectionError as error:
+        raise ModelError(f"Model endpoint unreachable: {error.__class__.__name__}") from error
+    except openai.APIStatusError as error:
+        if 300 <= error.status_code < 400:
             raise ModelError(
                 f"Model endpoint answered HTTP {error.status_code}, a redirect, which is not followed; an "
                 "administrator must give the provider the endpoint's own URL."
             ) from error
-        if isinstance(error, openai.APIStatusError):
-            raise ModelError(f"Model endpoint answered HTTP {error.status_code}") from error
-        if isinstance(error, openai.APIError):
-            raise ModelError(
-                f"Model endpoint answered something that is not a chat completion ({error.__class__.__name__})"
-            ) from error
-        raise error
+        raise ModelError(f"Model endpoint answered HTTP {error.status_code}") from error
+    except openai.APIError as error:
+        raise ModelError(
+            f"Model endpoint answered something that is not a chat completion ({error.__class__.__name__})"
+        ) from error
 
 
 def _consume(stream: Any, streamed: StreamedTurn) -> None:

@@ -12,15 +12,13 @@ cancellation) and go on: whatever it returns after its limit, the call still fai
 
 import asyncio
 import contextlib
-import contextvars
 import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from django.db import connections
-
+from toolhub.deadlines import DeadlineExceeded, run_within
 from toolhub.exceptions import ToolhubError
 
 __all__ = ["ToolTimeoutError", "call_with_timeout", "await_with_timeout"]
@@ -107,24 +105,7 @@ def _alarm(seconds: float, tool_name: str) -> Iterator[None]:
 
 
 def _in_thread(fn: Callable[[], T], seconds: float, tool_name: str) -> T:
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome["error"] = exc
-        finally:
-            # The tool's queries opened this thread's own connection; nobody else can close it.
-            connections.close_all()
-
-    # The helper thread runs in the caller's context, so context variables (the secrets' log scope) hold there too.
-    context = contextvars.copy_context()
-    worker = threading.Thread(target=context.run, args=(target,), name=f"toolhub-{tool_name}", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise ToolTimeoutError(tool_name, seconds)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    try:
+        return run_within(fn, seconds=seconds, name=f"toolhub-{tool_name}")
+    except DeadlineExceeded:
+        raise ToolTimeoutError(tool_name, seconds) from None
