@@ -9,6 +9,7 @@ account's (``toolhub.confusable_names``: ``ɑlice``, an all-Cyrillic copy); a na
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
 from toolhub.confusable_names import reads_as_existing
@@ -20,9 +21,12 @@ __all__ = ["UserAddForm", "UserEditForm", "username_problem"]
 def username_problem(name: str, *, other_than: Any = None) -> str | None:
     """Why ``name`` may not be chosen, if it may not: it reads as another's on its own or as an existing account's.
 
-    One rule wherever a username is chosen: the user pages' forms and ``createsuperuser``. ``other_than``: the
-    primary key of the account being renamed, whose own name it may read as.
+    One rule wherever a username is chosen: the user pages' forms, ``createsuperuser`` and ``load_demo``.
+    ``other_than``: the primary key of the account being renamed, whose own name it may read as. The name is read as
+    the user model stores it (NFKC, ``normalize_username``): ``createsuperuser`` checks it as typed, and ``ᴬᴰᴹᴵᴺ``
+    (modifier letters, drawn apart from ``admin``) is stored as ``ADMIN``.
     """
+    name = get_user_model().normalize_username(name)
     problem = lookalike_problem(name)
     if problem:
         return f"{problem}; it would read as another person's name"

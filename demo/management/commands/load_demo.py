@@ -2,7 +2,8 @@
 
 The demo's users are recognised by their ``USERNAME@example.com`` address: a person of a real database who
 happens to be called ``alice`` or ``operator`` is never adopted (made a member of acme, an operator, given the
-demo's permissions); the load is refused naming them, and changes nothing. The people, memberships and grants
+demo's permissions), nor stood beside by a demo user reading as them (``Admin``, ``ɑdmin`` beside the demo's
+``admin``); the load is refused naming them, and changes nothing. The people, memberships and grants
 it adds or changes are recorded as the admin records them (``governance.added`` / ``changed``).
 """
 
@@ -21,6 +22,7 @@ from django.db.models import Model
 
 from agents_app.models import SCRIPTED_PROVIDER_NAME, Agent, ModelProvider, ProviderKind
 from demo.models import Account
+from toolhub.confusable_names import reads_as_existing
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.governance_trail import USER_TENANTS, Recorded, governance_append, governance_recorded, governance_tenants
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
@@ -112,8 +114,8 @@ class Command(BaseCommand):
         if strangers:
             raise CommandError(
                 f"Users named {', '.join(strangers)} exist and are not demo users (their address is not "
-                "USERNAME@example.com): load_demo would give them the demo's tenant, roles and permissions. "
-                "Nothing was loaded; run it on a database of its own."
+                "USERNAME@example.com): load_demo would give them the demo's tenant, roles and permissions, or add a "
+                "demo user whose name reads as theirs. Nothing was loaded; run it on a database of its own."
             )
         self.random_passwords: dict[str, str] = {}
         self.actor = f"command:{getpass.getuser()}"
@@ -288,6 +290,17 @@ def _demo_email(username: str) -> str:
 
 
 def _not_demo_users(usernames: list[str]) -> list[str]:
-    """The ``usernames`` held by existing users the demo did not make (sorted)."""
-    users = get_user_model().objects.filter(username__in=usernames).values_list("username", "email")
-    return sorted(name for name, email in users if email.lower() != _demo_email(name))
+    """The names of existing users the demo did not make that are, or read as, one of ``usernames`` (sorted).
+
+    A demo ``admin`` beside a real ``Admin`` or ``ɑdmin`` would read as that person on the desk and in the trail
+    (``toolhub.confusable_names``), as a name chosen on the user pages may not.
+    """
+    users = get_user_model().objects
+    held = dict(users.filter(username__in=usernames).values_list("username", "email"))
+    strangers = {name for name, email in held.items() if email.lower() != _demo_email(name)}
+    for name in usernames:
+        own = users.filter(username=name).values_list("pk", flat=True).first()
+        alike = reads_as_existing(name, other_than=own)
+        if alike is not None and alike not in usernames:
+            strangers.add(alike)
+    return sorted(strangers)
