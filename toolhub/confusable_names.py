@@ -5,9 +5,10 @@ scripts). A name in one script can still read as another: ``ɑlice`` (a Latin al
 ``ali̇ce`` (an i with a second dot), or a whole-script copy, ``расе`` all Cyrillic (``pace``) or ``ᎪᏞᎥᏟᎬ`` all
 Cherokee. Two names are confusable when their skeletons are equal: each character replaced by its prototype in
 Unicode's confusables.txt, read after case folding too (``aIice`` reads as ``alice``, as Django's own rule already
-holds ``Alice`` to; ASCII names too: ``paypa1`` reads as ``paypal``, ``b0b`` as ``bob``). Such a name is refused while
-an account reading the same exists, and the refusal names that account: only people who change accounts see it,
-and they see every account (``TenantUserAdmin`` is ``CrossTenantChangesOnly``).
+holds ``Alice`` to; ASCII names too: ``paypa1`` reads as ``paypal``, ``b0b`` as ``bob``), and a letter of no case drawn
+as a capital I read as a folded one (the all-Lisu ``ꓮꓓꓟꓲꓠ`` reads as ``admin``, as ``ADMIN`` does). Such a name
+is refused while an account reading the same exists, and the refusal names that account: only people who change
+accounts see it, and they see every account (``TenantUserAdmin`` is ``CrossTenantChangesOnly``).
 
 A name that reads as no existing account is accepted, even in another script whose skeleton is plain ASCII: ``Вера``
 (Vera) and ``Тарас`` (Taras) read as Latin ``Bepa`` and ``Tapac`` and are real names. Refusing every such name would
@@ -89,10 +90,28 @@ def skeleton(name: str) -> str:
     return mapped(_fold(mapped(name)))
 
 
+@functools.cache
+def _caseless_capital_i() -> dict[int, str]:
+    """Letters of no case drawn as a capital I (Lisu ``ꓲ``, Runic ``ᛁ``), each to be read as ``i`` too."""
+    return {
+        ord(char): "i"
+        for char, prototype in _prototypes().items()
+        if prototype == "l" and char.isalpha() and not (char.islower() or char.isupper())
+    }
+
+
 def _readings(name: str) -> frozenset[str]:
-    """Its skeleton, and its case folding's (``ALICE``: capital I is read as l before folding, as i after)."""
+    """Its skeleton, and its case folding's (``ALICE``: capital I is read as l before folding, as i after).
+
+    A copy in capitals of a script without case (Lisu ``ꓮꓓꓟꓲꓠ``) has no folding: its ``ꓲ`` is read as ``i`` too, as
+    a capital I is once folded, so it reads as ``admin`` as Latin ``ADMIN`` does.
+    """
     folded = _fold(name)
-    return frozenset({skeleton(name), skeleton(folded)} if folded != name else {skeleton(name)})
+    readings = {skeleton(name), skeleton(folded)} if folded != name else {skeleton(name)}
+    capitals = folded.translate(_caseless_capital_i())
+    if capitals != folded:
+        readings.add(skeleton(capitals))
+    return frozenset(readings)
 
 
 def reads_as_existing(name: str, *, other_than: int | str | None = None) -> str | None:

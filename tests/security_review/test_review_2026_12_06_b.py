@@ -14,6 +14,9 @@ Findings:
 2. ``load_demo`` created its superuser ``admin`` (and ``alice``, the operators) beside a real account that reads the
    same (``Admin``, ``ɑdmin``), checking only exact names; it now refuses, naming that account, as it does for a real
    account of the very name.
+3. A copy in capitals of a script without case read as no account: all-Lisu ``ꓮꓓꓟꓲꓠ`` (drawn ``ADMIN``) was
+   accepted beside ``admin`` while Latin ``ADMIN`` is refused (its ``ꓲ`` was read only as ``l``, a capital I's
+   prototype, never as a folded ``i``). ``toolhub.confusable_names`` now reads such a letter as ``i`` too.
 
 Checked and holding:
 
@@ -78,3 +81,15 @@ def test_load_demo_refuses_beside_a_lookalike_account(real: str) -> None:
     with pytest.raises(CommandError, match=real):
         call_command("load_demo")
     assert list(User.objects.values_list("username", flat=True)) == [real]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("existing", "copy"), [("admin", "ꓮꓓꓟꓲꓠ"), ("alice", "ꓮꓡꓲꓚꓰ")])
+def test_caseless_capital_copy_reads_as_the_account(existing: str, copy: str) -> None:
+    """Found: an all-Lisu ``ꓮꓓꓟꓲꓠ`` (drawn ``ADMIN``) was accepted beside ``admin`` while Latin ``ADMIN`` is refused:
+    Lisu has no case, so its ``ꓲ`` was read only as ``l`` (a capital I's prototype), never as ``i`` as a folded capital
+    I is. Expect: refused, naming the account."""
+    User.objects.create_user(existing)
+    problem = username_problem(copy)
+    assert problem is not None
+    assert repr(existing) in problem
