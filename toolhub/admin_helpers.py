@@ -121,6 +121,20 @@ class GuardedLookups:
             return False
         return not isinstance(fields[-1], JSONField)
 
+    def to_field_allowed(self, request: HttpRequest, to_field: str) -> bool:
+        """A popup hands back a column of this model's, never a relation pointing at it (refused, 400).
+
+        Django's own check reads ``primary_key`` of whatever ``_to_field`` names and raises on a reverse relation
+        (``/admin/auth/group/?_to_field=user``): a 500 for a hand-made URL, not an answer.
+        """
+        try:
+            field = self.model._meta.get_field(to_field)  # type: ignore[attr-defined]
+        except FieldDoesNotExist:
+            return False
+        if isinstance(field, ForeignObjectRel):
+            return False
+        return bool(super().to_field_allowed(request, to_field))  # type: ignore[misc]
+
     def _declared_filter(self, lookup: str, fields: list[Field], request: HttpRequest | None) -> bool:
         """Whether ``lookup`` is a list filter's own parameter: the path of a field filter, or a simple filter's."""
         declared = self.get_list_filter(request) if request is not None else self.list_filter  # type: ignore[attr-defined]
