@@ -15,8 +15,9 @@ __all__ = ["REDACTED", "url_quotes_redacted", "url_redacted", "url_secret_parts"
 REDACTED = "[redacted]"
 
 #: A path segment that may be a key: 16 characters or more of a token's alphabet, with a digit among them
-#: (``sk_live_4eC39Hq...``, a UUID); a word of a path (``mcp``, ``v1``, ``customer-lookup``) is not one.
-_KEY_LIKE = re.compile(r"(?=[^/]*\d)[A-Za-z0-9_\-.~+=:]{16,}")
+#: (``sk_live_4eC39Hq...``, a UUID); a word of a path (``mcp``, ``v1``, ``customer-lookup``) is not one. Read
+#: percent-decoded: a base64 key's ``/`` is written ``%2F`` in a segment, so ``/`` is of the alphabet there.
+_KEY_LIKE = re.compile(r"(?=.*\d)[A-Za-z0-9_\-.~+=:/]{16,}")
 
 #: Query parameter names whose values are settings, not credentials (a vendor's own key name is not here).
 _PLAIN_QUERY_NAMES = frozenset(
