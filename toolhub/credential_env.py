@@ -2,7 +2,8 @@
 
 A model provider's or remote MCP server's credential is the value of a variable of the web and worker processes,
 sent to an endpoint that the same people configure. Naming one of the platform's own secrets (``DJANGO_SECRET_KEY``,
-``DATABASE_URL``, the checkpoint key ``TOOLHUB_AUDIT_KEY``) would send it to any host they choose: holding
+``DATABASE_URL``, the checkpoint key ``TOOLHUB_AUDIT_KEY``, a registered tool's ``Secret("STRIPE_KEY")`` preset) would
+send it to any host they choose: holding
 ``toolhub.cross_tenant`` is not reading the platform's environment. Such names are refused where they are typed
 and again where the value is read (a row saved before, or by code), and ``TOOLHUB["CREDENTIAL_ENV_PREFIXES"]``
 narrows the names further to the platform's own convention (e.g. ``["CRED_"]``: nothing else is read).
@@ -40,20 +41,31 @@ def credential_env_problem(name: str) -> str | None:
     if not name:
         return None
     current = toolhub_settings()
-    # The variables the platform's settings name for its own secrets, whatever they are called here.
-    named = {current.AUDIT_KEY_ENV, current.DB_APP_PASSWORD_ENV, current.WEBHOOK_SECRET_ENV}
+    # The variables the platform's settings name for its own secrets, whatever they are called here, and those its
+    # tools' ``Secret`` presets read (a tool's own key to its service: no endpoint an administrator types gets it).
+    named = {current.AUDIT_KEY_ENV, current.DB_APP_PASSWORD_ENV, current.WEBHOOK_SECRET_ENV, *_tool_secret_names()}
     upper = name.upper()
-    if upper.startswith(PLATFORM_ENV_PREFIXES) or upper in PLATFORM_ENV_NAMES or name in named:
+    if upper.startswith(PLATFORM_ENV_PREFIXES) or upper in PLATFORM_ENV_NAMES or upper in {n.upper() for n in named}:
         return (
             "This variable is one of the platform's own (names beginning with "
-            f"{', '.join(PLATFORM_ENV_PREFIXES)}; {', '.join(sorted(PLATFORM_ENV_NAMES))}; or a secret toolhub's "
-            "settings name): its value would be sent "
+            f"{', '.join(PLATFORM_ENV_PREFIXES)}; {', '.join(sorted(PLATFORM_ENV_NAMES))}; a secret toolhub's "
+            "settings name; or one a registered tool's Secret preset reads): its value would be sent "
             "to the endpoint. Name the variable that holds this endpoint's key."
         )
     allowed = tuple(current.CREDENTIAL_ENV_PREFIXES)
     if allowed and not name.startswith(allowed):
         return f"A credential's variable name begins with {' or '.join(allowed)} here (the platform's setting)."
     return None
+
+
+def _tool_secret_names() -> set[str]:
+    """The variables the registered tools' ``Secret`` presets read: the platform's keys to its tools' services."""
+    from toolhub.tools.presets import Secret
+    from toolhub.tools.registry import registry
+
+    return {
+        preset.name for tool in registry.code_tools() for preset in tool.presets.values() if isinstance(preset, Secret)
+    }
 
 
 def credential_env_validator(name: str) -> None:
