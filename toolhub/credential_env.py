@@ -31,9 +31,26 @@ logger = logging.getLogger(__name__)
 PLATFORM_ENV_PREFIXES = ("DJANGO_", "DATABASE_", "CELERY_", "TOOLHUB_", "EMAIL_", "REDIS_", "POSTGRES", "PG")
 
 #: Whole names (any case) of the platform's secrets that no prefix covers: the outbound proxy every HTTP client of
-#: the platform reads (``http://user:password@proxy``: urllib for webhooks, httpx for models and MCP servers), and
-#: Django's conventional ``SECRET_KEY``.
-PLATFORM_ENV_NAMES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "SECRET_KEY"})
+#: the platform reads (``http://user:password@proxy``: urllib for webhooks, httpx for models and MCP servers),
+#: Django's conventional ``SECRET_KEY``, and the cloud identity the host's runtime gives the web and worker processes
+#: (AWS keys and session tokens, the container credentials' token, an Azure service principal's secret): they sign
+#: the platform's requests to its cloud and are never an endpoint's key (a vendor's own, ``AWS_BEARER_TOKEN_BEDROCK``
+#: or ``AZURE_OPENAI_API_KEY``, is not here).
+PLATFORM_ENV_NAMES = frozenset(
+    {
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "SECRET_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+    }
+)
 
 
 def credential_env_problem(name: str) -> str | None:

@@ -9,11 +9,17 @@ Findings (each fails on c76a846, passes after the fix):
 2. ``toolhub.url_secrets``: a key-like path segment was matched percent-decoded against an alphabet without ``/``,
    so a base64 key in a path (``/hooks/wJalrXUtnFEMI%2FK7MDENG%2FbPxRfiCY1EXAMPLEKEY``) was no secret part: written
    whole in the governance trail (``url_redacted`` of a URL column) and left in a webhook's or MCP server's error.
+3. ``credential_env`` could name the cloud identity the host's runtime gives the workers (``AWS_SECRET_ACCESS_KEY``,
+   ``AWS_SESSION_TOKEN``, ECS's ``AWS_CONTAINER_AUTHORIZATION_TOKEN``, ``AZURE_CLIENT_SECRET``): the platform's
+   credentials to its cloud, sent as a bearer key to the row's endpoint. Now among ``PLATFORM_ENV_NAMES`` (any
+   case); a vendor's own key variable (``AWS_BEARER_TOKEN_BEDROCK``, ``AZURE_OPENAI_API_KEY``) is still accepted.
 
 Checked and holds:
 - env names: lowercase and mixed case of a platform prefix or name (``django_secret_key``, ``Http_Proxy``) are
   refused; a name with spaces or a Unicode look-alike reads a different variable (``os.environ`` is exact on Linux),
   so it cannot read the platform's; ``CREDENTIAL_ENV_PREFIXES`` is matched case-sensitively (stricter);
+- ``GOOGLE_APPLICATION_CREDENTIALS`` holds a file's path, not the key (not refused); a generic ``*_PASSWORD`` is not
+  refused (an endpoint's Basic credential may be named so): ``CREDENTIAL_ENV_PREFIXES`` narrows names further;
 - ``PATH``, ``HOME``, ``LD_PRELOAD``, ``PYTHONPATH`` are not secrets (read, they send a path); ``CELERY_*``,
   ``REDIS_URL``, ``EMAIL_HOST_PASSWORD``, ``DATABASE_URL`` are refused by prefix;
 - every read of ``os.environ`` for a credential an administrator names goes through ``credential_from_env``
@@ -91,3 +97,20 @@ def test_a_base64_key_in_a_servers_url_stays_out_of_the_governance_values() -> N
     values = governance_values(RemoteMcpServer(name="crm", url=_B64_URL))
     assert "EXAMPLEKEY" not in str(values)
     assert values["url"] == "https://hooks.example.com/hooks/[redacted]/mcp"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["AWS_SECRET_ACCESS_KEY", "aws_session_token", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AZURE_CLIENT_SECRET"],
+)
+def test_the_hosts_cloud_credentials_are_refused_as_a_credential(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Found: ``credential_env`` could name the workers' cloud credentials, sending them to the row's endpoint.
+    Expect: refused where typed and where read, as the platform's other secrets are."""
+    monkeypatch.setenv(name, "cloud-credential-0123456789")
+    assert credential_env_problem(name)
+    with pytest.raises(ValidationError):
+        credential_env_validator(name)
+    assert credential_from_env(name) == ""
+    # A vendor's own key variable stays usable.
+    assert credential_env_problem("AWS_BEARER_TOKEN_BEDROCK") is None
+    assert credential_env_problem("AZURE_OPENAI_API_KEY") is None
