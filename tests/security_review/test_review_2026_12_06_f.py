@@ -33,7 +33,8 @@ Checked and holds:
   the key); an adapter bug is logged with its traceback, the run told its type only; answers are scrubbed of the key;
 - remote MCP errors: the server's text is scrubbed of the credential (``CredentialHeaders.secrets``) and the URL's
   secret parts before it is stored (``last_error``) or raised to the model; log lines under ``_log_scope``;
-- Celery: tasks take ids only (no credential is a task argument) and ``CELERY_TASK_IGNORE_RESULT`` is on.
+- Celery: every ``delay`` passes ids (and a call's claim hint: tool name, tenant, run id, attempts), never a
+  credential or a URL, and ``CELERY_TASK_IGNORE_RESULT`` is on (no result in Redis).
 """
 
 from urllib.parse import quote
