@@ -20,6 +20,7 @@ from functools import wraps
 from typing import Any
 
 from django.db.models import Model
+from django.utils.html import escape
 from django.utils.safestring import SafeData
 
 from toolhub.admin_drawn import DrawnRow
@@ -57,10 +58,14 @@ def _visible(display: Callable[..., Any]) -> Callable[..., Any]:
 
 @_once
 def _rows_visible(format_html: Callable[..., Any]) -> Callable[..., Any]:
-    """``format_html`` drawing a row it is handed (a related row: ``str(row)``) written out."""
+    """``format_html`` drawing a row it is handed (a related row: ``str(row)``) written out.
+
+    Escaped whatever ``str(row)`` is, as Django's ``conditional_escape`` escapes a row (it has no ``__html__``): a
+    row whose ``__str__`` answers safe HTML is drawn as text there, not as markup.
+    """
 
     def text(value: Any) -> Any:
-        return visible_text(str(value)) if isinstance(value, Model) else value
+        return escape(visible_text(str(value))) if isinstance(value, Model) else value
 
     @wraps(format_html)
     def drawn(format_string: str, *args: Any, **kwargs: Any) -> Any:
@@ -71,11 +76,15 @@ def _rows_visible(format_html: Callable[..., Any]) -> Callable[..., Any]:
 
 @_once
 def _text_visible(filter_: Callable[..., Any]) -> Callable[..., Any]:
-    """A filter (``linebreaksbr``) reading its value written out (safe HTML as it is: its text was drawn already)."""
+    """A filter (``linebreaksbr``) reading its value written out (safe HTML as it is: its text was drawn already).
+
+    Read as Django's ``stringfilter`` reads it, ``str(value)`` first: a lazy string of safe HTML is safe HTML too.
+    """
 
     @wraps(filter_)
     def drawn(value: Any, *args: Any, **kwargs: Any) -> Any:
-        return filter_(value if isinstance(value, SafeData) else visible_text(str(value)), *args, **kwargs)
+        text = str(value)
+        return filter_(text if isinstance(text, SafeData) else visible_text(text), *args, **kwargs)
 
     return drawn
 
