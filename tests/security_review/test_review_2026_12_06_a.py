@@ -17,6 +17,8 @@ Checked and holds (probes run against the code as found, not kept as tests):
   their popups), history and delete pages (and their popups), list filters, raw id labels, select options.
 - Messages after a save (safe HTML, ``visible_markup``), a delete (plain text with ``%`` formatting) and a missing
   id typed in the URL (``<script>{0}%s``) are escaped once; braces and ``%s`` in a name are never read as a format.
+- "Delete selected" (its confirmation's nested rows, summary and done message) and a delete popup's answer escape
+  the name once.
 - A popup's ``data-popup-response`` stays valid JSON after ``_popup_drawn`` (``obj`` written out, ``value`` the key).
 - The patched functions leave a ``SafeString`` as it is, escape plain and lazy plain text as Django does, and
   ``install()`` run twice, and again after ``importlib.reload(toolhub.admin_visible)``, wraps nothing twice.
