@@ -15,8 +15,9 @@ and its signed checkpoint's heads are then toolhub's word, and a file cut or rew
 and cannot sign, so the auditor needs no secret. Without it, or a head kept apart from the file (``--head``), a
 file rewritten whole and consistently verifies; the output says so.
 
-Lines are read strictly: a duplicate key, NaN or Infinity, a number that is not an integer where one is due, or a
-line longer than ``MAX_LINE_CHARS`` is reported, never read one way here and another way by the next reader.
+Lines are read strictly: a duplicate key, NaN or Infinity, a number that is not an integer where one is due, a column
+that is not text (an id neither text nor null), or a line longer than ``MAX_LINE_CHARS`` is reported, never read one
+way here and another way by the next reader.
 """
 
 import argparse
@@ -48,6 +49,10 @@ EXPORT_FORMAT = "toolhub-audit-export"
 EXPORT_VERSION = 1
 
 _LINE_KEYS = frozenset({*HASHED_COLUMNS, "hash"})
+#: The columns a line holds as text, and the ids it holds as text or null: ``hash_text`` writes any false id (``""``,
+#: ``0``, ``false``, ``[]``) as null, so a line is read only as the export writes it, one spelling per hashed value.
+_TEXT_COLUMNS = ("event_type", "tool_name", "status", "tenant", "actor", "created_at", "data", "prev_hash", "hash")
+_ID_COLUMNS = ("call_id", "run_id")
 
 #: The longest line read (an event's data is at most a few megabytes): a longer one is reported, not held.
 MAX_LINE_CHARS = 16 * 1024 * 1024
@@ -100,6 +105,12 @@ def _loads(text: str) -> Any:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except RecursionError:
         raise _Malformed("it is nested deeper than any export writes") from None
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``value`` quoted for a message, cut to ``limit`` characters: no message grows with the file's text."""
+    text = repr(value[: limit + 1] if isinstance(value, str) else value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_int(value: Any) -> bool:
@@ -172,8 +183,8 @@ def verify_export_lines(
         where = f"chain {chain} seq {seq} (line {number})"
         if chain not in own or event["tenant"] != tenant:
             result.problems.append(
-                f"{where}: an event of tenant {event['tenant']!r} in chain {chain}, in an export of {tenant!r}'s own "
-                "chains: the line or the header's tenant was altered"
+                f"{where}: an event of tenant {_shown(event['tenant'])} in chain {chain}, in an export of "
+                f"{_shown(tenant)}'s own chains: the line or the header's tenant was altered"
             )
             continue
         result.events += 1
@@ -209,8 +220,8 @@ def _header(text: str) -> dict[str, Any]:
         raise ExportFileError(f"line 1 is not a {EXPORT_FORMAT} header: this is not a toolhub audit export")
     if header.get("version") != EXPORT_VERSION:
         raise ExportFileError(
-            f"the export is format version {header.get('version')!r}; this verifier reads version {EXPORT_VERSION} "
-            "(use the verifier of the toolhub release that wrote it)"
+            f"the export is format version {_shown(header.get('version'))}; this verifier reads version "
+            f"{EXPORT_VERSION} (use the verifier of the toolhub release that wrote it)"
         )
     if not isinstance(header.get("tenant"), str) or not header["tenant"]:
         raise ExportFileError("the header names no tenant: it was altered")
@@ -278,8 +289,10 @@ def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] |
         or set(event) != _LINE_KEYS
         or not _is_int(event["chain"])
         or not _is_int(event["seq"])
-        or not isinstance(event["hash"], str)
-        or not isinstance(event["prev_hash"], str)
+        or not all(isinstance(event[column], str) for column in _TEXT_COLUMNS)
+        or not all(
+            event[column] is None or (isinstance(event[column], str) and event[column]) for column in _ID_COLUMNS
+        )
     ):
         result.problems.append(f"line {number} is not an audit event as exported: it was altered")
         return None
@@ -369,7 +382,7 @@ def _ends(
             )
     checkpoint = header.get("checkpoint")
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("heads"), dict):
-        source = f"signed checkpoint #{checkpoint.get('seq')}"
+        source = f"signed checkpoint #{_shown(checkpoint.get('seq'), 24)}"
         for number, head in sorted(checkpoint["heads"].items()):
             if not (
                 _NUMBER.fullmatch(number)
@@ -493,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     if result.problems:
         print(f"{options.file} does NOT verify: {len(result.problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant}.")
+    print(
+        f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant[:120]}."
+    )
     return 0
 
 

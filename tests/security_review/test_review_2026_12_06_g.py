@@ -1,0 +1,105 @@
+"""Review of 2026-12-06 (g): the exported audit trail and its offline verifier, as a forger holding an export file
+and the public key (not the signing key), and as one tenant's auditor reaching for another's trail.
+
+Findings:
+
+1. The verifier read a line's ``call_id`` and ``run_id`` loosely: any JSON value that is false (``""``, ``0``,
+   ``false``, ``[]``, ``{}``) hashes as ``null`` (``hash_text`` writes a missing id as null), so a line showing
+   one of them in place of ``null`` verified under a valid signature. The verifier now reads each hashed column
+   as the export writes it (text; an id text or null), like the strict reading of numbers and keys.
+2. The verifier quoted the file's own text whole in its messages (a line's tenant, once per line; the header's
+   tenant, version and checkpoint seq, the latter once per checkpoint entry, before any signature is checked): a
+   crafted file made its output and the problems it holds grow with the file, against its constant-memory claim.
+   Every quoted value is now cut to a bounded prefix (``audit_file_verify._shown``).
+
+Checked and holding (no test here): reordered, repeated, dropped first or last lines of a span (against the
+header's seqs and its signed ``to_hash``); two exports of one tenant spliced, or one's signed header on the
+other's body (spans and ``to_hash`` pin every line); a line of another tenant or chain; a changed timestamp,
+actor, tenant, payload, key order inside ``data`` (hashed as text), NFC/NFD spelling (hashed as written); a
+duplicate key, NaN, Infinity, ``1e400``, ``1.0`` for a seq, ints of thousands of digits; a BOM (the header is not
+JSON); CRLF line ends (the same lines); non-JSON trailing lines; an overlong line; a header field changed or
+``to_hash`` removed (the signature); the console and ``audit_export`` refuse a tenant outside the viewer's
+boundary, a retired slug included, as unknown (404); ``verify_audit``'s usage errors name no secret.
+"""
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from toolhub.audit import audit_append
+from toolhub.audit_file_verify import main as verify_main
+from toolhub.models import Tenant
+
+
+@pytest.fixture
+def trail(db: None, audit_key: str) -> None:
+    """acme's events in one chain, each with a call id and no run id (``run_id`` null)."""
+    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
+    for number in range(3):
+        audit_append(
+            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
+        )
+
+
+def export(tmp_path: Path, name: str = "out.jsonl") -> Path:
+    target = tmp_path / name
+    call_command("audit_export", "--tenant", "acme", "-o", str(target), stdout=io.StringIO())
+    return target
+
+
+def public_key() -> str:
+    out = io.StringIO()
+    call_command("audit_public_key", stdout=out)
+    return next(line for line in out.getvalue().splitlines() if line and not line.startswith("#"))
+
+
+def verified(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = verify_main([str(path), "--public-key", public_key()])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("shown", ["", 0, False, [], {}, 0.0])
+def test_a_null_id_shown_as_another_false_value_is_reported(
+    trail: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], shown: object
+) -> None:
+    """Found: a line's ``run_id`` (null) rewritten as ``""``, ``0``, ``false``, ``[]``, ``{}`` or ``0.0`` verified
+    under the genuine signature (each hashes as null). Expect: the line is reported as altered."""
+    path = export(tmp_path)
+    assert verified(path, capsys)[0] == 0
+    header, *lines = path.read_text(encoding="utf-8").splitlines()
+    event = json.loads(lines[1])
+    assert event["run_id"] is None
+    event["run_id"] = shown
+    lines[1] = json.dumps(event)
+    path.write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    code, output = verified(path, capsys)
+    assert code == 1 and "line 3" in output and "altered" in output
+
+
+def test_the_verifiers_messages_stay_short_whatever_the_file_holds(
+    trail: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: the verifier quoted the file's own text whole in its messages: a line's tenant (once per line), the
+    header's tenant, version and checkpoint seq (once per checkpoint entry), so a crafted file made messages, and
+    the list holding them, grow with its size. Expect: every message quotes at most a bounded prefix."""
+    path = export(tmp_path)
+    header_text, *lines = path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(header_text)
+    big = "x" * 50_000
+    header["checkpoint"] = {"seq": big, "heads": {str(n): {"seq": 1, "hash": "0" * 64} for n in range(3)}}
+    foreign = [json.dumps({**json.loads(line), "tenant": big}) for line in lines]
+    path.write_text("\n".join([json.dumps(header), *foreign]) + "\n", encoding="utf-8")
+    code, output = verified(path, capsys)
+    assert code == 1 and "an event of tenant 'xxx" in output and "signed checkpoint #'xxx" in output
+    assert max(len(line) for line in output.splitlines()) < 1000
+
+    header["version"] = big
+    path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+    code, output = verified(path, capsys)
+    assert code == 1 and "format version 'xxx" in output and len(output) < 1000
