@@ -58,6 +58,9 @@ _ID_COLUMNS = ("call_id", "run_id")
 MAX_LINE_CHARS = 16 * 1024 * 1024
 _READ_CHARS = 1024 * 1024
 _HASH = re.compile(r"[0-9a-f]{64}")
+#: JSON's whitespace: a line of nothing else is blank. Python's ``str.strip`` strips more (no-break and other Unicode
+#: spaces, the information separators), which no JSON reader skips: such a line is read as the JSON it is not.
+_JSON_BLANK = " \t\r\n"
 _NUMBER = re.compile(r"[0-9]+")
 
 
@@ -174,7 +177,7 @@ def verify_export_lines(
     chains: dict[int, _Chain] = {}
     current: _Chain | None = None
     for number, text in numbered:
-        if not text.strip() and not isinstance(text, _OverlongLine):
+        if not text.strip(_JSON_BLANK) and not isinstance(text, _OverlongLine):
             continue
         event = _event(number, text, result)
         if event is None:

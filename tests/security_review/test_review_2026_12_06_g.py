@@ -11,6 +11,9 @@ Findings:
    tenant, version and checkpoint seq, the latter once per checkpoint entry, before any signature is checked): a
    crafted file made its output and the problems it holds grow with the file, against its constant-memory claim.
    Every quoted value is now cut to a bounded prefix (``audit_file_verify._shown``).
+3. A line of characters Python's ``str.strip`` removes but JSON does not count as whitespace (no-break space,
+   ``\x1c``-``\x1f``, ``\u2028``, ...) was skipped as blank: any content spelled in them could be added to a signed
+   file that still verified (jq refuses it). Only JSON's whitespace makes a line blank now.
 
 Checked and holding (no test here): reordered, repeated, dropped first or last lines of a span (against the
 header's seqs and its signed ``to_hash``); two exports of one tenant spliced, or one's signed header on the
@@ -103,3 +106,19 @@ def test_the_verifiers_messages_stay_short_whatever_the_file_holds(
     path.write_text(json.dumps(header) + "\n", encoding="utf-8")
     code, output = verified(path, capsys)
     assert code == 1 and "format version 'xxx" in output and len(output) < 1000
+
+
+@pytest.mark.parametrize("garbage", ["\u00a0", "\x1c\x1d\x1e\x1f", "\u2028\u3000", "\x0b\x0c", "\x85"])
+def test_a_line_of_non_json_whitespace_is_reported(
+    trail: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], garbage: str
+) -> None:
+    """Found: a line holding only characters Python counts as whitespace but JSON does not (no-break space, the
+    information separators, line and paragraph separators) was skipped as blank, so anything spelled in them could be
+    appended to or slipped between a signed file's lines, which still verified (and which jq refuses). Expect: the line
+    is reported as not JSON; a line blank in JSON's sense is still skipped."""
+    path = export(tmp_path)
+    path.write_text(path.read_text(encoding="utf-8") + " \t\n", encoding="utf-8")
+    assert verified(path, capsys)[0] == 0
+    path.write_text(path.read_text(encoding="utf-8") + garbage * 100 + "\n", encoding="utf-8")
+    code, output = verified(path, capsys)
+    assert code == 1 and "is not JSON: it was altered or cut" in output
