@@ -37,6 +37,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "MAX_LINE_CHARS",
+    "MAX_PROBLEMS",
     "ExportFileError",
     "FileVerification",
     "main",
@@ -57,6 +58,8 @@ _ID_COLUMNS = ("call_id", "run_id")
 #: The longest line read (an event's data is at most a few megabytes): a longer one is reported, not held.
 MAX_LINE_CHARS = 16 * 1024 * 1024
 _READ_CHARS = 1024 * 1024
+#: The most problems named one by one; any more are counted (``FileVerification.unlisted``).
+MAX_PROBLEMS = 1000
 _HASH = re.compile(r"[0-9a-f]{64}")
 #: JSON's whitespace: a line of nothing else is blank. Python's ``str.strip`` strips more (no-break and other Unicode
 #: spaces, the information separators), which no JSON reader skips: such a line is read as the JSON it is not.
@@ -142,6 +145,15 @@ class FileVerification:
     chains: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Problems found past the first ``MAX_PROBLEMS``: counted, not held (a file of bad lines stays constant memory).
+    unlisted: int = 0
+
+    def problem(self, text: str) -> None:
+        """Record a problem: the first ``MAX_PROBLEMS`` in words, any more as a count."""
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.unlisted += 1
 
 
 @dataclass
@@ -185,7 +197,7 @@ def verify_export_lines(
         chain, seq = event["chain"], event["seq"]
         where = f"chain {chain} seq {seq} (line {number})"
         if chain not in own or event["tenant"] != tenant:
-            result.problems.append(
+            result.problem(
                 f"{where}: an event of tenant {_shown(event['tenant'])} in chain {chain}, in an export of "
                 f"{_shown(tenant)}'s own chains: the line or the header's tenant was altered"
             )
@@ -193,7 +205,7 @@ def verify_export_lines(
         result.events += 1
         if current is None or chain != current.chain:
             if chain in chains or (current is not None and chain < current.chain):
-                result.problems.append(
+                result.problem(
                     f"{where}: chain {chain} resumes after chain {current.chain if current else '?'}: "
                     "lines were moved (an export holds each chain once, in chain order)"
                 )
@@ -269,7 +281,7 @@ def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, _Sp
             or numbers[0] in spans
             or not (to_hash is None or (isinstance(to_hash, str) and _HASH.fullmatch(to_hash)))
         ):
-            result.problems.append(f"the header's chain entry {str(entry)[:80]} is malformed: the header was altered")
+            result.problem(f"the header's chain entry {str(entry)[:80]} is malformed: the header was altered")
             continue
         spans[numbers[0]] = (numbers[1], numbers[2], to_hash)
     return spans
@@ -277,15 +289,15 @@ def _declared(header: dict[str, Any], result: FileVerification) -> dict[int, _Sp
 
 def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] | None:
     if isinstance(text, _OverlongLine):
-        result.problems.append(f"line {number} is longer than {MAX_LINE_CHARS} characters: it was not read")
+        result.problem(f"line {number} is longer than {MAX_LINE_CHARS} characters: it was not read")
         return None
     try:
         event = _loads(text)
     except _Malformed as exc:
-        result.problems.append(f"line {number} is not strict JSON ({exc}): it was altered")
+        result.problem(f"line {number} is not strict JSON ({exc}): it was altered")
         return None
     except ValueError:
-        result.problems.append(f"line {number} is not JSON: it was altered or cut")
+        result.problem(f"line {number} is not JSON: it was altered or cut")
         return None
     if (
         not isinstance(event, dict)
@@ -297,7 +309,7 @@ def _event(number: int, text: str, result: FileVerification) -> dict[str, Any] |
             event[column] is None or (isinstance(event[column], str) and event[column]) for column in _ID_COLUMNS
         )
     ):
-        result.problems.append(f"line {number} is not an audit event as exported: it was altered")
+        result.problem(f"line {number} is not an audit event as exported: it was altered")
         return None
     return event
 
@@ -306,16 +318,16 @@ def _start(chain: _Chain, event: dict[str, Any], span: _Span | None, where: str,
     """A chain's first line: where the header says it starts, and what vouches for its previous hash."""
     seq = event["seq"]
     if span is None:
-        result.problems.append(f"{where}: chain {chain.chain} is not among the header's chains: lines were added")
+        result.problem(f"{where}: chain {chain.chain} is not among the header's chains: lines were added")
     elif seq != span[0]:
-        result.problems.append(
+        result.problem(
             f"{where}: chain {chain.chain} starts at seq {seq}, the header says at seq {span[0]}: "
             f"its first lines (seq {span[0]}..{seq - 1}) were removed"
             if seq > span[0]
             else f"{where}: chain {chain.chain} starts before the header's seq {span[0]}: lines were added"
         )
     if seq == 1 and event["prev_hash"] != "":
-        result.problems.append(f"{where}: the first event of a chain has a previous hash: it was altered")
+        result.problem(f"{where}: the first event of a chain has a previous hash: it was altered")
     elif seq > 1:
         result.notes.append(
             f"chain {chain.chain} is verified from seq {seq}: its previous hash {event['prev_hash'][:16]}... is "
@@ -327,15 +339,15 @@ def _link(chain: _Chain, event: dict[str, Any], where: str, result: FileVerifica
     """One line after the previous of its chain: the next seq, linked to it, hashing to what it says."""
     seq, expected = event["seq"], chain.last_seq + 1
     if seq > expected:
-        result.problems.append(
+        result.problem(
             f"{where}: seq {expected}..{seq - 1} of chain {chain.chain} are missing before it: lines were deleted"
         )
     elif seq < expected:
-        result.problems.append(
+        result.problem(
             f"{where}: comes after seq {chain.last_seq} of chain {chain.chain}: lines were reordered or repeated"
         )
     elif event["prev_hash"] != chain.last_hash:
-        result.problems.append(
+        result.problem(
             f"{where}: its previous hash is not the hash of seq {seq - 1} before it: a line was altered or replaced"
         )
     try:
@@ -343,7 +355,7 @@ def _link(chain: _Chain, event: dict[str, Any], where: str, result: FileVerifica
     except (TypeError, ValueError):
         recomputed = ""
     if recomputed != event["hash"]:
-        result.problems.append(f"{where}: its hash does not match its content: the line was altered")
+        result.problem(f"{where}: its hash does not match its content: the line was altered")
     if seq >= expected:
         chain.last_seq, chain.last_hash = seq, event["hash"]
 
@@ -355,27 +367,27 @@ def _ends(
     for number, (first, last, to_hash) in sorted(declared.items()):
         chain = chains.get(number)
         if chain is None:
-            result.problems.append(
+            result.problem(
                 f"chain {number}: the header lists seq {first}..{last} but the file holds none of its lines: removed"
             )
             continue
         if chain.last_seq < last:
-            result.problems.append(
+            result.problem(
                 f"chain {number} ends at seq {chain.last_seq}, the header says at seq {last}: "
                 f"its last lines (seq {chain.last_seq + 1}..{last}) were cut"
             )
         elif chain.last_seq > last:
-            result.problems.append(
+            result.problem(
                 f"chain {number} goes on to seq {chain.last_seq}, the header says it ends at seq {last}: "
                 f"lines (seq {last + 1}..{chain.last_seq}) were added"
             )
         head = header["heads"].get(str(number))
         if isinstance(head, dict) and head.get("seq") == last and chain.hashes.get(str(head.get("hash"))) != last:
-            result.problems.append(
+            result.problem(
                 f"chain {number} seq {last}: not the head the header names: the line or the header was altered"
             )
         elif to_hash is not None and chain.hashes.get(to_hash) != last:
-            result.problems.append(
+            result.problem(
                 f"chain {number} seq {last}: not the event the header says its span ends at: the lines were rewritten"
             )
         elif to_hash is None and not (isinstance(head, dict) and head.get("seq") == last):
@@ -393,26 +405,22 @@ def _ends(
                 and _is_int(head.get("seq"))
                 and isinstance(head.get("hash"), str)
             ):
-                result.problems.append(
-                    f"the header's checkpoint entry {number[:40]!r} is malformed: the header was altered"
-                )
+                result.problem(f"the header's checkpoint entry {number[:40]!r} is malformed: the header was altered")
                 continue
             chain, named_seq = chains.get(int(number)), head["seq"]
             if chain is None:
-                result.problems.append(
+                result.problem(
                     f"chain {number}: {source} names its seq {named_seq}, but the file holds none of its lines: "
                     "the chain was removed"
                 )
                 continue
             if chain.last_seq < named_seq:
-                result.problems.append(
+                result.problem(
                     f"chain {number} ends at seq {chain.last_seq}, short of seq {named_seq} named by {source}: "
                     "its tail was cut"
                 )
             elif chain.hashes.get(head["hash"]) != named_seq:
-                result.problems.append(
-                    f"chain {number} seq {named_seq}: not the event {source} names: the chain was rewritten"
-                )
+                result.problem(f"chain {number} seq {named_seq}: not the event {source} names: the chain was rewritten")
         if checkpoint["heads"]:
             result.notes.append(f"compared with the heads of {source} as the header names them")
 
@@ -427,7 +435,7 @@ def _signature(header: dict[str, Any], public_key: Ed25519PublicKey | None, resu
         return
     problem = header_signature_problem(public_key, header)
     if problem is not None:
-        result.problems.append(problem)
+        result.problem(problem)
         return
     checkpoint = header.get("checkpoint")
     vouched = (
@@ -449,7 +457,7 @@ def _given_heads(chains: dict[int, _Chain], heads: Iterable[tuple[int | None, st
             candidates = [chains[chain_number]] if chain_number in chains else []
         where = f"chain {chain_number}" if chain_number is not None else "any chain of the file"
         if not any(head_hash in chain.hashes for chain in candidates):
-            result.problems.append(
+            result.problem(
                 f"the expected head {head_hash[:16]}... is in {where} nowhere: the tail that led to it was cut, "
                 "or the file was rewritten"
             )
@@ -504,10 +512,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for problem in result.problems:
         print(f"TAMPERED {problem}", file=sys.stderr)
+    if result.unlisted:
+        print(f"TAMPERED ... and {result.unlisted} more problem(s), not listed", file=sys.stderr)
     for note in result.notes:
         print(f"note: {note}")
     if result.problems:
-        print(f"{options.file} does NOT verify: {len(result.problems)} problem(s)", file=sys.stderr)
+        total = len(result.problems) + result.unlisted
+        print(f"{options.file} does NOT verify: {total} problem(s)", file=sys.stderr)
         return 1
     print(
         f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant[:120]}."

@@ -14,6 +14,9 @@ Findings:
 3. A line of characters Python's ``str.strip`` removes but JSON does not count as whitespace (no-break space,
    ``\x1c``-``\x1f``, ``\u2028``, ...) was skipped as blank: any content spelled in them could be added to a signed
    file that still verified (jq refuses it). Only JSON's whitespace makes a line blank now.
+4. Every problem was held as a message until the end, one per bad line: a file of many short bad lines grew the
+   verifier's memory with its length (against its constant-memory claim). The first ``MAX_PROBLEMS`` are named,
+   the rest counted (``FileVerification.problem``); the total is still printed.
 
 Checked and holding (no test here): reordered, repeated, dropped first or last lines of a span (against the
 header's seqs and its signed ``to_hash``); two exports of one tenant spliced, or one's signed header on the
@@ -26,7 +29,9 @@ boundary, a retired slug included, as unknown (404); ``verify_audit``'s usage er
 """
 
 import io
+import itertools
 import json
+import tracemalloc
 import uuid
 from pathlib import Path
 
@@ -122,3 +127,23 @@ def test_a_line_of_non_json_whitespace_is_reported(
     path.write_text(path.read_text(encoding="utf-8") + garbage * 100 + "\n", encoding="utf-8")
     code, output = verified(path, capsys)
     assert code == 1 and "is not JSON: it was altered or cut" in output
+
+
+def test_a_file_of_many_bad_lines_is_verified_in_bounded_memory(
+    trail: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: every problem was held as a message until the end, one per bad line, so a file of short bad lines
+    (``x``, a few bytes each) grew the verifier's memory with its length, against its constant-memory claim.
+    Expect: the first ``MAX_PROBLEMS`` are named, the rest counted; memory stays flat; the verdict and total hold."""
+    from toolhub import audit_file_verify
+
+    header = export(tmp_path).read_text(encoding="utf-8").splitlines()[0]
+    bad = 60_000
+    tracemalloc.start()
+    try:
+        result = audit_file_verify.verify_export_lines(itertools.chain([header], itertools.repeat("x\n", bad)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_500_000, peak
+    assert len(result.problems) == audit_file_verify.MAX_PROBLEMS and len(result.problems) + result.unlisted > bad
