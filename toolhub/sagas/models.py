@@ -75,6 +75,10 @@ class Rollback(models.Model):
                 name="saga_rollback_once_per_failure",
             )
         ]
+        # The sweep (every 5 s) and ``runs_to_wake`` read the unfinished few; finished rollbacks pile up for ever.
+        indexes = [
+            models.Index(fields=["saga"], condition=models.Q(finished_at__isnull=True), name="rollback_unfinished")
+        ]
 
     def __str__(self) -> str:
         return f"rollback #{self.pk} of {self.saga.key}"

@@ -130,8 +130,10 @@ def _sagas_with_unheard_failures() -> QuerySet[Saga]:
     failures = _unheard_failures(OuterRef("newest_step_at")).filter(saga_id=OuterRef("key"), tenant=OuterRef("tenant"))
     return (
         Saga.objects.filter(run_id__isnull=True)
+        # No ``newest_step_at`` filter of its own: that read every direct saga's newest step (a seq scan with a
+        # subquery per row, every 5 s); a saga without one has no failure after it (``>= NULL``), so ``failures``
+        # drops it, and only the sagas holding a failed direct step have their newest step read.
         .annotate(newest_step_at=Subquery(newest_step))
-        .filter(newest_step_at__isnull=False)
         .filter(Exists(failures))
         .order_by("created_at", "pk")
     )
