@@ -327,6 +327,14 @@ class AgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # ``runs_to_wake`` (every 60 s) reads the live few, longest idle first; finished runs pile up for ever.
+        indexes = [
+            models.Index(
+                fields=["updated_at", "id"],
+                condition=models.Q(status__in=["running", "waiting"]),
+                name="agentrun_to_wake",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.agent.name} run {self.id} ({self.status})"

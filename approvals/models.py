@@ -233,6 +233,12 @@ class WebhookDelivery(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "webhook deliveries"
+        # Due deliveries among the pending few: ``next_attempt_at`` alone read every delivered one since the start.
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at", "id"], condition=models.Q(status="pending"), name="webhook_delivery_due"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} ({self.status})"

@@ -46,7 +46,7 @@ def approvals_expire_due() -> int:
     """Expire every pending request past its deadline; return how many."""
     expired = 0
     due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
-    for request_id in due.values_list("pk", flat=True)[:500]:
+    for request_id in due.order_by("expires_at", "pk").values_list("pk", flat=True)[:500]:
         with transaction.atomic():
             request = locked_request(request_id)
             if request.status == ApprovalStatus.PENDING and request.expires_at <= timezone.now():
@@ -61,7 +61,7 @@ def approvals_escalate_due() -> int:
     due = ApprovalRequest.objects.filter(
         status=ApprovalStatus.PENDING, escalated_at__isnull=True, escalate_at__lte=timezone.now()
     )
-    for request_id in due.values_list("pk", flat=True)[:500]:
+    for request_id in due.order_by("escalate_at", "pk").values_list("pk", flat=True)[:500]:
         with transaction.atomic():
             request = locked_request(request_id)
             if request.status != ApprovalStatus.PENDING or request.escalated_at is not None:

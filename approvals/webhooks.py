@@ -129,7 +129,7 @@ def webhooks_dispatch_due(*, limit: int = 200) -> int:
 def _due(limit: int) -> list[int]:
     _give_up_exhausted()
     due = WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now())
-    return list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+    return list(due.order_by("next_attempt_at", "pk").values_list("pk", flat=True)[:limit])
 
 
 def _attempt(delivery_id: int, *, timeout: float) -> bool | None:
