@@ -3,6 +3,7 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
@@ -119,6 +120,13 @@ class ModelProvider(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """A base URL reaching a private address (metadata service, broker, database) is refused when saved."""
+        from toolhub.outbound_addresses import outbound_url_problem
+
+        if refused := outbound_url_problem(self.base_url):
+            raise ValidationError({"base_url": refused})
 
     @property
     def effective_schema_profile(self) -> str:

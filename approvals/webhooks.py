@@ -39,6 +39,7 @@ from django.utils import timezone
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
 from toolhub.deadlines import DeadlineExceeded, run_within
+from toolhub.outbound_addresses import guarded_create_connection
 from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.url_secrets import url_quotes_redacted, url_secret_parts
@@ -223,11 +224,16 @@ def _shut(connection: http.client.HTTPConnection) -> None:
 
 
 class _Watched:
-    """Mixed into ``urllib``'s HTTP(S) handler: each connection it opens is watched by its ``_CuttableRequest``."""
+    """Mixed into ``urllib``'s HTTP(S) handler: each connection it opens is watched by its ``_CuttableRequest``.
+
+    And guarded: it connects only to addresses ``TOOLHUB["OUTBOUND_ALLOWED_NETWORKS"]`` allows (a private one is not).
+    """
 
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
         def connection(host: str, **options: Any) -> http.client.HTTPConnection:
             opened: http.client.HTTPConnection = http_class(host, **options)
+            # Only to an address the outbound policy allows, checked as the name resolves now.
+            opened._create_connection = guarded_create_connection  # type: ignore[attr-defined]
             if isinstance(req, _CuttableRequest):
                 req.watch(opened)
             return opened

@@ -40,7 +40,8 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or f"too
 
 # Tests about other behaviour need no grants; tests/governance/ switch back to the production default
 # ("deny": a user needs a grant) with the `settings` fixture and check it explicitly.
-TOOLHUB = {**TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow"}  # noqa: F405
+# The fake model servers, MCP servers and webhook receivers listen on loopback: allowed here, as DEBUG does.
+TOOLHUB = {**TOOLHUB, "DEFAULT_TOOL_ACCESS": "allow", "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]}  # noqa: F405
 
 # The fault-injection run (benchmarks/chaos.py) gives its workers short leases and time limits, so that the
 # calls of a killed worker are found and settled within seconds instead of minutes.

@@ -10,6 +10,7 @@ variables are read when it is built.
 ``toolhub_setting(name)`` is a thin alias kept for code that names a key as a string.
 """
 
+import ipaddress
 import os
 import threading
 from typing import Annotated, Any, Literal
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = ["DEFAULTS", "ToolhubSettings", "toolhub_settings", "toolhub_setting"]
 
@@ -29,6 +30,14 @@ NonNegative = Annotated[int, Field(ge=0)]
 MAX_SECONDS = 100 * 365 * 24 * 3600
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
 SecondsOrZero = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+
+
+def _network(value: str) -> str:
+    """A network in CIDR notation (``10.0.0.0/8``, ``::1/128``) or one address; refused when it is neither."""
+    return str(ipaddress.ip_network(value, strict=False))
+
+
+Network = Annotated[str, AfterValidator(_network)]
 
 
 class ToolhubSettings(BaseModel):
@@ -98,6 +107,11 @@ class ToolhubSettings(BaseModel):
     WEBHOOK_URL: str = ""
     WEBHOOK_SECRET_ENV: str = "TOOLHUB_WEBHOOK_SECRET"
     WEBHOOK_MAX_ATTEMPTS: Positive = 6
+    # Networks (CIDR) toolhub may connect to although they are not public, for the URLs administrators configure
+    # (model providers' base URLs, remote MCP servers, the webhook): loopback, private, link-local, unique-local,
+    # multicast and unspecified addresses are refused otherwise, when saved and at every connection
+    # (toolhub.outbound_addresses). E.g. ["10.20.0.0/16"] for an in-cluster model server. DEBUG allows loopback.
+    OUTBOUND_ALLOWED_NETWORKS: list[Network] = []
     # E-mail approvers (through Django's e-mail backend) when a request arrives or escalates.
     APPROVAL_EMAILS: bool = True
     # The console's address as people reach it (e.g. "https://toolhub.example.com"): links in e-mails.

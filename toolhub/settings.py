@@ -312,7 +312,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # toolhub's own tunables; toolhub.conf.ToolhubSettings declares them (types, defaults) and validates them.
-TOOLHUB: dict = {}
+# Local development reaches its fake model, Ollama and test MCP servers on loopback; production allows no
+# private network until OUTBOUND_ALLOWED_NETWORKS lists it (toolhub.outbound_addresses).
+TOOLHUB: dict = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]} if DEBUG else {}
 
 LOGGING = {
     "version": 1,

@@ -25,6 +25,7 @@ from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.conf import toolhub_settings
 from toolhub.deadlines import DeadlineExceeded, run_within
 from toolhub.exceptions import ModelError
+from toolhub.outbound_addresses import guarded_client, outbound_refusal
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, WireBoundExceeded, bounded_responses
 
@@ -42,7 +43,8 @@ def provider_client(*, base_url: str | None, api_key: str, timeout: float, max_b
     even replaces the key given): the workers' environment is the platform's, shared by every provider, so each is
     set here or left out. Redirects are not followed (the SDK's default follows any, re-sending a 307's body to
     whatever host ``Location`` names and reading its answer as the model's): a redirect fails the turn. Every
-    answer's body is cut at ``max_bytes`` read (``wire``), whatever it holds.
+    answer's body is cut at ``max_bytes`` read (``wire``), whatever it holds. Each connection goes only to an address
+    the outbound policy allows (``toolhub.outbound_addresses``).
     """
     key = api_key or "not-needed"  # Local servers (Ollama, vLLM, LM Studio) accept any key; the SDK insists on one.
     listed = (line.split(":", 1)[0].strip() for line in os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n"))
@@ -59,7 +61,9 @@ def provider_client(*, base_url: str | None, api_key: str, timeout: float, max_b
         timeout=timeout,
         max_retries=1,
         default_headers=headers,
-        http_client=openai.DefaultHttpxClient(follow_redirects=False, event_hooks=bounded_responses(max_bytes)),
+        http_client=guarded_client(
+            openai.DefaultHttpxClient(follow_redirects=False, event_hooks=bounded_responses(max_bytes))
+        ),
     )
 
 
@@ -209,6 +213,8 @@ def _as_model_error(request: Callable[[], Any]) -> Any:
     except WireBoundExceeded as error:  # a whole answer too big to read (a stream's is refused as read)
         raise ModelError(str(error)) from error
     except openai.APIConnectionError as error:
+        if refused := outbound_refusal(error):
+            raise ModelError(f"Model endpoint not contacted: {refused}") from error
         raise ModelError(f"Model endpoint unreachable: {error.__class__.__name__}") from error
     except openai.APIStatusError as error:
         if 300 <= error.status_code < 400:

@@ -95,8 +95,11 @@ class RemoteMcpServer(models.Model):
     def clean(self) -> None:
         """A selection that cannot work, or a name another tool group holds, is refused when saved, not when fetched."""
         from toolhub.mcp_client.definitions import selection_problems, server_name_problem
+        from toolhub.outbound_addresses import outbound_url_problem
 
         problems = selection_problems(regex=self.select_regex, predicate=self.select_predicate)
+        if refused := outbound_url_problem(self.url):
+            problems["url"] = refused
         if self.name and (taken := server_name_problem(self.name, provider=self.provider)):
             problems["name"] = taken
         if problems:

@@ -18,6 +18,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
+from toolhub.outbound_addresses import guarded_client
 from toolhub.storable import storable_text, storable_value
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
 
@@ -106,7 +107,8 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
 
     async def main() -> Any:
         with anyio.fail_after(timeout):
-            async with create_mcp_http_client(headers=dict(headers)) as http:
+            # Every connection (a redirect's too) only to an address the outbound policy allows.
+            async with guarded_client(create_mcp_http_client(headers=dict(headers))) as http:
                 # This use's answers together cut at the bytes read (``toolhub.wire``), before they are parsed.
                 http.event_hooks = bounded_async_responses(limit)
                 async with Client(streamable_http_client(url, http_client=http)) as client:

@@ -1,0 +1,195 @@
+"""Which addresses toolhub may connect to for a URL an administrator configured (SSRF guard).
+
+A model provider's base URL, a remote MCP server's URL and the approval webhook are typed by people who
+administer one tenant (or the platform); the workers then connect there with their own network position. Left
+unchecked, such a URL reaches what only the platform should: the cloud metadata service (169.254.169.254), the
+broker (127.0.0.1:6379), the database, anything on the private network. So every address such a connection
+would use is refused when it is loopback, link-local, private, unique-local, multicast, unspecified or otherwise
+not global, unless ``TOOLHUB["OUTBOUND_ALLOWED_NETWORKS"]`` lists a network holding it.
+
+Checked twice, by the one rule here: when the URL is saved (``outbound_url_problem``: a field error), and when a
+connection is opened (``guarded_client``, ``guarded_create_connection``): the name is resolved then, each address
+checked, and the socket opened to a checked address itself, so a name that resolves elsewhere by then (DNS
+rebinding) or a redirect to a private address is refused too. TLS still verifies the name (SNI and certificate
+come from the URL, not from the address connected to). Spelled-out forms of an address (``2130706433``,
+``0177.0.0.1``, ``::ffff:127.0.0.1``) are resolved as the connection would resolve them, so they are caught.
+"""
+
+import ipaddress
+import logging
+import socket
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from toolhub.conf import toolhub_settings
+
+__all__ = [
+    "OutboundAddressRefused",
+    "address_refused",
+    "guarded_client",
+    "guarded_create_connection",
+    "outbound_refusal",
+    "outbound_url_problem",
+]
+
+logger = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class OutboundAddressRefused(OSError):
+    """A connection to a configured URL would reach an address the policy refuses."""
+
+
+def address_refused(address: str) -> str | None:
+    """Why a connection to ``address`` (an IP literal) is refused, or ``None`` when it may go ahead."""
+    ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    allowed = toolhub_settings().OUTBOUND_ALLOWED_NETWORKS
+    if any(ip in ipaddress.ip_network(network, strict=False) for network in allowed):
+        return None
+    if ip.is_global and not ip.is_multicast:
+        return None
+    return "not a public address (loopback, private, link-local, multicast or reserved)"
+
+
+def _resolved(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to now, as the connection would resolve it (numeric forms included)."""
+    return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
+
+
+def _first_refused(addresses: Iterable[str]) -> tuple[str, str] | None:
+    """The first address refused and why; a name is refused whole when any of its addresses is (none may mix)."""
+    for address in addresses:
+        if reason := address_refused(address):
+            return address, reason
+    return None
+
+
+def _checked(host: str, addresses: list[str]) -> list[str]:
+    """``addresses`` when all are allowed, else ``OutboundAddressRefused``.
+
+    Its message names neither the host nor the address: it may reach the call's user, the model and the audit trail,
+    which never see a configured URL. The log has both.
+    """
+    if refused := _first_refused(addresses):
+        logger.warning("Refused an outbound connection to %r at %s: %s", host, *refused)
+        raise OutboundAddressRefused(
+            "Refused to connect: the endpoint's address is not public (loopback, private, link-local, multicast or "
+            "reserved) and TOOLHUB['OUTBOUND_ALLOWED_NETWORKS'] does not list its network."
+        )
+    return addresses
+
+
+def outbound_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a destination, checked when it is saved; ``None`` when nothing is.
+
+    A name that does not resolve now is let through (it is checked again on every connection).
+    """
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None  # the field's own URL validation says what is wrong
+    if not host:
+        return None
+    try:
+        addresses = _resolved(host, port)
+    except (OSError, UnicodeError):
+        return None
+    if refused := _first_refused(addresses):
+        address, reason = refused
+        where = address if address == host else f"{host}, at {address},"
+        return f"{where} is {reason}; list its network in TOOLHUB['OUTBOUND_ALLOWED_NETWORKS'] to allow it."
+    return None
+
+
+def outbound_refusal(error: BaseException) -> OutboundAddressRefused | None:
+    """The policy's refusal behind ``error`` (a client library's connection error wrapping it), if it is one."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None or isinstance(seen, OutboundAddressRefused):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def guarded_create_connection(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+    """``socket.create_connection`` that connects only to allowed addresses, each checked as resolved."""
+    host, port = address
+    error: OSError | None = None
+    for ip in _checked(host, _resolved(host, port)):
+        try:
+            return socket.create_connection((ip, port), *args, **kwargs)
+        except OSError as exc:
+            error = exc
+    raise error or OSError(f"{host!r} resolved to no address")
+
+
+def _connect_checked(host: str, addresses: list[str]) -> list[str]:
+    """``_checked`` for httpcore: the refusal as its ``ConnectError`` (what clients handle), caused by ours."""
+    import httpcore2
+
+    try:
+        return _checked(host, addresses)
+    except OutboundAddressRefused as exc:
+        raise httpcore2.ConnectError(str(exc)) from exc
+
+
+class _GuardedBackend:
+    """An httpcore network backend that opens TCP connections only to allowed addresses."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:
+        error: Exception | None = None
+        for ip in _connect_checked(host, _resolved(host, port)):
+            try:
+                return self._inner.connect_tcp(ip, port, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the next address is tried, the last error raised
+                error = exc
+        raise error or OSError(f"{host!r} resolved to no address")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _AsyncGuardedBackend(_GuardedBackend):
+    """``_GuardedBackend`` for an async pool; the name is resolved off the event loop."""
+
+    async def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:  # type: ignore[override]
+        addresses = await anyio.to_thread.run_sync(_resolved, host, port)
+        error: Exception | None = None
+        for ip in _connect_checked(host, addresses):
+            try:
+                return await self._inner.connect_tcp(ip, port, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the next address is tried, the last error raised
+                error = exc
+        raise error or OSError(f"{host!r} resolved to no address")
+
+
+def guarded_client(client: Any) -> Any:
+    """``client`` (an ``httpx2`` Client or AsyncClient) with every direct connection it opens guarded.
+
+    Each connection, the first and every redirect's, goes through the guarded backend. A transport that goes
+    through a proxy (``HTTPS_PROXY``) is left as it is: it connects to the proxy, which reaches the destination.
+    """
+    import httpcore2
+
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        if type(pool) is httpcore2.ConnectionPool:
+            pool._network_backend = _GuardedBackend(pool._network_backend)
+        elif type(pool) is httpcore2.AsyncConnectionPool:
+            pool._network_backend = _AsyncGuardedBackend(pool._network_backend)
+        elif pool is None and transport is client._transport:
+            raise TypeError(f"Cannot guard the connections of {type(transport).__name__}.")
+    return client
