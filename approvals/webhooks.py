@@ -8,6 +8,10 @@ No row lock is held while the HTTP POST runs: a worker claims a due delivery wit
 that moves its next attempt past a lease, posts outside any transaction, and records the outcome in a
 second short transaction. A worker that dies in between leaves the delivery due again once the lease ends.
 
+Each connection goes only to an address ``TOOLHUB["OUTBOUND_ALLOWED_NETWORKS"]`` allows
+(``toolhub.outbound_addresses``): a webhook at a private address fails its attempts with the refusal as their error
+until that setting lists it.
+
 A redirect is not followed (``urllib`` would turn the POST into a GET to wherever ``Location`` points, any host):
 it fails the attempt, as Standard Webhooks senders do. An attempt's error is shown to each tenant's staff with its
 delivery, so the URL's secret parts (``toolhub.url_secrets``), which ``urllib`` and ``http.client`` quote, are
@@ -232,8 +236,10 @@ class _Watched:
     def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
         def connection(host: str, **options: Any) -> http.client.HTTPConnection:
             opened: http.client.HTTPConnection = http_class(host, **options)
-            # Only to an address the outbound policy allows, checked as the name resolves now.
-            opened._create_connection = guarded_create_connection  # type: ignore[attr-defined]
+            if not (req.has_proxy() or req._tunnel_host):  # type: ignore[attr-defined]
+                # Only to an address the outbound policy allows, checked as the name resolves now (a proxy's
+                # connection goes to the proxy, which reaches the receiver).
+                opened._create_connection = guarded_create_connection  # type: ignore[attr-defined]
             if isinstance(req, _CuttableRequest):
                 req.watch(opened)
             return opened

@@ -6,7 +6,8 @@ production allows no private network, DEBUG and the test settings allow loopback
 1. A model provider's base URL naming a private address (cloud metadata 169.254.169.254, the broker on
    127.0.0.1:6379, 10.x, [::1], fd00::/8, 0.0.0.0, ::ffff:127.0.0.1, ``localhost``) was saved without a word.
 2. A remote MCP server's URL naming a private address was saved without a word.
-3. The model provider's client connected to a private address (no check at connect time).
+3. The model provider's client connected to a private address (no check at connect time); a refused turn now
+   fails with "Model endpoint not contacted: ..." naming the setting, not the address.
 4. The remote MCP client connected to a private address.
 5. The approval webhook posted to a private address.
 6. A name that resolved to a public address when saved and to a private one at connect time (DNS rebinding)
@@ -34,10 +35,11 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from agents_app.models import ModelProvider
-from agents_app.models_adapters.openai_chat import provider_client
+from agents_app.models_adapters.openai_chat import OpenAIChatAdapter, provider_client
 from approvals.models import WebhookDelivery
 from approvals.webhooks import webhook_deliver, webhook_enqueue
 from toolhub.conf import DEFAULTS, toolhub_settings
+from toolhub.exceptions import ModelError
 from toolhub.mcp_client.models import RemoteMcpServer
 from toolhub.mcp_client.remote import RemoteServerError, remote_tools
 from toolhub.outbound_addresses import outbound_url_problem
@@ -148,6 +150,17 @@ def test_the_model_client_does_not_connect_to_a_private_address(production_polic
     client = provider_client(base_url=f"{listener.url}/v1", api_key="", timeout=5, max_bytes=1_000_000)
     with pytest.raises(openai.APIConnectionError):
         client.models.list()
+    assert listener.requests == 0
+
+
+def test_a_refused_model_turn_says_why_without_the_address(production_policy: None, listener: _Listener) -> None:
+    """Found: the model turn to a private address reached it.
+    Expect: the turn fails with a ModelError naming the setting, never the host or address."""
+    adapter = OpenAIChatAdapter(provider_name="p", base_url=f"{listener.url}/v1", model="m", api_key="", deadline=10)
+    with pytest.raises(ModelError) as raised:
+        adapter.complete(messages=[{"role": "user", "content": "hi"}], tools=[])
+    assert "not contacted" in str(raised.value) and "OUTBOUND_ALLOWED_NETWORKS" in str(raised.value)
+    assert "127.0.0.1" not in str(raised.value)
     assert listener.requests == 0
 
 
