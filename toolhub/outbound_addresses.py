@@ -47,14 +47,29 @@ class OutboundAddressRefused(OSError):
 def address_refused(address: str) -> str | None:
     """Why a connection to ``address`` (an IP literal) is refused, or ``None`` when it may go ahead."""
     ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    if isinstance(ip, ipaddress.IPv6Address) and (embedded := _embedded_ipv4(ip)) is not None:
+        ip = embedded  # ::ffff:127.0.0.1 is 127.0.0.1
     allowed = toolhub_settings().OUTBOUND_ALLOWED_NETWORKS
     if any(ip in ipaddress.ip_network(network, strict=False) for network in allowed):
         return None
     if ip.is_global and not ip.is_multicast:
         return None
     return "not a public address (loopback, private, link-local, multicast or reserved)"
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for (mapped, NAT64, 6to4, the old compatible form), judged as itself."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64 or (ip in _COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
 
 
 def _resolved(host: str, port: int) -> list[str]:

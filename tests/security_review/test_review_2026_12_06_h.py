@@ -16,6 +16,8 @@ production allows no private network, DEBUG and the test settings allow loopback
 Checked and holds:
 - spelled-out IPv4 forms (``2130706433``, ``0177.0.0.1``, ``0x7f.1``) are resolved as the connection resolves them
   (``getaddrinfo``), so they are refused as the loopback they are;
+- IPv6 forms embedding a private IPv4 address (``::7f00:1``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``), shared
+  (``100.64/10``) and multicast addresses are refused too;
 - the production default of ``OUTBOUND_ALLOWED_NETWORKS`` is empty (nothing private allowed);
 - a network listed there is allowed, at save and at connect (the loopback fakes of the suite keep working);
 - a public address is allowed; a name that does not resolve at save is let through (checked on connect);
@@ -42,7 +44,7 @@ from toolhub.conf import DEFAULTS, toolhub_settings
 from toolhub.exceptions import ModelError
 from toolhub.mcp_client.models import RemoteMcpServer
 from toolhub.mcp_client.remote import RemoteServerError, remote_tools
-from toolhub.outbound_addresses import outbound_url_problem
+from toolhub.outbound_addresses import address_refused, outbound_url_problem
 
 PRIVATE_URLS = [
     "http://169.254.169.254/latest/meta-data/",
@@ -123,6 +125,14 @@ def test_spelled_out_ipv4_forms_are_refused(production_policy: None, url: str) -
     """Found: (holds) decimal, octal and hex IPv4 forms of 127.0.0.1 must not slip past the check.
     Expect: they are resolved as a connection resolves them and refused."""
     assert "127.0.0.1" in (outbound_url_problem(url) or "")
+
+
+@pytest.mark.parametrize("address", ["::7f00:1", "64:ff9b::a9fe:a9fe", "2002:a00:1::1", "100.64.0.1", "224.0.0.1"])
+def test_ipv6_forms_embedding_a_private_ipv4_address_are_refused(production_policy: None, address: str) -> None:
+    """Found: (holds) an IPv6 address embedding a private IPv4 one (compatible, NAT64, 6to4), shared or multicast
+    addresses must not pass as public.
+    Expect: each is refused."""
+    assert address_refused(address) is not None
 
 
 @pytest.mark.django_db
