@@ -219,8 +219,8 @@ def find_tools(principal: CallPrincipal, arguments: Mapping[str, Any] | None) ->
         )
     names = principal_index(principal).search(query, k=parsed.max_results, category=parsed.category or None)
     granted = set(callable_names(principal))
-    # The index holds only granted tools already; checked again so a stale or custom provider cannot leak one.
-    hits = [name for name in dict.fromkeys(str(n) for n in names) if name in granted][: parsed.max_results]
+    # The index answers only the tools it was built over (``principal_index``), each one ``tools/list`` shows.
+    hits = list(dict.fromkeys(names))[: parsed.max_results]
     holders, groups = _groups_by_tool(granted | _granted(principal, _facades()))
     tools = []
     for name in hits:

@@ -1,4 +1,9 @@
-"""The run-time side of tool search: one index per principal, over the tools it is granted and nothing else."""
+"""The run-time side of tool search: one index per principal, over the tools it is granted and nothing else.
+
+Whatever the configured provider's index answers, a search answers only names that index was built over
+(``OwnNamesIndex``): a provider is code of anyone's (a dotted path), and one kept over a shared store would
+otherwise name tools of other principals and tenants in ``tool_search`` and ``toolhub_find_tools`` hits.
+"""
 
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,7 +16,7 @@ from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["search_document", "searchable_names", "principal_index"]
+__all__ = ["OwnNamesIndex", "search_document", "searchable_names", "principal_index"]
 
 
 def search_document(tool: Tool) -> SearchDocument:
@@ -49,11 +54,23 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
     return sorted(usable_tools(names, principal, context=context))
 
 
+class OwnNamesIndex:
+    """A provider's index that answers only the names it was built over, in the provider's order."""
+
+    def __init__(self, index: SearchIndex, names: Iterable[str]) -> None:
+        self._index = index
+        self._names = frozenset(names)
+
+    def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
+        hits = (str(name) for name in self._index.search(query, k=k, category=category))
+        return [name for name in dict.fromkeys(hits) if name in self._names][: max(k, 0)]
+
+
 def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> SearchIndex:
     """The principal's index, built by the configured provider and cached per governance version and principal.
 
     Any grant, group or catalogue change stamps a new governance version, so a revoked tool leaves
-    the index before the next search.
+    the index before the next search; and the index answers only ``names`` (``OwnNamesIndex``).
     """
     with governance_scope():
         names = searchable_names(principal, context)
@@ -69,6 +86,6 @@ def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None 
 
         def build() -> SearchIndex:
             documents = [search_document(tool) for name in names if (tool := registry.get(name)) is not None]
-            return get_provider().build(documents)
+            return OwnNamesIndex(get_provider().build(documents), [document.name for document in documents])
 
         return governance_cached(key, build)
