@@ -58,8 +58,8 @@ def _tool_search(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolError("tool_search needs a query: describe the capability you need, e.g. 'refund an order'.")
     category = arguments.get("category") or None
     index = principal_index(principal_of_context(ctx), context=dict(ctx))
-    names = index.search(query, k=int(arguments.get("max_results") or 5), category=category)
-    found = list(dict.fromkeys(str(name) for name in names))[:MAX_SEARCH_RESULTS]
+    # Distinct names the index was built over, at most ``max_results`` (``principal_index``).
+    found = index.search(query, k=int(arguments.get("max_results") or 5), category=category)
     if not found:
         return {"tools": [], "note": "No tool matched. Rephrase the query with other words for the capability."}
     return {"tools": found, "note": "Their definitions are available from your next turn; call them then."}
