@@ -136,7 +136,8 @@ AXES_COOLOFF_TIME = timedelta(
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
 AXES_LOCKOUT_CALLABLE = "toolhub.login_guard.lockout_response"
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# axes' database handler, keeping only the newest few failures' text in a pair's row (toolhub.login_attempts).
+AXES_HANDLER = "toolhub.login_attempts.BoundedAttemptsHandler"
 # The client address: the peer, or, behind DJANGO_TRUSTED_PROXY_COUNT proxies that append to X-Forwarded-For,
 # the address the outermost one saw. 0 (the default): X-Forwarded-For is never read, since a client can write it.
 TRUSTED_PROXY_COUNT = _env_int("DJANGO_TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=20)
