@@ -16,7 +16,12 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # A page, not an API: DRF's OPTIONS answer (metadata) has no template to render it with, a 500 (review j).
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="schema", http_method_names=["get", "head"]),
+        name="swagger-ui",
+    ),
 ]
 
 # Requests under /api/ get JSON from Django's own error pages too (toolhub.api.error_pages).

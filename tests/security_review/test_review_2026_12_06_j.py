@@ -26,6 +26,7 @@ import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.test import Client
+from rest_framework.test import APIClient
 
 from toolhub.login_attempts import LOGIN_FAILURE_DATA_CHARS
 
@@ -51,3 +52,14 @@ def test_a_locked_pairs_kept_failure_text_stays_bounded(operator: User) -> None:
     kept = (len(row.post_data), len(row.get_data))
     assert max(kept) <= LOGIN_FAILURE_DATA_CHARS, kept
     assert "note=59-" in row.post_data and "g59" not in row.post_data
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "POST", "PUT", "PATCH", "DELETE"])
+def test_the_api_docs_page_answers_every_method_without_a_server_error(method: str) -> None:
+    """Found: ``OPTIONS /api/docs/`` (anyone, no login) raised ``TemplateDoesNotExist``: the Swagger page renders only
+    with its HTML template, and DRF's metadata answer has none: a 500 per request, each one logged as a server error.
+    Expect: the page answers GET and HEAD; any other method is a 405, anonymous or not."""
+    client = APIClient(raise_request_exception=False)
+    assert client.get("/api/docs/").status_code == 200
+    answer = client.generic(method, "/api/docs/")
+    assert answer.status_code == 405, (answer.status_code, answer.content[:200])
