@@ -22,13 +22,18 @@ are refused (404); JSON depth, NUL, lone surrogates, non-finite and over-long nu
 error bodies echo only the caller's own input, cut.
 """
 
+import threading
+import time
+
 import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
+from tests.helpers import RequestCall
 from toolhub.login_attempts import LOGIN_FAILURE_DATA_CHARS
+from toolhub.models import CallStatus
 
 pytestmark = [pytest.mark.django_db]
 
@@ -63,3 +68,36 @@ def test_the_api_docs_page_answers_every_method_without_a_server_error(method: s
     assert client.get("/api/docs/").status_code == 200
     answer = client.generic(method, "/api/docs/")
     assert answer.status_code == 405, (answer.status_code, answer.content[:200])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_user_holds_no_more_than_a_few_long_polls_at_once(alice: User, request_call: RequestCall) -> None:
+    """Found: ``GET /api/v1/calls/{id}/?wait=30`` (not throttled: a GET) held a web worker and a database connection
+    for the whole wait, however many one user sent at once: a handful of them, sent again as each ends, hold every
+    worker of a WSGI server (the README's four), the console and everyone's API with them.
+    Expect: one user holds at most ``CALL_WAITS_PER_USER`` (2) waits at once; a further one answers at once with the
+    call as it is."""
+    call = request_call("crm_lookup", {"email": "ada@acme.example"}, alice, tenant="acme")
+    assert call.status == CallStatus.AWAITING_RESULT
+    url = f"/api/v1/calls/{call.pk}/?wait=3"
+    codes: list[int] = []
+
+    def hold() -> None:
+        client = APIClient()
+        client.force_authenticate(alice)
+        codes.append(client.get(url).status_code)
+
+    holders = [threading.Thread(target=hold) for _ in range(2)]
+    for holder in holders:
+        holder.start()
+    time.sleep(0.5)  # both waiting
+    client = APIClient()
+    client.force_authenticate(alice)
+    started = time.monotonic()
+    answer = client.get(url)
+    elapsed = time.monotonic() - started
+    for holder in holders:
+        holder.join()
+    assert answer.status_code == 200 and answer.json()["status"] == "awaiting_result"
+    assert elapsed < 1.5, elapsed
+    assert codes == [200, 200]

@@ -17,6 +17,7 @@ from toolhub.api.fields import JSONObjectField, JSONObjectOrTextField
 from toolhub.api.schema import ErrorSerializer
 from toolhub.api.serializers import CallOutcomeSerializer, ToolCallDetailSerializer
 from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
+from toolhub.api.wait_slots import wait_slot
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
     CallerContextError,
@@ -127,6 +128,16 @@ def _wait_seconds(request: Request) -> float:
     return seconds
 
 
+def _follow(request: Request, call: ToolCall, seconds: float) -> ToolCall:
+    """The call after following it up to ``seconds``, if one of the user's wait slots is free; else as it is now."""
+    if seconds:
+        with wait_slot(request.user.pk) as free:
+            if free:
+                return call_wait(call=call, seconds=seconds)
+    call.refresh_from_db()
+    return call
+
+
 def _answer(call: ToolCall, *, principal: CallPrincipal | None, replayed: bool) -> Response:
     """The call's state as the HTTP answer; a tool the caller may not see is answered as an unknown one."""
     refused = call.status in (CallStatus.INVALID, CallStatus.DENIED)
@@ -199,11 +210,7 @@ class CallCollectionView(CallListView):
             )
         except DirectCallError as exc:
             return toolhub_error_response(exc)
-        call = made.call
-        if wait:
-            call = call_wait(call=call, seconds=wait)
-        else:
-            call.refresh_from_db()
+        call = _follow(request, made.call, wait)
         principal = caller_principal(request.user, tenant=call.tenant or None)
         return _answer(call, principal=principal, replayed=made.replayed)
 
@@ -215,7 +222,6 @@ class CallWaitDetailView(CallDetailView):
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         wait = _wait_seconds(request)
         if wait:
-            visible = get_object_or_404(tool_calls_visible_to(request.user), pk=self.kwargs["pk"])
-            call_wait(call=visible, seconds=wait)
+            _follow(request, get_object_or_404(tool_calls_visible_to(request.user), pk=self.kwargs["pk"]), wait)
         call = get_object_or_404(_with_artifacts(tool_calls_visible_to(request.user)), pk=self.kwargs["pk"])
         return Response(ToolCallDetailSerializer(call, context=self.get_serializer_context()).data)
