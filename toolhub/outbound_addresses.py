@@ -15,10 +15,11 @@ come from the URL, not from the address connected to). Spelled-out forms of an a
 ``0177.0.0.1``, ``::ffff:127.0.0.1``) are resolved as the connection would resolve them, so they are caught.
 """
 
+import contextlib
 import ipaddress
 import logging
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -147,13 +148,18 @@ def guarded_create_connection(address: tuple[str, int], *args: Any, **kwargs: An
     raise error or OSError(f"{host!r} resolved to no address")
 
 
-def _connect_checked(host: str, addresses: list[str]) -> list[str]:
-    """``_checked`` for httpcore: the refusal as its ``ConnectError`` (what clients handle), caused by ours."""
+@contextlib.contextmanager
+def _as_connect_error() -> Iterator[None]:
+    """Resolving and checking fail as httpcore's own backend fails: with its ``ConnectError``.
+
+    That is what clients handle and retry (the SDK wraps it as its connection error); a bare ``OSError`` (a name
+    that resolves to nothing now) would escape them. The cause is kept: the refusal, or the resolver's error.
+    """
     import httpcore2
 
     try:
-        return _checked(host, addresses)
-    except OutboundAddressRefused as exc:
+        yield
+    except (OSError, UnicodeError) as exc:  # OutboundAddressRefused; gaierror: the name resolves to nothing now
         raise httpcore2.ConnectError(str(exc)) from exc
 
 
@@ -164,8 +170,10 @@ class _GuardedBackend:
         self._inner = inner
 
     def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:
+        with _as_connect_error():
+            addresses = _checked(host, _resolved(host, port))
         error: Exception | None = None
-        for ip in _connect_checked(host, _resolved(host, port)):
+        for ip in addresses:
             try:
                 return self._inner.connect_tcp(ip, port, **kwargs)
             except Exception as exc:  # noqa: BLE001 - the next address is tried, the last error raised
@@ -180,9 +188,10 @@ class _AsyncGuardedBackend(_GuardedBackend):
     """``_GuardedBackend`` for an async pool; the name is resolved off the event loop."""
 
     async def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:  # type: ignore[override]
-        addresses = await anyio.to_thread.run_sync(_resolved, host, port)
+        with _as_connect_error():
+            addresses = _checked(host, await anyio.to_thread.run_sync(_resolved, host, port))
         error: Exception | None = None
-        for ip in _connect_checked(host, addresses):
+        for ip in addresses:
             try:
                 return await self._inner.connect_tcp(ip, port, **kwargs)
             except Exception as exc:  # noqa: BLE001 - the next address is tried, the last error raised
@@ -195,16 +204,19 @@ def guarded_client(client: Any) -> Any:
 
     Each connection, the first and every redirect's, goes through the guarded backend. A transport that goes
     through a proxy (``HTTPS_PROXY``) is left as it is: it connects to the proxy, which reaches the destination.
+    It reaches into httpx2's and httpcore2's private attributes, so any transport it does not recognise (a pool of
+    another class, none, a backend kept elsewhere) is a ``TypeError``: never a client handed back unguarded.
     """
     import httpcore2
 
-    transports = [client._transport, *client._mounts.values()]
+    guards = {httpcore2.ConnectionPool: _GuardedBackend, httpcore2.AsyncConnectionPool: _AsyncGuardedBackend}
+    proxies = (httpcore2.HTTPProxy, httpcore2.SOCKSProxy, httpcore2.AsyncHTTPProxy, httpcore2.AsyncSOCKSProxy)
+    transports = [client._transport, *(mounted for mounted in client._mounts.values() if mounted is not None)]
     for transport in transports:
         pool = getattr(transport, "_pool", None)
-        if type(pool) is httpcore2.ConnectionPool:
-            pool._network_backend = _GuardedBackend(pool._network_backend)
-        elif type(pool) is httpcore2.AsyncConnectionPool:
-            pool._network_backend = _AsyncGuardedBackend(pool._network_backend)
-        elif pool is None and transport is client._transport:
-            raise TypeError(f"Cannot guard the connections of {type(transport).__name__}.")
+        guard = guards.get(type(pool))
+        if guard is not None and "_network_backend" in vars(pool):
+            pool._network_backend = guard(pool._network_backend)
+        elif type(pool) not in proxies:
+            raise TypeError(f"Cannot guard the connections of {type(transport).__name__} ({type(pool).__name__}).")
     return client
