@@ -117,7 +117,7 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
         ),
         ("Before the call", {"fields": ("user_input", "model_message")}),
         ("The call", {"fields": ("call_link", "call_status")}),
-        ("Who asked", {"fields": ("requested_by", "agent_name", "tenant", "run_link")}),
+        ("Who asked", {"fields": ("requested_by", "asked_by", "agent_name", "tenant", "run_link")}),
         (
             "Who decides",
             {"fields": ("approver_group", "escalation_group", "escalate_at", "escalated_at"), "classes": ["collapse"]},
@@ -188,7 +188,7 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
         return (
             super()
             .get_queryset(request)
-            .select_related("call", "requested_by", "rule", "approver_group", "escalation_group")
+            .select_related("call", "requested_by", "asked_by", "rule", "approver_group", "escalation_group")
         )
 
     def has_decide_permission(self, request: HttpRequest) -> bool:

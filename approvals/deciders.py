@@ -40,6 +40,10 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You need the 'Can approve or reject held-back tool calls' permission."
     if request.requested_by_id is not None and request.requested_by_id == user.pk:
         return "You started this call; another operator must decide it."
+    if request.asked_by_id is not None and request.asked_by_id == user.pk:
+        return (
+            "You asked for this call (you rolled back the saga it undoes a step of); another operator must decide it."
+        )
     further = further_restrictions(request)
     if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
         groups = _group_ids(user)

@@ -123,6 +123,16 @@ class ApprovalRequest(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A compensation runs in its step's user's name (the requester), but a person asked for it: who rolled back.
+    asked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who asked for this call in its user's name (a compensation's: who rolled the saga back); "
+        "like the requester, they never decide it.",
+    )
     agent_name = models.CharField(max_length=100, blank=True)
     tenant = models.CharField(max_length=100, blank=True)
     required_approvals = models.PositiveSmallIntegerField(default=1)

@@ -62,6 +62,8 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     deciders = deciders.filter(in_tenant)
     if request.requested_by_id is not None:
         deciders = deciders.exclude(pk=request.requested_by_id)
+    if request.asked_by_id is not None:
+        deciders = deciders.exclude(pk=request.asked_by_id)
     rules = [_meeting(group_id, permission) for group_id, permission in further_restrictions(request)]
     if request.approver_group_id or request.approver_permission:
         own = _meeting(request.approver_group_id, request.approver_permission)

@@ -37,6 +37,7 @@ from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
+from toolhub.sagas.selectors import compensation_asked_by
 from toolhub.storable import json_storage_problem
 from toolhub.transitions import guarded_save
 from toolhub.waiting import tool_call_refuse, tool_call_release
@@ -83,6 +84,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
             call=call,
             tool_name=call.tool_name,
             requested_by_id=call.user_id,
+            asked_by_id=compensation_asked_by(call),
             agent_name=call.agent_name,
             tenant=call.tenant,
             original_arguments=call.arguments,

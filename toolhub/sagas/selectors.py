@@ -2,11 +2,12 @@
 
 import uuid
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
 from toolhub.audit_hash import canonical_json
-from toolhub.models import AuditEvent, ToolCall
+from toolhub.models import AuditEvent, CallKind, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.selectors import displayed_arguments
 from toolhub.tenancy import has_tenant_wide_role, visible_rows
@@ -15,6 +16,7 @@ from toolhub.tenancy import has_tenant_wide_role, visible_rows
 OPERATE_PERMISSION = "sagas.operate_saga"
 
 __all__ = [
+    "compensation_asked_by",
     "saga_id_problem",
     "sagas_visible_to",
     "compensations_visible_to",
@@ -169,3 +171,24 @@ def rollback_note(rollback: Rollback) -> str:
                 f"attempt(s) ({compensation.last_error or status}); an operator was alerted."
             )
     return "\n".join(lines)
+
+
+def compensation_asked_by(call: ToolCall) -> int | None:
+    """Who asked for the rollback that made compensation ``call``, when a person did; else ``None``.
+
+    A compensation runs in the name of the user whose step it undoes, yet someone else may have asked for it (an
+    operator rolling back a member's saga): four eyes bar both from deciding it. People ask as ``user:<username>``
+    (the APIs and the admin); an automatic rollback (a failed step, an agent) names no person.
+    """
+    step_id = (call.context or {}).get("compensates")
+    if call.kind != CallKind.COMPENSATION or not step_id:
+        return None
+    asked = (
+        Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant)
+        .values_list("rollback__requested_by", flat=True)
+        .first()
+    )
+    prefix, _, username = (asked or "").partition(":")
+    if prefix != "user" or not username:
+        return None
+    return get_user_model().objects.filter(username=username).values_list("pk", flat=True).first()
