@@ -14,6 +14,7 @@ toolhub.W003   a ``FromContext`` parameter's class is not a registered context t
 toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters or the ``SECRET_KEY``
 toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W006   ``--database``: a saved grant or tool group names a tool the code no longer has
+toolhub.W007   ``--database``: a saved model provider or remote MCP credential names a variable now refused
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
@@ -28,10 +29,13 @@ import inspect
 import os
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db.models import Model
 
 from toolhub.conf import toolhub_settings
+from toolhub.credential_env import credential_env_problem, credential_env_validator
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.references import reference_warnings, saved_rows
 from toolhub.tools.context import context_key_named
@@ -236,6 +240,44 @@ def check_governance_references(app_configs: Any = None, databases: Any = None, 
         ((row, row.reference_problems()) for row in rows),
         check_id="toolhub.W006",
         hint="Fix or delete the row in the admin (Grants, Tool groups); it was saved before the code changed.",
+    )
+
+
+def credential_models() -> list[tuple[type[Model], list[str]]]:
+    """The models with a credential reference, and those fields: every field validated by ``credential_env``."""
+    found = []
+    for model in apps.get_models():
+        fields = [field.name for field in model._meta.concrete_fields if credential_env_validator in field.validators]
+        if fields:
+            found.append((model, fields))
+    return found
+
+
+@register("toolhub", Tags.database)
+def check_credential_references(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Rows saved before their variable was refused (a tool's ``Secret`` reads it since, a release refuses it).
+
+    Such a row is not read (``credential_from_env``): its runs or calls fail "not configured", the reason only in
+    the log. Read from the database, so only with ``--database`` (``manage.py check --database default``, ``migrate``).
+    """
+    if not databases:
+        return []
+    rows: list[tuple[Model, dict[str, str]]] = []
+    for model, fields in credential_models():
+        for row in saved_rows(lambda model=model: model._default_manager.select_related()):
+            named = {field: str(getattr(row, field) or "") for field in fields}
+            problems = {
+                field: f"{value!r}: {problem}"
+                for field, value in named.items()
+                if (problem := credential_env_problem(value))
+            }
+            rows.append((row, problems))
+    return reference_warnings(
+        rows,
+        check_id="toolhub.W007",
+        hint='Its runs or calls fail "not configured" until then: set the endpoint\'s key in a variable of its own '
+        "on the web and worker processes and name it on the row's admin page (Model providers, Remote MCP "
+        "credentials).",
     )
 
 

@@ -54,35 +54,58 @@ PLATFORM_ENV_NAMES = frozenset(
 
 
 def credential_env_problem(name: str) -> str | None:
-    """Why ``name`` may not be a credential's variable (one of the platform's, outside the allowed prefixes)."""
+    """Why ``name`` may not be a credential's variable (one of the platform's, outside the allowed prefixes).
+
+    The message says which rule refused it (the prefix, the name, the setting or the tool whose ``Secret`` reads it),
+    not every rule: a provider reading ``OPENAI_API_KEY`` beside a tool whose preset reads it too is told that tool.
+    """
     if not name:
         return None
-    current = toolhub_settings()
-    # The variables the platform's settings name for its own secrets, whatever they are called here, and those its
-    # tools' ``Secret`` presets read (a tool's own key to its service: no endpoint an administrator types gets it).
-    named = {current.AUDIT_KEY_ENV, current.DB_APP_PASSWORD_ENV, current.WEBHOOK_SECRET_ENV, *_tool_secret_names()}
-    upper = name.upper()
-    if upper.startswith(PLATFORM_ENV_PREFIXES) or upper in PLATFORM_ENV_NAMES or upper in {n.upper() for n in named}:
+    whose = _platform_owner(name.upper())
+    if whose:
         return (
-            "This variable is one of the platform's own (names beginning with "
-            f"{', '.join(PLATFORM_ENV_PREFIXES)}; {', '.join(sorted(PLATFORM_ENV_NAMES))}; a secret toolhub's "
-            "settings name; or one a registered tool's Secret preset reads): its value would be sent "
-            "to the endpoint. Name the variable that holds this endpoint's key."
+            f"This variable is one of the platform's own ({whose}): its value would be sent to the endpoint. Give the "
+            "endpoint a variable of its own holding its key (the same key under another name if it is the same "
+            "account) and name that one."
         )
-    allowed = tuple(current.CREDENTIAL_ENV_PREFIXES)
+    allowed = tuple(toolhub_settings().CREDENTIAL_ENV_PREFIXES)
     if allowed and not name.startswith(allowed):
         return f"A credential's variable name begins with {' or '.join(allowed)} here (the platform's setting)."
     return None
 
 
-def _tool_secret_names() -> set[str]:
-    """The variables the registered tools' ``Secret`` presets read: the platform's keys to its tools' services."""
+def _platform_owner(upper: str) -> str | None:
+    """Which of the platform's rules claims the variable ``upper`` (its name in capitals), if one does."""
+    prefix = next((prefix for prefix in PLATFORM_ENV_PREFIXES if upper.startswith(prefix)), None)
+    if prefix:
+        return f"names beginning with {prefix} are the platform's settings and services'"
+    if upper in PLATFORM_ENV_NAMES:
+        return f"{upper}: the outbound proxy's, Django's SECRET_KEY or the host's cloud credentials"
+    current = toolhub_settings()
+    # The variables the platform's settings name for its own secrets, whatever they are called here.
+    settings_names = {"AUDIT_KEY_ENV": current.AUDIT_KEY_ENV, "DB_APP_PASSWORD_ENV": current.DB_APP_PASSWORD_ENV}
+    settings_names["WEBHOOK_SECRET_ENV"] = current.WEBHOOK_SECRET_ENV
+    setting = next((key for key, value in settings_names.items() if value and value.upper() == upper), None)
+    if setting:
+        return f'TOOLHUB["{setting}"] names it'
+    # Those its tools' ``Secret`` presets read: a tool's own key to its service, which no endpoint typed here gets.
+    tools = _tools_reading(upper)
+    if tools:
+        shown = ", ".join(repr(name) for name in tools[:3]) + (f" and {len(tools) - 3} more" if len(tools) > 3 else "")
+        return f"the Secret preset of the registered tool {shown} reads it"
+    return None
+
+
+def _tools_reading(upper: str) -> list[str]:
+    """The registered tools (sorted) whose ``Secret`` presets read the variable ``upper``, compared in any case."""
     from toolhub.tools.presets import Secret
     from toolhub.tools.registry import registry
 
-    return {
-        preset.name for tool in registry.code_tools() for preset in tool.presets.values() if isinstance(preset, Secret)
-    }
+    return [
+        tool.name
+        for tool in registry.code_tools()
+        if any(isinstance(preset, Secret) and preset.name.upper() == upper for preset in tool.presets.values())
+    ]
 
 
 def credential_env_validator(name: str) -> None:
