@@ -104,8 +104,18 @@ def _readings(name: str) -> frozenset[str]:
     """Its skeleton, and its case folding's (``ALICE``: capital I is read as l before folding, as i after).
 
     A copy in capitals of a script without case (Lisu ``ꓮꓓꓟꓲꓠ``) has no folding: its ``ꓲ`` is read as ``i`` too, as
-    a capital I is once folded, so it reads as ``admin`` as Latin ``ADMIN`` does.
+    a capital I is once folded, so it reads as ``admin`` as Latin ``ADMIN`` does. A name in compatibility letters
+    (``ａｄｍｉｎ`` fullwidth, saved by code or an import: Django's forms store NFKC) is read as its NFKC form too, as
+    a chosen name is (``admin_usernames.username_problem``): the rule goes both ways.
     """
+    readings = _name_readings(name)
+    if name.isascii() or unicodedata.is_normalized("NFKC", name):
+        return readings
+    return readings | _name_readings(unicodedata.normalize("NFKC", name))
+
+
+def _name_readings(name: str) -> frozenset[str]:
+    """:func:`_readings` of a name as written."""
     folded = _fold(name)
     readings = {skeleton(name), skeleton(folded)} if folded != name else {skeleton(name)}
     capitals = folded.translate(_caseless_capital_i())

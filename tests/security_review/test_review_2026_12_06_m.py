@@ -9,6 +9,9 @@ Findings (each fails on dfe435b, passes after the fix):
 2. The refusal did not say which rule refused the name: a developer whose provider reads ``OPENAI_API_KEY`` was told
    every prefix and name of the platform and "or one a registered tool's Secret preset reads", not that tool
    ``x``'s preset reads it, nor that the same key under a variable of the endpoint's own is the way out.
+3. ``username_problem`` read the chosen name as stored (NFKC, review b) but the existing accounts as written: beside an
+   account saved by code or an import as ``ａｄｍｉｎ`` (fullwidth), ``admin`` was accepted; ``confusable_names`` now
+   reads every name in its NFKC form too (the rule both ways), at no measurable cost over 20,000 names.
 
 Checked and holds:
 - ``registry.code_tools()`` where ``credential_env_problem`` calls it: an in-memory read of the tools registered by
@@ -28,15 +31,19 @@ Checked and holds:
   and ``docs-2024-report.pdf`` were redacted before review f too: the heuristic's choice, not a regression);
 - usernames: ``username_problem`` reads the NFKC form; renaming a legacy account to its own NFKC form passes
   (``other_than`` excludes the account itself); ``load_demo`` run twice on a fresh SQLite database (``make run``'s
-  ``migrate`` then ``load_demo``, DJANGO_DEBUG=1) loads both times; ``_readings`` over 20,000 names takes about
-  0.1 s (lower case) to 0.25 s (mixed), so ``load_demo``'s six scans stay within seconds.
+  ``migrate`` then ``load_demo``, DJANGO_DEBUG=1) loads both times; with 20,000 users (SQLite, a loaded machine)
+  one ``username_problem`` took 0.5 s and ``load_demo``'s six scans (``_not_demo_users``) 2.7 s, once per load;
+  the caseless-capital-I reading adds a translate per name and a skeleton only for names holding such a letter.
 """
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import checks
 
 from agents_app.models import ModelProvider, ProviderKind
 from toolhub import Secret, registry, tool
+from toolhub.admin_usernames import username_problem
+from toolhub.confusable_names import reads_as_existing
 from toolhub.credential_env import credential_env_problem
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer
 
@@ -90,3 +97,17 @@ def test_the_refusal_says_which_rule_refused_the_name_and_the_way_out() -> None:
     assert prefix is not None and "DJANGO_" in prefix
     cloud = credential_env_problem("aws_session_token")
     assert cloud is not None and "AWS_SESSION_TOKEN" in cloud
+
+
+@pytest.mark.django_db
+def test_an_account_stored_in_compatibility_letters_is_read_as_drawn_when_a_name_is_chosen() -> None:
+    """Found: ``username_problem`` reads the chosen name as stored (NFKC) but the existing accounts as written: an
+    account saved by code or an import as ``ａｄｍｉｎ`` (fullwidth, drawn as admin) let ``admin`` be added beside it.
+    Expect: existing names are read in their NFKC form too (the rule goes both ways); other names stay accepted."""
+    legacy = get_user_model().objects.create(username="\uff41\uff44\uff4d\uff49\uff4e", email="legacy@corp.example")
+    problem = username_problem("admin")
+    assert problem is not None and "\uff41\uff44\uff4d\uff49\uff4e" in problem
+    assert reads_as_existing("Admin") == legacy.username
+    # Renaming the account to its own stored form passes (``other_than``), and an unrelated name is accepted.
+    assert username_problem("admin", other_than=legacy.pk) is None
+    assert username_problem("bob") is None
