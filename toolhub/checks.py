@@ -247,6 +247,8 @@ def credential_models() -> list[tuple[type[Model], list[str]]]:
     """The models with a credential reference, and those fields: every field validated by ``credential_env``."""
     found = []
     for model in apps.get_models():
+        if model._meta.proxy:
+            continue  # its concrete model's rows, reported once
         fields = [field.name for field in model._meta.concrete_fields if credential_env_validator in field.validators]
         if fields:
             found.append((model, fields))
