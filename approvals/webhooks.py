@@ -23,13 +23,11 @@ answer is cut off then, so the outcome is recorded inside the attempt's lease an
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import os
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -42,7 +40,7 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from toolhub.conf import toolhub_settings
-from toolhub.deadlines import DeadlineExceeded, run_within
+from toolhub.deadlines import DeadlineExceeded, run_within, shut
 from toolhub.outbound_addresses import guarded_create_connection
 from toolhub.storable import storable_text
 from toolhub.tools.secrets import SecretScrubber
@@ -220,11 +218,7 @@ class _CuttableRequest(urllib.request.Request):
 
 
 def _shut(connection: http.client.HTTPConnection) -> None:
-    sock = connection.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            # The plain socket's shutdown, also under TLS: the TLS object is left to its own thread.
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    shut(connection.sock)
 
 
 class _Watched:

@@ -9,9 +9,14 @@ working for a caller that gave it up.
 The helper runs in a copy of the caller's context, so context variables (the secrets' log scope) hold there too,
 and closes the database connections its work opened: Django's are per thread, and nobody else can close them.
 Its exception is raised in the caller as is, with the helper's frames in its traceback.
+
+A ``cut`` that closes a socket does not end a helper blocked reading it: the read goes on (and the peer sees the
+connection open) until the next byte or the read timeout. ``shut`` is the one way a cut ends such a read at once.
 """
 
+import contextlib
 import contextvars
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +24,7 @@ from typing import Any, TypeVar
 
 from django.db import connections
 
-__all__ = ["DeadlineExceeded", "run_within"]
+__all__ = ["DeadlineExceeded", "run_within", "shut"]
 
 T = TypeVar("T")
 
@@ -75,3 +80,14 @@ def run_within(
     if "error" in outcome:
         raise outcome.pop("error")
     return outcome["value"]  # type: ignore[no-any-return]
+
+
+def shut(sock: socket.socket | None) -> None:
+    """Shut ``sock`` both ways: a thread blocked reading it gets end-of-file at once, and the peer sees the end.
+
+    The plain socket's shutdown, also under TLS (the TLS object is left to its own thread); one already closed is
+    left as it is.
+    """
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)

@@ -5,6 +5,7 @@ import functools
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from agents_app.models_adapters.base import (
 from agents_app.models_adapters.notes import messages_for_model
 from agents_app.models_adapters.streaming import StreamedTurn
 from toolhub.conf import toolhub_settings
-from toolhub.deadlines import DeadlineExceeded, run_within
+from toolhub.deadlines import DeadlineExceeded, run_within, shut
 from toolhub.exceptions import ModelError
 from toolhub.outbound_addresses import guarded_client, outbound_refusal
 from toolhub.tools.secrets import SecretScrubber
@@ -35,7 +36,51 @@ logger = logging.getLogger(__name__)
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
-def provider_client(*, base_url: str | None, api_key: str, timeout: float, max_bytes: int) -> openai.OpenAI:
+class ClientSockets:
+    """The sockets one client opened, shut (``deadlines.shut``) when its call is given up.
+
+    ``OpenAI.close()`` closes them only, which leaves a helper blocked reading the answer waiting for the endpoint's
+    next byte (the connection open, the endpoint answering on). Each connection's socket is learnt from httpx's
+    ``trace`` request extension; one still opening when the call is given up is shut as soon as it is open.
+    """
+
+    def __init__(self) -> None:
+        self._streams: list[Any] = []
+        self._lock = threading.Lock()
+        self._shut = False
+
+    def hooks(self) -> dict[str, list[Callable[[Any], None]]]:
+        """``event_hooks`` (request) that have every request of the client report the connections it opens."""
+
+        def traced(request: Any) -> None:
+            request.extensions["trace"] = self._trace
+
+        return {"request": [traced]}
+
+    def shut(self) -> None:
+        """Shut every socket the client opened, and any it opens from now on."""
+        with self._lock:
+            self._shut = True
+            streams = list(self._streams)
+        for stream in streams:
+            shut(stream.get_extra_info("socket"))
+
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        if event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        if stream is None:
+            return
+        with self._lock:
+            self._streams.append(stream)
+            given_up = self._shut
+        if given_up:
+            shut(stream.get_extra_info("socket"))
+
+
+def provider_client(
+    *, base_url: str | None, api_key: str, timeout: float, max_bytes: int, sockets: ClientSockets | None = None
+) -> openai.OpenAI:
     """The SDK's client for one provider, sending only what the provider's row names, and only to its endpoint.
 
     The SDK reads ``OPENAI_BASE_URL``, ``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID`` and ``OPENAI_CUSTOM_HEADERS`` from
@@ -62,7 +107,10 @@ def provider_client(*, base_url: str | None, api_key: str, timeout: float, max_b
         max_retries=1,
         default_headers=headers,
         http_client=guarded_client(
-            openai.DefaultHttpxClient(follow_redirects=False, event_hooks=bounded_responses(max_bytes))
+            openai.DefaultHttpxClient(
+                follow_redirects=False,
+                event_hooks={**bounded_responses(max_bytes), **(sockets.hooks() if sockets is not None else {})},
+            )
         ),
     )
 
@@ -108,11 +156,13 @@ class OpenAIChatAdapter:
         # An endpoint that repeats its key (a debugging proxy, a misconfigured gateway) must not get it stored in
         # the run or sent to a tool as an argument: every answer is scrubbed of it, as remote MCP answers are.
         self._key = SecretScrubber([api_key])
+        self._sockets = ClientSockets()
         self._client = provider_client(
             base_url=base_url,
             api_key=api_key,
             timeout=min(request_timeout, deadline),
             max_bytes=toolhub_settings().MAX_EXTERNAL_RESULT_BYTES * WIRE_BYTES_PER_ANSWER_BYTE,
+            sockets=self._sockets,
         )
         self._model = model
         self._parallel_tool_calls = parallel_tool_calls
@@ -193,7 +243,7 @@ class OpenAIChatAdapter:
                 functools.partial(_as_model_error, request),
                 seconds=self._deadline,
                 name=f"model-call-{self._provider_name}",
-                cut=self._client.close,
+                cut=self._cut,
                 tick=pass_on,
                 every=self._flush_seconds,
             )
@@ -204,6 +254,11 @@ class OpenAIChatAdapter:
             )
             # A stream given up still cost what the endpoint produced of it: charged as read.
             raise (streamed.refused(late) if streamed is not None else ModelError(late)) from None
+
+    def _cut(self) -> None:
+        """End the call given up: its sockets shut (a blocked read ends at once), the client closed."""
+        self._sockets.shut()
+        self._client.close()
 
 
 def _as_model_error(request: Callable[[], Any]) -> Any:
