@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from agents_app.cancelling import GOING
+from agents_app.disclosure import run_shown_disclosure
 from agents_app.models import Agent, AgentRun, ModelProvider, tool_choice_problem
 from agents_app.selectors import run_children, run_may_operate
 from agents_app.services import (
@@ -323,7 +324,7 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
 
     @admin.display(description="What the run can see (groups, unfolded facades, search hits, exclusive mode)")
     def shown_disclosure(self, obj: AgentRun) -> str:
-        return pretty_json(obj.disclosure)
+        return pretty_json(run_shown_disclosure(obj))
 
     @admin.display(description="Context")
     def shown_context(self, obj: AgentRun) -> str:

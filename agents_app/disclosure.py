@@ -20,6 +20,7 @@ from toolhub.disclosure.visibility import (
     SettledCall,
     disclose,
     expand_agent_tools,
+    shown_state,
     state_after_calls,
 )
 from toolhub.governance import governance_scope
@@ -30,6 +31,7 @@ __all__ = [
     "run_disclosure",
     "run_state_after_calls",
     "run_gate",
+    "run_shown_disclosure",
     "messages_with_additions",
     "provided_tools",
 ]
@@ -113,6 +115,18 @@ def run_state_after_calls(run: AgentRun, calls: list[ToolCall], *, governance_st
             agent_tools=list(run.agent.tools),
         )
     run.disclosure = state.to_json()
+
+
+def run_shown_disclosure(run: AgentRun) -> dict[str, Any]:
+    """The run's stored state as its API and admin page show it: naming only what its principal may use now.
+
+    ``shown_state``: a grant revoked or a group changed since the run's last turn leaves what is shown at once,
+    ended runs' too (the stored row and the audit trail keep what the run saw).
+    """
+    from agents_app.loop import run_principal, run_tool_context
+
+    state = DisclosureState.from_json(run.disclosure)
+    return shown_state(state, run_principal(run), dict(run_tool_context(run))).to_json()
 
 
 def run_gate(run: AgentRun) -> Callable[..., str | None]:

@@ -5,6 +5,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agents_app.disclosure import run_shown_disclosure
 from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
 from agents_app.rollbacks import RunSagas
 from agents_app.selectors import run_children, run_pending_approval_ids
@@ -230,6 +231,7 @@ class RunSerializer(serializers.ModelSerializer):
     usage = serializers.SerializerMethodField()
     parent = serializers.SerializerMethodField()
     children = serializers.SerializerMethodField()
+    disclosure = serializers.SerializerMethodField()
 
     class Meta:
         model = AgentRun
@@ -271,6 +273,10 @@ class RunSerializer(serializers.ModelSerializer):
             {"run": str(c.id), "agent": c.agent.name, "status": c.status, "call": str(c.parent_call_id)}
             for c in run_children(run)
         ]
+
+    def get_disclosure(self, run: AgentRun) -> dict[str, Any]:
+        """What the run can see, naming only tools its principal may use now (``run_shown_disclosure``)."""
+        return run_shown_disclosure(run)
 
     def get_tool_calls(self, run: AgentRun) -> list[dict[str, Any]]:
         calls = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL).order_by("turn", "position")

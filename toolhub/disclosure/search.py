@@ -16,7 +16,7 @@ from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["OwnNamesIndex", "search_document", "searchable_names", "principal_index"]
+__all__ = ["DEEPEST_SEARCH", "OwnNamesIndex", "search_document", "searchable_names", "principal_index"]
 
 
 def search_document(tool: Tool) -> SearchDocument:
@@ -54,6 +54,10 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
     return sorted(usable_tools(names, principal, context=context))
 
 
+#: Deepest a provider is asked when its answers hold duplicates or other names (the most a run holds, ``MAX_NAMES``).
+DEEPEST_SEARCH = 500
+
+
 class OwnNamesIndex:
     """A provider's index that answers only the names it was built over, in the provider's order."""
 
@@ -62,8 +66,20 @@ class OwnNamesIndex:
         self._names = frozenset(names)
 
     def search(self, query: str, *, k: int = 5, category: str | None = None) -> list[str]:
-        hits = (str(name) for name in self._index.search(query, k=k, category=category))
-        return [name for name in dict.fromkeys(hits) if name in self._names][: max(k, 0)]
+        """The first ``k`` distinct names of ours in the provider's ranking.
+
+        A provider answering distinct names of ours is asked once, with ``k``. One whose answer holds duplicates or
+        other names is asked again, twice as deep (up to ``DEEPEST_SEARCH``), until it gives ``k`` of ours or fewer
+        than asked: dropping them must not leave a search short while our names rank just below.
+        """
+        depth = k
+        while depth > 0:
+            hits = [str(name) for name in self._index.search(query, k=depth, category=category)]
+            own = [name for name in dict.fromkeys(hits) if name in self._names]
+            if len(own) >= min(k, len(self._names)) or len(hits) < depth or depth >= DEEPEST_SEARCH:
+                return own[:k]
+            depth = min(depth * 2, DEEPEST_SEARCH)
+        return []
 
 
 def principal_index(principal: CallPrincipal, context: Mapping[str, Any] | None = None) -> SearchIndex:

@@ -109,5 +109,29 @@ class DisclosureState:
         }
         return replace(self, unfolded=unfolded, hits=tuple(name for name in self.hits if name in kept))
 
+    def naming_only(
+        self, names: Iterable[str], *, groups: Iterable[str], agentic: Iterable[str], chained: Iterable[str]
+    ) -> "DisclosureState":
+        """The state as people read it: ``keeping``'s cut, and its other fields naming only ``names`` too.
+
+        The exclusive facade reads as none, the tools last shown and a playbook's done tools keep ``names``, and
+        only the ``groups`` among the active ones, the ``agentic`` entries and the ``chained`` objects stay.
+        """
+        kept, shown_groups = set(names), set(groups)
+        entries = {key: dict(self.agentic[key]) for key in agentic if key in self.agentic}
+        for entry in entries.values():
+            if isinstance(entry.get("done"), list):
+                entry["done"] = [name for name in entry["done"] if name in kept]
+        return replace(
+            self.keeping(kept),
+            active_groups=None
+            if self.active_groups is None
+            else tuple(name for name in self.active_groups if name in shown_groups),
+            exclusive=self.exclusive if self.exclusive in kept else "",
+            visible=tuple(name for name in self.visible if name in kept),
+            agentic=entries,
+            chained={key: self.chained[key] for key in chained if key in self.chained},
+        )
+
     def with_visible(self, names: list[str]) -> "DisclosureState":
         return replace(self, visible=_names(names))

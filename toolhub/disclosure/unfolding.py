@@ -360,9 +360,10 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
 
     The one rule for every place tools are listed (a run's tools, what its state stores, a facade's unfold and
     context results, suggestions, the provider exports): a facade whose every inner tool is denied, however
-    deep, is answered as denied. With a run's ``context`` the tool groups' activation rules apply too
-    (``groups.group_eligibility``): a tool in groups needs one eligible for the run, facades and context tools
-    included (a context tool needs its facade's too), so a group bound to another tenant hides them all.
+    deep, is answered as denied, and a context tool goes with its facade (one of a denied facade is denied).
+    With a run's ``context`` the tool groups' activation rules apply too (``groups.group_eligibility``): a tool
+    in groups needs one eligible for the run, facades and context tools included (a context tool needs its
+    facade's too), so a group bound to another tenant hides them all.
     """
     from toolhub.authorization import authorize_tools
     from toolhub.tools.registry import registry
@@ -378,7 +379,12 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
     passing = {name for name in asked if verdicts.get(name) is None}
     if context is not None:
         passing = _eligible(passing, owners, principal, context)
-    return [name for name in names if name in passing and (name not in leaves or leaves[name] & passing)]
+    # A context tool goes with its facade: one of a denied facade is left out with it.
+    return [
+        name
+        for name in names
+        if name in passing and (name not in leaves or (leaves[name] & passing and owners[name] in passing))
+    ]
 
 
 def _eligible(names: set[str], owners: Mapping[str, str], principal: Any, context: Mapping[str, Any]) -> set[str]:

@@ -32,6 +32,7 @@ __all__ = [
     "is_navigation",
     "state_after_calls",
     "seen_state",
+    "shown_state",
     "equippable_groups",
     "SettledCall",
 ]
@@ -176,12 +177,53 @@ def _put_away(name: str, groups: set[str], active: set[str], found: set[str]) ->
 def seen_state(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
     """``state`` naming only the tools ``principal`` may see in the run now (``usable_tools``).
 
-    What is stored on the run, and shown to people by its API and admin, then names what the model may be
-    shown: never an inner tool that was denied (or whose group is not eligible) when its facade unfolded, nor
-    one revoked since.
+    What is stored on the run then names what the model may be shown: never an inner tool that was denied (or
+    whose group is not eligible) when its facade unfolded, nor one revoked since. Exclusive mode stays, so the
+    model stays confined; people read the state through ``shown_state``.
     """
+    return state.keeping(usable_tools(_unfolds_and_hits(state), principal, context=context))
+
+
+def _unfolds_and_hits(state: DisclosureState) -> list[str]:
     named = [*state.unfolded, *(name for children in state.unfolded.values() for name in children), *state.hits]
-    return state.keeping(usable_tools(list(dict.fromkeys(named)), principal, context=context))
+    return list(dict.fromkeys(named))
+
+
+def shown_state(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
+    """``state`` as people read it (the run's API and admin page): naming only what ``principal`` may use now.
+
+    ``seen_state``'s rule (``usable_tools`` with the run's context) over every field that names a tool or group:
+    besides unfolds and hits, the exclusive facade, the tools last shown, agentic entries (and a playbook's done
+    tools), chained objects of a type with no usable method left, and the active groups the principal may no longer
+    equip. The model's state is cut only when it takes a turn; an ended or waiting run takes none, and a revoked
+    grant or a changed group must not read as its current state. The audit trail keeps what the run did.
+    """
+    from toolhub.agentic.chaining import registered_types
+
+    types = registered_types()
+    methods = {name: types[name].method_names() if name in types else set() for name in state.chained}
+    done = [name for entry in state.agentic.values() for name in _done(entry)]
+    named = [
+        *_unfolds_and_hits(state),
+        state.exclusive,
+        *state.visible,
+        *(key.partition(".")[0] for key in state.agentic),
+        *done,
+        *(name for names in methods.values() for name in names),
+    ]
+    usable = set(usable_tools([name for name in dict.fromkeys(named) if name], principal, context=context))
+    groups = _equippable(principal, context) if state.active_groups else set()
+    return state.naming_only(
+        usable,
+        groups=groups,
+        agentic=[key for key in state.agentic if key.partition(".")[0] in usable],
+        chained=[name for name, names in methods.items() if names & usable],
+    )
+
+
+def _done(entry: Mapping[str, Any]) -> list[str]:
+    done = entry.get("done")
+    return [name for name in done if isinstance(name, str)] if isinstance(done, list) else []
 
 
 def _tool(name: str) -> Tool:
@@ -252,10 +294,13 @@ def equippable_groups(ctx: ToolContext) -> set[str]:
     """The groups a call's principal may equip: eligible for it, holding a tool of its agent it is granted."""
     from toolhub.disclosure.principals import principal_of_context
 
-    principal = principal_of_context(ctx)
+    return _equippable(principal_of_context(ctx), dict(ctx))
+
+
+def _equippable(principal: CallPrincipal, context: Mapping[str, Any]) -> set[str]:
     names = sorted(principal.agent_tools) if principal.agent_tools is not None else registry.names()
     names = [name for name in names if name in registry and not is_navigation(name)]
     verdicts = authorize_tools(names, principal)
     granted = {name for name in names if verdicts.get(name) is None}
-    _, eligible = group_eligibility(granted, principal=principal, context=dict(ctx))
+    _, eligible = group_eligibility(granted, principal=principal, context=context)
     return set(eligible)
