@@ -149,7 +149,8 @@ class AgentForm(forms.ModelForm):
         if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
             raise forms.ValidationError('Give a JSON list of tool names, e.g. ["create_order", "get_order"].')
         tenant = self.cleaned_data.get("tenant") or self.instance.tenant
-        problem = unknown_tools_problem(tools, by=self.requested_by, tenant=tenant.slug if tenant else None)
+        kept = self.instance.tools if self.instance.pk is not None else ()
+        problem = unknown_tools_problem(tools, by=self.requested_by, tenant=tenant.slug if tenant else None, kept=kept)
         if problem:
             raise forms.ValidationError(problem)
         return tools

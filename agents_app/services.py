@@ -1,6 +1,6 @@
 """Agent and run services: create and change agents, start, retry and cancel runs."""
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -246,17 +246,22 @@ def _check_may_manage(user: AbstractBaseUser, action: str, tenant: str | None) -
         raise RunInputError(f"Unknown tenant {tenant[:100]!r} among yours.")
 
 
-def unknown_tools_problem(tools: list[str], *, by: AbstractBaseUser | None, tenant: str | None) -> str | None:
-    """Why an agent of ``tenant`` may not list ``tools`` (``None``: every name is a registered tool).
+def unknown_tools_problem(
+    tools: list[str], *, by: AbstractBaseUser | None, tenant: str | None, kept: Iterable[str] = ()
+) -> str | None:
+    """Why an agent of ``tenant`` may not list ``tools`` (``None``: every name is one ``by`` may name).
 
     Every door that sets an agent's tools (the API through the service, the admin's form) answers with this:
     the shared unknown-tool message, suggesting among the tools ``by`` may see (``None``: trusted code, and
-    the catalogue's roles, see the catalogue), never every registered tool.
+    the catalogue's roles, see the catalogue), never every registered tool. A tool outside those is answered
+    the same as one that does not exist, so setting an agent's tools tells nobody what the catalogue holds;
+    ``kept``, the names the agent lists already, stay accepted.
     """
-    unknown = [name for name in tools if name not in registry]
+    nameable = set(_tools_nameable_by(by, tenant or ""))
+    kept = set(kept) & set(registry.names())
+    unknown = [name for name in tools if name not in nameable and name not in kept]
     if not unknown:
         return None
-    nameable = _tools_nameable_by(by, tenant or "")
     return " ".join(unknown_tool_message(name, nameable) for name in unknown[:5])
 
 
@@ -293,7 +298,8 @@ def _apply(agent: Agent, changes: Mapping[str, Any], *, by: AbstractBaseUser | N
         agent.name = changes["name"]
     if "tools" in changes:
         tools = list(changes["tools"] or [])
-        unknown = unknown_tools_problem(tools, by=by, tenant=agent.tenant.slug if agent.tenant_id else None)
+        tenant = agent.tenant.slug if agent.tenant_id else None
+        unknown = unknown_tools_problem(tools, by=by, tenant=tenant, kept=agent.tools if agent.pk else ())
         if unknown:
             raise RunInputError(unknown)
         agent.tools = tools

@@ -12,6 +12,8 @@ Findings:
 - ``usable_tools`` answered a facade's ``<name>_context`` tool as usable when the facade itself was denied (only
   its groups were checked for it), so the revoked facade's name stayed in what was shown; a context tool now goes
   with its facade, as the README's listing rule says.
+- Agent creation (API and admin form, ``unknown_tools_problem``) refused only names not registered: a creator
+  without the catalogue's roles told a denied tool (accepted) from a non-existent one ("Unknown tool").
 
 Checked and found holding (no test here):
 - ``OwnNamesIndex`` keeps the provider's order (rank); a normal provider (distinct own names, fewer than ``k``
@@ -135,3 +137,35 @@ def test_run_state_shown_names_no_revoked_exclusive_facade(
     assert "change_personality" not in str(shown), shown
     assert "change_personality" not in page
     assert shown["exclusive"] == "" and shown["unfolded"] == {}
+
+
+def test_agent_creation_answers_a_denied_tool_as_an_unknown_one(alice: User) -> None:
+    """Found: a user who may create agents (``agents_app.add_agent``) but not read the catalogue got "Unknown tool"
+    for a name that does not exist and a created agent for one that exists but is denied to them: agent creation
+    told them which names the catalogue holds. Expect: for such a creator a tool they may not use is answered
+    exactly as an unknown one (names already on an agent being changed stay accepted).
+    """
+    from django.contrib.auth.models import Permission
+
+    from agents_app.services import RunInputError, agent_create, agent_update
+    from toolhub.authorization import CallPrincipal
+    from toolhub.feedback import unknown_tool_message
+    from toolhub.pipeline import visible_tool_names
+
+    alice.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="agents_app", codename__in=["add_agent", "change_agent"])
+    )
+    alice = User.objects.get(pk=alice.pk)
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="refund_payment", user=alice)
+
+    nameable = visible_tool_names(CallPrincipal(user_id=alice.pk, username="alice", tenant="acme"))
+    assert "refund_payment" not in nameable and "clock" in nameable
+    for name in ("refund_payment", "refund_paymant"):  # denied; does not exist
+        with pytest.raises(RunInputError) as refused:
+            agent_create(name=f"helper-{name}", tenant="acme", tools=["clock", name], created_by=alice)
+        assert str(refused.value) == unknown_tool_message(name, nameable)
+
+    kept = agent_create(name="kept", tenant="acme", tools=["clock", "refund_payment"])
+    agent_update(agent=kept, changes={"tools": ["refund_payment", "get_weather"]}, changed_by=alice)
+    kept.refresh_from_db()
+    assert kept.tools == ["refund_payment", "get_weather"]
