@@ -11,6 +11,7 @@ Suggestions name registered tools: everyone who may enter these rows reads the c
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from typing import Any, TypeVar
 
 import jsonschema
@@ -38,6 +39,9 @@ T = TypeVar("T")
 
 #: The JSON types ``<``, ``<=``, ``>``, ``>=`` compare (numbers with numbers, text with text).
 ORDERABLE = frozenset({"integer", "number", "string"})
+
+#: The most warnings one check of saved rows names one by one (``migrate`` prints each); any more are counted in one.
+MAX_REFERENCE_WARNINGS = 25
 
 
 def tool_name_problem(name: str) -> str | None:
@@ -139,9 +143,24 @@ def saved_rows(load: Callable[[], Iterable[T]]) -> list[T]:
 def reference_warnings(
     rows: Iterable[tuple[Any, Mapping[str, str]]], *, check_id: str, hint: str
 ) -> list[CheckMessage]:
-    """``manage.py check`` warnings for saved rows naming what the code no longer has, one per row and field."""
-    return [
+    """``manage.py check`` warnings for saved rows naming what the code no longer has, one per row and field.
+
+    The first ``MAX_REFERENCE_WARNINGS`` are named, any more counted in one warning: a setting or a tool that
+    refuses what every tenant's rows name would otherwise print thousands at each ``migrate``.
+    """
+    found = ((row, field, problem) for row, problems in rows for field, problem in problems.items())
+    named: list[CheckMessage] = [
         Warning(f"{field}: {problem}", hint=hint, obj=f"{type(row).__name__} {str(row)!r}", id=check_id)
-        for row, problems in rows
-        for field, problem in problems.items()
+        for row, field, problem in islice(found, MAX_REFERENCE_WARNINGS)
     ]
+    unlisted = sum(1 for _ in found)
+    if unlisted:
+        named.append(
+            Warning(
+                f"... and {unlisted} more saved row(s) or field(s) with such a problem, not listed here.",
+                hint=f"{hint} Fix those listed above, then run `manage.py check --database default` again for the "
+                "next ones.",
+                id=check_id,
+            )
+        )
+    return named
