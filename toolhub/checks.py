@@ -32,7 +32,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db.models import Model
+from django.db.models import Model, Q
 
 from toolhub.conf import toolhub_settings
 from toolhub.credential_env import credential_env_problem, credential_env_validator
@@ -260,20 +260,12 @@ def check_credential_references(app_configs: Any = None, databases: Any = None, 
     """Rows saved before their variable was refused (a tool's ``Secret`` reads it since, a release refuses it).
 
     Such a row is not read (``credential_from_env``): its runs or calls fail "not configured", the reason only in
-    the log. Read from the database, so only with ``--database`` (``manage.py check --database default``, ``migrate``).
+    the log. Read from the database, so only with ``--database`` (``manage.py check --database default``, ``migrate``):
+    each variable named is judged once, and only the rows naming a refused one are read.
     """
     if not databases:
         return []
-    rows: list[tuple[Model, dict[str, str]]] = []
-    for model, fields in credential_models():
-        for row in saved_rows(lambda model=model: model._default_manager.select_related()):
-            named = {field: str(getattr(row, field) or "") for field in fields}
-            problems = {
-                field: f"{value!r}: {problem}"
-                for field, value in named.items()
-                if (problem := credential_env_problem(value))
-            }
-            rows.append((row, problems))
+    rows = [found for model, fields in credential_models() for found in _refused_credential_rows(model, fields)]
     return reference_warnings(
         rows,
         check_id="toolhub.W007",
@@ -281,6 +273,33 @@ def check_credential_references(app_configs: Any = None, databases: Any = None, 
         "on the web and worker processes and name it on the row's admin page (Model providers, Remote MCP "
         "credentials).",
     )
+
+
+def _refused_credential_rows(model: type[Model], fields: list[str]) -> list[tuple[Model, dict[str, str]]]:
+    """``model``'s rows naming a refused variable in one of ``fields``, each with why (field: problem), by key."""
+    refused: dict[str, dict[str, str]] = {}
+    for field in fields:
+        named = saved_rows(
+            lambda field=field: model._default_manager.order_by().values_list(field, flat=True).distinct()
+        )
+        problems = {value: problem for value in named if value and (problem := credential_env_problem(value))}
+        if problems:
+            refused[field] = problems
+    if not refused:
+        return []
+    naming = Q.create([(f"{field}__in", list(problems)) for field, problems in refused.items()], connector=Q.OR)
+    found = saved_rows(lambda: model._default_manager.select_related().filter(naming).order_by("pk"))
+    return [
+        (
+            row,
+            {
+                field: f"{value!r}: {problems[value]}"
+                for field, problems in refused.items()
+                if (value := getattr(row, field)) in problems
+            },
+        )
+        for row in found
+    ]
 
 
 #: An HMAC key anyone may not guess: as long as Django asks of its SECRET_KEY (security.W009: 50).
