@@ -225,7 +225,7 @@ class RunRollbackView(APIView):
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "roll it back")
         sagas = run_rollback_with_subagents(  # nothing to compensate: 409 (NothingToCompensateError)
-            run=run, actor=f"user:{request.user.get_username()}"
+            run=run, actor=f"user:{request.user.get_username()}", by=request.user
         )
         return Response(RunRollbackSerializer(sagas).data, status=status.HTTP_202_ACCEPTED)
 

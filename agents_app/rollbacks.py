@@ -12,6 +12,7 @@ user and tenant (``Subagent``); a row of another tenant is never followed all th
 import uuid
 from dataclasses import dataclass, field
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from agents_app.models import AgentRun
@@ -61,7 +62,7 @@ def run_sagas(run: AgentRun) -> RunSagas:
     return RunSagas(run=run, saga=by_run.get(run.id), subagent_sagas=[by_run[pk] for pk in ids[1:] if pk in by_run])
 
 
-def run_rollback_with_subagents(*, run: AgentRun, actor: str) -> RunSagas:
+def run_rollback_with_subagents(*, run: AgentRun, actor: str, by: AbstractBaseUser | None = None) -> RunSagas:
     """Roll back ``run``'s saga and its descendants' now; the sagas that were (or are being) rolled back.
 
     Refused (``NothingToCompensateError``, 409) only when none of them has a step left to compensate. One
@@ -72,7 +73,12 @@ def run_rollback_with_subagents(*, run: AgentRun, actor: str) -> RunSagas:
         descendants = run_descendant_ids(run)
         lock_sagas(Saga.objects.filter(run_id__in=[run.id, *descendants], tenant=run.tenant))
         own = saga_rollback(
-            saga_key=str(run.id), run_id=run.id, tenant=run.tenant, actor=actor, trigger=RollbackTrigger.ON_DEMAND
+            saga_key=str(run.id),
+            run_id=run.id,
+            tenant=run.tenant,
+            actor=actor,
+            trigger=RollbackTrigger.ON_DEMAND,
+            by=by,
         )
         rolled: list[Saga] = []
         for child_id in descendants:
@@ -83,6 +89,7 @@ def run_rollback_with_subagents(*, run: AgentRun, actor: str) -> RunSagas:
                 actor=actor,
                 trigger=RollbackTrigger.ON_DEMAND,
                 through_run=run.id,
+                by=by,
             )
             if rollback is not None:
                 rolled.append(rollback.saga)

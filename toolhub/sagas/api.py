@@ -186,7 +186,9 @@ class SagaRollbackView(APIView):
                 "Only who opened the saga (or made its first call), or an operator, may roll it back."
             )
         try:
-            saga = saga_rollback_on_demand(saga_key=saga.key, tenant=saga.tenant, actor=f"user:{user.get_username()}")
+            saga = saga_rollback_on_demand(
+                saga_key=saga.key, tenant=saga.tenant, actor=f"user:{user.get_username()}", by=user
+            )
         except NothingToCompensateError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         saga.refresh_from_db()

@@ -62,6 +62,16 @@ class Rollback(models.Model):
         ToolCall, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="The step that failed."
     )
     requested_by = models.CharField(max_length=200)
+    # The person behind ``requested_by`` (the name as it was, kept for the trail): never decides the compensations'
+    # approvals (four eyes), whatever they are called later. Kept unset for an automatic rollback.
+    asked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who asked for this rollback, when a person did; they never approve its compensations.",
+    )
     requested_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True, help_text="When the conversation was told the outcome.")

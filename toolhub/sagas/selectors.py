@@ -2,7 +2,6 @@
 
 import uuid
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
@@ -177,18 +176,17 @@ def compensation_asked_by(call: ToolCall) -> int | None:
     """Who asked for the rollback that made compensation ``call``, when a person did; else ``None``.
 
     A compensation runs in the name of the user whose step it undoes, yet someone else may have asked for it (an
-    operator rolling back a member's saga): four eyes bar both from deciding it. People ask as ``user:<username>``
-    (the APIs and the admin); an automatic rollback (a failed step, an agent) names no person.
+    operator rolling back a member's saga): four eyes bar both from deciding it. The rollback keeps who asked as a
+    user (``Rollback.asked_by``), not as the name its ``requested_by`` text gives: a compensation's approval may be
+    asked for long after (each waits for the newer ones), when that name is someone else's. An automatic rollback
+    (a failed step, an agent) has none.
     """
     step_id = (call.context or {}).get("compensates")
     if call.kind != CallKind.COMPENSATION or not step_id:
         return None
-    asked = (
+    asked: int | None = (
         Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant)
-        .values_list("rollback__requested_by", flat=True)
+        .values_list("rollback__asked_by", flat=True)
         .first()
     )
-    prefix, _, username = (asked or "").partition(":")
-    if prefix != "user" or not username:
-        return None
-    return get_user_model().objects.filter(username=username).values_list("pk", flat=True).first()
+    return asked

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -182,13 +183,15 @@ def saga_rollback(
     failed_call: ToolCall | None = None,
     run_id: uuid.UUID | None = None,
     through_run: uuid.UUID | None = None,
+    by: AbstractBaseUser | None = None,
 ) -> Rollback | None:
     """Compensate the saga's completed steps, newest first, one after another; ``None`` if there are none.
 
     Steps whose own outcome is unknown (their call needs attention) are held for an operator, who
     decides whether to compensate them. Asking twice for the same failed step returns the first rollback.
     ``through_run`` names the run whose rollback asked for this one (a parent run rolling back its
-    subagents' runs), so that auditors of this saga see where the request came from.
+    subagents' runs), so that auditors of this saga see where the request came from. ``by`` is the person who
+    asked (``actor`` names them as they were called then): none of its compensations is approved by them.
     """
     with transaction.atomic():
         saga = Saga.objects.select_for_update().filter(key=saga_key, tenant=tenant).first()
@@ -206,7 +209,7 @@ def saga_rollback(
         if not recorded and not held:
             return saga.rollbacks.filter(finished_at__isnull=True).first()
         rollback = Rollback.objects.create(
-            saga=saga, trigger=trigger, failed_call=failed_call, requested_by=actor[:200]
+            saga=saga, trigger=trigger, failed_call=failed_call, requested_by=actor[:200], asked_by=by
         )
         audit_saga(
             saga,
@@ -240,10 +243,12 @@ def saga_rollback(
     return rollback
 
 
-def saga_rollback_on_demand(*, saga_key: str, tenant: str, actor: str, run_id: uuid.UUID | None = None) -> Saga:
-    """Roll back a saga now (``POST /runs/{id}/rollback/``); refuses when nothing can be compensated."""
+def saga_rollback_on_demand(
+    *, saga_key: str, tenant: str, actor: str, run_id: uuid.UUID | None = None, by: AbstractBaseUser | None = None
+) -> Saga:
+    """Roll back a saga now (``POST /sagas/{id}/rollback/``), as ``by``; refuses when nothing can be compensated."""
     rollback = saga_rollback(
-        saga_key=saga_key, actor=actor, trigger=RollbackTrigger.ON_DEMAND, run_id=run_id, tenant=tenant
+        saga_key=saga_key, actor=actor, trigger=RollbackTrigger.ON_DEMAND, run_id=run_id, tenant=tenant, by=by
     )
     if rollback is None:
         raise NothingToCompensateError(
