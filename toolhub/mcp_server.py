@@ -15,6 +15,8 @@ running call is followed for up to ``MCP_CALL_WAIT_SECONDS`` while its progress 
 ``notifications/progress``.
 """
 
+import json
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -24,9 +26,10 @@ import anyio
 import mcp_types as types
 from django.conf import settings
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.api.throttling import user_throttle_wait
@@ -61,7 +64,9 @@ from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
 
-__all__ = ["STATUS_TOOL", "TENANT_HEADER", "build_server", "mcp_asgi_app"]
+__all__ = ["INTERNAL_ERROR_MESSAGE", "STATUS_TOOL", "TENANT_HEADER", "build_server", "mcp_asgi_app"]
+
+logger = logging.getLogger(__name__)
 
 #: The server's own tools, answered here (read-only) rather than by the pipeline.
 _STABLE_TOOLS = (STATUS_TOOL_DEFINITION, CANCEL_TOOL_DEFINITION, FIND_TOOL_DEFINITION, DESCRIBE_TOOL_DEFINITION)
@@ -209,9 +214,29 @@ async def _list_tools(
 # --- the server and its ASGI app -------------------------------------------------------------------------
 
 
+#: What a client is told when a handler fails unexpectedly (the exception goes to the log, never to the wire).
+INTERNAL_ERROR_MESSAGE = "Internal server error"
+
+
+async def _sanitized_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """Answer an unexpected exception as a generic internal error, for every protocol revision.
+
+    The SDK does so for 2026-07-28 requests, but its handshake-era dispatcher puts ``str(exception)`` on the wire:
+    a database error's text (host, user, a row's values) would reach any client. Refusals (``MCPError``) and
+    invalid params (``ValidationError``, which the SDK answers without its text) pass as they are.
+    """
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception:
+        logger.exception("MCP %s failed", ctx.method)
+        raise MCPError(types.INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE) from None
+
+
 def build_server() -> Server[Any]:
     """The MCP server (one per process): toolhub's catalogue and governed calls."""
-    return Server(
+    server: Server[Any] = Server(
         "toolhub",
         version="1",
         instructions=(
@@ -225,6 +250,8 @@ def build_server() -> Server[Any]:
         on_call_tool=_call_tool,
         get_tool_input_schema=_input_schema,
     )
+    server.middleware.append(_sanitized_errors)
+    return server
 
 
 def _input_schema(name: str) -> Mapping[str, Any] | None:
@@ -250,8 +277,34 @@ def _transport_security() -> TransportSecuritySettings:
     return TransportSecuritySettings(allowed_hosts=allowed, allowed_origins=origins)
 
 
+#: What a request of another method than POST is told: a stateless server has nothing else to serve.
+_POST_ONLY = "Method Not Allowed: toolhub's MCP server is stateless; send each JSON-RPC request as a POST."
+
+
+def _post_only(app: ASGIApp) -> ASGIApp:
+    """Answer 405 to every method but POST before the SDK sees it.
+
+    Stateless, the server never sends a message of its own, so the SDK's standalone ``GET`` stream (handshake-era
+    revisions) would carry nothing but pings, open for as long as the client kept it: one token holder could pile up
+    connections without end, each outliving the token's revocation. The spec lets a server without that stream
+    answer ``GET`` 405; ``DELETE`` has no session to end.
+    """
+
+    async def only_post(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] == "POST":
+            await app(scope, receive, send)
+            return
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": _POST_ONLY}}
+        body = json.dumps(error, separators=(",", ":")).encode()
+        headers = [(b"content-type", b"application/json"), (b"allow", b"POST")]
+        await send({"type": "http.response.start", "status": 405, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return only_post
+
+
 def mcp_asgi_app(path: str = "/mcp") -> ASGIApp:
-    """The streamable HTTP app serving ``path`` (stateless), behind token authentication.
+    """The streamable HTTP app serving ``path`` (stateless, POST only), behind token authentication.
 
     Its lifespan starts the SDK's session manager: run it under an ASGI server that sends lifespan
     events (uvicorn, or gunicorn with uvicorn workers).
@@ -259,7 +312,7 @@ def mcp_asgi_app(path: str = "/mcp") -> ASGIApp:
     starlette_app = build_server().streamable_http_app(
         streamable_http_path=path, stateless_http=True, transport_security=_transport_security()
     )
-    authenticated_app = authenticated(starlette_app)
+    authenticated_app = authenticated(_post_only(starlette_app))
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
