@@ -27,9 +27,10 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.api.throttling import user_throttle_wait
@@ -281,18 +282,23 @@ def _transport_security() -> TransportSecuritySettings:
 _POST_ONLY = "Method Not Allowed: toolhub's MCP server is stateless; send each JSON-RPC request as a POST."
 
 
-def _post_only(app: ASGIApp) -> ASGIApp:
-    """Answer 405 to every method but POST before the SDK sees it.
+def _post_only(app: ASGIApp, security: TransportSecuritySettings) -> ASGIApp:
+    """Answer 405 to every method but POST before the SDK sees it (after the SDK's Host and Origin check).
 
     Stateless, the server never sends a message of its own, so the SDK's standalone ``GET`` stream (handshake-era
     revisions) would carry nothing but pings, open for as long as the client kept it: one token holder could pile up
     connections without end, each outliving the token's revocation. The spec lets a server without that stream
-    answer ``GET`` 405; ``DELETE`` has no session to end.
+    answer ``GET`` 405; ``DELETE`` has no session to end. A foreign ``Origin`` still answers 403, as the spec asks.
     """
+    guard = TransportSecurityMiddleware(security)
 
     async def only_post(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] == "POST":
             await app(scope, receive, send)
+            return
+        refused = await guard.validate_request(Request(scope, receive))
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": _POST_ONLY}}
         body = json.dumps(error, separators=(",", ":")).encode()
@@ -309,10 +315,11 @@ def mcp_asgi_app(path: str = "/mcp") -> ASGIApp:
     Its lifespan starts the SDK's session manager: run it under an ASGI server that sends lifespan
     events (uvicorn, or gunicorn with uvicorn workers).
     """
+    security = _transport_security()
     starlette_app = build_server().streamable_http_app(
-        streamable_http_path=path, stateless_http=True, transport_security=_transport_security()
+        streamable_http_path=path, stateless_http=True, transport_security=security
     )
-    authenticated_app = authenticated(_post_only(starlette_app))
+    authenticated_app = authenticated(_post_only(starlette_app, security))
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

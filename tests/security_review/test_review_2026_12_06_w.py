@@ -61,7 +61,8 @@ def test_get_mcp_answers_405_instead_of_holding_an_empty_stream_open(
     alice: User,
 ) -> None:
     """Found: ``GET /mcp`` with a valid token answered 200 ``text/event-stream`` and stayed open, pinging, without end.
-    Expect: 405 with ``Allow: POST`` and a JSON-RPC error body, at once; the SDK client (which never GETs) still works.
+    Expect: 405 with ``Allow: POST`` and a JSON-RPC error body, at once (a foreign ``Origin`` still 403); the SDK
+    client (which never GETs) still works.
     """
     headers = {**_HEADERS, "Authorization": f"Bearer {token(alice)}", "MCP-Protocol-Version": "2025-06-18"}
     with httpx.stream("GET", f"{live_asgi}/mcp", headers=headers, timeout=10) as answer:
@@ -69,6 +70,8 @@ def test_get_mcp_answers_405_instead_of_holding_an_empty_stream_open(
         body = answer.read() if status != 200 else b""
     assert (status, allow, content_type) == (405, "POST", "application/json")
     assert json.loads(body)["error"]["code"] == -32600
+    foreign = httpx.get(f"{live_asgi}/mcp", headers={**headers, "Origin": "http://evil.example"}, timeout=10)
+    assert foreign.status_code == 403  # the Host and Origin check still comes first
 
     async def names(client: Client) -> list[str]:
         return [tool.name for tool in (await client.list_tools()).tools]
