@@ -17,9 +17,9 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $@
 
-# The embedded demo asks for DEBUG explicitly (development key, demo passwords); production never sets it.
-# The demo notification tool's key is a placeholder, so its Secret preset can be seen scrubbed.
-EMBEDDED := env -u DATABASE_URL -u CELERY_BROKER_URL DJANGO_DEBUG=1 DEMO_NOTIFY_API_KEY=$${DEMO_NOTIFY_API_KEY:-demo-notify-placeholder-key}
+# The embedded demo asks for DEBUG explicitly (development key, demo passwords, the demo notification tool's
+# placeholder key: toolhub/settings.py); production never sets it.
+EMBEDDED := env -u DATABASE_URL -u CELERY_BROKER_URL DJANGO_DEBUG=1
 
 run: install
 	$(EMBEDDED) $(PY) manage.py migrate --noinput

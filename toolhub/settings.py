@@ -104,6 +104,11 @@ INSTALLED_APPS = [
 # server leaves it out unless TOOLHUB_DEMO=1 asks for it (e.g. a throwaway demo on a real stack).
 if _env_bool("TOOLHUB_DEMO", DEBUG):
     INSTALLED_APPS.append("demo.apps.DemoConfig")
+if DEBUG:
+    # The demo notification tool's key (its Secret preset) is a placeholder in local development, so every DEBUG
+    # process (`make run`, `make worker`, the README's `manage.py` commands) has it, without a toolhub.W002 on each,
+    # and its scrubbing can be seen; a real key in the environment wins. Production sets its own or is warned.
+    DEMO_NOTIFY_API_KEY = os.environ.get("DEMO_NOTIFY_API_KEY") or "demo-notify-placeholder-key"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
