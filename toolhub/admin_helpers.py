@@ -294,7 +294,8 @@ class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, Stale
             if isinstance(related_admin, SharedInPart):
                 shown = related_admin.shown_pks(request)
                 if shown is not None:
-                    relations[field.name] = ShownRelation(field, shown, related_admin.withheld_label())
+                    empty = self.get_empty_value_display()  # type: ignore[attr-defined]
+                    relations[field.name] = ShownRelation(field, shown, related_admin.withheld_label(), empty)
         return relations
 
     def get_list_display(self, request: HttpRequest) -> Any:

@@ -54,8 +54,10 @@ class ShownRelation:
     read-only fields of one page name the same one.
     """
 
-    def __init__(self, field: "Field[Any, Any]", shown: frozenset[Any] | None, label: str = "") -> None:
-        self.field, self.shown, self.label = field, shown, label
+    def __init__(
+        self, field: "Field[Any, Any]", shown: frozenset[Any] | None, label: str = "", empty: str = "-"
+    ) -> None:
+        self.field, self.shown, self.label, self.empty = field, shown, label, empty
         self.__name__ = field.name
         self.short_description = capfirst(field.verbose_name)
 
@@ -63,9 +65,10 @@ class ShownRelation:
         value = getattr(obj, self.field.attname)
         return self.shown is not None and value is not None and value not in self.shown
 
-    def __call__(self, obj: Model) -> str | None:
+    def __call__(self, obj: Model) -> str:
         if getattr(obj, self.field.attname) is None:
-            return None
+            # The admin's empty value, as Django draws an empty foreign key: a read-only callable's None reads "None".
+            return self.empty
         return self.label if self.withholds(obj) else str(getattr(obj, self.field.name))
 
     def __eq__(self, other: object) -> bool:
@@ -147,7 +150,8 @@ class OpenableLinksOnly:
                 continue
             related_admin = self.admin_site._registry.get(field.related_model)  # type: ignore[attr-defined]
             if related_admin is not None and not related_admin.has_view_or_change_permission(request):
-                relations[field.name] = ShownRelation(field, None)
+                empty = self.get_empty_value_display()  # type: ignore[attr-defined]
+                relations[field.name] = ShownRelation(field, None, empty=empty)
         return relations
 
     def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> Any:

@@ -6,6 +6,10 @@ Findings:
    ``DEMO_NOTIFY_API_KEY``, a variable the README never names: only ``make run``'s own environment gave the demo's
    notification tool its placeholder key (``make worker`` did not either). Now every DEBUG process has it from
    the settings (an environment value still wins); production (no DEBUG, ``TOOLHUB_DEMO=1``) still warns.
+2. Tour step 3's approval request page, opened by the demo's ``operator``, read "Asked by: None", "Approver group:
+   None", "Escalation group: None": a foreign key to a page the viewer may not open is drawn by a callable
+   (``toolhub.admin_relations.ShownRelation``), and Django writes a read-only callable's ``None`` as "None". Now the
+   admin's empty value ("-"), as Django draws an empty foreign key (and as the page's "Rule: -").
 
 Checked and holds (run by hand against a server started as ``make run`` starts it, on port 8765, on the code as found):
 - ``migrate`` + ``load_demo`` on a fresh SQLite file, and again on the same file (idempotent); ``runserver`` starts
@@ -38,9 +42,17 @@ Checked and holds (run by hand against a server started as ``make run`` starts i
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from approvals.models import ApprovalRequest
+from tests.helpers import RequestCall, console
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,3 +124,28 @@ def test_an_environment_key_still_wins_over_the_demo_placeholder(tmp_path: Path)
 
     assert key(DEMO_NOTIFY_API_KEY="ntfy-real-key-7d1e") == "ntfy-real-key-7d1e"
     assert key() == "demo-notify-placeholder-key"
+
+
+@pytest.mark.django_db
+def test_the_tour_approval_page_shows_an_empty_relation_as_the_admin_empty_value(request_call: RequestCall) -> None:
+    """Found: the demo's operator opening the tour's held ``create_order`` read "Asked by: None", "Approver group: None"
+    and "Escalation group: None" (a read-only ``ShownRelation`` answered ``None``, which Django writes out). Expect:
+    "-", the admin's empty value, as for an empty foreign key the viewer may open ("Rule: -"); a set one still named."""
+    call_command("load_demo", verbosity=0)
+    alice, operator = User.objects.get(username="alice"), User.objects.get(username="operator")
+    call = request_call("create_order", {"product": "Laptop", "amount": "5000"}, alice, tenant="acme")
+    request = ApprovalRequest.objects.get(call=call)
+
+    page = console(operator).get(f"/admin/approvals/approvalrequest/{request.pk}/change/").content.decode()
+
+    def shown(label: str) -> str:
+        found = re.search(rf"<label>{label}:</label>\s*<div class=\"readonly\">(.*?)</div>", page, re.S)
+        assert found, label
+        return found.group(1).strip()
+
+    assert request.asked_by_id is None and request.approver_group_id is None
+    assert shown("Asked by") == "-"
+    assert shown("Approver group") == "-"
+    assert shown("Escalation group") == "-"
+    assert shown("Rule") == "-"
+    assert shown("Requested by") == "alice"
