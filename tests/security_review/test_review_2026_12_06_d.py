@@ -28,15 +28,11 @@ Checked and found holding (``test_other_sweeps_read_through_an_index``):
 - ``ToolCall.saga_id`` has an index (``toolcall_saga``, migration 0009); every sweep is bounded (500 or ``limit``).
 """
 
-import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.db.models import Model
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents_app.models import AgentRun
@@ -45,6 +41,7 @@ from agents_app.services import agent_create
 from approvals.models import ApprovalRequest, WebhookDelivery
 from approvals.unanswered import approvals_escalate_due, approvals_expire_due
 from approvals.webhooks import webhooks_dispatch_due
+from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, seq_scans, uuid_of
 from toolhub.models import ToolCall
 from toolhub.sagas.models import Compensation, Rollback, Saga
 from toolhub.sagas.recovery import sagas_sweep
@@ -55,98 +52,73 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 ROWS = 100_000
 
 
-def _clone(model: type[Model], template: Model, rows: int, **columns: str) -> None:
-    """``rows`` copies of ``template`` made in SQL; ``columns`` are SQL expressions over ``g`` (1..rows)."""
-    table = model._meta.db_table
-    names = [f.column for f in model._meta.concrete_fields if f.column in columns or not f.primary_key]
-    values = [columns.get(name, f't."{name}"').replace("%", "%%") for name in names]
-    quoted = ", ".join(f'"{name}"' for name in names)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f'INSERT INTO "{table}" ({quoted}) SELECT {", ".join(values)} FROM "{table}" t, '
-            f"generate_series(1, %s) g WHERE t.{model._meta.pk.column} = %s",
-            [rows, template.pk],
-        )
-
-
-def _uuid(prefix: str) -> str:
-    """The same uuid for the same ``g`` and prefix: a request, a compensation name the call cloned with its ``g``."""
-    return f"md5('{prefix}' || g)::uuid"
-
-
-def _ago(minutes: str) -> str:
-    """That many minutes before the transaction began, in SQL."""
-    return f"now() - ({minutes}) * interval '1 minute'"
-
-
 @pytest.fixture
 def backlog() -> None:
     """A year of history: ROWS settled calls, runs, sagas, requests and deliveries; the live few are recent."""
     agent = agent_create(name="sweeper", script=[{"content": "hi"}])
     now = timezone.now()
     call = ToolCall.objects.create(tool_name="t", status="succeeded", tenant="acme")
-    _clone(
+    clone(
         ToolCall,
         call,
         ROWS,
-        id=_uuid("call"),
+        id=uuid_of("call"),
         # a hundredth of them live (queued, running, awaiting), the rest settled; a few failed direct steps
         status="CASE WHEN g % 100 = 0 THEN (ARRAY['queued','running','awaiting_result'])[1 + g / 100 % 3] "
         "WHEN g % 50 = 1 THEN 'failed' ELSE 'succeeded' END",
         saga_id="CASE WHEN g % 2 = 0 THEN 'saga-' || (g / 2) ELSE '' END",
-        created_at=_ago(f"{ROWS} - g"),
-        queued_at="CASE WHEN g % 100 = 0 THEN now() ELSE " + _ago(f"{ROWS} - g") + " END",
+        created_at=ago(f"{ROWS} - g"),
+        queued_at="CASE WHEN g % 100 = 0 THEN now() ELSE " + ago(f"{ROWS} - g") + " END",
         lease_expires_at="now() + interval '1 hour'",
     )
     run = AgentRun.objects.create(agent=agent, tenant="acme", input="x", status="completed")
-    _clone(
+    clone(
         AgentRun,
         run,
         ROWS,
-        id=_uuid("run"),
+        id=uuid_of("run"),
         status="CASE WHEN g % 100 = 0 THEN 'running' WHEN g % 100 = 1 THEN 'waiting' ELSE 'completed' END",
-        created_at=_ago(f"{ROWS} - g"),
+        created_at=ago(f"{ROWS} - g"),
         # the running ones advanced a moment ago; the waiting ones idle for long (held calls, a slow result)
-        updated_at="CASE WHEN g % 100 = 0 THEN now() ELSE " + _ago(f"{ROWS} - g") + " END",
+        updated_at="CASE WHEN g % 100 = 0 THEN now() ELSE " + ago(f"{ROWS} - g") + " END",
     )
     saga = Saga.objects.create(key="saga-0", tenant="acme", status="compensated")
-    _clone(Saga, saga, ROWS // 2, key="'saga-' || g", created_at=_ago(f"{ROWS} - g"))
+    clone(Saga, saga, ROWS // 2, key="'saga-' || g", created_at=ago(f"{ROWS} - g"))
     first = Saga.objects.order_by("id").values_list("id", flat=True)[1]
     comp = Compensation.objects.create(
         saga=saga, sequence=1, step_call=call, step_tool="t", tool_name="undo", status="succeeded"
     )
-    _clone(
+    clone(
         Compensation,
         comp,
         ROWS // 2,
         saga_id=f"{first} + g - 1",
-        step_call_id=_uuid("call"),
+        step_call_id=uuid_of("call"),
         status="CASE WHEN g % 100 = 0 THEN 'recorded' ELSE 'succeeded' END",
     )
     rollback = Rollback.objects.create(saga=saga, trigger="on_demand", requested_by="x", finished_at=now)
-    _clone(Rollback, rollback, ROWS // 2, saga_id=f"{first} + g - 1")
+    clone(Rollback, rollback, ROWS // 2, saga_id=f"{first} + g - 1")
     request = ApprovalRequest.objects.create(call=call, reason="r", tool_name="t", status="approved", expires_at=now)
-    _clone(
+    clone(
         ApprovalRequest,
         request,
         ROWS,
-        call_id=_uuid("call"),
+        call_id=uuid_of("call"),
         status="CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'approved' END",
-        expires_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 day' ELSE " + _ago(f"{ROWS} - g") + " END",
-        escalate_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 hour' ELSE " + _ago(f"{ROWS} - g") + " END",
-        created_at=_ago(f"{ROWS} - g"),
+        expires_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 day' ELSE " + ago(f"{ROWS} - g") + " END",
+        escalate_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 hour' ELSE " + ago(f"{ROWS} - g") + " END",
+        created_at=ago(f"{ROWS} - g"),
     )
     delivery = WebhookDelivery.objects.create(event="e", payload={}, status="delivered", next_attempt_at=now)
-    _clone(
+    clone(
         WebhookDelivery,
         delivery,
         ROWS,
         message_id="'msg_' || g",
         status="CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'delivered' END",
-        next_attempt_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 hour' ELSE " + _ago(f"{ROWS} - g") + " END",
+        next_attempt_at="CASE WHEN g % 100 = 0 THEN now() + interval '1 hour' ELSE " + ago(f"{ROWS} - g") + " END",
     )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+    analyze()
 
 
 SWEEPS: dict[str, Callable[[], Any]] = {
@@ -160,42 +132,9 @@ SWEEPS: dict[str, Callable[[], Any]] = {
     "webhooks": webhooks_dispatch_due,
 }
 
-#: The tables the backlog fills: a sweep's statement must never read one of them whole.
-BIG_TABLES = (
-    "toolhub_toolcall",
-    "agents_app_agentrun",
-    "sagas_saga",
-    "sagas_rollback",
-    "sagas_compensation",
-    "approvals_approvalrequest",
-    "approvals_webhookdelivery",
-)
-
 
 def _plans(name: str) -> list[tuple[str, str]]:
-    """The statements one sweep sent (reads and writes, not its savepoints), each with its EXPLAIN ANALYZE."""
-    with CaptureQueriesContext(connection) as queries:
-        SWEEPS[name]()
-    plans = []
-    with connection.cursor() as cursor:
-        for query in queries.captured_queries:
-            sql = query["sql"]
-            if not sql.startswith(("SELECT", "UPDATE", "WITH")) or "%s" in sql:
-                continue
-            cursor.execute("EXPLAIN ANALYZE " + sql)
-            plans.append((sql, "\n".join(row[0] for row in cursor.fetchall())))
-    assert plans, name
-    return plans
-
-
-def _seq_scans(plan: str) -> list[str]:
-    """The plan's nodes reading a big table whole."""
-    return [line.strip() for line in plan.splitlines() if any(f"Seq Scan on {table}" in line for table in BIG_TABLES)]
-
-
-def _max_loops(plan: str) -> int:
-    """How often the plan's most repeated node ran (a subquery per row shows here)."""
-    return max(int(loops) for loops in re.findall(r"loops=(\d+)", plan))
+    return explained(SWEEPS[name])
 
 
 def test_unheard_failures_read_only_sagas_with_a_failed_step(backlog: None) -> None:
@@ -204,9 +143,9 @@ def test_unheard_failures_read_only_sagas_with_a_failed_step(backlog: None) -> N
     plans = _plans("sagas")
     unheard = [plan for sql, plan in plans if '"sagas_saga"."run_id" IS NULL' in sql]
     assert len(unheard) == 1
-    assert _max_loops(unheard[0]) < ROWS // 20, unheard[0]
+    assert max_loops(unheard[0]) < ROWS // 20, unheard[0]
     stalled = [plan for sql, plan in plans if sql.startswith('SELECT DISTINCT "sagas_rollback"."saga_id"')]
-    assert stalled and "rollback_unfinished" in stalled[0] and not _seq_scans(stalled[0]), stalled
+    assert stalled and "rollback_unfinished" in stalled[0] and not seq_scans(stalled[0]), stalled
 
 
 def test_runs_to_wake_reads_the_live_runs_through_its_index(backlog: None) -> None:
@@ -224,7 +163,7 @@ def test_webhook_sweep_reads_only_pending_deliveries(backlog: None) -> None:
     plans = _plans("webhooks")
     assert len(plans) == 2
     for _, plan in plans:
-        assert "webhook_delivery_due" in plan and not _seq_scans(plan), plan
+        assert "webhook_delivery_due" in plan and not seq_scans(plan), plan
 
 
 def test_other_sweeps_read_through_an_index(backlog: None) -> None:
@@ -238,4 +177,4 @@ def test_other_sweeps_read_through_an_index(backlog: None) -> None:
         ("approvals_escalate", "approvals_approvalrequest_status"),
     ]:
         for sql, plan in _plans(name):
-            assert index in plan and not _seq_scans(plan), (name, sql, plan)
+            assert index in plan and not seq_scans(plan), (name, sql, plan)
