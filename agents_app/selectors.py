@@ -8,7 +8,9 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import IsNull
 from django.utils import timezone
 
 from agents_app.models import Agent, AgentRun, ModelProvider, RunStatus
@@ -45,22 +47,28 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     )
     # ``loop._begin_step`` waits, while its agent compensates on error and a call of the turn failed, for what
     # ``saga_rollback`` hands back: the rollback of that failed call, or, when there is none, any rollback of the
-    # run's saga under way (one asked on demand; the failed call's own is asked once that one finished)
-    in_turn = {"failed_call__run_id": OuterRef("id"), "failed_call__turn": OuterRef("turn")}
-    unfinished = Rollback.objects.filter(finished_at__isnull=True)
+    # run's saga under way (one asked on demand; the failed call's own is asked once that one finished). Each check
+    # is a scalar subquery (``_found``), run per candidate run through an index (``toolcall_run_turn``, the
+    # rollbacks' ``failed_call`` index, ``rollback_unfinished``): an EXISTS under this NOT and OR may be planned as a
+    # hashed subplan, which reads every row that could ever match (every rollback of a failed call joined to every
+    # call: a seq scan of the calls every 60 s), however few runs are idle.
     failed = ToolCall.objects.filter(
         run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL, status=CallStatus.FAILED
     )
+    own_open = (
+        Rollback.objects.filter(
+            failed_call__kind=CallKind.CALL, failed_call__run_id=OuterRef("id"), failed_call__turn=OuterRef("turn")
+        )
+        .annotate(open=ExpressionWrapper(Q(finished_at__isnull=True), output_field=BooleanField()))
+        .order_by("-open")
+        .values("open")[:1]
+    )
+    saga_open = Rollback.objects.filter(finished_at__isnull=True, saga__run_id=OuterRef("id"))
     rolling_back = (
         Q(agent__compensate_on_error=True)
-        & Exists(failed)
-        & (
-            Exists(unfinished.filter(failed_call__kind=CallKind.CALL, **in_turn))
-            | (
-                ~Exists(Rollback.objects.filter(failed_call__kind=CallKind.CALL, **in_turn))
-                & Exists(unfinished.filter(saga__run_id=OuterRef("id")))
-            )
-        )
+        & Q(_found(failed))
+        # the failed call's own rollback (TRUE while one is under way), else whether one of the saga is
+        & Q(Coalesce(Subquery(own_open, output_field=BooleanField()), _found(saga_open)))
     )
     leased = Q(step_lease_until__gt=timezone.now())
     return list(
@@ -71,6 +79,15 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
         .order_by("updated_at", "id")
         .values_list("id", flat=True)[:limit]
     )
+
+
+def _found(rows: QuerySet[Any]) -> IsNull:
+    """Whether ``rows`` holds a row, as a scalar subquery (``(SELECT id ... LIMIT 1) IS NOT NULL``), never NULL.
+
+    Unlike an EXISTS, a scalar subquery is never turned into a hashed subplan: it runs per outer row, through the
+    index its filter names.
+    """
+    return IsNull(Subquery(rows.order_by().values("pk")[:1]), False)
 
 
 def run_children(run: AgentRun) -> QuerySet[AgentRun]:

@@ -144,7 +144,7 @@ def test_unheard_failures_read_only_sagas_with_a_failed_step(backlog: None) -> N
     unheard = [plan for sql, plan in plans if '"sagas_saga"."run_id" IS NULL' in sql]
     assert len(unheard) == 1
     assert max_loops(unheard[0]) < ROWS // 20, unheard[0]
-    stalled = [plan for sql, plan in plans if sql.startswith('SELECT DISTINCT "sagas_rollback"."saga_id"')]
+    stalled = [plan for sql, plan in plans if sql.startswith('SELECT "sagas_rollback"."saga_id"')]
     assert stalled and "rollback_unfinished" in stalled[0] and not seq_scans(stalled[0]), stalled
 
 
@@ -155,6 +155,7 @@ def test_runs_to_wake_reads_the_live_runs_through_its_index(backlog: None) -> No
     assert "Index Scan using agentrun_to_wake on agents_app_agentrun" in plan, plan
     assert "rollback_unfinished" in plan, plan
     assert "Seq Scan on sagas_rollback" not in plan, plan
+    assert not seq_scans(plan), plan
 
 
 def test_webhook_sweep_reads_only_pending_deliveries(backlog: None) -> None:

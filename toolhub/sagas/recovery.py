@@ -9,7 +9,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -19,6 +19,7 @@ from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionErr
 from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.sagas.compensating import advance, attempts_of, launch
 from toolhub.sagas.models import (
+    ACTIVE_COMPENSATION_STATUSES,
     ATTENTION_COMPENSATION_STATUSES,
     Compensation,
     CompensationStatus,
@@ -78,12 +79,29 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     for compensation_id in settled.values_list("id", flat=True)[:limit]:
         saga_sync_compensation(compensation_id=compensation_id)
         counts["synced"] += 1
-    stalled = Rollback.objects.filter(finished_at__isnull=True).values_list("saga_id", flat=True).distinct()
-    for saga_id in list(stalled[:limit]):
+    for saga_id in list(_stalled_rollbacks()[:limit]):
         saga_advance(saga_id=saga_id)
         counts["advanced"] += 1
     counts["rolled_back"] = _roll_back_unheard_failures(limit)
     return counts
+
+
+def _stalled_rollbacks() -> QuerySet[Rollback, int]:
+    """Ids of the sagas whose unfinished rollback ``advance`` would take on now, one per saga, longest waiting first.
+
+    Only those with no compensation under way (a call in the pipeline, held for approval, a retry scheduled: its
+    outcome or its time moves the saga on): read newest first and all alike, a backlog of rollbacks waiting on
+    approvers filled every batch and an older one that could go on was never reached.
+    """
+    under_way = Compensation.objects.filter(saga=OuterRef("saga_id"), status__in=list(ACTIVE_COMPENSATION_STATUSES))
+    return (
+        Rollback.objects.filter(finished_at__isnull=True)
+        .exclude(Exists(under_way))
+        .values("saga_id")
+        .annotate(waiting_since=Min("requested_at"))
+        .order_by("waiting_since", "saga_id")
+        .values_list("saga_id", flat=True)
+    )
 
 
 def _roll_back_unheard_failures(limit: int) -> int:
