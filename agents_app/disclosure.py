@@ -121,12 +121,14 @@ def run_shown_disclosure(run: AgentRun) -> dict[str, Any]:
     """The run's stored state as its API and admin page show it: naming only what its principal may use now.
 
     ``shown_state``: a grant revoked or a group changed since the run's last turn leaves what is shown at once,
-    ended runs' too (the stored row and the audit trail keep what the run saw).
+    ended runs' too (the stored row and the audit trail keep what the run saw); a run whose user was deleted
+    (no user left on it) shows nothing as usable, as one whose user was deactivated.
     """
     from agents_app.loop import run_principal, run_tool_context
 
     state = DisclosureState.from_json(run.disclosure)
-    return shown_state(state, run_principal(run), dict(run_tool_context(run))).to_json()
+    principal = run_principal(run) if run.user_id is not None else None
+    return shown_state(state, principal, dict(run_tool_context(run))).to_json()
 
 
 def run_gate(run: AgentRun) -> Callable[..., str | None]:

@@ -266,10 +266,19 @@ def unknown_tools_problem(
 
 
 def _tools_nameable_by(user: AbstractBaseUser | None, tenant: str) -> list[str]:
-    """The tools a refusal may name to ``user``: the catalogue for its roles and trusted code, else their own."""
+    """The tools ``user`` may list on an agent: the catalogue for its roles and trusted code, else their own.
+
+    Their own are those they could use through an agent listing them: a run takes the agent's say for its
+    navigation tools (facades, their context tools, playbooks' guides), so one holding a tool they may use
+    is theirs to list without a grant of its own, as their runs show it.
+    """
     if user is None or user.has_perm(CATALOGUE_PERMISSION):
         return registry.names()
-    return visible_tool_names(CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant))
+    through_an_agent = frozenset(registry.names())
+    principal = CallPrincipal(
+        user_id=user.pk, username=user.get_username(), tenant=tenant, agent_tools=through_an_agent
+    )
+    return visible_tool_names(principal)
 
 
 def _tenant_row(slug: str | None) -> Tenant | None:

@@ -189,7 +189,7 @@ def _unfolds_and_hits(state: DisclosureState) -> list[str]:
     return list(dict.fromkeys(named))
 
 
-def shown_state(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
+def shown_state(state: DisclosureState, principal: CallPrincipal | None, context: Mapping[str, Any]) -> DisclosureState:
     """``state`` as people read it (the run's API and admin page): naming only what ``principal`` may use now.
 
     ``seen_state``'s rule (``usable_tools`` with the run's context) over every field that names a tool or group:
@@ -197,8 +197,13 @@ def shown_state(state: DisclosureState, principal: CallPrincipal, context: Mappi
     tools), chained objects of a type with no usable method left, and the active groups the principal may no longer
     equip. The model's state is cut only when it takes a turn; an ended or waiting run takes none, and a revoked
     grant or a changed group must not read as its current state. The audit trail keeps what the run did.
+    ``principal`` ``None``: the run's user was deleted, and no one is left to use anything (a principal without
+    a user is trusted code's, and the grants the user held went with them).
     """
     from toolhub.agentic.chaining import registered_types
+
+    if principal is None:
+        return state.naming_only((), groups=(), agentic=(), chained=())
 
     types = registered_types()
     methods = {name: types[name].method_names() if name in types else set() for name in state.chained}
