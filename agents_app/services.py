@@ -1,6 +1,7 @@
 """Agent and run services: create and change agents, start, retry and cancel runs."""
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -24,6 +25,7 @@ from toolhub.audit import audit_append
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
+from toolhub.disclosure.unfolding import facade_of, usable_tools
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance_trail import DEFAULT_EXCLUDED, Recorded, governance_append, governance_recorded
@@ -268,17 +270,16 @@ def unknown_tools_problem(
 def _tools_nameable_by(user: AbstractBaseUser | None, tenant: str) -> list[str]:
     """The tools ``user`` may list on an agent: the catalogue for its roles and trusted code, else their own.
 
-    Their own are those they could use through an agent listing them: a run takes the agent's say for its
-    navigation tools (facades, their context tools, playbooks' guides), so one holding a tool they may use
-    is theirs to list without a grant of its own, as their runs show it.
+    Their own are those they may call, and the facades (with their context tools) holding one: a run takes the
+    agent's say for a facade, so one of tools granted to them is theirs to list without a grant of its own, as
+    their runs show it (``usable_tools`` still leaves out a facade holding none of theirs).
     """
     if user is None or user.has_perm(CATALOGUE_PERMISSION):
         return registry.names()
-    through_an_agent = frozenset(registry.names())
-    principal = CallPrincipal(
-        user_id=user.pk, username=user.get_username(), tenant=tenant, agent_tools=through_an_agent
-    )
-    return visible_tool_names(principal)
+    principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
+    facades = [name for name in registry.names() if facade_of(registry.get(name))[0] is not None]
+    through_an_agent = replace(principal, agent_tools=frozenset(registry.names()))
+    return sorted({*visible_tool_names(principal), *usable_tools(facades, through_an_agent)})
 
 
 def _tenant_row(slug: str | None) -> Tenant | None:

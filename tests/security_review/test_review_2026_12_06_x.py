@@ -11,6 +11,9 @@ Findings:
 - A run whose user was deleted was shown (API ``disclosure``, admin "Visible tools") through a principal without a
   user, trusted code's: names that user was denied came back once their grants went with them, where a
   deactivated user's run shows nothing usable.
+- ``usable_tools`` judged a name no longer registered (a tool removed from the code since a run's state named it)
+  by its grants alone: under ``DEFAULT_TOOL_ACCESS = "allow"`` (or a stale grant by name) the shown state kept it
+  as usable now. A name not registered is never usable (the one rule, so every listing leaves it out).
 
 Checked and found holding (no test here):
 - Query counts (tests/posture/test_api_query_counts.py, test_admin_query_counts.py) pass on PostgreSQL: the run
@@ -30,7 +33,8 @@ Checked and found holding (no test here):
   context tool alone is left out); a context tool of a denied facade is left out, as the README's listing rule
   ("a facade holding no tool the user may use is left out with its context tool") says; runs take the agent's say
   for both, so a run's tools do not change under the default deny;
-- tests/agentic and tests/disclosure pass with the change (playbooks, state machines, chaining, facades).
+- tests/agentic, tests/disclosure, tests/governance, tests/mcp pass with the changes (playbooks, state machines,
+  chaining, facades).
 """
 
 from typing import Any
@@ -60,8 +64,8 @@ def test_a_creator_lists_a_facade_of_tools_granted_to_them(
     """Found: with the default ``DEFAULT_TOOL_ACCESS = "deny"``, alice (``add_agent``, no catalogue role) granted
     ``database_operations``' inner tools got "Unknown tool 'database_operations'" creating an agent listing the
     facade, while her run of an agent listing it (created by trusted code) is shown and unfolds it: agent
-    creation judged navigation tools without an agent, whose say a run takes for them. Expect: a creator may list
-    a facade holding a tool they may use (and is still refused one holding none, as an unknown tool).
+    creation judged the facade without an agent, whose say a run takes for it. Expect: a creator may list a
+    facade holding a tool they may use (and is still refused one holding none, as an unknown tool).
     """
     from agents_app.services import RunInputError, agent_create
 
@@ -111,3 +115,34 @@ def test_a_deleted_users_run_shows_nothing_as_usable(
     shown = response.json()["disclosure"]
     assert shown["hits"] == [] and shown["visible"] == [] and shown["unfolded"] == {}, shown
     assert "get_weather" not in page and "clock" not in page
+
+
+def test_a_run_state_shows_no_tool_removed_from_the_catalogue(
+    make_agent: Any, start_run: Any, alice: User, alice_client: APIClient, recorder: Recorder
+) -> None:
+    """Found: a run's state names ``forecast``, a tool registered then and removed from the code since (a deploy):
+    ``usable_tools`` judged it by the grants alone (``DEFAULT_TOOL_ACCESS = "allow"`` here, or a stale grant by
+    name), so the API's ``disclosure`` and the admin's "Visible tools" still showed it as what the run can use now.
+    Expect: a name no longer registered is never usable, so neither shows it.
+    """
+    from toolhub.tools import tool
+    from toolhub.tools.registry import registry
+
+    @tool
+    def forecast(city: str) -> str:
+        """Weather forecast for a city."""
+        return city
+
+    agent = make_agent(script=[call("tool_search", query="forecast"), answer()], tools=["clock"], tool_search=True)
+    with registry.temporarily(forecast):
+        agent.tools = ["clock", "forecast"]
+        agent.save(update_fields=["tools"])
+        run = start_run(agent, alice)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "forecast" in run.disclosure["hits"] and "forecast" in run.disclosure["visible"]
+
+    response = alice_client.get(reverse("run-detail", args=[run.id]))
+    page = str(site._registry[AgentRun].shown_disclosure(run))
+
+    assert "forecast" not in str(response.json()["disclosure"]), response.json()["disclosure"]
+    assert "forecast" not in page and "clock" in page

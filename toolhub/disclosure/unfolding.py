@@ -360,7 +360,8 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
 
     The one rule for every place tools are listed (a run's tools, what its state stores, a facade's unfold and
     context results, suggestions, the provider exports): a facade whose every inner tool is denied, however
-    deep, is answered as denied, and a context tool goes with its facade (one of a denied facade is denied).
+    deep, is answered as denied, and a context tool goes with its facade (one of a denied facade is denied);
+    a name no longer registered is never usable (a run's stored state may name a tool removed since).
     With a run's ``context`` the tool groups' activation rules apply too (``groups.group_eligibility``): a tool
     in groups needs one eligible for the run, facades and context tools included (a context tool needs its
     facade's too), so a group bound to another tenant hides them all.
@@ -370,10 +371,16 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
 
     leaves: dict[str, set[str]] = {}
     owners: dict[str, str] = {}
+    known: set[str] = set()
     for name in names:
-        facade = facade_of(registry.get(name))[0]
+        tool = registry.get(name)
+        if tool is None:
+            continue  # not registered (any more): nobody may use it, whatever a stored state or a grant names
+        known.add(name)
+        facade = facade_of(tool)[0]
         if facade is not None:
             leaves[name], owners[name] = facade.leaf_names(), facade.name
+    names = [name for name in names if name in known]
     asked = list(dict.fromkeys([*names, *owners.values(), *sorted(set().union(*leaves.values()))]))
     verdicts = authorize_tools(asked, principal)
     passing = {name for name in asked if verdicts.get(name) is None}
