@@ -26,7 +26,7 @@ Checked and found holding (no test here):
   ``PROTECT``ed while it has runs, so no run outlives its agent;
 - state stored by older versions (missing keys, non-list fields, a string ``done``, an unknown chained type, a
   non-facade ``exclusive``, ``{}``, a number) reads through ``DisclosureState.from_json`` without error;
-- ``OwnNamesIndex`` asks at most 8 times (k, doubled, capped at 500) per search whatever the provider answers,
+- ``OwnNamesIndex`` asks at most 10 times (k, doubled, capped at 500; 8 for k=5) per search whatever it answers,
   and the built-in providers (lexical, embedding, hybrid, postgres), built over the principal's names only, are
   asked once;
 - ``usable_tools``: a facade granted with its context tool denied still lists the facade and its inner tools (the
