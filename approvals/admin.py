@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince, timeuntil
 
 from approvals.admin_decisions import DecisionViewsMixin
-from approvals.deciders import DECIDE_PERMISSION, approvals_in_round
+from approvals.deciders import DECIDE_PERMISSION, approvals_in_round, asker_names
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -188,7 +188,8 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
         return (
             super()
             .get_queryset(request)
-            .select_related("call", "requested_by", "asked_by", "rule", "approver_group", "escalation_group")
+            .select_related("call", "requested_by", "rule", "approver_group", "escalation_group")
+            .prefetch_related("askers")
         )
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
@@ -272,6 +273,11 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
     @admin.display(description="Approvals in this round")
     def approvals_so_far(self, obj: ApprovalRequest) -> str:
         return f"Round {obj.round}: {approvals_in_round(obj)} of {obj.required_approvals} approval(s)"
+
+    @admin.display(description="Asked by")
+    def asked_by(self, obj: ApprovalRequest) -> str:
+        """Everyone who asked for the call in its user's name (a compensation's), barred from deciding it."""
+        return ", ".join(asker_names(obj)) or "-"
 
     @admin.display(description="Agent run")
     def run_link(self, obj: ApprovalRequest) -> str:

@@ -177,7 +177,7 @@ class DecisionViewsMixin:
         """Ask for one comment on an intermediate page, then decide each request through the service."""
         label, done, service = DECISIONS[decision]
         # each row's arguments are shown as its call's tool version withholds them: the call comes with it
-        requests = list(queryset.order_by("pk").select_related("call").prefetch_related("decisions"))
+        requests = list(queryset.order_by("pk").select_related("call").prefetch_related("decisions", "askers"))
         table = admin_table(
             "selected-requests",
             ("#", "Tool", "Status", "Risk", "Reason", "Requested by", "Tenant", "Arguments that will run"),

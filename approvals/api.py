@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.deciders import ApproverStanding, approvals_in_round
+from approvals.deciders import ApproverStanding, approvals_in_round, asker_names
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
@@ -35,6 +35,10 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
     arguments_diff = serializers.SerializerMethodField(help_text="How the version differs from the model's original.")
     approvals_in_round = serializers.SerializerMethodField()
     requested_by = serializers.CharField(source="requested_by.username", default="")
+    asked_by = serializers.SerializerMethodField(
+        help_text="Who asked for the call in its user's name (a compensation's: who rolled back, retried it or chose "
+        "to compensate its held step); like the requester, none of them may decide it."
+    )
     decisions = ApprovalDecisionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -54,6 +58,7 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
             "arguments_hash",
             "approvals_in_round",
             "requested_by",
+            "asked_by",
             "agent_name",
             "tenant",
             "required_approvals",
@@ -71,6 +76,9 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
 
     def get_arguments_diff(self, request: ApprovalRequest) -> dict[str, Any]:
         return shown_diff(request)
+
+    def get_asked_by(self, request: ApprovalRequest) -> list[str]:
+        return asker_names(request)
 
     def get_approvals_in_round(self, request: ApprovalRequest) -> int:
         # One standing for the whole list (the context is shared by its rows): each approver is read once.
@@ -144,7 +152,7 @@ class _DecisionView(APIView):
         decided = self.decide(pk, request.user, payload.validated_data)
         decided = (
             ApprovalRequest.objects.select_related("call", "requested_by")
-            .prefetch_related("decisions")
+            .prefetch_related("decisions", "askers")
             .get(pk=decided.pk)
         )
         return Response(ApprovalRequestSerializer(decided).data)

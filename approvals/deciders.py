@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from approvals.models import ApprovalRequest, DecisionKind
+from approvals.rows import ASKERS_READ
 from toolhub.exceptions import NotInTenantError
 from toolhub.governance import governance_cached
 from toolhub.tenancy import require_tenant, tenant_scope
@@ -19,6 +20,8 @@ __all__ = [
     "DECIDE_PERMISSION",
     "ApproverStanding",
     "approval_may_decide",
+    "asker_ids",
+    "asker_names",
     "decider_as_now",
     "RoundStanding",
     "approvals_in_round",
@@ -40,9 +43,10 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You need the 'Can approve or reject held-back tool calls' permission."
     if request.requested_by_id is not None and request.requested_by_id == user.pk:
         return "You started this call; another operator must decide it."
-    if request.asked_by_id is not None and request.asked_by_id == user.pk:
+    if user.pk in asker_ids(request):
         return (
-            "You asked for this call (you rolled back the saga it undoes a step of); another operator must decide it."
+            "You asked for this call (you rolled back the saga it undoes a step of, retried it or chose to compensate "
+            "its held step); another operator must decide it."
         )
     further = further_restrictions(request)
     if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
@@ -52,6 +56,29 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
             return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+def asker_ids(request: ApprovalRequest) -> frozenset[int]:
+    """The ids of everyone who asked for ``request``'s call in its user's name (``ApprovalRequest.askers``).
+
+    None of them decides it. Read once per instance: from a list's prefetched ``askers``, from the locked read of
+    the decision path (``approvals.rows.locked_request``), else one query kept on the instance.
+    """
+    prefetched = getattr(request, "_prefetched_objects_cache", {}).get("askers")
+    if prefetched is not None:
+        return frozenset(asker.pk for asker in prefetched)
+    if request.pk is None:
+        return frozenset()
+    if ASKERS_READ not in request.__dict__:
+        through = ApprovalRequest.askers.through.objects.filter(approvalrequest_id=request.pk)
+        request.__dict__[ASKERS_READ] = frozenset(through.values_list("user_id", flat=True))
+    known: frozenset[int] = request.__dict__[ASKERS_READ]
+    return known
+
+
+def asker_names(request: ApprovalRequest) -> list[str]:
+    """Who asked for ``request``'s call, by their names now (a list prefetches ``askers``), for the admin and API."""
+    return [asker.get_username() for asker in request.askers.all()]
 
 
 def decider_as_now(user: AbstractBaseUser) -> AbstractBaseUser | None:

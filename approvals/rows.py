@@ -1,8 +1,8 @@
 """The decision path's reads, with SQL written once per process instead of compiled by the ORM each time.
 
-Every approval, rejection, expiry and escalation locks its request and reads it with its call, then
-(for a decision) the request's earlier decisions. Rows become instances as the ORM makes them
-(``toolhub.rowread``), the call attached as ``select_related`` would attach it.
+Every approval, rejection, expiry and escalation locks its request and reads it with its call and who asked for it
+(``ApprovalRequest.askers``, kept as ``ASKERS_READ``), then (for a decision) the request's earlier decisions. Rows
+become instances as the ORM makes them (``toolhub.rowread``), the call attached as ``select_related`` would attach it.
 """
 
 import functools
@@ -15,7 +15,10 @@ from toolhub.models import ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
 
-__all__ = ["locked_request", "request_decisions"]
+__all__ = ["ASKERS_READ", "locked_request", "request_decisions"]
+
+#: Where a request read here keeps the ids of who asked for it (``approvals.deciders.asker_ids`` reads it).
+ASKERS_READ = "_askers_read"
 
 #: A request's decisions as the decision path reads them: (decision, round, decided_by_id, decided_by_name), oldest
 #: first; the name is the one the decider had when deciding (what their event and the desk say).
@@ -25,15 +28,19 @@ _DECISION_FIELDS = ("decision", "round", "decided_by", "decided_by_name")
 
 
 def locked_request(request_id: int) -> ApprovalRequest:
-    """The request, locked until the transaction ends, with its call; ``ApprovalRequest.DoesNotExist`` if none."""
+    """The request, locked until the transaction ends, with its call and its askers; ``DoesNotExist`` if none.
+
+    One row per asker (one with none), each ending with the asker's id: no round trip of their own.
+    """
     key = ApprovalRequest._meta.pk.get_db_prep_value(request_id, connection)  # a malformed id fails as in the ORM
     with prepared_cursor(connection) as cursor:
         cursor.execute(_locked_request_sql(), [key])
-        row = cursor.fetchone()
-    if row is None:
+        rows = cursor.fetchall()
+    if not rows:
         raise ApprovalRequest.DoesNotExist(f"ApprovalRequest {request_id} does not exist.")
-    request, call = instances_of((ApprovalRequest, ToolCall), row)
+    request, call = instances_of((ApprovalRequest, ToolCall), rows[0][:-1])
     request._state.fields_cache["call"] = call
+    request.__dict__[ASKERS_READ] = frozenset(row[-1] for row in rows if row[-1] is not None)
     return request
 
 
@@ -56,10 +63,14 @@ def _locked_request_sql() -> str:
     q = connection.ops.quote_name
     request_call = q(ApprovalRequest._meta.get_field("call").column)
     requests, calls = q(ApprovalRequest._meta.db_table), q(ToolCall._meta.db_table)
+    askers = ApprovalRequest.askers.through._meta
+    asked, asker = (q(askers.get_field(name).column) for name in ("approvalrequest", "user"))
+    pk = q(ApprovalRequest._meta.pk.column)
     return (
-        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')} "
+        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')}, a.{asker} "
         f"FROM {requests} r JOIN {calls} c ON c.{q('id')} = r.{request_call} "
-        f"WHERE r.{q(ApprovalRequest._meta.pk.column)} = %s{lock_clause('r')}"
+        f"LEFT JOIN {q(askers.db_table)} a ON a.{asked} = r.{pk} "
+        f"WHERE r.{pk} = %s{lock_clause('r')}"
     )
 
 

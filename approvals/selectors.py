@@ -31,7 +31,7 @@ __all__ = [
 
 def approval_requests_visible_to(user: AbstractBaseUser) -> QuerySet[ApprovalRequest]:
     """Operators (and other staff) see every request of their tenants; anyone else only those of their own calls."""
-    requests = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions")
+    requests = ApprovalRequest.objects.select_related("call", "requested_by").prefetch_related("decisions", "askers")
     return visible_rows(
         requests, user, tenant_wide=has_tenant_wide_role(user, DECIDE_PERMISSION), owner_field="requested_by"
     )
@@ -62,8 +62,9 @@ def approvers_of(request: ApprovalRequest) -> list[AbstractBaseUser]:
     deciders = deciders.filter(in_tenant)
     if request.requested_by_id is not None:
         deciders = deciders.exclude(pk=request.requested_by_id)
-    if request.asked_by_id is not None:
-        deciders = deciders.exclude(pk=request.asked_by_id)
+    if request.pk is not None:  # everyone who asked for it (``askers_of``), in the same query
+        askers = ApprovalRequest.askers.through.objects.filter(approvalrequest_id=request.pk)
+        deciders = deciders.exclude(pk__in=askers.values("user_id"))
     rules = [_meeting(group_id, permission) for group_id, permission in further_restrictions(request)]
     if request.approver_group_id or request.approver_permission:
         own = _meeting(request.approver_group_id, request.approver_permission)

@@ -18,7 +18,7 @@ from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now
 from approvals.editing import EditedVersion, edited_version
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
-from approvals.rows import Decisions, locked_request, request_decisions
+from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
 from approvals.unanswered import expire_request
 from approvals.versions import arguments_diff, shown_diff
 from approvals.writes import decided_row, decision_row, notify
@@ -37,7 +37,7 @@ from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolGroup
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
-from toolhub.sagas.selectors import compensation_asked_by
+from toolhub.sagas.selectors import compensation_askers
 from toolhub.storable import json_storage_problem
 from toolhub.transitions import guarded_save
 from toolhub.waiting import tool_call_refuse, tool_call_release
@@ -84,7 +84,6 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
             call=call,
             tool_name=call.tool_name,
             requested_by_id=call.user_id,
-            asked_by_id=compensation_asked_by(call),
             agent_name=call.agent_name,
             tenant=call.tenant,
             original_arguments=call.arguments,
@@ -99,6 +98,12 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         request.round += 1
         request.decided_at = None
         _reopen(request)
+    # Everyone who asked for a compensation (rolled back, retried it, chose to compensate its held step) is barred;
+    # a reopened request keeps those it had and adds who asked since.
+    askers = compensation_askers(call)
+    if askers:
+        request.askers.add(*askers)  # forgets the askers read before (``approvals.deciders.asker_ids``)
+        request.__dict__.pop(ASKERS_READ, None)
     notify(signals.approval_requested, request, "approval.requested")
     return request
 

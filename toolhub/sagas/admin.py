@@ -111,7 +111,7 @@ class _OperatorActions(CommentActionMixin):
             return confirmation
         actor = f"user:{request.user.get_username()}"
         try:
-            retried = compensations_retry(scope=scope, actor=actor, seen=page_seen(request))
+            retried = compensations_retry(scope=scope, actor=actor, seen=page_seen(request), by=request.user)
         except InvalidTransitionError as exc:  # StaleRetryError included: all or nothing
             self.message_user(request, str(exc), messages.ERROR)  # type: ignore[attr-defined]
             return None
@@ -281,7 +281,7 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
         actor = f"user:{request.user.get_username()}"
         try:
             # Bound to what the page showed (its marks): a state that moved since is refused, nothing retried.
-            retried = saga_retry(saga=saga, actor=actor, seen=page_seen(request))
+            retried = saga_retry(saga=saga, actor=actor, seen=page_seen(request), by=request.user)
         except StaleRetryError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -405,6 +405,7 @@ class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admi
         "next_attempt_at",
         "last_error",
         "resolved_by",
+        "retried_by",
         "resolution_note",
         "rollback",
         "created_at",

@@ -142,6 +142,14 @@ class Compensation(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     resolved_by = models.CharField(max_length=200, blank=True)
+    # Each operator who ran it again or chose to compensate its held step asked for it, as the rollback's asker did:
+    # its approval bars them all (``toolhub.sagas.selectors.compensation_askers``).
+    retried_by = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="+",
+        help_text="Who retried this compensation or chose to compensate its held step; they never approve it.",
+    )
     resolution_note = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

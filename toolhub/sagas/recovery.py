@@ -157,8 +157,13 @@ def _sagas_with_unheard_failures() -> QuerySet[Saga]:
     )
 
 
-def compensation_retry(*, compensation: Compensation, actor: str) -> Compensation:
-    """An operator runs a failed, unknown or held compensation (again), with a fresh round of attempts."""
+def compensation_retry(*, compensation: Compensation, actor: str, by: AbstractBaseUser | None = None) -> Compensation:
+    """An operator runs a failed, unknown or held compensation (again), with a fresh round of attempts.
+
+    ``by``: the person asking (``None``: trusted code). They asked for it as the rollback's asker did: kept on the
+    compensation (``retried_by``), they never decide an approval it needs (``compensation_askers``), so a retry
+    after a rejection is not approved by whoever retried it alone.
+    """
     with transaction.atomic():
         saga = lock_saga_of(compensation.pk)
         current = Compensation.objects.select_related("call").get(pk=compensation.pk)
@@ -168,6 +173,8 @@ def compensation_retry(*, compensation: Compensation, actor: str) -> Compensatio
                 "or held compensation can be retried."
             )
         assert saga is not None
+        if by is not None:
+            current.retried_by.add(by)  # before the call goes out: its approval request reads who asked
         used = attempts_of(current.call) if current.call is not None else 0
         compensation_transition(
             saga,
@@ -266,7 +273,9 @@ def _hold_as_seen(scope: QuerySet[Compensation], seen: str | None, done: str) ->
     return held
 
 
-def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: str | None = None) -> int:
+def compensations_retry(
+    *, scope: QuerySet[Compensation], actor: str, seen: str | None = None, by: AbstractBaseUser | None = None
+) -> int:
     """Retry the compensations of ``scope`` that need attention, all or none; return how many.
 
     ``seen``: the digest (``toolhub.admin_marks.seen_digest``) of the marks (``compensation_mark``) of the page the
@@ -277,13 +286,13 @@ def compensations_retry(*, scope: QuerySet[Compensation], actor: str, seen: str 
     with transaction.atomic():
         chosen = _hold_as_seen(scope.filter(status__in=ATTENTION_COMPENSATION_STATUSES), seen, "retried")
         for compensation in chosen:
-            compensation_retry(compensation=compensation, actor=actor)
+            compensation_retry(compensation=compensation, actor=actor, by=by)
     return len(chosen)
 
 
-def saga_retry(*, saga: Saga, actor: str, seen: str | None = None) -> int:
+def saga_retry(*, saga: Saga, actor: str, seen: str | None = None, by: AbstractBaseUser | None = None) -> int:
     """Retry every compensation of the saga that needs attention, bound to the page's ``retry_marks`` (``seen``)."""
-    return compensations_retry(scope=saga.compensations.all(), actor=actor, seen=seen)
+    return compensations_retry(scope=saga.compensations.all(), actor=actor, seen=seen, by=by)
 
 
 def compensations_resolve(

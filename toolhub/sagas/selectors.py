@@ -15,7 +15,7 @@ from toolhub.tenancy import has_tenant_wide_role, visible_rows
 OPERATE_PERMISSION = "sagas.operate_saga"
 
 __all__ = [
-    "compensation_asked_by",
+    "compensation_askers",
     "saga_id_problem",
     "sagas_visible_to",
     "compensations_visible_to",
@@ -172,21 +172,21 @@ def rollback_note(rollback: Rollback) -> str:
     return "\n".join(lines)
 
 
-def compensation_asked_by(call: ToolCall) -> int | None:
-    """Who asked for the rollback that made compensation ``call``, when a person did; else ``None``.
+def compensation_askers(call: ToolCall) -> list[int]:
+    """The people who asked for compensation ``call``: who rolled back, who retried it or chose to compensate its step.
 
-    A compensation runs in the name of the user whose step it undoes, yet someone else may have asked for it (an
-    operator rolling back a member's saga): four eyes bar both from deciding it. The rollback keeps who asked as a
-    user (``Rollback.asked_by``), not as the name its ``requested_by`` text gives: a compensation's approval may be
-    asked for long after (each waits for the newer ones), when that name is someone else's. An automatic rollback
-    (a failed step, an agent) has none.
+    A compensation runs in the name of the user whose step it undoes, yet others asked for it (an operator rolling
+    back a member's saga, another retrying it after a rejection or compensating a held step): four eyes bar them all
+    from deciding it, so no retry lets one person both ask for and approve it. The rollback keeps who asked as a user
+    (``Rollback.asked_by``), not as the name its ``requested_by`` text gives: a compensation's approval may be asked
+    for long after (each waits for the newer ones), when that name is someone else's; each retrier is kept on the
+    compensation (``Compensation.retried_by``). An automatic rollback (a failed step, an agent) and the sweeper's
+    retries add nobody.
     """
     step_id = (call.context or {}).get("compensates")
     if call.kind != CallKind.COMPENSATION or not step_id:
-        return None
-    asked: int | None = (
-        Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant)
-        .values_list("rollback__asked_by", flat=True)
-        .first()
-    )
-    return asked
+        return []
+    rows = Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant).values_list(
+        "rollback__asked_by", "retried_by"
+    )  # one row per retrier (one with none): one query
+    return list(dict.fromkeys(pk for row in rows for pk in row if pk is not None))

@@ -1,0 +1,48 @@
+"""Who asked for a call becomes everyone who did (``askers``): the former ``asked_by`` is copied in, then dropped."""
+
+from typing import Any
+
+from django.conf import settings
+from django.db import migrations, models
+
+
+def copy_asked_by(apps: Any, schema_editor: Any) -> None:
+    """Each request's former ``asked_by`` (who rolled back) becomes its first asker: still barred from deciding it."""
+    requests = apps.get_model("approvals", "ApprovalRequest")
+    through = requests.askers.through
+    rows = requests.objects.filter(asked_by__isnull=False).values_list("pk", "asked_by_id")
+    through.objects.bulk_create(
+        [through(approvalrequest_id=pk, user_id=user_id) for pk, user_id in rows.iterator()], batch_size=1000
+    )
+
+
+def copy_back(apps: Any, schema_editor: Any) -> None:
+    """Reversed: the first asker (the rollback's, when there was one) goes back into ``asked_by``."""
+    requests = apps.get_model("approvals", "ApprovalRequest")
+    through = requests.askers.through
+    for pk, user_id in through.objects.order_by("-pk").values_list("approvalrequest_id", "user_id").iterator():
+        requests.objects.filter(pk=pk).update(asked_by_id=user_id)
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("approvals", "0011_compensation_asked_by"),
+        migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="approvalrequest",
+            name="askers",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Who asked for this call in its user's name (a compensation's: who rolled the saga back, "
+                "who retried it or chose to compensate its held step); like the requester, they never decide it.",
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+                verbose_name="asked by",
+            ),
+        ),
+        migrations.RunPython(copy_asked_by, copy_back),
+        migrations.RemoveField(model_name="approvalrequest", name="asked_by"),
+    ]
