@@ -27,7 +27,10 @@ from toolhub.models import AuditChainHead, AuditVerification, RetiredTenantSlug,
 
 __all__ = [
     "REQUEST_INTERVAL_SECONDS",
+    "TAMPERED",
+    "TrailProblem",
     "TrailVerification",
+    "UNVERIFIABLE",
     "UnknownTenantError",
     "audit_trail_events",
     "audit_trail_verify",
@@ -43,12 +46,35 @@ class UnknownTenantError(LookupError):
     """No tenant has this slug: nothing is verified."""
 
 
+#: A problem's kind: the trail (or a checkpoint) was found altered, cut or missing.
+TAMPERED = "TAMPERED"
+#: A problem's kind: something could not be checked here (the checkpoint key is not set in this process).
+#: Still a failure (the trail is not proven), but not evidence of tampering.
+UNVERIFIABLE = "UNVERIFIABLE"
+
+
+@dataclass(frozen=True)
+class TrailProblem:
+    """One problem a verification found, with its kind: ``TAMPERED``, or ``UNVERIFIABLE`` (could not be checked)."""
+
+    text: str
+    kind: str = TAMPERED
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def recorded(self) -> str:
+        """As the console's record keeps it: what could not be checked says so, not to be read as tampering."""
+        return f"cannot verify: {self.text}" if self.kind == UNVERIFIABLE else self.text
+
+
 @dataclass(frozen=True)
 class TrailVerification:
     """What one verification found: events checked, problems (empty: intact), what the heads were compared with."""
 
     events_checked: int
-    problems: list[str]
+    problems: list[TrailProblem]
     compared: list[str]
     record: AuditVerification
 
@@ -96,16 +122,23 @@ def audit_trail_verify(
     chains = known_tenant_chains(tenant) if tenant else None
     started_at = timezone.now()
     results = verify_chains(progress=progress, workers=workers, tenant=tenant or None)
-    found: list[tuple[int | None, str]] = [(r.chain, str(r.problem)) for r in results if r.problem is not None]
+    found: list[tuple[int | None, TrailProblem]] = [
+        (r.chain, TrailProblem(str(r.problem))) for r in results if r.problem is not None
+    ]
     compared: list[str] = []
     stored = stored_file = None
     try:
         stored, more = audit_stored_checkpoint_problems(chains)
-        found += [(problem.chain, str(problem)) for problem in more]
+        found += [(problem.chain, TrailProblem(str(problem))) for problem in more]
         stored_file, more = audit_stored_file_problems(chains)
-        found += [(problem.chain, str(problem)) for problem in more]
+        found += [(problem.chain, TrailProblem(str(problem))) for problem in more]
     except CheckpointKeyError as exc:
-        found.append((None, f"the stored checkpoints cannot be checked, so a truncated tail would go unseen: {exc}"))
+        # Nothing was found altered: this process cannot check the signatures. Not proven, not tampered.
+        unseen = (
+            "the checkpoint key is not configured here, so the stored checkpoints cannot be checked "
+            f"and a truncated tail would go unseen: {exc}"
+        )
+        found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
     if stored is not None:
         base = checkpoint_base(stored)
         delta = f" (a delta on full checkpoint #{base})" if base is not None else ""
@@ -113,20 +146,21 @@ def audit_trail_verify(
     if stored_file is not None:
         compared.append(f"checkpoint file {stored_file.name}")
     if checkpoint is not None:
-        found += [(problem.chain, str(problem)) for problem in audit_checkpoint_problems(checkpoint, chains=chains)]
+        exported = audit_checkpoint_problems(checkpoint, chains=chains)
+        found += [(problem.chain, TrailProblem(str(problem))) for problem in exported]
         compared.append("the checkpoint")
     checked = sum(result.events for result in results)
     checkpoint_seq = stored.seq if stored is not None else None
     # A tenant's chain numbers are a hash of its slug: a problem names whose chain it is, so the reader
     # knows whose trail was cut or rewritten (and whose auditors to tell).
     owner = _chain_owner() if chains is None else (lambda chain: tenant if chain in chains else None)
-    found = [(chain, _whose(chain, text, owner)) for chain, text in found]
-    problems = [text for _, text in found]
+    found = [(chain, TrailProblem(_whose(chain, p.text, owner), p.kind)) for chain, p in found]
+    problems = [problem for _, problem in found]
     # The console shows when the trail was last proven intact (or not), without running this again.
     record = audit_verification_record(
         started_at=started_at,
         events_checked=checked,
-        problems=problems,
+        problems=[problem.recorded for problem in problems],
         checkpoint_seq=checkpoint_seq,
         tenant=tenant or "",
     )
@@ -160,7 +194,7 @@ def _whose(chain: int | None, text: str, owner: Callable[[int], str | None]) -> 
 
 def _record_each_tenant(
     results: list[ChainResult],
-    found: list[tuple[int | None, str]],
+    found: list[tuple[int | None, TrailProblem]],
     owner: Callable[[int], str | None],
     *,
     started_at: Any,
@@ -172,11 +206,11 @@ def _record_each_tenant(
     problems (no chain) go to every tenant. Chains two tenants' slugs share (a hash collision) are left
     to the whole trail's record.
     """
-    shared = [text for chain, text in found if chain is None]
+    shared = [problem.recorded for chain, problem in found if chain is None]
     chain_problems: dict[int, list[str]] = {}
-    for chain, text in found:
+    for chain, problem in found:
         if chain is not None:
-            chain_problems.setdefault(chain, []).append(text)
+            chain_problems.setdefault(chain, []).append(problem.recorded)
 
     per_tenant: dict[str, tuple[int, list[str]]] = {}
     for result in results:

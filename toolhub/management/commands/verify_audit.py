@@ -67,11 +67,12 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if show:
             sys.stderr.write("\n")
-        messages = verification.problems
-        if messages:
-            for problem in messages:
-                self.stderr.write(f"TAMPERED {problem}")
-            raise CommandError(f"Audit trail does not verify: {len(messages)} problem(s), first: {messages[0]}")
+        problems = verification.problems
+        if problems:
+            # Each labelled with its kind: what could not be checked here is not called tampered.
+            for problem in problems:
+                self.stderr.write(f"{problem.kind} {problem}")
+            raise CommandError(f"Audit trail does not verify: {len(problems)} problem(s), first: {problems[0]}")
         compared = verification.compared
         suffix = f" and matches {' and '.join(compared)}" if compared else ""
         whose = f"{tenant}'s chains" if tenant else "Audit trail"
