@@ -187,7 +187,9 @@ def _decide(
     """
     principal = request.principal
     actor = _actor(principal)
-    now = timezone.now()
+    # One instant for the row's creation and the times decided with it (queued, started, finished): a call
+    # must never read as started before it was created (auditors compare them; ``insert_params`` keeps it).
+    now = call.created_at = timezone.now()
     seen_in = run_context(request)
     try:
         tool = _resolve(request.tool_name, principal, seen_in)

@@ -128,11 +128,22 @@ def _insert_sql(model: type[models.Model], where: str) -> str:
 
 
 def insert_params(instance: models.Model, connection: BaseDatabaseWrapper) -> list[Any]:
-    """The values of ``insert_sql`` for ``instance``, as the ORM's INSERT prepares them (``auto_now_add`` set)."""
+    """The values of ``insert_sql`` for ``instance``, as the ORM's INSERT prepares them (``auto_now_add`` set).
+
+    An ``auto_now_add`` field already given a value keeps it: a row whose other times were taken with its
+    creation (a call started as it is written) is stamped with that one instant, never created after it started.
+    """
     fields, read, presaved = _insert_plan(type(instance))
     values = list(read(instance))
     for index in presaved:
-        values[index] = fields[index][0].pre_save(instance, True)
+        field = fields[index][0]
+        kept = (
+            values[index] is not None
+            and getattr(field, "auto_now_add", False)
+            and not getattr(field, "auto_now", False)
+        )
+        if not kept:
+            values[index] = field.pre_save(instance, True)
     return [prepare(value, connection) for (_, prepare), value in zip(fields, values, strict=True)]
 
 

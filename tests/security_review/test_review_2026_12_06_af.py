@@ -32,12 +32,14 @@ Checked and found holding:
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from tests.audit.conftest import append_events, owner_tampering
+from tests.helpers import RequestCall
 from toolhub.audit_proof import TAMPERED, UNVERIFIABLE, audit_trail_verify
 from toolhub.checkpoints import audit_checkpoint_create
-from toolhub.models import AuditEvent, AuditVerification
+from toolhub.models import AuditEvent, AuditVerification, CallStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -84,3 +86,21 @@ def test_each_problem_carries_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     _, err = _verify_fails()
     assert f"TAMPERED chain {events[1].chain}: event #{events[1].pk}" in err
     assert "UNVERIFIABLE the checkpoint key is not configured here" in err
+
+
+def test_a_call_run_in_this_process_never_starts_before_it_was_created(request_call: RequestCall, alice: User) -> None:
+    """Found: in the embedded mode started_at and queued_at were taken before the INSERT stamped created_at,
+    so a call read as started a few ms before it existed. Expect: one instant for all three."""
+    call = request_call("record_effect", '{"note": "af"}', user=alice, tenant="acme")
+
+    assert call.status == CallStatus.SUCCEEDED and call.worker == "eager"
+    assert call.created_at == call.queued_at == call.started_at <= call.finished_at
+
+
+def test_a_refused_call_is_not_finished_before_it_was_created(request_call: RequestCall, alice: User) -> None:
+    """Found: a refused call's finished_at was the decision's time, before its created_at.
+    Expect: finished no earlier than created."""
+    call = request_call("no_such_tool_af", "{}", user=alice, tenant="acme")
+
+    assert call.status in {CallStatus.DENIED, CallStatus.INVALID}
+    assert call.finished_at is not None and call.created_at <= call.finished_at
