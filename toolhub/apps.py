@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.apps.registry import Apps
 from django.contrib.admin.apps import AdminConfig
 from django.db.models.signals import post_migrate
 
@@ -78,6 +79,25 @@ GOVERNANCE_TABLES = {
 }
 
 
+def _schema_current(migrated_apps: Apps | None, *models: str) -> bool:
+    """Whether the migrated state holds these models with every column today's code reads.
+
+    ``post_migrate`` also follows a migration back (``migrate toolhub 0001`` or ``zero`` during a failed
+    upgrade): the state it passes (``apps``, the documented way to see the models as migrated) then lacks
+    tables or columns the current models query, so there is nothing to keep in step until the next
+    ``migrate`` forward runs the handler again.
+    """
+    for label in models:
+        try:
+            migrated = (migrated_apps or apps).get_model(label)
+        except LookupError:
+            return False
+        columns = {field.column for field in migrated._meta.concrete_fields}
+        if not {field.column for field in apps.get_model(label)._meta.concrete_fields} <= columns:
+            return False
+    return True
+
+
 def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
     from django.db import connections
 
@@ -88,6 +108,8 @@ def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
 
 def _capability_permissions(**kwargs: Any) -> None:
     """Every capability a group names has its permission, also for groups saved before capabilities were enforced."""
+    if not _schema_current(kwargs.get("apps"), "toolhub.ToolGroup", "auth.Permission", "contenttypes.ContentType"):
+        return
     from toolhub.disclosure.capabilities import capability_name_problem, capability_permissions_ensure
     from toolhub.models import ToolGroup
 
@@ -97,6 +119,8 @@ def _capability_permissions(**kwargs: Any) -> None:
 
 
 def _sync_catalogue(**kwargs: Any) -> None:
+    if not _schema_current(kwargs.get("apps"), "toolhub.ToolDefinition"):
+        return
     from toolhub.catalogue import tool_catalogue_sync
 
     tool_catalogue_sync()
