@@ -3,6 +3,24 @@
 from django.db import migrations, models
 
 
+def drop_governance_triggers(apps, schema_editor):  # type: ignore[no-untyped-def]
+    """Going back, drop the triggers that stamp this table (``toolhub.governance``) before the table goes.
+
+    ``migrate`` installs them on tables of several apps (auth's, approvals'); left behind, every write to those
+    tables would fail on the missing table (PostgreSQL), and SQLite would refuse to rebuild them.
+    """
+    connection = schema_editor.connection
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("DROP FUNCTION IF EXISTS toolhub_governance_bump() CASCADE")  # and its triggers
+            cursor.execute("DROP FUNCTION IF EXISTS toolhub_governance_stamp_after(bigint)")
+            cursor.execute("DROP SEQUENCE IF EXISTS toolhub_governance_stamp")
+        elif connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'toolhub\\_gov\\_%' ESCAPE '\\'")
+            for (name,) in cursor.fetchall():
+                cursor.execute(f"DROP TRIGGER IF EXISTS {connection.ops.quote_name(name)}")
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -17,4 +35,6 @@ class Migration(migrations.Migration):
                 ('stamp', models.BigIntegerField(default=0)),
             ],
         ),
+        # Forward, ``migrate`` installs the triggers after every run (toolhub.apps._install_governance_triggers).
+        migrations.RunPython(migrations.RunPython.noop, drop_governance_triggers),
     ]
