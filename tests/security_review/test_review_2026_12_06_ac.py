@@ -23,6 +23,10 @@ Checked and holds:
 - ``toolhub.apps._install_governance_triggers`` already installs only on the tables that exist, and puts the
   triggers back on the way forward;
 - the toolhub app is the only one with post_migrate receivers.
+
+Found and left as found: on PostgreSQL ``migrate auth 0001`` (and ``contenttypes zero``) fails in Django's own
+``auth 0002`` reverse (``value too long for type character varying(50)``): the ``cross_tenant`` permission's name
+has 54 characters. No toolhub release rollback reverses auth; shortening it changes the label administrators see.
 """
 
 import pytest
