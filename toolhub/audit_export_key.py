@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from toolhub.audit_problem import UNVERIFIABLE, TrailProblem
 from toolhub.checkpoint_signature_core import export_header_text
 
 __all__ = [
@@ -156,24 +157,35 @@ def header_signature(checkpoint_key: bytes, header: dict[str, Any]) -> dict[str,
     }
 
 
-def header_signature_problem(public: Ed25519PublicKey, header: dict[str, Any]) -> str | None:
-    """Why ``header`` is not signed by ``public``'s key (None: it is), in words an auditor acts on."""
+def header_signature_problem(public: Ed25519PublicKey, header: dict[str, Any]) -> TrailProblem | None:
+    """Why ``header`` is not signed by ``public``'s key (None: it is), in words an auditor acts on, with its kind.
+
+    ``UNVERIFIABLE`` when the key given cannot check the header (no signature, an older HMAC one, another key named,
+    a key no signature proves anything under): not proven, but no evidence of tampering. ``TAMPERED`` when the
+    signature is malformed or does not match the header.
+    """
     degenerate = _degenerate_key_problem(public.public_bytes_raw())
     if degenerate is not None:
-        return degenerate
+        return TrailProblem(degenerate, UNVERIFIABLE)
     signature = header.get("signature")
     if signature is None:
-        return "the header is not signed: it was exported where no checkpoint key was set, or its signature removed"
+        return TrailProblem(
+            "the header is not signed: it was exported where no checkpoint key was set, or its signature removed",
+            UNVERIFIABLE,
+        )
     if isinstance(signature, str):
-        return (
+        return TrailProblem(
             "the header carries only an HMAC signature (an export from before public-key signing), which a public "
-            "key cannot check: export the trail again"
+            "key cannot check: export the trail again",
+            UNVERIFIABLE,
         )
     if not isinstance(signature, dict) or signature.get("algorithm") != SIGNATURE_ALGORITHM:
-        return f"the header's signature is not an {SIGNATURE_ALGORITHM} signature as toolhub writes it: it was altered"
+        return TrailProblem(
+            f"the header's signature is not an {SIGNATURE_ALGORITHM} signature as toolhub writes it: it was altered"
+        )
     value = _signature_bytes(signature.get("value"))
     if value is None:
-        return "the header's signature value is malformed: it was altered"
+        return TrailProblem("the header's signature value is malformed: it was altered")
     try:
         public.verify(value, export_header_text(header).encode())
     except InvalidSignature:
@@ -181,13 +193,16 @@ def header_signature_problem(public: Ed25519PublicKey, header: dict[str, Any]) -
     else:
         return None
     given = public_key_text(public).fingerprint
-    # The key it names is not signed (a hint only): it tells a wrong key from an altered header.
+    # The key it names is not signed (a hint only): it tells a wrong key (a rotated one) from an altered header.
     if signature.get("key") != given:
-        return (
+        return TrailProblem(
             f"the header names the signing key {str(signature.get('key'))[:40]}, not the public key given "
-            f"({given}): check that the key is toolhub's (manage.py audit_public_key), or the header was altered"
+            f"({given}): check that the key is toolhub's (manage.py audit_public_key), or the header was altered",
+            UNVERIFIABLE,
         )
-    return "the header's signature does not match its content: the header was altered after toolhub signed it"
+    return TrailProblem(
+        "the header's signature does not match its content: the header was altered after toolhub signed it"
+    )
 
 
 def _signature_bytes(value: Any) -> bytes | None:

@@ -7,7 +7,10 @@ Every line's hash is recomputed with toolhub's own functions (``toolhub.audit_ha
 checked: a missing sequence number, lines out of order, an altered line, a chain cut short of the header,
 of the signed checkpoint it names or of a head given with ``--head`` (kept independently, e.g. read from
 the console when the export was made). Exit 0 when the file verifies, 1 naming each problem (or the file
-unreadable), 2 for a malformed argument (a head, a public key, an unreadable key file).
+unreadable), 2 for a malformed argument (a head, a public key, an unreadable key file). Each problem is labelled with
+its kind, as ``verify_audit`` labels its own (``toolhub.audit_problem``): ``TAMPERED`` (lines or header altered, cut
+or added to) or ``UNVERIFIABLE`` (a header the public key given cannot check: unsigned, HMAC-only, signed by another
+key); either fails.
 
 With ``--public-key KEY`` or ``--public-key-file FILE`` (toolhub's export public key, ``manage.py
 audit_public_key``) the header must carry toolhub's Ed25519 signature (``toolhub.audit_export_key``): its heads
@@ -24,6 +27,7 @@ import argparse
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolhub.audit_export_key import PublicKeyError, header_signature_problem, parse_public_key, public_key_text
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text, tenant_chains
+from toolhub.audit_problem import TAMPERED, TrailProblem
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -138,22 +143,29 @@ class ExportFileError(ValueError):
 
 @dataclass
 class FileVerification:
-    """What the file holds and every problem found in it (empty: it verifies)."""
+    """What the file holds and every problem found in it (empty: it verifies), each with its kind.
+
+    ``TAMPERED``: the lines or the header were altered, cut or added to. ``UNVERIFIABLE``: the header's signature
+    cannot be checked with the key given (``toolhub.audit_problem``, the kinds ``verify_audit`` prints). Either fails.
+    """
 
     tenant: str
     events: int = 0
     chains: int = 0
-    problems: list[str] = field(default_factory=list)
+    problems: list[TrailProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Problems found past the first ``MAX_PROBLEMS``: counted, not held (a file of bad lines stays constant memory).
     unlisted: int = 0
+    #: Those counted problems by kind.
+    unlisted_kinds: Counter[str] = field(default_factory=Counter)
 
-    def problem(self, text: str) -> None:
+    def problem(self, text: str, kind: str = TAMPERED) -> None:
         """Record a problem: the first ``MAX_PROBLEMS`` in words, any more as a count."""
         if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(text)
+            self.problems.append(TrailProblem(text, kind))
         else:
             self.unlisted += 1
+            self.unlisted_kinds[kind] += 1
 
 
 @dataclass
@@ -435,7 +447,7 @@ def _signature(header: dict[str, Any], public_key: Ed25519PublicKey | None, resu
         return
     problem = header_signature_problem(public_key, header)
     if problem is not None:
-        result.problem(problem)
+        result.problem(problem.text, problem.kind)
         return
     checkpoint = header.get("checkpoint")
     vouched = (
@@ -510,10 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     except ExportFileError as exc:
         print(f"ERROR: {options.file}: {exc}", file=sys.stderr)
         return 1
+    # Each labelled with its kind, as verify_audit labels its own: what could not be checked is not called tampered.
     for problem in result.problems:
-        print(f"TAMPERED {problem}", file=sys.stderr)
-    if result.unlisted:
-        print(f"TAMPERED ... and {result.unlisted} more problem(s), not listed", file=sys.stderr)
+        print(f"{problem.kind} {problem}", file=sys.stderr)
+    for kind, count in sorted(result.unlisted_kinds.items()):
+        print(f"{kind} ... and {count} more problem(s), not listed", file=sys.stderr)
     for note in result.notes:
         print(f"note: {note}")
     if result.problems:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from toolhub.audit_console import audit_verification_record
 from toolhub.audit_hash import owner_chain_base, tenant_chain_base, tenant_chains
+from toolhub.audit_problem import TAMPERED, UNVERIFIABLE, TrailProblem
 from toolhub.audit_verify import ChainResult, verify_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
@@ -44,29 +45,6 @@ REQUEST_INTERVAL_SECONDS = 60
 
 class UnknownTenantError(LookupError):
     """No tenant has this slug: nothing is verified."""
-
-
-#: A problem's kind: the trail (or a checkpoint) was found altered, cut or missing.
-TAMPERED = "TAMPERED"
-#: A problem's kind: something could not be checked here (the checkpoint key is not set in this process).
-#: Still a failure (the trail is not proven), but not evidence of tampering.
-UNVERIFIABLE = "UNVERIFIABLE"
-
-
-@dataclass(frozen=True)
-class TrailProblem:
-    """One problem a verification found, with its kind: ``TAMPERED``, or ``UNVERIFIABLE`` (could not be checked)."""
-
-    text: str
-    kind: str = TAMPERED
-
-    def __str__(self) -> str:
-        return self.text
-
-    @property
-    def recorded(self) -> str:
-        """As the console's record keeps it: what could not be checked says so, not to be read as tampering."""
-        return f"cannot verify: {self.text}" if self.kind == UNVERIFIABLE else self.text
 
 
 @dataclass(frozen=True)

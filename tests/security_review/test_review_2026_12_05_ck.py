@@ -156,4 +156,4 @@ def test_a_small_order_public_key_is_refused_and_forges_nothing(
     with pytest.raises(PublicKeyError, match="small order"):
         parse_public_key(given)
     problem = header_signature_problem(Ed25519PublicKey.from_public_bytes(public_raw), header)
-    assert problem is not None and "not a usable Ed25519 public key" in problem
+    assert problem is not None and "not a usable Ed25519 public key" in problem.text
