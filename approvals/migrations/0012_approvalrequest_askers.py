@@ -4,6 +4,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import migrations, models
+from django.db.models import OuterRef, Subquery
 
 
 def copy_asked_by(apps: Any, schema_editor: Any) -> None:
@@ -17,11 +18,15 @@ def copy_asked_by(apps: Any, schema_editor: Any) -> None:
 
 
 def copy_back(apps: Any, schema_editor: Any) -> None:
-    """Reversed: the first asker (the rollback's, when there was one) goes back into ``asked_by``."""
+    """Reversed: the first asker (the rollback's, when there was one) goes back into ``asked_by``.
+
+    One UPDATE, each request written once: a row written again in this transaction (one UPDATE per asker) left
+    PostgreSQL's deferred foreign-key checks pending, and the restored column's index then could not be created.
+    """
     requests = apps.get_model("approvals", "ApprovalRequest")
     through = requests.askers.through
-    for pk, user_id in through.objects.order_by("-pk").values_list("approvalrequest_id", "user_id").iterator():
-        requests.objects.filter(pk=pk).update(asked_by_id=user_id)
+    first = through.objects.filter(approvalrequest_id=OuterRef("pk")).order_by("pk").values("user_id")[:1]
+    requests.objects.filter(pk__in=through.objects.values("approvalrequest_id")).update(asked_by_id=Subquery(first))
 
 
 class Migration(migrations.Migration):
