@@ -62,7 +62,7 @@ def asker_ids(request: ApprovalRequest) -> frozenset[int]:
     """The ids of everyone who asked for ``request``'s call in its user's name (``ApprovalRequest.askers``).
 
     None of them decides it. Read once per instance: from a list's prefetched ``askers``, from the locked read of
-    the decision path (``approvals.rows.locked_request``), else one query kept on the instance.
+    the decision path (``approvals.rows.request_decisions``, after the lock), else one query kept on the instance.
     """
     prefetched = getattr(request, "_prefetched_objects_cache", {}).get("askers")
     if prefetched is not None:

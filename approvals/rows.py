@@ -1,7 +1,7 @@
 """The decision path's reads, with SQL written once per process instead of compiled by the ORM each time.
 
-Every approval, rejection, expiry and escalation locks its request and reads it with its call and who asked for it
-(``ApprovalRequest.askers``, kept as ``ASKERS_READ``), then (for a decision) the request's earlier decisions. Rows
+Every approval, rejection, expiry and escalation locks its request and reads it with its call, then (for a decision)
+the request's earlier decisions and who asked for it (``ApprovalRequest.askers``, kept as ``ASKERS_READ``). Rows
 become instances as the ORM makes them (``toolhub.rowread``), the call attached as ``select_related`` would attach it.
 """
 
@@ -28,19 +28,15 @@ _DECISION_FIELDS = ("decision", "round", "decided_by", "decided_by_name")
 
 
 def locked_request(request_id: int) -> ApprovalRequest:
-    """The request, locked until the transaction ends, with its call and its askers; ``DoesNotExist`` if none.
-
-    One row per asker (one with none), each ending with the asker's id: no round trip of their own.
-    """
+    """The request, locked until the transaction ends, with its call; ``ApprovalRequest.DoesNotExist`` if none."""
     key = ApprovalRequest._meta.pk.get_db_prep_value(request_id, connection)  # a malformed id fails as in the ORM
     with prepared_cursor(connection) as cursor:
         cursor.execute(_locked_request_sql(), [key])
-        rows = cursor.fetchall()
-    if not rows:
+        row = cursor.fetchone()
+    if row is None:
         raise ApprovalRequest.DoesNotExist(f"ApprovalRequest {request_id} does not exist.")
-    request, call = instances_of((ApprovalRequest, ToolCall), rows[0][:-1])
+    request, call = instances_of((ApprovalRequest, ToolCall), row)
     request._state.fields_cache["call"] = call
-    request.__dict__[ASKERS_READ] = frozenset(row[-1] for row in rows if row[-1] is not None)
     return request
 
 
@@ -48,13 +44,17 @@ def request_decisions(request: ApprovalRequest) -> tuple[Decisions, int | None]:
     """Every decision of ``request``, oldest first (the model's ordering), and the governance stamp as they were read.
 
     Read after the request's lock, which the decision may have waited for: the stamp is current for judging the
-    decider (``approvals.deciders.decider_as_now``), at no round trip of its own.
+    decider (``approvals.deciders.decider_as_now``), at no round trip of its own. So are who asked for it, kept on
+    ``request`` (``ASKERS_READ``): askers are added under that lock (a reopened request), and the locking statement,
+    having waited, returns the row as it is now but joins only what its snapshot saw, missing them.
     """
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_decisions_sql(), [request.pk])
+        cursor.execute(_decisions_sql(), [request.pk, request.pk])
         rows = cursor.fetchall()
     stamp = rows[0][0] if rows else None
-    decisions = [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row[1:])) for row in rows if row[1] is not None]
+    askers = rows[0][1] if rows else None
+    request.__dict__[ASKERS_READ] = frozenset(int(pk) for pk in askers.split(",")) if askers else frozenset()
+    decisions = [tuple(converted(ApprovalDecision, _DECISION_FIELDS, row[2:])) for row in rows if row[2] is not None]
     return decisions, stamp  # type: ignore[return-value]
 
 
@@ -63,24 +63,31 @@ def _locked_request_sql() -> str:
     q = connection.ops.quote_name
     request_call = q(ApprovalRequest._meta.get_field("call").column)
     requests, calls = q(ApprovalRequest._meta.db_table), q(ToolCall._meta.db_table)
+    return (
+        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')} "
+        f"FROM {requests} r JOIN {calls} c ON c.{q('id')} = r.{request_call} "
+        f"WHERE r.{q(ApprovalRequest._meta.pk.column)} = %s{lock_clause('r')}"
+    )
+
+
+def _askers_sql() -> str:
+    """The ids of who asked for request ``%s``, as one comma-separated text (NULL: nobody)."""
+    q = connection.ops.quote_name
     askers = ApprovalRequest.askers.through._meta
     asked, asker = (q(askers.get_field(name).column) for name in ("approvalrequest", "user"))
-    pk = q(ApprovalRequest._meta.pk.column)
-    return (
-        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {columns_sql(ToolCall, 'c')}, a.{asker} "
-        f"FROM {requests} r JOIN {calls} c ON c.{q('id')} = r.{request_call} "
-        f"LEFT JOIN {q(askers.db_table)} a ON a.{asked} = r.{pk} "
-        f"WHERE r.{pk} = %s{lock_clause('r')}"
+    joined = (
+        f"string_agg(CAST({asker} AS text), ',')" if connection.vendor == "postgresql" else f"group_concat({asker})"
     )
+    return f"(SELECT {joined} FROM {q(askers.db_table)} WHERE {asked} = %s)"
 
 
 @functools.cache
 def _decisions_sql() -> str:
-    """The decisions, each row led by the governance stamp; one row of the stamp alone when there are none."""
+    """The decisions, each row led by the governance stamp and the askers; one row of those two when there is none."""
     q = connection.ops.quote_name
     columns = ", ".join(f"d.{q(ApprovalDecision._meta.get_field(name).column)}" for name in _DECISION_FIELDS)
     return (
-        f"SELECT {GOVERNANCE_STAMP_SQL}, {columns} FROM (SELECT 1 AS one) AS o "
+        f"SELECT {GOVERNANCE_STAMP_SQL}, {_askers_sql()}, {columns} FROM (SELECT 1 AS one) AS o "
         f"LEFT JOIN {q(ApprovalDecision._meta.db_table)} d "
         f"ON d.{q(ApprovalDecision._meta.get_field('request').column)} = %s "
         f"ORDER BY d.{q(ApprovalDecision._meta.get_field('created_at').column)}, "
