@@ -30,45 +30,47 @@ def test_a_compensation_pending_at_the_upgrade_bars_who_rolled_back() -> None:
     executor = MigrationExecutor(connection)
     latest = executor.loader.graph.leaf_nodes()
     executor.migrate(BEFORE)
-    old = MigrationExecutor(connection).loader.project_state(BEFORE).apps
-    calls = old.get_model("toolhub", "ToolCall").objects
-    requests = old.get_model("approvals", "ApprovalRequest").objects
-    saga = old.get_model("sagas", "Saga").objects.create(key="review-ak", tenant="acme", created_by_id=alice.pk)
-    rollback = old.get_model("sagas", "Rollback").objects.create(
-        saga=saga, trigger="on_demand", requested_by=f"user:{operator.username}", asked_by_id=operator.pk
-    )
+    try:
+        old = MigrationExecutor(connection).loader.project_state(BEFORE).apps
+        calls = old.get_model("toolhub", "ToolCall").objects
+        requests = old.get_model("approvals", "ApprovalRequest").objects
+        saga = old.get_model("sagas", "Saga").objects.create(key="review-ak", tenant="acme", created_by_id=alice.pk)
+        rollback = old.get_model("sagas", "Rollback").objects.create(
+            saga=saga, trigger="on_demand", requested_by=f"user:{operator.username}", asked_by_id=operator.pk
+        )
 
-    def compensation_request(step_tool: str, status: str, sequence: int) -> int:
-        step = calls.create(tool_name=step_tool, tenant="acme", user_id=alice.pk)
-        old.get_model("sagas", "Compensation").objects.create(
-            saga=saga, sequence=sequence, rollback=rollback, step_call=step, step_tool=step_tool, tool_name="void"
-        )
-        undo = calls.create(
-            tool_name="void",
-            tenant="acme",
-            user_id=alice.pk,
-            kind="compensation",
-            context={"compensates": str(step.pk)},
-        )
-        return requests.create(
-            call=undo,
-            tool_name="void",
+        def compensation_request(step_tool: str, status: str, sequence: int) -> int:
+            step = calls.create(tool_name=step_tool, tenant="acme", user_id=alice.pk)
+            old.get_model("sagas", "Compensation").objects.create(
+                saga=saga, sequence=sequence, rollback=rollback, step_call=step, step_tool=step_tool, tool_name="void"
+            )
+            undo = calls.create(
+                tool_name="void",
+                tenant="acme",
+                user_id=alice.pk,
+                kind="compensation",
+                context={"compensates": str(step.pk)},
+            )
+            return requests.create(
+                call=undo,
+                tool_name="void",
+                requested_by_id=alice.pk,
+                tenant="acme",
+                status=status,
+                expires_at="2100-01-01T00:00:00Z",
+            ).pk
+
+        pending = compensation_request("issue", "pending", 2)
+        decided = compensation_request("issue_again", "approved", 1)
+        plain = requests.create(
+            call=calls.create(tool_name="order", tenant="acme", user_id=alice.pk),
+            tool_name="order",
             requested_by_id=alice.pk,
             tenant="acme",
-            status=status,
             expires_at="2100-01-01T00:00:00Z",
         ).pk
-
-    pending = compensation_request("issue", "pending", 2)
-    decided = compensation_request("issue_again", "approved", 1)
-    plain = requests.create(
-        call=calls.create(tool_name="order", tenant="acme", user_id=alice.pk),
-        tool_name="order",
-        requested_by_id=alice.pk,
-        tenant="acme",
-        expires_at="2100-01-01T00:00:00Z",
-    ).pk
-    MigrationExecutor(connection).migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)  # the later tests' schema, whatever happened here
     askers = {
         pk: list(ApprovalRequest.objects.get(pk=pk).askers.values_list("pk", flat=True))
         for pk in (pending, decided, plain)
