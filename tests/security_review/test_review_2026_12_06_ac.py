@@ -12,7 +12,8 @@ Findings (fail on 2d5d657, pass after the fixes):
    ``toolhub_tooldefinition``... failed (``relation "toolhub_governanceversion" does not exist``), on SQLite the
    rebuild of ``approvals_approvalrule`` failed (``error in trigger toolhub_gov_approvals_approvalrule_insert``),
    so ``migrate toolhub 0001`` / ``zero`` (and ``auth``/``contenttypes`` 0001) could not finish; now 0008's
-   reverse drops the triggers (and on PostgreSQL their functions and sequence) before the table.
+   reverse drops the triggers (and on PostgreSQL their functions) before the table; the stamp sequence stays
+   (review ai: stamps never repeat).
 
 Checked and holds:
 - on PostgreSQL and SQLite, from head, each app (admin, agents_app, approvals, authtoken, axes, demo,

@@ -7,14 +7,15 @@ def drop_governance_triggers(apps, schema_editor):  # type: ignore[no-untyped-de
     """Going back, drop the triggers that stamp this table (``toolhub.governance``) before the table goes.
 
     ``migrate`` installs them on tables of several apps (auth's, approvals'); left behind, every write to those
-    tables would fail on the missing table (PostgreSQL), and SQLite would refuse to rebuild them.
+    tables would fail on the missing table (PostgreSQL), and SQLite would refuse to rebuild them. The stamp
+    sequence stays: migrating forward again, stamps go on from where they were, so a process that cached its
+    governance under a stamp never takes a later, different change's stamp for it.
     """
     connection = schema_editor.connection
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("DROP FUNCTION IF EXISTS toolhub_governance_bump() CASCADE")  # and its triggers
             cursor.execute("DROP FUNCTION IF EXISTS toolhub_governance_stamp_after(bigint)")
-            cursor.execute("DROP SEQUENCE IF EXISTS toolhub_governance_stamp")
         elif connection.vendor == "sqlite":
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'toolhub\\_gov\\_%' ESCAPE '\\'")
             for (name,) in cursor.fetchall():
