@@ -35,7 +35,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -45,10 +44,9 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from tests.audit.test_console import member
-from toolhub.audit import audit_append
+from tests.security_review.trail_exports import acme_trail, export, public_key
 from toolhub.audit_file_verify import main as verify_main
 from toolhub.checkpoint_signature_core import hmac_hex
-from toolhub.models import Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -66,28 +64,13 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def trail(db: None) -> None:
-    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
-    for number in range(3):
-        audit_append(
-            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
-        )
-
-
-def export(tmp_path: Path, name: str = "out.jsonl") -> Path:
-    target = tmp_path / name
-    call_command("audit_export", "--tenant", "acme", "-o", str(target), stdout=io.StringIO())
-    return target
+    acme_trail(3)
 
 
 def public_key_output() -> str:
     out = io.StringIO()
     call_command("audit_public_key", stdout=out)
     return out.getvalue()
-
-
-def public_key() -> str:
-    """The base64 key: the one line of ``audit_public_key``'s output that is not a comment."""
-    return next(line for line in public_key_output().splitlines() if line and not line.startswith("#"))
 
 
 def rewrite(path: Path, target: Path, change) -> Path:  # type: ignore[no-untyped-def]

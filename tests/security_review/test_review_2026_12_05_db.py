@@ -31,15 +31,12 @@ tenant's auditors never get a deleted tenant's trail and verification never mixe
 below 1, from after to, a range past the head (an empty, signed file), since not before until are refused or empty.
 """
 
-import io
 import json
-import uuid
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
-from toolhub.audit import audit_append
+from tests.security_review.trail_exports import acme_trail, export, public_key
 from toolhub.audit_file_verify import main as verify_main
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text
 from toolhub.models import Tenant
@@ -55,23 +52,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture
 def trail(db: None) -> None:
-    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
-    for number in range(6):
-        audit_append(
-            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
-        )
-
-
-def export(tmp_path: Path, *args: str, name: str = "out.jsonl") -> Path:
-    target = tmp_path / name
-    call_command("audit_export", "--tenant", "acme", "-o", str(target), *args, stdout=io.StringIO())
-    return target
-
-
-def public_key() -> str:
-    out = io.StringIO()
-    call_command("audit_public_key", stdout=out)
-    return next(line for line in out.getvalue().splitlines() if line and not line.startswith("#"))
+    acme_trail(6)
 
 
 def verified(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

@@ -24,21 +24,17 @@ Noted: ``header_signature_problem`` now returns a ``TrailProblem`` (text and kin
 ``key`` hint); the file still fails either way, which is why UNVERIFIABLE is never a pass.
 """
 
-import io
 import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
-from toolhub.audit import audit_append
+from tests.security_review.trail_exports import acme_trail, export, public_key
 from toolhub.audit_file_verify import main as verify_main
 from toolhub.checkpoint_signature_core import export_header_text, hmac_hex
-from toolhub.models import Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -48,23 +44,7 @@ KEY = "review-aj-key"
 @pytest.fixture
 def trail(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLHUB_AUDIT_KEY", KEY)
-    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
-    for number in range(4):
-        audit_append(
-            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
-        )
-
-
-def export(tmp_path: Path, *options: str, name: str = "out.jsonl") -> Path:
-    target = tmp_path / name
-    call_command("audit_export", "--tenant", "acme", "-o", str(target), *options, stdout=io.StringIO())
-    return target
-
-
-def public_key() -> str:
-    out = io.StringIO()
-    call_command("audit_public_key", stdout=out)
-    return next(line for line in out.getvalue().splitlines() if line and not line.startswith("#"))
+    acme_trail(4)
 
 
 def rewrite(path: Path, name: str, header_change=None, line_change=None) -> Path:  # type: ignore[no-untyped-def]

@@ -35,41 +35,21 @@ be rewritten consistently under a valid signature; review db chose this and test
 ``--public-key`` (as an HMAC-only header is) is a policy call left to the lead.
 """
 
-import io
 import itertools
 import json
 import tracemalloc
-import uuid
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
-from toolhub.audit import audit_append
+from tests.security_review.trail_exports import acme_trail, export, public_key
 from toolhub.audit_file_verify import main as verify_main
-from toolhub.models import Tenant
 
 
 @pytest.fixture
 def trail(db: None, audit_key: str) -> None:
     """acme's events in one chain, each with a call id and no run id (``run_id`` null)."""
-    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
-    for number in range(3):
-        audit_append(
-            event_type="call.requested", actor="a", data={"n": number}, call_id=uuid.UUID(int=1), tenant="acme"
-        )
-
-
-def export(tmp_path: Path, name: str = "out.jsonl") -> Path:
-    target = tmp_path / name
-    call_command("audit_export", "--tenant", "acme", "-o", str(target), stdout=io.StringIO())
-    return target
-
-
-def public_key() -> str:
-    out = io.StringIO()
-    call_command("audit_public_key", stdout=out)
-    return next(line for line in out.getvalue().splitlines() if line and not line.startswith("#"))
+    acme_trail(3)
 
 
 def verified(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
