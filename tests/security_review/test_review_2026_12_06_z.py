@@ -104,14 +104,7 @@ def test_who_retried_a_rejected_compensation_does_not_approve_it_alone(
     compensation = Compensation.objects.get(saga__key="inv-z1")
     assert compensation.status == CompensationStatus.FAILED
 
-    saga = Saga.objects.get(key="inv-z1")
-    admin = Client()
-    admin.force_login(c)
-    with django_capture_on_commit_callbacks(execute=True):
-        retried = admin.post(
-            reverse("admin:sagas_saga_retry", args=[saga.pk]), {"marks": seen_digest(retry_marks(saga))}
-        )
-    assert retried.status_code == 302, retried.content
+    _retry_on_the_saga_page("inv-z1", c, capture=django_capture_on_commit_callbacks)
     assert Compensation.objects.get(pk=compensation.pk).status == CompensationStatus.RUNNING
     second = _held_request()
     assert second.pk != first.pk
@@ -147,17 +140,22 @@ def test_who_chose_to_compensate_a_held_step_does_not_approve_it_alone(
     compensation = Compensation.objects.get(saga__key="inv-z2")
     assert compensation.status == CompensationStatus.HELD
 
-    saga = Saga.objects.get(key="inv-z2")
-    admin = Client()
-    admin.force_login(c)
-    with django_capture_on_commit_callbacks(execute=True):
-        chosen = admin.post(
-            reverse("admin:sagas_saga_retry", args=[saga.pk]), {"marks": seen_digest(retry_marks(saga))}
-        )
-    assert chosen.status_code == 302, chosen.content
+    _retry_on_the_saga_page("inv-z2", c, capture=django_capture_on_commit_callbacks)
     _only_others_decide(_held_request(), askers=(a, c), other=d, capture=django_capture_on_commit_callbacks)
     compensation.refresh_from_db()
     assert compensation.status == CompensationStatus.SUCCEEDED
+
+
+def _retry_on_the_saga_page(key: str, operator: User, *, capture: Any) -> None:
+    """``operator`` presses the saga's *Retry* (the console's one way to retry or compensate a held step)."""
+    saga = Saga.objects.get(key=key)
+    admin = Client()
+    admin.force_login(operator)
+    with capture(execute=True):
+        answer = admin.post(
+            reverse("admin:sagas_saga_retry", args=[saga.pk]), {"marks": seen_digest(retry_marks(saga))}
+        )
+    assert answer.status_code == 302, answer.content
 
 
 def _only_others_decide(request: ApprovalRequest, *, askers: tuple[User, ...], other: User, capture: Any) -> None:
