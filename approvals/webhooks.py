@@ -10,7 +10,7 @@ second short transaction. A worker that dies in between leaves the delivery due 
 
 Each connection goes only to an address ``TOOLHUB["OUTBOUND_ALLOWED_NETWORKS"]`` allows
 (``toolhub.outbound_addresses``): a webhook at a private address fails its attempts with the refusal as their error
-until that setting lists it.
+until that setting lists it. Only http and https URLs are opened (no FTP, file or data handler).
 
 A redirect is not followed (``urllib`` would turn the POST into a GET to wherever ``Location`` points, any host):
 it fails the attempt, as Standard Webhooks senders do. An attempt's error is shown to each tenant's staff with its
@@ -249,7 +249,28 @@ class _HTTPSHandler(_Watched, urllib.request.HTTPSHandler):
     pass
 
 
-_opener = urllib.request.build_opener(_NoRedirects, _HTTPHandler, _HTTPSHandler)
+def _http_only_opener() -> urllib.request.OpenerDirector:
+    """An opener for HTTP(S) alone: ``build_opener`` adds FTP, file and data handlers too.
+
+    ``ftplib`` connects by itself, around the guarded ``create_connection``: an ``ftp://`` webhook URL would open a
+    connection to any address, the broker's included, and a ``file://`` one read a local file as the receiver's
+    answer. Here any scheme but http and https fails the attempt as an unknown URL type.
+    """
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),  # the environment's proxies, as build_opener has them
+        urllib.request.UnknownHandler(),
+        _HTTPHandler(),
+        _HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        _NoRedirects(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+_opener = _http_only_opener()
 
 
 def _open(request: urllib.request.Request, *, timeout: float) -> Any:

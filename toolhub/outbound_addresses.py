@@ -53,16 +53,21 @@ def address_refused(address: str) -> str | None:
     allowed = toolhub_settings().OUTBOUND_ALLOWED_NETWORKS
     if any(ip in ipaddress.ip_network(network, strict=False) for network in allowed):
         return None
-    if ip.is_global and not ip.is_multicast and not any(ip in network for network in _NOT_GLOBAL):
+    if ip.is_global and not (ip.is_multicast or ip.is_reserved) and not any(ip in network for network in _NOT_GLOBAL):
         return None
     return "not a public address (loopback, private, link-local, multicast or reserved)"
 
 
-#: Blocks not globally reachable that Python 3.11's ``is_global`` still counts as global: local-use NAT64 (RFC 8215;
-#: through a site's translator ``64:ff9b:1::a9fe:a9fe`` is 169.254.169.254, at a prefix length the site chose, so
-#: no IPv4 address can be read out of it), the deprecated site-local block, IPv6 documentation (RFC 9637) and SRv6
-#: segment ids (RFC 9602). A network listed in ``OUTBOUND_ALLOWED_NETWORKS`` is still allowed.
-_NOT_GLOBAL = tuple(ipaddress.ip_network(block) for block in ("64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16"))
+#: Blocks not globally reachable that Python 3.11's ``is_global`` still counts as global: the IETF protocol block
+#: ``192.0.0.0/24`` (3.11.7 refuses only its ``/29`` and ``.170/31``; ``192.0.0.192`` is Oracle Cloud's metadata
+#: service), local-use NAT64 (RFC 8215; through a site's translator ``64:ff9b:1::a9fe:a9fe`` is 169.254.169.254, at a
+#: prefix length the site chose, so no IPv4 address can be read out of it), the deprecated site-local block, IPv6
+#: documentation (RFC 9637) and SRv6 segment ids (RFC 9602). Reserved IPv6 space (``::/8``, ``100::/8``...; among it
+#: the IPv4-translated ``::ffff:0:a.b.c.d``, which a site's SIIT translator maps to any IPv4 address) is refused as
+#: ``is_reserved``. A network listed in ``OUTBOUND_ALLOWED_NETWORKS`` is still allowed.
+_NOT_GLOBAL = tuple(
+    ipaddress.ip_network(block) for block in ("192.0.0.0/24", "64:ff9b:1::/48", "fec0::/10", "3fff::/20", "5f00::/16")
+)
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _COMPATIBLE = ipaddress.ip_network("::/96")
