@@ -21,7 +21,7 @@ import logging
 import socket
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
@@ -115,13 +115,16 @@ def _checked(host: str, addresses: list[str]) -> list[str]:
 def outbound_url_problem(url: str) -> str | None:
     """What is wrong with ``url`` as a destination, checked when it is saved; ``None`` when nothing is.
 
-    A name that does not resolve now is let through (it is checked again on every connection).
+    A name that does not resolve now is let through (it is checked again on every connection). The host is
+    percent-decoded as the client decodes it: an IPv6 zone id is written ``%25`` in a URL (``[fe80::1%25eth0]``),
+    and only its decoded form (``fe80::1%eth0``) resolves, to the link-local address it is.
     """
     if not url:
         return None
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        host = unquote(host) if host else host
     except ValueError:
         return None  # the field's own URL validation says what is wrong
     if not host:

@@ -12,7 +12,12 @@ Findings (each test fails on 819d82f, passes after the fix):
 3. The webhook's ``urllib`` opener kept ``build_opener``'s default FTP handler (and the file and data ones): a
    ``TOOLHUB["WEBHOOK_URL"]`` of ``ftp://127.0.0.1:6379/...`` opened a TCP connection to the broker with no check at
    all (``ftplib`` connects by itself, not through the guarded ``create_connection``). The opener now holds only the
-   handlers a POST over HTTP(S) needs; any other scheme fails the attempt as an unknown URL type.
+   handlers a POST over HTTP(S) needs; any other scheme fails the attempt as an unknown URL type (a ``file://`` URL
+   crashed the delivery with a ``TypeError`` before).
+4. The save-time check resolved ``urlsplit``'s host still percent-encoded: ``http://[fe80::1%25lo]/`` (a link-local
+   address with its zone id, as a URL writes it) resolved to nothing and was saved without a word, while the client
+   connects to the decoded ``fe80::1%lo`` (refused there). ``outbound_url_problem`` now decodes the host as the
+   client does.
 
 Checked and holds (production policy, ``OUTBOUND_ALLOWED_NETWORKS = []``):
 - every outbound connection that takes a configured URL goes through the guard: the model client
@@ -31,7 +36,11 @@ Checked and holds (production policy, ``OUTBOUND_ALLOWED_NETWORKS = []``):
   is inside ``2001::/23``, which 3.11.7 counts private, so it is refused;
 - environment proxies: a proxied connection goes to the proxy (documented: the proxy polices it), a ``NO_PROXY``
   destination goes through the guarded direct transport (review q), urllib's tunnel and plain proxy both detected;
-- the allow list: an entry that is not a network fails startup naming the key (review h);
+- the allow list: a string instead of a list, ``None``, an int, ``/33``, a leading space or a comma-joined entry
+  each fail startup with ``ImproperlyConfigured`` naming the key and the entry;
+- ``http://a@127.0.0.1``, ``http://example.com\\@127.0.0.1``, ``0x7f.1``, ``127.1``, ``LOCALHOST`` are refused at
+  save as at connect; ``127.0.0.1.``, ``localhost.``, ``%31%32%37.0.0.1`` resolve to nothing for save and client alike;
+  ``example.com#@127.0.0.1`` and ``127.0.0.1%2f@example.com`` name ``example.com`` for both parsers;
 - saves without ``clean``: model providers and remote MCP servers are written only through the admin (ModelForm,
   ``full_clean``; neither has ``list_editable``), the demo loader and the suite; no REST endpoint or management
   command writes them, and the connect-time check covers any row written another way.
@@ -42,11 +51,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import openai
 import pytest
 
+from agents_app.models_adapters.openai_chat import provider_client
 from approvals.models import WebhookDelivery
 from approvals.webhooks import webhook_deliver, webhook_enqueue
-from toolhub.outbound_addresses import address_refused, outbound_url_problem
+from toolhub.outbound_addresses import address_refused, outbound_refusal, outbound_url_problem
 
 
 @pytest.fixture
@@ -137,3 +148,19 @@ def test_a_file_webhook_url_reads_nothing(production_policy: None, settings: Any
     assert delivery is not None
     assert webhook_deliver(delivery_id=delivery.pk, timeout=2) is False
     assert "unknown url type" in WebhookDelivery.objects.get(pk=delivery.pk).last_error.lower()
+
+
+@pytest.mark.parametrize("url", ["http://[fe80::1%25lo]:8000/v1", "http://[fe80::a9fe:a9fe%25lo]/"])
+def test_a_link_local_address_with_a_zone_id_is_refused_when_saved(production_policy: None, url: str) -> None:
+    """Found: the save-time check resolved ``urlsplit``'s host still percent-encoded (``fe80::1%25lo``), which
+    resolves to nothing, so the link-local URL was saved without a word; the client connects with the zone decoded
+    (``fe80::1%lo``, as httpx2 parses it), which the connect-time check refuses. Expect: a field error at save."""
+    assert outbound_url_problem(url) is not None
+
+
+def test_a_link_local_address_with_a_zone_id_is_refused_at_connect(production_policy: None) -> None:
+    """Found: nothing (holds). Expect: the model client refuses ``[fe80::1%25lo]`` before connecting."""
+    client = provider_client(base_url="http://[fe80::1%25lo]:8000/v1", api_key="", timeout=2, max_bytes=1_000)
+    with pytest.raises(openai.APIConnectionError) as raised:
+        client.models.list()
+    assert outbound_refusal(raised.value) is not None
