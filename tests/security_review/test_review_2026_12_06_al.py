@@ -4,7 +4,8 @@ Findings (each test fails on 819d82f, passes after the fix):
 
 1. Python 3.11.7 (the version toolhub runs on) counts the IETF protocol block ``192.0.0.0/24`` as global except
    ``192.0.0.0/29`` and ``192.0.0.170/31``: ``192.0.0.192``, Oracle Cloud's instance metadata address, was allowed
-   at save and at connect. The block is now refused (``_NOT_GLOBAL``), as IANA's registry and later Pythons say.
+   at save and at connect. The block is now refused (``_NOT_GLOBAL``): IANA lists it as not globally reachable,
+   but for two anycast addresses (``.9`` PCP, ``.10`` TURN), refused too: no model or MCP endpoint lives there.
 2. IPv6 addresses Python calls reserved (``::/8`` beyond the forms handled, ``100::/8``, ``200::/7``...) were allowed
    although the README says reserved addresses are refused: among them the IPv4-translated form
    ``::ffff:0:a.b.c.d`` (RFC 2765 SIIT), which a site's translator maps to any IPv4 address, ``127.0.0.1`` and
@@ -44,6 +45,10 @@ Checked and holds (production policy, ``OUTBOUND_ALLOWED_NETWORKS = []``):
 - saves without ``clean``: model providers and remote MCP servers are written only through the admin (ModelForm,
   ``full_clean``; neither has ``list_editable``), the demo loader and the suite; no REST endpoint or management
   command writes them, and the connect-time check covers any row written another way.
+
+Not fixed (outside what an address check can know): a connection through an environment proxy is the proxy's to
+police (README); the host's own public addresses, and an ISATAP interface configured on a worker, are not visible in
+the address; the built-in shell tool is governed by ``SHELL_COMMANDS`` and approvals, not by this guard.
 """
 
 import socket
