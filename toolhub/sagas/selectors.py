@@ -3,7 +3,7 @@
 import uuid
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q, QuerySet
+from django.db.models import F, IntegerField, Q, QuerySet, Value
 
 from toolhub.audit_hash import canonical_json
 from toolhub.models import AuditEvent, CallKind, ToolCall
@@ -180,13 +180,29 @@ def compensation_askers(call: ToolCall) -> list[int]:
     from deciding it, so no retry lets one person both ask for and approve it. The rollback keeps who asked as a user
     (``Rollback.asked_by``), not as the name its ``requested_by`` text gives: a compensation's approval may be asked
     for long after (each waits for the newer ones), when that name is someone else's; each retrier is kept on the
-    compensation (``Compensation.retried_by``). An automatic rollback (a failed step, an agent) and the sweeper's
-    retries add nobody.
+    compensation (``Compensation.retried_by``). A step still running when a rollback is asked is compensated once it
+    succeeds, filed under the newest rollback by then (``plan_compensation``'s ``late_for``): every rollback asked
+    between the step's start and that planning asked for it too, so each one's person is barred as well. An
+    automatic rollback (a failed step, an agent) and the sweeper's retries add nobody.
     """
     step_id = (call.context or {}).get("compensates")
     if call.kind != CallKind.COMPENSATION or not step_id:
         return []
-    rows = Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant).values_list(
-        "rollback__asked_by", "retried_by"
-    )  # one row per retrier (one with none): one query
+    own = (
+        Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant)
+        .order_by()
+        .values_list("rollback__asked_by", "retried_by")
+    )  # one row per retrier (one with none)
+    while_it_ran = (
+        Rollback.objects.filter(
+            saga__compensations__step_call_id=step_id,
+            saga__tenant=call.tenant,
+            requested_at__gt=F("saga__compensations__step_call__created_at"),
+            requested_at__lte=F("saga__compensations__created_at"),
+            asked_by__isnull=False,
+        )
+        .order_by()
+        .values_list("asked_by", Value(None, output_field=IntegerField()))
+    )
+    rows = own.union(while_it_ran, all=True)  # one query
     return list(dict.fromkeys(pk for row in rows for pk in row if pk is not None))
