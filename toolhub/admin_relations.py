@@ -5,6 +5,7 @@ withheld wherever a tenant-scoped page names one of its rows; any other related 
 link, when the viewer may not open its page (:class:`OpenableLinksOnly`).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
@@ -14,7 +15,14 @@ from django.utils.text import capfirst
 
 from toolhub.tenancy import tenant_scope
 
-__all__ = ["OpenableLinksOnly", "SharedInPart", "ShownRelatedOnlyFieldListFilter", "ShownRelation", "swapped_fieldsets"]
+__all__ = [
+    "OpenableLinksOnly",
+    "SharedInPart",
+    "ShownRelatedOnlyFieldListFilter",
+    "ShownRelation",
+    "swapped_fieldsets",
+    "withheld_namer",
+]
 
 
 class SharedInPart:
@@ -43,6 +51,23 @@ class SharedInPart:
     def withheld_label(self) -> str:
         """What a page shows for a row the user may not see: its kind, never its name."""
         return f"a {self.model._meta.verbose_name} of another tenant"  # type: ignore[attr-defined]
+
+
+def withheld_namer(site: Any, request: HttpRequest) -> Callable[[Any], str | None]:
+    """What ``request``'s viewer reads for a row: a :class:`SharedInPart` row they may not see, by its kind only.
+
+    Bound for each admin page (``toolhub.withheld_names``), so a name composed from the row's (a grant's) withholds
+    it as the page's columns do.
+    """
+
+    def name(row: Any) -> str | None:
+        shared = site._registry.get(row._meta.model)
+        if not isinstance(shared, SharedInPart) or row.pk is None or not request.user.is_authenticated:
+            return None
+        shown = shared.shown_pks(request)
+        return None if shown is None or row.pk in shown else shared.withheld_label()
+
+    return name
 
 
 class ShownRelation:

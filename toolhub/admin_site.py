@@ -14,6 +14,7 @@ is locked, the page itself (a GET) answers with that lockout page too, rather th
 """
 
 from collections.abc import Callable
+from functools import wraps
 from typing import Any, TypeVar, cast
 
 from django.contrib.admin import AdminSite, ModelAdmin
@@ -23,14 +24,17 @@ from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponseBase
+from django.template.response import SimpleTemplateResponse
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 
 from toolhub.admin_actions import rows_checked
 from toolhub.admin_drawn import drawn_view
+from toolhub.admin_relations import withheld_namer
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_recorded, governance_tenants
 from toolhub.login_guard import authenticate_serialized, lockout_response, password_locked, password_verify
+from toolhub.withheld_names import names_withheld
 
 __all__ = ["GuardedAuthenticationForm", "GuardedPasswordChangeForm", "ToolhubAdminSite"]
 
@@ -102,7 +106,23 @@ class ToolhubAdminSite(AdminSite):
         owner = getattr(view, "__self__", None)
         if isinstance(owner, ModelAdmin) and getattr(view, "__name__", "") == "changelist_view":
             view = cast(_View, rows_checked(owner, view))
-        return super().admin_view(cast(_View, drawn_view(view)), cacheable)
+        return super().admin_view(cast(_View, self._viewer_named(drawn_view(view))), cacheable)
+
+    def _viewer_named(self, view: _View) -> _View:
+        """``view``, a shared row its viewer may not see named by its kind (``toolhub.withheld_names``).
+
+        The page is rendered while the viewer is bound: its titles and lists draw names when rendered.
+        """
+
+        @wraps(view)
+        def named(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            with names_withheld(withheld_namer(self, request)):
+                response = view(request, *args, **kwargs)
+                if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
+                    response.render()
+            return response
+
+        return cast(_View, named)
 
     def password_change(  # type: ignore[override]  # the stubs say TemplateResponse; a success is a redirect
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from toolhub.models.tenants import Tenant, refuse_identity_change
+from toolhub.withheld_names import withheld_name
 
 
 class GovernanceVersion(models.Model):
@@ -92,7 +93,8 @@ class ToolGroup(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return self.name
+        # An admin page names a group its viewer may not see as its columns do (``toolhub.withheld_names``).
+        return withheld_name(self) or self.name
 
     def clean(self) -> None:
         """A mistyped approver permission would leave nobody able to decide: refuse one that does not exist."""
