@@ -15,7 +15,8 @@ tool groups, approval request, saga, run and Django admin history entries in the
 relation of every registered model (403 or this tenant's rows only); acme's change, history and delete pages
 (answered as missing); list filter choices (only values among the rows shown); add forms (only this tenant's
 choices); no model provider, remote server or credential variable name of acme anywhere; no server error.
-Platform staff still read the group's name.
+A grant or rule naming a group withheld from the viewer is read-only to them, deletion included (403). Platform
+staff still read the group's name.
 """
 
 import pytest
@@ -64,6 +65,10 @@ def test_a_grant_names_no_tool_group_of_another_tenant(
     for name, body in _pages(client, grant).items():
         assert acme_only_group.name not in body, name
         assert f"allow group {WITHHELD} to globex" in body, name
+    # Holds: one of globex's own naming the group (open to globex when granted) is read-only to them, deletion too.
+    own = Grant.objects.create(tool_group=acme_only_group, tenant=other_tenant, effect="deny")
+    assert client.post(reverse("admin:toolhub_grant_delete", args=[own.pk]), {"post": "yes"}).status_code == 403
+    assert Grant.objects.filter(pk=own.pk).exists()
 
 
 def test_a_tenants_staff_with_every_permission_reads_no_group_name(
