@@ -12,14 +12,19 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 django_application = get_asgi_application()
 
+from toolhub.asgi_body import bounded_body  # noqa: E402 - needs Django set up first
 from toolhub.mcp_server import mcp_asgi_app  # noqa: E402 - needs Django set up first
 
 MCP_PATH = "/mcp"
 
 
 def build_application() -> Any:
-    """Django for everything but ``/mcp`` and the lifespan, which go to a new MCP app (one per server run)."""
+    """Django for everything but ``/mcp`` and the lifespan, which go to a new MCP app (one per server run).
+
+    Django gets bodies bounded before it reads them (``toolhub.asgi_body``); the MCP app bounds its own.
+    """
     mcp_application = mcp_asgi_app(MCP_PATH)
+    bounded_django = bounded_body(django_application)
 
     async def application(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -27,7 +32,7 @@ def build_application() -> Any:
         elif scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
             await mcp_application({**scope, "path": MCP_PATH}, receive, send)
         else:
-            await django_application(scope, receive, send)
+            await bounded_django(scope, receive, send)
 
     return application
 

@@ -199,11 +199,16 @@ class _GuardedBackend:
 
 
 class _AsyncGuardedBackend(_GuardedBackend):
-    """``_GuardedBackend`` for an async pool; the name is resolved off the event loop."""
+    """``_GuardedBackend`` for an async pool; the name is resolved off the event loop.
+
+    The resolving thread is abandoned when the connection's wait is cancelled (a use's ``fail_after``): a resolver
+    that hangs (a dead name server, tried again and again) would otherwise hold the caller past its deadline.
+    """
 
     async def connect_tcp(self, host: str, port: int, **kwargs: Any) -> Any:  # type: ignore[override]
         with _as_connect_error():
-            addresses = _checked(host, await anyio.to_thread.run_sync(_resolved, host, port))
+            resolved = await anyio.to_thread.run_sync(_resolved, host, port, abandon_on_cancel=True)
+            addresses = _checked(host, resolved)
         error: Exception | None = None
         for ip in addresses:
             try:
