@@ -177,8 +177,9 @@ class ToolhubSettings(BaseModel):
     CLIENT_CONTEXT_KEYS: list[str] = ["correlation_id", "trace_id", "conversation_id", "locale", "timezone"]
     # Longest ``?wait=`` a client may ask of POST/GET /api/v1/calls/ (seconds); longer asks are cut to it.
     CALL_WAIT_MAX_SECONDS: Seconds = 30
-    # ``?wait=`` requests one user may hold at once (each holds a web worker and a database connection); past it a
-    # request answers at once with the call as it is (toolhub.api.wait_slots).
+    # Waits for a call one user may hold at once, ``?wait=`` requests (each holds a web worker and a database
+    # connection) and MCP's (``toolhub_call_status``, a followed ``tools/call``) together; past it a wait answers at
+    # once with the call as it is (toolhub.api.wait_slots).
     CALL_WAITS_PER_USER: Positive = 2
     # Seconds an MCP ``tools/call`` follows a queued or running call (sending progress) before it answers
     # with the call id to poll; a call waiting for approval answers at once.

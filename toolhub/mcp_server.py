@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolhub.api.throttling import user_throttle_wait
+from toolhub.api.wait_slots import wait_slot_async
 from toolhub.conf import toolhub_settings
 from toolhub.direct import DirectCallError, caller_principal, direct_call_request
 from toolhub.disclosure.visibility import is_navigation
@@ -201,7 +202,10 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
         raise outcome
     call = outcome
     if call.status in (CallStatus.QUEUED, CallStatus.RUNNING):
-        await follower.until_settled(toolhub_settings().MCP_CALL_WAIT_SECONDS)
+        # Followed in one of the user's wait slots (``toolhub.api.wait_slots``); past the cap, answered as it is.
+        async with wait_slot_async(request_user(ctx).pk) as free:
+            if free:
+                await follower.until_settled(toolhub_settings().MCP_CALL_WAIT_SECONDS)
         call = await in_thread(ToolCall.objects.get)(pk=call.pk)
     return await in_thread(call_result)(call)
 

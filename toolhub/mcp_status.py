@@ -11,6 +11,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
+from toolhub.api.wait_slots import wait_slot_async
 from toolhub.caller_view import CallerView
 from toolhub.direct import WAITING_STATUSES, call_approval_id, call_status_of, call_wait_async
 from toolhub.mcp_caller import in_thread, request_user
@@ -128,5 +129,8 @@ async def status_tool(ctx: ServerRequestContext[Any, Any], arguments: Mapping[st
         return target
     call, wait = target
     if wait:
-        await call_wait_async(call_id=call.pk, status=call.status, seconds=wait, read=in_thread(call_status_of))
+        # One of the user's wait slots, shared with ``?wait=``: past the cap, the call as it is now.
+        async with wait_slot_async(request_user(ctx).pk) as free:
+            if free:
+                await call_wait_async(call_id=call.pk, status=call.status, seconds=wait, read=in_thread(call_status_of))
     return await in_thread(_status_answer)(ctx, call)

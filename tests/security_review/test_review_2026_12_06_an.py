@@ -3,16 +3,22 @@
 Findings:
 - A remote MCP server's name resolved past the use's deadline: the guarded async backend resolved it on a thread
   that a cancel could not leave (anyio's ``run_sync`` waits for its thread), so a hanging resolver held the admin's
-  "Sync tools" request (a web worker) or the call's worker for as long as it hung, whatever the server's timeout.
+  "Fetch the tools they offer now" request (a web worker) or the call's worker for as long as it hung, whatever
+  the server's timeout.
 - Under ASGI (uvicorn, the way ``/mcp`` is served) Django read a request's whole body, spooled to disk, before any
   middleware ran: the ``DATA_UPLOAD_MAX_MEMORY_SIZE`` check on ``Content-Length`` came after every byte was read,
   and a chunked body (no length) was never bounded at all. Anyone, unauthenticated, could make a worker read and
   store gigabytes. (WSGI reads only the declared length; the SDK bounds ``/mcp`` itself at 4 MiB.)
+- MCP's waits (``toolhub_call_status`` with ``wait``, a ``tools/call`` following a queued call) took none of the
+  user's ``CALL_WAITS_PER_USER`` slots: one user could keep hundreds open, each polling through the few threads every
+  MCP request shares (authentication too). They now take the ``?wait=`` slots, given back on a cancel too.
 
 What holds:
 - ``?wait=`` slots: per user (a second token is the same user), released in ``finally`` (an exception in the wait
-  frees it); a wait past the cap answers at once. MCP's waits (``tools/call`` following a queued call,
-  ``toolhub_call_status``) sleep in the event loop and hold a thread only per read: no worker is held per wait.
+  frees it); a wait past the cap answers at once. MCP's waits sleep in the event loop and hold a thread only per
+  read (no worker, no connection held per wait). Only the REST ``?wait=`` follows a call on a web worker.
+- Throttled scopes (runs, decisions, calls) all need authentication (permissions run before throttles), so DRF's
+  ``X-Forwarded-For`` ident is never used for them; the login guard reads it only behind ``TRUSTED_PROXY_COUNT``.
 - The MCP server answers every method but POST with 405 (no standalone GET stream); unexpected errors are
   "Internal server error"; its bodies are bounded by the SDK (``RequestBodyLimitMiddleware``, 4 MiB).
 - A remote MCP server that accepts the connection and never answers is given up at the use's timeout (all of
@@ -23,6 +29,7 @@ What holds:
 """
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -31,9 +38,12 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
+from mcp import Client
 
 import toolhub.outbound_addresses as outbound
-from tests.mcp.conftest import token
+from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - a fixture among them
+from tests.tenancy.conftest import AcmeData
+from toolhub.api.wait_slots import wait_slot
 from toolhub.mcp_client.remote import RemoteServerError, remote_tools
 
 
@@ -123,3 +133,31 @@ def test_asgi_body_within_the_limit_reaches_the_view_whole(globex_user: User) ->
     status, read, answer = _send_body("/api/v1/calls/", [body[:3000], body[3000:]], auth)
     assert (status, read) == (404, len(body)), answer
     assert b"no_such_tool_an" in answer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_mcp_status_wait_past_the_users_wait_cap_answers_at_once(
+    live_asgi: str,  # noqa: F811 - the fixture imported above
+    acme: AcmeData,
+) -> None:
+    """Found: with both of alice's wait slots held (two ``?wait=`` long-polls), ``toolhub_call_status`` with
+    ``wait: 3`` still waited its 3 s: MCP's waits were never counted, so one user could keep hundreds open, their
+    reads filling the few threads every MCP request shares. Expect: past the cap it answers at once, as REST does,
+    and the slots it takes are given back."""
+    alice = acme.external_call.user
+    call_id = str(acme.external_call.pk)
+
+    async def status(client: Client) -> tuple[float, str]:
+        started = time.monotonic()
+        result = await client.call_tool("toolhub_call_status", {"call_id": call_id, "wait": 3})
+        return time.monotonic() - started, result.content[0].text  # type: ignore[union-attr]
+
+    with contextlib.ExitStack() as held:
+        assert all(held.enter_context(wait_slot(alice.pk)) for _ in range(2))
+        elapsed, text = with_client(live_asgi, token(alice), status)
+    assert elapsed < 1.5 and call_id in text
+
+    elapsed, _ = with_client(live_asgi, token(alice), status)  # slots free: it waits
+    assert elapsed >= 2.5
+    with wait_slot(alice.pk) as first, wait_slot(alice.pk) as second:
+        assert first and second  # the MCP wait gave its slot back
