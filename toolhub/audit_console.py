@@ -6,12 +6,14 @@ call's own entries unaltered and still in place, in a few index lookups; the who
 ``verify_audit``, whose newest result the index shows with the newest signed checkpoint.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
 
 from toolhub.audit_hash import HASHED_COLUMNS, hash_columns, in_own_chain
+from toolhub.audit_problem import UNVERIFIABLE, TrailProblem
 from toolhub.models import AuditCheckpoint, AuditEvent, AuditVerification
 from toolhub.tenancy import tenant_scope
 
@@ -148,10 +150,10 @@ class ChainStatus:
 
     @property
     def state(self) -> str:
-        """``verified``, ``failed`` or ``never verified``."""
+        """``verified``, ``unverifiable``, ``failed`` (found tampered) or ``never verified``."""
         if self.verification is None:
             return "never verified"
-        return "verified" if self.verification.ok else "failed"
+        return self.verification.state
 
 
 def audit_chain_status(user: Any) -> ChainStatus:
@@ -196,11 +198,18 @@ _SHOWN_TENANTS = 5
 
 
 def audit_verification_record(
-    *, started_at: Any, events_checked: int, problems: list[str], checkpoint_seq: int | None, tenant: str = ""
+    *,
+    started_at: Any,
+    events_checked: int,
+    problems: Sequence[TrailProblem],
+    checkpoint_seq: int | None,
+    tenant: str = "",
 ) -> AuditVerification:
     """Keep the outcome of one ``verify_audit`` run (the first problems only) for the console.
 
-    ``tenant``: the run verified that tenant's chains only (empty: the whole trail).
+    ``tenant``: the run verified that tenant's chains only (empty: the whole trail). A run whose every problem
+    is ``UNVERIFIABLE`` is kept as such, judged on all of them (not the kept few): an auditor reads "unverifiable",
+    not "failed", where nothing was found altered.
     """
     return AuditVerification.objects.create(
         tenant=tenant,
@@ -208,6 +217,7 @@ def audit_verification_record(
         finished_at=timezone.now(),
         events_checked=events_checked,
         ok=not problems,
-        problems="\n".join(problems[:_KEPT_PROBLEMS]),
+        unverifiable=bool(problems) and all(problem.kind == UNVERIFIABLE for problem in problems),
+        problems="\n".join(problem.recorded for problem in problems[:_KEPT_PROBLEMS]),
         checkpoint_seq=checkpoint_seq,
     )

@@ -138,7 +138,7 @@ def audit_trail_verify(
     record = audit_verification_record(
         started_at=started_at,
         events_checked=checked,
-        problems=[problem.recorded for problem in problems],
+        problems=problems,
         checkpoint_seq=checkpoint_seq,
         tenant=tenant or "",
     )
@@ -184,13 +184,13 @@ def _record_each_tenant(
     problems (no chain) go to every tenant. Chains two tenants' slugs share (a hash collision) are left
     to the whole trail's record.
     """
-    shared = [problem.recorded for chain, problem in found if chain is None]
-    chain_problems: dict[int, list[str]] = {}
+    shared = [problem for chain, problem in found if chain is None]
+    chain_problems: dict[int, list[TrailProblem]] = {}
     for chain, problem in found:
         if chain is not None:
-            chain_problems.setdefault(chain, []).append(problem.recorded)
+            chain_problems.setdefault(chain, []).append(problem)
 
-    per_tenant: dict[str, tuple[int, list[str]]] = {}
+    per_tenant: dict[str, tuple[int, list[TrailProblem]]] = {}
     for result in results:
         if (slug := owner(result.chain)) is not None:
             events, problems = per_tenant.get(slug, (0, []))

@@ -235,7 +235,11 @@ def check_governance_references(app_configs: Any = None, databases: Any = None, 
     from toolhub.models import Grant, ToolGroup
 
     related = ("tool_group", "user", "group", "tenant", "agent_tenant")
-    rows = saved_rows(lambda: [*Grant.objects.select_related(*related), *ToolGroup.objects.all()])
+    # By key: a Grant has no ordering, and the check's message (which rows it names, past the bound) must not
+    # change from one run to the next.
+    rows = saved_rows(
+        lambda: [*Grant.objects.select_related(*related).order_by("pk"), *ToolGroup.objects.order_by("pk")]
+    )
     return reference_warnings(
         ((row, row.reference_problems()) for row in rows),
         check_id="toolhub.W006",

@@ -1,5 +1,6 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,8 @@ from toolhub.tools.definition_rules import confusable_key
 from toolhub.tools.registry import registry
 from toolhub.tools.secrets import SecretScrubber
 from toolhub.url_secrets import url_secret_parts
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CredentialHeaders",
@@ -68,9 +71,17 @@ def credential_headers(server: RemoteMcpServer, tenant: str | None) -> Credentia
         return CredentialHeaders()
     value = credential_from_env(credential.credential_env)
     if not value:
+        # The variable's name is for the operators (the log, the credential's admin page), never the model or
+        # the MCP caller: it tells them what the platform's environment holds.
+        logger.error(
+            "remote MCP server %s: the environment variable %s holding tenant %r's credential is unset or refused",
+            server.name,
+            credential.credential_env,
+            credential.tenant,
+        )
         raise ToolError(
             f"The credential for remote MCP server {server.name!r} is not configured where tools run "
-            f"(environment variable {credential.credential_env!r} is unset or refused); the operators must set it. "
+            "(its environment variable is unset or refused; the server log names it); the operators must set it. "
             "Do not retry."
         )
     return CredentialHeaders(

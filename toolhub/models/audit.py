@@ -103,6 +103,11 @@ class AuditVerification(models.Model):
     finished_at = models.DateTimeField()
     events_checked = models.PositiveBigIntegerField()
     ok = models.BooleanField()
+    #: Failed only for what could not be checked (``UNVERIFIABLE``): not proven, but no evidence of tampering.
+    #: False on records kept before the kinds were (they read "failed", as they did).
+    unverifiable = models.BooleanField(
+        default=False, help_text="Failed only because something could not be checked: no problem found was tampering."
+    )
     problems = models.TextField(blank=True, help_text="The first problems found, one a line (bounded).")
     checkpoint_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
@@ -111,5 +116,12 @@ class AuditVerification(models.Model):
         get_latest_by = "finished_at"
         indexes = [models.Index(fields=["tenant", "-finished_at"], name="audit_verification_newest")]
 
+    @property
+    def state(self) -> str:
+        """``verified``, ``unverifiable`` (not proven, nothing found altered) or ``failed`` (found tampered)."""
+        if self.ok:
+            return "verified"
+        return "unverifiable" if self.unverifiable else "failed"
+
     def __str__(self) -> str:
-        return f"verification of {self.finished_at:%Y-%m-%d %H:%M}: {'ok' if self.ok else 'FAILED'}"
+        return f"verification of {self.finished_at:%Y-%m-%d %H:%M}: {self.state}"
