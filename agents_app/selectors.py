@@ -42,6 +42,8 @@ def runs_to_wake(*, idle_since: datetime, limit: int = 500) -> list[uuid.UUID]:
     Only such runs, oldest first: a backlog of runs that cannot go on never fills the batch, and every run
     that can is reached within a bounded number of sweeps.
     """
+    # Read through ``toolcall_open_of_turn`` (its condition is this one): with many idle runs, PostgreSQL plans this
+    # NOT EXISTS as a hash anti join over every open call, and that index holds those only.
     open_calls = ToolCall.objects.filter(run_id=OuterRef("id"), turn=OuterRef("turn"), kind=CallKind.CALL).exclude(
         status__in=list(SETTLED_STATUSES)
     )

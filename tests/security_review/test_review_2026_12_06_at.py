@@ -12,6 +12,12 @@ Findings:
 3. ``toolhub.W006`` read grants in no order (``Grant`` has no ``Meta.ordering``): on PostgreSQL a grant updated
    since moved to the end of the heap, so the message named rows in another order (and, past the bound of 25,
    other rows) from one run to the next. Grants and groups are now read by key.
+4. ``runs_to_wake``'s "a call of the turn still open" (review n's "found and not fixed"): with a thousand idle
+   compensating runs, a hash anti join over a seq scan of every call ever (50 000 rows, each 60 s). A partial index
+   of the open calls (``toolcall_open_of_turn``: ``run_id, turn`` where ``kind = 'call'`` and the status is not
+   settled, the selector's own condition) is what that anti join now reads; the query is unchanged, so the live
+   runs are still read through ``agentrun_to_wake`` (or the status index) and review d's 100 000-row plan holds.
+   Its cost: one more index entry per insert or update of a call while it is open (the settled ones are not in it).
 
 Checked and found holding:
 
@@ -28,14 +34,19 @@ Checked and found holding:
 """
 
 import logging
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
+from agents_app.selectors import runs_to_wake
 from tests.audit.conftest import append_events, owner_tampering
+from tests.security_review.query_plans import explained, seq_scans
+from tests.security_review.test_review_2026_12_06_n import rolled_back_runs  # noqa: F401 (a fixture)
 from toolhub.checkpoints import audit_checkpoint_create
 from toolhub.exceptions import ToolError
 from toolhub.models import AuditEvent, AuditVerification, Grant
@@ -114,3 +125,15 @@ def test_w006_names_the_same_rows_in_the_same_order_after_an_update() -> None:
     named = [message.obj for message in check_governance_references(databases=["default"]) if message.obj]
 
     assert named == [f"Grant {str(grant)!r}" for grant in grants[:MAX_REFERENCE_WARNINGS]]
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("rolled_back_runs")
+def test_runs_to_wake_reads_the_open_calls_through_an_index() -> None:
+    """Found: with a thousand idle compensating runs, "a call of the turn still open" was a hash anti join over a
+    seq scan of every call ever (50 000 rows), each 60 s.
+    Expect: the same runs (none here), the open calls read through an index, the live runs through theirs."""
+    assert runs_to_wake(idle_since=timezone.now()) == []
+    [(_, plan)] = explained(lambda: runs_to_wake(idle_since=timezone.now()))
+    assert not seq_scans(plan) and "toolcall_open_of_turn" in plan, plan
+    assert re.search(r"(Index Scan using|Bitmap Index Scan on) (agentrun_to_wake|agents_app_agentrun_status_\w+)", plan)

@@ -150,6 +150,15 @@ class ToolCall(models.Model):
         # tool_name lookups by their first column, and no column is searched by prefix (no _like twins).
         indexes = [
             models.Index(fields=["run_id", "turn", "position"], name="toolcall_run_turn"),
+            # The open calls of an agent's turn, few whatever the history: ``runs_to_wake`` asks which idle runs
+            # still have one, and with many idle runs PostgreSQL answers with a hash anti join over all the open
+            # calls, which this reads (not every call ever). Its condition is the selector's, so the planner
+            # proves the query's rows within it.
+            models.Index(
+                fields=["run_id", "turn"],
+                condition=models.Q(kind="call") & ~models.Q(status__in=sorted(SETTLED_STATUSES)),
+                name="toolcall_open_of_turn",
+            ),
             # Status + newest first serves the console's status filter; the sweeper's few queued rows too.
             models.Index(fields=["status", "created_at"], name="toolcall_status_created"),
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
