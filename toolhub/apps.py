@@ -51,6 +51,7 @@ class ToolhubConfig(AppConfig):
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)
+        post_migrate.connect(_app_role_rights, sender=self)  # last: after whatever the handlers above create
         for table, events in GOVERNANCE_TABLES.items():
             governance_watch(table, events=events)
 
@@ -104,6 +105,19 @@ def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
     from toolhub.governance import governance_triggers_install
 
     governance_triggers_install(connections[using])
+
+
+def _app_role_rights(using: str = "default", **kwargs: Any) -> None:
+    """The application role's rights on the tables as migrated now: append-only on re-created audit tables too.
+
+    Migrated back, the audit tables may lack columns the grants name; the next ``migrate`` forward grants.
+    """
+    audit = ("toolhub.AuditEvent", "toolhub.AuditCheckpoint", "toolhub.AuditChainHead", "toolhub.AuditVerification")
+    if not _schema_current(kwargs.get("apps"), *audit):
+        return
+    from toolhub.dbroles import db_app_roles_refresh
+
+    db_app_roles_refresh(using)
 
 
 def _capability_permissions(**kwargs: Any) -> None:

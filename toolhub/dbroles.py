@@ -3,7 +3,10 @@
 Migrations run as the owner of the tables. The web and worker processes connect as a second role that
 is not the owner, not a member of it, and not a superuser: it cannot ALTER a table (so it cannot
 disable the audit triggers), and on the audit tables it holds only what appending needs. The owner
-runs ``manage.py toolhub_db_roles`` after every ``migrate``; it is idempotent.
+runs ``manage.py toolhub_db_roles`` once to set the role up; it is idempotent. Every ``migrate`` afterwards
+gives each role set up so its rights again (``db_app_roles_refresh``, a ``post_migrate`` handler): a table a
+migration re-creates or adds as someone else would otherwise get the defaults (full data rights on an audit
+table) or no rights at all.
 """
 
 import re
@@ -16,7 +19,7 @@ from django.db.backends.utils import CursorWrapper
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
-__all__ = ["DatabaseRoleError", "RoleReport", "db_app_role_ensure", "APPEND_ONLY_PRIVILEGES"]
+__all__ = ["DatabaseRoleError", "RoleReport", "db_app_role_ensure", "db_app_roles_refresh", "APPEND_ONLY_PRIVILEGES"]
 
 # What the application role may do on each audit table: read and append. A chain's head row is
 # advanced by every append (which locks it and so serializes the chain's writers): UPDATE of the columns
@@ -56,8 +59,8 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
 
     Run as the owner of the tables (the role that ran ``migrate``). Every table and sequence of the
     schema gets read/write rights, the audit tables only ``APPEND_ONLY_PRIVILEGES``, and default
-    privileges cover tables later migrations create (run this again after them: a new audit table
-    would otherwise get full rights).
+    privileges cover tables later migrations create (``db_app_roles_refresh`` narrows them again on the
+    audit tables after every ``migrate``).
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
@@ -134,6 +137,37 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
     )
 
 
+def db_app_roles_refresh(using: str = "default") -> list[str]:
+    """After ``migrate``: grant each role ``toolhub_db_roles`` set up in this schema its rights on the tables now.
+
+    A migration that re-creates an audit table (migrating back past it and forward) makes it with the owner's
+    default privileges, full data rights for the application role; one run by another role than the owner (a
+    superuser) gives the role nothing on its new tables. The roles are those holding the data rights as default
+    privileges of an audit table's owner here (the mark ``_grant`` leaves); none, or not PostgreSQL: nothing is
+    done. Only grants and revokes run (no role is created or altered), so it is idempotent; the role checks
+    stay with ``db_app_role_ensure``. Returns the roles refreshed.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute("SELECT current_user, current_database(), current_schema()")
+        current, database, schema = cursor.fetchone()
+        owners = sorted({owner for what, owner in _audit_owners(cursor, schema) if what.startswith("table ")})
+        cursor.execute(
+            "SELECT r.rolname FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace "
+            "CROSS JOIN LATERAL aclexplode(d.defaclacl) a JOIN pg_roles r ON r.oid = a.grantee "
+            "WHERE n.nspname = %s AND d.defaclobjtype = 'r' AND pg_get_userbyid(d.defaclrole) = ANY(%s) "
+            "AND r.rolname <> %s GROUP BY r.rolname "
+            "HAVING array_agg(a.privilege_type) @> ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] ORDER BY 1",
+            [schema, owners or [current], current],
+        )
+        roles = [role for (role,) in cursor.fetchall() if _ROLE_NAME.match(role)]
+        for role in roles:
+            _grant(cursor, connection.ops.quote_name, role=role, owners=owners, database=database, schema=schema)
+    return roles
+
+
 def _audit_owners(cursor: CursorWrapper, schema: str) -> list[tuple[str, str]]:
     """Who owns what guards the audit trail: each audit table, each function its triggers run, and the schema.
 
@@ -184,7 +218,15 @@ def _grant(
     cursor.execute(f"GRANT USAGE ON SCHEMA {in_schema} TO {name}")
     cursor.execute(f"GRANT {DATA_PRIVILEGES} ON ALL TABLES IN SCHEMA {in_schema} TO {name}")
     cursor.execute(f"GRANT {SEQUENCE_PRIVILEGES} ON ALL SEQUENCES IN SCHEMA {in_schema} TO {name}")
+    cursor.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = ANY(%s)",
+        [schema, list(APPEND_ONLY_PRIVILEGES)],
+    )
+    present = {table for (table,) in cursor.fetchall()}  # migrated back, an audit table may not exist (yet)
     for table, privileges in APPEND_ONLY_PRIVILEGES.items():
+        if table not in present:
+            continue
         cursor.execute(f"REVOKE ALL ON TABLE {in_schema}.{quote(table)} FROM {name}")
         cursor.execute(f"GRANT {privileges} ON TABLE {in_schema}.{quote(table)} TO {name}")
     # Later migrations create their tables as the owner of the audit tables (who ran the migrations), which

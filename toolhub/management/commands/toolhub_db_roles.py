@@ -12,7 +12,7 @@ from toolhub.dbroles import APPEND_ONLY_PRIVILEGES, DatabaseRoleError, db_app_ro
 class Command(BaseCommand):
     help = (
         "Create or update the PostgreSQL role the web and workers connect with: read/write on every table, "
-        "but only SELECT/INSERT on the audit trail, never the owner. Run it as the owner after every migrate."
+        "but only SELECT/INSERT on the audit trail, never the owner. Run it as the owner after the first migrate."
     )
 
     def add_arguments(self, parser: Any) -> None:

@@ -1,0 +1,98 @@
+"""Review 2026-12-06 (ao): the application role's rights across migrations, and the newest migrations' round trips.
+
+Findings (fail on 819d82f, pass after the fix):
+
+1. A migration that re-created an audit table (``migrate toolhub 0013`` and forward re-creates
+   ``toolhub_auditverification``) made it with the owner's default privileges: the application role held
+   UPDATE and DELETE on the verification records until someone reran ``toolhub_db_roles``. Every ``migrate``
+   now reapplies the rights of each role ``toolhub_db_roles`` set up in the schema (``db_app_roles_refresh``,
+   a ``post_migrate`` handler): append-only on the audit tables, read/write elsewhere; no role set up, or
+   SQLite: nothing happens.
+
+Checked and holds:
+- the tables the last session added (``approvals_approvalrequest_askers``, ``sagas_compensation_retried_by``,
+  and ``sagas_rollback`` with its ``asked_by``) give the application role read/write and their sequences
+  USAGE/SELECT, as the README's Production section says of every non-audit table;
+- a role holding only SELECT as default privileges (a read-only reporting role) is not widened by the refresh.
+"""
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+pytestmark = [pytest.mark.postgres]
+
+PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+
+
+def _privileges(role: str, table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        found = set()
+        for privilege in PRIVILEGES:
+            cursor.execute("SELECT has_table_privilege(%s, %s, %s)", [role, table, privilege])
+            if cursor.fetchone()[0]:
+                found.add(privilege)
+    return found
+
+
+def _drop_role(role: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP OWNED BY {connection.ops.quote_name(role)}")
+        cursor.execute(f"DROP ROLE {connection.ops.quote_name(role)}")
+
+
+@pytest.fixture
+def committed_app_role(transactional_db: None) -> Iterator[str]:
+    """An application role set up by the command and committed (roles belong to the cluster: dropped after)."""
+    assert connection.vendor == "postgresql", "needs DATABASE_URL pointing at PostgreSQL"
+    role = f"toolhub_app_{uuid.uuid4().hex[:12]}"
+    call_command("toolhub_db_roles", "--role", role, stdout=None)
+    try:
+        yield role
+    finally:
+        _drop_role(role)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_migration_that_recreates_an_audit_table_leaves_the_app_role_append_only(committed_app_role: str) -> None:
+    """Found: migrating toolhub back to 0013 and forward re-created ``toolhub_auditverification`` with the owner's
+    default privileges, so the application role could UPDATE and DELETE the verification records until someone
+    reran ``toolhub_db_roles``.
+    Expect: after ``migrate`` the role holds SELECT and INSERT on it again, as on every audit table."""
+    role = committed_app_role
+    assert _privileges(role, "toolhub_auditverification") == {"SELECT", "INSERT"}
+    try:
+        call_command("migrate", "toolhub", "0013", verbosity=0)
+    finally:
+        call_command("migrate", verbosity=0)  # every app's leaf again: later tests need today's schema
+
+    assert _privileges(role, "toolhub_auditverification") == {"SELECT", "INSERT"}
+    assert _privileges(role, "toolhub_auditevent") == {"SELECT", "INSERT"}
+    assert _privileges(role, "toolhub_governanceversion") == {"SELECT", "INSERT", "UPDATE", "DELETE"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_sessions_tables_are_read_write_for_the_app_role_and_a_read_only_role_stays_so(
+    committed_app_role: str,
+) -> None:
+    """Found: nothing (holds) for the new tables; the refresh must not widen a role it did not set up.
+    Expect: askers, retried_by and rollbacks read/write with their sequences; a SELECT-only role keeps SELECT."""
+    reader = f"toolhub_reader_{uuid.uuid4().hex[:12]}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {reader} NOLOGIN")
+        cursor.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {reader}")
+    try:
+        call_command("migrate", verbosity=0)
+        for table in ("approvals_approvalrequest_askers", "sagas_compensation_retried_by", "sagas_rollback"):
+            assert _privileges(committed_app_role, table) == {"SELECT", "INSERT", "UPDATE", "DELETE"}, table
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [table])
+                (sequence,) = cursor.fetchone()
+                cursor.execute("SELECT has_sequence_privilege(%s, %s, 'USAGE')", [committed_app_role, sequence])
+                assert cursor.fetchone()[0], sequence
+            assert _privileges(reader, table) == set(), table
+    finally:
+        _drop_role(reader)
