@@ -23,8 +23,6 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-pytestmark = [pytest.mark.postgres]
-
 PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
 
@@ -56,6 +54,7 @@ def committed_app_role(transactional_db: None) -> Iterator[str]:
         _drop_role(role)
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_migration_that_recreates_an_audit_table_leaves_the_app_role_append_only(committed_app_role: str) -> None:
     """Found: migrating toolhub back to 0013 and forward re-created ``toolhub_auditverification`` with the owner's
@@ -74,6 +73,7 @@ def test_a_migration_that_recreates_an_audit_table_leaves_the_app_role_append_on
     assert _privileges(role, "toolhub_governanceversion") == {"SELECT", "INSERT", "UPDATE", "DELETE"}
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_last_sessions_tables_are_read_write_for_the_app_role_and_a_read_only_role_stays_so(
     committed_app_role: str,
@@ -96,3 +96,19 @@ def test_the_last_sessions_tables_are_read_write_for_the_app_role_and_a_read_onl
             assert _privileges(reader, table) == set(), table
     finally:
         _drop_role(reader)
+
+
+#: ``auth.Permission.name`` as ``auth 0001`` made it (0002 widened it to 255): migrating auth back narrows it again.
+AUTH_0001_NAME_LENGTH = 50
+
+
+@pytest.mark.django_db
+def test_toolhubs_permissions_fit_the_name_column_auth_migrates_back_to() -> None:
+    """Found: ``migrate auth 0001`` failed on PostgreSQL (value too long for varchar(50)) because of toolhub's own
+    ``cross_tenant`` permission, named in 54 characters.
+    Expect: every permission the migrations create (declared by a model or in migrations) is named in at most 50."""
+    from django.contrib.auth.models import Permission
+    from django.db.models.functions import Length
+
+    too_long = Permission.objects.annotate(length=Length("name")).filter(length__gt=AUTH_0001_NAME_LENGTH)
+    assert list(too_long.values_list("content_type__app_label", "codename", "name")) == []
