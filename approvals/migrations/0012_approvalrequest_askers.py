@@ -4,7 +4,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import migrations, models
-from django.db.models import OuterRef, Subquery
+from django.db.migrations.exceptions import IrreversibleError
+from django.db.models import Count, OuterRef, Subquery
 
 
 def copy_asked_by(apps: Any, schema_editor: Any) -> None:
@@ -20,11 +21,23 @@ def copy_asked_by(apps: Any, schema_editor: Any) -> None:
 def copy_back(apps: Any, schema_editor: Any) -> None:
     """Reversed: the first asker (the rollback's, when there was one) goes back into ``asked_by``.
 
+    A pending request with more askers is refused first: the older code would let the others (who retried) decide it
+    alone. A decided one keeps its first asker (no one decides it again; the others are not kept).
+
     One UPDATE, each request written once: a row written again in this transaction (one UPDATE per asker) left
     PostgreSQL's deferred foreign-key checks pending, and the restored column's index then could not be created.
     """
     requests = apps.get_model("approvals", "ApprovalRequest")
     through = requests.askers.through
+    shared = requests.objects.filter(status="pending").annotate(asked=Count("askers")).filter(asked__gt=1)
+    count = shared.count()
+    if count:
+        shown = ", ".join(f"#{pk}" for pk in shared.order_by("pk").values_list("pk", flat=True)[:10])
+        raise IrreversibleError(
+            f"approvals 0012 cannot be reversed: {count} pending approval request{'s' if count > 1 else ''} "
+            f"({shown}{', ...' if count > 10 else ''}) asked for by more than one person, where the older schema "
+            "holds one: the others could then decide alone. Approve, reject or cancel them first, then migrate back."
+        )
     first = through.objects.filter(approvalrequest_id=OuterRef("pk")).order_by("pk").values("user_id")[:1]
     requests.objects.filter(pk__in=through.objects.values("approvalrequest_id")).update(asked_by_id=Subquery(first))
 

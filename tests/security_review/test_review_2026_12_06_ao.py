@@ -8,8 +8,18 @@ Findings (fail on 819d82f, pass after the fix):
    now reapplies the rights of each role ``toolhub_db_roles`` set up in the schema (``db_app_roles_refresh``,
    a ``post_migrate`` handler): append-only on the audit tables, read/write elsewhere; no role set up, or
    SQLite: nothing happens.
+2. ``migrate auth 0001`` failed on PostgreSQL (value too long for varchar(50)): toolhub's own ``cross_tenant``
+   permission was named in 54 characters (auth 0002 had widened the column to 255). It is named in 46 now
+   (``toolhub 0037`` renames the stored row; its reverse keeps the short name, which going further back needs).
+   Capability permissions (``Has capability <name>``) are named after what operators type: a name over 35
+   characters would stop the same rollback (not changed: operators' data).
+3. Migrating approvals back to 0011 kept only a pending request's first asker (``asked_by``) and silently dropped
+   the others (who retried its compensation): the older code then let them decide it alone. The reverse now
+   refuses (IrreversibleError naming the requests: decide them first); decided requests keep the first asker.
 
 Checked and holds:
+- on a scratch PostgreSQL database: ``migrate`` (all), ``migrate auth 0001``, ``migrate`` again: no unapplied
+  migration left, the permission renamed on the existing row;
 - the tables the last session added (``approvals_approvalrequest_askers``, ``sagas_compensation_retried_by``,
   and ``sagas_rollback`` with its ``asked_by``) give the application role read/write and their sequences
   USAGE/SELECT, as the README's Production section says of every non-audit table;
@@ -20,8 +30,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
+from django.db.migrations.exceptions import IrreversibleError
+from django.db.migrations.executor import MigrationExecutor
+
+from approvals.models import ApprovalRequest
+from tests.tenancy.conftest import make_user
+from toolhub.models import Tenant, ToolCall
 
 PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 
@@ -112,3 +129,28 @@ def test_toolhubs_permissions_fit_the_name_column_auth_migrates_back_to() -> Non
 
     too_long = Permission.objects.annotate(length=Length("name")).filter(length__gt=AUTH_0001_NAME_LENGTH)
     assert list(too_long.values_list("content_type__app_label", "codename", "name")) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reversing_askers_refuses_while_a_pending_request_has_more_than_one(
+    alice: User, operator: User, tenant: Tenant
+) -> None:
+    """Found: migrating approvals back to 0011 kept only a pending request's first asker in ``asked_by`` and dropped
+    the others (who retried the compensation) silently: the older code then let a retrier decide it alone.
+    Expect: the reverse refuses with IrreversibleError naming the requests and what to do; nothing is lost, and
+    once they are decided the reverse runs (review ah's test: the first asker is kept)."""
+    retrier = make_user("acme-op-ao-retrier", tenant=tenant, staff=True)
+    call = ToolCall.objects.create(tool_name="review_ao_void", tenant="acme", user=alice)
+    request = ApprovalRequest.objects.create(
+        call=call, tool_name="review_ao_void", requested_by=alice, tenant="acme", expires_at="2100-01-01T00:00:00Z"
+    )
+    request.askers.add(operator)
+    request.askers.add(retrier)
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    try:
+        with pytest.raises(IrreversibleError) as refused:
+            call_command("migrate", "approvals", "0011", verbosity=0)
+    finally:
+        MigrationExecutor(connection).migrate(latest)  # the later tests' schema, whatever happened
+    assert f"1 pending approval request (#{request.pk})" in str(refused.value)
+    assert sorted(request.askers.values_list("pk", flat=True)) == sorted([operator.pk, retrier.pk])
