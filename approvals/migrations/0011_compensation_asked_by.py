@@ -3,6 +3,21 @@
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+from django.db.migrations.exceptions import IrreversibleError
+
+
+def refuse_pending_askers(apps, schema_editor):  # type: ignore[no-untyped-def]
+    """Backwards, refuse while a pending request names who asked: the older schema cannot, and they could decide it."""
+    requests = apps.get_model("approvals", "ApprovalRequest")
+    asked = requests.objects.filter(status="pending", asked_by__isnull=False)
+    count = asked.count()
+    if count:
+        shown = ", ".join(f"#{pk}" for pk in asked.order_by("pk").values_list("pk", flat=True)[:10])
+        raise IrreversibleError(
+            f"approvals 0011 cannot be reversed: {count} pending approval request{'s' if count > 1 else ''} "
+            f"({shown}{', ...' if count > 10 else ''}) name who asked for them, which the older schema cannot hold: "
+            "they could then decide alone. Approve, reject or cancel them first, then migrate back."
+        )
 
 
 class Migration(migrations.Migration):
@@ -18,4 +33,6 @@ class Migration(migrations.Migration):
             name='asked_by',
             field=models.ForeignKey(blank=True, help_text="Who asked for this call in its user's name (a compensation's: who rolled the saga back); like the requester, they never decide it.", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
         ),
+        # Runs first backwards, before the column goes.
+        migrations.RunPython(migrations.RunPython.noop, refuse_pending_askers, elidable=True),
     ]

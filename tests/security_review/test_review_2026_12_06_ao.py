@@ -16,8 +16,14 @@ Findings (fail on 819d82f, pass after the fix):
 3. Migrating approvals back to 0011 kept only a pending request's first asker (``asked_by``) and silently dropped
    the others (who retried its compensation): the older code then let them decide it alone. The reverse now
    refuses (IrreversibleError naming the requests: decide them first); decided requests keep the first asker.
+4. Migrating approvals back to 0010 dropped a pending request's ``asked_by`` (who rolled the saga back) silently:
+   the older code let them approve their own rollback's compensation. The reverse of 0011 refuses the same way.
 
 Checked and holds:
+- sagas 0003 / approvals 0009 / agents_app 0013 and forward again with a rollback, a retried compensation and a
+  decided request with two askers (PostgreSQL and SQLite): no row lost; the rollback's asker is read back from its
+  ``user:<name>``; lost as the older schemas cannot hold them: who retried (``retried_by``) and, past approvals
+  0011, a decided request's askers (no one decides it again); approvals 0010 and agents_app 0014 are indexes only;
 - on a scratch PostgreSQL database: ``migrate`` (all), ``migrate auth 0001``, ``migrate`` again: no unapplied
   migration left, the permission renamed on the existing row;
 - the tables the last session added (``approvals_approvalrequest_askers``, ``sagas_compensation_retried_by``,
@@ -154,3 +160,67 @@ def test_reversing_askers_refuses_while_a_pending_request_has_more_than_one(
         MigrationExecutor(connection).migrate(latest)  # the later tests' schema, whatever happened
     assert f"1 pending approval request (#{request.pk})" in str(refused.value)
     assert sorted(request.askers.values_list("pk", flat=True)) == sorted([operator.pk, retrier.pk])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_newest_migrations_round_trip_with_decided_askers_rollbacks_and_retries(
+    alice: User, operator: User, tenant: Tenant
+) -> None:
+    """Found: nothing (holds): approvals 0010-0013, sagas 0004-0006 and agents_app 0014 back and forward with data.
+    Expect: no row lost; forward again a rollback's asker is read back from its ``user:<name>``; gone only what the
+    older schemas lack: who retried a compensation (``retried_by``), past approvals 0011 a decided request's askers."""
+    from toolhub.sagas.models import Compensation, Rollback, Saga
+
+    retrier = make_user("acme-op-ao-retrier2", tenant=tenant, staff=True)
+    saga = Saga.objects.create(key="review-ao", tenant="acme", created_by=alice)
+    rollback = Rollback.objects.create(saga=saga, trigger="api", requested_by=f"user:{operator.username}")
+    Rollback.objects.filter(pk=rollback.pk).update(asked_by=operator)
+    step = ToolCall.objects.create(tool_name="review_ao_step", tenant="acme", user=alice)
+    compensation = Compensation.objects.create(
+        saga=saga, rollback=rollback, step_call=step, step_tool="review_ao_step", tool_name="undo", sequence=1
+    )
+    compensation.retried_by.add(retrier)
+    call = ToolCall.objects.create(tool_name="undo", tenant="acme", user=alice, kind="compensation")
+    request = ApprovalRequest.objects.create(
+        call=call, tool_name="undo", requested_by=alice, tenant="acme", expires_at="2100-01-01T00:00:00Z"
+    )
+    request.askers.add(operator)
+    request.askers.add(retrier)
+    ApprovalRequest.objects.filter(pk=request.pk).update(status="rejected")
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    try:
+        call_command("migrate", "sagas", "0003", verbosity=0)  # approvals 0013 with it (noop backwards)
+        call_command("migrate", "approvals", "0011", verbosity=0)
+        call_command("migrate", "approvals", "0009", verbosity=0)
+        call_command("migrate", "agents_app", "0013", verbosity=0)
+    finally:
+        MigrationExecutor(connection).migrate(latest)  # the later tests' schema, whatever happened
+
+    assert Rollback.objects.get().asked_by == operator
+    # Back past approvals 0011 (which added who asked) a decided request's askers go: nothing decides it again.
+    assert list(ApprovalRequest.objects.get(pk=request.pk).askers.all()) == []
+    assert Compensation.objects.get().retried_by.count() == 0
+    assert (Saga.objects.count(), Compensation.objects.count(), ApprovalRequest.objects.count()) == (1, 1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reversing_asked_by_refuses_while_a_pending_request_has_an_asker(
+    alice: User, operator: User, tenant: Tenant
+) -> None:
+    """Found: migrating approvals back to 0010 dropped a pending compensation request's asker (who rolled the saga
+    back) silently: the older code then let them approve their own rollback's compensation alone.
+    Expect: the reverse refuses with IrreversibleError naming the request; going back to 0011 keeps it."""
+    call = ToolCall.objects.create(tool_name="undo", tenant="acme", user=alice, kind="compensation")
+    request = ApprovalRequest.objects.create(
+        call=call, tool_name="undo", requested_by=alice, tenant="acme", expires_at="2100-01-01T00:00:00Z"
+    )
+    request.askers.add(operator)
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes()
+    try:
+        call_command("migrate", "approvals", "0011", verbosity=0)
+        with pytest.raises(IrreversibleError) as refused:
+            call_command("migrate", "approvals", "0010", verbosity=0)
+    finally:
+        MigrationExecutor(connection).migrate(latest)  # the later tests' schema, whatever happened
+    assert f"1 pending approval request (#{request.pk})" in str(refused.value)
+    assert list(ApprovalRequest.objects.get(pk=request.pk).askers.all()) == [operator]
