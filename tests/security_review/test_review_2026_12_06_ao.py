@@ -10,7 +10,7 @@ Findings (fail on 819d82f, pass after the fix):
    SQLite: nothing happens.
 2. ``migrate auth 0001`` failed on PostgreSQL (value too long for varchar(50)): toolhub's own ``cross_tenant``
    permission was named in 54 characters (auth 0002 had widened the column to 255). It is named in 46 now
-   (``toolhub 0037`` renames the stored row; its reverse keeps the short name, which going further back needs).
+   (``toolhub 0039`` renames the stored row; its reverse keeps the short name, which going further back needs).
    Capability permissions (``Has capability <name>``) are named after what operators type: a name over 35
    characters would stop the same rollback (not changed: operators' data).
 3. Migrating approvals back to 0011 kept only a pending request's first asker (``asked_by``) and silently dropped

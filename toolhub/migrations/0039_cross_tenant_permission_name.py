@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
-        ("toolhub", "0036_redact_token_log_entries"),
+        ("toolhub", "0038_toolcall_open_of_turn"),
     ]
 
     operations = [
