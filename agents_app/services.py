@@ -25,7 +25,9 @@ from toolhub.audit import audit_append
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
-from toolhub.disclosure.unfolding import facade_of, usable_tools
+from toolhub.disclosure.meta import META_TOOL_NAMES
+from toolhub.disclosure.unfolding import usable_tools
+from toolhub.disclosure.visibility import is_navigation
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance_trail import DEFAULT_EXCLUDED, Recorded, governance_append, governance_recorded
@@ -270,16 +272,17 @@ def unknown_tools_problem(
 def _tools_nameable_by(user: AbstractBaseUser | None, tenant: str) -> list[str]:
     """The tools ``user`` may list on an agent: the catalogue for its roles and trusted code, else their own.
 
-    Their own are those they may call, and the facades (with their context tools) holding one: a run takes the
-    agent's say for a facade, so one of tools granted to them is theirs to list without a grant of its own, as
-    their runs show it (``usable_tools`` still leaves out a facade holding none of theirs).
+    Their own are those they may call, and the guides reaching one (facades with their context tools, playbooks'
+    and state machines' own tools): a run takes the agent's say for a navigation tool, so one of tools granted to
+    them is theirs to list without a grant of its own, as their runs show it (``usable_tools`` still leaves out a
+    guide reaching none of theirs).
     """
     if user is None or user.has_perm(CATALOGUE_PERMISSION):
         return registry.names()
     principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
-    facades = [name for name in registry.names() if facade_of(registry.get(name))[0] is not None]
+    guides = [name for name in registry.names() if is_navigation(name) and name not in META_TOOL_NAMES]
     through_an_agent = replace(principal, agent_tools=frozenset(registry.names()))
-    return sorted({*visible_tool_names(principal), *usable_tools(facades, through_an_agent)})
+    return sorted({*visible_tool_names(principal), *usable_tools(guides, through_an_agent)})
 
 
 def _tenant_row(slug: str | None) -> Tenant | None:

@@ -269,13 +269,21 @@ class UnfoldingTool:
             }
         return self.parameters
 
-    def open_categories(self, granted_leaves: set[str]) -> list[str]:
-        """The categories holding a tool among ``granted_leaves`` (directly, or inside a nested facade)."""
+    def reaches(self, passing: set[str]) -> bool:
+        """Whether unfolding reaches a tool among ``passing``: a child in it, or a nested facade in it that does.
+
+        A leaf inside a nested facade that is not in ``passing`` (denied, or of a group not eligible) is out of
+        reach: that facade's call is refused, so it never lists its tools.
+        """
+        return any(_reaches(child, passing) for child in self.children)
+
+    def open_categories(self, passing: set[str]) -> list[str]:
+        """The categories reaching a tool among ``passing`` (directly, or through a nested facade in it)."""
         assert self.categories is not None
         return [
             category
             for category, members in self.categories.items()
-            if any((m.leaf_names() if isinstance(m, UnfoldingTool) else {m.name}) & granted_leaves for m in members)
+            if any(_reaches(member, passing) for member in members)
         ]
 
     def narrowed(self, registered: Tool, categories: Iterable[str]) -> Tool:
@@ -346,6 +354,12 @@ def facade_of(tool: Tool | None) -> tuple["UnfoldingTool | None", str]:
     return None, ""
 
 
+def _reaches(child: Any, passing: set[str]) -> bool:
+    if isinstance(child, UnfoldingTool):
+        return child.name in passing and child.reaches(passing)
+    return child.name in passing
+
+
 def _as_child(item: Any) -> Any:
     if isinstance(item, Tool | UnfoldingTool):
         return item
@@ -356,12 +370,16 @@ def _as_child(item: Any) -> Any:
 
 
 def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, Any] | None = None) -> list[str]:
-    """``names`` that ``principal`` may use: granted, and for a facade or its context tool, holding a usable tool.
+    """``names`` that ``principal`` may use: granted, and for a guide, reaching a usable tool.
+
+    A guide is a facade, its context tool, or a playbook's or state machine's own tool.
 
     The one rule for every place tools are listed (a run's tools, what its state stores, a facade's unfold and
-    context results, suggestions, the provider exports): a facade whose every inner tool is denied, however
-    deep, is answered as denied, and a context tool goes with its facade (one of a denied facade is denied);
-    a name no longer registered is never usable (a run's stored state may name a tool removed since).
+    context results, suggestions, the provider exports, the tools a creator may name on an agent): a guide
+    reaching no tool the principal may use is answered as denied (a facade's leaves count only through nested
+    facades it may use: a denied nested facade is never unfolded, so what it holds is out of reach), and a
+    context tool goes with its facade (one of a denied facade is denied); a name no longer registered is never
+    usable (a run's stored state may name a tool removed since).
     With a run's ``context`` the tool groups' activation rules apply too (``groups.group_eligibility``): a tool
     in groups needs one eligible for the run, facades and context tools included (a context tool needs its
     facade's too), so a group bound to another tenant hides them all.
@@ -369,8 +387,9 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
     from toolhub.authorization import authorize_tools
     from toolhub.tools.registry import registry
 
-    leaves: dict[str, set[str]] = {}
+    guides: dict[str, UnfoldingTool | frozenset[str]] = {}  # a facade, or a playbook's or state machine's members
     owners: dict[str, str] = {}
+    below: set[str] = set()
     known: set[str] = set()
     for name in names:
         tool = registry.get(name)
@@ -378,10 +397,15 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
             continue  # not registered (any more): nobody may use it, whatever a stored state or a grant names
         known.add(name)
         facade = facade_of(tool)[0]
+        members = _gated_members(tool)
         if facade is not None:
-            leaves[name], owners[name] = facade.leaf_names(), facade.name
+            guides[name], owners[name] = facade, facade.name
+            below |= facade.descendant_names()
+        elif members:
+            guides[name] = members
+            below |= members
     names = [name for name in names if name in known]
-    asked = list(dict.fromkeys([*names, *owners.values(), *sorted(set().union(*leaves.values()))]))
+    asked = list(dict.fromkeys([*names, *owners.values(), *sorted(below)]))
     verdicts = authorize_tools(asked, principal)
     passing = {name for name in asked if verdicts.get(name) is None}
     if context is not None:
@@ -390,8 +414,21 @@ def usable_tools(names: Sequence[str], principal: Any, *, context: Mapping[str, 
     return [
         name
         for name in names
-        if name in passing and (name not in leaves or (leaves[name] & passing and owners[name] in passing))
+        if name in passing
+        and (name not in guides or (_guide_reaches(guides[name], passing) and owners.get(name, name) in passing))
     ]
+
+
+def _guide_reaches(guide: "UnfoldingTool | frozenset[str]", passing: set[str]) -> bool:
+    return guide.reaches(passing) if isinstance(guide, UnfoldingTool) else not guide.isdisjoint(passing)
+
+
+def _gated_members(tool: Tool) -> frozenset[str]:
+    """A playbook's or state machine's members when ``tool`` is its own (guide) tool, else nothing."""
+    from toolhub.agentic.base import GatedTools, owner_of
+
+    owner = owner_of(tool)
+    return frozenset(owner.member_names()) if isinstance(owner, GatedTools) and owner.name == tool.name else frozenset()
 
 
 def _eligible(names: set[str], owners: Mapping[str, str], principal: Any, context: Mapping[str, Any]) -> set[str]:
@@ -411,7 +448,7 @@ def _eligible(names: set[str], owners: Mapping[str, str], principal: Any, contex
 
 
 def tool_seen_by(tool: Tool, principal: Any, *, context: Mapping[str, Any] | None = None) -> Tool | None:
-    """``tool`` as ``principal`` is shown it and calls it; ``None`` for a facade with nothing it may use inside.
+    """``tool`` as ``principal`` is shown it and calls it; ``None`` for a guide reaching nothing it may use.
 
     A by-category facade offers only the categories holding a tool the principal may use, in its
     schema and so in its validation: a category of denied tools reads exactly like one that does not
@@ -428,17 +465,17 @@ def tool_seen_by_any(tool: Tool, principals: Sequence[Any], *, context: Mapping[
     by-category facade offers each category one of them may open.
     """
     owner, role = facade_of(tool)
-    if owner is None:
+    if owner is None and not _gated_members(tool):
         return tool
     using = [principal for principal in principals if usable_tools([tool.name], principal, context=context)]
     if not using:
         return None
-    if role != "facade" or owner.categories is None:
+    if owner is None or role != "facade" or owner.categories is None:
         return tool
-    leaves = sorted(owner.leaf_names())
+    inside = sorted(owner.descendant_names())
     opened: set[str] = set()
     for principal in using:
-        opened.update(owner.open_categories(set(usable_tools(leaves, principal, context=context))))
+        opened.update(owner.open_categories(set(usable_tools(inside, principal, context=context))))
     return tool if len(opened) == len(owner.categories) else owner.narrowed(tool, opened)
 
 
