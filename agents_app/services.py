@@ -1,7 +1,6 @@
 """Agent and run services: create and change agents, start, retry and cancel runs."""
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -25,14 +24,11 @@ from toolhub.audit import audit_append
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.conf import toolhub_settings
-from toolhub.disclosure.meta import META_TOOL_NAMES
-from toolhub.disclosure.unfolding import usable_tools
-from toolhub.disclosure.visibility import is_navigation
 from toolhub.exceptions import ToolhubError
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance_trail import DEFAULT_EXCLUDED, Recorded, governance_append, governance_recorded
 from toolhub.models import Tenant, TenantMembership
-from toolhub.pipeline import visible_tool_names
+from toolhub.pipeline import nameable_tool_names
 from toolhub.storable import json_storage_problem
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS
@@ -272,17 +268,11 @@ def unknown_tools_problem(
 def _tools_nameable_by(user: AbstractBaseUser | None, tenant: str) -> list[str]:
     """The tools ``user`` may list on an agent: the catalogue for its roles and trusted code, else their own.
 
-    Their own are those they may call, and the guides reaching one (facades with their context tools, playbooks'
-    and state machines' own tools): a run takes the agent's say for a navigation tool, so one of tools granted to
-    them is theirs to list without a grant of its own, as their runs show it (``usable_tools`` still leaves out a
-    guide reaching none of theirs).
+    Their own are ``nameable_tool_names``: as their runs of the agent would use them (the agent read shows the same).
     """
     if user is None or user.has_perm(CATALOGUE_PERMISSION):
         return registry.names()
-    principal = CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant)
-    guides = [name for name in registry.names() if is_navigation(name) and name not in META_TOOL_NAMES]
-    through_an_agent = replace(principal, agent_tools=frozenset(registry.names()))
-    return sorted({*visible_tool_names(principal), *usable_tools(guides, through_an_agent)})
+    return nameable_tool_names(CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=tenant))
 
 
 def _tenant_row(slug: str | None) -> Tenant | None:

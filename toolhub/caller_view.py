@@ -52,6 +52,7 @@ class CallerView:
         self.hidden_event_fields = hidden if tenant_scope(user).everything else (*CHAIN_POSITION_FIELDS, *hidden)
         self._own_positions: bool | None = None  # whether staff read places in own chains (asked once)
         self._visible: dict[str, list[str]] = {}
+        self._nameable: dict[str, frozenset[str]] = {}
         #: Each call's answer as first read from its row (its shown copy reads as invalid).
         self._answers: dict[Any, str | None] = {}
 
@@ -119,14 +120,21 @@ class CallerView:
     def tools_seen(self, names: Iterable[str], *, tenant: str | None) -> set[str]:
         """Of ``names`` (an agent's tools), those this reader may see.
 
-        Every one for the catalogue's roles; else those they may call in ``tenant`` (for a global agent,
-        ``None``: in any of their tenants), as the catalogue and the unknown-tool answers show them.
+        Every one for the catalogue's roles; else those they may name on an agent in ``tenant`` (for a global
+        agent, ``None``: in any of their tenants): the tools they may call, and the guides holding one
+        (``nameable_tool_names``, what creating the agent accepted from them).
         """
+        from toolhub.pipeline import nameable_tool_names
+
         if self.user.has_perm(CATALOGUE_PERMISSION):
             return set(names)
         tenants = [tenant] if tenant is not None else sorted(tenant_scope(self.user).tenants) or [""]
-        visible = set().union(*(self._visible_in(t) for t in tenants))
-        return {name for name in names if name in visible}
+        for each in tenants:
+            if each not in self._nameable:
+                principal = CallPrincipal(user_id=self.user.pk, username=self.user.get_username(), tenant=each)
+                self._nameable[each] = frozenset(nameable_tool_names(principal))
+        seen = set().union(*(self._nameable[each] for each in tenants))
+        return {name for name in names if name in seen}
 
     def _visible_in(self, tenant: str) -> list[str]:
         from toolhub.pipeline import visible_tool_names

@@ -8,7 +8,7 @@ import hmac
 import json
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -325,6 +325,21 @@ def visible_tool_names(principal: CallPrincipal, context: Mapping[str, Any] | No
     else:
         candidates = [name for name in principal.agent_tools if name in registry]
     return sorted(usable_tools(candidates, principal, context=context))
+
+
+def nameable_tool_names(principal: CallPrincipal) -> list[str]:
+    """The tools ``principal`` (a person, no agent) may name on an agent and read on one: as their runs use them.
+
+    Those they may call, and the guides reaching one (facades with their context tools, playbooks' and state
+    machines' own tools): a run takes the agent's say for a navigation tool, so a guide of tools granted to them
+    needs no grant of its own (``usable_tools`` still leaves out one reaching none of theirs).
+    """
+    from toolhub.disclosure.meta import META_TOOL_NAMES
+    from toolhub.disclosure.visibility import is_navigation
+
+    guides = [name for name in registry.names() if is_navigation(name) and name not in META_TOOL_NAMES]
+    through_an_agent = replace(principal, agent_tools=frozenset(registry.names()))
+    return sorted({*visible_tool_names(principal), *usable_tools(guides, through_an_agent)})
 
 
 def _effective_context(request: CallRequest) -> ToolContext:

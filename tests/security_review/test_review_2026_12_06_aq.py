@@ -14,6 +14,9 @@ Findings:
   runs show it. Decided from the README ("a facade holding no tool the user may use is left out with its context
   tool"; the playbook's tool "is a guide"): every guide reaching a usable tool is usable and nameable, one reaching
   none is left out everywhere (``usable_tools``) and its call refused (``tool_seen_by``), for both.
+- An agent read through the API (``CallerView.tools_seen``) judged a creator without the catalogue's roles by the
+  tools they may call with no agent: a facade they named on it (accepted at creation) was left out of the answer
+  and every read, so saving back what they read dropped it. Both now read ``pipeline.nameable_tool_names``.
 
 Checked and found holding (no test here):
 - a denied facade nested in an allowed one: the outer's unfold and context tool list neither the nested facade nor
@@ -33,7 +36,8 @@ Checked and found holding (no test here):
 from typing import Annotated, Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
+from rest_framework.test import APIClient
 
 import tests.agentic.conftest as agentic_fixtures
 import tests.disclosure.conftest as disclosure_fixtures
@@ -135,3 +139,28 @@ def test_a_creator_may_name_a_playbook_holding_a_tool_granted_to_them(alice: Use
     assert unknown_tools_problem(["researcher"], by=alice, tenant="acme") is None
     problem = unknown_tools_problem(["order_processor"], by=alice, tenant="acme")
     assert problem is not None and problem.startswith("Unknown tool 'order_processor'")
+
+
+def test_an_agent_read_by_its_creator_lists_the_facade_they_named_on_it(alice: User, settings: Any) -> None:
+    """Found: under the default deny, alice (may create agents, granted query_table, no catalogue role) created an
+    agent with database_operations (accepted: a facade holding a tool of hers), but the API's answer and every read
+    of the agent left it out (the read judged facades by a grant of their own), so saving back what she read
+    dropped it. Expect: the read lists what creating it accepted from her (``nameable_tool_names``, one rule)."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
+    for codename in ["add_agent", "view_agent", "change_agent"]:
+        alice.user_permissions.add(Permission.objects.get(codename=codename))
+    Grant.objects.create(effect=GrantEffect.ALLOW, tool_name="query_table", user=alice)
+    client = APIClient()
+    client.force_authenticate(User.objects.get(pk=alice.pk))
+    payload = {"name": "aq", "tenant": "acme", "model": {"provider": "scripted", "script": []}}
+
+    created = client.post(
+        "/api/v1/agents/", {**payload, "tools": ["database_operations", "query_table"]}, format="json"
+    )
+    read = client.get(f"/api/v1/agents/{created.json()['id']}/")
+
+    assert created.status_code == 201, created.json()
+    assert created.json()["tools"] == ["database_operations", "query_table"]
+    assert read.json()["tools"] == ["database_operations", "query_table"]
+    assert unknown_tools_problem(["api_operations"], by=alice, tenant="acme") is None
+    assert "send_email" not in read.json()["tools"]
