@@ -5,7 +5,8 @@ decide permission, the request's tenant, its approver group or, after escalation
 approved this round already, unless the approvals standing reach the quorum: then those approvers, whose
 confirmation releases the call), one message each so that no one learns who else was asked. The message names the
 tool, tenant, risk, reason and the approvals still needed, and links to the request; it never carries the
-arguments (they may be sensitive).
+arguments (they may be sensitive). Each value is written on its own line as one line (``visible_line``): a code
+rule's reason quotes the model's arguments, whose line breaks would otherwise forge lines (a second link).
 """
 
 import logging
@@ -18,6 +19,7 @@ from approvals.deciders import RoundStanding, round_standing
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approvers_still_counting
 from toolhub.conf import toolhub_settings
+from toolhub.visible import visible_line
 
 __all__ = ["approval_email_approvers", "EMAIL_EVENTS"]
 
@@ -46,7 +48,9 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
     recipients = [user.email for user in approvers_still_counting(request, standing) if user.email]
     if not recipients:
         return 0
-    subject = f"[toolhub] {EMAIL_EVENTS[event]}: {request.tool_name} ({request.risk or 'unrated'}) in {request.tenant}"
+    subject = visible_line(
+        f"[toolhub] {EMAIL_EVENTS[event]}: {request.tool_name} ({request.risk or 'unrated'}) in {request.tenant}"
+    )
     body = _body(request, event, standing)
     messages = [EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [address]) for address in recipients]
     try:
@@ -66,11 +70,11 @@ def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:
         if event == "approval.requested"
         else "A tool call has waited too long and now waits for your group's decision.",
         "",
-        f"Tool:        {request.tool_name}",
-        f"Tenant:      {request.tenant or '-'}",
-        f"Risk:        {request.risk or '-'}",
-        f"Why:         {request.reason}",
-        f"Asked by:    {requester} (agent {request.agent_name or '-'})",
+        f"Tool:        {visible_line(request.tool_name)}",
+        f"Tenant:      {visible_line(request.tenant or '-')}",
+        f"Risk:        {visible_line(request.risk or '-')}",
+        f"Why:         {visible_line(request.reason)}",
+        f"Asked by:    {visible_line(requester)} (agent {visible_line(request.agent_name or '-')})",
         f"Approvals:   {standing.remaining} of {request.required_approvals} still needed (round {request.round})",
         f"Expires at:  {request.expires_at.isoformat(timespec='seconds')}",
         "",

@@ -10,7 +10,7 @@ import unicodedata
 
 from django.utils.safestring import SafeData, mark_safe
 
-__all__ = ["lookalike_problem", "shown", "shown_markup", "visible_text"]
+__all__ = ["lookalike_problem", "shown", "shown_markup", "visible_line", "visible_text"]
 
 
 def visible_text(text: str) -> str:
@@ -28,6 +28,15 @@ def visible_text(text: str) -> str:
         char if char == "\n" or not _invisible(char) or text.startswith("\r\n", index) else _escaped(char)
         for index, char in enumerate(text)
     )
+
+
+def visible_line(text: str) -> str:
+    r"""``text`` as one line of plain text (an e-mail's field): :func:`visible_text` with its line breaks written out.
+
+    A value a model chose (a rule's reason quoting its arguments) must not start lines of its own in a message
+    people trust, such as a second "open it here: <link>".
+    """
+    return visible_text(text).replace("\r", "\\u000d").replace("\n", "\\u000a")
 
 
 _INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cs", "Zl", "Zp"})
