@@ -5,7 +5,31 @@ Findings:
    payment to <iban>") as it was: a line break in an argument forged whole lines of the e-mail, such as a second
    "Open it on the approval desk ...: <link>" pointing anywhere, in a message every approver receives from toolhub.
 
-Checked and holds (probes against the code as found, not kept as tests unless listed):
+   Fixed in the shared text helpers: ``toolhub.visible.visible_line`` (``visible_text`` with line breaks written out)
+   writes every value of the e-mail, and its subject, on one line.
+
+Checked and holds (probes against the code as found, not kept as tests):
+- Templates and admin code: no ``|safe``, ``autoescape off``, ``json_script``, ``SafeString(...)`` of data; the two
+  ``mark_safe`` calls wrap template output (``admin_table``) and ``visible_text`` of already-safe HTML; every
+  ``format_html`` gets raw values (diffs, JSON, reasons, comments, risk classes, artifact names); the dashboard's SVG
+  escapes tool names. A held call of a tool whose schema's descriptions, enum values, arguments, description and
+  reason are ``<img onerror>``/``</script><script>`` renders escaped on the approval desk (the per-parameter edit
+  fields' help text is drawn with ``{{ field.help_text }}``, escaped, not Django's ``|safe`` form templates) and on
+  the call's page. Probe 03-e's crawl (every changelist, change, history and delete page) and review 06-a cover the
+  rest. ``queue-refresh.js`` copies only server-rendered age cells of the same page (no data attribute to HTML).
+- ``javascript:`` links: URL fields (remote MCP server, model provider) are shown as links only with a safe scheme
+  (Django 5.2.19's ``display_for_field``) and URLField validation admits http(s)/ftp(s) only; other links are reversed.
+- E-mail headers: the only e-mail is the approval one; subject parts are tool names (code, or remote names reduced to
+  ``[A-Za-z0-9_-]``), risk and tenant slug; Django refuses CR/LF in headers (``BadHeaderError``) anyway.
+- CSV: every string cell starting with ``= + - @`` TAB or CR gets a leading quote (``exports._cell``), arguments are
+  JSON (``{``); JSON Lines splice only re-serialized JSON; webhooks and MCP answers are built with ``json.dumps``/the
+  SDK's models, never by string formatting.
+- Logs: django-axes masks the login name (``AXES_SENSITIVE_PARAMETERS``) in its WARNING lines; toolhub's own log
+  lines quote names and errors with ``%r`` or log ids (remote names, blackboard names, outbound hosts); Django 5.2.19
+  escapes request paths in ``django.request`` lines; ``verify_audit`` prints numbers only and the offline verifier
+  quotes values from the file with ``repr``.
+- Content-Disposition: artifact downloads and trail exports go through ``download_filename`` and Django's
+  ``content_disposition_header``; the calls export's name is a timestamp and a format checked against a list.
 """
 
 from collections.abc import Mapping
