@@ -121,7 +121,10 @@ class SecretScrubber:
         What the model or a client sent as a sensitive argument is shown nowhere (``redact``); a tool that
         repeats it in its result, an error or a log line must not show it there either.
         """
-        secrets = cls.for_presets(tool.presets)
+        presets = tool.presets
+        if not presets and not tool.withheld(arguments):
+            return NO_SECRETS  # nothing to scrub: no preset, no withheld argument (a scrubber is never changed)
+        secrets = cls.for_presets(presets)
         withheld = cls.for_arguments(tool, arguments)
         return cls((*secrets.values, *withheld.values)) if withheld else secrets
 
