@@ -12,8 +12,13 @@ it is, as ``?wait=0`` would.
 Each slot is its own cache key, taken with ``add`` (atomic in every backend) and living on its own: one count for all
 of a user's waits would expire under the waits still holding it, and their releases would then count down a fresh
 count below zero, one more free slot each time (a user who kept waiting gained ``CALL_WAITS_PER_USER`` every cycle).
+
+A slot the cache cannot give (the cache down) is a slot not free: the call is answered as it is, never a server
+error after a POST already queued it (a client retrying that would run the tool twice). A slot the cache cannot take
+back expires with its life.
 """
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -26,6 +31,8 @@ from toolhub.conf import toolhub_settings
 
 __all__ = ["wait_slot", "wait_slot_async"]
 
+logger = logging.getLogger(__name__)
+
 #: Extra life of a slot past the longest wait: a process killed mid-wait leaves its slot taken at most this long.
 _SLOT_SPARE_SECONDS = 60
 
@@ -36,13 +43,24 @@ def _take(user_id: int) -> tuple[str | None, str]:
     life = int(settings.CALL_WAIT_MAX_SECONDS) + _SLOT_SPARE_SECONDS
     token = uuid.uuid4().hex
     keys = (f"toolhub:call-wait:{user_id}:{slot}" for slot in range(settings.CALL_WAITS_PER_USER))
-    return next((key for key in keys if cache.add(key, token, timeout=life)), None), token
+    try:
+        return next((key for key in keys if cache.add(key, token, timeout=life)), None), token
+    except Exception:  # any backend's failure (redis-py's errors are not OSErrors): no slot, answer at once
+        logger.warning(
+            "A call wait slot could not be taken (the cache failed): answered without waiting", exc_info=True
+        )
+        return None, token
 
 
 def _give_back(taken: str | None, token: str) -> None:
     # Only a slot still ours is given back: one that outlived its life may be another wait's now.
-    if taken is not None and cache.get(taken) == token:
-        cache.delete(taken)
+    if taken is None:
+        return
+    try:
+        if cache.get(taken) == token:
+            cache.delete(taken)
+    except Exception:  # the answer stands; the slot expires with its life
+        logger.warning("A call wait slot could not be given back (the cache failed)", exc_info=True)
 
 
 @contextmanager
@@ -59,9 +77,12 @@ def wait_slot(user_id: int) -> Iterator[bool]:
 async def wait_slot_async(user_id: int) -> AsyncIterator[bool]:
     """``wait_slot`` for an event loop: the cache is used off the loop; the slot is given back even on a cancel.
 
-    A wait cancelled (the client went away) would otherwise keep its slot for the slot's whole life.
+    A wait cancelled (the client went away) would otherwise keep its slot for the slot's whole life. The take is
+    shielded too: a cancel while the cache is asked would lose the key its thread still takes; shielded, the cancel
+    lands inside the block, whose ``finally`` gives the slot back.
     """
-    taken, token = await sync_to_async(_take, thread_sensitive=False)(user_id)
+    with anyio.CancelScope(shield=True):
+        taken, token = await sync_to_async(_take, thread_sensitive=False)(user_id)
     try:
         yield taken is not None
     finally:
