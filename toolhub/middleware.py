@@ -43,18 +43,26 @@ _UNREADABLE_FORM = (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent, 
 
 
 def address_problem(request: HttpRequest) -> str | None:
-    """Why the request's path, query string or form fields cannot be used in a query (naming which), or ``None``."""
+    """Why the request's path, query string or form fields cannot be used (naming which), or ``None``.
+
+    A NUL anywhere cannot go into a query; under ``/api/`` a file part cannot go anywhere.
+    """
     if "\x00" in request.path:
         return "The path holds a NUL character."
     for where, fields in (("query parameter", request.GET), ("form field", request.POST)):
         for name, values in fields.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 return f"The {where} {name[:50]!r} holds a NUL character."
+    if request.path.startswith(API_PREFIX) and request.FILES:
+        # No API view takes a file; DRF reads this already parsed form, so its parsers never see the part. A file
+        # where a serializer takes a dict's values (a run's ``context.<key>``) reached the database: a 500.
+        name = next(iter(request.FILES))
+        return f"The API takes no file uploads (file part {name[:50]!r}); send each field as text, or a JSON body."
     return None
 
 
 class StorableAddressMiddleware:
-    """Answers 400 to a path, query string or form field holding a NUL character; nothing else runs.
+    """Answers 400 to a path, query string or form field holding a NUL character, or an API form with a file part.
 
     Under ``/api/`` the answer is the API's documented error shape (``{"detail": ...}``, see
     ``toolhub.api.schema``), elsewhere Django's bad request page.

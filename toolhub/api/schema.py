@@ -32,7 +32,7 @@ CONFLICT = OpenApiResponse(ErrorSerializer, description="Conflict: the state cha
 
 _DESCRIPTIONS = {
     "400": "Bad request: a malformed body, parameter or field (field errors keyed by field name), or a path, "
-    "query string or form field holding a NUL character.",
+    "query string or form field holding a NUL character, or a form with a file part (no endpoint takes files).",
     "403": "Not authenticated, or not allowed.",
     "404": "No such row among those you may see (another tenant's answers the same), or a bad cursor.",
     "413": "Payload too large: the body is over DATA_UPLOAD_MAX_MEMORY_SIZE (the detail names it); nothing was done.",
