@@ -23,6 +23,10 @@ Checked and holds (globex's member, operator and auditor against acme's rows; ro
 - Error bodies: invalid values of ``sensitive=`` arguments (too long, wrong type, not a literal, as an extra key)
   are named, never echoed; an unknown context key is named without its value; an idempotency conflict names the
   earlier call only; an invalid call stores no arguments.
+- Inside acme: a plain member (carol) gets 404 on each of alice's rows and actions, as for missing ones; acme's
+  auditor reads them and gets 403 on approve, reject, result, cancel, run rollback/cancel/retry. Idempotency keys are
+  per user (globex's same key makes its own call; its conflict names only its own call); another acme member's
+  call into alice's direct saga id is refused ("not available").
 - MCP registers no resources or prompts handlers (``Method not found`` for all), and tools/list, tools/call and
   the status/cancel tools were covered by the 2026-12-05 cf review (acme's tool reads as a missing one).
 """
