@@ -19,6 +19,7 @@ from toolhub.audit_problem import TAMPERED, UNVERIFIABLE, TrailProblem
 from toolhub.audit_verify import ChainResult, verify_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
+    audit_checkpoint_numbering_problem,
     audit_checkpoint_problems,
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
@@ -117,6 +118,9 @@ def audit_trail_verify(
             f"and a truncated tail would go unseen: {exc}"
         )
         found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
+        # Checkpoints deleted are seen without the key: that evidence keeps its name.
+        if (deleted := audit_checkpoint_numbering_problem()) is not None:
+            found.append((None, TrailProblem(str(deleted))))
     if stored is not None:
         base = checkpoint_base(stored)
         delta = f" (a delta on full checkpoint #{base})" if base is not None else ""

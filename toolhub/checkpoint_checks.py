@@ -16,13 +16,14 @@ from django.db.models import F, Subquery, Window
 from django.db.models.functions import Coalesce, Lag
 
 from toolhub.checkpoint_files import file_name, numbered_files
-from toolhub.checkpoint_signature import builds_on, signed_body, trusted_body
+from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, signed_body, trusted_body
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
 __all__ = [
     "CheckpointProblem",
     "audit_checkpoint_problems",
+    "audit_checkpoint_numbering_problem",
     "audit_stored_checkpoint_problems",
     "audit_stored_file_problems",
     "behind",
@@ -203,6 +204,15 @@ def named_heads(documents: list[tuple[str, dict[str, Any] | None]]) -> dict[int,
     return named
 
 
+def audit_checkpoint_numbering_problem() -> CheckpointProblem | None:
+    """Stored checkpoints deleted (a gap in their numbering, or the newest a recorded run saw): needs no key.
+
+    For a process without the key, whose other checkpoint checks cannot run: rows deleted are evidence it still sees.
+    """
+    gap = _first_numbering_gap()
+    return CheckpointProblem(gap) if gap is not None else None
+
+
 def _first_numbering_gap() -> str | None:
     """Checkpoints are numbered 1, 2, 3, ...: name the first number that is missing.
 
@@ -250,7 +260,11 @@ def _newest_acknowledged() -> int:
     """The number of the newest checkpoint a person signed over problems with (its signed body says so), or 0."""
     candidates = AuditCheckpoint.objects.filter(acknowledged=True).order_by("-seq")
     for row in candidates[:10]:  # a forged row with the marker is not signed: the next one is tried
-        body = trusted_body(row)
+        try:
+            body = trusted_body(row)
+        except CheckpointKeyError:
+            # Without the key the marker is taken at its word: a gap it may cover is never called tampering.
+            return row.seq
         if body is not None and body.get("acknowledged"):
             return row.seq
     return 0

@@ -33,6 +33,7 @@ from django.utils import timezone
 from toolhub.audit_hash import canonical_json
 from toolhub.checkpoint_checks import (
     CheckpointProblem,
+    audit_checkpoint_numbering_problem,
     audit_checkpoint_problems,
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
@@ -51,6 +52,7 @@ __all__ = [
     "audit_checkpoint_create",
     "CheckpointRefusedError",
     "CheckpointProblem",
+    "audit_checkpoint_numbering_problem",
     "audit_checkpoint_problems",
     "audit_stored_checkpoint_problems",
     "audit_stored_file_problems",

@@ -1,0 +1,130 @@
+"""Review au: "review the review" of the audit verification's kinds (TAMPERED / UNVERIFIABLE), from an auditor's side.
+
+Findings:
+- verify_audit in a process without TOOLHUB_AUDIT_KEY dropped the evidence it needs no key for: a stored checkpoint
+  deleted from the middle of the numbering (or the newest ones, past what a recorded run compared with) was reported
+  only as UNVERIFIABLE ("the key is not configured"), so whoever deleted checkpoints got the softer label.
+
+Checked and holds (offline verifier, ``--public-key`` given, acme's export from ``trail_exports``): a changed line, a
+duplicated line, lines reordered across chains, a tail cut (at the header's span and at a checkpoint's head), another
+tenant's line spliced in, a header whose span was shortened: each TAMPERED, exit 1, "does NOT verify"; more than
+MAX_PROBLEMS bad lines still fail with the rest counted. What turns into UNVERIFIABLE needs the header's signature
+removed or replaced (null, an HMAC string, another key named) and the file rewritten consistently: the file is then
+no evidence by itself, which the label says; it still fails. A replayed older genuine export verifies (it is
+toolhub's word at its exported_at; ``--head`` or the noted time catches it). The export of acme holds only acme's
+lines and heads. With the key set, every database-side problem of verify_audit is TAMPERED.
+"""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+
+from tests.security_review.trail_exports import acme_trail, export, public_key
+from toolhub.audit_file_verify import MAX_PROBLEMS, main
+from toolhub.checkpoints import audit_checkpoint_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _verify_audit() -> tuple[str, str]:
+    """verify_audit's stderr and its final verdict; it must fail."""
+    err = io.StringIO()
+    with pytest.raises(CommandError) as failed:
+        call_command("verify_audit", "--no-progress", "--workers", "1", stdout=io.StringIO(), stderr=err)
+    return err.getvalue(), str(failed.value)
+
+
+def test_keyless_verify_audit_still_calls_a_deleted_checkpoint_tampered(
+    audit_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: without the key, a checkpoint deleted from the numbering was reported only as UNVERIFIABLE.
+
+    Expect: the gap in the numbering (which needs no key to see) is TAMPERED, beside the UNVERIFIABLE key line.
+    """
+    acme_trail(2)
+    for _ in range(3):
+        audit_checkpoint_create(full=True)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
+    err, verdict = _verify_audit()
+    assert "UNVERIFIABLE" in err
+    assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err
+    assert "does not verify" in verdict
+
+
+def test_keyless_verify_audit_still_calls_deleted_newest_checkpoints_tampered(
+    audit_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: without the key, the newest checkpoints deleted (past what a recorded run compared with) were only
+    UNVERIFIABLE.
+
+    Expect: TAMPERED naming the checkpoint the recorded verification saw.
+    """
+    acme_trail(2)
+    for _ in range(2):
+        audit_checkpoint_create(full=True)
+    call_command("verify_audit", "--no-progress", "--workers", "1", stdout=io.StringIO())
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
+    err, _ = _verify_audit()
+    assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err
+
+
+def _offline(path: Path, key: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main([str(path), "--public-key", key])
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines(keepends=True)
+
+
+def test_offline_attacks_on_lines_are_tampered_not_unverifiable(
+    audit_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: nothing (holds). Expect: each edit of a signed export's lines is TAMPERED, exit 1, "does NOT verify"."""
+    acme_trail(6)
+    audit_checkpoint_create(full=True)
+    path, key = export(tmp_path), public_key()
+    assert _offline(path, key, capsys)[0] == 0
+    lines = _lines(path)
+    event = json.loads(lines[2])
+    event["data"] = '{"n":99}'
+    changed = [lines[0], lines[1], json.dumps(event) + "\n", *lines[3:]]
+    edits = {
+        "changed": changed,
+        "duplicated": [*lines[:3], lines[2], *lines[3:]],
+        "reordered": [*lines[:2], lines[3], lines[2], *lines[4:]],
+        "cut": lines[:-2],
+        "header only": lines[:1],
+    }
+    for name, edited in edits.items():
+        target = tmp_path / f"{name}.jsonl"
+        target.write_text("".join(edited))
+        code, err = _offline(target, key, capsys)
+        assert code == 1, name
+        assert "does NOT verify" in err, name
+        assert any(line.startswith("TAMPERED ") for line in err.splitlines()), (name, err)
+        assert "UNVERIFIABLE" not in err, (name, err)
+
+
+def test_offline_problems_past_max_still_fail(
+    audit_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: nothing (holds). Expect: more than MAX_PROBLEMS bad lines fail, the rest counted as TAMPERED."""
+    acme_trail(1)
+    path, key = export(tmp_path), public_key()
+    lines = _lines(path)
+    path.write_text(lines[0] + "not json\n" * (MAX_PROBLEMS + 5) + "".join(lines[1:]))
+    code, err = _offline(path, key, capsys)
+    assert code == 1
+    assert "TAMPERED ... and" in err
+    assert f"does NOT verify: {MAX_PROBLEMS + 5}" in err
