@@ -117,10 +117,10 @@ def audit_trail_verify(
             "the checkpoint key is not configured here, so the stored checkpoints cannot be checked "
             f"and a truncated tail would go unseen: {exc}"
         )
-        found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
-        # Checkpoints deleted are seen without the key: that evidence keeps its name.
+        # Checkpoints deleted are seen without the key: that evidence keeps its name, and comes first.
         if (deleted := audit_checkpoint_numbering_problem()) is not None:
             found.append((None, TrailProblem(str(deleted))))
+        found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
     if stored is not None:
         base = checkpoint_base(stored)
         delta = f" (a delta on full checkpoint #{base})" if base is not None else ""

@@ -4,6 +4,8 @@ Findings:
 - verify_audit in a process without TOOLHUB_AUDIT_KEY dropped the evidence it needs no key for: a stored checkpoint
   deleted from the middle of the numbering (or the newest ones, past what a recorded run compared with) was reported
   only as UNVERIFIABLE ("the key is not configured"), so whoever deleted checkpoints got the softer label.
+- Deleting the newest stored checkpoint (with the tail it signed) after only a tenant's run (``verify_audit --tenant``,
+  the console's "verify now") had compared with it verified clean: only whole-trail records were counted as witnesses.
 
 Checked and holds (offline verifier, ``--public-key`` given, acme's export from ``trail_exports``): a changed line, a
 duplicated line, lines reordered across chains, a tail cut (at the header's span and at a checkpoint's head), another
@@ -55,7 +57,7 @@ def test_keyless_verify_audit_still_calls_a_deleted_checkpoint_tampered(
     err, verdict = _verify_audit()
     assert "UNVERIFIABLE" in err
     assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err
-    assert "does not verify" in verdict
+    assert "first: stored checkpoint #2 is missing" in verdict
 
 
 def test_keyless_verify_audit_still_calls_deleted_newest_checkpoints_tampered(
@@ -128,3 +130,20 @@ def test_offline_problems_past_max_still_fail(
     assert code == 1
     assert "TAMPERED ... and" in err
     assert f"does NOT verify: {MAX_PROBLEMS + 5}" in err
+
+
+def test_deleting_the_newest_checkpoint_a_tenant_run_compared_with_is_tampered(audit_key: str) -> None:
+    """Found: only whole-trail records counted: after `verify_audit --tenant acme` (or the console's "verify now")
+    compared with checkpoint #2, deleting #2 with the tail it signed verified clean against #1.
+
+    Expect: TAMPERED "stored checkpoint #2 is missing", as for a whole-trail record.
+    """
+    acme_trail(2)
+    audit_checkpoint_create(full=True)
+    acme_trail(2)
+    audit_checkpoint_create(full=True)
+    call_command("verify_audit", "--no-progress", "--workers", "1", "--tenant", "acme", stdout=io.StringIO())
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    err, verdict = _verify_audit()
+    assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err

@@ -114,7 +114,11 @@ class AuditVerification(models.Model):
     class Meta:
         ordering = ["-finished_at"]
         get_latest_by = "finished_at"
-        indexes = [models.Index(fields=["tenant", "-finished_at"], name="audit_verification_newest")]
+        indexes = [
+            models.Index(fields=["tenant", "-finished_at"], name="audit_verification_newest"),
+            # Checkpoints deleted past what any run compared with (``checkpoint_checks._deleted_newest``): a range read.
+            models.Index(fields=["checkpoint_seq"], name="audit_verification_checkpoint"),
+        ]
 
     @property
     def state(self) -> str:
