@@ -26,11 +26,20 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from tests.audit.conftest import owner_tampering
 from tests.security_review.trail_exports import acme_trail, export, public_key
+from toolhub.audit import audit_append
 from toolhub.audit_file_verify import MAX_PROBLEMS, main
 from toolhub.checkpoints import audit_checkpoint_create
+from toolhub.models import Tenant
 
 pytestmark = pytest.mark.django_db
+
+
+def _delete_checkpoint(seq: int) -> None:
+    """An owner of the database deletes a stored checkpoint (on PostgreSQL past the append-only triggers)."""
+    with owner_tampering(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = %s", [seq])
 
 
 def _verify_audit() -> tuple[str, str]:
@@ -51,8 +60,7 @@ def test_keyless_verify_audit_still_calls_a_deleted_checkpoint_tampered(
     acme_trail(2)
     for _ in range(3):
         audit_checkpoint_create(full=True)
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    _delete_checkpoint(2)
     monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
     err, verdict = _verify_audit()
     assert "UNVERIFIABLE" in err
@@ -72,8 +80,7 @@ def test_keyless_verify_audit_still_calls_deleted_newest_checkpoints_tampered(
     for _ in range(2):
         audit_checkpoint_create(full=True)
     call_command("verify_audit", "--no-progress", "--workers", "1", stdout=io.StringIO())
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    _delete_checkpoint(2)
     monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
     err, _ = _verify_audit()
     assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err
@@ -143,7 +150,47 @@ def test_deleting_the_newest_checkpoint_a_tenant_run_compared_with_is_tampered(a
     acme_trail(2)
     audit_checkpoint_create(full=True)
     call_command("verify_audit", "--no-progress", "--workers", "1", "--tenant", "acme", stdout=io.StringIO())
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM toolhub_auditcheckpoint WHERE seq = 2")
+    _delete_checkpoint(2)
     err, verdict = _verify_audit()
     assert any(line.startswith("TAMPERED ") and "#2 is missing" in line for line in err.splitlines()), err
+
+
+def test_offline_splice_and_isolation(audit_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found: nothing (holds). Expect: acme's export holds none of beta's events or hashes; beta's line spliced into
+    acme's file is TAMPERED; a consistent rewrite with the signature removed is UNVERIFIABLE and still fails."""
+    Tenant.objects.create(slug="beta", name="beta")
+    acme_trail(3)
+    beta = [audit_append(event_type="call.requested", actor="b", data={"b": n}, tenant="beta") for n in range(3)]
+    audit_checkpoint_create(full=True)
+    path, key = export(tmp_path), public_key()
+    text = path.read_text()
+    assert "beta" not in text
+    assert not any(event.hash in text for event in beta)
+    beta_line = json.dumps(
+        {
+            "actor": "b",
+            "call_id": None,
+            "chain": beta[0].chain,
+            "created_at": beta[0].created_at.isoformat(),
+            "data": beta[0].data,
+            "event_type": beta[0].event_type,
+            "hash": beta[0].hash,
+            "prev_hash": "",
+            "run_id": None,
+            "seq": 1,
+            "status": "",
+            "tenant": "beta",
+            "tool_name": "",
+        }
+    )
+    spliced = tmp_path / "spliced.jsonl"
+    spliced.write_text(text + beta_line + "\n")
+    code, err = _offline(spliced, key, capsys)
+    assert code == 1 and "TAMPERED " in err and "does NOT verify" in err
+    lines = _lines(path)
+    header = json.loads(lines[0])
+    header["signature"] = None
+    stripped = tmp_path / "stripped.jsonl"
+    stripped.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+    code, err = _offline(stripped, key, capsys)
+    assert code == 1 and "UNVERIFIABLE the header is not signed" in err and "does NOT verify" in err
