@@ -8,13 +8,19 @@ Findings:
   the console's "verify now") had compared with it verified clean: only whole-trail records were counted as witnesses.
 
 Checked and holds (offline verifier, ``--public-key`` given, acme's export from ``trail_exports``): a changed line, a
-duplicated line, lines reordered across chains, a tail cut (at the header's span and at a checkpoint's head), another
-tenant's line spliced in, a header whose span was shortened: each TAMPERED, exit 1, "does NOT verify"; more than
-MAX_PROBLEMS bad lines still fail with the rest counted. What turns into UNVERIFIABLE needs the header's signature
-removed or replaced (null, an HMAC string, another key named) and the file rewritten consistently: the file is then
-no evidence by itself, which the label says; it still fails. A replayed older genuine export verifies (it is
-toolhub's word at its exported_at; ``--head`` or the noted time catches it). The export of acme holds only acme's
-lines and heads. With the key set, every database-side problem of verify_audit is TAMPERED.
+duplicated line, lines reordered, a tail cut, a file cut to its header, beta's line spliced in: each TAMPERED, exit 1,
+"does NOT verify"; more than MAX_PROBLEMS bad lines still fail, the rest counted by kind. A tail cut at a checkpoint's
+head with the header's span, end hash and head rewritten to match is TAMPERED (the signature no longer matches).
+acme's export holds none of beta's events or hashes (only acme's chains, heads and checkpoint entries). With the key
+set, every database-side problem ``verify_audit`` reports is TAMPERED; the verdict line's "first:" names a TAMPERED
+problem before an UNVERIFIABLE one.
+
+Not fixed (inherent, reported): the labels cannot be adversarially robust about keys. A header rewritten consistently
+(a cut tail) with its signature removed, replaced by an HMAC string, or with the unsigned ``signature.key`` hint set to
+another fingerprint is UNVERIFIABLE, not TAMPERED; it still fails (exit 1), and an attacker could as well sign with a
+key of their own, which nothing but the pinned public key tells apart from a rotated one. A replayed older genuine
+export verifies (toolhub's word at its ``exported_at``; ``--head`` kept apart catches it). Without the key, a
+checkpoint row whose ``acknowledged`` flag was set by hand is taken at its word (a gap before it is not accused).
 """
 
 import io
@@ -194,3 +200,31 @@ def test_offline_splice_and_isolation(audit_key: str, tmp_path: Path, capsys: py
     stripped.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
     code, err = _offline(stripped, key, capsys)
     assert code == 1 and "UNVERIFIABLE the header is not signed" in err and "does NOT verify" in err
+
+
+def test_offline_tail_cut_at_a_checkpoint_with_the_header_rewritten(
+    audit_key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: nothing fixable (holds, and the inherent limit). Expect: a tail cut back to the signed checkpoint's head,
+    the header's span, end hash and head rewritten to match, is TAMPERED; with the unsigned key hint changed too it
+    is UNVERIFIABLE (not toolhub's key's word), and fails either way."""
+    acme_trail(4)
+    audit_checkpoint_create(full=True)
+    acme_trail(2)
+    path, key = export(tmp_path), public_key()
+    lines = _lines(path)
+    header = json.loads(lines[0])
+    longest = max(header["chains"], key=lambda span: span["to_seq"])
+    events = [json.loads(line) for line in lines[1:]]
+    kept = [event for event in events if not (event["chain"] == longest["chain"] and event["seq"] > 4)]
+    end = [event for event in kept if event["chain"] == longest["chain"]][-1]
+    longest["to_seq"], longest["to_hash"] = 4, end["hash"]
+    header["heads"][str(longest["chain"])] = {"seq": 4, "hash": end["hash"]}
+    cut = tmp_path / "cut.jsonl"
+    for hint, kind in ((None, "TAMPERED"), ("sha256:0000000000000000", "UNVERIFIABLE")):
+        if hint is not None:
+            header["signature"]["key"] = hint
+        cut.write_text(json.dumps(header) + "\n" + "".join(json.dumps(event) + "\n" for event in kept))
+        code, err = _offline(cut, key, capsys)
+        assert code == 1 and "does NOT verify" in err
+        assert err.startswith(f"{kind} the header"), err
