@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('toolhub', '0036_redact_token_log_entries'),
+        ('toolhub', '0039_cross_tenant_permission_name'),
     ]
 
     operations = [
