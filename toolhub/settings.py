@@ -231,7 +231,8 @@ REST_FRAMEWORK = {
         # DRF's tokens, refused once older than TOOLHUB["API_TOKEN_MAX_AGE_SECONDS"] (toolhub.api.tokens); first,
         # so that a refused token answers 401 with ``WWW-Authenticate: Token`` (a session's refusal has no scheme).
         "toolhub.api.tokens.ExpiringTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        # The console's session, taken while its user may sign in to the console (staff; toolhub.api.sessions).
+        "toolhub.api.sessions.ConsoleSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # JSON as stored; the browsable API writes invisible characters out, as the admin does (toolhub.api.renderers).

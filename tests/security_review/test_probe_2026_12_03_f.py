@@ -530,6 +530,8 @@ def test_a_deactivated_user_loses_token_and_session_and_a_password_change_ends_s
     """alice logs in (session) and holds a token. Her password changes: the session ends. She is deactivated:
     her token and a fresh login are refused."""
     key = Token.objects.create(user=alice).key
+    User.objects.filter(pk=alice.pk).update(is_staff=True)  # a console session is staff's only
+    alice.refresh_from_db()
     session = Client()
     assert session.login(username="alice", password="alice-password")
     assert _reads_calls(client=session) == 200

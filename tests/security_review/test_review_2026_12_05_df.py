@@ -65,6 +65,7 @@ def test_browsable_api_writes_invisible_characters_out_and_json_keeps_them(
     """Found: the browsable API drew a call's ``\\u202e`` and ``\\u200b`` raw (the page reads a reversed address).
     Expect: the page shows them written out (``\\u202e``), the JSON answer holds them as stored."""
     call = _planted(alice, request_call)
+    User.objects.filter(pk=alice.pk).update(is_staff=True)  # the browsable API takes a console session: staff's
     page = Client()
     page.force_login(alice)
     html = page.get(f"/api/v1/calls/{call.pk}/", HTTP_ACCEPT="text/html")
