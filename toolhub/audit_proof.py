@@ -19,11 +19,11 @@ from toolhub.audit_problem import TAMPERED, UNVERIFIABLE, TrailProblem
 from toolhub.audit_verify import ChainResult, verify_chains
 from toolhub.checkpoints import (
     CheckpointKeyError,
-    audit_checkpoint_numbering_problem,
     audit_checkpoint_problems,
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
     checkpoint_base,
+    checkpoint_numbering_problems,
 )
 from toolhub.models import AuditChainHead, AuditVerification, RetiredTenantSlug, Tenant
 
@@ -117,9 +117,9 @@ def audit_trail_verify(
             "the checkpoint key is not configured here, so the stored checkpoints cannot be checked "
             f"and a truncated tail would go unseen: {exc}"
         )
-        # Checkpoints deleted are seen without the key: that evidence keeps its name, and comes first.
-        if (deleted := audit_checkpoint_numbering_problem()) is not None:
-            found.append((None, TrailProblem(str(deleted))))
+        # Checkpoints deleted are seen without the key: that evidence keeps its name (the run reads "failed"),
+        # and comes first.
+        found += [(problem.chain, TrailProblem(str(problem))) for problem in checkpoint_numbering_problems()]
         found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
     if stored is not None:
         base = checkpoint_base(stored)

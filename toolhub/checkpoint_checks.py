@@ -23,9 +23,9 @@ from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVer
 __all__ = [
     "CheckpointProblem",
     "audit_checkpoint_problems",
-    "audit_checkpoint_numbering_problem",
     "audit_stored_checkpoint_problems",
     "audit_stored_file_problems",
+    "checkpoint_numbering_problems",
     "behind",
     "named_heads",
     "stored_run",
@@ -77,10 +77,7 @@ def stored_run(
 ) -> tuple[AuditCheckpoint | None, list[CheckpointProblem], list[tuple[str, dict[str, Any] | None]]]:
     """The newest stored checkpoint, what contradicts it, and the signed documents of its run (oldest first)."""
     newest = AuditCheckpoint.objects.order_by("-seq").first()
-    problems: list[CheckpointProblem] = []
-    gap = _first_numbering_gap()
-    if gap is not None:
-        problems.append(CheckpointProblem(gap))
+    problems = checkpoint_numbering_problems()
     if newest is None:
         return None, problems, []
     source = f"stored checkpoint #{newest.seq}"
@@ -204,13 +201,14 @@ def named_heads(documents: list[tuple[str, dict[str, Any] | None]]) -> dict[int,
     return named
 
 
-def audit_checkpoint_numbering_problem() -> CheckpointProblem | None:
-    """Stored checkpoints deleted (a gap in their numbering, or the newest a recorded run saw): needs no key.
+def checkpoint_numbering_problems() -> list[CheckpointProblem]:
+    """Stored checkpoints deleted (a gap in their numbering, or the newest ones gone): found with no key.
 
-    For a process without the key, whose other checkpoint checks cannot run: rows deleted are evidence it still sees.
+    Evidence of tampering that stays evidence where the key is not configured (``stored_run`` raises
+    ``CheckpointKeyError`` then, at the first signature): a verification keeps it beside "cannot verify".
     """
     gap = _first_numbering_gap()
-    return CheckpointProblem(gap) if gap is not None else None
+    return [CheckpointProblem(gap)] if gap is not None else []
 
 
 def _first_numbering_gap() -> str | None:

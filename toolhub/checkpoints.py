@@ -33,11 +33,11 @@ from django.utils import timezone
 from toolhub.audit_hash import canonical_json
 from toolhub.checkpoint_checks import (
     CheckpointProblem,
-    audit_checkpoint_numbering_problem,
     audit_checkpoint_problems,
     audit_stored_checkpoint_problems,
     audit_stored_file_problems,
     behind,
+    checkpoint_numbering_problems,
     named_heads,
     stored_run,
 )
@@ -52,11 +52,11 @@ __all__ = [
     "audit_checkpoint_create",
     "CheckpointRefusedError",
     "CheckpointProblem",
-    "audit_checkpoint_numbering_problem",
     "audit_checkpoint_problems",
     "audit_stored_checkpoint_problems",
     "audit_stored_file_problems",
     "checkpoint_base",
+    "checkpoint_numbering_problems",
     "CheckpointKeyError",
 ]
 

@@ -1,0 +1,57 @@
+"""Review of 2026-12-06 (ba): review the review of aq, at, ao and aw (fixes merged this hour).
+
+Findings:
+- With the checkpoint key unset where ``verify_audit`` ran, deleted stored checkpoints (a gap in their numbering,
+  or the newest ones an earlier run compared with) were not reported at all, and the run read "unverifiable"
+  (review at's new state): ``stored_run`` finds the gap with no key, but the ``CheckpointKeyError`` its signature
+  check raises next dropped it. Evidence of tampering that needs no key is now kept (``TAMPERED``) beside the
+  "cannot verify" problem, so the console reads "failed".
+
+Checked and found holding (no test here):
+- ``visible_line``: every character ``str.splitlines`` breaks on (``\\r``, ``\\n``, ``\\x0b``, ``\\x0c``,
+  ``\\x1c-\\x1e``, ``\\x85``, U+2028, U+2029) is Cc/Zl/Zp and written out by ``visible_text``; a lone ``\\r`` too.
+  The approval e-mail is the only e-mail toolhub sends (no other ``EmailMessage``/``send_mail``); the escalation
+  e-mail is the same ``_body``; webhooks carry JSON (line breaks escaped by the encoder).
+- ``AuditVerification.unverifiable`` is judged on every problem (not the kept 20): one ``TAMPERED`` among many
+  ``UNVERIFIABLE`` ones reads "failed"; per-tenant records get the shared (chainless) problems plus their own, so
+  a tenant with a rewritten chain reads "failed" while another with only the key missing reads "unverifiable".
+"""
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.audit.conftest import append_events, owner_tampering
+from toolhub.checkpoints import audit_checkpoint_create
+from toolhub.models import AuditCheckpoint, AuditVerification, Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def _verify() -> None:
+    with pytest.raises(CommandError):
+        call_command("verify_audit", "--no-progress", stdout=StringIO(), stderr=StringIO())
+
+
+def test_deleted_checkpoints_read_failed_when_the_key_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: stored checkpoint #2 deleted, then ``verify_audit`` run where the key is unset: the record kept only
+    "cannot verify: the checkpoint key is not configured" and read "unverifiable".
+    Expect: the gap in the numbering is reported (it needs no key) and the run reads "failed", the whole trail's
+    record and the tenant's alike."""
+    Tenant.objects.create(slug="acme", name="ACME")
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "review-ba-key")
+    for _ in range(3):
+        append_events(2)
+        audit_checkpoint_create()
+    assert list(AuditCheckpoint.objects.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3]
+    with owner_tampering():
+        AuditCheckpoint.objects.filter(seq=2).delete()
+    monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
+
+    _verify()
+
+    whole = AuditVerification.objects.filter(tenant="").latest()
+    assert whole.state == "failed", whole.problems
+    assert "stored checkpoint #2 is missing" in whole.problems and "cannot verify" in whole.problems
+    assert AuditVerification.objects.filter(tenant="acme").latest().state == "failed"
