@@ -106,20 +106,25 @@ def audit_trail_verify(
     ]
     compared: list[str] = []
     stored = stored_file = None
+    key_error: CheckpointKeyError | None = None
+    # Each source on its own: without the key, what one shows with none (deleted checkpoints, a file that cannot
+    # be read) is still evidence of tampering, kept beside "cannot verify" so that the run reads "failed".
     try:
         stored, more = audit_stored_checkpoint_problems(chains)
-        found += [(problem.chain, TrailProblem(str(problem))) for problem in more]
+    except CheckpointKeyError as exc:
+        key_error, more = exc, checkpoint_numbering_problems()
+    found += [(problem.chain, TrailProblem(str(problem))) for problem in more]
+    try:
         stored_file, more = audit_stored_file_problems(chains)
         found += [(problem.chain, TrailProblem(str(problem))) for problem in more]
     except CheckpointKeyError as exc:
-        # Nothing was found altered: this process cannot check the signatures. Not proven, not tampered.
+        key_error = exc
+    if key_error is not None:
+        # Nothing else was found altered: this process cannot check the signatures. Not proven, not tampered.
         unseen = (
             "the checkpoint key is not configured here, so the stored checkpoints cannot be checked "
-            f"and a truncated tail would go unseen: {exc}"
+            f"and a truncated tail would go unseen: {key_error}"
         )
-        # Checkpoints deleted are seen without the key: that evidence keeps its name (the run reads "failed"),
-        # and comes first.
-        found += [(problem.chain, TrailProblem(str(problem))) for problem in checkpoint_numbering_problems()]
         found.append((None, TrailProblem(unseen, UNVERIFIABLE)))
     if stored is not None:
         base = checkpoint_base(stored)

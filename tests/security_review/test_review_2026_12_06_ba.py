@@ -6,6 +6,8 @@ Findings:
   (review at's new state): ``stored_run`` finds the gap with no key, but the ``CheckpointKeyError`` its signature
   check raises next dropped it. Evidence of tampering that needs no key is now kept (``TAMPERED``) beside the
   "cannot verify" problem, so the console reads "failed".
+- Same run: the stored checkpoints' missing key also skipped ``AUDIT_CHECKPOINT_DIR``, so a newest checkpoint file
+  that cannot be read (overwritten) went unreported. Each source is now checked on its own (``audit_trail_verify``).
 
 Checked and found holding (no test here):
 - ``visible_line``: every character ``str.splitlines`` breaks on (``\\r``, ``\\n``, ``\\x0b``, ``\\x0c``,
@@ -18,6 +20,8 @@ Checked and found holding (no test here):
 """
 
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -55,3 +59,24 @@ def test_deleted_checkpoints_read_failed_when_the_key_is_unset(monkeypatch: pyte
     assert whole.state == "failed", whole.problems
     assert "stored checkpoint #2 is missing" in whole.problems and "cannot verify" in whole.problems
     assert AuditVerification.objects.filter(tenant="acme").latest().state == "failed"
+
+
+def test_an_unreadable_checkpoint_file_reads_failed_when_the_key_is_unset(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path
+) -> None:
+    """Found: with stored checkpoints and ``AUDIT_CHECKPOINT_DIR``, the key unset: the stored checkpoints' missing key
+    skipped the directory too, so a newest checkpoint file overwritten with garbage went unreported ("unverifiable").
+    Expect: the file that cannot be read is reported (no key needed to see it) and the run reads "failed"."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "AUDIT_CHECKPOINT_DIR": str(tmp_path)}
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "review-ba-key")
+    append_events(2)
+    audit_checkpoint_create()
+    newest = sorted(tmp_path.iterdir())[-1]
+    newest.write_text("not json")
+    monkeypatch.delenv("TOOLHUB_AUDIT_KEY")
+
+    _verify()
+
+    whole = AuditVerification.objects.filter(tenant="").latest()
+    assert whole.state == "failed", whole.problems
+    assert f"checkpoint file {newest.name}: cannot be read" in whole.problems and "cannot verify" in whole.problems
