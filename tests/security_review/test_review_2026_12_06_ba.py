@@ -10,6 +10,24 @@ Findings:
   that cannot be read (overwritten) went unreported. Each source is now checked on its own (``audit_trail_verify``).
 
 Checked and found holding (no test here):
+- ``nameable_tool_names``' ``replace(principal, agent_tools=every name)`` is used only to name tools on an agent
+  and to read them (``_tools_nameable_by``, ``CallerView.tools_seen``), never to authorize a call: a run's
+  principal carries the agent's own tools, and the worker authorizes again. With every name as "the agent's",
+  only navigation tools pass on the agent's say (``authorization._verdict``); leaves still need the person's
+  grant, so a guide counts only through what they may call. The playbook's and state machine's guide calls
+  list members through ``granted_for`` (``usable_in_call``); their status lines name no member the run did not
+  call itself.
+  ``tool_seen_by_any`` returns a playbook's tool whole when one principal may use it (no categories to narrow).
+- ``toolcall_open_of_turn``: its condition is ``sorted(SETTLED_STATUSES)``, so a status added later changes the
+  model's index and ``makemigrations --check`` (the lint step) fails until a migration follows; PostgreSQL proves
+  the implication of ``NOT IN`` lists element by element, whatever the order ``list(SETTLED_STATUSES)`` gives.
+- MCP credential errors: ``credential_headers`` is the one place the variable is read for remote MCP (calls, the
+  admin's fetch and ``sync_tools`` store its sanitized ``ToolError`` text); a code tool's missing ``Secret`` preset
+  reaches the model as ``default_error_handler``'s fixed text (its name only in the auditors' detail).
+- ``db_app_roles_refresh``: a no-op off PostgreSQL; it skips audit tables not (yet) migrated and renews default
+  privileges only for owners the migrating role belongs to; a role with only SELECT defaults (a reporting role)
+  is not picked. Not fixed: a role set up outside toolhub with all four data defaults IN SCHEMA (an ETL writer) is
+  picked too and gets CONNECT and data rights on every existing table at each migrate (see the report).
 - ``visible_line``: every character ``str.splitlines`` breaks on (``\\r``, ``\\n``, ``\\x0b``, ``\\x0c``,
   ``\\x1c-\\x1e``, ``\\x85``, U+2028, U+2029) is Cc/Zl/Zp and written out by ``visible_text``; a lone ``\\r`` too.
   The approval e-mail is the only e-mail toolhub sends (no other ``EmailMessage``/``send_mail``); the escalation
