@@ -33,7 +33,7 @@ from django.http.multipartparser import MultiPartParserError
 
 from toolhub.api.error_pages import body_too_big
 
-__all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem"]
+__all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem", "file_part_refusal"]
 
 #: Where the REST API answers (``toolhub.urls``): its refusals are JSON.
 API_PREFIX = "/api/"
@@ -56,9 +56,13 @@ def address_problem(request: HttpRequest) -> str | None:
     if request.path.startswith(API_PREFIX) and request.FILES:
         # No API view takes a file; DRF reads this already parsed form, so its parsers never see the part. A file
         # where a serializer takes a dict's values (a run's ``context.<key>``) reached the database: a 500.
-        name = next(iter(request.FILES))
-        return f"The API takes no file uploads (file part {name[:50]!r}); send each field as text, or a JSON body."
+        return file_part_refusal(next(iter(request.FILES)))
     return None
+
+
+def file_part_refusal(name: str) -> str:
+    """Why an API form with the file part ``name`` is refused: here for POST, by the API's parser for other methods."""
+    return f"The API takes no file uploads (file part {name[:50]!r}); send each field as text, or a JSON body."
 
 
 class StorableAddressMiddleware:

@@ -252,7 +252,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
         "toolhub.api.parsers.StorableJSONParser",
         "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        # No view takes a file: a file part is refused (a POST's already by toolhub.middleware).
+        "toolhub.api.parsers.FilelessMultiPartParser",
     ],
     # Only views that name a scope are throttled: starting runs and deciding approvals.
     "DEFAULT_THROTTLE_CLASSES": ["toolhub.api.throttling.ScopedRateThrottle"],

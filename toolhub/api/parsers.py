@@ -14,12 +14,30 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
 
 from toolhub.conf import toolhub_settings
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_nesting_depth
+from toolhub.middleware import file_part_refusal
 
-__all__ = ["StorableJSONParser", "json_nesting_depth"]
+__all__ = ["FilelessMultiPartParser", "StorableJSONParser", "json_nesting_depth"]
+
+
+class FilelessMultiPartParser(MultiPartParser):
+    """DRF's multipart parser, refusing any file part: no API view takes a file.
+
+    ``toolhub.middleware`` refuses a POST's file parts before any view (Django parses a POST's form, and DRF reuses
+    it); Django leaves a PATCH's or PUT's body unparsed, so this parser is where theirs are seen (review bc: a
+    PATCH with a file part was applied).
+    """
+
+    def parse(
+        self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None
+    ) -> DataAndFiles:
+        parsed = super().parse(stream, media_type, parser_context)
+        if parsed.files:
+            raise ParseError(file_part_refusal(next(iter(parsed.files))))
+        return parsed
 
 
 class StorableJSONParser(JSONParser):
