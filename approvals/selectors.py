@@ -9,12 +9,12 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model, load_backend
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db.models import Q, QuerySet
 
 from approvals.deciders import DECIDE_PERMISSION, RoundStanding, further_restrictions, round_standing
 from approvals.models import ApprovalRequest, ApprovalStatus
-from toolhub.models import TenantMembership
+from toolhub.models import CallKind, TenantMembership, ToolCall
 from toolhub.tenancy import CROSS_TENANT_PERMISSION, has_tenant_wide_role, scoped, visible_rows
 
 __all__ = [
@@ -180,18 +180,44 @@ def conversation_before(request: ApprovalRequest) -> ConversationBefore:
     if run is None:
         return ConversationBefore("", "", False)
     messages: list[dict[str, Any]] = [m for m in (run.messages or []) if isinstance(m, dict)]
-    at = next(
-        (
-            i
-            for i, message in enumerate(messages)
-            if message.get("role") == "assistant"
-            and any(tc.get("id") == call.model_call_id for tc in message.get("tool_calls") or [])
-        ),
-        None,
-    )
+    at = _assistant_message_of(messages, *_asking_turn_and_id(call))
     model_message = str(messages[at].get("content") or "") if at is not None else ""
     before = messages[:at] if at is not None else messages
     user_input = next(
         (str(m.get("content") or "") for m in reversed(before) if m.get("role") == "user"), str(run.input or "")
     )
     return ConversationBefore(user_input, model_message, True)
+
+
+def _asking_turn_and_id(call: Any) -> tuple[int, str]:
+    """The turn and model call id of the run's own call that asked for ``call``: itself, or an inner call's outer one.
+
+    An inner call was asked for by an agentic tool's model, whose words are not in the run's conversation: the
+    words that led to it are those with the outer call (``context.parent_call_id``, a call of the same run).
+    """
+    if call.kind != CallKind.INNER:
+        return call.turn, call.model_call_id
+    parent_id = (call.context or {}).get("parent_call_id") if isinstance(call.context, dict) else None
+    try:
+        outer = ToolCall.objects.filter(pk=parent_id, run_id=call.run_id).only("turn", "model_call_id").first()
+    except (ValueError, ValidationError):  # not a call's id
+        return 0, ""
+    return (outer.turn, outer.model_call_id) if outer is not None else (0, "")
+
+
+def _assistant_message_of(messages: list[dict[str, Any]], turn: int, model_call_id: str) -> int | None:
+    """The index of turn ``turn``'s assistant message if it carries ``model_call_id``, else ``None``.
+
+    Each of a run's turns records exactly one assistant message (``agents_app.loop``). A model's call ids are unique
+    within its turn only: matched by id alone, a call of a later turn reusing an earlier id ("c1" again) showed the
+    approver the earlier turn's words, not those the model wrote with the call under approval.
+    """
+    seen = 0
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        seen += 1
+        if seen == turn:
+            asked = [tc for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
+            return index if model_call_id and any(tc.get("id") == model_call_id for tc in asked) else None
+    return None

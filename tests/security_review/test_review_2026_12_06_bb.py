@@ -1,0 +1,83 @@
+"""Review 2026-12-06 (bb): where a model's output enters toolhub (the agent loop, model answers, argument intake).
+
+Findings (each fails on db3553a, passes after the fix):
+
+1. ``approvals.selectors.conversation_before`` found the model's words for a call held for approval by its model
+   call id alone, across the run's turns; ids are unique within a turn only, so a model reusing ``c1`` in a later
+   turn showed the approver an earlier turn's harmless words beside the risky call. Now turn and id must match
+   (an inner call's words are those of its outer call).
+
+Checked and holds (driven through the loop with a stand-in model):
+- a turn asking for more calls than the agent's ``max_tool_calls`` (default 10, API caps 1000) fails the run with
+  ``max_tool_calls``, no call row, nothing executed, the turn kept in the conversation; turns are bounded by the
+  calls (a turn without calls ends the run; invalid calls count), a child's tokens by ``max_tokens``;
+- ``1e400`` and ``NaN`` arguments are refused as not finite; an integer past Python's 4300 digits is refused as
+  JSON syntax (``ValueError``), smaller ones pass to the schema; duplicate keys: the last wins, in the stored
+  arguments and the execution alike; ``[1]``, ``"s"``, ``null`` are refused as no object;
+- ``ctx``/``tenant``/``context`` sent as arguments are refused as extra inputs (``extra="forbid"``); the context
+  parameter is not in the schema; ``**kwargs`` tools are refused at registration;
+- call ids repeated within a turn are made unique (``model_answers._call_ids``); results are matched per turn, so
+  an id reused across turns never attaches a result to another call (the transcript matches by turn too);
+- a streamed answer without ``finish_reason`` or cut (``length``) is refused whole, charged what was read;
+- the audit chains verify after all of the above.
+"""
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents_app.models import AgentRun, RunStatus
+from agents_app.models_adapters import ModelToolCall, ModelTurn
+from agents_app.services import agent_create, run_start
+from approvals.selectors import conversation_before
+from toolhub.audit_verify import verify_audit_chains
+from toolhub.models import CallStatus, ToolCall
+
+pytestmark = pytest.mark.django_db
+
+
+class _Plan:
+    """A model that answers in process with the given turns, in order."""
+
+    answers_in_process = True
+
+    def __init__(self, turns: list[ModelTurn]) -> None:
+        self.turns = list(turns)
+
+    def complete(self, *, messages: Any, tools: Any, on_partial: Any = None) -> ModelTurn:
+        return self.turns.pop(0)
+
+
+def _run(alice: User, turns: list[ModelTurn], tools: list[str], capture: Any, **options: Any) -> AgentRun:
+    agent = agent_create(name="bb", tenant="acme", provider="scripted", script=[], tools=tools, **options)
+    with mock.patch("agents_app.loop.adapter_for", return_value=_Plan(turns)):
+        with capture(execute=True):
+            run = run_start(agent=agent, user=alice, input="go")
+    run.refresh_from_db()
+    return run
+
+
+def test_a_call_id_reused_in_a_later_turn_shows_the_approver_that_turns_words(
+    alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: the approval page's "model's message" was the first assistant message carrying the call's id; a model
+    reusing ``c1`` in turn 2 made the approver read turn 1's "harmless words" beside the risky call of turn 2.
+
+    Expect: the words the model wrote with the call under approval; the earlier call still ran once.
+    """
+    turns = [
+        ModelTurn(content="harmless words", tool_calls=(ModelToolCall("c1", "record_effect", '{"note": "a"}'),)),
+        ModelTurn(content="now delete everything", tool_calls=(ModelToolCall("c1", "risky_effect", '{"note": "b"}'),)),
+    ]
+    run = _run(alice, turns, ["record_effect", "risky_effect"], django_capture_on_commit_callbacks)
+
+    first, risky = ToolCall.objects.filter(run_id=run.id).order_by("turn")
+    assert run.status == RunStatus.WAITING
+    assert (first.status, risky.status) == (CallStatus.SUCCEEDED, CallStatus.PENDING_APPROVAL)
+    assert first.model_call_id == risky.model_call_id == "c1"  # the premise
+    shown = conversation_before(risky.approval_request)
+    assert shown.model_message == "now delete everything"
+    assert shown.user_input == "go"
+    assert verify_audit_chains()[1] == []
