@@ -6,6 +6,7 @@ provider's call ids made ones the call rows hold. A failure is what the run is t
 """
 
 import hashlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -60,9 +61,18 @@ def model_answer(
 
 
 def _turn_size(turn: ModelTurn) -> int:
-    """The bytes of a turn's text and tool calls, as UTF-8."""
+    """The bytes of a turn's text and tool calls, as UTF-8, each call with the JSON the run keeps around it.
+
+    Counted as kept (``loop._record_turn``): by their texts alone, calls with a short id and nothing else cost a few
+    bytes each, and a turn of hundreds of thousands of them passed the bound, ~70 bytes of JSON each in the run.
+    """
     texts = [turn.content, *(part for call in turn.tool_calls for part in (call.id, call.name, call.arguments))]
-    return sum(len(str(text).encode("utf-8", "surrogatepass")) for text in texts)
+    framing = _KEPT_CALL_FRAMING * len(turn.tool_calls)
+    return framing + sum(len(str(text).encode("utf-8", "surrogatepass")) for text in texts)
+
+
+#: The JSON around each call's texts in the assistant message the run keeps (``loop._record_turn``).
+_KEPT_CALL_FRAMING = len(json.dumps({"id": "", "type": "function", "function": {"name": "", "arguments": ""}}))
 
 
 def billed_tokens(exc: BaseException) -> tuple[int, int]:
@@ -116,13 +126,16 @@ def _call_ids(ids: list[str]) -> list[str]:
     model is asked again; a provider whose ids are longer, or a model repeating one, gets ids derived from its own.
     """
     kept: list[str] = []
+    taken: set[str] = set()
+    given_ids = set(ids)  # sets: a turn may hold thousands of calls
     for position, given in enumerate(ids):
         call_id, attempt = given, 0
         # A derived id is new to the turn too: neither kept already nor one the model gave a later call.
-        while len(call_id) > _MAX_CALL_ID or call_id in kept or (attempt and call_id in ids):
+        while len(call_id) > _MAX_CALL_ID or call_id in taken or (attempt and call_id in given_ids):
             digest = hashlib.sha256(f"{position}:{attempt}:{given}".encode()).hexdigest()[:24]
             call_id, attempt = f"call_{position}_{digest}", attempt + 1
         kept.append(call_id)
+        taken.add(call_id)
     return kept
 
 

@@ -6,6 +6,10 @@ Findings (each fails on db3553a, passes after the fix):
    call id alone, across the run's turns; ids are unique within a turn only, so a model reusing ``c1`` in a later
    turn showed the approver an earlier turn's harmless words beside the risky call. Now turn and id must match
    (an inner call's words are those of its outer call).
+2. ``agents_app.model_answers._turn_size`` bounded a model's turn by its calls' texts alone: calls with a short id
+   and nothing else cost a few bytes each, so ~300,000 of them passed ``MAX_EXTERNAL_RESULT_BYTES`` and were kept as
+   ~20 MB of conversation (and ``_call_ids`` walked them quadratically). Each call now counts the JSON the run keeps
+   around it; ``_call_ids`` uses sets.
 
 Checked and holds (driven through the loop with a stand-in model):
 - a turn asking for more calls than the agent's ``max_tool_calls`` (default 10, API caps 1000) fails the run with
@@ -22,6 +26,7 @@ Checked and holds (driven through the loop with a stand-in model):
 - the audit chains verify after all of the above.
 """
 
+import json
 from typing import Any
 from unittest import mock
 
@@ -81,3 +86,24 @@ def test_a_call_id_reused_in_a_later_turn_shows_the_approver_that_turns_words(
     assert shown.model_message == "now delete everything"
     assert shown.user_input == "go"
     assert verify_audit_chains()[1] == []
+
+
+def test_a_turn_of_thousands_of_tiny_calls_is_bounded_as_the_run_keeps_it(
+    alice: User, django_capture_on_commit_callbacks: Any, settings: Any
+) -> None:
+    """Found: a model's turn was bounded (``MAX_EXTERNAL_RESULT_BYTES``) by its calls' texts alone, so calls with
+    a short id and empty name and arguments counted a few bytes each while the run kept ~70 bytes of JSON for
+    each: 2,000 of them (8 KB counted) were stored as ~150 KB in the run's conversation (at the default bound,
+    ~300,000 calls, 20 MB, and a quadratic walk over their ids under way).
+
+    Expect: a turn is counted as the run would keep it; this one is refused whole, nothing stored, nothing run.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "MAX_EXTERNAL_RESULT_BYTES": 20_000}
+    calls = tuple(ModelToolCall(f"{i:x}", "", "") for i in range(2000))
+    run = _run(alice, [ModelTurn(tool_calls=calls)], ["record_effect"], django_capture_on_commit_callbacks)
+
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("The model's turn was ") and "nothing of it was kept" in run.error
+    assert [m for m in run.messages if m["role"] == "assistant"] == []
+    assert len(json.dumps(run.messages)) < 20_000
+    assert not ToolCall.objects.filter(run_id=run.id).exists()
