@@ -40,6 +40,10 @@ def run_finish(run: AgentRun, *, status: RunStatus, stop_reason: StopReason, now
     run.stop_reason = stop_reason
     run.finished_at = now
     run.retryable = retryable and run.parent_call_id is None
+    if not run.retryable:
+        # A serial turn's calls not yet requested hold the model's arguments as sent, sensitive values included:
+        # nothing requests them once the run ended for good (a retry resumes them, so a retryable run keeps them).
+        run.deferred_calls = []
     run_transition(run, status, update_fields=END_FIELDS)
     if status == RunStatus.FAILED:
         audit_append(

@@ -10,6 +10,9 @@ Findings (each fails on db3553a, passes after the fix):
    and nothing else cost a few bytes each, so ~300,000 of them passed ``MAX_EXTERNAL_RESULT_BYTES`` and were kept as
    ~20 MB of conversation (and ``_call_ids`` walked them quadratically). Each call now counts the JSON the run keeps
    around it; ``_call_ids`` uses sets.
+3. ``AgentRun.deferred_calls`` (serial execution) kept a turn's unrequested calls as the model sent them, sensitive
+   values included, after the run was cancelled or failed for good. ``ending.run_finish`` now drops them when the
+   run cannot be retried (a retry resumes them, so a retryable run keeps them).
 
 Checked and holds (driven through the loop with a stand-in model):
 - a turn asking for more calls than the agent's ``max_tool_calls`` (default 10, API caps 1000) fails the run with
@@ -27,20 +30,38 @@ Checked and holds (driven through the loop with a stand-in model):
 """
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import Annotated, Any
 from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
 
+from agents_app.cancelling import run_cancel
 from agents_app.models import AgentRun, RunStatus
 from agents_app.models_adapters import ModelToolCall, ModelTurn
 from agents_app.services import agent_create, run_start
 from approvals.selectors import conversation_before
+from toolhub import Param, registry, tool
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
+
+#: A card number the model sends to a sensitive parameter.
+_CARD = "4111111111111111"
+
+
+@tool(risk="low", sensitive=("card",))
+def review_bb_pay(card: Annotated[str, Param("The card to charge.")]) -> dict:
+    """Charge a card (its number is sensitive)."""
+    return {"charged": True}
+
+
+@pytest.fixture
+def pay_tool() -> Iterator[None]:
+    with registry.temporarily(review_bb_pay):
+        yield
 
 
 class _Plan:
@@ -107,3 +128,42 @@ def test_a_turn_of_thousands_of_tiny_calls_is_bounded_as_the_run_keeps_it(
     assert [m for m in run.messages if m["role"] == "assistant"] == []
     assert len(json.dumps(run.messages)) < 20_000
     assert not ToolCall.objects.filter(run_id=run.id).exists()
+
+
+def test_a_cancelled_serial_run_keeps_no_sensitive_value_of_the_calls_it_never_requested(
+    alice: User, django_capture_on_commit_callbacks: Any, pay_tool: None
+) -> None:
+    """Found: an agent with ``serial_tool_execution`` keeps a turn's later calls in ``AgentRun.deferred_calls`` as the
+    model sent them, sensitive values included, until the earlier call settles; a run cancelled meanwhile (or
+    failed for good) kept them so forever, a card number at rest in a row nothing would ever read again.
+
+    Expect: a run that ended and cannot be retried holds no deferred call; the call held for approval is
+    withdrawn, the card never ran, is in no call row and nowhere in the run's row.
+    """
+    turn = ModelTurn(
+        tool_calls=(
+            ModelToolCall("c1", "risky_effect", '{"note": "first"}'),
+            ModelToolCall("c2", "review_bb_pay", json.dumps({"card": _CARD})),
+        )
+    )
+    run = _run(
+        alice,
+        [turn],
+        ["risky_effect", "review_bb_pay"],
+        django_capture_on_commit_callbacks,
+        serial_tool_execution=True,
+    )
+    assert run.status == RunStatus.WAITING
+    assert len(run.deferred_calls) == 1  # the premise: the card waits for the first call
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert run_cancel(run_id=run.id, actor="operator:bob", reason="not today")
+    run.refresh_from_db()
+
+    assert run.status == RunStatus.CANCELLED
+    assert run.deferred_calls == []
+    stored = json.dumps([run.messages, run.deferred_calls, run.output, run.error, run.partial_output])
+    assert _CARD not in stored
+    [held] = ToolCall.objects.filter(run_id=run.id)
+    assert held.status == CallStatus.CANCELLED
+    assert verify_audit_chains()[1] == []
