@@ -5,7 +5,7 @@ Findings (each fails on db3553a, passes after the fix):
 1. ``approvals.selectors.conversation_before`` found the model's words for a call held for approval by its model
    call id alone, across the run's turns; ids are unique within a turn only, so a model reusing ``c1`` in a later
    turn showed the approver an earlier turn's harmless words beside the risky call. Now turn and id must match
-   (an inner call's words are those of its outer call).
+   (an inner call, whose id is its inner model's, showed no words: now those of its outer call).
 2. ``agents_app.model_answers._turn_size`` bounded a model's turn by its calls' texts alone: calls with a short id
    and nothing else cost a few bytes each, so ~300,000 of them passed ``MAX_EXTERNAL_RESULT_BYTES`` and were kept as
    ~20 MB of conversation (and ``_call_ids`` walked them quadratically). Each call now counts the JSON the run keeps
@@ -43,6 +43,7 @@ from agents_app.models_adapters import ModelToolCall, ModelTurn
 from agents_app.services import agent_create, run_start
 from approvals.selectors import conversation_before
 from toolhub import Param, registry, tool
+from toolhub.agentic import SimpleAgenticTool
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import CallStatus, ToolCall
 
@@ -56,6 +57,15 @@ _CARD = "4111111111111111"
 def review_bb_pay(card: Annotated[str, Param("The card to charge.")]) -> dict:
     """Charge a card (its number is sensitive)."""
     return {"charged": True}
+
+
+@tool(risk="high")
+def review_bb_wipe(target: Annotated[str, Param("What to wipe.")]) -> dict:
+    """Wipe something (high risk: an operator approves it)."""
+    return {"wiped": target}
+
+
+_DESK = SimpleAgenticTool("review_bb_desk", "Tidy up.", tools=[review_bb_wipe], max_iterations=2, agent="bb-brain")
 
 
 @pytest.fixture
@@ -167,3 +177,33 @@ def test_a_cancelled_serial_run_keeps_no_sensitive_value_of_the_calls_it_never_r
     [held] = ToolCall.objects.filter(run_id=run.id)
     assert held.status == CallStatus.CANCELLED
     assert verify_audit_chains()[1] == []
+
+
+def test_an_inner_call_held_for_approval_shows_the_words_of_its_outer_call(
+    alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found (with finding 1): an inner call's id is its inner model's, never in the run's conversation, so the
+    approval page showed no words at all for it (or, by chance of a matching id, another turn's).
+
+    Expect: the words the run's model wrote with the agentic call that led to it, and the user's input.
+    """
+    with registry.temporarily(*_DESK.__toolhub_tools__()):
+        agent_create(
+            name="bb-brain",
+            tenant="acme",
+            provider="scripted",
+            tools=[],
+            script=[
+                {"content": "inner words", "tool_calls": [{"name": "review_bb_wipe", "arguments": {"target": "x"}}]}
+            ],
+        )
+        turns = [
+            ModelTurn(content="first, a look", tool_calls=(ModelToolCall("d1", "record_effect", '{"note": "a"}'),)),
+            ModelTurn(content="tidy up now", tool_calls=(ModelToolCall("d2", "review_bb_desk", '{"task": "t"}'),)),
+        ]
+        run = _run(alice, turns, ["record_effect", "review_bb_desk"], django_capture_on_commit_callbacks)
+
+        inner = ToolCall.objects.get(run_id=run.id, tool_name="review_bb_wipe")
+    assert inner.status == CallStatus.PENDING_APPROVAL, (inner.status, run.status, run.error)
+    shown = conversation_before(inner.approval_request)
+    assert (shown.model_message, shown.user_input) == ("tidy up now", "go")
