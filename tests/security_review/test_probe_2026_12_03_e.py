@@ -297,7 +297,12 @@ def test_bulk_action_confirmation_pages_show_planted_markup_only_escaped(
 def test_browsable_api_pages_show_planted_markup_only_escaped(
     poisoned: dict[str, Any], acme: AcmeData, alice: User
 ) -> None:
-    """alice (the requester) reads her poisoned run, call, approval and the external call as HTML (browsable API)."""
+    """alice (the requester) reads her poisoned run, call, approval and the external call as HTML (browsable API).
+
+    A session authenticates the API only for someone the console signs in (staff, ``toolhub.api.sessions``).
+    """
+    alice.is_staff = True
+    alice.save(update_fields=["is_staff"])
     client = console(alice)
     run, request = poisoned["run"], poisoned["request"]
     urls = [
