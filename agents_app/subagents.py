@@ -126,6 +126,7 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
                 # The parent's row lock orders its children's starts: each carves its budget from what the
                 # ones before it left (``_budget_left``), never from the same remainder.
                 parent = AgentRun.objects.select_for_update(of=("self",)).get(pk=parent.pk)
+                _refuse_unless_going(parent, agent_name)
                 budget = _budget_left(parent, call_id, agent_name, limits)
                 child = AgentRun.objects.create(
                     agent=target,
@@ -146,6 +147,18 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
         {"subagent_run": str(child.id), "agent": child.agent.name, "tool": tool_name},
         expires=False,  # the child run settles it when it ends, however long an operator takes on its calls
     )
+
+
+def _refuse_unless_going(parent: AgentRun, agent_name: str) -> None:
+    """Start no child for a run that ended: a worker may have claimed the call just before its run was cancelled.
+
+    Cancelling withdraws only calls that have not started, and cancels the children that exist: a child created
+    after that would work (and spend) in the user's name for a run nobody waits on any more.
+    """
+    if parent.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+        raise ToolError(
+            f"Subagent {agent_name!r} not started: its run {parent.id} is {parent.status} and waits on no answer."
+        )
 
 
 def _calling_run(ctx: ToolContext) -> AgentRun:
