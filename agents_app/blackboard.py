@@ -34,6 +34,7 @@ __all__ = [
     "blackboard_capture_calls",
     "blackboard_copy_to_parent",
     "blackboard_entries",
+    "blackboard_headers",
     "blackboard_entry",
     "blackboard_last",
     "blackboard_count",
@@ -166,6 +167,15 @@ def blackboard_entries(run: AgentRun) -> QuerySet[BlackboardEntry]:
     return BlackboardEntry.objects.filter(run_id__in=runs, tenant=run.tenant).order_by("created_at", "id")
 
 
+def blackboard_headers(run: AgentRun) -> QuerySet[BlackboardEntry]:
+    """``blackboard_entries`` without their values: a value (up to ``MAX_VALUE_BYTES``) is read when it is used.
+
+    Listing, counting and finding an entry read names and kinds only, not every value the run sees (its board and
+    its ancestors', ``MAX_ENTRIES_PER_RUN`` each).
+    """
+    return blackboard_entries(run).defer("value")
+
+
 def blackboard_entry(run: AgentRun, name: str) -> BlackboardEntry | None:
     """The latest entry called ``name`` the run sees."""
     return blackboard_entries(run).filter(name=name).order_by("-created_at", "-id").first()
@@ -178,13 +188,13 @@ def kind_matches(kind: str, wanted: str) -> bool:
 
 def blackboard_last(run: AgentRun, kind: str) -> BlackboardEntry | None:
     """The latest entry of ``kind`` (exact or simple name) the run sees."""
-    matching = [entry for entry in blackboard_entries(run) if kind_matches(entry.kind, kind)]
+    matching = [entry for entry in blackboard_headers(run) if kind_matches(entry.kind, kind)]
     return matching[-1] if matching else None
 
 
 def blackboard_count(run: AgentRun, kind: str) -> int:
     """How many entries of ``kind`` (exact or simple name) the run sees."""
-    return sum(1 for entry in blackboard_entries(run) if kind_matches(entry.kind, kind))
+    return sum(1 for entry in blackboard_headers(run) if kind_matches(entry.kind, kind))
 
 
 def entry_summary(entry: BlackboardEntry, index: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from pydantic import Field
 
 from agents_app.blackboard import blackboard_count as _count
-from agents_app.blackboard import blackboard_entries, blackboard_entry, entry_summary
+from agents_app.blackboard import blackboard_entries, blackboard_entry, blackboard_headers, entry_summary
 from agents_app.blackboard import blackboard_last as _last
 from agents_app.budgets import Spending, budget_of, calls_used, spending_below
 from agents_app.models import AgentRun
@@ -68,7 +68,7 @@ def _names_hint(run: AgentRun) -> str:
 @tool(risk=Risk.LOW, idempotent=True, category="blackboard")
 def blackboard_list(ctx: ToolContext) -> dict[str, Any]:
     """List the objects on this run's blackboard (artifacts, subagent answers) with their index, name, kind and size."""
-    entries = list(blackboard_entries(_current_run(ctx)))
+    entries = list(blackboard_headers(_current_run(ctx)))
     shown = [entry_summary(entry, index) for index, entry in enumerate(entries)][-MAX_LISTED:]
     answer: dict[str, Any] = {"entries": shown, "total": len(entries)}
     if len(entries) > MAX_LISTED:
@@ -89,7 +89,7 @@ def blackboard_get(
     if (index is None) == (not name):
         raise ToolError("Give exactly one of name or index.")
     if index is not None:
-        entries = list(blackboard_entries(run)[: MAX_INDEX + 1])
+        entries = list(blackboard_headers(run)[: MAX_INDEX + 1])  # the value of the one asked for only
         if index >= len(entries):
             where = f" (0 to {len(entries) - 1})" if entries else ""
             raise ToolError(f"No entry at index {index}; the blackboard has {len(entries)} entries{where}.")

@@ -6,6 +6,10 @@ Findings:
    started its child: cancelling withdraws only calls that have not started, and ``_start_child`` never looked at
    the parent's status, so the child ran (model turns, tool calls, side effects) in the user's name for a run its
    user had stopped. A child is now started only for a parent still going; otherwise the call fails, saying why.
+2. The blackboard tools read every value the run sees to answer with names, a count or one entry
+   (``blackboard_list``, ``blackboard_count``, ``blackboard_last``, ``blackboard_get`` by index): up to 200 values of
+   64 KiB per run on the path from the root, loaded at each call the model makes. They now read names and kinds
+   (``blackboard_headers``), and the one value they answer with.
 
 Checked and found holding (tests of tests/subagents hold most of these):
 
@@ -26,14 +30,17 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from agents_app.models import AgentRun, RunStatus
+from agents_app.blackboard import blackboard_put
+from agents_app.models import AgentRun, BlackboardEntry, RunStatus
 from agents_app.subagents import Subagent
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.models import SideEffect
 from tests.testapp.tools import ResearchTask
-from toolhub import registry
+from toolhub import ToolContext, registry
 from toolhub.execution import tool_call_run_claimed
 from toolhub.models import CallStatus, ToolCall
 
@@ -85,3 +92,42 @@ def test_a_subagent_call_claimed_before_its_parent_was_cancelled_starts_no_child
     assert call.status == CallStatus.FAILED and "cancelled" in call.error
     parent.refresh_from_db()
     assert parent.status == RunStatus.CANCELLED
+
+
+def _value_reads(queries: list[dict[str, Any]]) -> list[str]:
+    """The SELECTs of the captured queries that read blackboard values."""
+    column = f"{connection.ops.quote_name(BlackboardEntry._meta.db_table)}.{connection.ops.quote_name('value')}"
+    return [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("SELECT") and column in q["sql"]]
+
+
+def test_blackboard_tools_read_no_value_they_do_not_answer_with(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """Found: blackboard_list, blackboard_count and blackboard_last (and blackboard_get by index) loaded every value
+    the run sees (its own and its ancestors' boards, up to 200 entries of 64 KiB each per run) to answer with names,
+    a count, or one value: tens of megabytes read per call, however often the model asks.
+
+    Expect: a listing and a count read no value; a lookup of one entry reads that entry's value only.
+    """
+    run = start(make_agent(tools=[], script=[{"content": "done"}]), alice)
+    for number in range(5):
+        blackboard_put(run, f"page-{number}", "x" * 60_000, kind="doc.Page")
+    ctx = ToolContext({"run_id": str(run.id), "tenant": run.tenant})
+    answers: dict[str, Any] = {}
+    reads: dict[str, list[str]] = {}
+    for name, arguments in (
+        ("blackboard_list", {}),
+        ("blackboard_count", {"kind": "Page"}),
+        ("blackboard_last", {"kind": "Page"}),
+        ("blackboard_get", {"index": 1}),
+    ):
+        tool = registry.get(name)
+        assert tool is not None
+        with CaptureQueriesContext(connection) as captured:
+            answers[name] = tool.invoke(arguments, ctx)
+        reads[name] = _value_reads(captured.captured_queries)
+    assert answers["blackboard_list"]["total"] == 5 and answers["blackboard_count"]["count"] == 5
+    assert answers["blackboard_last"]["name"] == "page-4" and answers["blackboard_get"] == "x" * 60_000
+    assert reads["blackboard_list"] == [] and reads["blackboard_count"] == []
+    for name in ("blackboard_last", "blackboard_get"):
+        assert len(reads[name]) == 1, reads[name]
