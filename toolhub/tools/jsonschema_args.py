@@ -48,11 +48,16 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the parameters' schema is not valid JSON Schema at {where}: {exc.message}"
         ) from None
-    dangling = _unresolvable_refs(normalized)
+    dangling, looping = _unresolvable_refs(normalized)
     if dangling:
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the parameters' schema refers to {', '.join(map(repr, dangling[:5]))}, which "
             "resolve to nothing within it (references outside the schema are not fetched)."
+        )
+    if looping:
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema reference {looping!r} refers to itself before describing "
+            "any value (a loop of $ref, allOf, anyOf...): no value could ever be checked against it."
         )
     missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
     if missing:
@@ -62,11 +67,13 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
     return normalized
 
 
-def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
-    """Every ``$ref`` of ``schema`` that resolves to nothing within it (pointers, anchors, ``$id`` s).
+def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """Every ``$ref`` of ``schema`` that resolves to nothing within it (pointers, anchors, ``$id`` s), and one
+    that loops back to itself with no value described in between (``None``: none does).
 
     Resolved by ``referencing`` (jsonschema's own resolver) on a registry holding this schema only, so a
-    reference elsewhere is never fetched. Checked when the tool is built: validation would raise on it.
+    reference elsewhere is never fetched. Checked when the tool is built: validation would raise on either
+    (a loop recurses until ``RecursionError``; a remote MCP server's schema may hold one on purpose).
     """
     refs: list[str] = []
 
@@ -82,7 +89,7 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
 
     walk(schema)
     if not refs:
-        return []
+        return [], None
     resource = specification_with(str(schema.get("$schema", "")), default=DRAFT202012).create_resource(schema)
     base = resource.id() or ""
     resolver = Registry().with_resource(base, resource).crawl().resolver(base_uri=base)
@@ -92,7 +99,58 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
             resolver.lookup(ref)
         except Unresolvable:
             dangling.append(ref)
-    return dangling
+    return dangling, None if dangling else _looping_ref(schema, resolver)
+
+
+#: Keywords whose subschemas apply to the same value as their parent: following only these, a schema that
+#: comes back to itself is a loop validation never leaves (through ``properties`` or ``items`` it is a tree).
+_SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+
+
+def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
+    """A ``$ref`` from which ``$ref`` and same-value keywords lead back to where they started, or ``None``."""
+    done: set[int] = set()
+
+    def same_value(node: Mapping[str, Any]) -> list[tuple[Any, str | None]]:
+        nexts: list[tuple[Any, str | None]] = []
+        if isinstance(node.get("$ref"), str):
+            nexts.append((resolver.lookup(node["$ref"]).contents, node["$ref"]))
+        for key in _SAME_VALUE:
+            value = node.get(key)
+            if isinstance(value, Mapping) and key == "dependentSchemas":
+                nexts.extend((item, None) for item in value.values())
+            elif isinstance(value, list):
+                nexts.extend((item, None) for item in value)
+            else:
+                nexts.append((value, None))
+        return [(item, ref) for item, ref in nexts if isinstance(item, Mapping)]
+
+    def visit(node: Mapping[str, Any], path: set[int]) -> str | None:
+        if id(node) in done:
+            return None
+        path.add(id(node))
+        for child, ref in same_value(node):
+            if id(child) in path:
+                return ref or "(allOf/anyOf/oneOf)"
+            if (found := visit(child, path)) is not None:
+                return found
+        path.discard(id(node))
+        done.add(id(node))
+        return None
+
+    def nodes(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            yield node
+            for value in node.values():
+                yield from nodes(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from nodes(value)
+
+    for node in nodes(schema):
+        if (found := visit(node, set())) is not None:
+            return found
+    return None
 
 
 #: Each tool's validator and the schema it was built from, kept as long as the tool: a remote MCP tool is built
