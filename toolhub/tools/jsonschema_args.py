@@ -68,8 +68,10 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
 
 
 def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None]:
-    """Every ``$ref`` of ``schema`` that resolves to nothing within it (pointers, anchors, ``$id`` s), and one
-    that loops back to itself with no value described in between (``None``: none does).
+    """The ``$ref`` s of ``schema`` that resolve to nothing within it, and one that loops back to itself.
+
+    Dangling: pointers, anchors, ``$id`` s found nowhere. Looping: one that comes back to itself with no
+    value described in between (``None``: none does).
 
     Resolved by ``referencing`` (jsonschema's own resolver) on a registry holding this schema only, so a
     reference elsewhere is never fetched. Checked when the tool is built: validation would raise on either
