@@ -95,7 +95,9 @@ def _load() -> dict[str, _Entry]:
     for row in rows:
         try:
             tool = _build(row)
-        except ToolDefinitionError as exc:
+        except (ToolDefinitionError, RecursionError) as exc:
+            # One server's schema (a RecursionError is a RuntimeError, which ``_entries`` takes for "no database")
+            # must leave out its own tool only, never every remote tool of every server.
             logger.warning("Remote MCP tool %s is unusable: %s", row.tool_name, exc)
             continue
         entries[row.tool_name] = _entry(row.server, tool, row.status, tenants)

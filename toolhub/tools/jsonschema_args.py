@@ -25,13 +25,22 @@ from referencing.jsonschema import DRAFT202012, specification_with
 
 from toolhub.exceptions import ToolDefinitionError
 
-__all__ = ["checked_object_schema", "validate_against_schema"]
+__all__ = ["MAX_SCHEMA_DEPTH", "checked_object_schema", "validate_against_schema"]
+
+#: How deeply schemas may nest in a parameters' schema (each ``properties``/``x`` pair is one; so is each
+#: ``$ref`` followed in turn): validation recurses through them, and a remote MCP server chooses its schemas.
+MAX_SCHEMA_DEPTH = 64
 
 
 def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     """Check that ``schema`` is a valid JSON Schema of an object and return a normalized copy."""
     if not isinstance(schema, Mapping):
         raise ToolDefinitionError(f"Tool {tool_name!r}: the parameters' schema must be a JSON Schema object (a dict).")
+    if _nesting(schema) > 2 * MAX_SCHEMA_DEPTH:
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema is nested more than {MAX_SCHEMA_DEPTH} schemas deep; "
+            "checking a value against it would overflow the stack."
+        )
     normalized = copy.deepcopy(dict(schema))
     kind = normalized.setdefault("type", "object")
     if kind != "object":
@@ -57,7 +66,8 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
     if looping:
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the parameters' schema reference {looping!r} refers to itself before describing "
-            "any value (a loop of $ref, allOf, anyOf...): no value could ever be checked against it."
+            f"any value, or through more than {MAX_SCHEMA_DEPTH} others nested in turn ($ref, allOf, anyOf...): "
+            "checking a value against it would never end or overflow the stack."
         )
     missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
     if missing:
@@ -77,19 +87,7 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None
     reference elsewhere is never fetched. Checked when the tool is built: validation would raise on either
     (a loop recurses until ``RecursionError``; a remote MCP server's schema may hold one on purpose).
     """
-    refs: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            if isinstance(node.get("$ref"), str):
-                refs.append(node["$ref"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(schema)
+    refs = [node["$ref"] for node in _nodes(schema) if isinstance(node.get("$ref"), str)]
     if not refs:
         return [], None
     resource = specification_with(str(schema.get("$schema", "")), default=DRAFT202012).create_resource(schema)
@@ -110,8 +108,12 @@ _SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependen
 
 
 def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
-    """A ``$ref`` from which ``$ref`` and same-value keywords lead back to where they started, or ``None``."""
-    done: set[int] = set()
+    """A ``$ref`` from which ``$ref`` and same-value keywords lead back to where they started, or ``None``.
+
+    A chain of them longer than ``MAX_SCHEMA_DEPTH`` counts as one too: validation follows it by recursion.
+    Walked without recursion, so no schema can make this check itself overflow the stack.
+    """
+    depth: dict[int, int] = {}  # node -> the longest same-value chain below it (once finished)
 
     def same_value(node: Mapping[str, Any]) -> list[tuple[Any, str | None]]:
         nexts: list[tuple[Any, str | None]] = []
@@ -127,32 +129,52 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
                 nexts.append((value, None))
         return [(item, ref) for item, ref in nexts if isinstance(item, Mapping)]
 
-    def visit(node: Mapping[str, Any], path: set[int]) -> str | None:
-        if id(node) in done:
-            return None
-        path.add(id(node))
-        for child, ref in same_value(node):
-            if id(child) in path:
+    for start in _nodes(schema):
+        if id(start) in depth:
+            continue
+        on_path: set[int] = {id(start)}
+        stack = [(start, iter(same_value(start)))]
+        while stack:
+            node, children = stack[-1]
+            child, ref = next(children, (None, None))
+            if child is None:
+                stack.pop()
+                on_path.discard(id(node))
+                depth[id(node)] = 1 + max((depth[id(c)] for c, _ in same_value(node)), default=0)
+                if depth[id(node)] > MAX_SCHEMA_DEPTH:
+                    return ref or "(a chain of references)"
+            elif id(child) in on_path:
                 return ref or "(allOf/anyOf/oneOf)"
-            if (found := visit(child, path)) is not None:
-                return found
-        path.discard(id(node))
-        done.add(id(node))
-        return None
-
-    def nodes(node: Any) -> Any:
-        if isinstance(node, Mapping):
-            yield node
-            for value in node.values():
-                yield from nodes(value)
-        elif isinstance(node, list):
-            for value in node:
-                yield from nodes(value)
-
-    for node in nodes(schema):
-        if (found := visit(node, set())) is not None:
-            return found
+            elif id(child) not in depth:
+                on_path.add(id(child))
+                stack.append((child, iter(same_value(child))))
     return None
+
+
+def _nodes(node: Any) -> list[Mapping[str, Any]]:
+    """Every mapping within ``node`` (itself included) in document order, walked without recursion."""
+    found: list[Mapping[str, Any]] = []
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            found.append(item)
+            pending.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+    return found
+
+
+def _nesting(node: Any) -> int:
+    """How deeply ``node`` nests (a scalar: 0), measured without recursion."""
+    deepest, pending = 0, [(node, 1)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 #: Each tool's validator and the schema it was built from, kept as long as the tool: a remote MCP tool is built
