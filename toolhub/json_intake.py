@@ -11,6 +11,7 @@ decoded), which measure the nesting without recursion before anything recurses, 
 
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from itertools import accumulate, repeat
@@ -95,11 +96,22 @@ def json_loads_checked(
     except RecursionError:  # the scanner and the decoder disagree on malformed text: still never a 500
         raise JSONRefused(RefusalKind.NESTING, f"nests lists and objects deeper than {max_depth} levels") from None
     except ValueError as exc:
-        raise JSONRefused(RefusalKind.SYNTAX, getattr(exc, "msg", str(exc))) from None
+        raise JSONRefused(RefusalKind.SYNTAX, _syntax_reason(exc)) from None
     problem = json_storage_problem(data, path) if storable else None
     if problem:
         raise JSONRefused(RefusalKind.STORAGE, problem)
     return data
+
+
+def _syntax_reason(exc: ValueError) -> str:
+    """Why the decoder refused the text, in words for whoever sent it (a model, a client), never the interpreter's.
+
+    An integer past ``sys.get_int_max_str_digits()`` raises ``int()``'s own ``ValueError``, whose text tells the
+    reader to call ``sys.set_int_max_str_digits()``: a detail of the server and advice nobody outside can follow.
+    """
+    if not isinstance(exc, json.JSONDecodeError) and "integer string conversion" in str(exc):
+        return f"an integer with more than {sys.get_int_max_str_digits()} digits"
+    return str(getattr(exc, "msg", exc))
 
 
 def json_value_problem(value: Any, *, max_depth: int, path: str = "") -> JSONRefused | None:
