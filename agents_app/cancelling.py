@@ -5,11 +5,12 @@ is dropped when it comes back), its child runs are cancelled with it, and what i
 started is withdrawn: calls held for approval (with their approval requests, so no operator decides them
 any more), queued or awaiting a result. A call already running finishes; what completed steps did stays,
 and a rollback (``POST /api/v1/runs/<id>/rollback/``, its children's sagas too) undoes it. The sagas'
-compensations are never withdrawn. Each cancellation is a ``run.cancelled`` audit event naming who and why,
-in the same transaction.
+compensations are never withdrawn. Each cancellation is a ``run.cancelled`` audit event naming who and why
+(and the tools of a serial turn's calls it dropped unrequested, never their arguments), in the same transaction.
 """
 
 import uuid
+from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -98,8 +99,12 @@ def _locked_tree(run: AgentRun) -> list[AgentRun]:
 
 def _end_cancelled(run: AgentRun, *, actor: str, reason: str) -> None:
     error = f"Cancelled by {actor}: {reason}"
-    run_end_with_error(run, error, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now())
-    audit_append(event_type="run.cancelled", actor=actor, data={"reason": reason}, run_id=run.id, tenant=run.tenant)
+    dropped = run_end_with_error(
+        run, error, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, now=timezone.now()
+    )
+    # A serial turn's calls never requested are named (tools, never arguments): the model asked for them.
+    data: dict[str, Any] = {"reason": reason, **({"dropped_calls": dropped} if dropped else {})}
+    audit_append(event_type="run.cancelled", actor=actor, data=data, run_id=run.id, tenant=run.tenant)
     _withdraw_calls(run, actor=actor, reason=f"its run was cancelled by {actor}: {reason}")
 
 
