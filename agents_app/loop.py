@@ -17,6 +17,7 @@ is stepped again, up to ``RUN_MAX_LOST_STEPS`` lost in a row, then it fails inst
 
 import enum
 import functools
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from agents_app.disclosure import (
 )
 from agents_app.ending import STEP_FIELDS, run_end_with_error, run_finish
 from agents_app.model_answers import Failed, failure, model_answer, partial_writer
-from agents_app.models import AgentRun, RunStatus, StopReason
+from agents_app.models import AgentRun, RunStatus, StopReason, agent_call_limit
 from agents_app.models_adapters import ModelAdapter, ModelTurn, adapter_for
 from agents_app.steprows import locked_run, turn_calls
 from agents_app.transitions import run_transition
@@ -187,13 +188,13 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
         ):
             return Advance.IDLE  # the completed steps are being compensated; their calls wake the run again
         texts = _texts_for_model(run, calls)
-        run.messages = [
-            *run.messages,
-            *(
-                {"role": "tool", "tool_call_id": c.model_call_id, "content": text}
-                for c, text in zip(calls, texts, strict=True)
-            ),
+        results = [
+            {"role": "tool", "tool_call_id": c.model_call_id, "content": text}
+            for c, text in zip(calls, texts, strict=True)
         ]
+        if _conversation_too_big(run, [*run.messages, *results], "the results of its tool calls", now=now):
+            return Advance.STEPPED
+        run.messages = [*run.messages, *results]
         run_state_after_calls(run, calls, governance_stamp=run.governance_stamp)
         blackboard_capture_calls(run, [call for call in calls if call.has_artifacts])
         if _returns_immediately(calls):
@@ -379,6 +380,8 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
             }
             for call in turn.tool_calls
         ]
+    if _conversation_too_big(run, [*run.messages, message], "the model's turn", now=now):
+        return
     run.messages = [*run.messages, message]
     if not turn.tool_calls:
         run.output = turn.content
@@ -392,7 +395,7 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     given = budget_of(run, "max_tool_calls")
     for whose, limit, before in (
         ("its parent run's", given, budgeted + held.calls),
-        ("this agent's", run.agent.max_tool_calls, used),
+        ("this agent's", agent_call_limit(run.agent), used),
     ):
         if limit is not None and before + len(turn.tool_calls) > limit:
             run.error = (
@@ -408,6 +411,27 @@ def _record_turn(run: AgentRun, turn: ModelTurn, *, now: Any) -> None:
     waiting = _request_calls(run)
     # One write of the run for the whole turn, in the transaction that recorded its calls.
     run_transition(run, RunStatus.WAITING if waiting else RunStatus.RUNNING, update_fields=STEP_FIELDS)
+
+
+def _conversation_too_big(run: AgentRun, messages: list[dict[str, Any]], what: str, *, now: Any) -> bool:
+    """Fail the locked run when ``messages`` (its conversation with ``what`` added) pass ``RUN_MAX_CONVERSATION_BYTES``.
+
+    Measured as the row stores it (JSON, ASCII-escaped). ``what`` is not kept and nothing more is requested: every
+    step rewrites the whole conversation and sends it to the model, so a run must not grow it without end.
+    """
+    limit = toolhub_settings().RUN_MAX_CONVERSATION_BYTES
+    size = len(json.dumps(messages))
+    if size <= limit:
+        return False
+    run_end_with_error(
+        run,
+        f"Run stopped: {what} would have made its conversation {size:,} bytes, above "
+        f"TOOLHUB['RUN_MAX_CONVERSATION_BYTES'] ({limit:,}); they were not kept. Nothing more was executed.",
+        status=RunStatus.FAILED,
+        stop_reason=StopReason.CONVERSATION_SIZE,
+        now=now,
+    )
+    return True
 
 
 def _stopped_on_tokens(run: AgentRun, held: Spending, *, now: Any, before_asking: bool) -> bool:

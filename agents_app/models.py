@@ -134,6 +134,16 @@ class ModelProvider(models.Model):
         return self.schema_profile or str(DEFAULT_SCHEMA_PROFILES.get(self.kind, SchemaProfile.OPENAI))
 
 
+#: The most tool calls an agent may be allowed per run, whichever door sets it (admin, API, a row written otherwise:
+#: the loop never allows more). One turn's calls are requested in one transaction.
+MAX_TOOL_CALLS_LIMIT = 1000
+
+
+def agent_call_limit(agent: "Agent") -> int:
+    """The agent's tool-call budget per run as the loop applies it: never above ``MAX_TOOL_CALLS_LIMIT``."""
+    return min(agent.max_tool_calls, MAX_TOOL_CALLS_LIMIT)
+
+
 def default_max_tool_calls() -> int:
     """``TOOLHUB["DEFAULT_MAX_TOOL_CALLS"]``: an agent's tool-call budget when whoever creates it sets none."""
     return toolhub_settings().DEFAULT_MAX_TOOL_CALLS
@@ -169,7 +179,11 @@ class Agent(models.Model):
     script = models.JSONField(default=list, blank=True, help_text="Turns of the scripted model.")
     system_prompt = models.TextField(blank=True)
     tools = models.JSONField(default=list, blank=True, help_text="Names of the tools this agent may call.")
-    max_tool_calls = models.PositiveIntegerField(default=default_max_tool_calls)
+    max_tool_calls = models.PositiveIntegerField(
+        default=default_max_tool_calls,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_TOOL_CALLS_LIMIT)],
+        help_text=f"Tool calls the agent's model may ask for per run (1 to {MAX_TOOL_CALLS_LIMIT}).",
+    )
     compensate_on_error = models.BooleanField(default=False)
     parallel_tool_calls = models.BooleanField(default=True)
     serial_tool_execution = models.BooleanField(
@@ -250,6 +264,7 @@ class StopReason(models.TextChoices):
     MAX_TOKENS = "max_tokens", "token budget spent"
     MODEL_ERROR = "model_error"
     WORKER_LOST = "worker_lost", "its worker stopped while the model answered"
+    CONVERSATION_SIZE = "conversation_size", "conversation too large"
     CANCELLED = "cancelled"
 
 

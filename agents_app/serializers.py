@@ -6,7 +6,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agents_app.disclosure import run_shown_disclosure
-from agents_app.models import TOOL_CHOICE_MODES, Agent, AgentRun
+from agents_app.models import MAX_TOOL_CALLS_LIMIT, TOOL_CHOICE_MODES, Agent, AgentRun
 from agents_app.rollbacks import RunSagas
 from agents_app.selectors import run_children, run_pending_approval_ids
 from agents_app.services import AGENT_FIELDS, AGENT_TENANT_FIXED
@@ -52,7 +52,7 @@ class AgentInputSerializer(serializers.Serializer):
     model = ModelSettingsSerializer()
     system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=100_000)
     tools = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=1000)
-    max_tool_calls = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    max_tool_calls = serializers.IntegerField(min_value=1, max_value=MAX_TOOL_CALLS_LIMIT, required=False)
     compensate_on_error = serializers.BooleanField(required=False)
     parallel_tool_calls = serializers.BooleanField(required=False)
     serial_tool_execution = serializers.BooleanField(

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 
 from agents_app.cancelling import run_cancel
 from agents_app.models import (
+    MAX_TOOL_CALLS_LIMIT,
     SCRIPTED_PROVIDER_NAME,
     Agent,
     AgentRun,
@@ -331,6 +332,8 @@ def _apply(agent: Agent, changes: Mapping[str, Any], *, by: AbstractBaseUser | N
         raise RunInputError(choice_problem)
     if agent.temperature is not None and not 0 <= agent.temperature <= 2:
         raise RunInputError(f"temperature must be between 0 and 2, not {agent.temperature}.")
+    if not 1 <= agent.max_tool_calls <= MAX_TOOL_CALLS_LIMIT:
+        raise RunInputError(f"max_tool_calls must be between 1 and {MAX_TOOL_CALLS_LIMIT}, not {agent.max_tool_calls}.")
     if agent.max_tokens is not None and not 1 <= agent.max_tokens <= 1_000_000:
         raise RunInputError(f"max_tokens must be between 1 and 1000000, not {agent.max_tokens}.")
     if agent.provider.kind == ProviderKind.SCRIPTED and not isinstance(agent.script, list):

@@ -17,7 +17,7 @@ from agents_app.blackboard import blackboard_count as _count
 from agents_app.blackboard import blackboard_entries, blackboard_entry, blackboard_headers, entry_summary
 from agents_app.blackboard import blackboard_last as _last
 from agents_app.budgets import Spending, budget_of, calls_used, spending_below
-from agents_app.models import AgentRun
+from agents_app.models import AgentRun, agent_call_limit
 from approvals.webhooks import webhook_enqueue
 from toolhub.exceptions import ToolError
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -157,7 +157,8 @@ def run_budget(ctx: ToolContext) -> dict[str, Any]:
     # What its children hold or used counts against a budget its parent gave it (``agents_app.budgets``), and so
     # do its agentic tools' inner calls.
     held = spending_below(run.id) if run.limits else Spending()
-    call_limit, calls_left, used = run.agent.max_tool_calls, run.agent.max_tool_calls - own_calls, own_calls
+    call_limit = agent_call_limit(run.agent)
+    calls_left, used = call_limit - own_calls, own_calls
     given_calls = budget_of(run, "max_tool_calls")
     if given_calls is not None:
         call_limit = min(call_limit, given_calls)

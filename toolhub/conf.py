@@ -66,6 +66,10 @@ class ToolhubSettings(BaseModel):
     # (an answer that exhausts memory, a crash in a client library) would otherwise repeat its paid model call on
     # every runs sweep, forever. A recorded answer, or retrying the failed run, starts the count again.
     RUN_MAX_LOST_STEPS: Positive = 3
+    # Largest conversation a run keeps (its messages as JSON, in bytes): every step rewrites it and sends it to the
+    # model. A turn, or a turn's results, that would pass it is not kept and the run fails (``conversation_size``);
+    # without it a run held up to max_tool_calls turns and results of MAX_EXTERNAL_RESULT_BYTES each.
+    RUN_MAX_CONVERSATION_BYTES: Positive = 16_000_000
     # Queued calls a worker claims in one transaction (group commit): its own call plus up to this many
     # minus one of the oldest others, run one after another, their outcomes recorded in one transaction.
     # 1 (the default) claims one call per delivery; a larger batch saves commits for short tools but runs
