@@ -3,10 +3,13 @@
 Migrations run as the owner of the tables. The web and worker processes connect as a second role that
 is not the owner, not a member of it, and not a superuser: it cannot ALTER a table (so it cannot
 disable the audit triggers), and on the audit tables it holds only what appending needs. The owner
-runs ``manage.py toolhub_db_roles`` once to set the role up; it is idempotent. Every ``migrate`` afterwards
-gives each role set up so its rights again (``db_app_roles_refresh``, a ``post_migrate`` handler): a table a
-migration re-creates or adds as someone else would otherwise get the defaults (full data rights on an audit
-table) or no rights at all.
+runs ``manage.py toolhub_db_roles`` once to set the role up; it is idempotent and marks the role as
+toolhub's (``APP_ROLE_MARK``, the role's comment: only who may create roles can set it, not the application
+role). Every ``migrate`` afterwards (``db_app_roles_refresh``, a ``post_migrate`` handler) narrows every role's
+rights on the audit tables to at most append-only, and gives each marked role set up in this schema its rights
+again: a table a migration re-creates or adds as someone else would otherwise get the defaults (full data
+rights on an audit table) or no rights at all. A role toolhub did not mark (a DBA's ETL role with the same
+defaults, or one an earlier toolhub set up: rerun the command) is never granted anything.
 """
 
 import re
@@ -19,16 +22,28 @@ from django.db.backends.utils import CursorWrapper
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
-__all__ = ["DatabaseRoleError", "RoleReport", "db_app_role_ensure", "db_app_roles_refresh", "APPEND_ONLY_PRIVILEGES"]
+__all__ = [
+    "APPEND_ONLY_PRIVILEGES",
+    "APP_ROLE_MARK",
+    "DatabaseRoleError",
+    "RoleReport",
+    "db_app_role_ensure",
+    "db_app_roles_refresh",
+]
+
+#: The comment ``toolhub_db_roles`` sets on its role: the refresh after ``migrate`` grants to marked roles only.
+APP_ROLE_MARK = "toolhub application role (toolhub_db_roles)"
 
 # What the application role may do on each audit table: read and append. A chain's head row is
 # advanced by every append (which locks it and so serializes the chain's writers): UPDATE of the columns
 # an append moves only, never of its key ``chain`` (a trigger, migration 0026, refuses a seq going back).
 # The record of each verification, which the console shows as the trail's proof, is only ever inserted.
+_CHAIN_HEAD_COLUMNS = ("seq", "hash", "previous_hash")
+APPEND_COLUMNS: dict[str, tuple[str, ...]] = {AuditChainHead._meta.db_table: _CHAIN_HEAD_COLUMNS}
 APPEND_ONLY_PRIVILEGES: dict[str, str] = {
     AuditEvent._meta.db_table: "SELECT, INSERT",
     AuditCheckpoint._meta.db_table: "SELECT, INSERT",
-    AuditChainHead._meta.db_table: "SELECT, INSERT, UPDATE (seq, hash, previous_hash)",
+    AuditChainHead._meta.db_table: f"SELECT, INSERT, UPDATE ({', '.join(_CHAIN_HEAD_COLUMNS)})",
     AuditVerification._meta.db_table: "SELECT, INSERT",
 }
 DATA_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
@@ -119,6 +134,7 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
             verifier = connection.connection.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
             cursor.execute(f"ALTER ROLE {name} PASSWORD %s", [verifier.decode()])
         _grant(cursor, connection.ops.quote_name, role=role, owners=owners, database=database, schema=schema)
+        cursor.execute(f"COMMENT ON ROLE {name} IS %s", [APP_ROLE_MARK])
         cursor.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", [role, schema])
         warnings = []
         if cursor.fetchone()[0]:
@@ -138,14 +154,16 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
 
 
 def db_app_roles_refresh(using: str = "default") -> list[str]:
-    """After ``migrate``: grant each role ``toolhub_db_roles`` set up in this schema its rights on the tables now.
+    """After ``migrate``: narrow every role to append-only on the audit tables; grant toolhub's roles their rights.
 
     A migration that re-creates an audit table (migrating back past it and forward) makes it with the owner's
-    default privileges, full data rights for the application role; one run by another role than the owner (a
-    superuser) gives the role nothing on its new tables. The roles are those holding the data rights as default
-    privileges of an audit table's owner here (the mark ``_grant`` leaves); none, or not PostgreSQL: nothing is
-    done. Only grants and revokes run (no role is created or altered), so it is idempotent; the role checks
-    stay with ``db_app_role_ensure``. Returns the roles refreshed.
+    default privileges, full data rights for whoever holds them; one run by another role than the owner (a
+    superuser) gives the application role nothing on its new tables. Narrowing is always safe, so it applies to
+    every role (and PUBLIC) but the table's owner. Granting is not: only roles ``toolhub_db_roles`` marked
+    (``APP_ROLE_MARK``) and set up here (holding the data rights as default privileges of an audit table's owner
+    in this schema) get their rights again, so a DBA's role with the same defaults keeps what the DBA gave it.
+    Not PostgreSQL: nothing is done. Only grants and revokes run (no role is created or altered), so it is
+    idempotent; the role checks stay with ``db_app_role_ensure``. Returns the roles granted.
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
@@ -153,14 +171,15 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute("SELECT current_user, current_database(), current_schema()")
         current, database, schema = cursor.fetchone()
+        _narrow_audit_rights(cursor, schema)
         owners = sorted({owner for what, owner in _audit_owners(cursor, schema) if what.startswith("table ")})
         cursor.execute(
             "SELECT r.rolname FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace "
             "CROSS JOIN LATERAL aclexplode(d.defaclacl) a JOIN pg_roles r ON r.oid = a.grantee "
             "WHERE n.nspname = %s AND d.defaclobjtype = 'r' AND pg_get_userbyid(d.defaclrole) = ANY(%s) "
-            "AND r.rolname <> %s GROUP BY r.rolname "
+            "AND r.rolname <> %s AND shobj_description(r.oid, 'pg_authid') = %s GROUP BY r.rolname "
             "HAVING array_agg(a.privilege_type) @> ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] ORDER BY 1",
-            [schema, owners or [current], current],
+            [schema, owners or [current], current, APP_ROLE_MARK],
         )
         roles = [role for (role,) in cursor.fetchall() if _ROLE_NAME.match(role)]
         # The defaults are there (they mark the roles); renewing them needs membership in their owner.
@@ -169,6 +188,44 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
         for role in roles:
             _grant(cursor, connection.ops.quote_name, role=role, owners=renewable, database=database, schema=schema)
     return roles
+
+
+def _narrow_audit_rights(cursor: CursorWrapper, schema: str) -> None:
+    """Take from every grantee but the owner what an audit table grants beyond ``APPEND_ONLY_PRIVILEGES``.
+
+    Nothing is added that the grantee did not hold: table-wide UPDATE of a chain head becomes UPDATE of the
+    columns an append moves, so an unmarked application role of an earlier toolhub goes on appending. Only what
+    the owner (or whoever runs this, for what it granted) granted can be revoked; CASCADE takes what a grantee
+    passed on with a grant option too.
+    """
+    tables = list(APPEND_ONLY_PRIVILEGES)
+    # A dropped column keeps its privileges, naming roles that may be gone since: they grant nobody anything.
+    live = "(a.grantee = 0 OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = a.grantee))"
+    grantee = "CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END"
+    cursor.execute(
+        f"SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relname, {grantee}, "
+        "array_agg(DISTINCT a.privilege_type ORDER BY a.privilege_type) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace CROSS JOIN LATERAL aclexplode(c.relacl) a "
+        f"WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.grantee <> c.relowner AND {live} "
+        "AND a.privilege_type NOT IN ('SELECT', 'INSERT') GROUP BY 1, 2, 3 ORDER BY 1, 3",
+        [schema, tables],
+    )
+    for table, relname, role, excess in cursor.fetchall():
+        cursor.execute(f"REVOKE {', '.join(excess)} ON TABLE {table} FROM {role} CASCADE")
+        if "UPDATE" in excess and relname in APPEND_COLUMNS:
+            cursor.execute(f"GRANT UPDATE ({', '.join(APPEND_COLUMNS[relname])}) ON TABLE {table} TO {role}")
+    cursor.execute(
+        f"SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relname, {grantee}, "
+        "quote_ident(t.attname), t.attname, a.privilege_type FROM pg_attribute t JOIN pg_class c ON c.oid = t.attrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace CROSS JOIN LATERAL aclexplode(t.attacl) a "
+        f"WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.grantee <> c.relowner AND {live} "
+        "AND t.attnum > 0 AND NOT t.attisdropped AND a.privilege_type NOT IN ('SELECT', 'INSERT') ORDER BY 1, 3, 4",
+        [schema, tables],
+    )
+    for table, relname, role, column, attname, privilege in cursor.fetchall():
+        if privilege == "UPDATE" and attname in APPEND_COLUMNS.get(relname, ()):
+            continue
+        cursor.execute(f"REVOKE {privilege} ({column}) ON TABLE {table} FROM {role} CASCADE")
 
 
 def _audit_owners(cursor: CursorWrapper, schema: str) -> list[tuple[str, str]]:

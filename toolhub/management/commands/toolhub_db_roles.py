@@ -43,6 +43,7 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"Role {report.role} {action} ({password}) in database {report.database}, schema {report.schema}, "
-                f"owned by {report.owner}: read/write on every table; audit tables {audit}."
+                f"owned by {report.owner}: read/write on every table; audit tables {audit}. Marked as toolhub's "
+                "application role (its comment): every migrate grants it these rights again."
             )
         )
