@@ -14,9 +14,15 @@ Findings (fail on b458c24, pass after the fix):
 
 Checked and holds:
 - the refresh is idempotent (twice: same roles, same rights) and a no-op when no role is marked (nothing granted);
-- a marked role re-created audit table (review ao's test) is still append-only after ``migrate``;
-- the mark is a role comment: only a superuser or a role with CREATEROLE (and ADMIN on the role) may set it, so
-  the application role (NOCREATEROLE, not the owner) cannot mark another role for the next ``migrate`` to widen.
+- a marked role's re-created audit table (review ao's test) is still append-only after ``migrate``;
+- the mark is a role comment: only a superuser or a role with CREATEROLE may set it (PostgreSQL 15: "must have
+  CREATEROLE privilege", on itself too), so neither the application role (NOCREATEROLE) nor a DBA's role can mark
+  a role for the next ``migrate`` to widen;
+- a grant passed on with a grant option (owner -> lead WITH GRANT OPTION -> ETL) is narrowed too: the refresh
+  revokes from every grantee with CASCADE (checked by hand on PostgreSQL 15);
+- grants on dropped audit-table columns (kept in ``pg_attribute``, possibly naming dropped roles) are skipped;
+- nothing toolhub relies on is lost by narrowing: the audit triggers refuse UPDATE, DELETE and TRUNCATE anyway;
+- the integration tests' workers run as a role ``toolhub_db_roles`` made, so marked (integration/test_audit_role.py).
 """
 
 import uuid
@@ -157,3 +163,18 @@ def test_an_unmarked_role_of_an_earlier_toolhub_is_narrowed_not_widened_until_th
     first = db_app_roles_refresh()
     assert role in first and db_app_roles_refresh() == first
     assert _privileges(role, "toolhub_auditevent") == {"SELECT", "INSERT"}
+
+
+def test_neither_the_app_role_nor_a_foreign_role_can_set_the_mark(etl_writer: str, legacy_app_role: str) -> None:
+    """Found: nothing (holds): the mark is a role comment, which needs CREATEROLE (or a superuser) to set.
+    Expect: the application role (NOCREATEROLE) cannot mark the ETL role, nor the ETL role itself, so neither can
+    make the next ``migrate`` widen it; the ETL role is still not granted anything by the refresh."""
+    from django.db import DatabaseError, transaction
+
+    for acting, target in ((legacy_app_role, etl_writer), (legacy_app_role, legacy_app_role), (etl_writer, etl_writer)):
+        with pytest.raises(DatabaseError) as refused, transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL ROLE {acting}")
+            cursor.execute(f"COMMENT ON ROLE {target} IS %s", [MARK])
+        assert "must have CREATEROLE privilege" in str(refused.value)
+    assert etl_writer not in db_app_roles_refresh()
+    assert _privileges(etl_writer, "toolhub_toolcall") == set()
