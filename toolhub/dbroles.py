@@ -182,7 +182,7 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
             [schema, owners or [current], current, APP_ROLE_MARK],
         )
         roles = [role for (role,) in cursor.fetchall() if _ROLE_NAME.match(role)]
-        # The defaults are there (they mark the roles); renewing them needs membership in their owner.
+        # The defaults are there (with the comment, they mark the roles); renewing them needs membership in their owner.
         cursor.execute("SELECT o FROM unnest(%s::text[]) o WHERE pg_has_role(current_user, o, 'USAGE')", [owners])
         renewable = [owner for (owner,) in cursor.fetchall()]
         for role in roles:
