@@ -275,19 +275,27 @@ class DateRangeFilter(admin.ListFilter):
         return list(self.parameters)
 
     def bounds(self) -> tuple[dt.datetime | None, dt.datetime | None]:
-        """The range as aware datetimes (the end exclusive); a malformed day is ignored."""
-        start, end = (self._day(self.used_parameters.get(name)) for name in self.parameters)
-        return start, (end + dt.timedelta(days=1) if end else None)
+        """The range as aware datetimes (the end exclusive); a malformed day is ignored.
+
+        A day at the calendar's edge (``0001-01-01``, ``9999-12-31``) bounds nothing: its midnight, or the day after
+        it, is past what a datetime holds, and the range it names holds every row anyway.
+        """
+        start = self._day(self.used_parameters.get(self.parameters[0]))
+        end = self._day(self.used_parameters.get(self.parameters[1]), days_after=1)
+        return start, end
 
     @staticmethod
-    def _day(value: str | None) -> dt.datetime | None:
+    def _day(value: str | None, *, days_after: int = 0) -> dt.datetime | None:
         try:
             day = parse_date(value or "")
         except ValueError:
             return None
         if day is None:
             return None
-        return timezone.make_aware(dt.datetime.combine(day, dt.time.min))
+        try:
+            return timezone.make_aware(dt.datetime.combine(day, dt.time.min) + dt.timedelta(days=days_after))
+        except OverflowError:
+            return None
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         start, end = self.bounds()
