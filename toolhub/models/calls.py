@@ -164,6 +164,12 @@ class ToolCall(models.Model):
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
             models.Index(fields=["tenant", "created_at"], name="toolcall_tenant_created"),
             models.Index(fields=["saga_id"], name="toolcall_saga"),
+            # The sagas sweep's unheard failures: failed direct steps only, whatever the calls' history.
+            models.Index(
+                fields=["created_at"],
+                condition=models.Q(status="failed", run_id__isnull=True) & ~models.Q(saga_id=""),
+                name="toolcall_failed_direct_step",
+            ),
             # The provider's id of the tool call: auditors find a call by it (the correlation id).
             models.Index(fields=["model_call_id"], name="toolcall_model_call"),
         ]

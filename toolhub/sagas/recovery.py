@@ -5,18 +5,16 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
-from typing import Any
-
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, Min, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, F, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from toolhub.admin_marks import seen_digest
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
-from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, CallStatus, ToolCall
+from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
 from toolhub.sagas.compensating import advance, attempts_of, launch
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,
@@ -27,7 +25,13 @@ from toolhub.sagas.models import (
     RollbackTrigger,
     Saga,
 )
-from toolhub.sagas.records import compensation_transition, lock_saga_of, lock_sagas, refresh_status
+from toolhub.sagas.records import (
+    compensable_tool_names,
+    compensation_transition,
+    lock_saga_of,
+    lock_sagas,
+    refresh_status,
+)
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.sagas.services import saga_advance, saga_rollback, saga_sync_compensation
 from toolhub.selectors import compensation_settle_refusal
@@ -107,53 +111,70 @@ def _stalled_rollbacks() -> QuerySet[Rollback, int]:
 def _roll_back_unheard_failures(limit: int) -> int:
     """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost).
 
-    Only sagas holding such a failure are read, in SQL: a direct saga whose steps all succeeded stays open with its
-    steps recorded for ever, and counting those against ``limit`` left an older saga's failure unheard for good.
+    Read from the failed calls, in SQL: the saga's row may not exist yet (a direct saga's row is written when a
+    notification of one of its steps is heard, and both may have been lost), and a direct saga whose steps all
+    succeeded stays open for ever, so only failures to act on count against ``limit``. One rollback a saga per
+    sweep, its oldest such failure; two sweepers at once start one (``saga_rollback`` locks the saga, and a
+    failure is rolled back once: ``saga_rollback_once_per_failure``).
     """
-    rolled_back = 0
-    for saga in _sagas_with_unheard_failures()[:limit]:
-        since = saga.newest_step_at  # type: ignore[attr-defined]  # annotated by the query
-        failed = _unheard_failures(since).filter(saga_id=saga.key, tenant=saga.tenant).first()
-        if failed is not None:
-            saga_rollback(
-                saga_key=saga.key,
-                tenant=saga.tenant,
-                actor="saga-sweeper",
-                trigger=RollbackTrigger.STEP_FAILED,
-                failed_call=failed,
-            )
-            rolled_back += 1
+    rolled_back, seen = 0, set()
+    for failed in _unheard_failures_to_roll_back()[:limit]:
+        if (failed.saga_id, failed.tenant) in seen:
+            continue
+        seen.add((failed.saga_id, failed.tenant))
+        rollback = saga_rollback(
+            saga_key=failed.saga_id,
+            tenant=failed.tenant,
+            actor="saga-sweeper",
+            trigger=RollbackTrigger.STEP_FAILED,
+            failed_call=failed,
+        )
+        rolled_back += rollback is not None and rollback.failed_call_id == failed.id
     return rolled_back
 
 
-def _unheard_failures(since: Any) -> QuerySet[ToolCall]:
-    """Failed direct steps from ``since`` on (a value or an outer reference) that no rollback names, oldest first."""
+def _unheard_failures_to_roll_back() -> QuerySet[ToolCall]:
+    """Failed direct steps no rollback names, after their saga's newest step left to undo, oldest first.
+
+    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures,
+    never the calls' history; a failure before the newest step (the caller carried on) is left alone.
+    """
+    return (
+        ToolCall.objects.filter(kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED)
+        .exclude(saga_id="")
+        # A scalar subquery per failure through the rollbacks' ``failed_call`` index: ``NOT IN`` (or a ``NOT
+        # EXISTS`` PostgreSQL may hash) read every rollback there ever was, each tick.
+        .annotate(
+            rolled_back_by=Subquery(Rollback.objects.filter(failed_call=OuterRef("pk")).order_by().values("pk")[:1]),
+            newest_step_at=Subquery(_newest_step_left()),
+        )
+        .filter(rolled_back_by__isnull=True, newest_step_at__lte=F("created_at"))
+        .order_by("created_at", "id")
+    )
+
+
+def _newest_step_left() -> QuerySet[ToolCall]:
+    """When the outer failed call's saga's newest completed compensable step that no rollback took on finished.
+
+    Read from the steps' calls, not from the compensations recorded for them: a step whose own notification was
+    lost too has none yet (``saga_rollback`` records it), and counting only recorded ones left such a saga with no
+    newest step, so its failure was never rolled back. A step already compensated, pending or held is not left.
+    """
+    taken = Compensation.objects.filter(step_call=OuterRef("pk")).exclude(status=CompensationStatus.RECORDED).order_by()
     return (
         ToolCall.objects.filter(
-            kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
+            saga_id=OuterRef("saga_id"),
+            tenant=OuterRef("tenant"),
+            run_id__isnull=True,
+            kind__in=STEP_KINDS,
+            status=CallStatus.SUCCEEDED,
+            tool_name__in=compensable_tool_names(),
         )
-        .exclude(id__in=Rollback.objects.filter(failed_call__isnull=False).values("failed_call_id"))
-        .order_by("created_at")
-    )
-
-
-def _sagas_with_unheard_failures() -> QuerySet[Saga]:
-    """Open direct sagas with a failed step after their newest recorded one, annotated ``newest_step_at``."""
-    newest_step = (
-        Compensation.objects.filter(saga=OuterRef("pk"), status=CompensationStatus.RECORDED)
-        .order_by("-sequence")
-        .annotate(at=Coalesce("step_call__finished_at", "created_at"))
+        # Scalar, through the compensations' one-to-one ``step_call`` index (a hashed ``NOT EXISTS`` read them all).
+        .annotate(taken_by=Subquery(taken.values("pk")[:1]), at=Coalesce("finished_at", "created_at"))
+        .filter(taken_by__isnull=True)
+        .order_by("-at")
         .values("at")[:1]
-    )
-    failures = _unheard_failures(OuterRef("newest_step_at")).filter(saga_id=OuterRef("key"), tenant=OuterRef("tenant"))
-    return (
-        Saga.objects.filter(run_id__isnull=True)
-        # No ``newest_step_at`` filter of its own: that read every direct saga's newest step (a seq scan with a
-        # subquery per row, every 5 s); a saga without one has no failure after it (``>= NULL``), so ``failures``
-        # drops it, and only the sagas holding a failed direct step have their newest step read.
-        .annotate(newest_step_at=Subquery(newest_step))
-        .filter(Exists(failures))
-        .order_by("created_at", "pk")
     )
 
 

@@ -221,6 +221,8 @@ def saga_rollback(
             data={
                 "rollback": rollback.pk,
                 "trigger": trigger,
+                # Nobody asked: the saga rolled itself back (a failed step, heard at once or by the sweep).
+                "automatic": by is None and trigger == RollbackTrigger.STEP_FAILED,
                 "failed_call": str(failed_call.id) if failed_call else None,
                 "compensate": [[c.sequence, c.step_tool, c.tool_name] for c in recorded],
                 "held": [[c.sequence, c.step_tool] for c in held],

@@ -1,0 +1,172 @@
+"""Review bd (2026-12-06): a direct saga whose step failed while every after-commit notification was lost.
+
+Findings (each test fails on the reviewed code, main at bbb66f4, and passes after the fix):
+
+1. The sagas sweep's repair of a lost failure (``recovery._roll_back_unheard_failures``) only looked after the
+   newest *recorded* step: when the completed step's own notification was lost too (its worker or web process
+   killed between commit and notify, or the broker down for both), no compensation row existed, ``newest_step_at``
+   was NULL and the saga was never rolled back, its completed step kept for ever.
+"""
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from tests.security_review.pg_races import dsn, in_thread
+from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, seq_scans, uuid_of
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
+from toolhub import ToolContext
+from toolhub.authorization import CallPrincipal
+from toolhub.models import AuditEvent, CallStatus, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
+from toolhub.sagas.recovery import sagas_sweep
+from toolhub.signals import call_settled
+from toolhub.tools.registry import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def _saga_tools(settings: Any) -> Iterator[None]:
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 3, "SAGA_RETRY_BASE_SECONDS": 10.0}
+    LOG.clear()
+    RELEASE_FAILS["on"] = False
+    with registry.temporarily(*TOOLS):
+        yield
+
+
+def _direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="acme")
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="acme"), saga_id=saga
+        )
+    )
+    call.refresh_from_db()
+    return call
+
+
+def _unheard(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
+    receivers = call_settled.receivers
+    call_settled.receivers = []
+    try:
+        call_settled.sender_receivers_cache.clear()
+        return _direct_call(name, arguments, saga=saga, user=user)
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
+
+
+@pytest.mark.usefixtures("_saga_tools")
+def test_a_failed_direct_saga_is_rolled_back_when_both_notifications_were_lost(alice: User) -> None:
+    """Found: a direct saga whose completed step and failed step were both never heard of (no compensation row)
+    was skipped by the sweep (``newest_step_at`` NULL) and never rolled back.
+    Expect: the sweep rolls it back once, as an automatic rollback (no person asked), the step compensated.
+    """
+    booked = _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    failed = _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    assert booked.status == CallStatus.SUCCEEDED and failed.status == CallStatus.FAILED
+    assert not Compensation.objects.filter(saga__key="deaf").exists()
+
+    assert sagas_sweep()["rolled_back"] == 1
+
+    saga = Saga.objects.get(key="deaf")
+    rollback = saga.rollbacks.get()
+    assert saga.status == SagaStatus.COMPENSATED and rollback.failed_call_id == failed.id
+    assert rollback.asked_by is None and rollback.requested_by == "saga-sweeper"
+    assert saga.compensations.get().step_call_id == booked.id
+    event = AuditEvent.objects.get(event_type="saga.rollback_requested")
+    data = json.loads(event.data)
+    assert event.actor == "saga-sweeper" and data["rollback"] == rollback.pk and data["automatic"] is True
+    assert sagas_sweep()["rolled_back"] == 0
+    assert Rollback.objects.count() == 1 and CompensationStatus.SUCCEEDED == saga.compensations.get().status
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("_saga_tools")
+def test_two_sweepers_at_once_start_one_rollback(alice: User) -> None:
+    """Found: (holds, pinned) with no saga row yet, two sweepers both read the failure and both open the saga.
+    Expect: both wait on the saga's unique key, one rolls back, the other finds that rollback: one rollback, one
+    ``saga.opened``, one ``saga.rollback_requested``, the step compensated once."""
+    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    locker = psycopg.connect(**dsn())
+    locker.execute(
+        "INSERT INTO sagas_saga (key, tenant, status, last_sequence, created_at, updated_at) "
+        "VALUES ('deaf', 'acme', 'open', 0, now(), now())"
+    )
+    try:
+        threads = [in_thread(sagas_sweep, name=f"sweeper-{n}") for n in range(2)]
+        _wait_for_lock_waiters("sagas_saga", 2)
+    finally:
+        locker.rollback()
+        locker.close()
+    for thread, _ in threads:
+        thread.join(30)
+    results = [result[0] for _, result in threads]
+    assert all(isinstance(r, dict) for r in results), results
+    assert sum(r["rolled_back"] for r in results) >= 1  # the second may report the first's rollback as its own
+    saga = Saga.objects.get(key="deaf")
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.count() == 1
+    assert AuditEvent.objects.filter(event_type="saga.rollback_requested").count() == 1
+    assert AuditEvent.objects.filter(event_type="saga.opened").count() == 1
+    assert [e[0] for e in LOG].count("cancel") == 1 and saga.compensations.get().status == CompensationStatus.SUCCEEDED
+
+
+def _wait_for_lock_waiters(query_part: str, count: int, timeout: float = 15) -> None:
+    watcher = psycopg.connect(**dsn(), autocommit=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
+                [f"%{query_part}%"],
+            ).fetchone()[0]
+            if waiting >= count:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"fewer than {count} sessions came to wait on {query_part!r}")
+    finally:
+        watcher.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("_saga_tools")
+def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) -> None:
+    """Found: the new read of failed direct steps (no saga row needed) must not read the calls' history.
+    Expect: 50,000 settled calls, a few failed direct steps: read through ``toolcall_failed_direct_step``, no seq
+    scan of a big table, the subquery run per failure only; the one to act on is still rolled back."""
+    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    template = ToolCall.objects.create(tool_name="book", status="succeeded", tenant="acme", saga_id="x")
+    clone(
+        ToolCall,
+        template,
+        50_000,
+        id=uuid_of("bd"),
+        status="CASE WHEN g % 1000 = 1 THEN 'failed' ELSE 'succeeded' END",
+        saga_id="CASE WHEN g % 3 = 0 THEN '' ELSE 'old-' || (g / 10) END",
+        created_at=ago("50000 - g + 60"),
+        finished_at=ago("50000 - g + 60"),
+    )
+    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    old = Saga.objects.create(key="old", tenant="acme", status="compensated")
+    rollback = Rollback.objects.create(saga=old, trigger="on_demand", requested_by="x", finished_at=timezone.now())
+    clone(Rollback, rollback, 20_000, failed_call_id="CASE WHEN g % 2 = 0 THEN " + uuid_of("bd") + " END")
+    done = Compensation.objects.create(
+        saga=old, sequence=1, step_call=template, step_tool="book", tool_name="cancel", status="succeeded"
+    )
+    clone(Compensation, done, 20_000, sequence="g + 1", step_call_id=uuid_of("bd"))
+    analyze()
+    plans = explained(sagas_sweep)
+    [plan] = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]
+    assert not seq_scans(plan), plan
+    assert max_loops(plan) < 200, plan
+    assert Saga.objects.get(key="deaf").status == SagaStatus.COMPENSATED
