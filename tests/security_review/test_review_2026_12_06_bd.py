@@ -2,32 +2,53 @@
 
 Findings (each test fails on the reviewed code, main at bbb66f4, and passes after the fix):
 
-1. The sagas sweep's repair of a lost failure (``recovery._roll_back_unheard_failures``) only looked after the
-   newest *recorded* step: when the completed step's own notification was lost too (its worker or web process
-   killed between commit and notify, or the broker down for both), no compensation row existed, ``newest_step_at``
-   was NULL and the saga was never rolled back, its completed step kept for ever.
+1. The sagas sweep's repair of a lost failure (``recovery._roll_back_unheard_failures``) started from the saga's
+   row and its newest *recorded* step: when the completed step's own notification was lost too (a worker or web
+   process killed between commit and notify, or the broker down for both), the saga had no row and no compensation,
+   so it was never rolled back, its completed step kept for ever. Fixed: the sweep reads the failed direct steps
+   no rollback names (partial index ``toolcall_failed_direct_step``; the rollbacks and compensations asked per
+   failure through their own indexes as scalar subqueries, never hashed whole) against the saga's newest completed
+   step left to undo, read from the calls; ``saga_rollback`` opens the saga and records the lost step. Its
+   ``saga.rollback_requested`` event now says ``automatic`` (no person asked; ``asked_by`` empty, actor
+   ``saga-sweeper``).
+
+Checked and found holding: two sweepers at once start one rollback (both wait on the saga's unique key; the loser
+finds the first's rollback: ``saga_rollback_once_per_failure``), though each may count it in its ``rolled_back``;
+a compensation whose call succeeded but whose notification was lost is applied by the next sweep (``synced``);
+a rollback whose first compensation message the broker lost finishes on real workers once the calls sweep sends
+it again (the sagas sweep rightly leaves a ``running`` compensation to it); a failure before the newest step (the
+caller carried on) is still left alone (tests/sagas/test_services.py). An agent run's saga (read, not tested here):
+the run's own loop asks ``saga_rollback_on_failure`` once every call of the turn settled, and ``runs_to_wake``
+wakes a run whose wake-ups were lost, so ``saga_rollback`` (which records lost steps) runs there too.
 """
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+import redis
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from tests.integration.workers import Worker, wait_for
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from tests.security_review.pg_races import dsn, in_thread
 from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, seq_scans, uuid_of
-from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
+from tests.testapp.models import SideEffect
 from toolhub import ToolContext
 from toolhub.authorization import CallPrincipal
+from toolhub.celery import app as celery_app
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
+from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.signals import call_settled
+from toolhub.sweeper import calls_redispatch_stale
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,3 +191,61 @@ def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) 
     assert not seq_scans(plan), plan
     assert max_loops(plan) < 200, plan
     assert Saga.objects.get(key="deaf").status == SagaStatus.COMPENSATED
+
+
+@pytest.mark.usefixtures("_saga_tools")
+def test_a_compensation_whose_settle_was_lost_is_advanced_by_the_next_sweep(alice: User) -> None:
+    """Checked (holds): the sweep's rollback starts the compensation, whose call succeeds but whose notification is
+    lost too (the saga never advanced). Expect: the next sweep applies the call's outcome (``synced``) and the saga
+    is compensated, the step undone once, no second rollback."""
+    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    receivers = call_settled.receivers
+    call_settled.receivers = []
+    try:
+        call_settled.sender_receivers_cache.clear()
+        assert sagas_sweep()["rolled_back"] == 1
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
+    compensation = Compensation.objects.get(saga__key="deaf")
+    assert compensation.status == CompensationStatus.RUNNING and compensation.call.status == CallStatus.SUCCEEDED
+
+    counts = sagas_sweep()
+
+    assert counts["synced"] == 1 and counts["rolled_back"] == 0
+    saga = Saga.objects.get(key="deaf")
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.count() == 1
+    assert [e[0] for e in LOG].count("cancel") == 1
+
+
+@pytest.mark.integration
+def test_a_rollback_whose_first_compensation_message_was_lost_finishes_on_real_workers(alice: User) -> None:
+    """Checked (holds), on a real Celery worker (PostgreSQL, Redis): a rollback is asked while no worker listens and
+    the broker then loses its compensation's message. Expect: the compensation's call waits ``queued`` (its
+    compensation ``running``, so the sagas sweep leaves it alone), the calls sweep sends it again, the worker
+    compensates the step once and the saga reads compensated."""
+    previous = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = f"{previous}-review-bd"
+    worker = Worker("review-bd", concurrency=1).start()
+    try:
+        step = _direct_call("saga_step", {"label": "a"}, saga="lossy-bd", user=alice)
+        wait_for(lambda: Compensation.objects.filter(step_call=step).exists(), timeout=30, what="step recorded")
+        worker.stop()
+        saga_rollback_on_demand(saga_key="lossy-bd", tenant="acme", actor="user:alice", by=alice)
+        compensation = Compensation.objects.get(step_call=step)
+        assert compensation.status == CompensationStatus.RUNNING and compensation.call.status == CallStatus.QUEUED
+        redis.Redis.from_url(os.environ["CELERY_BROKER_URL"]).flushdb()  # the message is lost
+        assert sagas_sweep()["advanced"] == 0
+        worker = Worker("review-bd", concurrency=1).start()
+        time.sleep(1.0)
+        assert ToolCall.objects.get(pk=compensation.call_id).status == CallStatus.QUEUED
+        assert calls_redispatch_stale(older_than_seconds=0) == 1
+        wait_for(
+            lambda: Saga.objects.get(key="lossy-bd").status == SagaStatus.COMPENSATED, timeout=60, what="compensated"
+        )
+    finally:
+        worker.stop()
+        celery_app.control.purge()
+        celery_app.conf.task_default_queue = previous
+    assert SideEffect.objects.filter(tool="undo_saga_step").count() == 1
