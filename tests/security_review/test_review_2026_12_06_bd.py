@@ -17,9 +17,9 @@ finds the first's rollback: ``saga_rollback_once_per_failure``), though each may
 a compensation whose call succeeded but whose notification was lost is applied by the next sweep (``synced``);
 a rollback whose first compensation message the broker lost finishes on real workers once the calls sweep sends
 it again (the sagas sweep rightly leaves a ``running`` compensation to it); a failure before the newest step (the
-caller carried on) is still left alone (tests/sagas/test_services.py). An agent run's saga (read, not tested here):
-the run's own loop asks ``saga_rollback_on_failure`` once every call of the turn settled, and ``runs_to_wake``
-wakes a run whose wake-ups were lost, so ``saga_rollback`` (which records lost steps) runs there too.
+caller carried on) is still left alone (tests/sagas/test_services.py); an agent run's saga with every notification
+lost (steps, failure, compensations) is taken to the end by the runs sweep (``runs_to_wake`` wakes the run, whose
+loop asks ``saga_rollback_on_failure``, which records the lost steps) and the sagas sweep, each step undone once.
 """
 
 import json
@@ -34,6 +34,9 @@ import redis
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from agents_app.models import RunStatus
+from agents_app.services import agent_create, run_start
+from agents_app.tasks import sweep_runs_task
 from tests.integration.workers import Worker, wait_for
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from tests.security_review.pg_races import dsn, in_thread
@@ -249,3 +252,42 @@ def test_a_rollback_whose_first_compensation_message_was_lost_finishes_on_real_w
         celery_app.control.purge()
         celery_app.conf.task_default_queue = previous
     assert SideEffect.objects.filter(tool="undo_saga_step").count() == 1
+
+
+TRIP = [
+    {"content": "", "tool_calls": [{"name": "book", "arguments": {"item": "flight"}}]},
+    {"content": "", "tool_calls": [{"name": "reserve", "arguments": {"item": "seat"}}]},
+    {"content": "", "tool_calls": [{"name": "explode", "arguments": {"reason": "card declined"}}]},
+    {"content": "Sorry: {last_tool_result}"},
+]
+
+
+@pytest.mark.usefixtures("_saga_tools")
+def test_an_agent_runs_saga_is_rolled_back_by_the_sweeps_when_every_notification_is_lost(alice: User) -> None:
+    """Checked (holds): a run whose agent compensates on error, every settle notification lost (its steps', the
+    failure's, the compensations'). Expect: the runs sweep and the sagas sweep alone take it to the end: both
+    completed steps undone newest first, once each, the saga compensated, the run completed and told."""
+    agent = agent_create(
+        name="trip", provider="scripted", script=TRIP, tools=["book", "reserve", "explode"], compensate_on_error=True
+    )
+    receivers = call_settled.receivers
+    call_settled.receivers = []
+    try:
+        call_settled.sender_receivers_cache.clear()
+        run = run_start(agent=agent, user=alice, input="book my trip")
+        run.refresh_from_db()
+        assert run.status != RunStatus.COMPLETED and not Saga.objects.filter(key=str(run.id)).exists()
+        for _ in range(20):
+            run.refresh_from_db()
+            if run.status == RunStatus.COMPLETED:
+                break
+            sweep_runs_task(idle_seconds=0)
+            sagas_sweep()
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [e for e in LOG if e[0] in {"cancel", "release"}] == [("release", "seat"), ("cancel", "B-flight")]
+    saga = Saga.objects.get(key=str(run.id))
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.count() == 1
+    assert run.output == "Sorry: exploded: card declined"
