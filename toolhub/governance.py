@@ -14,7 +14,7 @@ Without the row (an emptied database), nothing is cached.
 
 import contextvars
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ __all__ = [
     "governance_watch",
     "governance_watched_tables",
     "governance_cached",
+    "governance_cached_many",
     "governance_scope",
     "governance_stamp_after_sql",
     "GOVERNANCE_STAMP_CHECK",
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 #: Entries a process keeps for one stamp before it starts afresh (principals times lookups).
 MAX_ENTRIES = 10_000
@@ -73,11 +75,24 @@ class _Cache:
         except KeyError:
             pass
         value = loader()
+        self._keep(key, value)
+        return value
+
+    def get_many(self, keys: list[K], loader: Callable[[list[K]], Mapping[K, T]]) -> dict[K, T]:
+        found = {key: self.entries[key] for key in keys if key in self.entries}
+        missing = [key for key in keys if key not in found]
+        if missing:
+            loaded = loader(missing)
+            for key in missing:
+                found[key] = loaded[key]
+                self._keep(key, loaded[key])
+        return found
+
+    def _keep(self, key: Hashable, value: Any) -> None:
         if self.stamp is not None:
             if len(self.entries) >= MAX_ENTRIES:
                 self.entries = {}
             self.entries[key] = value
-        return value
 
 
 _lock = threading.Lock()
@@ -166,6 +181,15 @@ def governance_stamp_after_sql(written: str) -> str:
 def governance_cached(key: Hashable, loader: Callable[[], T]) -> T:
     """``loader()``'s value, cached until the next governance change; treat it as read-only."""
     return _snapshot().get(key, loader)
+
+
+def governance_cached_many(keys: Iterable[K], loader: Callable[[list[K]], Mapping[K, T]]) -> dict[K, T]:
+    """Each key's value, cached like ``governance_cached``; the keys not cached yet are loaded by one ``loader`` call.
+
+    ``loader(missing)`` returns a value for each key it is given: lookups that would each cost a query (one per
+    tenant of a reader) cost one together.
+    """
+    return _snapshot().get_many(list(dict.fromkeys(keys)), loader)
 
 
 # --- the triggers ------------------------------------------------------------------------------------
