@@ -17,14 +17,16 @@ they cannot verify a chain they may not read, and a masked event no longer match
 """
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from django.db.models import Q
 
 from toolhub.audit_hash import in_own_chain
-from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
+from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal, grants_preload
 from toolhub.feedback import unknown_tool_message
+from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope
 
@@ -53,6 +55,8 @@ class CallerView:
         self._own_positions: bool | None = None  # whether staff read places in own chains (asked once)
         self._visible: dict[str, list[str]] = {}
         self._nameable: dict[str, frozenset[str]] = {}
+        self._stamp: int | None = None  # the governance stamp its authorizations read under (once)
+        self._preloaded = False
         #: Each call's answer as first read from its row (its shown copy reads as invalid).
         self._answers: dict[Any, str | None] = {}
 
@@ -128,11 +132,11 @@ class CallerView:
 
         if self.user.has_perm(CATALOGUE_PERMISSION):
             return set(names)
-        tenants = [tenant] if tenant is not None else sorted(tenant_scope(self.user).tenants) or [""]
+        tenants = [tenant] if tenant is not None else self._tenants()
         for each in tenants:
             if each not in self._nameable:
-                principal = CallPrincipal(user_id=self.user.pk, username=self.user.get_username(), tenant=each)
-                self._nameable[each] = frozenset(nameable_tool_names(principal))
+                with self._authorizing():
+                    self._nameable[each] = frozenset(nameable_tool_names(self._principal(each)))
         seen = set().union(*(self._nameable[each] for each in tenants))
         return {name for name in names if name in seen}
 
@@ -140,9 +144,29 @@ class CallerView:
         from toolhub.pipeline import visible_tool_names
 
         if tenant not in self._visible:
-            principal = CallPrincipal(user_id=self.user.pk, username=self.user.get_username(), tenant=tenant)
-            self._visible[tenant] = visible_tool_names(principal)
+            with self._authorizing():
+                self._visible[tenant] = visible_tool_names(self._principal(tenant))
         return self._visible[tenant]
+
+    def _tenants(self) -> list[str]:
+        """The reader's tenants (``""`` alone for one in none: they may use what no tenant's grant gives)."""
+        return sorted(tenant_scope(self.user).tenants) or [""]
+
+    def _principal(self, tenant: str) -> CallPrincipal:
+        return CallPrincipal(user_id=self.user.pk, username=self.user.get_username(), tenant=tenant)
+
+    @contextmanager
+    def _authorizing(self) -> Iterator[None]:
+        """Authorize under one governance read for the whole response, the grants of every tenant read in one query.
+
+        Each tenant is still authorized with its own grants (``grants_preload`` loads each one's share); what a
+        response costs no longer grows with the number of tenants its reader belongs to.
+        """
+        with governance_scope(stamp=self._stamp) as stamp:
+            if not self._preloaded:
+                grants_preload(self._principal(each) for each in self._tenants())
+                self._stamp, self._preloaded = stamp, True
+            yield
 
 
 def caller_view_of(context: dict[str, Any]) -> CallerView | None:
