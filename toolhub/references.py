@@ -20,6 +20,7 @@ from django.db import DatabaseError, transaction
 from referencing.exceptions import Unresolvable
 
 from toolhub.tools.definition import Tool
+from toolhub.tools.linear_patterns import linear_validator
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -124,7 +125,7 @@ def json_type(value: Any) -> str:
 def value_problem(schema: Mapping[str, Any], value: Any) -> str | None:
     """Why ``value`` is no value of ``schema`` (``None``: it is one), as jsonschema says, formats (dates) too."""
     try:
-        validator = jsonschema.validators.validator_for(schema)(schema, format_checker=jsonschema.FormatChecker())
+        validator = linear_validator(schema, format_checker=jsonschema.FormatChecker())  # patterns in linear time
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except (jsonschema.exceptions.SchemaError, Unresolvable):
         return None  # a schema jsonschema cannot read: the tool's own validation decides, nothing to refuse here

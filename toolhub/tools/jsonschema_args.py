@@ -24,6 +24,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.tools.linear_patterns import UnsupportedPattern, compile_pattern, linear_validator, schema_patterns
 
 __all__ = ["MAX_SCHEMA_DEPTH", "checked_object_schema", "validate_against_schema"]
 
@@ -50,8 +51,11 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
     normalized.setdefault("properties", {})
     if not isinstance(normalized["properties"], Mapping):
         raise ToolDefinitionError(f"Tool {tool_name!r}: 'properties' of the parameters' schema must be an object.")
+    _check_patterns(tool_name, normalized)
     try:
-        jsonschema.validators.validator_for(normalized).check_schema(normalized)
+        cls = jsonschema.validators.validator_for(normalized)
+        # Patterns were checked above, in the dialect they run in (the stubs lack jsonschema 4.x's format_checker).
+        cls.check_schema(normalized, format_checker=_checker(cls))  # type: ignore[call-arg]
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.path) or "(root)"
         raise ToolDefinitionError(
@@ -75,6 +79,29 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
             f"Tool {tool_name!r}: the schema requires {missing}, which are not among its properties."
         )
     return normalized
+
+
+def _check_patterns(tool_name: str, schema: Mapping[str, Any]) -> None:
+    """Refuse a pattern the linear-time engine cannot run, rather than run it with backtracking ``re``.
+
+    ``unevaluatedProperties`` is refused beside ``patternProperties``: jsonschema re-runs those keys with ``re``.
+    """
+    found = list(schema_patterns(schema))
+    for keyword, pattern, where in found:
+        try:
+            compile_pattern(pattern)
+        except UnsupportedPattern as exc:
+            raise ToolDefinitionError(
+                f"Tool {tool_name!r}: the parameters' schema's {keyword!r} at {where} ({_bounded(repr(pattern))}) "
+                f"is not supported: {exc} (look-around and backreferences are not; patterns run in linear time)."
+            ) from None
+    if any(keyword == "patternProperties" for keyword, _, _ in found) and any(
+        "unevaluatedProperties" in node for node in _nodes(schema)
+    ):
+        raise ToolDefinitionError(
+            f"Tool {tool_name!r}: the parameters' schema uses 'unevaluatedProperties' with 'patternProperties', "
+            "which would match those patterns with a backtracking engine; use 'additionalProperties' instead."
+        )
 
 
 def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None]:
@@ -202,14 +229,20 @@ class _ContainedFormatChecker(FormatChecker):
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    """The schema's validator (its draft's), asserting the formats that draft's checker knows."""
-    cls = jsonschema.validators.validator_for(schema)
+    """The schema's validator (its draft's), asserting the formats that draft's checker knows.
+
+    Its ``pattern`` and ``patternProperties`` are matched in linear time (``linear_patterns``).
+    """
+    return linear_validator(schema, format_checker=_checker(jsonschema.validators.validator_for(schema)))
+
+
+def _checker(cls: Any) -> FormatChecker:
+    """``cls``'s format checks but ``regex``: ECMA-262's dialect, which Python's ``re`` would misjudge."""
     checker = _ContainedFormatChecker(formats=())
-    # "regex" is ECMA-262's dialect; Python's ``re`` would refuse valid patterns (``(?<year>\d{4})``, ``\p{L}``).
     checker.checkers = {
         name: check for name, check in cls.FORMAT_CHECKER.checkers.items() if name not in _PUBLISHED_ONLY
     }
-    return cls(schema, format_checker=checker)
+    return checker
 
 
 #: Formats published with a schema but not asserted here, since no checker of the right dialect is at hand.
