@@ -26,11 +26,16 @@ from referencing.jsonschema import DRAFT202012, specification_with
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.linear_patterns import UnsupportedPattern, compile_pattern, linear_validator, schema_patterns
 
-__all__ = ["MAX_SCHEMA_DEPTH", "checked_object_schema", "validate_against_schema"]
+__all__ = ["MAX_SCHEMA_APPLICATIONS", "MAX_SCHEMA_DEPTH", "checked_object_schema", "validate_against_schema"]
 
 #: How deeply schemas may nest in a parameters' schema (each ``properties``/``x`` pair is one; so is each
 #: ``$ref`` followed in turn): validation recurses through them, and a remote MCP server chooses its schemas.
 MAX_SCHEMA_DEPTH = 64
+
+#: How many schemas one value may be checked against through ``$ref`` and same-value keywords (``allOf``...):
+#: references shared across a fan-out multiply (``a0: allOf [a1, a1]``, ``a1: allOf [a2, a2]``... is 2**n checks
+#: of every value from a few hundred bytes of schema), so a call's validation could take hours.
+MAX_SCHEMA_APPLICATIONS = 10_000
 
 
 def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,8 +75,9 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
     if looping:
         raise ToolDefinitionError(
             f"Tool {tool_name!r}: the parameters' schema reference {looping!r} refers to itself before describing "
-            f"any value, or through more than {MAX_SCHEMA_DEPTH} others nested in turn ($ref, allOf, anyOf...): "
-            "checking a value against it would never end or overflow the stack."
+            f"any value, through more than {MAX_SCHEMA_DEPTH} others nested in turn, or to more than "
+            f"{MAX_SCHEMA_APPLICATIONS} schemas for one value ($ref, allOf, anyOf...): checking a value against it "
+            "would never end, take too long or overflow the stack."
         )
     missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
     if missing:
@@ -137,10 +143,13 @@ _SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependen
 def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
     """A ``$ref`` from which ``$ref`` and same-value keywords lead back to where they started, or ``None``.
 
-    A chain of them longer than ``MAX_SCHEMA_DEPTH`` counts as one too: validation follows it by recursion.
-    Walked without recursion, so no schema can make this check itself overflow the stack.
+    A chain of them longer than ``MAX_SCHEMA_DEPTH`` counts as one too: validation follows it by recursion; so
+    does one leading to more than ``MAX_SCHEMA_APPLICATIONS`` schemas (counted with repeats, as validation
+    checks them). Walked without recursion, each node finished once, so no schema can make this check itself
+    overflow the stack or take longer than linear time.
     """
     depth: dict[int, int] = {}  # node -> the longest same-value chain below it (once finished)
+    applied: dict[int, int] = {}  # node -> how many schemas checking a value against it checks it against
 
     def same_value(node: Mapping[str, Any]) -> list[tuple[Any, str | None]]:
         nexts: list[tuple[Any, str | None]] = []
@@ -167,9 +176,12 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
             if child is None:
                 stack.pop()
                 on_path.discard(id(node))
-                depth[id(node)] = 1 + max((depth[id(c)] for c, _ in same_value(node)), default=0)
-                if depth[id(node)] > MAX_SCHEMA_DEPTH:
-                    return ref or "(a chain of references)"
+                below = [id(c) for c, _ in same_value(node)]
+                depth[id(node)] = 1 + max((depth[c] for c in below), default=0)
+                applied[id(node)] = min(1 + sum(applied[c] for c in below), MAX_SCHEMA_APPLICATIONS + 1)
+                if depth[id(node)] > MAX_SCHEMA_DEPTH or applied[id(node)] > MAX_SCHEMA_APPLICATIONS:
+                    own = node.get("$ref")  # ``ref`` is spent here: name the reference this node makes, if any
+                    return own if isinstance(own, str) else "(a chain of references)"
             elif id(child) in on_path:
                 return ref or "(allOf/anyOf/oneOf)"
             elif id(child) not in depth:
