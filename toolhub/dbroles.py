@@ -185,6 +185,8 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
         # The defaults are there (with the comment, they mark the roles); renewing them needs membership in their owner.
         cursor.execute("SELECT o FROM unnest(%s::text[]) o WHERE pg_has_role(current_user, o, 'USAGE')", [owners])
         renewable = [owner for (owner,) in cursor.fetchall()]
+        if owners and not renewable:
+            return []  # not the owner (nor a member, nor a superuser): its grants would be refused or do nothing
         for role in roles:
             _grant(cursor, connection.ops.quote_name, role=role, owners=renewable, database=database, schema=schema)
     return roles
@@ -196,11 +198,16 @@ def _narrow_audit_rights(cursor: CursorWrapper, schema: str) -> None:
     Nothing is added that the grantee did not hold: table-wide UPDATE of a chain head becomes UPDATE of the
     columns an append moves, so an unmarked application role of an earlier toolhub goes on appending. Only what
     the owner (or whoever runs this, for what it granted) granted can be revoked; CASCADE takes what a grantee
-    passed on with a grant option too.
+    passed on with a grant option too. A role that is neither (nor a member of the owner) leaves the table alone:
+    PostgreSQL refuses its REVOKE outright when it holds nothing there, which would fail a ``migrate`` it runs.
     """
     tables = list(APPEND_ONLY_PRIVILEGES)
     # A dropped column keeps its privileges, naming roles that may be gone since: they grant nobody anything.
-    live = "(a.grantee = 0 OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = a.grantee))"
+    live = (
+        "(a.grantee = 0 OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = a.grantee)) "
+        "AND (pg_has_role(current_user, c.relowner, 'USAGE') "
+        "OR a.grantor = (SELECT oid FROM pg_roles WHERE rolname = current_user))"
+    )
     grantee = "CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END"
     cursor.execute(
         f"SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relname, {grantee}, "

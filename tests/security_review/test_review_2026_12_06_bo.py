@@ -11,19 +11,39 @@ Findings:
    The loop check now also counts the schemas a value is checked against, repeats included, up to
    ``MAX_SCHEMA_APPLICATIONS`` (10,000), in the same linear walk.
 
+2. (bi) ``migrate`` run by a role that is not the audit tables' owner (nor a member, nor a superuser) and holds no
+   privilege on one of them failed with "permission denied for table toolhub_auditevent" as soon as any other role
+   held more than append-only there: ``_narrow_audit_rights`` issued a REVOKE PostgreSQL refuses outright from a
+   role with nothing on the table. Narrowing now revokes only what this role may (it owns the table, is a member of
+   its owner, or granted the right itself); granting to marked roles is skipped when it is no member of an owner.
+
 Checked and holding (no test here):
 
 - (bh) The non-recursive walks are linear: ``_nodes`` and ``_nesting`` walk the document tree (a shared ``$ref`` is
   not followed), ``_looping_ref`` finishes each node once (memoized by identity, the registry hands back the
   schema's own dicts). Recursive types through ``properties``/``items`` (a tree, ``$ref: "#"`` to the root under
   a property) stay accepted and validate; a schema shared by many properties counts once per property.
+- (bi) A migrate run as a member of the owner role (not the owner) narrows as the owner would: a DBA's UPDATE and
+  TRUNCATE with grant option, and what it passed on, are revoked (checked by hand on PostgreSQL 15). CASCADE only
+  reaches grants of the same privileges on the same audit table (a grant option's dependents); a DBA's SELECT-only
+  backup, monitoring or replication role keeps SELECT. Run as the application role (SELECT, INSERT held), the
+  refresh revokes nothing it did not grant, with warnings only. Role comments are cluster-wide, but a marked role
+  is granted only where it holds the data defaults of this database's owners in this schema. The refresh takes
+  about 10 ms against a 20 s ``migrate`` of the test database (once per migrate: ``sender=self``).
+- (bf) ``_refuse_unless_going`` adds no lock: ``_start_child`` already locked the parent run alone (a subagent tool is
+  not atomic, so no call row is held); cancelling locks the run tree before calls, so no new lock-order cycle.
+  The refused call fails through the pipeline's ordinary failure (audited, status ``failed``; review bf's test).
 """
 
 import time
+import uuid
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.db import connection
 
+from toolhub.dbroles import db_app_roles_refresh
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.definition import Tool
 from toolhub.tools.jsonschema_args import MAX_SCHEMA_APPLICATIONS
@@ -62,3 +82,53 @@ def test_shared_definitions_and_recursive_types_stay_schemas() -> None:
     tool = Tool.create("crm__shared", "Shared.", schema, lambda arguments: arguments, allow_any=True)
     value = {"p0": "x", "small": "y", "child": {"p1": "z", "child": {}}}
     assert tool.validate_arguments(value) == value
+
+
+def _run(*statements: str) -> None:
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def _table_privileges(role: str, table: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p FROM unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE']) p "
+            "WHERE has_table_privilege(%s, %s, p)",
+            [role, table],
+        )
+        return {privilege for (privilege,) in cursor.fetchall()}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_migrate_by_a_role_holding_nothing_on_the_audit_tables_does_not_fail() -> None:
+    """Found: with a DBA's role holding UPDATE on the audit events, the refresh run by a role with no privilege there
+    (a ``migrate`` with nothing to apply) raised "permission denied for table toolhub_auditevent".
+
+    Expect: it finishes, revoking and granting nothing; the next refresh by the owner narrows the DBA's role.
+    """
+    assert connection.vendor == "postgresql", "needs DATABASE_URL pointing at PostgreSQL"
+    suffix = uuid.uuid4().hex[:12]
+    outsider, dba, app = f"outsider_{suffix}", f"dba_{suffix}", f"toolhub_app_{suffix}"
+    call_command("toolhub_db_roles", "--role", app, stdout=None)
+    _run(
+        f"CREATE ROLE {outsider} NOLOGIN",
+        f"GRANT USAGE ON SCHEMA public TO {outsider}",
+        f"CREATE ROLE {dba} NOLOGIN",
+        f"GRANT SELECT, UPDATE, TRUNCATE ON toolhub_auditevent TO {dba}",
+    )
+    try:
+        _run(f"SET ROLE {outsider}")
+        try:
+            granted = db_app_roles_refresh()
+        finally:
+            _run("RESET ROLE")
+        assert granted == []
+        assert _table_privileges(dba, "toolhub_auditevent") == {"SELECT", "UPDATE", "TRUNCATE"}
+        assert db_app_roles_refresh() == [app]
+        assert _table_privileges(dba, "toolhub_auditevent") == {"SELECT"}
+        assert _table_privileges(app, "toolhub_auditevent") == {"SELECT", "INSERT"}
+    finally:
+        for role in (outsider, dba, app):
+            _run(f"DROP OWNED BY {role}", f"DROP ROLE {role}")
