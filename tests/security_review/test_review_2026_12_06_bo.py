@@ -17,6 +17,11 @@ Findings:
    role with nothing on the table. Narrowing now revokes only what this role may (it owns the table, is a member of
    its owner, or granted the right itself); granting to marked roles is skipped when it is no member of an owner.
 
+3. (bh) ``_looping_ref`` followed ``$ref`` only: a loop through ``$dynamicRef`` (``{"$dynamicAnchor": "a",
+   "$dynamicRef": "#a"}``) was accepted and validating any value raised ``RecursionError``; a fan-out through
+   ``$dynamicRef`` escaped the bound of finding 1 (18 levels: 8 s). ``$dynamicRef``/``$recursiveRef`` are now
+   followed to every schema with the matching dynamic anchor (the root for ``$recursiveRef``), as validation may.
+
 Checked and holding (no test here):
 
 - (bh) The non-recursive walks are linear: ``_nodes`` and ``_nesting`` walk the document tree (a shared ``$ref`` is
@@ -81,6 +86,39 @@ def test_shared_definitions_and_recursive_types_stay_schemas() -> None:
     }
     tool = Tool.create("crm__shared", "Shared.", schema, lambda arguments: arguments, allow_any=True)
     value = {"p0": "x", "small": "y", "child": {"p1": "z", "child": {}}}
+    assert tool.validate_arguments(value) == value
+
+
+DYNAMIC_LOOP = {"$defs": {"a": {"$dynamicAnchor": "a", "$dynamicRef": "#a"}}}
+DYNAMIC_FAN = {
+    "$defs": {
+        **{f"a{i}": {"$dynamicAnchor": f"a{i}", "allOf": [{"$dynamicRef": f"#a{i + 1}"}] * 2} for i in range(30)},
+        "a30": {"$dynamicAnchor": "a30", "type": "string"},
+    }
+}
+
+
+@pytest.mark.parametrize("defs", [DYNAMIC_LOOP, DYNAMIC_FAN], ids=["loop", "fan-out"])
+def test_dynamic_references_are_followed_by_the_loop_check(defs: dict[str, Any]) -> None:
+    """Found: ``$dynamicRef`` was not followed: its loop was accepted (validation raised ``RecursionError``), its
+    fan-out escaped the bound on schemas per value.
+
+    Expect: both refused when the tool is built.
+    """
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a0" if "a0" in defs["$defs"] else "#/$defs/a"}}}
+    with pytest.raises(ToolDefinitionError, match="refers to itself"):
+        Tool.create("crm__dynamic", "Dynamic.", {**schema, **defs}, lambda arguments: arguments, allow_any=True)
+
+
+def test_a_recursive_type_through_a_dynamic_reference_is_still_a_schema() -> None:
+    """A tree whose children are named by ``$dynamicRef`` (2020-12's extensible recursion) remains accepted."""
+    schema = {
+        "type": "object",
+        "$dynamicAnchor": "node",
+        "properties": {"kids": {"type": "array", "items": {"$dynamicRef": "#node"}}, "name": {"type": "string"}},
+    }
+    tool = Tool.create("crm__dyntree", "Trees.", schema, lambda arguments: arguments, allow_any=True)
+    value = {"name": "a", "kids": [{"name": "b", "kids": []}]}
     assert tool.validate_arguments(value) == value
 
 

@@ -120,8 +120,9 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None
     reference elsewhere is never fetched. Checked when the tool is built: validation would raise on either
     (a loop recurses until ``RecursionError``; a remote MCP server's schema may hold one on purpose).
     """
-    refs = [node["$ref"] for node in _nodes(schema) if isinstance(node.get("$ref"), str)]
-    if not refs:
+    nodes = _nodes(schema)
+    refs = [node["$ref"] for node in nodes if isinstance(node.get("$ref"), str)]
+    if not refs and not any(isinstance(node.get(key), str) for node in nodes for key in _DYNAMIC):
         return [], None
     resource = specification_with(str(schema.get("$schema", "")), default=DRAFT202012).create_resource(schema)
     base = resource.id() or ""
@@ -140,6 +141,10 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None
 _SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
 
 
+#: References resolved by the dynamic scope at validation (2020-12's and 2019-09's).
+_DYNAMIC = ("$dynamicRef", "$recursiveRef")
+
+
 def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
     """A ``$ref`` from which ``$ref`` and same-value keywords lead back to where they started, or ``None``.
 
@@ -148,6 +153,14 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
     checks them). Walked without recursion, each node finished once, so no schema can make this check itself
     overflow the stack or take longer than linear time.
     """
+    nodes = _nodes(schema)
+    # ``$dynamicRef``/``$recursiveRef`` land where the dynamic scope says: count every schema they may land on.
+    dynamic: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        if isinstance(node.get("$dynamicAnchor"), str):
+            dynamic.setdefault("$dynamicRef#" + node["$dynamicAnchor"], []).append(node)
+        if node.get("$recursiveAnchor") is True or node is schema:
+            dynamic.setdefault("$recursiveRef#", []).append(node)
     depth: dict[int, int] = {}  # node -> the longest same-value chain below it (once finished)
     applied: dict[int, int] = {}  # node -> how many schemas checking a value against it checks it against
 
@@ -155,6 +168,10 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
         nexts: list[tuple[Any, str | None]] = []
         if isinstance(node.get("$ref"), str):
             nexts.append((resolver.lookup(node["$ref"]).contents, node["$ref"]))
+        for key in _DYNAMIC:
+            if isinstance(node.get(key), str):
+                fragment = node[key].partition("#")[2]
+                nexts.extend((target, node[key]) for target in dynamic.get(f"{key}#{fragment}", [schema]))
         for key in _SAME_VALUE:
             value = node.get(key)
             if isinstance(value, Mapping) and key == "dependentSchemas":
@@ -165,7 +182,7 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
                 nexts.append((value, None))
         return [(item, ref) for item, ref in nexts if isinstance(item, Mapping)]
 
-    for start in _nodes(schema):
+    for start in nodes:
         if id(start) in depth:
             continue
         on_path: set[int] = {id(start)}
