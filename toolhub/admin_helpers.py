@@ -155,7 +155,9 @@ class GuardedLookups:
                 if lookup == item.parameter_name:
                     return True
             elif (item[0] if isinstance(item, (list, tuple)) else item) == path:
-                return True
+                # A field filter's own links compare with an index too; a pattern on its column is no link of its.
+                rest = lookup.split(LOOKUP_SEP)[len(fields) :]
+                return not rest or (len(rest) == 1 and rest[0] in INDEXED_LOOKUPS)
         return False
 
 
