@@ -5,6 +5,8 @@ compensation whose call settled unheard, a stalled rollback, a failed direct ste
 operators retry or settle by hand what needs attention, each change audited with their name.
 """
 
+import datetime as dt
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Exists, F, Min, OuterRef, QuerySet, Subquery
@@ -136,11 +138,17 @@ def _roll_back_unheard_failures(limit: int) -> int:
 def _unheard_failures_to_roll_back() -> QuerySet[ToolCall]:
     """Failed direct steps no rollback names, after their saga's newest step left to undo, oldest first.
 
-    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures,
-    never the calls' history; a failure before the newest step (the caller carried on) is left alone.
+    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of the
+    last ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history; a failure before the newest step (the caller
+    carried on) is left alone.
     """
+    # Only the window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
+    # tables), and each tick read them all (100,000 old failures: about 2.4 s a tick on PostgreSQL).
+    since = timezone.now() - dt.timedelta(hours=toolhub_settings().SAGA_UNHEARD_FAILURE_HOURS)
     return (
-        ToolCall.objects.filter(kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED)
+        ToolCall.objects.filter(
+            kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
+        )
         .exclude(saga_id="")
         # A scalar subquery per failure through the rollbacks' ``failed_call`` index: ``NOT IN`` (or a ``NOT
         # EXISTS`` PostgreSQL may hash) read every rollback there ever was, each tick.
