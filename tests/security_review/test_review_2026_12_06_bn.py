@@ -32,6 +32,10 @@ Checked and holds:
   tenant console) pass. ``?q=`` on the calls and events lists is exact on indexes (review bl); the other lists
   (runs' ``input``, the desk's ``reason``) still search with ``icontains`` (Django's search, outside
   ``lookup_allowed``): bounded only by the viewer's tenants, not fixed here.
+
+Not checked (left open): a direct call whose ``saga_id`` is an agent run's id in the same tenant names that run's
+saga (``Saga`` is keyed by key and tenant alone), so its failure, heard or swept, would roll back the run's steps;
+this predates review bd (the heard path does the same) and was not probed here.
 """
 
 from collections.abc import Iterator
