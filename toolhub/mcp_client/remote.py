@@ -12,7 +12,9 @@ from typing import Any
 
 import anyio
 import httpx2
+from jsonschema import SchemaError
 from mcp import Client
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -20,6 +22,7 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolError
 from toolhub.outbound_addresses import guarded_client
 from toolhub.storable import storable_text, storable_value
+from toolhub.tools.linear_patterns import linear_validator
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
 
 __all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
@@ -112,6 +115,7 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
                 # This use's answers together cut at the bytes read (``toolhub.wire``), before they are parsed.
                 http.event_hooks = bounded_async_responses(limit)
                 async with Client(streamable_http_client(url, http_client=http)) as client:
+                    _check_outputs_in_linear_time(client.session)
                     return await body(client)
 
     server = f"The MCP server {name!r}"
@@ -131,6 +135,30 @@ def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: 
         # whoever shows it scrubs the credential first (a cut credential is not recognisable).
         said = storable_text(str(first).replace(url, f"<{name}>").replace(url.split("?", 1)[0], f"<{name}>"))
         raise RemoteServerError(f"{server} failed: {type(first).__name__}: {said}") from None
+
+
+def _check_outputs_in_linear_time(session: ClientSession) -> None:
+    """Check a tool's structured result against its listed ``outputSchema`` with patterns matched in linear time.
+
+    The SDK checks it with jsonschema, whose ``pattern`` runs on Python's backtracking ``re``: the server chooses
+    both the schema and the result (``^(a+)+$`` and thirty ``a`` then ``!`` hold the worker and its GIL for
+    minutes, past any timeout). The same checks, cached per tool as the SDK does, on ``linear_validator``.
+    """
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+
+    def output_validator(name: str, output_schema: dict[str, Any]) -> Any:
+        if (validator := session._tool_output_validators.get(name)) is not None:
+            return validator
+        try:
+            validator_for(output_schema).check_schema(output_schema)
+        except SchemaError as exc:
+            raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
+        validator = linear_validator(output_schema, registry=Registry())
+        session._tool_output_validators[name] = validator
+        return validator
+
+    session._output_schema_validator = output_validator  # type: ignore[method-assign]
 
 
 def _log_scope(headers: Mapping[str, str], url: str) -> AbstractContextManager[Any]:

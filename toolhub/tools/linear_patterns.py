@@ -69,11 +69,14 @@ def schema_patterns(schema: Any) -> Iterator[tuple[str, str, str]]:
                 pending.append((value, f"{where}/{key}", key in _NAMED_SCHEMAS))
 
 
-def linear_validator(schema: Mapping[str, Any], format_checker: jsonschema.FormatChecker | None = None) -> Any:
+def linear_validator(
+    schema: Mapping[str, Any], format_checker: jsonschema.FormatChecker | None = None, **options: Any
+) -> Any:
     """``schema``'s jsonschema validator (its draft's) with its patterns matched in linear time.
 
     Each pattern is compiled once, for this validator; one the engine cannot run fails every value checked
     against it (the tool holding it was refused when built, so only a schema checked elsewhere meets this).
+    ``options``: passed on to the validator (``registry``).
     """
     matchers: dict[str, Matcher | None] = {}
 
@@ -118,4 +121,4 @@ def linear_validator(schema: Mapping[str, Any], format_checker: jsonschema.Forma
     )
     for _, patrn, _ in schema_patterns(schema):
         search(patrn, "")
-    return cls(schema, format_checker=format_checker)
+    return cls(schema, format_checker=format_checker, **options)
