@@ -30,6 +30,7 @@ from toolhub.admin import ReadOnlyAdmin, admin_link, pretty_json
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly, TenantScopedAdmin, run_trail_link
+from toolhub.admin_lists import ExactSearchMixin
 from toolhub.admin_tables import admin_table, short_id
 from toolhub.models import ToolCall
 from toolhub.sagas.selectors import OPERATE_PERMISSION
@@ -236,7 +237,7 @@ class CancelRunsForm(forms.Form):
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
+class AgentRunAdmin(ExactSearchMixin, TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
     """Runs of the user's tenants, for operators watching them: the conversation, its calls and where it stopped.
 
     Operators of a run's tenant (and its own user) may cancel it (``agents_app.cancelling``); auditors only read.
@@ -245,7 +246,10 @@ class AgentRunAdmin(TenantScopedAdmin, CommentActionMixin, ReadOnlyAdmin):
     list_display = ("run_id", "agent", "user", "tenant", "status", "stop_reason", "turn", "created_at", "finished_at")
     list_display_links = ("run_id",)
     list_filter = ("status", "stop_reason", "agent")
-    search_fields = ("input", "tenant", "user__username", "agent__name")
+    search_fields = ("id",)  # draws the box; ExactSearchMixin matches exactly on indexes
+    search_help_text = "A run id, a tenant, a username or an agent's name (exact)."
+    uuid_search_fields = ("pk",)
+    exact_search_fields = ("tenant", "user__username", "agent__name")
     list_select_related = ("agent", "user")
     show_full_result_count = False
     fieldsets = (

@@ -21,7 +21,7 @@ from approvals.selectors import ConversationBefore, approval_progress, conversat
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.admin_actions import CommentActionMixin
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, pretty_json
-from toolhub.admin_lists import TenantFilter
+from toolhub.admin_lists import ExactSearchMixin, TenantFilter
 from toolhub.admin_tables import short_id
 
 #: Seconds between two refreshes of the queue in the browser (queue-refresh.js).
@@ -74,7 +74,9 @@ class ApprovalDecisionInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(ApprovalRequest)
-class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin, admin.ModelAdmin):
+class ApprovalRequestAdmin(
+    ExactSearchMixin, DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin, CommentActionMixin, admin.ModelAdmin
+):
     """Pending and past approval requests of the user's tenants; deciding happens only through the approval services.
 
     The scoped queryset is what the change page, the decision views and the bulk actions act on, so
@@ -94,7 +96,10 @@ class ApprovalRequestAdmin(DecisionViewsMixin, TenantScopedAdmin, ReadOnlyMixin,
     )
     list_display_links = ("request_id",)
     list_filter = (StatusFilter, TenantFilter, "risk", "tool_name", "source")
-    search_fields = ("tool_name", "reason", "agent_name", "tenant", "requested_by__username")
+    search_fields = ("id",)  # draws the box; ExactSearchMixin matches exactly on indexes
+    search_help_text = "The held call's id or the username of who asked (exact)."
+    uuid_search_fields = ("call_id",)
+    exact_search_fields = ("requested_by__username",)
     list_select_related = ("requested_by",)
     list_per_page = 50
     show_full_result_count = False

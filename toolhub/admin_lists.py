@@ -19,7 +19,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.dateparse import parse_date
@@ -38,6 +38,7 @@ __all__ = [
     "AgentFilter",
     "UsernameFilter",
     "DateRangeFilter",
+    "ExactSearchMixin",
     "as_uuid",
     "tools_with_risk",
 ]
@@ -137,6 +138,31 @@ class LeanChangeListMixin:
         """The planner's estimate counts every tenant's rows: only a viewer who sees them all reads it."""
         estimate = tenant_scope(request.user).everything
         return self.paginator(queryset, per_page, orphans, estimate=estimate, **kwargs)
+
+
+class ExactSearchMixin:
+    """``?q=`` equal to an indexed column, never Django's ``icontains`` over each search field.
+
+    A LIKE over free text (a run's input, a request's reason) reads every row of the viewer's tenants whatever the
+    term, and a term matching nothing reads them all: no minimum length bounds that. ``uuid_search_fields``: the
+    columns a term that is a UUID equals; ``exact_search_fields``: those the whole term equals (indexed, or a
+    relation's indexed column). Declare ``search_fields`` too, for Django to draw the box.
+    """
+
+    uuid_search_fields: tuple[str, ...] = ()
+    exact_search_fields: tuple[str, ...] = ()
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> tuple[Any, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        key = as_uuid(term)
+        match = Q(pk__in=[])
+        for field in self.uuid_search_fields if key is not None else ():
+            match |= Q(**{field: key})
+        for field in self.exact_search_fields:
+            match |= Q(**{field: term})
+        return queryset.filter(match), False
 
 
 def as_uuid(value: str) -> uuid.UUID | None:

@@ -29,9 +29,8 @@ Checked and holds:
   (the run failed, ``conversation_size``, and says so).
 - Admin (bl): every link the desk, runs, sagas and compensations' filters draw answers 200 (probed link by link);
   tests/browser on PostgreSQL with chromium (admin views, approvals, audit admin and console, desk, run cancel,
-  tenant console) pass. ``?q=`` on the calls and events lists is exact on indexes (review bl); the other lists
-  (runs' ``input``, the desk's ``reason``) still search with ``icontains`` (Django's search, outside
-  ``lookup_allowed``): bounded only by the viewer's tenants, not fixed here.
+  tenant console) pass. ``?q=`` on the calls and events lists is exact on indexes (review bl); the runs list and
+  the desk searched with ``icontains`` until review bp (now exact on indexes too, ``ExactSearchMixin``).
 
 Not checked (left open): a direct call whose ``saga_id`` is an agent run's id in the same tenant names that run's
 saga (``Saga`` is keyed by key and tenant alone), so its failure, heard or swept, would roll back the run's steps;

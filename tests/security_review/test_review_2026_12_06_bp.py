@@ -5,6 +5,11 @@ Findings:
   ``mcp`` SDK's client checks every structured result against the listed output schema with jsonschema, so
   a server listing ``^(a+)+$`` and answering thirty ``a`` and a ``!`` held the worker (and its GIL) for
   minutes; ``anyio.fail_after`` cannot interrupt it. The session now checks with ``linear_validator``.
+- ``?q=`` on the runs list and the approval desk was Django's search, ``icontains`` over a run's ``input`` and a
+  request's ``reason`` (a LIKE scan of every row of the viewer's tenants whatever the term, outside review bl's
+  indexed-lookups rule: a minimum length would bound nothing, a term matching no row still reads them all). Both
+  now match exactly on indexed columns (``ExactSearchMixin``): a run id, tenant, username or agent name; a
+  request's call id or asker's username.
 
 Checked and holds:
 - ``_names_principal`` selects exactly what ``_grants_filter`` does for every grant shape the table allows
@@ -31,10 +36,17 @@ import time
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
+from agents_app.models import AgentRun
 from tests.mcpclient.fake_server import FakeCrm, serving
+from tests.tenancy.conftest import make_user
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.remote import RemoteServerError, remote_call, remote_tools
+from toolhub.models import Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +102,35 @@ def test_a_remote_output_schema_with_a_pattern_the_linear_engine_cannot_run_refu
     with serving(fake) as url:
         with pytest.raises(RemoteServerError, match="Invalid structured content"):
             _call(url, {"customer_id": "aaaa"})
+
+
+@pytest.fixture
+def acme_staff(tenant: Tenant, roles: dict[str, Group]) -> Client:
+    client = Client(raise_request_exception=False)
+    groups = (roles["auditors"], roles["operators"])
+    client.force_login(make_user("acme-staff", tenant=tenant, staff=True, groups=groups))
+    return client
+
+
+@pytest.mark.parametrize("page", ["/admin/agents_app/agentrun/", "/admin/approvals/approvalrequest/"])
+def test_admin_search_sends_no_like_scan(acme_staff: Client, page: str) -> None:
+    """Found: ``?q=`` on the runs list and the desk was ``icontains`` over free text (a LIKE over every row).
+
+    Expect: the page answers and no statement it sends compares with LIKE.
+    """
+    with CaptureQueriesContext(connection) as queries:
+        assert acme_staff.get(f"{page}?q=refund").status_code == 200
+    assert not [q["sql"] for q in queries if " LIKE " in q["sql"].upper()]
+
+
+def test_admin_run_search_still_finds_a_run_by_id_user_and_agent(acme_staff: Client, tenant: Tenant) -> None:
+    """Expect: the exact search finds a run by its id and its user's name, and nothing by a word of its input."""
+    from agents_app.models import Agent
+
+    user = make_user("runner", tenant=tenant)
+    agent = Agent.objects.create(name="helper", tenant=tenant, system_prompt="Help.")
+    run = AgentRun.objects.create(agent=agent, user=user, tenant="acme", input="please refund order 7")
+    for term in (str(run.pk), "runner", "helper"):
+        body = acme_staff.get(f"/admin/agents_app/agentrun/?q={term}").content.decode()
+        assert str(run.pk) in body, term
+    assert str(run.pk) not in acme_staff.get("/admin/agents_app/agentrun/?q=refund").content.decode()
