@@ -8,6 +8,7 @@ from approvals.models import ApprovalRule, WebhookDelivery
 from approvals.rule_checks import rule_problems
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import ProblemsColumn, ReadOnlyMixin, TenantScopedAdmin, pretty_json
+from toolhub.admin_lists import ExactSearchMixin
 
 
 @admin.register(ApprovalRule)
@@ -57,7 +58,7 @@ class ApprovalRuleAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, ad
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
+class WebhookDeliveryAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
     """Notifications sent to the configured webhook; delivered and retried by workers, so read-only here.
 
     Each payload names the tenant of its request: staff see their tenants' deliveries only.
@@ -67,7 +68,9 @@ class WebhookDeliveryAdmin(TenantScopedAdmin, ReadOnlyMixin, admin.ModelAdmin):
 
     list_display = ("id", "event", "status", "attempts", "next_attempt_at", "delivered_at", "created_at")
     list_filter = ("status", "event")
-    search_fields = ("message_id",)
+    search_fields = ("message_id",)  # draws the box; ExactSearchMixin matches exactly on indexes
+    search_help_text = "A message id, exact."
+    exact_search_fields = ("message_id",)
     show_full_result_count = False
     fields = (
         "message_id",

@@ -9,7 +9,8 @@ Findings:
   request's ``reason`` (a LIKE scan of every row of the viewer's tenants whatever the term, outside review bl's
   indexed-lookups rule: a minimum length would bound nothing, a term matching no row still reads them all). Both
   now match exactly on indexed columns (``ExactSearchMixin``): a run id, tenant, username or agent name; a
-  request's call id or asker's username.
+  request's call id or asker's username; sagas, compensations and webhook deliveries (``icontains`` over a key,
+  a tool name, a message id) likewise match their indexed key or message id exactly.
 
 Checked and holds:
 - ``_names_principal`` selects exactly what ``_grants_filter`` does for every grant shape the table allows
@@ -112,7 +113,16 @@ def acme_staff(tenant: Tenant, roles: dict[str, Group]) -> Client:
     return client
 
 
-@pytest.mark.parametrize("page", ["/admin/agents_app/agentrun/", "/admin/approvals/approvalrequest/"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "/admin/agents_app/agentrun/",
+        "/admin/approvals/approvalrequest/",
+        "/admin/sagas/saga/",
+        "/admin/sagas/compensation/",
+        "/admin/approvals/webhookdelivery/",
+    ],
+)
 def test_admin_search_sends_no_like_scan(acme_staff: Client, page: str) -> None:
     """Found: ``?q=`` on the runs list and the desk was ``icontains`` over free text (a LIKE over every row).
 

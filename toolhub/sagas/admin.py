@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from toolhub.admin_actions import CommentActionMixin, CommentActionPage
 from toolhub.admin_helpers import ReadOnlyMixin, TenantScopedAdmin, admin_link, pretty_json
+from toolhub.admin_lists import ExactSearchMixin
 from toolhub.admin_marks import page_seen, seen_field
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
@@ -245,7 +246,7 @@ class RollbackInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Saga)
-class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
+class SagaAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """Sagas of the user's tenants for operators: what was done, what was undone, what failed and what needs a decision.
 
     Retry and resolve act only on the compensations of the selected, tenant-scoped sagas.
@@ -254,7 +255,9 @@ class SagaAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelA
     list_display = ("saga_key", "status", "tenant", "run", "steps", "updated_at")
     list_display_links = ("saga_key",)
     list_filter = (NeedsAttentionFilter, "status", "tenant")
-    search_fields = ("key",)
+    search_fields = ("key",)  # draws the box; ExactSearchMixin matches exactly on indexes
+    search_help_text = "A saga's key (a run id or the caller's saga id), exact."
+    exact_search_fields = ("key",)
     show_full_result_count = False
     ordering = ("-updated_at",)
     actions = ("retry_selected", "resolve_selected")
@@ -379,14 +382,16 @@ class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Compensation)
-class CompensationAdmin(TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
+class CompensationAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """One compensation of the user's tenants: the step it undoes, its arguments, its call, every attempt and error."""
 
     tenant_field = "saga__tenant"
 
     list_display = ("saga", "sequence", "step_tool", "tool_name", "status", "attempts", "next_attempt_at", "updated_at")
     list_filter = (NeedsAttentionFilter, "status", "tool_name")
-    search_fields = ("saga__key", "step_tool", "tool_name")
+    search_fields = ("saga__key",)  # draws the box; ExactSearchMixin matches exactly on indexes
+    search_help_text = "Its saga's key, exact."
+    exact_search_fields = ("saga__key",)
     list_select_related = ("saga",)
     show_full_result_count = False
     actions = ("retry_selected", "resolve_selected")
