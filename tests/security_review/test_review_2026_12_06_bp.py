@@ -28,9 +28,15 @@ Checked and holds:
   compiled patterns are bounded (10 MiB: ``\\w{5000}`` is refused in under 0.1 s, not built).
 - Approval-rule value checks (``toolhub.references``) and tool argument schemas use ``linear_validator``;
   pydantic-typed tools' ``Field(pattern=)`` are written by developers (pydantic's default engine is Rust's).
+- toolhub's MCP server evaluates no schema pattern in the SDK (its ``get_tool_input_schema`` feeds the
+  ``Mcp-Param-*`` header check only); arguments go through the governed pipeline's checks above.
 
 Left open: ``\\d`` and ``\\w`` are Unicode-aware in Rust (and were in Python's ``re``), ASCII in ECMA-262:
-``^\\d+$`` admits ``"١٢٣"``; not narrowed here.
+``^\\d+$`` admits ``"١٢٣"``; not narrowed here. Compiled patterns are bounded one by one (10 MiB), not per
+schema: fifty distinct ``\\w{200}xN`` (600 bytes of a remote server's schema) made one ``linear_validator`` hold
+583 MiB resident (6 s to build). Sizing them together as one alternation does not measure it (Rust shares
+their structure: 200 compile in 0.1 s), and ``(?:p){16}`` per pattern refuses plain ``^\\w{20}$``; a count or
+weight budget per schema needs its own design.
 """
 
 import time
