@@ -164,7 +164,7 @@ def test_a_migrate_by_a_role_holding_nothing_on_the_audit_tables_does_not_fail()
             _run("RESET ROLE")
         assert granted == []
         assert _table_privileges(dba, "toolhub_auditevent") == {"SELECT", "UPDATE", "TRUNCATE"}
-        assert db_app_roles_refresh() == [app]
+        assert app in db_app_roles_refresh()  # beside any other role toolhub_db_roles marked (the workers' tests)
         assert _table_privileges(dba, "toolhub_auditevent") == {"SELECT"}
         assert _table_privileges(app, "toolhub_auditevent") == {"SELECT", "INSERT"}
     finally:
