@@ -30,8 +30,8 @@ def chain_head_locked(chain: int) -> Iterator[psycopg.Connection]:
         locker.close()
 
 
-def wait_for_lock_waiter(query_part: str, timeout: float = 10) -> None:
-    """Until a session waits on a lock in a statement containing ``query_part``."""
+def wait_for_lock_waiter(query_part: str, timeout: float = 10, *, count: int = 1) -> None:
+    """Until ``count`` sessions wait on a lock in a statement containing ``query_part``."""
     watcher = psycopg.connect(**dsn(), autocommit=True)
     try:
         deadline = time.monotonic() + timeout
@@ -40,10 +40,10 @@ def wait_for_lock_waiter(query_part: str, timeout: float = 10) -> None:
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
                 [f"%{query_part}%"],
             ).fetchone()[0]
-            if waiting:
+            if waiting >= count:
                 return
             time.sleep(0.02)
-        raise AssertionError(f"no session came to wait on a lock in {query_part!r}")
+        raise AssertionError(f"fewer than {count} sessions came to wait on a lock in {query_part!r}")
     finally:
         watcher.close()
 

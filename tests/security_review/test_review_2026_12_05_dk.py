@@ -31,9 +31,7 @@ is bounded (500, 200); datetimes are aware (``USE_TZ``, ``timezone.now()``; the 
 the step token drops a model answer whose step lost the run.
 """
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -41,64 +39,26 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
-from toolhub import ToolContext
-from toolhub.authorization import CallPrincipal
+from tests.security_review.direct_sagas import direct_call, unheard_call
 from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
-from toolhub.signals import call_settled
-from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def _saga_tools(settings: Any) -> Iterator[None]:
-    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 3, "SAGA_RETRY_BASE_SECONDS": 10.0}
-    LOG.clear()
-    RELEASE_FAILS["on"] = False
-    with registry.temporarily(*TOOLS):
-        yield
-
-
-def _direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
-    """``user``'s direct call of ``name`` in acme's saga ``saga``, executed in process."""
-    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="acme")
-    call = tool_call_request(
-        request=CallRequest(
-            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="acme"), saga_id=saga
-        )
-    )
-    call.refresh_from_db()
-    return call
-
-
-def _unheard(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
-    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
-    receivers = call_settled.receivers
-    call_settled.receivers = []
-    try:
-        call_settled.sender_receivers_cache.clear()
-        return _direct_call(name, arguments, saga=saga, user=user)
-    finally:
-        call_settled.receivers = receivers
-        call_settled.sender_receivers_cache.clear()
-
-
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_an_unheard_failure_is_rolled_back_however_many_newer_sagas_just_succeeded(alice: User) -> None:
     """Found: the sweep looked for unheard failures among the newest ``limit`` (200) direct sagas with a completed
     step, which includes every saga that simply succeeded (they stay open for ever): an older saga's lost failure
     was never rolled back once that many newer sagas existed (here ``limit=2`` and two newer sagas).
     Expect: the sweep's limit counts only sagas with an unheard failure; the old saga is rolled back, once.
     """
-    _direct_call("book", {"item": "a"}, saga="deaf", user=alice)
-    failed = _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    direct_call("book", {"item": "a"}, saga="deaf", user=alice)
+    failed = unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     assert failed.status == CallStatus.FAILED
     for key in ("later-1", "later-2"):
-        assert _direct_call("book", {"item": key}, saga=key, user=alice).status == CallStatus.SUCCEEDED
+        assert direct_call("book", {"item": key}, saga=key, user=alice).status == CallStatus.SUCCEEDED
     assert Saga.objects.get(key="deaf").status == SagaStatus.OPEN
 
     assert sagas_sweep(limit=2)["rolled_back"] == 1

@@ -25,8 +25,6 @@ loop asks ``saga_rollback_on_failure``, which records the lost steps) and the sa
 import json
 import os
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -38,65 +36,30 @@ from agents_app.models import RunStatus
 from agents_app.services import agent_create, run_start
 from agents_app.tasks import sweep_runs_task
 from tests.integration.workers import Worker, wait_for
-from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
-from tests.security_review.pg_races import dsn, in_thread
+from tests.sagas.sample_tools import LOG
+from tests.security_review.direct_sagas import direct_call, unheard_call
+from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
 from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, seq_scans, uuid_of
 from tests.testapp.models import SideEffect
-from toolhub import ToolContext
-from toolhub.authorization import CallPrincipal
 from toolhub.celery import app as celery_app
 from toolhub.models import AuditEvent, CallStatus, ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
 from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.signals import call_settled
 from toolhub.sweeper import calls_redispatch_stale
-from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def _saga_tools(settings: Any) -> Iterator[None]:
-    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 3, "SAGA_RETRY_BASE_SECONDS": 10.0}
-    LOG.clear()
-    RELEASE_FAILS["on"] = False
-    with registry.temporarily(*TOOLS):
-        yield
-
-
-def _direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
-    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="acme")
-    call = tool_call_request(
-        request=CallRequest(
-            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="acme"), saga_id=saga
-        )
-    )
-    call.refresh_from_db()
-    return call
-
-
-def _unheard(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
-    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
-    receivers = call_settled.receivers
-    call_settled.receivers = []
-    try:
-        call_settled.sender_receivers_cache.clear()
-        return _direct_call(name, arguments, saga=saga, user=user)
-    finally:
-        call_settled.receivers = receivers
-        call_settled.sender_receivers_cache.clear()
-
-
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_a_failed_direct_saga_is_rolled_back_when_both_notifications_were_lost(alice: User) -> None:
     """Found: a direct saga whose completed step and failed step were both never heard of (no compensation row)
     was skipped by the sweep (``newest_step_at`` NULL) and never rolled back.
     Expect: the sweep rolls it back once, as an automatic rollback (no person asked), the step compensated.
     """
-    booked = _unheard("book", {"item": "a"}, saga="deaf", user=alice)
-    failed = _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    booked = unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
+    failed = unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     assert booked.status == CallStatus.SUCCEEDED and failed.status == CallStatus.FAILED
     assert not Compensation.objects.filter(saga__key="deaf").exists()
 
@@ -115,13 +78,13 @@ def test_a_failed_direct_saga_is_rolled_back_when_both_notifications_were_lost(a
 
 
 @pytest.mark.postgres
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_two_sweepers_at_once_start_one_rollback(alice: User) -> None:
     """Found: (holds, pinned) with no saga row yet, two sweepers both read the failure and both open the saga.
     Expect: both wait on the saga's unique key, one rolls back, the other finds that rollback: one rollback, one
     ``saga.opened``, one ``saga.rollback_requested``, the step compensated once."""
-    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
-    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
+    unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     locker = psycopg.connect(**dsn())
     locker.execute(
         "INSERT INTO sagas_saga (key, tenant, status, last_sequence, created_at, updated_at) "
@@ -129,7 +92,7 @@ def test_two_sweepers_at_once_start_one_rollback(alice: User) -> None:
     )
     try:
         threads = [in_thread(sagas_sweep, name=f"sweeper-{n}") for n in range(2)]
-        _wait_for_lock_waiters("sagas_saga", 2)
+        wait_for_lock_waiter("sagas_saga", 15, count=2)
     finally:
         locker.rollback()
         locker.close()
@@ -145,30 +108,13 @@ def test_two_sweepers_at_once_start_one_rollback(alice: User) -> None:
     assert [e[0] for e in LOG].count("cancel") == 1 and saga.compensations.get().status == CompensationStatus.SUCCEEDED
 
 
-def _wait_for_lock_waiters(query_part: str, count: int, timeout: float = 15) -> None:
-    watcher = psycopg.connect(**dsn(), autocommit=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            waiting = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
-                [f"%{query_part}%"],
-            ).fetchone()[0]
-            if waiting >= count:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"fewer than {count} sessions came to wait on {query_part!r}")
-    finally:
-        watcher.close()
-
-
 @pytest.mark.postgres
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) -> None:
     """Found: the new read of failed direct steps (no saga row needed) must not read the calls' history.
     Expect: 50,000 settled calls, a few failed direct steps: read through ``toolcall_failed_direct_step``, no seq
     scan of a big table, the subquery run per failure only; the one to act on is still rolled back."""
-    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
     template = ToolCall.objects.create(tool_name="book", status="succeeded", tenant="acme", saga_id="x")
     clone(
         ToolCall,
@@ -180,7 +126,7 @@ def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) 
         created_at=ago("50000 - g + 60"),
         finished_at=ago("50000 - g + 60"),
     )
-    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     old = Saga.objects.create(key="old", tenant="acme", status="compensated")
     rollback = Rollback.objects.create(saga=old, trigger="on_demand", requested_by="x", finished_at=timezone.now())
     clone(Rollback, rollback, 20_000, failed_call_id="CASE WHEN g % 2 = 0 THEN " + uuid_of("bd") + " END")
@@ -196,13 +142,13 @@ def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) 
     assert Saga.objects.get(key="deaf").status == SagaStatus.COMPENSATED
 
 
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_a_compensation_whose_settle_was_lost_is_advanced_by_the_next_sweep(alice: User) -> None:
     """Checked (holds): the sweep's rollback starts the compensation, whose call succeeds but whose notification is
     lost too (the saga never advanced). Expect: the next sweep applies the call's outcome (``synced``) and the saga
     is compensated, the step undone once, no second rollback."""
-    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
-    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
+    unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     receivers = call_settled.receivers
     call_settled.receivers = []
     try:
@@ -232,7 +178,7 @@ def test_a_rollback_whose_first_compensation_message_was_lost_finishes_on_real_w
     celery_app.conf.task_default_queue = f"{previous}-review-bd"
     worker = Worker("review-bd", concurrency=1).start()
     try:
-        step = _direct_call("saga_step", {"label": "a"}, saga="lossy-bd", user=alice)
+        step = direct_call("saga_step", {"label": "a"}, saga="lossy-bd", user=alice)
         wait_for(lambda: Compensation.objects.filter(step_call=step).exists(), timeout=30, what="step recorded")
         worker.stop()
         saga_rollback_on_demand(saga_key="lossy-bd", tenant="acme", actor="user:alice", by=alice)
@@ -262,7 +208,7 @@ TRIP = [
 ]
 
 
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_an_agent_runs_saga_is_rolled_back_by_the_sweeps_when_every_notification_is_lost(alice: User) -> None:
     """Checked (holds): a run whose agent compensates on error, every settle notification lost (its steps', the
     failure's, the compensations'). Expect: the runs sweep and the sagas sweep alone take it to the end: both

@@ -45,8 +45,8 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.helpers import RequestCall
+from tests.security_review.direct_sagas import unheard_call
 from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, uuid_of
-from tests.security_review.test_review_2026_12_06_bd import _saga_tools, _unheard  # noqa: F401
 from tests.tenancy.conftest import make_user
 from toolhub import ToolResult, registry, tool
 from toolhub.models import Tenant, ToolCall
@@ -112,19 +112,19 @@ def test_declared_filters_own_links_still_answer(acme_staff: Client, page: str, 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.usefixtures("_saga_tools")
+@pytest.mark.usefixtures("saga_tools")
 def test_the_sagas_sweep_reads_no_old_handled_failures(alice: User) -> None:
     """Found: 20,000 failed direct steps of weeks ago, each already rolled back or with nothing left to undo, were read
     (with two subqueries each) on every tick. Expect: the sweep's statement runs its subqueries for the recent
     failures only, and a recent unheard failure is still rolled back."""
-    _unheard("book", {"item": "a"}, saga="deaf", user=alice)
+    unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
     template = ToolCall.objects.create(tool_name="book", status="failed", tenant="acme", saga_id="x")
     weeks = "60 * 24 * 14"
     clone(ToolCall, template, 20_000, id=uuid_of("bn"), saga_id="'old-' || g", created_at=ago(f"{weeks} + g"))
     old = Saga.objects.create(key="old", tenant="acme", status="compensated")
     rollback = Rollback.objects.create(saga=old, trigger="on_demand", requested_by="x", finished_at=timezone.now())
     clone(Rollback, rollback, 10_000, failed_call_id=uuid_of("bn"))
-    _unheard("explode", {"reason": "boom"}, saga="deaf", user=alice)
+    unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     analyze()
     plans = explained(sagas_sweep)
     [plan] = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]

@@ -1,0 +1,54 @@
+"""Direct (REST-style) saga calls for the sagas reviews: the sample saga tools, and a call whose settling is lost.
+
+Shared by reviews 2026-12-05 dk and 2026-12-06 bd; ``saga_tools`` is a fixture (registered in ``conftest``).
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
+from toolhub import ToolContext
+from toolhub.authorization import CallPrincipal
+from toolhub.models import ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.signals import call_settled
+from toolhub.tools.registry import registry
+
+__all__ = ["direct_call", "saga_tools", "unheard_call"]
+
+
+@pytest.fixture
+def saga_tools(settings: Any) -> Iterator[None]:
+    """The sample saga tools registered, their log cleared, retries three with a 10 s base."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 3, "SAGA_RETRY_BASE_SECONDS": 10.0}
+    LOG.clear()
+    RELEASE_FAILS["on"] = False
+    with registry.temporarily(*TOOLS):
+        yield
+
+
+def direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """``user``'s direct call of ``name`` in acme's saga ``saga``, executed in process."""
+    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="acme")
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="acme"), saga_id=saga
+        )
+    )
+    call.refresh_from_db()
+    return call
+
+
+def unheard_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
+    receivers = call_settled.receivers
+    call_settled.receivers = []
+    try:
+        call_settled.sender_receivers_cache.clear()
+        return direct_call(name, arguments, saga=saga, user=user)
+    finally:
+        call_settled.receivers = receivers
+        call_settled.sender_receivers_cache.clear()
