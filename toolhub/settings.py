@@ -76,6 +76,24 @@ SECURE_PROXY_SSL_HEADER = (
     ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
 )
 USE_X_FORWARDED_HOST = _env_bool("DJANGO_USE_X_FORWARDED_HOST", False)
+# Content-Security-Policy on every answer (django-csp): scripts, frames, forms and fetches only from this server,
+# so markup that slipped into a page (a model's words, a tool's result) cannot run or send anything. Every page's
+# scripts are files (the admin's, the API docs' split view, the browsable API's); inline styles stay allowed for
+# the browsable API's and the widgets' style attributes, which run nothing. A download's own stricter policy
+# (toolhub.downloads) is kept as it is.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 INSTALLED_APPS = [
     # django.contrib.admin, its site's password change under the login lockout (toolhub.admin_site).
@@ -92,6 +110,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_filters",
+    "csp",
     # Login lockout of the console (toolhub.login_guard); its admin pages are toolhub's (toolhub.admin_logins).
     "axes",
     "toolhub.apps.ToolhubConfig",
@@ -120,6 +139,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last: turns a login axes refused into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

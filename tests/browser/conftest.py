@@ -64,18 +64,31 @@ def browser() -> Iterator[Browser]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+def policy_violations(page: Page) -> list[str]:
+    """Chromium's console reports of what the page's Content-Security-Policy refused, gathered as the page runs."""
+    violations: list[str] = []
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
+    return violations
+
+
 @pytest.fixture
 def page(browser: Browser, live_server: LiveServer, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A page of its own context; every browser test also fails on anything the console's CSP refused."""
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(15_000)
     expect.set_options(timeout=15_000)
+    violations = policy_violations(page)
     yield page
     report = getattr(request.node, "report_call", None)
     if report is not None and report.failed:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     context.close()
+    assert not violations, f"the Content-Security-Policy refused: {violations}"
 
 
 def admin_login(page: Page, username: str, password: str) -> None:

@@ -22,7 +22,7 @@ from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
 from demo.models import Order
-from tests.browser.conftest import ARTIFACTS, admin_login, start_waiting_run
+from tests.browser.conftest import ARTIFACTS, admin_login, policy_violations, start_waiting_run
 from tests.sagas.sample_tools import RELEASE_FAILS, TOOLS
 from toolhub.models import AuditEvent, Tenant, TenantMembership, ToolCall, ToolDefinition
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
@@ -52,8 +52,10 @@ def _desk(browser: Browser, live_server: LiveServer) -> Iterator[Page]:
     page = context.new_page()
     page.set_default_timeout(15_000)
     expect.set_options(timeout=15_000)
+    violations = policy_violations(page)
     yield page
     context.close()
+    assert not violations, f"the Content-Security-Policy refused: {violations}"
 
 
 @pytest.fixture
