@@ -1,7 +1,8 @@
 """ASGI entry point: Django, with the MCP server (streamable HTTP) at ``/mcp``.
 
 Serve it with an ASGI server that sends lifespan events, e.g. ``uvicorn toolhub.asgi:application``:
-the MCP app's lifespan starts the SDK's session manager.
+the MCP app's lifespan starts the SDK's session manager. Behind a proxy that mounts toolhub under a prefix, pass it
+as ``--root-path``: the console, the API and ``/mcp`` all answer below it.
 """
 
 import os
@@ -18,6 +19,18 @@ from toolhub.mcp_server import mcp_asgi_app  # noqa: E402 - needs Django set up 
 MCP_PATH = "/mcp"
 
 
+def route_path(scope: Any) -> str:
+    """The request's path below the server's ``root_path`` (``uvicorn --root-path``), as Starlette and Django read it.
+
+    ASGI servers put the mount prefix in ``path`` too (``/toolhub/mcp``), so ``/mcp`` is matched on what follows it.
+    """
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] in ("", "/"):
+        return path[len(root_path) :]
+    return path
+
+
 def build_application() -> Any:
     """Django for everything but ``/mcp`` and the lifespan, which go to a new MCP app (one per server run).
 
@@ -29,8 +42,8 @@ def build_application() -> Any:
     async def application(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await mcp_application(scope, receive, send)
-        elif scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
-            await mcp_application({**scope, "path": MCP_PATH}, receive, send)
+        elif scope["type"] == "http" and route_path(scope).rstrip("/") == MCP_PATH:
+            await mcp_application({**scope, "path": scope.get("root_path", "") + MCP_PATH}, receive, send)
         else:
             await bounded_django(scope, receive, send)
 

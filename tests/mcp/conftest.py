@@ -23,11 +23,17 @@ from toolhub.models import Tenant, TenantMembership
 @pytest.fixture
 def live_asgi() -> Iterator[str]:
     """toolhub's ASGI app (Django + /mcp) under uvicorn on a free port; yields its base URL."""
+    yield from serve_asgi()
+
+
+def serve_asgi(root_path: str = "") -> Iterator[str]:
+    """Serve toolhub's ASGI app under uvicorn (with ``--root-path`` when given) until the generator is closed."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_application(), lifespan="on", log_level="warning"))
+    config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", root_path=root_path)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     for _ in range(200):
