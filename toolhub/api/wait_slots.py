@@ -13,12 +13,16 @@ Each slot is its own cache key, taken with ``add`` (atomic in every backend) and
 of a user's waits would expire under the waits still holding it, and their releases would then count down a fresh
 count below zero, one more free slot each time (a user who kept waiting gained ``CALL_WAITS_PER_USER`` every cycle).
 
+A slot lives as long as the longest wait that may hold it (``CALL_WAIT_MAX_SECONDS``, or MCP's follow of a queued
+call, ``MCP_CALL_WAIT_SECONDS``) plus a spare minute: one that expired under its wait would be the user's next wait's.
+
 A slot the cache cannot give (the cache down) is a slot not free: the call is answered as it is, never a server
 error after a POST already queued it (a client retrying that would run the tool twice). A slot the cache cannot take
 back expires with its life.
 """
 
 import logging
+import math
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -27,7 +31,7 @@ import anyio
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
 
-from toolhub.conf import toolhub_settings
+from toolhub.conf import ToolhubSettings, toolhub_settings
 
 __all__ = ["wait_slot", "wait_slot_async"]
 
@@ -37,10 +41,20 @@ logger = logging.getLogger(__name__)
 _SLOT_SPARE_SECONDS = 60
 
 
+def _slot_life(settings: ToolhubSettings) -> int:
+    """Seconds a slot lives: the longest wait that may hold it, plus the spare.
+
+    ``?wait=`` and ``toolhub_call_status`` are cut to ``CALL_WAIT_MAX_SECONDS``, but MCP's followed ``tools/call``
+    lasts ``MCP_CALL_WAIT_SECONDS``: a slot outlived by its wait is taken by the user's next one, past the cap.
+    """
+    longest = max(settings.CALL_WAIT_MAX_SECONDS, settings.MCP_CALL_WAIT_SECONDS)
+    return math.ceil(longest) + _SLOT_SPARE_SECONDS
+
+
 def _take(user_id: int) -> tuple[str | None, str]:
     """The key of a free slot of the user's, now taken (``None``: all taken), and the token that marks it ours."""
     settings = toolhub_settings()
-    life = int(settings.CALL_WAIT_MAX_SECONDS) + _SLOT_SPARE_SECONDS
+    life = _slot_life(settings)
     token = uuid.uuid4().hex
     keys = (f"toolhub:call-wait:{user_id}:{slot}" for slot in range(settings.CALL_WAITS_PER_USER))
     try:

@@ -1,0 +1,68 @@
+"""Review 2026-12-06 (bt): a review of the reviews of ``toolhub.asgi_body``, ``toolhub.api.wait_slots`` and
+``toolhub.api.sessions`` (reviews an, ax, ay), adversarially.
+
+Findings (each fails on the code as found, passes with the fix):
+
+1. A wait slot lived ``CALL_WAIT_MAX_SECONDS`` + 60 s, but MCP's followed ``tools/call`` holds its slot for
+   ``MCP_CALL_WAIT_SECONDS``, which is not cut to it: with a follow longer than the REST cap plus the spare, the slot
+   expired under the wait still holding it, and the user took another, past ``CALL_WAITS_PER_USER``. A slot now
+   lives as long as the longest wait that can hold it, plus the spare.
+
+Checked and holds:
+"""
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from mcp import Client
+
+import toolhub.api.wait_slots as wait_slots
+import toolhub.pipeline as pipeline
+from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - a fixture among them
+from toolhub.api.wait_slots import wait_slot
+from toolhub.celery import app as celery_app
+from toolhub.models import CallStatus, Grant, ToolCall
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_mcp_follow_longer_than_the_rest_cap_keeps_its_slot(
+    live_asgi: str,  # noqa: F811 - the fixture imported above
+    alice: User,
+    settings: Any,
+    monkeypatch: Any,
+) -> None:
+    """Found: with ``CALL_WAIT_MAX_SECONDS`` 1 and ``MCP_CALL_WAIT_SECONDS`` 4 (the spare set to 0 to keep the test
+    short; it is 60 s), the slot a followed ``tools/call`` took expired after 1 s: 2.5 s into the follow alice's only
+    slot was free again, a second wait held beside it. Expect: the slot stays taken for the whole follow."""
+    settings.TOOLHUB = {
+        **settings.TOOLHUB,
+        "CALL_WAIT_MAX_SECONDS": 1,
+        "MCP_CALL_WAIT_SECONDS": 4,
+        "CALL_WAITS_PER_USER": 1,
+    }
+    monkeypatch.setattr(wait_slots, "_SLOT_SPARE_SECONDS", 0)
+    celery_app.conf.task_always_eager = False  # a worker's call, not run here (conftest's _celery_mode restores it)
+    monkeypatch.setattr(pipeline, "dispatch_call", lambda call: None)  # and no worker: it stays queued
+    Grant.objects.create(tool_name="record_effect", user=alice)
+    answered: list[str] = []
+
+    async def call(client: Client) -> None:
+        result = await client.call_tool("record_effect", {"note": "followed"})
+        answered.append(result.content[0].text)  # type: ignore[union-attr]
+
+    follow = threading.Thread(target=with_client, args=(live_asgi, token(alice), call))
+    started = time.monotonic()
+    follow.start()
+    try:
+        time.sleep(2.5)
+        assert ToolCall.objects.get().status == CallStatus.QUEUED
+        with wait_slot(alice.pk) as free:
+            second_wait = free
+    finally:
+        follow.join(15)
+    assert answered and time.monotonic() - started >= 3.5  # the follow ran its 4 s
+    assert not second_wait, "the follow's slot expired under it: a second wait was let in"
+
