@@ -34,6 +34,8 @@ def route_path(scope: Any) -> str:
 def build_application() -> Any:
     """Django for everything but ``/mcp`` and the lifespan, which go to a new MCP app (one per server run).
 
+    WebSocket handshakes are refused: neither app serves one.
+
     Django gets bodies bounded before it reads them (``toolhub.asgi_body``); the MCP app bounds its own.
     """
     mcp_application = mcp_asgi_app(MCP_PATH)
@@ -44,10 +46,22 @@ def build_application() -> Any:
             await mcp_application(scope, receive, send)
         elif scope["type"] == "http" and route_path(scope).rstrip("/") == MCP_PATH:
             await mcp_application({**scope, "path": scope.get("root_path", "") + MCP_PATH}, receive, send)
+        elif scope["type"] == "websocket":
+            await _refuse_websocket(receive, send)
         else:
             await bounded_django(scope, receive, send)
 
     return application
+
+
+async def _refuse_websocket(receive: Any, send: Any) -> None:
+    """Refuse a WebSocket handshake (403): nothing here speaks WebSocket.
+
+    Handed on to Django, it raised (Django serves HTTP only): any client, unauthenticated, had a server error and its
+    traceback logged for every handshake it sent (uvicorn takes them whenever ``websockets`` is installed).
+    """
+    if (await receive())["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008})
 
 
 application = build_application()

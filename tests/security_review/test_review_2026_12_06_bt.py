@@ -7,10 +7,14 @@ Findings (each fails on the code as found, passes with the fix):
    ``MCP_CALL_WAIT_SECONDS``, which is not cut to it: with a follow longer than the REST cap plus the spare, the slot
    expired under the wait still holding it, and the user took another, past ``CALL_WAITS_PER_USER``. A slot now
    lives as long as the longest wait that can hold it, plus the spare.
+2. A WebSocket handshake (any path, ``/mcp`` too, no credentials) went to Django, which serves HTTP only and raised:
+   with ``websockets`` installed (uvicorn then takes handshakes) anyone had a server error and its traceback logged
+   per handshake. ``toolhub.asgi`` now refuses a handshake (403) before either app sees it.
 
 Checked and holds:
 """
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -66,3 +70,36 @@ def test_an_mcp_follow_longer_than_the_rest_cap_keeps_its_slot(
     assert answered and time.monotonic() - started >= 3.5  # the follow ran its 4 s
     assert not second_wait, "the follow's slot expired under it: a second wait was let in"
 
+
+@pytest.mark.parametrize("path", ["/api/v1/calls/", "/mcp"])
+def test_a_websocket_handshake_is_refused_not_a_server_error(path: str) -> None:
+    """Found: a WebSocket handshake (any path, no credentials; uvicorn takes them with ``websockets`` installed) went
+    to Django, which raised ``ValueError: Django can only handle ASGI/HTTP connections``: a server error and its
+    traceback logged for each one anyone sent. Expect: the handshake is refused (``websocket.close``, a 403), nothing
+    raised."""
+    from toolhub.asgi import application
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "scheme": "ws",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 1234),
+        "server": ("testserver", 80),
+        "subprotocols": [],
+    }
+    asyncio.run(asyncio.wait_for(application(scope, receive, send), timeout=10))
+    assert [message["type"] for message in sent] == ["websocket.close"]
