@@ -12,6 +12,21 @@ Findings (each fails on the code as found, passes with the fix):
    per handshake. ``toolhub.asgi`` now refuses a handshake (403) before either app sees it.
 
 Checked and holds:
+
+- ``toolhub.asgi_body``: the bytes read are counted whatever ``Content-Length`` says (a smaller, negative, repeated or
+  malformed one, or one beside ``Transfer-Encoding: chunked``); multipart bodies are bounded whole (no route takes a
+  file; WSGI refuses the same declared lengths); ``DATA_UPLOAD_MAX_MEMORY_SIZE = None`` is Django's own "no bound"
+  (settings never set it from the environment); the lifespan goes to the MCP app only. ``/mcp`` is bounded by the
+  SDK (4 MiB, declared and counted) after the token check, which reads no body (401 unread).
+- ``toolhub.api.wait_slots``: slots are taken with ``add`` (atomic in locmem and Redis, the only backends settings
+  build), keyed per user (a user's two channels and tokens share them; one user cannot take another's, so one user
+  cannot block a tenant); given back in ``finally`` on an exception, and shielded on a cancel (ax); ``?wait=nan``,
+  ``inf`` and negatives are refused; every wait is cut (REST and ``toolhub_call_status`` to
+  ``CALL_WAIT_MAX_SECONDS``, the follow to ``MCP_CALL_WAIT_SECONDS``).
+- ``ConsoleSessionAuthentication``: a superuser who is not staff, an inactive user and a demoted one are refused
+  (401); an unsafe method with a session and no CSRF token is 403, also beside a non-``Token`` ``Authorization``
+  header; a valid token beside a session authenticates the token's user (a cross-site page cannot set the header);
+  a password change ends the other sessions (session auth hash); MCP takes no cookie.
 """
 
 import asyncio
