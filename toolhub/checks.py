@@ -15,6 +15,8 @@ toolhub.W004   ``--deploy``: the audit key is unset, shorter than 32 characters 
 toolhub.W005   a parameter the model fills in is named like a context key toolhub sets (``user_id``, ``ctx``, ...)
 toolhub.W006   ``--database``: a saved grant or tool group names a tool the code no longer has
 toolhub.W007   ``--database``: a saved model provider or remote MCP credential names a variable now refused
+toolhub.W008   ``--database``: an application role may change the audit trail through a role it is a member of
+toolhub.W009   ``--database``: a role an earlier ``toolhub_db_roles`` set up lacks its mark (``migrate`` skips it)
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
@@ -304,6 +306,38 @@ def _refused_credential_rows(model: type[Model], fields: list[str]) -> list[tupl
         )
         for row in found
     ]
+
+
+@register("toolhub", Tags.database)
+def check_app_roles(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Whether the PostgreSQL application roles are still append-only on the audit trail, and all marked (``dbroles``).
+
+    Read from the database, so only with ``--database`` (``manage.py check --database default``, ``migrate``).
+    """
+    from toolhub.dbroles import db_app_roles_exposed, db_app_roles_unmarked
+
+    found: list[CheckMessage] = []
+    for alias in databases or []:
+        found += [
+            Warning(
+                f"{exposed} (database {alias!r}).",
+                hint="A membership granted after toolhub_db_roles lends the role its rights, and migrate narrows only "
+                "grants on the audit tables: revoke the membership (or the rights) as the owner.",
+                id="toolhub.W008",
+            )
+            for exposed in db_app_roles_exposed(alias)
+        ]
+        found += [
+            Warning(
+                f"Role {role!r} was set up by an earlier toolhub_db_roles (database {alias!r}) and lacks its mark: "
+                "migrate no longer grants it the rights on tables a migration adds or re-creates.",
+                hint=f"Run `manage.py toolhub_db_roles --role {role}` as the owner once. If a DBA set this role up "
+                "(not toolhub), add toolhub.W009 to SILENCED_SYSTEM_CHECKS.",
+                id="toolhub.W009",
+            )
+            for role in db_app_roles_unmarked(alias)
+        ]
+    return found
 
 
 #: An HMAC key anyone may not guess: as long as Django asks of its SECRET_KEY (security.W009: 50).

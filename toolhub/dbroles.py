@@ -9,7 +9,10 @@ role). Every ``migrate`` afterwards (``db_app_roles_refresh``, a ``post_migrate`
 rights on the audit tables to at most append-only, and gives each marked role set up in this schema its rights
 again: a table a migration re-creates or adds as someone else would otherwise get the defaults (full data
 rights on an audit table) or no rights at all. A role toolhub did not mark (a DBA's ETL role with the same
-defaults, or one an earlier toolhub set up: rerun the command) is never granted anything.
+defaults, or one an earlier toolhub set up: rerun the command) is never granted anything. Narrowing cannot reach
+rights lent by a role membership: the command refuses a role holding more than append-only that way, and the system
+checks name a marked role made such a member later (``db_app_roles_exposed``) and an unmarked one
+(``db_app_roles_unmarked``).
 """
 
 import re
@@ -28,7 +31,9 @@ __all__ = [
     "DatabaseRoleError",
     "RoleReport",
     "db_app_role_ensure",
+    "db_app_roles_exposed",
     "db_app_roles_refresh",
+    "db_app_roles_unmarked",
 ]
 
 #: The comment ``toolhub_db_roles`` sets on its role: the refresh after ``migrate`` grants to marked roles only.
@@ -134,6 +139,8 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
             verifier = connection.connection.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
             cursor.execute(f"ALTER ROLE {name} PASSWORD %s", [verifier.decode()])
         _grant(cursor, connection.ops.quote_name, role=role, owners=owners, database=database, schema=schema)
+        if exposed := _beyond_appending(cursor, schema, role):
+            raise DatabaseRoleError(f"Role {exposed}: the role is left as it was; run this again after.")
         cursor.execute(f"COMMENT ON ROLE {name} IS %s", [APP_ROLE_MARK])
         cursor.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", [role, schema])
         warnings = []
@@ -173,15 +180,7 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
         current, database, schema = cursor.fetchone()
         _narrow_audit_rights(cursor, schema)
         owners = sorted({owner for what, owner in _audit_owners(cursor, schema) if what.startswith("table ")})
-        cursor.execute(
-            "SELECT r.rolname FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace "
-            "CROSS JOIN LATERAL aclexplode(d.defaclacl) a JOIN pg_roles r ON r.oid = a.grantee "
-            "WHERE n.nspname = %s AND d.defaclobjtype = 'r' AND pg_get_userbyid(d.defaclrole) = ANY(%s) "
-            "AND r.rolname <> %s AND shobj_description(r.oid, 'pg_authid') = %s GROUP BY r.rolname "
-            "HAVING array_agg(a.privilege_type) @> ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] ORDER BY 1",
-            [schema, owners or [current], current, APP_ROLE_MARK],
-        )
-        roles = [role for (role,) in cursor.fetchall() if _ROLE_NAME.match(role)]
+        roles = [role for role in _set_up_roles(cursor, schema, owners or [current], marked=True) if role != current]
         # The defaults are there (with the comment, they mark the roles); renewing them needs membership in their owner.
         cursor.execute("SELECT o FROM unnest(%s::text[]) o WHERE pg_has_role(current_user, o, 'USAGE')", [owners])
         renewable = [owner for (owner,) in cursor.fetchall()]
@@ -190,6 +189,110 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
         for role in roles:
             _grant(cursor, connection.ops.quote_name, role=role, owners=renewable, database=database, schema=schema)
     return roles
+
+
+def db_app_roles_exposed(using: str = "default") -> list[str]:
+    """What each marked role may do to the audit trail beyond appending, through a role it is a member of.
+
+    ``toolhub_db_roles`` refuses such a role, and ``migrate`` narrows every grantee's own rights on the audit tables;
+    but a membership granted afterwards (``GRANT etl_writer TO toolhub_app``, ``pg_write_all_data``, the owner, a
+    superuser) lends the application role its rights, and no revoke on the audit tables takes those back. One line
+    per role, for the system check (``toolhub.W008``). Not PostgreSQL: nothing.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        schema, owners = _schema_and_owners(cursor)
+        roles = _set_up_roles(cursor, schema, owners, marked=True)
+        return [f"Role {exposed}" for role in roles if (exposed := _beyond_appending(cursor, schema, role))]
+
+
+def db_app_roles_unmarked(using: str = "default") -> list[str]:
+    """Login roles set up as ``toolhub_db_roles`` sets its role up, but without its mark (an earlier toolhub's).
+
+    ``migrate`` no longer grants them their rights (``db_app_roles_refresh``), so a table a migration adds or
+    re-creates is out of their reach (or narrowed to append-only) until ``toolhub_db_roles`` marks them: the system
+    check (``toolhub.W009``) names them. Not PostgreSQL: nothing.
+    """
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        schema, owners = _schema_and_owners(cursor)
+        return _set_up_roles(cursor, schema, owners, marked=False)
+
+
+def _schema_and_owners(cursor: CursorWrapper) -> tuple[str, list[str]]:
+    """The current schema and the owners of its audit tables (whoever connects, if there are none yet)."""
+    cursor.execute("SELECT current_user, current_schema()")
+    current, schema = cursor.fetchone()
+    owners = sorted({owner for what, owner in _audit_owners(cursor, schema) if what.startswith("table ")})
+    return schema, owners or [current]
+
+
+def _set_up_roles(cursor: CursorWrapper, schema: str, owners: list[str], *, marked: bool) -> list[str]:
+    """The roles holding the data rights as default privileges of ``owners`` in ``schema``, marked or not.
+
+    Marked: the roles ``toolhub_db_roles`` set up here. Unmarked: login roles that also hold its sequence defaults,
+    as the command of a toolhub before the mark left them (a DBA's group or ETL role rarely holds both and logs in).
+    """
+    cursor.execute(
+        "SELECT r.rolname FROM pg_default_acl d JOIN pg_namespace n ON n.oid = d.defaclnamespace "
+        "CROSS JOIN LATERAL aclexplode(d.defaclacl) a JOIN pg_roles r ON r.oid = a.grantee "
+        "WHERE n.nspname = %s AND pg_get_userbyid(d.defaclrole) = ANY(%s) "
+        "AND (shobj_description(r.oid, 'pg_authid') IS NOT DISTINCT FROM %s) = %s AND (%s OR r.rolcanlogin) "
+        "GROUP BY r.rolname "
+        "HAVING array_agg(a.privilege_type) FILTER (WHERE d.defaclobjtype = 'r') "
+        "@> ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE'] AND (%s OR array_agg(a.privilege_type) "
+        "FILTER (WHERE d.defaclobjtype = 'S') @> ARRAY['USAGE', 'SELECT']) ORDER BY 1",
+        [schema, owners, APP_ROLE_MARK, marked, marked, marked],
+    )
+    return [role for (role,) in cursor.fetchall() if _ROLE_NAME.match(role)]
+
+
+#: Shown per role and table (how many roles lend rights, tables are four): a message stays a few lines long.
+_MAX_NAMED = 5
+
+
+def _beyond_appending(cursor: CursorWrapper, schema: str, role: str) -> str:
+    """What ``role`` may do on the audit tables beyond ``APPEND_ONLY_PRIVILEGES``, and through which roles; or "".
+
+    Every role it is a member of counts (itself, PUBLIC, the roles it inherits from and those it may ``SET ROLE``
+    to), with their own memberships and predefined roles (``pg_write_all_data``), superusers and owners: it may act
+    as any of them. TRIGGER would let it add a trigger that drops or rewrites what is appended; REFERENCES, a key
+    that blocks it. UPDATE counts on a column an append does not move.
+    """
+    moved = [f"{table}.{column}" for table, columns in APPEND_COLUMNS.items() for column in columns]
+    cursor.execute(
+        "SELECT c.relname, m.rolname, array_agg(DISTINCT x.p ORDER BY x.p) FROM pg_roles m "
+        "CROSS JOIN pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace CROSS JOIN LATERAL ("
+        "SELECT p FROM unnest(ARRAY['DELETE', 'TRUNCATE', 'TRIGGER']) p WHERE has_table_privilege(m.oid, c.oid, p) "
+        "UNION SELECT p FROM pg_attribute t CROSS JOIN unnest(ARRAY['UPDATE', 'REFERENCES']) p "
+        "WHERE t.attrelid = c.oid AND t.attnum > 0 AND NOT t.attisdropped "
+        "AND NOT (p = 'UPDATE' AND c.relname || '.' || t.attname = ANY(%s)) "
+        "AND has_column_privilege(m.oid, c.oid, t.attnum, p)) x "
+        "WHERE n.nspname = %s AND c.relname = ANY(%s) AND pg_has_role(%s, m.oid, 'MEMBER') "
+        "GROUP BY 1, 2 ORDER BY 1, 2",
+        [moved, schema, list(APPEND_ONLY_PRIVILEGES), role],
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        return ""
+    excess: dict[str, set[str]] = {}
+    for table, _, privileges in rows:
+        excess.setdefault(table, set()).update(privileges)
+    lenders = sorted({lender for _, lender, _ in rows if lender != role})
+    what = "; ".join(f"{', '.join(sorted(privileges))} on {table}" for table, privileges in excess.items())
+    if not lenders:
+        return f"{role!r} may {what} beyond appending, by its own or PUBLIC's grants"
+    named = ", ".join(lenders[:_MAX_NAMED]) + (
+        f" and {len(lenders) - _MAX_NAMED} more" if len(lenders) > _MAX_NAMED else ""
+    )
+    return (
+        f"{role!r} may {what} beyond appending, as a member of {named} "
+        f"(REVOKE {lenders[0]} FROM {role}, or take those rights from {lenders[0]})"
+    )
 
 
 def _narrow_audit_rights(cursor: CursorWrapper, schema: str) -> None:
