@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
-from approvals.deciders import approval_may_decide, approvals_in_round
+from approvals.deciders import approval_may_decide, approvals_in_round, asker_names
 from approvals.forms import (
     DEFINITION_CHANGED,
     ApproveForm,
@@ -180,7 +180,7 @@ class DecisionViewsMixin:
         requests = list(queryset.order_by("pk").select_related("call").prefetch_related("decisions", "askers"))
         table = admin_table(
             "selected-requests",
-            ("#", "Tool", "Status", "Risk", "Reason", "Requested by", "Tenant", "Arguments that will run"),
+            ("#", "Tool", "Status", "Risk", "Reason", "Requested by", "Asked by", "Tenant", "Arguments that will run"),
             (
                 (
                     item.pk,
@@ -189,6 +189,8 @@ class DecisionViewsMixin:
                     item.risk,
                     item.reason,
                     item.requested_by or "-",
+                    # who asked in the user's name (barred from deciding), as the desk's "Who asked" names them
+                    ", ".join(asker_names(item)) or "-",
                     item.tenant,
                     pretty_json(shown_arguments(item)),
                 )
