@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.utils.text import capfirst
 
 from toolhub.tenancy import tenant_scope
+from toolhub.withheld_names import withheld_label
 
 __all__ = [
     "OpenableLinksOnly",
@@ -50,7 +51,7 @@ class SharedInPart:
 
     def withheld_label(self) -> str:
         """What a page shows for a row the user may not see: its kind, never its name."""
-        return f"a {self.model._meta.verbose_name} of another tenant"  # type: ignore[attr-defined]
+        return withheld_label(self.model)  # type: ignore[attr-defined]
 
 
 def withheld_namer(site: Any, request: HttpRequest) -> Callable[[Any], str | None]:

@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from toolhub.audit import audit_append
 from toolhub.url_secrets import url_redacted
+from toolhub.withheld_names import names_withheld
 
 __all__ = [
     "DEFAULT_EXCLUDED",
@@ -204,19 +205,31 @@ def governance_append(
             return
         data = {"changes": changes}
     secrets = _secrets(obj, excluded)
-    label = str(obj)
-    for name in accounts:
-        typed = getattr(obj, name, None)
-        if isinstance(typed, str) and typed and after.get(name) is None:
-            label = label.replace(typed, "[unknown name]")
-    for secret in secrets:
-        label = label.replace(secret, "[redacted]")
     ident = _plain(obj.pk)
     if str(ident) in secrets:
         ident = "[redacted]"  # a model whose primary key is its secret (a token's key)
-    payload = {"model": obj._meta.label_lower, "id": ident, "object": label[:200], **data}
     for tenant in sorted(chains) or [""]:
+        label = _label(obj, tenant, [getattr(obj, name, None) for name in accounts if after.get(name) is None], secrets)
+        payload = {"model": obj._meta.label_lower, "id": ident, "object": label[:200], **data}
         audit_append(event_type=f"governance.{action}", actor=actor, data=payload, tenant=tenant)
+
+
+def _label(obj: models.Model, tenant: str, unknown: Iterable[Any], secrets: Iterable[str]) -> str:
+    """``obj``'s name as ``tenant``'s auditors may read it, names typed by nobody's account and secrets left out.
+
+    A shared row only other tenants see (a grant's tool group) is named by its kind, as that tenant's admin pages
+    name it, whoever's page made the change (``unknown``: typed names that are no account's).
+    """
+    from toolhub.disclosure.groups import tenant_group_namer
+
+    with names_withheld(tenant_group_namer(tenant)):
+        label = str(obj)
+    for typed in unknown:
+        if isinstance(typed, str) and typed:
+            label = label.replace(typed, "[unknown name]")
+    for secret in secrets:
+        label = label.replace(secret, "[redacted]")
+    return label
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ is withheld wherever a page names one of its rows through a field. A row's own n
 "allow group <tool group> to globex"), and Django draws that name in the list, the select box's label, titles,
 breadcrumbs and messages, all from ``str()``. So the shared row's ``__str__`` asks :func:`withheld_name` first:
 while an admin page answers (``ToolhubAdminSite.admin_view`` binds the viewer with :func:`names_withheld`), a row
-the viewer may not see is named as the columns name it. Outside a page (the API, workers, commands) nothing is bound.
+the viewer may not see is named as the columns name it. Outside a page (the API, workers, commands) nothing is bound,
+except where a text is composed for one tenant's readers (a governance event in that tenant's chain).
 """
 
 from collections.abc import Callable, Iterator
@@ -13,12 +14,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["Namer", "names_withheld", "withheld_name"]
+__all__ = ["Namer", "names_withheld", "withheld_label", "withheld_name"]
 
 #: What a page calls a row its viewer may not see; ``None``: its own name.
 Namer = Callable[[Any], str | None]
 
 _namer: ContextVar[Namer | None] = ContextVar("toolhub_withheld_namer", default=None)
+
+
+def withheld_label(model: Any) -> str:
+    """What a reader reads for a row of ``model`` they may not see: its kind, never its name."""
+    return f"a {model._meta.verbose_name} of another tenant"
 
 
 def withheld_name(row: Any) -> str | None:

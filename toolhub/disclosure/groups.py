@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group
 
 from toolhub.governance import governance_cached
 from toolhub.models import ToolGroup
+from toolhub.withheld_names import Namer, withheld_label
 
 __all__ = [
     "GroupFacts",
@@ -27,6 +28,7 @@ __all__ = [
     "group_eligibility",
     "initially_active",
     "rules_seen_from",
+    "tenant_group_namer",
 ]
 
 RULE_KEYS = frozenset({"roles", "tenants", "agents", "context"})
@@ -167,3 +169,18 @@ def group_eligibility(
 
 def initially_active(eligible: Mapping[str, bool]) -> set[str]:
     return {name for name, active in eligible.items() if active}
+
+
+def tenant_group_namer(tenant: str) -> Namer:
+    """What ``tenant``'s staff read for a row (``toolhub.withheld_names``): a tool group only others see, by its kind.
+
+    As a tenant's admin pages name it (``ToolGroupAdmin.get_queryset``), for a text composed for that tenant's
+    readers outside a page (a governance event in its chain); ``""``, the platform, reads every name.
+    """
+
+    def name(row: Any) -> str | None:
+        if not tenant or not isinstance(row, ToolGroup) or rules_seen_from(row.activation_rules, [tenant]) is not None:
+            return None
+        return withheld_label(ToolGroup)
+
+    return name
