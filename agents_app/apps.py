@@ -11,6 +11,7 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from agents_app import (
+            checks,  # noqa: F401 - registers the system checks
             receivers,  # noqa: F401 - resumes runs when their calls settle
             subagents,  # noqa: F401 - starts a subagent's child run once its call is suspended
         )
