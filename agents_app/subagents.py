@@ -31,6 +31,7 @@ from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, bl
 from agents_app.budgets import budget_of, spending_below, spending_of
 from agents_app.models import AgentRun, RunStatus
 from agents_app.selectors import agents_of_tenant
+from agents_app.steprows import locked_run
 from agents_app.transitions import RUN_TRANSITIONS
 from toolhub.audit import redacted_arguments_text
 from toolhub.audit_hash import canonical_json
@@ -242,11 +243,26 @@ def _on_call_suspended(sender: type, call: ToolCall, **kwargs: Any) -> None:
             values={"updated_at": timezone.now()},
         )
     child_id = subagent_run_of(call)
-    if not child_id:
+    if not child_id or _settled_by_ended_child(child_id):
         return
     from agents_app.tasks import advance_run_task
 
     advance_run_task.delay(child_id)
+
+
+def _settled_by_ended_child(child_id: str) -> bool:
+    """Settle the parent's call now if its child ended before the call was parked; return whether it had ended.
+
+    A cancellation between the child's creation and the call's suspension cancels the child with its parent, but
+    the call was still running then: the child's end settled nothing (``subagent_run_ended``), nor did the
+    cancellation's withdrawal, and the call would await its result forever (it never expires).
+    """
+    with transaction.atomic():
+        child = locked_run(uuid.UUID(child_id))
+        if child is None or child.status in (RunStatus.RUNNING, RunStatus.WAITING):
+            return False
+        subagent_run_ended(child)
+    return True
 
 
 def subagent_run_ended(run: AgentRun) -> None:
