@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 
 from agents_app.models import AgentRun, BlackboardEntry
@@ -82,18 +83,25 @@ def blackboard_put(
         raise BlackboardError(f"Blackboard value {name!r} cannot be stored as JSON: {problem}.")
     if size > MAX_VALUE_BYTES:
         raise BlackboardError(f"Blackboard value {name!r} is {size} bytes; at most {MAX_VALUE_BYTES} are kept.")
-    if BlackboardEntry.objects.filter(run_id=row.id).count() >= MAX_ENTRIES_PER_RUN:
-        raise BlackboardError(f"The run's blackboard is full ({MAX_ENTRIES_PER_RUN} entries); {name!r} was not put.")
     call_id = produced_by_call.id if isinstance(produced_by_call, ToolCall) else produced_by_call
-    return BlackboardEntry.objects.create(
-        run_id=row.id,
-        tenant=row.tenant,
-        name=name,
-        kind=kind,
-        value=value,
-        size=size,
-        produced_by_call_id=uuid.UUID(str(call_id)) if call_id else None,
-    )
+    with transaction.atomic():
+        # Puts to one board take turns on its run's row until their transaction ends: children ending together,
+        # or a turn's tools, would each count room for one more and all put. FOR NO KEY UPDATE: the entries'
+        # foreign keys and readers do not wait, only other puts and the loop's step (which holds it already).
+        list(AgentRun.objects.select_for_update(no_key=True).filter(id=row.id).values_list("id", flat=True))
+        if BlackboardEntry.objects.filter(run_id=row.id).count() >= MAX_ENTRIES_PER_RUN:
+            raise BlackboardError(
+                f"The run's blackboard is full ({MAX_ENTRIES_PER_RUN} entries); {name!r} was not put."
+            )
+        return BlackboardEntry.objects.create(
+            run_id=row.id,
+            tenant=row.tenant,
+            name=name,
+            kind=kind,
+            value=value,
+            size=size,
+            produced_by_call_id=uuid.UUID(str(call_id)) if call_id else None,
+        )
 
 
 def blackboard_capture_calls(run: AgentRun, calls: Iterable[ToolCall]) -> list[BlackboardEntry]:

@@ -269,7 +269,9 @@ def subagent_run_ended(run: AgentRun) -> None:
     """Settle the parent's call with a child run's outcome (in the transaction that ended the child).
 
     A completed child answers with its output (also put on the parent's blackboard); a failed one fails
-    the call with why, for the parent's model. Its blackboard entries are copied to the parent's.
+    the call with why, for the parent's model. Its blackboard entries are copied to the parent's, last: puts to the
+    parent's board take turns on the parent's row (``blackboard_put``), which this transaction then holds to its
+    end, so nothing is locked after it (an audit chain's head another ending child holds while it waits its turn).
     """
     if run.parent_call_id is None:
         return
@@ -277,7 +279,6 @@ def subagent_run_ended(run: AgentRun) -> None:
     if call is None or call.status != CallStatus.AWAITING_RESULT:
         logger.warning("run %s ended but its parent's call is %s; nothing settled", run.id, call and call.status)
         return
-    blackboard_copy_to_parent(run)
     now, actor = timezone.now(), f"agent:{run.agent.name} run:{run.id}"
     limit = toolhub_settings().MAX_STRING_LENGTH
     if run.status == RunStatus.COMPLETED:
@@ -298,6 +299,7 @@ def subagent_run_ended(run: AgentRun) -> None:
             result=output,
             finished_at=now,
         )
+        blackboard_copy_to_parent(run)
         try:
             blackboard_put(run.parent_run_id, call.tool_name, output, kind=SUBAGENT_ANSWER_KIND, produced_by_call=call)
         except BlackboardError as exc:
@@ -314,3 +316,4 @@ def subagent_run_ended(run: AgentRun) -> None:
         error=message,
         finished_at=now,
     )
+    blackboard_copy_to_parent(run)

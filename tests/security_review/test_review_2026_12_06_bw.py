@@ -12,6 +12,11 @@ Findings:
    still in the tool) left that call ``awaiting_result`` for ever: the child's end found the call ``running`` and
    settled nothing, the cancellation withdraws only calls not started, and a subagent call never expires. The
    suspension's receiver now settles the call from its child's end when the child has already ended.
+3. The blackboard's 200-entry cap was counted, then inserted, with nothing held between: two puts at once (children
+   ending together each copy up to 200 entries to their parent's board) both found room; on PostgreSQL a board
+   reached 201 from 199. Puts to one board now take turns on its run's row (FOR NO KEY UPDATE, so the entries'
+   foreign keys and readers do not wait), and a child's end copies to its parent's board last, after its audited
+   writes, so it holds that turn while locking nothing more.
 
 Checked and holds:
 - a ``conversation_size`` failure on a turn's results keeps the calls and their results on their rows: the run's
@@ -28,16 +33,20 @@ Checked and holds:
 from typing import Any
 from unittest import mock
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.core import checks
 
 from agents_app import subagents
+from agents_app.blackboard import MAX_ENTRIES_PER_RUN, BlackboardError, blackboard_put
 from agents_app.cancelling import run_cancel
-from agents_app.models import MAX_TOOL_CALLS_LIMIT, AgentRun, RunStatus
+from agents_app.models import MAX_TOOL_CALLS_LIMIT, AgentRun, BlackboardEntry, RunStatus
 from agents_app.models_adapters import ModelToolCall, ModelTurn
+from agents_app.services import agent_create
 from agents_app.transcript import run_transcript
 from tests.helpers import assert_audit_intact
+from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
 from tests.security_review.test_review_2026_12_06_bk import _run, review_bk_echo
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.tools import ask_researcher
@@ -120,3 +129,35 @@ def test_a_conversation_size_failure_keeps_the_executed_calls_in_the_transcript(
     assert shown.call.status == CallStatus.SUCCEEDED
     assert shown.result.startswith('{"echo": "abcdabcd')
     assert transcript.other_calls == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_puts_at_once_never_pass_the_blackboards_cap(alice: User) -> None:
+    """Found: ``blackboard_put`` counted the board, then inserted: two writers at once (children ending together,
+    each copying up to 200 entries to the parent's board; a turn's tools) each saw room for one more and both put.
+
+    Expect: with one place left, two puts at once leave the board at its cap; the other put is refused.
+    """
+    agent = agent_create(name="bw", tenant="acme", provider="scripted", script=[], tools=[])
+    run = AgentRun.objects.create(agent=agent, user=alice, tenant="acme")
+    BlackboardEntry.objects.bulk_create(
+        BlackboardEntry(run=run, tenant="acme", name=f"e{n}", kind="Note", value=n, size=1)
+        for n in range(MAX_ENTRIES_PER_RUN - 1)
+    )
+    # Another session holds the run (the loop's step, a cancellation): both puts come to wait on it.
+    locker = psycopg.connect(**dsn())
+    locker.execute("SELECT id FROM agents_app_agentrun WHERE id = %s FOR UPDATE", [run.id])
+    try:
+        threads = [in_thread(lambda n=n: blackboard_put(run.id, f"last{n}", n, kind="Note")) for n in range(2)]
+        wait_for_lock_waiter("agents_app_", 15, count=2)
+    finally:
+        locker.rollback()
+        locker.close()
+    for thread, _ in threads:
+        thread.join(30)
+    results = [result[0] for _, result in threads]
+
+    assert BlackboardEntry.objects.filter(run=run).count() == MAX_ENTRIES_PER_RUN
+    assert sorted(type(r).__name__ for r in results) == ["BlackboardEntry", "BlackboardError"]
+    assert any(isinstance(r, BlackboardError) and "full" in str(r) for r in results)
