@@ -26,7 +26,7 @@ from django.db.models import Q
 from toolhub.audit_hash import in_own_chain
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal, grants_preload
 from toolhub.feedback import unknown_tool_message
-from toolhub.governance import governance_scope
+from toolhub.governance import GovernanceHold, governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope
 
@@ -55,7 +55,7 @@ class CallerView:
         self._own_positions: bool | None = None  # whether staff read places in own chains (asked once)
         self._visible: dict[str, list[str]] = {}
         self._nameable: dict[str, frozenset[str]] = {}
-        self._stamp: int | None = None  # the governance stamp its authorizations read under (once)
+        self._governance = GovernanceHold()  # what its authorizations read under (one read per response)
         self._preloaded = False
         #: Each call's answer as first read from its row (its shown copy reads as invalid).
         self._answers: dict[Any, str | None] = {}
@@ -162,10 +162,10 @@ class CallerView:
         Each tenant is still authorized with its own grants (``grants_preload`` loads each one's share); what a
         response costs no longer grows with the number of tenants its reader belongs to.
         """
-        with governance_scope(stamp=self._stamp) as stamp:
+        with governance_scope(hold=self._governance):
             if not self._preloaded:
                 grants_preload(self._principal(each) for each in self._tenants())
-                self._stamp, self._preloaded = stamp, True
+                self._preloaded = True
             yield
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "governance_watched_tables",
     "governance_cached",
     "governance_cached_many",
+    "GovernanceHold",
     "governance_scope",
     "governance_stamp_after_sql",
     "GOVERNANCE_STAMP_CHECK",
@@ -79,7 +80,9 @@ class _Cache:
         return value
 
     def get_many(self, keys: list[K], loader: Callable[[list[K]], Mapping[K, T]]) -> dict[K, T]:
-        found = {key: self.entries[key] for key in keys if key in self.entries}
+        # One dict read throughout: another thread's ``_keep`` may start afresh (a new dict) between a test and a read.
+        entries = self.entries
+        found = {key: entries[key] for key in keys if key in entries}
         missing = [key for key in keys if key not in found]
         if missing:
             loaded = loader(missing)
@@ -128,8 +131,22 @@ def _snapshot(stamp: int | None = None) -> _Cache:
         return _current
 
 
+class GovernanceHold:
+    """One governance read kept for several scopes (one response's): ``governance_scope(hold=)``.
+
+    The first scope reads the stamp (or uses the process's cache as ``governance_scope`` does); the later ones look
+    up in what that read found and loaded, whatever the process has seen since. They never put an older stamp
+    back as the process's current one, which would have every checked write of the process fail and decide again.
+    """
+
+    def __init__(self) -> None:
+        self._cache: _Cache | None = None
+
+
 @contextmanager
-def governance_scope(*, checked_by_write: bool = False, stamp: int | None = None) -> Iterator[int | None]:
+def governance_scope(
+    *, checked_by_write: bool = False, stamp: int | None = None, hold: GovernanceHold | None = None
+) -> Iterator[int | None]:
     """Read the stamp once for everything looked up inside (one governed call's decisions); yield it.
 
     ``checked_by_write``: the caller's write checks the yielded stamp itself (``GOVERNANCE_STAMP_CHECK``
@@ -137,13 +154,20 @@ def governance_scope(*, checked_by_write: bool = False, stamp: int | None = None
     used without reading it: a call that changes nothing pays no read for its governance.
     ``stamp``: the caller has just read it (``GOVERNANCE_STAMP_SQL`` in a read of its own, in its current
     transaction), so it stands for the read this scope would make: fresh as that read, one round trip fewer.
+    ``hold``: the governance its first scope read, for the decisions of one reply made over several scopes
+    (``GovernanceHold``); a stamp read earlier is never passed as ``stamp``.
     """
     scoped = _scope.get()
     if scoped is not None:
         yield scoped.stamp
         return
-    current = _current
-    cache = current if checked_by_write and current.stamp is not None else _snapshot(stamp)
+    if hold is not None and hold._cache is not None:
+        cache = hold._cache
+    else:
+        current = _current
+        cache = current if checked_by_write and current.stamp is not None else _snapshot(stamp)
+        if hold is not None:
+            hold._cache = cache
     token = _scope.set(cache)
     try:
         yield cache.stamp
