@@ -20,8 +20,9 @@ Checked and found holding:
   (test below, through the preload of several tenants);
 - cache keys: a principal's grants are keyed by tenant, user and agent name (the user's groups are the same
   stamp's ``("user", id)`` facts), and a preload hands each key only the rows its own filter selects
-  (``_names_principal`` mirrors ``_grants_filter``; review bj's equivalence tests, agents bound to a tenant
-  included): no tenant's or user's grants reach another's key;
+  (``_names_principal`` mirrors ``_grants_filter``; review bj's equivalence tests, and the one below with
+  principals without a user, a deleted user, no tenant and agents bound to other tenants): no tenant's or user's
+  grants reach another's key;
 - execution re-checks under its own scope (``refusal_at_execution``): a preload fills the process cache only with
   what the principal's own lookup would load under the same stamp, so a worker or the pipeline using it decides
   as it would alone, and a checked write still fails when the stamp moved;
@@ -155,3 +156,46 @@ def test_a_preload_never_outlives_a_governance_change(change: Callable[[User], N
     change(reader)
 
     assert authorize_tools(["clock"], _principal(reader, "br2"))["clock"] is not None
+
+
+def test_a_preload_hands_each_principal_exactly_its_own_grants() -> None:
+    """Found: (holds) beyond review bj's cases: principals without a user, a deleted user, no tenant, agents
+    bound to another tenant, every kind of grant target crossed with both effects. Expect: after one preload of
+    all of them, every principal's verdicts on every tool are those it gets alone."""
+    reader = _reader()
+    gone = User.objects.create_user("br-gone")
+    team = Group.objects.create(name="br-team")
+    reader.groups.add(team)
+    tenants = {slug: Tenant.objects.get(slug=slug) for slug in TENANTS}
+    tools = ["clock", "get_weather", "send_email", "refund_payment"]
+    targets: list[dict[str, Any]] = [
+        {"tenant": tenants["br1"]},
+        {"tenant": tenants["br2"]},
+        {"user": reader},
+        {"user": gone},
+        {"group": team},
+        {"agent_name": "helper"},
+        {"agent_name": "helper", "agent_tenant": tenants["br1"]},
+        {"agent_name": "helper", "agent_tenant": tenants["br3"]},
+        {"agent_name": "other"},
+    ]
+    for number, target in enumerate(targets):
+        for offset, effect in enumerate((GrantEffect.ALLOW, GrantEffect.DENY)):
+            Grant.objects.create(effect=effect, tool_name=tools[(number + 2 * offset) % len(tools)], **target)
+    gone_id = gone.pk
+    gone.delete()
+    principals = [
+        CallPrincipal(user_id=user_id, username="", tenant=slug, agent_name=agent, agent_tools=agent_tools)
+        for user_id in (reader.pk, gone_id, None)
+        for slug in (*TENANTS, "")
+        for agent, agent_tools in (("", None), ("helper", frozenset(tools[:2])), ("other", frozenset()))
+    ]
+    alone = {principal: authorize_tools(tools, principal) for principal in principals}
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="br-none", agent_name="br-none").delete()  # cold cache
+
+    with governance_scope():
+        grants_preload(principals)
+        together = {principal: authorize_tools(tools, principal) for principal in principals}
+
+    assert together == alone
+    assert len({tuple(sorted(verdicts.items(), key=lambda item: item[0])) for verdicts in alone.values()}) > 5
