@@ -136,9 +136,11 @@ def test_the_unheard_failures_are_read_through_their_partial_index(alice: User) 
     clone(Compensation, done, 20_000, sequence="g + 1", step_call_id=uuid_of("bd"))
     analyze()
     plans = explained(sagas_sweep)
-    [plan] = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]
-    assert not seq_scans(plan), plan
-    assert max_loops(plan) < 200, plan
+    unheard = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]
+    assert len(unheard) == 2  # review bv: the window rolled back, and the one before it held for an operator
+    for plan in unheard:
+        assert not seq_scans(plan), plan
+        assert max_loops(plan) < 200, plan
     assert Saga.objects.get(key="deaf").status == SagaStatus.COMPENSATED
 
 

@@ -127,6 +127,8 @@ def test_the_sagas_sweep_reads_no_old_handled_failures(alice: User) -> None:
     unheard_call("explode", {"reason": "boom"}, saga="deaf", user=alice)
     analyze()
     plans = explained(sagas_sweep)
-    [plan] = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]
-    assert max_loops(plan) < 200, plan
+    unheard = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]
+    assert len(unheard) == 2  # review bv: the window rolled back, and the one before it held for an operator
+    for plan in unheard:
+        assert max_loops(plan) < 200, plan
     assert Saga.objects.get(key="deaf").status == SagaStatus.COMPENSATED

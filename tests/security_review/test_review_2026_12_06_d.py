@@ -143,8 +143,9 @@ def test_unheard_failures_read_only_sagas_with_a_failed_step(backlog: None) -> N
     Expect: only the sagas holding a failed direct step have theirs read; no rollback is read whole."""
     plans = _plans("sagas")
     unheard = [plan for sql, plan in plans if "toolcall_failed_direct_step" in plan]  # review bd: from the failures
-    assert len(unheard) == 1
-    assert max_loops(unheard[0]) < ROWS // 20, unheard[0]
+    assert len(unheard) == 2  # review bv: the window rolled back, and the one before it held for an operator
+    for plan in unheard:
+        assert max_loops(plan) < ROWS // 20, plan
     stalled = [plan for sql, plan in plans if sql.startswith('SELECT "sagas_rollback"."saga_id"')]
     assert stalled and "rollback_unfinished" in stalled[0] and not seq_scans(stalled[0]), stalled
 

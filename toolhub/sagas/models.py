@@ -102,7 +102,7 @@ class CompensationStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Compensated"
     FAILED = "failed", "Failed (needs attention)"
     UNKNOWN = "unknown", "Outcome unknown (needs attention)"
-    HELD = "held", "Held: the step's outcome is unknown"
+    HELD = "held", "Held for an operator (step outcome unknown, or its failure found late)"
     RESOLVED = "resolved", "Resolved by an operator"
 
 

@@ -50,11 +50,12 @@ SAGA_ACTOR = "saga"
 
 _Status = CompensationStatus
 
-#: Every move a compensation's status may make (``held`` and ``recorded`` are set when it is created).
+#: Every move a compensation's status may make (``held`` and ``recorded`` are set when it is created; a recorded step
+#: is held when its failure is found too late to undo on its own).
 COMPENSATION_TRANSITIONS = TransitionTable(
     "compensation status",
     {
-        _Status.RECORDED: {_Status.PENDING},
+        _Status.RECORDED: {_Status.PENDING, _Status.HELD},
         _Status.PENDING: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
         _Status.RETRY_SCHEDULED: {_Status.RUNNING, _Status.FAILED, _Status.RESOLVED},
         _Status.RUNNING: {_Status.SUCCEEDED, _Status.RETRY_SCHEDULED, _Status.UNKNOWN, _Status.FAILED},

@@ -9,7 +9,7 @@ import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, F, Min, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, Min, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -77,7 +77,7 @@ def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper")
 def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     """The periodic repair: due retries run, lost call outcomes are applied, stalled rollbacks go on."""
     now = timezone.now()
-    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0}
+    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0, "held": 0}
     due = Compensation.objects.filter(status=CompensationStatus.RETRY_SCHEDULED, next_attempt_at__lte=now)
     for compensation_id in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]:
         counts["retried"] += compensation_retry_due(compensation_id=compensation_id)
@@ -88,7 +88,10 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     for saga_id in list(_stalled_rollbacks()[:limit]):
         saga_advance(saga_id=saga_id)
         counts["advanced"] += 1
-    counts["rolled_back"] = _roll_back_unheard_failures(limit)
+    window = dt.timedelta(hours=toolhub_settings().SAGA_UNHEARD_FAILURE_HOURS)
+    counts["rolled_back"] = _roll_back_unheard_failures(limit, since=now - window)
+    # Heard too late to undo on its own (the sweep stopped that long): held for an operator, never left unseen.
+    counts["held"] = _roll_back_unheard_failures(limit, since=now - 2 * window, until=now - window)
     return counts
 
 
@@ -110,17 +113,18 @@ def _stalled_rollbacks() -> QuerySet[Rollback, int]:
     )
 
 
-def _roll_back_unheard_failures(limit: int) -> int:
+def _roll_back_unheard_failures(limit: int, *, since: dt.datetime, until: dt.datetime | None = None) -> int:
     """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost).
 
     Read from the failed calls, in SQL: the saga's row may not exist yet (a direct saga's row is written when a
     notification of one of its steps is heard, and both may have been lost), and a direct saga whose steps all
     succeeded stays open for ever, so only failures to act on count against ``limit``. One rollback a saga per
     sweep, its oldest such failure; two sweepers at once start one (``saga_rollback`` locks the saga, and a
-    failure is rolled back once: ``saga_rollback_once_per_failure``).
+    failure is rolled back once: ``saga_rollback_once_per_failure``). A failure read before ``until`` (older than
+    the window the sweep undoes on its own) is rolled back held: its steps wait for an operator's decision.
     """
     rolled_back, seen = 0, set()
-    for failed in _unheard_failures_to_roll_back()[:limit]:
+    for failed in _unheard_failures_to_roll_back(since, until)[:limit]:
         if (failed.saga_id, failed.tenant) in seen:
             continue
         seen.add((failed.saga_id, failed.tenant))
@@ -130,39 +134,47 @@ def _roll_back_unheard_failures(limit: int) -> int:
             actor="saga-sweeper",
             trigger=RollbackTrigger.STEP_FAILED,
             failed_call=failed,
+            hold=until is not None,
         )
         rolled_back += rollback is not None and rollback.failed_call_id == failed.id
     return rolled_back
 
 
-def _unheard_failures_to_roll_back() -> QuerySet[ToolCall]:
-    """Failed direct steps no rollback names, after their saga's newest step left to undo, oldest first.
+def _unheard_failures_to_roll_back(since: dt.datetime, until: dt.datetime | None) -> QuerySet[ToolCall]:
+    """Failed direct steps asked for from ``since`` (to ``until``) that nobody acted on, oldest first.
 
-    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of the
-    last ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history; a failure before the newest step (the caller
-    carried on) is left alone.
+    No rollback names them, and no step left to undo was asked for after they settled.
+
+    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of a
+    window of ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history; a failure before a step asked for once it
+    had settled (the caller carried on) is left alone.
     """
-    # Only the window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
+    # Only a window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
     # tables), and each tick read them all (100,000 old failures: about 2.4 s a tick on PostgreSQL).
-    since = timezone.now() - dt.timedelta(hours=toolhub_settings().SAGA_UNHEARD_FAILURE_HOURS)
+    failures = ToolCall.objects.filter(
+        kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
+    )
+    if until is not None:
+        failures = failures.filter(created_at__lt=until)
     return (
-        ToolCall.objects.filter(
-            kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
-        )
-        .exclude(saga_id="")
+        failures.exclude(saga_id="")
         # A scalar subquery per failure through the rollbacks' ``failed_call`` index: ``NOT IN`` (or a ``NOT
         # EXISTS`` PostgreSQL may hash) read every rollback there ever was, each tick.
         .annotate(
             rolled_back_by=Subquery(Rollback.objects.filter(failed_call=OuterRef("pk")).order_by().values("pk")[:1]),
             newest_step_at=Subquery(_newest_step_left()),
         )
-        .filter(rolled_back_by__isnull=True, newest_step_at__lte=F("created_at"))
+        .filter(rolled_back_by__isnull=True, newest_step_at__lte=Coalesce("finished_at", "created_at"))
         .order_by("created_at", "id")
     )
 
 
 def _newest_step_left() -> QuerySet[ToolCall]:
-    """When the outer failed call's saga's newest completed compensable step that no rollback took on finished.
+    """When the outer failed call's saga's newest completed compensable step that no rollback took on was asked for.
+
+    Asked for, not finished: a slower step asked for before the failure (its caller had not seen it) that finished
+    after is undone with the others, as it is when the failure is heard; a step asked for once the failure had
+    settled is the caller carrying on.
 
     Read from the steps' calls, not from the compensations recorded for them: a step whose own notification was
     lost too has none yet (``saga_rollback`` records it), and counting only recorded ones left such a saga with no
@@ -179,10 +191,10 @@ def _newest_step_left() -> QuerySet[ToolCall]:
             tool_name__in=compensable_tool_names(),
         )
         # Scalar, through the compensations' one-to-one ``step_call`` index (a hashed ``NOT EXISTS`` read them all).
-        .annotate(taken_by=Subquery(taken.values("pk")[:1]), at=Coalesce("finished_at", "created_at"))
+        .annotate(taken_by=Subquery(taken.values("pk")[:1]))
         .filter(taken_by__isnull=True)
-        .order_by("-at")
-        .values("at")[:1]
+        .order_by("-created_at")
+        .values("created_at")[:1]
     )
 
 

@@ -184,6 +184,7 @@ def saga_rollback(
     run_id: uuid.UUID | None = None,
     through_run: uuid.UUID | None = None,
     by: AbstractBaseUser | None = None,
+    hold: bool = False,
 ) -> Rollback | None:
     """Compensate the saga's completed steps, newest first, one after another; ``None`` if there are none.
 
@@ -192,6 +193,7 @@ def saga_rollback(
     ``through_run`` names the run whose rollback asked for this one (a parent run rolling back its
     subagents' runs), so that auditors of this saga see where the request came from. ``by`` is the person who
     asked (``actor`` names them as they were called then): none of its compensations is approved by them.
+    ``hold``: every step is held for an operator instead (a failure found too late to undo on its own).
     """
     with transaction.atomic():
         saga = Saga.objects.select_for_update().filter(key=saga_key, tenant=tenant).first()
@@ -206,6 +208,8 @@ def saga_rollback(
         record_missing_steps(saga, actor)
         recorded = list(saga.compensations.filter(status=CompensationStatus.RECORDED).order_by("-sequence"))
         held = hold_unknown_steps(saga, actor)
+        if hold:
+            held, recorded = recorded + held, []
         if not recorded and not held:
             return saga.rollbacks.filter(finished_at__isnull=True).first()
         rollback = Rollback.objects.create(
@@ -227,6 +231,9 @@ def saga_rollback(
                 "compensate": [[c.sequence, c.step_tool, c.tool_name] for c in recorded],
                 "held": [[c.sequence, c.step_tool] for c in held],
                 **({"through_run": str(through_run)} if through_run is not None else {}),
+                **(
+                    {"held_for_operator": "found after SAGA_UNHEARD_FAILURE_HOURS: an operator decides"} if hold else {}
+                ),
             },
         )
         for compensation in recorded:
@@ -238,6 +245,16 @@ def saga_rollback(
                 actor=actor,
                 rollback=rollback,
             )
+        for compensation in held:
+            if compensation.status == CompensationStatus.RECORDED:
+                compensation_transition(
+                    saga,
+                    compensation,
+                    to=CompensationStatus.HELD,
+                    allowed_from={CompensationStatus.RECORDED},
+                    actor=actor,
+                    rollback=rollback,
+                )
         Compensation.objects.filter(pk__in=[c.pk for c in held]).update(rollback=rollback)
         advance(saga, actor)
         refresh_status(saga, actor)
