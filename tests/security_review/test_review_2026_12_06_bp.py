@@ -100,14 +100,15 @@ def test_a_remote_output_schemas_pattern_is_matched_in_linear_time() -> None:
 def test_a_remote_output_schema_with_a_pattern_the_linear_engine_cannot_run_refuses_the_result() -> None:
     """Found: a look-ahead in an outputSchema ran on backtracking ``re`` (no linear engine involved).
 
-    Expect: the result is refused as not matching, never matched by a backtracking fallback.
+    Expect: the result is refused, never matched by a backtracking fallback (since review bq, the output schema is
+    refused as one holding a pattern the linear engine cannot run, as an input schema would be).
     """
     fake = FakeCrm()
     fake.extra_tools = [
         {**_CATASTROPHIC, "outputSchema": {"type": "object", "properties": {"customer": {"pattern": "^(?=a)a+$"}}}}
     ]
     with serving(fake) as url:
-        with pytest.raises(RemoteServerError, match="Invalid structured content"):
+        with pytest.raises(RemoteServerError, match="Invalid schema for tool grade: .* is not supported"):
             _call(url, {"customer_id": "aaaa"})
 
 

@@ -12,16 +12,16 @@ from typing import Any
 
 import anyio
 import httpx2
-from jsonschema import SchemaError
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolError
+from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.outbound_addresses import guarded_client
 from toolhub.storable import storable_text, storable_value
+from toolhub.tools.jsonschema_args import check_schema_bounds
 from toolhub.tools.linear_patterns import linear_validator
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
 
@@ -143,16 +143,19 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
     The SDK checks it with jsonschema, whose ``pattern`` runs on Python's backtracking ``re``: the server chooses
     both the schema and the result (``^(a+)+$`` and thirty ``a`` then ``!`` hold the worker and its GIL for
     minutes, past any timeout). The same checks, cached per tool as the SDK does, on ``linear_validator``.
+
+    The schema is first held to the bounds of an input schema (``check_schema_bounds``): an output schema is not
+    pinned when its tool is accepted, and one looping through ``$ref`` (``RecursionError``), fanning out to 2**n
+    checks or holding fifty large patterns would otherwise reach the worker with each result.
     """
-    from jsonschema.validators import validator_for
     from referencing import Registry
 
     def output_validator(name: str, output_schema: dict[str, Any]) -> Any:
         if (validator := session._tool_output_validators.get(name)) is not None:
             return validator
         try:
-            validator_for(output_schema).check_schema(output_schema)
-        except SchemaError as exc:
+            check_schema_bounds(f"Tool {name!r}: the output schema", output_schema)
+        except ToolDefinitionError as exc:
             raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
         validator = linear_validator(output_schema, registry=Registry())
         session._tool_output_validators[name] = validator

@@ -24,9 +24,21 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from toolhub.exceptions import ToolDefinitionError
-from toolhub.tools.linear_patterns import UnsupportedPattern, compile_pattern, linear_validator, schema_patterns
+from toolhub.tools.linear_patterns import (
+    PatternBudgetSpent,
+    UnsupportedPattern,
+    linear_validator,
+    schema_matchers,
+    schema_patterns,
+)
 
-__all__ = ["MAX_SCHEMA_APPLICATIONS", "MAX_SCHEMA_DEPTH", "checked_object_schema", "validate_against_schema"]
+__all__ = [
+    "MAX_SCHEMA_APPLICATIONS",
+    "MAX_SCHEMA_DEPTH",
+    "check_schema_bounds",
+    "checked_object_schema",
+    "validate_against_schema",
+]
 
 #: How deeply schemas may nest in a parameters' schema (each ``properties``/``x`` pair is one; so is each
 #: ``$ref`` followed in turn): validation recurses through them, and a remote MCP server chooses its schemas.
@@ -40,45 +52,18 @@ MAX_SCHEMA_APPLICATIONS = 10_000
 
 def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     """Check that ``schema`` is a valid JSON Schema of an object and return a normalized copy."""
+    subject = f"Tool {tool_name!r}: the parameters' schema"
     if not isinstance(schema, Mapping):
-        raise ToolDefinitionError(f"Tool {tool_name!r}: the parameters' schema must be a JSON Schema object (a dict).")
-    if _nesting(schema) > 2 * MAX_SCHEMA_DEPTH:
-        raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema is nested more than {MAX_SCHEMA_DEPTH} schemas deep; "
-            "checking a value against it would overflow the stack."
-        )
+        raise ToolDefinitionError(f"{subject} must be a JSON Schema object (a dict).")
+    _check_nesting(subject, schema)
     normalized = copy.deepcopy(dict(schema))
     kind = normalized.setdefault("type", "object")
     if kind != "object":
-        raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema must describe an object (type 'object'), not {kind!r}."
-        )
+        raise ToolDefinitionError(f"{subject} must describe an object (type 'object'), not {kind!r}.")
     normalized.setdefault("properties", {})
     if not isinstance(normalized["properties"], Mapping):
         raise ToolDefinitionError(f"Tool {tool_name!r}: 'properties' of the parameters' schema must be an object.")
-    _check_patterns(tool_name, normalized)
-    try:
-        cls = jsonschema.validators.validator_for(normalized)
-        # Patterns were checked above, in the dialect they run in (the stubs lack jsonschema 4.x's format_checker).
-        cls.check_schema(normalized, format_checker=_checker(cls))  # type: ignore[call-arg]
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.path) or "(root)"
-        raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema is not valid JSON Schema at {where}: {exc.message}"
-        ) from None
-    dangling, looping = _unresolvable_refs(normalized)
-    if dangling:
-        raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema refers to {', '.join(map(repr, dangling[:5]))}, which "
-            "resolve to nothing within it (references outside the schema are not fetched)."
-        )
-    if looping:
-        raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema reference {looping!r} refers to itself before describing "
-            f"any value, through more than {MAX_SCHEMA_DEPTH} others nested in turn, or to more than "
-            f"{MAX_SCHEMA_APPLICATIONS} schemas for one value ($ref, allOf, anyOf...): checking a value against it "
-            "would never end, take too long or overflow the stack."
-        )
+    _check_bounded(subject, normalized)
     missing = [name for name in normalized.get("required", []) if name not in normalized["properties"]]
     if missing:
         raise ToolDefinitionError(
@@ -87,25 +72,70 @@ def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str
     return normalized
 
 
-def _check_patterns(tool_name: str, schema: Mapping[str, Any]) -> None:
+def check_schema_bounds(subject: str, schema: Mapping[str, Any]) -> None:
+    """Refuse (``ToolDefinitionError``) a schema that checking a value against would not run in bounded time and memory.
+
+    The checks ``checked_object_schema`` makes of any schema, for one checked elsewhere (a remote tool's
+    ``outputSchema``): nesting, valid JSON Schema, patterns (linear engine, budget), references (resolvable, no
+    loop, no fan-out). ``subject`` begins each message (``"Tool 'x': the output schema"``).
+    """
+    _check_nesting(subject, schema)
+    _check_bounded(subject, schema)
+
+
+def _check_nesting(subject: str, schema: Mapping[str, Any]) -> None:
+    if _nesting(schema) > 2 * MAX_SCHEMA_DEPTH:
+        raise ToolDefinitionError(
+            f"{subject} is nested more than {MAX_SCHEMA_DEPTH} schemas deep; "
+            "checking a value against it would overflow the stack."
+        )
+
+
+def _check_bounded(subject: str, schema: Mapping[str, Any]) -> None:
+    _check_patterns(subject, schema)
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        # Patterns were checked above, in the dialect they run in (the stubs lack jsonschema 4.x's format_checker).
+        cls.check_schema(dict(schema), format_checker=_checker(cls))  # type: ignore[call-arg]
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "(root)"
+        raise ToolDefinitionError(f"{subject} is not valid JSON Schema at {where}: {exc.message}") from None
+    dangling, looping = _unresolvable_refs(schema)
+    if dangling:
+        raise ToolDefinitionError(
+            f"{subject} refers to {', '.join(map(repr, dangling[:5]))}, which "
+            "resolve to nothing within it (references outside the schema are not fetched)."
+        )
+    if looping:
+        raise ToolDefinitionError(
+            f"{subject} reference {looping!r} refers to itself before describing "
+            f"any value, through more than {MAX_SCHEMA_DEPTH} others nested in turn, or to more than "
+            f"{MAX_SCHEMA_APPLICATIONS} schemas for one value ($ref, allOf, anyOf...): checking a value against it "
+            "would never end, take too long or overflow the stack."
+        )
+
+
+def _check_patterns(subject: str, schema: Mapping[str, Any]) -> None:
     """Refuse a pattern the linear-time engine cannot run, rather than run it with backtracking ``re``.
 
+    And one past the schema's budget (``schema_matchers``): its validator keeps every pattern compiled.
     ``unevaluatedProperties`` is refused beside ``patternProperties``: jsonschema re-runs those keys with ``re``.
     """
-    found = list(schema_patterns(schema))
-    for keyword, pattern, where in found:
-        try:
-            compile_pattern(pattern)
-        except UnsupportedPattern as exc:
+    for keyword, pattern, where, found in schema_matchers(schema):
+        if isinstance(found, PatternBudgetSpent):
             raise ToolDefinitionError(
-                f"Tool {tool_name!r}: the parameters' schema's {keyword!r} at {where} ({_bounded(repr(pattern))}) "
-                f"is not supported: {exc} (look-around and backreferences are not; patterns run in linear time)."
-            ) from None
-    if any(keyword == "patternProperties" for keyword, _, _ in found) and any(
+                f"{subject}'s {keyword!r} at {where} ({_bounded(repr(pattern))}) is refused: {found}."
+            )
+        if isinstance(found, UnsupportedPattern):
+            raise ToolDefinitionError(
+                f"{subject}'s {keyword!r} at {where} ({_bounded(repr(pattern))}) is not supported: {found} "
+                "(look-around and backreferences are not; patterns run in linear time)."
+            )
+    if any(keyword == "patternProperties" for keyword, _, _ in schema_patterns(schema)) and any(
         "unevaluatedProperties" in node for node in _nodes(schema)
     ):
         raise ToolDefinitionError(
-            f"Tool {tool_name!r}: the parameters' schema uses 'unevaluatedProperties' with 'patternProperties', "
+            f"{subject} uses 'unevaluatedProperties' with 'patternProperties', "
             "which would match those patterns with a backtracking engine; use 'additionalProperties' instead."
         )
 

@@ -5,6 +5,10 @@ schemas) against forty characters a model sends holds the process, and its GIL, 
 Rust's ``regex`` (through pydantic-core, already a dependency), whose matching time is linear in the text. Its
 syntax lacks look-around and backreferences: a schema using them is refused when its tool is built, never
 matched by a backtracking fallback.
+
+The engine bounds each compiled pattern (10 MiB); one schema's patterns are bounded together too
+(``MAX_SCHEMA_PATTERNS``, ``MAX_SCHEMA_PATTERN_BYTES``): a validator keeps every pattern of its schema compiled,
+and fifty ``\\w{200}`` of a remote server's schema held 583 MiB in each process.
 """
 
 from collections.abc import Callable, Iterator, Mapping
@@ -14,7 +18,16 @@ import jsonschema
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
 
-__all__ = ["UnsupportedPattern", "compile_pattern", "linear_validator", "schema_patterns"]
+__all__ = [
+    "MAX_SCHEMA_PATTERNS",
+    "MAX_SCHEMA_PATTERN_BYTES",
+    "PatternBudgetSpent",
+    "UnsupportedPattern",
+    "compile_pattern",
+    "linear_validator",
+    "schema_matchers",
+    "schema_patterns",
+]
 
 Matcher = Callable[[str], bool]
 
@@ -24,8 +37,28 @@ _DATA = frozenset({"const", "enum", "default", "examples"})
 _NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
+#: The engine's bound on one compiled pattern (Rust ``regex``'s default ``size_limit``, as pydantic-core builds it).
+ENGINE_PATTERN_BYTES = 10 * 2**20
+
+#: How many distinct patterns one schema may hold (each one compiled and kept by its validator).
+MAX_SCHEMA_PATTERNS = 48
+
+#: How much one schema's patterns may compile to together, as estimated by ``pattern_weight``: about three
+#: patterns at the engine's bound (Unicode ``\w{25}`` is one), or ``MAX_SCHEMA_PATTERNS`` small ones.
+MAX_SCHEMA_PATTERN_BYTES = 32 * 2**20
+
+#: A pattern compiling to less than this counts as this much; one compiling to more counts as the engine's bound.
+#: Measured by compiling it repeated this many times: one compile of at most the engine's bound, whatever the pattern.
+_SMALL_REPEATS = 16
+_SMALL_PATTERN_BYTES = ENGINE_PATTERN_BYTES // _SMALL_REPEATS
+
+
 class UnsupportedPattern(ValueError):
     """A pattern the linear-time engine cannot run (look-around, a backreference, a syntax error, too large)."""
+
+
+class PatternBudgetSpent(UnsupportedPattern):
+    """A pattern past its schema's budget (``MAX_SCHEMA_PATTERNS``, ``MAX_SCHEMA_PATTERN_BYTES``), not compiled."""
 
 
 def compile_pattern(pattern: str) -> Matcher:
@@ -44,6 +77,65 @@ def compile_pattern(pattern: str) -> Matcher:
         return True
 
     return matches
+
+
+def pattern_weight(pattern: str) -> int:
+    """How many bytes ``pattern`` (one the engine compiles) counts for in its schema's ``MAX_SCHEMA_PATTERN_BYTES``.
+
+    The engine tells no compiled size, only whether one fits its bound: ``pattern`` repeated ``_SMALL_REPEATS``
+    times fits when it compiles to less than ``_SMALL_PATTERN_BYTES``. The newline ends an ``(?x)`` comment.
+    """
+    try:
+        compile_pattern(f"(?:{pattern}\n){{{_SMALL_REPEATS}}}")
+    except UnsupportedPattern:
+        return ENGINE_PATTERN_BYTES
+    return _SMALL_PATTERN_BYTES
+
+
+def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | UnsupportedPattern]]:
+    """Each distinct pattern of ``schema`` as ``(keyword, pattern, where, matcher)``, or why it has no matcher.
+
+    Compiled in ``schema_patterns``' order within the schema's budget: past ``MAX_SCHEMA_PATTERNS`` distinct ones,
+    or ``MAX_SCHEMA_PATTERN_BYTES`` together, the rest are not compiled (each refused, the first saying why).
+    """
+    seen: set[str] = set()
+    spent = 0
+    for keyword, pattern, where in schema_patterns(schema):
+        if pattern in seen:
+            continue
+        seen.add(pattern)
+        if len(seen) > MAX_SCHEMA_PATTERNS:
+            yield (
+                keyword,
+                pattern,
+                where,
+                PatternBudgetSpent(
+                    f"the schema holds more than {MAX_SCHEMA_PATTERNS} distinct patterns (each is compiled and kept)"
+                ),
+            )
+            continue
+        if spent > MAX_SCHEMA_PATTERN_BYTES:
+            yield keyword, pattern, where, PatternBudgetSpent("the schema's other patterns spent its budget")
+            continue
+        try:
+            matcher = compile_pattern(pattern)
+        except UnsupportedPattern as exc:
+            yield keyword, pattern, where, exc
+            continue
+        spent += pattern_weight(pattern)
+        if spent > MAX_SCHEMA_PATTERN_BYTES:
+            yield (
+                keyword,
+                pattern,
+                where,
+                PatternBudgetSpent(
+                    f"the schema's patterns together compile to more than {MAX_SCHEMA_PATTERN_BYTES // 2**20} MiB "
+                    f"(one compiling to more than {_SMALL_PATTERN_BYTES // 2**10} KiB counts "
+                    f"{ENGINE_PATTERN_BYTES // 2**20} MiB; Unicode \\w, \\d or . repeated are large: [A-Za-z0-9_] is not)"
+                ),
+            )
+            continue
+        yield keyword, pattern, where, matcher
 
 
 def schema_patterns(schema: Any) -> Iterator[tuple[str, str, str]]:
@@ -74,19 +166,19 @@ def linear_validator(
 ) -> Any:
     """``schema``'s jsonschema validator (its draft's) with its patterns matched in linear time.
 
-    Each pattern is compiled once, for this validator; one the engine cannot run fails every value checked
-    against it (the tool holding it was refused when built, so only a schema checked elsewhere meets this).
+    Each pattern is compiled once, for this validator, within the schema's budget (``schema_matchers``); one the
+    engine cannot run, or past the budget, fails every value checked against it (the tool holding it was refused
+    when built, so only a schema checked elsewhere meets this); so does one found where ``schema_patterns`` does
+    not look (a ``$ref`` into an ``examples`` value): it is never compiled outside the budget.
     ``options``: passed on to the validator (``registry``).
     """
-    matchers: dict[str, Matcher | None] = {}
+    matchers = {
+        patrn: None if isinstance(found, UnsupportedPattern) else found
+        for _, patrn, _, found in schema_matchers(schema)
+    }
 
     def search(pattern: str, text: str) -> bool | None:
-        if pattern not in matchers:
-            try:
-                matchers[pattern] = compile_pattern(pattern)
-            except UnsupportedPattern:
-                matchers[pattern] = None
-        matcher = matchers[pattern]
+        matcher = matchers.get(pattern)
         return None if matcher is None else matcher(text)
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[SchemaViolation]:
@@ -119,6 +211,4 @@ def linear_validator(
         jsonschema.validators.validator_for(schema),
         {"pattern": pattern, "patternProperties": pattern_properties, "additionalProperties": additional_properties},
     )
-    for _, patrn, _ in schema_patterns(schema):
-        search(patrn, "")
     return cls(schema, format_checker=format_checker, **options)

@@ -1,0 +1,159 @@
+"""Review of 2026-12-06 (bq): review of reviews bm/bp (linear-time patterns) and bh/bo (schema bounds).
+
+Each test fails on the reviewed code (main at 864332f) and states what was found and what is expected.
+
+Findings:
+
+1. Patterns were bounded one by one (the engine refuses one compiling past 10 MiB), not per schema: a validator
+   keeps every pattern of its schema compiled, and fifty distinct ``\\w{200}xN`` (600 bytes of a remote server's
+   ``inputSchema``) held 583 MiB in every process that validated one call (6 s to build), any number more
+   without bound. A schema's distinct patterns are now budgeted together when its tool is built
+   (``MAX_SCHEMA_PATTERNS`` = 48, ``MAX_SCHEMA_PATTERN_BYTES`` = 32 MiB, a pattern counting 640 KiB or, past
+   that, the engine's 10 MiB), refused with ``ToolDefinitionError`` naming the keyword and where; a remote tool
+   holding such a schema is left out alone. Validators compile within the same budget (``schema_matchers``).
+2. A remote tool's ``outputSchema`` is not pinned when the tool is accepted and was checked by the SDK's
+   ``check_schema`` only: a ``$ref`` fan-out (``a0: allOf [a1, a1]``...) checked each result 2**n times in the
+   worker (past ``anyio.fail_after``: the check is synchronous), and fifty large patterns held hundreds of MiB.
+   An output schema is now held to the bounds of an input schema (``check_schema_bounds``: nesting, loops,
+   fan-out, pattern budget) before its validator is built; the call fails with "Invalid schema for tool ...".
+
+Checked and holding (no test here):
+
+- Patterns on non-strings: ``pattern`` applies to strings only (JSON Schema), ``patternProperties`` keys are
+  always strings; ``propertyNames: {pattern}`` goes through the same ``pattern`` keyword (linear).
+"""
+
+import logging
+import time
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.mcpclient.fake_server import FakeCrm, serving
+from toolhub.exceptions import ToolDefinitionError
+from toolhub.mcp_client.definitions import definition_hash
+from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
+from toolhub.mcp_client.remote import RemoteServerError, remote_call, remote_tools
+from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
+from toolhub.models import Tenant
+from toolhub.tools import linear_patterns
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
+
+
+def _large_patterns(count: int) -> dict[str, Any]:
+    """``count`` properties, each with a distinct pattern compiling near the engine's 10 MiB bound (Unicode \\w)."""
+    return {f"p{i}": {"type": "string", "pattern": rf"\w{{200}}x{i}"} for i in range(count)}
+
+
+def _fan_out(levels: int) -> dict[str, Any]:
+    defs: dict[str, Any] = {f"a{i}": {"allOf": [{"$ref": f"#/$defs/a{i + 1}"}] * 2} for i in range(levels)}
+    defs[f"a{levels}"] = {"type": "string"}
+    return defs
+
+
+def _create(schema: dict[str, Any]) -> Tool:
+    return Tool.create("t", "T.", schema, lambda arguments: arguments, allow_any=True)
+
+
+def test_a_schemas_large_patterns_are_bounded_together() -> None:
+    """Found: four (or fifty) distinct ``\\w{200}xN`` patterns, each under the engine's bound, were accepted.
+
+    Expect: ``ToolDefinitionError`` naming the keyword, where, and the budget, within a few seconds.
+    """
+    started = time.monotonic()
+    with pytest.raises(ToolDefinitionError, match=r"'pattern' at /properties/p\d+/pattern .* more than 32 MiB"):
+        _create({"properties": _large_patterns(50)})
+    assert time.monotonic() - started < 10
+
+
+def test_a_schemas_many_patterns_are_bounded_together() -> None:
+    """Found: any number of distinct patterns was accepted, each compiled and kept by the tool's validator.
+
+    Expect: past ``MAX_SCHEMA_PATTERNS`` distinct ones, ``ToolDefinitionError`` naming the keyword and the bound.
+    """
+    bound = linear_patterns.MAX_SCHEMA_PATTERNS
+    properties = {f"p{i}": {"type": "string", "pattern": f"^a{i}$"} for i in range(bound + 1)}
+    with pytest.raises(ToolDefinitionError, match=f"'pattern' at .* more than {bound} distinct"):
+        _create({"properties": properties})
+
+
+def test_a_schema_within_the_pattern_budget_is_still_a_schema() -> None:
+    """A large pattern, repeated anywhere (counted once), beside many small ones; the key pattern too."""
+    properties: dict[str, Any] = {f"p{i}": {"type": "string", "pattern": f"^a{i}$"} for i in range(30)}
+    properties |= {f"w{i}": {"type": "string", "pattern": r"^\w{200}$"} for i in range(20)}
+    tool = _create({"properties": properties, "patternProperties": {"^x_": {"type": "integer"}}})
+    assert tool.validate_arguments({"p3": "a3", "w0": "é" * 200, "x_1": 1}) == {"p3": "a3", "w0": "é" * 200, "x_1": 1}
+    with pytest.raises(Exception, match="pattern"):
+        tool.validate_arguments({"w1": "é" * 199})
+
+
+def test_one_remote_tool_past_the_pattern_budget_is_left_out_alone(
+    tenant: Tenant, operator: User, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: a server's ``inputSchema`` with fifty large patterns was accepted (583 MiB in each process).
+
+    Expect: that tool alone is left out of the registry, the log naming it and the keyword; the other stays.
+    """
+    fake = FakeCrm()
+    fake.extra_tools = [
+        {"name": "heavy", "description": "Heavy.", "inputSchema": {"type": "object", "properties": _large_patterns(4)}}
+    ]
+    monkeypatch.setenv("CRM_TOKEN_ACME", "token-acme")
+    with serving(fake) as url:
+        server = RemoteMcpServer.objects.create(
+            name="crm", url=url, risk="low", select_names=["lookup_customer", "heavy"]
+        )
+        RemoteMcpCredential.objects.create(server=server, tenant="acme", credential_env="CRM_TOKEN_ACME")
+        remote_server_sync(server=server, actor="operator:operator")
+    with caplog.at_level(logging.WARNING, logger="toolhub"):
+        for row in RemoteMcpTool.objects.all():
+            remote_tool_accept(row=row, actor="operator:operator", user=operator)
+        assert registry.get("crm__heavy") is None
+    assert registry.get("crm__lookup_customer") is not None
+    assert any("crm__heavy" in r.getMessage() and "MiB" in r.getMessage() for r in caplog.records)
+
+
+#: Output schemas a server may list (unpinned) that made checking each result unbounded.
+UNBOUNDED_OUTPUTS: dict[str, dict[str, Any]] = {
+    "fan-out": {
+        "type": "object",
+        "properties": {"customer": {"$ref": "#/$defs/a0"}},
+        "$defs": _fan_out(17),
+    },
+    "large patterns": {"type": "object", "properties": _large_patterns(4)},
+}
+
+
+@pytest.mark.parametrize("case", UNBOUNDED_OUTPUTS)
+def test_a_remote_output_schema_is_held_to_an_input_schemas_bounds(case: str) -> None:
+    """Found: the output schema was checked by ``check_schema`` only: 2**17 checks of one result (seconds of the
+    worker, doubling per level), or large patterns compiled for one call past any budget (583 MiB for fifty).
+
+    Expect: the call fails at once saying the output schema is invalid, naming why.
+    """
+    fake = FakeCrm()
+    fake.extra_tools = [
+        {
+            "name": "grade",
+            "description": "Grades a customer.",
+            "inputSchema": {"type": "object", "properties": {"customer_id": {"type": "string"}}},
+            "outputSchema": UNBOUNDED_OUTPUTS[case],
+        }
+    ]
+    with serving(fake) as url:
+        listed = next(t for t in remote_tools(url=url, name="crm", headers={}, timeout=30) if t["name"] == "grade")
+        started = time.monotonic()
+        with pytest.raises(RemoteServerError, match="Invalid schema for tool grade: Tool 'grade': the output schema"):
+            remote_call(
+                url=url,
+                name="crm",
+                headers={},
+                timeout=60,
+                remote_name="grade",
+                arguments={"customer_id": "acme"},
+                meta={},
+                accepted_hash=definition_hash(listed),
+            )
+        assert time.monotonic() - started < 10
