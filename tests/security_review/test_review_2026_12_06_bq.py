@@ -17,6 +17,15 @@ Findings:
    An output schema is now held to the bounds of an input schema (``check_schema_bounds``: nesting, loops,
    fan-out, pattern budget) before its validator is built; the call fails with "Invalid schema for tool ...".
 
+3. A lone surrogate in a string (JSON ``"\ud800"``, which a model may send) made the Rust engine refuse the whole
+   text, which read as "no match": ``not: {pattern: "^rm "}`` admitted ``"rm -rf /\ud800"``, and a
+   ``patternProperties`` key holding one skipped its schema (any value passed). Lone surrogates are now matched
+   as U+FFFD (one character, as they were).
+4. ``uniqueItems``: jsonschema compares unhashable items pair by pair; 3,000 small objects (30 KB of arguments)
+   took 62 s of the process. Items are now compared by a hashable canonical form (``linear_keywords``), at once.
+5. ``multipleOf`` with a float divisor against an integer past a float's range (400 digits; ``json`` reads it
+   exactly) raised ``OverflowError`` out of argument validation; it is now a failed check.
+
 Checked and holding (no test here):
 
 - Patterns on non-strings: ``pattern`` applies to strings only (JSON Schema), ``patternProperties`` keys are
@@ -29,6 +38,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from pydantic import ValidationError
 
 from tests.mcpclient.fake_server import FakeCrm, serving
 from toolhub.exceptions import ToolDefinitionError
@@ -157,3 +167,57 @@ def test_a_remote_output_schema_is_held_to_an_input_schemas_bounds(case: str) ->
                 accepted_hash=definition_hash(listed),
             )
         assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("schema", "arguments"),
+    [
+        ({"properties": {"cmd": {"type": "string", "not": {"pattern": "^rm "}}}}, {"cmd": "rm -rf /\ud800"}),
+        ({"properties": {}, "patternProperties": {"^n_": {"type": "integer"}}}, {"n_a\udfff": "not an integer"}),
+        ({"properties": {"code": {"type": "string", "pattern": "^a"}}}, None),
+    ],
+    ids=["not-pattern", "patternProperties", "pattern"],
+)
+def test_a_lone_surrogate_does_not_make_every_pattern_fail_to_match(
+    schema: dict[str, Any], arguments: dict[str, Any] | None
+) -> None:
+    """Found: a lone surrogate (JSON ``"\\ud800"``) in a string made the Rust engine refuse the whole text, read
+    as "no match": ``not: {pattern: "^rm "}`` admitted ``"rm -rf /\\ud800"`` and a ``patternProperties`` key
+    skipped its schema (any value passed); ``^a`` refused ``"a\\ud800"``.
+
+    Expect: each lone surrogate is matched as one character (U+FFFD): the first two are refused, the last valid.
+    """
+    tool = _create(schema)
+    if arguments is None:
+        assert tool.validate_arguments({"code": "a\ud800"}) == {"code": "a\ud800"}
+        return
+    with pytest.raises(ValidationError):
+        tool.validate_arguments(arguments)
+
+
+def test_unique_items_of_many_objects_is_checked_in_linear_time() -> None:
+    """Found: jsonschema compares objects in a ``uniqueItems`` array pair by pair: 3,000 small objects (30 KB a
+    model sends) took about a minute of the process checking them.
+
+    Expect: checked at once; equality as JSON Schema says (``1`` is ``1.0``, not ``true``; key order ignored).
+    """
+    tool = _create({"properties": {"items": {"type": "array", "uniqueItems": True}}})
+    many = [{"id": i, "tags": [i, str(i)]} for i in range(3000)]
+    started = time.monotonic()
+    assert tool.validate_arguments({"items": many}) == {"items": many}
+    assert time.monotonic() - started < 2
+    with pytest.raises(ValidationError, match="uniqueItems"):
+        tool.validate_arguments({"items": [*many, {"tags": [2999, "2999"], "id": 2999.0}]})
+    assert tool.validate_arguments({"items": [1, True, [1], [True], {"a": 1}, {"a": True}]})
+
+
+def test_multiple_of_a_float_on_a_huge_integer_is_a_failed_check_not_a_crash() -> None:
+    """Found: ``multipleOf: 0.1`` against a 400-digit integer (valid JSON, read exactly) raised ``OverflowError``
+    out of the tool's argument validation.
+
+    Expect: the value fails the check, reported as any other problem (``ValidationError``); ordinary ones pass.
+    """
+    tool = _create({"properties": {"amount": {"type": "number", "multipleOf": 0.5}}})
+    with pytest.raises(ValidationError, match="multipleOf"):
+        tool.validate_arguments({"amount": 10**400})
+    assert tool.validate_arguments({"amount": 2.5}) == {"amount": 2.5}

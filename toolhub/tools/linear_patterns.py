@@ -1,4 +1,4 @@
-"""JSON Schema's regular expressions (``pattern``, ``patternProperties``) matched in linear time.
+r"""JSON Schema's regular expressions (``pattern``, ``patternProperties``) matched in linear time.
 
 jsonschema runs them with Python's backtracking ``re``: a schema's ``^(a+)+$`` (a remote MCP server chooses its
 schemas) against forty characters a model sends holds the process, and its GIL, for hours. Here they run on
@@ -8,15 +8,18 @@ matched by a backtracking fallback.
 
 The engine bounds each compiled pattern (10 MiB); one schema's patterns are bounded together too
 (``MAX_SCHEMA_PATTERNS``, ``MAX_SCHEMA_PATTERN_BYTES``): a validator keeps every pattern of its schema compiled,
-and fifty ``\\w{200}`` of a remote server's schema held 583 MiB in each process.
+and fifty ``\w{200}`` of a remote server's schema held 583 MiB in each process.
 """
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
+
+from toolhub.tools.linear_keywords import bounded_keywords
 
 __all__ = [
     "MAX_SCHEMA_PATTERNS",
@@ -30,6 +33,12 @@ __all__ = [
 ]
 
 Matcher = Callable[[str], bool]
+
+#: A lone surrogate (JSON's ``"\ud800"`` decodes to one): Rust's strings cannot hold it, so the engine refused the
+#: whole text and every pattern "failed to match": ``not: {pattern: "^rm"}`` then admitted ``"rm -rf /\ud800"``
+#: and a ``patternProperties`` key skipped its schema. Each is matched as U+FFFD, one character as it was.
+#: (A single character class: linear in Python's ``re`` too.)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Keywords whose values are data, not schemas: a ``pattern`` key inside them is no pattern.
 _DATA = frozenset({"const", "enum", "default", "examples"})
@@ -71,7 +80,7 @@ def compile_pattern(pattern: str) -> Matcher:
 
     def matches(text: str) -> bool:
         try:
-            validator.validate_python(text)
+            validator.validate_python(_LONE_SURROGATE.sub("\ufffd", text))
         except ValidationError:
             return False
         return True
@@ -131,7 +140,8 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
                 PatternBudgetSpent(
                     f"the schema's patterns together compile to more than {MAX_SCHEMA_PATTERN_BYTES // 2**20} MiB "
                     f"(one compiling to more than {_SMALL_PATTERN_BYTES // 2**10} KiB counts "
-                    f"{ENGINE_PATTERN_BYTES // 2**20} MiB; Unicode \\w, \\d or . repeated are large: [A-Za-z0-9_] is not)"
+                    f"{ENGINE_PATTERN_BYTES // 2**20} MiB; Unicode \\w, \\d or . repeated are large: "
+                    "[A-Za-z0-9_] is not)"
                 ),
             )
             continue
@@ -165,6 +175,8 @@ def linear_validator(
     schema: Mapping[str, Any], format_checker: jsonschema.FormatChecker | None = None, **options: Any
 ) -> Any:
     """``schema``'s jsonschema validator (its draft's) with its patterns matched in linear time.
+
+    And ``uniqueItems``/``multipleOf`` bounded (``linear_keywords``): a value's check is never quadratic, never crashes.
 
     Each pattern is compiled once, for this validator, within the schema's budget (``schema_matchers``); one the
     engine cannot run, or past the budget, fails every value checked against it (the tool holding it was refused
@@ -207,8 +219,14 @@ def linear_validator(
         elif not extra and extras:
             yield SchemaViolation("Additional properties are not allowed")
 
+    draft = jsonschema.validators.validator_for(schema)
     cls = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-        jsonschema.validators.validator_for(schema),
-        {"pattern": pattern, "patternProperties": pattern_properties, "additionalProperties": additional_properties},
+        draft,
+        {
+            "pattern": pattern,
+            "patternProperties": pattern_properties,
+            "additionalProperties": additional_properties,
+            **bounded_keywords(draft),  # ``uniqueItems`` and ``multipleOf`` bounded too (``linear_keywords``)
+        },
     )
     return cls(schema, format_checker=format_checker, **options)
