@@ -25,16 +25,41 @@ Findings:
    took 62 s of the process. Items are now compared by a hashable canonical form (``linear_keywords``), at once.
 5. ``multipleOf`` with a float divisor against an integer past a float's range (400 digits; ``json`` reads it
    exactly) raised ``OverflowError`` out of argument validation; it is now a failed check.
+6. A ``$dynamicRef`` resolving nowhere in the schema (``http://host/x#a``) passed the dangling-reference check,
+   which looked up ``$ref`` only; validating made jsonschema's default registry GET the URL (any address, outside
+   the outbound policy, no timeout) and validate against the answer. ``$dynamicRef`` s are now looked up too, and
+   ``linear_validator`` uses an empty registry unless given one, so nothing is ever fetched.
 
 Checked and holding (no test here):
 
 - Patterns on non-strings: ``pattern`` applies to strings only (JSON Schema), ``patternProperties`` keys are
   always strings; ``propertyNames: {pattern}`` goes through the same ``pattern`` keyword (linear).
+- ``format`` on 1 MB strings (``idn-hostname``, ``email``, ``date-time``, ``time``, ``ipv6``, ``json-pointer``):
+  each at most 0.1 s; ``regex`` is published, not checked. ``minLength`` on 10 M characters: 0.01 s.
+- ``multipleOf: 1e-308`` against ``1e308``: jsonschema catches the float overflow (refused). ``contains`` with
+  ``minContains`` over 100,000 items: linear (1.2 s). ``if``/``then``/``else``, ``dependentSchemas``: in the
+  fan-out bound's same-value keywords. ``$id``/``$anchor``: the build check's registry holds this schema only,
+  so a ``$ref`` to another document's ``$id`` is dangling and refused; ``$recursiveRef`` is no 2020-12 keyword.
+- ``enum``/``const``: membership is linear in the schema's own size, which the administrator accepted.
+
+Left open:
+
+- ``outputSchema`` is not among ``PINNED_FIELDS``: a server may change it after acceptance without quarantine (it
+  is now held to the bounds at each call, not reviewed by anyone). Pinning it re-quarantines every remote tool.
+- The pattern weight is two-tiered (640 KiB or 10 MiB): Rust's ``regex`` tells no compiled size through
+  pydantic-core, and measuring it by repeated probes cost 0.5 s per ``\w`` pattern. A schema with four large
+  Unicode patterns (``^\w{1,32}$`` x 4) is refused; the message points to ASCII classes.
+- An ``enum`` error joins every member's ``repr`` before cutting it to 100 characters (one schema's size per error).
+- ``_canonical`` (``uniqueItems``) recurses as jsonschema's ``equal`` does: its depth is the value's, which
+  ``json`` decoding already bounds by the recursion limit.
+- The output check relies on the SDK's private ``_output_schema_validator``/``_tool_output_validators``.
 """
 
+import http.server
 import logging
+import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.contrib.auth.models import User
@@ -221,3 +246,38 @@ def test_multiple_of_a_float_on_a_huge_integer_is_a_failed_check_not_a_crash() -
     with pytest.raises(ValidationError, match="multipleOf"):
         tool.validate_arguments({"amount": 10**400})
     assert tool.validate_arguments({"amount": 2.5}) == {"amount": 2.5}
+
+
+class _SchemaHost(http.server.BaseHTTPRequestHandler):
+    """Serves a schema to anyone asking, and notes who asked (jsonschema's default registry fetching it)."""
+
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the handler's name
+        self.asked.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"$dynamicAnchor": "a", "type": "integer"}')
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+
+def test_a_dynamic_reference_to_a_url_is_refused_when_built_never_fetched() -> None:
+    """Found: a ``$dynamicRef`` resolving nowhere in the schema (``http://host/x#a``) passed the dangling check
+    (``$ref`` only), and validating a value made jsonschema's default registry GET that URL from the web process
+    (any address, outside the outbound policy, no timeout), the answer then deciding the value.
+
+    Expect: ``ToolDefinitionError`` naming the reference when built; nothing is fetched.
+    """
+    server = http.server.HTTPServer(("127.0.0.1", 0), _SchemaHost)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/x#a"
+    try:
+        with pytest.raises(ToolDefinitionError, match="resolve to nothing within it"):
+            _create({"properties": {"x": {"$dynamicRef": url}}}).validate_arguments({"x": 1})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _SchemaHost.asked == []

@@ -148,7 +148,6 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
     pinned when its tool is accepted, and one looping through ``$ref`` (``RecursionError``), fanning out to 2**n
     checks or holding fifty large patterns would otherwise reach the worker with each result.
     """
-    from referencing import Registry
 
     def output_validator(name: str, output_schema: dict[str, Any]) -> Any:
         if (validator := session._tool_output_validators.get(name)) is not None:
@@ -157,7 +156,7 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
             check_schema_bounds(f"Tool {name!r}: the output schema", output_schema)
         except ToolDefinitionError as exc:
             raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
-        validator = linear_validator(output_schema, registry=Registry())
+        validator = linear_validator(output_schema)  # an empty registry: nothing fetched
         session._tool_output_validators[name] = validator
         return validator
 

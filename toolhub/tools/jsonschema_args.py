@@ -143,15 +143,17 @@ def _check_patterns(subject: str, schema: Mapping[str, Any]) -> None:
 def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None]:
     """The ``$ref`` s of ``schema`` that resolve to nothing within it, and one that loops back to itself.
 
-    Dangling: pointers, anchors, ``$id`` s found nowhere. Looping: one that comes back to itself with no
-    value described in between (``None``: none does).
+    Dangling: pointers, anchors, ``$id`` s found nowhere (``$dynamicRef`` s too). Looping: one that comes back to
+    itself with no value described in between (``None``: none does).
 
     Resolved by ``referencing`` (jsonschema's own resolver) on a registry holding this schema only, so a
     reference elsewhere is never fetched. Checked when the tool is built: validation would raise on either
     (a loop recurses until ``RecursionError``; a remote MCP server's schema may hold one on purpose).
     """
     nodes = _nodes(schema)
-    refs = [node["$ref"] for node in nodes if isinstance(node.get("$ref"), str)]
+    # A ``$dynamicRef`` is looked up as a ``$ref`` is first: one resolving nowhere in the schema was fetched by
+    # jsonschema at validation (any URL, no timeout, outside the outbound policy), its answer then the schema.
+    refs = [node[key] for node in nodes for key in ("$ref", "$dynamicRef") if isinstance(node.get(key), str)]
     if not refs and not any(isinstance(node.get(key), str) for node in nodes for key in _DYNAMIC):
         return [], None
     resource = specification_with(str(schema.get("$schema", "")), default=DRAFT202012).create_resource(schema)

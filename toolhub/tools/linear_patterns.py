@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_schema
+from referencing import Registry
 
 from toolhub.tools.linear_keywords import bounded_keywords
 
@@ -182,8 +183,10 @@ def linear_validator(
     engine cannot run, or past the budget, fails every value checked against it (the tool holding it was refused
     when built, so only a schema checked elsewhere meets this); so does one found where ``schema_patterns`` does
     not look (a ``$ref`` into an ``examples`` value): it is never compiled outside the budget.
-    ``options``: passed on to the validator (``registry``).
+    ``options``: passed on to the validator; its ``registry`` is an empty one unless given, so a reference the
+    schema does not hold is never fetched (jsonschema's default registry retrieves any URL, without a timeout).
     """
+    options.setdefault("registry", Registry())
     matchers = {
         patrn: None if isinstance(found, UnsupportedPattern) else found
         for _, patrn, _, found in schema_matchers(schema)
