@@ -46,9 +46,10 @@ Left open:
 
 - ``outputSchema`` is not among ``PINNED_FIELDS``: a server may change it after acceptance without quarantine (it
   is now held to the bounds at each call, not reviewed by anyone). Pinning it re-quarantines every remote tool.
-- The pattern weight is two-tiered (640 KiB or 10 MiB): Rust's ``regex`` tells no compiled size through
-  pydantic-core, and measuring it by repeated probes cost 0.5 s per ``\w`` pattern. A schema with four large
-  Unicode patterns (``^\w{1,32}$`` x 4) is refused; the message points to ASCII classes.
+- The pattern weight is tiered (640 KiB, 2.5 MiB or 10 MiB; three tiers after the lead's integration, which found
+  four ``^\\w{1,32}$``-like patterns refused with two): Rust's ``regex`` tells no compiled size through
+  pydantic-core, and finer probes cost more at build. Past a dozen mid-sized Unicode patterns a schema is refused;
+  the message points to ASCII classes.
 - An ``enum`` error joins every member's ``repr`` before cutting it to 100 characters (one schema's size per error).
 - ``_canonical`` (``uniqueItems``) recurses as jsonschema's ``equal`` does: its depth is the value's, which
   ``json`` decoding already bounds by the recursion limit.
@@ -122,6 +123,22 @@ def test_a_schema_within_the_pattern_budget_is_still_a_schema() -> None:
     assert tool.validate_arguments({"p3": "a3", "w0": "é" * 200, "x_1": 1}) == {"p3": "a3", "w0": "é" * 200, "x_1": 1}
     with pytest.raises(Exception, match="pattern"):
         tool.validate_arguments({"w1": "é" * 199})
+
+
+def test_a_dozen_mid_sized_unicode_patterns_fit_the_budget() -> None:
+    """Found (lead's integration): the budget's first estimate counted any pattern past 640 KiB as the engine's
+    whole 10 MiB, so four distinct ``^\\w{1,32}$``-like patterns (about 2 MiB each), a common schema, were refused.
+
+    Expect: twelve of them are accepted and matched; a thirteenth spends the budget.
+    """
+    properties = {f"n{i}": {"type": "string", "pattern": rf"^\w{{1,{32 - i}}}$"} for i in range(12)}
+    tool = _create({"properties": properties})
+    assert tool.validate_arguments({"n0": "é" * 32}) == {"n0": "é" * 32}
+    with pytest.raises(Exception, match="pattern"):
+        tool.validate_arguments({"n0": "é" * 33})
+    properties["n12"] = {"type": "string", "pattern": r"^\w{1,19}$"}
+    with pytest.raises(ToolDefinitionError, match="more than 32 MiB"):
+        _create({"properties": properties})
 
 
 def test_one_remote_tool_past_the_pattern_budget_is_left_out_alone(

@@ -54,13 +54,15 @@ ENGINE_PATTERN_BYTES = 10 * 2**20
 MAX_SCHEMA_PATTERNS = 48
 
 #: How much one schema's patterns may compile to together, as estimated by ``pattern_weight``: about three
-#: patterns at the engine's bound (Unicode ``\w{25}`` is one), or ``MAX_SCHEMA_PATTERNS`` small ones.
+#: patterns near the engine's bound (Unicode ``\w{200}`` is one), a dozen mid-sized ones (``^\w{1,32}$``), or
+#: ``MAX_SCHEMA_PATTERNS`` small ones.
 MAX_SCHEMA_PATTERN_BYTES = 32 * 2**20
 
-#: A pattern compiling to less than this counts as this much; one compiling to more counts as the engine's bound.
-#: Measured by compiling it repeated this many times: one compile of at most the engine's bound, whatever the pattern.
-_SMALL_REPEATS = 16
-_SMALL_PATTERN_BYTES = ENGINE_PATTERN_BYTES // _SMALL_REPEATS
+#: A pattern's weight tiers, by how many copies of it fit in one compile of the engine's bound: 16 copies fit, it
+#: counts a sixteenth of the bound; else 4 copies, a quarter; else the whole bound. Each probe is one compile of at
+#: most the engine's bound, whatever the pattern.
+_WEIGHT_REPEATS = (16, 4)
+_SMALL_PATTERN_BYTES = ENGINE_PATTERN_BYTES // _WEIGHT_REPEATS[0]
 
 
 class UnsupportedPattern(ValueError):
@@ -92,14 +94,17 @@ def compile_pattern(pattern: str) -> Matcher:
 def pattern_weight(pattern: str) -> int:
     """How many bytes ``pattern`` (one the engine compiles) counts for in its schema's ``MAX_SCHEMA_PATTERN_BYTES``.
 
-    The engine tells no compiled size, only whether one fits its bound: ``pattern`` repeated ``_SMALL_REPEATS``
-    times fits when it compiles to less than ``_SMALL_PATTERN_BYTES``. The newline ends an ``(?x)`` comment.
+    The engine tells no compiled size, only whether one fits its bound: ``pattern`` repeated ``n`` times fits when
+    it compiles to less than the bound's ``n``-th part (``_WEIGHT_REPEATS``, largest first, so a small pattern costs
+    one probe). The newline ends an ``(?x)`` comment.
     """
-    try:
-        compile_pattern(f"(?:{pattern}\n){{{_SMALL_REPEATS}}}")
-    except UnsupportedPattern:
-        return ENGINE_PATTERN_BYTES
-    return _SMALL_PATTERN_BYTES
+    for repeats in _WEIGHT_REPEATS:
+        try:
+            compile_pattern(f"(?:{pattern}\n){{{repeats}}}")
+        except UnsupportedPattern:
+            continue
+        return ENGINE_PATTERN_BYTES // repeats
+    return ENGINE_PATTERN_BYTES
 
 
 def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | UnsupportedPattern]]:
@@ -140,9 +145,10 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
                 where,
                 PatternBudgetSpent(
                     f"the schema's patterns together compile to more than {MAX_SCHEMA_PATTERN_BYTES // 2**20} MiB "
-                    f"(one compiling to more than {_SMALL_PATTERN_BYTES // 2**10} KiB counts "
-                    f"{ENGINE_PATTERN_BYTES // 2**20} MiB; Unicode \\w, \\d or . repeated are large: "
-                    "[A-Za-z0-9_] is not)"
+                    f"(a pattern counts {_SMALL_PATTERN_BYTES // 2**10} KiB, "
+                    f"{ENGINE_PATTERN_BYTES // _WEIGHT_REPEATS[-1] / 2**20:g} MiB or "
+                    f"{ENGINE_PATTERN_BYTES // 2**20} MiB "
+                    "by its size; Unicode \\w, \\d or . repeated are large: [A-Za-z0-9_] is not)"
                 ),
             )
             continue
