@@ -54,6 +54,7 @@ from toolhub.tenancy import scoped, tenant_scope
 __all__ = [
     "FixedIdentity",
     "GuardedLookups",
+    "indexed_column",
     "ModelProblemsShown",
     "ReadOnlyMixin",
     "TenantScopedAdmin",
@@ -108,7 +109,13 @@ class GuardedLookups:
 
     Nor does a list (or an export of one) match by pattern: only comparisons an index answers
     (``INDEXED_LOOKUPS``) pass. ``?error__regex=(a|aa)*$`` or ``?error_detail__icontains=`` had the database
-    read and match every row of the viewer's tenants, as long as the pattern made it, for each request.
+    read and match every row of the viewer's tenants, as long as the pattern made it, for each request; and
+    only on a column an index holds (:func:`indexed_column`): ``?error__gt=`` or ``?raw_arguments=`` read them
+    all as well.
+
+    A foreign key to a row withheld from the viewer (a tool group of another tenant, ``shared_in_part_relations``)
+    is filtered only through its list filter, which answers a withheld key like an unknown one:
+    ``?tool_group=<id>`` (or ``__in``, ``__gt``) would tell which rows name the same withheld group, and bisect its id.
     """
 
     def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
@@ -119,6 +126,9 @@ class GuardedLookups:
         if not super().lookup_allowed(lookup, value, request):  # type: ignore[misc]
             return False
         fields = _fields_of(self.model, lookup)  # type: ignore[attr-defined]
+        if fields and request is not None and fields[0].name in self.withheld_relations(request):
+            field = fields[0]
+            return lookup in {f"{field.name}__{field.target_field.name}__exact", f"{field.name}__isnull"}
         if not fields or self._declared_filter(lookup, fields, request):
             return True
         if request is not None and fields[0].name in self.hidden_lookups(request):
@@ -129,8 +139,16 @@ class GuardedLookups:
             return False
         if isinstance(fields[-1], JSONField):
             return False
+        # The tenant column is compared on every row by the scope already (``TenantScopedAdmin.tenant_field``).
+        scoping = fields[0].name == getattr(self, "tenant_field", "").split(LOOKUP_SEP)[0] and len(fields) == 1
+        if not (scoping or indexed_column(fields[-1])):
+            return False
         rest = lookup.split(LOOKUP_SEP)[len(fields) :]
         return not rest or (len(rest) == 1 and rest[0] in INDEXED_LOOKUPS)
+
+    def withheld_relations(self, request: HttpRequest) -> frozenset[str]:
+        """The foreign keys whose related rows this viewer sees only in part (filtered by their list filter only)."""
+        return frozenset()
 
     def to_field_allowed(self, request: HttpRequest, to_field: str) -> bool:
         """A popup hands back a column of this model's, never a relation pointing at it (refused, 400).
@@ -159,6 +177,18 @@ class GuardedLookups:
                 rest = lookup.split(LOOKUP_SEP)[len(fields) :]
                 return not rest or (len(rest) == 1 and rest[0] in INDEXED_LOOKUPS)
         return False
+
+
+def indexed_column(field: Field) -> bool:
+    """Whether an index of its table (not a partial one) holds ``field``'s column: a comparison on it reads no scan."""
+    if field.primary_key or field.unique or field.db_index:
+        return True
+    meta = field.model._meta
+    indexed = [index.fields for index in meta.indexes if index.condition is None]
+    unique = [c.fields for c in meta.constraints if getattr(c, "condition", True) is None and getattr(c, "fields", ())]
+    return any(
+        field.name in (name.lstrip("-") for name in names) for names in (*indexed, *unique, *meta.unique_together)
+    )
 
 
 def _fields_of(model: type[Model], lookup: str) -> list[Field]:
@@ -296,6 +326,9 @@ class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, Stale
                     entry = (entry, ShownRelatedOnlyFieldListFilter)
             filters.append(entry)
         return filters
+
+    def withheld_relations(self, request: HttpRequest) -> frozenset[str]:
+        return frozenset(self.shared_in_part_relations(request))
 
     def shared_in_part_relations(self, request: HttpRequest) -> dict[str, ShownRelation]:
         """The foreign keys to a :class:`SharedInPart` admin's rows, for a user who sees only part of them."""

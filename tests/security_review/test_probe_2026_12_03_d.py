@@ -261,7 +261,8 @@ def test_select_across_with_a_filter_naming_globex_decides_nothing_of_globex(
     }
     for query in ("tenant=globex", "q=gina", "agent_name=globex-orders", f"id={globex.approval.pk}"):
         response = client.post(f"/admin/approvals/approvalrequest/?status=all&{query}", form, follow=True)
-        assert response.status_code == 200, query
+        # No index holds the desk's agent_name: the list refuses to compare it (review bs), which decides nothing too.
+        assert response.status_code == (400 if query.startswith("agent_name=") else 200), query
         assert globex_state() == before, query
         assert ApprovalRequest.objects.get(pk=acme.approval.pk).status == ApprovalStatus.PENDING, query
 
