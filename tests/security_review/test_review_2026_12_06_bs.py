@@ -19,17 +19,22 @@ Findings:
    row already: ``?tenant__in=``); otherwise 400. Review d's probe now reads 400 for the desk's
    ``?agent_name=`` (no index holds it), which decides nothing of globex either.
 
-Checked and holds:
-- Ordering (``?o=``) by a withheld relation's column is refused: the column is a ``ShownRelation`` (no
+Checked and holds (by probes against the code as found, or by reading it where said):
+- (reading) Ordering (``?o=``) by a withheld relation's column is refused: the column is a ``ShownRelation`` (no
   ``admin_order_field``), so Django skips it; a deep path (``?run__tenant__slug=``, ``?user__username=``) is refused by
   Django's own rule unless a list filter declares it; a reverse relation and a JSON key are refused (reviews bl/bn).
-- The API's lists take only their FilterSets' fields (no ``OrderingFilter``, no ``SearchFilter``): ``?ordering=``
-  and unknown parameters are ignored; every list is cut to the caller's tenants before the filter. Cursor
-  pagination caps the offset at DRF's ``offset_cutoff`` (1000) and the page at 500; a forged cursor's position is
-  checked (``NewestFirstCursorPagination.decode_cursor``). A foreign run id in ``?run=`` lists nothing.
-- ``DateRangeFilter`` parses days only (no transform reaches the database); ``ExactSearchMixin`` matches whole terms.
+- (reading) The API's lists take only their FilterSets' fields (no ``OrderingFilter``, no ``SearchFilter`` in any
+  view or in ``REST_FRAMEWORK``): ``?ordering=`` and unknown parameters are ignored; every list's queryset is cut to
+  the caller's tenants (``*_visible_to``) before the filter, so ``?run=<globex run id>`` or ``?tenant=globex``
+  narrows acme's rows only. Cursor pagination caps the offset at DRF's ``offset_cutoff`` (1000) and the page at
+  500; a forged cursor's position is checked (``NewestFirstCursorPagination.decode_cursor``).
+- (reading) ``DateRangeFilter`` parses days only (no transform reaches the database); ``ExactSearchMixin`` matches
+  whole terms on its declared columns; ``?tool_group__id__exact=<withheld id>`` (the filter's own parameter) answers
+  as for an unknown id (probed: the whole list, the filter having no choice to show).
 
-Not fixed (left, described in the report): ``?o=`` may still sort the calls, events, runs, desk and sagas by an
+Not fixed (left, described in the report). Config lists (grants, rules, agents, tool groups, memberships, paused
+runs of the OpenAI Agents adapter) still search with Django's ``icontains`` (small tables, except paused runs).
+Also: ``?o=`` may still sort the calls, events, runs, desk and sagas by an
 unindexed list column (``agent_name``, ``kind``, ``finished_at``): a sort of every row of the viewer's tenants per page
 (Django's ``ChangeList.get_ordering`` does not honour ``sortable_by``). Declared field filters on unindexed columns
 (calls ``kind``, runs ``stop_reason``, the ``AgentFilter`` on ``ToolCall.agent_name``) read the tenant's rows too.
