@@ -4,6 +4,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from toolhub.caller_view import CallerView
+from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.models import CallStatus, ToolCall, ToolDefinition
 
 __all__ = ["CallFilter", "ToolFilter", "choice_help"]
@@ -45,7 +46,7 @@ class ToolFilter(django_filters.FilterSet):
     ``BooleanFilter`` would ignore it and answer the whole catalogue as if it had been honoured.
     """
 
-    group = django_filters.CharFilter(help_text="The tool group (as operators set it).")
+    group = django_filters.CharFilter(help_text="The tool group (as operators set it).", method="filter_group")
     enabled = django_filters.ChoiceFilter(
         choices=[("true", "true"), ("false", "false")],
         method="filter_enabled",
@@ -55,6 +56,15 @@ class ToolFilter(django_filters.FilterSet):
     class Meta:
         model = ToolDefinition
         fields = ["group", "enabled"]
+
+    def filter_group(self, queryset: QuerySet[ToolDefinition], name: str, value: str) -> QuerySet[ToolDefinition]:
+        """The tools of the group ``value`` names, when the caller reads that name (``group_names_read``).
+
+        A group whose name is withheld from them matches nothing, as a group that does not exist.
+        """
+        if group_names_read([value], reader_group_namer(getattr(self.request, "user", None)))[value] != value:
+            return queryset.none()
+        return queryset.filter(group=value)
 
     def filter_enabled(self, queryset: QuerySet[ToolDefinition], name: str, value: str) -> QuerySet[ToolDefinition]:
         return queryset.filter(enabled=value == "true")

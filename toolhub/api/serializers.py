@@ -31,11 +31,18 @@ class ToolDefinitionSerializer(serializers.ModelSerializer):
         ]
 
     def to_representation(self, instance: ToolDefinition) -> dict[str, Any]:
-        """The stored row; its schema as the caller sees it when the view gives one (``context["schemas"]``)."""
+        """The stored row; its schema as the caller sees it when the view gives one (``context["schemas"]``).
+
+        Its group as the caller reads it (``context["groups"]``, ``group_names_read``): one whose rules name only
+        other tenants by its kind, as their admin pages name it.
+        """
         data = super().to_representation(instance)
         schemas = self.context.get("schemas")
         if schemas is not None and instance.name in schemas:
             data["input_schema"] = schemas[instance.name]
+        groups = self.context.get("groups")
+        if groups is not None and instance.group:
+            data["group"] = groups.get(instance.group, instance.group)
         return data
 
 

@@ -26,6 +26,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
+from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
 from toolhub.downloads import attachment_response
 from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
@@ -151,6 +152,9 @@ class ToolListView(generics.ListAPIView):
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            named = ToolDefinition.objects.exclude(group="").order_by().values_list("group", flat=True).distinct()
+            context["groups"] = group_names_read(named, reader_group_namer(self.request.user))
         if not self._whole_catalogue():
             # Each tool's schema as the caller sees it (a by-category facade offers only their categories).
             context["schemas"] = self._callable_schemas()

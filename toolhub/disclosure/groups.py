@@ -16,7 +16,8 @@ from django.contrib.auth.models import Group
 
 from toolhub.governance import governance_cached
 from toolhub.models import ToolGroup
-from toolhub.withheld_names import Namer, withheld_label
+from toolhub.tenancy import tenant_scope
+from toolhub.withheld_names import Namer, names_withheld, withheld_label
 
 __all__ = [
     "GroupFacts",
@@ -27,6 +28,8 @@ __all__ = [
     "eligible_groups",
     "group_eligibility",
     "initially_active",
+    "group_names_read",
+    "reader_group_namer",
     "rules_seen_from",
     "tenant_group_namer",
 ]
@@ -171,16 +174,36 @@ def initially_active(eligible: Mapping[str, bool]) -> set[str]:
     return {name for name, active in eligible.items() if active}
 
 
-def tenant_group_namer(tenant: str) -> Namer:
-    """What ``tenant``'s staff read for a row (``toolhub.withheld_names``): a tool group only others see, by its kind.
+def tenant_group_namer(tenants: str | Iterable[str] | None) -> Namer:
+    """What staff of ``tenants`` read for a row (``toolhub.withheld_names``): a tool group only others see, by its kind.
 
-    As a tenant's admin pages name it (``ToolGroupAdmin.get_queryset``), for a text composed for that tenant's
-    readers outside a page (a governance event in its chain); ``""``, the platform, reads every name.
+    As their admin pages name it (``ToolGroupAdmin.get_queryset``), for a text composed for those readers outside a
+    page (a governance event in one tenant's chain, the API's answer to one person); ``None`` or ``""``, the
+    platform, reads every name.
     """
+    seen = None if tenants is None or tenants == "" else [tenants] if isinstance(tenants, str) else sorted(tenants)
 
     def name(row: Any) -> str | None:
-        if not tenant or not isinstance(row, ToolGroup) or rules_seen_from(row.activation_rules, [tenant]) is not None:
+        if seen is None or not isinstance(row, ToolGroup) or rules_seen_from(row.activation_rules, seen) is not None:
             return None
         return withheld_label(ToolGroup)
 
     return name
+
+
+def reader_group_namer(user: Any) -> Namer:
+    """:func:`tenant_group_namer` for one person: their tenants' names, every name for those who cross tenants."""
+    scope = tenant_scope(user)
+    return tenant_group_namer(None if scope.everything else scope.tenants)
+
+
+def group_names_read(names: Iterable[str], namer: Namer) -> dict[str, str]:
+    """Each of ``names`` (tool groups named by name: a tool's ``group``) as ``namer``'s reader reads it.
+
+    A group with no row is named only in code, has no rules and is everyone's: it keeps its name.
+    """
+    wanted = {name for name in names if name}
+    read = {name: name for name in wanted}
+    with names_withheld(namer):
+        read.update((row.name, str(row)) for row in ToolGroup.objects.filter(name__in=wanted))
+    return read

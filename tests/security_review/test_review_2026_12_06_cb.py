@@ -1,0 +1,77 @@
+"""Review cb (2026-12-06): names of another tenant's rows in texts composed for one tenant's readers.
+
+Findings (fail on 5612690, pass after the fix):
+
+1. The REST catalogue (``GET /api/v1/tools/``) answered each tool's ``group`` as stored: a tool of acme's group
+   (its rules name acme only) that the platform granted to globex was listed to globex's members and developers
+   with ``"group": "acme-payroll-secret"``, the name every globex admin page withholds (reviews ar, bx), and
+   ``?group=acme-payroll-secret`` confirmed the name by answering the tool. The catalogue now names each group as
+   its reader reads it (``toolhub.disclosure.groups.group_names_read`` with ``reader_group_namer``: the
+   ``tenant_group_namer`` of bx, for a person's tenants) and a withheld name filters to nothing.
+
+Checked and holds: (see the end of this docstring)
+"""
+
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.security_review.conftest import client_for
+from toolhub import tool
+from toolhub.catalogue import tool_catalogue_sync
+from toolhub.models import Grant, Tenant, ToolGroup
+from toolhub.tools.registry import registry
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "acme-payroll-secret"
+WITHHELD = "a tool group of another tenant"
+TOOLS = "/api/v1/tools/?page_size=500"
+
+
+@tool(group=SECRET, category="payroll")
+def cb_payroll_total(month: str) -> str:
+    """Total of a month's payroll."""
+    return month
+
+
+@pytest.fixture
+def acme_only_group(tenant: Tenant, other_tenant: Tenant) -> Iterator[ToolGroup]:
+    """acme's group (its rules name acme only), which the platform granted to globex too."""
+    with registry.temporarily(cb_payroll_total):
+        tool_catalogue_sync()
+        group = ToolGroup.objects.create(name=SECRET, activation_rules=[{"tenants": ["acme"]}])
+        Grant.objects.create(tool_group=group, tenant=other_tenant)
+        yield group
+
+
+def _listed(user: User, query: str = TOOLS) -> dict[str, dict]:
+    answer = client_for(user).get(query)
+    assert answer.status_code == 200, answer.content[:500]
+    return {row["name"]: row for row in answer.json()["results"]}
+
+
+def test_the_catalogue_names_no_tool_group_of_another_tenant(
+    acme_only_group: ToolGroup, globex_user: User, globex_developer: User
+) -> None:
+    """Found: globex's member (the tools they may call) and developer (the whole catalogue) read the tool's
+    ``"group": "acme-payroll-secret"``, and ``?group=acme-payroll-secret`` answered the tool.
+
+    Expect: both read "a tool group of another tenant", the name nowhere in the answer, and filtering by the name
+    answers nothing, as a group that does not exist does.
+    """
+    for reader in (globex_user, globex_developer):
+        answer = client_for(reader).get(TOOLS)
+        assert _listed(reader)["cb_payroll_total"]["group"] == WITHHELD
+        assert SECRET not in answer.content.decode()
+        assert _listed(reader, f"/api/v1/tools/?group={SECRET}") == {}
+        assert _listed(reader, "/api/v1/tools/?group=no-such-group") == {}
+
+
+def test_the_catalogue_names_a_group_its_reader_sees(acme_only_group: ToolGroup, alice: User, superuser: User) -> None:
+    """Found: nothing (holds with the fix). Expect: acme's member and the platform read the group's name, and
+    filter by it."""
+    for reader in (alice, superuser):
+        assert _listed(reader)["cb_payroll_total"]["group"] == SECRET
+        assert set(_listed(reader, f"/api/v1/tools/?group={SECRET}")) == {"cb_payroll_total"}
