@@ -36,12 +36,13 @@ from toolhub.admin_helpers import (
     admin_link,  # noqa: F401 - the apps' admins import them from here
     pretty_json,
 )
+from toolhub.admin_lists import CatalogueGroupFilter
 from toolhub.admin_relations import SharedInPart
 from toolhub.admin_usernames import UserAddForm, UserEditForm
 from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
-from toolhub.disclosure.groups import rules_seen_from
+from toolhub.disclosure.groups import group_names_read, rules_seen_from
 from toolhub.governance_trail import GROUP_TENANTS, USER_TENANTS
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import tenant_scope
@@ -210,16 +211,16 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
     A switch here changes every tenant, so only people who cross the tenant boundary change it.
     """
 
-    list_display = ("name", "effective_risk", "risk_override", "enabled", "group", "present_in_code", "version")
+    list_display = ("name", "effective_risk", "risk_override", "enabled", "group_read", "present_in_code", "version")
     list_editable = ("enabled", "risk_override")
-    list_filter = ("enabled", "risk", "risk_override", "group", "present_in_code")
+    list_filter = ("enabled", "risk", "risk_override", CatalogueGroupFilter, "present_in_code")
     search_fields = ("name", "description", "group")
     show_full_result_count = False
     fieldsets = (
         ("Governed by operators", {"fields": ("enabled", "risk_override")}),
         (
             "From the code (refreshed by sync_tools)",
-            {"fields": ("name", "description", "risk", "group", "module", "version", "schema", "present_in_code")},
+            {"fields": ("name", "description", "risk", "group_read", "module", "version", "schema", "present_in_code")},
         ),
         (None, {"fields": ("synced_at",)}),
     )
@@ -227,7 +228,7 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
         "name",
         "description",
         "risk",
-        "group",
+        "group_read",
         "module",
         "version",
         "schema",
@@ -258,6 +259,11 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
     @admin.display(description="Input schema")
     def schema(self, obj: ToolDefinition) -> str:
         return pretty_json(obj.input_schema)
+
+    @admin.display(description="Group", ordering="group")
+    def group_read(self, obj: ToolDefinition) -> str:
+        """The tool's group as the viewer reads it: one whose rules name only other tenants, by its kind."""
+        return group_names_read([obj.group]).get(obj.group, "")
 
 
 @admin.register(ToolGroup)

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.utils.functional import cached_property
 
+from toolhub.disclosure.groups import group_names_read
 from toolhub.models import RiskLevel, Tenant, ToolDefinition
 from toolhub.tenancy import scoped, tenant_scope
 
@@ -32,6 +33,7 @@ __all__ = [
     "BoundedCount",
     "EstimatedCountPaginator",
     "LeanChangeListMixin",
+    "CatalogueGroupFilter",
     "CatalogueToolFilter",
     "RiskFilter",
     "TenantFilter",
@@ -193,6 +195,30 @@ class CatalogueToolFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(tool_name=self.value()) if self.value() else queryset
+
+
+class CatalogueGroupFilter(admin.SimpleListFilter):
+    """By the tools' group, offering only the groups the viewer reads (``group_names_read``).
+
+    A group whose rules name only other tenants is not offered, and its name in the address matches nothing, as
+    a group that does not exist.
+    """
+
+    title = "group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        named = ToolDefinition.objects.exclude(group="").order_by("group").values_list("group", flat=True).distinct()
+        read = group_names_read(list(named))
+        return [(name, name) for name, shown in read.items() if shown == name]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if group_names_read([value]).get(value) != value:
+            return queryset.none()
+        return queryset.filter(group=value)
 
 
 class RiskFilter(admin.SimpleListFilter):

@@ -9,6 +9,11 @@ Findings (fail on 5612690, pass after the fix):
    its reader reads it (``toolhub.disclosure.groups.group_names_read`` with ``reader_group_namer``: the
    ``tenant_group_namer`` of bx, for a person's tenants) and a withheld name filters to nothing.
 
+2. The catalogue's admin (``ToolDefinitionAdmin``) showed the same name to globex's developer in its group column,
+   its group filter's choices and each tool's page, and ``?group=acme-payroll-secret`` listed the tool. Its column
+   and page now name the group through ``group_names_read`` as the page's viewer reads it (the namer the admin
+   binds), and ``CatalogueGroupFilter`` offers only the groups the viewer reads; a withheld name lists nothing.
+
 Checked and holds: (see the end of this docstring)
 """
 
@@ -17,10 +22,11 @@ from collections.abc import Iterator
 import pytest
 from django.contrib.auth.models import User
 
+from tests.helpers import console
 from tests.security_review.conftest import client_for
 from toolhub import tool
 from toolhub.catalogue import tool_catalogue_sync
-from toolhub.models import Grant, Tenant, ToolGroup
+from toolhub.models import Grant, Tenant, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -28,6 +34,7 @@ pytestmark = pytest.mark.django_db
 SECRET = "acme-payroll-secret"
 WITHHELD = "a tool group of another tenant"
 TOOLS = "/api/v1/tools/?page_size=500"
+CATALOGUE = "/admin/toolhub/tooldefinition/"
 
 
 @tool(group=SECRET, category="payroll")
@@ -75,3 +82,39 @@ def test_the_catalogue_names_a_group_its_reader_sees(acme_only_group: ToolGroup,
     for reader in (alice, superuser):
         assert _listed(reader)["cb_payroll_total"]["group"] == SECRET
         assert set(_listed(reader, f"/api/v1/tools/?group={SECRET}")) == {"cb_payroll_total"}
+
+
+def test_the_catalogue_admin_names_no_tool_group_of_another_tenant(
+    acme_only_group: ToolGroup, globex_developer: User
+) -> None:
+    """Found: the catalogue's admin list (its group column and filter), a ``?group=`` address and the tool's page
+    named "acme-payroll-secret" to globex's developer, whose tool group pages withhold it.
+
+    Expect: the column and the tool's page read "a tool group of another tenant", the filter does not offer the
+    group, and its name in the address lists no tool.
+    """
+    client = console(globex_developer)
+    definition = ToolDefinition.objects.get(name="cb_payroll_total")
+
+    listed = client.get(CATALOGUE)
+    filtered = client.get(f"{CATALOGUE}?group={SECRET}")
+    page = client.get(f"{CATALOGUE}{definition.pk}/change/")
+
+    for answer in (listed, page):
+        assert answer.status_code == 200
+        assert SECRET not in answer.content.decode()
+    assert WITHHELD in listed.content.decode() and WITHHELD in page.content.decode()
+    # the address's own value is echoed back (its hidden field), as any typed name is; no tool answers it
+    assert filtered.status_code == 200 and "cb_payroll_total" not in filtered.content.decode()
+
+
+def test_the_catalogue_admin_names_the_group_to_those_who_see_it(acme_only_group: ToolGroup, superuser: User) -> None:
+    """Found: nothing (holds with the fix). Expect: the platform reads, offers and filters by the group's name."""
+    client = console(superuser)
+
+    listed = client.get(CATALOGUE).content.decode()
+    filtered = client.get(f"{CATALOGUE}?group={SECRET}").content.decode()
+
+    assert f">{SECRET}</td>" in listed
+    assert f"?group={SECRET}" in listed
+    assert "cb_payroll_total" in filtered

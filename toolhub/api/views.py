@@ -154,7 +154,7 @@ class ToolListView(generics.ListAPIView):
         context = super().get_serializer_context()
         if not getattr(self, "swagger_fake_view", False):
             named = ToolDefinition.objects.exclude(group="").order_by().values_list("group", flat=True).distinct()
-            context["groups"] = group_names_read(named, reader_group_namer(self.request.user))
+            context["groups"] = group_names_read(list(named), reader_group_namer(self.request.user))
         if not self._whole_catalogue():
             # Each tool's schema as the caller sees it (a by-category facade offers only their categories).
             context["schemas"] = self._callable_schemas()

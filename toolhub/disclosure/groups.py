@@ -9,6 +9,7 @@ tool the principal is granted, never beyond. A tool in no group is never filtere
 """
 
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,13 +198,12 @@ def reader_group_namer(user: Any) -> Namer:
     return tenant_group_namer(None if scope.everything else scope.tenants)
 
 
-def group_names_read(names: Iterable[str], namer: Namer) -> dict[str, str]:
+def group_names_read(names: Iterable[str], namer: Namer | None = None) -> dict[str, str]:
     """Each of ``names`` (tool groups named by name: a tool's ``group``) as ``namer``'s reader reads it.
 
-    A group with no row is named only in code, has no rules and is everyone's: it keeps its name.
+    Without ``namer``, as the reader bound now reads it (an admin page's viewer, ``toolhub.withheld_names``; nobody
+    bound: every name). A group with no row is named only in code, has no rules and is everyone's: its name.
     """
-    wanted = {name for name in names if name}
-    read = {name: name for name in wanted}
-    with names_withheld(namer):
-        read.update((row.name, str(row)) for row in ToolGroup.objects.filter(name__in=wanted))
-    return read
+    rows = governance_cached(("disclosure.group_rows",), lambda: {row.name: row for row in ToolGroup.objects.all()})
+    with names_withheld(namer) if namer is not None else nullcontext():
+        return {name: str(rows[name]) if name in rows else name for name in names if name}
