@@ -14,7 +14,21 @@ Findings (fail on 5612690, pass after the fix):
    and page now name the group through ``group_names_read`` as the page's viewer reads it (the namer the admin
    binds), and ``CatalogueGroupFilter`` offers only the groups the viewer reads; a withheld name lists nothing.
 
-Checked and holds: (see the end of this docstring)
+Checked and holds:
+- review bx's fix: each chain's ``governance.*`` label names a grant's group as that tenant reads it
+  (``tenant_group_namer``, which now takes several tenants, or ``None``/``""`` for the platform); the payload's
+  values hold foreign keys as ids, and no governed model has a many-to-many to tool groups (``_name`` of M2M rows
+  names roles and permissions only, which are shared).
+- approvals: the e-mail, the webhook payload and ``approval.*`` events name the tool, the call's own tenant, its
+  requester and agent, and the reason (a code rule's text or the matching rule, the call's tenant's or the
+  platform's: ``rule_matches`` refuses another tenant's rule); approver and escalation groups come only from the
+  tool groups that apply to the request's tenant (``_governing_groups``).
+- ``call.*`` / ``run.*`` / ``saga.*`` events hold the call's own agent, user id, context, tool and redacted
+  arguments; CSV/JSON trail exports copy those payloads.
+- model-visible texts: unknown-tool suggestions come from the caller's visible or callable tools; the
+  ``reset_equipped_tools`` refusal lists only groups eligible for the run; MCP ``toolhub_find_tools`` /
+  ``toolhub_describe_tool`` "groups" are facades (code), granted ones only; tool search indexes no group name.
+- a run's API/admin disclosure (``shown_state``) names only groups the principal may equip now.
 """
 
 from collections.abc import Iterator
