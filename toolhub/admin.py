@@ -7,6 +7,7 @@ User and Group pages and DRF's token page are replaced here by tenant-scoped one
 changes an account (superuser status, groups, permissions, password, API token) acts as anyone.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -243,6 +244,26 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: ToolDefinition | None = None) -> bool:
         return False
 
+    def get_search_fields(self, request: HttpRequest) -> Sequence[str]:
+        """By group name only for those who read every group's name.
+
+        A guessed name of another tenant's group would answer with its tools (``CatalogueGroupFilter`` offers each
+        viewer the groups they read).
+        """
+        fields = super().get_search_fields(request)
+        return fields if tenant_scope(request.user).everything else tuple(f for f in fields if f != "group")
+
+    def get_list_display(self, request: HttpRequest) -> Sequence[str]:
+        """Sorted by group only for those who read every group's name.
+
+        A withheld group's place among the others would spell its name out, a letter at a time (``?o=`` too: the
+        others' column has no ordering).
+        """
+        columns = super().get_list_display(request)
+        if tenant_scope(request.user).everything:
+            return columns
+        return tuple("group_unsorted" if column == "group_read" else column for column in columns)
+
     def save_model(self, request: HttpRequest, obj: ToolDefinition, form: Any, change: bool) -> None:
         """Operators' changes go through the service, which records them in the audit trail."""
         tool_definition_govern(
@@ -264,6 +285,11 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
     def group_read(self, obj: ToolDefinition) -> str:
         """The tool's group as the viewer reads it: one whose rules name only other tenants, by its kind."""
         return group_names_read([obj.group]).get(obj.group, "")
+
+    @admin.display(description="Group")
+    def group_unsorted(self, obj: ToolDefinition) -> str:
+        """``group_read`` for viewers within tenants: not sortable (``get_list_display``)."""
+        return self.group_read(obj)
 
 
 @admin.register(ToolGroup)

@@ -14,6 +14,10 @@ Findings (fail on 5612690, pass after the fix):
    and page now name the group through ``group_names_read`` as the page's viewer reads it (the namer the admin
    binds), and ``CatalogueGroupFilter`` offers only the groups the viewer reads; a withheld name lists nothing.
 
+3. (lead's integration) The catalogue admin's search matched a withheld group's name typed in ``?q=`` (its tool
+   answered), and its group column sorted by the stored name. Within tenants, search leaves group names out and the
+   column sorts nothing (``ToolDefinitionAdmin.get_search_fields`` / ``get_list_display``).
+
 Checked and holds:
 - review bx's fix: each chain's ``governance.*`` label names a grant's group as that tenant reads it
   (``tenant_group_namer``, which now takes several tenants, or ``None``/``""`` for the platform); the payload's
@@ -39,6 +43,7 @@ from django.contrib.auth.models import User
 from tests.helpers import console
 from tests.security_review.conftest import client_for
 from toolhub import tool
+from toolhub.admin import ToolDefinitionAdmin
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.models import Grant, Tenant, ToolDefinition, ToolGroup
 from toolhub.tools.registry import registry
@@ -132,3 +137,28 @@ def test_the_catalogue_admin_names_the_group_to_those_who_see_it(acme_only_group
     assert f">{SECRET}</td>" in listed
     assert f"?group={SECRET}" in listed
     assert "cb_payroll_total" in filtered
+
+
+def test_the_catalogue_admin_neither_searches_nor_sorts_by_a_withheld_group(
+    acme_only_group: ToolGroup, globex_developer: User, superuser: User
+) -> None:
+    """Found (lead's integration of cb): globex's developer typed ``?q=acme-payroll-secret`` and the catalogue
+    answered with the group's tool, confirming a guessed name; and the group column sorted by the stored name, so the
+    withheld row's place among the others spelled its name out.
+
+    Expect: their search does not look at group names and their group column sorts nothing (``?o=`` on it changes
+    nothing); the platform still searches and sorts by group.
+    """
+    client = console(globex_developer)
+    searched = client.get(f"{CATALOGUE}?q={SECRET}").content.decode()
+    listed = client.get(CATALOGUE).content.decode()
+    column = ToolDefinitionAdmin.list_display.index("group_read") + 1
+
+    assert "cb_payroll_total" not in searched
+    assert "cb_payroll_total" in client.get(f"{CATALOGUE}?q=cb_payroll").content.decode()
+    assert "column-group_unsorted" in listed and "sortable column-group" not in listed
+    assert client.get(f"{CATALOGUE}?o={column}").status_code == 200
+
+    platform = console(superuser)
+    assert "cb_payroll_total" in platform.get(f"{CATALOGUE}?q={SECRET}").content.decode()
+    assert "sortable column-group_read" in platform.get(CATALOGUE).content.decode()
