@@ -92,9 +92,13 @@ def _check_nesting(subject: str, schema: Mapping[str, Any]) -> None:
 
 
 def _check_bounded(subject: str, schema: Mapping[str, Any]) -> None:
+    cls = jsonschema.validators.validator_for(schema)
+    if cls is jsonschema.Draft3Validator:
+        # Its ``extends``, ``disallow`` and schemas in ``type`` apply to the same value (a loop through them
+        # recursed until ``RecursionError``), and ``referencing`` crashed crawling some of them.
+        raise ToolDefinitionError(f"{subject} is JSON Schema draft 3, which is not supported; use draft 4 or later.")
     _check_patterns(subject, schema)
     try:
-        cls = jsonschema.validators.validator_for(schema)
         # Patterns were checked above, in the dialect they run in (the stubs lack jsonschema 4.x's format_checker).
         cls.check_schema(dict(schema), format_checker=_checker(cls))  # type: ignore[call-arg]
     except SchemaError as exc:
@@ -170,7 +174,9 @@ def _unresolvable_refs(schema: Mapping[str, Any]) -> tuple[list[str], str | None
 
 #: Keywords whose subschemas apply to the same value as their parent: following only these, a schema that
 #: comes back to itself is a loop validation never leaves (through ``properties`` or ``items`` it is a tree).
-_SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+#: ``dependencies`` is draft 4-7's ``dependentSchemas`` (a name's value there may be a list of names instead).
+_SAME_VALUE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies")
+_NAMED_SAME_VALUE = frozenset({"dependentSchemas", "dependencies"})
 
 
 #: References resolved by the dynamic scope at validation (2020-12's and 2019-09's).
@@ -206,7 +212,7 @@ def _looping_ref(schema: Mapping[str, Any], resolver: Any) -> str | None:
                 nexts.extend((target, node[key]) for target in dynamic.get(f"{key}#{fragment}", [schema]))
         for key in _SAME_VALUE:
             value = node.get(key)
-            if isinstance(value, Mapping) and key == "dependentSchemas":
+            if isinstance(value, Mapping) and key in _NAMED_SAME_VALUE:
                 nexts.extend((item, None) for item in value.values())
             elif isinstance(value, list):
                 nexts.extend((item, None) for item in value)

@@ -44,7 +44,10 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Keywords whose values are data, not schemas: a ``pattern`` key inside them is no pattern.
 _DATA = frozenset({"const", "enum", "default", "examples"})
 #: Keywords mapping names to schemas: their keys are names, any name (``default`` too) holding a schema.
-_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+#: (``dependencies``: draft 4-7's ``dependentSchemas``; a name's list of names there holds no pattern.)
+_NAMED_SCHEMAS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
+)
 
 
 #: The engine's bound on one compiled pattern (Rust ``regex``'s default ``size_limit``, as pydantic-core builds it).
