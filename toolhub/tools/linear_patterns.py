@@ -11,7 +11,9 @@ The engine bounds each compiled pattern (10 MiB); one schema's patterns are boun
 and fifty ``\w{200}`` of a remote server's schema held 583 MiB in each process.
 """
 
+import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -100,14 +102,35 @@ def pattern_weight(pattern: str) -> int:
     The engine tells no compiled size, only whether one fits its bound: ``pattern`` repeated ``n`` times fits when
     it compiles to less than the bound's ``n``-th part (``_WEIGHT_REPEATS``, largest first, so a small pattern costs
     one probe). The newline ends an ``(?x)`` comment.
+
+    Probed once per process (``_weights``): a probe near its bound compiles the engine's whole bound (0.4 s), and
+    a schema is checked when its tool is built, again when its validator is built, a remote tool's output schema
+    at each call (48 such patterns took 20 s each time).
     """
+    key = hashlib.blake2b(pattern.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _weights_lock:
+        known = _weights.get(key)
+    if known is not None:
+        return known
+    weight = ENGINE_PATTERN_BYTES
     for repeats in _WEIGHT_REPEATS:
         try:
             compile_pattern(f"(?:{pattern}\n){{{repeats}}}")
         except UnsupportedPattern:
             continue
-        return ENGINE_PATTERN_BYTES // repeats
-    return ENGINE_PATTERN_BYTES
+        weight = ENGINE_PATTERN_BYTES // repeats
+        break
+    with _weights_lock:
+        if len(_weights) >= _WEIGHTS_KEPT:
+            del _weights[next(iter(_weights))]  # the oldest
+        _weights[key] = weight
+    return weight
+
+
+#: Patterns' weights already probed (by digest: a pattern may be long), the latest ``_WEIGHTS_KEPT``.
+_WEIGHTS_KEPT = 4096
+_weights: dict[bytes, int] = {}
+_weights_lock = threading.Lock()
 
 
 def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | UnsupportedPattern]]:
