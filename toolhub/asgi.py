@@ -15,6 +15,7 @@ django_application = get_asgi_application()
 
 from toolhub.asgi_body import bounded_body  # noqa: E402 - needs Django set up first
 from toolhub.mcp_server import mcp_asgi_app  # noqa: E402 - needs Django set up first
+from toolhub.response_headers import with_answer_headers  # noqa: E402 - needs Django set up first
 
 MCP_PATH = "/mcp"
 
@@ -36,16 +37,18 @@ def build_application() -> Any:
 
     WebSocket handshakes are refused: neither app serves one.
 
-    Django gets bodies bounded before it reads them (``toolhub.asgi_body``); the MCP app bounds its own.
+    Django gets bodies bounded before it reads them (``toolhub.asgi_body``); the MCP app bounds its own. The MCP app's
+    answers carry the headers Django's do (``toolhub.response_headers``).
     """
     mcp_application = mcp_asgi_app(MCP_PATH)
+    mcp_answers = with_answer_headers(mcp_application)
     bounded_django = bounded_body(django_application)
 
     async def application(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await mcp_application(scope, receive, send)
         elif scope["type"] == "http" and route_path(scope).rstrip("/") == MCP_PATH:
-            await mcp_application({**scope, "path": scope.get("root_path", "") + MCP_PATH}, receive, send)
+            await mcp_answers({**scope, "path": scope.get("root_path", "") + MCP_PATH}, receive, send)
         elif scope["type"] == "websocket":
             await _refuse_websocket(receive, send)
         else:

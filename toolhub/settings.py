@@ -131,6 +131,8 @@ if DEBUG:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Every answer private and stored nowhere: they hold tenants' data (toolhub.response_headers).
+    "toolhub.response_headers.PrivateAnswersMiddleware",
     # A NUL in the path or query string is refused (400) before any view puts it into a query.
     "toolhub.middleware.StorableAddressMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -1,0 +1,88 @@
+"""The headers every answer of toolhub carries, the console's and the API's and ``/mcp``'s alike.
+
+Every answer is private and stored nowhere (``Cache-Control: ..., no-store, private``): they hold tenants' data
+(approval requests and their arguments, runs, call results, artifacts, MCP tool results) and are fetched with a
+session or a token; an answer without ``Cache-Control`` (every API view's) could be kept by a shared proxy and by the
+browser's disk cache after logout. A view that sets ``Cache-Control`` itself keeps its directives, made private and
+``no-store`` too.
+
+``/mcp`` is a Starlette app beside Django (``toolhub.asgi``): its answers get the same headers from the same
+settings by running the same middleware on a stand-in of each answer (:func:`answer_headers`), so the two never
+drift: ``SecurityMiddleware``'s (``nosniff``, ``Referrer-Policy``, ``Cross-Origin-Opener-Policy``, HSTS when set),
+``X-Frame-Options``, the ``Content-Security-Policy`` and the cache directives.
+"""
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+from csp.middleware import CSPMiddleware
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.security import SecurityMiddleware
+from django.utils.cache import add_never_cache_headers, patch_cache_control
+
+__all__ = ["PrivateAnswersMiddleware", "answer_headers", "stored_nowhere", "with_answer_headers"]
+
+
+def stored_nowhere(response: HttpResponseBase) -> None:
+    """Mark ``response`` private and ``no-store`` (Django's never-cache headers when it has no ``Cache-Control``)."""
+    if response.has_header("Cache-Control"):
+        patch_cache_control(response, private=True, no_store=True)
+    else:
+        add_never_cache_headers(response)
+
+
+class PrivateAnswersMiddleware:
+    """Every answer is private and stored nowhere (:func:`stored_nowhere`)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        stored_nowhere(response)
+        return response
+
+
+def _unused(request: HttpRequest) -> HttpResponse:
+    raise AssertionError("only the middleware's process_response runs here")  # pragma: no cover
+
+
+#: The settings' middleware that put headers on Django's answers, in the order they run on an answer. Made for each
+#: answer: ``SecurityMiddleware`` reads its settings when made.
+_HEADER_MIDDLEWARE = (CSPMiddleware, XFrameOptionsMiddleware, SecurityMiddleware)
+
+
+def answer_headers(scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` of an ASGI answer to ``scope`` with what Django's answers carry added (its own values kept)."""
+    decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+    stand_in = HttpResponse()
+    del stand_in["Content-Type"]
+    for name, value in decoded:
+        if name.lower() != "set-cookie":
+            stand_in[name] = value
+    before = {name.lower(): value for name, value in stand_in.items()}
+    request = ASGIRequest(scope, io.BytesIO())
+    for middleware in _HEADER_MIDDLEWARE:
+        middleware(_unused).process_response(request, stand_in)
+    stored_nowhere(stand_in)
+    changed = {name.lower(): (name, value) for name, value in stand_in.items() if before.get(name.lower()) != value}
+    kept = [(name, value) for name, value in decoded if name.lower() not in changed]
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in [*kept, *changed.values()]]
+
+
+def with_answer_headers(app: Any) -> Any:
+    """The ASGI ``app`` whose HTTP answers carry the headers Django's do (:func:`answer_headers`)."""
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": answer_headers(scope, list(message.get("headers", [])))}
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+    return application
