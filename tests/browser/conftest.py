@@ -65,9 +65,13 @@ def browser() -> Iterator[Browser]:
 
 
 def policy_violations(page: Page) -> list[str]:
-    """Chromium's console reports of what the page's Content-Security-Policy refused, gathered as the page runs."""
+    """Chromium's console reports of what the Content-Security-Policy refused, gathered as the pages run.
+
+    Watched on the page's whole context: the windows it opens (the admin's "+" and lookup popups) are pages of
+    their own, whose refusals the page's own console never shows.
+    """
     violations: list[str] = []
-    page.on(
+    page.context.on(
         "console",
         lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
     )

@@ -11,8 +11,13 @@ Findings (fixed, one mechanism: ``toolhub.response_headers``):
    ``Content-Security-Policy``, and its answers (tool results on an event stream) were cacheable
    (``no-cache, no-transform`` only, or nothing on a 401). Its answers now get the same headers from the same
    settings and middleware (``with_answer_headers`` in ``toolhub.asgi``).
+3. The browser suite's guard (``policy_violations``, every browser test's ``page``) listened to the test's first
+   page only: a refusal in a window the page opened (the admin's "+" and raw-id lookup popups) passed unseen. It now
+   listens on the page's whole browser context.
 
-Checked and holding: a download's own ``sandbox`` policy is kept (django-csp leaves a response's own policy), and it
+Checked and holding: in Chromium under the policy, the raw-id lookup and "+" popups hand their choice back to the
+opener, the date widgets open their calendar, password change and logout answer, the browsable API's forms render
+(test below); a download's own ``sandbox`` policy is kept (django-csp leaves a response's own policy), and it
 keeps ``nosniff``; Django's answers (pages, API, 404s under ``/api/`` and elsewhere, the login page) all carry
 ``nosniff``, ``Referrer-Policy: same-origin``, ``Cross-Origin-Opener-Policy: same-origin``, ``X-Frame-Options: DENY``
 and the policy (Django's ``SecurityMiddleware`` defaults, not overridden); admin pages (the desk, the audit console's
@@ -28,14 +33,19 @@ import httpx2
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from playwright.sync_api import Browser, Page, expect
+from pytest_django.live_server_helper import LiveServer
 
 from approvals.models import ApprovalRequest
+from tests.browser.conftest import admin_login, browser, page, policy_violations
 from tests.helpers import RequestCall
 from tests.mcp.conftest import serve_asgi, token
 from tests.security_review.conftest import client_for
 from tests.security_review.test_review_2026_12_05_ax import SAVE_PAGE
 from toolhub import registry
 from toolhub.models import CallStatus
+
+__all__ = ["browser", "page"]  # the browser suite's fixtures, used here
 
 _DJANGO_HEADERS = ("x-content-type-options", "referrer-policy", "cross-origin-opener-policy", "x-frame-options")
 
@@ -126,3 +136,60 @@ def test_mcp_answers_carry_the_headers_django_answers_carry(alice: User) -> None
             assert answer.get(name) == django_answer[name], (name, answer.get(name))
         assert answer["content-security-policy"] == django_answer["content-security-policy"]
         assert _stored_nowhere(answer["cache-control"]), answer["cache-control"]
+
+
+@pytest.mark.browser
+@pytest.mark.usefixtures("transactional_db")
+def test_the_policy_guard_watches_the_windows_a_page_opens(browser: Browser, live_server: LiveServer) -> None:
+    """Found: the browser suite's guard (``policy_violations``) listened to the test's first page only: a refusal in
+    a window it opened (the admin's "+" and lookup popups) passed unseen. Expect: a refusal there is reported."""
+    # given: a console page watched by the guard
+    User.objects.create_superuser("root", "root@example.com", "root-password")
+    context = browser.new_context(base_url=live_server.url)
+    try:
+        opener = context.new_page()
+        violations = policy_violations(opener)
+        admin_login(opener, "root", "root-password")
+        opener.goto("/admin/toolhub/tenantmembership/add/")
+        with opener.expect_popup() as opened:
+            opener.click("#lookup_id_user")
+        popup = opened.value
+        popup.wait_for_load_state()
+        # when: markup in the popup tries an inline script
+        popup.evaluate("document.body.insertAdjacentHTML('beforeend', '<img src=x onerror=\"window.ran = 1\">')")
+        popup.wait_for_timeout(500)
+        # then
+        assert popup.evaluate("window.ran === undefined")
+        assert any("inline event handler" in text or "script-src" in text for text in violations), violations
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.usefixtures("transactional_db")
+def test_the_admins_popups_widgets_and_account_pages_run_under_the_policy(page: Page, alice: User) -> None:
+    """Checked (holds): the raw-id lookup and "+" windows hand their choice back, the date widgets open their
+    calendar, password change and logout answer, under the policy (the ``page`` fixture fails on any refusal)."""
+    User.objects.create_superuser("root", "root@example.com", "root-password")
+    admin_login(page, "root", "root-password")
+    page.goto("/admin/toolhub/tenantmembership/add/")
+    with page.expect_popup() as lookup:
+        page.click("#lookup_id_user")
+    lookup.value.locator("#result_list tbody th a").first.click()
+    expect(page.locator("#id_user")).not_to_have_value("")
+    with page.expect_popup() as added:
+        page.click("#add_id_tenant")
+    added.value.fill("#id_slug", "newt")
+    added.value.fill("#id_name", "New tenant")
+    added.value.locator("input[name=_save]").click()
+    expect(page.locator("#id_tenant option:checked")).to_have_text("newt")
+
+    page.goto(f"/admin/auth/user/{alice.pk}/change/")
+    page.locator("#calendarlink0").click()
+    expect(page.locator("#calendarbox0")).to_be_visible()
+
+    page.goto("/admin/password_change/")
+    expect(page.locator("#id_old_password")).to_be_visible()
+    page.goto("/admin/")
+    page.locator("#logout-form button").click()
+    expect(page.locator("#content h1")).to_contain_text("Logged out")
