@@ -38,7 +38,7 @@ def build_application() -> Any:
     WebSocket handshakes are refused: neither app serves one.
 
     Django gets bodies bounded before it reads them (``toolhub.asgi_body``); the MCP app bounds its own. The MCP app's
-    answers carry the headers Django's do (``toolhub.response_headers``).
+    answers and the body bound's refusals carry the headers Django's answers do (``toolhub.response_headers``).
     """
     mcp_application = mcp_asgi_app(MCP_PATH)
     mcp_answers = with_answer_headers(mcp_application)

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolhub.api.error_pages import body_too_big
 from toolhub.middleware import API_PREFIX
+from toolhub.response_headers import answer_headers
 
 __all__ = ["bounded_body"]
 
@@ -68,6 +69,11 @@ async def _refuse(scope: Scope, send: Send) -> None:
         body, kind = b"Request body too large", b"text/plain; charset=utf-8"
     headers: list[tuple[bytes, bytes]] = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
     headers.append((b"connection", b"close"))
-    start: dict[str, Any] = {"type": "http.response.start", "status": 413, "headers": headers}
+    # Answered before Django: the headers its middleware puts on every answer are added here.
+    start: dict[str, Any] = {
+        "type": "http.response.start",
+        "status": 413,
+        "headers": answer_headers(scope, 413, headers),
+    }
     await send(start)
     await send({"type": "http.response.body", "body": body})

@@ -6,10 +6,11 @@ session or a token; an answer without ``Cache-Control`` (every API view's) could
 browser's disk cache after logout. A view that sets ``Cache-Control`` itself keeps its directives, made private and
 ``no-store`` too.
 
-``/mcp`` is a Starlette app beside Django (``toolhub.asgi``): its answers get the same headers from the same
-settings by running the same middleware on a stand-in of each answer (:func:`answer_headers`), so the two never
-drift: ``SecurityMiddleware``'s (``nosniff``, ``Referrer-Policy``, ``Cross-Origin-Opener-Policy``, HSTS when set),
-``X-Frame-Options``, the ``Content-Security-Policy`` and the cache directives.
+Under ASGI some answers never pass through Django's middleware: ``/mcp``'s (a Starlette app beside Django) and the
+body bound's refusals (``toolhub.asgi_body``). Those get the same headers from the same settings by running the same
+middleware on a stand-in of each answer (:func:`answer_headers`), so the two never drift: ``SecurityMiddleware``'s
+(``nosniff``, ``Referrer-Policy``, ``Cross-Origin-Opener-Policy``, HSTS when set), ``X-Frame-Options``, the
+``Content-Security-Policy`` and the cache directives.
 """
 
 import io
@@ -56,10 +57,10 @@ def _unused(request: HttpRequest) -> HttpResponse:
 _HEADER_MIDDLEWARE = (CSPMiddleware, XFrameOptionsMiddleware, SecurityMiddleware)
 
 
-def answer_headers(scope: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """``headers`` of an ASGI answer to ``scope`` with what Django's answers carry added (its own values kept)."""
+def answer_headers(scope: Any, status: int, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` of an ASGI answer (``status``) to ``scope`` with what Django's answers carry added (its own kept)."""
     decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
-    stand_in = HttpResponse()
+    stand_in = HttpResponse(status=status)
     del stand_in["Content-Type"]
     for name, value in decoded:
         if name.lower() != "set-cookie":
@@ -80,7 +81,10 @@ def with_answer_headers(app: Any) -> Any:
     async def application(scope: Any, receive: Any, send: Any) -> None:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": answer_headers(scope, list(message.get("headers", [])))}
+                message = {
+                    **message,
+                    "headers": answer_headers(scope, message["status"], list(message.get("headers", []))),
+                }
             await send(message)
 
         await app(scope, receive, send_with_headers)

@@ -11,7 +11,9 @@ Findings (fixed, one mechanism: ``toolhub.response_headers``):
    ``Content-Security-Policy``, and its answers (tool results on an event stream) were cacheable
    (``no-cache, no-transform`` only, or nothing on a 401). Its answers now get the same headers from the same
    settings and middleware (``with_answer_headers`` in ``toolhub.asgi``).
-3. The browser suite's guard (``policy_violations``, every browser test's ``page``) listened to the test's first
+3. The ASGI body bound's refusal (413, answered before Django: ``toolhub.asgi_body``) had none of those headers
+   either; it now gets them the same way (``answer_headers``).
+4. The browser suite's guard (``policy_violations``, every browser test's ``page``) listened to the test's first
    page only: a refusal in a window the page opened (the admin's "+" and raw-id lookup popups) passed unseen. It now
    listens on the page's whole browser context.
 
@@ -27,12 +29,14 @@ exempted by django-csp only for DEBUG's 404/500 technical pages; the approval de
 ``on...=`` handler attribute.
 """
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx2
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from playwright.sync_api import Browser, Page, expect
 from pytest_django.live_server_helper import LiveServer
 
@@ -43,6 +47,7 @@ from tests.mcp.conftest import serve_asgi, token
 from tests.security_review.conftest import client_for
 from tests.security_review.test_review_2026_12_05_ax import SAVE_PAGE
 from toolhub import registry
+from toolhub.asgi_body import bounded_body
 from toolhub.models import CallStatus
 
 __all__ = ["browser", "page"]  # the browser suite's fixtures, used here
@@ -136,6 +141,48 @@ def test_mcp_answers_carry_the_headers_django_answers_carry(alice: User) -> None
             assert answer.get(name) == django_answer[name], (name, answer.get(name))
         assert answer["content-security-policy"] == django_answer["content-security-policy"]
         assert _stored_nowhere(answer["cache-control"]), answer["cache-control"]
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=10_000)
+def test_the_asgi_body_bounds_refusal_carries_the_headers_django_answers_carry() -> None:
+    """Found: the 413 the ASGI body bound answers before Django had no ``nosniff``, ``Referrer-Policy``,
+    ``Cross-Origin-Opener-Policy``, ``X-Frame-Options``, policy or cache directives. Expect: all of them."""
+    sent: list[dict[str, Any]] = []
+
+    async def unreached(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("a body over the bound reached the app")
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/admin/login/",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-length", b"20000")],
+        "client": ("127.0.0.1", 1234),
+        "server": ("testserver", 80),
+    }
+    # when
+    # on a thread of its own: the browser tests' event loop may be running in this one
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, bounded_body(unreached)(scope, receive, send)).result()
+    # then
+    start = sent[0]
+    headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+    assert start["status"] == 413
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == headers["cross-origin-opener-policy"] == "same-origin"
+    assert headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert _stored_nowhere(headers["cache-control"])
+    assert headers["content-type"].startswith("text/plain") and headers["connection"] == "close"
 
 
 @pytest.mark.browser
