@@ -29,6 +29,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.filters import SimpleListFilter
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import Field, ForeignKey, ForeignObjectRel, JSONField, Model, Q, QuerySet
@@ -40,6 +41,7 @@ from django.utils.http import urlencode
 
 from toolhub.admin_deletion import ScopedDeletion
 from toolhub.admin_editable import StaleEditsRefused
+from toolhub.admin_indexes import fields_of, indexed_column, indexed_sorting
 from toolhub.admin_relations import (
     OpenableLinksOnly,
     SharedInPart,
@@ -116,7 +118,13 @@ class GuardedLookups:
     A foreign key to a row withheld from the viewer (a tool group of another tenant, ``shared_in_part_relations``)
     is filtered only through its list filter, which answers a withheld key like an unknown one:
     ``?tool_group=<id>`` (or ``__in``, ``__gt``) would tell which rows name the same withheld group, and bisect its id.
+
+    Nor is a list sorted (``?o=``) by a column no index serves (:mod:`toolhub.admin_indexes`): that sort is skipped,
+    as Django skips a ``?o=`` naming no sortable column, and the column's header is no link.
     """
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return indexed_sorting(super().get_changelist(request, **kwargs))  # type: ignore[misc]
 
     def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
         """The model's fields this viewer may not filter by (those their pages leave out)."""
@@ -125,7 +133,7 @@ class GuardedLookups:
     def lookup_allowed(self, lookup: str, value: Any, request: HttpRequest | None = None) -> bool:
         if not super().lookup_allowed(lookup, value, request):  # type: ignore[misc]
             return False
-        fields = _fields_of(self.model, lookup)  # type: ignore[attr-defined]
+        fields = fields_of(self.model, lookup)  # type: ignore[attr-defined]
         if fields and request is not None and fields[0].name in self.withheld_relations(request):
             field = fields[0]
             return lookup in {f"{field.name}__{field.target_field.name}__exact", f"{field.name}__isnull"}
@@ -177,37 +185,6 @@ class GuardedLookups:
                 rest = lookup.split(LOOKUP_SEP)[len(fields) :]
                 return not rest or (len(rest) == 1 and rest[0] in INDEXED_LOOKUPS)
         return False
-
-
-def indexed_column(field: Field) -> bool:
-    """Whether an index of its table (not a partial one) holds ``field``'s column: a comparison on it reads no scan."""
-    if field.primary_key or field.unique or field.db_index:
-        return True
-    meta = field.model._meta
-    indexed = [index.fields for index in meta.indexes if index.condition is None]
-    unique = [c.fields for c in meta.constraints if getattr(c, "condition", True) is None and getattr(c, "fields", ())]
-    return any(
-        field.name in (name.lstrip("-") for name in names) for names in (*indexed, *unique, *meta.unique_together)
-    )
-
-
-def _fields_of(model: type[Model], lookup: str) -> list[Field]:
-    """The fields ``lookup`` goes through, as the query walks it (what follows the last is a transform).
-
-    ``pk`` is the primary key field, as the query reads it (Django's admin lets it through as no field at all): a
-    token's is its key, which ``?pk__startswith=`` would read back as ``?key__startswith=`` does.
-    """
-    fields: list[Field] = []
-    for part in lookup.split(LOOKUP_SEP):
-        try:
-            field = model._meta.pk if part == "pk" else model._meta.get_field(part)
-        except FieldDoesNotExist:
-            break
-        fields.append(field)  # type: ignore[arg-type]
-        if not getattr(field, "path_infos", None):
-            break
-        model = field.path_infos[-1].to_opts.model  # type: ignore[union-attr]
-    return fields
 
 
 class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused):

@@ -6,7 +6,8 @@ fetching every column (JSON included) of the listed rows. Here instead: a pagina
 most a bounded number of rows (and, for a viewer who sees every tenant, otherwise takes the planner's
 estimate), filters whose choices come
 from the catalogue and the tenants (never from the rows), typed-in filters matched exactly on an
-index, and change lists that fetch only the columns they show.
+index, sorts only by a column an index holds (:mod:`toolhub.admin_indexes`), and change lists that fetch only
+the columns they show.
 """
 
 import datetime as dt
@@ -25,6 +26,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date
 from django.utils.functional import cached_property
 
+from toolhub.admin_indexes import IndexedSorting
 from toolhub.disclosure.groups import group_names_read
 from toolhub.models import RiskLevel, Tenant, ToolDefinition
 from toolhub.tenancy import scoped, tenant_scope
@@ -116,7 +118,7 @@ def _planner_estimate(queryset: QuerySet[Any]) -> int:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
-class _LeanChangeList(ChangeList):
+class _LeanChangeList(IndexedSorting):
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)
         only = getattr(self.model_admin, "list_only_fields", None)
