@@ -230,7 +230,7 @@ class RollbackInline(ReadOnlyMixin, admin.TabularInline):
     model = Rollback
     extra = 0
     can_delete = False
-    fields = ("trigger", "failed_step", "requested_by", "requested_at", "finished_at", "told_at")
+    fields = ("trigger", "failed_step", "held_for_operator", "requested_by", "requested_at", "finished_at", "told_at")
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Rollback]:

@@ -72,6 +72,11 @@ class Rollback(models.Model):
         related_name="+",
         help_text="Who asked for this rollback, when a person did; they never approve its compensations.",
     )
+    # The sweep's rollback of a failure found after ``SAGA_UNHEARD_FAILURE_HOURS``: every step it takes on is held for
+    # an operator, a step that settles after it was asked for too (``plan_compensation``).
+    held_for_operator = models.BooleanField(
+        default=False, help_text="Its steps are held for an operator (a failure found too late to undo on its own)."
+    )
     requested_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     told_at = models.DateTimeField(null=True, blank=True, help_text="When the conversation was told the outcome.")

@@ -107,14 +107,18 @@ def step_calls(key: str, run_id: uuid.UUID | None, *, tenant: str) -> QuerySet[T
 def plan_compensation(
     saga: Saga, call: ToolCall, *, actor: str, status: CompensationStatus | None = None
 ) -> Compensation:
-    """Number a step and plan its compensation; a step asked for before a rollback is compensated by it too."""
+    """Number a step and plan its compensation; a step asked for before a rollback is compensated by it too.
+
+    Held, when that rollback holds its steps for an operator (``held_for_operator``): it does not undo a late one alone.
+    """
     tool = registry.get(call.tool_name)
     # A step whose tool left the code is held (``hold_unknown_steps``): nobody knows any more how to undo it.
     assert (tool is not None and tool.compensate_with) or status == CompensationStatus.HELD
     arguments, error = planned_arguments(call.tool_name, call)
     late_for = saga.rollbacks.filter(requested_at__gt=call.created_at).order_by("-requested_at").first()
-    if status is None:
-        status = CompensationStatus.PENDING if late_for is not None else CompensationStatus.RECORDED
+    if status is None and late_for is not None:
+        status = CompensationStatus.HELD if late_for.held_for_operator else CompensationStatus.PENDING
+    status = status or CompensationStatus.RECORDED
     saga.last_sequence += 1
     saga.save(update_fields=["last_sequence", "updated_at"])
     compensation = Compensation.objects.create(

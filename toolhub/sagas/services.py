@@ -213,7 +213,12 @@ def saga_rollback(
         if not recorded and not held:
             return saga.rollbacks.filter(finished_at__isnull=True).first()
         rollback = Rollback.objects.create(
-            saga=saga, trigger=trigger, failed_call=failed_call, requested_by=actor[:200], asked_by=by
+            saga=saga,
+            trigger=trigger,
+            failed_call=failed_call,
+            requested_by=actor[:200],
+            asked_by=by,
+            held_for_operator=hold,
         )
         audit_saga(
             saga,
