@@ -9,6 +9,10 @@ Findings:
    (``plan_compensation``'s ``late_for``) and compensated at once, by nobody: the held rollback undid a step on its
    own, which is what holding it was to prevent. Fixed: the rollback keeps that it is held
    (``Rollback.held_for_operator``, sagas 0008) and a late step filed under it is held as its other steps are.
+2. Review bv's "a step asked for after the failure settled is the caller carrying on" counted such a step only once
+   it had succeeded: one still waiting for its approval or running when the sweep came let the failure be rolled
+   back, and the step was compensated when it succeeded (filed under that rollback), which a heard failure never
+   does. Fixed in ``recovery._newest_step_left``: a step done or on its way (an unsettled status) carries on.
 
 Checked and holds:
 - Four eyes on held steps: resolving one is refused to its step's user (``compensation_settle_refusal``); retrying
@@ -103,3 +107,24 @@ def test_a_failure_exactly_one_window_old_is_rolled_back_once_not_held(alice: Us
     assert saga.rollbacks.get().failed_call_id == failed.id
     assert saga.compensations.get().status == CompensationStatus.SUCCEEDED
     assert saga.status == SagaStatus.COMPENSATED
+
+
+def test_a_step_asked_for_after_the_failure_still_running_carries_on(alice: User) -> None:
+    """Found: a step asked for after an unheard failure settled (the caller carrying on) counted only once it had
+    succeeded: still running (or waiting for its approval) when the sweep came, the failure was rolled back, and the
+    step was then compensated when it succeeded, filed under that rollback. Heard, the same failure is rolled back
+    before the step is asked for, which is never compensated. Expect: the failure is left alone; the step, once
+    succeeded, is the saga's next step (recorded), nothing compensated."""
+    unheard_call("book", {"item": "a"}, saga="on-going", user=alice)
+    unheard_call("explode", {"reason": "boom"}, saga="on-going", user=alice)
+    going = unheard_call("book", {"item": "b"}, saga="on-going", user=alice)
+    ToolCall.objects.filter(pk=going.pk).update(status=CallStatus.RUNNING, finished_at=None)
+
+    assert sagas_sweep()["rolled_back"] == 0
+    ToolCall.objects.filter(pk=going.pk).update(status=CallStatus.SUCCEEDED, finished_at=timezone.now())
+    saga_call_settled(call_id=going.id)
+
+    saga = Saga.objects.get(key="on-going")
+    assert not saga.rollbacks.exists() and saga.status == SagaStatus.OPEN
+    assert saga.compensations.get(step_call=going).status == CompensationStatus.RECORDED
+    assert [entry for entry in LOG if entry[0] == "cancel"] == []

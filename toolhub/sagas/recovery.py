@@ -169,12 +169,18 @@ def _unheard_failures_to_roll_back(since: dt.datetime, until: dt.datetime | None
     )
 
 
+#: A step that is done, or may still be (waiting for its approval, queued, running): asked for after a failure settled,
+#: it is the caller carrying on, as much once it succeeded as before (it would then be compensated under a rollback
+#: asked for meanwhile, as no heard failure's rollback ever compensates a step asked for after it).
+_STEP_OR_ON_ITS_WAY = [CallStatus.SUCCEEDED, *(status for status in CallStatus if status not in SETTLED_STATUSES)]
+
+
 def _newest_step_left() -> QuerySet[ToolCall]:
-    """When the outer failed call's saga's newest completed compensable step that no rollback took on was asked for.
+    """When the outer failure's saga's newest compensable step no rollback took on (done or on its way) was asked for.
 
     Asked for, not finished: a slower step asked for before the failure (its caller had not seen it) that finished
     after is undone with the others, as it is when the failure is heard; a step asked for once the failure had
-    settled is the caller carrying on.
+    settled is the caller carrying on, whether it has succeeded yet or is still on its way.
 
     Read from the steps' calls, not from the compensations recorded for them: a step whose own notification was
     lost too has none yet (``saga_rollback`` records it), and counting only recorded ones left such a saga with no
@@ -187,7 +193,7 @@ def _newest_step_left() -> QuerySet[ToolCall]:
             tenant=OuterRef("tenant"),
             run_id__isnull=True,
             kind__in=STEP_KINDS,
-            status=CallStatus.SUCCEEDED,
+            status__in=_STEP_OR_ON_ITS_WAY,
             tool_name__in=compensable_tool_names(),
         )
         # Scalar, through the compensations' one-to-one ``step_call`` index (a hashed ``NOT EXISTS`` read them all).
