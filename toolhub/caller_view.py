@@ -30,7 +30,7 @@ from toolhub.governance import GovernanceHold, governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import has_tenant_wide_role, tenant_scope
 
-__all__ = ["CallerView", "caller_view_of", "CHAIN_POSITION_FIELDS", "CHAIN_HASH_FIELDS"]
+__all__ = ["CallerView", "caller_view_of", "caller_view_for", "CHAIN_POSITION_FIELDS", "CHAIN_HASH_FIELDS"]
 
 #: An audit event's place in its chain: read by those who cross tenants, and in its tenant's own chain by staff.
 CHAIN_POSITION_FIELDS = ("chain", "seq")
@@ -40,7 +40,7 @@ CHAIN_HASH_FIELDS = ("prev_hash", "hash")
 #: (who see it in the admin's addresses anyway), never by a member reading their own call.
 EVENT_ID_FIELDS = ("id",)
 
-#: Where a serializer's context keeps the view of its request's user, made once per response.
+#: Where a serializer's context (and its request) keeps the view of its request's user, made once per response.
 _CONTEXT_KEY = "toolhub_caller_view"
 
 
@@ -173,6 +173,17 @@ def caller_view_of(context: dict[str, Any]) -> CallerView | None:
     """The view of a serializer context's request user (made once per context), or ``None`` without a request."""
     if _CONTEXT_KEY not in context:
         request = context.get("request")
-        user = getattr(request, "user", None)
-        context[_CONTEXT_KEY] = CallerView(user) if user is not None and user.is_authenticated else None
+        context[_CONTEXT_KEY] = caller_view_for(request) if request is not None else None
     return context[_CONTEXT_KEY]  # type: ignore[no-any-return]
+
+
+def caller_view_for(request: Any) -> CallerView | None:
+    """The view of ``request``'s user, one per request: its filter and its serializers read under one governance.
+
+    A second view (the status filter's, then the serializers') read the governance again: a change in between had a
+    response list under ``?status=invalid`` a row it showed ``denied``. ``None`` for an anonymous request.
+    """
+    if not hasattr(request, _CONTEXT_KEY):
+        user = getattr(request, "user", None)
+        setattr(request, _CONTEXT_KEY, CallerView(user) if user is not None and user.is_authenticated else None)
+    return getattr(request, _CONTEXT_KEY)  # type: ignore[no-any-return]

@@ -13,6 +13,9 @@ Findings:
    it had succeeded: one still waiting for its approval or running when the sweep came let the failure be rolled
    back, and the step was compensated when it succeeded (filed under that rollback), which a heard failure never
    does. Fixed in ``recovery._newest_step_left``: a step done or on its way (an unsettled status) carries on.
+3. One ``GET /api/v1/calls/?status=...`` made two caller views, each with its own ``GovernanceHold`` (the status
+   filter's, then the serializers'): a governance change between them listed a row under ``?status=invalid`` that
+   the same response showed ``denied``. Fixed: ``caller_view_for(request)``, one view per request, used by both.
 
 Checked and holds:
 - Four eyes on held steps: resolving one is refused to its step's user (``compensation_settle_refusal``); retrying
@@ -39,14 +42,17 @@ read; reading it would need a mark of the last completed sweep rather than a fix
 """
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from tests.sagas.sample_tools import LOG
 from tests.security_review.direct_sagas import unheard_call
-from toolhub.models import CallStatus, ToolCall
+from toolhub import pipeline
+from toolhub.models import CallStatus, Grant, GrantEffect, ToolCall
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
 from toolhub.sagas.services import saga_call_settled
@@ -128,3 +134,27 @@ def test_a_step_asked_for_after_the_failure_still_running_carries_on(alice: User
     assert not saga.rollbacks.exists() and saga.status == SagaStatus.OPEN
     assert saga.compensations.get(step_call=going).status == CompensationStatus.RECORDED
     assert [entry for entry in LOG if entry[0] == "cancel"] == []
+
+
+@pytest.mark.django_db
+def test_one_response_filters_and_shows_a_call_under_one_governance(
+    alice: User, alice_client: APIClient, settings: Any
+) -> None:
+    """Found: ``GET /api/v1/calls/?status=invalid`` made two caller views (the status filter's, the serializers'),
+    each reading the governance: a grant given between them listed a call as ``invalid`` and showed it ``denied``.
+    Expect: one view per request: the rows a filter selects read as it selected them."""
+    Grant.objects.create(tool_name="book", user=alice, effect=GrantEffect.DENY)
+    assert alice_client.post("/api/v1/calls/", {"tool": "book", "arguments": {"item": "a"}}, format="json")
+    assert ToolCall.objects.get().status == CallStatus.DENIED
+    Grant.objects.filter(tool_name="book").delete()  # granted again, as it would be mid-response
+    real, reads = pipeline.visible_tool_names, []
+
+    def changing(principal: Any) -> list[str]:
+        reads.append(principal)
+        return [] if len(reads) == 1 else real(principal)  # the first read is from before the grant
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "visible_tool_names", changing)
+        rows = alice_client.get("/api/v1/calls/?status=invalid").json()["results"]
+
+    assert [row["status"] for row in rows] == ["invalid"], rows

@@ -3,7 +3,7 @@
 import django_filters
 from django.db.models import QuerySet
 
-from toolhub.caller_view import CallerView
+from toolhub.caller_view import caller_view_for
 from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.models import CallStatus, ToolCall, ToolDefinition
 
@@ -29,11 +29,8 @@ class CallFilter(django_filters.FilterSet):
 
     def filter_status(self, queryset: QuerySet[ToolCall], name: str, value: str) -> QuerySet[ToolCall]:
         """The rows that read with ``value`` for the requesting user (``toolhub.caller_view``), as they are shown."""
-        user = getattr(self.request, "user", None)
-        if user is None or not user.is_authenticated:
-            return queryset.filter(status=value)
-        view = CallerView(user)
-        if view.sees_truth:
+        view = caller_view_for(self.request)
+        if view is None or view.sees_truth:
             return queryset.filter(status=value)
         tenants = queryset.filter(status=CallStatus.DENIED).order_by().values_list("tenant", flat=True).distinct()
         return queryset.filter(view.status_is(value, list(tenants)))
