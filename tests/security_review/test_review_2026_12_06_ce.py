@@ -30,7 +30,9 @@ Checked and holds:
 - Window boundaries: both windows are read with one ``now``: ``[now - W, now]`` automatic, ``[now - 2W, now - W)``
   held; a failure exactly at ``now - W`` is rolled back automatically once, never held too (pinned by a test).
 - Cost on PostgreSQL: each window is one statement through ``toolcall_failed_direct_step`` (reviews bd, bn, d's
-  plan tests read both), a bounded range of the partial index, with scalar subqueries per failure.
+  plan tests read both), a bounded range of the partial index, with scalar subqueries per failure. The held window
+  reads every handled failure between one and two windows old each tick, as the first reads the last window's:
+  twice what bn measured per tick, still bounded (bn's 20,000 old failures start just past ``now - 2W``).
 - ``GovernanceHold``: made per ``CallerView`` (one per serializer context, filter or MCP status answer), never
   module-level or cached; only ``CallerView._authorizing`` passes one; the pipeline's authorization
   (``governance_scope`` without ``hold``) reads the stamp fresh or checks it in its write, so execution never
