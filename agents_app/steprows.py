@@ -30,6 +30,12 @@ def locked_run(run_id: uuid.UUID) -> AgentRun | None:
     of reading it again (``toolhub.governance.governance_scope(stamp=)``). Read at the statement's start, it may
     predate a wait for the run's lock by that wait, as a separate read may predate a change right after it:
     it decides what the model is shown, and every call is still decided and re-checked under its own stamp.
+
+    A child run's parent is locked first (FOR NO KEY UPDATE, in the same statement: the parent's lock is taken by
+    the statement's filter, the run's once its row passed it). Locks on a run tree are taken parent before child: a
+    cancellation holds the parent and waits for each child (``cancelling._locked_tree``), and a child's end, which
+    settles its parent's call and puts on its parent's board (``subagent_run_ended``), would otherwise hold the
+    child and wait for the parent: a deadlock that PostgreSQL breaks by failing one of them.
     """
     sql = _locked_run_sql()
     key = AgentRun._meta.pk.get_db_prep_value(run_id, connection)
@@ -72,7 +78,24 @@ def _locked_run_sql() -> str:
         f"JOIN {q(Agent._meta.db_table)} a ON a.{pk[Agent]} = r.{column(AgentRun, 'agent')} "
         f"JOIN {q(ModelProvider._meta.db_table)} p ON p.{pk[ModelProvider]} = a.{column(Agent, 'provider')} "
         f"LEFT JOIN {q(user_model._meta.db_table)} u ON u.{pk[user_model]} = r.{column(AgentRun, 'user')} "
-        f"WHERE r.{pk[AgentRun]} = %s{lock_clause('r')}"
+        f"WHERE r.{pk[AgentRun]} = %s{_parent_locked_first('r')}{lock_clause('r')}"
+    )
+
+
+def _parent_locked_first(alias: str) -> str:
+    """The filter that locks the run's parent before the run (``locked_run``); "" where rows are not locked."""
+    if not connection.features.has_select_for_no_key_update:
+        return ""
+    q = connection.ops.quote_name
+    table, pk, parent = (
+        q(AgentRun._meta.db_table),
+        q(AgentRun._meta.pk.column),
+        q(AgentRun._meta.get_field("parent_run").column),
+    )
+    # Not pulled up into a join (a sub-select with a locking clause never is): evaluated as the row is filtered.
+    return (
+        f" AND ({alias}.{parent} IS NULL OR EXISTS "
+        f"(SELECT 1 FROM {table} pr WHERE pr.{pk} = {alias}.{parent} FOR NO KEY UPDATE))"
     )
 
 

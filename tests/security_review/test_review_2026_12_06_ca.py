@@ -1,0 +1,120 @@
+"""Review 2026-12-06 (ca): review bw's subagent and blackboard changes (the board's row lock, the child's end copying
+last, ``_settled_by_ended_child``) and the gaps it left.
+
+Each test fails on the reviewed code (main at 5612690) and states what was found and what is expected.
+
+Findings:
+
+1. Deadlock: a child run ending held its own row, then needed its parent's (the put of its answer on the parent's
+   board; before bw, the foreign key check of that insert), while a cancellation held the parent and waited for the
+   child: PostgreSQL failed one of them. ``locked_run`` now locks a child run's parent first, in the same statement,
+   so every lock on a run tree is taken parent before child.
+2. ``SubagentLimits(max_depth=...)`` had no upper bound while the walks over a run's tree (its children's spending,
+   a board's ancestors) stop at 32 levels: children deeper spent uncounted against their ancestors' budgets. A
+   ``max_depth`` outside 1..``MAX_SUBAGENT_DEPTH`` (32) is refused when the tool is defined, with a clear message.
+"""
+
+import threading
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+from pydantic import BaseModel
+
+from agents_app import tasks
+from agents_app.budgets import MAX_SUBAGENT_DEPTH
+from agents_app.cancelling import run_cancel
+from agents_app.ending import run_finish
+from agents_app.models import AgentRun, RunStatus, StopReason
+from agents_app.steprows import locked_run
+from agents_app.subagents import Subagent, SubagentLimits
+from tests.helpers import assert_audit_intact
+from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
+from tests.subagents.conftest import MakeAgent, StartRun
+from tests.testapp.tools import ask_researcher
+from toolhub import registry
+from toolhub.exceptions import ToolDefinitionError
+from toolhub.models import CallStatus, ToolCall
+
+pytestmark = pytest.mark.django_db
+
+
+def _parent_with_a_child_not_started(make_agent: MakeAgent, start: StartRun, alice: User) -> tuple[AgentRun, AgentRun]:
+    """A parent run waiting on its subagent call, whose child run exists but was never advanced."""
+    real_delay = tasks.advance_run_task.delay
+
+    def delay(run_id: str) -> Any:
+        if AgentRun.objects.filter(id=run_id, parent_run__isnull=False).exists():
+            return None  # the child's start is lost
+        return real_delay(run_id)
+
+    script = [
+        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
+        {"content": "done"},
+    ]
+    with registry.temporarily(ask_researcher), mock.patch.object(tasks.advance_run_task, "delay", delay):
+        make_agent(name="researcher", tools=[], script=[{"content": "child answer"}])
+        parent = start(make_agent(tools=["ask_researcher"], script=script), alice)
+    child = AgentRun.objects.get(parent_run=parent)
+    return parent, child
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_child_ending_while_its_parent_is_cancelled_does_not_deadlock(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """Found: a child's end locked the child, then its parent (to put its answer on the parent's board), while a
+    cancellation of the parent held the parent and waited for the child: PostgreSQL failed one with a deadlock.
+
+    Expect: both finish; the child's answer settles the parent's call; the parent is cancelled after it.
+    """
+    parent, child = _parent_with_a_child_not_started(make_agent, start, alice)
+    assert (parent.status, child.status) == (RunStatus.WAITING, RunStatus.RUNNING)
+    locked = threading.Event()
+
+    def end_child() -> None:
+        with transaction.atomic():
+            run = locked_run(child.id)
+            assert run is not None
+            locked.set()
+            # The cancellation queued behind this transaction (``locked_run``'s statement: its start, as the
+            # server shows it, since ``track_activity_query_size`` cuts the rest).
+            wait_for_lock_waiter('FROM "sagas_saga" s', 15)
+            run.output = "child answer"
+            run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=timezone.now())
+
+    ending, ended = in_thread(end_child, "end-child")
+    assert locked.wait(15)
+    cancelling, cancelled = in_thread(lambda: run_cancel(run_id=parent.id, actor="operator:bob", reason="stop"))
+    for thread in (ending, cancelling):
+        thread.join(60)
+
+    assert ended == [None], ended
+    assert cancelled == [True], cancelled
+    call = ToolCall.objects.get(run_id=parent.id)
+    assert (call.status, call.result) == (CallStatus.SUCCEEDED, "child answer")
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert (parent.status, child.status) == (RunStatus.CANCELLED, RunStatus.COMPLETED)
+    assert assert_audit_intact() > 0
+
+
+class _Task(BaseModel):
+    task: str
+
+
+@pytest.mark.parametrize("depth", [MAX_SUBAGENT_DEPTH + 1, 1000, 0, -1])
+def test_a_subagent_nesting_deeper_than_the_tree_walks_is_refused_when_defined(depth: int) -> None:
+    """Found: ``SubagentLimits(max_depth=1000)`` was accepted, while the walks over a run's tree stop at 32 levels
+    (a deeper child's spending goes uncounted against its ancestors' budgets).
+
+    Expect: refused at definition time, naming the value and the range; the bound itself is accepted.
+    """
+    with pytest.raises(ToolDefinitionError, match=rf"max_depth={depth}\).*1 to {MAX_SUBAGENT_DEPTH} levels"):
+        Subagent.of("deep", "Ask deep.", _Task, name="ask_deep_ca", limits=SubagentLimits(max_depth=depth))
+
+    assert SubagentLimits(max_depth=MAX_SUBAGENT_DEPTH).max_depth == MAX_SUBAGENT_DEPTH
