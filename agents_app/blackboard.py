@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
+from agents_app.budgets import MAX_SUBAGENT_DEPTH
 from agents_app.models import AgentRun, BlackboardEntry
 from toolhub.audit import REDACTED
 from toolhub.conf import toolhub_settings
@@ -166,7 +167,7 @@ def blackboard_entries(run: AgentRun) -> QuerySet[BlackboardEntry]:
     """
     runs = [run.id]
     parent_id, hops = run.parent_run_id, 0
-    while parent_id is not None and hops < 32:
+    while parent_id is not None and hops < MAX_SUBAGENT_DEPTH:
         runs.append(parent_id)
         parent_id = (
             AgentRun.objects.filter(id=parent_id, tenant=run.tenant).values_list("parent_run_id", flat=True).first()

@@ -21,6 +21,7 @@ from toolhub.models import CallKind, ToolCall
 
 __all__ = [
     "BUDGETED_KINDS",
+    "MAX_SUBAGENT_DEPTH",
     "MAX_TOKENS_KEPT",
     "Spending",
     "budget_of",
@@ -34,8 +35,10 @@ __all__ = [
 #: Budget keys of ``AgentRun.limits``, by ``Spending`` field.
 _KEYS = {"calls": "max_tool_calls", "tokens": "max_tokens"}
 _GOING = frozenset({RunStatus.RUNNING, RunStatus.WAITING})
-#: Nesting is refused past ``SubagentLimits.max_depth``; this only bounds the walk over a corrupt tree.
-_MAX_LEVELS = 32
+#: The deepest nesting any subagent tool may allow (``SubagentLimits.max_depth`` is refused past it at definition
+#: time): the walks over a run's tree (its children's spending here, a board's ancestors) stop at that many levels,
+#: so a deeper child's spending would go uncounted against its ancestors' budgets.
+MAX_SUBAGENT_DEPTH = 32
 #: The calls a budget counts: the run's turns' and its agentic tools' inner calls (each executes a tool).
 BUDGETED_KINDS = (CallKind.CALL, CallKind.INNER)
 
@@ -100,7 +103,7 @@ def spending_below(run_id: uuid.UUID) -> Spending:
     nodes: dict[uuid.UUID, dict[str, Any]] = {}
     children: defaultdict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
     frontier = [run_id]
-    for _ in range(_MAX_LEVELS):
+    for _ in range(MAX_SUBAGENT_DEPTH):
         rows = list(
             AgentRun.objects.filter(parent_run_id__in=frontier).values(
                 "id", "parent_run_id", "status", "limits", "prompt_tokens", "completion_tokens", "inner_calls_charged"

@@ -28,7 +28,7 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, blackboard_put
-from agents_app.budgets import budget_of, spending_below, spending_of
+from agents_app.budgets import MAX_SUBAGENT_DEPTH, budget_of, spending_below, spending_of
 from agents_app.models import AgentRun, RunStatus
 from agents_app.selectors import agents_of_tenant
 from agents_app.steprows import locked_run
@@ -37,7 +37,7 @@ from toolhub.audit import redacted_arguments_text
 from toolhub.audit_hash import canonical_json
 from toolhub.calls import call_transition
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolError, ToolSuspend
+from toolhub.exceptions import ToolDefinitionError, ToolError, ToolSuspend
 from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.signals import call_suspended
 from toolhub.storable import storable_text
@@ -63,6 +63,15 @@ class SubagentLimits:
     max_depth: int = 3
     max_calls: int = 50
     max_tokens: int = 200_000
+
+    def __post_init__(self) -> None:
+        # Refused here, when the tool is defined (at import): a deeper tree would be found out only at run time, by
+        # budgets whose walk stops at ``MAX_SUBAGENT_DEPTH`` levels and so miss what the deepest children spend.
+        if not isinstance(self.max_depth, int) or not 1 <= self.max_depth <= MAX_SUBAGENT_DEPTH:
+            raise ToolDefinitionError(
+                f"SubagentLimits(max_depth={self.max_depth!r}): subagents nest 1 to {MAX_SUBAGENT_DEPTH} levels deep; "
+                f"give a max_depth in that range."
+            )
 
 
 class Subagent:
