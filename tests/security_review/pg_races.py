@@ -31,13 +31,18 @@ def chain_head_locked(chain: int) -> Iterator[psycopg.Connection]:
 
 
 def wait_for_lock_waiter(query_part: str, timeout: float = 10, *, count: int = 1) -> None:
-    """Until ``count`` sessions wait on a lock in a statement containing ``query_part``."""
+    """Until ``count`` sessions of this database wait on a lock in a statement containing ``query_part``.
+
+    Only the test's database: other test runs on the same server wait on their own locks. The server shows the first
+    ``track_activity_query_size`` (1024) bytes of a statement: ``query_part`` is matched there.
+    """
     watcher = psycopg.connect(**dsn(), autocommit=True)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             waiting = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s",
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
+                "AND query ILIKE %s",
                 [f"%{query_part}%"],
             ).fetchone()[0]
             if waiting >= count:
