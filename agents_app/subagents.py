@@ -45,7 +45,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
 from toolhub.transitions import guarded_update
 
-__all__ = ["Subagent", "SubagentLimits", "subagent_run_ended", "SUBAGENT_ANSWER_KIND"]
+__all__ = ["Subagent", "SubagentLimits", "subagent_calls_settle_ended", "subagent_run_ended", "SUBAGENT_ANSWER_KIND"]
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +272,25 @@ def _settled_by_ended_child(child_id: str) -> bool:
             return False
         subagent_run_ended(child)
     return True
+
+
+def subagent_calls_settle_ended(*, limit: int = 500) -> int:
+    """Settle the subagent calls still awaiting a child run that ended; return how many children were looked at.
+
+    The periodic runs sweep (``sweep_runs_task``) repairs what ``_settled_by_ended_child`` would have done: a worker
+    that died between committing a call's suspension and its receiver (``call_suspended`` is sent after the commit)
+    left a call whose child ended meanwhile (its run cancelled while the call parked) awaiting for ever, since a
+    subagent call never expires. A child that never started while its parent goes on is woken by the same sweep
+    (``runs_to_wake``: it is running, with no step and no open call), and settles the call when it ends.
+    """
+    waiting = ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT).values("id")
+    ended = (
+        AgentRun.objects.filter(parent_call_id__in=waiting)
+        .exclude(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    return sum(_settled_by_ended_child(str(child_id)) for child_id in list(ended))
 
 
 def subagent_run_ended(run: AgentRun) -> None:

@@ -12,6 +12,15 @@ Findings:
 2. ``SubagentLimits(max_depth=...)`` had no upper bound while the walks over a run's tree (its children's spending,
    a board's ancestors) stop at 32 levels: children deeper spent uncounted against their ancestors' budgets. A
    ``max_depth`` outside 1..``MAX_SUBAGENT_DEPTH`` (32) is refused when the tool is defined, with a clear message.
+3. A worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver left the call
+   ``awaiting_result`` for ever when its child had already ended (its run cancelled while the call parked): only that
+   receiver settled it. The runs sweep (``sweep_runs_task``) now settles such calls (``subagent_calls_settle_ended``).
+
+Checked and holds:
+- a child run whose start was lost (no ``call_suspended``) while its parent goes on is woken by the runs sweep
+  (``runs_to_wake``: running, no step, no open call); its answer settles the call and wakes the parent;
+- ``_settled_by_ended_child`` and the sweep may meet on one call: both lock the parent, then the child, then the call,
+  and ``subagent_run_ended`` settles only a call still ``awaiting_result``.
 """
 
 import threading
@@ -24,7 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel
 
-from agents_app import tasks
+from agents_app import subagents, tasks
 from agents_app.budgets import MAX_SUBAGENT_DEPTH
 from agents_app.cancelling import run_cancel
 from agents_app.ending import run_finish
@@ -35,9 +44,10 @@ from tests.helpers import assert_audit_intact
 from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.tools import ask_researcher
-from toolhub import registry
+from toolhub import ToolSuspend, registry
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.models import CallStatus, ToolCall
+from toolhub.signals import call_suspended
 
 pytestmark = pytest.mark.django_db
 
@@ -87,11 +97,13 @@ def test_a_child_ending_while_its_parent_is_cancelled_does_not_deadlock(
             run.output = "child answer"
             run_finish(run, status=RunStatus.COMPLETED, stop_reason=StopReason.ANSWERED, now=timezone.now())
 
-    ending, ended = in_thread(end_child, "end-child")
-    assert locked.wait(15)
-    cancelling, cancelled = in_thread(lambda: run_cancel(run_id=parent.id, actor="operator:bob", reason="stop"))
-    for thread in (ending, cancelling):
-        thread.join(60)
+    # The settled call's wake-up of the parent is not sent: the parent would go on and end before it is cancelled.
+    with mock.patch.object(tasks.advance_run_task, "delay"):
+        ending, ended = in_thread(end_child, "end-child")
+        assert locked.wait(15)
+        cancelling, cancelled = in_thread(lambda: run_cancel(run_id=parent.id, actor="operator:bob", reason="stop"))
+        for thread in (ending, cancelling):
+            thread.join(60)
 
     assert ended == [None], ended
     assert cancelled == [True], cancelled
@@ -118,3 +130,68 @@ def test_a_subagent_nesting_deeper_than_the_tree_walks_is_refused_when_defined(d
         Subagent.of("deep", "Ask deep.", _Task, name="ask_deep_ca", limits=SubagentLimits(max_depth=depth))
 
     assert SubagentLimits(max_depth=MAX_SUBAGENT_DEPTH).max_depth == MAX_SUBAGENT_DEPTH
+
+
+def _start_then_cancel(real_start: Any) -> Any:
+    """``_start_child`` whose run is cancelled after it created the child, before the call is parked."""
+
+    def start_then_cancel(agent: str, tool_name: str, text: str, ctx: Any, limits: Any) -> Any:
+        try:
+            return real_start(agent, tool_name, text, ctx, limits)
+        except ToolSuspend:
+            assert run_cancel(run_id=ctx.run_id, actor="operator:bob", reason="changed my mind")
+            raise
+
+    return start_then_cancel
+
+
+def test_the_sweep_settles_a_subagent_call_whose_child_ended_while_its_suspension_went_unheard(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """Found: the worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver
+    (sent after the commit) left the call ``awaiting_result`` for ever when its child had already ended (its run
+    cancelled meanwhile): only that receiver settled it (``_settled_by_ended_child``), and the call never expires.
+
+    Expect: the periodic runs sweep settles it from the child's end (failed, naming the cancellation), once.
+    """
+    script = [
+        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
+        {"content": "never asked"},
+    ]
+    with (
+        registry.temporarily(ask_researcher),
+        mock.patch.object(subagents, "_start_child", _start_then_cancel(subagents._start_child)),
+        mock.patch.object(call_suspended, "send"),  # the worker died right after the suspension's commit
+    ):
+        make_agent(name="researcher", tools=[], script=[{"content": "child answer"}])
+        parent = start(make_agent(tools=["ask_researcher"], script=script), alice)
+    call = ToolCall.objects.get(run_id=parent.id)
+    assert call.status == CallStatus.AWAITING_RESULT
+
+    tasks.sweep_runs_task()
+
+    call.refresh_from_db()
+    assert call.status == CallStatus.FAILED, call.status
+    assert "did not finish: Cancelled by operator:bob" in call.error
+    assert subagents.subagent_calls_settle_ended() == 0
+    assert assert_audit_intact() > 0
+
+
+def test_the_sweep_starts_a_child_whose_start_went_unheard_and_its_answer_wakes_the_parent(
+    make_agent: MakeAgent, start: StartRun, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Checked (holds): a child run whose start was lost (no ``call_suspended``) is woken by the runs sweep.
+
+    Expect: the child runs, its answer settles the parent's call, and the parent finishes.
+    """
+    parent, child = _parent_with_a_child_not_started(make_agent, start, alice)
+    assert child.turn == 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.sweep_runs_task(idle_seconds=-60)
+
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert (child.status, parent.status) == (RunStatus.COMPLETED, RunStatus.COMPLETED)
+    call = ToolCall.objects.get(run_id=parent.id)
+    assert (call.status, call.result) == (CallStatus.SUCCEEDED, "child answer")
