@@ -72,6 +72,24 @@ def blackboard_put(
     ``sensitive`` keys (top level of a mapping) are replaced before anything is stored.
     """
     row = _run_row(run)
+    entry = _entry(row, name, value, kind=kind, produced_by_call=produced_by_call, sensitive=sensitive)
+    if not _stored(row, [entry]):
+        raise BlackboardError(
+            f"The run's blackboard is full ({MAX_ENTRIES_PER_RUN} entries); {entry.name!r} was not put."
+        )
+    return entry
+
+
+def _entry(
+    row: AgentRun,
+    name: str,
+    value: Any,
+    *,
+    kind: str,
+    produced_by_call: ToolCall | uuid.UUID | str | None,
+    sensitive: Iterable[str] = (),
+) -> BlackboardEntry:
+    """The entry ``blackboard_put`` stores (not saved), or why it cannot be one (``BlackboardError``)."""
     name, kind = _label(name, "name"), _label(kind, "kind")
     value = _redacted(value, frozenset(sensitive))
     try:
@@ -85,24 +103,34 @@ def blackboard_put(
     if size > MAX_VALUE_BYTES:
         raise BlackboardError(f"Blackboard value {name!r} is {size} bytes; at most {MAX_VALUE_BYTES} are kept.")
     call_id = produced_by_call.id if isinstance(produced_by_call, ToolCall) else produced_by_call
+    return BlackboardEntry(
+        run_id=row.id,
+        tenant=row.tenant,
+        name=name,
+        kind=kind,
+        value=value,
+        size=size,
+        produced_by_call_id=uuid.UUID(str(call_id)) if call_id else None,
+    )
+
+
+def _stored(row: AgentRun, entries: list[BlackboardEntry]) -> list[BlackboardEntry]:
+    """Store as many of ``entries`` as the board has room for, in order; return those stored.
+
+    One turn on the board for them all: a turn's artifacts, or a child's entries copied when it ends, cost the
+    same few statements however many there are.
+    """
+    if not entries:
+        return []
     with transaction.atomic():
         # Puts to one board take turns on its run's row until their transaction ends: children ending together,
         # or a turn's tools, would each count room for one more and all put. FOR NO KEY UPDATE: the entries'
         # foreign keys and readers do not wait, only other puts and the loop's step (which holds it already).
         list(AgentRun.objects.select_for_update(no_key=True).filter(id=row.id).values_list("id", flat=True))
-        if BlackboardEntry.objects.filter(run_id=row.id).count() >= MAX_ENTRIES_PER_RUN:
-            raise BlackboardError(
-                f"The run's blackboard is full ({MAX_ENTRIES_PER_RUN} entries); {name!r} was not put."
-            )
-        return BlackboardEntry.objects.create(
-            run_id=row.id,
-            tenant=row.tenant,
-            name=name,
-            kind=kind,
-            value=value,
-            size=size,
-            produced_by_call_id=uuid.UUID(str(call_id)) if call_id else None,
-        )
+        room = MAX_ENTRIES_PER_RUN - BlackboardEntry.objects.filter(run_id=row.id).count()
+        if room <= 0:
+            return []
+        return BlackboardEntry.objects.bulk_create(entries[:room])
 
 
 def blackboard_capture_calls(run: AgentRun, calls: Iterable[ToolCall]) -> list[BlackboardEntry]:
@@ -129,35 +157,41 @@ def blackboard_capture_calls(run: AgentRun, calls: Iterable[ToolCall]) -> list[B
             continue
         call = succeeded[artifact.call_id]
         try:
-            entries.append(
-                blackboard_put(
-                    run, artifact.name, _artifact_value(artifact), kind=call.tool_name, produced_by_call=call.id
-                )
-            )
+            value = _artifact_value(artifact)
+            entries.append(_entry(run, artifact.name, value, kind=call.tool_name, produced_by_call=call.id))
         except BlackboardError as exc:
             logger.warning("run %s: artifact of call %s not put on the blackboard: %s", run.id, call.id, exc)
-    return entries
+    return _stored_or_logged(run, entries, "artifacts of its calls")
 
 
 def blackboard_copy_to_parent(child: AgentRun) -> int:
     """Copy a child run's own entries to its parent's blackboard when the child ends (Embabel's derived board)."""
     if child.parent_run_id is None:
         return 0
-    copied = 0
-    for entry in BlackboardEntry.objects.filter(run_id=child.id):
+    parent = _run_row(child.parent_run_id)
+    entries = []
+    for entry in BlackboardEntry.objects.filter(run_id=child.id).order_by("created_at", "id"):
         try:
-            blackboard_put(
-                child.parent_run_id,
-                entry.name,
-                entry.value,
-                kind=entry.kind,
-                produced_by_call=entry.produced_by_call_id,
+            entries.append(
+                _entry(parent, entry.name, entry.value, kind=entry.kind, produced_by_call=entry.produced_by_call_id)
             )
         except BlackboardError as exc:
             logger.warning("run %s: entry %s not copied to the parent run: %s", child.id, entry.pk, exc)
-            continue
-        copied += 1
-    return copied
+    return len(_stored_or_logged(parent, entries, f"entries of its child run {child.id}"))
+
+
+def _stored_or_logged(row: AgentRun, entries: list[BlackboardEntry], what: str) -> list[BlackboardEntry]:
+    """``_stored``, with a warning naming how many of ``entries`` a full board refused."""
+    stored = _stored(row, entries)
+    if len(stored) < len(entries):
+        logger.warning(
+            "run %s: its blackboard is full (%s entries); %s of the %s not put",
+            row.id,
+            MAX_ENTRIES_PER_RUN,
+            len(entries) - len(stored),
+            what,
+        )
+    return stored
 
 
 def blackboard_entries(run: AgentRun) -> QuerySet[BlackboardEntry]:

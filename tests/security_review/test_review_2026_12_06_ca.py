@@ -12,13 +12,18 @@ Findings:
 2. ``SubagentLimits(max_depth=...)`` had no upper bound while the walks over a run's tree (its children's spending,
    a board's ancestors) stop at 32 levels: children deeper spent uncounted against their ancestors' budgets. A
    ``max_depth`` outside 1..``MAX_SUBAGENT_DEPTH`` (32) is refused when the tool is defined, with a clear message.
-3. A worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver left the call
+3. (Performance of bw's lock) each artifact of a turn was put on its own: a savepoint, the board's row lock, a count,
+   an insert and a release, 5 statements per artifact under the step's lock (1000 for 200 artifacts), and a child's
+   entries copied to its parent the same way (plus a read of the parent per entry). A turn's artifacts and a child's
+   entries now go on the board in one put: one lock, one count, one insert, whatever their number.
+4. A worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver left the call
    ``awaiting_result`` for ever when its child had already ended (its run cancelled while the call parked): only that
    receiver settled it. The runs sweep (``sweep_runs_task``) now settles such calls (``subagent_calls_settle_ended``).
 
 Checked and holds:
 - a child run whose start was lost (no ``call_suspended``) while its parent goes on is woken by the runs sweep
   (``runs_to_wake``: running, no step, no open call); its answer settles the call and wakes the parent;
+- a child's entries copied to a nearly full parent board fill it, oldest first, and the rest are logged;
 - ``_settled_by_ended_child`` and the sweep may meet on one call: both lock the parent, then the child, then the call,
   and ``subagent_run_ended`` settles only a call still ``awaiting_result``.
 """
@@ -29,15 +34,24 @@ from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pydantic import BaseModel
 
 from agents_app import subagents, tasks
+from agents_app.blackboard import (
+    MAX_ENTRIES_PER_RUN,
+    BlackboardError,
+    blackboard_capture_calls,
+    blackboard_copy_to_parent,
+    blackboard_put,
+)
 from agents_app.budgets import MAX_SUBAGENT_DEPTH
 from agents_app.cancelling import run_cancel
 from agents_app.ending import run_finish
-from agents_app.models import AgentRun, RunStatus, StopReason
+from agents_app.models import AgentRun, BlackboardEntry, RunStatus, StopReason
+from agents_app.services import agent_create
 from agents_app.steprows import locked_run
 from agents_app.subagents import Subagent, SubagentLimits
 from tests.helpers import assert_audit_intact
@@ -46,7 +60,7 @@ from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.tools import ask_researcher
 from toolhub import ToolSuspend, registry
 from toolhub.exceptions import ToolDefinitionError
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.signals import call_suspended
 
 pytestmark = pytest.mark.django_db
@@ -195,3 +209,60 @@ def test_the_sweep_starts_a_child_whose_start_went_unheard_and_its_answer_wakes_
     assert (child.status, parent.status) == (RunStatus.COMPLETED, RunStatus.COMPLETED)
     call = ToolCall.objects.get(run_id=parent.id)
     assert (call.status, call.result) == (CallStatus.SUCCEEDED, "child answer")
+
+
+def _queries_capturing(alice: User, artifacts: int) -> tuple[int, int]:
+    """The statements ``blackboard_capture_calls`` runs for a turn of ``artifacts`` calls each with an artifact."""
+    agent = agent_create(name=f"ca-{artifacts}", tenant="acme", provider="scripted", script=[], tools=[])
+    run = AgentRun.objects.create(agent=agent, user=alice, tenant="acme")
+    calls = []
+    for n in range(artifacts):
+        call = ToolCall.objects.create(tool_name="ca_tool", status=CallStatus.SUCCEEDED, tenant="acme", run_id=run.id)
+        ToolCallArtifact.objects.create(
+            call=call, name=f"a{n}.txt", media_type="text/plain", size=1, sha256="0" * 64, content=b"x"
+        )
+        calls.append(call)
+    with CaptureQueriesContext(connection) as queries:
+        blackboard_capture_calls(run, calls)
+    return len(queries), BlackboardEntry.objects.filter(run=run).count()
+
+
+def test_capturing_a_turns_artifacts_costs_the_same_statements_however_many_there_are(alice: User) -> None:
+    """Found: each artifact of a turn was put on its own (a savepoint, the board's row lock, a count, an insert, a
+    release): 5 statements per artifact under the step's lock (review bw's lock added 3), 1000 for 200 artifacts;
+    a child's end copied its entries to its parent the same way, after reading the parent's row for each.
+
+    Expect: the same statements for 3 artifacts as for 40, all of them on the board.
+    """
+    few, few_put = _queries_capturing(alice, 3)
+    many, many_put = _queries_capturing(alice, 40)
+
+    assert (few_put, many_put) == (3, 40)
+    assert many == few, (few, many)
+
+
+def test_a_childs_entries_copied_to_a_nearly_full_board_fill_it_and_the_rest_are_logged(
+    alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checked (holds, now in one put): a child's entries copied to its parent stop at the parent's cap.
+
+    Expect: the parent's board reaches its cap, oldest entries first; what was not put is logged.
+    """
+    agent = agent_create(name="ca-copy", tenant="acme", provider="scripted", script=[], tools=[])
+    parent = AgentRun.objects.create(agent=agent, user=alice, tenant="acme")
+    child = AgentRun.objects.create(agent=agent, user=alice, tenant="acme", parent_run=parent, depth=1)
+    BlackboardEntry.objects.bulk_create(
+        BlackboardEntry(run=parent, tenant="acme", name=f"p{n}", kind="Note", value=n, size=1)
+        for n in range(MAX_ENTRIES_PER_RUN - 2)
+    )
+    for n in range(5):
+        blackboard_put(child, f"c{n}", n, kind="Note")
+
+    assert blackboard_copy_to_parent(child) == 2
+
+    names = list(BlackboardEntry.objects.filter(run=parent, name__startswith="c").values_list("name", flat=True))
+    assert sorted(names) == ["c0", "c1"]
+    assert BlackboardEntry.objects.filter(run=parent).count() == MAX_ENTRIES_PER_RUN
+    assert "blackboard is full" in caplog.text
+    with pytest.raises(BlackboardError, match="full"):
+        blackboard_put(parent, "more", 1, kind="Note")
