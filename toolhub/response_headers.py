@@ -19,7 +19,7 @@ from typing import Any
 
 from csp.middleware import CSPMiddleware
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse
+from django.http import BadHeaderError, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
@@ -58,15 +58,26 @@ _HEADER_MIDDLEWARE = (CSPMiddleware, XFrameOptionsMiddleware, SecurityMiddleware
 
 
 def answer_headers(scope: Any, status: int, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """``headers`` of an ASGI answer (``status``) to ``scope`` with what Django's answers carry added (its own kept)."""
+    """``headers`` of an ASGI answer (``status``) to ``scope`` with what Django's answers carry added (its own kept).
+
+    It raises on nothing it is handed: on ``/mcp`` it runs at the answer's start, after the tool has run.
+    """
     decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
     stand_in = HttpResponse(status=status)
     del stand_in["Content-Type"]
     for name, value in decoded:
-        if name.lower() != "set-cookie":
+        if name.lower() == "set-cookie":
+            continue
+        try:
             stand_in[name] = value
+        except (BadHeaderError, UnicodeError):
+            # One Django would not write (a newline, a name past ASCII) is the server's to judge, as it is on any
+            # ASGI app's answer; raised here, the answer (a tool result that ran) was lost to a server error.
+            continue
     before = {name.lower(): value for name, value in stand_in.items()}
-    request = ASGIRequest(scope, io.BytesIO())
+    # No header depends on the query string, and Django reads one as UTF-8: a raw byte past it (a server may hand
+    # it on undecoded) raised here after the tool had run, where Django answers its own requests 400.
+    request = ASGIRequest({**scope, "query_string": b""}, io.BytesIO())
     for middleware in _HEADER_MIDDLEWARE:
         middleware(_unused).process_response(request, stand_in)
     stored_nowhere(stand_in)
