@@ -29,10 +29,20 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+from django.contrib.auth.models import User
 from django.test import override_settings
 
+from tests.posture.test_api_query_counts import Rows, read, rows
 from toolhub.asgi_body import bounded_body
+from toolhub.catalogue import tool_catalogue_sync
+from toolhub.models import Tenant, ToolGroup
 from toolhub.response_headers import with_answer_headers
+from toolhub.tools.definition import Tool
+from toolhub.tools.registry import registry
+from toolhub.withheld_names import withheld_label
+
+__all__ = ["rows"]  # the API query counts' fixture, used here
 
 
 def _run(app: Any, scope: dict[str, Any], sent: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -155,3 +165,46 @@ def test_mcp_answers_stream_keep_their_cookies_and_carry_hsts_over_https() -> No
     assert _headers(sent[0])["strict-transport-security"] == "max-age=3600"
     assert "strict-transport-security" not in _headers(plain[0])
     assert sent[1:] == plain[1:]
+
+
+def _grouped(note: str) -> str:
+    """A tool of a group of its own."""
+    return note
+
+
+def _grouped_tools(rows: Rows, count: int) -> None:
+    """``count`` tools, each in a group of its own with a row: every other one's rules name only globex."""
+    added = []
+    for number in rows.top_up("grouped", count):
+        name = f"zz_grouped_{number:03}"
+        rules = [{"tenants": ["globex"]}] if number % 2 else []
+        ToolGroup.objects.create(name=f"{name}_group", activation_rules=rules)
+        added.append(Tool.from_function(_grouped, name=name, group=f"{name}_group"))
+    rows.stack.enter_context(registry.temporarily(*added))
+    tool_catalogue_sync()
+
+
+@pytest.mark.django_db
+def test_the_catalogue_names_groups_at_one_cost_for_many_tools_and_groups(
+    rows: Rows, operator: User, tenant: Tenant
+) -> None:
+    """Holds (no finding): GET /api/v1/tools/ naming each tool's group as acme's operator reads it costs as many
+    queries for 8 tools in 8 groups as for 2, cold and warm; ``?group=`` with a withheld name answers as one no tool
+    has."""
+    # given / when
+    _grouped_tools(rows, 2)
+    few, few_sql = read(operator, "/api/v1/tools/?page_size=500", tenant)
+    _grouped_tools(rows, 8)
+    more, more_sql = read(operator, "/api/v1/tools/?page_size=500", tenant)
+    withheld, _ = read(operator, "/api/v1/tools/?group=zz_grouped_001_group", tenant)
+    unknown, _ = read(operator, "/api/v1/tools/?group=zz_no_such_group", tenant)
+    visible, _ = read(operator, "/api/v1/tools/?group=zz_grouped_000_group", tenant)
+    # then
+    groups = {tool["name"]: tool["group"] for tool in more["results"] if tool["name"].startswith("zz_grouped_")}
+    assert len(groups) == 8
+    assert groups["zz_grouped_000"] == "zz_grouped_000_group"
+    assert groups["zz_grouped_001"] == withheld_label(ToolGroup)
+    for cache in ("cold", "warm"):
+        assert len(more_sql[cache]) == len(few_sql[cache]), "\n".join(more_sql[cache])
+    assert withheld == unknown and withheld["results"] == []
+    assert [tool["name"] for tool in visible["results"]] == ["zz_grouped_000"]
