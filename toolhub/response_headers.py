@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from csp.middleware import CSPMiddleware
+from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
-from django.http import BadHeaderError, HttpRequest, HttpResponse
+from django.http import BadHeaderError, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.http.response import HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
@@ -75,9 +76,7 @@ def answer_headers(scope: Any, status: int, headers: list[tuple[bytes, bytes]]) 
             # ASGI app's answer; raised here, the answer (a tool result that ran) was lost to a server error.
             continue
     before = {name.lower(): value for name, value in stand_in.items()}
-    # No header depends on the query string, and Django reads one as UTF-8: a raw byte past it (a server may hand
-    # it on undecoded) raised here after the tool had run, where Django answers its own requests 400.
-    request = ASGIRequest({**scope, "query_string": b""}, io.BytesIO())
+    request = _stand_in_request(scope)
     for middleware in _HEADER_MIDDLEWARE:
         middleware(_unused).process_response(request, stand_in)
     stored_nowhere(stand_in)
@@ -87,9 +86,21 @@ def answer_headers(scope: Any, status: int, headers: list[tuple[bytes, bytes]]) 
 
 
 def with_answer_headers(app: Any) -> Any:
-    """The ASGI ``app`` whose HTTP answers carry the headers Django's do (:func:`answer_headers`)."""
+    """The ASGI ``app`` whose HTTP answers carry the headers Django's do (:func:`answer_headers`).
+
+    A request Django's ``SecurityMiddleware`` answers itself is answered so here too, ``app`` never reached: plain HTTP
+    when ``SECURE_SSL_REDIRECT`` is set is redirected to HTTPS (the query string left out: ``/mcp`` takes none).
+    """
 
     async def application(scope: Any, receive: Any, send: Any) -> None:
+        refusal = _security_answer(scope) if scope["type"] == "http" else None
+        if refusal is not None:
+            headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in refusal.items()]
+            start = {"type": "http.response.start", "status": refusal.status_code, "headers": headers}
+            await send({**start, "headers": answer_headers(scope, refusal.status_code, headers)})
+            await send({"type": "http.response.body", "body": refusal.content})
+            return
+
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 message = {
@@ -101,3 +112,23 @@ def with_answer_headers(app: Any) -> Any:
         await app(scope, receive, send_with_headers)
 
     return application
+
+
+def _security_answer(scope: Any) -> HttpResponse | None:
+    """What ``SecurityMiddleware`` answers ``scope`` before any view (a redirect to HTTPS), or ``None``.
+
+    A host Django refuses there is answered 400, as Django's own handler answers one.
+    """
+    try:
+        return SecurityMiddleware(_unused).process_request(_stand_in_request(scope))
+    except DisallowedHost:
+        return HttpResponseBadRequest()
+
+
+def _stand_in_request(scope: Any) -> ASGIRequest:
+    """A request standing in for ``scope`` to the header middleware.
+
+    No header depends on the query string, and Django reads one as UTF-8: a raw byte past it (a server may hand it on
+    undecoded) raised here after the tool had run, where Django answers its own requests 400.
+    """
+    return ASGIRequest({**scope, "query_string": b""}, io.BytesIO())

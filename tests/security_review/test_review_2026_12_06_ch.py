@@ -8,6 +8,9 @@ Findings (fixed):
    ``/mcp`` that was at the answer's start, after the tool had run: its result was lost to a server error; the body
    bound's 413 crashed the same way. The stand-in request no longer reads the query string (no header depends on
    it) and a header the stand-in refuses is passed on as it came, the server's to judge.
+2. ``/mcp`` ignored ``SECURE_SSL_REDIRECT`` (on by default in production): Django redirected plain HTTP to HTTPS,
+   ``/mcp`` ran tool calls sent over plain HTTP and answered their results in clear. ``with_answer_headers`` now
+   answers what Django's ``SecurityMiddleware`` answers before any view (the 301 to HTTPS), the MCP app not reached.
 
 Checked and holding: ``/mcp``'s event stream is not buffered (each body message is passed on as sent, unchanged,
 and only ``http.response.start`` is touched: the cost is one stand-in per answer, not per message); several
@@ -149,6 +152,27 @@ def test_the_body_bounds_refusal_answers_a_query_string_django_cannot_read() -> 
     assert sent[0]["status"] == 413
     assert _headers(sent[0])["x-content-type-options"] == "nosniff"
     assert _stored_nowhere(_headers(sent[0])["cache-control"])
+
+
+@override_settings(SECURE_SSL_REDIRECT=True)
+def test_mcp_over_plain_http_is_redirected_to_https_as_djangos_pages_are() -> None:
+    """Found: with ``SECURE_SSL_REDIRECT`` (production's default) Django redirected plain HTTP to HTTPS, but ``/mcp``
+    (the Starlette app beside Django) ran the tool call and answered its result over plain HTTP. Expect: the same 301
+    to HTTPS Django answers, with its headers, the MCP app never reached; over HTTPS the call answered as before."""
+    reached: list[str] = []
+
+    def mcp(scope: Any, receive: Any, send: Any) -> Any:
+        reached.append(scope["scheme"])
+        return _tool_result(STREAM)(scope, receive, send)
+
+    # when
+    plain = _run(with_answer_headers(mcp), _scope())
+    secure = _run(with_answer_headers(mcp), _scope(scheme="https"))
+    # then
+    assert plain[0]["status"] == 301 and _headers(plain[0])["location"] == "https://testserver/mcp"
+    assert _headers(plain[0])["x-content-type-options"] == "nosniff"
+    assert reached == ["https"]
+    assert secure[0]["status"] == 200 and b'"result": 1' in secure[1]["body"]
 
 
 @override_settings(SECURE_HSTS_SECONDS=3600)
