@@ -168,9 +168,11 @@ def test_mcp_over_plain_http_is_redirected_to_https_as_djangos_pages_are() -> No
     # when
     plain = _run(with_answer_headers(mcp), _scope())
     secure = _run(with_answer_headers(mcp), _scope(scheme="https"))
+    stranger = _run(with_answer_headers(mcp), {**_scope(), "headers": [(b"host", b"evil.example")]})
     # then
     assert plain[0]["status"] == 301 and _headers(plain[0])["location"] == "https://testserver/mcp"
     assert _headers(plain[0])["x-content-type-options"] == "nosniff"
+    assert stranger[0]["status"] == 400  # a host Django refuses is not redirected to (Django answers it 400)
     assert reached == ["https"]
     assert secure[0]["status"] == 200 and b'"result": 1' in secure[1]["body"]
 
