@@ -34,6 +34,7 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import DatabaseError, transaction
 from django.db.models import Model, Q
 
 from toolhub.conf import toolhub_settings
@@ -318,6 +319,23 @@ def check_app_roles(app_configs: Any = None, databases: Any = None, **kwargs: An
 
     found: list[CheckMessage] = []
     for alias in databases or []:
+        try:
+            with transaction.atomic(using=alias):  # a savepoint: a refused read leaves the connection usable
+                exposed_roles, unmarked_roles = db_app_roles_exposed(alias), db_app_roles_unmarked(alias)
+        except DatabaseError as error:
+            # ``migrate`` runs the checks first: a role that may not read the catalogs must still migrate.
+            refused = str(
+                getattr(getattr(error.__cause__, "diag", None), "message_primary", "") or type(error).__name__
+            )
+            found.append(
+                Warning(
+                    f"The application roles of database {alias!r} could not be checked: {refused[:200]}.",
+                    hint=f"Run `manage.py check --database {alias}` as the owner of the tables (or a role that may "
+                    "read pg_default_acl and role comments) to check them.",
+                    id="toolhub.W008",
+                )
+            )
+            continue
         found += [
             Warning(
                 f"{exposed} (database {alias!r}).",
@@ -325,7 +343,7 @@ def check_app_roles(app_configs: Any = None, databases: Any = None, **kwargs: An
                 "grants on the audit tables: revoke the membership (or the rights) as the owner.",
                 id="toolhub.W008",
             )
-            for exposed in db_app_roles_exposed(alias)
+            for exposed in exposed_roles
         ]
         found += [
             Warning(
@@ -335,7 +353,7 @@ def check_app_roles(app_configs: Any = None, databases: Any = None, **kwargs: An
                 "(not toolhub), add toolhub.W009 to SILENCED_SYSTEM_CHECKS.",
                 id="toolhub.W009",
             )
-            for role in db_app_roles_unmarked(alias)
+            for role in unmarked_roles
         ]
     return found
 
