@@ -127,13 +127,12 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
                 )
             # A role that may create roles could make itself a member of the owner.
             cursor.execute(f"ALTER ROLE {name} LOGIN NOCREATEDB NOCREATEROLE")
-        for what, owner in guarded:
-            cursor.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", [role, owner])
-            if cursor.fetchone()[0]:
-                raise DatabaseRoleError(
-                    f"Role {role!r} is a member of the owner {owner!r}{f' of {what}' if what else ''} and could "
-                    f"act as it: REVOKE {owner} FROM {role}."
-                )
+        if memberships := _owners_of_guards(cursor, role, guarded):
+            what, owner = memberships[0]
+            raise DatabaseRoleError(
+                f"Role {role!r} is a member of the owner {owner!r}{f' of {what}' if what else ''} and could "
+                f"act as it: REVOKE {_quoted(cursor, owner)} FROM {_quoted(cursor, role)}."
+            )
         if password:
             # Only the SCRAM verifier leaves this process, so no log or statement history holds the password.
             verifier = connection.connection.pgconn.encrypt_password(password.encode(), role.encode(), b"scram-sha-256")
@@ -256,13 +255,18 @@ _MAX_NAMED = 5
 
 
 def _beyond_appending(cursor: CursorWrapper, schema: str, role: str) -> str:
-    """What ``role`` may do on the audit tables beyond ``APPEND_ONLY_PRIVILEGES``, and through which roles; or "".
+    """What ``role`` may do to the audit tables beyond ``APPEND_ONLY_PRIVILEGES``, and through which roles; or "".
 
     Every role it is a member of counts (itself, PUBLIC, the roles it inherits from and those it may ``SET ROLE``
     to), with their own memberships and predefined roles (``pg_write_all_data``), superusers and owners: it may act
     as any of them. TRIGGER would let it add a trigger that drops or rewrites what is appended; REFERENCES, a key
-    that blocks it. UPDATE counts on a column an append does not move.
+    that blocks it. UPDATE counts on a column an append does not move. Owning a trigger function or the schema needs
+    no right on a table: its owner may replace the guard's body or drop the tables. A superuser is a member of every
+    role and bound by no right: it is named as one. Role names are quoted as SQL takes them (the REVOKE to run).
     """
+    cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [role])
+    if any(superuser for (superuser,) in cursor.fetchall()):
+        return f"{role!r} is a superuser, which no right binds (ALTER ROLE {_quoted(cursor, role)} NOSUPERUSER)"
     moved = [f"{table}.{column}" for table, columns in APPEND_COLUMNS.items() for column in columns]
     cursor.execute(
         "SELECT c.relname, m.rolname, array_agg(DISTINCT x.p ORDER BY x.p) FROM pg_roles m "
@@ -277,22 +281,45 @@ def _beyond_appending(cursor: CursorWrapper, schema: str, role: str) -> str:
         [moved, schema, list(APPEND_ONLY_PRIVILEGES), role],
     )
     rows = cursor.fetchall()
-    if not rows:
+    owning = _owners_of_guards(cursor, role, _audit_owners(cursor, schema))
+    if not rows and not owning:
         return ""
     excess: dict[str, set[str]] = {}
     for table, _, privileges in rows:
         excess.setdefault(table, set()).update(privileges)
-    lenders = sorted({lender for _, lender, _ in rows if lender != role})
-    what = "; ".join(f"{', '.join(sorted(privileges))} on {table}" for table, privileges in excess.items())
+    done = [f"{', '.join(sorted(privileges))} on {table}" for table, privileges in excess.items()]
+    done += [f"replace or drop {what} as its owner" for what, _ in owning[:_MAX_NAMED]]
+    what = "; ".join(done) + (f" and {len(owning) - _MAX_NAMED} more" if len(owning) > _MAX_NAMED else "")
+    lenders = sorted({lender for _, lender, _ in rows if lender != role} | {owner for _, owner in owning})
     if not lenders:
         return f"{role!r} may {what} beyond appending, by its own or PUBLIC's grants"
-    named = ", ".join(lenders[:_MAX_NAMED]) + (
-        f" and {len(lenders) - _MAX_NAMED} more" if len(lenders) > _MAX_NAMED else ""
+    quoted = [_quoted(cursor, lender) for lender in lenders]
+    named = ", ".join(quoted[:_MAX_NAMED]) + (
+        f" and {len(quoted) - _MAX_NAMED} more" if len(quoted) > _MAX_NAMED else ""
     )
     return (
         f"{role!r} may {what} beyond appending, as a member of {named} "
-        f"(REVOKE {lenders[0]} FROM {role}, or take those rights from {lenders[0]})"
+        f"(REVOKE {quoted[0]} FROM {_quoted(cursor, role)}, or take those rights from {quoted[0]})"
     )
+
+
+def _owners_of_guards(cursor: CursorWrapper, role: str, owned: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (what, owner) pairs of ``owned`` whose owner ``role`` is a member of (or is), so may act as."""
+    if not owned:
+        return []
+    cursor.execute(
+        "SELECT o FROM unnest(%s::text[]) o WHERE pg_has_role(%s, o::name, 'MEMBER')",
+        [sorted({owner for _, owner in owned}), role],
+    )
+    members = {owner for (owner,) in cursor.fetchall()}
+    return [(what, owner) for what, owner in owned if owner in members]
+
+
+def _quoted(cursor: CursorWrapper, role: str) -> str:
+    """``role`` as SQL names it (``"ETL writer"``): a name put in a statement to run is copied as it stands."""
+    cursor.execute("SELECT quote_ident(%s)", [role])
+    quoted: str = cursor.fetchone()[0]
+    return quoted
 
 
 def _narrow_audit_rights(cursor: CursorWrapper, schema: str) -> None:
