@@ -15,11 +15,12 @@ checks name a marked role made such a member later (``db_app_roles_exposed``) an
 (``db_app_roles_unmarked``).
 """
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from toolhub.exceptions import ToolhubError
@@ -53,6 +54,8 @@ APPEND_ONLY_PRIVILEGES: dict[str, str] = {
 }
 DATA_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
 SEQUENCE_PRIVILEGES = "USAGE, SELECT"
+
+logger = logging.getLogger(__name__)
 
 _ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -169,7 +172,8 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
     (``APP_ROLE_MARK``) and set up here (holding the data rights as default privileges of an audit table's owner
     in this schema) get their rights again, so a DBA's role with the same defaults keeps what the DBA gave it.
     Not PostgreSQL: nothing is done. Only grants and revokes run (no role is created or altered), so it is
-    idempotent; the role checks stay with ``db_app_role_ensure``. Returns the roles granted.
+    idempotent; the role checks stay with ``db_app_role_ensure``. A role that may not read the default privileges
+    (or role comments) still narrows, but grants nothing, logging why. Returns the roles granted.
     """
     connection = connections[using]
     if connection.vendor != "postgresql":
@@ -179,7 +183,14 @@ def db_app_roles_refresh(using: str = "default") -> list[str]:
         current, database, schema = cursor.fetchone()
         _narrow_audit_rights(cursor, schema)
         owners = sorted({owner for what, owner in _audit_owners(cursor, schema) if what.startswith("table ")})
-        roles = [role for role in _set_up_roles(cursor, schema, owners or [current], marked=True) if role != current]
+        try:
+            with transaction.atomic(using=using):  # a savepoint: what was narrowed stays narrowed
+                set_up = _set_up_roles(cursor, schema, owners or [current], marked=True)
+        except DatabaseError:
+            # Migrations already applied must not fail on it; the system check says the roles went unchecked.
+            logger.warning("Application roles not granted again: the catalogs could not be read", exc_info=True)
+            return []
+        roles = [role for role in set_up if role != current]
         # The defaults are there (with the comment, they mark the roles); renewing them needs membership in their owner.
         cursor.execute("SELECT o FROM unnest(%s::text[]) o WHERE pg_has_role(current_user, o, 'USAGE')", [owners])
         renewable = [owner for (owner,) in cursor.fetchall()]

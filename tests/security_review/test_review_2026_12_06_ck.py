@@ -13,7 +13,8 @@ Findings (each fails on 3b32380, passes with the fix):
    names are quoted as SQL takes them.
 4. A role running ``migrate`` (or ``check --database``) that may not read ``pg_default_acl`` (or role comments)
    crashed the checks, so ``migrate`` did not start, and left the connection's transaction aborted: the check now
-   warns that the roles could not be checked, in a savepoint.
+   warns that the roles could not be checked, in a savepoint. Its ``post_migrate`` refresh failed the same way,
+   after the migrations were applied: it now keeps its narrowing and skips the grants, logging why.
 
 Checked and holds:
 - a role granted ``pg_read_all_data`` only is not named; a right PUBLIC holds is named ("by its own or PUBLIC's
@@ -233,3 +234,24 @@ def test_a_slot_outlives_either_wait_whatever_the_settings(rest: float, mcp: flo
     assert life >= max(rest, mcp) + _SLOT_SPARE_SECONDS > 0
     with pytest.raises(ValueError):
         ToolhubSettings(MCP_CALL_WAIT_SECONDS=-0.5)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_refresh_after_migrate_by_a_role_that_may_not_read_default_privileges_does_not_fail_migrate() -> None:
+    """Found: ``migrate`` run by a role that may not read ``pg_default_acl`` failed in its ``post_migrate`` refresh
+    (``permission denied``), after its migrations were applied. Expect: the narrowing done, the renewal of grants
+    skipped with a logged warning (``toolhub.W008`` says the roles could not be checked), ``migrate`` ends."""
+    from toolhub.dbroles import db_app_roles_refresh
+
+    reader = _role("reader")
+    _run(
+        f"CREATE ROLE {reader} NOLOGIN", "REVOKE SELECT ON pg_catalog.pg_default_acl FROM PUBLIC", f"SET ROLE {reader}"
+    )
+    try:
+        assert db_app_roles_refresh() == []
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_user")
+            assert cursor.fetchone()[0] == reader
+    finally:
+        _run("RESET ROLE")
