@@ -19,6 +19,9 @@ Findings (each fails on 3b32380, passes with the fix):
 Checked and holds:
 - a role granted ``pg_read_all_data`` only is not named; a right PUBLIC holds is named ("by its own or PUBLIC's
   grants"); a NOINHERIT member of the tables' owner is named (it may ``SET ROLE``);
+- run as the application role itself (the web processes' connection), the checks read what they need and name it
+  as the owner's run would; the command, ``migrate``'s refresh and the checks all read ``current_schema()`` of the
+  same connection, where Django creates the tables, so another search_path moves all of them together;
 - cost: ``_beyond_appending`` on a cluster with 5000 roles and 3000 more tables took 8 ms per marked role
   (``pg_class`` is reached by its name index, four rows; ``pg_has_role`` filters ``pg_authid`` once per table);
 - messages are bounded (four tables, five privileges, at most five roles named and a count) and hold role and table
@@ -255,3 +258,23 @@ def test_the_refresh_after_migrate_by_a_role_that_may_not_read_default_privilege
             assert cursor.fetchone()[0] == reader
     finally:
         _run("RESET ROLE")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_checks_run_as_the_application_role_itself_name_it_as_the_owner_would() -> None:
+    """Found: nothing (holds).
+    Expect: ``check --database`` run as the application role (the web processes' connection) reads what it needs: the
+    role is not named while append-only, and named once a membership lends it more."""
+    role = _app_role()
+    _run(f"SET ROLE {role}")
+    try:
+        assert _named(role) == []
+    finally:
+        _run("RESET ROLE")
+    _run(f"GRANT pg_write_all_data TO {role}", f"SET ROLE {role}")
+    try:
+        (message,) = _named(role)
+    finally:
+        _run("RESET ROLE")
+    assert f"as a member of pg_write_all_data (REVOKE pg_write_all_data FROM {role}" in message
