@@ -28,7 +28,7 @@ class PausedAgentRun(models.Model):
     #: The toolhub calls (ids as text) of the run's interruptions, in the SDK's order.
     call_ids = models.JSONField(default=list)
     status = models.CharField(max_length=20, choices=PausedRunStatus.choices, default=PausedRunStatus.PAUSED)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
