@@ -14,6 +14,11 @@ Findings:
    counted the whole table (Django's paginator) and fetched every listed row's stored ``RunState`` (the SDK run's
    conversation, never shown). Now ``created_at`` is indexed (migration ``0002``) and the list is a
    ``LeanChangeListMixin`` list fetching only the columns it shows, counted within a bound.
+3. A resume whose SDK run failed gave the paused run back (``paused_run_release``: ``resumed`` to ``paused``) with
+   nothing in the trail: each call's chain read ``openai_agents.resumed`` for a run that did not go on, and a second
+   resume wrote a second ``resumed`` with no step between (a transition without its audit event, against the
+   pipeline's rule). Now the release writes ``openai_agents.released`` (by the run's user) in each call's chain, in
+   the same transaction as the row's move, and only when the row moved.
 
 Checked and holding (probed or read, no test here):
 - ``paused_run_claim`` reads only the user's own paused run within their tenants and their standing
@@ -38,16 +43,24 @@ Checked and holding (probed or read, no test here):
   and ``?call_ids__...`` JSON lookups are 400); the stored conversation is not shown.
 """
 
+import json
+from collections.abc import Iterator
+
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
 
+from approvals.models import ApprovalRequest
+from tests.interop.openai_agents.test_openai_agents_adapter import NO_TRACING, agent_for, run
 from tests.tenancy.conftest import make_user
+from tests.unit.fake_openai import FakeModel, completion, serve
+from toolhub.adapters.openai_agents import resume_governed, run_governed
 from toolhub.adapters.openai_agents.models import PausedAgentRun
 from toolhub.admin_indexes import sorts_on_index
-from toolhub.models import Tenant
+from toolhub.models import AuditEvent, Tenant, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +118,36 @@ def test_paused_runs_list_sorts_on_an_index_and_reads_no_stored_state(
     assert page.status_code == 200 and str(paused.pk) in page.content.decode()
     assert not [q["sql"] for q in queries if '"state"' in q["sql"]]
     assert 'href="?o=5"' in page.content.decode()  # the created column's header sorts (on its index)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeModel]:
+    with serve(FakeModel()) as model:
+        yield model
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_resume_giving_the_run_back_is_in_each_calls_trail(
+    fake: FakeModel, alice: User, operator_client: APIClient
+) -> None:
+    """Found: a failed resume's release (``resumed`` back to ``paused``) wrote no event: the trail read "resumed"
+    twice for one run that went on once. Expect: resumed, released (by alice), resumed, in the call's chain.
+    """
+    arguments = json.dumps({"note": "once"})
+    fake.queue(completion(tool_calls=[{"id": "call_1", "name": "risky_effect", "arguments": arguments}]))
+    agent = agent_for(fake, alice, "risky_effect")
+    outcome = run(run_governed(agent, "go", user=alice, run_config=NO_TRACING))
+    assert outcome.paused is not None
+    operator_client.post(f"/api/v1/approvals/{ApprovalRequest.objects.get().pk}/approve/", {}, format="json")
+    with pytest.raises(Exception, match="no reply queued"):
+        run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING))
+    fake.queue(completion(content="Finally."))
+    assert run(resume_governed(outcome.paused.pk, agent, user=alice, run_config=NO_TRACING)).final_output == "Finally."
+
+    events = AuditEvent.objects.filter(call_id=ToolCall.objects.get().pk, event_type__startswith="openai_agents.")
+    assert list(events.order_by("seq").values_list("event_type", "actor")) == [
+        ("openai_agents.paused", "user:alice"),
+        ("openai_agents.resumed", "user:alice"),
+        ("openai_agents.released", "user:alice"),
+        ("openai_agents.resumed", "user:alice"),
+    ]

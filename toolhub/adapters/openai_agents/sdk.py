@@ -177,7 +177,7 @@ async def resume_governed(
     try:
         result = await Runner.run(agent, state, **_traced_without_data(runner_options))
     except BaseException:
-        await sync_to_async(paused_run_release)(paused_run_id=paused.pk)
+        await sync_to_async(paused_run_release)(paused_run_id=paused.pk, user=user)
         raise
     return await _outcome(result, agent=agent, user=user, tenant=paused.tenant or None, run_key=paused.run_key)
 

@@ -257,14 +257,23 @@ def paused_run_claim(
     return run, decisions
 
 
-def paused_run_release(*, paused_run_id: uuid.UUID | str) -> bool:
+@transaction.atomic
+def paused_run_release(*, paused_run_id: uuid.UUID | str, user: AbstractBaseUser) -> bool:
     """Give a claimed run back (its resumed SDK run failed before finishing), so it can be resumed again.
 
     Safe to repeat: the decided calls keep their toolhub ids, so a second resume reads the same calls'
-    results and runs nothing twice.
+    results and runs nothing twice. Each call's chain records the release (``openai_agents.released``, by the
+    run's user) as it records the claim: its ``openai_agents.resumed`` no longer stands for a run that went on.
     """
-    return bool(
-        PausedAgentRun.objects.filter(pk=paused_run_id, status=PausedRunStatus.RESUMED).update(
-            status=PausedRunStatus.PAUSED, resumed_at=None
+    run = PausedAgentRun.objects.select_for_update().filter(pk=paused_run_id, status=PausedRunStatus.RESUMED).first()
+    if run is None:
+        return False
+    PausedAgentRun.objects.filter(pk=run.pk).update(status=PausedRunStatus.PAUSED, resumed_at=None)
+    for call in ToolCall.objects.filter(pk__in=run.call_ids, tenant=run.tenant).order_by("created_at", "id"):
+        audit_call_event(
+            call,
+            "openai_agents.released",
+            actor=f"user:{user.get_username()}",
+            data={"paused_run": str(run.pk)},
         )
-    )
+    return True
