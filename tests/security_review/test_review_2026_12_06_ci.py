@@ -19,6 +19,12 @@ Findings:
    resume wrote a second ``resumed`` with no step between (a transition without its audit event, against the
    pipeline's rule). Now the release writes ``openai_agents.released`` (by the run's user) in each call's chain, in
    the same transaction as the row's move, and only when the row moved.
+4. An SDK run interrupted on a toolhub call and on a tool that is not toolhub's (an SDK ``function_tool`` with
+   ``needs_approval``) was refused (``AdapterError``: "Only toolhub tools can pause a governed run") and not stored,
+   but its toolhub call, requested when the SDK asked ``needs_approval``, stayed held on the approval desk: an
+   operator approving it ran it (a side effect) for a run nobody could resume, its result read by no model. Now the
+   refusal withdraws the run's held calls first (``paused_run_refused``: ``tool_call_cancel`` by the run's user, its
+   request ``cancelled``, audited); a call decided meanwhile is left as decided.
 
 Checked and holding (probed or read, no test here):
 - ``paused_run_claim`` reads only the user's own paused run within their tenants and their standing
@@ -59,8 +65,9 @@ from tests.tenancy.conftest import make_user
 from tests.unit.fake_openai import FakeModel, completion, serve
 from toolhub.adapters.openai_agents import resume_governed, run_governed
 from toolhub.adapters.openai_agents.models import PausedAgentRun
+from toolhub.adapters.openai_agents.store import AdapterError
 from toolhub.admin_indexes import sorts_on_index
-from toolhub.models import AuditEvent, Tenant, ToolCall
+from toolhub.models import AuditEvent, CallStatus, Tenant, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -151,3 +158,33 @@ def test_a_failed_resume_giving_the_run_back_is_in_each_calls_trail(
         ("openai_agents.released", "user:alice"),
         ("openai_agents.resumed", "user:alice"),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_refused_for_a_foreign_interruption_leaves_no_call_held(fake: FakeModel, alice: User) -> None:
+    """Found: a run that paused on a toolhub call and on an SDK-only tool was refused and not stored, its toolhub
+    call left pending on the desk (an approval would run it for a run nobody resumes).
+    Expect: the refusal withdraws the held call (cancelled, its request too); nothing ran.
+    """
+    from agents import function_tool
+
+    @function_tool(needs_approval=True)
+    def outside(note: str) -> str:
+        """A tool of the SDK's own, not toolhub's."""
+        return note
+
+    calls = [
+        {"id": "call_1", "name": "risky_effect", "arguments": json.dumps({"note": "held"})},
+        {"id": "call_2", "name": "outside", "arguments": json.dumps({"note": "mine"})},
+    ]
+    fake.queue(completion(tool_calls=calls))
+    agent = agent_for(fake, alice, "risky_effect")
+    agent.tools.append(outside)
+
+    with pytest.raises(AdapterError, match="Only toolhub tools can pause a governed run"):
+        run(run_governed(agent, "go", user=alice, run_config=NO_TRACING))
+
+    call = ToolCall.objects.get()
+    assert call.status == CallStatus.CANCELLED
+    assert ApprovalRequest.objects.get(call=call).status == "cancelled"
+    assert not PausedAgentRun.objects.exists()

@@ -39,6 +39,7 @@ from .store import (
     governed_call_result,
     paused_run_claim,
     paused_run_create,
+    paused_run_refused,
     paused_run_release,
     redacted_state,
 )
@@ -198,7 +199,11 @@ async def _outcome(
     known = await sync_to_async(registry.names)()  # remote MCP tools come from the database
     foreign = sorted({item.tool_name for item in items} - set(known))
     if foreign:
-        raise AdapterError(f"Only toolhub tools can pause a governed run; not toolhub's: {', '.join(foreign)[:300]}.")
+        refused = f"Only toolhub tools can pause a governed run; not toolhub's: {', '.join(foreign)[:300]}."
+        await sync_to_async(paused_run_refused)(
+            user=user, tenant=tenant, run_key=run_key, items=items, reason=f"The run was not stored. {refused}"[:500]
+        )
+        raise AdapterError(f"{refused} Its toolhub calls held for approval were withdrawn.")
     state = _kept_state(result.to_state().to_json())
     paused = await sync_to_async(paused_run_create)(
         user=user, tenant=tenant, run_key=run_key, agent_name=agent.name, state=state, items=items, client=_CLIENT

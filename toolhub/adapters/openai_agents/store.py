@@ -22,6 +22,7 @@ from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
+from toolhub.waiting import CallNotWithdrawableError, tool_call_cancel
 
 from .models import PausedAgentRun, PausedRunStatus
 
@@ -36,6 +37,7 @@ __all__ = [
     "paused_run_create",
     "paused_run_claim",
     "paused_run_release",
+    "paused_run_refused",
     "paused_runs_ready",
     "redacted_state",
 ]
@@ -170,6 +172,26 @@ def paused_run_create(
             data={"paused_run": str(paused.pk), "agent": paused.agent_name},
         )
     return paused
+
+
+def paused_run_refused(
+    *, user: AbstractBaseUser, tenant: str | None, run_key: str, items: Sequence[PendingItem], reason: str
+) -> None:
+    """Withdraw the held toolhub calls of an interrupted run that is not stored (nothing will ever resume it).
+
+    Asking the SDK's ``needs_approval`` requested them, so they wait on the approval desk: approved, one would run
+    for a run nobody resumes, its result read by no model. Each is cancelled by the run's user with ``reason``
+    (``tool_call_cancel``: its approval request ends ``cancelled``, audited); a call decided meanwhile is left.
+    """
+    principal = caller_principal(user, tenant=tenant)
+    for item in items:
+        call = _own_call(governed_call_id(run_key, item.sdk_call_id), principal, item.tool_name)
+        if call is None or call.status != CallStatus.PENDING_APPROVAL:
+            continue
+        try:
+            tool_call_cancel(call=call, actor=f"user:{user.get_username()}", reason=reason, reader=user)
+        except CallNotWithdrawableError:
+            continue  # decided meanwhile: the operator's decision stands
 
 
 def redacted_state(state: Any) -> Any:
