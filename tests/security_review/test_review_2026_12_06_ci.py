@@ -46,7 +46,10 @@ Checked and holding (probed or read, no test here):
 - Every adapter call is a ``direct_call_request`` (the pipeline's audit events, client ``openai-agents``); pause and
   resume add ``openai_agents.paused``/``openai_agents.resumed`` to each call's chain, by the run's user.
 - The admin's paused runs are read-only and per tenant (``TenantScopedAdmin``, ``GuardedLookups``: ``?state__...``
-  and ``?call_ids__...`` JSON lookups are 400); the stored conversation is not shown.
+  and ``?call_ids__...`` JSON lookups are 400, so is a pattern such as
+  ``?run_key__startswith=``; ``?o=`` on an unindexed column is skipped); the stored conversation is not shown.
+- Left (noted): the langgraph adapter files its calls as kind ``api`` and the SDK adapter as ``call``; both are
+  direct calls through the same pipeline, so nothing of the boundary depends on it.
 """
 
 import json
