@@ -21,7 +21,8 @@ from django.core.exceptions import BadRequest, PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.http.response import HttpResponseBase
+from django.template.response import SimpleTemplateResponse, TemplateResponse
 from django.utils.cache import add_never_cache_headers
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
@@ -44,6 +45,7 @@ from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.disclosure.groups import group_names_read, rules_seen_from
+from toolhub.governance import governance_scope
 from toolhub.governance_trail import GROUP_TENANTS, USER_TENANTS
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolDefinition, ToolGroup
 from toolhub.tenancy import tenant_scope
@@ -243,6 +245,19 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: ToolDefinition | None = None) -> bool:
         return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponseBase:
+        """A list read under one governance read: each row names its group (``group_read``), one stamp read a row.
+
+        Only when nothing is posted: a save of ``list_editable`` changes governance and must read it fresh.
+        """
+        if request.method != "GET":
+            return super().changelist_view(request, extra_context)
+        with governance_scope():
+            response = super().changelist_view(request, extra_context)
+            if isinstance(response, SimpleTemplateResponse) and not response.is_rendered:
+                response.render()
+        return response
 
     def get_search_fields(self, request: HttpRequest) -> Sequence[str]:
         """By group name only for those who read every group's name.
