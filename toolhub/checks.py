@@ -17,6 +17,9 @@ toolhub.W006   ``--database``: a saved grant or tool group names a tool the code
 toolhub.W007   ``--database``: a saved model provider or remote MCP credential names a variable now refused
 toolhub.W008   ``--database``: an application role may change the audit trail through a role it is a member of
 toolhub.W009   ``--database``: a role an earlier ``toolhub_db_roles`` set up lacks its mark (``migrate`` skips it)
+toolhub.W010   ``--deploy``: ``ALLOWED_HOSTS`` holds ``*`` (any Host header is believed)
+toolhub.W011   ``--deploy``: a ``CSRF_TRUSTED_ORIGINS`` origin is plain ``http://``
+toolhub.W012   ``--deploy``: the demo app is installed with DEBUG off (``TOOLHUB_DEMO=1``)
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
@@ -387,3 +390,55 @@ def check_audit_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
             id="toolhub.W004",
         )
     ]
+
+
+#: How many offending values one message names (the rest are counted).
+SHOWN_VALUES = 3
+
+
+def _named(values: list[str]) -> str:
+    shown = ", ".join(repr(value[:100]) for value in values[:SHOWN_VALUES])
+    return shown + (f" and {len(values) - SHOWN_VALUES} more" if len(values) > SHOWN_VALUES else "")
+
+
+@register("toolhub", deploy=True)
+def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """What Django's own deploy checks leave open: any Host believed, a CSRF origin over http, the demo installed.
+
+    ``*`` lets a forged Host header (``USE_X_FORWARDED_HOST``'s too) into the absolute links built from a request (the
+    API's next pages); an ``http://`` origin trusts forms posted from a page anyone on the path can
+    change; the demo app brings ``load_demo`` (its users and grants) and ``generate_calls`` (synthetic history in the
+    audit trail) to a real database.
+    """
+    found: list[CheckMessage] = []
+    if "*" in settings.ALLOWED_HOSTS:
+        found.append(
+            Warning(
+                "DJANGO_ALLOWED_HOSTS holds '*': any Host header is believed, and a forged one reaches the absolute "
+                "links built from a request (the API's next pages).",
+                hint="List the host names the site answers to, e.g. DJANGO_ALLOWED_HOSTS=toolhub.example.com.",
+                id="toolhub.W010",
+            )
+        )
+    plain = [origin for origin in settings.CSRF_TRUSTED_ORIGINS if origin.lower().startswith("http://")]
+    if plain:
+        found.append(
+            Warning(
+                f"DJANGO_CSRF_TRUSTED_ORIGINS trusts plain http origin(s) {_named(plain)}: a form posted from a page "
+                "served over http, which anyone on the path can change, passes the CSRF check.",
+                hint="Trust only the https:// origins the console is served from, e.g. "
+                "DJANGO_CSRF_TRUSTED_ORIGINS=https://toolhub.example.com.",
+                id="toolhub.W011",
+            )
+        )
+    if not settings.DEBUG and apps.is_installed("demo"):
+        found.append(
+            Warning(
+                "The demo app is installed with DEBUG off (TOOLHUB_DEMO=1): load_demo adds its users, roles and grants "
+                "and generate_calls writes synthetic history into the audit trail of this database.",
+                hint="Unset TOOLHUB_DEMO on a production server; on a throwaway demo, add toolhub.W012 to "
+                "SILENCED_SYSTEM_CHECKS.",
+                id="toolhub.W012",
+            )
+        )
+    return found

@@ -10,6 +10,7 @@ Set ``DATABASE_URL`` and ``CELERY_BROKER_URL`` for PostgreSQL and Redis with sep
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -39,6 +40,51 @@ def _env_int(name: str, default: int, minimum: int, maximum: int = 1_000_000) ->
     return value
 
 
+def _env_seconds(name: str, default: float) -> float:
+    """Seconds (above 0) from the environment, or startup fails naming the variable (unset or empty: the default)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= MAX_SECONDS:  # NaN fails too
+        raise ImproperlyConfigured(f"{name}={raw[:100]!r}: must be a number of seconds above 0, at most {MAX_SECONDS}.")
+    return value
+
+
+#: DRF reads a rate as ``N/<period>`` and only the period's first letter (``30/minute``, ``5/s``).
+_RATE_PERIODS = ("s", "m", "h", "d")
+
+
+def _env_rate(name: str, default: str) -> str:
+    """A throttle rate from the environment, or startup fails naming the variable (unset or empty: the default).
+
+    DRF parses a rate when a throttled request comes: a malformed one would fail every such request with a 500.
+    """
+    raw = os.environ.get(name, "").strip() or default
+    count, _, period = raw.partition("/")
+    if not (
+        count.isascii() and count.isdigit() and int(count) >= 1 and period[:1] in _RATE_PERIODS and "/" not in period
+    ):
+        raise ImproperlyConfigured(
+            f"{name}={raw[:100]!r}: must be a rate N/second, N/minute, N/hour or N/day, N a whole number of at least 1."
+        )
+    return raw
+
+
+def _database_url(name: str, default: str, **options: Any) -> dict[str, Any]:
+    """The database the URL in ``name`` names (unset or empty: ``default``), or startup fails naming the variable.
+
+    The message never repeats the URL: it may hold the password.
+    """
+    try:
+        return dict(dj_database_url.parse(os.environ.get(name) or default, **options))
+    except (ValueError, dj_database_url.ParseError, dj_database_url.UnknownSchemeError) as exc:
+        raise ImproperlyConfigured(f"{name} is not a database URL dj-database-url reads: {str(exc)[:300]}") from None
+
+
 def _env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -66,7 +112,7 @@ SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 # HSTS is sticky in browsers for its whole lifetime, so it is switched on deliberately, not by default.
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_SECONDS = _env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0, maximum=MAX_SECONDS)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 # Behind a TLS-terminating proxy: the header it sets to "https" (e.g. X-Forwarded-Proto). Trust it only
@@ -195,9 +241,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+    "default": _database_url(
+        "DATABASE_URL",
+        f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=_env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0, maximum=MAX_SECONDS),
         # A reused connection is checked (one round trip) before its first use in a request or task, so
         # one the server dropped meanwhile is replaced instead of failing the request.
         conn_health_checks=True,
@@ -242,7 +289,7 @@ LOGIN_URL = "/admin/login/"
 # DJANGO_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST and friends.
 EMAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
-EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_PORT = _env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
@@ -280,9 +327,9 @@ REST_FRAMEWORK = {
     # Only views that name a scope are throttled: starting runs and deciding approvals.
     "DEFAULT_THROTTLE_CLASSES": ["toolhub.api.throttling.ScopedRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "runs": os.environ.get("TOOLHUB_THROTTLE_RUNS", "30/minute"),
-        "decisions": os.environ.get("TOOLHUB_THROTTLE_DECISIONS", "60/minute"),
-        "calls": os.environ.get("TOOLHUB_THROTTLE_CALLS", "600/minute"),
+        "runs": _env_rate("TOOLHUB_THROTTLE_RUNS", "30/minute"),
+        "decisions": _env_rate("TOOLHUB_THROTTLE_DECISIONS", "60/minute"),
+        "calls": _env_rate("TOOLHUB_THROTTLE_CALLS", "600/minute"),
     },
 }
 
@@ -322,12 +369,18 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # set, it only does so every CELERY_DB_REUSE_MAX tasks, and toolhub/celery.py closes connections as
 # Django does around a request instead: after DATABASE_CONN_MAX_AGE seconds (0, the default: after every
 # task) or when broken. So workers reuse their connection exactly as long as web processes do.
-CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+CELERY_DB_REUSE_MAX = _env_int("CELERY_DB_REUSE_MAX", 1000, minimum=1)
 # Every task has time limits: a soft one (SoftTimeLimitExceeded, so the task can clean up) and a hard
 # one (the worker process is replaced). Tasks with their own budget set theirs: the tool-execution
 # task follows the longest tool timeout, the agent step its provider's deadline.
-CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "300"))
-CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", str(CELERY_TASK_SOFT_TIME_LIMIT + 60)))
+CELERY_TASK_SOFT_TIME_LIMIT = _env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300, minimum=1, maximum=MAX_SECONDS)
+# Above the soft limit, or the task is killed before it is asked to clean up.
+CELERY_TASK_TIME_LIMIT = _env_int(
+    "CELERY_TASK_TIME_LIMIT",
+    CELERY_TASK_SOFT_TIME_LIMIT + 60,
+    minimum=CELERY_TASK_SOFT_TIME_LIMIT + 1,
+    maximum=MAX_SECONDS + 60,
+)
 CELERY_BEAT_SCHEDULE = {
     "toolhub-sweep": {"task": "toolhub.tasks.sweep_task", "schedule": 30.0},
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},
@@ -337,7 +390,7 @@ CELERY_BEAT_SCHEDULE = {
     # TOOLHUB when Celery finalizes (a deployment's settings module sets TOOLHUB after importing this one).
     "toolhub-audit-checkpoint": {
         "task": "toolhub.tasks.audit_checkpoint_task",
-        "schedule": float(os.environ.get("TOOLHUB_AUDIT_CHECKPOINT_SECONDS") or _TOOLHUB["AUDIT_CHECKPOINT_SECONDS"]),
+        "schedule": _env_seconds("TOOLHUB_AUDIT_CHECKPOINT_SECONDS", _TOOLHUB["AUDIT_CHECKPOINT_SECONDS"]),
     },
 }
 
