@@ -21,11 +21,23 @@ from toolhub.conf import MAX_SECONDS
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
+    """On or off from the environment, or startup fails naming the variable (unset or empty: the default).
+
+    A misspelt value (``flase``, ``ture``) is refused, not read as off: off is the unsafe side of some switches
+    (``DJANGO_SECURE_SSL_REDIRECT``, ``DJANGO_SECURE_COOKIES``).
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if raw.lower() in _ON + _OFF:
+        return raw.lower() in _ON
+    raise ImproperlyConfigured(
+        f"{name}={raw[:100]!r}: must be one of {', '.join(_ON)} (on) or {', '.join(_OFF)} (off)."
+    )
 
 
 def _env_int(name: str, default: int, minimum: int, maximum: int = 1_000_000) -> int:

@@ -16,6 +16,10 @@ Findings:
    ``DJANGO_CSRF_TRUSTED_ORIGINS`` and with the demo app (``load_demo``, ``generate_calls``) installed by
    ``TOOLHUB_DEMO=1`` beside DEBUG off; Django's own deploy checks cover none of them. Now ``toolhub.W010``,
    ``W011`` and ``W012`` (``toolhub/checks.py``), each with a hint.
+5. ``_env_bool`` read any value but 1/true/yes/on as off: ``DJANGO_SECURE_SSL_REDIRECT=flase`` or
+   ``DJANGO_SECURE_COOKIES=ture`` started a production server without the https redirect or with cookies over http,
+   and an empty value was off too. Now a switch is one of 1/true/yes/on, 0/false/no/off (empty: its default), or
+   startup stops naming the variable.
 
 Checked and holds:
 - The third-party commands that change accounts, tokens and lockouts (``createsuperuser``, ``changepassword``,
@@ -166,3 +170,34 @@ def test_check_deploy_warns_of_the_demo_installed_in_production(run_django: RunD
     assert demo.returncode != 0
     assert "toolhub.W012" in demo.stderr
     assert plain.returncode == 0, plain.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["DJANGO_SECURE_SSL_REDIRECT", "DJANGO_SECURE_COOKIES", "DJANGO_DEBUG", "DJANGO_SECURE_HSTS_PRELOAD"]
+)
+def test_a_misspelt_switch_stops_startup_instead_of_reading_as_off(
+    run_django: RunDjango,  # noqa: F811
+    name: str,
+) -> None:
+    """Found: ``_env_bool`` read anything but 1/true/yes/on as off: ``DJANGO_SECURE_SSL_REDIRECT=flase`` started a
+    production server without the https redirect (and ``DJANGO_SECURE_COOKIES=ture`` with cookies over http).
+    Expect: ``ImproperlyConfigured`` naming the variable and the values it takes."""
+    last = started(run_django, **{name: "flase"})
+
+    assert last.startswith(f"django.core.exceptions.ImproperlyConfigured: {name}='flase': must be one of"), last
+
+
+def test_a_switch_written_as_documented_is_read_and_an_empty_one_is_its_default(
+    run_django: RunDjango,  # noqa: F811
+) -> None:
+    """Found: (with the finding above) an empty ``DJANGO_SECURE_SSL_REDIRECT`` read as off. Expect: ``off``/``0``
+    read as off, ``Yes`` as on, empty as the default (on without DEBUG)."""
+    shown = (
+        "import toolhub.settings as s; print(s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE, s.USE_X_FORWARDED_HOST)"
+    )
+    env = {"DJANGO_SECURE_SSL_REDIRECT": "", "DJANGO_SECURE_COOKIES": "off", "DJANGO_USE_X_FORWARDED_HOST": " Yes "}
+
+    result = run_django("-c", shown, **{**PRODUCTION_ENV, **env})
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "False", "True"]
