@@ -20,6 +20,7 @@ toolhub.W009   ``--database``: a role an earlier ``toolhub_db_roles`` set up lac
 toolhub.W010   ``--deploy``: ``ALLOWED_HOSTS`` holds ``*`` (any Host header is believed)
 toolhub.W011   ``--deploy``: a ``CSRF_TRUSTED_ORIGINS`` origin is plain ``http://``
 toolhub.W012   ``--deploy``: the demo app is installed with DEBUG off (``TOOLHUB_DEMO=1``)
+toolhub.W013   ``--deploy``: Celery tasks run eagerly with DEBUG off (no ``CELERY_BROKER_URL``): no workers, no beat
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot
@@ -439,6 +440,17 @@ def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[Che
                 hint="Unset TOOLHUB_DEMO on a production server; on a throwaway demo, add toolhub.W012 to "
                 "SILENCED_SYSTEM_CHECKS.",
                 id="toolhub.W012",
+            )
+        )
+    if not settings.DEBUG and getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        found.append(
+            Warning(
+                "Celery tasks run eagerly, inside the process that sends them (CELERY_BROKER_URL unset, or "
+                "CELERY_TASK_ALWAYS_EAGER on): tools run inside web requests without the workers' time limits, and "
+                "no beat runs the sweepers, approval expiry or the audit checkpoints.",
+                hint="Set CELERY_BROKER_URL (e.g. redis://redis.internal:6379/0) on every process, and run workers and "
+                "exactly one beat (README, Production).",
+                id="toolhub.W013",
             )
         )
     return found

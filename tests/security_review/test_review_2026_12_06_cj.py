@@ -15,7 +15,9 @@ Findings:
 4. ``check --deploy`` passed with ``DJANGO_ALLOWED_HOSTS=*``, with an ``http://`` origin in
    ``DJANGO_CSRF_TRUSTED_ORIGINS`` and with the demo app (``load_demo``, ``generate_calls``) installed by
    ``TOOLHUB_DEMO=1`` beside DEBUG off; Django's own deploy checks cover none of them. Now ``toolhub.W010``,
-   ``W011`` and ``W012`` (``toolhub/checks.py``), each with a hint.
+   ``W011`` and ``W012`` (``toolhub/checks.py``), each with a hint. Likewise a production server without
+   ``CELERY_BROKER_URL`` (tasks eager in the web process: no worker time limits, no beat, so no sweeps, approval
+   expiry or checkpoints) passed; now ``toolhub.W013``.
 5. ``_env_bool`` read any value but 1/true/yes/on as off: ``DJANGO_SECURE_SSL_REDIRECT=flase`` or
    ``DJANGO_SECURE_COOKIES=ture`` started a production server without the https redirect or with cookies over http,
    and an empty value was off too. Now a switch is one of 1/true/yes/on, 0/false/no/off (empty: its default), or
@@ -201,3 +203,19 @@ def test_a_switch_written_as_documented_is_read_and_an_empty_one_is_its_default(
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "False", "True"]
+
+
+def test_check_deploy_warns_of_eager_tasks_in_production(settings: Any) -> None:
+    """Found: a production server without ``CELERY_BROKER_URL`` passed ``check --deploy``: its tasks ran eagerly in
+    the web process (tools inside requests, no beat: no sweeps, no approval expiry, no checkpoints). Expect:
+    ``toolhub.W013`` with DEBUG off and eager tasks, naming the variable; none with a broker, or in DEBUG."""
+    settings.DEBUG, settings.CELERY_TASK_ALWAYS_EAGER = False, True
+    warned = deploy_warnings("toolhub.W013")
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    brokered = deploy_warnings("toolhub.W013")
+    settings.DEBUG, settings.CELERY_TASK_ALWAYS_EAGER = True, True
+
+    assert len(warned) == 1
+    assert "CELERY_BROKER_URL" in (warned[0].hint or "")
+    assert brokered == []
+    assert deploy_warnings("toolhub.W013") == []
