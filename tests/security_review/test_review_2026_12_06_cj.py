@@ -36,6 +36,11 @@ Checked and holds:
   password, never the value; ``audit_public_key`` prints the public key only; ``drf_create_token`` prints the token
   it creates (its purpose) and its event holds no key.
 - ``DJANGO_SECRET_KEY`` unset without DEBUG refuses to start; the login lockout variables were already validated.
+- ``drf_create_token`` and ``drf_create_token -r`` record ``governance.added`` / ``deleted`` without the key (run by
+  hand); ``generate_calls --tenants`` with a retired slug is refused by ``Tenant.save``; the capability permissions
+  live on ``ToolGroup``'s content type, so ``remove_stale_contenttypes`` cannot take them from anyone.
+- ``loaddata``, ``flush``, ``shell`` and ``dbshell`` stay unrecorded by design (review 2026-12-05 l: raw database
+  access, beyond any trail; ``flush`` is refused on the trail by its truncate guard).
 """
 
 from typing import Any
