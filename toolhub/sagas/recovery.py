@@ -26,6 +26,7 @@ from toolhub.sagas.models import (
     Rollback,
     RollbackTrigger,
     Saga,
+    SweepMark,
 )
 from toolhub.sagas.records import (
     compensable_tool_names,
@@ -89,10 +90,48 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
         saga_advance(saga_id=saga_id)
         counts["advanced"] += 1
     window = dt.timedelta(hours=toolhub_settings().SAGA_UNHEARD_FAILURE_HOURS)
-    counts["rolled_back"] = _roll_back_unheard_failures(limit, since=now - window)
+    counts["rolled_back"] = _roll_back_unheard_failures(_unheard_failures_to_roll_back(since=now - window), limit)
     # Heard too late to undo on its own (the sweep stopped that long): held for an operator, never left unseen.
-    counts["held"] = _roll_back_unheard_failures(limit, since=now - 2 * window, until=now - window)
+    counts["held"] = _hold_unheard_failures(limit, until=now - window)
     return counts
+
+
+#: The ``SweepMark`` of the held scan: failures asked for before it were read by a completed one.
+UNHEARD_FAILURES_MARK = "unheard_failures"
+
+
+def _hold_unheard_failures(limit: int, *, until: dt.datetime) -> int:
+    """Hold the unheard failures asked for before ``until`` that the last completed scan had not reached.
+
+    From ``SweepMark`` ``unheard_failures`` (the ``until`` of the last scan that read all it had to), so a sweep
+    back after any outage holds every failure it missed, and a tick reads only what aged past the window since the
+    last one (a fixed second window read every handled failure of a whole window, each tick). No mark (a first run,
+    on an upgrade too): every older failure, from the oldest. At most ``limit`` failures read a tick, oldest first
+    through ``toolcall_failed_direct_step``: a batch that filled it moves the mark to its newest failure, the next
+    tick carries on after it. The mark moves only from the value this tick read (two sweepers at once: one moves it;
+    a failure both read is rolled back once).
+    """
+    mark = SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK).values_list("reached", "reached_pk").first()
+    failures = _failed_direct_steps().filter(created_at__lt=until)
+    if mark is not None:
+        # A range of the index from ``reached``; a cut batch's last row and those before it at its instant left out.
+        failures = failures.filter(created_at__gte=mark[0])
+        if mark[1]:
+            failures = failures.exclude(created_at=mark[0], id__lte=mark[1])
+    batch = list(failures.order_by("created_at", "id").values_list("id", "created_at")[:limit])
+    held = _roll_back_unheard_failures(
+        _unheard_among(ToolCall.objects.filter(pk__in=[pk for pk, _ in batch])), limit, hold=True
+    )
+    reached = (batch[-1][1], str(batch[-1][0])) if len(batch) == limit else (until, "")
+    if mark is None:
+        SweepMark.objects.get_or_create(
+            name=UNHEARD_FAILURES_MARK, defaults={"reached": reached[0], "reached_pk": reached[1]}
+        )
+    elif reached[0] >= mark[0]:
+        SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK, reached=mark[0], reached_pk=mark[1]).update(
+            reached=reached[0], reached_pk=reached[1]
+        )
+    return held
 
 
 def _stalled_rollbacks() -> QuerySet[Rollback, int]:
@@ -113,18 +152,18 @@ def _stalled_rollbacks() -> QuerySet[Rollback, int]:
     )
 
 
-def _roll_back_unheard_failures(limit: int, *, since: dt.datetime, until: dt.datetime | None = None) -> int:
-    """A direct saga whose newest event is a failed step that nobody acted on (its notification was lost).
+def _roll_back_unheard_failures(failures: QuerySet[ToolCall], limit: int, *, hold: bool = False) -> int:
+    """Roll back the direct sagas of ``failures`` (unheard: ``_unheard_among``) whose newest event is that failure.
 
     Read from the failed calls, in SQL: the saga's row may not exist yet (a direct saga's row is written when a
     notification of one of its steps is heard, and both may have been lost), and a direct saga whose steps all
     succeeded stays open for ever, so only failures to act on count against ``limit``. One rollback a saga per
     sweep, its oldest such failure; two sweepers at once start one (``saga_rollback`` locks the saga, and a
-    failure is rolled back once: ``saga_rollback_once_per_failure``). A failure read before ``until`` (older than
-    the window the sweep undoes on its own) is rolled back held: its steps wait for an operator's decision.
+    failure is rolled back once: ``saga_rollback_once_per_failure``). ``hold``: a failure found older than the
+    window the sweep undoes on its own, rolled back held: its steps wait for an operator's decision.
     """
     rolled_back, seen = 0, set()
-    for failed in _unheard_failures_to_roll_back(since, until)[:limit]:
+    for failed in failures[:limit]:
         if (failed.saga_id, failed.tenant) in seen:
             continue
         seen.add((failed.saga_id, failed.tenant))
@@ -134,30 +173,38 @@ def _roll_back_unheard_failures(limit: int, *, since: dt.datetime, until: dt.dat
             actor="saga-sweeper",
             trigger=RollbackTrigger.STEP_FAILED,
             failed_call=failed,
-            hold=until is not None,
+            hold=hold,
         )
         rolled_back += rollback is not None and rollback.failed_call_id == failed.id
     return rolled_back
 
 
-def _unheard_failures_to_roll_back(since: dt.datetime, until: dt.datetime | None) -> QuerySet[ToolCall]:
-    """Failed direct steps asked for from ``since`` (to ``until``) that nobody acted on, oldest first.
+def _failed_direct_steps() -> QuerySet[ToolCall]:
+    """Failed direct saga steps: the rows of ``toolcall_failed_direct_step`` (partial), read by ``created_at``."""
+    return ToolCall.objects.filter(kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED).exclude(
+        saga_id=""
+    )
 
-    No rollback names them, and no step left to undo was asked for after they settled.
+
+def _unheard_failures_to_roll_back(*, since: dt.datetime) -> QuerySet[ToolCall]:
+    """Failed direct steps asked for from ``since`` that nobody acted on, oldest first.
 
     Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of a
-    window of ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history; a failure before a step asked for once it
-    had settled (the caller carried on) is left alone.
+    window of ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history.
     """
     # Only a window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
     # tables), and each tick read them all (100,000 old failures: about 2.4 s a tick on PostgreSQL).
-    failures = ToolCall.objects.filter(
-        kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED, created_at__gte=since
-    )
-    if until is not None:
-        failures = failures.filter(created_at__lt=until)
+    return _unheard_among(_failed_direct_steps().filter(created_at__gte=since))
+
+
+def _unheard_among(failures: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """The failures of ``failures`` nobody acted on, oldest first.
+
+    No rollback names them, and no step left to undo was asked for after they settled (the caller carried on:
+    such a failure is left alone).
+    """
     return (
-        failures.exclude(saga_id="")
+        failures
         # A scalar subquery per failure through the rollbacks' ``failed_call`` index: ``NOT IN`` (or a ``NOT
         # EXISTS`` PostgreSQL may hash) read every rollback there ever was, each tick.
         .annotate(
