@@ -3,14 +3,15 @@
 Every figure is scoped to the viewer's tenants and reads a bounded window (``DASHBOARD_HOURS``, the last
 24 hours by default) on the calls' ``created_at`` and ``(status, created_at)`` indexes, so its cost does not
 grow with the table. Apps add figures without the core importing them: ``dashboard_figure(provider)``
-registers a callable ``(user, since) -> [(label, value), ...]`` (the approvals app adds its latency).
+registers a callable ``(user, since) -> [(label, value), ...]``, or ``(label, value, url)`` to link the page that
+lists what it counts (the approvals app adds its latency, the sagas app the sagas needing attention).
 The chart is SVG drawn on the server: no script, no CDN.
 """
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import Count
 from django.db.models.functions import TruncHour
@@ -22,9 +23,18 @@ from toolhub.conf import toolhub_settings
 from toolhub.models import CallStatus, ToolCall
 from toolhub.tenancy import scoped
 
-__all__ = ["Dashboard", "dashboard", "dashboard_figure", "svg_chart", "DASHBOARD_TOP_TOOLS"]
+__all__ = ["Dashboard", "Figure", "dashboard", "dashboard_figure", "svg_chart", "DASHBOARD_TOP_TOOLS"]
 
-FigureProvider = Callable[[Any, dt.datetime], list[tuple[str, str]]]
+
+class Figure(NamedTuple):
+    """One figure of the dashboard: what it counts, its value, and the page that lists it (``""``: none)."""
+
+    label: str
+    value: str
+    url: str = ""
+
+
+FigureProvider = Callable[[Any, dt.datetime], Sequence[tuple[str, str] | tuple[str, str, str]]]
 
 _providers: list[FigureProvider] = []
 
@@ -46,7 +56,7 @@ class Dashboard:
     hours: int
     pending_approvals: int
     by_status: list[tuple[str, int]]
-    figures: list[tuple[str, str]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
     chart: SafeString = field(default_factory=lambda: SafeString(""))
 
 
@@ -72,7 +82,7 @@ def dashboard(user: Any, now: dt.datetime | None = None) -> Dashboard:
     )
     for tool_name, hour, count in rows:
         per_tool.setdefault(tool_name, {})[hour] = count
-    figures = [figure for provider in _providers for figure in provider(user, since)]
+    figures = [Figure(*figure) for provider in _providers for figure in provider(user, since)]
     return Dashboard(
         hours=hours,
         pending_approvals=pending,

@@ -12,6 +12,10 @@ Findings:
    no mark is a first run (the migration writes none): every older unhandled failure is held once, a batch of
    ``limit`` read a tick, the mark set when the scan gets through; handled ones (a rollback names them, or the
    caller carried on) are read once and left.
+3. The admin dashboard counted calls and approvals only: sagas needing an operator (held steps of a late failure,
+   failed or unknown compensations) showed nowhere an operator looks first. Fixed: the sagas app registers a
+   figure (``toolhub.sagas.dashboard``), scoped as the sagas list is and linked to its "needs attention" filter;
+   figures may carry a link (``toolhub.dashboard.Figure``).
 
 Checked and holds:
 - The automatic window is as it was (``[now - W, now]``, review ce's boundary test); the held scan's range is
@@ -21,6 +25,8 @@ Checked and holds:
   fixed second window read every handled failure of a whole window each tick). Reviews bd, bn, d's plan tests pass.
 - Two sweepers at once: the mark moves by a conditional ``UPDATE ... WHERE reached = <read>`` (the first creates it
   with ``get_or_create``); a failure both read is rolled back once (``saga_rollback`` locks, one per failure).
+- The dashboard figure: one ``COUNT`` a page whatever the number of sagas (query-count test); another tenant's saga
+  needing attention is not counted; staff who may not view sagas get no figure.
 
 Left: a failure older than ``W`` passed by the scan because a step asked for after it was on its way, which later
 ends without failing (cancelled, denied), is not read again (the fixed window re-read it for one more window).
@@ -30,8 +36,11 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from tests.helpers import console
 from tests.security_review.direct_sagas import unheard_call
 from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, uuid_of
 from toolhub.models import ToolCall
@@ -111,3 +120,42 @@ def test_the_held_scan_reads_a_batch_on_a_first_run_and_one_tick_after(alice: Us
     SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK).update(reached=timezone.now() - WINDOW)
     steady = explained(sagas_sweep)
     assert max(max_loops(plan) for _, plan in steady) < 5, steady
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("saga_tools")
+def test_the_dashboard_shows_the_sagas_needing_attention_of_the_viewers_tenants(
+    alice: User, acme_operator: User, globex_operator: User
+) -> None:
+    """Found: the admin index's dashboard showed calls and approvals only: a saga held for an operator showed
+    nowhere they look first. Expect: a "sagas needing attention" figure linking to the sagas list's filter, counting
+    the viewer's tenants' sagas only."""
+    _failed_saga("late", alice, age=dt.timedelta(days=9))
+    sagas_sweep()
+    Saga.objects.create(key="theirs", tenant="globex", status=SagaStatus.NEEDS_ATTENTION)
+
+    ours = console(acme_operator).get("/admin/").content.decode()
+    theirs = console(globex_operator).get("/admin/").content.decode()
+
+    link = '<a href="/admin/sagas/saga/?attention=yes">{}</a></span>\n      <span class="toolhub-figure-label">'
+    assert link.format(1) + "sagas needing attention" in ours, ours
+    assert link.format(1) + "sagas needing attention" in theirs  # their own saga, not acme's
+    Saga.objects.filter(key="theirs").delete()
+    theirs = console(globex_operator).get("/admin/").content.decode()
+    assert link.format(0) + "sagas needing attention" in theirs
+
+
+@pytest.mark.django_db
+def test_the_dashboard_figure_costs_one_query_however_many_sagas(acme_operator: User) -> None:
+    """Expect: the index issues as many queries with several more sagas needing attention (one ``COUNT``)."""
+    client = console(acme_operator)
+    Saga.objects.create(key="a", tenant="acme", status=SagaStatus.NEEDS_ATTENTION)
+    client.get("/admin/")
+    with CaptureQueriesContext(connection) as few:
+        assert ">1</a>" in client.get("/admin/").content.decode()
+    for index in range(5):
+        Saga.objects.create(key=f"more-{index}", tenant="acme", status=SagaStatus.NEEDS_ATTENTION)
+    with CaptureQueriesContext(connection) as many:
+        assert ">6</a>" in client.get("/admin/").content.decode()
+    assert len(many.captured_queries) == len(few.captured_queries)
+    assert sum("sagas_saga" in query["sql"] for query in many.captured_queries) == 1

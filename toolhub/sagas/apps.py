@@ -10,4 +10,8 @@ class SagasConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from toolhub.dashboard import dashboard_figure
         from toolhub.sagas import checks, receivers  # noqa: F401 - registers the checks and the settle receiver
+        from toolhub.sagas.dashboard import sagas_attention_figures
+
+        dashboard_figure(sagas_attention_figures)
