@@ -96,6 +96,8 @@ class ModelProviderAdmin(GovernanceAudited, CrossTenantOnly, admin.ModelAdmin):
     bound to their tenant: its URL with any key in it written as ``[redacted]``, the variable's name), never a key.
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     form = ModelProviderForm
     list_display = ("name", "kind", "tenant", "model_name", "deadline_seconds", "enabled")
     list_filter = ("kind", "enabled")
@@ -181,6 +183,8 @@ class AgentAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
     An agent's tools, provider and limits decide what its runs may do: each change is a governance event in its
     tenant's chains (the platform's for a global agent), as the API's writes are (``agents_app.services``).
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     form = AgentForm
     list_display = ("name", "tenant", "provider", "max_tool_calls", "compensate_on_error", "created_at")

@@ -19,6 +19,8 @@ class ApprovalRuleAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, ad
     tenant, they apply to every tenant), which only people who cross the boundary change.
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     tenant_field = "tenant__slug"
     global_rows_visible = True
 

@@ -66,6 +66,8 @@ class TenantAdmin(GovernanceAudited, FixedIdentity, TenantScopedAdmin, CrossTena
     Each is in the tenant's own trail: a deletion takes its grants, rules and memberships with it.
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     tenant_field = "slug"
     audit_tenant_fields = ()
     audit_tenant_lookups = ("slug",)
@@ -77,6 +79,8 @@ class TenantAdmin(GovernanceAudited, FixedIdentity, TenantScopedAdmin, CrossTena
 @admin.register(TenantMembership)
 class TenantMembershipAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdmin):
     """Who acts for which tenant; a tenant's admins manage their own tenants' members and no other tenant's."""
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     tenant_field = "tenant__slug"
     list_display = ("user", "tenant")
@@ -102,6 +106,8 @@ class TenantUserAdmin(GovernanceAudited, TenantScopedAdmin, CrossTenantChangesOn
     owner, who may belong to other tenants too; each change is in the trail of every tenant they belong to
     (the password's hash never is: only that it changed).
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     tenant_field = _MEMBER_TENANTS
     audit_tenant_fields = ()
@@ -133,6 +139,8 @@ class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
     A change is in the trail of every tenant whose people hold the role (the platform's, when nobody does).
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     audit_tenant_fields = ()
     audit_tenant_lookups = GROUP_TENANTS
 
@@ -146,6 +154,8 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``), and its pages
     answer no popup, which would name each row by its primary key, the key (``_not_a_popup``).
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     audit_tenant_fields = ()
     audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
@@ -213,6 +223,8 @@ class ToolDefinitionAdmin(CrossTenantChangesOnly, admin.ModelAdmin):
 
     A switch here changes every tenant, so only people who cross the tenant boundary change it.
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     list_display = ("name", "effective_risk", "risk_override", "enabled", "group_read", "present_in_code", "version")
     list_editable = ("enabled", "risk_override")
@@ -316,6 +328,8 @@ class ToolGroupAdmin(
     Groups are shared by every tenant: only people who cross the tenant boundary change them.
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     audit_tenant_fields = ()  # the platform's configuration: its events go to the platform's chains
 
     list_display = (
@@ -389,6 +403,8 @@ class GrantAdmin(GovernanceAudited, ProblemsColumn, TenantScopedAdmin, admin.Mod
     tenant's staff, and only the platform allows a built-in tool: those reach the server's disk and
     processes, which every tenant shares.
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     tenant_field = "tenant__slug"
     audit_tenant_fields = ("tenant", "agent_tenant")

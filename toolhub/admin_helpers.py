@@ -41,7 +41,7 @@ from django.utils.http import urlencode
 
 from toolhub.admin_deletion import ScopedDeletion
 from toolhub.admin_editable import StaleEditsRefused
-from toolhub.admin_indexes import fields_of, indexed_column, indexed_sorting
+from toolhub.admin_indexes import compared_columns, fields_of, indexed_column, indexed_sorting
 from toolhub.admin_relations import (
     OpenableLinksOnly,
     SharedInPart,
@@ -120,8 +120,15 @@ class GuardedLookups:
     ``?tool_group=<id>`` (or ``__in``, ``__gt``) would tell which rows name the same withheld group, and bisect its id.
 
     Nor is a list sorted (``?o=``) by a column no index serves (:mod:`toolhub.admin_indexes`): that sort is skipped,
-    as Django skips a ``?o=`` naming no sortable column, and the column's header is no link.
+    as Django skips a ``?o=`` naming no sortable column, and the column's header is no link. A column of a
+    multi-column index counts only when it leads it or follows columns the query string compares for equality.
+
+    ``small_table``: the admin's table holds configuration people add row by row (tenants, users, grants, rules,
+    agents), never rows the platform writes as it runs (calls, events, runs, approvals, sagas, deliveries): its list
+    sorts by any column, as Django's does (the filters' rule stands). Declared on each configuration admin, no other.
     """
+
+    small_table: bool = False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return indexed_sorting(super().get_changelist(request, **kwargs))  # type: ignore[misc]
@@ -149,7 +156,10 @@ class GuardedLookups:
             return False
         # The tenant column is compared on every row by the scope already (``TenantScopedAdmin.tenant_field``).
         scoping = fields[0].name == getattr(self, "tenant_field", "").split(LOOKUP_SEP)[0] and len(fields) == 1
-        if not (scoping or indexed_column(fields[-1])):
+        # A column a multi-column index holds after others counts when the query string compares those for equality.
+        params = dict(request.GET.lists()) if request is not None and len(fields) == 1 else {}
+        compared = compared_columns(self.model, params)  # type: ignore[attr-defined]
+        if not (scoping or indexed_column(fields[-1], compared)):
             return False
         rest = lookup.split(LOOKUP_SEP)[len(fields) :]
         return not rest or (len(rest) == 1 and rest[0] in INDEXED_LOOKUPS)

@@ -35,6 +35,8 @@ class RemoteMcpServerAdmin(GovernanceAudited, CrossTenantOnly, admin.ModelAdmin)
     is in the trail (the platform's chains), like a grant's.
     """
 
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
+
     audit_tenant_fields = ()
 
     list_display = ("name", "url", "enabled", "risk", "meta_mode", "synced_at", "last_error")
@@ -69,6 +71,8 @@ class _AcceptForm(forms.Form):
 @admin.register(RemoteMcpTool)
 class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
     """Each remote tool with its pinned definition; a change is shown as a diff and must be accepted."""
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     list_display = ("tool_name", "server", "status", "accepted_by", "accepted_at", "seen_at")
     list_filter = ("status", "server")
@@ -153,6 +157,8 @@ class RemoteMcpCredentialAdmin(GovernanceAudited, TenantScopedAdmin, admin.Model
 
     Each change is in the tenant's trail (the variable's name, never a value).
     """
+
+    small_table = True  # configuration: sorts by any column (GuardedLookups)
 
     audit_tenant_fields = ()
     audit_tenant_lookups = ("tenant",)  # a slug, not a key to Tenant
