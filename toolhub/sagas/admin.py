@@ -394,6 +394,9 @@ class CompensationAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _Ope
     exact_search_fields = ("saga__key",)
     list_select_related = ("saga",)
     show_full_result_count = False
+    # Grouped by saga, newest saga and step first, on the (saga, sequence) index: the model's ordering goes through
+    # the saga's own (its ``created_at``), a join and a sort of every compensation of the viewer's tenants.
+    ordering = ("-saga_id", "-sequence")
     actions = ("retry_selected", "resolve_selected")
     resolve_attention_only = False
     fields = (

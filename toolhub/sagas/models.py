@@ -37,7 +37,8 @@ class Saga(models.Model):
         help_text="Who opened a direct saga over the API (empty for a run's saga, or one opened by its first step).",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    # The operators' list shows the sagas that moved last first (a compensation failing on an old saga): indexed.
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
