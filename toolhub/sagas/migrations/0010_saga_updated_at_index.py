@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sagas', '0008_rollback_held_for_operator'),
+        ('sagas', '0009_sweep_mark'),
     ]
 
     operations = [
