@@ -97,6 +97,16 @@ def _database_url(name: str, default: str, **options: Any) -> dict[str, Any]:
         raise ImproperlyConfigured(f"{name} is not a database URL dj-database-url reads: {str(exc)[:300]}") from None
 
 
+def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (any case) from the environment, or startup fails naming it (unset or empty: the default)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.upper() in choices:
+        return raw.upper()
+    raise ImproperlyConfigured(f"{name}={raw[:100]!r}: must be one of {', '.join(choices)}.")
+
+
 def _env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -367,7 +377,8 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: no broker configured means the embedded default, where tasks run eagerly in-process.
 _broker = os.environ.get("CELERY_BROKER_URL", "")
-CELERY_TASK_ALWAYS_EAGER = not _broker or _env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# The switch is read even without a broker, so a misspelt one stops startup there too.
+CELERY_TASK_ALWAYS_EAGER = _env_bool("CELERY_TASK_ALWAYS_EAGER", False) or not _broker
 # Eager tasks never touch the broker; the in-memory transport only spares kombu an empty URL.
 CELERY_BROKER_URL = _broker or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = False
@@ -411,9 +422,11 @@ CELERY_BEAT_SCHEDULE = {
 # private network until OUTBOUND_ALLOWED_NETWORKS lists it (toolhub.outbound_addresses).
 TOOLHUB: dict = {"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.0/8", "::1/128"]} if DEBUG else {}
 
+# Read here, not by logging.config: "info" or "verbose" there fails startup with "Unable to configure root logger".
+_LOG_LEVEL = _env_choice("DJANGO_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "WARNING")},
+    "root": {"handlers": ["console"], "level": _LOG_LEVEL},
 }
