@@ -332,11 +332,15 @@ def tool_call_refuse(
 WITHDRAWABLE_STATUSES = frozenset({CallStatus.PENDING_APPROVAL, CallStatus.QUEUED, CallStatus.AWAITING_RESULT})
 
 
-def tool_call_withdraw(*, call: ToolCall, actor: str, reason: str) -> bool:
+def tool_call_withdraw(
+    *, call: ToolCall, actor: str, reason: str, allowed_from: frozenset[CallStatus] = WITHDRAWABLE_STATUSES
+) -> bool:
     """Settle a call that has not started as ``cancelled``, in the caller's transaction; False if it had moved on.
 
     A held call's approval request ends with it (``approval_withdrawing``: no operator decides it any more); a
     queued call's worker then finds it cancelled and runs nothing. What the model reads: ``Not executed: reason``.
+    ``allowed_from`` narrows what is withdrawn: ``{PENDING_APPROVAL}`` leaves a call an operator approved meanwhile
+    (queued, not yet run) to its decision.
     """
     if call.status == CallStatus.PENDING_APPROVAL:
         answers = approval_withdrawing.send(sender=ToolCall, call=call, actor=actor, reason=reason)
@@ -347,7 +351,7 @@ def tool_call_withdraw(*, call: ToolCall, actor: str, reason: str) -> bool:
         actor=actor,
         status=CallStatus.CANCELLED,
         message=f"Not executed: {reason}",
-        allowed_from=WITHDRAWABLE_STATUSES,
+        allowed_from=allowed_from,
     )
 
 
@@ -369,7 +373,14 @@ def cancel_reason_problem(reason: str) -> str | None:
     return f"Nothing was cancelled: {problem}." if problem else None
 
 
-def tool_call_cancel(*, call: ToolCall, actor: str, reason: str, reader: Any) -> ToolCall:
+def tool_call_cancel(
+    *,
+    call: ToolCall,
+    actor: str,
+    reason: str,
+    reader: Any,
+    allowed_from: frozenset[CallStatus] = WITHDRAWABLE_STATUSES,
+) -> ToolCall:
     """Cancel one call that has not started, for the user it was made for or an operator (asked by the caller).
 
     A run waiting on it goes on, its model told the call was not executed and why. Returns the call as it is now.
@@ -394,7 +405,9 @@ def tool_call_cancel(*, call: ToolCall, actor: str, reason: str, reader: Any) ->
             "Nothing was changed."
         )
     with transaction.atomic():
-        withdrawn = call.status in WITHDRAWABLE_STATUSES and tool_call_withdraw(call=call, actor=actor, reason=reason)
+        withdrawn = call.status in allowed_from and tool_call_withdraw(
+            call=call, actor=actor, reason=reason, allowed_from=allowed_from
+        )
     fresh = ToolCall.objects.get(pk=call.pk)
     if not withdrawn:
         shown = CallerView(reader).call(fresh)

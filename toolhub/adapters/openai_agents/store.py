@@ -174,6 +174,10 @@ def paused_run_create(
     return paused
 
 
+#: What a refused run withdraws: a call still held; one an operator approved meanwhile is theirs to have run.
+_HELD = frozenset({CallStatus.PENDING_APPROVAL})
+
+
 def paused_run_refused(
     *, user: AbstractBaseUser, tenant: str | None, run_key: str, items: Sequence[PendingItem], reason: str
 ) -> None:
@@ -189,7 +193,9 @@ def paused_run_refused(
         if call is None or call.status != CallStatus.PENDING_APPROVAL:
             continue
         try:
-            tool_call_cancel(call=call, actor=f"user:{user.get_username()}", reason=reason, reader=user)
+            tool_call_cancel(
+                call=call, actor=f"user:{user.get_username()}", reason=reason, reader=user, allowed_from=_HELD
+            )
         except CallNotWithdrawableError:
             continue  # decided meanwhile: the operator's decision stands
 
@@ -283,11 +289,17 @@ def paused_run_claim(
 def paused_run_release(*, paused_run_id: uuid.UUID | str, user: AbstractBaseUser) -> bool:
     """Give a claimed run back (its resumed SDK run failed before finishing), so it can be resumed again.
 
+    Only by the run's own user (who claimed it): ``False`` for anyone else, nothing changed.
+
     Safe to repeat: the decided calls keep their toolhub ids, so a second resume reads the same calls'
     results and runs nothing twice. Each call's chain records the release (``openai_agents.released``, by the
     run's user) as it records the claim: its ``openai_agents.resumed`` no longer stands for a run that went on.
     """
-    run = PausedAgentRun.objects.select_for_update().filter(pk=paused_run_id, status=PausedRunStatus.RESUMED).first()
+    run = (
+        PausedAgentRun.objects.select_for_update()
+        .filter(pk=paused_run_id, user_id=user.pk, status=PausedRunStatus.RESUMED)
+        .first()
+    )
     if run is None:
         return False
     PausedAgentRun.objects.filter(pk=run.pk).update(status=PausedRunStatus.PAUSED, resumed_at=None)
