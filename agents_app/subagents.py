@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from django.dispatch import receiver
 from django.utils import timezone
 from pydantic import BaseModel
@@ -283,12 +283,18 @@ def subagent_calls_settle_ended(*, limit: int = 500) -> int:
     subagent call never expires. A child that never started while its parent goes on is woken by the same sweep
     (``runs_to_wake``: it is running, with no step and no open call), and settles the call when it ends.
     """
-    waiting = ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT).values("id")
+    # Read from the calls awaiting a result (the few live ones, oldest first on their status index), each asking for
+    # its ended child on the child's unique parent_call_id: a scalar sub-select stays one index probe a call, where
+    # an IN or EXISTS became a hash join reading every run ever ended, on each sweep.
+    ended_child = AgentRun.objects.filter(parent_call_id=OuterRef("id")).exclude(
+        status__in=(RunStatus.RUNNING, RunStatus.WAITING)
+    )
     ended = (
-        AgentRun.objects.filter(parent_call_id__in=waiting)
-        .exclude(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
+        ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT)
+        .annotate(ended_child=Subquery(ended_child.order_by().values("id")[:1]))
+        .filter(ended_child__isnull=False)
+        .order_by("created_at")
+        .values_list("ended_child", flat=True)[:limit]
     )
     return sum(_settled_by_ended_child(str(child_id)) for child_id in list(ended))
 
