@@ -275,7 +275,7 @@ def _settled_by_ended_child(child_id: str) -> bool:
 
 
 def subagent_calls_settle_ended(*, limit: int = 500) -> int:
-    """Settle the subagent calls still awaiting a child run that ended; return how many children were looked at.
+    """Settle the subagent calls still awaiting a child run that ended; return how many were settled.
 
     The periodic runs sweep (``sweep_runs_task``) repairs what ``_settled_by_ended_child`` would have done: a worker
     that died between committing a call's suspension and its receiver (``call_suspended`` is sent after the commit)
@@ -296,7 +296,15 @@ def subagent_calls_settle_ended(*, limit: int = 500) -> int:
         .order_by("created_at")
         .values_list("ended_child", flat=True)[:limit]
     )
-    return sum(_settled_by_ended_child(str(child_id)) for child_id in list(ended))
+    settled = 0
+    for child_id in list(ended):
+        # One child that cannot be settled now (a lock timeout, a deadlock) waits for the next sweep; the others,
+        # and the runs the sweep wakes after this, go on.
+        try:
+            settled += _settled_by_ended_child(str(child_id))
+        except Exception:
+            logger.exception("the call of ended child run %s was not settled; the next sweep tries again", child_id)
+    return settled
 
 
 def subagent_run_ended(run: AgentRun) -> None:

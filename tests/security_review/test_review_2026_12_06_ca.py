@@ -266,3 +266,45 @@ def test_a_childs_entries_copied_to_a_nearly_full_board_fill_it_and_the_rest_are
     assert "blackboard is full" in caplog.text
     with pytest.raises(BlackboardError, match="full"):
         blackboard_put(parent, "more", 1, kind="Note")
+
+
+def test_a_child_that_cannot_be_settled_now_stops_neither_the_others_nor_the_wakeups(
+    make_agent: MakeAgent, start: StartRun, alice: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found (review cn, fixed by the lead): an error settling one ended child's call (a lock timeout, a deadlock)
+    left ``sweep_runs_task`` before it woke any run, on every sweep while it lasted.
+
+    Expect: the error is logged naming the child, the sweep goes on to wake runs, and the next sweep settles it.
+    """
+    script = [
+        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
+        {"content": "never asked"},
+    ]
+    with (
+        registry.temporarily(ask_researcher),
+        mock.patch.object(subagents, "_start_child", _start_then_cancel(subagents._start_child)),
+        mock.patch.object(call_suspended, "send"),
+    ):
+        make_agent(name="researcher", tools=[], script=[{"content": "child answer"}])
+        parent = start(make_agent(tools=["ask_researcher"], script=script), alice)
+    call = ToolCall.objects.get(run_id=parent.id)
+    woken: list[bool] = []
+
+    def wake(**kwargs: Any) -> list[Any]:
+        woken.append(True)
+        return []
+
+    with (
+        mock.patch.object(subagents, "_settled_by_ended_child", side_effect=RuntimeError("lock timeout")),
+        mock.patch.object(tasks, "runs_to_wake", wake),
+    ):
+        tasks.sweep_runs_task()
+
+    call.refresh_from_db()
+    assert call.status == CallStatus.AWAITING_RESULT
+    assert woken == [True]
+    assert "was not settled; the next sweep tries again" in caplog.text
+
+    tasks.sweep_runs_task()
+    call.refresh_from_db()
+    assert call.status == CallStatus.FAILED, call.status
