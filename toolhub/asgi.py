@@ -1,8 +1,10 @@
 """ASGI entry point: Django, with the MCP server (streamable HTTP) at ``/mcp``.
 
 Serve it with an ASGI server that sends lifespan events, e.g. ``uvicorn toolhub.asgi:application``:
-the MCP app's lifespan starts the SDK's session manager. Behind a proxy that mounts toolhub under a prefix, pass it
-as ``--root-path``: the console, the API and ``/mcp`` all answer below it.
+the MCP app's lifespan starts the SDK's session manager. In production pass ``--no-proxy-headers``: uvicorn otherwise
+rewrites the scheme and client from ``X-Forwarded-Proto``/``X-Forwarded-For`` sent by any peer on 127.0.0.1, whatever
+Django's ``SECURE_PROXY_SSL_HEADER`` and ``TRUSTED_PROXY_COUNT`` say, for ``/mcp`` and Django alike. Behind a proxy
+that mounts toolhub under a prefix, pass it as ``--root-path``: the console, the API and ``/mcp`` all answer below it.
 """
 
 import os

@@ -26,13 +26,14 @@ def live_asgi() -> Iterator[str]:
     yield from serve_asgi()
 
 
-def serve_asgi(root_path: str = "") -> Iterator[str]:
-    """Serve toolhub's ASGI app under uvicorn (with ``--root-path`` when given) until the generator is closed."""
+def serve_asgi(root_path: str = "", **options: Any) -> Iterator[str]:
+    """Serve toolhub's ASGI app under uvicorn (with ``--root-path`` when given, and uvicorn's other ``options``) until
+    the generator is closed."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", root_path=root_path)
+    config = uvicorn.Config(build_application(), lifespan="on", log_level="warning", root_path=root_path, **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
