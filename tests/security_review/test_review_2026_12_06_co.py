@@ -19,7 +19,7 @@ for ``/mcp`` as for the pages (Django reads the first value: the proxy must over
 says); ``SECURE_REDIRECT_EXEMPT`` patterns are matched on the whole path, root path included, without its leading
 slash (Django's ``request.path``), for ``/mcp`` as for the pages; under ``--root-path`` the redirect's ``Location``
 keeps the prefix for both. ``route_path`` drops only a whole prefix and WebSocket handshakes are refused
-(``tests/mcp``).
+(``tests/mcp/test_mcp_root_path.py``, reviews bt and ck: their tests pass unchanged).
 """
 
 import shlex
