@@ -202,9 +202,9 @@ class ToolhubSettings(BaseModel):
     SAGA_MAX_ATTEMPTS: Positive = 5
     SAGA_RETRY_BASE_SECONDS: SecondsOrZero = 5.0
     SAGA_RETRY_MAX_SECONDS: SecondsOrZero = 600.0
-    # Hours back the sagas sweep rolls back a failed direct step whose notification was lost (one up to twice as old
-    # is rolled back held, for an operator): handled failures stay in ``toolcall_failed_direct_step`` for ever, and
-    # reading them all each tick grew without bound.
+    # Hours, from when it failed, the sagas sweep rolls back a direct step whose failure's notification was lost (one
+    # found older is rolled back held, for an operator): handled failures stay in ``toolcall_failed_direct_step`` for
+    # ever, and reading them all each tick grew without bound.
     SAGA_UNHEARD_FAILURE_HOURS: Positive = 7 * 24
 
 

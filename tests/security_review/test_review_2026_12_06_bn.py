@@ -120,7 +120,15 @@ def test_the_sagas_sweep_reads_no_old_handled_failures(alice: User) -> None:
     unheard_call("book", {"item": "a"}, saga="deaf", user=alice)
     template = ToolCall.objects.create(tool_name="book", status="failed", tenant="acme", saga_id="x")
     weeks = "60 * 24 * 14"
-    clone(ToolCall, template, 20_000, id=uuid_of("bn"), saga_id="'old-' || g", created_at=ago(f"{weeks} + g"))
+    clone(
+        ToolCall,
+        template,
+        20_000,
+        id=uuid_of("bn"),
+        saga_id="'old-' || g",
+        created_at=ago(f"{weeks} + g"),
+        finished_at=ago(f"{weeks} + g"),
+    )
     old = Saga.objects.create(key="old", tenant="acme", status="compensated")
     rollback = Rollback.objects.create(saga=old, trigger="on_demand", requested_by="x", finished_at=timezone.now())
     clone(Rollback, rollback, 10_000, failed_call_id=uuid_of("bn"))

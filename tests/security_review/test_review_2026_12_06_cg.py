@@ -112,7 +112,15 @@ def test_the_held_scan_reads_a_batch_on_a_first_run_and_one_tick_after(alice: Us
     """Expect (cost): 5,000 handled failures of weeks ago are read ``limit`` a tick on the first run (no statement's
     subquery runs more than ``limit`` times), and once the mark is set a tick reads none of them."""
     template = ToolCall.objects.create(tool_name="book", status="failed", tenant="acme", saga_id="x")
-    clone(ToolCall, template, 5_000, id=uuid_of("cg"), saga_id="'old-' || g", created_at=ago("60 * 24 * 14 + g"))
+    clone(
+        ToolCall,
+        template,
+        5_000,
+        id=uuid_of("cg"),
+        saga_id="'old-' || g",
+        created_at=ago("60 * 24 * 14 + g"),
+        finished_at=ago("60 * 24 * 14 + g"),
+    )
     analyze()
 
     first = explained(lambda: sagas_sweep(limit=50))

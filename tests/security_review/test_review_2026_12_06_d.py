@@ -69,6 +69,7 @@ def backlog() -> None:
         "WHEN g % 50 = 1 THEN 'failed' ELSE 'succeeded' END",
         saga_id="CASE WHEN g % 2 = 0 THEN 'saga-' || (g / 2) ELSE '' END",
         created_at=ago(f"{ROWS} - g"),
+        finished_at="CASE WHEN g % 100 = 0 THEN NULL ELSE " + ago(f"{ROWS} - g") + " END",
         queued_at="CASE WHEN g % 100 = 0 THEN now() ELSE " + ago(f"{ROWS} - g") + " END",
         lease_expires_at="now() + interval '1 hour'",
     )

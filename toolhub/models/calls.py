@@ -164,9 +164,10 @@ class ToolCall(models.Model):
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
             models.Index(fields=["tenant", "created_at"], name="toolcall_tenant_created"),
             models.Index(fields=["saga_id"], name="toolcall_saga"),
-            # The sagas sweep's unheard failures: failed direct steps only, whatever the calls' history.
+            # The sagas sweep's unheard failures: failed direct steps only, whatever the calls' history, by when they
+            # failed (a step may wait days for its approval or an external result before it fails).
             models.Index(
-                fields=["created_at"],
+                fields=["finished_at"],
                 condition=models.Q(status="failed", run_id__isnull=True) & ~models.Q(saga_id=""),
                 name="toolcall_failed_direct_step",
             ),

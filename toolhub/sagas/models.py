@@ -193,14 +193,14 @@ class CompensationAttempt(models.Model):
 class SweepMark(models.Model):
     """How far back a periodic sweep has read, kept between ticks (one row a mark, by ``name``).
 
-    The sagas sweep's ``unheard_failures``: failed direct steps asked for before ``reached`` were read by a held scan
+    The sagas sweep's ``unheard_failures``: failed direct steps that failed before ``reached`` were read by a held scan
     that completed (``recovery._hold_unheard_failures``). No row: the sweep never completed one (a first run, on an
     upgrade too): it reads every failure older than ``SAGA_UNHEARD_FAILURE_HOURS``, a batch a tick.
     """
 
     name = models.CharField(max_length=50, unique=True)
     reached = models.DateTimeField()
-    # A batch cut short by the sweep's limit ends on a row: the next tick starts after it (by ``created_at, id``), not
+    # A batch cut short by the sweep's limit ends on a row: the next tick starts after it (by ``finished_at, id``), not
     # at its instant again. Empty: the scan got through, rows from ``reached`` on are still to read.
     reached_pk = models.CharField(max_length=64, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -101,7 +101,7 @@ UNHEARD_FAILURES_MARK = "unheard_failures"
 
 
 def _hold_unheard_failures(limit: int, *, until: dt.datetime) -> int:
-    """Hold the unheard failures asked for before ``until`` that the last completed scan had not reached.
+    """Hold the unheard failures that failed before ``until`` and the last completed scan had not reached.
 
     From ``SweepMark`` ``unheard_failures`` (the ``until`` of the last scan that read all it had to), so a sweep
     back after any outage holds every failure it missed, and a tick reads only what aged past the window since the
@@ -112,13 +112,13 @@ def _hold_unheard_failures(limit: int, *, until: dt.datetime) -> int:
     a failure both read is rolled back once).
     """
     mark = SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK).values_list("reached", "reached_pk").first()
-    failures = _failed_direct_steps().filter(created_at__lt=until)
+    failures = _failed_direct_steps().filter(finished_at__lt=until)
     if mark is not None:
         # A range of the index from ``reached``; a cut batch's last row and those before it at its instant left out.
-        failures = failures.filter(created_at__gte=mark[0])
+        failures = failures.filter(finished_at__gte=mark[0])
         if mark[1]:
-            failures = failures.exclude(created_at=mark[0], id__lte=mark[1])
-    batch = list(failures.order_by("created_at", "id").values_list("id", "created_at")[:limit])
+            failures = failures.exclude(finished_at=mark[0], id__lte=mark[1])
+    batch = list(failures.order_by("finished_at", "id").values_list("id", "finished_at")[:limit])
     held = _roll_back_unheard_failures(
         _unheard_among(ToolCall.objects.filter(pk__in=[pk for pk, _ in batch])), limit, hold=True
     )
@@ -180,21 +180,26 @@ def _roll_back_unheard_failures(failures: QuerySet[ToolCall], limit: int, *, hol
 
 
 def _failed_direct_steps() -> QuerySet[ToolCall]:
-    """Failed direct saga steps: the rows of ``toolcall_failed_direct_step`` (partial), read by ``created_at``."""
+    """Failed direct saga steps: the rows of ``toolcall_failed_direct_step`` (partial), read by ``finished_at``.
+
+    By when they failed, not when they were asked for: a row enters the index when its call fails, and a step that
+    waited longer than the window (an approval, an external result) before failing was behind the automatic window
+    and the held scan's mark the moment it failed, never read.
+    """
     return ToolCall.objects.filter(kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED).exclude(
         saga_id=""
     )
 
 
 def _unheard_failures_to_roll_back(*, since: dt.datetime) -> QuerySet[ToolCall]:
-    """Failed direct steps asked for from ``since`` that nobody acted on, oldest first.
+    """Failed direct steps that failed from ``since`` on and nobody acted on, oldest first.
 
     Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of a
     window of ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history.
     """
     # Only a window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
     # tables), and each tick read them all (100,000 old failures: about 2.4 s a tick on PostgreSQL).
-    return _unheard_among(_failed_direct_steps().filter(created_at__gte=since))
+    return _unheard_among(_failed_direct_steps().filter(finished_at__gte=since))
 
 
 def _unheard_among(failures: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
@@ -212,7 +217,7 @@ def _unheard_among(failures: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
             newest_step_at=Subquery(_newest_step_left()),
         )
         .filter(rolled_back_by__isnull=True, newest_step_at__lte=Coalesce("finished_at", "created_at"))
-        .order_by("created_at", "id")
+        .order_by("finished_at", "id")
     )
 
 
