@@ -340,9 +340,10 @@ def tool_call_withdraw(
     A held call's approval request ends with it (``approval_withdrawing``: no operator decides it any more); a
     queued call's worker then finds it cancelled and runs nothing. What the model reads: ``Not executed: reason``.
     ``allowed_from`` narrows what is withdrawn: ``{PENDING_APPROVAL}`` leaves a call an operator approved meanwhile
-    (queued, not yet run) to its decision.
+    (queued, not yet run) to its decision; without ``PENDING_APPROVAL`` a held call and its request are left.
     """
-    if call.status == CallStatus.PENDING_APPROVAL:
+    # The request's withdrawal cancels the call from ``pending_approval``: only when that is a status withdrawn.
+    if call.status == CallStatus.PENDING_APPROVAL and CallStatus.PENDING_APPROVAL in allowed_from:
         answers = approval_withdrawing.send(sender=ToolCall, call=call, actor=actor, reason=reason)
         if any(answer is True for _, answer in answers):
             return True

@@ -96,7 +96,7 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     return counts
 
 
-#: The ``SweepMark`` of the held scan: failures asked for before it were read by a completed one.
+#: The ``SweepMark`` of the held scan: failures that failed before it were read by a completed one.
 UNHEARD_FAILURES_MARK = "unheard_failures"
 
 
