@@ -222,10 +222,13 @@ def test_the_admins_popups_widgets_and_account_pages_run_under_the_policy(page: 
     page.goto("/admin/toolhub/tenantmembership/add/")
     with page.expect_popup() as lookup:
         page.click("#lookup_id_user")
+    # The popup's links hand their row back once its scripts ran (the load event); a click before follows the link.
+    lookup.value.wait_for_load_state("load")
     lookup.value.locator("#result_list tbody th a").first.click()
     expect(page.locator("#id_user")).not_to_have_value("")
     with page.expect_popup() as added:
         page.click("#add_id_tenant")
+    added.value.wait_for_load_state("load")
     added.value.fill("#id_slug", "newt")
     added.value.fill("#id_name", "New tenant")
     added.value.locator("input[name=_save]").click()
