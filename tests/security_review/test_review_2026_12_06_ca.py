@@ -159,15 +159,8 @@ def _start_then_cancel(real_start: Any) -> Any:
     return start_then_cancel
 
 
-def test_the_sweep_settles_a_subagent_call_whose_child_ended_while_its_suspension_went_unheard(
-    make_agent: MakeAgent, start: StartRun, alice: User
-) -> None:
-    """Found: the worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver
-    (sent after the commit) left the call ``awaiting_result`` for ever when its child had already ended (its run
-    cancelled meanwhile): only that receiver settled it (``_settled_by_ended_child``), and the call never expires.
-
-    Expect: the periodic runs sweep settles it from the child's end (failed, naming the cancellation), once.
-    """
+def _call_whose_child_ended_unheard(make_agent: MakeAgent, start: StartRun, alice: User) -> ToolCall:
+    """A parent's subagent call awaiting its result, its child cancelled with the parent, the receiver unheard."""
     script = [
         {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
         {"content": "never asked"},
@@ -179,7 +172,19 @@ def test_the_sweep_settles_a_subagent_call_whose_child_ended_while_its_suspensio
     ):
         make_agent(name="researcher", tools=[], script=[{"content": "child answer"}])
         parent = start(make_agent(tools=["ask_researcher"], script=script), alice)
-    call = ToolCall.objects.get(run_id=parent.id)
+    return ToolCall.objects.get(run_id=parent.id)
+
+
+def test_the_sweep_settles_a_subagent_call_whose_child_ended_while_its_suspension_went_unheard(
+    make_agent: MakeAgent, start: StartRun, alice: User
+) -> None:
+    """Found: the worker dying between committing a subagent call's suspension and its ``call_suspended`` receiver
+    (sent after the commit) left the call ``awaiting_result`` for ever when its child had already ended (its run
+    cancelled meanwhile): only that receiver settled it (``_settled_by_ended_child``), and the call never expires.
+
+    Expect: the periodic runs sweep settles it from the child's end (failed, naming the cancellation), once.
+    """
+    call = _call_whose_child_ended_unheard(make_agent, start, alice)
     assert call.status == CallStatus.AWAITING_RESULT
 
     tasks.sweep_runs_task()
@@ -276,18 +281,7 @@ def test_a_child_that_cannot_be_settled_now_stops_neither_the_others_nor_the_wak
 
     Expect: the error is logged naming the child, the sweep goes on to wake runs, and the next sweep settles it.
     """
-    script = [
-        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
-        {"content": "never asked"},
-    ]
-    with (
-        registry.temporarily(ask_researcher),
-        mock.patch.object(subagents, "_start_child", _start_then_cancel(subagents._start_child)),
-        mock.patch.object(call_suspended, "send"),
-    ):
-        make_agent(name="researcher", tools=[], script=[{"content": "child answer"}])
-        parent = start(make_agent(tools=["ask_researcher"], script=script), alice)
-    call = ToolCall.objects.get(run_id=parent.id)
+    call = _call_whose_child_ended_unheard(make_agent, start, alice)
     woken: list[bool] = []
 
     def wake(**kwargs: Any) -> list[Any]:

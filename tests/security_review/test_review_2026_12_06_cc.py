@@ -31,6 +31,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from tests.security_review.list_orders import column_index, list_ordering
 from tests.tenancy.conftest import make_user
 from toolhub.models import CallStatus, Tenant, ToolCall
 
@@ -49,16 +50,6 @@ def acme_staff(tenant: Tenant, other_tenant: Tenant, roles: dict[str, Group]) ->
     groups = (roles["developers"], roles["operators"], roles["auditors"])
     client.force_login(make_user("acme-staff", tenant=tenant, staff=True, groups=groups))
     return client
-
-
-def _ordering(client: Client, page: str, **query: str) -> list[str]:
-    response = client.get(page, query)
-    assert response.status_code == 200, (page, query, response.status_code)
-    return [str(part) for part in response.context["cl"].queryset.query.order_by]
-
-
-def _column(client: Client, page: str, column: str) -> int:
-    return list(client.get(page).context["cl"].list_display).index(column)
 
 
 @pytest.mark.parametrize(
@@ -82,10 +73,10 @@ def test_a_list_is_not_sorted_by_a_column_no_index_serves(
 ) -> None:
     """Found: ``?o=<column>`` sorted the list by that unindexed column (every row of the viewer's tenants sorted for
     each page). Expect: the sort is skipped (200), the list keeps the ordering it has without ``?o=``."""
-    index = _column(acme_staff, page, column)
-    unsorted = _ordering(acme_staff, page)
+    index = column_index(acme_staff, page, column)
+    unsorted = list_ordering(acme_staff, page)
     for sign in ("", "-"):
-        ordering = _ordering(acme_staff, page, o=f"{sign}{index}")
+        ordering = list_ordering(acme_staff, page, o=f"{sign}{index}")
         assert ordering == unsorted, (page, column, ordering)
         assert not any(part.lstrip("-") == order_field for part in ordering), ordering
 
@@ -103,9 +94,9 @@ def test_a_list_is_not_sorted_by_a_column_no_index_serves(
 )
 def test_indexed_sorts_still_apply(acme_staff: Client, page: str, column: str, order_field: str) -> None:
     """Expect: ``?o=`` by a column an index serves sorts the list by it, both ways."""
-    index = _column(acme_staff, page, column)
-    assert _ordering(acme_staff, page, o=str(index))[0] == order_field
-    assert _ordering(acme_staff, page, o=f"-{index}")[0] == f"-{order_field}"
+    index = column_index(acme_staff, page, column)
+    assert list_ordering(acme_staff, page, o=str(index))[0] == order_field
+    assert list_ordering(acme_staff, page, o=f"-{index}")[0] == f"-{order_field}"
 
 
 def test_only_columns_an_index_serves_have_sort_links(acme_staff: Client, tenant: Tenant) -> None:

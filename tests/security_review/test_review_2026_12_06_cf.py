@@ -46,6 +46,7 @@ from django.test import Client
 
 from agents_app.models import Agent
 from approvals.models import ApprovalRule
+from tests.security_review.list_orders import column_index, list_ordering
 from tests.security_review.query_plans import ago, analyze, clone, explained, seq_scans, uuid_of
 from tests.tenancy.conftest import make_user
 from toolhub.models import Grant, Tenant, ToolCall, ToolGroup
@@ -100,17 +101,6 @@ def acme_staff(tenant: Tenant, other_tenant: Tenant, roles: dict[str, Group]) ->
     return client
 
 
-def _ordering(client: Client, page: str, **query: str) -> list[str]:
-    response = client.get(page, query)
-    assert response.status_code == 200, (page, query, response.status_code)
-    return [str(part) for part in response.context["cl"].queryset.query.order_by]
-
-
-def _column(client: Client, page: str, column: str) -> int:
-    names = [getattr(entry, "__name__", entry) for entry in client.get(page).context["cl"].list_display]
-    return names.index(column)
-
-
 @pytest.fixture
 def configuration(tenant: Tenant) -> None:
     group = ToolGroup.objects.create(name="cf-group")
@@ -139,9 +129,9 @@ def configuration(tenant: Tenant) -> None:
 def test_a_configuration_list_sorts_by_its_columns(root: Client, page: str, column: str, order_field: str) -> None:
     """Found: ``?o=`` by an unindexed column of a configuration list (rules by priority, users by e-mail) was skipped
     since review cc, its header no link. Expect: a small table's list sorts by it both ways."""
-    index = _column(root, page, column)
-    assert _ordering(root, page, o=str(index))[0] == order_field
-    assert _ordering(root, page, o=f"-{index}")[0] == f"-{order_field}"
+    index = column_index(root, page, column)
+    assert list_ordering(root, page, o=str(index))[0] == order_field
+    assert list_ordering(root, page, o=f"-{index}")[0] == f"-{order_field}"
 
 
 def test_only_configuration_admins_declare_a_small_table() -> None:
@@ -156,20 +146,20 @@ def test_only_configuration_admins_declare_a_small_table() -> None:
 def test_a_small_table_is_not_sorted_by_a_withheld_relation(acme_staff: Client, page: str) -> None:
     """Expect: a tenant's staff, who see tool groups only in part, do not sort rules or grants by tool group (the
     withheld group's name would order the list): the sort is skipped, the header is no link; others still sort."""
-    index = _column(acme_staff, page, "tool_group")
-    unsorted = _ordering(acme_staff, page)
-    assert _ordering(acme_staff, page, o=str(index)) == unsorted
+    index = column_index(acme_staff, page, "tool_group")
+    unsorted = list_ordering(acme_staff, page)
+    assert list_ordering(acme_staff, page, o=str(index)) == unsorted
     assert not acme_staff.get(page).context["cl"].get_ordering_field_columns().get(index)
-    tool_name = _column(acme_staff, page, "tool_name")
-    assert _ordering(acme_staff, page, o=str(tool_name))[0] == "tool_name"
+    tool_name = column_index(acme_staff, page, "tool_name")
+    assert list_ordering(acme_staff, page, o=str(tool_name))[0] == "tool_name"
 
 
 def test_the_sagas_list_sorts_by_when_it_moved(acme_staff: Client) -> None:
     """Found: the sagas' "Updated at" header was no sort link (no index), yet the list sorted by it on every page.
     Expect: ``updated_at`` is indexed, its header sorts both ways."""
-    index = _column(acme_staff, SAGAS, "updated_at")
-    assert _ordering(acme_staff, SAGAS, o=str(index))[0] == "updated_at"
-    assert _ordering(acme_staff, SAGAS, o=f"-{index}")[0] == "-updated_at"
+    index = column_index(acme_staff, SAGAS, "updated_at")
+    assert list_ordering(acme_staff, SAGAS, o=str(index))[0] == "updated_at"
+    assert list_ordering(acme_staff, SAGAS, o=f"-{index}")[0] == "-updated_at"
     assert "updated_at" in acme_staff.get(SAGAS).context["cl"].sortable_by
 
 
@@ -177,17 +167,17 @@ def test_the_sagas_list_sorts_by_when_it_moved(acme_staff: Client) -> None:
 def test_compensations_are_not_sorted_by_a_later_column_of_an_index(acme_staff: Client, column: str) -> None:
     """Found: ``?o=`` by ``sequence`` (indexed after ``saga``) or ``next_attempt_at`` (after ``status``) sorted every
     compensation of the viewer's tenants. Expect: skipped; its header is no link."""
-    index = _column(acme_staff, COMPENSATIONS, column)
-    unsorted = _ordering(acme_staff, COMPENSATIONS)
-    assert _ordering(acme_staff, COMPENSATIONS, o=str(index)) == unsorted
+    index = column_index(acme_staff, COMPENSATIONS, column)
+    unsorted = list_ordering(acme_staff, COMPENSATIONS)
+    assert list_ordering(acme_staff, COMPENSATIONS, o=str(index)) == unsorted
     assert column not in acme_staff.get(COMPENSATIONS).context["cl"].sortable_by
 
 
 def test_one_sagas_compensations_sort_by_sequence(acme_staff: Client, tenant: Tenant) -> None:
     """Expect: with the saga compared for equality (``?saga__id__exact=``) the index orders ``sequence``: it sorts."""
     saga = Saga.objects.create(key="cf", tenant=tenant.slug)
-    index = _column(acme_staff, COMPENSATIONS, "sequence")
-    ordering = _ordering(acme_staff, COMPENSATIONS, o=f"-{index}", saga__id__exact=str(saga.pk))
+    index = column_index(acme_staff, COMPENSATIONS, "sequence")
+    ordering = list_ordering(acme_staff, COMPENSATIONS, o=f"-{index}", saga__id__exact=str(saga.pk))
     assert ordering[0] == "-sequence"
 
 
@@ -269,7 +259,7 @@ def test_one_sagas_compensations_sorted_by_sequence_read_an_index(
 ) -> None:
     """Expect: one saga's compensations (``?saga__id__exact=``) sorted by ``sequence`` read the ``(saga, sequence)``
     index, no sequential scan of the compensations (without the saga that sort is refused: it read them all)."""
-    index = _column(acme_staff, COMPENSATIONS, "sequence")
+    index = column_index(acme_staff, COMPENSATIONS, "sequence")
     query = {"o": str(index), "saga__id__exact": str(compensation_backlog.pk)}
     plans = explained(lambda: acme_staff.get(COMPENSATIONS, query))
     listed = [plan for sql, plan in plans if 'ORDER BY "sagas_compensation"."sequence" ASC' in sql]

@@ -43,6 +43,7 @@ from tests.posture.conftest import (
     RunDjango,
     run_django,  # noqa: F401 - a fixture, registered by being imported here
 )
+from tests.security_review.sdk_calls import HELD, held_sdk_call
 from tests.security_review.test_review_2026_12_06_cj import started
 from tests.tenancy.conftest import make_user
 from toolhub.adapters.openai_agents import store
@@ -97,9 +98,6 @@ def test_switches_are_read_in_any_case_with_spaces(run_django: RunDjango) -> Non
     assert result.stdout.split() == ["True", "True", "True", "False"]
 
 
-HELD = store.PendingItem(tool_name="risky_effect", sdk_call_id="call_1", arguments='{"note": "wire money"}')
-
-
 @pytest.mark.django_db
 def test_refusing_a_run_leaves_a_call_an_operator_approved_meanwhile(
     alice: User, operator: User, monkeypatch: pytest.MonkeyPatch
@@ -108,15 +106,7 @@ def test_refusing_a_run_leaves_a_call_an_operator_approved_meanwhile(
     ``tool_call_cancel`` then cancelled the approved call, against "the operator's decision stands".
     Expect: the approved call stays queued, its request approved; nothing is cancelled by the refusal."""
     # given a call the SDK paused on, held for approval
-    held = store.governed_call(
-        user=alice,
-        tenant="acme",
-        run_key="refused-run",
-        tool_name=HELD.tool_name,
-        sdk_call_id=HELD.sdk_call_id,
-        arguments=HELD.arguments,
-    )
-    assert held.status == CallStatus.PENDING_APPROVAL
+    held = held_sdk_call(alice, "refused-run")
     request = ApprovalRequest.objects.get(call=held)
     read_as_held = store._own_call
 
@@ -144,14 +134,7 @@ def test_refusing_a_run_leaves_a_call_an_operator_approved_meanwhile(
 @pytest.mark.django_db
 def test_a_refused_run_still_withdraws_its_held_call(alice: User) -> None:
     """Found: nothing (holds with finding 3's narrowing). Expect: a call still held is cancelled with its request."""
-    held = store.governed_call(
-        user=alice,
-        tenant="acme",
-        run_key="refused-run",
-        tool_name=HELD.tool_name,
-        sdk_call_id=HELD.sdk_call_id,
-        arguments=HELD.arguments,
-    )
+    held = held_sdk_call(alice, "refused-run")
 
     store.paused_run_refused(
         user=alice, tenant="acme", run_key="refused-run", items=[HELD], reason="The run was not stored."

@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.security_review.direct_sagas import direct_call, unheard_call
+from tests.security_review.sdk_calls import held_sdk_call
 from toolhub import Tool, registry
-from toolhub.adapters.openai_agents import store
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
@@ -96,23 +96,12 @@ def test_a_direct_external_step_failing_after_a_long_wait_is_rolled_back(alice: 
     assert sagas_sweep()["rolled_back"] == 0
 
 
-HELD = store.PendingItem(tool_name="risky_effect", sdk_call_id="call_1", arguments='{"note": "wire money"}')
-
-
 @pytest.mark.django_db
 def test_withdrawing_only_started_waits_leaves_a_held_call_and_its_request(alice: User) -> None:
     """Found: ``tool_call_withdraw(allowed_from={queued, awaiting_result})`` on a held call withdrew its approval
     request through ``approval_withdrawing``, which cancelled the call from ``pending_approval``: ``allowed_from``
     narrowed only the fallback UPDATE. Expect: False, the call still held, its request pending, nothing audited."""
-    held = store.governed_call(
-        user=alice,
-        tenant="acme",
-        run_key="narrowed",
-        tool_name=HELD.tool_name,
-        sdk_call_id=HELD.sdk_call_id,
-        arguments=HELD.arguments,
-    )
-    assert held.status == CallStatus.PENDING_APPROVAL
+    held = held_sdk_call(alice, "narrowed")
     trail = AuditEvent.objects.filter(call_id=held.pk).count()
 
     withdrawn = tool_call_withdraw(
