@@ -56,7 +56,6 @@ from toolhub.tenancy import scoped, tenant_scope
 __all__ = [
     "FixedIdentity",
     "GuardedLookups",
-    "indexed_column",
     "ModelProblemsShown",
     "ReadOnlyMixin",
     "TenantScopedAdmin",
