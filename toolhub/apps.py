@@ -48,6 +48,9 @@ class ToolhubConfig(AppConfig):
         from toolhub.api import tokens
 
         tokens.install()  # a token is named by whose it is, never by its key (the credential)
+        from toolhub.api import token_revocation
+
+        token_revocation.install()  # a new password or a deactivation deletes the account's API tokens
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)

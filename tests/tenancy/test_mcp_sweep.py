@@ -356,12 +356,15 @@ def test_the_platform_user_without_naming_acme_gets_none_of_acmes_tools(
     assert evil[0].calls == []
 
 
-def _raw(base: str, user: User, method: str, params: dict[str, Any], headers: list[tuple[str, str]]) -> httpx.Response:
+def _raw(
+    base: str, user: User, method: str, params: dict[str, Any], headers: list[tuple[str, str]], key: str = ""
+) -> httpx.Response:
+    """``method`` sent to ``/mcp`` with ``user``'s token (``key``, when given, instead)."""
     return httpx.post(
         f"{base}/mcp",
         content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
         headers=[
-            ("Authorization", f"Bearer {token(user)}"),
+            ("Authorization", f"Bearer {key or token(user)}"),
             ("Accept", ACCEPT),
             ("Content-Type", "application/json"),
             ("MCP-Protocol-Version", "2025-06-18"),
@@ -417,10 +420,12 @@ def test_a_deactivated_member_of_acme_is_refused_before_any_method(
     key = token(dave)
     dave.is_active = False
     dave.save()
+    # The key dave held is revoked with the deactivation (toolhub.api.token_revocation); the sweep sends one an
+    # administrator made for the inactive account since, which must be refused as well.
+    assert token(dave) != key
     for method, params in METHODS:
-        response = _raw(surface, dave, method, params, [])
-        assert response.status_code == 401 and "acme" not in response.text, response.text
-    assert token(dave) == key
+        for response in (_raw(surface, dave, method, params, []), _raw(surface, dave, method, params, [], key)):
+            assert response.status_code == 401 and "acme" not in response.text, response.text
 
 
 @pytest.mark.parametrize(
