@@ -5,7 +5,8 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.apps.registry import Apps
 from django.contrib.admin.apps import AdminConfig
-from django.db.models.signals import post_migrate
+from django.db.backends.signals import connection_created
+from django.db.models.signals import post_migrate, pre_migrate
 
 from toolhub.governance import governance_watch
 
@@ -51,6 +52,10 @@ class ToolhubConfig(AppConfig):
         from toolhub.api import token_revocation
 
         token_revocation.install()  # a new password or a deactivation deletes the account's API tokens
+        from toolhub.db_timeouts import connection_bounded, migrate_unbounded
+
+        connection_created.connect(connection_bounded, dispatch_uid="toolhub.db_timeouts.connection_bounded")
+        pre_migrate.connect(migrate_unbounded, sender=self, dispatch_uid="toolhub.db_timeouts.migrate_unbounded")
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)

@@ -1,0 +1,104 @@
+"""Review 2026-12-06 (cw): settings, system checks, operations commands and database time bounds (reviews cj, cm,
+ck, bu), adversarially.
+
+Findings (each fails on ea55f42, passes with the fix):
+
+1. No statement ran under a time bound on PostgreSQL: a slow query (or a stuck one) held its connection, its locks
+   and its request or worker for ever, and a transaction left idle (a streamed export whose client stopped reading, a
+   request stuck between statements) held its snapshot and row locks for ever, delaying vacuum. Now every connection
+   toolhub opens bounds both (``DATABASE_STATEMENT_TIMEOUT``, 60 s; ``DATABASE_IDLE_IN_TRANSACTION_TIMEOUT``,
+   300 s; 0 leaves the server's), keeping a shorter bound the server, role, database or URL set
+   (``toolhub.db_timeouts``); ``migrate`` lifts toolhub's own bounds for its connection (an index build may take
+   longer), back to what the server or role sets.
+
+Checked and holding:
+- ``_env_int`` / ``_env_seconds`` / ``_env_rate`` / ``_env_bool`` / ``_env_choice`` strip surrounding whitespace and
+  refuse negatives, NaN, ``inf`` and values past their range; ``int()`` reads unicode digits (``١٢``) and ``1_0`` as
+  the number they spell (not a misreading: the value is still range-checked).
+- A ``DATABASE_URL`` with ``sslmode`` and ``options`` keeps them in ``OPTIONS``; an unknown scheme
+  (``postgresql+psycopg``) is refused naming the scheme only, never the password.
+"""
+
+import time
+
+import pytest
+from django.core.management import call_command
+from django.db import OperationalError, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+from django.test import override_settings
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+
+def _opened(**options: str) -> BaseDatabaseWrapper:
+    """A new connection to the test database, as toolhub opens one, with ``options`` over its ``OPTIONS``."""
+    wrapper = connections.create_connection("default")
+    wrapper.settings_dict = {**wrapper.settings_dict, "OPTIONS": {**wrapper.settings_dict["OPTIONS"], **options}}
+    wrapper.ensure_connection()
+    return wrapper
+
+
+def _shown(wrapper: BaseDatabaseWrapper, name: str) -> str:
+    with wrapper.cursor() as cursor:
+        cursor.execute(f"SHOW {name}")
+        return str(cursor.fetchone()[0])
+
+
+def test_a_new_connection_bounds_its_statements_and_idle_transactions() -> None:
+    """Found: no ``statement_timeout`` nor ``idle_in_transaction_session_timeout`` (PostgreSQL's default: none): a slow
+    query or a transaction left idle held its connection and locks for ever. Expect: 1 min and 5 min by default."""
+    opened = _opened()
+    try:
+        assert _shown(opened, "statement_timeout") == "1min"
+        assert _shown(opened, "idle_in_transaction_session_timeout") == "5min"
+    finally:
+        opened.close()
+
+
+@override_settings(DATABASE_STATEMENT_TIMEOUT=1)
+def test_a_statement_past_the_bound_is_cancelled() -> None:
+    """Found: ``pg_sleep`` (any slow statement) ran as long as it liked. Expect: cancelled at the configured bound."""
+    opened = _opened()
+    try:
+        began = time.monotonic()
+        with pytest.raises(OperationalError, match="statement timeout"), opened.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(30)")
+        assert time.monotonic() - began < 10
+    finally:
+        opened.close()
+
+
+def test_a_shorter_bound_set_for_the_connection_is_kept_not_lengthened() -> None:
+    """Found (with the bound): a shorter ``statement_timeout`` the URL, role or server set must not be lengthened to
+    toolhub's default. Expect: the URL's 500 ms stays, and the idle bound it did not set is toolhub's."""
+    opened = _opened(options="-c statement_timeout=500")
+    try:
+        assert _shown(opened, "statement_timeout") == "500ms"
+        assert _shown(opened, "idle_in_transaction_session_timeout") == "5min"
+    finally:
+        opened.close()
+
+
+@override_settings(DATABASE_STATEMENT_TIMEOUT=0, DATABASE_IDLE_IN_TRANSACTION_TIMEOUT=0)
+def test_zero_leaves_the_servers_bounds() -> None:
+    """Found: (the setting's off switch) 0 must leave the server's or role's value, not set "no bound" over it.
+    Expect: the server's defaults (none, on the test server)."""
+    opened = _opened(options="-c statement_timeout=700")
+    try:
+        assert _shown(opened, "statement_timeout") == "700ms"
+        assert _shown(opened, "idle_in_transaction_session_timeout") == "0"
+    finally:
+        opened.close()
+
+
+def test_migrate_runs_without_toolhubs_bound() -> None:
+    """Found (with the bound): a migration's index build or table rewrite may take longer than a request's statement.
+    Expect: ``migrate`` lifts toolhub's bounds on its connection, back to the server's (none, on the test server)."""
+    connection_created.send(sender=type(connection), connection=connection)  # as when it opened
+    assert _shown(connection, "statement_timeout") == "1min"
+
+    call_command("migrate", verbosity=0)
+
+    assert _shown(connection, "statement_timeout") == "0"
+    assert _shown(connection, "idle_in_transaction_session_timeout") == "0"

@@ -1,0 +1,50 @@
+"""Time bounds on every PostgreSQL connection: a statement, and a transaction left idle, cannot hold on for ever.
+
+PostgreSQL bounds neither by default: a slow or stuck query held its connection, its locks and the request or worker
+waiting on it; a transaction left idle (a streamed export whose client stopped reading, a request stuck between
+statements) held its snapshot and row locks, delaying vacuum. ``DATABASE_STATEMENT_TIMEOUT`` and
+``DATABASE_IDLE_IN_TRANSACTION_TIMEOUT`` (seconds; 0 leaves the server's) are set on each connection as it opens,
+never lengthening a shorter bound the server, role, database or the URL's ``options`` set. Set with ``SET`` rather
+than the URL's startup ``options``, which PgBouncer refuses by default. ``migrate`` lifts them for its connection
+(``RESET``: back to the server's or role's): an index build or table rewrite may take longer than any request.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+#: The settings (seconds) and the PostgreSQL parameters they bound (milliseconds).
+BOUNDS = {
+    "DATABASE_STATEMENT_TIMEOUT": "statement_timeout",
+    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": "idle_in_transaction_session_timeout",
+}
+
+# One round trip for both; a parameter already bounded below toolhub's keeps its value (0 there means none).
+_BOUND_SQL = """
+SELECT set_config(s.name, (CASE WHEN s.setting::bigint = 0 THEN b.ms ELSE LEAST(s.setting::bigint, b.ms) END)::text,
+                  false)
+FROM pg_settings s JOIN (VALUES (%s, %s::bigint), (%s, %s::bigint)) AS b(name, ms) ON s.name = b.name
+WHERE b.ms > 0
+"""
+
+
+def connection_bounded(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created``: bound a new PostgreSQL connection's statements and idle transactions."""
+    if connection.vendor != "postgresql":
+        return
+    bounds = [(name, int(getattr(settings, setting, 0)) * 1000) for setting, name in BOUNDS.items()]
+    if not any(ms for _, ms in bounds):
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_BOUND_SQL, [value for bound in bounds for value in bound])
+
+
+def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> None:
+    """``pre_migrate``: the migrating connection goes back to the server's or role's bounds, without toolhub's."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("; ".join(f"RESET {name}" for name in BOUNDS.values()))
