@@ -48,3 +48,28 @@ def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> Non
         return
     with connection.cursor() as cursor:
         cursor.execute("; ".join(f"RESET {name}" for name in BOUNDS.values()))
+
+
+#: What an atomic tool's transaction is allowed idle beyond the tool's own timeout (its outcome is written after).
+IDLE_SPARE_SECONDS = 60
+
+_IDLE_AT_LEAST_SQL = """
+SELECT set_config(name, GREATEST(setting::bigint, %s)::text, true)
+FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout' AND setting::bigint > 0
+"""
+
+
+def transaction_idle_at_least(seconds: float) -> None:
+    """Let the current transaction stay idle ``seconds`` and a spare minute, when toolhub's idle bound is shorter.
+
+    An atomic tool runs inside its transaction, idle between its statements, for up to its timeout: the idle bound
+    would end its session (and its work) first. ``SET LOCAL``: the bound is back when the transaction ends. No
+    statement at all for a tool within the configured bound (every tool with the default timeout).
+    """
+    bound = int(getattr(settings, "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 0))
+    needed = int(seconds) + IDLE_SPARE_SECONDS
+    connection = connections["default"]
+    if not bound or needed <= bound or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_IDLE_AT_LEAST_SQL, [needed * 1000])

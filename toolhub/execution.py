@@ -17,6 +17,7 @@ from toolhub.audit_hash import chain_for
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
+from toolhub.db_timeouts import transaction_idle_at_least
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
 from toolhub.execution_checks import refusal_at_execution
 from toolhub.feedback import exception_detail
@@ -160,7 +161,7 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
         run = functools.partial(run_outcome, call, tool, arguments, progress=progress, secrets=secrets)
         record = functools.partial(_record, call, worker=worker, secrets=secrets)
         if tool.atomic:
-            _run_atomically(run, record)
+            _run_atomically(run, record, timeout=tool.effective_timeout)
         else:
             record(run())
     return call
@@ -205,7 +206,9 @@ def tool_call_run_with_intent(
 
     with secrets.scope():
         return _run_atomically(
-            functools.partial(run_outcome, call, tool, arguments, progress=None, secrets=secrets), record
+            functools.partial(run_outcome, call, tool, arguments, progress=None, secrets=secrets),
+            record,
+            timeout=tool.effective_timeout,
         )
 
 
@@ -232,16 +235,18 @@ class _Undo(Exception):
         self.outcome = outcome
 
 
-def _run_atomically(run: Callable[[], Outcome], record: Callable[[Outcome], bool]) -> bool:
+def _run_atomically(run: Callable[[], Outcome], record: Callable[[Outcome], bool], *, timeout: float) -> bool:
     """Run an atomic tool and record its outcome in one transaction; return whether an outcome was recorded.
 
     The tool's effects commit with a success and never without one: a failure (raised, timed out, a
     result that cannot be stored) rolls them back before it is recorded, and so does a success that can
-    no longer be recorded (the call was taken from this attempt, or governance changed).
+    no longer be recorded (the call was taken from this attempt, or governance changed). The transaction may stay
+    idle for the tool's ``timeout`` (``toolhub.db_timeouts``).
     """
     token = _outcomes.set(None)  # recorded in the tool's own transaction, not with a claimed batch
     try:
         with transaction.atomic():
+            transaction_idle_at_least(timeout)
             outcome = run()
             if outcome.status == CallStatus.FAILED:
                 raise _Undo(outcome)

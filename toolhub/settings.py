@@ -274,10 +274,11 @@ DATABASES = {
 }
 # PostgreSQL bounds neither by default: a slow statement, or a transaction left idle (an export whose client stopped
 # reading), held its connection and locks for ever. Seconds; 0 leaves the server's or role's; a shorter bound the
-# server, role or URL sets is kept; migrate lifts them (toolhub.db_timeouts). PostgreSQL takes at most 2^31-1 ms.
+# server, role or URL sets is kept; migrate lifts them; an atomic tool sets its own (toolhub.db_timeouts).
+# PostgreSQL takes at most 2^31-1 ms.
 DATABASE_STATEMENT_TIMEOUT = _env_int("DATABASE_STATEMENT_TIMEOUT", 60, minimum=0, maximum=2_147_483)
 DATABASE_IDLE_IN_TRANSACTION_TIMEOUT = _env_int(
-    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 300, minimum=0, maximum=2_147_483
+    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 600, minimum=0, maximum=2_147_483
 )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default serves one process; waiting on a lock beats failing on it.

@@ -7,9 +7,10 @@ Findings (each fails on ea55f42, passes with the fix):
    and its request or worker for ever, and a transaction left idle (a streamed export whose client stopped reading, a
    request stuck between statements) held its snapshot and row locks for ever, delaying vacuum. Now every connection
    toolhub opens bounds both (``DATABASE_STATEMENT_TIMEOUT``, 60 s; ``DATABASE_IDLE_IN_TRANSACTION_TIMEOUT``,
-   300 s; 0 leaves the server's), keeping a shorter bound the server, role, database or URL set
-   (``toolhub.db_timeouts``); ``migrate`` lifts toolhub's own bounds for its connection (an index build may take
-   longer), back to what the server or role sets.
+   600 s, past the default tool timeout; 0 leaves the server's), keeping a shorter bound the server, role, database
+   or URL set (``toolhub.db_timeouts``); ``migrate`` lifts toolhub's own bounds for its connection (an index build
+   may take longer), back to what the server or role sets. An atomic tool, whose transaction stays open (idle, between its
+   statements) while it works, takes an idle bound of at least its own timeout and a minute for that transaction.
 
 Checked and holding:
 - ``_env_int`` / ``_env_seconds`` / ``_env_rate`` / ``_env_bool`` / ``_env_choice`` strip surrounding whitespace and
@@ -20,6 +21,7 @@ Checked and holding:
 """
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
@@ -27,6 +29,12 @@ from django.db import OperationalError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.test import override_settings
+
+from tests.helpers import RequestCall
+from tests.tenancy.conftest import make_user
+from toolhub import ToolResult, tool
+from toolhub.models import CallStatus, Tenant
+from toolhub.tools.registry import registry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -47,11 +55,11 @@ def _shown(wrapper: BaseDatabaseWrapper, name: str) -> str:
 
 def test_a_new_connection_bounds_its_statements_and_idle_transactions() -> None:
     """Found: no ``statement_timeout`` nor ``idle_in_transaction_session_timeout`` (PostgreSQL's default: none): a slow
-    query or a transaction left idle held its connection and locks for ever. Expect: 1 min and 5 min by default."""
+    query or a transaction left idle held its connection and locks for ever. Expect: 1 min and 10 min by default."""
     opened = _opened()
     try:
         assert _shown(opened, "statement_timeout") == "1min"
-        assert _shown(opened, "idle_in_transaction_session_timeout") == "5min"
+        assert _shown(opened, "idle_in_transaction_session_timeout") == "10min"
     finally:
         opened.close()
 
@@ -75,7 +83,7 @@ def test_a_shorter_bound_set_for_the_connection_is_kept_not_lengthened() -> None
     opened = _opened(options="-c statement_timeout=500")
     try:
         assert _shown(opened, "statement_timeout") == "500ms"
-        assert _shown(opened, "idle_in_transaction_session_timeout") == "5min"
+        assert _shown(opened, "idle_in_transaction_session_timeout") == "10min"
     finally:
         opened.close()
 
@@ -102,3 +110,38 @@ def test_migrate_runs_without_toolhubs_bound() -> None:
 
     assert _shown(connection, "statement_timeout") == "0"
     assert _shown(connection, "idle_in_transaction_session_timeout") == "0"
+
+
+#: What ``long_ledger_entry`` saw of its transaction's idle bound.
+_seen_idle_bounds: list[str] = []
+
+
+@tool(atomic=True, timeout=900)
+def long_ledger_entry(note: str) -> ToolResult:
+    """Record a ledger entry; the bookkeeping may take up to 15 minutes."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW idle_in_transaction_session_timeout")
+        _seen_idle_bounds.append(str(cursor.fetchone()[0]))
+    return ToolResult.text("recorded")
+
+
+@pytest.fixture
+def _long_tool() -> Iterator[None]:
+    _seen_idle_bounds.clear()
+    with registry.temporarily(long_ledger_entry):
+        yield
+
+
+@pytest.mark.usefixtures("_long_tool")
+def test_an_atomic_tool_longer_than_the_idle_bound_keeps_its_transaction(
+    tenant: Tenant, request_call: RequestCall
+) -> None:
+    """Found (with the bound): an atomic tool runs inside its transaction, idle between its statements, for up to its
+    timeout: one allowed 15 minutes had its session ended by the 10-minute idle bound, its work lost. Expect: its
+    transaction's idle bound is its timeout and a minute (16 min), set for that transaction only."""
+    connection_created.send(sender=type(connection), connection=connection)  # as when it opened
+
+    call = request_call("long_ledger_entry", {"note": "q4"}, make_user("al", tenant=tenant), tenant="acme")
+
+    assert call.status == CallStatus.SUCCEEDED, call.error
+    assert _seen_idle_bounds == ["16min"]
