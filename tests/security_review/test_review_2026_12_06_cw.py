@@ -10,7 +10,7 @@ Findings (each fails on ea55f42, passes with the fix):
    600 s, past the default tool timeout; 0 leaves the server's), keeping a shorter bound the server, role, database
    or URL set (``toolhub.db_timeouts``); ``migrate`` lifts toolhub's own bounds for its connection (an index build
    may take longer), back to what the server or role sets. An atomic tool, whose transaction stays open (idle,
-   between its statements) while it works, takes an idle bound of at least its own timeout and a minute for that transaction.
+   between its statements) while it works, takes an idle bound of its own timeout and a minute for that transaction.
 
 Checked and holding:
 - ``_env_int`` / ``_env_seconds`` / ``_env_rate`` / ``_env_bool`` / ``_env_choice`` strip surrounding whitespace and
