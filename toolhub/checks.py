@@ -34,6 +34,7 @@ Exact duplicate names never get this far: the registry refuses the second tool a
 import inspect
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings
@@ -402,6 +403,16 @@ def _named(values: list[str]) -> str:
     return shown + (f" and {len(values) - SHOWN_VALUES} more" if len(values) > SHOWN_VALUES else "")
 
 
+def _spans_a_top_level_domain(pattern: str) -> bool:
+    """Whether a subdomain pattern (``.com``, Django's for ALLOWED_HOSTS and a ``*`` origin's) takes a whole TLD.
+
+    One label after the dot: ``.com`` matches every ``.com`` name. (A multi-label public suffix, ``.co.uk``, needs
+    the public suffix list and is not named.)
+    """
+    domain = pattern.rpartition(":")[0] if pattern.count(":") == 1 else pattern
+    return domain.startswith(".") and "." not in domain[1:].strip(".")
+
+
 @register("toolhub", deploy=True)
 def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """What Django's own deploy checks leave open: any Host believed, a CSRF origin over http, the demo installed.
@@ -412,6 +423,16 @@ def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[Che
     audit trail) to a real database.
     """
     found: list[CheckMessage] = []
+    spanning = [host for host in settings.ALLOWED_HOSTS if host.startswith(".") and _spans_a_top_level_domain(host)]
+    if spanning:
+        found.append(
+            Warning(
+                f"DJANGO_ALLOWED_HOSTS holds {_named(spanning)}: a Host header of any name in that whole top-level "
+                "domain is believed, a forged one too.",
+                hint="List the host names the site answers to, or a domain of your own (.example.com).",
+                id="toolhub.W010",
+            )
+        )
     if "*" in settings.ALLOWED_HOSTS:
         found.append(
             Warning(
@@ -429,6 +450,21 @@ def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[Che
                 "served over http, which anyone on the path can change, passes the CSRF check.",
                 hint="Trust only the https:// origins the console is served from, e.g. "
                 "DJANGO_CSRF_TRUSTED_ORIGINS=https://toolhub.example.com.",
+                id="toolhub.W011",
+            )
+        )
+    spanning = [
+        origin
+        for origin in settings.CSRF_TRUSTED_ORIGINS
+        if "*" in origin and _spans_a_top_level_domain(urlsplit(origin).netloc.lstrip("*"))
+    ]
+    if spanning:
+        found.append(
+            Warning(
+                f"DJANGO_CSRF_TRUSTED_ORIGINS trusts {_named(spanning)}: a form posted from any site of that whole "
+                "top-level domain passes the CSRF check.",
+                hint="Trust the console's own origin, or the subdomains of a domain of your own "
+                "(https://*.example.com).",
                 id="toolhub.W011",
             )
         )

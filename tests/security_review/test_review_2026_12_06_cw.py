@@ -11,6 +11,9 @@ Findings (each fails on ea55f42, passes with the fix):
    or URL set (``toolhub.db_timeouts``); ``migrate`` lifts toolhub's own bounds for its connection (an index build
    may take longer), back to what the server or role sets. An atomic tool, whose transaction stays open (idle,
    between its statements) while it works, takes an idle bound of its own timeout and a minute for that transaction.
+2. ``toolhub.W010`` / ``W011`` warned of ``DJANGO_ALLOWED_HOSTS=*`` and ``http://`` origins only: ``.com`` (Django
+   believes every ``*.com`` Host) and ``https://*.com`` (every ``.com`` site's forms pass CSRF) passed the deploy
+   check, though as open. Both now name a pattern that spans a whole top-level domain.
 
 Checked and holding:
 - ``_env_int`` / ``_env_seconds`` / ``_env_rate`` / ``_env_bool`` / ``_env_choice`` strip surrounding whitespace and
@@ -22,8 +25,10 @@ Checked and holding:
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from django.core import checks
 from django.core.management import call_command
 from django.db import OperationalError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -36,7 +41,8 @@ from toolhub import ToolResult, tool
 from toolhub.models import CallStatus, Tenant
 from toolhub.tools.registry import registry
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+pytestmark = pytest.mark.django_db
+postgres = pytest.mark.postgres
 
 
 def _opened(**options: str) -> BaseDatabaseWrapper:
@@ -53,6 +59,7 @@ def _shown(wrapper: BaseDatabaseWrapper, name: str) -> str:
         return str(cursor.fetchone()[0])
 
 
+@postgres
 def test_a_new_connection_bounds_its_statements_and_idle_transactions() -> None:
     """Found: no ``statement_timeout`` nor ``idle_in_transaction_session_timeout`` (PostgreSQL's default: none): a slow
     query or a transaction left idle held its connection and locks for ever. Expect: 1 min and 10 min by default."""
@@ -64,6 +71,7 @@ def test_a_new_connection_bounds_its_statements_and_idle_transactions() -> None:
         opened.close()
 
 
+@postgres
 @override_settings(DATABASE_STATEMENT_TIMEOUT=1)
 def test_a_statement_past_the_bound_is_cancelled() -> None:
     """Found: ``pg_sleep`` (any slow statement) ran as long as it liked. Expect: cancelled at the configured bound."""
@@ -77,6 +85,7 @@ def test_a_statement_past_the_bound_is_cancelled() -> None:
         opened.close()
 
 
+@postgres
 def test_a_shorter_bound_set_for_the_connection_is_kept_not_lengthened() -> None:
     """Found (with the bound): a shorter ``statement_timeout`` the URL, role or server set must not be lengthened to
     toolhub's default. Expect: the URL's 500 ms stays, and the idle bound it did not set is toolhub's."""
@@ -88,6 +97,7 @@ def test_a_shorter_bound_set_for_the_connection_is_kept_not_lengthened() -> None
         opened.close()
 
 
+@postgres
 @override_settings(DATABASE_STATEMENT_TIMEOUT=0, DATABASE_IDLE_IN_TRANSACTION_TIMEOUT=0)
 def test_zero_leaves_the_servers_bounds() -> None:
     """Found: (the setting's off switch) 0 must leave the server's or role's value, not set "no bound" over it.
@@ -100,6 +110,7 @@ def test_zero_leaves_the_servers_bounds() -> None:
         opened.close()
 
 
+@postgres
 def test_migrate_runs_without_toolhubs_bound() -> None:
     """Found (with the bound): a migration's index build or table rewrite may take longer than a request's statement.
     Expect: ``migrate`` lifts toolhub's bounds on its connection, back to the server's (none, on the test server)."""
@@ -132,6 +143,7 @@ def _long_tool() -> Iterator[None]:
         yield
 
 
+@postgres
 @pytest.mark.usefixtures("_long_tool")
 def test_an_atomic_tool_longer_than_the_idle_bound_keeps_its_transaction(
     tenant: Tenant, request_call: RequestCall
@@ -145,3 +157,32 @@ def test_an_atomic_tool_longer_than_the_idle_bound_keeps_its_transaction(
 
     assert call.status == CallStatus.SUCCEEDED, call.error
     assert _seen_idle_bounds == ["16min"]
+
+
+def _deploy_warnings(check_id: str) -> list[checks.CheckMessage]:
+    return [found for found in checks.run_checks(include_deployment_checks=True) if found.id == check_id]
+
+
+@pytest.mark.parametrize("pattern", [".com", ".COM"])
+def test_check_deploy_warns_of_allowed_hosts_spanning_a_top_level_domain(settings: Any, pattern: str) -> None:
+    """Found: ``DJANGO_ALLOWED_HOSTS=.com`` passed the deploy check (W010 looks for ``*`` only), yet Django believes a
+    Host of any ``.com`` name, a forged one too. Expect: ``toolhub.W010`` naming it; ``.example.com`` is not."""
+    settings.ALLOWED_HOSTS = ["toolhub.example.com", pattern]
+    warned = _deploy_warnings("toolhub.W010")
+    settings.ALLOWED_HOSTS = ["toolhub.example.com", ".example.com"]
+
+    assert len(warned) == 1 and repr(pattern) in warned[0].msg
+    assert _deploy_warnings("toolhub.W010") == []
+
+
+@pytest.mark.parametrize("origin", ["https://*.com", "HTTPS://*.Org"])
+def test_check_deploy_warns_of_a_csrf_origin_spanning_a_top_level_domain(settings: Any, origin: str) -> None:
+    """Found: ``DJANGO_CSRF_TRUSTED_ORIGINS=https://*.com`` passed the deploy check (W011 looks for ``http://`` only),
+    yet a form posted from any ``.com`` site passes CSRF. Expect: ``toolhub.W011`` naming it; ``https://*.example.com``
+    is not."""
+    settings.CSRF_TRUSTED_ORIGINS = ["https://toolhub.example.com", origin]
+    warned = _deploy_warnings("toolhub.W011")
+    settings.CSRF_TRUSTED_ORIGINS = ["https://toolhub.example.com", "https://*.example.com"]
+
+    assert len(warned) == 1 and repr(origin) in warned[0].msg
+    assert _deploy_warnings("toolhub.W011") == []
