@@ -21,6 +21,16 @@ Checked and holding:
   the number they spell (not a misreading: the value is still range-checked).
 - A ``DATABASE_URL`` with ``sslmode`` and ``options`` keeps them in ``OPTIONS``; an unknown scheme
   (``postgresql+psycopg``) is refused naming the scheme only, never the password.
+- The bounds are set with ``SET`` on ``connection_created`` (one statement, only on PostgreSQL), not as libpq startup
+  ``options`` (PgBouncer refuses those by default, and they would override a shorter role setting); the test
+  database's connection stays unbounded (its ``migrate`` lifts them), so the rest of the suite runs as before;
+  an atomic tool within the idle bound (the default timeout) costs no statement (``test_atomic_tools``' count holds).
+- Streamed exports (admin CSV, ``audit_export``) read in chunks, each ``FETCH`` a statement under the bound; a client
+  that stops reading for the idle bound has its session ended (the export fails, the snapshot is released).
+- ``_env_seconds`` takes ``1e-300`` (above 0): a checkpoint schedule that small makes beat fire constantly (not
+  fixed: the operator's own value, and the check is the range cj chose).
+- ``audit_export``'s ``--actor`` is free text recorded as given (the command runs with the database's rights anyway);
+  ``audit_checkpoint`` prints the signed checkpoint (heads and signature), never the key.
 """
 
 import time
