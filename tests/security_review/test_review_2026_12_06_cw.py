@@ -26,7 +26,8 @@ Checked and holding:
   database's connection stays unbounded (its ``migrate`` lifts them), so the rest of the suite runs as before;
   an atomic tool within the idle bound (the default timeout) costs no statement (``test_atomic_tools``' count holds).
 - Streamed exports (admin CSV, ``audit_export``) read in chunks, each ``FETCH`` a statement under the bound; a client
-  that stops reading for the idle bound has its session ended (the export fails, the snapshot is released).
+  that stops reading for the idle bound has its session ended (the export fails, the snapshot is released): read
+  from the code, not tested here.
 - ``_env_seconds`` takes ``1e-300`` (above 0): a checkpoint schedule that small makes beat fire constantly (not
   fixed: the operator's own value, and the check is the range cj chose).
 - ``audit_export``'s ``--actor`` is free text recorded as given (the command runs with the database's rights anyway);
