@@ -43,9 +43,16 @@ from toolhub.signals import call_suspended
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
-from toolhub.transitions import guarded_update
+from toolhub.transitions import guarded_update_sql
 
-__all__ = ["Subagent", "SubagentLimits", "subagent_calls_settle_ended", "subagent_run_ended", "SUBAGENT_ANSWER_KIND"]
+__all__ = [
+    "Subagent",
+    "SubagentLimits",
+    "runs_waiting_on_parked_calls",
+    "subagent_calls_settle_ended",
+    "subagent_run_ended",
+    "SUBAGENT_ANSWER_KIND",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -243,20 +250,60 @@ def subagent_run_of(call: ToolCall) -> str:
 def _on_call_suspended(sender: type, call: ToolCall, **kwargs: Any) -> None:
     """The parent run waits on its suspended call; a subagent's child run starts now that the call can be settled."""
     if call.run_id is not None:
-        guarded_update(
-            AgentRun,
-            call.run_id,
-            table=RUN_TRANSITIONS,
-            to=RunStatus.WAITING,
-            allowed_from={RunStatus.RUNNING},
-            values={"updated_at": timezone.now()},
-        )
+        _run_waits(call.run_id)
     child_id = subagent_run_of(call)
     if not child_id or _settled_by_ended_child(child_id):
         return
     from agents_app.tasks import advance_run_task
 
     advance_run_task.delay(child_id)
+
+
+def _run_waits(run_id: uuid.UUID) -> bool:
+    """Move a running run to ``waiting`` while a call of its turn awaits its result; whether it moved.
+
+    One statement, its condition checked on the row it moves: a run whose step holds it (its lease), or whose call
+    was settled meanwhile (a child's answer, then the run's wake-up), is left as it is.
+    """
+    now = timezone.now()
+    sql, params = guarded_update_sql(
+        AgentRun,
+        run_id,
+        table=RUN_TRANSITIONS,
+        to=RunStatus.WAITING,
+        allowed_from={RunStatus.RUNNING},
+        values={"updated_at": now},
+        condition=_parked_condition(now),
+    )
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount > 0
+
+
+def _parked_condition(now: Any) -> tuple[str, list[Any]]:
+    """The SQL condition (and parameters) that a run has no step in flight and a call of its turn awaits a result."""
+    run, calls = f'"{AgentRun._meta.db_table}"', f'"{ToolCall._meta.db_table}"'
+    sql = (
+        f'({run}."step_lease_until" IS NULL OR {run}."step_lease_until" <= %s) AND EXISTS (SELECT 1 FROM {calls} c '
+        f'WHERE c."run_id" = {run}."id" AND c."turn" = {run}."turn" AND c."kind" = %s AND c."status" = %s)'
+    )
+    return sql, [now, CallKind.CALL.value, CallStatus.AWAITING_RESULT.value]
+
+
+def runs_waiting_on_parked_calls(*, limit: int = 500) -> int:
+    """Move to ``waiting`` the running runs whose turn's call is parked awaiting its result; return how many.
+
+    The runs sweep (``sweep_runs_task``) repairs what ``_on_call_suspended`` would have done: a worker dying between
+    committing a call's suspension and that receiver left its run ``running`` (the run pages, the admin and the API
+    said so) for as long as the call waited, since the sweep wakes no run with an open call. Read from the calls
+    awaiting a result (the few live ones, on their status index).
+    """
+    parked = (
+        ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, kind=CallKind.CALL, run_id__isnull=False)
+        .order_by("created_at")
+        .values_list("run_id", flat=True)[:limit]
+    )
+    return sum(_run_waits(run_id) for run_id in set(parked))
 
 
 def _settled_by_ended_child(child_id: str) -> bool:
