@@ -262,22 +262,26 @@ def _on_call_suspended(sender: type, call: ToolCall, **kwargs: Any) -> None:
 def _run_waits(run_id: uuid.UUID) -> bool:
     """Move a running run to ``waiting`` while a call of its turn awaits its result; whether it moved.
 
-    One statement, its condition checked on the row it moves: a run whose step holds it (its lease), or whose call
-    was settled meanwhile (a child's answer, then the run's wake-up), is left as it is.
+    A run whose step holds it (its lease), or whose call was settled meanwhile (a child's answer, then the run's
+    wake-up), is left as it is. The run's row is locked first, and the move checked in a statement of its own: a move
+    that waited for the row (a child's end settling the call) would check the call as it was when the move began. Only
+    that row is held: this wait takes no part in a run tree's lock order.
     """
-    now = timezone.now()
-    sql, params = guarded_update_sql(
-        AgentRun,
-        run_id,
-        table=RUN_TRANSITIONS,
-        to=RunStatus.WAITING,
-        allowed_from={RunStatus.RUNNING},
-        values={"updated_at": now},
-        condition=_parked_condition(now),
-    )
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount > 0
+    with transaction.atomic():
+        list(AgentRun.objects.select_for_update(no_key=True).filter(id=run_id).values_list("id", flat=True))
+        now = timezone.now()
+        sql, params = guarded_update_sql(
+            AgentRun,
+            run_id,
+            table=RUN_TRANSITIONS,
+            to=RunStatus.WAITING,
+            allowed_from={RunStatus.RUNNING},
+            values={"updated_at": now},
+            condition=_parked_condition(now),
+        )
+        with transaction.get_connection().cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount > 0
 
 
 def _parked_condition(now: Any) -> tuple[str, list[Any]]:
@@ -296,10 +300,14 @@ def runs_waiting_on_parked_calls(*, limit: int = 500) -> int:
     The runs sweep (``sweep_runs_task``) repairs what ``_on_call_suspended`` would have done: a worker dying between
     committing a call's suspension and that receiver left its run ``running`` (the run pages, the admin and the API
     said so) for as long as the call waited, since the sweep wakes no run with an open call. Read from the calls
-    awaiting a result (the few live ones, on their status index).
+    awaiting a result (the few live ones, on their status index), each asking its run's status by its key: only the
+    runs still ``running`` are locked and moved, not every waiting one on each sweep.
     """
+    run_status = AgentRun.objects.filter(id=OuterRef("run_id")).order_by().values("status")[:1]
     parked = (
         ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, kind=CallKind.CALL, run_id__isnull=False)
+        .annotate(run_status=Subquery(run_status))
+        .filter(run_status=RunStatus.RUNNING)
         .order_by("created_at")
         .values_list("run_id", flat=True)[:limit]
     )
