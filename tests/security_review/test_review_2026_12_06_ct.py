@@ -19,6 +19,8 @@ Checked and holding:
   cancellation waits for the tool's transaction, which waits on nothing the cancellation holds;
 - a child's end that settles the parent's call while the sweep waits on the parent leaves the parent ``running``
   for its wake-up (PostgreSQL, forced interleaving);
+- the sweep's repair reads the calls awaiting a result on their status index and each run by its key, no big table
+  whole (PostgreSQL, 10 000 ended runs and calls);
 - children are created in their parent's tenant for its user (never the model's say); the run page and the admin
   list children through ``run_children`` (filtered by the run's tenant); a board reads only its tenant's entries;
   depth is bounded per subagent tool (at most ``MAX_SUBAGENT_DEPTH``) and fan-out by the budget carved under the
@@ -45,6 +47,7 @@ from agents_app.steprows import locked_run
 from agents_app.subagents import runs_waiting_on_parked_calls
 from tests.helpers import assert_audit_intact
 from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
+from tests.security_review.query_plans import analyze, clone, explained, seq_scans, uuid_of
 from tests.subagents.conftest import MakeAgent, StartRun
 from tests.testapp.models import SideEffect
 from tests.testapp.tools import ask_researcher
@@ -222,3 +225,24 @@ def test_the_sweep_leaves_running_a_parent_whose_call_was_settled_while_it_waite
     parent.refresh_from_db()
     assert parent.status == RunStatus.RUNNING, parent.status
     assert ToolCall.objects.get(run_id=parent.id).status == CallStatus.SUCCEEDED
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeps_repair_reads_no_big_table_whole(alice: User) -> None:
+    """Checked (holds, finding 1's repair): with 10 000 ended runs and their settled calls beside 500 calls awaiting
+    an outside result, the sweep's read of parked running runs uses the calls' status index and each run's key."""
+    agent = agent_create(name="ct-plan", tenant="acme", provider="scripted", script=[], tools=[])
+    run = AgentRun.objects.create(agent=agent, user=alice, tenant="acme", status=RunStatus.COMPLETED)
+    call = ToolCall.objects.create(tool_name="ask", status=CallStatus.SUCCEEDED, tenant="acme", run_id=run.id)
+    clone(ToolCall, call, 10_000, id=uuid_of("ct-call"))
+    clone(ToolCall, call, 500, id=uuid_of("ct-wait"), status="'awaiting_result'")
+    clone(AgentRun, run, 10_000, id=uuid_of("ct-run"))
+    analyze()
+
+    assert runs_waiting_on_parked_calls() == 0
+    plans = explained(runs_waiting_on_parked_calls)
+
+    assert len(plans) == 1, plans
+    [(sql, plan)] = plans
+    assert not seq_scans(plan), plan
