@@ -9,6 +9,7 @@ from here (``from toolhub.models import ToolCall``), as Django and the rest of t
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.models.audit import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 from toolhub.models.calls import (
+    ENDED_STEP_STATUSES,
     ROLLBACK_KINDS,
     SETTLED_STATUSES,
     STEP_KINDS,
@@ -25,6 +26,7 @@ from toolhub.models.tenants import RetiredTenantSlug, Tenant, TenantMembership, 
 
 __all__ = [
     "SETTLED_STATUSES",
+    "ENDED_STEP_STATUSES",
     "ROLLBACK_KINDS",
     "STEP_KINDS",
     "AuditChainHead",

@@ -9,14 +9,13 @@ import datetime as dt
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, Min, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, Min, OuterRef, QuerySet
 from django.utils import timezone
 
 from toolhub.admin_marks import seen_digest
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import CompensationNotAllowedError, InvalidTransitionError
-from toolhub.models import ROLLBACK_KINDS, SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES
 from toolhub.sagas.compensating import advance, attempts_of, launch
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,
@@ -24,19 +23,23 @@ from toolhub.sagas.models import (
     Compensation,
     CompensationStatus,
     Rollback,
-    RollbackTrigger,
     Saga,
-    SweepMark,
 )
 from toolhub.sagas.records import (
-    compensable_tool_names,
     compensation_transition,
     lock_saga_of,
     lock_sagas,
     refresh_status,
 )
 from toolhub.sagas.selectors import OPERATE_PERMISSION
-from toolhub.sagas.services import saga_advance, saga_rollback, saga_sync_compensation
+from toolhub.sagas.services import saga_advance, saga_sync_compensation
+from toolhub.sagas.unheard import (
+    UNHEARD_FAILURES_MARK,
+    hold_unheard_failures,
+    repair_ended_steps,
+    roll_back_unheard_failures,
+    unheard_failures_to_roll_back,
+)
 from toolhub.selectors import compensation_settle_refusal
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "compensations_retry",
     "compensations_resolve",
     "StaleRetryError",
+    "UNHEARD_FAILURES_MARK",
 ]
 
 
@@ -78,7 +82,7 @@ def compensation_retry_due(*, compensation_id: int, actor: str = "saga-sweeper")
 def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     """The periodic repair: due retries run, lost call outcomes are applied, stalled rollbacks go on."""
     now = timezone.now()
-    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0, "held": 0}
+    counts = {"retried": 0, "synced": 0, "advanced": 0, "rolled_back": 0, "held": 0, "late_steps": 0}
     due = Compensation.objects.filter(status=CompensationStatus.RETRY_SCHEDULED, next_attempt_at__lte=now)
     for compensation_id in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]:
         counts["retried"] += compensation_retry_due(compensation_id=compensation_id)
@@ -90,48 +94,13 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
         saga_advance(saga_id=saga_id)
         counts["advanced"] += 1
     window = dt.timedelta(hours=toolhub_settings().SAGA_UNHEARD_FAILURE_HOURS)
-    counts["rolled_back"] = _roll_back_unheard_failures(_unheard_failures_to_roll_back(since=now - window), limit)
+    counts["rolled_back"] = roll_back_unheard_failures(unheard_failures_to_roll_back(since=now - window), limit)
     # Heard too late to undo on its own (the sweep stopped that long): held for an operator, never left unseen.
-    counts["held"] = _hold_unheard_failures(limit, until=now - window)
+    counts["held"] = hold_unheard_failures(limit, until=now - window)
+    # Steps that settled unheard after a rollback, or stopped carrying a failure on: what hearing them would do.
+    counts["late_steps"], held_again = repair_ended_steps(limit, now=now, window=window)
+    counts["held"] += held_again
     return counts
-
-
-#: The ``SweepMark`` of the held scan: failures that failed before it were read by a completed one.
-UNHEARD_FAILURES_MARK = "unheard_failures"
-
-
-def _hold_unheard_failures(limit: int, *, until: dt.datetime) -> int:
-    """Hold the unheard failures that failed before ``until`` and the last completed scan had not reached.
-
-    From ``SweepMark`` ``unheard_failures`` (the ``until`` of the last scan that read all it had to), so a sweep
-    back after any outage holds every failure it missed, and a tick reads only what aged past the window since the
-    last one (a fixed second window read every handled failure of a whole window, each tick). No mark (a first run,
-    on an upgrade too): every older failure, from the oldest. At most ``limit`` failures read a tick, oldest first
-    through ``toolcall_failed_direct_step``: a batch that filled it moves the mark to its newest failure, the next
-    tick carries on after it. The mark moves only from the value this tick read (two sweepers at once: one moves it;
-    a failure both read is rolled back once).
-    """
-    mark = SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK).values_list("reached", "reached_pk").first()
-    failures = _failed_direct_steps().filter(finished_at__lt=until)
-    if mark is not None:
-        # A range of the index from ``reached``; a cut batch's last row and those before it at its instant left out.
-        failures = failures.filter(finished_at__gte=mark[0])
-        if mark[1]:
-            failures = failures.exclude(finished_at=mark[0], id__lte=mark[1])
-    batch = list(failures.order_by("finished_at", "id").values_list("id", "finished_at")[:limit])
-    held = _roll_back_unheard_failures(
-        _unheard_among(ToolCall.objects.filter(pk__in=[pk for pk, _ in batch])), limit, hold=True
-    )
-    reached = (batch[-1][1], str(batch[-1][0])) if len(batch) == limit else (until, "")
-    if mark is None:
-        SweepMark.objects.get_or_create(
-            name=UNHEARD_FAILURES_MARK, defaults={"reached": reached[0], "reached_pk": reached[1]}
-        )
-    elif reached[0] >= mark[0]:
-        SweepMark.objects.filter(name=UNHEARD_FAILURES_MARK, reached=mark[0], reached_pk=mark[1]).update(
-            reached=reached[0], reached_pk=reached[1]
-        )
-    return held
 
 
 def _stalled_rollbacks() -> QuerySet[Rollback, int]:
@@ -149,110 +118,6 @@ def _stalled_rollbacks() -> QuerySet[Rollback, int]:
         .annotate(waiting_since=Min("requested_at"))
         .order_by("waiting_since", "saga_id")
         .values_list("saga_id", flat=True)
-    )
-
-
-def _roll_back_unheard_failures(failures: QuerySet[ToolCall], limit: int, *, hold: bool = False) -> int:
-    """Roll back the direct sagas of ``failures`` (unheard: ``_unheard_among``) whose newest event is that failure.
-
-    Read from the failed calls, in SQL: the saga's row may not exist yet (a direct saga's row is written when a
-    notification of one of its steps is heard, and both may have been lost), and a direct saga whose steps all
-    succeeded stays open for ever, so only failures to act on count against ``limit``. One rollback a saga per
-    sweep, its oldest such failure; two sweepers at once start one (``saga_rollback`` locks the saga, and a
-    failure is rolled back once: ``saga_rollback_once_per_failure``). ``hold``: a failure found older than the
-    window the sweep undoes on its own, rolled back held: its steps wait for an operator's decision.
-    """
-    rolled_back, seen = 0, set()
-    for failed in failures[:limit]:
-        if (failed.saga_id, failed.tenant) in seen:
-            continue
-        seen.add((failed.saga_id, failed.tenant))
-        rollback = saga_rollback(
-            saga_key=failed.saga_id,
-            tenant=failed.tenant,
-            actor="saga-sweeper",
-            trigger=RollbackTrigger.STEP_FAILED,
-            failed_call=failed,
-            hold=hold,
-        )
-        rolled_back += rollback is not None and rollback.failed_call_id == failed.id
-    return rolled_back
-
-
-def _failed_direct_steps() -> QuerySet[ToolCall]:
-    """Failed direct saga steps: the rows of ``toolcall_failed_direct_step`` (partial), read by ``finished_at``.
-
-    By when they failed, not when they were asked for: a row enters the index when its call fails, and a step that
-    waited longer than the window (an approval, an external result) before failing was behind the automatic window
-    and the held scan's mark the moment it failed, never read.
-    """
-    return ToolCall.objects.filter(kind__in=ROLLBACK_KINDS, run_id__isnull=True, status=CallStatus.FAILED).exclude(
-        saga_id=""
-    )
-
-
-def _unheard_failures_to_roll_back(*, since: dt.datetime) -> QuerySet[ToolCall]:
-    """Failed direct steps that failed from ``since`` on and nobody acted on, oldest first.
-
-    Through ``toolcall_failed_direct_step`` (partial: failed direct steps only), so a tick reads the failures of a
-    window of ``SAGA_UNHEARD_FAILURE_HOURS``, never the calls' history.
-    """
-    # Only a window's failures: a handled one stays in the index for ever (its rollback or newer step is in other
-    # tables), and each tick read them all (100,000 old failures: about 2.4 s a tick on PostgreSQL).
-    return _unheard_among(_failed_direct_steps().filter(finished_at__gte=since))
-
-
-def _unheard_among(failures: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
-    """The failures of ``failures`` nobody acted on, oldest first.
-
-    No rollback names them, and no step left to undo was asked for after they settled (the caller carried on:
-    such a failure is left alone).
-    """
-    return (
-        failures
-        # A scalar subquery per failure through the rollbacks' ``failed_call`` index: ``NOT IN`` (or a ``NOT
-        # EXISTS`` PostgreSQL may hash) read every rollback there ever was, each tick.
-        .annotate(
-            rolled_back_by=Subquery(Rollback.objects.filter(failed_call=OuterRef("pk")).order_by().values("pk")[:1]),
-            newest_step_at=Subquery(_newest_step_left()),
-        )
-        .filter(rolled_back_by__isnull=True, newest_step_at__lte=Coalesce("finished_at", "created_at"))
-        .order_by("finished_at", "id")
-    )
-
-
-#: A step that is done, or may still be (waiting for its approval, queued, running): asked for after a failure settled,
-#: it is the caller carrying on, as much once it succeeded as before (it would then be compensated under a rollback
-#: asked for meanwhile, as no heard failure's rollback ever compensates a step asked for after it).
-_STEP_OR_ON_ITS_WAY = [CallStatus.SUCCEEDED, *(status for status in CallStatus if status not in SETTLED_STATUSES)]
-
-
-def _newest_step_left() -> QuerySet[ToolCall]:
-    """When the outer failure's saga's newest compensable step no rollback took on (done or on its way) was asked for.
-
-    Asked for, not finished: a slower step asked for before the failure (its caller had not seen it) that finished
-    after is undone with the others, as it is when the failure is heard; a step asked for once the failure had
-    settled is the caller carrying on, whether it has succeeded yet or is still on its way.
-
-    Read from the steps' calls, not from the compensations recorded for them: a step whose own notification was
-    lost too has none yet (``saga_rollback`` records it), and counting only recorded ones left such a saga with no
-    newest step, so its failure was never rolled back. A step already compensated, pending or held is not left.
-    """
-    taken = Compensation.objects.filter(step_call=OuterRef("pk")).exclude(status=CompensationStatus.RECORDED).order_by()
-    return (
-        ToolCall.objects.filter(
-            saga_id=OuterRef("saga_id"),
-            tenant=OuterRef("tenant"),
-            run_id__isnull=True,
-            kind__in=STEP_KINDS,
-            status__in=_STEP_OR_ON_ITS_WAY,
-            tool_name__in=compensable_tool_names(),
-        )
-        # Scalar, through the compensations' one-to-one ``step_call`` index (a hashed ``NOT EXISTS`` read them all).
-        .annotate(taken_by=Subquery(taken.values("pk")[:1]))
-        .filter(taken_by__isnull=True)
-        .order_by("-created_at")
-        .values("created_at")[:1]
     )
 
 
