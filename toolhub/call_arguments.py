@@ -15,7 +15,7 @@ from toolhub.arguments import (
     validate_arguments,
 )
 from toolhub.audit import EventSpec, arguments_diff
-from toolhub.authorization import CallPrincipal
+from toolhub.authorization import CallPrincipal, tenant_argument_denial
 from toolhub.conf import toolhub_settings
 from toolhub.interceptors import (
     INTERCEPTOR_FAILED_MESSAGE,
@@ -73,7 +73,7 @@ def prepared_version(tool: Tool, arguments: Any, principal: CallPrincipal, conte
     """``arguments`` (text or a mapping) through the intake every version of a call's arguments goes through.
 
     The model's request takes it once; an operator's edit takes it too (as the call's principal and
-    context), so an edit can run nothing the model could not have asked for.
+    context), so an edit can run nothing the model could not have asked for: nor name another tenant.
     """
     try:
         try:
@@ -83,7 +83,13 @@ def prepared_version(tool: Tool, arguments: Any, principal: CallPrincipal, conte
         except ArgumentsRefused as refused:
             # Its message quotes no sensitive value: they are replaced where it is made, before it is bounded.
             raise CallRefused(CallStatus.INVALID, str(refused)) from None
-        return PreparedArguments(*_intercepted_arguments(principal, tool, validated, stored, context))
+        validated, stored, rewrites = _intercepted_arguments(principal, tool, validated, stored, context)
+        # Tenants come from the boundary: a version naming another tenant is refused whoever wrote it (the model,
+        # an interceptor's rewrite, an operator's edit), before policy judges it.
+        denial = tenant_argument_denial(validated, principal)
+        if denial:
+            raise CallRefused(CallStatus.DENIED, denial)
+        return PreparedArguments(validated, stored, rewrites)
     except CallRefused as refusal:
         return PreparedArguments({}, {}, [], refusal)
 

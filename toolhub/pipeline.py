@@ -21,7 +21,6 @@ from toolhub.audit_hash import canonical_json
 from toolhub.authorization import (
     CallPrincipal,
     authorization_denial,
-    tenant_argument_denial,
     tool_definitions,
 )
 from toolhub.call_arguments import CallRefused, PreparedArguments, prepared_arguments
@@ -211,9 +210,6 @@ def _decide(
         validated, stored, rewrites = arguments.validated, arguments.stored, arguments.rewrites
         call.tool_version = tool.version
         call.arguments = stored
-        denial = tenant_argument_denial(validated, principal)
-        if denial:
-            raise CallRefused(CallStatus.DENIED, denial)
         guidance = request.gate(tool.name) if request.gate is not None else None
         if guidance:
             raise CallRefused(CallStatus.INVALID, storable_text(guidance)[:2000], actor="agentic", gate=True)
