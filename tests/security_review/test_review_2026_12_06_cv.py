@@ -8,14 +8,20 @@ Checked and holding:
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
+from django.db import transaction
 
-from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_approve
-from tests.helpers import RequestCall
+from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
+from tests.helpers import RequestCall, console
+from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
 from toolhub import Risk, registry, tool
-from toolhub.exceptions import EditedArgumentsError
-from toolhub.models import ToolCall
+from toolhub.exceptions import DecisionNotAllowedError, EditedArgumentsError
+from toolhub.models import AuditEvent, ToolCall
+
+#: The decision path's locking read (``approvals.rows.locked_request``): what a queued decider waits in.
+LOCKED_READ = "FOR UPDATE OF"
 
 RAN: list[str] = []
 
@@ -50,3 +56,108 @@ def test_an_edit_naming_another_tenant_is_refused_at_the_desk(
     assert request.arguments == {"tenant_id": "acme", "amount": 5}
     assert not request.decisions.exists() and RAN == []
     assert ToolCall.objects.get(pk=call.pk).arguments == {"tenant_id": "acme", "amount": 5}
+
+
+def _decide_while_locked(request: ApprovalRequest, *deciders: User, meanwhile: Any = None) -> list[Any]:
+    """Each of ``deciders`` approves ``request`` from its own session while this one holds the request's lock (and
+    does ``meanwhile`` under it); returns each outcome (the request, or the exception), once all queued on the lock.
+    """
+    with transaction.atomic():
+        ApprovalRequest.objects.select_for_update().get(pk=request.pk)
+        racers = [
+            in_thread(
+                lambda user=user: approval_approve(request_id=request.pk, user=user, expected_round=request.round)
+            )
+            for user in deciders
+        ]
+        wait_for_lock_waiter(LOCKED_READ, count=len(deciders))
+        if meanwhile is not None:
+            meanwhile()
+    outcomes = []
+    for thread, result in racers:
+        thread.join(timeout=30)
+        outcomes.extend(result)
+    return outcomes
+
+
+@pytest.mark.postgres  # row locks: SQLite has none
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_approving_at_once_release_the_call_once(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+) -> None:
+    """Found: nothing (holds). Expect: of two approvals of a one-approver request queued on its lock, one releases the
+    call, the other is told it was decided meanwhile; one decision row, one approval event, one release."""
+    request = hold("pay 5000")
+
+    outcomes = _decide_while_locked(request, operator, second_operator)
+
+    assert sorted(type(outcome).__name__ for outcome in outcomes) == ["AlreadyDecidedError", "ApprovalRequest"]
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+    assert ApprovalDecision.objects.filter(request=request).count() == 1
+    assert AuditEvent.objects.filter(call_id=request.call_id, event_type="approval.approve").count() == 1
+    assert ToolCall.objects.get(pk=request.call_id).status != "pending_approval"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_one_operators_double_post_counts_once_toward_two_approvers(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+) -> None:
+    """Found: nothing (holds). Expect: the same operator's approval sent twice at once on a call needing two
+    approvers records one approval; the second is refused as a repeat; the call stays held."""
+    request = hold("pay 5000", approvers=2)
+
+    outcomes = _decide_while_locked(request, operator, operator)
+
+    refused = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert len(refused) == 1 and isinstance(refused[0], DecisionNotAllowedError), outcomes
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING
+    assert ApprovalDecision.objects.filter(request=request).count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_approver_taken_out_of_the_operators_while_queued_is_refused(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+) -> None:
+    """Found: nothing (holds). Expect: an approval queued on the request's lock while an administrator takes its
+    giver out of the group that gives the decide permission (committed first) is refused: the decider is judged as
+    they are once the lock is theirs, not as when their request began (``decider_as_now``)."""
+    request = hold("pay 5000")
+    assert operator.has_perm("approvals.decide_approvalrequest")
+
+    outcomes = _decide_while_locked(
+        request, operator, meanwhile=lambda: operator.groups.remove(Group.objects.get(name="operators"))
+    )
+
+    assert len(outcomes) == 1 and isinstance(outcomes[0], DecisionNotAllowedError), outcomes
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING and not request.decisions.exists()
+
+
+@pytest.mark.django_db
+def test_a_stale_edit_from_the_desk_is_refused(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+) -> None:
+    """Found: nothing (holds). Expect: an operator posting the desk's form of round 1 (its fields as they showed,
+    one changed) after a colleague's edit opened round 2 records nothing: the form's changes are read against the
+    version now, which would revert the colleague's edit, but the page's round binds it."""
+    request = hold("pay 5000", approvers=2)
+    approval_approve(request_id=request.pk, user=second_operator, arguments={"note": "pay 9000"}, expected_round=1)
+    page = f"/admin/approvals/approvalrequest/{request.pk}/"
+    answer = console(operator).post(
+        f"{page}approve/", {"round": "1", "arguments_hash": "", "arg__note": "pay 5000", "comment": ""}
+    )
+
+    assert answer.status_code == 302
+    request.refresh_from_db()
+    assert (request.round, request.arguments["note"]) == (2, "pay 9000")
+    assert list(request.decisions.values_list("decided_by_name", flat=True)) == ["operator2"]
