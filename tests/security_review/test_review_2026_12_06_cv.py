@@ -5,6 +5,7 @@ Findings:
 Checked and holding:
 """
 
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -16,7 +17,10 @@ from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.helpers import RequestCall, console
 from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
+from tests.security_review.test_review_2026_12_06_s import cache_clock  # noqa: F401 - a fixture
 from toolhub import Risk, registry, tool
+from toolhub.api.wait_slots import wait_slot
+from toolhub.conf import toolhub_settings
 from toolhub.exceptions import DecisionNotAllowedError, EditedArgumentsError
 from toolhub.models import AuditEvent, ToolCall
 
@@ -161,3 +165,35 @@ def test_a_stale_edit_from_the_desk_is_refused(
     request.refresh_from_db()
     assert (request.round, request.arguments["note"]) == (2, "pay 9000")
     assert list(request.decisions.values_list("decided_by_name", flat=True)) == ["operator2"]
+
+
+def test_a_wait_that_outlived_its_slot_leaves_the_next_waits_slot_taken(
+    cache_clock: list[float],  # noqa: F811 - the fixture
+) -> None:
+    """Found: nothing (holds; the carried "read-then-delete" give-back). Expect: a wait stalled past its slot's life
+    (the longest wait and a minute), whose slot another wait of the user's took meanwhile, gives nothing back when it
+    ends: the slot is the other wait's (its token), and the user's cap still holds. The give-back's only window is a
+    slot expiring between its read and its delete, a process stalled exactly there past that life: at worst one more
+    wait for that user, which the cache API (no compare-and-delete) cannot close."""
+    settings = toolhub_settings()
+    cap = settings.CALL_WAITS_PER_USER
+    life = max(settings.CALL_WAIT_MAX_SECONDS, settings.MCP_CALL_WAIT_SECONDS) + 60
+    stalled = [wait_slot(7101) for _ in range(cap)]
+    assert all(slot.__enter__() for slot in stalled)
+    cache_clock[0] += life + 1
+    with ExitStack() as holding:
+        assert all(holding.enter_context(wait_slot(7101)) for _ in range(cap))
+        for slot in stalled:
+            slot.__exit__(None, None, None)
+        assert not holding.enter_context(wait_slot(7101)), "the stalled waits gave back the slots of the new ones"
+
+
+def test_wait_caps_are_each_users_own(cache_clock: list[float]) -> None:  # noqa: F811 - the fixture
+    """Found: nothing (holds; the carried "per user, not overall"). Expect: one user at their cap takes nothing from
+    another (of any tenant): an overall cap would let one tenant's users hold every other tenant's waits, so each
+    user's own cap is the fair bound; what bounds all users together is the server's workers, as for any request."""
+    cap = toolhub_settings().CALL_WAITS_PER_USER
+    with ExitStack() as holding:
+        assert all(holding.enter_context(wait_slot(7201)) for _ in range(cap))
+        assert not holding.enter_context(wait_slot(7201))
+        assert all(holding.enter_context(wait_slot(7202)) for _ in range(cap))
