@@ -15,14 +15,15 @@ from django.db import transaction
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
-from tests.helpers import RequestCall, console
+from tests.helpers import RequestCall, action_confirmation, console
+from tests.security_review.conftest import client_for
 from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
 from tests.security_review.test_review_2026_12_06_s import cache_clock  # noqa: F401 - a fixture
 from toolhub import Risk, registry, tool
 from toolhub.api.wait_slots import wait_slot
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import DecisionNotAllowedError, EditedArgumentsError
-from toolhub.models import AuditEvent, ToolCall
+from toolhub.models import AuditEvent, TenantMembership, ToolCall
 
 #: The decision path's locking read (``approvals.rows.locked_request``): what a queued decider waits in.
 LOCKED_READ = "FOR UPDATE OF"
@@ -197,3 +198,42 @@ def test_wait_caps_are_each_users_own(cache_clock: list[float]) -> None:  # noqa
         assert all(holding.enter_context(wait_slot(7201)) for _ in range(cap))
         assert not holding.enter_context(wait_slot(7201))
         assert all(holding.enter_context(wait_slot(7202)) for _ in range(cap))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["rest", "desk", "bulk"])
+def test_an_approver_who_left_the_tenant_after_loading_the_page_decides_nothing(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    path: str,
+) -> None:
+    """Found: nothing (holds). Expect: an operator who read a request (API detail, desk page, bulk confirmation page)
+    and was then taken out of its tenant records nothing by posting it: the API answers 404 as for a missing request,
+    the desk and the bulk action leave it pending. The same post approves a request while they are a member."""
+    api, desk = client_for(operator), console(operator)
+    changelist = "/admin/approvals/approvalrequest/"
+
+    def read(request: ApprovalRequest) -> dict[str, Any]:
+        assert api.get(f"/api/v1/approvals/{request.pk}/").status_code == 200
+        assert desk.get(f"{changelist}{request.pk}/change/").status_code == 200
+        return action_confirmation(desk, changelist, "approve_selected", [request.pk])
+
+    def approve(request: ApprovalRequest, confirmation: dict[str, Any]) -> int:
+        if path == "rest":
+            return api.post(f"/api/v1/approvals/{request.pk}/approve/", {"round": 1}, format="json").status_code
+        if path == "desk":
+            form = {"round": "1", "arguments_hash": request.arguments_hash, "comment": ""}
+            return desk.post(f"{changelist}{request.pk}/approve/", form).status_code
+        return desk.post(changelist, confirmation).status_code
+
+    control, target = hold("pay 5000"), hold("pay 6000")
+    approve(control, read(control))
+    shown = read(target)
+    TenantMembership.objects.filter(user=operator).delete()
+    answer = approve(target, shown)
+
+    control.refresh_from_db()
+    target.refresh_from_db()
+    assert control.status == ApprovalStatus.APPROVED
+    assert target.status == ApprovalStatus.PENDING and not target.decisions.exists()
+    assert path != "rest" or answer == 404
