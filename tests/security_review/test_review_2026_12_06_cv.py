@@ -1,8 +1,34 @@
 """Review 2026-12-06 cv: four eyes and approvals (a review of reviews bx, cm, cp, br).
 
+The finding's test failed on the reviewed code (main at ea55f42) and passes now.
+
 Findings:
 
+1. An operator's edit went through the intake every version takes (bounds, schema, ``before`` interceptors) but not
+   the tenant-argument check the model's request met after it: an edit of ``tenant_id`` to another tenant was
+   recorded as the version under approval and released; only the worker's re-check refused it. The check now runs
+   in ``toolhub.call_arguments.prepared_version`` (after the interceptors), the intake of the model's request and of
+   every edit alike (``test_an_edit_naming_another_tenant_is_refused_at_the_desk``).
+
 Checked and holding:
+- Own call by every path: ``approval_approve`` / ``approval_reject`` are the only deciders (desk, bulk action,
+  REST); MCP only cancels. The requester and everyone in ``askers`` are refused before the superuser bypass (bx);
+  there is no delegation or "act as" in the product: a call's requester is its run's (or token's) user.
+- A superuser is not held to a tool group's approver group or permission: documented (README, "A superuser is not
+  held ..."), they could grant it to themselves; held to everything else. Kept as designed.
+- An edit cannot add a hidden parameter (``ctx``, ``idempotency_key``, unknown keys: the schema forbids extras);
+  an edit of a sensitive value is redacted in the response, the diff, the decision and the trail; it opens a new
+  round, so the other required approvers approve it again.
+- A stale desk post (round 1's fields after a colleague's edit opened round 2) records nothing: its round binds it
+  (``test_a_stale_edit_from_the_desk_is_refused``); bulk approvals are bound to the listed hash and fields version.
+- An approver taken out of the tenant after reading a request decides nothing by the API (404), the desk or the bulk
+  action (``test_an_approver_who_left_the_tenant_after_loading_the_page_decides_nothing``); cross-tenant crafted
+  posts are covered by the tenancy suites (queryset scoping, then ``require_tenant`` under the lock).
+- PostgreSQL races: two deciders of a one-approver request release it once; one operator's double post counts once;
+  an approver removed from the deciding group while queued on the lock is refused (judged after the lock).
+- Wait slots: a give-back after the slot's life leaves the next wait's slot (token check); the only window left is a
+  slot expiring between the give-back's read and delete, one wait more at worst, and the cache API has no
+  compare-and-delete. Caps per user are the fair bound (an overall cap would let one tenant hold every other's).
 """
 
 from contextlib import ExitStack
