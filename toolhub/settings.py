@@ -199,6 +199,10 @@ if DEBUG:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The frame refusal and the policy, outside every middleware that answers by itself (a 400 for a NUL or a host
+    # not allowed, a 413, a slash redirect), so those answers carry them as the views' and /mcp's do.
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Every answer private and stored nowhere: they hold tenants' data (toolhub.response_headers).
     "toolhub.response_headers.PrivateAnswersMiddleware",
     # A NUL in the path or query string is refused (400) before any view puts it into a query.
@@ -208,8 +212,6 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
     # Last: turns a login axes refused into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
