@@ -16,22 +16,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 django_application = get_asgi_application()
 
 from toolhub.asgi_body import bounded_body  # noqa: E402 - needs Django set up first
+from toolhub.asgi_paths import route_path  # noqa: E402 - needs Django set up first (imported in order)
 from toolhub.mcp_server import mcp_asgi_app  # noqa: E402 - needs Django set up first
 from toolhub.response_headers import with_answer_headers  # noqa: E402 - needs Django set up first
 
 MCP_PATH = "/mcp"
-
-
-def route_path(scope: Any) -> str:
-    """The request's path below the server's ``root_path`` (``uvicorn --root-path``), as Starlette and Django read it.
-
-    ASGI servers put the mount prefix in ``path`` too (``/toolhub/mcp``), so ``/mcp`` is matched on what follows it.
-    """
-    path: str = scope["path"]
-    root_path: str = scope.get("root_path", "")
-    if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] in ("", "/"):
-        return path[len(root_path) :]
-    return path
 
 
 def build_application() -> Any:

@@ -13,6 +13,7 @@ from django.conf import settings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolhub.api.error_pages import body_too_big
+from toolhub.asgi_paths import route_path
 from toolhub.middleware import API_PREFIX
 from toolhub.response_headers import answer_headers
 
@@ -63,7 +64,7 @@ def _declared_length(scope: Scope) -> int:
 
 async def _refuse(scope: Scope, send: Send) -> None:
     """413: under ``/api/`` in the API's shape, naming the limit (as Django's own refusal there does)."""
-    if scope["path"].startswith(API_PREFIX):
+    if route_path(scope).startswith(API_PREFIX):  # below the mount prefix: the API's JSON under --root-path too
         body, kind = body_too_big().content, b"application/json"
     else:
         body, kind = b"Request body too large", b"text/plain; charset=utf-8"

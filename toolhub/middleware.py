@@ -35,7 +35,8 @@ from toolhub.api.error_pages import body_too_big
 
 __all__ = ["API_PREFIX", "StorableAddressMiddleware", "address_problem", "file_part_refusal"]
 
-#: Where the REST API answers (``toolhub.urls``): its refusals are JSON.
+#: Where the REST API answers (``toolhub.urls``): its refusals are JSON. Matched on the path below the mount prefix
+#: (``path_info``; ``request.path`` holds ``--root-path``'s prefix, where no check of ours then applied).
 API_PREFIX = "/api/"
 
 #: What reading ``request.POST`` raises on a body that is not the form it claims to be (Django answers each 400).
@@ -53,7 +54,7 @@ def address_problem(request: HttpRequest) -> str | None:
         for name, values in fields.lists():
             if "\x00" in name or any("\x00" in value for value in values):
                 return f"The {where} {name[:50]!r} holds a NUL character."
-    if request.path.startswith(API_PREFIX) and request.FILES:
+    if request.path_info.startswith(API_PREFIX) and request.FILES:
         # No API view takes a file; DRF reads this already parsed form, so its parsers never see the part. A file
         # where a serializer takes a dict's values (a run's ``context.<key>``) reached the database: a 500.
         return file_part_refusal(next(iter(request.FILES)))
@@ -80,14 +81,14 @@ class StorableAddressMiddleware:
             _refuse_declared_too_big(request)
             problem = address_problem(request)
         except _UNREADABLE_FORM as exc:
-            if not request.path.startswith(API_PREFIX):
+            if not request.path_info.startswith(API_PREFIX):
                 raise  # Django's bad request page, as for any view that reads the form
             if isinstance(exc, RequestDataTooBig):
                 return body_too_big()  # 413 naming the limit, as a JSON body over it answers
             return JsonResponse({"detail": _unreadable_form(exc)}, status=400)
         if problem is None:
             return self.get_response(request)
-        if request.path.startswith(API_PREFIX):
+        if request.path_info.startswith(API_PREFIX):
             return JsonResponse({"detail": problem}, status=400)
         raise BadRequest(problem)
 

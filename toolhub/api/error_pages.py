@@ -17,11 +17,12 @@ from rest_framework.exceptions import bad_request, server_error
 
 __all__ = ["bad_request_page", "body_too_big", "not_found_page", "server_error_page"]
 
+#: Matched on ``path_info``: ``request.path`` holds the mount prefix (``--root-path``), and the API's 404s were HTML.
 _API_PREFIX = "/api/"
 
 
 def not_found_page(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if request.path.startswith(_API_PREFIX):
+    if request.path_info.startswith(_API_PREFIX):
         return JsonResponse({"detail": "Not found."}, status=404)
     return defaults.page_not_found(request, exception)
 
@@ -39,7 +40,7 @@ def body_too_big() -> JsonResponse:
 
 
 def bad_request_page(request: HttpRequest, exception: Exception, *args: Any, **kwargs: Any) -> HttpResponse:
-    if request.path.startswith(_API_PREFIX):
+    if request.path_info.startswith(_API_PREFIX):
         if isinstance(exception, RequestDataTooBig):
             return body_too_big()
         return bad_request(request, exception, *args, **kwargs)
@@ -47,6 +48,6 @@ def bad_request_page(request: HttpRequest, exception: Exception, *args: Any, **k
 
 
 def server_error_page(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-    if request.path.startswith(_API_PREFIX):
+    if request.path_info.startswith(_API_PREFIX):
         return server_error(request, *args, **kwargs)
     return defaults.server_error(request)
