@@ -30,6 +30,8 @@ Not fixed: Django's own answers before any middleware stay bare (``SecurityMiddl
 for a host not allowed on plain HTTP, the ASGI handler's empty 400 for a query string that is not UTF-8): no body or
 a fixed one, nothing to frame, sniff or keep; ``/mcp``'s 301 is ``no-store`` where Django's is cacheable (a cached
 HTTP-to-HTTPS redirect is what browsers are meant to keep).
+Seen, not fixed (out of time, not security): under ``--root-path`` a 202's ``Location`` (``toolhub.api.governed``:
+``/api/v1/calls/<id>/`` written out) and ``LOGIN_URL`` (``/admin/login/``) leave the prefix out.
 """
 
 import asyncio
