@@ -25,7 +25,9 @@ __all__ = [
 ]
 
 #: The parts of a listed tool an administrator accepts; any change to one of them quarantines the tool.
-PINNED_FIELDS = ("name", "description", "inputSchema", "annotations")
+#: ``outputSchema`` too: it decides which results reach the model (a server widening it after acceptance could
+#: hand the model what the administrator never agreed to), and it is checked with every result.
+PINNED_FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_\-]")
 

@@ -144,9 +144,10 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
     both the schema and the result (``^(a+)+$`` and thirty ``a`` then ``!`` hold the worker and its GIL for
     minutes, past any timeout). The same checks, cached per tool as the SDK does, on ``linear_validator``.
 
-    The schema is first held to the bounds of an input schema (``check_schema_bounds``): an output schema is not
-    pinned when its tool is accepted, and one looping through ``$ref`` (``RecursionError``), fanning out to 2**n
-    checks or holding fifty large patterns would otherwise reach the worker with each result.
+    The schema is first held to the bounds of an input schema (``check_schema_bounds``): an output schema is pinned
+    when its tool is accepted, but this runs before the pin is compared (the SDK checks each result against what
+    the session listed), and one looping through ``$ref`` (``RecursionError``), fanning out to 2**n checks or
+    holding fifty large patterns would otherwise reach the worker with each result.
     """
 
     def output_validator(name: str, output_schema: dict[str, Any]) -> Any:
