@@ -10,21 +10,54 @@ Findings:
    description does (refused, audited, shown in the diff, accepted anew); a migration re-hashes the stored
    definitions (which hold the output schema as listed when accepted), so no accepted tool is quarantined by the
    change of hash alone.
+2. The schema bounds cap the schemas ONE value is checked against (``MAX_SCHEMA_APPLICATIONS`` = 10,000), not the
+   work of a check: every array item and property is such a value. An input schema within the bounds (a ``$ref``
+   fan-out of 10 levels under ``items``) took about 200 s of a web process for 1,000 integers (4 KB of arguments).
+   Every keyword a validator applies now counts against one ``validation_budget`` per check
+   (``MAX_VALIDATION_STEPS`` = 50,000, a few seconds); past it the arguments are refused, saying why.
+3. The same for a remote tool's structured result against its ``outputSchema`` (synchronous in the worker, past
+   ``anyio.fail_after``): the SDK's iteration of the errors now runs within one budget and fails the result.
+
+Checked and holding:
+
+- A server lowering an accepted tool's ``readOnlyHint`` or raising ``destructiveHint`` (``annotations`` are
+  pinned) quarantines it (tests below); a remote tool's risk is its server's ``risk``, never its annotations, and
+  ``idempotentHint`` (which allows retries) is read from the accepted definition only.
+- A server renaming a pinned tool: the old name is marked removed (not callable) and the new one waits for
+  acceptance as a new tool (``remote_server_sync``: ``seen``/``exclude``); a call of the old name re-lists and
+  refuses ("no longer offers") without calling.
+- Another tenant's registration: a listing is per server (one configuration, platform-wide); each call re-lists
+  with the calling tenant's own credential and calls only if that listing hashes to the accepted pin, so a server
+  showing one tenant other tools gets nothing called for it outside the pin.
+- A huge remote result is cut at the wire (``bounded_async_responses``) and refused past
+  ``MAX_EXTERNAL_RESULT_BYTES`` after the credential is scrubbed.
+
+Left open:
+
+- A schema whose one bad value fails many leaves of a fan-out reports each (1,024 identical "minimum" errors for
+  one item here): the message is bounded by the budget but repetitive; errors are not de-duplicated.
+- A hostile server's accepted tools still cost up to ~20 s each of pattern-weight probing at the first build of
+  the registry's remote entries (review cd); no per-server/per-listing probe budget was added (time).
+- The output check still relies on the SDK's private ``_output_schema_validator``/``_tool_output_validators``.
 """
 
 import importlib
+import time
 from typing import Any
 
 import pytest
 from django.apps import apps
 from django.contrib.auth.models import User
+from pydantic import ValidationError
 
 from tests.helpers import RequestCall
 from tests.mcpclient.fake_server import FakeCrm, serving
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
+from toolhub.mcp_client.remote import RemoteServerError, remote_call, remote_tools
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
 from toolhub.models import AuditEvent, Tenant
+from toolhub.tools.definition import Tool
 
 TOOL = "crm__grade"
 
@@ -120,3 +153,74 @@ def test_pinning_the_output_schema_leaves_accepted_tools_callable(
         call = request_call(TOOL, {"customer_id": "c-1"}, alice, tenant="acme")
         assert call.status == "succeeded", call.error
         assert RemoteMcpTool.objects.get(tool_name=TOOL).status == "active"
+
+
+def _fan_out(levels: int) -> dict[str, Any]:
+    """``a0: allOf [a1, a1]``... : 2**levels checks of one value, within ``MAX_SCHEMA_APPLICATIONS`` for 10 levels."""
+    defs: dict[str, Any] = {
+        f"a{i}": {"allOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(levels)
+    }
+    defs[f"a{levels}"] = {"type": "integer", "minimum": 0}
+    return defs
+
+
+_FANNED_ITEMS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"xs": {"type": "array", "items": {"$ref": "#/$defs/a0"}}},
+    "$defs": _fan_out(10),
+}
+
+
+def test_checking_many_items_against_a_schema_within_bounds_is_bounded_as_a_whole() -> None:
+    """Found: the schema bound caps the schemas one value is checked against (10,000), not the work of a call:
+    each array item is such a value, and 1,000 integers (4 KB of arguments) against an accepted ``$ref`` fan-out
+    of 10 levels took about 200 s of the process validating them (a web request).
+
+    Expect: the check stops at ``MAX_VALIDATION_STEPS`` and refuses the arguments within seconds, saying why;
+    a few items are still checked as before.
+    """
+    tool = Tool.create("fanned", "Fanned.", _FANNED_ITEMS, lambda arguments: arguments, allow_any=True)
+    assert tool.validate_arguments({"xs": [1, 2]}) == {"xs": [1, 2]}
+    with pytest.raises(ValidationError, match="satisfy minimum 0"):
+        tool.validate_arguments({"xs": [-1]})
+
+    started = time.monotonic()
+    with pytest.raises(ValidationError, match="send fewer items"):
+        tool.validate_arguments({"xs": list(range(1000))})
+    assert time.monotonic() - started < 5
+
+
+def test_checking_a_remote_result_of_many_items_is_bounded_as_a_whole() -> None:
+    """Found: the same for a remote tool's structured result, checked against its ``outputSchema`` in the worker
+    (synchronous, past ``anyio.fail_after``): each item of a listed array is checked against the whole fan-out.
+
+    Expect: the result is refused within seconds as one whose check took too many steps.
+    """
+    fake = FakeCrm()
+    fake.extra_tools = [
+        {
+            "name": "grade",
+            "description": "Grades customers.",
+            "inputSchema": {"type": "object"},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"customer": {"type": "array", "items": {"$ref": "#/$defs/a0"}}},
+                "$defs": _fan_out(10),
+            },
+        }
+    ]
+    with serving(fake) as url:
+        listed = next(tool for tool in remote_tools(url, name="crm", headers={}, timeout=30) if tool["name"] == "grade")
+        started = time.monotonic()
+        with pytest.raises(RemoteServerError, match="took more than"):
+            remote_call(
+                url,
+                name="crm",
+                headers={},
+                timeout=30,
+                remote_name="grade",
+                arguments={"customer_id": list(range(1000))},
+                meta={},
+                accepted_hash=definition_hash(listed),
+            )
+        assert time.monotonic() - started < 10

@@ -5,13 +5,14 @@ restarts, or a server that is down at startup, changes nothing until the next us
 """
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import httpx2
+from jsonschema.exceptions import ValidationError as SchemaViolation
 from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -23,6 +24,7 @@ from toolhub.outbound_addresses import guarded_client
 from toolhub.storable import storable_text, storable_value
 from toolhub.tools.jsonschema_args import check_schema_bounds
 from toolhub.tools.linear_patterns import linear_validator
+from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent, validation_budget
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
 
 __all__ = ["RemoteCallOutcome", "RemoteServerError", "remote_call", "remote_tools"]
@@ -157,11 +159,26 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
             check_schema_bounds(f"Tool {name!r}: the output schema", output_schema)
         except ToolDefinitionError as exc:
             raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
-        validator = linear_validator(output_schema)  # an empty registry: nothing fetched
+        validator = _Budgeted(linear_validator(output_schema))  # an empty registry: nothing fetched
         session._tool_output_validators[name] = validator
         return validator
 
     session._output_schema_validator = output_validator  # type: ignore[method-assign]
+
+
+class _Budgeted:
+    """A result's check within one ``validation_budget``: the SDK iterates its errors, lazily, in the worker."""
+
+    def __init__(self, validator: Any) -> None:
+        self.validator = validator
+
+    def iter_errors(self, instance: Any) -> Iterator[Any]:
+        try:
+            with validation_budget():
+                errors = list(self.validator.iter_errors(instance))
+        except ValidationBudgetSpent:
+            errors = [SchemaViolation(f"checking the result took more than {MAX_VALIDATION_STEPS:,} steps")]
+        return iter(errors)
 
 
 def _log_scope(headers: Mapping[str, str], url: str) -> AbstractContextManager[Any]:

@@ -31,6 +31,7 @@ from toolhub.tools.linear_patterns import (
     schema_matchers,
     schema_patterns,
 )
+from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent, validation_budget
 
 __all__ = [
     "MAX_SCHEMA_APPLICATIONS",
@@ -332,7 +333,20 @@ def validate_against_schema(
             _validators[owner] = (schema, validator)
     values = dict(arguments)
     line_errors: list[InitErrorDetails] = []
-    for error in sorted(validator.iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
+    try:
+        with validation_budget():  # the work of one check, bounded whatever the schema and the arguments
+            errors = list(validator.iter_errors(values))
+    except ValidationBudgetSpent:
+        message = (
+            f"checking the arguments against the schema took more than {MAX_VALIDATION_STEPS:,} steps; "
+            "send fewer items at a time"
+        )
+        raise ValidationError.from_exception_data(
+            f"{tool_name} arguments",
+            [InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=(), input=None)],
+            hide_input=True,
+        ) from None
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         location = tuple(error.absolute_path)
         for loc, message in _describe(error, location):
             line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None))

@@ -23,6 +23,7 @@ from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_sc
 from referencing import Registry
 
 from toolhub.tools.linear_keywords import bounded_keywords
+from toolhub.tools.validation_budget import counted_keywords
 
 __all__ = [
     "MAX_SCHEMA_PATTERNS",
@@ -255,13 +256,13 @@ def linear_validator(
             yield SchemaViolation("Additional properties are not allowed")
 
     draft = jsonschema.validators.validator_for(schema)
-    cls = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-        draft,
-        {
-            "pattern": pattern,
-            "patternProperties": pattern_properties,
-            "additionalProperties": additional_properties,
-            **bounded_keywords(draft),  # ``uniqueItems`` and ``multipleOf`` bounded too (``linear_keywords``)
-        },
-    )
+    keywords = {
+        **draft.VALIDATORS,
+        "pattern": pattern,
+        "patternProperties": pattern_properties,
+        "additionalProperties": additional_properties,
+        **bounded_keywords(draft),  # ``uniqueItems`` and ``multipleOf`` bounded too (``linear_keywords``)
+    }
+    # Each keyword applied counts against the check's ``validation_budget``: the work is bounded per check.
+    cls = jsonschema.validators.extend(draft, counted_keywords(keywords))  # type: ignore[no-untyped-call]
     return cls(schema, format_checker=format_checker, **options)

@@ -1,0 +1,54 @@
+"""A bound on the work of checking one value against a schema, whatever the schema and the value.
+
+The schema bounds (``jsonschema_args``) cap the schemas one value is checked against (``MAX_SCHEMA_APPLICATIONS``),
+but each item of an array and each property of an object is such a value: an accepted schema checking each item
+against 4,000 schemas (a ``$ref`` fan-out within the bound) took 200 s of a web process for 1,000 integers (4 KB of
+arguments, far within ``MAX_ARGUMENTS_BYTES``). Here every keyword a validator applies counts one step, and a check
+stops once it has spent ``MAX_VALIDATION_STEPS`` (a few seconds at most), failing the value.
+"""
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["MAX_VALIDATION_STEPS", "ValidationBudgetSpent", "counted_keywords", "validation_budget"]
+
+#: Keyword applications one check may make (the arguments of one call, one structured result).
+MAX_VALIDATION_STEPS = 50_000
+
+_remaining: ContextVar[list[int] | None] = ContextVar("toolhub_validation_steps", default=None)
+
+
+class ValidationBudgetSpent(Exception):
+    """A check spent ``MAX_VALIDATION_STEPS``: the value is refused, not checked further."""
+
+
+@contextmanager
+def validation_budget(steps: int = MAX_VALIDATION_STEPS) -> Iterator[None]:
+    """Checks made inside share ``steps``; past them a keyword raises ``ValidationBudgetSpent``."""
+    token = _remaining.set([steps])
+    try:
+        yield
+    finally:
+        _remaining.reset(token)
+
+
+def counted_keywords(keywords: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """``keywords`` (a jsonschema validator's), each counting one step of the active budget when applied.
+
+    Outside any ``validation_budget`` nothing is counted: callers that check a value open one.
+    """
+
+    def counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
+        def apply(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+            remaining = _remaining.get()
+            if remaining is not None:
+                remaining[0] -= 1
+                if remaining[0] < 0:
+                    raise ValidationBudgetSpent
+            return keyword(validator, value, instance, schema) or iter(())
+
+        return apply
+
+    return {name: counted(keyword) for name, keyword in keywords.items()}
