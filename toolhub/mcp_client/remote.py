@@ -180,6 +180,12 @@ class _Budgeted:
             errors = [SchemaViolation(f"checking the result took more than {MAX_VALIDATION_STEPS:,} steps")]
         return iter(errors)
 
+    def is_valid(self, instance: Any) -> bool:
+        return next(self.iter_errors(instance), None) is None
+
+    def __getattr__(self, name: str) -> Any:  # the rest of a validator (its schema...); the SDK checks with iter_errors
+        return getattr(self.validator, name)
+
 
 def _log_scope(headers: Mapping[str, str], url: str) -> AbstractContextManager[Any]:
     """Log lines written in it hold neither the credential nor the URL's secret parts (the URL itself stays).
