@@ -145,7 +145,7 @@ def test_pinning_the_output_schema_leaves_accepted_tools_callable(
             accepted_hash=definition_hash(before), current_hash=definition_hash(before)
         )
 
-        migration = importlib.import_module("toolhub.migrations.0043_remote_tool_output_schema_pinned")
+        migration = importlib.import_module("toolhub.migrations.0044_remote_tool_output_schema_pinned")
         migration.rehash_remote_tools(apps, None)
 
         row.refresh_from_db()

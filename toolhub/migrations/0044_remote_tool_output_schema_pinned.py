@@ -43,7 +43,7 @@ def unpin_output_schemas(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("toolhub", "0042_failed_direct_step_by_finished_at"),
+        ("toolhub", "0043_ended_direct_step_index"),
     ]
 
     operations = [migrations.RunPython(rehash_remote_tools, unpin_output_schemas)]
