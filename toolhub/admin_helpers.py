@@ -32,6 +32,7 @@ from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.core.exceptions import NON_FIELD_ERRORS, FieldDoesNotExist, PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.db.models import Field, ForeignKey, ForeignObjectRel, JSONField, Model, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
@@ -39,9 +40,11 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
+from toolhub.admin_choices import row_free_filter
 from toolhub.admin_deletion import ScopedDeletion
 from toolhub.admin_editable import StaleEditsRefused
 from toolhub.admin_indexes import compared_columns, fields_of, indexed_column, indexed_sorting
+from toolhub.admin_lists import EstimatedCountPaginator
 from toolhub.admin_relations import (
     OpenableLinksOnly,
     SharedInPart,
@@ -125,9 +128,52 @@ class GuardedLookups:
     ``small_table``: the admin's table holds configuration people add row by row (tenants, users, grants, rules,
     agents), never rows the platform writes as it runs (calls, events, runs, approvals, sagas, deliveries): its list
     sorts by any column, as Django's does (the filters' rule stands). Declared on each configuration admin, no other.
+    Any other list reads only its page: a bounded count (``EstimatedCountPaginator``), no facet counts
+    (``IndexedSorting``), filter choices drawn from none of its rows (:mod:`toolhub.admin_choices`), and a search
+    equal to an indexed search field (``get_search_results``).
     """
 
     small_table: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.small_table:
+            self.show_full_result_count = False  # "N total": a count of every row of the viewer's tenants
+
+    def get_paginator(
+        self, request: HttpRequest, queryset: QuerySet[Any], per_page: int, orphans: int = 0, **kwargs: Any
+    ) -> Paginator:
+        """A list not declared small counts within a bound; Django's paginator counts every row of the viewer's tenants.
+
+        The planner's estimate counts every tenant's rows: only a viewer who sees them all reads it.
+        """
+        if self.small_table:
+            return super().get_paginator(request, queryset, per_page, orphans, **kwargs)  # type: ignore[misc, no-any-return]
+        estimate = tenant_scope(request.user).everything
+        return EstimatedCountPaginator(queryset, per_page, orphans, estimate=estimate, **kwargs)
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> tuple[Any, bool]:
+        """A list not declared small matches a term equal to its search fields an index serves, never ``icontains``.
+
+        Django's search is a LIKE over each search field: every row of the viewer's tenants read whatever the term.
+        A field no index serves (an order's product) is left out; ``ExactSearchMixin`` says which ones explicitly.
+        """
+        if self.small_table:
+            return super().get_search_results(request, queryset, search_term)  # type: ignore[misc, no-any-return]
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(pk__in=[])
+        for name in self.get_search_fields(request):  # type: ignore[attr-defined]
+            path = name.lstrip("^=@")
+            fields = fields_of(self.model, path)  # type: ignore[attr-defined]
+            if len(fields) != len(path.split(LOOKUP_SEP)) or not indexed_column(fields[-1]):
+                continue
+            try:
+                match |= Q(**{path: fields[-1].to_python(term)})
+            except ValidationError:
+                continue
+        return queryset.filter(match), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return indexed_sorting(super().get_changelist(request, **kwargs))  # type: ignore[misc]
@@ -303,12 +349,16 @@ class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, Stale
         return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
 
     def get_list_filter(self, request: HttpRequest) -> list[Any]:
-        """Filters on a related row offer only the values found among the rows the user may see (and may see)."""
+        """Filters on a related row offer only the values found among the rows the user may see (and may see).
+
+        A list not declared ``small_table`` offers choices that read none of its rows (``row_free_filter``).
+        """
         filters = []
         for entry in super().get_list_filter(request):  # type: ignore[misc]
             if isinstance(entry, str) and "__" not in entry:
-                field = self.model._meta.get_field(entry)  # type: ignore[attr-defined]
-                if field.is_relation:
+                if not self.small_table:
+                    entry = row_free_filter(self, entry)
+                elif self.model._meta.get_field(entry).is_relation:  # type: ignore[attr-defined]
                     entry = (entry, ShownRelatedOnlyFieldListFilter)
             filters.append(entry)
         return filters

@@ -1,0 +1,105 @@
+"""List filters whose choices read none of the listed rows, for the tables the platform writes as it runs.
+
+Django draws a plain column's filter from the rows (``SELECT DISTINCT tool_name`` of every listed row) and a
+foreign key's, with ``RelatedOnlyFieldListFilter``, from a ``DISTINCT`` of every row's key: on the calls, runs,
+sagas or approval requests of a tenant each page would read them all. A list not declared ``small_table``
+(:class:`toolhub.admin_helpers.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
+choices, a boolean or a date as Django does (no rows read), the viewer's tenants for the tenant column, the related
+admin's rows for a foreign key (a run's agents: the viewer's agents), or else a box matched exactly.
+
+Each keeps Django's parameter (``?tool_name=``, ``?tenant__exact=``, ``?agent__id__exact=``), so a link made
+before still filters, and each filters the tenant-scoped queryset only.
+"""
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import BooleanField, DateField, Field
+from django.http import HttpRequest
+
+from toolhub.admin_lists import _other_parameters
+from toolhub.admin_relations import ShownRelatedOnlyFieldListFilter
+from toolhub.models import Tenant
+from toolhub.tenancy import scoped
+
+__all__ = ["AdminRowsRelatedFilter", "TypedValueFilter", "ViewerTenantsFilter", "row_free_filter"]
+
+
+def row_free_filter(model_admin: Any, name: str) -> Any:
+    """The list filter entry for ``name`` on a big table's list: one whose choices read none of its rows.
+
+    Django's own filter when it reads none (choices, booleans, dates, a path through a relation: the related
+    table's values).
+    """
+    field: Field = model_admin.model._meta.get_field(name)
+    if field.is_relation:
+        related_admin = model_admin.admin_site._registry.get(field.related_model)
+        if hasattr(related_admin, "choosable_queryset"):
+            return (name, AdminRowsRelatedFilter)
+        return (name, TypedValueFilter)
+    if field.choices or isinstance(field, (BooleanField, DateField)):
+        return name
+    if name == getattr(model_admin, "tenant_field", None):
+        return (name, ViewerTenantsFilter)
+    return (name, TypedValueFilter)
+
+
+class AdminRowsRelatedFilter(ShownRelatedOnlyFieldListFilter):
+    """A foreign key's filter offering the rows the related admin shows the viewer (its ``choosable_queryset``).
+
+    Not those found among the listed rows (a ``DISTINCT`` of every row's key): a related row listing none is
+    offered too, and answers an empty list.
+    """
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[Any]:
+        related_admin = model_admin.admin_site._registry[field.related_model]
+        rows = related_admin.choosable_queryset(request).values("pk")
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to={"pk__in": rows})  # type: ignore[no-any-return]
+
+
+class ViewerTenantsFilter(admin.AllValuesFieldListFilter):
+    """The tenant column's filter, offering the viewer's tenants (never another's name), not the rows' values."""
+
+    def __init__(
+        self, field: Any, request: HttpRequest, params: Any, model: Any, model_admin: Any, field_path: str
+    ) -> None:
+        self.lookup_kwarg = field_path
+        self.lookup_kwarg_isnull = f"{field_path}__isnull"
+        self.lookup_val = params.get(self.lookup_kwarg)
+        self.lookup_val_isnull = params.get(self.lookup_kwarg_isnull, [None])[-1]
+        self.empty_value_display = model_admin.get_empty_value_display()
+        tenants = scoped(Tenant.objects.order_by("slug"), request.user, "slug")
+        self.lookup_choices = list(tenants.values_list("slug", flat=True))
+        admin.FieldListFilter.__init__(self, field, request, params, model, model_admin, field_path)
+
+
+class TypedValueFilter(admin.FieldListFilter):
+    """A box whose value the column must equal, for values too many to offer (a tool's name, an event)."""
+
+    template = "admin/toolhub/input_filter.html"
+
+    def __init__(
+        self, field: Any, request: HttpRequest, params: Any, model: Any, model_admin: Any, field_path: str
+    ) -> None:
+        self.lookup_kwarg = field_path
+        super().__init__(field, request, params, model, model_admin, field_path)
+        values = [str(value).strip() for value in self.used_parameters.get(self.lookup_kwarg) or []]
+        if any(values):
+            self.used_parameters[self.lookup_kwarg] = values[-1:]
+        else:
+            self.used_parameters.pop(self.lookup_kwarg, None)  # an empty box filters nothing
+
+    def expected_parameters(self) -> list[str]:
+        return [self.lookup_kwarg]
+
+    def choices(self, changelist: ChangeList) -> Any:
+        value = self.used_parameters.get(self.lookup_kwarg) or [""]
+        yield {
+            "parameter": self.lookup_kwarg,
+            "value": value[-1],
+            "placeholder": self.field.verbose_name,
+            "others": _other_parameters(changelist, [self.lookup_kwarg]),
+            "clear": changelist.get_query_string(remove=[self.lookup_kwarg]),
+        }
