@@ -5,7 +5,8 @@ foreign key's, with ``RelatedOnlyFieldListFilter``, from a ``DISTINCT`` of every
 sagas or approval requests of a tenant each page would read them all. A list not declared ``small_table``
 (:class:`toolhub.admin_helpers.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
 choices, a boolean or a date as Django does (no rows read), the viewer's tenants for the tenant column, the related
-admin's rows for a foreign key (a run's agents: the viewer's agents), or else a box matched exactly.
+admin's rows a listed row names for a foreign key (an ``EXISTS`` each, on the key's index), or else a box matched
+exactly.
 
 Each keeps Django's parameter (``?tool_name=``, ``?tenant__exact=``, ``?agent__id__exact=``), so a link made
 before still filters, and each filters the tenant-scoped queryset only.
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import BooleanField, DateField, Field
+from django.db.models import BooleanField, DateField, Exists, Field, OuterRef, Q
 from django.http import HttpRequest
 
 from toolhub.admin_lists import _other_parameters
@@ -46,17 +47,19 @@ def row_free_filter(model_admin: Any, name: str) -> Any:
 
 
 class AdminRowsRelatedFilter(ShownRelatedOnlyFieldListFilter):
-    """A foreign key's filter offering the rows the related admin shows the viewer (its ``choosable_queryset``).
+    """A foreign key's filter offering the related admin's rows (``choosable_queryset``) that a listed row names.
 
-    Not those found among the listed rows (a ``DISTINCT`` of every row's key): a related row listing none is
-    offered too, and answers an empty list.
+    For each, an ``EXISTS`` that stops at the first listed row (on the key's index), never a ``DISTINCT`` of every
+    listed row's key.
     """
 
     def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[Any]:
         related_admin = model_admin.admin_site._registry[field.related_model]
-        rows = related_admin.choosable_queryset(request).values("pk")
+        shown = related_admin.choosable_queryset(request).values("pk")
+        listed = model_admin.get_queryset(request).order_by().filter(**{self.field_path: OuterRef("pk")})
         ordering = self.field_admin_ordering(field, request, model_admin)
-        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to={"pk__in": rows})  # type: ignore[no-any-return]
+        named = Q(pk__in=shown) & Q(Exists(listed))
+        return field.get_choices(include_blank=False, ordering=ordering, limit_choices_to=named)  # type: ignore[no-any-return]
 
 
 class ViewerTenantsFilter(admin.AllValuesFieldListFilter):

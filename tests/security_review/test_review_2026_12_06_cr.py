@@ -14,7 +14,8 @@ Findings:
    mechanism (``GuardedLookups``, ``toolhub.admin_choices``): a list not declared ``small_table`` counts within a bound
    (``EstimatedCountPaginator``, the estimate only for a viewer of every tenant), shows no facet counts, and its
    field filters offer choices that read none of its rows: a column's declared choices, the viewer's tenants, the
-   related admin's rows (a run's agents: the viewer's agents), or else a box matched exactly.
+   related admin's rows a listed row names (an ``EXISTS`` per agent, on the key's index), or else a box matched
+   exactly.
 
 Checked and holding (probed or read, no test here unless said):
 - Facet counts, list filter choices and the paginator's count are computed on the tenant-scoped queryset: no count,
