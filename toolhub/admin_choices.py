@@ -1,11 +1,11 @@
-"""List filters whose choices read none of the listed rows, for the tables the platform writes as it runs.
+"""List filters whose choices never read every listed row, for the tables the platform writes as it runs.
 
 Django draws a plain column's filter from the rows (``SELECT DISTINCT tool_name`` of every listed row) and a
 foreign key's, with ``RelatedOnlyFieldListFilter``, from a ``DISTINCT`` of every row's key: on the calls, runs,
 sagas or approval requests of a tenant each page would read them all. A list not declared ``small_table``
 (:class:`toolhub.admin_helpers.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
-choices, a boolean or a date as Django does (no rows read), the viewer's tenants for the tenant column, the related
-admin's rows a listed row names for a foreign key (an ``EXISTS`` each, on the key's index), or else a box matched
+choices, a boolean or a date as Django does (no rows read); for the tenant column the viewer's tenants, for a foreign
+key the related admin's rows, that a listed row names (an ``EXISTS`` each, on an index); or else a box matched
 exactly.
 
 Each keeps Django's parameter (``?tool_name=``, ``?tenant__exact=``, ``?agent__id__exact=``), so a link made
@@ -63,7 +63,10 @@ class AdminRowsRelatedFilter(ShownRelatedOnlyFieldListFilter):
 
 
 class ViewerTenantsFilter(admin.AllValuesFieldListFilter):
-    """The tenant column's filter, offering the viewer's tenants (never another's name), not the rows' values."""
+    """The tenant column's filter: the viewer's tenants (never another's) a listed row names, an ``EXISTS`` each.
+
+    Not a ``DISTINCT`` of every listed row's tenant.
+    """
 
     def __init__(
         self, field: Any, request: HttpRequest, params: Any, model: Any, model_admin: Any, field_path: str
@@ -73,7 +76,8 @@ class ViewerTenantsFilter(admin.AllValuesFieldListFilter):
         self.lookup_val = params.get(self.lookup_kwarg)
         self.lookup_val_isnull = params.get(self.lookup_kwarg_isnull, [None])[-1]
         self.empty_value_display = model_admin.get_empty_value_display()
-        tenants = scoped(Tenant.objects.order_by("slug"), request.user, "slug")
+        listed = model_admin.get_queryset(request).order_by().filter(**{field_path: OuterRef("slug")})
+        tenants = scoped(Tenant.objects.order_by("slug"), request.user, "slug").filter(Exists(listed))
         self.lookup_choices = list(tenants.values_list("slug", flat=True))
         admin.FieldListFilter.__init__(self, field, request, params, model, model_admin, field_path)
 
