@@ -110,6 +110,15 @@ APPROVAL_TRANSITIONS = TransitionTable(
 )
 
 
+class ApprovalSource(models.TextChoices):
+    """What held the call back (``toolhub.policy.ApprovalVerdict.source``): declared, so the desk filters by it."""
+
+    CODE = "code"
+    RULE = "rule"
+    RISK = "risk"
+    TOOL_CHANGED = "tool_changed", "tool changed"
+
+
 class ApprovalRequest(models.Model):
     """One request per held-back call: why it was held, who asked, until when it may be decided."""
 
@@ -119,7 +128,7 @@ class ApprovalRequest(models.Model):
     )
     reason = models.CharField(max_length=500, help_text="The rule that made this call need approval.")
     tool_name = models.CharField(max_length=200)
-    risk = models.CharField(max_length=16, blank=True)
+    risk = models.CharField(max_length=16, choices=RiskLevel.choices, blank=True)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -137,7 +146,9 @@ class ApprovalRequest(models.Model):
     tenant = models.CharField(max_length=100, blank=True)
     required_approvals = models.PositiveSmallIntegerField(default=1)
     rule = models.ForeignKey(ApprovalRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
-    source = models.CharField(max_length=32, blank=True, help_text="code, rule, risk or tool_changed.")
+    source = models.CharField(
+        max_length=32, choices=ApprovalSource.choices, blank=True, help_text="code, rule, risk or tool_changed."
+    )
     round = models.PositiveSmallIntegerField(
         default=1, help_text="Rises with every edit and when the request is reopened; approvals count within one round."
     )
