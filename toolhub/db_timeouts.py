@@ -53,6 +53,9 @@ def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> Non
 #: What an atomic tool's transaction is allowed idle beyond the tool's own timeout (its outcome is written after).
 IDLE_SPARE_SECONDS = 60
 
+#: PostgreSQL's largest value of a millisecond bound (a 32-bit int, 24.8 days); a larger one is refused.
+MAX_BOUND_MS = 2**31 - 1
+
 _IDLE_AT_LEAST_SQL = """
 SELECT set_config(name, GREATEST(setting::bigint, %s)::text, true)
 FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout' AND setting::bigint > 0
@@ -66,10 +69,11 @@ def transaction_idle_at_least(seconds: float) -> None:
     would end its session (and its work) first. ``SET LOCAL``: the bound is back when the transaction ends. No
     statement at all for a tool within the configured bound (every tool with the default timeout).
     """
-    bound = int(getattr(settings, "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 0))
-    needed = int(seconds) + IDLE_SPARE_SECONDS
+    bound_ms = int(getattr(settings, "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 0)) * 1000
+    # A tool's timeout may be any positive number (the default up to 100 years): past PostgreSQL's range, its largest.
+    needed_ms = min((seconds + IDLE_SPARE_SECONDS) * 1000, MAX_BOUND_MS)
     connection = connections["default"]
-    if not bound or needed <= bound or connection.vendor != "postgresql":
+    if not bound_ms or needed_ms <= bound_ms or connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute(_IDLE_AT_LEAST_SQL, [needed * 1000])
+        cursor.execute(_IDLE_AT_LEAST_SQL, [int(needed_ms)])
