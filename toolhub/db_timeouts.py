@@ -9,10 +9,12 @@ than the URL's startup ``options``, which PgBouncer refuses by default. ``migrat
 (``RESET``: back to the server's or role's): an index build or table rewrite may take longer than any request.
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import psycopg.errors
 from django.conf import settings
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 #: The settings (seconds) and the PostgreSQL parameters they bound (milliseconds).
@@ -77,3 +79,31 @@ def transaction_idle_at_least(seconds: float) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(_IDLE_AT_LEAST_SQL, [int(needed_ms)])
+
+
+_T = TypeVar("_T")
+
+
+def cancelled_by_bound(exc: BaseException) -> bool:
+    """Whether a database error is a statement cancelled (``statement_timeout``, or an operator's cancel)."""
+    return isinstance(exc, OperationalError) and isinstance(exc.__cause__, psycopg.errors.QueryCanceled)
+
+
+def written_past_bound(write: Callable[[], _T]) -> _T:
+    """``write()``; cancelled by the statement bound (its locks waited for past it), again without that bound.
+
+    A call's outcome is written after its tool's effects happened: cancelled, it was lost, the call left
+    ``running``. The retry waits for the locks as long as their holder keeps them (itself under the bounds), in a
+    transaction of its own (``SET LOCAL``: the bound is back after). Outside any transaction only: inside one the
+    cancel aborted it, and its owner decides. No statement more unless the bound fired.
+    """
+    connection = connections["default"]
+    try:
+        return write()
+    except OperationalError as exc:
+        if not cancelled_by_bound(exc) or connection.in_atomic_block:
+            raise
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 0")
+        return write()

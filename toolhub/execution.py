@@ -17,7 +17,7 @@ from toolhub.audit_hash import chain_for
 from toolhub.calls import call_insert, call_transition, notify_settled, one_write
 from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
-from toolhub.db_timeouts import transaction_idle_at_least
+from toolhub.db_timeouts import transaction_idle_at_least, written_past_bound
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
 from toolhub.execution_checks import refusal_at_execution
 from toolhub.feedback import exception_detail
@@ -138,9 +138,13 @@ def _record_outcomes(pending: list[tuple[ToolCall, Callable[[], None]]]) -> None
     """Write a batch's outcomes in one transaction, chain by chain in chain order (no deadlock on the heads)."""
     if not pending:
         return
-    with transaction.atomic():
-        for _, write in sorted(pending, key=lambda item: chain_for(item[0].id, item[0].tenant)):
-            write()
+
+    def write_all() -> None:
+        with transaction.atomic():
+            for _, write in sorted(pending, key=lambda item: chain_for(item[0].id, item[0].tenant)):
+                write()
+
+    written_past_bound(write_all)
 
 
 def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, Any], worker: str) -> ToolCall:
@@ -163,7 +167,8 @@ def tool_call_run_claimed(*, call: ToolCall, tool: Tool, arguments: dict[str, An
         if tool.atomic:
             _run_atomically(run, record, timeout=tool.effective_timeout)
         else:
-            record(run())
+            outcome = run()
+            written_past_bound(lambda: record(outcome))
     return call
 
 
@@ -259,7 +264,8 @@ def _run_atomically(run: Callable[[], Outcome], record: Callable[[Outcome], bool
                 raise _Undo(None)
         return True
     except _Undo as undo:
-        return undo.outcome is not None and record(undo.outcome)
+        failed = undo.outcome
+        return failed is not None and written_past_bound(lambda: record(failed))
     finally:
         _outcomes.reset(token)
 
