@@ -44,6 +44,7 @@ from toolhub.checkpoint_checks import (
 from toolhub.checkpoint_files import file_name, numbered_files, write_copy
 from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, sign, signing_key, trusted_body
 from toolhub.conf import toolhub_settings
+from toolhub.db_timeouts import transaction_statements_unbounded
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent
 
@@ -95,6 +96,9 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
     signing_key()
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     with transaction.atomic():
+        # Beat's and an operator's checkpoint take turns, and the check reads the trail since the last one: neither
+        # is a request's statement, so neither is cut at the statement bound (``toolhub.db_timeouts``).
+        transaction_statements_unbounded()
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_NUMBERING_LOCK])

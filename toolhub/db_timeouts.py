@@ -81,6 +81,18 @@ def transaction_idle_at_least(seconds: float) -> None:
         cursor.execute(_IDLE_AT_LEAST_SQL, [int(needed_ms)])
 
 
+def transaction_statements_unbounded() -> None:
+    """Lift the statement bound for the rest of the current transaction (``SET LOCAL``), on PostgreSQL.
+
+    For the work an operator or beat asks of the whole trail, which may rightly take longer than a request: an audit
+    checkpoint waits for the one being signed and checks every chain since the last. Inside ``transaction.atomic``.
+    """
+    connection = connections["default"]
+    if connection.vendor == "postgresql" and int(getattr(settings, "DATABASE_STATEMENT_TIMEOUT", 0)):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 0")
+
+
 _T = TypeVar("_T")
 
 

@@ -67,3 +67,27 @@ def in_thread(action: Callable[[], Any], name: str = "") -> tuple[threading.Thre
     thread = threading.Thread(target=run, name=name or None)
     thread.start()
     return thread, result
+
+
+def released_after_lock_wait(seconds: float, lockers: list[psycopg.Connection], timeout: float = 10) -> None:
+    """Once a session of this database has waited for a lock past ``seconds``, roll the ``lockers`` back.
+
+    For a wait that must outlast a statement bound (``toolhub.db_timeouts``): raises when none waited that long.
+    """
+    try:
+        with psycopg.connect(**dsn(), autocommit=True) as watcher:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                waited = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' "
+                    "AND clock_timestamp() - query_start > make_interval(secs => %s)",
+                    [seconds],
+                ).fetchone()[0]
+                if waited:
+                    return
+                time.sleep(0.02)
+        raise AssertionError(f"no session waited for a lock past {seconds} s")
+    finally:
+        for locker in lockers:
+            locker.rollback()

@@ -40,7 +40,6 @@ Found, not fixed:
   past the bound and are retried unbounded (finding 2), as they waited before.
 """
 
-import time
 from collections.abc import Iterator
 
 import psycopg
@@ -50,7 +49,7 @@ from django.db.backends.signals import connection_created
 from django.test import override_settings
 
 from tests.helpers import RequestCall
-from tests.security_review.pg_races import dsn, in_thread
+from tests.security_review.pg_races import dsn, in_thread, released_after_lock_wait
 from tests.tenancy.conftest import make_user
 from toolhub import ToolResult, tool
 from toolhub.models import AuditEvent, CallStatus, Tenant
@@ -122,27 +121,6 @@ def _notice_tool() -> Iterator[None]:
     connection.close()  # its bound was set for the test: the flush after it runs unbounded
 
 
-def _released_after_waiting_past(seconds: float, timeout: float = 10) -> None:
-    """Once a session has waited for a lock (the lockers' chain heads) past ``seconds``, the lockers roll back."""
-    try:
-        with psycopg.connect(**dsn(), autocommit=True) as watcher:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                waited = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock' "
-                    "AND clock_timestamp() - query_start > make_interval(secs => %s)",
-                    [seconds],
-                ).fetchone()[0]
-                if waited:
-                    return
-                time.sleep(0.02)
-        raise AssertionError(f"no write waited for a chain head past {seconds} s")
-    finally:
-        for locker in _lockers:
-            locker.rollback()
-
-
 @postgres
 @pytest.mark.django_db(transaction=True)
 @override_settings(DATABASE_STATEMENT_TIMEOUT=1)
@@ -158,7 +136,7 @@ def test_a_call_outcome_waiting_for_a_lock_past_the_statement_bound_is_still_rec
         tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME Corp"})
     user = make_user("al", tenant=tenant)
     connection.close()  # the next statement opens a connection bounded as toolhub's are
-    releaser, released = in_thread(lambda: _released_after_waiting_past(1.5), name="releaser")
+    releaser, released = in_thread(lambda: released_after_lock_wait(1.5, _lockers), name="releaser")
 
     call = request_call("send_notice", {"text": "hi"}, user, tenant="acme")
     releaser.join()
