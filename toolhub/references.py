@@ -22,6 +22,7 @@ from referencing.exceptions import Unresolvable
 from toolhub.tools.definition import Tool
 from toolhub.tools.linear_patterns import linear_validator
 from toolhub.tools.registry import registry
+from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent
 
 __all__ = [
     "ORDERABLE",
@@ -129,6 +130,8 @@ def value_problem(schema: Mapping[str, Any], value: Any) -> str | None:
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except (jsonschema.exceptions.SchemaError, Unresolvable):
         return None  # a schema jsonschema cannot read: the tool's own validation decides, nothing to refuse here
+    except ValidationBudgetSpent:
+        return f"checking the value against the parameter's schema took more than {MAX_VALIDATION_STEPS:,} steps"
     return None if error is None else error.message
 
 

@@ -10,6 +10,7 @@ never what the server says now; the handler checks the pin again right before ea
 
 import logging
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from django.core.exceptions import SynchronousOnlyOperation
@@ -22,6 +23,7 @@ from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
+from toolhub.tools.linear_patterns import shared_pattern_budget
 
 __all__ = ["RemoteToolProvider", "remote_tool_provider"]
 
@@ -83,7 +85,10 @@ def _load() -> dict[str, _Entry]:
     try:
         with transaction.atomic():  # a savepoint: before ``migrate`` the tables are missing, nothing else breaks
             rows = list(
-                RemoteMcpTool.objects.select_related("server").exclude(accepted_hash="").exclude(status="removed")
+                RemoteMcpTool.objects.select_related("server")
+                .exclude(accepted_hash="")
+                .exclude(status="removed")
+                .order_by("server_id", "tool_name")
             )
             tenants: dict[int, set[str]] = {}
             for server_id, tenant in RemoteMcpCredential.objects.values_list("server_id", "tenant"):
@@ -92,16 +97,20 @@ def _load() -> dict[str, _Entry]:
         return {}
     entries: dict[str, _Entry] = {}
     by_server: dict[int, list[Tool]] = {}
-    for row in rows:
-        try:
-            tool = _build(row)
-        except (ToolDefinitionError, RecursionError) as exc:
-            # One server's schema (a RecursionError is a RuntimeError, which ``_entries`` takes for "no database")
-            # must leave out its own tool only, never every remote tool of every server.
-            logger.warning("Remote MCP tool %s is unusable: %s", row.tool_name, exc)
-            continue
-        entries[row.tool_name] = _entry(row.server, tool, row.status, tenants)
-        by_server.setdefault(row.server_id, []).append(tool)
+    for _, server_rows in groupby(rows, key=lambda row: row.server_id):
+        server_rows = list(server_rows)
+        # A server lists as many tools as it likes: their patterns' probing is bounded together, in name order.
+        with shared_pattern_budget(f"remote MCP server {server_rows[0].server.name!r}"):
+            for row in server_rows:
+                try:
+                    tool = _build(row)
+                except (ToolDefinitionError, RecursionError) as exc:
+                    # One server's schema (a RecursionError is a RuntimeError, which ``_entries`` takes for "no
+                    # database") must leave out its own tool only, never every remote tool of every server.
+                    logger.warning("Remote MCP tool %s is unusable: %s", row.tool_name, exc)
+                    continue
+                entries[row.tool_name] = _entry(row.server, tool, row.status, tenants)
+                by_server.setdefault(row.server_id, []).append(tool)
     for row in rows:
         server = row.server
         if server.unfold and server.pk in by_server:

@@ -34,6 +34,7 @@ from toolhub.tools.linear_patterns import (
 from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent, validation_budget
 
 __all__ = [
+    "MAX_REPORTED_ERRORS",
     "MAX_SCHEMA_APPLICATIONS",
     "MAX_SCHEMA_DEPTH",
     "check_schema_bounds",
@@ -49,6 +50,10 @@ MAX_SCHEMA_DEPTH = 64
 #: references shared across a fan-out multiply (``a0: allOf [a1, a1]``, ``a1: allOf [a2, a2]``... is 2**n checks
 #: of every value from a few hundred bytes of schema), so a call's validation could take hours.
 MAX_SCHEMA_APPLICATIONS = 10_000
+
+#: How many distinct problems one check reports (the model reads them, the call's error and audit trail keep them):
+#: one bad item of a ``$ref`` fan-out failed 1,024 leaves alike, and 5,000 wrong items gave 5,000 lines.
+MAX_REPORTED_ERRORS = 20
 
 
 def checked_object_schema(tool_name: str, schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -346,10 +351,15 @@ def validate_against_schema(
             [InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=(), input=None)],
             hide_input=True,
         ) from None
+    problems: dict[tuple[tuple[Any, ...], str], None] = {}  # each distinct problem once, in order
     for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-        location = tuple(error.absolute_path)
-        for loc, message in _describe(error, location):
-            line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None))
+        problems.update(dict.fromkeys(_describe(error, tuple(error.absolute_path))))
+    reported = list(problems)[:MAX_REPORTED_ERRORS]
+    for loc, message in reported:
+        line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None))
+    if len(problems) > len(reported):
+        more = f"... and {len(problems) - len(reported):,} more problems not listed; fix those above first"
+        line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", more), loc=(), input=None))
     if line_errors:
         raise ValidationError.from_exception_data(f"{tool_name} arguments", line_errors, hide_input=True)
     return values

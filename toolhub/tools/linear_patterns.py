@@ -15,6 +15,9 @@ import hashlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -23,17 +26,19 @@ from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_sc
 from referencing import Registry
 
 from toolhub.tools.linear_keywords import bounded_keywords
-from toolhub.tools.validation_budget import counted_keywords
+from toolhub.tools.validation_budget import BudgetedValidator, counted_keywords
 
 __all__ = [
     "MAX_SCHEMA_PATTERNS",
     "MAX_SCHEMA_PATTERN_BYTES",
+    "MAX_SERVER_PATTERN_BYTES",
     "PatternBudgetSpent",
     "UnsupportedPattern",
     "compile_pattern",
     "linear_validator",
     "schema_matchers",
     "schema_patterns",
+    "shared_pattern_budget",
 ]
 
 Matcher = Callable[[str], bool]
@@ -63,6 +68,12 @@ MAX_SCHEMA_PATTERNS = 48
 #: patterns near the engine's bound (Unicode ``\w{200}`` is one), a dozen mid-sized ones (``^\w{1,32}$``), or
 #: ``MAX_SCHEMA_PATTERNS`` small ones.
 MAX_SCHEMA_PATTERN_BYTES = 32 * 2**20
+
+#: How much the schemas of one remote MCP server's tools may compile to together (``shared_pattern_budget``): each
+#: schema is held to ``MAX_SCHEMA_PATTERN_BYTES``, but a server lists as many tools as it likes, and probing one
+#: schema's patterns near a tier's bound takes about 20 s (a hundred tools: half an hour of each process building
+#: the registry). About a hundred small distinct patterns, under a minute of probing at worst.
+MAX_SERVER_PATTERN_BYTES = 2 * MAX_SCHEMA_PATTERN_BYTES
 
 #: A pattern's weight tiers, by how many copies of it fit in one compile of the engine's bound: 16 copies fit, it
 #: counts a sixteenth of the bound; else 4 copies, a quarter; else the whole bound. Each probe is one compile of at
@@ -134,6 +145,32 @@ _weights: dict[bytes, int] = {}
 _weights_lock = threading.Lock()
 
 
+@dataclass
+class _SharedBudget:
+    subject: str
+    limit: int
+    spent: int = 0
+    seen: set[str] = field(default_factory=set)
+
+
+_shared: ContextVar[_SharedBudget | None] = ContextVar("toolhub_shared_pattern_budget", default=None)
+
+
+@contextmanager
+def shared_pattern_budget(subject: str, limit: int = MAX_SERVER_PATTERN_BYTES) -> Iterator[None]:
+    """Schemas checked inside share ``limit`` (a distinct pattern counted once): one server's tools, together.
+
+    Past it, a schema's further patterns are refused without being probed (``PatternBudgetSpent``), so the tools
+    checked inside cost at most ``limit``'s probing whatever their number. ``subject`` names the budget's owner
+    in the refusal ("remote MCP server 'crm'"). Check in a stable order: the same tools are refused each time.
+    """
+    token = _shared.set(_SharedBudget(subject, limit))
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+
+
 def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | UnsupportedPattern]]:
     """Each distinct pattern of ``schema`` as ``(keyword, pattern, where, matcher)``, or why it has no matcher.
 
@@ -142,6 +179,7 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
     """
     seen: set[str] = set()
     spent = 0
+    shared = _shared.get()
     for keyword, pattern, where in schema_patterns(schema):
         if pattern in seen:
             continue
@@ -159,12 +197,22 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
         if spent > MAX_SCHEMA_PATTERN_BYTES:
             yield keyword, pattern, where, PatternBudgetSpent("the schema's other patterns spent its budget")
             continue
+        if shared is not None and pattern not in shared.seen and shared.spent > shared.limit:
+            yield keyword, pattern, where, PatternBudgetSpent(_shared_refusal(shared))
+            continue
         try:
             matcher = compile_pattern(pattern)
         except UnsupportedPattern as exc:
             yield keyword, pattern, where, exc
             continue
-        spent += pattern_weight(pattern)
+        weight = pattern_weight(pattern)
+        spent += weight
+        if shared is not None and pattern not in shared.seen:
+            shared.seen.add(pattern)
+            shared.spent += weight
+            if shared.spent > shared.limit:
+                yield keyword, pattern, where, PatternBudgetSpent(_shared_refusal(shared))
+                continue
         if spent > MAX_SCHEMA_PATTERN_BYTES:
             yield (
                 keyword,
@@ -180,6 +228,14 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
             )
             continue
         yield keyword, pattern, where, matcher
+
+
+def _shared_refusal(shared: _SharedBudget) -> str:
+    return (
+        f"the patterns of {shared.subject}'s tools together compile to more than {shared.limit // 2**20} MiB "
+        "(each distinct pattern counts once; the tools checked first keep theirs); "
+        "an administrator may ask the server for fewer or smaller patterns"
+    )
 
 
 def schema_patterns(schema: Any) -> Iterator[tuple[str, str, str]]:
@@ -263,6 +319,7 @@ def linear_validator(
         "additionalProperties": additional_properties,
         **bounded_keywords(draft),  # ``uniqueItems`` and ``multipleOf`` bounded too (``linear_keywords``)
     }
-    # Each keyword applied counts against the check's ``validation_budget``: the work is bounded per check.
+    # Each keyword applied counts against the check's ``validation_budget``: the work is bounded per check, a
+    # check made outside any budget within its own (``BudgetedValidator``).
     cls = jsonschema.validators.extend(draft, counted_keywords(keywords))  # type: ignore[no-untyped-call]
-    return cls(schema, format_checker=format_checker, **options)
+    return BudgetedValidator(cls(schema, format_checker=format_checker, **options))

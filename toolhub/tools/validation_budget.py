@@ -12,7 +12,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["MAX_VALIDATION_STEPS", "ValidationBudgetSpent", "counted_keywords", "validation_budget"]
+__all__ = [
+    "MAX_VALIDATION_STEPS",
+    "BudgetedValidator",
+    "ValidationBudgetSpent",
+    "counted_keywords",
+    "validation_budget",
+]
 
 #: Keyword applications one check may make (the arguments of one call, one structured result).
 MAX_VALIDATION_STEPS = 50_000
@@ -37,7 +43,7 @@ def validation_budget(steps: int = MAX_VALIDATION_STEPS) -> Iterator[None]:
 def counted_keywords(keywords: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """``keywords`` (a jsonschema validator's), each counting one step of the active budget when applied.
 
-    Outside any ``validation_budget`` nothing is counted: callers that check a value open one.
+    Outside any ``validation_budget`` nothing is counted: ``BudgetedValidator`` opens one for a check made outside.
     """
 
     def counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,3 +58,32 @@ def counted_keywords(keywords: Mapping[str, Callable[..., Any]]) -> dict[str, Ca
         return apply
 
     return {name: counted(keyword) for name, keyword in keywords.items()}
+
+
+class BudgetedValidator:
+    """A validator whose every check is bounded: within the active budget, or its own when none is active.
+
+    ``counted_keywords`` counts nothing outside a budget, and a check opened elsewhere (an approval rule's value,
+    a thread that does not inherit the caller's context) ran unbounded against an accepted ``$ref`` fan-out.
+    Errors are collected within the budget (a generator would run on outside it); past it
+    ``ValidationBudgetSpent`` reaches the caller, which refuses the value.
+    """
+
+    def __init__(self, validator: Any) -> None:
+        self.validator = validator
+
+    def iter_errors(self, instance: Any) -> Iterator[Any]:
+        if _remaining.get() is not None:
+            return iter(list(self.validator.iter_errors(instance)))
+        with validation_budget():
+            return iter(list(self.validator.iter_errors(instance)))
+
+    def is_valid(self, instance: Any) -> bool:
+        return next(self.iter_errors(instance), None) is None
+
+    def validate(self, instance: Any) -> None:
+        for error in self.iter_errors(instance):
+            raise error
+
+    def __getattr__(self, name: str) -> Any:  # the rest of a validator (its schema, its format checker...)
+        return getattr(self.validator, name)
