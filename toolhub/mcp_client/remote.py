@@ -22,7 +22,7 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.outbound_addresses import guarded_client
 from toolhub.storable import storable_text, storable_value
-from toolhub.tools.jsonschema_args import check_schema_bounds
+from toolhub.tools.jsonschema_args import check_schema_bounds, schema_problems
 from toolhub.tools.linear_patterns import linear_validator
 from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent, validation_budget
 from toolhub.wire import WIRE_BYTES_PER_ANSWER_BYTE, bounded_async_responses
@@ -167,7 +167,12 @@ def _check_outputs_in_linear_time(session: ClientSession) -> None:
 
 
 class _Budgeted:
-    """A result's check within one ``validation_budget``: the SDK iterates its errors, lazily, in the worker."""
+    """A result's check within one ``validation_budget``: the SDK iterates its errors, lazily, in the worker.
+
+    A failed check is one error saying where and which rule failed, never the value: the SDK quotes its error
+    whole (``str``: the offending value and the whole result), and the refusal reaches the model and the audit
+    trail, carrying the very text the accepted output schema keeps out.
+    """
 
     def __init__(self, validator: Any) -> None:
         self.validator = validator
@@ -177,8 +182,13 @@ class _Budgeted:
             with validation_budget():
                 errors = list(self.validator.iter_errors(instance))
         except ValidationBudgetSpent:
-            errors = [SchemaViolation(f"checking the result took more than {MAX_VALIDATION_STEPS:,} steps")]
-        return iter(errors)
+            return iter([SchemaViolation(f"checking the result took more than {MAX_VALIDATION_STEPS:,} steps")])
+        if not errors:
+            return iter(())
+        reported, unreported = schema_problems(errors)
+        said = "; ".join(f"{'/'.join(map(str, loc)) or '(root)'}: {message}" for loc, message in reported)
+        more = f"; and {unreported:,} more" if unreported else ""
+        return iter([SchemaViolation(f"the result does not satisfy the accepted output schema: {said}{more}")])
 
     def is_valid(self, instance: Any) -> bool:
         return next(self.iter_errors(instance), None) is None

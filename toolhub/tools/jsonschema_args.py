@@ -11,7 +11,7 @@ them to the model the same way: one line per problem, by location, never repeati
 
 import copy
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonschema
@@ -39,6 +39,7 @@ __all__ = [
     "MAX_SCHEMA_DEPTH",
     "check_schema_bounds",
     "checked_object_schema",
+    "schema_problems",
     "validate_against_schema",
 ]
 
@@ -351,18 +352,28 @@ def validate_against_schema(
             [InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=(), input=None)],
             hide_input=True,
         ) from None
-    problems: dict[tuple[tuple[Any, ...], str], None] = {}  # each distinct problem once, in order
-    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-        problems.update(dict.fromkeys(_describe(error, tuple(error.absolute_path))))
-    reported = list(problems)[:MAX_REPORTED_ERRORS]
+    reported, unreported = schema_problems(errors)
     for loc, message in reported:
         line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", message), loc=loc, input=None))
-    if len(problems) > len(reported):
-        more = f"... and {len(problems) - len(reported):,} more problems not listed; fix those above first"
+    if unreported:
+        more = f"... and {unreported:,} more problems not listed; fix those above first"
         line_errors.append(InitErrorDetails(type=PydanticCustomError("json_schema", more), loc=(), input=None))
     if line_errors:
         raise ValidationError.from_exception_data(f"{tool_name} arguments", line_errors, hide_input=True)
     return values
+
+
+def schema_problems(errors: Iterable[Any]) -> tuple[list[tuple[tuple[Any, ...], str]], int]:
+    """The ``errors`` jsonschema found as ``(location, message)``, without the values, and how many more there were.
+
+    Each distinct problem once (one bad item of a ``$ref`` fan-out failed 1,024 leaves alike), by location, at
+    most ``MAX_REPORTED_ERRORS``: the model reads them, the call's error and the audit trail keep them.
+    """
+    problems: dict[tuple[tuple[Any, ...], str], None] = {}
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
+        problems.update(dict.fromkeys(_describe(error, tuple(error.absolute_path))))
+    reported = list(problems)[:MAX_REPORTED_ERRORS]
+    return reported, len(problems) - len(reported)
 
 
 def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
