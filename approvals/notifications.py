@@ -13,12 +13,12 @@ import logging
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
-from django.urls import reverse
 
 from approvals.deciders import RoundStanding, round_standing
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.selectors import approvers_still_counting
 from toolhub.conf import toolhub_settings
+from toolhub.site_paths import console_link
 from toolhub.visible import visible_line
 
 __all__ = ["approval_email_approvers", "EMAIL_EVENTS"]
@@ -61,9 +61,7 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
 
 
 def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:
-    link = toolhub_settings().CONSOLE_URL.rstrip("/") + reverse(
-        "admin:approvals_approvalrequest_change", args=[request.pk]
-    )
+    link = console_link("admin:approvals_approvalrequest_change", args=[request.pk])
     requester = request.requested_by.get_username() if request.requested_by else "-"
     lines = [
         "A tool call waits for your decision."

@@ -118,7 +118,8 @@ class ToolhubSettings(BaseModel):
     OUTBOUND_ALLOWED_NETWORKS: list[Network] = []
     # E-mail approvers (through Django's e-mail backend) when a request arrives or escalates.
     APPROVAL_EMAILS: bool = True
-    # The console's address as people reach it (e.g. "https://toolhub.example.com"): links in e-mails.
+    # The console's address as people reach it, with the prefix it is served below if any (e.g.
+    # "https://toolhub.example.com" or "https://example.com/toolhub"): links in e-mails (toolhub.site_paths).
     CONSOLE_URL: str = ""
     # Seconds a pending approval waits before it escalates to the fallback group (when one is set).
     ESCALATE_AFTER_SECONDS: Seconds = 3600

@@ -315,7 +315,8 @@ FORMAT_MODULE_PATH = ["toolhub.formats"]
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
-LOGIN_URL = "/admin/login/"
+# Named, not written out: Django reverses it below the script prefix (``--root-path``, ``SCRIPT_NAME``).
+LOGIN_URL = "admin:login"
 
 # E-mail (approval notifications): printed on the console unless a backend is configured, e.g.
 # DJANGO_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST and friends.

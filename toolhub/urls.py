@@ -12,7 +12,8 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    # Reversed (not "/admin/"): the redirect stays below the script prefix when served under one (--root-path).
+    path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

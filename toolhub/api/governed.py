@@ -7,6 +7,7 @@ result when it ran, 202 with the call id and approval id while it waits, 4xx wit
 from typing import Any
 
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -153,7 +154,8 @@ def _answer(call: ToolCall, *, principal: CallPrincipal | None, replayed: bool) 
         body["detail"] = call.error or f"The call ended with status {call.status}."
     response = Response(body, status=code)
     if code == status.HTTP_202_ACCEPTED:
-        response["Location"] = f"/api/v1/calls/{call.pk}/"
+        # Reversed, not written out: below the script prefix when served under one (``--root-path``).
+        response["Location"] = reverse("call-detail", kwargs={"pk": call.pk})
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response
