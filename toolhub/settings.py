@@ -375,6 +375,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # drf-spectacular's own hook, then the prefix served below (--root-path) as the server (toolhub.api.schema_servers).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "toolhub.api.schema_servers.add_root_path_server",
+    ],
     # One stable schema name per choice set (several models share RiskLevel, several have a "status").
     "ENUM_NAME_OVERRIDES": {
         "RiskLevelEnum": "toolhub.models.RiskLevel",

@@ -6,7 +6,7 @@ Findings (each fails on 9dc5af6, passes with the fix):
    ``toolhub.api.governed``): the prefix left out, a client following it reached another app or a 404. It is now
    ``reverse("call-detail")``, below the script prefix like every other link Django builds.
 2. The root's redirect (``/`` to ``/admin/``, ``toolhub.urls``) and ``LOGIN_URL`` (``/admin/login/``) were written out
-   too: under the prefix ``/prefix/`` redirected out of it. Both are now named URLs (``admin:index``, ``admin:login``),
+   too: under the prefix ``/`` redirected out of it. Both are now named URLs (``admin:index``, ``admin:login``),
    which Django reverses below the script prefix.
 3. An approval e-mail's link was ``CONSOLE_URL`` + ``reverse(...)``: ``reverse`` holds the script prefix when the
    e-mail is written in a request (the embedded mode's eager task, under ``--root-path``) and not in a worker, so no
@@ -14,6 +14,10 @@ Findings (each fails on 9dc5af6, passes with the fix):
    (``/toolhub/toolhub/admin/...``), without it the worker's left it out. ``CONSOLE_URL`` is the console's address as
    people reach it, prefix included, and the link is it + the page's path below the script prefix
    (``toolhub.site_paths.console_link``), the same in a request and in a worker.
+4. Under ``--root-path`` the OpenAPI document named no ``servers`` and its paths are ``/api/v1/...``: OpenAPI's default
+   server ``/`` is the host's root, so the API docs' "Try it out" and generated clients called outside the prefix.
+   A postprocessing hook names the script prefix as the (relative) server, only below a prefix
+   (``toolhub.api.schema_servers``).
 
 Checked and holding (probes run; a test below where said):
 
@@ -22,14 +26,13 @@ Checked and holding (probes run; a test below where said):
   (grep), so no decorator's mark is read differently; both middleware only add a header the answer lacks, so a
   download keeps its own ``sandbox`` policy (test below), the Swagger split view and its ``?script`` file get the
   site's policy and ``DENY`` (test below), and a 403 of the CSRF check, a 302 of the admin's login guard and a
-  lockout page (axes, still innermost) get them as before. No header is set twice: both are set only when absent,
-  and ``PrivateAnswersMiddleware`` touches only ``Cache-Control``/``Expires`` (test below on the 302 and the 403).
+  lockout page (axes, still innermost; read, not run) get them as before. No header is set twice: both are set only
+  when absent, and ``PrivateAnswersMiddleware`` touches only ``Cache-Control``/``Expires`` (test below, 302 and 403).
 - ``toolhub.response_headers.answer_headers`` (the stand-in for ``/mcp`` and the body bound) runs the same three
   header middleware: their order among themselves is unchanged by cq (each sets different headers).
 - Other links Django builds already follow the script prefix: the artifact ``url`` in call answers (``reverse``),
   the dashboard's figure urls (``reverse``), the admin's own links and redirects, ``form_page``'s fallback, the
-  console's stylesheet (``static()``, ``STATIC_URL`` relative). The OpenAPI schema names no ``servers`` (none
-  configured), so its paths are read relative to where it was fetched. MCP serves no resources with URIs.
+  console's stylesheet (``static()``, ``STATIC_URL`` relative). MCP serves no resources with URIs.
 """
 
 from collections.abc import Iterator
@@ -45,6 +48,7 @@ from django.urls import set_script_prefix
 
 from approvals.models import ApprovalRequest
 from approvals.notifications import approval_email_approvers
+from tests.api.conftest import client_for
 from tests.mcp.conftest import serve_asgi, token
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 
@@ -138,3 +142,20 @@ def test_a_download_keeps_its_own_policy_and_the_docs_get_the_sites(operator: Us
         assert "frame-ancestors 'none'" in answer["Content-Security-Policy"], answer.status_code
         assert answer["X-Frame-Options"] == "DENY"
     assert (guarded.status_code, refused.status_code) == (302, 403)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_openapi_schema_names_the_root_path_as_its_server(prefixed_asgi: str, alice: User) -> None:
+    """Found: under ``--root-path`` the schema (``/toolhub/api/schema/``) named no ``servers`` and its paths are
+    ``/api/v1/...``: OpenAPI's default server is ``/``, so the API docs' "Try it out" and clients generated from it
+    called ``https://host/api/v1/...``, outside the prefix. Expect: the server ``/toolhub`` (relative, read against
+    the schema's own address); none without a prefix, as before."""
+    headers = {"Authorization": f"Token {token(alice)}"}
+    # when
+    below = httpx2.get(f"{prefixed_asgi}/api/schema/?format=json", headers=headers)
+    at_root = client_for(alice).get("/api/schema/?format=json")
+    # then
+    assert below.status_code == at_root.status_code == 200
+    assert below.json().get("servers") == [{"url": PREFIX}], below.json().get("servers")
+    assert "/api/v1/calls/" in below.json()["paths"]
+    assert "servers" not in at_root.json()
