@@ -32,7 +32,12 @@ Checked and holding (probes run; a test below where said):
   header middleware: their order among themselves is unchanged by cq (each sets different headers).
 - Other links Django builds already follow the script prefix: the artifact ``url`` in call answers (``reverse``),
   the dashboard's figure urls (``reverse``), the admin's own links and redirects, ``form_page``'s fallback, the
-  console's stylesheet (``static()``, ``STATIC_URL`` relative). MCP serves no resources with URIs.
+  console's stylesheet (``static()``, ``STATIC_URL`` relative), the API docs' script's schema address (test below).
+  MCP serves no resources with URIs and its results carry no artifact link; webhook payloads carry no link.
+
+Not fixed: the session and CSRF cookies keep the path ``/`` under a prefix (sent to other apps of the same host):
+the prefix is known only per request (``--root-path``), and the same origin can read them anyway; a deployment that
+shares a host sets ``SESSION_COOKIE_PATH``/``CSRF_COOKIE_PATH`` (no setting of toolhub reads one from the environment).
 """
 
 from collections.abc import Iterator
@@ -154,8 +159,10 @@ def test_the_openapi_schema_names_the_root_path_as_its_server(prefixed_asgi: str
     # when
     below = httpx2.get(f"{prefixed_asgi}/api/schema/?format=json", headers=headers)
     at_root = client_for(alice).get("/api/schema/?format=json")
+    docs = httpx2.get(f"{prefixed_asgi}/api/docs/?script=", headers=headers)
     # then
     assert below.status_code == at_root.status_code == 200
     assert below.json().get("servers") == [{"url": PREFIX}], below.json().get("servers")
     assert "/api/v1/calls/" in below.json()["paths"]
     assert "servers" not in at_root.json()
+    assert f'"{PREFIX}/api/schema/"' in docs.text, docs.text[:300]  # the docs fetch the schema below it too
