@@ -12,6 +12,7 @@ from django.utils.timesince import timesince, timeuntil
 
 from approvals.admin_decisions import DecisionViewsMixin
 from approvals.deciders import DECIDE_PERMISSION, approvals_in_round, asker_names
+from approvals.governing import required_approvals_now
 from approvals.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -277,7 +278,7 @@ class ApprovalRequestAdmin(
 
     @admin.display(description="Approvals in this round")
     def approvals_so_far(self, obj: ApprovalRequest) -> str:
-        return f"Round {obj.round}: {approvals_in_round(obj)} of {obj.required_approvals} approval(s)"
+        return f"Round {obj.round}: {approvals_in_round(obj)} of {required_approvals_now(obj)} approval(s)"
 
     @admin.display(description="Asked by")
     def asked_by(self, obj: ApprovalRequest) -> str:

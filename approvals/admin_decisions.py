@@ -25,6 +25,7 @@ from approvals.forms import (
     DecisionForm,
     shown_fields_version,
 )
+from approvals.governing import required_approvals_now
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments
@@ -152,7 +153,7 @@ class DecisionViewsMixin:
                 .exists()
             )
             # Once the approvals standing reach the quorum, approving again confirms and releases (services._approval).
-            confirms = approved and approvals_in_round(obj) >= obj.required_approvals
+            confirms = approved and approvals_in_round(obj) >= required_approvals_now(obj)
             context["approved_this_round"] = approved and not confirms
             context["confirmation_releases"] = confirms
             context["decision_urls"] = {
@@ -273,7 +274,7 @@ def _over_the_rate(request: HttpRequest) -> str | None:
 def _outcome(request: ApprovalRequest, done: str) -> str:
     """Say what the decision did; a critical or edited call may still wait for more approvers."""
     if request.status == ApprovalStatus.PENDING:
-        remaining = request.required_approvals - approvals_in_round(request)
+        remaining = required_approvals_now(request) - approvals_in_round(request)
         return (
             f"Your approval of request #{request.pk} was recorded (round {request.round}); "
             f"it needs {remaining} more approver(s)."

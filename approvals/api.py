@@ -11,12 +11,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.deciders import ApproverStanding, approvals_in_round, asker_names
+from approvals.governing import required_approvals_now
 from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus
 from approvals.selectors import approval_requests_visible_to
 from approvals.services import approval_approve, approval_reject
 from approvals.versions import shown_arguments, shown_diff, shown_original_arguments
 from toolhub.api.filters import choice_help
 from toolhub.api.schema import CONFLICT
+from toolhub.governance import governance_scope
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
@@ -34,6 +36,9 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
     original_arguments = serializers.SerializerMethodField(help_text="The arguments as the model sent them.")
     arguments_diff = serializers.SerializerMethodField(help_text="How the version differs from the model's original.")
     approvals_in_round = serializers.SerializerMethodField()
+    required_approvals = serializers.SerializerMethodField(
+        help_text="The approvals the call needs: as many as when it was held, or more if governance asks more now."
+    )
     requested_by = serializers.CharField(source="requested_by.username", default="")
     asked_by = serializers.SerializerMethodField(
         help_text="Who asked for the call in its user's name (a compensation's: who rolled back, retried it or chose "
@@ -79,6 +84,9 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
 
     def get_asked_by(self, request: ApprovalRequest) -> list[str]:
         return asker_names(request)
+
+    def get_required_approvals(self, request: ApprovalRequest) -> int:
+        return required_approvals_now(request)
 
     def get_approvals_in_round(self, request: ApprovalRequest) -> int:
         # One standing for the whole list (the context is shared by its rows): each approver is read once.
@@ -126,12 +134,21 @@ class ApprovalListView(generics.ListAPIView):
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return approval_requests_visible_to(self.request.user)
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Each pending row is judged on the governance of now (``approvals.governing``): read once for the page.
+        with governance_scope():
+            return super().list(request, *args, **kwargs)
+
 
 class ApprovalDetailView(generics.RetrieveAPIView):
     serializer_class = ApprovalRequestSerializer
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return approval_requests_visible_to(self.request.user)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        with governance_scope():  # one read of the governance stamp for the request shown
+            return super().retrieve(request, *args, **kwargs)
 
 
 class _DecisionView(APIView):

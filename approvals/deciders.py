@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
-from approvals.models import ApprovalRequest, DecisionKind
+from approvals.governing import governing_groups, required_approvals_now, restricts
+from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ
 from toolhub.exceptions import NotInTenantError
 from toolhub.governance import governance_cached
@@ -151,6 +152,8 @@ class RoundStanding:
     counted: frozenset[int]
     given_by: list[str]
     remaining: int
+    #: the approvals the request needs now (``approvals.governing.required_approvals_now``)
+    needed: int
 
 
 def round_standing(request: ApprovalRequest, standing: ApproverStanding | None = None) -> RoundStanding:
@@ -165,20 +168,33 @@ def round_standing(request: ApprovalRequest, standing: ApproverStanding | None =
     ]
     counted = (standing or ApproverStanding()).counted(request, (pk for pk, _ in approved))
     given_by = list(dict.fromkeys(name for pk, name in approved if pk in counted))  # a confirmation once
-    remaining = max(request.required_approvals - len(counted), 0)
-    return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining)
+    needed = required_approvals_now(request)
+    remaining = max(needed - len(counted), 0)
+    return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining, needed)
 
 
 def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
     """The other governing groups' restrictions (group id, permission) that hold besides the request's own.
 
-    The escalation group stands in for the request's own restriction only, never for these.
+    Those copied when the request opened, and, while it is pending, those of the groups governing its tool now
+    (``approvals.governing``: a tool added to a restricted group, a group given approvers): a decision meets the
+    rules as they stood at creation and as they stand when it is made, never looser than either. The escalation
+    group stands in for the request's own restriction only, never for these.
     """
-    return [
+    recorded = [
         (item.get("group"), item.get("permission") or "")
         for item in request.further_restrictions or []
         if isinstance(item, dict) and (item.get("group") or item.get("permission"))
     ]
+    if request.status != ApprovalStatus.PENDING:
+        return recorded
+    held = {(request.approver_group_id, request.approver_permission), *recorded}
+    now = [
+        (group.approver_group_id, group.approver_permission)
+        for group in governing_groups(request.tool_name, request.tenant)
+        if restricts(group)
+    ]
+    return recorded + [restriction for restriction in dict.fromkeys(now) if restriction not in held]
 
 
 def _holds(user: AbstractBaseUser, group_ids: set[int], group_id: int | None, permission: str) -> bool:

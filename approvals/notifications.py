@@ -73,7 +73,7 @@ def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:
         f"Risk:        {visible_line(request.risk or '-')}",
         f"Why:         {visible_line(request.reason)}",
         f"Asked by:    {visible_line(requester)} (agent {visible_line(request.agent_name or '-')})",
-        f"Approvals:   {standing.remaining} of {request.required_approvals} still needed (round {request.round})",
+        f"Approvals:   {standing.remaining} of {standing.needed} still needed (round {request.round})",
         f"Expires at:  {request.expires_at.isoformat(timespec='seconds')}",
         "",
         f"Open it on the approval desk to read the arguments and decide: {link}",

@@ -125,7 +125,7 @@ def approval_progress(request: ApprovalRequest) -> ApprovalProgress:
     group = ", ".join(_approver_group_names(request))
     if request.escalated_at and request.escalation_group_id:
         group = f"{group or 'operators'}, or since escalation {request.escalation_group.name}"
-    return ApprovalProgress(request.required_approvals, round_.given_by, round_.remaining, may_approve, group)
+    return ApprovalProgress(round_.needed, round_.given_by, round_.remaining, may_approve, group)
 
 
 def approvers_still_counting(request: ApprovalRequest, round_: RoundStanding | None = None) -> list[AbstractBaseUser]:

@@ -17,15 +17,14 @@ from django.utils import timezone
 from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now
 from approvals.editing import EditedVersion, edited_version
+from approvals.governing import governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
 from approvals.unanswered import expire_request
 from approvals.versions import arguments_diff, shown_diff
 from approvals.writes import decided_row, decision_row, notify
 from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
-from toolhub.authorization import tool_group_names
 from toolhub.conf import toolhub_settings
-from toolhub.disclosure.groups import rules_seen_from
 from toolhub.exceptions import (
     AlreadyDecidedError,
     ApprovalError,
@@ -34,7 +33,7 @@ from toolhub.exceptions import (
     NotInTenantError,
 )
 from toolhub.governance import governance_scope
-from toolhub.models import CallStatus, ToolCall, ToolGroup
+from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
 from toolhub.sagas.selectors import compensation_askers
@@ -53,7 +52,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
     """Open (or reopen) the request for a call the pipeline held back, inside the pipeline's transaction."""
     now = timezone.now()
     timeout = verdict.timeout_seconds or toolhub_settings().APPROVAL_TIMEOUT_SECONDS
-    governing = _governing_groups(call.tool_name, call.tenant)
+    governing = governing_groups(call.tool_name, call.tenant)
     group = governing[0] if governing else None
     escalate_after = (group.escalate_after_seconds if group else None) or float(
         toolhub_settings().ESCALATE_AFTER_SECONDS
@@ -69,7 +68,7 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         "further_restrictions": [
             {"group": other.approver_group_id, "permission": other.approver_permission}
             for other in governing[1:]
-            if _restricts(other)
+            if restricts(other)
         ],
         "escalation_group": group.escalation_group if group else None,
         "escalate_at": now + timedelta(seconds=escalate_after) if group and group.escalation_group_id else None,
@@ -208,12 +207,11 @@ def _decided(
     else:
         event, decision = _edit(request, user, comment, edited)
     approvers = _approvers_counted(request, user, decisions)
+    needed = required_approvals_now(request)
     # The trail says, for each approval, whose approvals of this version count now and how many the call needs:
     # an auditor reads who released it from the releasing event alone (an earlier giver may no longer count).
-    event = replace(
-        event, data={**(event.data or {}), "approved_by": approvers, "required_approvals": request.required_approvals}
-    )
-    if len(approvers) >= request.required_approvals:
+    event = replace(event, data={**(event.data or {}), "approved_by": approvers, "required_approvals": needed})
+    if len(approvers) >= needed:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision)
     else:
@@ -281,7 +279,7 @@ def _approval(
         if round_ == request.round and decision != DecisionKind.REJECT
     }
     confirms = user.pk in earlier
-    if confirms and 1 + len(ApproverStanding().counted(request, earlier - {user.pk})) < request.required_approvals:
+    if confirms and 1 + len(ApproverStanding().counted(request, earlier - {user.pk})) < required_approvals_now(request):
         raise DecisionNotAllowedError(
             "You already approved this version of the call; a second, different operator must approve it too."
         )
@@ -392,23 +390,3 @@ def _reopen(request: ApprovalRequest) -> None:
     """Move a request (locked by the caller) back to pending through ``APPROVAL_TRANSITIONS``, saving every field."""
     if not guarded_save(request, table=APPROVAL_TRANSITIONS, to=ApprovalStatus.PENDING, allowed_from={request.status}):
         raise AlreadyDecidedError(f"This approval request is no longer {request.status}; nothing was changed.")
-
-
-def _governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
-    """The tool's groups that govern its approvals in ``tenant``: those restricting approvers first, by name.
-
-    Only groups whose rules bind them to ``tenant`` (or to no tenant) count, as they do for the tenant's
-    runs: a group of another tenant never decides who approves this one's calls, nor shows on its desk.
-    The first names the request's approver group and escalation; every restricting one's restriction holds.
-    """
-    names = tool_group_names([tool_name])[tool_name]
-    if not names:
-        return []
-    groups = ToolGroup.objects.filter(name__in=names).select_related("approver_group", "escalation_group")
-    applying = [group for group in groups if rules_seen_from(group.activation_rules, [tenant]) is not None]
-    return sorted(applying, key=lambda group: (not _restricts(group), group.name))
-
-
-def _restricts(group: ToolGroup) -> bool:
-    """Whether ``group`` limits who may approve its calls."""
-    return bool(group.approver_group_id or group.approver_permission)

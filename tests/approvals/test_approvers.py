@@ -20,6 +20,7 @@ from approvals.models import ApprovalRequest
 from approvals.selectors import approvers_of
 from tests.approvals.conftest import Hold
 from toolhub.exceptions import NotInTenantError
+from toolhub.governance import governance_scope
 from toolhub.models import Tenant, TenantMembership
 
 pytestmark = pytest.mark.django_db
@@ -105,8 +106,9 @@ def test_approvers_of_is_the_four_eyes_rule_for_everybody(
         for item in FURTHER[further]
     ]
 
-    # when everybody who may decide it is asked for at once
-    with CaptureQueriesContext(connection) as queries:
+    # when everybody who may decide it is asked for at once, under the governance its caller read (a page's scope,
+    # the decision path's lock read): the tool's groups as they govern it now are part of the answer
+    with governance_scope(), CaptureQueriesContext(connection) as queries:
         answer = [user.username for user in approvers_of(request)]
 
     # then it is exactly whom the rule lets decide, in one query

@@ -1,7 +1,7 @@
 """Which tool groups govern a request's approvers: those bound to its tenant, every restriction among them holding.
 
 A group's ``activation_rules`` bind it to tenants for runs; the same binding decides whether it governs a
-tenant's approvals (``approvals.services._governing_groups``). The first restricting group by name is the
+tenant's approvals (``approvals.governing.governing_groups``). The first restricting group by name is the
 request's own (``approver_group``, its escalation); the others' restrictions hold too (``further_restrictions``).
 """
 
