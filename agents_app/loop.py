@@ -132,6 +132,7 @@ def run_principal(run: AgentRun) -> CallPrincipal:
         tenant=run.tenant,
         agent_name=run.agent.name,
         agent_tools=agent_tool_names(run.agent),
+        delegated_by=tuple(run.delegated_by or ()),
     )
 
 

@@ -329,6 +329,13 @@ class AgentRun(models.Model):
         null=True, blank=True, unique=True, help_text="The parent's tool call this run answers."
     )
     depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a run started by a person; +1 per subagent.")
+    delegated_by = models.JSONField(
+        default=list,
+        blank=True,
+        editable=False,
+        help_text="The names of the agents of the runs that started this one, root first: an explicit deny of a tool "
+        "to any of them also holds here (a parent denied a tool does not get it through a subagent).",
+    )
     limits = models.JSONField(
         default=dict,
         blank=True,

@@ -195,7 +195,8 @@ def run_call_agent_tools_sql(table: str) -> str:
     """
     q = connection.ops.quote_name
     run, name = (f"{table}.{q(ToolCall._meta.get_field(field).column)}" for field in ("run_id", "agent_name"))
-    value = "json_build_array(" + ", ".join(_agent_tool_columns()) + ")"
+    delegators = f"r.{q(AgentRun._meta.get_field('delegated_by').column)}"
+    value = "json_build_array(" + ", ".join([*_agent_tool_columns(), delegators]) + ")"
     return f"({_run_agent_tools_select(value, run=run, name=name)})"
 
 
@@ -205,8 +206,22 @@ def run_call_agent_tools(value: Any) -> frozenset[str] | None:
 
     if value is None:
         return None
-    tools, tool_search, group_switching = json.loads(value) if isinstance(value, str) else value
+    tools, tool_search, group_switching, *_ = json.loads(value) if isinstance(value, str) else value
     return expand_agent_tools(tools or (), tool_search=bool(tool_search), group_switching=bool(group_switching))
+
+
+def run_call_delegated_by(value: Any) -> tuple[str, ...] | None:
+    """``run_call_agent_tools_sql``'s value as the run's ``delegated_by``; None when it found no agent."""
+    if value is None:
+        return None
+    *_, delegators = json.loads(value) if isinstance(value, str) else value
+    return tuple(delegators or ())
+
+
+def run_delegated_by(run_id: uuid.UUID) -> tuple[str, ...]:
+    """The agents of the runs that started run ``run_id``, root first (``CallPrincipal.delegated_by``)."""
+    found = AgentRun.objects.filter(id=run_id).values_list("delegated_by", flat=True).first()
+    return tuple(found or ())
 
 
 def providers_usable_by(tenant_id: int | None) -> QuerySet[ModelProvider]:

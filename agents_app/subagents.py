@@ -155,6 +155,7 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
                     parent_run=parent,
                     parent_call_id=call_id,
                     depth=parent.depth + 1,
+                    delegated_by=[*parent.delegated_by, parent.agent.name],
                     limits=budget,
                 )
         except IntegrityError:

@@ -55,6 +55,10 @@ class CallPrincipal:
     #: A saga's compensation: it undoes what the user did, so it runs although they may no longer act in the
     #: tenant (left it, deactivated); their grants and the approval policy still apply.
     undoing: bool = False
+    #: The agents of the runs that started this one (a subagent's), root first: an operator's explicit deny of a
+    #: tool to any of them holds here too, so a parent denied a tool does not get it called through a child. Only
+    #: denies carry: the child keeps its own tools and its user's grants.
+    delegated_by: tuple[str, ...] = ()
 
 
 #: ``resolver(agent_name, *, tenant, run_id)``: agent names are unique only within a tenant, so it gets both.
@@ -72,21 +76,31 @@ class AgentToolsSql:
 
     expression: Callable[[str], str]
     tools: Callable[[Any], frozenset[str] | None]
+    #: The same value's ``CallPrincipal.delegated_by`` (None for NULL: the resolver is asked then).
+    delegated_by: Callable[[Any], tuple[str, ...] | None] = lambda value: None
 
+
+#: ``delegators(run_id)``: the run's ``CallPrincipal.delegated_by`` (``()`` for a run nobody else's run started).
+DelegatorsResolver = Callable[[uuid.UUID], tuple[str, ...]]
 
 _agent_tools_resolver: AgentToolsResolver | None = None
 _agent_tools_sql: AgentToolsSql | None = None
+_delegators_resolver: DelegatorsResolver | None = None
 
 
-def register_agent_tools_resolver(resolver: AgentToolsResolver, *, sql: AgentToolsSql | None = None) -> None:
+def register_agent_tools_resolver(
+    resolver: AgentToolsResolver, *, sql: AgentToolsSql | None = None, delegators: DelegatorsResolver | None = None
+) -> None:
     """Let the agents app say which tools an agent has, so workers re-check it without importing it.
 
     It is called as ``resolver(agent_name, tenant=..., run_id=...)`` with the call's tenant and run; ``sql``
-    reads the same for a run's call inside another statement (the claim).
+    reads the same for a run's call inside another statement (the claim); ``delegators`` the agents whose runs
+    started the run (``CallPrincipal.delegated_by``).
     """
-    global _agent_tools_resolver, _agent_tools_sql
+    global _agent_tools_resolver, _agent_tools_sql, _delegators_resolver
     _agent_tools_resolver = resolver
     _agent_tools_sql = sql
+    _delegators_resolver = delegators
 
 
 def agent_tools_sql() -> AgentToolsSql | None:
@@ -101,20 +115,31 @@ def principal_of_call(
     agent_name: str,
     run_id: uuid.UUID | None = None,
     agent_tools: frozenset[str] | None = None,
+    delegated_by: tuple[str, ...] | None = None,
     undoing: bool = False,
 ) -> CallPrincipal:
     """Rebuild a call's principal from its row, with the agent's tools as they are now.
 
-    ``agent_tools``: the agent's tools as read just now with the call (``AgentToolsSql``), else they are read.
-    ``undoing``: the call is a saga's compensation (``CallPrincipal.undoing``).
+    ``agent_tools``: the agent's tools as read just now with the call (``AgentToolsSql``), else they are read;
+    ``delegated_by`` likewise (``CallPrincipal.delegated_by``). ``undoing``: the call is a saga's compensation
+    (``CallPrincipal.undoing``).
     """
     if agent_name and agent_tools is None:
         resolver = _agent_tools_resolver
         agent_tools = resolver(agent_name, tenant=tenant, run_id=run_id) if resolver else frozenset()
     elif not agent_name:
         agent_tools = None
+    if delegated_by is None:
+        delegators = _delegators_resolver
+        delegated_by = delegators(run_id) if agent_name and run_id is not None and delegators else ()
     return CallPrincipal(
-        user_id=user_id, username="", tenant=tenant, agent_name=agent_name, agent_tools=agent_tools, undoing=undoing
+        user_id=user_id,
+        username="",
+        tenant=tenant,
+        agent_name=agent_name,
+        agent_tools=agent_tools,
+        undoing=undoing,
+        delegated_by=delegated_by,
     )
 
 
@@ -252,7 +277,13 @@ _GRANT_TARGET_FIELDS = ("tenant__slug", "user_id", "group_id", "agent_tenant_id"
 
 def _grants_key(principal: CallPrincipal, user: _UserFacts | None) -> tuple[Any, ...]:
     """The cache key of ``principal``'s grants: the call's tenant also selects the agent grants bound to a tenant."""
-    return ("grants", principal.tenant, principal.user_id if user else None, principal.agent_name)
+    return (
+        "grants",
+        principal.tenant,
+        principal.user_id if user else None,
+        principal.agent_name,
+        principal.delegated_by,
+    )
 
 
 def _grants_filter(principal: CallPrincipal, user: _UserFacts | None) -> Q:
@@ -266,6 +297,9 @@ def _grants_filter(principal: CallPrincipal, user: _UserFacts | None) -> Q:
         if principal.tenant:
             in_tenant |= Q(agent_tenant__slug=principal.tenant)
         principal_filter |= Q(agent_name=principal.agent_name) & in_tenant
+        if principal.delegated_by:
+            delegators = Q(agent_name__in=principal.delegated_by, effect=GrantEffect.DENY)
+            principal_filter |= delegators & in_tenant
     return principal_filter
 
 
@@ -275,7 +309,10 @@ def _names_principal(row: Mapping[str, Any], principal: CallPrincipal, user: _Us
         return True
     if user is not None and (row["user_id"] == principal.user_id or row["group_id"] in user.group_ids):
         return True
-    if principal.agent_name and row["agent_name"] == principal.agent_name:
+    if principal.agent_name and (
+        row["agent_name"] == principal.agent_name
+        or (row["agent_name"] in principal.delegated_by and row["effect"] == GrantEffect.DENY)
+    ):
         bound_here = bool(principal.tenant) and row["agent_tenant__slug"] == principal.tenant
         return row["agent_tenant_id"] is None or bound_here
     return False
@@ -351,8 +388,13 @@ def authorize_tools(
     for name in names:
         applicable = [g for g in grants if g["tool_name"] == name or g["tool_group__name"] in memberships[name]]
         user_side = [g for g in applicable if not g["agent_name"]]
-        agent_side = [g for g in applicable if g["agent_name"]]
+        agent_side = [g for g in applicable if g["agent_name"] == principal.agent_name]
+        delegator_denies = [g["agent_name"] for g in applicable if g["agent_name"] in principal.delegated_by]
         verdict = _verdict(name, principal, user, disabled, user_side, agent_side, default_allow)
+        if verdict is None and delegator_denies:  # only their denies are loaded (``_grants_filter``)
+            verdict = (
+                f"Tool {name!r} is denied to agent {delegator_denies[0]!r}, whose run started this one; do not call it."
+            )
         if verdict is None:
             needed = sorted({c for group in memberships[name] for c in capabilities.get(group, ())})
             verdict = _capability_verdict(name, needed, user)

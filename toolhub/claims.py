@@ -187,6 +187,7 @@ def _claim_one(call_id: uuid.UUID, worker: str, hint: ClaimHint | None) -> list[
         if _claim(hinted, worker, attempt=0, refresh=True, also_returned=also):
             if read is not None:
                 hinted.agent_tools_at_claim = read.tools(hinted.also_returned[0])
+                hinted.delegated_by_at_claim = read.delegated_by(hinted.also_returned[0])
             return [hinted]
         first = 1
     for attempt in range(first, _CLAIM_ATTEMPTS):

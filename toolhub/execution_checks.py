@@ -24,6 +24,7 @@ def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
         run_id=call.run_id,
         # read by the claim's own statement, when it returned them (``toolhub.claims``)
         agent_tools=getattr(call, "agent_tools_at_claim", None),
+        delegated_by=getattr(call, "delegated_by_at_claim", None),
         undoing=call.kind == CallKind.COMPENSATION,
     )
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
