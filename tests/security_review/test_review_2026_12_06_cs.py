@@ -195,7 +195,7 @@ def test_another_tenants_operator_cannot_retry_a_held_saga_from_its_page(
 @pytest.mark.postgres
 def test_the_ended_steps_scan_reads_its_partial_index_a_batch_at_a_time(alice: User) -> None:
     """Expect (cost): 30,000 direct saga steps that succeeded weeks ago among 30,000 other calls: a first run reads
-    ``limit`` of them through ``toolcall_ended_direct_step`` (the calls never read whole, no subquery run more than
+    ``limit`` of them through ``toolcall_ended_saga_step`` (the calls never read whole, no subquery run more than
     ``limit`` times); once its mark is set, a tick reads none of them."""
     template = ToolCall.objects.create(tool_name="book", status="succeeded", tenant="acme", saga_id="x")
     clone(
@@ -210,7 +210,7 @@ def test_the_ended_steps_scan_reads_its_partial_index_a_batch_at_a_time(alice: U
     analyze()
 
     first = explained(lambda: sagas_sweep(limit=50))
-    ended = [plan for _, plan in first if "toolcall_ended_direct_step" in plan]
+    ended = [plan for _, plan in first if "toolcall_ended_saga_step" in plan]
     assert ended and not [plan for _, plan in first if "Seq Scan on toolhub_toolcall" in plan], first
     assert max(max_loops(plan) for _, plan in first) <= 50, first
     SweepMark.objects.filter(name=ENDED_STEPS_MARK).update(reached=timezone.now() - dt.timedelta(hours=1))

@@ -96,10 +96,10 @@ STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP, CallKind.INNE
 #: and may go on); the outer call's failure, if it comes to that, rolls the saga back.
 ROLLBACK_KINDS = STEP_KINDS - {CallKind.INNER}
 
-#: How a direct saga step the sagas sweep reads again may have ended (``toolcall_ended_direct_step``): succeeded (it
-#: is compensated when its saga was rolled back after it was asked for), its outcome unknown, or without succeeding
-#: after it was on its way (it may have carried a failure on). Failed steps have an index of their own; refusals
-#: (``invalid``, ``denied``) are inserted settled, never on their way.
+#: How a saga step the sagas sweep reads again may have ended (``toolcall_ended_saga_step``): succeeded (it is
+#: compensated when its saga was rolled back after it was asked for), its outcome unknown, or, a direct step, without
+#: succeeding after it was on its way (it may have carried a failure on). Failed steps have an index of their own;
+#: refusals (``invalid``, ``denied``) are inserted settled, never on their way.
 ENDED_STEP_STATUSES = (
     CallStatus.CANCELLED,
     CallStatus.EXPIRED,
@@ -183,12 +183,13 @@ class ToolCall(models.Model):
                 condition=models.Q(status="failed", run_id__isnull=True) & ~models.Q(saga_id=""),
                 name="toolcall_failed_direct_step",
             ),
-            # The sagas sweep's direct steps that settled unheard (``toolhub.sagas.unheard.repair_ended_steps``): by
-            # when they ended, from its mark on; failed ones and refusals are not in it.
+            # The sagas sweep's saga steps that settled unheard (``toolhub.sagas.unheard.repair_ended_steps``), a run's
+            # and direct ones alike: by when they ended, from its mark on; failed ones and refusals are not in it.
             models.Index(
                 fields=["finished_at"],
-                condition=models.Q(status__in=list(ENDED_STEP_STATUSES), run_id__isnull=True) & ~models.Q(saga_id=""),
-                name="toolcall_ended_direct_step",
+                condition=models.Q(status__in=list(ENDED_STEP_STATUSES))
+                & (models.Q(run_id__isnull=False) | ~models.Q(saga_id="")),
+                name="toolcall_ended_saga_step",
             ),
             # The provider's id of the tool call: auditors find a call by it (the correlation id).
             models.Index(fields=["model_call_id"], name="toolcall_model_call"),

@@ -1,10 +1,10 @@
-"""Failed direct saga steps nobody heard of, and steps of a direct saga that settled unheard, found by the sweep.
+"""Failed direct saga steps nobody heard of, and saga steps that settled unheard, found by the sweep.
 
-A direct saga's notifications (``call_settled``) are sent after commit: a process that dies between the two loses
-one. The sweep finds what that left behind by reading the calls, through partial indexes of direct steps only: a
-failure nobody acted on (rolled back at once within ``SAGA_UNHEARD_FAILURE_HOURS``, held for an operator after), a
-step that succeeded after its saga was rolled back (compensated under that rollback), and a step that carried a
-failure on and then ended without succeeding (the failure read again).
+A saga's notifications (``call_settled``) are sent after commit: a process that dies between the two loses one. The
+sweep finds what that left behind by reading the calls, through partial indexes: a direct step's failure nobody acted
+on (rolled back at once within ``SAGA_UNHEARD_FAILURE_HOURS``, held for an operator after), a step (of a run or a
+direct saga) that succeeded after its saga was rolled back (compensated under that rollback), and a direct step that
+carried a failure on and then ended without succeeding (the failure read again).
 """
 
 import datetime as dt
@@ -21,6 +21,7 @@ from toolhub.sagas.sweep_marks import marked_batch
 __all__ = [
     "UNHEARD_FAILURES_MARK",
     "ENDED_STEPS_MARK",
+    "ENDED_STEP_MARGIN",
     "SWEEP_ACTOR",
     "hold_unheard_failures",
     "roll_back_unheard_failures",
@@ -157,38 +158,51 @@ def _newest_step_left() -> QuerySet[ToolCall]:
     )
 
 
-#: The ``SweepMark`` of the ended-steps scan: direct steps that settled before it were read by a completed one.
-ENDED_STEPS_MARK = "ended_direct_steps"
+#: The ``SweepMark`` of the ended-steps scan: saga steps that settled before it were read by a completed one. Named
+#: anew when run steps joined the scan, so an upgrade reads them from the oldest once.
+ENDED_STEPS_MARK = "ended_saga_steps"
 
 #: How long a settled step waits before the sweep reads it: its notification is heard well within it, and a step's
 #: transaction (``finished_at`` is set inside it) commits within it, so the mark never passes one not yet visible.
 ENDED_STEP_MARGIN = dt.timedelta(minutes=5)
 
 
-def ended_direct_steps() -> QuerySet[ToolCall]:
-    """Direct saga steps that ended as ``ENDED_STEP_STATUSES``: the rows of ``toolcall_ended_direct_step`` (partial)."""
+def ended_saga_steps() -> QuerySet[ToolCall]:
+    """Steps of a run or a direct saga that ended as ``ENDED_STEP_STATUSES``: ``toolcall_ended_saga_step`` (partial)."""
     return ToolCall.objects.filter(
-        kind__in=STEP_KINDS, run_id__isnull=True, status__in=list(ENDED_STEP_STATUSES)
-    ).exclude(saga_id="")
+        Q(run_id__isnull=False) | ~Q(saga_id=""), kind__in=STEP_KINDS, status__in=list(ENDED_STEP_STATUSES)
+    )
+
+
+def _rolled_back_after_it() -> Q:
+    """Whether the outer step's saga (of its tenant) was rolled back after the step was asked for.
+
+    Its saga as ``saga_key_of`` names it: a direct step's by its saga id, a run step's (no saga id: its saga's key is
+    the run's id) by its run; no saga's key is empty, and a direct saga has no run. Two scalar lookups, each through
+    its own index (``saga_key_per_tenant``, the sagas' ``run_id``): one join on either read every saga there is,
+    for each step of the batch.
+    """
+    after = Rollback.objects.filter(saga__tenant=OuterRef("tenant"), requested_at__gt=OuterRef("created_at"))
+    return Q(Exists(after.filter(saga__key=OuterRef("saga_id")))) | Q(
+        Exists(after.filter(saga__run_id=OuterRef("run_id")))
+    )
 
 
 def repair_ended_steps(limit: int, *, now: dt.datetime, window: dt.timedelta) -> tuple[int, int]:
-    """Apply what the sagas missed of direct steps that settled since the last completed scan; ``(late, held)``.
+    """Apply what the sagas missed of saga steps that settled since the last completed scan; ``(late, held)``.
 
-    A step asked for before a rollback of its saga that succeeded (or became unknown) after it, unheard, is recorded
-    as hearing it would have (``saga_record_step``: filed under that rollback, compensated, or held when the rollback
-    holds its steps); counted without it, the saga read compensated over a step left in place. A step that ended
-    without succeeding may have been what carried a failure on (``_newest_step_left``) when the failure scans read
-    it: that saga's failures older than ``window`` (no scan reads them again) are held for an operator if nothing
-    carries them on now; younger ones the automatic window reads each tick. From ``SweepMark`` ``ended_direct_steps``
-    (``marked_batch``), ``limit`` steps a tick, until ``ENDED_STEP_MARGIN`` ago.
+    A step (of a run or a direct saga) asked for before a rollback of its saga that succeeded (or became unknown)
+    after it, unheard, is recorded as hearing it would have (``saga_record_step``: filed under that rollback,
+    compensated, or held when the rollback holds its steps); counted without it, the saga read compensated over a step
+    left in place. A direct step that ended without succeeding may have been what carried a failure on
+    (``_newest_step_left``) when the failure scans read it: that saga's failures older than ``window`` (no scan reads
+    them again) are held for an operator if nothing carries them on now; younger ones the automatic window reads each
+    tick. From ``SweepMark`` ``ended_saga_steps`` (``marked_batch``), ``limit`` steps a tick, until
+    ``ENDED_STEP_MARGIN`` ago.
     """
-    batch, move_mark = marked_batch(ENDED_STEPS_MARK, ended_direct_steps(), until=now - ENDED_STEP_MARGIN, limit=limit)
+    batch, move_mark = marked_batch(ENDED_STEPS_MARK, ended_saga_steps(), until=now - ENDED_STEP_MARGIN, limit=limit)
     late = 0
     if batch:
-        rolled_back_after = Rollback.objects.filter(
-            saga__key=OuterRef("saga_id"), saga__tenant=OuterRef("tenant"), requested_at__gt=OuterRef("created_at")
-        )
         unrecorded = (
             ToolCall.objects.filter(
                 pk__in=batch,
@@ -196,13 +210,13 @@ def repair_ended_steps(limit: int, *, now: dt.datetime, window: dt.timedelta) ->
                 tool_name__in=compensable_tool_names(),
             )
             .exclude(Exists(Compensation.objects.filter(step_call=OuterRef("pk"))))
-            .filter(Exists(rolled_back_after))
+            .filter(_rolled_back_after_it())
             .order_by("finished_at", "id")
         )
         for call in unrecorded:
             late += saga_record_step(call=call, actor=SWEEP_ACTOR) is not None
     ended = set(
-        ToolCall.objects.filter(pk__in=batch)
+        ToolCall.objects.filter(pk__in=batch, run_id__isnull=True)
         .exclude(status=CallStatus.SUCCEEDED)
         .values_list("saga_id", "tenant")
         .distinct()
