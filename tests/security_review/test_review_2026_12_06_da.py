@@ -10,22 +10,44 @@ Findings:
    steps and direct ones, toolhub 0045 replacing 0043's), its mark ``ended_saga_steps`` (an upgrade reads the run
    steps from the oldest once), a step matched to its saga's rollback by saga id or by run, each through an index;
    the failures read again stay direct sagas' (a run's failure is its agent's to act on).
+2. A late step (heard late or found by the sweep) filed under a rollback that had already finished was compensated,
+   but the rollback kept its old ``finished_at`` (done before one of its own compensations was recorded) and the
+   trail's only ``saga.rollback_finished`` never named it; a run's conversation was never told. Fixed where a late
+   step is planned (``plan_compensation``): a finished rollback it is to compensate now is opened again
+   (``saga.rollback_reopened``, naming the step; ``told_at`` cleared), so ``close_rollbacks`` finishes it again with
+   an outcome naming it, and the sweep's stalled-rollback repair covers it meanwhile. The saga's own trail already
+   showed ``saga.compensating`` then ``saga.compensated`` again.
 
 Checked and holding:
-- TODO
+- The mark's boundaries (read in ``marked_batch``): a batch exactly filled moves the mark to its last row
+  (``finished_at``, ``id``) and the next tick reads the rows at that same instant with a greater id, so two steps
+  settling in the same microsecond at the cut are both read; a batch not filled moves it to ``until``, the rows at
+  exactly ``until`` read by the next tick (``< until`` then ``>= until``). The mark moves only after the batch was
+  handled: an error mid-batch leaves it, the batch read again next tick (no row skipped for ever).
+- A late step whose outcome is unknown (``needs_attention``) is held under the rollback, never compensated on its own
+  (``saga_record_step``), and a late step under a held rollback is held: what an operator expects.
+- Tenants: the run-step lookup matches the rollback's saga by run and by the step's tenant, as the direct one does
+  by key and tenant (cs pinned another tenant's step of the same key); a run's id is unique anyway.
+- Cost (PostgreSQL, pinned): 30,000 run steps weeks old among 60,000 calls, 10,000 sagas rolled back: a first tick
+  reads ``limit`` of them through ``toolcall_ended_saga_step``, no sequential scan of the calls, sagas or rollbacks
+  (the saga looked up by key and by run as two indexed scalar lookups: one OR'd join read the sagas whole), no
+  subquery run more than ``limit`` times; with the mark set a tick reads none.
 """
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.utils import timezone
 
 from tests.sagas.sample_tools import LOG
+from tests.security_review.direct_sagas import direct_call, unheard_call
 from tests.security_review.query_plans import ago, analyze, clone, explained, max_loops, uuid_of
-from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.sagas.models import CompensationStatus, Rollback, RollbackTrigger, Saga, SagaStatus, SweepMark
+from toolhub.models import AuditEvent, CallKind, CallStatus, ToolCall
+from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus, SweepMark
 from toolhub.sagas.recovery import sagas_sweep
 from toolhub.sagas.services import saga_rollback_on_demand
 from toolhub.sagas.unheard import ENDED_STEPS_MARK
@@ -96,15 +118,12 @@ def test_the_ended_steps_scan_reads_run_steps_through_its_partial_index_a_batch_
     run_of = uuid_of("run", "g / 3")
     saga = Saga.objects.create(key="template", tenant="acme")
     clone(Saga, saga, 10_000, key=f"({uuid_of('run')})::text", run_id=uuid_of("run"))
-    rollback = Rollback.objects.create(saga=saga, trigger=RollbackTrigger.ON_DEMAND, requested_by="alice")
-    clone(
-        Rollback,
-        rollback,
-        10_000,
-        saga_id=f"(SELECT id FROM sagas_saga s WHERE s.key = ({uuid_of('run')})::text AND s.tenant = 'acme')",
-        requested_at=ago("60 * 24 * 30"),
-        finished_at=ago("60 * 24 * 30 - 1"),
-    )
+    with connection.cursor() as cursor:  # each run's saga rolled back a month ago, before its steps
+        cursor.execute(
+            "INSERT INTO sagas_rollback (saga_id, trigger, requested_by, held_for_operator, requested_at, finished_at)"
+            f" SELECT id, 'on_demand', 'alice', false, {ago('60 * 24 * 30')}, {ago('60 * 24 * 30 - 1')}"
+            " FROM sagas_saga WHERE run_id IS NOT NULL"
+        )
     template = ToolCall.objects.create(tool_name="book", status="succeeded", tenant="acme", user=alice)
     clone(
         ToolCall,
@@ -128,3 +147,31 @@ def test_the_ended_steps_scan_reads_run_steps_through_its_partial_index_a_batch_
     SweepMark.objects.filter(name=ENDED_STEPS_MARK).update(reached=timezone.now() - dt.timedelta(hours=1))
     steady = explained(sagas_sweep)
     assert max(max_loops(plan) for _, plan in steady) < 5, steady
+
+
+def test_a_late_step_filed_under_a_finished_rollback_reopens_it_and_its_outcome_is_written_again(alice: User) -> None:
+    """Found: a step that succeeded unheard after its saga's rollback had finished (all compensated) was filed and
+    compensated under that rollback, but the rollback kept the ``finished_at`` of before (it read finished before one
+    of its own compensations had even been recorded) and the trail's only ``saga.rollback_finished`` listed the
+    compensations without it: an auditor reading the rollback saw a booking undone that its outcome never named.
+    Expect: filing a step under a finished rollback opens it again (audited ``saga.rollback_reopened``, naming the
+    step), and once the late compensation is done it finishes again with an outcome that lists it."""
+    direct_call("book", {"item": "a"}, saga="reopened", user=alice)
+    slow = unheard_call("book", {"item": "slow"}, saga="reopened", user=alice)
+    ToolCall.objects.filter(pk=slow.pk).update(status=CallStatus.RUNNING, finished_at=None)
+    direct_call("explode", {"reason": "boom"}, saga="reopened", user=alice)
+    saga = Saga.objects.get(key="reopened")
+    assert saga.status == SagaStatus.COMPENSATED and saga.rollbacks.get().finished_at is not None
+    _succeeds_unheard(slow, {"bookingId": "B-slow", "item": "slow"})
+
+    assert _sweep_at(dt.timedelta(minutes=10))["late_steps"] == 1
+
+    rollback = saga.rollbacks.get()
+    late = saga.compensations.get(step_call=slow)
+    assert late.rollback == rollback and late.status == CompensationStatus.SUCCEEDED
+    assert rollback.finished_at is not None and late.finished_at is not None
+    assert rollback.finished_at >= late.finished_at, (rollback.finished_at, late.finished_at)
+    reopened = AuditEvent.objects.filter(event_type="saga.rollback_reopened", data__contains=str(slow.id))
+    assert reopened.count() == 1
+    finished = AuditEvent.objects.filter(event_type="saga.rollback_finished").order_by("seq")
+    assert json.loads(finished.last().data)["compensations"][str(late.sequence)] == CompensationStatus.SUCCEEDED

@@ -21,6 +21,7 @@ from toolhub.sagas.models import (
     ATTENTION_COMPENSATION_STATUSES,
     Compensation,
     CompensationStatus,
+    Rollback,
     Saga,
     SagaStatus,
 )
@@ -119,6 +120,8 @@ def plan_compensation(
     if status is None and late_for is not None:
         status = CompensationStatus.HELD if late_for.held_for_operator else CompensationStatus.PENDING
     status = status or CompensationStatus.RECORDED
+    if late_for is not None and late_for.finished_at is not None and status == CompensationStatus.PENDING:
+        _reopen(saga, late_for, call, actor)
     saga.last_sequence += 1
     saga.save(update_fields=["last_sequence", "updated_at"])
     compensation = Compensation.objects.create(
@@ -141,6 +144,24 @@ def plan_compensation(
         data={"arguments_known": arguments is not None, "mapping_error": error} if error else {},
     )
     return compensation
+
+
+def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str) -> None:
+    """Open a finished ``rollback`` again for a late step it is to compensate now: it finishes (``close_rollbacks``)
+    once that is done, with an outcome naming it, the conversation told again; kept finished, it read done before one
+    of its own compensations ran, and its one ``saga.rollback_finished`` never named it."""
+    rollback.finished_at = None
+    rollback.told_at = None
+    rollback.save(update_fields=["finished_at", "told_at"])
+    audit_saga(
+        saga,
+        "saga.rollback_reopened",
+        actor=actor,
+        call_id=call.id,
+        tool_name=call.tool_name,
+        status=saga.status,
+        data={"rollback": rollback.pk, "late_step": str(call.id)},
+    )
 
 
 def planned_arguments(tool_name: str, call: ToolCall) -> tuple[dict[str, Any] | None, str]:
