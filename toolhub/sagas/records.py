@@ -147,9 +147,12 @@ def plan_compensation(
 
 
 def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str) -> None:
-    """Open a finished ``rollback`` again for a late step it is to compensate now: it finishes (``close_rollbacks``)
-    once that is done, with an outcome naming it, the conversation told again; kept finished, it read done before one
-    of its own compensations ran, and its one ``saga.rollback_finished`` never named it."""
+    """Open a finished ``rollback`` again for a late step it is to compensate now.
+
+    It finishes again (``close_rollbacks``) once that is done, with an outcome naming the step, the conversation told
+    again; kept finished, it read done before one of its own compensations ran, and its one ``saga.rollback_finished``
+    never named it.
+    """
     rollback.finished_at = None
     rollback.told_at = None
     rollback.save(update_fields=["finished_at", "told_at"])
