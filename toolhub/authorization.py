@@ -389,9 +389,14 @@ def authorize_tools(
         applicable = [g for g in grants if g["tool_name"] == name or g["tool_group__name"] in memberships[name]]
         user_side = [g for g in applicable if not g["agent_name"]]
         agent_side = [g for g in applicable if g["agent_name"] == principal.agent_name]
-        delegator_denies = [g["agent_name"] for g in applicable if g["agent_name"] in principal.delegated_by]
+        # Only denies carry (``_grants_filter``); an ALLOW loaded for the run's own agent may share a delegator's name.
+        delegator_denies = [
+            g["agent_name"]
+            for g in applicable
+            if g["agent_name"] in principal.delegated_by and g["effect"] == GrantEffect.DENY
+        ]
         verdict = _verdict(name, principal, user, disabled, user_side, agent_side, default_allow)
-        if verdict is None and delegator_denies:  # only their denies are loaded (``_grants_filter``)
+        if verdict is None and delegator_denies:
             verdict = (
                 f"Tool {name!r} is denied to agent {delegator_denies[0]!r}, whose run started this one; do not call it."
             )

@@ -1,0 +1,200 @@
+"""Review 2026-12-06 di: a review of reviews db (an agent's denies carried to its subagents) and de (pending approval
+requests judged on the approver rules as they stand now).
+
+Each finding's test failed on the reviewed code (main at 59f9610) and passes now.
+
+Findings:
+
+1. A subagent whose agent has the name of one of the agents that started it (an agent asking a subagent of its own
+   name, or a tenant's agent under a global one of the same name) was refused a tool granted to its own agent by an
+   ALLOW grant: ``authorize_tools`` read every loaded grant naming a delegator as that delegator's deny, whatever its
+   effect. Only DENY grants are read as the delegators' now
+   (``test_an_allow_to_a_subagents_own_agent_is_not_read_as_an_ancestors_deny``).
+
+Checked and holding:
+- a deny given to the root run's agent two levels up holds in the grandchild (``delegated_by`` is the whole chain,
+  root first) and is named in the refusal; the run's principal carries the chain;
+- an ALLOW grant to the parent's agent does not reach the child: a tool its agent does not list stays unavailable;
+- agent names are unique only within a tenant: a deny bound to globex's ``planner`` does not reach acme's child of
+  its ``planner``, one bound to acme's (or to no tenant) does;
+- the child's tools shown to its model through the context's principal (``principal_of_context``: tool_search,
+  unfolding, the unknown-tool suggestions) leave out the tool denied to an ancestor;
+- a deny added while the child runs is seen at its next authorization (the grants' cache key holds ``delegated_by``
+  and the governance stamp moves);
+- the backfill cannot meet a tree with deleted parents: ``parent_run`` is PROTECT;
+- de: a request whose tool left its restricted tool group keeps the copied restriction (decision, ``approvers_of``
+  and the desk agree); a rule lowered after creation leaves the stored count (the decision, the desk, the API).
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from agents_app.loop import run_principal
+from agents_app.models import AgentRun, RunStatus
+from agents_app.services import agent_create
+from approvals.models import ApprovalRule, ApprovalStatus
+from approvals.selectors import approval_progress, approvers_of
+from approvals.services import approval_approve
+from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
+from tests.security_review.conftest import client_for
+from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools
+from toolhub.disclosure.principals import principal_of_context
+from toolhub.exceptions import DecisionNotAllowedError
+from toolhub.models import Grant, GrantEffect, Tenant, ToolGroup
+from toolhub.pipeline import visible_tool_names
+from toolhub.tools.context import ToolContext
+
+pytestmark = pytest.mark.django_db
+
+
+def _principal(alice: User, agent: str, *delegated_by: str, tools: tuple[str, ...] = ()) -> CallPrincipal:
+    return CallPrincipal(
+        user_id=alice.pk,
+        username=alice.username,
+        tenant="acme",
+        agent_name=agent,
+        agent_tools=frozenset(tools),
+        delegated_by=delegated_by,
+    )
+
+
+def test_an_allow_to_a_subagents_own_agent_is_not_read_as_an_ancestors_deny(alice: User) -> None:
+    """Found: a child of an agent of the same name (``researcher`` asking ``researcher``) was refused ``record_effect``
+    which an ALLOW grant gives its agent: the grant names a delegator, and every such grant was read as a deny.
+
+    Expect: the child may call it (the ALLOW is its own agent's); a DENY to that name still refuses it.
+    """
+    Grant.objects.create(effect=GrantEffect.ALLOW, tool_name="record_effect", agent_name="researcher")
+    child = _principal(alice, "researcher", "planner", "researcher")
+
+    assert authorization_denial("record_effect", child) is None
+
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="researcher")
+    assert "denied to agent 'researcher'" in (authorization_denial("record_effect", child) or "")
+
+
+def test_a_deny_two_levels_up_holds_in_the_grandchild(alice: User) -> None:
+    """Checked (holds): a deny to the root run's agent, the grandchild's run recording the chain.
+
+    Expect: the grandchild (its own agent lists the tool) is refused, naming the root's agent; its run's principal
+    carries the chain root first; an ALLOW to the parent's agent gives the child nothing its agent does not list.
+    """
+    planner = agent_create(name="planner", tenant="acme", provider="scripted", script=[], tools=["ask_researcher"])
+    analyst = agent_create(name="analyst", tenant="acme", provider="scripted", script=[], tools=["record_effect"])
+    root = AgentRun.objects.create(agent=planner, user=alice, tenant="acme", status=RunStatus.WAITING)
+    middle = AgentRun.objects.create(
+        agent=planner, user=alice, tenant="acme", parent_run=root, depth=1, delegated_by=["planner"]
+    )
+    grandchild = AgentRun.objects.create(
+        agent=analyst, user=alice, tenant="acme", parent_run=middle, depth=2, delegated_by=["planner", "planner"]
+    )
+    principal = run_principal(grandchild)
+    assert principal.delegated_by == ("planner", "planner")
+    assert authorization_denial("record_effect", principal) is None
+
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner")
+    assert "'planner', whose run started this one" in (authorization_denial("record_effect", principal) or "")
+
+    Grant.objects.create(effect=GrantEffect.ALLOW, tool_name="calculate", agent_name="planner")
+    assert "not available to agent 'analyst'" in (authorization_denial("calculate", principal) or "")
+
+
+def test_a_deny_bound_to_another_tenants_agent_of_the_name_does_not_reach_the_child(
+    alice: User,
+    globex_user: User,  # makes tenant globex
+) -> None:
+    """Checked (holds): agent names are unique within a tenant only.
+
+    Expect: a deny to globex's ``planner`` leaves acme's child alone; one to acme's ``planner`` refuses its tool.
+    """
+    child = _principal(alice, "researcher", "planner", tools=("record_effect",))
+    globex, acme = Tenant.objects.get(slug="globex"), Tenant.objects.get(slug="acme")
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner", agent_tenant=globex)
+    assert authorization_denial("record_effect", child) is None
+
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner", agent_tenant=acme)
+    assert authorization_denial("record_effect", child) is not None
+
+
+def test_the_childs_context_principal_hides_a_tool_denied_to_its_parent(alice: User) -> None:
+    """Checked (holds): what tool_search, unfolding and the unknown-tool suggestions read (``principal_of_context``).
+
+    Expect: its principal carries the run's chain; the tool denied to the parent's agent is not visible; a deny added
+    while the child runs is seen by the next authorization.
+    """
+    planner = agent_create(name="planner", tenant="acme", provider="scripted", script=[], tools=["ask_researcher"])
+    researcher = agent_create(
+        name="researcher", tenant="acme", provider="scripted", script=[], tools=["record_effect", "calculate"]
+    )
+    parent = AgentRun.objects.create(agent=planner, user=alice, tenant="acme", status=RunStatus.WAITING)
+    child = AgentRun.objects.create(
+        agent=researcher, user=alice, tenant="acme", parent_run=parent, depth=1, delegated_by=["planner"]
+    )
+    context: dict[str, Any] = {"tenant": "acme", "user_id": alice.pk, "agent": "researcher", "run_id": str(child.id)}
+    principal = principal_of_context(ToolContext(context))
+    assert principal.delegated_by == ("planner",)
+    assert authorize_tools(["record_effect", "calculate"], principal) == {"record_effect": None, "calculate": None}
+
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner")
+    assert "record_effect" not in visible_tool_names(principal, context)
+    assert "calculate" in visible_tool_names(principal, context)
+
+
+def _group(name: str, *members: User) -> Group:
+    group = Group.objects.create(name=name)
+    group.user_set.add(*members)
+    return group
+
+
+def test_a_tool_that_left_its_restricted_group_keeps_the_restriction_of_its_pending_request(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+) -> None:
+    """Checked (holds): never looser than at creation.
+
+    Expect: after the tool leaves the treasury's group, an operator outside it is still refused, ``approvers_of`` and
+    the desk name the treasury only, its member releases the call.
+    """
+    treasury = _group("treasury", second_operator)
+    group = ToolGroup.objects.create(name="payments", extra_tools=["risky_effect"], approver_group=treasury)
+    request = hold()
+    assert request.approver_group == treasury
+
+    group.extra_tools = []
+    group.save()
+
+    assert [user.username for user in approvers_of(request)] == ["operator2"]
+    assert approval_progress(request).may_approve == ["operator2"]
+    with pytest.raises(DecisionNotAllowedError):
+        approval_approve(request_id=request.pk, user=operator, expected_round=1)
+    approval_approve(request_id=request.pk, user=second_operator, expected_round=1)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+
+
+def test_a_rule_lowered_after_creation_asks_no_fewer_approvals(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+) -> None:
+    """Checked (holds): a rule lowered from two approvers to one after the request opened.
+
+    Expect: one approval leaves it pending; the desk and the API say two are needed; a second releases it.
+    """
+    rule = ApprovalRule.objects.create(name="payments", tool_name="risky_effect", required_approvals=2)
+    request = hold("pay 7", approvers=2)
+    rule.required_approvals = 1
+    rule.save()
+
+    approval_approve(request_id=request.pk, user=operator, expected_round=1)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING
+    assert (approval_progress(request).needed, approval_progress(request).remaining) == (2, 1)
+    shown: dict[str, Any] = client_for(second_operator).get(f"/api/v1/approvals/{request.pk}/").json()
+    assert shown["required_approvals"] == 2, shown
+    approval_approve(request_id=request.pk, user=second_operator, expected_round=1)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
