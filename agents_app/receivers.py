@@ -167,3 +167,23 @@ def _send_advance(run_id: uuid.UUID) -> None:
     from agents_app.tasks import advance_run_task
 
     advance_run_task.delay(str(run_id))
+
+
+@receiver(pre_save, sender="agents_app.Agent", dispatch_uid="agents_app.note_renamed_agents")
+def _note_former_agent_name(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """Remember the name an agent had before this save: its descendants' recorded delegators follow a rename."""
+    stored = type(instance).objects.filter(pk=instance.pk).values_list("name", flat=True)
+    instance._former_name = stored.first() if instance.pk is not None else None
+
+
+@receiver(post_save, sender="agents_app.Agent", dispatch_uid="agents_app.rename_in_delegations")
+def _rename_in_delegations(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    """An agent renamed: the runs started under its runs name it anew (``agents_app.delegation``).
+
+    In this save's transaction, so a deny given under the new name holds in them as in the agent's own runs.
+    """
+    former = getattr(instance, "_former_name", None)
+    if not created and former is not None and former != instance.name:
+        from agents_app.delegation import delegations_renamed
+
+        delegations_renamed(instance.pk, instance.name)

@@ -33,13 +33,13 @@ from django.contrib.auth.models import Group, User
 
 from agents_app.loop import run_principal
 from agents_app.models import AgentRun, RunStatus
-from agents_app.services import agent_create
+from agents_app.services import agent_create, agent_update
 from approvals.models import ApprovalRule, ApprovalStatus
 from approvals.selectors import approval_progress, approvers_of
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.security_review.conftest import client_for
-from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools
+from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools, principal_of_call
 from toolhub.disclosure.principals import principal_of_context
 from toolhub.exceptions import DecisionNotAllowedError
 from toolhub.models import Grant, GrantEffect, Tenant, ToolGroup
@@ -198,3 +198,43 @@ def test_a_rule_lowered_after_creation_asks_no_fewer_approvals(
     approval_approve(request_id=request.pk, user=second_operator, expected_round=1)
     request.refresh_from_db()
     assert request.status == ApprovalStatus.APPROVED
+
+
+def test_a_deny_to_the_parents_agent_under_its_new_name_holds_in_the_child(alice: User) -> None:
+    """Found: a child recorded its ancestors' agents by name at its start; the parent's agent renamed while the child
+    ran, a deny to it under the new name refused the parent's calls but not the child's (and a deny to another agent
+    that took the old name reached the child).
+
+    Expect: the child's recorded chain follows the rename (its run and the worker's read): the deny to the new name
+    refuses the grandchild's and the child's tool; the old name no longer binds them; other runs keep theirs.
+    """
+    planner = agent_create(name="planner", tenant="acme", provider="scripted", script=[], tools=["ask_researcher"])
+    researcher = agent_create(name="researcher", tenant="acme", provider="scripted", script=[], tools=["record_effect"])
+    parent = AgentRun.objects.create(agent=planner, user=alice, tenant="acme", status=RunStatus.WAITING)
+    child = AgentRun.objects.create(
+        agent=researcher, user=alice, tenant="acme", parent_run=parent, depth=1, delegated_by=["planner"]
+    )
+    grandchild = AgentRun.objects.create(
+        agent=researcher,
+        user=alice,
+        tenant="acme",
+        parent_run=child,
+        depth=2,
+        delegated_by=["planner", "researcher"],
+    )
+    other_root = AgentRun.objects.create(agent=researcher, user=alice, tenant="acme")
+    other = AgentRun.objects.create(
+        agent=researcher, user=alice, tenant="acme", parent_run=other_root, depth=1, delegated_by=["researcher"]
+    )
+
+    agent_update(agent=planner, changes={"name": "planner-v2"}, changed_by=None)
+    Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner-v2")
+
+    for run in (child, grandchild):
+        run.refresh_from_db()
+        assert "'planner-v2'" in (authorization_denial("record_effect", run_principal(run)) or ""), run.delegated_by
+        at_worker = principal_of_call(user_id=alice.pk, tenant="acme", agent_name="researcher", run_id=run.id)
+        assert at_worker.delegated_by[0] == "planner-v2"
+    assert grandchild.delegated_by == ["planner-v2", "researcher"]
+    other.refresh_from_db()
+    assert other.delegated_by == ["researcher"]
