@@ -10,6 +10,11 @@ Findings:
    ALLOW grant: ``authorize_tools`` read every loaded grant naming a delegator as that delegator's deny, whatever its
    effect. Only DENY grants are read as the delegators' now
    (``test_an_allow_to_a_subagents_own_agent_is_not_read_as_an_ancestors_deny``).
+2. A child records its ancestors' agents by name at its start: the parent's agent renamed while the child ran, a deny
+   under the new name refused the parent's calls and not the child's (and a deny to another agent taking the old name
+   reached the child). A rename now renames the agent in the ``delegated_by`` of the runs below its runs, in the
+   save's transaction (``agents_app.delegation``, a pre/post-save receiver pair as for moved memberships)
+   (``test_a_deny_to_the_parents_agent_under_its_new_name_holds_in_the_child``).
 
 Checked and holding:
 - a deny given to the root run's agent two levels up holds in the grandchild (``delegated_by`` is the whole chain,
@@ -21,7 +26,8 @@ Checked and holding:
   unfolding, the unknown-tool suggestions) leave out the tool denied to an ancestor;
 - a deny added while the child runs is seen at its next authorization (the grants' cache key holds ``delegated_by``
   and the governance stamp moves);
-- the backfill cannot meet a tree with deleted parents: ``parent_run`` is PROTECT;
+- the backfill (migration 0016) gives each level its whole chain, root first; it cannot meet a tree with deleted
+  parents: ``parent_run`` is PROTECT;
 - de: a request whose tool left its restricted tool group keeps the copied restriction (decision, ``approvers_of``
   and the desk agree); a rule lowered after creation leaves the stored count (the decision, the desk, the API).
 """
@@ -30,6 +36,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from agents_app.loop import run_principal
 from agents_app.models import AgentRun, RunStatus
@@ -238,3 +246,45 @@ def test_a_deny_to_the_parents_agent_under_its_new_name_holds_in_the_child(alice
     assert grandchild.delegated_by == ["planner-v2", "researcher"]
     other.refresh_from_db()
     assert other.delegated_by == ["researcher"]
+
+    agent_update(agent=researcher, changes={"name": "researcher-v2"}, changed_by=None)
+    chains = dict(AgentRun.objects.values_list("id", "delegated_by"))
+    assert (chains[child.id], chains[grandchild.id], chains[other.id]) == (
+        ["planner-v2"],
+        ["planner-v2", "researcher-v2"],
+        ["researcher-v2"],
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backfill_gives_each_level_its_whole_chain() -> None:
+    """Checked (holds): migration 0016 on a tree of three levels and a run started by a person.
+
+    Expect: root first, each child's list is its parent's and its parent's agent; the root's stays empty.
+    """
+    before, after = (
+        [("agents_app", "0015_agent_call_limit_conversation_size")],
+        [("agents_app", "0016_agentrun_delegated_by")],
+    )
+
+    def migrate(targets: list[tuple[str, str]]) -> Any:
+        executor = MigrationExecutor(connection)
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    old = migrate(before)
+    try:
+        provider = old.get_model("agents_app", "ModelProvider").objects.create(name="scripted-di", kind="scripted")
+        agent_model, run_model = old.get_model("agents_app", "Agent"), old.get_model("agents_app", "AgentRun")
+        planner, researcher, analyst = (
+            agent_model.objects.create(name=name, provider=provider) for name in ("planner", "researcher", "analyst")
+        )
+        root = run_model.objects.create(agent=planner, tenant="acme")
+        child = run_model.objects.create(agent=researcher, tenant="acme", parent_run=root, depth=1)
+        grandchild = run_model.objects.create(agent=analyst, tenant="acme", parent_run=child, depth=2)
+        new = migrate(after)
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes("agents_app"))
+
+    chains = dict(new.get_model("agents_app", "AgentRun").objects.values_list("id", "delegated_by"))
+    assert [chains[root.id], chains[child.id], chains[grandchild.id]] == [[], ["planner"], ["planner", "researcher"]]
