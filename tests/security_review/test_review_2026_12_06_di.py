@@ -29,7 +29,8 @@ Checked and holding:
 - the backfill (migration 0016) gives each level its whole chain, root first; it cannot meet a tree with deleted
   parents: ``parent_run`` is PROTECT;
 - de: a request whose tool left its restricted tool group keeps the copied restriction (decision, ``approvers_of``
-  and the desk agree); a rule lowered after creation leaves the stored count (the decision, the desk, the API).
+  and the desk agree); a rule lowered after creation leaves the stored count (the decision, the desk, the API); a
+  held compensation meets a restriction and a count raised after it opened, who rolled back never approving it.
 """
 
 from typing import Any
@@ -42,15 +43,17 @@ from django.db.migrations.executor import MigrationExecutor
 from agents_app.loop import run_principal
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create, agent_update
-from approvals.models import ApprovalRule, ApprovalStatus
+from approvals.models import ApprovalRequest, ApprovalRule, ApprovalStatus
 from approvals.selectors import approval_progress, approvers_of
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.security_review.conftest import client_for
+from tests.security_review.test_review_2026_12_06_z import invoice_tools  # noqa: F401 - a fixture
+from tests.tenancy.conftest import make_user
 from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools, principal_of_call
 from toolhub.disclosure.principals import principal_of_context
 from toolhub.exceptions import DecisionNotAllowedError
-from toolhub.models import Grant, GrantEffect, Tenant, ToolGroup
+from toolhub.models import CallKind, CallStatus, Grant, GrantEffect, Tenant, ToolGroup
 from toolhub.pipeline import visible_tool_names
 from toolhub.tools.context import ToolContext
 
@@ -288,3 +291,49 @@ def test_the_backfill_gives_each_level_its_whole_chain() -> None:
 
     chains = dict(new.get_model("agents_app", "AgentRun").objects.values_list("id", "delegated_by"))
     assert [chains[root.id], chains[child.id], chains[grandchild.id]] == [[], ["planner"], ["planner", "researcher"]]
+
+
+def test_a_held_compensation_meets_the_approver_rules_as_they_stand_now(
+    invoice_tools: None,  # noqa: F811 - the fixture
+    alice: User,
+    tenant: Tenant,
+    roles: dict[str, Group],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Checked (holds): a compensation's approval request (its asker is who rolled back) after its tool joined a
+    restricted group and a rule asked two approvers.
+
+    Expect: an operator outside the treasury is refused and not listed; the treasury's two members release it, one
+    approval leaving it pending; who rolled back is never an approver.
+    """
+    a, b, c, d = (make_user(f"acme-op-di{n}", tenant=tenant, staff=True, groups=(roles["operators"],)) for n in "abcd")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_for(alice).post("/api/v1/sagas/", {"saga_id": "inv-di"}, format="json").status_code == 201
+        client_for(alice).post(
+            "/api/v1/calls/",
+            {"tool": "review_z_issue_invoice", "arguments": {"invoice": "I-9"}, "saga_id": "inv-di"},
+            format="json",
+        )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_for(a).post("/api/v1/sagas/inv-di/rollback/", format="json").status_code == 202
+    request = ApprovalRequest.objects.get(call__kind=CallKind.COMPENSATION, call__saga_id="inv-di")
+    assert request.status == ApprovalStatus.PENDING and request.required_approvals == 1
+
+    ToolGroup.objects.create(
+        name="invoices", extra_tools=["review_z_void_invoice"], approver_group=_group("ap", a, c, d)
+    )
+    ApprovalRule.objects.create(name="voids", tool_name="review_z_void_invoice", required_approvals=2)
+
+    assert [user.username for user in approvers_of(request)] == ["acme-op-dic", "acme-op-did"]
+    for refused in (a, b):
+        with pytest.raises(DecisionNotAllowedError):
+            approval_approve(request_id=request.pk, user=refused, expected_round=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_approve(request_id=request.pk, user=c, expected_round=1)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING and approval_progress(request).may_approve == ["acme-op-did"]
+    with django_capture_on_commit_callbacks(execute=True):
+        approval_approve(request_id=request.pk, user=d, expected_round=1)
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.APPROVED
+    assert request.call.status == CallStatus.SUCCEEDED, request.call.status
