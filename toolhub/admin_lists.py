@@ -33,6 +33,7 @@ from toolhub.tenancy import scoped, tenant_scope
 
 __all__ = [
     "BoundedCount",
+    "EstimatedCount",
     "EstimatedCountPaginator",
     "LeanChangeListMixin",
     "CatalogueGroupFilter",
@@ -51,11 +52,25 @@ __all__ = [
 EXACT_COUNT_LIMIT = 10_000
 
 
+#: The furthest row a page may start at: PostgreSQL's ``OFFSET`` is a bigint, past it the query fails (a 500).
+MAX_OFFSET = 2**63 - 1
+
+
 class BoundedCount(int):
-    """A count that stopped past :data:`EXACT_COUNT_LIMIT`: pages are numbered by it, the list reads "more than"."""
+    """A count that stopped past :data:`EXACT_COUNT_LIMIT`: pages are numbered by it, the list reads "more than".
+
+    Not the rows' number: every page past it opens (empty after the last row), and "select all" says "more than".
+    """
 
     def __str__(self) -> str:
         return f"more than {EXACT_COUNT_LIMIT:,}"
+
+
+class EstimatedCount(BoundedCount):
+    """The planner's estimate of a long list: it may fall short of the rows, so it bounds no page ("about")."""
+
+    def __str__(self) -> str:
+        return f"about {int(self):,}"
 
 
 class EstimatedCountPaginator(Paginator):
@@ -80,7 +95,7 @@ class EstimatedCountPaginator(Paginator):
         if self.estimate:
             estimate = _planner_estimate(queryset)
             if estimate > EXACT_COUNT_LIMIT:
-                return estimate
+                return EstimatedCount(estimate)
         bounded = queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count()
         return bounded if bounded <= EXACT_COUNT_LIMIT else BoundedCount(bounded)
 
@@ -96,6 +111,8 @@ class EstimatedCountPaginator(Paginator):
             raise PageNotAnInteger(self.error_messages["invalid_page"]) from None
         if number < 1:
             raise EmptyPage(self.error_messages["min_page"])
+        if (number - 1) * self.per_page > MAX_OFFSET:
+            raise EmptyPage(self.error_messages["no_results"])
         return number
 
     def page(self, number: Any) -> Page:
