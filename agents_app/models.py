@@ -363,7 +363,10 @@ class AgentRun(models.Model):
                 fields=["updated_at", "id"],
                 condition=models.Q(status__in=["running", "waiting"]),
                 name="agentrun_to_wake",
-            )
+            ),
+            # The runs list's agent filter: whether a tenant's run names the agent, never walking another
+            # tenant's runs of a global agent (``toolhub.admin_choices.key_and_tenant_indexed``).
+            models.Index(fields=["agent", "tenant"], name="agentrun_agent_tenant"),
         ]
 
     def __str__(self) -> str:

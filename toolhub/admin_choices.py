@@ -6,7 +6,9 @@ sagas or approval requests of a tenant each page would read them all. A list not
 (:class:`toolhub.admin_helpers.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
 choices, a boolean or a date as Django does (no rows read); for the tenant column the viewer's tenants, for a foreign
 key the related admin's rows, that a listed row names (an ``EXISTS`` each, on an index); or else a box matched
-exactly.
+exactly. A foreign key's ``EXISTS`` asks for the viewer's tenants' rows naming the related row: on the key's index
+alone it walks every other tenant's rows naming it (a global agent's runs of globex, for acme's operator), so the
+related rows are offered only where an index leads with the key then the tenant column (:func:`key_and_tenant_indexed`).
 
 Each keeps Django's parameter (``?tool_name=``, ``?tenant__exact=``, ``?agent__id__exact=``), so a link made
 before still filters, and each filters the tenant-scoped queryset only.
@@ -17,6 +19,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import BooleanField, DateField, Exists, Field, OuterRef, Q
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
 from toolhub.admin_lists import _other_parameters
@@ -24,7 +27,13 @@ from toolhub.admin_relations import ShownRelatedOnlyFieldListFilter
 from toolhub.models import Tenant
 from toolhub.tenancy import scoped
 
-__all__ = ["AdminRowsRelatedFilter", "TypedValueFilter", "ViewerTenantsFilter", "row_free_filter"]
+__all__ = [
+    "AdminRowsRelatedFilter",
+    "TypedValueFilter",
+    "ViewerTenantsFilter",
+    "key_and_tenant_indexed",
+    "row_free_filter",
+]
 
 
 def row_free_filter(model_admin: Any, name: str) -> Any:
@@ -36,7 +45,7 @@ def row_free_filter(model_admin: Any, name: str) -> Any:
     field: Field = model_admin.model._meta.get_field(name)
     if field.is_relation:
         related_admin = model_admin.admin_site._registry.get(field.related_model)
-        if hasattr(related_admin, "choosable_queryset"):
+        if hasattr(related_admin, "choosable_queryset") and key_and_tenant_indexed(model_admin, name):
             return (name, AdminRowsRelatedFilter)
         return (name, TypedValueFilter)
     if field.choices or isinstance(field, (BooleanField, DateField)):
@@ -44,6 +53,22 @@ def row_free_filter(model_admin: Any, name: str) -> Any:
     if name == getattr(model_admin, "tenant_field", None):
         return (name, ViewerTenantsFilter)
     return (name, TypedValueFilter)
+
+
+def key_and_tenant_indexed(model_admin: Any, name: str) -> bool:
+    """Whether an index of the list's table leads with the key ``name`` then its tenant column (when it has one).
+
+    What finds a tenant's row naming a related row without reading another tenant's (``AdminRowsRelatedFilter``).
+    """
+    meta = model_admin.model._meta
+    tenant = getattr(model_admin, "tenant_field", None)
+    if tenant is None:
+        return True
+    if LOOKUP_SEP in tenant:
+        return False  # the tenant is another table's: no index of this one holds it
+    pairs = [index.fields for index in meta.indexes if index.condition is None]
+    pairs += [c.fields for c in meta.constraints if getattr(c, "condition", True) is None and getattr(c, "fields", ())]
+    return any([field.lstrip("-") for field in fields[:2]] == [name, tenant] for fields in pairs)
 
 
 class AdminRowsRelatedFilter(ShownRelatedOnlyFieldListFilter):
