@@ -129,8 +129,9 @@ class GuardedLookups:
     agents), never rows the platform writes as it runs (calls, events, runs, approvals, sagas, deliveries): its list
     sorts by any column, as Django's does (the filters' rule stands). Declared on each configuration admin, no other.
     Any other list reads only its page: a bounded count (``EstimatedCountPaginator``), no facet counts
-    (``IndexedSorting``), filter choices drawn from none of its rows (:mod:`toolhub.admin_choices`), and a search
-    equal to an indexed search field (``get_search_results``).
+    (``IndexedSorting``), no date hierarchy, filter choices drawn from none of its rows (:mod:`toolhub.admin_choices`),
+    and a search equal to an indexed search field (``get_search_results``). So does a list only people who cross the
+    tenant boundary see (the login logs a password guesser fills): its rows are no fewer.
     """
 
     small_table: bool = False
@@ -139,6 +140,16 @@ class GuardedLookups:
         super().__init__(*args, **kwargs)
         if not self.small_table:
             self.show_full_result_count = False  # "N total": a count of every row of the viewer's tenants
+            self.date_hierarchy = None  # its links: a DISTINCT of every row's year, month or day
+
+    def get_list_filter(self, request: HttpRequest) -> list[Any]:
+        """A list not declared ``small_table`` offers filter choices reading none of its rows (``row_free_filter``)."""
+        filters = list(super().get_list_filter(request))  # type: ignore[misc]
+        if self.small_table:
+            return filters
+        return [
+            row_free_filter(self, entry) if isinstance(entry, str) and "__" not in entry else entry for entry in filters
+        ]
 
     def get_paginator(
         self, request: HttpRequest, queryset: QuerySet[Any], per_page: int, orphans: int = 0, **kwargs: Any
@@ -156,7 +167,8 @@ class GuardedLookups:
         """A list not declared small matches a term equal to its search fields an index serves, never ``icontains``.
 
         Django's search is a LIKE over each search field: every row of the viewer's tenants read whatever the term.
-        A field no index serves (an order's product) is left out; ``ExactSearchMixin`` says which ones explicitly.
+        A field no index serves (an order's product) is left out; ``ExactSearchMixin`` says which ones explicitly. So is
+        a field the term is no valid value of (a name for a login's address: PostgreSQL's ``inet`` would refuse it).
         """
         if self.small_table:
             return super().get_search_results(request, queryset, search_term)  # type: ignore[misc, no-any-return]
@@ -170,7 +182,7 @@ class GuardedLookups:
             if len(fields) != len(path.split(LOOKUP_SEP)) or not indexed_column(fields[-1]):
                 continue
             try:
-                match |= Q(**{path: fields[-1].to_python(term)})
+                match |= Q(**{path: fields[-1].clean(term, None)})  # a value it may hold, as its form would
             except ValidationError:
                 continue
         return queryset.filter(match), False
@@ -351,14 +363,12 @@ class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, Stale
     def get_list_filter(self, request: HttpRequest) -> list[Any]:
         """Filters on a related row offer only the values found among the rows the user may see (and may see).
 
-        A list not declared ``small_table`` offers choices that read none of its rows (``row_free_filter``).
+        A list not declared ``small_table`` has its filters from ``GuardedLookups`` (choices reading none of its rows).
         """
         filters = []
         for entry in super().get_list_filter(request):  # type: ignore[misc]
-            if isinstance(entry, str) and "__" not in entry:
-                if not self.small_table:
-                    entry = row_free_filter(self, entry)
-                elif self.model._meta.get_field(entry).is_relation:  # type: ignore[attr-defined]
+            if self.small_table and isinstance(entry, str) and "__" not in entry:
+                if self.model._meta.get_field(entry).is_relation:  # type: ignore[attr-defined]
                     entry = (entry, ShownRelatedOnlyFieldListFilter)
             filters.append(entry)
         return filters
