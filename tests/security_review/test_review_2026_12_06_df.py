@@ -33,10 +33,16 @@ Checked and holding (probed, no test here unless said):
   (200); an unknown parameter redirects to ``?e=1``; a non-integer key (``?agent__id__exact=x``) too.
 - ``?p=`` past a bounded count opens empty pages (200); ``?p=-1`` and ``?p=1e3`` redirect to ``?e=1``.
 - The tenant filter's ``EXISTS`` per tenant reads the tenant index, the viewer's tenants only.
+- "Select all" then an action (approve, retry, cancel) acts on the change list's filtered, tenant-scoped queryset
+  (Django's ``response_action``), and says "more than 10,000" / "about N" past the bound, no promised number.
+- The calls', events' and paused runs' lean lists (``LeanChangeListMixin.get_paginator``) pass the estimate only
+  for a viewer of every tenant too; a typed box keeps the list's search and sort (``filter_params`` holds ``q``, ``o``).
 - The desk filters by risk (declared choices, approvals 0015) and by a typed tool name, in Chromium (test here).
 
-Found, not fixed (reported): the runs list's page itself is ordered by ``created_at`` on an index without the
-tenant: acme's page walks every newer globex run before its own 100 (``Rows Removed by Filter`` in the plan).
+Found, not fixed (reported): a big list's page is ordered on an index without the tenant (runs: ``created_at``):
+when acme and globex both hold thousands of runs, acme's page walks globex's newer runs before its own 100 (the plan
+showed ``Rows Removed by Filter: 50001``); with few acme rows the planner takes the tenant index and sorts them. A
+``(tenant, <ordering>)`` index per big table is the fix, a change to every table's indexes beyond this review.
 """
 
 import re
