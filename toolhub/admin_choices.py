@@ -3,7 +3,7 @@
 Django draws a plain column's filter from the rows (``SELECT DISTINCT tool_name`` of every listed row) and a
 foreign key's, with ``RelatedOnlyFieldListFilter``, from a ``DISTINCT`` of every row's key: on the calls, runs,
 sagas or approval requests of a tenant each page would read them all. A list not declared ``small_table``
-(:class:`toolhub.admin_helpers.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
+(:class:`toolhub.admin_lookups.GuardedLookups`) offers instead (:func:`row_free_filter`): a column's declared
 choices, a boolean or a date as Django does (no rows read); for the tenant column the viewer's tenants, for a foreign
 key the related admin's rows, that a listed row names (an ``EXISTS`` each, on an index); or else a box matched
 exactly. A foreign key's ``EXISTS`` asks for the viewer's tenants' rows naming the related row: on the key's index
