@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents_app', '0015_agent_call_limit_conversation_size'),
+        ('agents_app', '0016_agentrun_delegated_by'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
