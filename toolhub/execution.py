@@ -341,6 +341,10 @@ def _finish(
         # No savepoint: inside a batch's outcome transaction a failure voids the batch (its calls stay
         # claimed for the reconciler), as a failure voids a single outcome. Without an artifact row the
         # outcome is one statement (``one_write``).
+        # Stamped as it is written, not when the tool returned: a batch writes its outcomes after its last call ran,
+        # and a write may be retried past the statement bound; a call visible only long after its ``finished_at``
+        # was behind the sweep's marks by then (``toolhub.sagas.unheard.ENDED_STEP_MARGIN``), never read.
+        values = {**change.values, "finished_at": timezone.now()}
         with transaction.atomic(savepoint=False) if change.artifact is not None else one_write():
             moved = call_transition(
                 call,
@@ -349,7 +353,7 @@ def _finish(
                 attempt=call.attempts,
                 actor=change.event.actor,
                 data=change.event.data,
-                **{name: value for name, value in change.values.items() if name != "status"},
+                **{name: value for name, value in values.items() if name != "status"},
             )
             if moved and change.artifact is not None:
                 ToolCallArtifact.objects.create(call=call, **change.artifact)

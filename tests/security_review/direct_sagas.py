@@ -4,6 +4,7 @@ Shared by reviews 2026-12-05 dk and 2026-12-06 bd; ``saga_tools`` is a fixture (
 """
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.signals import call_settled
 from toolhub.tools.registry import registry
 
-__all__ = ["direct_call", "saga_tools", "unheard_call"]
+__all__ = ["direct_call", "saga_tools", "settling_unheard", "unheard_call"]
 
 
 @pytest.fixture
@@ -42,13 +43,20 @@ def direct_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) 
     return call
 
 
-def unheard_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
-    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
+@contextmanager
+def settling_unheard() -> Iterator[None]:
+    """Calls settling inside notify nobody: the process died between their commit and the notification."""
     receivers = call_settled.receivers
     call_settled.receivers = []
     try:
         call_settled.sender_receivers_cache.clear()
-        return direct_call(name, arguments, saga=saga, user=user)
+        yield
     finally:
         call_settled.receivers = receivers
         call_settled.sender_receivers_cache.clear()
+
+
+def unheard_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
+    with settling_unheard():
+        return direct_call(name, arguments, saga=saga, user=user)
