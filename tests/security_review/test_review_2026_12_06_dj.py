@@ -1,6 +1,6 @@
 """Review dj (2026-12-06): review da's late saga steps of agent runs and finished rollbacks opened again.
 
-Each finding's test failed on the reviewed code (main at f8edb5e) and passes now.
+Each finding's test failed on the reviewed code (main at 74d0583) and passes now.
 
 Findings:
 
@@ -27,6 +27,9 @@ Checked and holding:
 - The mark's rename on an upgraded database (the ``ended_direct_steps`` row left, no ``ended_saga_steps``): the scan
   reads past steps again from the oldest, and a step compensated before is not compensated twice (a step with a
   compensation is never planned again). The old row is read by nothing (left behind, harmless).
+- Read, not driven here: a late step under a held rollback (``held_for_operator``) is held and does not reopen it;
+  an operator's retry then runs it after the rollback finished, as any retry of a failed or held compensation does
+  (a rollback's ``finished_at`` is when its automatic part ended, its outcome the compensations' as they stood then).
 - A late step found by the sweep days after it settled is compensated on its own (the rollback was asked for), where a
   failure found that late is held for an operator: a difference of intent, not a defect; left as it is.
 
