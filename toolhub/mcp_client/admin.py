@@ -74,7 +74,7 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
 
     small_table = True  # configuration: sorts by any column (GuardedLookups)
 
-    list_display = ("tool_name", "server", "status", "accepted_by", "accepted_at", "seen_at")
+    list_display = ("tool_name", "server", "status", "unusable_reason", "accepted_by", "accepted_at", "seen_at")
     list_filter = ("status", "server")
     list_select_related = ("server", "accepted_by")
     search_fields = ("tool_name", "remote_name")
@@ -83,6 +83,7 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
         "remote_name",
         "tool_name",
         "status",
+        "unusable_reason",
         "accepted_by",
         "accepted_at",
         "accepted_hash",

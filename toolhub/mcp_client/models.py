@@ -133,6 +133,13 @@ class RemoteMcpTool(models.Model):
     current_definition = models.JSONField(null=True, blank=True)
     current_hash = models.CharField(max_length=64, blank=True)
     seen_at = models.DateTimeField(null=True, blank=True)
+    unusable_reason = models.CharField(
+        max_length=500,
+        blank=True,
+        editable=False,
+        help_text="Why the registry leaves this accepted tool out (recorded and audited by the registry); "
+        "empty while it is offered.",
+    )
 
     class Meta:
         verbose_name = "remote MCP tool"

@@ -15,12 +15,14 @@ from typing import Any
 
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import transaction
+from django.db.models import F
 from django.db.utils import DatabaseError
 
 from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError, ToolError
 from toolhub.governance import governance_cached
+from toolhub.mcp_client.usability import record_usability, unusable_reason
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.linear_patterns import shared_pattern_budget
@@ -88,7 +90,9 @@ def _load() -> dict[str, _Entry]:
                 RemoteMcpTool.objects.select_related("server")
                 .exclude(accepted_hash="")
                 .exclude(status="removed")
-                .order_by("server_id", "tool_name")
+                # A server's tools share one pattern budget: the tools accepted first keep theirs, so accepting a
+                # new one (named ``aaa``) never pushes out a tool in use; every process reads the same order.
+                .order_by("server_id", F("accepted_at").asc(nulls_first=True), "tool_name")
             )
             tenants: dict[int, set[str]] = {}
             for server_id, tenant in RemoteMcpCredential.objects.values_list("server_id", "tenant"):
@@ -96,6 +100,7 @@ def _load() -> dict[str, _Entry]:
     except DatabaseError:
         return {}
     entries: dict[str, _Entry] = {}
+    unusable: dict[int, str] = {}
     by_server: dict[int, list[Tool]] = {}
     for _, server_rows in groupby(rows, key=lambda row: row.server_id):
         server_rows = list(server_rows)
@@ -108,6 +113,7 @@ def _load() -> dict[str, _Entry]:
                     # One server's schema (a RecursionError is a RuntimeError, which ``_entries`` takes for "no
                     # database") must leave out its own tool only, never every remote tool of every server.
                     logger.warning("Remote MCP tool %s is unusable: %s", row.tool_name, exc)
+                    unusable[row.pk] = unusable_reason(exc)
                     continue
                 entries[row.tool_name] = _entry(row.server, tool, row.status, tenants)
                 by_server.setdefault(row.server_id, []).append(tool)
@@ -120,6 +126,7 @@ def _load() -> dict[str, _Entry]:
                     logger.warning("Remote MCP server %s: %s is a tool's name; no facade.", server.name, tool.name)
                     continue
                 entries[tool.name] = _entry(server, tool, "active", tenants)
+    record_usability(rows, unusable)  # the admin shows why an accepted tool is not offered
     return entries
 
 

@@ -12,6 +12,7 @@ them to the model the same way: one line per problem, by location, never repeati
 import copy
 import weakref
 from collections.abc import Iterable, Mapping
+from itertools import zip_longest
 from typing import Any
 
 import jsonschema
@@ -136,7 +137,7 @@ def _check_patterns(subject: str, schema: Mapping[str, Any]) -> None:
         if isinstance(found, PatternBudgetSpent):
             raise ToolDefinitionError(
                 f"{subject}'s {keyword!r} at {where} ({_bounded(repr(pattern))}) is refused: {found}."
-            )
+            ) from found  # the cause says which budget (``remote_tool_unusable_reason``)
         if isinstance(found, UnsupportedPattern):
             raise ToolDefinitionError(
                 f"{subject}'s {keyword!r} at {where} ({_bounded(repr(pattern))}) is not supported: {found} "
@@ -368,12 +369,26 @@ def schema_problems(errors: Iterable[Any]) -> tuple[list[tuple[tuple[Any, ...], 
 
     Each distinct problem once (one bad item of a ``$ref`` fan-out failed 1,024 leaves alike), by location, at
     most ``MAX_REPORTED_ERRORS``: the model reads them, the call's error and the audit trail keep them.
+
+    Chosen a kind at a time (``_kind``: the same rule failed at items of the same arrays), one of each kind before
+    a second of any: 100 bad items of one array must not hide a different problem of another field.
     """
     problems: dict[tuple[tuple[Any, ...], str], None] = {}
     for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         problems.update(dict.fromkeys(_describe(error, tuple(error.absolute_path))))
-    reported = list(problems)[:MAX_REPORTED_ERRORS]
+    kinds: dict[tuple[tuple[Any, ...], str], list[tuple[tuple[Any, ...], str]]] = {}
+    for problem in problems:
+        kinds.setdefault(_kind(problem), []).append(problem)
+    in_turn = [problem for turn in zip_longest(*kinds.values()) for problem in turn if problem is not None]
+    chosen = set(in_turn[:MAX_REPORTED_ERRORS])
+    reported = [problem for problem in problems if problem in chosen]  # in the order of their locations
     return reported, len(problems) - len(reported)
+
+
+def _kind(problem: tuple[tuple[Any, ...], str]) -> tuple[tuple[Any, ...], str]:
+    """A problem without its items' indexes: ``xs.0`` and ``xs.7`` of one type are one kind, ``zz``'s another."""
+    location, message = problem
+    return tuple(part for part in location if not isinstance(part, int)), message
 
 
 def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:

@@ -39,6 +39,7 @@ __all__ = [
     "schema_matchers",
     "schema_patterns",
     "shared_pattern_budget",
+    "SharedPatternBudgetSpent",
 ]
 
 Matcher = Callable[[str], bool]
@@ -88,6 +89,10 @@ class UnsupportedPattern(ValueError):
 
 class PatternBudgetSpent(UnsupportedPattern):
     """A pattern past its schema's budget (``MAX_SCHEMA_PATTERNS``, ``MAX_SCHEMA_PATTERN_BYTES``), not compiled."""
+
+
+class SharedPatternBudgetSpent(PatternBudgetSpent):
+    """A pattern past the budget its schema shares with others (``shared_pattern_budget``), not compiled."""
 
 
 def compile_pattern(pattern: str) -> Matcher:
@@ -198,7 +203,7 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
             yield keyword, pattern, where, PatternBudgetSpent("the schema's other patterns spent its budget")
             continue
         if shared is not None and pattern not in shared.seen and shared.spent > shared.limit:
-            yield keyword, pattern, where, PatternBudgetSpent(_shared_refusal(shared))
+            yield keyword, pattern, where, SharedPatternBudgetSpent(_shared_refusal(shared))
             continue
         try:
             matcher = compile_pattern(pattern)
@@ -211,7 +216,7 @@ def schema_matchers(schema: Any) -> Iterator[tuple[str, str, str, Matcher | Unsu
             shared.seen.add(pattern)
             shared.spent += weight
             if shared.spent > shared.limit:
-                yield keyword, pattern, where, PatternBudgetSpent(_shared_refusal(shared))
+                yield keyword, pattern, where, SharedPatternBudgetSpent(_shared_refusal(shared))
                 continue
         if spent > MAX_SCHEMA_PATTERN_BYTES:
             yield (
