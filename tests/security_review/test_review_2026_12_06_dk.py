@@ -8,7 +8,8 @@ Findings:
 1. An accepted remote tool the registry leaves out (its server's pattern budget spent, a schema the registry
    refuses) was named in the server log only: the admin showed it accepted, and a call found no such tool. The
    registry now records why on the tool (``RemoteMcpTool.unusable_reason``, shown in its admin list and change
-   page), audited when it becomes unusable and when usable again; the reason names no schema value.
+   page), audited when it becomes unusable and when usable again; the reason names no schema value. Accepting
+   such a tool in the admin records it at once and warns the operator on the page ("accepted but not offered").
 2. A server's tools were probed against its shared budget in name order: accepting a tool named ``aaa`` pushed
    a tool accepted long before past the budget, and it silently disappeared. The tools accepted first now keep
    theirs (ordered by ``accepted_at``, then name): the tool accepted last is the one left out, and finding 1
@@ -24,6 +25,10 @@ Checked and holding:
   dict order, no per-process state but the pattern weights, which are the same everywhere).
 - ``validation_budget`` is a ``ContextVar``: checks run in threads at the same time each get their own budget; a
   spent one in one thread does not refuse the other's (test below).
+- Processes that build the registry from the same stale read record (and audit) a reason once: the write is
+  conditional on the value read (test below).
+- A re-accepted tool (a quarantined tool's new definition) takes its place at the end of its server's budget
+  order: it may be the one left out afterwards, which the operator now sees on the page and in the list.
 - The remote tools' admin is cross-tenant only (``CrossTenantOnly``): tenant staff see neither the tools nor the
   reason; the reason is recorded from the accepted definition, which is kept without the credential.
 """
@@ -36,12 +41,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from pydantic import ValidationError
 
+from toolhub.admin_marks import marks_field, row_mark
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.models import RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.provider import _load
@@ -117,6 +124,58 @@ def test_an_accepted_tool_the_registry_leaves_out_is_shown_unusable_and_audited(
     row.refresh_from_db()
     assert row.unusable_reason == ""
     assert AuditEvent.objects.filter(event_type="remote_mcp.tool_usable", tool_name="crm__lookup").count() == 1
+
+
+@pytest.mark.django_db
+def test_processes_recording_the_same_reason_from_a_stale_read_audit_it_once() -> None:
+    """Holding (the fix above): two processes that read the row before either recorded write and audit once."""
+    from toolhub.mcp_client.usability import record_usability
+
+    server = RemoteMcpServer.objects.create(name="crm", url="http://127.0.0.1:9/mcp", risk="low")
+    row = _accepted(server, {"name": "lookup", "description": "Look up.", "inputSchema": {"type": "object"}})
+    first, second = (
+        list(RemoteMcpTool.objects.select_related("server")),
+        list(RemoteMcpTool.objects.select_related("server")),
+    )
+    record_usability(first, {row.pk: "Not offered: why."})
+    record_usability(second, {row.pk: "Not offered: why."})
+    assert RemoteMcpTool.objects.get(pk=row.pk).unusable_reason == "Not offered: why."
+    assert AuditEvent.objects.filter(event_type="remote_mcp.tool_unusable").count() == 1
+
+
+@pytest.mark.django_db
+def test_accepting_a_tool_the_registry_refuses_says_so_at_once() -> None:
+    """Found: accepting a definition the registry cannot build answered "Accepted crm__lookup." and nothing else:
+    the operator learnt it was not offered only when a call found no such tool (or from the server log).
+
+    Expect: the acceptance records why at once (the row's reason, the trail) and warns the operator on the page.
+    """
+    server = RemoteMcpServer.objects.create(name="crm", url="http://127.0.0.1:9/mcp", risk="low")
+    offered = {
+        "name": "lookup",
+        "description": "Look up.",
+        "inputSchema": {"type": "object", "properties": {"q": {"type": "string", "pattern": "(?<=SECRETVALUE)x"}}},
+    }
+    row = RemoteMcpTool.objects.create(
+        server=server,
+        remote_name="lookup",
+        tool_name="crm__lookup",
+        current_definition=offered,
+        current_hash=definition_hash(offered),
+    )
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(root)
+    chosen = {"action": "accept_offered", "_selected_action": [row.pk]}
+    reviewed = marks_field([row_mark(row.pk, row.current_hash)])
+    page = client.post(
+        reverse("admin:toolhub_remotemcptool_changelist"), {**chosen, **reviewed, "apply": "1", "confirm": "on"}
+    )
+    row.refresh_from_db()
+    assert row.status == "active" and row.unusable_reason
+    shown = [str(message) for message in get_messages(page.wsgi_request)]
+    assert any("crm__lookup" in message and row.unusable_reason in message for message in shown), shown
+    assert AuditEvent.objects.filter(event_type="remote_mcp.tool_unusable", tool_name="crm__lookup").count() == 1
 
 
 @pytest.mark.django_db

@@ -17,6 +17,7 @@ from toolhub.admin_tables import admin_table
 from toolhub.exceptions import ToolError
 from toolhub.mcp_client.definitions import definition_diff
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
+from toolhub.mcp_client.provider import record_remote_usability
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
 from toolhub.tenancy import tenant_scope
 
@@ -120,6 +121,7 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
         if form is None:
             return confirmation
         reviewed = row_bindings(request, parts=1)
+        accepted: list[int] = []
         for row in rows:
             if str(row.pk) not in reviewed:
                 # Not (or not plainly) on the page confirmed: accepting it would pin a definition nobody reviewed.
@@ -137,6 +139,14 @@ class RemoteMcpToolAdmin(CrossTenantOnly, CommentActionMixin, admin.ModelAdmin):
                 self.message_user(request, str(exc), messages.ERROR)
                 continue
             self.message_user(request, f"Accepted {row.tool_name}.", messages.SUCCESS)
+            accepted.append(row.pk)
+        if accepted:
+            record_remote_usability()
+            unusable = RemoteMcpTool.objects.filter(pk__in=accepted).exclude(unusable_reason="")
+            for tool_name, reason in unusable.order_by("tool_name").values_list("tool_name", "unusable_reason"):
+                self.message_user(
+                    request, f"{tool_name} is accepted but not offered to models. {reason}", messages.WARNING
+                )
         return None
 
     @admin.display(description="Change since accepted")

@@ -27,7 +27,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 from toolhub.tools.linear_patterns import shared_pattern_budget
 
-__all__ = ["RemoteToolProvider", "remote_tool_provider"]
+__all__ = ["RemoteToolProvider", "record_remote_usability", "remote_tool_provider"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,15 @@ def _load() -> dict[str, _Entry]:
                 entries[tool.name] = _entry(server, tool, "active", tenants)
     record_usability(rows, unusable)  # the admin shows why an accepted tool is not offered
     return entries
+
+
+def record_remote_usability() -> None:
+    """Build the remote tools now, recording why any accepted one is not offered (an acceptance shows it at once).
+
+    The registry would record it when next built (in whichever process reads it first): an operator accepting a
+    tool must not learn it is left out only when a call of it finds no such tool.
+    """
+    _load()
 
 
 def _entry(server: Any, tool: Tool, status: str, tenants: dict[int, set[str]]) -> _Entry:
