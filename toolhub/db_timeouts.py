@@ -6,15 +6,19 @@ statements) held its snapshot and row locks, delaying vacuum. ``DATABASE_STATEME
 ``DATABASE_IDLE_IN_TRANSACTION_TIMEOUT`` (seconds; 0 leaves the server's) are set on each connection as it opens,
 never lengthening a shorter bound the server, role, database or the URL's ``options`` set. Set with ``SET`` rather
 than the URL's startup ``options``, which PgBouncer refuses by default. ``migrate`` lifts them for its connection
-(``RESET``: back to the server's or role's): an index build or table rewrite may take longer than any request.
+(``RESET``: back to the server's or role's): an index build or table rewrite may take longer than any request. An
+operator's command lifts the statement bound for every connection of its process (``operator_statements_unbounded``):
+its operator watches it, and its work (a whole trail read or written, a wait on the locks of live traffic) may take
+longer than a request's.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg.errors
 from django.conf import settings
-from django.db import OperationalError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 #: The settings (seconds) and the PostgreSQL parameters they bound (milliseconds).
@@ -32,11 +36,19 @@ WHERE b.ms > 0
 """
 
 
+#: How many operator commands this process runs (nested: ``load_demo`` runs ``toolhub_roles``); while any, no
+#: statement bound of toolhub's on its connections. Process-wide: a command's forked workers inherit it.
+_operator_commands = 0
+
+
 def connection_bounded(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     """``connection_created``: bound a new PostgreSQL connection's statements and idle transactions."""
     if connection.vendor != "postgresql":
         return
-    bounds = [(name, int(getattr(settings, setting, 0)) * 1000) for setting, name in BOUNDS.items()]
+    bounds = [
+        (name, 0 if _operator_commands and name == "statement_timeout" else int(getattr(settings, setting, 0)) * 1000)
+        for setting, name in BOUNDS.items()
+    ]
     if not any(ms for _, ms in bounds):
         return
     with connection.cursor() as cursor:
@@ -50,6 +62,54 @@ def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> Non
         return
     with connection.cursor() as cursor:
         cursor.execute("; ".join(f"RESET {name}" for name in BOUNDS.values()))
+
+
+@contextmanager
+def operator_statements_unbounded() -> Iterator[None]:
+    """While an operator's command runs, its process's connections go without toolhub's statement bound.
+
+    The ones open now are ``RESET`` (back to the server's or role's bound, as ``migrate``'s), the ones opened meanwhile
+    never take it; after the outermost command, the ones open before get their bound back and the others toolhub's.
+    The idle bound stays.
+    """
+    global _operator_commands
+    _operator_commands += 1
+    before: dict[str, str] = {}
+
+    def lift(connection: BaseDatabaseWrapper, cursor: Any) -> None:
+        cursor.execute("SHOW statement_timeout")
+        before[connection.alias] = cursor.fetchone()[0]
+        cursor.execute("RESET statement_timeout")
+
+    def restore(connection: BaseDatabaseWrapper, cursor: Any) -> None:
+        if connection.alias in before:
+            cursor.execute("SELECT set_config('statement_timeout', %s, false)", [before[connection.alias]])
+        else:
+            connection_bounded(None, connection)
+
+    try:
+        if _operator_commands == 1:
+            _each_open_connection(lift)
+        yield
+    finally:
+        _operator_commands -= 1
+        if not _operator_commands:
+            _each_open_connection(restore)
+
+
+def _each_open_connection(action: Callable[[BaseDatabaseWrapper, Any], None]) -> None:
+    """``action(connection, cursor)`` on each open PostgreSQL connection of this thread that can take a statement.
+
+    One the server ended (or whose transaction failed) is left as it is: its owner sees its own error, not this one.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.vendor != "postgresql" or connection.connection is None or connection.needs_rollback:
+            continue
+        try:
+            with connection.cursor() as cursor:
+                action(connection, cursor)
+        except DatabaseError:
+            continue
 
 
 #: What an atomic tool's transaction is allowed idle beyond the tool's own timeout (its outcome is written after).

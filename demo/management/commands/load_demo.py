@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 from django.db.models import Model
 
@@ -26,6 +26,7 @@ from toolhub.confusable_names import reads_as_existing
 from toolhub.disclosure.capabilities import capability_permissions_ensure
 from toolhub.governance_trail import USER_TENANTS, Recorded, governance_append, governance_recorded, governance_tenants
 from toolhub.models import Grant, GrantEffect, Tenant, TenantMembership, ToolGroup
+from toolhub.operator_command import OperatorCommand
 
 DEMO_PASSWORD_NOTE = (
     "Demo users (passwords are for local demos only): admin/admin, operator/operator, operator2/operator2, "
@@ -93,7 +94,7 @@ SCRIPTED_AGENTS = {
 }
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Load demo users, a tenant, ledger accounts and agents (idempotent). The weak demo passwords "
         "(admin/admin, ...) are set only with DEBUG on or --demo-passwords; otherwise new demo users get "

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audit_checkpoint_create
 from toolhub.governance_trail import command_actor
 from toolhub.new_files import new_file_refusal, write_new
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Store an HMAC-signed checkpoint of the audit chains' heads (key from TOOLHUB_AUDIT_KEY) where "
         "verify_audit finds it, and print it or write it to a file to keep elsewhere."

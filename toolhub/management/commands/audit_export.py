@@ -9,7 +9,7 @@ chain: its start (in the file), then ``audit.exported`` once the file is in plac
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.audit_export import (
     AuditExportError,
@@ -19,9 +19,10 @@ from toolhub.audit_export import (
 )
 from toolhub.governance_trail import os_user
 from toolhub.new_files import write_new
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Export a tenant's own audit chains as JSON Lines that python -m toolhub.audit_file_verify checks offline."
 
     def add_arguments(self, parser: Any) -> None:

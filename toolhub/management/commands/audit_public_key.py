@@ -7,13 +7,14 @@ give it to ``python -m toolhub.audit_file_verify FILE --public-key KEY`` (or sav
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.audit_export_key import public_key_file_text
 from toolhub.checkpoint_signature import CheckpointKeyError, export_public_key
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Print the Ed25519 public key (base64 and hex) and its fingerprint that python -m toolhub.audit_file_verify "
         "--public-key checks an export's header with; save the output as a file for --public-key-file."

@@ -6,15 +6,16 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from toolhub.audit import audit_append
 from toolhub.models import Tenant, ToolDefinition
+from toolhub.operator_command import OperatorCommand
 from toolhub.synthetic import SyntheticSpec, generate_calls
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Append N synthetic tool calls of the catalogue's tools, each with its audit events (about four), "
         "chained onto the current chain heads so that verify_audit passes. For benchmarks, never production."

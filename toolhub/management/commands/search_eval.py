@@ -3,14 +3,15 @@
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.exceptions import ToolhubError
+from toolhub.operator_command import OperatorCommand
 from toolhub.search.base import get_provider
 from toolhub.search.evaluation import EvaluationInputError, evaluate, load_catalogue, load_queries
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Load a catalogue (JSON list of {name, description, category, tags, parameters}) into a tool-search "
         "provider, run labeled queries (JSON list of {query, expected: [names]}) and print recall@1/3/5, MRR "

@@ -2,12 +2,11 @@
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from toolhub.catalogue import tool_catalogue_sync
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Mirror every registered tool into the ToolDefinition catalogue (operators' settings are kept)."
 
     def handle(self, *args: Any, **options: Any) -> None:

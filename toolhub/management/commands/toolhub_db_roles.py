@@ -3,13 +3,14 @@
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.conf import toolhub_settings
 from toolhub.dbroles import APPEND_ONLY_PRIVILEGES, DatabaseRoleError, db_app_role_ensure
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Create or update the PostgreSQL role the web and workers connect with: read/write on every table, "
         "but only SELECT/INSERT on the audit trail, never the owner. Run it as the owner after the first migrate."

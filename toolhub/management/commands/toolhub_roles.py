@@ -12,7 +12,7 @@ administrator had added and the command removed is seen there.
 from typing import Any
 
 from django.contrib.auth.models import Group, Permission
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from toolhub.governance_trail import (
@@ -22,6 +22,7 @@ from toolhub.governance_trail import (
     governance_recorded,
     governance_tenants,
 )
+from toolhub.operator_command import OperatorCommand
 
 #: What auditors read, and operators and developers too: every record of the console, changed by nobody.
 READ_ONLY: tuple[str, ...] = (
@@ -107,7 +108,7 @@ def roles_sync(roles: dict[str, tuple[str, ...]] = ROLES, *, actor: str = "") ->
     return {role: len(permissions) for role, permissions in resolved.items()}
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Create or update the groups operators, auditors and developers with their permissions (idempotent)."
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -10,15 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from toolhub.audit_hash import TENANT_SHARDS
 from toolhub.audit_proof import UnknownTenantError, audit_trail_events, audit_trail_verify
 from toolhub.checkpoints import CheckpointKeyError
 from toolhub.models import AuditEvent
+from toolhub.operator_command import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = (
         "Recompute the audit trail's hash chains and check them against the newest stored checkpoint; "
         "exit non-zero naming the first bad event of each chain and every chain that shrank or vanished."
