@@ -36,6 +36,11 @@ Checked and holding:
   one open before it gets its own bound back (asserted).
 - A command whose session the server ended (idle bound, terminate) still fails with the server's error: giving the
   bound back skips a connection that cannot take a statement (a regression guard for the fix, it holds on f8edb5e).
+- ``verify_audit --workers``' forked processes open their connections without the bound while the command runs
+  (probed: ``SHOW statement_timeout`` in two forked pool workers gave ``0``, the parent's ``1s`` again after).
+- Left bounded on purpose: ``runserver`` and the WSGI/ASGI server (requests), Celery tasks (the console's
+  ``audit_verify_tenant_task`` reads in chunks too; beat's checkpoint lifts its own transaction, dg), and the wrapped
+  commands of ``toolhub.governed_commands`` (Django's and axes' account commands: short writes).
 - cw's, cz's and dg's tests pass unchanged.
 """
 
