@@ -34,8 +34,8 @@ def measure(rounds: int) -> dict[str, Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
-    from rest_framework.authtoken.models import Token
 
+    from toolhub.api.keys import api_key_issue
     from toolhub.direct import caller_principal
     from toolhub.models import Tenant, TenantMembership
     from toolhub.pipeline import CallRequest, tool_call_request
@@ -45,7 +45,7 @@ def measure(rounds: int) -> dict[str, Any]:
     tenant, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "ACME"})
     user = User.objects.create_user("mcp-bench")
     TenantMembership.objects.create(user=user, tenant=tenant)
-    key = Token.objects.create(user=user).key
+    key = api_key_issue(user)
     principal = caller_principal(user)
     context = ToolContext(tenant="acme", user=user.username, user_id=user.pk)
 

@@ -23,6 +23,13 @@ def console(user: User) -> Client:
     return client
 
 
+def shown_key(response: Any) -> str:
+    """The API key the admin's "add token" answer shows once (the table holds only its digest)."""
+    found = re.search(r'<code id="token-key">([^<]+)</code>', response.content.decode())
+    assert found is not None, "no key on the page"
+    return found.group(1)
+
+
 def confirmation_fields(html: str) -> dict[str, Any]:
     """The hidden fields of an action's confirmation page (``CommentActionMixin``), as a browser posts them.
 

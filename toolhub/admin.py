@@ -41,6 +41,7 @@ from toolhub.admin_helpers import (
 from toolhub.admin_lists import CatalogueGroupFilter
 from toolhub.admin_relations import SharedInPart
 from toolhub.admin_usernames import UserAddForm, UserEditForm
+from toolhub.api.keys import api_key_assign
 from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
@@ -149,7 +150,8 @@ class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
 class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     """API tokens are credentials: only people who cross the boundary see or create them.
 
-    A token created or deleted is in the trail of its user's tenants; its key never is. The key is shown once, on
+    A token created or deleted is in the trail of its user's tenants; its key never is. The table holds the key's
+    digest (``toolhub.api.keys``), so the key exists only in the answer to the "add" form: it is shown once, on
     the page answering the "add" form (not in a message, which the session or a cookie would keep, nor cacheable);
     afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``), and its pages
     answer no popup, which would name each row by its primary key, the key (``_not_a_popup``).
@@ -189,6 +191,12 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
         """A made token's holder stays: moved to another user, the same live key would sign in as them."""
         return ("user", "created") if obj is not None else ()
 
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """A new token stores its key's digest (``toolhub.api.keys``); the key is kept for the answer only."""
+        if not change:
+            obj._issued_key = api_key_assign(obj)
+        super().save_model(request, obj, form, change)
+
     def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
         response = TemplateResponse(
             request,
@@ -198,7 +206,7 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
                 "title": f"{obj}: copy the key now",
                 "opts": self.opts,
                 "token": obj,
-                "key": obj.key,
+                "key": obj._issued_key,  # the table holds its digest
             },
         )
         add_never_cache_headers(response)  # no-store: a key answered once, kept by no cache

@@ -28,13 +28,13 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from schemathesis import GenerationMode
 
 from agents_app.models import Agent, AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create, run_start_by_reference
 from approvals.models import ApprovalStatus, DecisionKind
+from toolhub.api.keys import api_key_issue
 from toolhub.models import CallKind, CallStatus, RiskLevel, Tenant, TenantMembership
 from toolhub.sagas.models import CompensationStatus, RollbackTrigger, SagaStatus
 
@@ -79,12 +79,12 @@ def api_schema(document: dict[str, Any], wsgi_app: WSGIHandler) -> Any:
 @pytest.fixture
 def member_token(alice: User) -> str:
     """A real token of alice, a plain member of tenant acme (no role, no staff)."""
-    return Token.objects.create(user=alice).key
+    return api_key_issue(alice)
 
 
 @pytest.fixture
 def operator_token(operator: User) -> str:
-    return Token.objects.create(user=operator).key
+    return api_key_issue(operator)
 
 
 @pytest.fixture

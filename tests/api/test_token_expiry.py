@@ -15,6 +15,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.mcp.conftest import live_asgi, token  # noqa: F401 - the live server fixture
+from toolhub.api.keys import key_digest
 from toolhub.models import ToolCall
 
 DAY = 24 * 3600
@@ -22,7 +23,7 @@ DAY = 24 * 3600
 
 def _aged(user: User, days: float) -> str:
     key = token(user)
-    Token.objects.filter(key=key).update(created=timezone.now() - timedelta(days=days))
+    Token.objects.filter(key=key_digest(key)).update(created=timezone.now() - timedelta(days=days))
     return key
 
 

@@ -14,10 +14,10 @@ from django.db import IntegrityError, connection, transaction
 from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from tests.audit.conftest import owner_tampering
 from tests.audit.test_console import make_call, member
+from tests.mcp.conftest import token
 from toolhub import audit_hash_core
 from toolhub.audit_console import own_chain_position
 from toolhub.audit_hash import TENANT_SHARDS, chain_for, tenant_chains
@@ -204,7 +204,7 @@ def logged_in(user: User) -> Client:
 
 def token_client(user: User) -> Client:
     """The API as a user who is not staff reaches it: with their token (a console session is staff's only)."""
-    return Client(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return Client(HTTP_AUTHORIZATION=f"Token {token(user)}")
 
 
 def post_verify(user: User, tenant: str, **extra: str) -> HttpResponse:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from demo.models import Order
 from tests.integration.workers import LOG_DIR, Worker, wait_for
 from tests.testapp.models import SideEffect
+from toolhub.api.keys import api_key_issue
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 
@@ -27,7 +27,7 @@ ORDER_SCRIPT = [
 
 def _token_client(user: User) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_key_issue(user)}")
     return client
 
 

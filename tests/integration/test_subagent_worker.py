@@ -2,13 +2,13 @@
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create
 from tests.integration.workers import Worker, wait_for
 from tests.testapp.models import SideEffect
+from toolhub.api.keys import api_key_issue
 from toolhub.audit_verify import verify_audit_chains
 from toolhub.models import CallStatus, ToolCall
 
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def _token_client(user: User) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_key_issue(user)}")
     return client
 
 

@@ -16,6 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from rest_framework.authtoken.models import Token
 
+from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.asgi import build_application
 from toolhub.models import Tenant, TenantMembership
 
@@ -48,8 +49,19 @@ def serve_asgi(root_path: str = "", **options: Any) -> Iterator[str]:
     sock.close()
 
 
+#: The keys issued here, by their stored digest: the table holds no key, so a user's token is answered from here.
+_issued: dict[str, str] = {}
+
+
 def token(user: User) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
+    """``user``'s API key: the one issued earlier in this test (same stored digest), else a new one."""
+    stored = Token.objects.filter(user=user).values_list("key", flat=True).first()
+    if stored is not None and stored in _issued:
+        return _issued[stored]
+    Token.objects.filter(user=user).delete()
+    key = api_key_issue(user)
+    _issued[key_digest(key)] = key
+    return key
 
 
 def with_client(

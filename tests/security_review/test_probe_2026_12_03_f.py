@@ -49,6 +49,7 @@ from tests.tenancy.conftest import make_user
 from tests.testapp.models import SideEffect
 from toolhub import Param, Secret, ToolContext, ToolError, tool
 from toolhub.admin_marks import marks_field, row_mark
+from toolhub.api.keys import api_key_issue
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
 from toolhub.sagas.checks import check_compensations
 from toolhub.sagas.models import Saga
@@ -514,7 +515,7 @@ def _reads_calls(headers: dict[str, str] | None = None, client: Any = None, url:
 def test_rest_tokens_work_only_in_the_authorization_header_and_no_password_does(alice: User) -> None:
     """alice's token is accepted as ``Authorization: Token <key>`` only: not in the query string (five usual names),
     not as ``Bearer`` on REST, not in a cookie; her username and password as basic auth are refused too."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     assert _reads_calls({"HTTP_AUTHORIZATION": f"Token {key}"}) == 200
 
     for name in ("token", "auth_token", "key", "access_token", "api_key"):
@@ -529,7 +530,7 @@ def test_rest_tokens_work_only_in_the_authorization_header_and_no_password_does(
 def test_a_deactivated_user_loses_token_and_session_and_a_password_change_ends_sessions(alice: User) -> None:
     """alice logs in (session) and holds a token. Her password changes: the session ends. She is deactivated:
     her token and a fresh login are refused."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     User.objects.filter(pk=alice.pk).update(is_staff=True)  # a console session is staff's only
     alice.refresh_from_db()
     session = Client()

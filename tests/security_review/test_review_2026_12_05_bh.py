@@ -34,6 +34,7 @@ from django.contrib.auth.models import User
 
 from tests.security_review.conftest import client_for
 from tests.testapp.models import SideEffect
+from toolhub.api.keys import api_key_issue
 from toolhub.models import CallStatus, RetiredTenantSlug, Tenant, ToolCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,7 +75,6 @@ def test_tenant_staff_cannot_read_a_colleagues_api_token_through_the_user_list(l
     were the staff member's. API tokens are for people who cross the boundary only. Expect: 400, nothing listed."""
     from django.contrib.auth.models import Permission
     from django.test import Client
-    from rest_framework.authtoken.models import Token
 
     from tests.tenancy.conftest import make_user
 
@@ -82,7 +82,7 @@ def test_tenant_staff_cannot_read_a_colleagues_api_token_through_the_user_list(l
     boss = make_user("acme-boss", tenant=tenant)
     boss.is_superuser = True
     boss.save()
-    key = Token.objects.create(user=boss).key
+    key = api_key_issue(boss)
     assert Permission.objects.filter(codename="view_user").exists()
     client = Client()
     client.force_login(staff)

@@ -41,6 +41,8 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from tests.helpers import shown_key
+from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -91,44 +93,48 @@ def test_adding_a_token_shows_the_key_once_and_records_it_nowhere(console: Clien
     """Found: LogEntry.object_repr of an added token was its key, shown in "Recent actions" and the history.
     Expect: the key on the page answering the add form only, never again, not in LogEntry nor in the trail."""
     created = console.post(f"{TOKENS}add/", {"user": alice.pk})
-    key = Token.objects.get(user=alice).key
+    key, stored = shown_key(created), Token.objects.get(user=alice).key
 
-    assert key not in _log_text()
     assert created.status_code == 200
-    assert key in created.content.decode()
+    assert key in created.content.decode() and stored not in created.content.decode()
     assert "no-store" in created.headers.get("Cache-Control", "")
     assert LogEntry.objects.filter(object_repr__contains="alice").exists()
     later = [console.get("/admin/"), console.get(TOKENS), console.get(f"{TOKENS}{alice.pk}/history/")]
-    for page in later:
-        assert key not in page.content.decode()
-    assert key not in _trail_text()
+    for value in (key, stored):
+        assert value not in _log_text()
+        for page in later:
+            assert value not in page.content.decode()
+        assert value not in _trail_text()
 
 
 def test_deleting_a_token_names_it_without_the_key(console: Client, alice: User) -> None:
     """Found: the delete confirmation, the "was deleted" message and LogEntry named the token by its key.
     Expect: the handle everywhere, the key nowhere."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
+    stored = Token.objects.get(user=alice).key
 
     confirm = console.get(f"{TOKENS}{alice.pk}/delete/")
     deleted = console.post(f"{TOKENS}{alice.pk}/delete/", {"post": "yes"}, follow=True)
 
     assert confirm.status_code == 200 and deleted.status_code == 200
-    assert not Token.objects.filter(key=key).exists()
-    assert key not in confirm.content.decode()
-    assert key not in deleted.content.decode()
-    assert key not in _log_text()
-    assert key not in _trail_text()
+    assert not Token.objects.filter(user=alice).exists()
+    for value in (key, stored):
+        assert value not in confirm.content.decode()
+        assert value not in deleted.content.decode()
+        assert value not in _log_text()
+        assert value not in _trail_text()
 
 
 def test_deleting_a_user_lists_their_token_without_the_key(console: Client, alice: User) -> None:
     """Found: the user's delete page listed the cascade's token as "Token: <key>" (admin_deletion's label).
     Expect: the token named by its handle."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
+    stored = Token.objects.get(user=alice).key
 
     confirm = console.get(f"/admin/auth/user/{alice.pk}/delete/")
 
     assert confirm.status_code == 200
-    assert key not in confirm.content.decode()
+    assert key not in confirm.content.decode() and stored not in confirm.content.decode()
     assert re.search(r"Token: [^<]*alice", confirm.content.decode())
 
 
@@ -137,11 +143,13 @@ def test_drf_create_token_prints_the_key_and_nothing_else_records_it(alice: User
     Expect: the key printed; no LogEntry, no event holds it."""
     out = StringIO()
     call_command("drf_create_token", "alice", stdout=out)
-    key = Token.objects.get(user=alice).key
+    stored = Token.objects.get(user=alice).key
+    printed = re.fullmatch(r"Generated token (\w+) for user alice\n", out.getvalue())
 
-    assert key in out.getvalue()
-    assert key not in _log_text()
-    assert key not in _trail_text()
+    assert printed is not None and key_digest(printed.group(1)) == stored
+    for value in (printed.group(1), stored):
+        assert value not in _log_text()
+        assert value not in _trail_text()
 
 
 def test_log_entries_written_before_the_fix_are_redacted() -> None:
@@ -177,12 +185,12 @@ def test_a_tokens_holder_cannot_be_changed_on_its_page(console: Client, alice: U
     in as bob without a new token being made. Expect: the holder is read-only once made; a POST naming another
     user leaves the key with alice, and bob is handed a token of his own only by creating one."""
     bob = User.objects.create_user("bob-dv", password="pw-bob-dv-1234")
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
 
     page = console.get(f"{TOKENS}{alice.pk}/change/")
     console.post(f"{TOKENS}{alice.pk}/change/", {"user": bob.pk})
 
     assert page.status_code == 200
     assert 'name="user"' not in page.content.decode()
-    assert Token.objects.get(key=key).user_id == alice.pk
+    assert Token.objects.get(key=key_digest(key)).user_id == alice.pk
     assert not Token.objects.filter(user=bob).exists()

@@ -60,7 +60,7 @@ from rest_framework.authtoken.models import Token
 from approvals import signals
 from approvals.models import WebhookDelivery
 from approvals.webhooks import _post
-from tests.helpers import RequestCall
+from tests.helpers import RequestCall, shown_key
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.url_secrets import url_quotes_redacted
 from toolhub.waiting import tool_call_withdraw
@@ -98,7 +98,7 @@ def test_the_token_pages_answer_no_popup_with_keys(console: Client, alice: User)
     ``?_popup=1`` (or ``&_to_field=key``) put every key in its rows' ``data-popup-opener``, and a change or delete
     POST with ``_popup`` answered the key in its popup response. Expect: a popup of a token page refused (400), no key
     in it, nothing deleted; the pages themselves still answer."""
-    key = Token.objects.create(user=alice).key
+    key = Token.objects.create(user=alice).key  # the stored value, the primary key a popup would name
     change, delete = f"{TOKENS}{alice.pk}/change/", f"{TOKENS}{alice.pk}/delete/"
 
     answers = [
@@ -126,7 +126,7 @@ def test_every_add_button_answers_the_key_page_once(console: Client, alice: User
     Expect: 200, no redirect, the key once, never-cache; the same POST again answers the form's error, not the key.
     """
     created = console.post(f"{TOKENS}add/", {"user": alice.pk, button: "1"})
-    key = Token.objects.get(user=alice).key
+    key = shown_key(created)
 
     assert created.status_code == 200
     assert "Location" not in created.headers
@@ -189,7 +189,7 @@ def test_the_token_list_is_not_filtered_by_the_key(console: Client, alice: User,
     """Found: Django's admin filters a list by any lookup on the model's own columns: ``?key__startswith=a`` (or
     ``?pk__startswith=``, the key too) listed whose token's key starts so, reading any key back a character at a
     time, to whoever may view the token list. Expect: refused (400), nobody listed; other filters still work."""
-    key = Token.objects.create(user=alice).key
+    key = Token.objects.create(user=alice).key  # the stored value, which the lookup would read back
     value = {"key": key}.get(lookup, key[:1])
 
     answer = console.get(TOKENS, {lookup: value})

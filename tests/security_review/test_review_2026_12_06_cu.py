@@ -35,6 +35,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.helpers import console
+from toolhub.api.keys import api_key_issue
 from toolhub.mcp_caller import token_user
 from toolhub.models import AuditEvent, Tenant
 
@@ -63,7 +64,7 @@ def test_a_password_reset_in_the_admin_revokes_the_accounts_api_token(
     token still answered 200 on the REST API and MCP took it as alice. Expect: the token is gone, REST answers 401
     and MCP refuses the key, the deletion is in acme's trail as the Tokens page records one (without the key); a
     new token made afterwards works."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     assert _api_status(key) == 200
     assert _mcp_user(key) == alice
 
@@ -82,14 +83,14 @@ def test_a_password_reset_in_the_admin_revokes_the_accounts_api_token(
     assert revoked.payload["values"]["user_id"] == alice.pk
     for event in AuditEvent.objects.all():
         assert key not in json.dumps(event.payload) + event.actor, event.event_type
-    assert _api_status(Token.objects.create(user=alice).key) == 200
+    assert _api_status(api_key_issue(alice)) == 200
 
 
 def test_a_password_set_in_code_revokes_the_token_and_other_saves_keep_it(alice: User, tenant: Tenant) -> None:
     """Found: ``set_password`` and ``save`` (what ``changepassword`` and the user's own password form do) left the
     account's token working. Expect: the token is deleted with the save; a save that sets no password (a login's
     ``last_login``, an e-mail change) keeps it."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     alice.email = "alice@elsewhere.example"
     alice.save()
     assert _api_status(key) == 200
@@ -105,7 +106,7 @@ def test_a_deactivated_accounts_token_stays_dead_after_reactivation(alice: User,
     """Found: deactivating alice only refused her token; reactivating the account brought the same key back (200 on
     the REST API, MCP took it as alice). Expect: deactivation deletes the token, so the reactivated account holds
     none until an administrator makes a new one."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     assert _api_status(key) == 200
 
     alice.is_active = False

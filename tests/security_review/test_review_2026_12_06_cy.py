@@ -34,10 +34,10 @@ from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import User
 from django.core import serializers
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from tests.helpers import console
 from tests.security_review.test_review_2026_12_06_cu import _api_status, _mcp_user
+from toolhub.api.keys import api_key_issue
 from toolhub.models import AuditEvent, Tenant
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +53,7 @@ def test_disabling_the_password_in_the_admin_revokes_the_accounts_api_token(
     deleted with the save, REST answers 401, MCP refuses the key, the deletion is in acme's trail; an account whose
     password was already unusable (one that signs in by token only) keeps a new token when saved again, and a login
     whose password hash Django upgrades keeps it too."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     assert _api_status(key) == 200
 
     reset = console(superuser).post(
@@ -68,7 +68,7 @@ def test_disabling_the_password_in_the_admin_revokes_the_accounts_api_token(
     (revoked,) = AuditEvent.objects.filter(event_type="governance.deleted", tenant="acme")
     assert revoked.actor == "revocation:password-changed"
 
-    kept = Token.objects.create(user=alice).key
+    kept = api_key_issue(alice)
     alice.set_unusable_password()
     alice.save()
     assert _api_status(kept) == 200
@@ -92,7 +92,7 @@ def test_an_account_restored_by_loaddata_loses_its_token_as_one_saved_in_code(
     another password hash kept her API token: a raw save was skipped, and a hash written as is (not through
     ``set_password``) was not seen as a new password; reactivated, the old key answered 200 again. Expect: the token
     is deleted with the load, recorded in acme's trail, and stays dead after the account is reactivated."""
-    key = Token.objects.create(user=alice).key
+    key = api_key_issue(alice)
     (row,) = json.loads(serializers.serialize("json", [alice]))
     row["fields"].update(restored)
     fixture = tmp_path / "alice.json"

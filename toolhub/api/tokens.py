@@ -19,6 +19,7 @@ from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from toolhub.api.keys import key_digest
 from toolhub.conf import toolhub_settings
 
 __all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "install", "token_handle", "token_owner"]
@@ -40,10 +41,13 @@ def _expired(created: Any) -> bool:
 
 
 def token_owner(key: str) -> tuple[Any, Any]:
-    """The active user a token key belongs to, and the token; ``TokenRefused`` for an unknown, idle or old key."""
+    """The active user a token key belongs to, and the token; ``TokenRefused`` for an unknown, idle or old key.
+
+    The key is found by its digest (``toolhub.api.keys``): a value read from the token table is no key.
+    """
     from rest_framework.authtoken.models import Token
 
-    token = Token.objects.select_related("user").filter(key=key).first()
+    token = Token.objects.select_related("user").filter(key=key_digest(key)).first()  # the table holds digests
     if token is None or not token.user.is_active:
         raise TokenRefused(INVALID)
     if _expired(token.created):
@@ -69,7 +73,7 @@ def token_handle(token: Any) -> str:
     """A token's name that is no part of its key: whose it is and when it was created.
 
     Not even a prefix of the key: a user holds one token, so the user tells tokens apart, and a prefix would put
-    part of a live credential in records kept for years (a leaked key is matched by ``token_owner``, exactly).
+    part of a live credential in records kept for years (a leaked key is matched by ``token_owner``, by its digest).
     """
     owner = "nobody"
     if token.user_id is not None:
