@@ -24,7 +24,7 @@ def digest_stored_keys(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("toolhub", "0044_remote_tool_output_schema_pinned"),
+        ("toolhub", "0046_remote_tool_unusable_reason"),
         ("authtoken", "0004_alter_tokenproxy_options"),
     ]
 
