@@ -91,6 +91,9 @@ def test_a_batched_step_is_stamped_finished_when_its_outcome_is_written_so_the_s
     stamp, was already behind the ended-steps scan's mark when it became visible, never compensated. Expect: the
     step's ``finished_at`` is when its outcome was written; the next sweep reads it and undoes the booking."""
     settings.TOOLHUB = {**settings.TOOLHUB, "WORKER_CLAIM_BATCH": 2}
+    # The calls are this process's to execute, not a broker's: a session's worker (started by an integration test
+    # earlier in the run) must not take them, nor run ``settle_slowly``, which only this process has.
+    monkeypatch.setattr("toolhub.pipeline.dispatch_call", lambda call: None)
     real_now, ahead = timezone.now, [dt.timedelta()]
     monkeypatch.setattr(timezone, "now", lambda: real_now() + ahead[0])
     direct_call("book", {"item": "flight"}, saga="batched", user=alice)
