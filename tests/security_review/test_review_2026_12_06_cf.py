@@ -246,7 +246,10 @@ def test_the_compensations_list_reads_an_index(acme_staff: Client, compensation_
     ordering (``created_at``): each page joined and sorted every compensation of acme's (a sequential scan). Expect:
     newest saga and step first on the ``(saga, sequence)`` index, no sequential scan of the compensations."""
     plans = explained(lambda: acme_staff.get(COMPENSATIONS))
-    listed = [plan for sql, plan in plans if "LIMIT" in sql and 'FROM "sagas_compensation"' in sql]
+    # The page's query; the bounded count (review cr: ``COUNT`` over ``LIMIT 10001``) reads up to its bound by design.
+    listed = [
+        plan for sql, plan in plans if "LIMIT" in sql and 'FROM "sagas_compensation"' in sql and "COUNT(" not in sql
+    ]
     assert listed, [sql for sql, _ in plans]
     for plan in listed:
         assert not seq_scans(plan), plan
