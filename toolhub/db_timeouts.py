@@ -149,8 +149,13 @@ def transaction_statements_unbounded() -> None:
     """
     connection = connections["default"]
     if connection.vendor == "postgresql" and int(getattr(settings, "DATABASE_STATEMENT_TIMEOUT", 0)):
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL statement_timeout = 0")
+        _statement_bound_lifted(connection)
+
+
+def _statement_bound_lifted(connection: BaseDatabaseWrapper) -> None:
+    """No statement bound for the rest of ``connection``'s current transaction (``SET LOCAL``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = 0")
 
 
 _T = TypeVar("_T")
@@ -176,6 +181,5 @@ def written_past_bound(write: Callable[[], _T]) -> _T:
         if not cancelled_by_bound(exc) or connection.in_atomic_block:
             raise
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL statement_timeout = 0")
+        _statement_bound_lifted(connection)
         return write()

@@ -35,27 +35,14 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 import toolhub.migrations
 from tests.helpers import shown_key
+from tests.security_review.test_review_2026_12_06_cu import _api_status, _mcp_user
 from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.mcp_caller import token_user
 
 pytestmark = pytest.mark.django_db
-
-
-def _api_status(key: str) -> int:
-    """What ``/api/v1/calls/`` answers ``Authorization: Token <key>``."""
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    return int(client.get("/api/v1/calls/").status_code)
-
-
-def _mcp_user(key: str) -> User | None:
-    """Whom the MCP server's auth wrapper takes ``Authorization: Bearer <key>`` for (None: a 401)."""
-    user, _problem = token_user(f"Bearer {key}")
-    return user
 
 
 def _stored_keys() -> list[str]:

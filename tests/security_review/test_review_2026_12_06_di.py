@@ -48,6 +48,7 @@ from approvals.selectors import approval_progress, approvers_of
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.security_review.conftest import client_for
+from tests.security_review.test_review_2026_12_06_de import _group
 from tests.security_review.test_review_2026_12_06_z import invoice_tools  # noqa: F401 - a fixture
 from tests.tenancy.conftest import make_user
 from toolhub.authorization import CallPrincipal, authorization_denial, authorize_tools, principal_of_call
@@ -151,12 +152,6 @@ def test_the_childs_context_principal_hides_a_tool_denied_to_its_parent(alice: U
     Grant.objects.create(effect=GrantEffect.DENY, tool_name="record_effect", agent_name="planner")
     assert "record_effect" not in visible_tool_names(principal, context)
     assert "calculate" in visible_tool_names(principal, context)
-
-
-def _group(name: str, *members: User) -> Group:
-    group = Group.objects.create(name=name)
-    group.user_set.add(*members)
-    return group
 
 
 def test_a_tool_that_left_its_restricted_group_keeps_the_restriction_of_its_pending_request(

@@ -34,7 +34,6 @@ Checked and holding:
 """
 
 import logging
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -48,6 +47,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from pydantic import ValidationError
 
+from tests.security_review.test_review_2026_12_06_dd import _patterned_definition
 from toolhub.admin_marks import marks_field, row_mark
 from toolhub.mcp_client.definitions import definition_hash
 from toolhub.mcp_client.models import RemoteMcpServer, RemoteMcpTool
@@ -71,18 +71,6 @@ def _accepted(server: RemoteMcpServer, definition: dict[str, Any], *, days_ago: 
         current_hash=digest,
         status="active",
     )
-
-
-def _patterned(name: str, count: int) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:8]  # patterns no earlier test probed
-    return {
-        "name": name,
-        "description": f"Tool {name}.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {f"p{i}": {"type": "string", "pattern": f"^{tag}{i:02d}$"} for i in range(count)},
-        },
-    }
 
 
 @pytest.mark.django_db
@@ -188,10 +176,10 @@ def test_a_tool_accepted_later_does_not_push_an_earlier_one_out(caplog: pytest.L
     """
     server = RemoteMcpServer.objects.create(name="big", url="http://127.0.0.1:9/mcp", risk="low")
     for name, days in (("zzz", 3), ("mmm", 2)):
-        _accepted(server, _patterned(name, 48), days_ago=days)
+        _accepted(server, _patterned_definition(name, 48), days_ago=days)
     assert {"big__zzz", "big__mmm"} <= set(_load())
 
-    newcomer = _patterned("aaa", 48)
+    newcomer = _patterned_definition("aaa", 48)
     row = RemoteMcpTool.objects.create(
         server=server,
         remote_name="aaa",
