@@ -27,13 +27,17 @@ BOUNDS = {
     "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": "idle_in_transaction_session_timeout",
 }
 
-# One round trip for both; a parameter already bounded below toolhub's keeps its value (0 there means none).
+# One round trip for both; a parameter already bounded below toolhub's keeps its value (0 there means none). Each
+# row gives the parameter's value after it (ms), toolhub's or not: what an atomic tool's transaction must outlast.
 _BOUND_SQL = """
-SELECT set_config(s.name, (CASE WHEN s.setting::bigint = 0 THEN b.ms ELSE LEAST(s.setting::bigint, b.ms) END)::text,
-                  false)
-FROM pg_settings s JOIN (VALUES (%s, %s::bigint), (%s, %s::bigint)) AS b(name, ms) ON s.name = b.name
-WHERE b.ms > 0
+SELECT name, ms, CASE WHEN bounded THEN set_config(name, ms::text, false) END
+FROM (SELECT s.name, b.ms > 0 AS bounded, CASE WHEN b.ms <= 0 THEN s.setting::bigint WHEN s.setting::bigint = 0
+             THEN b.ms ELSE LEAST(s.setting::bigint, b.ms) END AS ms
+      FROM pg_settings s JOIN (VALUES (%s, %s::bigint), (%s, %s::bigint)) AS b(name, ms) ON s.name = b.name) AS bound
 """
+
+#: The attribute of a connection holding its session's idle bound (ms, 0: none), as read when it was last set.
+_IDLE_BOUND_ATTRIBUTE = "toolhub_idle_bound_ms"
 
 
 #: How many operator commands this process runs (nested: ``load_demo`` runs ``toolhub_roles``); while any, no
@@ -49,10 +53,14 @@ def connection_bounded(sender: Any, connection: BaseDatabaseWrapper, **kwargs: A
         (name, 0 if _operator_commands and name == "statement_timeout" else int(getattr(settings, setting, 0)) * 1000)
         for setting, name in BOUNDS.items()
     ]
-    if not any(ms for _, ms in bounds):
-        return
     with connection.cursor() as cursor:
         cursor.execute(_BOUND_SQL, [value for bound in bounds for value in bound])
+        _idle_bound_learned(connection, {name: ms for name, ms, _ in cursor.fetchall()})
+
+
+def _idle_bound_learned(connection: BaseDatabaseWrapper, settings_now: dict[str, Any]) -> None:
+    """Keep the idle bound ``connection``'s session has now, whoever set it (toolhub, the server, role or URL)."""
+    setattr(connection, _IDLE_BOUND_ATTRIBUTE, int(settings_now["idle_in_transaction_session_timeout"]))
 
 
 def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> None:
@@ -62,6 +70,8 @@ def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> Non
         return
     with connection.cursor() as cursor:
         cursor.execute("; ".join(f"RESET {name}" for name in BOUNDS.values()))
+        cursor.execute("SELECT name, setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'")
+        _idle_bound_learned(connection, dict(cursor.fetchall()))
 
 
 @contextmanager
@@ -125,17 +135,21 @@ FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout' AND setting:
 
 
 def transaction_idle_at_least(seconds: float) -> None:
-    """Let the current transaction stay idle ``seconds`` and a spare minute, when toolhub's idle bound is shorter.
+    """Let the current transaction stay idle ``seconds`` and a spare minute, when its session's idle bound is shorter.
 
     An atomic tool runs inside its transaction, idle between its statements, for up to its timeout: the idle bound
-    would end its session (and its work) first. ``SET LOCAL``: the bound is back when the transaction ends. No
-    statement at all for a tool within the configured bound (every tool with the default timeout).
+    would end its session (and its work) first. That is the bound the session has, toolhub's or a shorter one of the
+    server, role or URL (kept for everything else), read when it was set. ``SET LOCAL``: the bound is back when the
+    transaction ends. No statement at all for a tool within it (every tool with the default timeout). A session whose
+    bound was never read (not opened by Django) takes the statement.
     """
-    bound_ms = int(getattr(settings, "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT", 0)) * 1000
     # A tool's timeout may be any positive number (the default up to 100 years): past PostgreSQL's range, its largest.
     needed_ms = min((seconds + IDLE_SPARE_SECONDS) * 1000, MAX_BOUND_MS)
     connection = connections["default"]
-    if not bound_ms or needed_ms <= bound_ms or connection.vendor != "postgresql":
+    if connection.vendor != "postgresql":
+        return
+    bound_ms = getattr(connection, _IDLE_BOUND_ATTRIBUTE, None)
+    if bound_ms is not None and (not bound_ms or needed_ms <= bound_ms):
         return
     with connection.cursor() as cursor:
         cursor.execute(_IDLE_AT_LEAST_SQL, [int(needed_ms)])
