@@ -118,10 +118,7 @@ class DisclosureState:
         only the ``groups`` among the active ones, the ``agentic`` entries and the ``chained`` objects stay.
         """
         kept, shown_groups = set(names), set(groups)
-        entries = {key: dict(self.agentic[key]) for key in agentic if key in self.agentic}
-        for entry in entries.values():
-            if isinstance(entry.get("done"), list):
-                entry["done"] = [name for name in entry["done"] if name in kept]
+        done = self.done_among(kept).agentic
         return replace(
             self.keeping(kept),
             active_groups=None
@@ -129,9 +126,22 @@ class DisclosureState:
             else tuple(name for name in self.active_groups if name in shown_groups),
             exclusive=self.exclusive if self.exclusive in kept else "",
             visible=tuple(name for name in self.visible if name in kept),
-            agentic=entries,
+            agentic={key: done[key] for key in agentic if key in done},
             chained={key: self.chained[key] for key in chained if key in self.chained},
         )
+
+    def done_among(self, names: Iterable[str]) -> "DisclosureState":
+        """The state with each playbook's done tools cut to ``names``, the rest of the agentic state as it is.
+
+        What a guide's description reads (``Done so far: ...``): the run's own state keeps every done tool, as its
+        gate needs them, but a tool revoked since is named to no one.
+        """
+        kept = set(names)
+        entries = {key: dict(value) for key, value in self.agentic.items()}
+        for entry in entries.values():
+            if isinstance(entry.get("done"), list):
+                entry["done"] = [name for name in entry["done"] if name in kept]
+        return replace(self, agentic=entries)
 
     def with_visible(self, names: list[str]) -> "DisclosureState":
         return replace(self, visible=_names(names))

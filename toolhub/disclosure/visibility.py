@@ -152,7 +152,9 @@ def _disclose(request: DisclosureRequest) -> Disclosure:
     visible = usable_tools(kept, request.principal, context=request.context)
     for name in visible:
         shown_groups |= memberships.get(name, set()) & active
-    tools = [_shown(name, state, request.principal, request.context) for name in visible]
+    # Guides describe the run's state naming only what the principal may use now (a done tool revoked since is not).
+    described = _described(state, request.principal, request.context)
+    tools = [_shown(name, described, request.principal, request.context) for name in visible]
     facts = group_facts()
     additions = [facts[g].system_prompt_addition for g in sorted(shown_groups) if g in facts]
     return Disclosure(
@@ -224,6 +226,14 @@ def shown_state(state: DisclosureState, principal: CallPrincipal | None, context
         agentic=[key for key in state.agentic if key.partition(".")[0] in usable],
         chained=[name for name, names in methods.items() if names & usable],
     )
+
+
+def _described(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
+    """``state`` as the guides' descriptions read it: a playbook's done tools only among those usable now."""
+    done = [name for entry in state.agentic.values() for name in _done(entry)]
+    if not done:
+        return state
+    return state.done_among(usable_tools(list(dict.fromkeys(done)), principal, context=context))
 
 
 def _done(entry: Mapping[str, Any]) -> list[str]:
