@@ -8,9 +8,33 @@ takes that name next) and free of a deny given under its new one, while its own 
 
 import uuid
 
-from agents_app.models import AgentRun
+from django.db import connection
+from django.db.models import Q
 
-__all__ = ["delegations_renamed"]
+from agents_app.models import Agent, AgentRun
+from toolhub.models import Tenant
+
+__all__ = ["delegations_renamed", "delegators_held"]
+
+
+def delegators_held(parent: AgentRun) -> None:
+    """Share-lock the agents a child of ``parent`` will name (its ``delegated_by`` and its agent) until commit.
+
+    A rename renames the agent in the chains of the runs it finds below its runs, in its save's transaction, which
+    holds the agent's row: a child started meanwhile is not among them (not committed) and would read the old name
+    (not committed either). Taken before the parent's row is locked and read, this lock waits for a rename in flight
+    (the parent's chain and agent, read after it, carry the new names), and a rename coming after it waits for the
+    child's commit, then finds the child. Found by name, as the chain holds names: a row renamed in flight is waited
+    for even though its new name no longer matches. SQLite runs one writing transaction at a time: nothing to hold.
+    """
+    if connection.vendor != "postgresql":
+        return
+    names = list(parent.delegated_by or [])
+    in_tenant = Q(tenant__isnull=True) | Q(tenant_id__in=Tenant.objects.filter(slug=parent.tenant).values("pk"))
+    named = Q(pk=parent.agent_id) | (Q(name__in=names) & in_tenant if names else Q(pk__in=[]))
+    sql, params = Agent.objects.filter(named).order_by("pk").values("pk").query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} FOR SHARE", params)
 
 
 def delegations_renamed(agent_id: int, new_name: str) -> int:

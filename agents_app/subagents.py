@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from agents_app.blackboard import BlackboardError, blackboard_copy_to_parent, blackboard_put
 from agents_app.budgets import MAX_SUBAGENT_DEPTH, budget_of, spending_below, spending_of
+from agents_app.delegation import delegators_held
 from agents_app.models import AgentRun, RunStatus
 from agents_app.selectors import agents_of_tenant
 from agents_app.steprows import locked_run
@@ -141,7 +142,9 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
         try:
             with transaction.atomic():
                 # The parent's row lock orders its children's starts: each carves its budget from what the
-                # ones before it left (``_budget_left``), never from the same remainder.
+                # ones before it left (``_budget_left``), never from the same remainder. Its ancestors' agents
+                # are held first: a rename in flight is waited for and its name recorded (``delegators_held``).
+                delegators_held(parent)
                 parent = AgentRun.objects.select_for_update(of=("self",)).get(pk=parent.pk)
                 _refuse_unless_going(parent, agent_name)
                 budget = _budget_left(parent, call_id, agent_name, limits)
