@@ -20,7 +20,7 @@ DIGEST_LENGTH = 40
 
 
 def key_digest(key: str) -> str:
-    """What the token table stores for ``key``: the first 40 hex characters of its SHA-256."""
+    """What the token and session tables (``toolhub.session_store``) store for ``key``: 40 hex of its SHA-256."""
     return hashlib.sha256(key.encode()).hexdigest()[:DIGEST_LENGTH]
 
 

@@ -1,0 +1,72 @@
+"""Console sessions stored by their key's digest: a reader of the database holds no working session.
+
+Django's database sessions keep the cookie's value, the session key, as ``django_session.session_key``: whoever read
+the table (a backup, a read role, a SQL console, a dump) sent it as ``sessionid`` and was any signed-in
+administrator, on the console and (``toolhub.api.sessions``) the REST API. As API keys (``toolhub.api.keys``), the
+column holds the key's digest (:func:`~toolhub.api.keys.key_digest`, 40 hex: the column's width); the cookie carries
+the key, and every lookup, write, rotation (``cycle_key``) and deletion digests it first. A row stored before, its key
+in clear, is found by no cookie: its holder signs in again, once. ``SESSION_ENGINE`` names this module.
+"""
+
+import logging
+from typing import Any
+
+from django.contrib.sessions.backends import db
+from django.core.exceptions import SuspiciousOperation
+from django.utils import timezone
+
+from toolhub.api.keys import key_digest
+
+__all__ = ["SessionStore"]
+
+
+class SessionStore(db.SessionStore):
+    """Django's database session store, its rows found and written by :func:`key_digest` of the session key."""
+
+    def _lookup(self) -> dict[str, Any]:
+        return {"session_key": key_digest(self.session_key or ""), "expire_date__gt": timezone.now()}
+
+    def _missing(self, error: Exception) -> None:
+        if isinstance(error, SuspiciousOperation):
+            logging.getLogger(f"django.security.{error.__class__.__name__}").warning(str(error))
+        self._session_key = None
+
+    def _get_session_from_db(self) -> Any:
+        try:
+            return self.model.objects.get(**self._lookup())
+        except (self.model.DoesNotExist, SuspiciousOperation) as error:
+            self._missing(error)
+            return None
+
+    async def _aget_session_from_db(self) -> Any:
+        try:
+            return await self.model.objects.aget(**self._lookup())
+        except (self.model.DoesNotExist, SuspiciousOperation) as error:
+            self._missing(error)
+            return None
+
+    def exists(self, session_key: str) -> bool:
+        return bool(self.model.objects.filter(session_key=key_digest(session_key)).exists())
+
+    async def aexists(self, session_key: str) -> bool:
+        return bool(await self.model.objects.filter(session_key=key_digest(session_key)).aexists())
+
+    def create_model_instance(self, data: dict[str, Any]) -> Any:
+        row = super().create_model_instance(data)
+        row.session_key = key_digest(row.session_key)
+        return row
+
+    async def acreate_model_instance(self, data: dict[str, Any]) -> Any:
+        row = await super().acreate_model_instance(data)
+        row.session_key = key_digest(row.session_key)
+        return row
+
+    def delete(self, session_key: str | None = None) -> None:
+        key = self.session_key if session_key is None else session_key
+        if key is not None:
+            self.model.objects.filter(session_key=key_digest(key)).delete()
+
+    async def adelete(self, session_key: str | None = None) -> None:
+        key = self.session_key if session_key is None else session_key
+        if key is not None:
+            await self.model.objects.filter(session_key=key_digest(key)).adelete()
