@@ -168,14 +168,27 @@ def _request_sync(
     except DirectCallError as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     # The same object the pipeline (and, run here at commit, the execution) moved along: no re-read.
-    call = made.call
+    return _unless_hidden(user, made.call)
+
+
+def _unless_hidden(user: Any, call: ToolCall) -> ToolCall:
+    """``call``, unless it was refused for a tool the caller may not see: that is answered like a missing tool.
+
+    Asked of the call as first answered and again of a followed one: a worker re-checks permissions when it runs
+    the call, so a grant withdrawn meanwhile denies it there, and that denial must read as the status tool and the
+    REST API read it (``toolhub.caller_view``), never as the policy's refusal naming the grant.
+    """
     if call.status in (CallStatus.INVALID, CallStatus.DENIED):
         principal = caller_principal(user, tenant=call.tenant or None)
         visible = callable_names(principal)
         if registry.get(call.tool_name) is None or call.tool_name not in visible:
-            # A tool the caller may not see is answered exactly like a missing one.
             raise MCPError(types.INVALID_PARAMS, unknown_tool_message(call.tool_name, visible))
     return call
+
+
+def _followed_sync(ctx: ServerRequestContext[Any, Any], call_id: uuid.UUID) -> ToolCall:
+    """The followed call as it is now, read as the caller was answered (``_unless_hidden``)."""
+    return _unless_hidden(request_user(ctx), ToolCall.objects.get(pk=call_id))
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -206,7 +219,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
         async with wait_slot_async(request_user(ctx).pk) as free:
             if free:
                 await follower.until_settled(toolhub_settings().MCP_CALL_WAIT_SECONDS)
-        call = await in_thread(ToolCall.objects.get)(pk=call.pk)
+        call = await in_thread(_followed_sync)(ctx, call.pk)
     return await in_thread(call_result)(call)
 
 
