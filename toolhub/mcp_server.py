@@ -85,7 +85,21 @@ def _find_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any]
 
 
 def _cancel_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
-    return cancel_call(request_user(ctx), arguments)
+    user = request_user(ctx)
+    _count_write(user)  # as ``POST /api/v1/calls/{id}/cancel/`` is throttled (``throttle_scope = "calls"``)
+    return cancel_call(user, arguments)
+
+
+def _count_write(user: Any) -> None:
+    """Count one MCP write (a call, a cancel) against the per-user ``calls`` rate the REST API's writes count against.
+
+    Past the rate it is refused before anything is read or written, whichever channel the user writes through.
+    """
+    wait = user_throttle_wait(user, "calls")
+    if wait is not None:
+        raise MCPError(
+            types.INVALID_REQUEST, f"Too many calls: the rate of calls per user is used up; try again in {wait:.0f} s."
+        )
 
 
 def _describe_sync(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
@@ -148,11 +162,7 @@ def _request_sync(
         # Meta tools, facades and context tools act on a run's visible tools; an MCP client has no run.
         raise MCPError(types.INVALID_PARAMS, unknown_tool_message(name, callable_names(request_principal(ctx))))
     # The per-user rate of calls (``calls``) counts a call over MCP as one over ``POST /api/v1/calls/``.
-    wait = user_throttle_wait(user, "calls")
-    if wait is not None:
-        raise MCPError(
-            types.INVALID_REQUEST, f"Too many calls: the rate of calls per user is used up; try again in {wait:.0f} s."
-        )
+    _count_write(user)
     try:
         made = direct_call_request(
             user=user,

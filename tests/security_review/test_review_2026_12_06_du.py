@@ -11,6 +11,11 @@ Findings:
    ``POST /api/v1/calls/?wait=`` (``_answer``) and MCP's own ``toolhub_call_status`` answer a refused call of a
    tool the caller may no longer see as an unknown tool's. Now the followed call goes through the check the first
    answer does (``toolhub.mcp_server._unless_hidden``): the unknown-tool error, as a tool refused at once.
+2. MCP's ``toolhub_cancel_call`` was not throttled, where ``POST /api/v1/calls/{id}/cancel/`` counts against the
+   per-user ``calls`` rate (``throttle_scope = "calls"``) and MCP's ``tools/call`` counts against it since probe
+   04_l: past the rate, alice's REST client was answered 429 while her MCP client went on withdrawing calls (each
+   a write: the call, its approval request, audit events, the run woken). Now every MCP write counts against the
+   one per-user rate through one check (``toolhub.mcp_server._count_write``) before it is made.
 
 Checked and found holding (no test here):
 
@@ -38,6 +43,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.db import connection
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -46,7 +52,8 @@ from tests.helpers import for_a_worker
 from tests.integration.workers import wait_for
 from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - live_asgi is a fixture
 from toolhub import pipeline
-from toolhub.models import CallStatus, Grant, ToolCall
+from toolhub.direct import direct_call_request
+from toolhub.models import CallKind, CallStatus, Grant, ToolCall
 from toolhub.tasks import execute_tool_call_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,3 +109,43 @@ def test_a_followed_mcp_call_denied_by_its_worker_reads_as_an_unknown_tool(
     assert isinstance(answer, MCPError), answer.content[0].text  # as a tool refused at once is answered
     assert answer.message == read.content[0].text, answer.message
     assert "grant" not in answer.message.lower()
+
+
+def test_cancelling_over_mcp_counts_against_the_per_user_rate_of_calls(
+    live_asgi: str,  # noqa: F811 - the fixture imported above
+    settings: Any,
+    alice: User,
+) -> None:
+    """Found: at a rate of 1 call a minute, alice's second ``POST /api/v1/calls/{id}/cancel/`` answers 429, but over
+    MCP ``toolhub_cancel_call`` withdrew her second held call (and would any number more): the stable tool counted
+    nothing against the ``calls`` rate that the REST cancel and MCP's ``tools/call`` count against.
+    Expect: the second cancel over MCP is refused ("Too many calls", as ``tools/call`` is) and its call stays held.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
+    Grant.objects.create(tool_name="risky_effect", user=alice)
+    held = [
+        direct_call_request(user=alice, tool_name="risky_effect", arguments={"note": f"n{n}"}, kind=CallKind.MCP).call
+        for n in range(2)
+    ]
+    assert [call.status for call in held] == [CallStatus.PENDING_APPROVAL] * 2
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"calls": "1/minute"}}
+    cache.clear()
+
+    async def cancel(client: Client, call: ToolCall) -> Any:
+        try:
+            return await client.call_tool("toolhub_cancel_call", {"call_id": str(call.pk)})
+        except MCPError as refused:
+            return refused
+
+    try:
+        answers = [
+            with_client(live_asgi, token(alice), lambda client, call=call: cancel(client, call)) for call in held
+        ]
+    finally:
+        cache.clear()
+
+    first, second = answers
+    assert not isinstance(first, MCPError) and first.is_error is False, first
+    assert isinstance(second, MCPError), second
+    assert second.message.startswith("Too many calls"), second.message
+    assert ToolCall.objects.get(pk=held[1].pk).status == CallStatus.PENDING_APPROVAL
