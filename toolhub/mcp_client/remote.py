@@ -49,6 +49,8 @@ class RemoteCallOutcome:
     text: str = ""
     structured: Any = None
     is_error: bool = False
+    #: The listing held the tool's name more than once: nothing was called (see ``remote_call``).
+    listed_twice: bool = False
 
 
 def remote_tools(url: str, *, name: str, headers: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
@@ -74,13 +76,18 @@ def remote_call(
 ) -> RemoteCallOutcome:
     """List the tools, and call ``remote_name`` only if its definition still hashes to ``accepted_hash``.
 
+    And only if the listing names it once (``RemoteServerError`` otherwise): the result is checked against the
+    output schema of the entry hashed, never another of the same name.
+
     ``kept``: the definition as toolhub keeps and hashes it (without the credential); ``listed`` is so.
     """
     from toolhub.mcp_client.definitions import definition_hash
 
     async def main(client: Client) -> RemoteCallOutcome:
-        found = next((tool for tool in await _listed(client) if tool.get("name") == remote_name), None)
-        listed = kept(found) if found is not None else None
+        named = [tool for tool in await _listed(client) if tool.get("name") == remote_name]
+        if len(named) > 1:
+            return RemoteCallOutcome(listed=None, listed_twice=True)
+        listed = kept(named[0]) if named else None
         if listed is None or definition_hash(listed) != accepted_hash:
             return RemoteCallOutcome(listed=listed)
         result = await client.call_tool(remote_name, dict(arguments), meta=dict(meta) or None)
@@ -89,7 +96,15 @@ def remote_call(
             listed=listed, text=text, structured=result.structured_content, is_error=bool(result.is_error)
         )
 
-    return _run(url, name, headers, timeout, main)
+    outcome: RemoteCallOutcome = _run(url, name, headers, timeout, main)
+    if outcome.listed_twice:
+        # The pin is compared with one entry, while the SDK checks the result against the output schema of the
+        # last entry of that name it read: a second entry (no ``outputSchema``) would let any result through.
+        raise RemoteServerError(
+            f"The MCP server {name!r} lists the tool {remote_name!r} more than once, so which definition it "
+            "would run is not the one accepted; nothing was sent. The server must list each tool once."
+        )
+    return outcome
 
 
 async def _listed(client: Client) -> list[dict[str, Any]]:
