@@ -11,6 +11,12 @@ Findings:
    an output schema (or a wider one) let any structured result through unchecked to the model: 200 characters of
    text where the accepted schema allows 20. A listing holding the called tool's name more than once is now
    refused before anything is sent (``RemoteServerError``, a clear message naming the server, not its URL).
+2. ``enum`` (and ``const``) bypassed the validation budget: one step each, but jsonschema compares the value with
+   every member in turn and writes the repr of the whole enum into each error (and ``schema_problems`` joined every
+   member's repr again per error). 10,000 items (30 KB of arguments) against an accepted 4,000-name enum (70 KB of
+   a remote ``inputSchema``) took 42 s and 1.3 GB of the web process. ``linear_keywords`` now checks both against
+   a set of the members' canonical forms (the ``uniqueItems`` equality), made once per validator, with errors that
+   name the rule; the reported message reads only the members it quotes.
 
 Checked and holding:
 
@@ -19,16 +25,19 @@ Checked and holding:
   pinned ``inputSchema`` (hashed whole, canonical JSON).
 """
 
+import time
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from pydantic import ValidationError
 
 from tests.helpers import RequestCall
 from tests.mcpclient.fake_server import FakeCrm, serving
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
 from toolhub.models import Tenant
+from toolhub.tools.definition import Tool
 
 TOOL = "crm__grade"
 
@@ -81,3 +90,32 @@ def test_a_tool_listed_twice_cannot_swap_the_output_schema_its_results_are_check
         assert "more than once" in twice.error
         assert url not in twice.error
         assert len(fake.calls) == 1
+
+
+def test_many_items_against_a_large_enum_are_checked_in_bounded_time_and_memory() -> None:
+    """Found: ``enum`` counted one step of the validation budget, but jsonschema compares the value with each member
+    in turn and builds its error with the repr of the whole enum: 10,000 items (30 KB of arguments) against an
+    accepted enum of 4,000 names (70 KB of a remote ``inputSchema``) took 42 s and 1.3 GB of the web process
+    (100 KB of arguments: minutes and several GB), within ``MAX_VALIDATION_STEPS``.
+
+    Expect: refused within seconds, naming the rule and a few of the members, never the whole enum; a member is
+    still accepted, by JSON Schema equality (``1.0`` is ``1``; ``true`` is not ``1``; key order does not count).
+    """
+    members: list[Any] = [f"member-{i:05d}" for i in range(4000)] + [1, {"a": 1, "b": [2]}]
+    tool = Tool.create(
+        "enum_tool",
+        "Picks members.",
+        {"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": members}}}},
+        lambda arguments, ctx: None,
+        allow_any=True,
+    )
+    started = time.monotonic()
+    with pytest.raises(ValidationError) as refused:
+        tool.validate_arguments({"xs": [0] * 6000})
+    assert time.monotonic() - started < 5
+    said = str(refused.value)
+    assert "member-00000" in said and "member-03999" not in said and len(said) < 5000
+
+    assert tool.validate_arguments({"xs": ["member-03999", 1.0, {"b": [2.0], "a": 1}]})
+    with pytest.raises(ValidationError):
+        tool.validate_arguments({"xs": [True]})

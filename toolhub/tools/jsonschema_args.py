@@ -403,7 +403,7 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
         return [(location, f"Input should be of type {expected}")]
     if rule in ("enum", "const"):
         options = expected if rule == "enum" else [expected]
-        return [(location, f"Input should be one of {_bounded(', '.join(repr(o) for o in options))}")]
+        return [(location, f"Input should be one of {_quoted(options)}")]
     if rule == "format":
         return [(location, f"Input should be a valid {_bounded(repr(expected))} (the schema's format)")]
     if rule in (
@@ -422,6 +422,16 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
     ):
         return [(location, f"Input should satisfy {rule} {_bounded(repr(expected))}")]
     return [(location, f"Input does not satisfy the schema's {rule!r} rule")]
+
+
+def _quoted(options: Iterable[Any]) -> str:
+    """``_bounded`` of the options' reprs, joined, reading only as many as it shows (an enum may be large)."""
+    shown: list[str] = []
+    for option in options:
+        shown.append(repr(option)[: _SHOWN + 1])
+        if sum(len(text) + 2 for text in shown) > _SHOWN:
+            break
+    return _bounded(", ".join(shown))
 
 
 def _bounded(text: str) -> str:
