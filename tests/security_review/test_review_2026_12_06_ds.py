@@ -17,12 +17,21 @@ Findings:
    a remote ``inputSchema``) took 42 s and 1.3 GB of the web process. ``linear_keywords`` now checks both against
    a set of the members' canonical forms (the ``uniqueItems`` equality), made once per validator, with errors that
    name the rule; the reported message reads only the members it quotes.
+3. A keyword cost one step however many errors it yielded: ``required`` yields one per missing name, so 300 empty
+   objects (1.2 KB of arguments) against an accepted 4,000-name ``required`` were 1.2 million errors, 49 s and
+   2.9 GB of the web process. Each error now costs a step at each keyword it passes (``counted_keywords``).
+4. ``schema_problems`` described each of those errors by listing every missing name of the object: one empty
+   object against a 7,000-name ``required`` took 76 s. An object's ``required``/``additionalProperties`` problems
+   are now described once per schema node.
 
 Checked and holding:
 
 - ``title`` is not pinned, and nothing of it reaches the model: a remote tool's ``Tool`` is built from the
   accepted ``description`` and ``inputSchema`` only (``provider._build``); ``$ref``/``$defs`` are inside the
   pinned ``inputSchema`` (hashed whole, canonical JSON).
+- Arguments nested within ``MAX_NESTING`` against an accepted schema that recurses deeply per level (20 nested
+  ``allOf``): ``RecursionError`` is caught by the argument check and the call is ``invalid`` ("its validator
+  failed"), nothing sent; a structured remote result doing the same fails the call as ``RemoteServerError``.
 """
 
 import time
@@ -119,3 +128,44 @@ def test_many_items_against_a_large_enum_are_checked_in_bounded_time_and_memory(
     assert tool.validate_arguments({"xs": ["member-03999", 1.0, {"b": [2.0], "a": 1}]})
     with pytest.raises(ValidationError):
         tool.validate_arguments({"xs": [True]})
+
+
+def _required_tool(names: int) -> Tool:
+    required = [f"field_{i:05d}" for i in range(names)]
+    return Tool.create(
+        "required_tool",
+        "Takes records.",
+        {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object", "required": required}}}},
+        lambda arguments, ctx: None,
+        allow_any=True,
+    )
+
+
+def test_many_errors_of_one_keyword_are_bounded_by_the_validation_budget() -> None:
+    """Found: a keyword counted one step however many errors it yielded: ``required`` yields one per missing name,
+    so 300 empty objects (1.2 KB of arguments) against an accepted 4,000-name ``required`` (60 KB of a remote
+    ``inputSchema``) were 1.2 million errors: 49 s and 2.9 GB of the web process, for 300 steps.
+
+    Expect: each error costs a step too; the arguments are refused within seconds as past the budget.
+    """
+    tool = _required_tool(3000)
+    started = time.monotonic()
+    with pytest.raises(ValidationError, match="steps"):
+        tool.validate_arguments({"xs": [{}] * 60})
+    assert time.monotonic() - started < 5
+
+
+def test_an_object_missing_many_required_names_is_reported_in_linear_time() -> None:
+    """Found: each ``required`` error (one per missing name) was described by listing every missing name of the
+    object: one empty object against a 7,000-name ``required`` took 76 s (49 million descriptions), within budget.
+
+    Expect: the object's missing names are described once; the first ``MAX_REPORTED_ERRORS`` are named, the rest
+    counted, within a second or two.
+    """
+    tool = _required_tool(3000)
+    started = time.monotonic()
+    with pytest.raises(ValidationError) as refused:
+        tool.validate_arguments({"xs": [{}]})
+    assert time.monotonic() - started < 3
+    said = str(refused.value)
+    assert "xs.0.field_00000" in said and "Field required" in said and "2,980 more" in said

@@ -374,8 +374,16 @@ def schema_problems(errors: Iterable[Any]) -> tuple[list[tuple[tuple[Any, ...], 
     a second of any: 100 bad items of one array must not hide a different problem of another field.
     """
     problems: dict[tuple[tuple[Any, ...], str], None] = {}
+    described: set[tuple[Any, ...]] = set()
     for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-        problems.update(dict.fromkeys(_describe(error, tuple(error.absolute_path))))
+        location = tuple(error.absolute_path)
+        if error.validator in _WHOLE_OBJECT:
+            # jsonschema yields one ``required`` error per missing name; each describes every one of them.
+            key = (error.validator, location, id(error.schema))
+            if key in described:
+                continue
+            described.add(key)
+        problems.update(dict.fromkeys(_describe(error, location)))
     kinds: dict[tuple[tuple[Any, ...], str], list[tuple[tuple[Any, ...], str]]] = {}
     for problem in problems:
         kinds.setdefault(_kind(problem), []).append(problem)
@@ -383,6 +391,10 @@ def schema_problems(errors: Iterable[Any]) -> tuple[list[tuple[tuple[Any, ...], 
     chosen = set(in_turn[:MAX_REPORTED_ERRORS])
     reported = [problem for problem in problems if problem in chosen]  # in the order of their locations
     return reported, len(problems) - len(reported)
+
+
+#: Rules ``_describe`` reports for the whole object at once (each missing name, each extra property).
+_WHOLE_OBJECT = frozenset({"required", "additionalProperties"})
 
 
 def _kind(problem: tuple[tuple[Any, ...], str]) -> tuple[tuple[Any, ...], str]:

@@ -3,8 +3,9 @@
 The schema bounds (``jsonschema_args``) cap the schemas one value is checked against (``MAX_SCHEMA_APPLICATIONS``),
 but each item of an array and each property of an object is such a value: an accepted schema checking each item
 against 4,000 schemas (a ``$ref`` fan-out within the bound) took 200 s of a web process for 1,000 integers (4 KB of
-arguments, far within ``MAX_ARGUMENTS_BYTES``). Here every keyword a validator applies counts one step, and a check
-stops once it has spent ``MAX_VALIDATION_STEPS`` (a few seconds at most), failing the value.
+arguments, far within ``MAX_ARGUMENTS_BYTES``). Here every keyword a validator applies counts one step, and so does
+every error a keyword yields; a check stops once it has spent ``MAX_VALIDATION_STEPS`` (a few seconds at most),
+failing the value.
 """
 
 from collections.abc import Callable, Iterator, Mapping
@@ -50,14 +51,30 @@ def counted_keywords(keywords: Mapping[str, Callable[..., Any]]) -> dict[str, Ca
         def apply(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
             remaining = _remaining.get()
             if remaining is not None:
-                remaining[0] -= 1
-                if remaining[0] < 0:
-                    raise ValidationBudgetSpent
-            return keyword(validator, value, instance, schema) or iter(())
+                _spend(remaining)
+            errors = keyword(validator, value, instance, schema) or iter(())
+            return errors if remaining is None else _counted_errors(errors, remaining)
 
         return apply
 
     return {name: counted(keyword) for name, keyword in keywords.items()}
+
+
+def _spend(remaining: list[int]) -> None:
+    remaining[0] -= 1
+    if remaining[0] < 0:
+        raise ValidationBudgetSpent
+
+
+def _counted_errors(errors: Iterator[Any], remaining: list[int]) -> Iterator[Any]:
+    """``errors``, each costing a step as it passes: one keyword may yield any number of them for one value.
+
+    ``required`` yields one error per missing name: 300 empty objects (1 KB) against a 4,000-name ``required`` were
+    1.2 million errors, 49 s and 3 GB, for 300 steps. An error costs a step at each keyword it passes up through.
+    """
+    for error in errors:
+        _spend(remaining)
+        yield error
 
 
 class BudgetedValidator:
