@@ -322,7 +322,7 @@ def linear_validator(
         "pattern": pattern,
         "patternProperties": pattern_properties,
         "additionalProperties": additional_properties,
-        **bounded_keywords(draft),  # ``uniqueItems`` and ``multipleOf`` bounded too (``linear_keywords``)
+        **bounded_keywords(draft),  # uniqueItems, enum, const, multipleOf bounded (``linear_keywords``)
     }
     # Each keyword applied counts against the check's ``validation_budget``: the work is bounded per check, a
     # check made outside any budget within its own (``BudgetedValidator``).
