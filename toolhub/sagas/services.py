@@ -211,7 +211,14 @@ def saga_rollback(
         if hold:
             held, recorded = recorded + held, []
         if not recorded and not held:
-            return saga.rollbacks.filter(finished_at__isnull=True).first()
+            # Nothing for a new rollback; a late step ``record_missing_steps`` just filed may have opened a finished
+            # one again (``plan_compensation``): it starts now, not at the sweep's next tick, the saga's status with it.
+            under_way = saga.rollbacks.filter(finished_at__isnull=True).first()
+            advance(saga, actor)
+            refresh_status(saga, actor)
+            if under_way is not None:
+                under_way.refresh_from_db()
+            return under_way
         rollback = Rollback.objects.create(
             saga=saga,
             trigger=trigger,
