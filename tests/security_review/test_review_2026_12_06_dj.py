@@ -201,11 +201,14 @@ def test_a_reopen_racing_an_operators_retry_runs_each_compensation_once(alice: U
     assert failed.status == CompensationStatus.FAILED and saga.rollbacks.get().finished_at is not None
     RELEASE_FAILS["on"] = False
     _succeeds_unheard(slow, {"ok": True})
+    # Settled ten minutes ago, on the real clock: the locker's transaction starts now, and the ended-steps mark stops
+    # short of a transaction still open with writes (review dr), as a sweep on a clock moved on would.
+    ToolCall.objects.filter(pk=slow.pk).update(finished_at=timezone.now() - dt.timedelta(minutes=10))
 
     locker = psycopg.connect(**dsn())
     locker.execute("SELECT id FROM sagas_saga WHERE id = %s FOR UPDATE", [saga.pk])
     try:
-        sweeper, _ = in_thread(lambda: _sweep_at(dt.timedelta(minutes=10)), "sweep")
+        sweeper, _ = in_thread(sagas_sweep, "sweep")
         operator, _ = in_thread(lambda: compensation_retry(compensation=failed, actor="operator"), "retry")
         wait_for_lock_waiter('FROM "sagas_saga"', count=2)
     finally:

@@ -3,22 +3,45 @@
 A scan that finds what a lost notification or a stopped sweep left behind reads by when a row settled, from its
 ``SweepMark`` on: a sweep back after any outage reads every row it missed, and a tick reads only what settled since
 the last one. The mark moves only from the value the tick read (two sweepers at once: one moves it).
+
+A row is stamped inside the transaction that writes it and seen only once that commits: a transaction may stay open
+longer than any fixed margin (an atomic tool's, idle up to its timeout, settles the steps its inner calls made inside
+it). On PostgreSQL the mark never passes the start of the oldest transaction of this database still open with writes
+(less a margin): a row it stamped is read once it commits.
 """
 
 import datetime as dt
 import uuid
 from collections.abc import Callable
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from toolhub.models import ToolCall
 from toolhub.sagas.models import SweepMark
 
-__all__ = ["marked_batch"]
+__all__ = ["marked_batch", "oldest_open_write"]
+
+# Other sessions' transactions of this database that wrote (hold a transaction id): one of them may have stamped a row
+# nobody sees yet. Sessions of another role show no ``xact_start`` without ``pg_read_all_stats`` (left out by MIN).
+_OLDEST_OPEN_WRITE_SQL = """
+SELECT MIN(xact_start) FROM pg_stat_activity
+WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+"""
+
+
+def oldest_open_write() -> dt.datetime | None:
+    """When the oldest transaction of this database still open with writes began (PostgreSQL), else ``None``."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_OLDEST_OPEN_WRITE_SQL)
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def marked_batch(
-    name: str, rows: QuerySet[ToolCall], *, until: dt.datetime, limit: int
+    name: str, rows: QuerySet[ToolCall], *, until: dt.datetime, margin: dt.timedelta, limit: int
 ) -> tuple[list[uuid.UUID], Callable[[], None]]:
     """The ids of ``rows`` settled from mark ``name`` until ``until``, and how to move the mark past them.
 
@@ -26,8 +49,13 @@ def marked_batch(
 
     No mark (a first run, on an upgrade too): from the oldest. At most ``limit`` rows: a batch that filled it moves
     the mark to its newest row (by ``finished_at, id``), the next tick carries on after it; otherwise to ``until``.
-    Move it only after the batch was handled: a batch that raised is read again the next tick.
+    Move it only after the batch was handled: a batch that raised is read again the next tick. Never past the start of
+    a transaction still open with writes (``oldest_open_write``), less ``margin``: a row may be stamped before its
+    transaction's first statement (Python's clock, then the write), or by a host whose clock runs behind.
     """
+    oldest = oldest_open_write()
+    if oldest is not None:
+        until = min(until, oldest - margin)
     mark = SweepMark.objects.filter(name=name).values_list("reached", "reached_pk").first()
     rows = rows.filter(finished_at__lt=until)
     if mark is not None:

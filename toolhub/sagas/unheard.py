@@ -48,7 +48,9 @@ def hold_unheard_failures(limit: int, *, until: dt.datetime) -> int:
     tick carries on after it. The mark moves only from the value this tick read (two sweepers at once: one moves it;
     a failure both read is rolled back once).
     """
-    batch, move_mark = marked_batch(UNHEARD_FAILURES_MARK, failed_direct_steps(), until=until, limit=limit)
+    batch, move_mark = marked_batch(
+        UNHEARD_FAILURES_MARK, failed_direct_steps(), until=until, margin=ENDED_STEP_MARGIN, limit=limit
+    )
     held = roll_back_unheard_failures(unheard_among(ToolCall.objects.filter(pk__in=batch)), limit, hold=True)
     move_mark()
     return held
@@ -162,8 +164,9 @@ def _newest_step_left() -> QuerySet[ToolCall]:
 #: anew when run steps joined the scan, so an upgrade reads them from the oldest once.
 ENDED_STEPS_MARK = "ended_saga_steps"
 
-#: How long a settled step waits before the sweep reads it: its notification is heard well within it, and a step's
-#: transaction (``finished_at`` is set inside it) commits within it, so the mark never passes one not yet visible.
+#: How long a settled step waits before the sweep reads it: its notification is heard well within it. A step's
+#: transaction (``finished_at`` is set inside it) may commit later (an atomic tool's stays open up to its timeout): the
+#: mark never passes the start of a transaction still open with writes, less this margin (``marked_batch``).
 ENDED_STEP_MARGIN = dt.timedelta(minutes=5)
 
 
@@ -200,7 +203,9 @@ def repair_ended_steps(limit: int, *, now: dt.datetime, window: dt.timedelta) ->
     tick. From ``SweepMark`` ``ended_saga_steps`` (``marked_batch``), ``limit`` steps a tick, until
     ``ENDED_STEP_MARGIN`` ago.
     """
-    batch, move_mark = marked_batch(ENDED_STEPS_MARK, ended_saga_steps(), until=now - ENDED_STEP_MARGIN, limit=limit)
+    batch, move_mark = marked_batch(
+        ENDED_STEPS_MARK, ended_saga_steps(), until=now - ENDED_STEP_MARGIN, margin=ENDED_STEP_MARGIN, limit=limit
+    )
     late = 0
     if batch:
         unrecorded = (
