@@ -53,11 +53,34 @@ def approval_email_approvers(*, request_id: int, event: str) -> int:
     )
     body = _body(request, event, standing)
     messages = [EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [address]) for address in recipients]
+    return _send_each(messages, request_id=request.pk, event=event)
+
+
+def _send_each(messages: list[EmailMessage], *, request_id: int, event: str) -> int:
+    """Send each message on its own over one connection; return how many went out.
+
+    One approver's address refused by the mail server (a closed mailbox) fails that message alone: sent as one batch,
+    the first failure ended it and everyone after went unmailed. Failures are logged, never raised.
+    """
+    connection = get_connection()
     try:
-        return get_connection().send_messages(messages) or 0
+        connection.open()
     except Exception:  # noqa: BLE001 - any mail backend's failure: logged, never in the decision's way
-        logger.exception("Could not e-mail the approvers of approval request %s (%s)", request.pk, event)
+        logger.exception("Could not e-mail the approvers of approval request %s (%s)", request_id, event)
         return 0
+    sent = 0
+    try:
+        for message in messages:
+            try:
+                sent += connection.send_messages([message]) or 0
+            except Exception:  # noqa: BLE001 - this approver's message only; the next ones still go out
+                logger.exception("Could not e-mail an approver of approval request %s (%s)", request_id, event)
+    finally:
+        try:
+            connection.close()
+        except Exception:  # noqa: BLE001 - a server gone at QUIT: what was sent is sent
+            logger.warning("Could not close the mail connection after approval request %s", request_id)
+    return sent
 
 
 def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:

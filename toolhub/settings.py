@@ -328,6 +328,9 @@ EMAIL_PORT = _env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+# Seconds each wait on the mail server may take: unbounded, a server that never answers held the worker (or, embedded,
+# the request) sending an approval's e-mails.
+EMAIL_TIMEOUT = _env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=600)
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "toolhub@localhost")
 
 REST_FRAMEWORK = {
