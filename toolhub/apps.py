@@ -25,6 +25,7 @@ class ToolhubConfig(AppConfig):
     def ready(self) -> None:
         from toolhub import (
             checks,  # noqa: F401 - registers the system checks
+            db_pooler,  # noqa: F401 - registers the pooler's deploy check (toolhub.W014)
             login_guard,  # noqa: F401 - audits login lockouts
         )
         from toolhub.conf import toolhub_settings

@@ -80,6 +80,11 @@ class ToolhubSettings(BaseModel):
     # Turn off behind a connection pooler that cannot keep prepared statements (PgBouncer before 1.21 in
     # transaction mode). Django's own queries are never prepared (it binds on the client).
     PREPARED_STATEMENTS: bool = True
+    # Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``) a session's SET or RESET stays on
+    # the server connection that ran it, which then serves other clients: toolhub then sends none
+    # (``toolhub.db_pooler``). Its time bounds are the role's (``toolhub_db_roles`` sets them), lifted only with
+    # ``SET LOCAL`` inside a transaction.
+    TRANSACTION_POOLER: bool = False
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
     REDISPATCH_AFTER_SECONDS: SecondsOrZero = 60
     # Seconds a call of an external (schema-only) tool waits for its result before it expires.

@@ -9,7 +9,8 @@ than the URL's startup ``options``, which PgBouncer refuses by default. ``migrat
 (``RESET``: back to the server's or role's): an index build or table rewrite may take longer than any request. An
 operator's command lifts the statement bound for every connection of its process (``operator_statements_unbounded``):
 its operator watches it, and its work (a whole trail read or written, a wait on the locks of live traffic) may take
-longer than a request's.
+longer than a request's. Behind a pooler in transaction mode (``TOOLHUB["TRANSACTION_POOLER"]``) none of this sends a
+session-level setting: the bounds are the role's, lifted only with ``SET LOCAL`` (``toolhub.db_pooler``).
 """
 
 from collections.abc import Callable, Iterator
@@ -20,6 +21,8 @@ import psycopg.errors
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from toolhub.db_pooler import pooled, transactions_unbounded
 
 #: The settings (seconds) and the PostgreSQL parameters they bound (milliseconds).
 BOUNDS = {
@@ -49,6 +52,9 @@ def connection_bounded(sender: Any, connection: BaseDatabaseWrapper, **kwargs: A
     """``connection_created``: bound a new PostgreSQL connection's statements and idle transactions."""
     if connection.vendor != "postgresql":
         return
+    if pooled():  # the role's bounds; the session's idle bound is unknown (each transaction may get another)
+        setattr(connection, _IDLE_BOUND_ATTRIBUTE, None)
+        return
     bounds = [
         (name, 0 if _operator_commands and name == "statement_timeout" else int(getattr(settings, setting, 0)) * 1000)
         for setting, name in BOUNDS.items()
@@ -68,6 +74,9 @@ def migrate_unbounded(sender: Any, using: str = "default", **kwargs: Any) -> Non
     connection = connections[using]
     if connection.vendor != "postgresql":
         return
+    if pooled():  # no RESET to leave on a pooled server connection: migrate runs as the owner, which has no bound
+        setattr(connection, _IDLE_BOUND_ATTRIBUTE, None)
+        return
     with connection.cursor() as cursor:
         cursor.execute("; ".join(f"RESET {name}" for name in BOUNDS.values()))
         cursor.execute("SELECT name, setting FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'")
@@ -80,8 +89,13 @@ def operator_statements_unbounded() -> Iterator[None]:
 
     The ones open now are ``RESET`` (back to the server's or role's bound, as ``migrate``'s), the ones opened meanwhile
     never take it; after the outermost command, the ones open before get their bound back and the others toolhub's.
-    The idle bound stays.
+    The idle bound stays. Behind a pooler in transaction mode, no session is touched: each transaction of the
+    command's takes ``SET LOCAL`` instead (``toolhub.db_pooler.transactions_unbounded``).
     """
+    if pooled():
+        with transactions_unbounded():
+            yield
+        return
     global _operator_commands
     _operator_commands += 1
     before: dict[str, str] = {}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
+from toolhub.db_pooler import pooled, role_bounds_set
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
@@ -75,6 +76,8 @@ class RoleReport:
     created: bool
     password_set: bool
     warnings: list[str] = field(default_factory=list)
+    #: The time bounds set on the role (behind a transaction pooler only: ``toolhub.db_pooler``).
+    bounds: list[str] = field(default_factory=list)
 
 
 def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "default") -> RoleReport:
@@ -144,6 +147,11 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
         if exposed := _beyond_appending(cursor, schema, role):
             raise DatabaseRoleError(f"Role {exposed}: the role is left as it was; run this again after.")
         cursor.execute(f"COMMENT ON ROLE {name} IS %s", [APP_ROLE_MARK])
+        bounds = (
+            role_bounds_set(cursor, name, connection.ops.quote_name(database), connection.timezone_name)
+            if pooled()
+            else []
+        )
         cursor.execute("SELECT has_schema_privilege(%s, %s, 'CREATE')", [role, schema])
         warnings = []
         if cursor.fetchone()[0]:
@@ -159,6 +167,7 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
         created=existing is None,
         password_set=bool(password),
         warnings=warnings,
+        bounds=bounds,
     )
 
 

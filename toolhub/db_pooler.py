@@ -1,0 +1,123 @@
+"""Time bounds behind a pooler in transaction mode (``TOOLHUB["TRANSACTION_POOLER"]``): none set per session.
+
+Behind PgBouncer in transaction pooling a client's ``SET`` (or ``set_config(..., false)``) or ``RESET`` stays on the
+server connection that ran it, which then serves other clients' transactions: an operator command's or ``migrate``'s
+``RESET`` left a pooled server connection that later served requests without a statement bound, and a client's own
+bounds did not follow it to its next transaction. With the setting on, toolhub sends no session-level setting at all:
+
+- the bounds are the role's (``ALTER ROLE ... IN DATABASE ... SET``), which every server connection of the pool takes
+  when it opens; ``toolhub_db_roles`` sets them for the role it manages (``role_bounds_set``) and ``check --deploy``
+  names a role without them (``toolhub.W014``);
+- an operator command lifts the statement bound with ``SET LOCAL`` as each of its transactions begins
+  (``transactions_unbounded``); its statements outside a transaction keep the role's bound;
+- ``migrate`` lifts nothing: it runs as the owner role, which toolhub does not bound.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Warning, register
+from django.db import DatabaseError, connections
+
+from toolhub.conf import toolhub_settings
+
+#: The settings (seconds) and the PostgreSQL parameters they bound (as ``toolhub.db_timeouts.BOUNDS``).
+ROLE_BOUNDS = {
+    "DATABASE_STATEMENT_TIMEOUT": "statement_timeout",
+    "DATABASE_IDLE_IN_TRANSACTION_TIMEOUT": "idle_in_transaction_session_timeout",
+}
+
+_LIFT_SQL = "SET LOCAL statement_timeout = 0"
+
+
+def pooled() -> bool:
+    """Whether toolhub connects through a pooler in transaction mode (no session-level setting is sent)."""
+    return toolhub_settings().TRANSACTION_POOLER
+
+
+def role_bounds_set(cursor: Any, quoted_role: str, quoted_database: str, time_zone: str) -> list[str]:
+    """Bound ``quoted_role``'s sessions in ``quoted_database`` as toolhub's settings say (0: left as it is).
+
+    Returns what was set (``name=ms``). The role's settings hold on every server connection a pooler opens for it.
+    Its ``TimeZone`` becomes Django's too: Django sets it per session (``set_config``) where it differs.
+    """
+    cursor.execute(f"ALTER ROLE {quoted_role} IN DATABASE {quoted_database} SET timezone = %s", [time_zone])
+    done = [f"TimeZone={time_zone}"]
+    for setting, name in ROLE_BOUNDS.items():
+        ms = int(getattr(settings, setting, 0)) * 1000
+        if ms > 0:
+            cursor.execute(f"ALTER ROLE {quoted_role} IN DATABASE {quoted_database} SET {name} = {ms}")
+            done.append(f"{name}={ms}ms")
+    return done
+
+
+_UNBOUNDED_SQL = """
+SELECT b.name FROM unnest(%s::text[]) AS b(name)
+WHERE NOT EXISTS (
+    SELECT 1 FROM pg_db_role_setting r, unnest(r.setconfig) AS c(setting)
+    WHERE r.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+      AND r.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
+      AND split_part(c.setting, '=', 1) = b.name AND split_part(c.setting, '=', 2) !~ '^0[a-z]*$')
+"""
+
+
+def role_unbounded(using: str = "default") -> tuple[str, list[str]]:
+    """The connecting role and the bounds toolhub's settings ask for that neither it nor the database sets."""
+    wanted = [name for setting, name in ROLE_BOUNDS.items() if int(getattr(settings, setting, 0)) > 0]
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        role = cursor.fetchone()[0]
+        cursor.execute(_UNBOUNDED_SQL, [wanted])
+        return role, [row[0] for row in cursor.fetchall()]
+
+
+@register("toolhub", deploy=True)
+def check_pooler_role_bounds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``--deploy`` with ``TRANSACTION_POOLER``: toolhub sets no bound itself, so the role must have them."""
+    if not pooled() or connections["default"].vendor != "postgresql":
+        return []
+    try:
+        role, missing = role_unbounded()
+    except DatabaseError as exc:
+        problem, role = f"could not be read ({type(exc).__name__})", "the application role"
+    else:
+        if not missing:
+            return []
+        problem = f"are not set for role {role!r} in this database: {', '.join(missing)}"
+    return [
+        Warning(
+            f"TOOLHUB['TRANSACTION_POOLER'] is on, so toolhub sets no time bound per session, and the role's bounds "
+            f"{problem}: its statements and idle transactions may run for ever.",
+            hint=f"Run `manage.py toolhub_db_roles --role {role}` as the owner with the same settings (it sets "
+            "DATABASE_STATEMENT_TIMEOUT and DATABASE_IDLE_IN_TRANSACTION_TIMEOUT on the role), or ALTER ROLE ... "
+            "IN DATABASE ... SET statement_timeout = ...; idle_in_transaction_session_timeout likewise.",
+            id="toolhub.W014",
+        )
+    ]
+
+
+def _lift_at_transaction_start(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict) -> Any:
+    """An execute wrapper: the first statement of a transaction goes after ``SET LOCAL statement_timeout = 0``."""
+    connection = context["connection"]
+    raw = connection.connection
+    if connection.vendor == "postgresql" and raw is not None and not connection.get_autocommit():
+        from psycopg.pq import TransactionStatus
+
+        if raw.info.transaction_status == TransactionStatus.IDLE:
+            raw.execute(_LIFT_SQL)  # begins the transaction: the lift ends with it, on whichever server connection
+    return execute(sql, params, many, context)
+
+
+@contextmanager
+def transactions_unbounded() -> Iterator[None]:
+    """While it lasts, each transaction of this thread's connections runs without the statement bound (``SET LOCAL``).
+
+    Django's statements only (a raw psycopg statement opening a transaction keeps the bound); statements outside a
+    transaction keep the role's bound.
+    """
+    with ExitStack() as stack:
+        for connection in connections.all():
+            stack.enter_context(connection.execute_wrapper(_lift_at_transaction_start))
+        yield
