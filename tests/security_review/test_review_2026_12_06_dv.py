@@ -21,8 +21,18 @@ Checked and holding:
 - Without the setting nothing changes (a direct connection, or a session pooler): the session bounds, ``migrate``'s
   ``RESET`` and the operator commands' lift are as reviews cw, cz, dm and do left them; ``toolhub_db_roles`` sets no
   role bound (a role bound would bound operator commands, whose ``RESET`` returns to it).
-- Probed by hand against PgBouncer 1.18 in ``pool_mode = transaction`` (one server connection, two clients): see the
-  report of this review; not a committed test (the tests must not need PgBouncer).
+- Probed by hand against PgBouncer 1.18 in ``pool_mode = transaction``, ``pool_size = 1`` (a toolhub process and a
+  second plain client sharing one server connection; not a committed test: the tests must not need PgBouncer).
+  Setting off, no role bound: the other client saw ``statement_timeout`` 0, then 30s once toolhub's connection opened
+  (its ``set_config`` leaked to it), 0 after an operator command's statement (its ``RESET``), 30s after the command,
+  0 after ``migrate_unbounded``. Setting on, the role bounded by ``toolhub_db_roles``: 30s throughout for the other
+  client; the operator command saw 0 inside its transaction and the role's 30s outside one; ``check --deploy`` gave
+  ``toolhub.W014`` connecting as a role without bounds and nothing as the bounded role.
+
+Limits (documented, not fixed): behind the pooler an operator command's statements outside a transaction keep the
+role's bound, and a transaction whose first statement is a raw psycopg one (``toolhub.prepared``) is not lifted;
+``verify_audit --workers``' forked processes inherit the lift (the wrapper lives on the connection objects the fork
+copies; read from the code, not probed).
 """
 
 import re
