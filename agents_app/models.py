@@ -336,6 +336,14 @@ class AgentRun(models.Model):
         help_text="The names of the agents of the runs that started this one, root first: an explicit deny of a tool "
         "to any of them also holds here (a parent denied a tool does not get it through a subagent).",
     )
+    retried_by = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        editable=False,
+        related_name="+",
+        help_text="Who retried this run besides its user: they set the model's next calls (and its subagents') in "
+        "motion in the user's name, so four eyes bar them from approving those calls.",
+    )
     limits = models.JSONField(
         default=dict,
         blank=True,

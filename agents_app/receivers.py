@@ -20,7 +20,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_de
 from django.dispatch import receiver
 
 from toolhub.models import TenantMembership
-from toolhub.signals import after_task, call_settled, saga_key_reserved
+from toolhub.signals import after_task, call_askers, call_settled, saga_key_reserved
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
@@ -32,6 +32,16 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
         return
     if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
         _send_advance(run_id)
+
+
+@receiver(call_askers, dispatch_uid="agents_app.run_retriers_ask")
+def _run_retriers_ask(sender: type, call: Any, **kwargs: Any) -> list[int]:
+    """Who retried the call's run or one of its ancestors: they set it in motion, so they never decide it."""
+    if call.run_id is None:
+        return []
+    from agents_app.selectors import run_retriers
+
+    return run_retriers(call.run_id)
 
 
 @receiver(pre_delete, sender=settings.AUTH_USER_MODEL, dispatch_uid="agents_app.cancel_runs_of_deleted_users")

@@ -254,3 +254,21 @@ def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None)
     if agent is None:
         return frozenset()
     return expand_agent_tools(agent[0] or (), tool_search=agent[1], group_switching=agent[2])
+
+
+def run_retriers(run_id: uuid.UUID) -> list[int]:
+    """The ids of everyone who retried run ``run_id`` or one of its ancestors besides their user (``retried_by``).
+
+    A retry sets the model's next calls in motion, and a parent's next calls start its subagents: their calls are
+    asked for in the user's name by whoever retried. One query per level (the run, then each parent: depth is
+    bounded by the subagent limits), each row naming the level's parent and one retrier (or none).
+    """
+    retriers: dict[int, None] = {}
+    seen: set[uuid.UUID] = set()
+    current: uuid.UUID | None = run_id
+    while current is not None and current not in seen:
+        seen.add(current)
+        rows = list(AgentRun.objects.filter(pk=current).order_by().values_list("parent_run_id", "retried_by"))
+        retriers.update(dict.fromkeys(pk for _, pk in rows if pk is not None))
+        current = rows[0][0] if rows else None
+    return list(retriers)

@@ -406,7 +406,8 @@ def run_retry(*, run: AgentRun, user: AbstractBaseUser) -> AgentRun:
 
     ``user`` asked (its own user or an operator, checked by the caller): the retry spends model turns in the run's
     user's name, so it is a ``run.retried`` event naming who asked, in the transaction that moves the run, as a
-    cancellation is ``run.cancelled``.
+    cancellation is ``run.cancelled``. Anyone but the run's user is kept in ``retried_by``: they may not approve the
+    calls the run (or its subagents) makes after.
     """
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
@@ -427,6 +428,10 @@ def run_retry(*, run: AgentRun, user: AbstractBaseUser) -> AgentRun:
             run_id=locked.id,
             tenant=locked.tenant,
         )
+        if user.pk != locked.user_id:
+            # The model's next calls are asked for in the run's user's name, but set in motion by ``user``:
+            # four eyes bar them from approving those calls (``agents_app.receivers``' answer to ``call_askers``).
+            locked.retried_by.add(user)
         locked.stop_reason = StopReason.NONE
         locked.error = ""
         locked.retryable = False

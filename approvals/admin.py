@@ -282,7 +282,7 @@ class ApprovalRequestAdmin(
 
     @admin.display(description="Asked by")
     def asked_by(self, obj: ApprovalRequest) -> str:
-        """Everyone who asked for the call in its user's name (a compensation's), barred from deciding it."""
+        """Everyone who asked for the call in its user's name (who retried its run, a compensation's), barred."""
         return ", ".join(asker_names(obj)) or "-"
 
     @admin.display(description="Agent run")

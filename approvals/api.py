@@ -41,8 +41,8 @@ class ApprovalRequestSerializer(serializers.ModelSerializer):
     )
     requested_by = serializers.CharField(source="requested_by.username", default="")
     asked_by = serializers.SerializerMethodField(
-        help_text="Who asked for the call in its user's name (a compensation's: who rolled back, retried it or chose "
-        "to compensate its held step); like the requester, none of them may decide it."
+        help_text="Who asked for the call in its user's name (who retried its run; a compensation's: who rolled back, "
+        "retried it or chose to compensate its held step); like the requester, none of them may decide it."
     )
     decisions = ApprovalDecisionSerializer(many=True, read_only=True)
 

@@ -46,8 +46,8 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
         return "You started this call; another operator must decide it."
     if user.pk in asker_ids(request):
         return (
-            "You asked for this call (you rolled back the saga it undoes a step of, retried it or chose to compensate "
-            "its held step); another operator must decide it."
+            "You asked for this call in its user's name (you retried its run, or rolled back the saga it undoes a step "
+            "of, retried it or chose to compensate its held step); another operator must decide it."
         )
     further = further_restrictions(request)
     if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:

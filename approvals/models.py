@@ -133,14 +133,16 @@ class ApprovalRequest(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # A compensation runs in its step's user's name (the requester), but people asked for it: who rolled back, and
-    # each operator who retried it or chose to compensate its held step. Four eyes bar every one of them.
+    # each operator who retried it or chose to compensate its held step; a run's call, whoever retried the run or
+    # an ancestor of it. Four eyes bar every one of them.
     askers = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
         related_name="+",
         verbose_name="asked by",
-        help_text="Who asked for this call in its user's name (a compensation's: who rolled the saga back, who retried "
-        "it or chose to compensate its held step); like the requester, they never decide it.",
+        help_text="Who asked for this call in its user's name (who retried its run or an ancestor run; a "
+        "compensation's: who rolled the saga back, who retried it or chose to compensate its held step); like the "
+        "requester, they never decide it.",
     )
     agent_name = models.CharField(max_length=100, blank=True)
     tenant = models.CharField(max_length=100, blank=True)

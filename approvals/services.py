@@ -23,6 +23,7 @@ from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decis
 from approvals.unanswered import expire_request
 from approvals.versions import arguments_diff, shown_diff
 from approvals.writes import decided_row, decision_row, notify
+from toolhub import signals as toolhub_signals
 from toolhub.audit import EventSpec, Write, WriteMissedError, audit_call_event, audit_call_events
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import (
@@ -97,14 +98,21 @@ def approval_request_create(*, call: ToolCall, verdict: ApprovalVerdict) -> Appr
         request.round += 1
         request.decided_at = None
         _reopen(request)
-    # Everyone who asked for a compensation (rolled back, retried it, chose to compensate its held step) is barred;
-    # a reopened request keeps those it had and adds who asked since.
-    askers = compensation_askers(call)
+    # Everyone who asked for the call in its user's name is barred: for a compensation who rolled back, retried it or
+    # chose to compensate its held step; for a run's call who retried the run or an ancestor (``call_askers``). A
+    # reopened request keeps those it had and adds who asked since.
+    askers = _askers(call)
     if askers:
         request.askers.add(*askers)  # forgets the askers read before (``approvals.deciders.asker_ids``)
         request.__dict__.pop(ASKERS_READ, None)
     notify(signals.approval_requested, request, "approval.requested")
     return request
+
+
+def _askers(call: ToolCall) -> list[int]:
+    """The ids of the people who set ``call`` in motion in its user's name: a compensation's, and the apps' answers."""
+    answers = [pk for _, ids in toolhub_signals.call_askers.send(sender=ToolCall, call=call) for pk in ids or ()]
+    return list(dict.fromkeys([*compensation_askers(call), *answers]))
 
 
 def approval_approve(

@@ -11,6 +11,7 @@ from django.dispatch import Signal
 
 __all__ = [
     "approval_needed",
+    "call_askers",
     "approval_withdrawing",
     "call_settled",
     "call_suspended",
@@ -25,6 +26,11 @@ logger = logging.getLogger(__name__)
 #: A call became ``pending_approval``; kwargs: ``call`` (ToolCall), ``reason`` (str). Sent inside the
 #: transaction, so the receiver's rows (the approval request) commit or roll back with the call.
 approval_needed = Signal()
+
+#: Asked (``send``) when a call's approval request opens or reopens; kwargs: ``call``. A receiver returns the ids of
+#: the people who set the call in motion in its user's name (an operator who retried its run): four eyes bar them
+#: from deciding it (``ApprovalRequest.askers``), as the requester is.
+call_askers = Signal()
 
 #: A call held for approval is being withdrawn (cancelled by its requester, an operator or with its run); kwargs:
 #: ``call``, ``actor``, ``reason``. Sent inside the transaction: the receiver that holds the call's request ends it
