@@ -341,8 +341,8 @@ class AgentRun(models.Model):
         blank=True,
         editable=False,
         related_name="+",
-        help_text="Who retried this run besides its user: they set the model's next calls (and its subagents') in "
-        "motion in the user's name, so four eyes bar them from approving those calls.",
+        help_text="Who retried this run, or a run above it, besides its user: they set the model's next calls (and "
+        "its subagents') in motion in the user's name, so four eyes bar them from approving those calls.",
     )
     limits = models.JSONField(
         default=dict,

@@ -257,18 +257,12 @@ def agent_tools(name: str, *, tenant: str = "", run_id: uuid.UUID | None = None)
 
 
 def run_retriers(run_id: uuid.UUID) -> list[int]:
-    """The ids of everyone who retried run ``run_id`` or one of its ancestors besides their user (``retried_by``).
+    """The ids of everyone who retried run ``run_id`` or a run above it besides their user (``retried_by``).
 
-    A retry sets the model's next calls in motion, and a parent's next calls start its subagents: their calls are
-    asked for in the user's name by whoever retried. One query per level (the run, then each parent: depth is
-    bounded by the subagent limits), each row naming the level's parent and one retrier (or none).
+    A retry sets the model's next calls in motion, and a parent's next calls start its subagents, whose calls are
+    asked for in the user's name by whoever retried: a child takes its parent's retriers when it starts
+    (``agents_app.subagents``; a parent is retried only once it failed, so no child of it is going then). One query
+    of the link table, not of the run (a held call's step has the run locked and read already).
     """
-    retriers: dict[int, None] = {}
-    seen: set[uuid.UUID] = set()
-    current: uuid.UUID | None = run_id
-    while current is not None and current not in seen:
-        seen.add(current)
-        rows = list(AgentRun.objects.filter(pk=current).order_by().values_list("parent_run_id", "retried_by"))
-        retriers.update(dict.fromkeys(pk for _, pk in rows if pk is not None))
-        current = rows[0][0] if rows else None
-    return list(retriers)
+    retriers = AgentRun.retried_by.through.objects.filter(agentrun_id=run_id).order_by("pk")
+    return list(retriers.values_list("user_id", flat=True))

@@ -161,6 +161,10 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
                     delegated_by=[*parent.delegated_by, parent.agent.name],
                     limits=budget,
                 )
+                # Whoever retried the parent (or a run above it) sets the child's calls in motion too: four eyes
+                # bar them from approving those (``agents_app.selectors.run_retriers``); read under the parent's lock.
+                retriers = AgentRun.retried_by.through.objects.filter(agentrun_id=parent.pk)
+                child.retried_by.add(*retriers.values_list("user_id", flat=True))
         except IntegrityError:
             child = AgentRun.objects.get(parent_call_id=call_id)
     raise ToolSuspend(

@@ -16,10 +16,9 @@ Checked and holds:
   approves their own call nor one they asked for: single approve, edit-and-approve, bulk approve on the desk, the
   REST API (``approval_may_decide`` checks the requester and askers before the superuser bypass, and every path
   goes through ``approval_approve``); MCP has no decision path (it only reports a held call's state).
-- an operator who retries a member's failed run does not become the asker of the calls the run makes next: those
-  calls are the member's (``requested_by`` = the run's user), the member never approves them, and the retrying
-  operator may (a retry resumes the model on the member's input and chooses no call, unlike a compensation's retry,
-  which asks for that exact call and bars its retrier: review z).
+- an operator who retries a member's failed run: the calls the run makes next are the member's (``requested_by`` =
+  the run's user), and the member never approves them. (This review let the retrying operator approve them; review
+  dw bars them, as a compensation's retrier is: they set those calls in motion. The test below now says so.)
 """
 
 from typing import Any
@@ -153,8 +152,8 @@ def test_an_operator_who_retried_a_members_run_is_not_the_asker_of_its_next_call
     acme: AcmeData, alice: User, acme_operator: User, roles: dict[str, Group]
 ) -> None:
     """Found: nothing (holds). Expect: after acme's operator retries alice's failed run, the call its model makes
-    next is held as alice's (requested_by alice, no askers); alice (an operator too) may not approve it, the
-    operator who retried may."""
+    next is held as alice's (requested_by alice); alice (an operator too) may not approve it, nor (since review dw)
+    the operator who retried, an asker of it; another operator may."""
     alice.groups.add(roles["operators"])
     # given alice's run whose model endpoint failed (a script with no turn: a retryable model error)
     agent = agent_create(name="bx-retried", tenant="acme", provider="scripted", tools=["create_order"], script=[])
@@ -168,10 +167,15 @@ def test_an_operator_who_retried_a_members_run_is_not_the_asker_of_its_next_call
     assert answer.status_code == 200, answer.content
     request = ApprovalRequest.objects.get(call__run_id=run.id)
 
-    # then the request is alice's; she is refused, the operator who retried decides it
-    assert request.requested_by_id == alice.pk and not request.askers.exists()
+    # then the request is alice's; she is refused, so is the operator who retried; another operator decides it
+    assert request.requested_by_id == alice.pk and list(request.askers.all()) == [acme_operator]
     with pytest.raises(DecisionNotAllowedError, match="You started this call"):
         approval_approve(request_id=request.pk, user=alice, expected_round=request.round)
-    assert approval_approve(request_id=request.pk, user=acme_operator, expected_round=request.round).status == (
+    with pytest.raises(DecisionNotAllowedError, match="retried its run"):
+        approval_approve(request_id=request.pk, user=acme_operator, expected_round=request.round)
+    other = make_user(
+        "bx-other-operator", tenant=Tenant.objects.get(slug="acme"), staff=True, groups=(roles["operators"],)
+    )
+    assert approval_approve(request_id=request.pk, user=other, expected_round=request.round).status == (
         ApprovalStatus.APPROVED
     )

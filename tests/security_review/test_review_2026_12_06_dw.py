@@ -13,7 +13,10 @@ Findings:
    in the API's 403, on the desk and in the approvers list and e-mails (``approvers_of`` excludes askers); the
    ``run.retried`` event names who retried.
 2. The same through a subagent: the operator's retry of a parent run set its child run's calls in motion too
-   (the child runs in the member's name); the askers are read from the run and its ancestors.
+   (the child runs in the member's name); a child takes its parent's retriers when it starts
+   (``agents_app.subagents``), read under the parent's lock.
+3. Review bx had recorded the retry as holding ("the retrying operator may" approve, a retry choosing no call); its
+   test now expects the rule above: whoever retried set the calls in motion, as for a compensation's retry.
 
 Checked and holding (read in the code, and by the suites named):
 - rollback: an operator's rollback of a run passes ``by`` to its sagas (and its subagents'), so they are askers of
@@ -137,7 +140,7 @@ def test_an_operator_who_retried_a_parent_run_cannot_approve_its_subagents_call(
 ) -> None:
     """Found: an operator retried alice's failed parent run; its subagent's run (alice's too) asked for an order held
     for approval, and the operator who set it in motion approved it alone.
-    Expect: 403; the retrier of an ancestor run is among the child call's askers."""
+    Expect: 403; the retrier of the parent run is among the child call's askers."""
     retrier, other = operators
     make_agent(name="researcher", tools=["create_order"], script=ORDER)
     with registry.temporarily(ask_researcher):
