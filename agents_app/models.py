@@ -279,7 +279,7 @@ class AgentRun(models.Model):
         "(take its tools away to stop it).",
     }
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="agent_runs")
-    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    tenant = models.CharField(max_length=100, blank=True)  # indexed with the lists' order: agentrun_tenant_created
     context = models.JSONField(default=dict, blank=True)
     input = models.TextField()
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING, db_index=True)
@@ -375,6 +375,8 @@ class AgentRun(models.Model):
             # The runs list's agent filter: whether a tenant's run names the agent, never walking another
             # tenant's runs of a global agent (``toolhub.admin_choices.key_and_tenant_indexed``).
             models.Index(fields=["agent", "tenant"], name="agentrun_agent_tenant"),
+            # A tenant's page of runs (admin and API, newest first) reads its own rows, never a bigger tenant's.
+            models.Index(fields=["tenant", "created_at", "id"], name="agentrun_tenant_created"),
         ]
 
     def __str__(self) -> str:

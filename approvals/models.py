@@ -5,6 +5,8 @@ import uuid
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import F
+from django.db.models.fields.json import KeyTransform
 
 from toolhub.models import RiskLevel, Tenant, ToolCall, ToolGroup
 from toolhub.transitions import TransitionTable
@@ -183,6 +185,8 @@ class ApprovalRequest(models.Model):
     class Meta:
         ordering = ["-created_at"]
         permissions = [("decide_approvalrequest", "Can approve or reject held-back tool calls")]
+        # A tenant's desk (oldest pending first) and decided pages (newest first), admin and API, read its own rows.
+        indexes = [models.Index(fields=["tenant", "created_at", "id"], name="approval_tenant_created")]
 
     def __str__(self) -> str:
         return f"{visible_text(self.tool_name)} ({self.status})"  # a row's text is for pages
@@ -260,7 +264,9 @@ class WebhookDelivery(models.Model):
         indexes = [
             models.Index(
                 fields=["next_attempt_at", "id"], condition=models.Q(status="pending"), name="webhook_delivery_due"
-            )
+            ),
+            # A tenant's page of deliveries (newest first; the tenant is the payload's) reads its own rows.
+            models.Index(KeyTransform("tenant", "payload"), F("created_at"), F("id"), name="webhook_tenant_created"),
         ]
 
     def __str__(self) -> str:

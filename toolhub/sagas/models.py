@@ -25,7 +25,7 @@ class Saga(models.Model):
 
     key = models.CharField(max_length=100)
     run_id = models.UUIDField(null=True, blank=True, db_index=True)
-    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    tenant = models.CharField(max_length=100, blank=True)  # indexed with each list's order: saga_tenant_*
     status = models.CharField(max_length=20, choices=SagaStatus.choices, default=SagaStatus.OPEN, db_index=True)
     last_sequence = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(
@@ -44,6 +44,12 @@ class Saga(models.Model):
         ordering = ["-created_at"]
         permissions = [("operate_saga", "Can retry and resolve a saga's compensations")]
         constraints = [models.UniqueConstraint(fields=["key", "tenant"], name="saga_key_per_tenant")]
+        # A tenant's pages read its own sagas only, in each list's order: the admin's (moved last first) and the
+        # API's (newest first).
+        indexes = [
+            models.Index(fields=["tenant", "updated_at"], name="saga_tenant_updated"),
+            models.Index(fields=["tenant", "created_at", "id"], name="saga_tenant_created"),
+        ]
 
     def __str__(self) -> str:
         return f"saga {self.key} ({self.status})"

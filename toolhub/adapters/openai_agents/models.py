@@ -20,7 +20,7 @@ class PausedAgentRun(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run_key = models.CharField(max_length=64, db_index=True)
-    tenant = models.CharField(max_length=100, blank=True, db_index=True)
+    tenant = models.CharField(max_length=100, blank=True)  # indexed with the list's order: pausedrun_tenant_created
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     agent_name = models.CharField(max_length=200)
     #: ``RunState.to_json()`` of the interrupted run.
@@ -33,6 +33,8 @@ class PausedAgentRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # A tenant's page of paused runs (newest first) reads its own rows, never a bigger tenant's.
+        indexes = [models.Index(fields=["tenant", "created_at", "id"], name="pausedrun_tenant_created")]
 
     def __str__(self) -> str:
         return f"{self.agent_name} [{self.status}] {self.id}"
