@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents_app', '0017_agentrun_agent_tenant'),
+        ('agents_app', '0018_agentrun_retried_by'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0015_request_risk_and_source_choices'),
+        ('approvals', '0016_askers_who_retried_the_run'),
         ('auth', '0012_alter_user_first_name_max_length'),
         ('toolhub', '0047_api_token_keys_as_digests'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
