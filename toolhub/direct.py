@@ -25,7 +25,7 @@ from toolhub.exceptions import ToolhubError
 from toolhub.json_intake import JSONRefused, json_loads_checked, json_value_problem
 from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
-from toolhub.tenancy import tenant_scope
+from toolhub.tenancy import tenant_scope, tenant_scope_now
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 
 __all__ = [
@@ -34,6 +34,9 @@ __all__ = [
     "DirectCallError",
     "CallerContextError",
     "IdempotencyConflictError",
+    "NoLongerMemberError",
+    "NO_LONGER_A_MEMBER",
+    "answering_principal",
     "caller_principal",
     "client_context",
     "direct_call_request",
@@ -69,6 +72,14 @@ class IdempotencyConflictError(DirectCallError):
         self.call_id = call_id
 
 
+class NoLongerMemberError(DirectCallError):
+    """The caller left the call's tenant while the call was followed: its outcome is no longer theirs to read."""
+
+
+#: What such a caller is told, on every channel: no tenant, no call id, no status or outcome.
+NO_LONGER_A_MEMBER = "You are no longer a member of the tenant this call was made in; its outcome is not shown."
+
+
 @dataclass(frozen=True)
 class DirectCall:
     """The call a direct request made, and whether it is an earlier request's (same idempotency key)."""
@@ -89,6 +100,18 @@ def caller_principal(user: AbstractBaseUser, *, tenant: str | None = None) -> Ca
             raise CallerContextError(f"You belong to several tenants; say which with 'tenant' ({', '.join(tenants)}).")
         chosen = tenants[0] if tenants else ""
     return CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=chosen)
+
+
+def answering_principal(user: AbstractBaseUser, call: ToolCall) -> CallPrincipal:
+    """The principal ``call``'s answer is given to: its caller, in the call's tenant, if they still belong to it.
+
+    Asked after the call was made and followed (REST ``?wait=``, MCP's ``tools/call``), with the memberships as
+    they are now: one removed meanwhile refuses the answer (``NoLongerMemberError``), as reading the call back
+    would (a 404), with one text that tells the caller why and nothing of the tenant or the call.
+    """
+    if call.tenant and not tenant_scope_now(user).allows(call.tenant):
+        raise NoLongerMemberError(NO_LONGER_A_MEMBER)
+    return CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=call.tenant)
 
 
 def client_context(values: Mapping[str, Any] | None, *, strict: bool) -> dict[str, Any]:

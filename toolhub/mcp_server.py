@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from toolhub.api.throttling import user_throttle_wait
 from toolhub.api.wait_slots import wait_slot_async
 from toolhub.conf import toolhub_settings
-from toolhub.direct import DirectCallError, caller_principal, direct_call_request
+from toolhub.direct import DirectCallError, answering_principal, direct_call_request
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.feedback import unknown_tool_message
 from toolhub.mcp_caller import (
@@ -186,10 +186,14 @@ def _unless_hidden(user: Any, call: ToolCall) -> ToolCall:
 
     Asked of the call as first answered and again of a followed one: a worker re-checks permissions when it runs
     the call, so a grant withdrawn meanwhile denies it there, and that denial must read as the status tool and the
-    REST API read it (``toolhub.caller_view``), never as the policy's refusal naming the grant.
+    REST API read it (``toolhub.caller_view``), never as the policy's refusal naming the grant. A caller who left
+    the call's tenant meanwhile is refused its outcome, as the REST API refuses it (``answering_principal``).
     """
+    try:
+        principal = answering_principal(user, call)
+    except DirectCallError as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
     if call.status in (CallStatus.INVALID, CallStatus.DENIED):
-        principal = caller_principal(user, tenant=call.tenant or None)
         visible = callable_names(principal)
         if registry.get(call.tool_name) is None or call.tool_name not in visible:
             raise MCPError(types.INVALID_PARAMS, unknown_tool_message(call.tool_name, visible))

@@ -23,6 +23,7 @@ __all__ = [
     "NotInTenantError",
     "tenant_scope",
     "scoped",
+    "tenant_scope_now",
     "require_tenant",
     "has_tenant_wide_role",
     "visible_rows",
@@ -81,6 +82,17 @@ def tenant_scope(user: Any) -> TenantScope:
         scope = TenantScope(everything=False, tenants=frozenset(slugs))
     setattr(user, _CACHE_ATTRIBUTE, scope)
     return scope
+
+
+def tenant_scope_now(user: Any) -> TenantScope:
+    """``tenant_scope`` read again from the database, for an answer given after a wait in the same request.
+
+    The memo holds for one request; a request that followed a call for seconds (``?wait=``, MCP) may outlive a
+    membership, so what it answers afterwards is asked of the memberships as they are now.
+    """
+    if user is not None and hasattr(user, _CACHE_ATTRIBUTE):
+        delattr(user, _CACHE_ATTRIBUTE)
+    return tenant_scope(user)
 
 
 def scoped(queryset: QuerySet[M], user: Any, field: str = "tenant") -> QuerySet[M]:

@@ -24,9 +24,10 @@ from toolhub.direct import (
     CallerContextError,
     DirectCallError,
     IdempotencyConflictError,
+    NoLongerMemberError,
+    answering_principal,
     call_hidden_from,
     call_wait,
-    caller_principal,
     direct_call_request,
 )
 from toolhub.feedback import unknown_tool_message
@@ -57,6 +58,7 @@ _STATUS_CODES: dict[str, int] = {
 #: toolhub's errors a direct call may raise, and their HTTP status (the one place they are mapped).
 _ERROR_CODES: list[tuple[type[Exception], int]] = [
     (IdempotencyConflictError, status.HTTP_409_CONFLICT),
+    (NoLongerMemberError, status.HTTP_403_FORBIDDEN),
     (CallerContextError, status.HTTP_400_BAD_REQUEST),
     (DirectCallError, status.HTTP_400_BAD_REQUEST),
 ]
@@ -213,7 +215,10 @@ class CallCollectionView(CallListView):
         except DirectCallError as exc:
             return toolhub_error_response(exc)
         call = _follow(request, made.call, wait)
-        principal = caller_principal(request.user, tenant=call.tenant or None)
+        try:
+            principal = answering_principal(request.user, call)
+        except DirectCallError as exc:  # the caller left the call's tenant while it was followed
+            return toolhub_error_response(exc)
         return _answer(call, principal=principal, replayed=made.replayed)
 
 
