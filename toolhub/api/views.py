@@ -261,7 +261,10 @@ class CallResultView(APIView):
     for operators only, never for the user whose step it undoes, an operator included); a call of another tenant
     answers 404 like a missing one; a call that does not await a result answers 409 and nothing changes, and one
     whose wait is over (``EXTERNAL_RESULT_TIMEOUT_SECONDS``) expires then and answers 409: a late result is not kept.
+    A write like making or cancelling a call: it counts against the same per-user ``calls`` rate.
     """
+
+    throttle_scope = "calls"
 
     @extend_schema(request=CallResultInputSerializer, responses={200: ToolCallSerializer, 409: CONFLICT})
     def post(self, request: Request, pk: uuid.UUID) -> Response:
