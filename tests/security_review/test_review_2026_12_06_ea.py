@@ -16,7 +16,12 @@ Findings:
    this call was made in; its outcome is not shown." (REST 403, MCP invalid params): it names no tenant, no call
    id, no status or result, the same text on both channels, as reading the call back answers nothing
    (``GET /api/v1/calls/{id}/`` is a 404 for her now). The row keeps the truth for operators and auditors.
-2. ``POST /api/v1/calls/{id}/result/`` (an external tool's result or error, which settles the call and resumes
+2. ``GET /api/v1/calls/{id}/?wait=`` read the call after the wait through the tenant scope memoized on the
+   request's user before it (``toolhub.tenancy.tenant_scope``): alice, removed from acme while she waited, was
+   answered 200 with the call's detail (status, error, audit events) where the same read a moment later is a 404.
+   Now ``_follow`` (``toolhub.api.governed``, shared by ``POST`` and ``GET``) reads the caller's tenants again
+   after a wait (``toolhub.tenancy.tenant_scope_now``), as ``answering_principal`` does.
+3. ``POST /api/v1/calls/{id}/result/`` (an external tool's result or error, which settles the call and resumes
    the run waiting on it: a write the caller repeats for each call that awaits a result) had no throttle scope,
    where ``POST /api/v1/calls/`` and ``.../cancel/`` (and MCP's ``tools/call`` and ``toolhub_cancel_call``) count
    against the per-user ``calls`` rate. Now it counts against that rate too (``throttle_scope = "calls"``,
@@ -54,6 +59,7 @@ from tests.integration.workers import wait_for
 from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - live_asgi is a fixture
 from tests.tools.test_external_and_loop import LOOKUP
 from toolhub import pipeline, registry
+from toolhub.api import governed
 from toolhub.direct import direct_call_request
 from toolhub.models import AuditEvent, CallKind, CallStatus, Grant, TenantMembership, ToolCall
 from toolhub.tasks import execute_tool_call_task
@@ -173,3 +179,32 @@ def test_supplying_external_results_counts_against_the_per_user_rate_of_calls(se
     late = ToolCall.objects.get(pk=awaiting[1].pk)
     assert late.status == CallStatus.AWAITING_RESULT and late.result is None
     assert AuditEvent.objects.filter(call_id=late.pk).count() == events_before
+
+
+def test_a_get_wait_whose_caller_left_the_tenant_meanwhile_shows_nothing_of_the_call(
+    settings: Any, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: alice's ``GET /api/v1/calls/{id}/?wait=15`` of her queued call: once the wait began her membership
+    was removed and the worker refused the call; the answer was the call's detail (its status, error and audit
+    events), read through the tenant scope memoized before the wait, where a read after her removal answers 404.
+    Expect: 404, as the same read made a moment later answers.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
+    Grant.objects.create(tool_name="record_effect", user=alice)
+    monkeypatch.setattr(pipeline, "dispatch_call", lambda call: None)
+    original_wait = governed.call_wait
+
+    def leave_then_wait(*, call: ToolCall, seconds: float) -> ToolCall:
+        TenantMembership.objects.filter(user=alice).delete()
+        execute_tool_call_task.apply(args=[str(call.pk)])
+        return original_wait(call=call, seconds=seconds)
+
+    monkeypatch.setattr(governed, "call_wait", leave_then_wait)
+    with for_a_worker():
+        made = direct_call_request(user=alice, tool_name="record_effect", arguments={"note": "q"}, kind=CallKind.API)
+    assert made.call.status == CallStatus.QUEUED
+    client = _api_client(alice)
+    response = client.get(f"/api/v1/calls/{made.call.pk}/?wait=15")
+    assert ToolCall.objects.get(pk=made.call.pk).status == CallStatus.DENIED
+    assert client.get(f"/api/v1/calls/{made.call.pk}/").status_code == 404
+    assert response.status_code == 404, response.content

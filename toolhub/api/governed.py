@@ -34,6 +34,7 @@ from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
 from toolhub.selectors import tool_calls_visible_to
+from toolhub.tenancy import tenant_scope_now
 from toolhub.tools.registry import registry
 
 __all__ = ["CallCollectionView", "CallWaitDetailView", "toolhub_error_response"]
@@ -132,11 +133,17 @@ def _wait_seconds(request: Request) -> float:
 
 
 def _follow(request: Request, call: ToolCall, seconds: float) -> ToolCall:
-    """The call after following it up to ``seconds``, if one of the user's wait slots is free; else as it is now."""
+    """The call after following it up to ``seconds``, if one of the user's wait slots is free; else as it is now.
+
+    After a wait the caller's tenants are read again (``tenant_scope_now``): what the request answers then is read
+    with the memberships as they are, not as they were when the wait began.
+    """
     if seconds:
         with wait_slot(request.user.pk) as free:
             if free:
-                return call_wait(call=call, seconds=seconds)
+                call = call_wait(call=call, seconds=seconds)
+                tenant_scope_now(request.user)
+                return call
     call.refresh_from_db()
     return call
 
