@@ -1,6 +1,7 @@
 """Writes for remote MCP servers: fetch their tools, accept a definition, quarantine a changed one (all audited)."""
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -140,6 +141,7 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
     # A server that echoes the credential in a definition: the definition is kept (and hashed) without it,
     # so it never reaches the database, the admin or the trail, and never matches what the server lists.
     listed = credential_scrubber(headers, server.url).value(listed)
+    _refuse_names_listed_twice(server, listed, actor=actor)
     wanted = [
         tool
         for tool in listed
@@ -178,6 +180,41 @@ def remote_server_sync(*, server: RemoteMcpServer, actor: str) -> dict[str, int]
 
         audit_append(event_type="remote_mcp.synced", actor=actor, data={"server": server.name, **counts})
     return counts
+
+
+#: The names a refused listing's message and event quote, each cut: a server chooses their number and length.
+_NAMES_QUOTED = 5
+_NAME_QUOTED_CHARS = 80
+
+
+def _refuse_names_listed_twice(server: RemoteMcpServer, listed: list[dict[str, Any]], *, actor: str) -> None:
+    """Refuse a listing that names a tool more than once (``ToolError``), recording nothing of it (audited).
+
+    Which entry is that tool? Recorded entry by entry, the last would be offered for acceptance while the
+    pin and the SDK's output check may each read another (``remote_call`` refuses such a tool's calls): the
+    server must list each tool once, and its tools stay as the last honest listing left them.
+    """
+    counted = Counter(str(tool.get("name", "")) for tool in listed)
+    twice = [name for name, count in counted.items() if count > 1]
+    if not twice:
+        return
+    quoted = [name[:_NAME_QUOTED_CHARS] for name in twice[:_NAMES_QUOTED]]
+    more = f" and {len(twice) - len(quoted)} more" if len(twice) > len(quoted) else ""
+    message = storable_text(
+        f"Remote MCP server {server.name!r} lists the tool(s) {', '.join(repr(name) for name in quoted)}{more} "
+        "more than once, so which definition is the tool's is unknown; nothing was recorded. The server must "
+        "list each tool once; fetch its tools again once it does."
+    )
+    from toolhub.audit import audit_append
+
+    with transaction.atomic():
+        RemoteMcpServer.objects.filter(pk=server.pk).update(last_error=message)
+        audit_append(
+            event_type="remote_mcp.sync_refused",
+            actor=actor,
+            data={"server": server.name, "tools": quoted, "listed_twice": len(twice)},
+        )
+    raise ToolError(message)
 
 
 def _free_local_name(server: RemoteMcpServer, remote_name: str) -> str | None:
