@@ -12,6 +12,10 @@ Findings:
    a bounded message naming the server and the tool, kept as the server's ``last_error`` and audited
    (``remote_mcp.sync_refused``). Any name listed twice refuses the listing, selected or not: the server's
    listing is ambiguous, and a ``predicate`` may take one entry of a name and not the other.
+2. The bounded ``enum`` message (review ds) still read the whole of a member it quotes: ``repr`` of the first
+   member, cut only after, once per error. 10,000 items (20 KB of arguments) against an enum whose first member is
+   a 650 KB object (a remote ``inputSchema`` within the 1 MB listing) took 38 s of the web process, within the
+   validation budget. A quoted member is now written piece by piece and stops at the characters shown.
 
 Checked and holding (probes run on the code as found, no test kept unless above):
 
@@ -43,16 +47,19 @@ Checked and holding (probes run on the code as found, no test kept unless above)
 """
 
 import json
+import time
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from pydantic import ValidationError
 
 from tests.mcpclient.fake_server import FakeCrm, serving
 from toolhub.exceptions import ToolError
 from toolhub.mcp_client.models import RemoteMcpServer, RemoteMcpTool, RemoteToolStatus
 from toolhub.mcp_client.services import remote_server_sync, remote_tool_accept
 from toolhub.models import AuditEvent
+from toolhub.tools.definition import Tool
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +108,28 @@ def test_a_listing_naming_a_tool_twice_is_refused_by_the_sync_and_nothing_is_rec
         assert "more than once" in str(long_refused.value) and len(str(long_refused.value)) < 1000
         assert len(AuditEvent.objects.filter(event_type="remote_mcp.sync_refused").order_by("pk").last().data) < 1000
         assert not RemoteMcpTool.objects.filter(remote_name=long_name).exists()
+
+
+def test_an_enum_error_quotes_a_large_member_without_reading_all_of_it() -> None:
+    """Found: each ``enum`` error's message took ``repr`` of the whole first member before cutting it to 100
+    characters: 10,000 items against an enum whose first member is a 650 KB object took 38 s.
+
+    Expect: refused within seconds; the message quotes the start of the member and stays short; a member (the
+    large one included, in any key order) is still accepted.
+    """
+    large = {"notes": ["x" * 50] * 12_000, "kind": "large"}
+    tool = Tool.create(
+        "enum_large_member",
+        "Picks members.",
+        {"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": [large, "ok"]}}}},
+        lambda arguments, ctx: None,
+        allow_any=True,
+    )
+    started = time.monotonic()
+    with pytest.raises(ValidationError) as refused:
+        tool.validate_arguments({"xs": [0] * 10_000})
+    assert time.monotonic() - started < 5
+    said = str(refused.value)
+    assert "Input should be one of {'notes': ['xxxxx" in said and len(said) < 5000
+
+    assert tool.validate_arguments({"xs": ["ok", {"kind": "large", "notes": ["x" * 50] * 12_000}]})

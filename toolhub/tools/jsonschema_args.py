@@ -11,8 +11,8 @@ them to the model the same way: one line per problem, by location, never repeati
 
 import copy
 import weakref
-from collections.abc import Iterable, Mapping
-from itertools import zip_longest
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain, zip_longest
 from typing import Any
 
 import jsonschema
@@ -437,13 +437,37 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
 
 
 def _quoted(options: Iterable[Any]) -> str:
-    """``_bounded`` of the options' reprs, joined, reading only as many as it shows (an enum may be large)."""
+    """``_bounded`` of the options' reprs, joined, reading only as much as it shows.
+
+    An enum and each member may be large: ``repr`` of a 650 KB member, per error, took 38 s for 10,000 items.
+    """
     shown: list[str] = []
-    for option in options:
-        shown.append(repr(option)[: _SHOWN + 1])
-        if sum(len(text) + 2 for text in shown) > _SHOWN:
-            break
-    return _bounded(", ".join(shown))
+    length = 0
+    for index, option in enumerate(options):
+        for piece in chain([", "] if index else [], _repr_pieces(option)):
+            shown.append(piece)
+            length += len(piece)
+            if length > _SHOWN:
+                return _bounded("".join(shown))
+    return _bounded("".join(shown))
+
+
+def _repr_pieces(value: Any) -> Iterator[str]:
+    """``repr(value)`` of a JSON value, a piece at a time (a long string cut first), so a reader may stop early."""
+    if isinstance(value, Mapping):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield f"{', ' if index else ''}{repr(key[: _SHOWN + 1] if isinstance(key, str) else key)}: "
+            yield from _repr_pieces(item)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _repr_pieces(item)
+        yield "]"
+    else:
+        yield repr(value[: _SHOWN + 1] if isinstance(value, str) else value)
 
 
 def _bounded(text: str) -> str:
