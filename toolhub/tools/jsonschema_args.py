@@ -417,7 +417,7 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
         options = expected if rule == "enum" else [expected]
         return [(location, f"Input should be one of {_quoted(options)}")]
     if rule == "format":
-        return [(location, f"Input should be a valid {_bounded(repr(expected))} (the schema's format)")]
+        return [(location, f"Input should be a valid {_quoted([expected])} (the schema's format)")]
     if rule in (
         "minLength",
         "maxLength",
@@ -432,7 +432,7 @@ def _describe(error: Any, location: tuple[Any, ...]) -> list[tuple[tuple[Any, ..
         "maxProperties",
         "pattern",
     ):
-        return [(location, f"Input should satisfy {rule} {_bounded(repr(expected))}")]
+        return [(location, f"Input should satisfy {rule} {_quoted([expected])}")]
     return [(location, f"Input does not satisfy the schema's {rule!r} rule")]
 
 

@@ -292,7 +292,8 @@ def linear_validator(
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[SchemaViolation]:
         if validator.is_type(instance, "string") and not search(patrn, instance):
-            yield SchemaViolation(f"the value does not match {patrn!r}")
+            # Named, not written out: the pattern may be long, and the error carries it (``validator_value``).
+            yield SchemaViolation("the value does not match the schema's 'pattern'")
 
     def pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[SchemaViolation]:
         if not validator.is_type(instance, "object"):
