@@ -11,6 +11,7 @@ from toolhub.models.audit import AuditChainHead, AuditCheckpoint, AuditEvent, Au
 from toolhub.models.calls import (
     ENDED_STEP_STATUSES,
     ROLLBACK_KINDS,
+    SAGA_STEPS,
     SETTLED_STATUSES,
     STEP_KINDS,
     CallIdempotencyKey,
@@ -20,6 +21,7 @@ from toolhub.models.calls import (
     ToolCall,
     ToolCallArtifact,
     ToolDefinition,
+    is_saga_step,
 )
 from toolhub.models.governance import GovernanceVersion, Grant, GrantEffect, ToolGroup
 from toolhub.models.tenants import RetiredTenantSlug, Tenant, TenantMembership, refuse_identity_change
@@ -28,7 +30,9 @@ __all__ = [
     "SETTLED_STATUSES",
     "ENDED_STEP_STATUSES",
     "ROLLBACK_KINDS",
+    "SAGA_STEPS",
     "STEP_KINDS",
+    "is_saga_step",
     "AuditChainHead",
     "AuditCheckpoint",
     "AuditEvent",

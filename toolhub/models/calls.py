@@ -95,6 +95,16 @@ STEP_KINDS = frozenset({CallKind.CALL, CallKind.API, CallKind.MCP, CallKind.INNE
 #: Steps whose failure rolls their saga back. An inner call's failure is its inner model's to handle (it is told
 #: and may go on); the outer call's failure, if it comes to that, rolls the saga back.
 ROLLBACK_KINDS = STEP_KINDS - {CallKind.INNER}
+#: Saga steps among calls: of a step kind, and not made on behalf of a compensation. A compensation's context names
+#: the step it ``compensates`` and an agentic compensation's inner calls inherit it: what a compensation did is never
+#: a step of the saga it undoes (no compensation of a compensation).
+SAGA_STEPS = models.Q(kind__in=STEP_KINDS, context__compensates__isnull=True)
+
+
+def is_saga_step(kind: str, context: dict | None) -> bool:
+    """Whether a call of ``kind`` with ``context`` is a saga step (``SAGA_STEPS``, read from a loaded row)."""
+    return kind in STEP_KINDS and "compensates" not in (context or {})
+
 
 #: How a saga step the sagas sweep reads again may have ended (``toolcall_ended_saga_step``): succeeded (it is
 #: compensated when its saga was rolled back after it was asked for), its outcome unknown, or, a direct step, without

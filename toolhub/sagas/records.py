@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from toolhub.audit import audit_append
 from toolhub.conf import toolhub_settings
-from toolhub.models import STEP_KINDS, CallStatus, ToolCall
+from toolhub.models import SAGA_STEPS, CallStatus, ToolCall
 from toolhub.sagas.mapping import MappingError, compensation_arguments
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,
@@ -102,7 +102,7 @@ def step_calls(key: str, run_id: uuid.UUID | None, *, tenant: str) -> QuerySet[T
     match = Q(saga_id=key, tenant=tenant)
     if run_id is not None:
         match |= Q(run_id=run_id, saga_id="")
-    return ToolCall.objects.filter(match, kind__in=STEP_KINDS)
+    return ToolCall.objects.filter(match, SAGA_STEPS)
 
 
 def plan_compensation(

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from toolhub.exceptions import ToolhubError
-from toolhub.models import ROLLBACK_KINDS, STEP_KINDS, CallKind, CallStatus, ToolCall
+from toolhub.models import ROLLBACK_KINDS, STEP_KINDS, CallKind, CallStatus, ToolCall, is_saga_step
 from toolhub.sagas.compensating import advance, apply_call_outcome
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger, Saga
 from toolhub.sagas.records import (
@@ -95,7 +95,7 @@ def saga_ignores(call: ToolCall) -> bool:
     """
     if call.kind not in STEP_KINDS:
         return False
-    if not saga_key_of(call):
+    if not is_saga_step(call.kind, call.context) or not saga_key_of(call):
         return True
     tool = registry.get(call.tool_name)
     compensable = tool is not None and bool(tool.compensate_with)
@@ -138,7 +138,7 @@ def saga_record_step(*, call: ToolCall, actor: str = SAGA_ACTOR) -> Compensation
     """
     tool = registry.get(call.tool_name)
     key = saga_key_of(call)
-    if tool is None or not tool.compensate_with or not key or call.kind not in STEP_KINDS:
+    if tool is None or not tool.compensate_with or not key or not is_saga_step(call.kind, call.context):
         return None
     if call.status not in (CallStatus.SUCCEEDED, CallStatus.NEEDS_ATTENTION):
         return None

@@ -12,7 +12,7 @@ import datetime as dt
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from toolhub.models import ENDED_STEP_STATUSES, ROLLBACK_KINDS, SETTLED_STATUSES, STEP_KINDS, CallStatus, ToolCall
+from toolhub.models import ENDED_STEP_STATUSES, ROLLBACK_KINDS, SAGA_STEPS, SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger
 from toolhub.sagas.records import compensable_tool_names
 from toolhub.sagas.services import saga_record_step, saga_rollback
@@ -145,10 +145,10 @@ def _newest_step_left() -> QuerySet[ToolCall]:
     taken = Compensation.objects.filter(step_call=OuterRef("pk")).exclude(status=CompensationStatus.RECORDED).order_by()
     return (
         ToolCall.objects.filter(
+            SAGA_STEPS,
             saga_id=OuterRef("saga_id"),
             tenant=OuterRef("tenant"),
             run_id__isnull=True,
-            kind__in=STEP_KINDS,
             status__in=_STEP_OR_ON_ITS_WAY,
             tool_name__in=compensable_tool_names(),
         )
@@ -173,7 +173,7 @@ ENDED_STEP_MARGIN = dt.timedelta(minutes=5)
 def ended_saga_steps() -> QuerySet[ToolCall]:
     """Steps of a run or a direct saga that ended as ``ENDED_STEP_STATUSES``: ``toolcall_ended_saga_step`` (partial)."""
     return ToolCall.objects.filter(
-        Q(run_id__isnull=False) | ~Q(saga_id=""), kind__in=STEP_KINDS, status__in=list(ENDED_STEP_STATUSES)
+        Q(run_id__isnull=False) | ~Q(saga_id=""), SAGA_STEPS, status__in=list(ENDED_STEP_STATUSES)
     )
 
 
