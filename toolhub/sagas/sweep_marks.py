@@ -7,12 +7,15 @@ the last one. The mark moves only from the value the tick read (two sweepers at 
 A row is stamped inside the transaction that writes it and seen only once that commits: a transaction may stay open
 longer than any fixed margin (an atomic tool's, idle up to its timeout, settles the steps its inner calls made inside
 it). On PostgreSQL the mark never passes the start of the oldest transaction of this database still open with writes
-(less a margin): a row it stamped is read once it commits.
+(less a margin): a row it stamped is read once it commits. One held open past the margin (a stuck session, an idle
+bound of 0) pauses the scans until it ends: each tick logs a warning naming its session.
 """
 
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -20,24 +23,55 @@ from django.db.models import QuerySet
 from toolhub.models import ToolCall
 from toolhub.sagas.models import SweepMark
 
-__all__ = ["marked_batch", "oldest_open_write"]
+__all__ = ["OpenWrite", "marked_batch", "oldest_open_write"]
+
+logger = logging.getLogger(__name__)
 
 # Other sessions' transactions of this database that wrote (hold a transaction id): one of them may have stamped a row
-# nobody sees yet. Sessions of another role show no ``xact_start`` without ``pg_read_all_stats`` (left out by MIN).
+# nobody sees yet. Sessions of another role show no ``xact_start`` without ``pg_read_all_stats`` (left out).
 _OLDEST_OPEN_WRITE_SQL = """
-SELECT MIN(xact_start) FROM pg_stat_activity
+SELECT xact_start, pid, application_name FROM pg_stat_activity
 WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+  AND xact_start IS NOT NULL
+ORDER BY xact_start LIMIT 1
 """
 
 
-def oldest_open_write() -> dt.datetime | None:
-    """When the oldest transaction of this database still open with writes began (PostgreSQL), else ``None``."""
+@dataclass(frozen=True)
+class OpenWrite:
+    """The oldest transaction of this database still open with writes: when it began and whose session it is."""
+
+    started: dt.datetime
+    pid: int
+    application: str
+
+
+def oldest_open_write() -> OpenWrite | None:
+    """The oldest transaction of this database still open with writes (PostgreSQL), else ``None``."""
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
         cursor.execute(_OLDEST_OPEN_WRITE_SQL)
         row = cursor.fetchone()
-    return row[0] if row else None
+    return OpenWrite(row[0], int(row[1]), str(row[2] or "")) if row else None
+
+
+def _held_back(name: str, oldest: OpenWrite, *, until: dt.datetime, margin: dt.timedelta) -> None:
+    """Warn that ``oldest`` holds mark ``name`` back past the margin: the scan waits for it, compensation with it.
+
+    Names the session (pid, application) for an operator to end or wait for; never its query (anyone's data).
+    """
+    held = until - (oldest.started - margin)
+    if held > margin:
+        logger.warning(
+            "sagas sweep: mark %s held back %d s by a transaction open with writes since %s (pid %d, application "
+            "%r); steps and failures settled after it wait for it to end (end or commit that session if stuck)",
+            name,
+            int(held.total_seconds()),
+            oldest.started.isoformat(),
+            oldest.pid,
+            oldest.application[:64],
+        )
 
 
 def marked_batch(
@@ -54,8 +88,9 @@ def marked_batch(
     transaction's first statement (Python's clock, then the write), or by a host whose clock runs behind.
     """
     oldest = oldest_open_write()
-    if oldest is not None:
-        until = min(until, oldest - margin)
+    if oldest is not None and oldest.started - margin < until:
+        _held_back(name, oldest, until=until, margin=margin)
+        until = oldest.started - margin
     mark = SweepMark.objects.filter(name=name).values_list("reached", "reached_pk").first()
     rows = rows.filter(finished_at__lt=until)
     if mark is not None:
