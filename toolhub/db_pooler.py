@@ -53,13 +53,19 @@ def role_bounds_set(cursor: Any, quoted_role: str, quoted_database: str, time_zo
     return done
 
 
+#: Of each bound wanted, the setting PostgreSQL applies to this role here: the role's in this database over the role's
+#: own over the database's (a role-in-database ``0`` unbounds a bounded database). ``0``, ``0ms``, ``0s``: unbounded.
 _UNBOUNDED_SQL = """
 SELECT b.name FROM unnest(%s::text[]) AS b(name)
-WHERE NOT EXISTS (
-    SELECT 1 FROM pg_db_role_setting r, unnest(r.setconfig) AS c(setting)
+WHERE COALESCE((
+    SELECT split_part(c.setting, '=', 2) !~ '^0[a-z]*$'
+    FROM pg_db_role_setting r, unnest(r.setconfig) AS c(setting)
     WHERE r.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
       AND r.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
-      AND split_part(c.setting, '=', 1) = b.name AND split_part(c.setting, '=', 2) !~ '^0[a-z]*$')
+      AND split_part(c.setting, '=', 1) = b.name
+    ORDER BY r.setrole <> 0 DESC, r.setdatabase <> 0 DESC
+    LIMIT 1
+), false) IS FALSE
 """
 
 
