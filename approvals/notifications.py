@@ -10,6 +10,7 @@ rule's reason quotes the model's arguments, whose line breaks would otherwise fo
 """
 
 import logging
+import smtplib
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
@@ -65,22 +66,38 @@ def _send_each(messages: list[EmailMessage], *, request_id: int, event: str) -> 
     connection = get_connection()
     try:
         connection.open()
-    except Exception:  # noqa: BLE001 - any mail backend's failure: logged, never in the decision's way
-        logger.exception("Could not e-mail the approvers of approval request %s (%s)", request_id, event)
+    except Exception as exc:  # noqa: BLE001 - any mail backend's failure: logged, never in the decision's way
+        logger.error("Could not e-mail the approvers of approval request %s (%s): %s", request_id, event, _failure(exc))
         return 0
     sent = 0
     try:
         for message in messages:
             try:
                 sent += connection.send_messages([message]) or 0
-            except Exception:  # noqa: BLE001 - this approver's message only; the next ones still go out
-                logger.exception("Could not e-mail an approver of approval request %s (%s)", request_id, event)
+            except Exception as exc:  # noqa: BLE001 - this approver's message only; the next ones still go out
+                logger.error(
+                    "Could not e-mail an approver of approval request %s (%s): %s", request_id, event, _failure(exc)
+                )
     finally:
         try:
             connection.close()
         except Exception:  # noqa: BLE001 - a server gone at QUIT: what was sent is sent
             logger.warning("Could not close the mail connection after approval request %s", request_id)
     return sent
+
+
+def _failure(exc: Exception) -> str:
+    """A mail failure as the log may keep it: its type and SMTP codes, never its text.
+
+    The text of a refusal names the refused addresses (approvers of any tenant, in a shared log) and repeats the mail
+    server's reply; the type and codes say what an operator needs (``SMTPRecipientsRefused 550``).
+    """
+    codes: list[int] = []
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        codes = sorted({int(code) for code, _ in exc.recipients.values()})
+    elif isinstance(exc, smtplib.SMTPResponseException):
+        codes = [int(exc.smtp_code)]
+    return " ".join([type(exc).__name__, *map(str, codes)])
 
 
 def _body(request: ApprovalRequest, event: str, standing: RoundStanding) -> str:
