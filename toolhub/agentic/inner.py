@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolhub.agentic.base import AgenticFacts, GatedTools
+from toolhub.disclosure.state import done_among, done_names
 from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -161,13 +162,18 @@ class InnerState:
         names = [t.name for t in self.owner.members if t.name not in hidden] + shown
         by_name = {t.name: t for t in self.owner.members}
         tools = [by_name[name] for name in dict.fromkeys(names) if name in by_name]
-        return [
-            t.with_description(f"{t.description}\n{self._status(t.name)}") if self._status(t.name) else t for t in tools
-        ]
+        statuses = {t.name: self._status(t.name) for t in tools}
+        return [t.with_description(f"{t.description}\n{statuses[t.name]}") if statuses[t.name] else t for t in tools]
 
     def _status(self, name: str) -> str:
+        """A playbook's or state machine's status line, naming only done tools the principal may use now."""
         gated = next((g for g in self.owner.gated if g.name == name), None)
-        return gated.status(self.entries[name], AgenticFacts()) if gated is not None else ""
+        if gated is None:
+            return ""
+        from toolhub.agentic.runstate import granted_for
+
+        entry = {name: self.entries[name]}
+        return gated.status(done_among(entry, granted_for(self.ctx, done_names(entry)))[name], AgenticFacts())
 
     def gate(self, iteration: int) -> Callable[[str], str | None]:
         from toolhub.agentic.runstate import granted_for

@@ -4,7 +4,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["DisclosureState"]
+__all__ = ["DisclosureState", "done_among", "done_names"]
 
 #: Longest list of names kept in any field (a run never sees more tools than this at once).
 MAX_NAMES = 500
@@ -20,6 +20,34 @@ def _objects(value: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(value, Mapping):
         return {}
     return {str(k)[:200]: dict(v) for k, v in list(value.items())[:MAX_NAMES] if isinstance(v, Mapping)}
+
+
+def done_names(entries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every tool named done in agentic entries (each playbook's ``done``), once each, in order."""
+    names = [
+        name
+        for entry in entries.values()
+        if isinstance(entry.get("done"), list)
+        for name in entry["done"]
+        if isinstance(name, str)
+    ]
+    return list(dict.fromkeys(names))
+
+
+def done_among(entries: Mapping[str, Mapping[str, Any]], names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Agentic entries with each playbook's done tools cut to ``names``, the rest of each entry as it is.
+
+    What a playbook's status line reads (``Done so far: ...``) wherever a model is shown one: the run's guide
+    (``visibility._disclose``), an agentic tool's inner model (``agentic.inner.InnerState``), and what people
+    read (``naming_only``). The state kept keeps every done tool, as its gate needs them; a tool revoked since
+    is named to no one.
+    """
+    kept = set(names)
+    cut = {key: dict(value) for key, value in entries.items()}
+    for entry in cut.values():
+        if isinstance(entry.get("done"), list):
+            entry["done"] = [name for name in entry["done"] if name in kept]
+    return cut
 
 
 @dataclass(frozen=True)
@@ -131,17 +159,8 @@ class DisclosureState:
         )
 
     def done_among(self, names: Iterable[str]) -> "DisclosureState":
-        """The state with each playbook's done tools cut to ``names``, the rest of the agentic state as it is.
-
-        What a guide's description reads (``Done so far: ...``): the run's own state keeps every done tool, as its
-        gate needs them, but a tool revoked since is named to no one.
-        """
-        kept = set(names)
-        entries = {key: dict(value) for key, value in self.agentic.items()}
-        for entry in entries.values():
-            if isinstance(entry.get("done"), list):
-                entry["done"] = [name for name in entry["done"] if name in kept]
-        return replace(self, agentic=entries)
+        """The state with each playbook's done tools cut to ``names`` (``done_among``)."""
+        return replace(self, agentic=done_among(self.agentic, names))
 
     def with_visible(self, names: list[str]) -> "DisclosureState":
         return replace(self, visible=_names(names))

@@ -16,7 +16,7 @@ from toolhub.agentic.runstate import agentic_description, agentic_state_after, a
 from toolhub.authorization import CallPrincipal, authorize_tools
 from toolhub.disclosure.groups import group_eligibility, group_facts, initially_active
 from toolhub.disclosure.meta import META_TOOL_NAMES, RESET_EQUIPPED_TOOLS, TOOL_SEARCH
-from toolhub.disclosure.state import DisclosureState
+from toolhub.disclosure.state import DisclosureState, done_names
 from toolhub.disclosure.unfolding import CONTEXT_SUFFIX, UnfoldingTool, facade_of, tool_seen_by, usable_tools
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus
@@ -209,13 +209,12 @@ def shown_state(state: DisclosureState, principal: CallPrincipal | None, context
 
     types = registered_types()
     methods = {name: types[name].method_names() if name in types else set() for name in state.chained}
-    done = [name for entry in state.agentic.values() for name in _done(entry)]
     named = [
         *_unfolds_and_hits(state),
         state.exclusive,
         *state.visible,
         *(key.partition(".")[0] for key in state.agentic),
-        *done,
+        *done_names(state.agentic),
         *(name for names in methods.values() for name in names),
     ]
     usable = set(usable_tools([name for name in dict.fromkeys(named) if name], principal, context=context))
@@ -230,15 +229,10 @@ def shown_state(state: DisclosureState, principal: CallPrincipal | None, context
 
 def _described(state: DisclosureState, principal: CallPrincipal, context: Mapping[str, Any]) -> DisclosureState:
     """``state`` as the guides' descriptions read it: a playbook's done tools only among those usable now."""
-    done = [name for entry in state.agentic.values() for name in _done(entry)]
+    done = done_names(state.agentic)
     if not done:
         return state
-    return state.done_among(usable_tools(list(dict.fromkeys(done)), principal, context=context))
-
-
-def _done(entry: Mapping[str, Any]) -> list[str]:
-    done = entry.get("done")
-    return [name for name in done if isinstance(name, str)] if isinstance(done, list) else []
+    return state.done_among(usable_tools(done, principal, context=context))
 
 
 def _tool(name: str) -> Tool:

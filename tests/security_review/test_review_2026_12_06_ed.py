@@ -1,0 +1,82 @@
+"""Review of 2026-12-06 (ed): reviews du (MCP answers), dp (delegation locks) and dt (disclosure guides).
+
+Each finding's test fails on the reviewed code (main at afcc737) and passes after the fix.
+
+Findings:
+
+1. An agentic tool's inner model is offered a playbook among its tools with the playbook's run state in its
+   description (``Done so far: ...``, ``InnerState.offered``), read from the outer call's earlier inner calls as
+   they are: a done step whose tool was denied to the principal since stayed named there, though review dt cut
+   the run model's guide (``visibility._described``) and what people read (``shown_state``). Now the inner status
+   line is written from the entry with its done steps cut to what the call's principal may use now, through the
+   same cut (``toolhub.disclosure.state.done_among``).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from agents_app.models_adapters.scripted import ScriptedAdapter
+from agents_app.services import agent_create
+from tests.agentic import sample_tools
+from tests.agentic.conftest import answer, call, make_agent, start_run  # noqa: F401 - fixtures
+from toolhub.agentic import SimpleAgenticTool
+from toolhub.models import CallKind, CallStatus, Grant, GrantEffect, ToolCall
+from toolhub.tools import tool
+from toolhub.tools.definition import Risk
+from toolhub.tools.registry import registry
+
+#: What ``ed_world_changes`` does when the run's model calls it (set by each test).
+CHANGES: list[Callable[[], None]] = []
+
+
+@tool(risk=Risk.LOW)
+def ed_world_changes() -> str:
+    """Change the world between two turns of the run (the test says how)."""
+    for change in CHANGES:
+        change()
+    return "changed"
+
+
+#: The research playbook driven by an inner model.
+RESEARCH_DESK = SimpleAgenticTool(
+    "research_desk", "Research with a playbook.", tools=[sample_tools.RESEARCH], max_iterations=3, agent="rd-brain"
+)
+
+
+@pytest.mark.django_db
+def test_an_inner_models_playbook_names_no_done_step_revoked_since(
+    make_agent: Any,  # noqa: F811 - the fixture imported above
+    start_run: Any,  # noqa: F811
+    alice: User,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: ``research_desk``'s inner model searched in the run's first call of it; ``search`` was then denied to
+    alice. In the second call the inner model was offered ``researcher`` described ``Done so far: search.``: the
+    status line read the replayed done steps unfiltered, naming a tool alice may no longer use or see.
+    / Expect: ``Done so far: nothing.``, as the run model's own guide reads (review dt).
+    """
+    offered: list[dict[str, str]] = []
+    original = ScriptedAdapter.complete
+
+    def spying(self: Any, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **options: Any) -> Any:
+        offered.append({t["function"]["name"]: t["function"]["description"] for t in tools})
+        return original(self, messages=messages, tools=tools, **options)
+
+    monkeypatch.setattr(ScriptedAdapter, "complete", spying)
+    CHANGES[:] = [lambda: Grant.objects.create(effect=GrantEffect.DENY, tool_name="search", user=alice)]
+    agent_create(name="rd-brain", provider="scripted", tools=[], script=[call("search", topic="tides"), answer("ok")])
+    script = [call("research_desk", task="a"), call("ed_world_changes"), call("research_desk", task="b"), answer()]
+    with registry.temporarily(ed_world_changes, RESEARCH_DESK, *sample_tools.ALL):
+        run = start_run(make_agent(script=script, tools=["research_desk", "ed_world_changes"]), alice)
+
+    inner = list(ToolCall.objects.filter(run_id=run.id, kind=CallKind.INNER).order_by("created_at"))
+    assert [(c.tool_name, c.status) for c in inner[:1]] == [("search", CallStatus.SUCCEEDED)]
+    # Turns in order: the run's, the first call's two inner turns, the run's two, the second call's two, the run's.
+    assert [("researcher" in each) for each in offered] == [False, True, True, False, False, True, True, False]
+    first_after, second_call = offered[2], offered[5]
+    assert "Done so far: search." in first_after["researcher"], first_after
+    assert "search" not in second_call
+    assert "Done so far: nothing." in second_call["researcher"], second_call
