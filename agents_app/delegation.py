@@ -17,24 +17,27 @@ from toolhub.models import Tenant
 __all__ = ["delegations_renamed", "delegators_held"]
 
 
-def delegators_held(parent: AgentRun) -> None:
-    """Share-lock the agents a child of ``parent`` will name (its ``delegated_by`` and its agent) until commit.
+def delegators_held(parent: AgentRun, agent_id: int) -> bool:
+    """Share-lock the agents a child of ``parent`` names until commit; whether its own agent (``agent_id``) is there.
 
     A rename renames the agent in the chains of the runs it finds below its runs, in its save's transaction, which
     holds the agent's row: a child started meanwhile is not among them (not committed) and would read the old name
     (not committed either). Taken before the parent's row is locked and read, this lock waits for a rename in flight
     (the parent's chain and agent, read after it, carry the new names), and a rename coming after it waits for the
     child's commit, then finds the child. Found by name, as the chain holds names: a row renamed in flight is waited
-    for even though its new name no longer matches. SQLite runs one writing transaction at a time: nothing to hold.
+    for even though its new name no longer matches. The child's own agent is held too: a deletion in flight (an
+    agent without runs is not protected) is waited for and answered ``False``, and one coming after waits for the
+    child, whose run then protects the agent. SQLite runs one writing transaction at a time: nothing to hold.
     """
     if connection.vendor != "postgresql":
-        return
+        return Agent.objects.filter(pk=agent_id).exists()
     names = list(parent.delegated_by or [])
     in_tenant = Q(tenant__isnull=True) | Q(tenant_id__in=Tenant.objects.filter(slug=parent.tenant).values("pk"))
-    named = Q(pk=parent.agent_id) | (Q(name__in=names) & in_tenant if names else Q(pk__in=[]))
+    named = Q(pk__in=[parent.agent_id, agent_id]) | (Q(name__in=names) & in_tenant if names else Q(pk__in=[]))
     sql, params = Agent.objects.filter(named).order_by("pk").values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} FOR SHARE", params)
+        return any(pk == agent_id for (pk,) in cursor.fetchall())
 
 
 def delegations_renamed(agent_id: int, new_name: str) -> int:

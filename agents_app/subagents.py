@@ -134,7 +134,7 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
         agent = agents_of_tenant(parent.tenant).filter(name=agent_name).order_by(F("tenant_id").asc(nulls_last=True))
         target = agent.first()
         if target is None:
-            raise ToolError(f"Subagent {agent_name!r} is not available to this run; answer without it.")
+            raise _unavailable(agent_name)
         messages: list[dict[str, Any]] = []
         if target.system_prompt:
             messages.append({"role": "system", "content": target.system_prompt})
@@ -143,8 +143,10 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
             with transaction.atomic():
                 # The parent's row lock orders its children's starts: each carves its budget from what the
                 # ones before it left (``_budget_left``), never from the same remainder. Its ancestors' agents
-                # are held first: a rename in flight is waited for and its name recorded (``delegators_held``).
-                delegators_held(parent)
+                # are held first, and the child's: a rename in flight is waited for and its name recorded, an agent
+                # deleted meanwhile is answered as a missing one (``delegators_held``).
+                if not delegators_held(parent, target.pk):
+                    raise _unavailable(agent_name)
                 parent = AgentRun.objects.select_for_update(of=("self",)).get(pk=parent.pk)
                 _refuse_unless_going(parent, agent_name)
                 budget = _budget_left(parent, call_id, agent_name, limits)
@@ -172,6 +174,11 @@ def _start_child(agent_name: str, tool_name: str, text: str, ctx: ToolContext, l
         {"subagent_run": str(child.id), "agent": child.agent.name, "tool": tool_name},
         expires=False,  # the child run settles it when it ends, however long an operator takes on its calls
     )
+
+
+def _unavailable(agent_name: str) -> ToolError:
+    """A subagent the run may not start (none of that name among its tenant's and the global agents, or deleted)."""
+    return ToolError(f"Subagent {agent_name!r} is not available to this run; answer without it.")
 
 
 def _refuse_unless_going(parent: AgentRun, agent_name: str) -> None:

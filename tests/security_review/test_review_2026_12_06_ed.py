@@ -10,21 +10,35 @@ Findings:
    the run model's guide (``visibility._described``) and what people read (``shown_state``). Now the inner status
    line is written from the entry with its done steps cut to what the call's principal may use now, through the
    same cut (``toolhub.disclosure.state.done_among``).
+2. A subagent's agent without runs yet (so not protected) deleted while a run started a child of it: the child's
+   insert checks its agent at commit (Django's foreign keys are deferred), waited for the deletion and failed, and
+   ``_start_child`` took the ``IntegrityError`` for a retried call's child made first and looked it up:
+   ``AgentRun.DoesNotExist`` escaped the tool (an internal error for the call). ``delegators_held`` now share-locks
+   the child's agent with its delegators and says whether it is still there: a deletion in flight is waited for and
+   answered as a subagent that does not exist; one coming after waits for the child, whose run then protects it.
 """
 
+import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import transaction
 
+from agents_app.models import AgentRun, RunStatus
 from agents_app.models_adapters.scripted import ScriptedAdapter
 from agents_app.services import agent_create
 from tests.agentic import sample_tools
 from tests.agentic.conftest import answer, call, make_agent, start_run  # noqa: F401 - fixtures
+from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
+from tests.testapp.tools import ask_researcher
 from toolhub.agentic import SimpleAgenticTool
+from toolhub.exceptions import ToolError, ToolSuspend
 from toolhub.models import CallKind, CallStatus, Grant, GrantEffect, ToolCall
 from toolhub.tools import tool
+from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk
 from toolhub.tools.registry import registry
 
@@ -80,3 +94,42 @@ def test_an_inner_models_playbook_names_no_done_step_revoked_since(
     assert "Done so far: search." in first_after["researcher"], first_after
     assert "search" not in second_call
     assert "Done so far: nothing." in second_call["researcher"], second_call
+
+
+@pytest.mark.postgres  # row locks: SQLite has none
+@pytest.mark.django_db(transaction=True)
+def test_a_subagent_deleted_while_its_child_starts_is_answered_as_unavailable(alice: User) -> None:
+    """Found: ``researcher`` (no runs yet, so its deletion is not protected) was being deleted while a planner's run
+    started a child of it. The child's insert checks its agent at commit (a deferred foreign key), waited for the
+    deletion and failed; ``_start_child`` read that ``IntegrityError`` as a retried call's child made first and
+    looked that child up: ``AgentRun.DoesNotExist`` escaped the tool, an internal error for the call.
+    / Expect: the start waits for the deletion and answers the model as for a subagent that does not exist (a
+    ``ToolError`` saying it is not available); no child run is left.
+    """
+    planner = agent_create(name="planner", tenant="acme", provider="scripted", script=[], tools=["ask_researcher"])
+    researcher = agent_create(name="researcher", tenant="acme", provider="scripted", script=[], tools=[])
+    parent = AgentRun.objects.create(agent=planner, user=alice, tenant="acme", status=RunStatus.RUNNING)
+    deleted, release = threading.Event(), threading.Event()
+
+    def delete() -> None:
+        with transaction.atomic():
+            researcher.delete()
+            deleted.set()
+            release.wait(10)
+
+    def start_child() -> Any:
+        context = ToolContext(run_id=str(parent.id), tenant="acme", call_id=str(uuid.uuid4()))
+        return ask_researcher.invoke({"task": "find it"}, context)
+
+    with registry.temporarily(ask_researcher):
+        deleting, deleted_result = in_thread(delete, "delete")
+        assert deleted.wait(10)
+        starting, started = in_thread(start_child, "start child")
+        wait_for_lock_waiter("")  # the child's start, on the agent's row the deletion holds
+        release.set()
+        deleting.join(10)
+        starting.join(10)
+    assert deleted_result == [None], deleted_result
+    assert len(started) == 1 and not isinstance(started[0], ToolSuspend), started
+    assert isinstance(started[0], ToolError) and "is not available" in str(started[0]), repr(started[0])
+    assert not AgentRun.objects.filter(parent_run=parent).exists()
