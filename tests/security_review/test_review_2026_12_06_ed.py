@@ -8,8 +8,9 @@ Findings:
    description (``Done so far: ...``, ``InnerState.offered``), read from the outer call's earlier inner calls as
    they are: a done step whose tool was denied to the principal since stayed named there, though review dt cut
    the run model's guide (``visibility._described``) and what people read (``shown_state``). Now the inner status
-   line is written from the entry with its done steps cut to what the call's principal may use now, through the
-   same cut (``toolhub.disclosure.state.done_among``).
+   line, and the playbook's state in the agentic tool's result (which the run's model reads), are written from the
+   entry with its done steps cut to what the call's principal may use now, through the same cut
+   (``toolhub.disclosure.state.done_among``); the state replayed for the gate keeps them all.
 2. A subagent's agent without runs yet (so not protected) deleted while a run started a child of it: the child's
    insert checks its agent at commit (Django's foreign keys are deferred), waited for the deletion and failed, and
    ``_start_child`` took the ``IntegrityError`` for a retried call's child made first and looked it up:
@@ -69,8 +70,9 @@ def test_an_inner_models_playbook_names_no_done_step_revoked_since(
 ) -> None:
     """Found: ``research_desk``'s inner model searched in the run's first call of it; ``search`` was then denied to
     alice. In the second call the inner model was offered ``researcher`` described ``Done so far: search.``: the
-    status line read the replayed done steps unfiltered, naming a tool alice may no longer use or see.
-    / Expect: ``Done so far: nothing.``, as the run model's own guide reads (review dt).
+    status line read the replayed done steps unfiltered, naming a tool alice may no longer use or see, and so did
+    the call's result (``{"state": {"researcher": {"done": ["search"]}}}``) the run's model read.
+    / Expect: ``Done so far: nothing.``, as the run model's own guide reads (review dt), and ``done: []``.
     """
     offered: list[dict[str, str]] = []
     original = ScriptedAdapter.complete
@@ -94,6 +96,9 @@ def test_an_inner_models_playbook_names_no_done_step_revoked_since(
     assert "Done so far: search." in first_after["researcher"], first_after
     assert "search" not in second_call
     assert "Done so far: nothing." in second_call["researcher"], second_call
+    # The second call's result (what the run's model reads of it) names no revoked step either.
+    second = ToolCall.objects.filter(run_id=run.id, kind=CallKind.CALL, tool_name="research_desk").order_by("turn")[1]
+    assert second.result["state"] == {"researcher": {"done": []}}, second.result
 
 
 @pytest.mark.postgres  # row locks: SQLite has none

@@ -168,12 +168,16 @@ class InnerState:
     def _status(self, name: str) -> str:
         """A playbook's or state machine's status line, naming only done tools the principal may use now."""
         gated = next((g for g in self.owner.gated if g.name == name), None)
-        if gated is None:
-            return ""
+        return gated.status(self._described()[name], AgenticFacts()) if gated is not None else ""
+
+    def _described(self) -> dict[str, dict[str, Any]]:
+        """The entries as models read them (status lines, the call's result): done tools cut to those usable now.
+
+        ``done_among`` with what the principal may use now; the gate reads ``entries`` whole.
+        """
         from toolhub.agentic.runstate import granted_for
 
-        entry = {name: self.entries[name]}
-        return gated.status(done_among(entry, granted_for(self.ctx, done_names(entry)))[name], AgenticFacts())
+        return done_among(self.entries, granted_for(self.ctx, done_names(self.entries)))
 
     def gate(self, iteration: int) -> Callable[[str], str | None]:
         from toolhub.agentic.runstate import granted_for
@@ -197,7 +201,7 @@ class InnerState:
         return gate
 
     def result(self) -> dict[str, Any]:
-        return {"state": {name: dict(entry) for name, entry in self.entries.items()}} if self.entries else {}
+        return {"state": self._described()} if self.entries else {}
 
 
 def _outer_row(ctx: ToolContext) -> tuple[str, str]:
