@@ -17,6 +17,7 @@ from toolhub.direct import WAITING_STATUSES, call_approval_id, call_status_of, c
 from toolhub.mcp_caller import in_thread, request_user
 from toolhub.models import CallStatus, ToolCall
 from toolhub.selectors import tool_calls_visible_to
+from toolhub.tenancy import tenant_scope_now
 
 __all__ = ["STATUS_TOOL", "STATUS_TOOL_DEFINITION", "call_result", "status_tool"]
 
@@ -114,12 +115,19 @@ def _status_target(
     return call, wait
 
 
-def _status_answer(ctx: ServerRequestContext[Any, Any], call: ToolCall) -> types.CallToolResult:
-    # Read as the caller was answered: a refused call of a tool they may not see is an unknown tool's.
-    fresh = tool_calls_visible_to(request_user(ctx)).filter(pk=call.pk).first()
-    if fresh is None:  # gone while it was waited for (retention)
+def _status_answer(ctx: ServerRequestContext[Any, Any], call: ToolCall, *, waited: bool) -> types.CallToolResult:
+    """The call as it is now, read as the caller was answered (a hidden tool's refusal reads as an unknown tool's).
+
+    After a wait the caller's tenants are read again (``tenant_scope_now``), as REST's ``?wait=`` does: a caller
+    removed from the call's tenant meanwhile is answered as for any call not theirs.
+    """
+    user = request_user(ctx)
+    if waited:
+        tenant_scope_now(user)
+    fresh = tool_calls_visible_to(user).filter(pk=call.pk).first()
+    if fresh is None:  # gone while it was waited for (retention), or no longer in the caller's tenants
         return types.CallToolResult(content=_text(f"There is no call {call.pk} among yours."), is_error=True)
-    return call_result(CallerView(request_user(ctx)).call(fresh), for_status_tool=True)
+    return call_result(CallerView(user).call(fresh), for_status_tool=True)
 
 
 async def status_tool(ctx: ServerRequestContext[Any, Any], arguments: Mapping[str, Any] | None) -> types.CallToolResult:
@@ -128,9 +136,11 @@ async def status_tool(ctx: ServerRequestContext[Any, Any], arguments: Mapping[st
     if isinstance(target, types.CallToolResult):
         return target
     call, wait = target
+    waited = False
     if wait:
         # One of the user's wait slots, shared with ``?wait=``: past the cap, the call as it is now.
         async with wait_slot_async(request_user(ctx).pk) as free:
             if free:
                 await call_wait_async(call_id=call.pk, status=call.status, seconds=wait, read=in_thread(call_status_of))
-    return await in_thread(_status_answer)(ctx, call)
+                waited = True
+    return await in_thread(_status_answer)(ctx, call, waited=waited)
