@@ -97,6 +97,8 @@ class SagaListView(generics.ListAPIView):
 
     serializer_class = SagaSerializer
     pagination_class = NewestFirstCursorPagination
+    #: Opening writes a saga row: it counts against the rate of the direct calls that are its steps (reads do not).
+    throttle_scope = "calls"
 
     def get_queryset(self):  # type: ignore[no-untyped-def]
         return sagas_visible_to(self.request.user).prefetch_related("compensations", "rollbacks")
