@@ -16,7 +16,14 @@ from django.db.models import F, Subquery, Window
 from django.db.models.functions import Coalesce, Lag
 
 from toolhub.checkpoint_files import file_name, numbered_files
-from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, signed_body, trusted_body
+from toolhub.checkpoint_signature import (
+    CheckpointKeyError,
+    builds_on,
+    forged_reason,
+    signed_body,
+    stored_body,
+    trusted_body,
+)
 from toolhub.conf import toolhub_settings
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
@@ -56,7 +63,7 @@ def audit_checkpoint_problems(
     """
     body = signed_body(checkpoint)
     if body is None:
-        return [_forged(source)]
+        return [_forged(source, _unsigned(checkpoint))]
     return _head_problems(named_heads([(source, body)]), chains)
 
 
@@ -83,7 +90,7 @@ def stored_run(
     source = f"stored checkpoint #{newest.seq}"
     body = trusted_body(newest)
     if body is None:
-        return newest, [*problems, _forged(source)], []
+        return newest, [*problems, _forged(source, stored_body(newest))], []
     documents: list[tuple[str, dict[str, Any] | None]] = []
     if "base" in body:
         # A stored checkpoint missing in between is a gap in the numbering, reported above.
@@ -139,7 +146,7 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
     source = f"checkpoint file {newest.name}"
     body = signed_body(document)
     if body is None:
-        return newest, [_forged(source)]
+        return newest, [_forged(source, _unsigned(document))]
     problems = _misnamed(newest, body)
     documents: list[tuple[str, dict[str, Any] | None]] = []
     if "base" in body and isinstance(body["base"], int) and isinstance(body.get("seq"), int):
@@ -172,8 +179,15 @@ def _misnamed(path: Path, body: dict[str, Any]) -> list[CheckpointProblem]:
     return [CheckpointProblem(f"checkpoint file {path.name} holds checkpoint #{seq}: it was renamed")]
 
 
-def _forged(source: str) -> CheckpointProblem:
-    return CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key")
+def _forged(source: str, body: Any = None) -> CheckpointProblem:
+    """A checkpoint whose signature does not verify; with its body, which key it names and why that fails."""
+    reason = forged_reason(body)
+    detail = f" ({reason})" if reason else ""
+    return CheckpointProblem(f"{source}: signature does not match: it was altered or signed with another key{detail}")
+
+
+def _unsigned(document: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key != "signature"}
 
 
 def _run_problems(

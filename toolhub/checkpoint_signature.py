@@ -5,43 +5,28 @@ sign a checkpoint over what they changed.
 """
 
 import json
-import os
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolhub.audit_export_key import export_signing_key, header_signature
 from toolhub.audit_hash import canonical_json
+from toolhub.audit_keys import CheckpointKeyError, SigningKey, current_key, retired_keys, signing_key, unknown_key
 from toolhub.checkpoint_signature_core import hmac_hex, hmac_matches
-from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditCheckpoint
 
 __all__ = [
     "CheckpointKeyError",
     "builds_on",
     "export_public_key",
+    "forged_reason",
     "sign",
     "sign_export_header",
-    "signature_matches",
     "signed_body",
     "signing_key",
+    "stored_body",
     "trusted_body",
 ]
-
-
-class CheckpointKeyError(ToolhubError):
-    """The signing key is not configured."""
-
-
-def signing_key() -> bytes:
-    name = toolhub_settings().AUDIT_KEY_ENV
-    key = os.environ.get(name, "")
-    if not key:
-        raise CheckpointKeyError(
-            f"Set the environment variable {name} to the audit checkpoint key (kept out of the database)."
-        )
-    return key.encode()
 
 
 def sign(text: str) -> str:
@@ -58,20 +43,53 @@ def export_public_key() -> Ed25519PublicKey:
     return export_signing_key(signing_key()).public_key()
 
 
-def signature_matches(text: str, signature: Any) -> bool:
-    """Whether ``signature`` is ``text``'s, compared in constant time (as bytes: a planted one reads as forged)."""
-    return hmac_matches(signing_key(), text, signature)
+def _verifying_keys(body: dict[str, Any]) -> list[SigningKey]:
+    """The keys that may have signed ``body``: the one it names, else the current and retired keys.
+
+    A retired key counts only for a checkpoint numbered up to its retirement (``toolhub.audit_keys``); a checkpoint
+    from before key ids (none named) is checked with each key valid for it, so history is never re-signed.
+    """
+    seq, named = body.get("seq"), body.get("key")
+    keys = [key for key in [current_key(), *retired_keys()] if key.valid_for(seq)]
+    return [key for key in keys if key.id == named] if "key" in body else keys
 
 
-def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
-    """A stored checkpoint's body when its signature and number hold (a forged one is never built on)."""
-    if row is None or not signature_matches(row.body, row.signature):
-        return None
+def _signed(text: str, signature: Any, body: dict[str, Any]) -> bool:
+    """Whether ``signature`` is ``text``'s under a key valid for ``body``, compared in constant time.
+
+    Compared as bytes: a planted signature reads as forged.
+    """
+    return any(hmac_matches(key.secret, text, signature) for key in _verifying_keys(body))
+
+
+def forged_reason(body: Any) -> str:
+    """Why a checkpoint's signature does not verify, when the key explains it ("": altered under a valid key)."""
+    if not isinstance(body, dict):
+        return ""
+    named = body.get("key")
+    if named is not None and any(key.id == named for key in _verifying_keys(body)):
+        return ""
+    return unknown_key(named)
+
+
+def stored_body(row: AuditCheckpoint) -> dict[str, Any] | None:
+    """A stored checkpoint's body as JSON (None when it is not an object), its signature not checked."""
     try:
         body = json.loads(row.body)
     except ValueError:
         return None
-    if not isinstance(body, dict) or body.get("seq") != row.seq or not isinstance(body.get("heads"), dict):
+    return body if isinstance(body, dict) else None
+
+
+def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
+    """A stored checkpoint's body when its signature and number hold (a forged one is never built on)."""
+    if row is None:
+        return None
+    signing_key()  # no key configured: say so (``CheckpointKeyError``), never "forged"
+    body = stored_body(row)
+    if body is None or body is None or not _signed(row.body, row.signature, body):
+        return None
+    if body.get("seq") != row.seq or not isinstance(body.get("heads"), dict):
         return None
     return body
 
@@ -85,8 +103,6 @@ def builds_on(body: dict[str, Any], base: Any) -> bool:
 def signed_body(document: dict[str, Any]) -> dict[str, Any] | None:
     """A checkpoint document's body when its signature holds and it names heads; None when it does not."""
     body = {key: value for key, value in document.items() if key != "signature"}
-    if not isinstance(body.get("heads"), dict) or not signature_matches(
-        canonical_json(body), document.get("signature")
-    ):
+    if not isinstance(body.get("heads"), dict) or not _signed(canonical_json(body), document.get("signature"), body):
         return None
     return body

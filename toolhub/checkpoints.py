@@ -31,6 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolhub.audit_hash import canonical_json
+from toolhub.audit_keys import key_id
 from toolhub.checkpoint_checks import (
     CheckpointProblem,
     audit_checkpoint_problems,
@@ -42,7 +43,8 @@ from toolhub.checkpoint_checks import (
     stored_run,
 )
 from toolhub.checkpoint_files import file_name, numbered_files, write_copy
-from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, sign, signing_key, trusted_body
+from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, signing_key, trusted_body
+from toolhub.checkpoint_signature_core import hmac_hex
 from toolhub.conf import toolhub_settings
 from toolhub.db_timeouts import transaction_statements_unbounded
 from toolhub.exceptions import ToolhubError
@@ -93,7 +95,7 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
     signing over it is right: then a full checkpoint is signed, after an ``audit.checkpoint_acknowledged``
     event holding the reason, ``actor`` and the problems.
     """
-    signing_key()
+    key = signing_key()
     directory = toolhub_settings().AUDIT_CHECKPOINT_DIR
     with transaction.atomic():
         # Beat's and an operator's checkpoint take turns, and the check reads the trail since the last one: neither
@@ -120,7 +122,8 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
             # never overwritten, the next number follows the newest copy.
             last = max([last, *numbered_files(Path(directory))])
         now = timezone.now()
-        body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "heads": heads}
+        # The key's id, signed with the body: a rotation's retired key is told from an altered checkpoint.
+        body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "key": key_id(key), "heads": heads}
         if problems:
             body["acknowledged"] = acknowledge.strip()[:500]  # signed: earlier gaps no longer count (see above)
         if not full and last:
@@ -130,7 +133,7 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
             if not directory or all((Path(directory) / file_name(seq)).is_file() for seq in _run_seqs(delta, last)):
                 body.update(delta)
         text = canonical_json(body)
-        signature = sign(text)
+        signature = hmac_hex(key, text)
         AuditCheckpoint.objects.create(
             seq=last + 1, created_at=now, body=text, signature=signature, acknowledged=bool(problems)
         )

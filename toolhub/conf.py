@@ -100,6 +100,9 @@ class ToolhubSettings(BaseModel):
     DEFAULT_TOOL_ACCESS: Literal["deny", "allow"] = "deny"
     # Audit checkpoints are signed with the key in this environment variable (never in the database).
     AUDIT_KEY_ENV: str = "TOOLHUB_AUDIT_KEY"
+    # Keys a rotation retired, in this environment variable, as ``N:KEY`` (whitespace between several): each still
+    # verifies the checkpoints numbered up to N it signed, and no later one (``toolhub.audit_keys``).
+    AUDIT_RETIRED_KEYS_ENV: str = "TOOLHUB_AUDIT_RETIRED_KEYS"
     # Seconds between two signed checkpoints written by beat, read once, when beat starts: toolhub.beat sets the
     # checkpoint task's schedule entry to it when Celery finalizes the app.
     AUDIT_CHECKPOINT_SECONDS: Seconds = 300
