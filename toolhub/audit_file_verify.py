@@ -34,8 +34,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolhub.audit_export_key import PublicKeyError, header_signature_problem, parse_public_key, public_key_text
+from toolhub.audit_export_key import PublicKeyError
 from toolhub.audit_hash_core import HASHED_COLUMNS, hash_text, tenant_chains
+from toolhub.audit_keyring import ExportKey, load_keys, verified_by
 from toolhub.audit_problem import TAMPERED, TrailProblem
 
 __all__ = [
@@ -179,11 +180,12 @@ class _Chain:
 
 
 def verify_export_lines(
-    lines: Iterable[str], heads: Iterable[str] = (), public_key: Ed25519PublicKey | None = None
+    lines: Iterable[str], heads: Iterable[str] = (), public_key: Ed25519PublicKey | list[ExportKey] | None = None
 ) -> FileVerification:
     """Verify an export read line by line, in constant memory; ``heads``: ``[CHAIN:]HASH`` kept apart from it.
 
-    ``public_key``: toolhub's export public key, to check the header's signature. Raises ``ExportFileError`` when
+    ``public_key``: toolhub's export public key, or its keys with the retired ones (``toolhub.audit_keyring``), to
+    check the header's signature. Raises ``ExportFileError`` when
     the first line is not this format's header, ``ValueError`` for a malformed head.
     """
     numbered = enumerate(lines, start=1)
@@ -229,7 +231,7 @@ def verify_export_lines(
             current.hashes[event["hash"]] = seq
     result.chains = len(chains)
     _ends(chains, declared, header, result)
-    _signature(header, public_key, result)
+    _signature(header, [ExportKey(public_key)] if isinstance(public_key, Ed25519PublicKey) else public_key, result)
     _given_heads(chains, given_heads, result)
     return result
 
@@ -437,17 +439,18 @@ def _ends(
             result.notes.append(f"compared with the heads of {source} as the header names them")
 
 
-def _signature(header: dict[str, Any], public_key: Ed25519PublicKey | None, result: FileVerification) -> None:
-    """With the public key, the header must be signed by its key; without one, say that nothing was checked."""
-    if public_key is None:
+def _signature(header: dict[str, Any], keys: list[ExportKey] | None, result: FileVerification) -> None:
+    """With public keys, the header must be signed by one valid for it; without, say that nothing was checked."""
+    if keys is None:
         result.notes.append(
             "signatures were NOT checked (no --public-key): the header and its checkpoint heads are the file's own "
             "word, and a file rewritten whole and consistently would verify too"
         )
         return
-    problem = header_signature_problem(public_key, header)
-    if problem is not None:
-        result.problem(problem.text, problem.kind)
+    key, problem = verified_by(keys, header)
+    if key is None:
+        if problem is not None:
+            result.problem(problem.text, problem.kind)
         return
     checkpoint = header.get("checkpoint")
     vouched = (
@@ -456,7 +459,8 @@ def _signature(header: dict[str, Any], public_key: Ed25519PublicKey | None, resu
         else "(no signed checkpoint covered the exported range)"
     )
     result.notes.append(
-        f"the header is signed by the public key given ({public_key_text(public_key).fingerprint}): toolhub "
+        f"the header is signed by the {'public' if key.through is None else 'retired'} key given ({key.fingerprint}"
+        f"{'' if key.through is None else f', valid for checkpoints up to #{key.through}'}): toolhub "
         f"exported these chains up to these heads at {header.get('exported_at')}, {vouched}"
     )
 
@@ -495,7 +499,11 @@ def main(argv: list[str] | None = None) -> int:
         help="toolhub's export public key (base64 or hex, from manage.py audit_public_key): the header's signature "
         "is checked",
     )
-    keys.add_argument("--public-key-file", metavar="FILE", help="a file holding that key (audit_public_key's output)")
+    keys.add_argument(
+        "--public-key-file",
+        metavar="FILE",
+        help="a file holding that key (audit_public_key's output), or the current and retired keys (its --all output)",
+    )
     # Replaced by --public-key: the checkpoint key it read would let the auditor sign, and had to leave the platform.
     keys.add_argument("--key-env", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -510,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(str(exc))
     try:
-        public_key = _public_key(options.public_key, options.public_key_file)
+        public_key = load_keys(options.public_key, options.public_key_file)
     except PublicKeyError as exc:
         parser.error(str(exc))
     try:
@@ -537,26 +545,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{options.file} verifies: {result.events} events in {result.chains} chain(s) of tenant {result.tenant[:120]}."
     )
     return 0
-
-
-def _public_key(given: str | None, path: str | None) -> Ed25519PublicKey | None:
-    """The public key from the command line or a key file; ``PublicKeyError`` naming the option when it is not one."""
-    if path is not None:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read(64 * 1024)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PublicKeyError(f"--public-key-file: cannot read {path}: {exc}") from None
-        try:
-            return parse_public_key(text)
-        except PublicKeyError as exc:
-            raise PublicKeyError(f"--public-key-file {path}: {exc}") from None
-    if given is None:
-        return None
-    try:
-        return parse_public_key(given)
-    except PublicKeyError as exc:
-        raise PublicKeyError(f"--public-key: {exc}") from None
 
 
 if __name__ == "__main__":
