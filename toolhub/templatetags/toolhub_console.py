@@ -10,7 +10,8 @@ from django.utils.safestring import SafeString
 
 from toolhub.admin_audit_export import EXPORT_PERMISSION
 from toolhub.audit_console import audit_chain_status
-from toolhub.audit_export_key import PublicKeyText, public_key_text
+from toolhub.audit_export_key import PublicKeyText, export_signing_key, public_key_text
+from toolhub.audit_keys import retired_keys
 from toolhub.checkpoint_signature import CheckpointKeyError, export_public_key
 from toolhub.dashboard import dashboard
 from toolhub.visible import shown, shown_markup
@@ -52,6 +53,7 @@ def _chain_status(context: template.Context, user: Any) -> dict[str, Any]:
         "export_url": reverse("admin:toolhub_audit_export") if may_export else "",
         # the public key that checks an export's header (audit_file_verify --public-key); it cannot sign
         "export_key": _export_key() if may_export else None,
+        "retired_export_keys": _retired_export_keys() if may_export else [],
         "csrf_token": context.get("csrf_token"),
         # the page without its query: the form never echoes what a crafted URL put there
         "next": request.path if request is not None else "",
@@ -64,6 +66,15 @@ def _export_key() -> PublicKeyText | None:
         return public_key_text(export_public_key())
     except CheckpointKeyError:
         return None
+
+
+def _retired_export_keys() -> list[tuple[PublicKeyText, int | None]]:
+    """The public keys of retired checkpoint keys, each with the last checkpoint it is valid for (none when unset)."""
+    try:
+        retired = retired_keys()
+    except CheckpointKeyError:
+        return []
+    return [(public_key_text(export_signing_key(key.secret).public_key()), key.through) for key in reversed(retired)]
 
 
 @register.inclusion_tag("admin/toolhub/dashboard.html", takes_context=True)
