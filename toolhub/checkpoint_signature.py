@@ -87,7 +87,7 @@ def trusted_body(row: AuditCheckpoint | None) -> dict[str, Any] | None:
         return None
     signing_key()  # no key configured: say so (``CheckpointKeyError``), never "forged"
     body = stored_body(row)
-    if body is None or body is None or not _signed(row.body, row.signature, body):
+    if body is None or not _signed(row.body, row.signature, body):
         return None
     if body.get("seq") != row.seq or not isinstance(body.get("heads"), dict):
         return None
