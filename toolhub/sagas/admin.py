@@ -385,14 +385,16 @@ class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):
 class CompensationAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _OperatorActions, admin.ModelAdmin):
     """One compensation of the user's tenants: the step it undoes, its arguments, its call, every attempt and error."""
 
-    tenant_field = "saga__tenant"
+    tenant_field = "tenant"  # its saga's, copied: the list reads its tenant's rows on compensation_tenant_saga
 
     list_display = ("saga", "sequence", "step_tool", "tool_name", "status", "attempts", "next_attempt_at", "updated_at")
     list_filter = (NeedsAttentionFilter, "status", "tool_name")
     search_fields = ("saga__key",)  # draws the box; ExactSearchMixin matches exactly on indexes
     search_help_text = "Its saga's key, exact."
     exact_search_fields = ("saga__key",)
-    list_select_related = ("saga",)
+    # The page's sagas by their keys, in a second query: joined, the planner merge-joins the saga primary key from the
+    # newest saga down and reads every newer saga of other tenants to meet the page's few.
+    list_select_related = ()
     show_full_result_count = False
     # Grouped by saga, newest saga and step first, on the (saga, sequence) index: the model's ordering goes through
     # the saga's own (its ``created_at``), a join and a sort of every compensation of the viewer's tenants.
@@ -422,6 +424,9 @@ class CompensationAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _Ope
     )
     readonly_fields = fields
     inlines = (CompensationAttemptInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Compensation]:
+        return super().get_queryset(request).prefetch_related("saga")
 
     def _scope_of(self, queryset: QuerySet[Compensation]) -> QuerySet[Compensation]:
         return Compensation.objects.filter(pk__in=queryset.values("pk"))

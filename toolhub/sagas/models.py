@@ -1,5 +1,7 @@
 """Sagas, their rollbacks, and one compensation per completed compensable step."""
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -134,6 +136,9 @@ class Compensation(models.Model):
     """
 
     saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="compensations")
+    # Its saga's, kept here so a tenant's list reads its own rows on an index (compensation_tenant_saga): through the
+    # saga, acme's page walked every newer globex compensation. Set from the saga when the row is made (``save``).
+    tenant = models.CharField(max_length=100, blank=True, editable=False)
     sequence = models.PositiveIntegerField(help_text="Order in which the step completed; undone newest first.")
     rollback = models.ForeignKey(
         Rollback, null=True, blank=True, on_delete=models.SET_NULL, related_name="compensations"
@@ -170,7 +175,17 @@ class Compensation(models.Model):
     class Meta:
         ordering = ["saga", "-sequence"]
         constraints = [models.UniqueConstraint(fields=["saga", "sequence"], name="saga_compensation_sequence")]
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="compensation_due")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="compensation_due"),
+            # The operators' list: a tenant's compensations, newest saga and step first.
+            models.Index(fields=["tenant", "saga", "sequence"], name="compensation_tenant_saga"),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A new compensation belongs to its saga's tenant, however it is made (the planner, a test, a fixture)."""
+        if self._state.adding and not self.tenant:
+            self.tenant = self.saga.tenant
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"#{self.sequence} {visible_text(self.step_tool)} -> {visible_text(self.tool_name)} ({self.status})"
