@@ -209,6 +209,8 @@ MIDDLEWARE = [
     "toolhub.response_headers.PrivateAnswersMiddleware",
     # A NUL in the path or query string is refused (400) before any view puts it into a query.
     "toolhub.middleware.StorableAddressMiddleware",
+    # Below a prefix (``--root-path``) toolhub's cookies are set for it, not the whole host (toolhub.cookie_paths).
+    "toolhub.cookie_paths.PrefixCookiesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
