@@ -15,6 +15,9 @@ Findings (each fails on 0fe5faa, passes with the fix):
 Checked and holding (no finding):
 
 - Without a prefix nothing changes: ``Path=/`` and the last of a repeated name (test below).
+- After an upgrade a browser may still hold the old ``Path=/`` cookies: sent after the new ``/toolhub`` ones, the
+  first (new) is read; the logout flushes the session on the server, so an old ``/`` ``sessionid`` left behind
+  names no session. The prefix comes from the server (``--root-path``, ``SCRIPT_NAME``), never from the client.
 - Login and logout work end to end under the prefix with Django's test client, CSRF checks on (tests below).
 - The language cookie: toolhub sets none (no ``LocaleMiddleware``, no ``set_language`` view); would one be set with
   ``Path=/``, the same middleware gives it the prefix's path. django-axes sets and reads no cookie (grep).
@@ -28,9 +31,10 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.handlers.asgi import ASGIRequest
-from django.test import Client, override_settings
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, RequestFactory, override_settings
 
-from toolhub.cookie_paths import prefix_of
+from toolhub.cookie_paths import PrefixCookiesMiddleware, prefix_of
 
 #: The mount prefix a proxy strips and passes as ``--root-path`` (README): Django's ``SCRIPT_NAME``.
 PREFIX = "/toolhub"
@@ -115,3 +119,21 @@ def test_the_prefix_is_read_from_an_asgi_request_as_from_a_wsgi_one() -> None:
     assert prefix_of(request(PREFIX, f"{PREFIX}/admin/")) == PREFIX
     assert prefix_of(request(PREFIX, f"{PREFIX}/")) == PREFIX
     assert prefix_of(request("", "/admin/")) == ""
+
+
+def test_the_messages_cookie_and_a_deleted_one_get_the_prefixs_path() -> None:
+    """Holds with the fix: the messages cookie (Django's cookie storage sets it without a path, so ``/``) and a
+    cookie deleted for ``/`` get the prefix's path, as the session's and CSRF's do."""
+
+    def answer(request: HttpRequest) -> HttpResponse:
+        response = HttpResponse()
+        response.set_cookie("messages", "x")
+        response.delete_cookie(settings.LANGUAGE_COOKIE_NAME)
+        return response
+
+    request = RequestFactory().get("/admin/", SCRIPT_NAME=PREFIX)
+    # when
+    response = PrefixCookiesMiddleware(answer)(request)
+    # then
+    assert response.cookies["messages"]["path"] == PREFIX
+    assert response.cookies[settings.LANGUAGE_COOKIE_NAME]["path"] == PREFIX
