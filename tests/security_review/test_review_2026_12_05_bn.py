@@ -98,6 +98,7 @@ def _many_failed(acme: AcmeData) -> list[Compensation]:
     return Compensation.objects.bulk_create(
         Compensation(
             saga=acme.saga,
+            tenant=acme.saga.tenant,  # bulk_create skips save(): the database holds it (sagas 0013)
             sequence=acme.compensation.sequence + 1 + i,
             step_call=call,
             step_tool=call.tool_name,

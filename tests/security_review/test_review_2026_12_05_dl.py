@@ -58,6 +58,7 @@ def _many_needing_attention(acme: AcmeData, count: int) -> list[Compensation]:
     return Compensation.objects.bulk_create(
         Compensation(
             saga=acme.saga,
+            tenant=acme.saga.tenant,  # bulk_create skips save(): the database holds it (sagas 0013)
             sequence=acme.compensation.sequence + 1 + n,
             step_call=step,
             step_tool=step.tool_name,

@@ -45,7 +45,11 @@ class Saga(models.Model):
     class Meta:
         ordering = ["-created_at"]
         permissions = [("operate_saga", "Can retry and resolve a saga's compensations")]
-        constraints = [models.UniqueConstraint(fields=["key", "tenant"], name="saga_key_per_tenant")]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "tenant"], name="saga_key_per_tenant"),
+            # What a compensation's ``(saga, tenant)`` refers to (sagas 0013): it can carry no other tenant.
+            models.UniqueConstraint(fields=["id", "tenant"], name="saga_id_tenant"),
+        ]
         # A tenant's pages read its own sagas only, in each list's order: the admin's (moved last first) and the
         # API's (newest first).
         indexes = [
@@ -137,7 +141,8 @@ class Compensation(models.Model):
 
     saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="compensations")
     # Its saga's, kept here so a tenant's list reads its own rows on an index (compensation_tenant_saga): through the
-    # saga, acme's page walked every newer globex compensation. Set from the saga when the row is made (``save``).
+    # saga, acme's page walked every newer globex compensation. Set from the saga when the row is made (``save``); on
+    # PostgreSQL the database holds it too (sagas 0013: ``(saga_id, tenant)`` refers to the saga's ``(id, tenant)``).
     tenant = models.CharField(max_length=100, blank=True, editable=False)
     sequence = models.PositiveIntegerField(help_text="Order in which the step completed; undone newest first.")
     rollback = models.ForeignKey(
@@ -183,7 +188,7 @@ class Compensation(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         """A new compensation belongs to its saga's tenant, however it is made (the planner, a test, a fixture)."""
-        if self._state.adding and not self.tenant:
+        if self._state.adding:
             self.tenant = self.saga.tenant
         super().save(*args, **kwargs)
 
