@@ -13,6 +13,15 @@ Findings:
    ``(id, tenant)`` (``saga_id_tenant``), ``ON UPDATE CASCADE`` (a saga's new tenant reaches its compensations);
    ``save()`` takes the saga's tenant for every new row, so the model paths never reach the constraint.
 
+2. Review dr's open point, decided: the sweep's ``oldest_open_write`` dropped a session whose ``xact_start`` it may
+   not read (another role's, e.g. the owner's ``migrate`` or a process run as a second role: PostgreSQL shows such a
+   session's ``backend_xid`` but hides its start without ``pg_read_all_stats``), so its marks moved past that open
+   write silently. ``toolhub_db_roles`` does not grant ``pg_read_all_stats`` (it shows the application role every
+   session's query text in the cluster, arguments included) and no deploy check can see a transaction to come.
+   Fixed in ``_OLDEST_OPEN_WRITE_SQL``/``marked_batch``: such a session counts when its role may write the calls
+   (``has_table_privilege``; a reporting role may not), as begun before any mark: no mark moves while it is open, and
+   the tick warns naming its role, pid and application.
+
 Checked and holding:
 - Every write path of a compensation in the code is ``plan_compensation``'s ``objects.create`` (no ``bulk_create``,
   no ``update(saga=...)``, no ``update(tenant=...)``; ``services`` updates only ``rollback``).
@@ -29,11 +38,18 @@ Checked and holding:
   (Index Scan Backward; a BitmapOr of it for the several-tenant form), EXPLAIN.
 """
 
+import datetime as dt
+import logging
+
+import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
+from tests.security_review.pg_races import dsn
 from toolhub.models import CallStatus, Tenant, ToolCall
-from toolhub.sagas.models import Compensation, Saga
+from toolhub.sagas.models import Compensation, Saga, SweepMark
+from toolhub.sagas.sweep_marks import marked_batch, oldest_open_write
 
 pytestmark = pytest.mark.postgres
 
@@ -95,3 +111,40 @@ def test_a_compensation_of_acmes_saga_never_carries_another_tenant() -> None:
     ]
     assert refused == {"bulk_create": True, "update(tenant=)": True, "update(saga=)": True}
     assert not Compensation.objects.exclude(tenant="initech").exists()
+
+
+@pytest.mark.django_db
+def test_the_sweep_never_marks_past_a_write_of_a_role_whose_start_it_cannot_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found: ``oldest_open_write`` left out a session whose ``xact_start`` it may not read (another role's, without
+    ``pg_read_all_stats``, which ``toolhub_db_roles`` does not grant): the marks moved past the start of that role's
+    open write, silently, and rows it stamped were never read. Expect: the open write is found, no mark moves while it
+    is open, and the tick warns naming its role and session."""
+    # given another role's session (a superuser's here) with a write transaction open in this database
+    writer = psycopg.connect(**dsn(), application_name="eh-writer")
+    try:
+        writer.execute("SELECT pg_current_xact_id()")
+        # and the sweep running as a role that may write the calls but not read other roles' transactions' starts
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE ROLE eh_sweeper")
+            cursor.execute("GRANT SELECT, INSERT, UPDATE ON toolhub_toolcall, sagas_sweepmark TO eh_sweeper")
+            cursor.execute("SET ROLE eh_sweeper")
+        try:
+            # when the sweep reads its mark
+            oldest = oldest_open_write()
+            with caplog.at_level(logging.WARNING, logger="toolhub.sagas.sweep_marks"):
+                batch, move = marked_batch(
+                    "eh", ToolCall.objects.all(), until=timezone.now(), margin=dt.timedelta(seconds=5), limit=10
+                )
+                move()
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET ROLE")
+    finally:
+        writer.close()
+
+    # then the writer's session is the oldest open write, its start unknown, and no mark moved
+    assert oldest is not None and (oldest.application, oldest.started) == ("eh-writer", None)
+    assert batch == [] and not SweepMark.objects.filter(name="eh").exists()
+    assert "eh-writer" in caplog.text and "pg_read_all_stats" in caplog.text

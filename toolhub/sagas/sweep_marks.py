@@ -28,22 +28,29 @@ __all__ = ["OpenWrite", "marked_batch", "oldest_open_write"]
 logger = logging.getLogger(__name__)
 
 # Other sessions' transactions of this database that wrote (hold a transaction id): one of them may have stamped a row
-# nobody sees yet. Sessions of another role show no ``xact_start`` without ``pg_read_all_stats`` (left out).
+# nobody sees yet. A session of another role shows its ``backend_xid`` but no ``xact_start`` without
+# ``pg_read_all_stats`` (not granted: it reads every session's query text in the cluster); one whose role may write the
+# calls counts as begun before any mark (first), one that may not (a reporting role) stamps none and is left out.
 _OLDEST_OPEN_WRITE_SQL = """
-SELECT xact_start, pid, application_name FROM pg_stat_activity
+SELECT xact_start, pid, application_name, usename FROM pg_stat_activity
 WHERE datname = current_database() AND backend_xid IS NOT NULL AND pid <> pg_backend_pid()
-  AND xact_start IS NOT NULL
-ORDER BY xact_start LIMIT 1
+  AND (xact_start IS NOT NULL OR has_table_privilege(usesysid, 'toolhub_toolcall', 'INSERT, UPDATE'))
+ORDER BY xact_start NULLS FIRST LIMIT 1
 """
 
 
 @dataclass(frozen=True)
 class OpenWrite:
-    """The oldest transaction of this database still open with writes: when it began and whose session it is."""
+    """The oldest transaction of this database still open with writes: when it began and whose session it is.
 
-    started: dt.datetime
+    ``started`` is ``None`` for a session of another role whose start this role may not read: it may have begun
+    before any mark, so no mark moves while it is open.
+    """
+
+    started: dt.datetime | None
     pid: int
     application: str
+    role: str = ""
 
 
 def oldest_open_write() -> OpenWrite | None:
@@ -53,7 +60,7 @@ def oldest_open_write() -> OpenWrite | None:
     with connection.cursor() as cursor:
         cursor.execute(_OLDEST_OPEN_WRITE_SQL)
         row = cursor.fetchone()
-    return OpenWrite(row[0], int(row[1]), str(row[2] or "")) if row else None
+    return OpenWrite(row[0], int(row[1]), str(row[2] or ""), str(row[3] or "")) if row else None
 
 
 def _held_back(name: str, oldest: OpenWrite, *, until: dt.datetime, margin: dt.timedelta) -> None:
@@ -61,6 +68,7 @@ def _held_back(name: str, oldest: OpenWrite, *, until: dt.datetime, margin: dt.t
 
     Names the session (pid, application) for an operator to end or wait for; never its query (anyone's data).
     """
+    assert oldest.started is not None  # an unreadable start: ``_unreadable``
     held = until - (oldest.started - margin)
     if held > margin:
         logger.warning(
@@ -72,6 +80,19 @@ def _held_back(name: str, oldest: OpenWrite, *, until: dt.datetime, margin: dt.t
             oldest.pid,
             oldest.application[:64],
         )
+
+
+def _unreadable(name: str, oldest: OpenWrite) -> None:
+    """Warn that mark ``name`` waits for ``oldest``, another role's write whose start this role may not read."""
+    logger.warning(
+        "sagas sweep: mark %s waits for a transaction open with writes of role %r (pid %d, application %r) whose "
+        "start this role may not read (pg_read_all_stats); steps and failures settled since wait for it to end "
+        "(run toolhub's processes as its application role)",
+        name,
+        oldest.role[:64],
+        oldest.pid,
+        oldest.application[:64],
+    )
 
 
 def marked_batch(
@@ -88,7 +109,10 @@ def marked_batch(
     transaction's first statement (Python's clock, then the write), or by a host whose clock runs behind.
     """
     oldest = oldest_open_write()
-    if oldest is not None and oldest.started - margin < until:
+    if oldest is not None and oldest.started is None:
+        _unreadable(name, oldest)
+        return [], lambda: None
+    if oldest is not None and oldest.started is not None and oldest.started - margin < until:
         _held_back(name, oldest, until=until, margin=margin)
         until = oldest.started - margin
     mark = SweepMark.objects.filter(name=name).values_list("reached", "reached_pk").first()
