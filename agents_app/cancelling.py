@@ -22,7 +22,7 @@ from agents_app.steprows import locked_run
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.audit import audit_append
 from toolhub.authorization import CallPrincipal, standing_refusal
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, undoing
 from toolhub.waiting import WITHDRAWABLE_STATUSES, tool_call_withdraw
 
 __all__ = [
@@ -75,14 +75,14 @@ def _held_requests(run_ids: list[uuid.UUID]) -> QuerySet[ApprovalRequest]:
     """The pending approval requests of the runs' steps, by id (the sagas' compensations are never withdrawn)."""
     return (
         ApprovalRequest.objects.filter(call__run_id__in=run_ids, status=ApprovalStatus.PENDING)
-        .exclude(call__kind=CallKind.COMPENSATION)
+        .exclude(undoing("call__"))
         .order_by("id")
     )
 
 
 def _withdrawn_calls(run_ids: list[uuid.UUID], statuses: frozenset[CallStatus]) -> QuerySet[ToolCall]:
     """The runs' steps in one of ``statuses`` (the sagas' compensations are never withdrawn)."""
-    return ToolCall.objects.filter(run_id__in=run_ids, status__in=statuses).exclude(kind=CallKind.COMPENSATION)
+    return ToolCall.objects.filter(run_id__in=run_ids, status__in=statuses).exclude(undoing())
 
 
 def _locked_tree(run: AgentRun) -> list[AgentRun]:

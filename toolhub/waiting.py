@@ -28,7 +28,7 @@ from toolhub.dispatch import dispatch_call
 from toolhub.exceptions import ToolhubError
 from toolhub.execution_checks import refusal_at_execution
 from toolhub.governance import governance_scope
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, is_undoing
 from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict, recorded_call_verdict
 from toolhub.selectors import withheld_names
@@ -392,10 +392,10 @@ def tool_call_cancel(
     problem = cancel_reason_problem(reason)
     if problem:
         raise CancelReasonError(problem)
-    if call.kind == CallKind.COMPENSATION:
+    if is_undoing(call.kind, call.context):
         raise CallNotWithdrawableError(
-            "A saga's compensation is not cancelled: it undoes a completed step. If it must not run, resolve it by "
-            "hand on the saga's page."
+            "A saga's compensation is not cancelled, nor a call made on its behalf: it undoes a completed step. If it "
+            "must not run, resolve it by hand on the saga's page."
         )
     child = _subagent_run_of(call) if call.status == CallStatus.AWAITING_RESULT else ""
     if child:

@@ -29,7 +29,15 @@ from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
 from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
 from toolhub.downloads import attachment_response
-from toolhub.models import CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolCallArtifact, ToolDefinition
+from toolhub.models import (
+    CallStatus,
+    Tenant,
+    TenantMembership,
+    ToolCall,
+    ToolCallArtifact,
+    ToolDefinition,
+    is_undoing,
+)
 from toolhub.selectors import (
     OPERATE_CALL_PERMISSION,
     call_may_operate,
@@ -271,7 +279,7 @@ class CallResultView(APIView):
         call = get_object_or_404(tool_calls_operable_by(request.user), pk=pk)
         if not call_may_operate(call, request.user):
             raise PermissionDenied("Only the user the call was made for, or an operator, may supply its result.")
-        if call.kind == CallKind.COMPENSATION:
+        if is_undoing(call.kind, call.context):
             # Made for the user of the step it undoes, it is not theirs: they would mark their own step undone.
             refusal = compensation_settle_refusal(call.user_id, request.user, OPERATE_CALL_PERMISSION)
             if refusal:

@@ -22,6 +22,8 @@ from toolhub.models.calls import (
     ToolCallArtifact,
     ToolDefinition,
     is_saga_step,
+    is_undoing,
+    undoing,
 )
 from toolhub.models.governance import GovernanceVersion, Grant, GrantEffect, ToolGroup
 from toolhub.models.tenants import RetiredTenantSlug, Tenant, TenantMembership, refuse_identity_change
@@ -33,6 +35,8 @@ __all__ = [
     "SAGA_STEPS",
     "STEP_KINDS",
     "is_saga_step",
+    "is_undoing",
+    "undoing",
     "AuditChainHead",
     "AuditCheckpoint",
     "AuditEvent",

@@ -101,9 +101,25 @@ ROLLBACK_KINDS = STEP_KINDS - {CallKind.INNER}
 SAGA_STEPS = models.Q(kind__in=STEP_KINDS, context__compensates__isnull=True)
 
 
+def is_undoing(kind: str, context: dict | None) -> bool:
+    """Whether a call is made on behalf of a compensation: its own, or an agentic compensation's inner calls.
+
+    Treated as the compensation is wherever one is set apart: never a saga step, never cancelled or withdrawn with
+    its run, its askers barred from deciding it, never settled by hand by the user whose step it undoes.
+    """
+    return kind == CallKind.COMPENSATION or "compensates" in (context or {})
+
+
+def undoing(prefix: str = "") -> models.Q:
+    """``is_undoing`` as a filter, on ``ToolCall`` or through a relation to it (``prefix`` such as ``"call__"``)."""
+    return models.Q(**{f"{prefix}kind": CallKind.COMPENSATION}) | models.Q(
+        **{f"{prefix}context__compensates__isnull": False}
+    )
+
+
 def is_saga_step(kind: str, context: dict | None) -> bool:
     """Whether a call of ``kind`` with ``context`` is a saga step (``SAGA_STEPS``, read from a loaded row)."""
-    return kind in STEP_KINDS and "compensates" not in (context or {})
+    return kind in STEP_KINDS and not is_undoing(kind, context)
 
 
 #: How a saga step the sagas sweep reads again may have ended (``toolcall_ended_saga_step``): succeeded (it is

@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, IntegerField, Q, QuerySet, Value
 
 from toolhub.audit_hash import canonical_json
-from toolhub.models import AuditEvent, CallKind, ToolCall
+from toolhub.models import AuditEvent, ToolCall, is_undoing
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.selectors import displayed_arguments
 from toolhub.tenancy import has_tenant_wide_role, visible_rows
@@ -185,8 +185,8 @@ def compensation_askers(call: ToolCall) -> list[int]:
     between the step's start and that planning asked for it too, so each one's person is barred as well. An
     automatic rollback (a failed step, an agent) and the sweeper's retries add nobody.
     """
-    step_id = (call.context or {}).get("compensates")
-    if call.kind != CallKind.COMPENSATION or not step_id:
+    step_id = (call.context or {}).get("compensates")  # an agentic compensation's inner calls name it too
+    if not is_undoing(call.kind, call.context) or not step_id:
         return []
     own = (
         Compensation.objects.filter(step_call_id=step_id, step_call__tenant=call.tenant)
