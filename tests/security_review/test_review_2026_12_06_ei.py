@@ -15,16 +15,18 @@ Findings:
       cancelled (README: undoing their own step "is for an operator other than them");
    c. cancelling the run (``agents_app.cancelling``) withdrew it with the run's own held calls, while "the sagas'
       compensations are never withdrawn": the rollback under way lost its undo.
-   Fixed in the shared mechanism: ``undoes`` / ``UNDOING`` (``toolhub.models.calls``), read by ``is_saga_step``,
-   ``compensation_askers``, ``tool_call_cancel``, the external result's refusal, the run's withdrawal and the
-   execution's ``undoing`` standing.
+   Fixed in the shared mechanism: ``is_undoing`` / ``undoing`` (``toolhub.models.calls``: the compensation's kind,
+   or ``compensates`` in the context), read by ``is_saga_step``, ``compensation_askers``, ``tool_call_cancel``, the
+   external result's refusal (``CallResultView``: the same predicate, no test of its own) and the run's withdrawal
+   (``agents_app.cancelling``); requests of such calls pending at the upgrade get the compensation's askers
+   (``approvals 0018``).
 
 Checked and holding:
 - dw: ``run_retry`` is reached only through ``POST /runs/{id}/retry/`` (the admin has no retry action), and records
   anyone but the run's user in ``retried_by`` under the run's lock; two operators retrying in turn are both
   recorded (M2M ``add``) and both barred; the run's own user adds nobody. A request made before a retry cannot
-  exist: a run fails retryable on a model turn, after its turn's calls settled, and a failed run's held calls were
-  withdrawn with it; the askers are read when a request is made (or reopened), so calls made after the retry carry
+  exist: a run fails retryable on a model turn, asked only once the previous turn's calls settled
+  (``loop._begin_step``); the askers are read when a request is made (or reopened), so calls made after the retry carry
   the retrier. Askers are people, not roles: a retrier who gains the operators' role later is still barred, one
   who loses it could not decide anyway. The desk's bulk approve and the REST approve both go through ``_decide``,
   which reads ``asker_ids``; ``approvers_of`` (list and e-mails) excludes askers. Deleting the retrier's account
@@ -36,12 +38,14 @@ Checked and holding:
   ended-steps scans; ``ROLLBACK_KINDS`` excludes inner calls, so a failing compensation's inner call (kind inner)
   never rolls the saga back, and a compensation's call (kind compensation) is in no step kind. The partial index
   ``toolcall_ended_saga_step`` has no JSON condition; the scan's extra ``NOT (context ? 'compensates')`` is a filter
-  on its rows, its predicate still implied (the ended-steps plan tests, review bd/dr, still pass on PostgreSQL).
+  on its rows, its predicate still implied (the ended-steps tests of reviews cs, da and dj still pass on PostgreSQL).
 """
 
+import importlib
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth.models import User
 
 from agents_app.services import agent_create
@@ -168,3 +172,17 @@ def test_cancelling_the_run_leaves_the_undoing_of_its_steps(
     assert own.status == CallStatus.CANCELLED
     assert undo.status == CallStatus.PENDING_APPROVAL, undo.error
     assert ApprovalRequest.objects.get(call=undo).status == ApprovalStatus.PENDING
+
+
+def test_a_request_pending_at_the_upgrade_bars_the_compensations_askers(
+    held_undo: ToolCall, acme_operator: User
+) -> None:
+    """Found: requests of a compensation's inner calls made before the fix carry no askers (finding 1a).
+    Expect: ``approvals 0018`` gives each pending one the compensation's askers; the operator is refused then."""
+    request = ApprovalRequest.objects.get(call=held_undo)
+    request.askers.clear()
+    migration = importlib.import_module("approvals.migrations.0018_undoing_inner_askers")
+    migration.bar_compensation_askers(django_apps, None)
+    assert list(request.askers.values_list("pk", flat=True)) == [acme_operator.pk]
+    with pytest.raises(ToolhubError):
+        approval_approve(request_id=request.pk, user=acme_operator, expected_round=request.round)
