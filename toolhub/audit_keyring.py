@@ -7,6 +7,7 @@ checkpoint up to its retirement: whoever obtains a retired key cannot make a fil
 A file of one key, as ``audit_public_key`` printed before, is read as the current key.
 """
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,34 @@ from toolhub.audit_export_key import (
 )
 from toolhub.audit_problem import UNVERIFIABLE, TrailProblem
 
-__all__ = ["RETIRED_KEY", "UNKNOWN_KEY", "ExportKey", "keyring_file_text", "load_keys", "parse_keys", "verified_by"]
+__all__ = [
+    "RETIRED_KEY",
+    "UNKNOWN_KEY",
+    "ExportKey",
+    "checkpoint_number",
+    "keyring_file_text",
+    "load_keys",
+    "parse_keys",
+    "verified_by",
+]
 
 #: The ids of the key problems (``toolhub.audit_keys`` names a checkpoint's with the same), as ``toolhub.checks``
 #: ids its own: K001 a key none of those given or configured, K002 a retired key used past its retirement.
 UNKNOWN_KEY = "toolhub.audit.K001"
 RETIRED_KEY = "toolhub.audit.K002"
 _VALID_THROUGH = "valid-through-checkpoint="
+#: The largest key file read: ``audit_public_key --all`` prints ~200 characters a key, so hundreds of rotations.
+MAX_KEY_FILE_CHARS = 64 * 1024
+# ASCII digits only (``str.isdigit`` takes "²", which ``int`` refuses, and "٣"), few enough for a bigint.
+_CHECKPOINT_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def checkpoint_number(text: str) -> int | None:
+    """The last checkpoint a retired key is valid for, as written after it (None: not such a number).
+
+    One reading for ``TOOLHUB_AUDIT_RETIRED_KEYS`` and a key file's validity, so neither raises on odd digits.
+    """
+    return int(text) if _CHECKPOINT_NUMBER.fullmatch(text) else None
 
 
 @dataclass(frozen=True)
@@ -62,9 +84,10 @@ def parse_keys(text: str) -> list[ExportKey]:
     keys = []
     for line in lines:
         given, _, through = line.partition(_VALID_THROUGH)
-        if through and not through.strip().isdigit():
+        number = checkpoint_number(through.strip()) if through else None
+        if through and number is None:
             raise PublicKeyError(f"{_VALID_THROUGH}{through[:20]!r} is not a checkpoint number")
-        keys.append(ExportKey(parse_public_key(given), int(through) if through else None))
+        keys.append(ExportKey(parse_public_key(given), number))
     if sum(key.through is None for key in keys) > 1:
         raise PublicKeyError(
             f"more than one current key: a retired key is followed by {_VALID_THROUGH}N, "
@@ -78,9 +101,14 @@ def load_keys(given: str | None, path: str | None) -> list[ExportKey] | None:
     if path is not None:
         try:
             with open(path, encoding="utf-8") as handle:
-                text = handle.read(64 * 1024)
+                text = handle.read(MAX_KEY_FILE_CHARS + 1)
         except (OSError, UnicodeDecodeError) as exc:
             raise PublicKeyError(f"--public-key-file: cannot read {path}: {exc}") from None
+        if len(text) > MAX_KEY_FILE_CHARS:  # never read in part: the keys past a cut would go unseen
+            raise PublicKeyError(
+                f"--public-key-file {path}: larger than {MAX_KEY_FILE_CHARS // 1024} KiB, more than a key file "
+                "holds: give the output of manage.py audit_public_key --all"
+            )
         try:
             return parse_keys(text)
         except PublicKeyError as exc:

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from toolhub.audit_export_key import export_signing_key, public_key_text
-from toolhub.audit_keyring import RETIRED_KEY, UNKNOWN_KEY
+from toolhub.audit_keyring import RETIRED_KEY, UNKNOWN_KEY, checkpoint_number
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 
@@ -68,13 +68,14 @@ def retired_keys() -> list[SigningKey]:
     name = toolhub_settings().AUDIT_RETIRED_KEYS_ENV
     keys = []
     for number, entry in enumerate(os.environ.get(name, "").split(), start=1):
-        through, _, secret = entry.partition(":")
-        if not through.isdigit() or not secret:
+        given, _, secret = entry.partition(":")
+        through = checkpoint_number(given)
+        if through is None or not secret:  # named by its position: the entry holds a secret
             raise CheckpointKeyError(
-                f"{name}: entry {number} is not N:KEY (N the last checkpoint the retired key signed, then the key); "
-                "separate several with spaces"
+                f"{name}: entry {number} is not N:KEY (N the last checkpoint the retired key signed, in digits "
+                "0-9, then the key); separate several with spaces"
             )
-        keys.append(SigningKey(secret.encode(), int(through)))
+        keys.append(SigningKey(secret.encode(), through))
     return sorted(keys, key=lambda key: key.through or 0)
 
 

@@ -6,7 +6,6 @@ verification compared with; every named head event is still there, unchanged, an
 a checkpoint named.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from toolhub.checkpoint_files import file_name, numbered_files
 from toolhub.checkpoint_signature import (
     CheckpointKeyError,
     builds_on,
+    checkpoint_json,
     forged_reason,
     signed_body,
     stored_body,
@@ -138,7 +138,7 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
         return None, []
     newest = files[max(files)]
     try:
-        document = json.loads(newest.read_text())
+        document = checkpoint_json(newest.read_text())
     except (OSError, ValueError) as exc:
         return newest, [CheckpointProblem(f"checkpoint file {newest.name}: cannot be read ({type(exc).__name__})")]
     if not isinstance(document, dict):
@@ -153,7 +153,7 @@ def audit_stored_file_problems(chains: range | None = None) -> tuple[Path | None
         for seq in range(body["base"], body["seq"]):
             path = newest.parent / file_name(seq)
             try:
-                earlier = json.loads(path.read_text())
+                earlier = checkpoint_json(path.read_text())
             except (OSError, ValueError):
                 problems.append(
                     CheckpointProblem(

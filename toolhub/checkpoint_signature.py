@@ -4,7 +4,6 @@ The key is kept outside the database (an environment variable): whoever can writ
 sign a checkpoint over what they changed.
 """
 
-import json
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -13,11 +12,13 @@ from toolhub.audit_export_key import export_signing_key, header_signature
 from toolhub.audit_hash import canonical_json
 from toolhub.audit_keys import CheckpointKeyError, SigningKey, current_key, retired_keys, signing_key, unknown_key
 from toolhub.checkpoint_signature_core import hmac_hex, hmac_matches
+from toolhub.json_intake import json_loads_checked
 from toolhub.models import AuditCheckpoint
 
 __all__ = [
     "CheckpointKeyError",
     "builds_on",
+    "checkpoint_json",
     "export_public_key",
     "forged_reason",
     "sign",
@@ -72,10 +73,23 @@ def forged_reason(body: Any) -> str:
     return unknown_key(named)
 
 
+#: A checkpoint nests three levels (its body, ``heads``, a head): deeper text is none toolhub signed.
+_MAX_NESTING = 8
+
+
+def checkpoint_json(text: str) -> Any:
+    """A checkpoint's text (a stored row, a file) decoded; ``ValueError`` when it is not JSON or nests too deep.
+
+    Its nesting is measured first (``toolhub.json_intake``): a row or file planted thousands deep would end every
+    check of the checkpoints in ``RecursionError`` instead of naming it.
+    """
+    return json_loads_checked(text, max_depth=_MAX_NESTING, storable=False)
+
+
 def stored_body(row: AuditCheckpoint) -> dict[str, Any] | None:
     """A stored checkpoint's body as JSON (None when it is not an object), its signature not checked."""
     try:
-        body = json.loads(row.body)
+        body = checkpoint_json(row.body)
     except ValueError:
         return None
     return body if isinstance(body, dict) else None

@@ -43,7 +43,7 @@ from toolhub.checkpoint_checks import (
     stored_run,
 )
 from toolhub.checkpoint_files import file_name, numbered_files, write_copy
-from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, signing_key, trusted_body
+from toolhub.checkpoint_signature import CheckpointKeyError, builds_on, checkpoint_json, signing_key, trusted_body
 from toolhub.checkpoint_signature_core import hmac_hex
 from toolhub.conf import toolhub_settings
 from toolhub.db_timeouts import transaction_statements_unbounded
@@ -209,7 +209,7 @@ def checkpoint_base(checkpoint: AuditCheckpoint) -> int | None:
     if '"base":' not in checkpoint.body:  # canonical JSON: a full checkpoint's body has no such key
         return None
     try:
-        base = json.loads(checkpoint.body).get("base")
+        base = checkpoint_json(checkpoint.body).get("base")
     except (ValueError, AttributeError):
         return None
     return base if isinstance(base, int) else None
