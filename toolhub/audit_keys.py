@@ -20,7 +20,16 @@ from toolhub.audit_keyring import RETIRED_KEY, UNKNOWN_KEY, checkpoint_number
 from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolhubError
 
-__all__ = ["CheckpointKeyError", "SigningKey", "current_key", "key_id", "retired_keys", "signing_key", "unknown_key"]
+__all__ = [
+    "CheckpointKeyError",
+    "SigningKey",
+    "current_key",
+    "key_id",
+    "refuse_overlapping_retirement",
+    "retired_keys",
+    "signing_key",
+    "unknown_key",
+]
 
 
 class CheckpointKeyError(ToolhubError):
@@ -77,6 +86,23 @@ def retired_keys() -> list[SigningKey]:
             )
         keys.append(SigningKey(secret.encode(), through))
     return sorted(keys, key=lambda key: key.through or 0)
+
+
+def refuse_overlapping_retirement(seq: int) -> None:
+    """Refuse to sign checkpoint ``seq`` with the current key while a retired key is configured as valid for it.
+
+    ``N`` is the last checkpoint the retired key signed, so it is below every number the current key signs; one
+    set too high (a typo, the wrong checkpoint) would let whoever holds the retired key sign checkpoints up to
+    ``N`` that verify, silently. Named by its id, never its text.
+    """
+    for key in retired_keys():
+        if key.valid_for(seq):
+            name = toolhub_settings().AUDIT_RETIRED_KEYS_ENV
+            raise CheckpointKeyError(
+                f"{name}: the retired key {key.id} is set valid through checkpoint #{key.through}, but the "
+                f"current key is about to sign #{seq}: set N to the last checkpoint the retired key signed "
+                f"(at most #{seq - 1}) [{RETIRED_KEY}]"
+            )
 
 
 def unknown_key(named: Any) -> str:

@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from toolhub.audit_hash import canonical_json
-from toolhub.audit_keys import key_id
+from toolhub.audit_keys import key_id, refuse_overlapping_retirement
 from toolhub.checkpoint_checks import (
     CheckpointProblem,
     audit_checkpoint_problems,
@@ -121,6 +121,7 @@ def audit_checkpoint_create(*, full: bool = False, acknowledge: str = "", actor:
             # Copies numbered beyond the stored checkpoints (those were deleted, or the database restored):
             # never overwritten, the next number follows the newest copy.
             last = max([last, *numbered_files(Path(directory))])
+        refuse_overlapping_retirement(last + 1)
         now = timezone.now()
         # The key's id, signed with the body: a rotation's retired key is told from an altered checkpoint.
         body: dict[str, Any] = {"seq": last + 1, "created_at": now.isoformat(), "key": key_id(key), "heads": heads}

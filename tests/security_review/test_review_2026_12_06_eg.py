@@ -13,7 +13,11 @@ Findings (fail on 0fe5faa-era main, pass with the fix):
    checkpoint directory can plant, ended ``verify_audit``, beat's checkpoint and the console's status in
    ``RecursionError`` instead of naming it as not signed: a checkpoint's text is decoded with its nesting measured
    first (``toolhub.json_intake``), as every JSON from outside is.
-4. A key file longer than the 64 KiB the verifier reads was cut there silently: the keys after the cut were
+4. A retired key's ``N`` set past the newest checkpoint (a typo: ``1000:KEY`` for ``10:KEY``) was taken at its word:
+   the current key signed checkpoints the retired key stayed valid for, so whoever held it could sign more that
+   verified, silently. Signing a checkpoint a retired key is configured valid for is now refused, naming that key
+   by id (K002) and the highest ``N`` that fits.
+5. A key file longer than the 64 KiB the verifier reads was cut there silently: the keys after the cut were
    dropped (a header naming one read as "none of the keys given") or the cut line read as a malformed key. It is
    now refused, saying it is larger than a key file can be.
 
@@ -136,3 +140,28 @@ def test_a_checkpoint_nested_thousands_deep_reads_as_forged_not_a_crash(
     (tmp_path / "audit-checkpoint-000000000002.json").write_text(text)
     newest, problems = audit_stored_file_problems()
     assert newest is not None and newest.name == "audit-checkpoint-000000000002.json" and problems
+
+
+OLD = "old-audit-key-0123456789-abcdefghij"
+
+
+@pytest.mark.django_db
+def test_a_retirement_past_the_newest_checkpoint_is_refused_at_signing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: ``1000:OLD`` with the newest checkpoint #1 was accepted: the new key signed #2 while the old one
+    stayed valid for it. Expect: signing #2 is refused, naming the old key's id (not its text), K002; ``1:OLD``
+    signs."""
+    from toolhub.audit_keys import key_id
+
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", OLD)
+    acme_trail(1)
+    audit_checkpoint_create(full=True)
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", CURRENT)
+    monkeypatch.setenv("TOOLHUB_AUDIT_RETIRED_KEYS", f"1000:{OLD}")
+    acme_trail(1)
+    with pytest.raises(CheckpointKeyError) as raised:
+        audit_checkpoint_create()
+    text = str(raised.value)
+    assert key_id(OLD.encode()) in text and "#1000" in text and "toolhub.audit.K002" in text and OLD not in text
+    assert not AuditCheckpoint.objects.filter(seq=2).exists()
+    monkeypatch.setenv("TOOLHUB_AUDIT_RETIRED_KEYS", f"1:{OLD}")
+    assert audit_checkpoint_create()["seq"] == 2
