@@ -13,6 +13,7 @@ records); only people who cross the boundary see them, besides their owner where
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, Q, QuerySet
 
 from toolhub.exceptions import NotInTenantError
@@ -33,6 +34,12 @@ __all__ = [
 CROSS_TENANT_PERMISSION = "toolhub.cross_tenant"
 
 _CACHE_ATTRIBUTE = "_toolhub_tenant_scope"
+
+#: What Django's auth backend memoizes on a user object (``ModelBackend.get_all_permissions`` and friends).
+_PERMISSION_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
+
+#: The user's columns that decide what they may see: re-read after a wait.
+_RIGHTS_FIELDS = frozenset({"is_active", "is_staff", "is_superuser"})
 
 M = TypeVar("M", bound=Model)
 
@@ -88,11 +95,25 @@ def tenant_scope_now(user: Any) -> TenantScope:
     """``tenant_scope`` read again from the database, for an answer given after a wait in the same request.
 
     The memo holds for one request; a request that followed a call for seconds (``?wait=``, MCP) may outlive a
-    membership, so what it answers afterwards is asked of the memberships as they are now.
+    membership, and the rights the scope and a row's visibility rest on (``is_active``, ``is_staff``,
+    ``is_superuser``, permissions) may be revoked meanwhile: the user's row is read again and the auth backend's
+    permission caches dropped, so what the request answers afterwards is asked of the rights as they are now.
     """
-    if user is not None and hasattr(user, _CACHE_ATTRIBUTE):
-        delattr(user, _CACHE_ATTRIBUTE)
+    if user is not None and getattr(user, "is_authenticated", False):
+        _reload_rights(user)
     return tenant_scope(user)
+
+
+def _reload_rights(user: Any) -> None:
+    """Refresh ``user``'s status flags from its row and forget every right memoized on it; a deleted user is nobody."""
+    for attribute in (_CACHE_ATTRIBUTE, *_PERMISSION_CACHES):
+        if hasattr(user, attribute):
+            delattr(user, attribute)
+    fields = [field.attname for field in user._meta.concrete_fields if field.name in _RIGHTS_FIELDS]
+    try:
+        user.refresh_from_db(fields=fields)
+    except ObjectDoesNotExist:
+        user.is_active = False
 
 
 def scoped(queryset: QuerySet[M], user: Any, field: str = "tenant") -> QuerySet[M]:
