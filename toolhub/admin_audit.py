@@ -47,6 +47,7 @@ from toolhub.caller_view import CHAIN_POSITION_FIELDS
 from toolhub.downloads import StreamedResponse
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
+from toolhub.rights_recheck import console_reader_allowed, while_permitted
 from toolhub.selectors import OPERATE_CALL_PERMISSION, displayed_arguments
 from toolhub.tenancy import tenant_scope
 from toolhub.waiting import WITHDRAWABLE_STATUSES, CallNotWithdrawableError, CancelReasonError, tool_call_cancel
@@ -218,9 +219,9 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
             calls=changelist.queryset,
             scope=None if scope.everything else sorted(scope.tenants),
         )
-        response = StreamedResponse(
-            export_stream(export_rows(changelist.queryset), export_format), content_type=EXPORT_FORMATS[export_format]
-        )
+        allowed = console_reader_allowed(request.user, scope, "toolhub.view_toolcall", "toolhub.change_toolcall")
+        chunks = while_permitted(export_stream(export_rows(changelist.queryset), export_format), request.user, allowed)
+        response = StreamedResponse(chunks, content_type=EXPORT_FORMATS[export_format])
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
         response["Content-Disposition"] = f'attachment; filename="toolcalls-{stamp}.{export_format}"'
         return response

@@ -24,7 +24,8 @@ from toolhub.audit_export import (
     export_range,
 )
 from toolhub.downloads import StreamedResponse, download_filename
-from toolhub.tenancy import tenant_scope
+from toolhub.rights_recheck import console_reader_allowed, while_permitted
+from toolhub.tenancy import TenantScope, tenant_scope
 
 __all__ = ["EXPORT_PERMISSION", "audit_export_view"]
 
@@ -67,7 +68,9 @@ def audit_export_view(request: HttpRequest) -> HttpResponseBase:
     except BaseException as exc:
         record.fail(f"the export could not be read ({type(exc).__name__})")
         raise
-    response = StreamedResponse(record.stream(export, complete_when_read=True), content_type="application/x-ndjson")
+    allowed = console_reader_allowed(request.user, TenantScope(False, frozenset({tenant})), EXPORT_PERMISSION)
+    lines = while_permitted(record.stream(export, complete_when_read=True), request.user, allowed)
+    response = StreamedResponse(lines, content_type="application/x-ndjson")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     name = download_filename(f"audit-{tenant}-{stamp}.jsonl", default="audit-export.jsonl")
     response["Content-Disposition"] = content_disposition_header(True, name) or "attachment"

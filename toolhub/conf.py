@@ -197,6 +197,9 @@ class ToolhubSettings(BaseModel):
     # Seconds an MCP ``tools/call`` follows a queued or running call (sending progress) before it answers
     # with the call id to poll; a call waiting for approval answers at once.
     MCP_CALL_WAIT_SECONDS: SecondsOrZero = 20
+    # Longest a console export streams without reading its reader's rights again (toolhub.rights_recheck): one
+    # who lost them meanwhile (membership, permission, staff status, account) is cut off at the next chunk.
+    STREAM_RIGHTS_RECHECK_SECONDS: SecondsOrZero = 5
     # What MCP ``tools/list`` shows: "all" (every tool the caller is granted) or "search" (only the always-visible
     # ones; the rest are found with toolhub_find_tools and called by name). Both add the four stable tools
     # (toolhub_call_status, toolhub_cancel_call, toolhub_find_tools, toolhub_describe_tool); neither lists

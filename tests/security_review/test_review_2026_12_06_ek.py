@@ -1,8 +1,9 @@
 """Review of 2026-12-06 (ek): after any wait, the caller's rights are read again, whatever the channel.
 
 Seen by pat (a platform auditor with ``toolhub.cross_tenant``), olga (staff of tenant acme) and alice (a member of
-acme), each following a call with ``GET /api/v1/calls/{id}/?wait=``. Each test fails on the reviewed code (main at
-0fe5faa) and states what was found ("Found: ...") and what is expected ("Expect: ...").
+acme), following a call with ``GET /api/v1/calls/{id}/?wait=``, and by an operator of acme downloading an export.
+Each test fails on the reviewed code (main at 0fe5faa) and states what was found ("Found: ...") and what is
+expected ("Expect: ...").
 
 Findings:
 
@@ -17,26 +18,38 @@ Findings:
    flags, its permissions; a deleted user is nobody) before the scope, so every waiter answers with the rights of
    now.
 
+2. The console's exports (``toolhub/admin_audit.py`` calls CSV/JSONL, ``toolhub/admin_audit_export.py`` a tenant's
+   audit trail) were authorized, scoped and audited when the request began, then streamed for as long as the rows
+   took (minutes for a large tenant) without asking again: a reader removed from the tenant, or stripped of the
+   permission, mid-download kept receiving the tenant's rows to the end (and a trail export was recorded as
+   ``audit.exported``, taken whole). Now both stream through one wrapper (``toolhub.rights_recheck
+   .while_permitted``) that, between chunks and at most every ``STREAM_RIGHTS_RECHECK_SECONDS`` (5), reads the
+   reader's rights again through the same ``tenant_scope_now`` and cuts the transfer off (``RightsRevokedError``:
+   the client sees a broken download, never a file that looks complete) once the reader is no longer active staff
+   with the permission and every tenant the export was scoped to; a trail export is then ``audit.export_failed``.
+
 Checked and found holding (no test here):
 
 - The waits of the product are the three named above (``toolhub.api.wait_slots`` users: REST ``_follow``, MCP
   ``tools/call``'s follow, MCP ``toolhub_call_status``); all three answer through ``tenant_scope_now`` (reviews ea,
-  ee), so the fix here covers each. The runs API (``agents_app/api.py``), the approvals API and the operators' desk
-  have no wait or long poll; there is no server-sent-events or other streaming endpoint besides the two exports.
-- The console's exports (``toolhub/admin_audit.py`` calls CSV/JSONL, ``toolhub/admin_audit_export.py`` audit trail)
-  stream one server-side-cursor query authorized, scoped and audited when the request began (``calls.exported``,
-  ``audit.export_started``): a snapshot of what the exporter could read at that moment, recorded in the trail as
-  taken. Noted for the integrator, not changed here: they do not re-check between chunks.
+  ee), so finding 1's fix covers each (the MCP ones are not tested again here: same function). The runs API
+  (``agents_app/api.py``), the approvals API and the operators' desk have no wait or long poll; there is no
+  server-sent-events, ``EventSource`` or other streaming response besides the two console exports
+  (``StreamedResponse`` has no other user); artifact downloads are whole ``HttpResponse`` bodies read after the
+  checks.
 """
 
+import uuid
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from toolhub.api import governed
-from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall
+from toolhub.audit import audit_append
+from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -140,3 +153,75 @@ def test_a_caller_whose_rights_hold_is_answered_after_the_wait(alice: User, monk
 
     assert answer.status_code == 200, answer.content
     assert answer.json()["tool"] == "ek_lookup"
+
+
+def _stream_after_first_chunk(response: Any, change: Any) -> tuple[bytes, BaseException | None]:
+    """The first chunk is read, then ``change`` happens (rights revoked), then the rest: what else left, and how."""
+    chunks = iter(response.streaming_content)
+    next(chunks)
+    change()
+    rest: list[bytes] = []
+    try:
+        rest.extend(chunks)
+    except Exception as exc:  # the stream is cut off: the transfer breaks
+        return b"".join(rest), exc
+    return b"".join(rest), None
+
+
+def test_a_calls_export_stops_streaming_once_its_reader_left_the_tenant(
+    operator: User, alice: User, settings: Any
+) -> None:
+    """Found: the console's calls export (CSV) of olga, staff of acme, kept streaming acme's calls after her membership
+    was removed mid-download: the rows left with the rights read when the request began, however long it streamed.
+    Expect: between chunks the reader's rights are read again; once she is out of acme the stream is cut off (the
+    transfer breaks, no further row leaves).
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "STREAM_RIGHTS_RECHECK_SECONDS": 0}
+    ToolCall.objects.create(tool_name="ek_secret_lookup", status=CallStatus.SUCCEEDED, tenant="acme", user=alice)
+    client = Client()
+    client.force_login(operator)
+    response = client.post("/admin/toolhub/toolcall/export/csv/")
+    assert response.status_code == 200
+
+    rest, cut = _stream_after_first_chunk(response, lambda: TenantMembership.objects.filter(user=operator).delete())
+
+    assert b"ek_secret_lookup" not in rest
+    assert cut is not None
+
+
+def test_a_trail_export_stops_streaming_once_its_reader_lost_the_permission(
+    operator: User, alice: User, settings: Any
+) -> None:
+    """Found: the console's "Export trail" of acme kept streaming acme's audit events after the reader's
+    ``view_auditevent`` permission was revoked mid-download.
+    Expect: the stream is cut off at the next chunk, and the export is recorded as failed, not as taken whole.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "STREAM_RIGHTS_RECHECK_SECONDS": 0}
+    audit_append(event_type="call.requested", actor="a", data={"ek": "secret"}, call_id=uuid.UUID(int=7), tenant="acme")
+    client = Client()
+    client.force_login(operator)
+    response = client.post("/admin/toolhub/toolcall/export-trail/", {"tenant": "acme"})
+    assert response.status_code == 200
+
+    rest, cut = _stream_after_first_chunk(response, lambda: Group.objects.get(name="operators").permissions.clear())
+
+    assert b"call.requested" not in rest
+    assert cut is not None
+    assert not AuditEvent.objects.filter(event_type="audit.exported").exists()
+    assert AuditEvent.objects.filter(event_type="audit.export_failed").exists()
+
+
+def test_a_calls_export_whose_reader_keeps_the_rights_streams_whole(operator: User, alice: User, settings: Any) -> None:
+    """Found: (holds) the control: nothing revoked.
+    Expect: every row leaves, the stream ends normally.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "STREAM_RIGHTS_RECHECK_SECONDS": 0}
+    ToolCall.objects.create(tool_name="ek_secret_lookup", status=CallStatus.SUCCEEDED, tenant="acme", user=alice)
+    client = Client()
+    client.force_login(operator)
+    response = client.post("/admin/toolhub/toolcall/export/csv/")
+
+    rest, cut = _stream_after_first_chunk(response, lambda: None)
+
+    assert b"ek_secret_lookup" in rest
+    assert cut is None

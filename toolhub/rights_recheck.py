@@ -1,0 +1,66 @@
+"""A download that streams re-reads its reader's rights between chunks: one that outlives them stops.
+
+An export is authorized, scoped and audited when its request begins, then streams for as long as the rows take (a
+tenant's whole trail, every call of a filter: minutes). A reader removed from the tenant, deactivated, or stripped
+of the permission meanwhile must not keep receiving it. Between chunks, at most every
+``STREAM_RIGHTS_RECHECK_SECONDS``, the rights are read again (``toolhub.tenancy.tenant_scope_now``: the user's row,
+permissions and memberships as they are now) and the stream is cut off with :class:`RightsRevokedError` when they no
+longer hold. Raising, not ending, is deliberate: the client sees a broken transfer, never a file that looks
+complete, and an audit export is recorded as failed. The same re-read answers every request that waited (``?wait=``,
+MCP): one way to ask "still allowed?".
+"""
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from toolhub.conf import toolhub_settings
+from toolhub.tenancy import TenantScope, tenant_scope_now
+
+__all__ = ["RightsRevokedError", "console_reader_allowed", "scope_still_covers", "while_permitted"]
+
+T = TypeVar("T")
+
+
+class RightsRevokedError(PermissionError):
+    """The reader of a stream lost the rights it was started with; the stream stops here."""
+
+
+def scope_still_covers(now: TenantScope, then: TenantScope) -> bool:
+    """Whether the scope read ``now`` still holds every tenant the stream was scoped to ``then``."""
+    return now.everything or (not then.everything and then.tenants <= now.tenants)
+
+
+def console_reader_allowed(user: Any, then: TenantScope, *permissions: str) -> Callable[[TenantScope], bool]:
+    """A console download's test: still active staff (the admin's test), any of ``permissions``, ``then``'s tenants.
+
+    ``then`` is the scope the download was cut to when it began.
+    """
+
+    def allowed(now: TenantScope) -> bool:
+        console = bool(user.is_active and user.is_staff)
+        return console and any(user.has_perm(name) for name in permissions) and scope_still_covers(now, then)
+
+    return allowed
+
+
+def while_permitted(chunks: Iterable[T], user: Any, allowed: Callable[[TenantScope], bool]) -> Iterator[T]:
+    """``chunks`` while ``allowed`` (asked with ``user``'s scope as it is now) holds, checked between chunks.
+
+    ``allowed`` also reads ``user`` (refreshed by the re-read) for its flags and permissions. Closing this stream
+    closes ``chunks`` (its cursor, its export record).
+    """
+    every = toolhub_settings().STREAM_RIGHTS_RECHECK_SECONDS
+    source = iter(chunks)
+    checked = time.monotonic()
+    try:
+        for chunk in source:
+            if time.monotonic() - checked >= every:
+                if not allowed(tenant_scope_now(user)):
+                    raise RightsRevokedError("The reader's rights were revoked while the download streamed.")
+                checked = time.monotonic()
+            yield chunk
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
