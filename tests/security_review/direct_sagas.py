@@ -13,12 +13,13 @@ from django.contrib.auth.models import User
 from tests.sagas.sample_tools import LOG, RELEASE_FAILS, TOOLS
 from toolhub import ToolContext
 from toolhub.authorization import CallPrincipal
-from toolhub.models import ToolCall
+from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga
 from toolhub.signals import call_settled
 from toolhub.tools.registry import registry
 
-__all__ = ["direct_call", "saga_tools", "settling_unheard", "unheard_call"]
+__all__ = ["compensation_under_way", "direct_call", "saga_tools", "settling_unheard", "unheard_call"]
 
 
 @pytest.fixture
@@ -60,3 +61,22 @@ def unheard_call(name: str, arguments: dict[str, Any], *, saga: str, user: User)
     """A direct call whose settling the sagas never heard of (the process died between commit and notification)."""
     with settling_unheard():
         return direct_call(name, arguments, saga=saga, user=user)
+
+
+def compensation_under_way(saga: Saga, rollback: Rollback) -> None:
+    """``rollback`` truly under way: one of its compensations is running (one with none left would finish at once).
+
+    Shared by reviews 2026-12-05 dq and dx, whose runs wait for a rollback under way.
+    """
+    step = ToolCall.objects.create(
+        tool_name="record_effect", status=CallStatus.SUCCEEDED, kind=CallKind.CALL, tenant=saga.tenant
+    )
+    Compensation.objects.create(
+        saga=saga,
+        rollback=rollback,
+        sequence=1,
+        step_call=step,
+        step_tool="record_effect",
+        tool_name="undo_effect",
+        status=CompensationStatus.RUNNING,
+    )

@@ -33,8 +33,9 @@ from agents_app.loop import Advance, run_advance
 from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.selectors import runs_to_wake
 from agents_app.tasks import advance_run_task, sweep_runs_task
+from tests.security_review.direct_sagas import compensation_under_way
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger, Saga
+from toolhub.sagas.models import Rollback, RollbackTrigger, Saga
 
 pytestmark = pytest.mark.django_db
 
@@ -150,7 +151,7 @@ def test_only_runs_the_loop_would_step_are_woken(alice: User) -> None:
             finished_at=finished_at,
         )
         if finished_at is None:
-            _compensating(saga, rollback)
+            compensation_under_way(saga, rollback)
 
     woken = set(runs_to_wake(idle_since=timezone.now() + timedelta(seconds=1)))
 
@@ -161,19 +162,3 @@ def test_only_runs_the_loop_would_step_are_woken(alice: User) -> None:
     # and the loop agrees: advancing any run left out does nothing
     for run in [leased, *open_runs.values(), rollback_states["rolling_back"], rollback_states["asked"]]:
         assert run_advance(run_id=run.pk) is Advance.IDLE
-
-
-def _compensating(saga: Saga, rollback: Rollback) -> None:
-    """A rollback truly under way: one of its compensations is running (one with none left would finish at once)."""
-    step = ToolCall.objects.create(
-        tool_name="record_effect", status=CallStatus.SUCCEEDED, kind=CallKind.CALL, tenant=saga.tenant
-    )
-    Compensation.objects.create(
-        saga=saga,
-        rollback=rollback,
-        sequence=1,
-        step_call=step,
-        step_tool="record_effect",
-        tool_name="undo_effect",
-        status=CompensationStatus.RUNNING,
-    )

@@ -67,8 +67,9 @@ from agents_app.loop import Advance, run_advance
 from agents_app.models import Agent, AgentRun, RunStatus
 from agents_app.selectors import runs_to_wake
 from approvals.webhooks import _CuttableRequest, _exchange_within
+from tests.security_review.direct_sagas import compensation_under_way
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger, Saga
+from toolhub.sagas.models import Rollback, RollbackTrigger, Saga
 
 #: A conversation whose last turn asked for a tool call: its results are due before the model is asked again.
 ASKED = [
@@ -175,7 +176,7 @@ def test_a_run_held_by_an_unrelated_rollback_under_way_is_not_woken_on_every_swe
     )
     saga = Saga.objects.create(key=str(run.pk), run_id=run.pk, tenant="acme")
     asked = Rollback.objects.create(saga=saga, trigger=RollbackTrigger.ON_DEMAND, requested_by="alice")
-    _compensating(saga, asked)
+    compensation_under_way(saga, asked)
     AgentRun.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
 
     assert run_advance(run_id=run.pk) is Advance.IDLE  # the loop waits for the rollback under way
@@ -183,19 +184,3 @@ def test_a_run_held_by_an_unrelated_rollback_under_way_is_not_woken_on_every_swe
 
     Rollback.objects.filter(pk=asked.pk).update(finished_at=timezone.now())
     assert runs_to_wake(idle_since=timezone.now()) == [run.pk]
-
-
-def _compensating(saga: Saga, rollback: Rollback) -> None:
-    """A rollback truly under way: one of its compensations is running (one with none left would finish at once)."""
-    step = ToolCall.objects.create(
-        tool_name="record_effect", status=CallStatus.SUCCEEDED, kind=CallKind.CALL, tenant=saga.tenant
-    )
-    Compensation.objects.create(
-        saga=saga,
-        rollback=rollback,
-        sequence=1,
-        step_call=step,
-        step_tool="record_effect",
-        tool_name="undo_effect",
-        status=CompensationStatus.RUNNING,
-    )

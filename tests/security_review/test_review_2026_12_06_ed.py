@@ -21,7 +21,8 @@ Findings:
    ``_unless_hidden`` asked for the caller's principal in the call's tenant through ``caller_principal``, which
    refuses a tenant the caller is not in; the exception escaped as the server's generic internal error. Fixed in
    parallel by review ea (``toolhub.direct.answering_principal``): the caller is told, on MCP as on REST, that they
-   are no longer a member of the call's tenant, and nothing of the call.
+   are no longer a member of the call's tenant, and nothing of the call; ea's
+   ``test_an_mcp_call_whose_caller_left_the_tenant_meanwhile_answers_the_same_refusal`` is its test.
 
 Checked and found holding (no test here):
 
@@ -50,23 +51,18 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, transaction
-from mcp import Client
-from mcp.shared.exceptions import MCPError
+from django.db import transaction
 
 from agents_app.models import AgentRun, RunStatus
 from agents_app.models_adapters.scripted import ScriptedAdapter
 from agents_app.services import agent_create
 from tests.agentic import sample_tools
 from tests.agentic.conftest import answer, call, make_agent, start_run  # noqa: F401 - fixtures
-from tests.helpers import for_a_worker
 from tests.mcp.conftest import live_asgi, token, with_client  # noqa: F401 - live_asgi is a fixture
 from tests.security_review.pg_races import in_thread, wait_for_lock_waiter
 from tests.testapp.tools import ask_researcher
 from toolhub.agentic import SimpleAgenticTool
-from toolhub.direct import NO_LONGER_A_MEMBER
 from toolhub.exceptions import ToolError, ToolSuspend
-from toolhub.mcp_server import INTERNAL_ERROR_MESSAGE
 from toolhub.models import CallKind, CallStatus, Grant, GrantEffect, ToolCall
 from toolhub.tools import tool
 from toolhub.tools.context import ToolContext
@@ -168,53 +164,3 @@ def test_a_subagent_deleted_while_its_child_starts_is_answered_as_unavailable(al
     assert len(started) == 1 and not isinstance(started[0], ToolSuspend), started
     assert isinstance(started[0], ToolError) and "is not available" in str(started[0]), repr(started[0])
     assert not AgentRun.objects.filter(parent_run=parent).exists()
-
-
-def _remove_when_queued(alice: User) -> None:
-    """As a worker would find it: alice's queued call, after she was removed from acme, run (and so denied)."""
-    from tests.integration.workers import wait_for
-    from toolhub.models import TenantMembership
-    from toolhub.tasks import execute_tool_call_task
-
-    try:
-        wait_for(lambda: ToolCall.objects.filter(user=alice, status=CallStatus.QUEUED).exists(), timeout=20, what="q")
-        TenantMembership.objects.filter(user=alice).delete()
-        call = ToolCall.objects.get(user=alice)
-        execute_tool_call_task.apply(args=[str(call.pk)])
-    finally:
-        connection.close()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_followed_mcp_call_of_a_caller_removed_from_its_tenant_is_no_internal_error(
-    live_asgi: str,  # noqa: F811 - the fixture imported above
-    settings: Any,
-    alice: User,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Found: alice's ``tools/call`` of ``record_effect`` was queued; while the server followed it she was removed from
-    acme and the worker denied it. Reading the followed call (``_unless_hidden``) asked for her principal in acme
-    through ``caller_principal``, which refuses a tenant she is not in: the exception escaped and the client got the
-    generic internal error (logged as a failure of the server), where the REST API's ``?wait=`` answers the call.
-    / Expect: never an internal error: the refusal REST gives too (``NO_LONGER_A_MEMBER``, review ea).
-    """
-    from toolhub import pipeline
-
-    settings.TOOLHUB = {**settings.TOOLHUB, "MCP_CALL_WAIT_SECONDS": 15}
-    monkeypatch.setattr(pipeline, "dispatch_call", lambda call: None)  # the test runs the worker's part itself
-    worker = threading.Thread(target=_remove_when_queued, args=(alice,))
-
-    async def call(client: Client) -> Any:
-        try:
-            return await client.call_tool("record_effect", {"note": "queued"})
-        except MCPError as refused:
-            return refused
-
-    with for_a_worker():
-        worker.start()
-        answer = with_client(live_asgi, token(alice), call)
-    worker.join(20)
-    assert ToolCall.objects.get(user=alice).status == CallStatus.DENIED
-    text = answer.message if isinstance(answer, MCPError) else answer.content[0].text
-    assert text != INTERNAL_ERROR_MESSAGE, text
-    assert text == NO_LONGER_A_MEMBER, text
