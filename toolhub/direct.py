@@ -25,7 +25,7 @@ from toolhub.exceptions import ToolhubError
 from toolhub.json_intake import JSONRefused, json_loads_checked, json_value_problem
 from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
-from toolhub.tenancy import tenant_scope, tenant_scope_now
+from toolhub.tenancy import tenant_scope
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 
 __all__ = [
@@ -105,11 +105,12 @@ def caller_principal(user: AbstractBaseUser, *, tenant: str | None = None) -> Ca
 def answering_principal(user: AbstractBaseUser, call: ToolCall) -> CallPrincipal:
     """The principal ``call``'s answer is given to: its caller, in the call's tenant, if they still belong to it.
 
-    Asked after the call was made and followed (REST ``?wait=``, MCP's ``tools/call``), with the memberships as
-    they are now: one removed meanwhile refuses the answer (``NoLongerMemberError``), as reading the call back
-    would (a 404), with one text that tells the caller why and nothing of the tenant or the call.
+    Asked after the call was made and, if so, followed (REST ``?wait=``, MCP's ``tools/call``), with the request's
+    scope: whoever waited read it again afterwards (``tenant_scope_now``), so a caller removed meanwhile is refused
+    the answer (``NoLongerMemberError``), as reading the call back would (a 404), with one text that tells the
+    caller why and nothing of the tenant or the call. An answer given without a wait reads no rights twice.
     """
-    if call.tenant and not tenant_scope_now(user).allows(call.tenant):
+    if call.tenant and not tenant_scope(user).allows(call.tenant):
         raise NoLongerMemberError(NO_LONGER_A_MEMBER)
     return CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=call.tenant)
 

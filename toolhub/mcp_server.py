@@ -63,6 +63,7 @@ from toolhub.mcp_discovery import (
 from toolhub.mcp_headers import header_schema
 from toolhub.mcp_status import STATUS_TOOL, STATUS_TOOL_DEFINITION, call_result, status_tool
 from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.tenancy import tenant_scope_now
 from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
 
@@ -200,9 +201,15 @@ def _unless_hidden(user: Any, call: ToolCall) -> ToolCall:
     return call
 
 
-def _followed_sync(ctx: ServerRequestContext[Any, Any], call_id: uuid.UUID) -> ToolCall:
-    """The followed call as it is now, read as the caller was answered (``_unless_hidden``)."""
-    return _unless_hidden(request_user(ctx), ToolCall.objects.get(pk=call_id))
+def _followed_sync(ctx: ServerRequestContext[Any, Any], call_id: uuid.UUID, *, waited: bool) -> ToolCall:
+    """The followed call as it is now, read as the caller was answered (``_unless_hidden``).
+
+    After a wait the caller's rights are read again (``tenant_scope_now``), as REST's ``?wait=`` does.
+    """
+    user = request_user(ctx)
+    if waited:
+        tenant_scope_now(user)
+    return _unless_hidden(user, ToolCall.objects.get(pk=call_id))
 
 
 async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -233,7 +240,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
         async with wait_slot_async(request_user(ctx).pk) as free:
             if free:
                 await follower.until_settled(toolhub_settings().MCP_CALL_WAIT_SECONDS)
-        call = await in_thread(_followed_sync)(ctx, call.pk)
+        call = await in_thread(_followed_sync)(ctx, call.pk, waited=free)
     return await in_thread(call_result)(call)
 
 
