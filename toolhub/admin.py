@@ -12,25 +12,21 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
-from django.core.exceptions import BadRequest, PermissionDenied
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.template.response import SimpleTemplateResponse, TemplateResponse
-from django.utils.cache import add_never_cache_headers
-from rest_framework.authtoken.admin import TokenAdmin
-from rest_framework.authtoken.models import TokenProxy
+from django.template.response import SimpleTemplateResponse
 
+from toolhub import admin_tokens  # noqa: F401 - registers the Tokens page
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import (
     CrossTenantChangesOnly,
-    CrossTenantOnly,
     FixedIdentity,
     ProblemsColumn,
     ReadOnlyMixin,
@@ -41,7 +37,6 @@ from toolhub.admin_helpers import (
 from toolhub.admin_lists import CatalogueGroupFilter
 from toolhub.admin_relations import SharedInPart
 from toolhub.admin_usernames import UserAddForm, UserEditForm
-from toolhub.api.keys import api_key_assign
 from toolhub.builtins import grants_builtin
 from toolhub.catalogue import tool_definition_govern
 from toolhub.disclosure.capabilities import capability_permissions_ensure
@@ -91,7 +86,7 @@ class TenantMembershipAdmin(GovernanceAudited, TenantScopedAdmin, admin.ModelAdm
     raw_id_fields = ("user",)
 
 
-for _model in (get_user_model(), Group, TokenProxy):
+for _model in (get_user_model(), Group):
     if admin.site.is_registered(_model):
         admin.site.unregister(_model)
 
@@ -144,85 +139,6 @@ class RoleGroupAdmin(GovernanceAudited, CrossTenantChangesOnly, GroupAdmin):
 
     audit_tenant_fields = ()
     audit_tenant_lookups = GROUP_TENANTS
-
-
-@admin.register(TokenProxy)
-class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
-    """API tokens are credentials: only people who cross the boundary see or create them.
-
-    A token created or deleted is in the trail of its user's tenants; its key never is. The table holds the key's
-    digest (``toolhub.api.keys``), so the key exists only in the answer to the "add" form: it is shown once, on
-    the page answering the "add" form (not in a message, which the session or a cookie would keep, nor cacheable);
-    afterwards the token is named by its user and creation time (``toolhub.api.tokens.token_handle``), and its pages
-    answer no popup, which would name each row by its primary key, the key (``_not_a_popup``).
-    """
-
-    small_table = True  # configuration: sorts by any column (GuardedLookups)
-
-    audit_tenant_fields = ()
-    audit_tenant_lookups = (f"user__{_MEMBER_TENANTS}",)
-    list_display = ("user", "created")  # DRF's lists the key
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        response: HttpResponse = super().changelist_view(_not_a_popup(request), extra_context)
-        return response
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        response: HttpResponse = super().changeform_view(_not_a_popup(request), object_id, form_url, extra_context)
-        return response
-
-    def delete_view(
-        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        response: HttpResponse = super().delete_view(_not_a_popup(request), object_id, extra_context)
-        return response
-
-    def hidden_lookups(self, request: HttpRequest) -> frozenset[str]:
-        """The key: a list filtered by it (``?key__startswith=``) would answer it a character at a time."""
-        return frozenset({"key"})
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        """A made token's holder stays: moved to another user, the same live key would sign in as them."""
-        return ("user", "created") if obj is not None else ()
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        """A new token stores its key's digest (``toolhub.api.keys``); the key is kept for the answer only."""
-        if not change:
-            obj._issued_key = api_key_assign(obj)
-        super().save_model(request, obj, form, change)
-
-    def response_add(self, request: HttpRequest, obj: Any, post_url_continue: str | None = None) -> HttpResponse:
-        response = TemplateResponse(
-            request,
-            "admin/toolhub/token_created.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": f"{obj}: copy the key now",
-                "opts": self.opts,
-                "token": obj,
-                "key": obj._issued_key,  # the table holds its digest
-            },
-        )
-        add_never_cache_headers(response)  # no-store: a key answered once, kept by no cache
-        return response
-
-
-def _not_a_popup(request: HttpRequest) -> HttpRequest:
-    """``request``, unless it asks a token page for a popup (``_popup``, ``_to_field``): refused, 400.
-
-    Django's popups name a row by its primary key's column (the popup list's ``data-popup-opener``, the values a
-    change or delete popup answers), and a token's is its key: every key would be on the page. Nothing refers to a
-    token, so no page opens one in a popup.
-    """
-    if any(name in request.GET or name in request.POST for name in (IS_POPUP_VAR, TO_FIELD_VAR)):
-        raise BadRequest("A token is never chosen in a popup: open the Tokens page itself.")
-    return request
 
 
 @admin.register(ToolDefinition)

@@ -16,6 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenExpired, TokenRefused, token_owner
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import DirectCallError, caller_principal
@@ -70,7 +71,7 @@ def token_user(authorization: str) -> tuple[Any, str]:
     if scheme.lower() not in ("bearer", "token") or not key.strip():
         return None, AUTHENTICATION_REQUIRED
     try:
-        return token_owner(key.strip())[0], ""
+        return token_owner(key.strip(), channel=TokenChannel.MCP)[0], ""
     except TokenExpired as expired:
         return None, str(expired)
     except TokenRefused:

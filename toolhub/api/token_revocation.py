@@ -56,7 +56,9 @@ def tokens_revoke(user: Any, *, why: str, using: str = "default") -> int:
                     excluded=binding.excluded,
                     accounts=binding.accounts,
                 )
-        model._base_manager.using(using).filter(key__in=[token.key for token in tokens]).delete()
+        # Through the concrete model: DRF's proxy answers ``pk`` with the user's id, so a delete that collects rows
+        # (a token's ``ApiTokenUse`` goes with it) would match the key column against user ids and delete nothing.
+        Token._base_manager.using(using).filter(key__in=[token.key for token in tokens]).delete()
     return len(tokens)
 
 

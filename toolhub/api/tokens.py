@@ -20,6 +20,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from toolhub.api.keys import key_digest
+from toolhub.api.token_use import TokenChannel, TokenGone, token_use_stamp
 from toolhub.conf import toolhub_settings
 
 __all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "install", "token_handle", "token_owner"]
@@ -40,14 +41,15 @@ def _expired(created: Any) -> bool:
     return max_age is not None and created < timezone.now() - timedelta(seconds=max_age)
 
 
-def token_owner(key: str) -> tuple[Any, Any]:
+def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
     """The active user a token key belongs to, and the token; ``TokenRefused`` for an unknown, idle or old key.
 
-    The key is found by its digest (``toolhub.api.keys``): a value read from the token table is no key.
+    The key is found by its digest (``toolhub.api.keys``): a value read from the token table is no key. A token
+    taken is stamped as used over ``channel`` (``toolhub.api.token_use``); a refused one is not.
     """
     from rest_framework.authtoken.models import Token
 
-    token = Token.objects.select_related("user").filter(key=key_digest(key)).first()  # the table holds digests
+    token = Token.objects.select_related("user", "use").filter(key=key_digest(key)).first()  # the table holds digests
     if token is None or not token.user.is_active:
         raise TokenRefused(INVALID)
     if _expired(token.created):
@@ -56,6 +58,10 @@ def token_owner(key: str) -> tuple[Any, Any]:
             f"This API token expired: it is older than TOOLHUB['API_TOKEN_MAX_AGE_SECONDS'] ({max_age:,.0f} s). "
             "Ask an administrator for a new one (the admin's Tokens)."
         )
+    try:
+        token_use_stamp(token, channel)
+    except TokenGone as gone:
+        raise TokenRefused(INVALID) from gone
     return token.user, token
 
 
@@ -64,7 +70,7 @@ class ExpiringTokenAuthentication(TokenAuthentication):
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         try:
-            return token_owner(key)
+            return token_owner(key, channel=TokenChannel.REST)
         except TokenRefused as refused:
             raise AuthenticationFailed(str(refused)) from refused
 

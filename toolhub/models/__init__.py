@@ -1,8 +1,9 @@
 """The core records of the ``toolhub`` app, one module per job.
 
 ``tenants``: tenants and their members; ``calls``: the tool catalogue and governed calls; ``audit``: the
-hash-chained trail; ``governance``: tool groups, grants and the governance stamp. Every model is imported
-from here (``from toolhub.models import ToolCall``), as Django and the rest of the code expect.
+hash-chained trail; ``governance``: tool groups, grants and the governance stamp; ``tokens``: API tokens' latest
+use. Every model is imported from here (``from toolhub.models import ToolCall``), as Django and the rest of the
+code expect.
 """
 
 # The remote MCP models are defined beside their services and registered under this app.
@@ -27,6 +28,7 @@ from toolhub.models.calls import (
 )
 from toolhub.models.governance import GovernanceVersion, Grant, GrantEffect, ToolGroup
 from toolhub.models.tenants import RetiredTenantSlug, Tenant, TenantMembership, refuse_identity_change
+from toolhub.models.tokens import ApiTokenUse
 
 __all__ = [
     "SETTLED_STATUSES",
@@ -37,6 +39,7 @@ __all__ = [
     "is_saga_step",
     "is_undoing",
     "undoing",
+    "ApiTokenUse",
     "AuditChainHead",
     "AuditCheckpoint",
     "AuditEvent",
