@@ -8,7 +8,8 @@ A row is stamped inside the transaction that writes it and seen only once that c
 longer than any fixed margin (an atomic tool's, idle up to its timeout, settles the steps its inner calls made inside
 it). On PostgreSQL the mark never passes the start of the oldest transaction of this database still open with writes
 (less a margin): a row it stamped is read once it commits. One held open past the margin (a stuck session, an idle
-bound of 0) pauses the scans until it ends: each tick logs a warning naming its session.
+bound of 0) pauses the scans until it ends: each tick logs a warning naming its session, and the admin index shows
+it to whoever may view sagas (``holding_back``, read by ``toolhub.sagas.dashboard``) until it ends.
 """
 
 import datetime as dt
@@ -23,7 +24,7 @@ from django.db.models import QuerySet
 from toolhub.models import ToolCall
 from toolhub.sagas.models import SweepMark
 
-__all__ = ["OpenWrite", "marked_batch", "oldest_open_write"]
+__all__ = ["OpenWrite", "holding_back", "marked_batch", "oldest_open_write"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,19 @@ def oldest_open_write() -> OpenWrite | None:
         cursor.execute(_OLDEST_OPEN_WRITE_SQL)
         row = cursor.fetchone()
     return OpenWrite(row[0], int(row[1]), str(row[2] or ""), str(row[3] or "")) if row else None
+
+
+def holding_back(*, now: dt.datetime, margin: dt.timedelta) -> OpenWrite | None:
+    """The transaction that holds the sweep's scans back at ``now``, else ``None``: open with writes past ``margin``.
+
+    For operators (``toolhub.sagas.dashboard``): the log alone left a forgotten session (a psql ``BEGIN``, a tool's
+    session of the application role, no idle bound) pausing the compensation of late steps unseen for as long as it
+    stayed open. One of another role, whose start this role may not read, holds them back whenever it is open.
+    """
+    oldest = oldest_open_write()
+    if oldest is None or (oldest.started is not None and now - oldest.started <= margin):
+        return None
+    return oldest
 
 
 def _held_back(name: str, oldest: OpenWrite, *, until: dt.datetime, margin: dt.timedelta) -> None:
