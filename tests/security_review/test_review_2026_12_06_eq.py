@@ -43,10 +43,11 @@ from django.utils import timezone
 from tests.helpers import console
 from tests.sagas.sample_tools import LOG
 from tests.security_review.direct_sagas import direct_call, unheard_call
-from tests.security_review.pg_races import dsn
-from toolhub.models import CallStatus, ToolCall
+from tests.security_review.pg_races import dsn, in_thread, wait_for_lock_waiter
+from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
+from toolhub.sagas.services import saga_call_settled
 from toolhub.sagas.unheard import ENDED_STEP_MARGIN
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("saga_tools")]
@@ -117,3 +118,45 @@ def test_a_transaction_that_writes_only_after_a_tick_is_read_by_the_next(
     assert sagas_sweep()["late_steps"] == 1
     assert saga.compensations.get(step_call=slow).status == CompensationStatus.SUCCEEDED
     assert ("cancel", "B-slow") in LOG
+
+
+def test_two_late_steps_heard_at_once_are_each_compensated_once(alice: User) -> None:
+    """Checked (holds): two steps that succeeded unheard after their saga's rollback finished, heard at the same
+    moment by two processes, queue on the saga's row lock: the first reopens the rollback, the second files its step
+    under it (open, or reopened again if the first already finished it).
+    Expect: each booking cancelled exactly once, the saga ``compensated`` with no rollback left open, and the last
+    rollback event of the saga its ``saga.rollback_finished``."""
+    direct_call("book", {"item": "a"}, saga="two-late", user=alice)
+    late = [unheard_call("book", {"item": f"late-{n}"}, saga="two-late", user=alice) for n in (1, 2)]
+    ToolCall.objects.filter(pk__in=[c.pk for c in late]).update(status=CallStatus.RUNNING, finished_at=None)
+    direct_call("explode", {"reason": "boom"}, saga="two-late", user=alice)
+    saga = Saga.objects.get(key="two-late")
+    assert saga.status == SagaStatus.COMPENSATED
+    for n, call in enumerate(late, 1):
+        ToolCall.objects.filter(pk=call.pk).update(
+            status=CallStatus.SUCCEEDED, result={"bookingId": f"B-{n}", "item": f"late-{n}"}, finished_at=timezone.now()
+        )
+
+    locker = psycopg.connect(**dsn())
+    try:
+        locker.execute("SELECT id FROM sagas_saga WHERE id = %s FOR UPDATE", [saga.pk])
+        threads = [in_thread(lambda call=call: saga_call_settled(call_id=call.pk)) for call in late]
+        wait_for_lock_waiter("sagas_saga", count=2)
+    finally:
+        locker.rollback()
+        locker.close()
+    for thread, result in threads:
+        thread.join(30)
+        assert result == [None], result
+
+    assert sorted(entry for entry in LOG if entry[0] == "cancel") == [
+        ("cancel", "B-1"),
+        ("cancel", "B-2"),
+        ("cancel", "B-a"),
+    ]
+    assert {c.status for c in saga.compensations.all()} == {CompensationStatus.SUCCEEDED}
+    saga.refresh_from_db()
+    assert saga.status == SagaStatus.COMPENSATED
+    assert not saga.rollbacks.filter(finished_at__isnull=True).exists()
+    events = AuditEvent.objects.filter(event_type__startswith="saga.rollback_", data__contains='"two-late"')
+    assert events.order_by("-id").values_list("event_type", flat=True).first() == "saga.rollback_finished"
