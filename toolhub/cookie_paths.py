@@ -5,6 +5,12 @@ is known only per request, so below ``/toolhub`` every other app of the host (``
 ``sessionid`` and ``csrftoken``. A cookie set or deleted for ``/`` is set or deleted for the prefix instead; a path a
 deployment configured (``SESSION_COOKIE_PATH = "/shared"``) is kept.
 
+A cookie's path is matched against the path a browser sends, percent-encoded (RFC 6265 5.1.4), and the prefix is
+decoded (``/outils-é``, ``/my tools``): the cookies get it encoded as ``reverse`` writes it in every link
+(``/outils-%C3%A9``), never the decoded one, which no request path matched (the login's CSRF check failed) or, not
+ASCII, made Django's ASGI handler raise on every answer setting a cookie. A ``;`` is encoded too (``%3B``): a
+prefix holding one gets cookies it is not sent, never another attribute.
+
 The other way round, another app's same-named cookie for ``/`` reaches toolhub beside its own. Browsers send the
 longer path first (RFC 6265 5.4) and Django keeps the last of a repeated name, the other app's: below a prefix the
 first is read instead.
@@ -12,12 +18,17 @@ first is read instead.
 
 from collections.abc import Callable
 from http.cookies import SimpleCookie
+from urllib.parse import quote
 
 from django.http import HttpRequest
 from django.http.cookie import parse_cookie
 from django.http.response import HttpResponseBase
 
-__all__ = ["PrefixCookiesMiddleware", "prefix_of"]
+__all__ = ["PrefixCookiesMiddleware", "cookie_path_of", "prefix_of"]
+
+#: What ``reverse`` leaves unencoded in a path (RFC 3986's sub-delimiters, ``/~:@``), ``;`` apart: it would end the
+#: cookie's ``Path`` and start another attribute.
+_PATH_SAFE = "!$&'()*+,=/~:@"
 
 
 def prefix_of(request: HttpRequest) -> str:
@@ -29,6 +40,11 @@ def prefix_of(request: HttpRequest) -> str:
     return request.path.removesuffix(request.path_info).rstrip("/")
 
 
+def cookie_path_of(prefix: str) -> str:
+    """The ``Path`` of a cookie for ``prefix``: the prefix as a browser sends it (percent-encoded, as in links)."""
+    return quote(prefix, safe=_PATH_SAFE)
+
+
 def _first_of_each_name(header: str) -> dict[str, str]:
     """``Cookie:`` header's values, the first of a repeated name kept (the most specific path)."""
     first: dict[str, str] = {}
@@ -38,10 +54,10 @@ def _first_of_each_name(header: str) -> dict[str, str]:
     return first
 
 
-def _below(cookies: SimpleCookie, prefix: str) -> None:
+def _below(cookies: SimpleCookie, path: str) -> None:
     for morsel in cookies.values():
         if morsel["path"] in ("", "/"):
-            morsel["path"] = prefix
+            morsel["path"] = path
 
 
 class PrefixCookiesMiddleware:
@@ -59,5 +75,5 @@ class PrefixCookiesMiddleware:
             return self.get_response(request)
         request.COOKIES = _first_of_each_name(request.META.get("HTTP_COOKIE", ""))
         response = self.get_response(request)
-        _below(response.cookies, prefix)
+        _below(response.cookies, cookie_path_of(prefix))
         return response
