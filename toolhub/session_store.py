@@ -6,18 +6,23 @@ administrator, on the console and (``toolhub.api.sessions``) the REST API. As AP
 column holds the key's digest (:func:`~toolhub.api.keys.key_digest`, 40 hex: the column's width); the cookie carries
 the key, and every lookup, write, rotation (``cycle_key``) and deletion digests it first. A row stored before, its key
 in clear, is found by no cookie: its holder signs in again, once. ``SESSION_ENGINE`` names this module.
+
+No column names a session's user, so :func:`sessions_end` reads who each live session is signed in as from its data:
+Django refuses a deactivated account's or a former staff member's session only while that lasts, and the row, kept,
+signed its holder in again once the account was reactivated (``toolhub.api.token_revocation`` ends them instead).
 """
 
 import logging
 from typing import Any
 
+from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends import db
 from django.core.exceptions import SuspiciousOperation
 from django.utils import timezone
 
 from toolhub.api.keys import key_digest
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "sessions_end"]
 
 
 class SessionStore(db.SessionStore):
@@ -70,3 +75,22 @@ class SessionStore(db.SessionStore):
         key = self.session_key if session_key is None else session_key
         if key is not None:
             await self.model.objects.filter(session_key=key_digest(key)).adelete()
+
+
+def sessions_end(user: Any, *, using: str = "default") -> int:
+    """Delete every live session signed in as ``user`` (read from each one's data: no column names it); how many.
+
+    The console's sessions are its staff's, so the table read is as long as the signed-in staff's sessions (expired
+    rows, which sign in no one, are left to ``clearsessions``).
+    """
+    store = SessionStore()
+    user_id = user._meta.pk.value_to_string(user)
+    rows = store.model.objects.using(using).filter(expire_date__gt=timezone.now())
+    ended = [
+        stored
+        for stored, data in rows.values_list("session_key", "session_data").iterator()
+        if store.decode(data).get(SESSION_KEY) == user_id
+    ]
+    if ended:
+        store.model.objects.using(using).filter(session_key__in=ended).delete()
+    return len(ended)

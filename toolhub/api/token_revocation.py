@@ -1,4 +1,4 @@
-"""API tokens end with the password and the account they were made for.
+"""API tokens and console sessions end with the password and the account they were made for.
 
 A password is what an administrator resets when an account is feared taken; a token made or copied by the intruder
 must not outlive it. A deactivated account's token was refused (``token_owner``) but kept, so reactivating the
@@ -15,6 +15,13 @@ another (each ``set_unusable_password`` draws a new one; an account signing in b
 save that writes no password (a login's ``last_login``, an e-mail) keeps them; an administrator makes a new token
 in the admin's Tokens when the person needs one. ``QuerySet.update`` sends no signal: nothing in toolhub changes a
 password or deactivates an account that way.
+
+Console sessions likewise: Django refuses a session whose password hash is no longer the account's, or whose account
+is inactive or (``toolhub.api.sessions``, the admin) no longer staff, but only while that lasts: the row was kept,
+and reactivating the account, or making it staff again, signed the old session in again. So a save writing another
+password, or taking the console away (an active staff account saved inactive or not staff), deletes the account's
+sessions in the same transaction (``toolhub.session_store.sessions_end``); the one changing its own password stays
+signed in (``update_session_auth_hash`` saves it under a new key).
 """
 
 from typing import Any
@@ -25,6 +32,7 @@ from django.db import transaction
 from django.db.models.signals import post_save, pre_save
 
 from toolhub.governance_trail import governance_append, governance_tenants
+from toolhub.session_store import sessions_end
 
 __all__ = ["install", "tokens_revoke"]
 
@@ -75,32 +83,53 @@ def _another_password(stored: str | None, written: str, *, hash_upgrade: bool) -
     return not (hash_upgrade and is_password_usable(stored) and is_password_usable(written))
 
 
+#: Set by :func:`_user_saving`: whether the save takes the console away (active staff before, not after).
+_CONSOLE_LOST = "_toolhub_console_lost"
+
+
+def _console(active: Any, staff: Any) -> bool:
+    """Whether an account with these flags may sign in to the console (Django's admin: active staff)."""
+    return bool(active and staff)
+
+
 def _user_saving(sender: Any, instance: Any, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
-    """Before a save writing a user's password, whether it is another one (the stored hash read once, only then)."""
+    """Whether the save writes another password, and whether it takes the console away (active staff no more).
+
+    The stored row is read once, and only when the save writes the password or leaves the account off the console.
+    """
     marked = getattr(instance, "_password", None) is not None  # ``set_password``, until the save ends
-    writes_password = update_fields is None or "password" in update_fields
-    new = marked
-    if not marked and writes_password and instance.pk is not None:
+    writes = set(update_fields) if update_fields is not None else None
+    reads_password = not marked and (writes is None or "password" in writes)
+    reads_flags = not _console(instance.is_active, getattr(instance, "is_staff", False)) and (
+        writes is None or bool(writes & {"is_active", "is_staff"})
+    )
+    new, lost = marked, False
+    if instance.pk is not None and (reads_password or reads_flags):
         stored = sender._base_manager.using(kwargs.get("using") or "default").filter(pk=instance.pk)
-        new = _another_password(
-            stored.values_list("password", flat=True).first(),
-            instance.password,
-            hash_upgrade=not raw and update_fields is not None and set(update_fields) == {"password"},
-        )
+        row = stored.values_list("password", "is_active", "is_staff").first()
+        if row is not None:
+            if reads_password:
+                new = _another_password(row[0], instance.password, hash_upgrade=not raw and writes == {"password"})
+            lost = reads_flags and _console(row[1], row[2])
     setattr(instance, _NEW_PASSWORD, new)
+    setattr(instance, _CONSOLE_LOST, lost)
 
 
 def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
     """A user saved with another password (:func:`_user_saving`) or inactive, ``loaddata``'s raw saves included."""
     if created:
         return
-    if getattr(instance, _NEW_PASSWORD, False):
-        tokens_revoke(instance, why=PASSWORD_CHANGED, using=kwargs.get("using") or "default")
+    using = kwargs.get("using") or "default"
+    new_password = getattr(instance, _NEW_PASSWORD, False)
+    if new_password:
+        tokens_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif not instance.is_active:
-        tokens_revoke(instance, why=DEACTIVATED, using=kwargs.get("using") or "default")
+        tokens_revoke(instance, why=DEACTIVATED, using=using)
+    if new_password or getattr(instance, _CONSOLE_LOST, False):
+        sessions_end(instance, using=using)
 
 
 def install() -> None:
-    """Revoke a user's tokens whenever the user is saved with another password or inactive."""
+    """Revoke a user's tokens (and end its sessions) whenever the user is saved with another password or inactive."""
     pre_save.connect(_user_saving, sender=get_user_model(), dispatch_uid="toolhub.api.token_revocation")
     post_save.connect(_user_saved, sender=get_user_model(), dispatch_uid="toolhub.api.token_revocation")
