@@ -34,7 +34,13 @@ Checked and holding (probes on the code as found; tests kept only where marked):
   sessions now goes through ``sessions_end``, which finds them by their data, not their key.
 - Own password change (``/admin/password_change/``) with the fix: the changer stays signed in (its session saved
   again under a new key by ``update_session_auth_hash``), the account's other session is deleted at once (test
-  below); ``changepassword`` and ``loaddata`` go through the same ``post_save``.
+  below); ``changepassword`` and ``loaddata`` go through the same ``post_save``. A superuser clearing their own
+  ``is_staff`` on the admin's user form gets the usual redirect (no ``SessionInterrupted``: the page writes nothing
+  to the deleted session) and is signed out. A save writing neither the password nor the flags reads no stored row
+  (``update_fields=["last_login"]`` at login: no query added).
+- Left: expired session rows are cleared by nothing scheduled (``clearsessions`` is not in the beat schedule); they
+  sign in no one and ``sessions_end`` reads only live ones. A deleted account's sessions stay until they expire;
+  they sign in no one (no user of that id: primary keys are not reused).
 - Cookie paths: ``/toolhub`` is not a path-prefix of ``/toolhub2`` for a browser (RFC 6265 5.1.4 needs a ``/`` after
   it), and ``prefix_of`` drops a trailing slash; a request for exactly ``/toolhub`` gets ``Path=/toolhub``, which
   matches it. Logout's ``delete_cookie``, the messages cookie (set and deleted without a path) and a language cookie
