@@ -2,8 +2,8 @@
 
 A model provider's or remote MCP server's credential is the value of a variable of the web and worker processes,
 sent to an endpoint that the same people configure. Naming one of the platform's own secrets (``DJANGO_SECRET_KEY``,
-``DATABASE_URL``, the checkpoint key ``TOOLHUB_AUDIT_KEY``, a registered tool's ``Secret("STRIPE_KEY")`` preset) would
-send it to any host they choose: holding
+``DATABASE_URL``, the checkpoint key ``TOOLHUB_AUDIT_KEY`` or the keys a rotation retired, a registered tool's
+``Secret("STRIPE_KEY")`` preset) would send it to any host they choose: holding
 ``toolhub.cross_tenant`` is not reading the platform's environment. Such names are refused where they are typed
 and again where the value is read (a row saved before, or by code), and ``TOOLHUB["CREDENTIAL_ENV_PREFIXES"]``
 narrows the names further to the platform's own convention (e.g. ``["CRED_"]``: nothing else is read).
@@ -82,10 +82,14 @@ def _platform_owner(upper: str) -> str | None:
     if upper in PLATFORM_ENV_NAMES:
         return f"{upper}: the outbound proxy's, Django's SECRET_KEY or the host's cloud credentials"
     current = toolhub_settings()
-    # The variables the platform's settings name for its own secrets, whatever they are called here.
-    settings_names = {"AUDIT_KEY_ENV": current.AUDIT_KEY_ENV, "DB_APP_PASSWORD_ENV": current.DB_APP_PASSWORD_ENV}
-    settings_names["WEBHOOK_SECRET_ENV"] = current.WEBHOOK_SECRET_ENV
-    setting = next((key for key, value in settings_names.items() if value and value.upper() == upper), None)
+    # The variables the platform's settings name for its own secrets (every ``*_ENV`` setting: the checkpoint key,
+    # the keys a rotation retired, the database password, the webhook's), whatever they are called here; read from
+    # the settings themselves, so a new one is refused without a list to keep up to date.
+    settings_names = {name: getattr(current, name) for name in type(current).model_fields if name.endswith("_ENV")}
+    setting = next(
+        (key for key, value in settings_names.items() if isinstance(value, str) and value and value.upper() == upper),
+        None,
+    )
     if setting:
         return f'TOOLHUB["{setting}"] names it'
     # Those its tools' ``Secret`` presets read: a tool's own key to its service, which no endpoint typed here gets.
