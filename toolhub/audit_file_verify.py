@@ -453,15 +453,17 @@ def _signature(header: dict[str, Any], keys: list[ExportKey] | None, result: Fil
             result.problem(problem.text, problem.kind)
         return
     checkpoint = header.get("checkpoint")
+    # Quoted cut short: a retired key's holder signs what they like up to its retirement, any length.
     vouched = (
-        f"and checkpoint #{checkpoint.get('seq')} of {checkpoint.get('created_at')} named the heads it lists"
+        f"and checkpoint #{_shown(checkpoint.get('seq'), 24)} of {_shown(checkpoint.get('created_at'))} named the "
+        "heads it lists"
         if isinstance(checkpoint, dict)
         else "(no signed checkpoint covered the exported range)"
     )
     result.notes.append(
         f"the header is signed by the {'public' if key.through is None else 'retired'} key given ({key.fingerprint}"
         f"{'' if key.through is None else f', valid for checkpoints up to #{key.through}'}): toolhub "
-        f"exported these chains up to these heads at {header.get('exported_at')}, {vouched}"
+        f"exported these chains up to these heads at {_shown(header.get('exported_at'))}, {vouched}"
     )
 
 

@@ -83,9 +83,10 @@ def parse_keys(text: str) -> list[ExportKey]:
         return [ExportKey(parse_public_key(text))]
     keys = []
     for line in lines:
-        given, _, through = line.partition(_VALID_THROUGH)
-        number = checkpoint_number(through.strip()) if through else None
-        if through and number is None:
+        given, retired, through = line.partition(_VALID_THROUGH)
+        # Written, the validity must be a number: one left empty (a line cut short) would read as the current key.
+        number = checkpoint_number(through.strip()) if retired else None
+        if retired and number is None:
             raise PublicKeyError(f"{_VALID_THROUGH}{through[:20]!r} is not a checkpoint number")
         keys.append(ExportKey(parse_public_key(given), number))
     if sum(key.through is None for key in keys) > 1:
@@ -146,8 +147,9 @@ def verified_by(keys: list[ExportKey], header: dict[str, Any]) -> tuple[ExportKe
             UNVERIFIABLE,
         )
     if seq > key.through:
+        shown = str(seq) if seq < 10**18 else f"{str(seq)[:18]}... ({len(str(seq))} digits)"  # the signer's word
         return None, TrailProblem(
             f"the header is signed with the key {key.fingerprint}, retired after checkpoint #{key.through}, but names "
-            f"checkpoint #{seq}: whoever still holds the retired key made it [{RETIRED_KEY}]"
+            f"checkpoint #{shown}: whoever still holds the retired key made it [{RETIRED_KEY}]"
         )
     return key, None
