@@ -24,6 +24,7 @@ __all__ = [
     "CheckpointKeyError",
     "SigningKey",
     "current_key",
+    "current_keys",
     "key_id",
     "refuse_overlapping_retirement",
     "retired_keys",
@@ -58,18 +59,42 @@ def key_id(secret: bytes) -> str:
 
 
 def signing_key() -> bytes:
-    """The current key; ``CheckpointKeyError`` when none is set."""
+    """The current key, read as a retired one is: without surrounding whitespace (a secret file's newline).
+
+    ``CheckpointKeyError`` when none is set, or when it holds whitespace inside: the retired keys are separated by
+    whitespace, so such a key could never be retired (its checkpoints would read as signed by an unknown key).
+    Named by its variable, never its text.
+    """
     name = toolhub_settings().AUDIT_KEY_ENV
-    key = os.environ.get(name, "")
+    key = os.environ.get(name, "").strip()
     if not key:
         raise CheckpointKeyError(
             f"Set the environment variable {name} to the audit checkpoint key (kept out of the database)."
+        )
+    if any(char.isspace() for char in key):
+        raise CheckpointKeyError(
+            f"{name} holds whitespace inside the key: {toolhub_settings().AUDIT_RETIRED_KEYS_ENV} separates keys by "
+            "whitespace, so a rotation could never retire it. Set a key without whitespace (e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(48))'`); the checkpoints signed with this one "
+            f"then read as signed by an unknown key [{UNKNOWN_KEY}]: sign over them with "
+            'audit_checkpoint --acknowledge "why"'
         )
     return key.encode()
 
 
 def current_key() -> SigningKey:
     return SigningKey(signing_key())
+
+
+def current_keys() -> list[SigningKey]:
+    """The current key, and its spelling as set when that has surrounding whitespace.
+
+    Before keys were read trimmed, such a key signed with its whitespace: those checkpoints still verify, under the
+    current key's holder's word as before (the spelling is the same secret).
+    """
+    current = current_key()
+    as_set = os.environ.get(toolhub_settings().AUDIT_KEY_ENV, "").encode()
+    return [current] if as_set == current.secret else [current, SigningKey(as_set)]
 
 
 def retired_keys() -> list[SigningKey]:

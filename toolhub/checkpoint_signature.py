@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolhub.audit_export_key import export_signing_key, header_signature
 from toolhub.audit_hash import canonical_json
-from toolhub.audit_keys import CheckpointKeyError, SigningKey, current_key, retired_keys, signing_key, unknown_key
+from toolhub.audit_keys import CheckpointKeyError, SigningKey, current_keys, retired_keys, signing_key, unknown_key
 from toolhub.checkpoint_signature_core import hmac_hex, hmac_matches
 from toolhub.json_intake import json_loads_checked
 from toolhub.models import AuditCheckpoint
@@ -51,7 +51,7 @@ def _verifying_keys(body: dict[str, Any]) -> list[SigningKey]:
     from before key ids (none named) is checked with each key valid for it, so history is never re-signed.
     """
     seq, named = body.get("seq"), body.get("key")
-    keys = [key for key in [current_key(), *retired_keys()] if key.valid_for(seq)]
+    keys = [key for key in [*current_keys(), *retired_keys()] if key.valid_for(seq)]
     return [key for key in keys if key.id == named] if "key" in body else keys
 
 

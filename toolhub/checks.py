@@ -376,13 +376,18 @@ def check_audit_key(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     placeholder) lets whoever reads a checkpoint row sign their own; the ``SECRET_KEY`` serves other ends.
     """
     name = toolhub_settings().AUDIT_KEY_ENV
-    key = os.environ.get(name, "")
+    key = os.environ.get(name, "").strip()  # as it is read (``toolhub.audit_keys.signing_key``)
     if not key:
         problem = "is not set: no audit checkpoint is ever signed, so a truncated trail goes unseen"
     elif len(key) < MIN_AUDIT_KEY_LENGTH:
         problem = f"is shorter than {MIN_AUDIT_KEY_LENGTH} characters: a checkpoint's signature can be forged"
     elif key == settings.SECRET_KEY:
         problem = "is the DJANGO_SECRET_KEY: one key for two ends"
+    elif any(char.isspace() for char in key):
+        problem = (
+            "holds whitespace inside: it is refused (nothing is signed, exports leave unsigned), as a rotation could "
+            f"never retire it in {toolhub_settings().AUDIT_RETIRED_KEYS_ENV}"
+        )
     else:
         return []
     return [

@@ -217,7 +217,7 @@ def test_each_bad_key_or_signature_is_named_with_no_traceback(
     code, output = verified(capsys, str(path), "--public-key", genuine)
     assert code == 0 and "signed by the public key given" in output
 
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another checkpoint key")
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another-checkpoint-key")
     other = public_key()
     code, output = verified(capsys, str(path), "--public-key", other)
     assert code == 1 and "not the public key given" in output and "audit_public_key" in output

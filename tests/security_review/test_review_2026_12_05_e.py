@@ -200,7 +200,7 @@ def test_an_auditor_with_the_key_checks_the_signature_offline(
     code, output = verified(capsys, str(path))
     assert code == 0 and "signatures were NOT checked" in output
 
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another key")
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another-key")
     code, output = verified(capsys, str(path), "--public-key", public_key())
     assert code == 1 and "not the public key given" in output
 

@@ -87,7 +87,7 @@ def test_a_header_the_public_key_cannot_check_is_unverifiable_not_tampered(
     of tampering. Expect: labelled UNVERIFIABLE, no TAMPERED line, and the file still fails (exit 1)."""
     path = export(tmp_path)
     genuine = public_key()
-    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another checkpoint key")
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", "another-checkpoint-key")
     other = public_key()
     cases = [
         (rewrite(path, "hmac.jsonl", hmac_only), genuine, "only an HMAC signature"),

@@ -36,7 +36,7 @@ class Command(OperatorCommand):
             public = export_public_key()
             retired = retired_keys() if options["all"] else []
         except CheckpointKeyError as exc:
-            raise CommandError(f"{exc} Exports are signed with a key derived from it; none is set.") from exc
+            raise CommandError(f"{exc} (Exports are signed with a key derived from it.)") from exc
         if not options["all"]:
             self.stdout.write(public_key_file_text(public), ending="")
             return
