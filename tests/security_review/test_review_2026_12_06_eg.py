@@ -60,6 +60,7 @@ CURRENT = "current-audit-key-0123456789-abcdef"
 SECRET = "retired-secret-key-do-not-show-9876"
 
 
+@pytest.mark.django_db  # an operator command lifts the statement bound on PostgreSQL (a SET on the connection)
 @pytest.mark.parametrize("through", ["²", "9" * 5000, "٣"])
 def test_a_malformed_retired_key_number_is_named_not_crashed_on(monkeypatch: pytest.MonkeyPatch, through: str) -> None:
     """Found: ``N`` read with isdigit and int: ``²`` or 5,000 digits raised ValueError, ``٣`` read as 3. Expect:
