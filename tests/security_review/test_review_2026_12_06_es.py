@@ -185,3 +185,34 @@ def test_a_checkpoint_signed_before_with_the_key_as_set_still_verifies(
     if holds:
         acme_trail(1)
         assert audit_checkpoint_create()["seq"] == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("named", ["current", None, 7, "sha256:0000000000000000"])
+def test_a_retired_key_header_naming_another_key_id_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, named: object
+) -> None:
+    """Holding (not a finding): a header signed with the retired key that names checkpoint #7 (past its N) fails
+    whatever key id it names (the current key's, none, a number, an unknown one): the id is a hint outside the signed
+    text, and the signature is checked under the key it picks."""
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", OLD)
+    acme_trail(2)
+    audit_checkpoint_create(full=True)
+    before = export(tmp_path, name="before.jsonl")
+    monkeypatch.setenv("TOOLHUB_AUDIT_KEY", NEW)
+    monkeypatch.setenv("TOOLHUB_AUDIT_RETIRED_KEYS", f"1:{OLD}")
+    out = io.StringIO()
+    call_command("audit_public_key", "--all", stdout=out)
+    keys = tmp_path / "keys.pub"
+    keys.write_text(out.getvalue())
+    lines = before.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["checkpoint"]["seq"] = 7
+    header["signature"] = header_signature(OLD.encode(), header)
+    if named is None:
+        header["signature"].pop("key")
+    else:
+        header["signature"]["key"] = key_id(NEW.encode()) if named == "current" else named
+    forged = tmp_path / "forged.jsonl"
+    forged.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert audit_file_verify.main([str(forged), "--public-key-file", str(keys)]) == 1
