@@ -53,9 +53,11 @@ class ToolhubConfig(AppConfig):
         from toolhub.api import token_revocation
 
         token_revocation.install()  # a new password or a deactivation deletes the account's API tokens
+        from toolhub.db_pooler import connection_chunked_reads
         from toolhub.db_timeouts import connection_bounded, migrate_unbounded
 
         connection_created.connect(connection_bounded, dispatch_uid="toolhub.db_timeouts.connection_bounded")
+        connection_created.connect(connection_chunked_reads, dispatch_uid="toolhub.db_pooler.connection_chunked_reads")
         pre_migrate.connect(migrate_unbounded, sender=self, dispatch_uid="toolhub.db_timeouts.migrate_unbounded")
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)

@@ -82,8 +82,8 @@ class ToolhubSettings(BaseModel):
     PREPARED_STATEMENTS: bool = True
     # Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``) a session's SET or RESET stays on
     # the server connection that ran it, which then serves other clients: toolhub then sends none
-    # (``toolhub.db_pooler``). Its time bounds are the role's (``toolhub_db_roles`` sets them), lifted only with
-    # ``SET LOCAL`` inside a transaction.
+    # (``toolhub.db_pooler``) and holds no cursor past a transaction. Its time bounds and prepared statements' plans
+    # are the role's (``toolhub_db_roles`` sets them), the bounds lifted only with ``SET LOCAL`` inside a transaction.
     TRANSACTION_POOLER: bool = False
     # Seconds a queued call may wait for its broker message before the sweeper re-dispatches it.
     REDISPATCH_AFTER_SECONDS: SecondsOrZero = 60

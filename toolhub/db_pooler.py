@@ -6,11 +6,17 @@ server connection that ran it, which then serves other clients' transactions: an
 bounds did not follow it to its next transaction. With the setting on, toolhub sends no session-level setting at all:
 
 - the bounds are the role's (``ALTER ROLE ... IN DATABASE ... SET``), which every server connection of the pool takes
-  when it opens; ``toolhub_db_roles`` sets them for the role it manages (``role_bounds_set``) and ``check --deploy``
+  when it opens; ``toolhub_db_roles`` sets them for the role it manages (``role_settings_set``) and ``check --deploy``
   names a role without them (``toolhub.W014``);
 - an operator command lifts the statement bound with ``SET LOCAL`` as each of its transactions begins
   (``transactions_unbounded``); its statements outside a transaction keep the role's bound;
-- ``migrate`` lifts nothing: it runs as the owner role, which toolhub does not bound.
+- ``migrate`` lifts nothing: it runs as the owner role, which toolhub does not bound;
+- the generic plans of prepared statements (``toolhub.prepared``) are the role's too (``plan_cache_mode``);
+- a chunked read (``QuerySet.iterator()``) outside a transaction takes a client-side cursor
+  (``connection_chunked_reads``): Django's server-side cursor there is ``WITH HOLD``, which outlives the statement
+  that declared it, so its next ``FETCH`` could reach another server connection. Inside a transaction the server-side
+  cursor is the transaction's own and still streams (Django's ``DISABLE_SERVER_SIDE_CURSORS`` would load every
+  export and verification whole into memory).
 """
 
 from collections.abc import Callable, Iterator
@@ -20,8 +26,11 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
 from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from toolhub.conf import toolhub_settings
+from toolhub.prepared import GENERIC_PLAN_SETTING
 
 #: The settings (seconds) and the PostgreSQL parameters they bound (as ``toolhub.db_timeouts.BOUNDS``).
 ROLE_BOUNDS = {
@@ -37,14 +46,19 @@ def pooled() -> bool:
     return toolhub_settings().TRANSACTION_POOLER
 
 
-def role_bounds_set(cursor: Any, quoted_role: str, quoted_database: str, time_zone: str) -> list[str]:
+def role_settings_set(cursor: Any, quoted_role: str, quoted_database: str, time_zone: str) -> list[str]:
     """Bound ``quoted_role``'s sessions in ``quoted_database`` as toolhub's settings say (0: left as it is).
 
-    Returns what was set (``name=ms``). The role's settings hold on every server connection a pooler opens for it.
-    Its ``TimeZone`` becomes Django's too: Django sets it per session (``set_config``) where it differs.
+    Returns what was set (``name=value``). The role's settings hold on every server connection a pooler opens for it.
+    Its ``TimeZone`` becomes Django's too: Django sets it per session (``set_config``) where it differs; so does the
+    plan of prepared statements, which ``toolhub.prepared`` sets per session without a pooler.
     """
     cursor.execute(f"ALTER ROLE {quoted_role} IN DATABASE {quoted_database} SET timezone = %s", [time_zone])
     done = [f"TimeZone={time_zone}"]
+    if toolhub_settings().PREPARED_STATEMENTS:
+        name, value = GENERIC_PLAN_SETTING
+        cursor.execute(f"ALTER ROLE {quoted_role} IN DATABASE {quoted_database} SET {name} = {value}")
+        done.append(f"{name}={value}")
     for setting, name in ROLE_BOUNDS.items():
         ms = int(getattr(settings, setting, 0)) * 1000
         if ms > 0:
@@ -127,3 +141,23 @@ def transactions_unbounded() -> Iterator[None]:
         for connection in connections.all():
             stack.enter_context(connection.execute_wrapper(_lift_at_transaction_start))
         yield
+
+
+def connection_chunked_reads(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created``: behind the pooler, a chunked read outside a transaction takes a client-side cursor.
+
+    Outside a transaction Django declares its server-side cursor ``WITH HOLD``: session state, which a transaction
+    pooler does not keep (the next ``FETCH`` may reach another server connection: "cursor does not exist"), and which
+    stays on the server connection that declared it. Such a read is materialized whole on the server anyway; a
+    client-side cursor reads the same rows. Read when the cursor is made, so the setting may change at run time.
+    """
+    if connection.vendor != "postgresql" or "chunked_cursor" in vars(connection):
+        return
+    server_side = connection.chunked_cursor
+
+    def chunked_cursor() -> CursorWrapper:
+        if pooled() and connection.get_autocommit():
+            return connection.cursor()
+        return server_side()
+
+    connection.chunked_cursor = chunked_cursor  # type: ignore[method-assign]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
-from toolhub.db_pooler import pooled, role_bounds_set
+from toolhub.db_pooler import pooled, role_settings_set
 from toolhub.exceptions import ToolhubError
 from toolhub.models import AuditChainHead, AuditCheckpoint, AuditEvent, AuditVerification
 
@@ -76,7 +76,7 @@ class RoleReport:
     created: bool
     password_set: bool
     warnings: list[str] = field(default_factory=list)
-    #: The time bounds set on the role (behind a transaction pooler only: ``toolhub.db_pooler``).
+    #: The time bounds and plan setting set on the role (behind a transaction pooler only: ``toolhub.db_pooler``).
     bounds: list[str] = field(default_factory=list)
 
 
@@ -148,7 +148,7 @@ def db_app_role_ensure(*, role: str, password: str | None = None, using: str = "
             raise DatabaseRoleError(f"Role {exposed}: the role is left as it was; run this again after.")
         cursor.execute(f"COMMENT ON ROLE {name} IS %s", [APP_ROLE_MARK])
         bounds = (
-            role_bounds_set(cursor, name, connection.ops.quote_name(database), connection.timezone_name)
+            role_settings_set(cursor, name, connection.ops.quote_name(database), connection.timezone_name)
             if pooled()
             else []
         )

@@ -20,6 +20,10 @@ __all__ = ["prepared_cursor"]
 
 #: Executions of one statement on one connection before psycopg prepares it.
 _PREPARE_AFTER = 2
+#: The session setting that plans prepared statements generically; behind a transaction pooler the role's instead
+#: (``toolhub_db_roles``, ``toolhub.db_pooler.role_settings_set``): a session's ``SET`` would stay on one server
+#: connection of the pool.
+GENERIC_PLAN_SETTING = ("plan_cache_mode", "force_generic_plan")
 #: Connections whose session plans prepared statements generically (see ``prepared_cursor``).
 _GENERIC_PLANS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -47,7 +51,8 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
 
     if isinstance(connection, ConnectionProxy):
         connection = connections[connection._alias]
-    if connection.vendor != "postgresql" or not toolhub_settings().PREPARED_STATEMENTS:
+    configured = toolhub_settings()
+    if connection.vendor != "postgresql" or not configured.PREPARED_STATEMENTS:
         return connection.cursor()
     server_binding_cursor, idle = _psycopg()
     connection.ensure_connection()
@@ -56,8 +61,10 @@ def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
         # Only server-binding cursors ever prepare, so Django's own (client-binding) queries are unaffected.
         raw.prepare_threshold = _PREPARE_AFTER
     if raw not in _GENERIC_PLANS and raw.autocommit and raw.info.transaction_status == idle:
-        # Outside a transaction, so that no rollback can take it back.
-        raw.execute("SET plan_cache_mode = force_generic_plan")
+        # Outside a transaction, so that no rollback can take it back; behind a transaction pooler (no session-level
+        # setting: ``toolhub.db_pooler``) the role's.
+        if not configured.TRANSACTION_POOLER:
+            raw.execute("SET plan_cache_mode = force_generic_plan")  # GENERIC_PLAN_SETTING
         _GENERIC_PLANS.add(raw)
     cursor = server_binding_cursor(raw)
     if connection.queries_logged:

@@ -170,6 +170,7 @@ def test_behind_a_transaction_pooler_toolhub_db_roles_bounds_the_role() -> None:
     assert _role_settings("toolhub_dv_pooled") == [
         "TimeZone=UTC",
         "idle_in_transaction_session_timeout=300000",
+        "plan_cache_mode=force_generic_plan",  # review ep: the prepared statements' plan, no session SET
         "statement_timeout=45000",
     ]
 

@@ -46,6 +46,6 @@ class Command(OperatorCommand):
                 f"Role {report.role} {action} ({password}) in database {report.database}, schema {report.schema}, "
                 f"owned by {report.owner}: read/write on every table; audit tables {audit}. Marked as toolhub's "
                 "application role (its comment): every migrate grants it these rights again."
-                + (f" Time bounds set on the role: {', '.join(report.bounds)}." if report.bounds else "")
+                + (f" Set on the role in this database: {', '.join(report.bounds)}." if report.bounds else "")
             )
         )
