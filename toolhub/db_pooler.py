@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
@@ -67,30 +67,44 @@ def role_settings_set(cursor: Any, quoted_role: str, quoted_database: str, time_
     return done
 
 
-#: Of each bound wanted, the setting PostgreSQL applies to this role here: the role's in this database over the role's
-#: own over the database's (a role-in-database ``0`` unbounds a bounded database). ``0``, ``0ms``, ``0s``: unbounded.
-_UNBOUNDED_SQL = """
-SELECT b.name FROM unnest(%s::text[]) AS b(name)
-WHERE COALESCE((
-    SELECT split_part(c.setting, '=', 2) !~ '^0[a-z]*$'
+#: Of each bound wanted, the value PostgreSQL applies to this role here, as written (none: NULL): the role's in this
+#: database over the role's own over the database's (a role-in-database ``0`` unbounds a bounded database).
+_APPLIED_SQL = """
+SELECT b.name, (
+    SELECT substr(c.setting, strpos(c.setting, '=') + 1)
     FROM pg_db_role_setting r, unnest(r.setconfig) AS c(setting)
     WHERE r.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
       AND r.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
       AND split_part(c.setting, '=', 1) = b.name
     ORDER BY r.setrole <> 0 DESC, r.setdatabase <> 0 DESC
     LIMIT 1
-), false) IS FALSE
+) FROM unnest(%s::text[]) AS b(name)
 """
+
+#: A value as PostgreSQL reads a millisecond bound (``'0 ms'``, ``'00'``, ``'0.4ms'``: ``0``): parsed by
+#: ``lock_timeout``, of the same kind, for this transaction only (rolled back), since setting a bound itself would
+#: bound the check's next statement or idle moment.
+_READ_AS_BOUND_SQL = "SELECT set_config('lock_timeout', %s, true)"
 
 
 def role_unbounded(using: str = "default") -> tuple[str, list[str]]:
-    """The connecting role and the bounds toolhub's settings ask for that neither it nor the database sets."""
+    """The connecting role and the bounds toolhub's settings ask for that neither it nor the database sets.
+
+    A stored value is read as PostgreSQL applies it, not as written: it keeps ``'0 ms'`` or ``'00'`` as given.
+    """
     wanted = [name for setting, name in ROLE_BOUNDS.items() if int(getattr(settings, setting, 0)) > 0]
-    with connections[using].cursor() as cursor:
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute("SELECT current_user")
         role = cursor.fetchone()[0]
-        cursor.execute(_UNBOUNDED_SQL, [wanted])
-        return role, [row[0] for row in cursor.fetchall()]
+        cursor.execute(_APPLIED_SQL, [wanted])
+        missing = []
+        for name, value in cursor.fetchall():
+            if value is not None:
+                cursor.execute(_READ_AS_BOUND_SQL, [value])
+            if value is None or cursor.fetchone()[0] == "0":
+                missing.append(name)
+        transaction.set_rollback(True, using=using)
+        return role, missing
 
 
 @register("toolhub", deploy=True)

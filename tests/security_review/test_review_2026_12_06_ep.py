@@ -22,6 +22,11 @@ Findings:
    is transaction-local and fine) whole into memory. Fixed in ``toolhub.db_pooler`` (``connection_created``):
    with the setting on, a chunked read outside a transaction takes a client-side cursor; inside one it still streams
    from a server-side cursor (no ``WITH HOLD``). No check needed: nothing is asked of the operator.
+3. ``toolhub.W014`` read the role's stored value with a pattern (``^0[a-z]*$``), but PostgreSQL keeps the value as
+   written: a role set to ``'0 ms'``, ``'00'``, ``'0.0'`` or ``'0.4ms'`` (rounded to 0) runs unbounded while the check
+   passed (and ``check --deploy --fail-level WARNING`` with it). Fixed in ``role_unbounded``: the applied value (same
+   precedence) is read as PostgreSQL reads a millisecond bound (``set_config('lock_timeout', value, true)`` in a
+   rolled-back transaction: setting the bound itself would bound the check's own next statement).
 
 Checked and holding:
 - No session advisory lock anywhere: the login guard and the checkpoint numbering use ``pg_advisory_xact_lock``
@@ -35,8 +40,7 @@ Checked and holding:
 - ``transaction_idle_at_least`` behind the pooler always sends its ``set_config(..., true)`` (the session's bound is
   unknown): it reads ``pg_settings.setting`` (milliseconds whatever unit the role's value was written in: ``'5min'``,
   ``'1h'``, ``300000``), keeps a longer bound and a ``0`` (none), and lengthens a shorter one for the transaction
-  only (test 3). W014's reading of ``0``/``0ms``/``5min`` and the precedence role-in-database, role, database is
-  pinned by reviews dv and ec.
+  only (test 4). The precedence role-in-database, role, database of W014 is pinned by review ec.
 - Prepared statements themselves are session state; the README already asks for PgBouncer 1.21+ with
   ``max_prepared_statements`` or ``PREPARED_STATEMENTS`` off.
 
@@ -51,6 +55,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.conf import settings
+from django.core.checks import run_checks
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import override_settings
@@ -201,3 +206,36 @@ def test_behind_a_transaction_pooler_an_atomic_tools_idle_bound_reads_the_roles_
     assert shorter == ("5min", "5min")
     assert unbounded == ("0", "0")
     assert hours == ("1h", "1h")
+
+
+@pytest.mark.django_db
+@override_settings(DATABASE_STATEMENT_TIMEOUT=45, DATABASE_IDLE_IN_TRANSACTION_TIMEOUT=300)
+def test_behind_a_transaction_pooler_the_check_reads_a_zero_bound_however_it_is_written(pooled: None) -> None:
+    """Found: ``toolhub.W014`` read the role's stored text with a pattern (``0``, ``0ms``, ``0s`` unbounded): PostgreSQL
+    keeps the value as written, and ``'0 ms'``, ``'00'`` or ``'0.4ms'`` (rounded to 0) leave the role unbounded while
+    the check passed, every server connection of the pool running without a bound. Expect: the value is read as
+    PostgreSQL applies it: those name both bounds; ``'1h'``, ``'0.6ms'`` (1 ms) and ``300000`` read as bounded."""
+
+    def w014() -> list[str]:
+        return [message.msg for message in run_checks(include_deployment_checks=True) if message.id == "toolhub.W014"]
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT quote_ident(current_user), quote_ident(current_database())")
+        role, database = cursor.fetchone()
+        alter = f"ALTER ROLE {role} IN DATABASE {database} SET"
+        cursor.execute(f"{alter} statement_timeout = '0 ms'")
+        cursor.execute(f"{alter} idle_in_transaction_session_timeout = '00'")
+        both = w014()
+        cursor.execute(f"{alter} idle_in_transaction_session_timeout = '0.4ms'")
+        rounded = w014()
+        cursor.execute(f"{alter} statement_timeout = '1h'")
+        cursor.execute(f"{alter} idle_in_transaction_session_timeout = '0.6ms'")
+        bounded = w014()
+        cursor.execute(f"{alter} idle_in_transaction_session_timeout = 300000")
+        cursor.execute("SHOW lock_timeout")
+        lock_timeout = cursor.fetchone()[0]
+
+    assert len(both) == 1 and "statement_timeout, idle_in_transaction_session_timeout" in both[0], both
+    assert len(rounded) == 1 and "idle_in_transaction_session_timeout" in rounded[0], rounded
+    assert bounded == [] and w014() == []
+    assert lock_timeout == "0"  # the check's reading left nothing behind
