@@ -26,7 +26,7 @@ from pydantic_core import SchemaError, SchemaValidator, ValidationError, core_sc
 from referencing import Registry
 
 from toolhub.tools.linear_keywords import bounded_keywords
-from toolhub.tools.validation_budget import BudgetedValidator, counted_keywords
+from toolhub.tools.validation_budget import CHARACTERS_PER_UNIT, BudgetedValidator, counted_keywords, spend
 
 __all__ = [
     "MAX_SCHEMA_PATTERNS",
@@ -266,6 +266,10 @@ def schema_patterns(schema: Any) -> Iterator[tuple[str, str, str]]:
                 pending.append((value, f"{where}/{key}", key in _NAMED_SCHEMAS))
 
 
+#: Units (``validation_budget``) of one match beside its characters: a call into the engine, about 2.5 us.
+_MATCH_UNITS = 5
+
+
 def linear_validator(
     schema: Mapping[str, Any], format_checker: jsonschema.FormatChecker | None = None, **options: Any
 ) -> Any:
@@ -287,6 +291,8 @@ def linear_validator(
     }
 
     def search(pattern: str, text: str) -> bool | None:
+        # Charged per match: ``patternProperties`` matches each pattern with each name (48 x 20,000 per object).
+        spend(_MATCH_UNITS + len(text) // CHARACTERS_PER_UNIT)
         matcher = matchers.get(pattern)
         return None if matcher is None else matcher(text)
 
