@@ -17,6 +17,12 @@ Findings:
    list or mapping shallowly (``read_units``; ``enum``/``const`` members are read once per validator), a canonical
    walk a unit per node, a pattern match per call and per ten characters (``spend``). The same checks now stop at
    the budget in about two seconds, refused as "send fewer items".
+2. A schema was checked against its draft's metaschema every time it was used: about 1 ms a subschema. A remote
+   tool's accepted ``outputSchema`` is checked at every call (a session per call, the SDK checks each result),
+   synchronously in the worker's event loop where the call's timeout cannot cut it, and its ``inputSchema`` at every
+   registry build (every governance change, in every process): 9,000 properties (130 KB) cost 8.6 s each time. A
+   schema found valid is now kept by digest (``toolhub.tools.valid_schemas``, the latest 4,096) and not checked
+   against the metaschema again; its other bounds (patterns, references) are checked as before.
 
 Checked and holding:
 
@@ -30,6 +36,8 @@ Checked and holding:
   the answer byte limit (``bounded_async_responses``); a tool listed on two pages with different definitions is a
   name listed twice (refused). ``inputSchema`` ``$ref`` cycles, remote ``$ref`` s, nesting past 64 and
   backtracking patterns are refused when the tool is built (``check_schema_bounds``, ``linear_patterns``).
+- A tagged ``oneOf`` (8 variants, ``const`` tags) over many items ends in the budget's clear refusal ("send fewer
+  items at a time"), not a crash: about 660 items pass with the charges above, 700 are refused.
 - ``multipleOf`` with tiny float divisors and 1e308 values: ``OverflowError`` is caught (a failed check). A
   structured result is checked against the listed (pinned) ``outputSchema`` within the budget; the error text of a
   remote ``isError`` answer has the credential replaced and is cut to 1,000 characters; a result past
@@ -38,9 +46,13 @@ Checked and holding:
 
 from typing import Any
 
+import jsonschema
 import pytest
 from pydantic import ValidationError
 
+from tests.mcpclient.fake_server import FakeCrm, serving
+from toolhub.mcp_client.definitions import definition_hash
+from toolhub.mcp_client.remote import remote_call, remote_tools
 from toolhub.tools.definition import Tool
 
 BUDGET = "send fewer items"
@@ -121,3 +133,57 @@ def test_pattern_properties_are_charged_per_name_matched() -> None:
         many.validate_arguments(value)
     once = _tool("one_pattern_properties", {}, patternProperties=patterns)
     assert once.validate_arguments({"k1": 0, "k2": 0}) == {"k1": 0, "k2": 0}
+
+
+def _metaschema_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many properties each schema checked against draft 2020-12's metaschema held, in order."""
+    checked: list[int] = []
+    original = jsonschema.Draft202012Validator.check_schema.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(len(schema.get("properties", {})) if isinstance(schema, dict) else 0)
+        original(cls, schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", classmethod(counting))
+    return checked
+
+
+_WIDE = {"customer": {"type": "string"}, "tier": {"type": "string"}} | {f"f{i}": {"type": "string"} for i in range(900)}
+
+
+def test_a_schema_already_found_valid_is_not_checked_against_the_metaschema_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: a schema is checked against its draft's metaschema each time a tool is built from it and, for a
+    remote tool's ``outputSchema``, at every call (a session per call, and the SDK checks each result): about
+    1 ms a subschema, synchronous in the worker's event loop, where the call's timeout cannot cut it. An accepted
+    schema of 9,000 properties (130 KB) cost 8.6 s at every call, and again for each tool in every process at
+    every governance change (the registry rebuilds remote tools).
+
+    Expect: a schema found valid is not checked again in the process (kept by digest); a different one still is.
+    """
+    checked = _metaschema_checks(monkeypatch)
+    for name in ("wide_first", "wide_again"):
+        Tool.create(name, "Takes many fields.", {"type": "object", "properties": _WIDE}, lambda a, ctx: None)
+    assert checked.count(len(_WIDE)) == 1
+
+    fake = FakeCrm()
+    output = {"type": "object", "properties": {**_WIDE, "extra": {"type": "integer"}}}
+    fake.extra_tools = [
+        {"name": "grade", "description": "Grades.", "inputSchema": {"type": "object"}, "outputSchema": output}
+    ]
+    with serving(fake) as url:
+        listed = next(tool for tool in remote_tools(url, name="crm", headers={}, timeout=30) if tool["name"] == "grade")
+        for _ in range(3):
+            outcome = remote_call(
+                url,
+                name="crm",
+                headers={},
+                timeout=30,
+                remote_name="grade",
+                arguments={"customer_id": "c1"},
+                meta={},
+                accepted_hash=definition_hash(listed),
+            )
+            assert outcome.structured == {"customer": "c1", "tier": "gold"}
+    assert checked.count(len(output["properties"])) == 1
