@@ -42,6 +42,10 @@ Checked and holding:
   structured result is checked against the listed (pinned) ``outputSchema`` within the budget; the error text of a
   remote ``isError`` answer has the credential replaced and is cut to 1,000 characters; a result past
   ``MAX_EXTERNAL_RESULT_BYTES`` is refused whole; image blocks are dropped (text blocks only).
+
+Left (not a finding here): jsonschema's float ``multipleOf`` takes a quotient that underflows to 0 for a multiple:
+``1e-30`` passes ``multipleOf: 1e300`` (the value is all but zero). The 100-page cap of a listing ends it silently:
+a server paging past it lists its later tools as gone (they are marked removed, its own doing).
 """
 
 from typing import Any

@@ -31,7 +31,8 @@ __all__ = [
     "validation_budget",
 ]
 
-#: Keyword applications one check may make (the arguments of one call, one structured result).
+#: Steps one check may spend (the arguments of one call, one structured result): a keyword applied, an error
+#: yielded, ``UNITS_PER_STEP`` units of the work keywords do.
 MAX_VALIDATION_STEPS = 50_000
 
 #: Units of work one step stands for. A unit is about half a microsecond: a JSON node walked, a name looked up,
