@@ -1,19 +1,23 @@
 """What governs a request's approvers as governance stands now: the tool's groups and the operators' rules.
 
 A request copies these when it opens; a decision is judged on them as they are when it is made too, so a tool
-added to a restricted group, a group given approvers or a rule raised to more approvers reaches requests already
-pending (``approvals.deciders``). Both are read through the governance cache: no query per request or row.
+added to a restricted group, a group given approvers, a rule raised to more approvers or a tool raised to
+``critical`` reaches requests already pending (``approvals.deciders``), and a worker sends back an approved call that
+governance asks more approvals of before it runs (``approval_shortfall``). Both are read through the governance
+cache: no query per request or row.
 """
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.rules import database_rule_verdict
-from toolhub.authorization import CallPrincipal, tool_group_names
+from approvals.rules import database_rule_verdict, rules_ask_several_approvers
+from toolhub.authorization import CallPrincipal, tool_definitions, tool_group_names
+from toolhub.catalogue import effective_risk
 from toolhub.disclosure.groups import rules_seen_from
 from toolhub.governance import governance_cached
-from toolhub.models import ToolGroup
+from toolhub.models import ToolCall, ToolGroup
+from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["governing_groups", "required_approvals_now", "restricts"]
+__all__ = ["approval_shortfall", "governing_groups", "required_approvals_now", "restricts", "risk_now"]
 
 
 def governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
@@ -44,15 +48,63 @@ def restricts(group: ToolGroup) -> bool:
 def required_approvals_now(request: ApprovalRequest) -> int:
     """The approvals ``request`` needs: what it needed when opened, or more if governance asks for more now.
 
-    A pending request needs what the operators' rules ask for its version now (a rule raised to two approvers, a
-    stricter one added), judged at the risk it was held at; never fewer than it needed (a rule lowered or switched
-    off asks nothing less of it). The tool's own ``needs_approval`` code is not run again here (it is the
-    user's hook, judged once per version); a decided request keeps its count.
+    A pending request is held to the stricter of the rules at request and at decision: at the risk that governs it
+    now (``risk_now``: a tool raised to ``critical`` needs two distinct approvers), and what the operators' rules ask
+    for its version at that risk (a rule raised to two approvers, a stricter one added); never fewer than it needed
+    (a rule lowered or switched off, a risk lowered, asks nothing less of it). The tool's own ``needs_approval`` code
+    is not run again here: it decides whether a call is held, not by how many (that is its risk's and the rules'),
+    and a change to it is a new tool version, which sends an approved call back for a new decision. A decided request
+    keeps its count.
     """
-    needed = request.required_approvals
     tool = registry.get(request.tool_name) if request.status == ApprovalStatus.PENDING else None
-    if tool is None or not request.risk:
-        return needed
+    return request.required_approvals if tool is None else _required_under_rules_now(request, tool)
+
+
+def approval_shortfall(call: ToolCall) -> str | None:
+    """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
+
+    An approved request keeps the approvals it was released on (``required_approvals``); when governance now asks
+    more of the call (its tool raised to ``critical``, a rule raised or added while it sat in the queue), the
+    approval no longer applies, as when its tool's definition changed: the worker sends it back for a new decision.
+
+    The request is read only when governance could ask more than one approval of the call now (its tool is critical
+    now, or some rule asks several; a call held at ``critical`` was released on two already): an approved call's
+    hot path costs no statement while no rule asks for several approvers.
+    """
+    tool = registry.get(call.tool_name)
+    if tool is None:
+        return None
+    critical_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL
+    if not (critical_now or rules_ask_several_approvers()):
+        return None
+    request = ApprovalRequest.objects.filter(call_id=call.id, status=ApprovalStatus.APPROVED).first()
+    if request is None:
+        return None
+    needed = _required_under_rules_now(request, tool)
+    if needed <= request.required_approvals:
+        return None
+    return (
+        f"the approval rules changed after approval (the call now needs {needed} approvals, it was released on "
+        f"{request.required_approvals}); the earlier approval no longer applies"
+    )
+
+
+def _required_under_rules_now(request: ApprovalRequest, tool: Tool) -> int:
+    """What ``request`` needs under the risk and the operators' rules of now, never fewer than it needed."""
+    needed = request.required_approvals
+    risk = risk_now(request, tool)
+    minimum = 2 if risk == Risk.CRITICAL else 1
     principal = CallPrincipal(user_id=request.requested_by_id, username="", tenant=request.tenant)
-    verdict = database_rule_verdict(tool, request.risk, request.arguments or {}, principal)
-    return max(needed, verdict.required_approvals if verdict else 0)
+    verdict = database_rule_verdict(tool, risk, request.arguments or {}, principal)
+    return max(needed, minimum, verdict.required_approvals if verdict else 0)
+
+
+def risk_now(request: ApprovalRequest, tool: Tool) -> str:
+    """The risk that governs ``request`` now: the higher of the one it was held at and its tool's now.
+
+    An operator's risk override raised while the call waits reaches it; one lowered leaves it at its old risk.
+    Read through the governance cache (the catalogue), so a list of requests costs no query per row.
+    """
+    now = effective_risk(tool, tool_definitions().get(tool.name))
+    held = request.risk if request.risk in set(Risk) else now
+    return max(held, now, key=lambda name: Risk(name).rank)

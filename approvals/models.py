@@ -119,6 +119,8 @@ class ApprovalSource(models.TextChoices):
     RULE = "rule"
     RISK = "risk"
     TOOL_CHANGED = "tool_changed", "tool changed"
+    #: sent back by the worker: governance asked more approvals of the approved call than it was released on
+    RULES_CHANGED = "rules_changed", "rules changed"
 
 
 class ApprovalRequest(models.Model):
@@ -151,7 +153,10 @@ class ApprovalRequest(models.Model):
     required_approvals = models.PositiveSmallIntegerField(default=1)
     rule = models.ForeignKey(ApprovalRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="requests")
     source = models.CharField(
-        max_length=32, choices=ApprovalSource.choices, blank=True, help_text="code, rule, risk or tool_changed."
+        max_length=32,
+        choices=ApprovalSource.choices,
+        blank=True,
+        help_text="code, rule, risk, tool_changed or rules_changed.",
     )
     round = models.PositiveSmallIntegerField(
         default=1, help_text="Rises with every edit and when the request is reopened; approvals count within one round."

@@ -58,6 +58,11 @@ def database_rule_verdict(
     )
 
 
+def rules_ask_several_approvers() -> bool:
+    """Whether some enabled rule asks for more than one approval (read through the governance cache, no query)."""
+    return any(rule.required_approvals > 1 for rule in governance_cached(("approval_rules",), _enabled_rules))
+
+
 def _enabled_rules() -> list[ApprovalRule]:
     return list(ApprovalRule.objects.filter(enabled=True).select_related("tool_group", "tenant"))
 

@@ -221,7 +221,7 @@ def _decided(
     event = replace(event, data={**(event.data or {}), "approved_by": approvers, "required_approvals": needed})
     if len(approvers) >= needed:
         # The decision's row, the request's move and the release are one write with both audit events.
-        _release(request, user, comment, event, decision)
+        _release(request, user, comment, event, decision, needed)
     else:
         audit_call_events(request.call, [event], writes=[decision] if decision else [])
         notify(
@@ -368,12 +368,19 @@ def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> N
 
 
 def _release(
-    request: ApprovalRequest, user: AbstractBaseUser, comment: str, decided: EventSpec, decision: Write | None
+    request: ApprovalRequest,
+    user: AbstractBaseUser,
+    comment: str,
+    decided: EventSpec,
+    decision: Write | None,
+    needed: int,
 ) -> None:
     """Run exactly the version that was approved: its binding is checked, then it becomes the call's arguments.
 
     ``decided`` (the deciding approval's audit event) and ``decision`` (its row) are written in the statement
-    of the call's release, with the request's move.
+    of the call's release, with the request's move. The request keeps the approvals it was released on
+    (``needed``): a worker that finds governance asking more of the call sends it back
+    (``approvals.governing.approval_shortfall``).
     """
     call = request.call
     if not approval_hash_matches(request.arguments_hash, call.tool_name, call.tool_version, request.arguments):
@@ -381,7 +388,8 @@ def _release(
             "The arguments under approval no longer match the version that was approved; nothing was recorded. "
             "Reject this request and ask for the call again."
         )
-    writes = [*([decision] if decision else []), decided_row(request, ApprovalStatus.APPROVED)]
+    released = decided_row(request, ApprovalStatus.APPROVED, required_approvals=needed)
+    writes = [*([decision] if decision else []), released]
     edited = request.arguments if request.arguments != call.arguments else None
     if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided], writes=writes):
         # The call left pending_approval some other way; the decision is audited all the same.

@@ -37,8 +37,8 @@ def decision_row(
     return insert_sql(ApprovalDecision), insert_params(decision, transaction.get_connection())
 
 
-def decided_row(request: ApprovalRequest, to: ApprovalStatus) -> Write:
-    """The request's guarded move to ``to``, decided now, as a write (``request`` shows it moved).
+def decided_row(request: ApprovalRequest, to: ApprovalStatus, **values: Any) -> Write:
+    """The request's guarded move to ``to``, decided now, as a write (``request`` shows it moved, and ``values``).
 
     The request is locked since ``locked_request`` and was found pending, so the move cannot miss; if it
     ever did, the write raises ``WriteMissedError`` and the decision's transaction keeps nothing.
@@ -50,9 +50,11 @@ def decided_row(request: ApprovalRequest, to: ApprovalStatus) -> Write:
         table=APPROVAL_TRANSITIONS,
         to=to,
         allowed_from={request.status},
-        values={"decided_at": now},
+        values={"decided_at": now, **values},
     )
     request.status, request.decided_at = to, now
+    for name, value in values.items():
+        setattr(request, name, value)
     return sql, params
 
 

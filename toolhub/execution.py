@@ -19,7 +19,7 @@ from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.db_timeouts import transaction_idle_at_least, written_past_bound
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
-from toolhub.execution_checks import refusal_at_execution
+from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
@@ -67,7 +67,7 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
 
 
 def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
-    """Re-check a claimed call (tool version, permissions, approval binding, arguments), then run it.
+    """Re-check a claimed call (tool version, permissions, approval binding and count, arguments), then run it.
 
     ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none, unless
     a governance change committed while the claim waited for its locks (``call.governance_moved``).
@@ -83,6 +83,12 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
         return
     with governance_scope(checked_by_write=stamp_checked):
         refusal = refusal_at_execution(call, tool)
+        shortfall = approval_no_longer_suffices(call) if refusal is None else None
+    if shortfall:
+        # Governance asks more approvals of it now than it was released on: a fresh decision is needed.
+        assert tool is not None
+        tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}", reason=shortfall)
+        return
     if refusal is None:
         assert tool is not None
         try:

@@ -9,8 +9,9 @@ from typing import Any
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
 from toolhub.models import CallKind, ToolCall
 from toolhub.pipeline import approval_hash_matches
+from toolhub.signals import approval_shortfall
 
-__all__ = ["refusal_at_execution"]
+__all__ = ["refusal_at_execution", "approval_no_longer_suffices"]
 
 
 def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
@@ -53,3 +54,15 @@ def _made_for(call: ToolCall) -> int | None:
         return call.user_id
     recorded = (call.context or {}).get("user_id")
     return recorded if type(recorded) is int else None
+
+
+def approval_no_longer_suffices(call: ToolCall) -> str | None:
+    """Why an approved call needs a new decision before it runs (governance asks more approvals now), or None.
+
+    Asked under the caller's governance scope, after ``refusal_at_execution`` found nothing to refuse: a call
+    that may not run at all is denied, not sent back to the desk. A call never held for approval is not asked about.
+    """
+    if not call.approval_hash:
+        return None
+    answers = approval_shortfall.send(sender=ToolCall, call=call)
+    return next((str(answer) for _, answer in answers if answer), None)

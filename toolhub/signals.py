@@ -13,6 +13,7 @@ __all__ = [
     "approval_needed",
     "call_askers",
     "approval_withdrawing",
+    "approval_shortfall",
     "call_settled",
     "call_suspended",
     "saga_key_reserved",
@@ -36,6 +37,11 @@ call_askers = Signal()
 #: ``call``, ``actor``, ``reason``. Sent inside the transaction: the receiver that holds the call's request ends it
 #: and settles the call ``cancelled`` in one write, and returns True; with no such answer the core settles the call.
 approval_withdrawing = Signal()
+
+#: Asked (``send``) before a worker runs a call an operator approved; kwargs: ``call``. A receiver returns why the
+#: approval no longer suffices (governance asks more approvals of the call now than it was released on), else None:
+#: the worker then sends the call back for a new decision instead of running it (``toolhub.execution_checks``).
+approval_shortfall = Signal()
 
 #: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None) and ``call`` (the ToolCall as that
 #: transition left it, so a listener need not read it again). Sent after commit. A receiver whose follow-up

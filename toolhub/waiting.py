@@ -264,9 +264,14 @@ def _subagent_run_of(call: ToolCall) -> str:
     return str(payload.get("subagent_run") or "") if isinstance(payload, dict) else ""
 
 
-def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> bool:
-    """Send a claimed call back for approval because its tool changed since it was approved."""
-    reason = (
+def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reason: str = "") -> bool:
+    """Send a claimed call back for approval: its tool changed since it was approved, or ``reason`` says why not.
+
+    ``reason``: why the approval no longer applies though the tool is the same (governance asks more approvals of
+    the call now: ``toolhub.signals.approval_shortfall``).
+    """
+    source = "rules_changed" if reason else "tool_changed"  # ``approvals.models.ApprovalSource``
+    reason = reason or (
         f"tool {tool.name!r} changed after approval (version {call.tool_version} -> {tool.version}); "
         "the earlier approval no longer applies"
     )
@@ -283,21 +288,21 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str) -> b
             lease_expires_at=None,
         )
         if moved:
-            verdict = _changed_tool_verdict(call, tool, reason)
+            verdict = _changed_tool_verdict(call, tool, reason, source)
             approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=verdict)
     return moved
 
 
-def _changed_tool_verdict(call: ToolCall, tool: Tool, reason: str) -> ApprovalVerdict:
-    """The terms of a new decision on a call whose tool changed: as policy judges the call with the tool now.
+def _changed_tool_verdict(call: ToolCall, tool: Tool, reason: str, source: str) -> ApprovalVerdict:
+    """The terms of a new decision on a call whose tool or rules changed: as policy judges the call with them now.
 
     A critical tool, a rule for two approvers, an operator's risk override hold the new round as they would
     hold the call asked now (the approvals app also keeps at least the approvals the request needed before).
     """
     judged = recorded_call_verdict(call=call, tool=tool, arguments=call.arguments)
     if judged is None:
-        return ApprovalVerdict(reason, "tool_changed", effective_risk(tool, tool_definitions().get(tool.name)))
-    return replace(judged, reason=f"{reason}; {judged.reason}", source="tool_changed")
+        return ApprovalVerdict(reason, source, effective_risk(tool, tool_definitions().get(tool.name)))
+    return replace(judged, reason=f"{reason}; {judged.reason}", source=source)
 
 
 def tool_call_refuse(

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group, User
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalRule
 from tests.helpers import RequestCall
 from tests.testapp.models import SideEffect
 from toolhub import registry, tool
@@ -32,10 +32,25 @@ def third_operator(operator: User, tenant: Tenant) -> User:
 
 @pytest.fixture
 def hold(request_call: RequestCall, alice: User) -> Hold:
-    """Hold a call of alice's (tenant acme) for approval; ``approvers=2`` makes its tool critical."""
+    """Hold a call of alice's (tenant acme) for approval; ``approvers=2`` makes its tool critical.
 
-    def held(note: str = "pay 5000", *, approvers: int = 1, user: User | None = None) -> ApprovalRequest:
-        if approvers == 2:
+    ``only_this``: two approvers by an operators' rule matching this note instead, since raising the tool to critical
+    holds the requests already pending to two approvers as well.
+    """
+
+    def held(
+        note: str = "pay 5000", *, approvers: int = 1, user: User | None = None, only_this: bool = False
+    ) -> ApprovalRequest:
+        if approvers == 2 and only_this:
+            ApprovalRule.objects.create(
+                name=f"two for {note}",
+                tool_name="risky_effect",
+                argument="note",
+                operator="==",
+                value=note,
+                required_approvals=2,
+            )
+        elif approvers == 2:
             ToolDefinition.objects.filter(name="risky_effect").update(risk_override="critical")
         call = request_call("risky_effect", {"note": note}, user or alice, tenant="acme")
         request = ApprovalRequest.objects.get(call=call)

@@ -170,7 +170,7 @@ def test_approve_selected_is_bound_to_the_versions_listed(
     hold: Hold, operator: User, second_operator: User, committed: Committed
 ) -> None:
     # given two pending requests, listed on the confirmation page of "Approve selected"
-    first, second = hold("pay 10"), hold("pay 20", approvers=2)
+    first, second = hold("pay 10"), hold("pay 20", approvers=2, only_this=True)
     client = _client(operator)
     selected = {"action": "approve_selected", "_selected_action": [first.pk, second.pk]}
     confirmation = client.post("/admin/approvals/approvalrequest/", selected).content.decode()

@@ -210,8 +210,8 @@ def test_a_request_move_that_misses_rolls_the_whole_decision_back(
     events_before = _events(request.call_id)
     real = services.decided_row
 
-    def lost_race(*args: object) -> tuple[str, list[object]]:
-        sql, params = real(*args)  # type: ignore[arg-type]
+    def lost_race(*args: object, **values: object) -> tuple[str, list[object]]:
+        sql, params = real(*args, **values)  # type: ignore[arg-type]
         return f"{sql} AND false", params
 
     monkeypatch.setattr(services, "decided_row", lost_race)

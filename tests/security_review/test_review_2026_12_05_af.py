@@ -189,7 +189,7 @@ def test_approve_selected_does_not_call_a_request_that_needs_another_approver_ap
 
     Expect: one approved; the other's approval said to be recorded, needing one more approver, as its page says.
     """
-    plain, critical = hold("pay 10"), hold("pay 20", approvers=2)
+    plain, critical = hold("pay 10"), hold("pay 20", approvers=2, only_this=True)
     client = _client(operator)
     selected = {"action": "approve_selected", "_selected_action": [plain.pk, critical.pk]}
     assert f"{critical.pk}" in client.post(DESK, selected).content.decode()
