@@ -21,6 +21,7 @@ __all__ = [
     "DECIDE_PERMISSION",
     "ApproverStanding",
     "approval_may_decide",
+    "decides_as_superuser_only",
     "asker_ids",
     "asker_names",
     "decider_as_now",
@@ -49,14 +50,30 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
             "You asked for this call in its user's name (you retried its run, or rolled back the saga it undoes a step "
             "of, retried it or chose to compensate its held step); another operator must decide it."
         )
-    further = further_restrictions(request)
-    if (request.approver_group_id or request.approver_permission or further) and not user.is_superuser:
-        groups = _group_ids(user)
-        fallback = bool(request.escalated_at) and request.escalation_group_id in groups
-        governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
-        if not (governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)):
-            return "Only the approvers of this tool's groups may decide this request."
+    if not user.is_superuser and not _meets_approver_restrictions(request, user):
+        return "Only the approvers of this tool's groups may decide this request."
     return None
+
+
+def decides_as_superuser_only(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may decide ``request`` only because they are a superuser: outside its approver restrictions.
+
+    A superuser is not held to a tool group's approver group or permission (they could grant it to themselves), but
+    such a decision is audited distinctly (``superuser_outside_approvers`` on its event), so an auditor finds the
+    calls released past the approvers the tool's groups name without reading every approver's groups.
+    """
+    return bool(user.is_superuser) and not _meets_approver_restrictions(request, user)
+
+
+def _meets_approver_restrictions(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` meets the approver group and permission of ``request``'s tool groups (then and now)."""
+    further = further_restrictions(request)
+    if not (request.approver_group_id or request.approver_permission or further):
+        return True
+    groups = _group_ids(user)
+    fallback = bool(request.escalated_at) and request.escalation_group_id in groups
+    governing = fallback or _holds(user, groups, request.approver_group_id, request.approver_permission)
+    return governing and all(_holds(user, groups, group_id, perm) for group_id, perm in further)
 
 
 def asker_ids(request: ApprovalRequest) -> frozenset[int]:

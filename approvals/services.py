@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import signals
-from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now
+from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now, decides_as_superuser_only
 from approvals.editing import EditedVersion, edited_version
 from approvals.governing import governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
@@ -195,6 +195,8 @@ def _decided(
     refusal = approval_may_decide(request, decider)
     if refusal:
         raise DecisionNotAllowedError(refusal)
+    # A superuser deciding outside the approvers the tool's groups name is allowed, and said so on the trail.
+    marks = {"superuser_outside_approvers": True} if decides_as_superuser_only(request, decider) else {}
     if request.status != ApprovalStatus.PENDING:
         raise AlreadyDecidedError(f"This approval request is already {request.status}; nothing was changed.")
     if request.expires_at <= timezone.now():
@@ -205,7 +207,7 @@ def _decided(
         raise ApprovalError(f"The decision was not recorded: {problem}.")
     if kind == DecisionKind.REJECT:
         # A rejection ends the request whatever version the rejecter saw.
-        _reject(request, user, comment)
+        _reject(request, user, comment, marks)
         return request
 
     _check_seen_version(request, decisions, *seen)
@@ -218,7 +220,7 @@ def _decided(
     needed = required_approvals_now(request)
     # The trail says, for each approval, whose approvals of this version count now and how many the call needs:
     # an auditor reads who released it from the releasing event alone (an earlier giver may no longer count).
-    event = replace(event, data={**(event.data or {}), "approved_by": approvers, "required_approvals": needed})
+    event = replace(event, data={**(event.data or {}), **marks, "approved_by": approvers, "required_approvals": needed})
     if len(approvers) >= needed:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision, needed)
@@ -345,13 +347,19 @@ def _edit(
     ), decision
 
 
-def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str) -> None:
+def _reject(request: ApprovalRequest, user: AbstractBaseUser, comment: str, marks: Mapping[str, Any]) -> None:
     """End the request and refuse its call: the decision's row, the request's move and the call's are one write."""
     username = user.get_username()
     rejected = EventSpec(
         "approval.reject",
         _actor(user),
-        {"decision": str(DecisionKind.REJECT), "comment": comment, "request": request.pk, "round": request.round},
+        {
+            "decision": str(DecisionKind.REJECT),
+            "comment": comment,
+            "request": request.pk,
+            "round": request.round,
+            **marks,
+        },
     )
     writes = [
         decision_row(request, user, DecisionKind.REJECT, comment),

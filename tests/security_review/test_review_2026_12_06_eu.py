@@ -23,6 +23,13 @@ Findings:
    ``rules_changed``, migration ``approvals 0019``)
    (``test_a_tool_raised_to_critical_after_one_approval_is_sent_back_before_it_runs``,
    ``test_a_rule_raised_after_the_approval_is_sent_back_before_it_runs``).
+3. A superuser outside a tool group's approver group may decide its calls; the README's four-eyes section says so on
+   purpose (they could grant the group to themselves), and that was left. But the decision's event read like any
+   approver's, so the trail did not tell a call released past the named approvers from one they released. Such a
+   decision's ``approval.approve`` / ``approval.edit`` / ``approval.reject`` event now says
+   ``superuser_outside_approvers`` (``approvals.deciders.decides_as_superuser_only``)
+   (``test_a_superuser_outside_the_approver_group_is_audited_distinctly``).
+
 Checked and holding:
 - A tool disabled, or a deny grant added for the requester, while a call waited: approved, the call is refused when
   the worker claims it (``refusal_at_execution``: authorization, the catalogue's ``enabled``, the tenant arguments,
@@ -45,15 +52,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from approvals.models import ApprovalRequest, ApprovalRule, ApprovalStatus
 from approvals.selectors import approval_progress
-from approvals.services import approval_approve
+from approvals.services import approval_approve, approval_reject
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - a fixture, registered by being imported here
 from tests.testapp.models import SideEffect
 from toolhub.catalogue import tool_definition_govern
-from toolhub.models import AuditEvent, CallStatus, Grant, GrantEffect, ToolCall, ToolDefinition
+from toolhub.models import AuditEvent, CallStatus, Grant, GrantEffect, ToolCall, ToolDefinition, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -249,3 +256,36 @@ def test_an_approval_that_still_suffices_runs_when_the_rule_is_unchanged(
     for callback in callbacks:
         callback()
     assert _call(request).status == CallStatus.SUCCEEDED and SideEffect.objects.count() == 1
+
+
+def test_a_superuser_outside_the_approver_group_is_audited_distinctly(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+    committed: Settle,
+) -> None:
+    """Found: a superuser outside the tool group's approver group may decide (the README's four-eyes section says so:
+    they could grant the group to themselves), but their decision's event read like any approver's: the trail did not
+    tell a call released past the approvers the tool's groups name from one released by them.
+
+    Expect: the decision is allowed and its ``approval.approve`` / ``approval.reject`` event says
+    ``superuser_outside_approvers``; an approver of the group's event does not.
+    """
+    treasury = Group.objects.create(name="treasury")
+    treasury.user_set.add(second_operator)
+    ToolGroup.objects.create(name="payments", extra_tools=["risky_effect"], approver_group=treasury)
+    root = User.objects.create_superuser("root", "root@example.com", "root-password")
+    approved, rejected, plain = hold("pay 1"), hold("pay 2"), hold("pay 3")
+
+    committed(approval_approve, request_id=approved.pk, user=root, expected_round=1)
+    committed(approval_reject, request_id=rejected.pk, user=root, comment="no")
+    committed(approval_approve, request_id=plain.pk, user=second_operator, expected_round=1)
+
+    def decided(request: ApprovalRequest, kind: str) -> dict[str, Any]:
+        payload: dict[str, Any] = AuditEvent.objects.get(call_id=request.call_id, event_type=kind).payload
+        return payload
+
+    assert decided(approved, "approval.approve").get("superuser_outside_approvers") is True
+    assert decided(rejected, "approval.reject").get("superuser_outside_approvers") is True
+    assert "superuser_outside_approvers" not in decided(plain, "approval.approve")
+    assert _call(approved).status == CallStatus.SUCCEEDED and _call(rejected).status == CallStatus.REJECTED
