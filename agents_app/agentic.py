@@ -15,6 +15,7 @@ from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.agentic.models import InnerModel
 from toolhub.exceptions import ModelError, ToolError
+from toolhub.models import is_undoing
 from toolhub.tools.context import ToolContext
 
 __all__ = ["agentic_model"]
@@ -52,7 +53,9 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
     except ModelError as exc:
         raise ToolError(str(exc)) from None
     run = run or _run_of(ctx)
-    if run is not None:
+    # A compensation's model (the call undoing a step, or its inner calls) is the saga's work, not the run's: it is
+    # not charged to the run whose step it undoes, nor refused because that run ended or spent what it was given.
+    if run is not None and not is_undoing("", ctx.as_dict()):
         adapter = _ChargedToRun(adapter, run.id)
     return InnerModel(adapter=adapter, profile=chosen.provider.effective_schema_profile)
 

@@ -17,7 +17,7 @@ from django.db.models import Case, Count, F, Q, Value, When
 from django.db.models.expressions import Combinable
 
 from agents_app.models import AgentRun, RunStatus
-from toolhub.models import CallKind, ToolCall
+from toolhub.models import CallKind, ToolCall, undoing
 
 __all__ = [
     "BUDGETED_KINDS",
@@ -41,6 +41,9 @@ _GOING = frozenset({RunStatus.RUNNING, RunStatus.WAITING})
 MAX_SUBAGENT_DEPTH = 32
 #: The calls a budget counts: the run's turns' and its agentic tools' inner calls (each executes a tool).
 BUDGETED_KINDS = (CallKind.CALL, CallKind.INNER)
+#: ``BUDGETED_KINDS``, less the calls made on behalf of a compensation (an agentic compensation's inner calls carry
+#: the run's id): undoing a step is the saga's work, never the run's spending.
+_BUDGETED = Q(kind__in=BUDGETED_KINDS) & ~undoing()
 
 #: The most tokens a run's totals keep (the bound of their ``PositiveIntegerField`` columns on every database):
 #: an endpoint reporting more is past every budget anyway, and a write beyond the range would fail the step.
@@ -84,7 +87,7 @@ def budget_of(run: AgentRun | dict[str, Any], what: str) -> int | None:
 
 def calls_used(run: AgentRun) -> tuple[int, int]:
     """The run's own calls, in one query: its turns' (its agent's limit counts these), and all it budgets."""
-    counted = ToolCall.objects.filter(run_id=run.id, kind__in=BUDGETED_KINDS).aggregate(
+    counted = ToolCall.objects.filter(_BUDGETED, run_id=run.id).aggregate(
         turns=Count("id", filter=Q(kind=CallKind.CALL)), inner=Count("id", filter=Q(kind=CallKind.INNER))
     )
     return counted["turns"], counted["turns"] + max(counted["inner"], run.inner_calls_charged)
@@ -119,7 +122,7 @@ def spending_below(run_id: uuid.UUID) -> Spending:
         return Spending()
     calls = {
         run_id: (turns, inner)
-        for run_id, turns, inner in ToolCall.objects.filter(run_id__in=list(nodes), kind__in=BUDGETED_KINDS)
+        for run_id, turns, inner in ToolCall.objects.filter(_BUDGETED, run_id__in=list(nodes))
         .values("run_id")
         .annotate(turns=Count("id", filter=Q(kind=CallKind.CALL)), inner=Count("id", filter=Q(kind=CallKind.INNER)))
         .values_list("run_id", "turns", "inner")

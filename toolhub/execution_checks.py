@@ -7,7 +7,7 @@ so that is where it is checked as a worker checks what it runs.
 from typing import Any
 
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
-from toolhub.models import CallKind, ToolCall
+from toolhub.models import ToolCall, is_undoing
 from toolhub.pipeline import approval_hash_matches
 from toolhub.signals import approval_shortfall
 
@@ -26,7 +26,7 @@ def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
         # read by the claim's own statement, when it returned them (``toolhub.claims``)
         agent_tools=getattr(call, "agent_tools_at_claim", None),
         delegated_by=getattr(call, "delegated_by_at_claim", None),
-        undoing=call.kind == CallKind.COMPENSATION,
+        undoing=is_undoing(call.kind, call.context),  # an agentic compensation's inner calls too
     )
     denial = authorization_denial(call.tool_name, principal) or tenant_argument_denial(call.arguments, principal)
     if denial:
