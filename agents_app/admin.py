@@ -257,7 +257,10 @@ class AgentRunAdmin(ExactSearchMixin, TenantScopedAdmin, CommentActionMixin, Rea
     list_select_related = ("agent", "user")
     show_full_result_count = False
     fieldsets = (
-        (None, {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable")}),
+        (
+            None,
+            {"fields": ("id", "agent", "user", "tenant", "status", "stop_reason", "error", "retryable", "retriers")},
+        ),
         ("Transcript", {"fields": ("transcript",)}),
         ("Answer so far (streaming)", {"fields": ("partial_output",)}),
         ("Tool calls", {"fields": ("tool_calls", "audit_trail")}),
@@ -361,6 +364,11 @@ class AgentRunAdmin(ExactSearchMixin, TenantScopedAdmin, CommentActionMixin, Rea
             "admin/agents_app/agentrun/transcript.html",
             {"run": obj, "transcript": transcript, "compensations_table": compensations},
         )
+
+    @admin.display(description="Retried by (barred from approving its calls)")
+    def retriers(self, obj: AgentRun) -> str:
+        """Who retried the run or a run above it besides its user (``retried_by``): four eyes bar them."""
+        return ", ".join(user.get_username() for user in obj.retried_by.order_by("pk")) or "-"
 
     @admin.display(description="Started by")
     def parent_link(self, obj: AgentRun) -> str:

@@ -55,13 +55,15 @@ Checked and holding (read in the code):
   with the child's start (review ed).
 """
 
+import re
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.test import Client
 
 from agents_app.budgets import calls_used, spending_of
-from agents_app.models import AgentRun, RunStatus
+from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
@@ -238,3 +240,41 @@ def test_an_approved_inner_call_of_a_compensation_runs_for_a_deactivated_member(
 
     inner.refresh_from_db()
     assert inner.status == CallStatus.SUCCEEDED, inner.error
+
+
+def test_the_run_admin_names_who_retried_the_run(
+    alice: User, tenant: Tenant, roles: dict[str, Group], django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: who retried a member's run (``AgentRun.retried_by``) was kept but not shown: an operator reading the
+    run's page could not tell who else set its calls in motion and is barred from approving them (review ei left it
+    as a display gap; only the ``run.retried`` audit event named them).
+    Expect: the run's admin page names the retrier, and "-" for a run nobody else retried."""
+    retrier = make_user("op-retry-er", tenant=tenant, staff=True, groups=(roles["operators"],))
+    agent = agent_create(name="flaky", provider="scripted", tenant="acme", tools=[], script=[{"content": "done"}])
+    run = AgentRun.objects.create(
+        agent=agent,
+        user=alice,
+        tenant="acme",
+        input="go",
+        messages=[{"role": "user", "content": "go"}],
+        status=RunStatus.FAILED,
+        stop_reason=StopReason.MODEL_ERROR,
+        error="The model endpoint was unreachable.",
+        retryable=True,
+    )
+    viewer = make_user("op-view-er", tenant=tenant, staff=True, groups=(roles["operators"],))
+    desk = Client()
+    desk.force_login(viewer)
+
+    def shown() -> str:
+        page = desk.get(f"/admin/agents_app/agentrun/{run.pk}/change/")
+        assert page.status_code == 200
+        found = re.search(r"Retried by.*?<div class=\"readonly\">(.*?)</div>", page.content.decode(), re.DOTALL)
+        assert found is not None, "the run's page has no 'Retried by' field"
+        return found.group(1).strip()
+
+    assert shown() == "-"
+    with django_capture_on_commit_callbacks(execute=True):
+        retried = client_for(retrier).post(f"/api/v1/runs/{run.pk}/retry/")
+    assert retried.status_code == 200, retried.content
+    assert shown() == "op-retry-er"
