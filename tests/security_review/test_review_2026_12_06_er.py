@@ -47,6 +47,11 @@ Checked and holding (read in the code):
   through ``Compensation`` and steps through ``SAGA_STEPS``; a run's turn calls, the agent's own ``max_tool_calls``
   and the run API's calls read ``kind=call`` only; the REST ``calls`` throttle is per request (no compensation is a
   request); the approver's conversation excerpt of a compensation (no model call id) shows no model message.
+- ``compensates`` now exempts a call from the agent's tool list and its user's standing, so no caller may set it:
+  ``run_start`` and ``toolhub.direct`` (REST, MCP, the adapters) refuse reserved context keys, the pipeline drops
+  them from an interaction's context, and only the sagas (``compensation_request``) and the calls made inside a
+  compensation (inner, chained: they inherit its context) carry it; the user's grants and the approval policy still
+  apply to them.
 - ``retried_by``: a M2M to the user model, its rows go with a deleted user (nobody left to approve); per run, and a
   run is its tenant's; the retry is refused for a child run (its parent is retried instead).
 - delegation: ``delegators_held`` takes share locks ordered by pk before the parent's row; a rename takes one agent
