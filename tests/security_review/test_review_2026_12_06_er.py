@@ -28,7 +28,14 @@ Findings:
    run's, and ``agents_app.budgets`` counts ``BUDGETED_KINDS`` less ``undoing()``.
    (``test_an_agentic_compensation_of_an_ended_runs_step_runs``,
    ``test_the_undo_of_a_runs_step_does_not_spend_the_runs_budget``.)
-3. Display gap left by review ei: who retried a run (``AgentRun.retried_by``) was not shown to operators. The run's
+3. An agentic tool's playbook and state machine state is replayed from the run's earlier inner calls of that tool
+   (``toolhub.agentic.inner.InnerState.load``: by run id and ``parent_tool``), and an agentic compensation's inner
+   calls carry the run's id: a compensation through a desk the run had used itself continued in the state the run
+   left (its inner call refused as "not available in state 'confirmed'", the undo not done), and the run's later
+   uses of the desk would have continued in the undo's state. Fixed there: a compensation's inner state is replayed
+   from the calls made undoing the same step only (its earlier attempts), and the run's excludes ``undoing()``
+   (``test_an_agentic_compensation_starts_its_own_inner_state``).
+4. Display gap left by review ei: who retried a run (``AgentRun.retried_by``) was not shown to operators. The run's
    admin page now shows "Retried by (barred from approving its calls)"
    (``test_the_run_admin_names_who_retried_the_run``).
 
@@ -72,6 +79,9 @@ from agents_app.models import AgentRun, RunStatus, StopReason
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
+from tests.agentic import sample_tools
+from tests.agentic.conftest import answer as desk_answer
+from tests.agentic.conftest import call as desk_call
 from tests.security_review.conftest import client_for
 from tests.tenancy.conftest import make_user
 from tests.testapp.tools import record_effect, risky_effect
@@ -283,3 +293,49 @@ def test_the_run_admin_names_who_retried_the_run(
         retried = client_for(retrier).post(f"/api/v1/runs/{run.pk}/retry/")
     assert retried.status_code == 200, retried.content
     assert shown() == "op-retry-er"
+
+
+@tool(compensate_with="order_desk", compensation_mapping=lambda arguments, result: {"task": "confirm the undo"})
+def place_desk_order(sku: str) -> dict[str, Any]:
+    """Place an order; undone through the order desk (whose inner state machine confirms the undo)."""
+    return {"order": f"O-{sku}"}
+
+
+def test_an_agentic_compensation_starts_its_own_inner_state(
+    alice: User, acme_operator: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: an agentic tool's playbook and state machine state is replayed from the run's earlier inner calls of
+    that tool (``InnerState.load``: by run id and ``parent_tool``), and an agentic compensation's inner calls carry the
+    run's id: the undo continued in the state the run's own use of the desk had left (its ``confirm_order`` refused,
+    "a tool of state 'confirmed'"), and the run's later uses would continue in the undo's.
+    Expect: a compensation's inner state is its own (its calls on behalf of the same step), the run's excludes it:
+    the undo's inner call runs."""
+    sample_tools.RAN.clear()
+    agent_create(name="desk-brain", provider="scripted", tools=[], script=[desk_call("confirm_order"), desk_answer()])
+    with registry.temporarily(place_desk_order, *sample_tools.ALL):
+        agent = agent_create(
+            name="orders",
+            provider="scripted",
+            tenant="acme",
+            tools=["order_desk", "place_desk_order"],
+            script=[
+                desk_call("order_desk", task="confirm"),
+                desk_call("place_desk_order", sku="A1"),
+                desk_answer(),
+            ],
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            started = client_for(alice).post("/api/v1/runs/", {"agent_id": agent.pk, "input": "go"}, format="json")
+        run = AgentRun.objects.get(pk=started.json()["id"])
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert sample_tools.RAN == ["confirm_order"]
+        step = ToolCall.objects.get(run_id=run.pk, tool_name="place_desk_order")
+        with django_capture_on_commit_callbacks(execute=True):
+            rolled = client_for(acme_operator).post(f"/api/v1/runs/{run.pk}/rollback/", {}, format="json")
+        assert rolled.status_code == 202, rolled.content
+
+    undo = Compensation.objects.get(step_call=step)
+    inner = ToolCall.objects.get(run_id=run.pk, kind=CallKind.INNER, context__compensates=str(step.pk))
+    assert inner.status == CallStatus.SUCCEEDED, inner.error
+    assert sample_tools.RAN == ["confirm_order", "confirm_order"]
+    assert undo.status == CompensationStatus.SUCCEEDED, (undo.status, undo.last_error)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolhub.agentic.base import AgenticFacts, GatedTools
 from toolhub.disclosure.state import done_among, done_names
-from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall, undoing
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
 
@@ -118,6 +118,10 @@ class InnerState:
                 kind=CallKind.INNER,
                 context__parent_tool=owner.name,
             ).exclude(status__in=SETTLED_STATUSES - {CallStatus.SUCCEEDED})
+            # A compensation's inner calls carry the run's id but are the saga's work (``is_undoing``): its state is
+            # its own (the calls made undoing the same step: its earlier attempts), and never the run's.
+            undone = ctx.get("compensates")
+            earlier = earlier.filter(context__compensates=str(undone)) if undone else earlier.exclude(undoing())
             for name, status in earlier.order_by("created_at", "position").values_list("tool_name", "status")[:10_000]:
                 if status == CallStatus.SUCCEEDED:
                     state.apply(name)
