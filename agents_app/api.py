@@ -42,6 +42,13 @@ from agents_app.services import (
 )
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
+from toolhub.dispatch import runs_in_this_process
+from toolhub.tenancy import tenant_scope_now
+
+#: What the user of a run that proceeded in their request is told when they may no longer read it (403).
+NO_LONGER_A_MEMBER_OF_RUN = (
+    "You are no longer a member of the tenant this run was started in; its outcome is not shown."
+)
 
 
 class ManagesAgents(permissions.BasePermission):
@@ -154,8 +161,7 @@ class RunListCreateView(generics.ListAPIView):
             input=data["input"],
             context=data["context"],
         )
-        run.refresh_from_db()
-        return Response(RunSerializer(run, context={"request": request}).data, status=status.HTTP_201_CREATED)
+        return _proceeded(request, run, status.HTTP_201_CREATED)
 
 
 class RunDetailView(generics.RetrieveAPIView):
@@ -179,8 +185,7 @@ class RunRetryView(APIView):
     def post(self, request: Request, pk: str) -> Response:
         run = _operable_run(request, pk, "retry it")
         run = run_retry(run=run, user=request.user)  # a run that cannot be retried: 409 (RunStateError)
-        run.refresh_from_db()
-        return Response(RunSerializer(run, context={"request": request}).data)
+        return _proceeded(request, run, status.HTTP_200_OK)
 
 
 class RunCancelView(APIView):
@@ -236,3 +241,18 @@ def _operable_run(request: Request, pk: str, action: str) -> AgentRun:
     if not run_may_operate(run, request.user):
         raise PermissionDenied(f"Only the user the run was started for, or an operator of its tenant, may {action}.")
     return run
+
+
+def _proceeded(request: Request, run: AgentRun, code: int) -> Response:
+    """The run as it is after it was started or resumed: the whole run, or a refusal for a reader it outlived.
+
+    A run this process proceeds (eager tasks) ran its model turns and tools in the request, for as long as they took:
+    that was a wait, so the user's rights are read again (``tenant_scope_now``), as a follow does after its wait, and
+    a run they may no longer read (removed from its tenant, deactivated) answers 403 and nothing of it.
+    """
+    if runs_in_this_process():
+        tenant_scope_now(request.user)
+        if not runs_visible_to(request.user).filter(pk=run.pk).exists():
+            return Response({"detail": NO_LONGER_A_MEMBER_OF_RUN}, status=status.HTTP_403_FORBIDDEN)
+    run.refresh_from_db()
+    return Response(RunSerializer(run, context={"request": request}).data, status=code)

@@ -21,11 +21,12 @@ from toolhub.arguments import MAX_NESTING
 from toolhub.audit_hash import canonical_json
 from toolhub.authorization import CallPrincipal
 from toolhub.conf import toolhub_settings
+from toolhub.dispatch import EAGER_WORKER
 from toolhub.exceptions import ToolhubError
 from toolhub.json_intake import JSONRefused, json_loads_checked, json_value_problem
 from toolhub.models import CallIdempotencyKey, CallKind, CallStatus, Tenant, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
-from toolhub.tenancy import tenant_scope
+from toolhub.tenancy import tenant_scope, tenant_scope_now
 from toolhub.tools.context import RESERVED_CONTEXT_KEYS, ToolContext
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "call_status_of",
     "call_approval_id",
     "call_hidden_from",
+    "ran_here",
 ]
 
 #: A call in one of these statuses may still change on its own or by a decision; ``?wait=`` follows it.
@@ -106,11 +108,13 @@ def answering_principal(user: AbstractBaseUser, call: ToolCall) -> CallPrincipal
     """The principal ``call``'s answer is given to: its caller, in the call's tenant, if they still belong to it.
 
     Asked after the call was made and, if so, followed (REST ``?wait=``, MCP's ``tools/call``), with the request's
-    scope: whoever waited read it again afterwards (``tenant_scope_now``), so a caller removed meanwhile is refused
-    the answer (``NoLongerMemberError``), as reading the call back would (a 404), with one text that tells the
-    caller why and nothing of the tenant or the call. An answer given without a wait reads no rights twice.
+    scope: whoever waited read it again afterwards (``tenant_scope_now``): ``direct_call_request`` when the call ran
+    in this process, the follow after its wait. So a caller removed meanwhile (or deactivated: an inactive account
+    belongs to no tenant and owns nothing it may read) is refused the answer (``NoLongerMemberError``), as reading
+    the call back would (a 404), with one text that tells the caller why and nothing of the tenant or the call.
+    An answer given without a wait reads no rights twice.
     """
-    if call.tenant and not tenant_scope(user).allows(call.tenant):
+    if not getattr(user, "is_active", True) or (call.tenant and not tenant_scope(user).allows(call.tenant)):
         raise NoLongerMemberError(NO_LONGER_A_MEMBER)
     return CallPrincipal(user_id=user.pk, username=user.get_username(), tenant=call.tenant)
 
@@ -169,7 +173,48 @@ def direct_call_request(
     first call, with another request raises :class:`IdempotencyConflictError`. The key's row is
     inserted before the call in the same transaction, so of two concurrent submits one inserts and
     the other waits on the unique index, then answers with the first's call.
+
+    A call this process ran at commit (eager tasks) was waited for here, for as long as its tool took: the caller's
+    rights are read again afterwards (``tenant_scope_now``), as a follow does after its wait, so its answer
+    (``answering_principal``) is given to the rights of now.
     """
+    made = _direct_call(
+        user=user,
+        tool_name=tool_name,
+        arguments=arguments,
+        context=context,
+        tenant=tenant,
+        saga_id=saga_id,
+        idempotency_key=idempotency_key,
+        kind=kind,
+        client=client,
+        strict_context=strict_context,
+        call_id=call_id,
+    )
+    if ran_here(made):
+        tenant_scope_now(user)
+    return made
+
+
+def ran_here(made: DirectCall) -> bool:
+    """Whether ``made``'s call was run by this request, at its commit: it is no longer waiting (no replay)."""
+    return not made.replayed and made.call.worker == EAGER_WORKER and made.call.status not in WAITING_STATUSES
+
+
+def _direct_call(
+    *,
+    user: AbstractBaseUser,
+    tool_name: str,
+    arguments: str | Mapping[str, Any] | None,
+    context: Mapping[str, Any] | None,
+    tenant: str | None,
+    saga_id: str,
+    idempotency_key: str,
+    kind: CallKind,
+    client: Mapping[str, Any] | None,
+    strict_context: bool,
+    call_id: uuid.UUID | None,
+) -> DirectCall:
     principal = caller_principal(user, tenant=tenant)
     values = client_context(context, strict=strict_context)
     saga_id = _checked_saga_id(saga_id, principal, user)

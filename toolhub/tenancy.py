@@ -149,12 +149,13 @@ def visible_rows(
 
     People who cross the boundary read everything; with a tenant-wide role, every row of one's
     tenants; otherwise one's own rows (``owner_field``), inside one's tenants or bound to no tenant
-    (a user without a tenant still sees their own calls), never a tenant one has left.
+    (a user without a tenant still sees their own calls), never a tenant one has left. An inactive account (one
+    deactivated during a wait, read again by ``tenant_scope_now``) reads nothing, its own rows included.
     """
     scope = tenant_scope(user)
     if scope.everything:
         return queryset
-    if user is None or not getattr(user, "is_authenticated", False):
+    if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
         return queryset.none()
     if tenant_wide:
         return queryset.filter(scope.q(field))

@@ -21,6 +21,7 @@ from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
 from toolhub.api.wait_slots import wait_slot
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
+    WAITING_STATUSES,
     CallerContextError,
     DirectCallError,
     IdempotencyConflictError,
@@ -136,9 +137,10 @@ def _follow(request: Request, call: ToolCall, seconds: float) -> ToolCall:
     """The call after following it up to ``seconds``, if one of the user's wait slots is free; else as it is now.
 
     After a wait the caller's tenants are read again (``tenant_scope_now``): what the request answers then is read
-    with the memberships as they are, not as they were when the wait began.
+    with the memberships as they are, not as they were when the wait began. A call that no longer waits (one that
+    ran in this process, whose request re-read the rights then) is not followed: nothing is waited for, or re-read.
     """
-    if seconds:
+    if seconds and call.status in WAITING_STATUSES:
         with wait_slot(request.user.pk) as free:
             if free:
                 call = call_wait(call=call, seconds=seconds)
