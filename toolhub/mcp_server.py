@@ -15,6 +15,7 @@ running call is followed for up to ``MCP_CALL_WAIT_SECONDS`` while its progress 
 ``notifications/progress``.
 """
 
+import copy
 import json
 import logging
 import time
@@ -63,6 +64,7 @@ from toolhub.mcp_discovery import (
 from toolhub.mcp_headers import header_schema
 from toolhub.mcp_status import STATUS_TOOL, STATUS_TOOL_DEFINITION, call_result, status_tool
 from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.rights_recheck import RightsRecheck
 from toolhub.tenancy import tenant_scope_now
 from toolhub.tools.export import tool_definition
 from toolhub.tools.registry import registry
@@ -116,17 +118,31 @@ ProgressSender = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class _Follower:
-    """Sends a call's new progress updates as ``notifications/progress``, each once."""
+    """Sends a call's new progress updates as ``notifications/progress``, each once, while its caller may read them.
 
-    def __init__(self, call_id: uuid.UUID, report: ProgressSender) -> None:
+    Progress is the tool's own text, streamed for as long as the call runs: like a console export, the caller's rights
+    are read again before updates are sent (``RightsRecheck``, at most every ``STREAM_RIGHTS_RECHECK_SECONDS``, on a
+    copy of the request's user, read by other threads meanwhile); once they no longer reach the call's tenant nothing
+    more is sent and the follow ends (``cut``): the answer is then refused (``answering_principal``).
+    """
+
+    def __init__(self, call_id: uuid.UUID, report: ProgressSender, user: Any) -> None:
         self.call_id, self.report, self.sent = call_id, report, 0
+        self.tenant, self.cut = "", False
+        reader = copy.copy(user)
+        self.recheck = RightsRecheck(
+            reader, lambda scope: reader.is_active and (not self.tenant or scope.allows(self.tenant))
+        )
 
     async def poll(self) -> str | None:
         """Send what is new; return the call's status (``None`` before its row is written)."""
         row = await in_thread(_progress_of)(self.call_id)
         if row is None:
             return None
-        status, progress = row
+        status, progress, self.tenant = row
+        if self.cut or (progress[self.sent :] and not await in_thread(self.recheck.holds)()):
+            self.cut = True
+            return status
         for update in progress[self.sent :]:
             current = update.get("current")
             self.sent += 1
@@ -137,7 +153,7 @@ class _Follower:
 
     async def while_requested(self) -> None:
         """Runs beside the request (an eager call executes in it) until cancelled; a quick call never polls."""
-        while True:
+        while not self.cut:
             await anyio.sleep(0.2)
             await self.poll()
 
@@ -145,14 +161,14 @@ class _Follower:
         """Follow a queued or running call (on a worker) for up to ``seconds``."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if await self.poll() not in (CallStatus.QUEUED, CallStatus.RUNNING):
+            if await self.poll() not in (CallStatus.QUEUED, CallStatus.RUNNING) or self.cut:
                 return
             await anyio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
 
 
-def _progress_of(call_id: uuid.UUID) -> tuple[str, list[dict[str, Any]]] | None:
-    row = ToolCall.objects.filter(pk=call_id).values_list("status", "progress").first()
-    return (row[0], list(row[1] or [])) if row is not None else None
+def _progress_of(call_id: uuid.UUID) -> tuple[str, list[dict[str, Any]], str] | None:
+    row = ToolCall.objects.filter(pk=call_id).values_list("status", "progress", "tenant").first()
+    return (row[0], list(row[1] or []), row[2] or "") if row is not None else None
 
 
 def _request_sync(
@@ -222,7 +238,7 @@ async def _call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallTool
     if params.name == DESCRIBE_TOOL:
         return await in_thread(_describe_sync)(ctx, params.arguments)
     call_id = uuid.uuid4()
-    follower = _Follower(call_id, ctx.session.report_progress)
+    follower = _Follower(call_id, ctx.session.report_progress, request_user(ctx))
     outcome: ToolCall | MCPError
     async with anyio.create_task_group() as group:
         group.start_soon(follower.while_requested)

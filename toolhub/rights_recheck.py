@@ -6,8 +6,9 @@ of the permission meanwhile must not keep receiving it. Between chunks, at most 
 ``STREAM_RIGHTS_RECHECK_SECONDS``, the rights are read again (``toolhub.tenancy.tenant_scope_now``: the user's row,
 permissions and memberships as they are now) and the stream is cut off with :class:`RightsRevokedError` when they no
 longer hold. Raising, not ending, is deliberate: the client sees a broken transfer, never a file that looks
-complete, and an audit export is recorded as failed. The same re-read answers every request that waited (``?wait=``,
-MCP): one way to ask "still allowed?".
+complete, and an audit export is recorded as failed. MCP's progress notifications of a followed call are such a
+stream too (``RightsRecheck``, asked before each batch of updates). The same re-read answers every request that
+waited (``?wait=``, MCP): one way to ask "still allowed?".
 """
 
 import time
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from toolhub.conf import toolhub_settings
 from toolhub.tenancy import TenantScope, tenant_scope_now
 
-__all__ = ["RightsRevokedError", "console_reader_allowed", "scope_still_covers", "while_permitted"]
+__all__ = ["RightsRecheck", "RightsRevokedError", "console_reader_allowed", "scope_still_covers", "while_permitted"]
 
 T = TypeVar("T")
 
@@ -44,21 +45,40 @@ def console_reader_allowed(user: Any, then: TenantScope, *permissions: str) -> C
     return allowed
 
 
+class RightsRecheck:
+    """A stream's "still allowed?", asked of its reader's rights read again at most every few seconds.
+
+    ``allowed`` is asked of ``user``'s scope read again (``tenant_scope_now``) once ``STREAM_RIGHTS_RECHECK_SECONDS``
+    passed since the last reading (in between, the last answer holds); once refused, refused for good. ``allowed``
+    also reads ``user`` (refreshed by the re-read) for its flags and permissions.
+    """
+
+    def __init__(self, user: Any, allowed: Callable[[TenantScope], bool]) -> None:
+        self.user, self.allowed = user, allowed
+        self.every = toolhub_settings().STREAM_RIGHTS_RECHECK_SECONDS
+        self.checked = time.monotonic()
+        self.holding = True
+
+    def holds(self) -> bool:
+        """Whether the reader may still be sent the next part (reads the database when the interval is over)."""
+        if self.holding and time.monotonic() - self.checked >= self.every:
+            self.holding = bool(self.allowed(tenant_scope_now(self.user)))
+            self.checked = time.monotonic()
+        return self.holding
+
+
 def while_permitted(chunks: Iterable[T], user: Any, allowed: Callable[[TenantScope], bool]) -> Iterator[T]:
     """``chunks`` while ``allowed`` (asked with ``user``'s scope as it is now) holds, checked between chunks.
 
     ``allowed`` also reads ``user`` (refreshed by the re-read) for its flags and permissions. Closing this stream
     closes ``chunks`` (its cursor, its export record).
     """
-    every = toolhub_settings().STREAM_RIGHTS_RECHECK_SECONDS
+    recheck = RightsRecheck(user, allowed)
     source = iter(chunks)
-    checked = time.monotonic()
     try:
         for chunk in source:
-            if time.monotonic() - checked >= every:
-                if not allowed(tenant_scope_now(user)):
-                    raise RightsRevokedError("The reader's rights were revoked while the download streamed.")
-                checked = time.monotonic()
+            if not recheck.holds():
+                raise RightsRevokedError("The reader's rights were revoked while the download streamed.")
             yield chunk
     finally:
         close = getattr(source, "close", None)

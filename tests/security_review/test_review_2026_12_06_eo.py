@@ -25,6 +25,12 @@ Findings:
    let an inactive user read their own tenant-less rows (the scope of an inactive user is empty, but the owner
    clause kept ``tenant=""`` rows), and ``answering_principal`` only asked about the call's tenant. Now an inactive
    user reads no rows and is answered nothing.
+4. MCP ``tools/call`` streams a long tool's progress (``notifications/progress``: the tool's own messages) while it
+   follows the call (in the request, or up to ``MCP_CALL_WAIT_SECONDS`` on a worker) without asking again who
+   follows: a caller removed from the tenant kept receiving it to the end. Now the follower asks the console
+   exports' question (``toolhub.rights_recheck.RightsRecheck``, shared with ``while_permitted``: the rights read
+   again at most every ``STREAM_RIGHTS_RECHECK_SECONDS``) before it sends updates; refused, it sends nothing more and
+   stops following, and the answer is the refusal.
 
 Checked and found holding (no test here unless named):
 
@@ -39,11 +45,14 @@ Checked and found holding (no test here unless named):
   user's ``is_active``/``is_superuser`` (so grants and visible tools are read fresh after a wait); the per-request
   ``CallerView`` (``caller_view_for``) is made after the wait in ``GET /calls/{id}/?wait=``; MCP loads the user once
   per HTTP request (stateless); no thread-local or ``lru_cache`` holds a principal.
+- Left as it is (noted): ``POST /api/v1/runs/{id}/rollback/`` and ``sagas/{id}/rollback/`` in eager mode run the
+  compensations in the request and answer the saga (statuses, sanitized last errors; no results) without a re-read.
 - API key revocation during a wait: the key was valid when the request was authenticated; a revocation that comes
   with a deactivation or a new password (``token_revocation``) is seen as the deactivation; a key deleted alone
   while its holder's rights hold ends at the next request (not changed here).
 """
 
+import time
 from typing import Any
 
 import anyio
@@ -62,6 +71,7 @@ from toolhub import tenancy
 from toolhub.models import CallStatus, TenantMembership, ToolCall
 from toolhub.tools import tool
 from toolhub.tools.definition import Risk
+from toolhub.tools.progress import Progress
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,10 +91,22 @@ def eo_acme_report(note: str) -> str:
     return f"acme books: {note}"
 
 
+@tool(risk=Risk.LOW, timeout=30)
+def eo_acme_ledger(progress: Progress) -> str:
+    """Read acme's ledger in two steps, reporting each (the world changes between them)."""
+    progress.update("step 1: opened the ledger", current=1, total=2)
+    time.sleep(1.0)  # the MCP follower sends what is new every 0.2 s
+    for change in WHILE_RUNNING:
+        change()
+    progress.update("step 2: acme ledger balance 1,234,567", current=2, total=2)
+    time.sleep(1.0)
+    return "ledger read"
+
+
 @pytest.fixture
 def report_tool() -> Any:
     WHILE_RUNNING.clear()
-    with registry.temporarily(eo_acme_report):
+    with registry.temporarily(eo_acme_report, eo_acme_ledger):
         yield
     WHILE_RUNNING.clear()
 
@@ -217,3 +239,42 @@ def test_a_call_run_here_and_asked_to_wait_reads_the_rights_once(
     assert answer.status_code == 200, answer.content
     assert answer.json()["result"] == "acme books: q4"
     assert reads == [alice.pk]
+
+
+def test_mcp_progress_stops_once_the_caller_left_the_tenant(
+    live_asgi: str,  # noqa: F811 - the fixture imported above
+    alice: User,
+    report_tool: None,
+    settings: Any,
+) -> None:
+    """Found: MCP ``tools/call`` sends a long tool's progress (``notifications/progress``, the tool's own messages)
+    while the request follows the call, for as long as it runs (in the request, or up to ``MCP_CALL_WAIT_SECONDS``
+    on a worker), without asking again who follows it: alice, removed from acme after step 1, was still sent step 2
+    ("acme ledger balance ..."), though the call's answer is then refused her.
+    Expect: progress is a stream like the console's exports: between updates (at most every
+    ``STREAM_RIGHTS_RECHECK_SECONDS``, 0 here) the follower's rights are read again and nothing more is sent to a
+    caller who lost them; the answer is the refusal.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "STREAM_RIGHTS_RECHECK_SECONDS": 0}
+    _leave(alice)
+    key = token(alice)
+    messages: list[str | None] = []
+
+    async def progress(current: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    async def main() -> Any:
+        headers = {"Authorization": f"Bearer {key}", "X-Toolhub-Tenant": "acme"}
+        async with create_mcp_http_client(headers=headers) as http:
+            async with Client(streamable_http_client(f"{live_asgi}/mcp", http_client=http)) as client:
+                await client.list_tools()
+                try:
+                    return await client.call_tool("eo_acme_ledger", {}, progress_callback=progress)
+                except MCPError as refused:  # the refusal is the answer under test
+                    return refused
+
+    answer = anyio.run(main)
+
+    assert ToolCall.objects.get(user=alice).status == CallStatus.SUCCEEDED
+    assert not any("ledger balance" in (message or "") for message in messages), messages
+    assert isinstance(answer, MCPError) and answer.message == NO_LONGER_A_MEMBER, answer
