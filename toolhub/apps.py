@@ -53,6 +53,9 @@ class ToolhubConfig(AppConfig):
         from toolhub.api import token_revocation
 
         token_revocation.install()  # a new password or a deactivation deletes the account's API tokens
+        from toolhub.api import token_use
+
+        token_use.install()  # a token being deleted is locked before its use row goes (no stamp slips in between)
         from toolhub.db_pooler import connection_chunked_reads
         from toolhub.db_timeouts import connection_bounded, migrate_unbounded
 

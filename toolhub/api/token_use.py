@@ -2,19 +2,30 @@
 
 An administrator retiring credentials asks "which tokens does nobody use any more?" and, after a leak, "was this
 one used, and where?". ``token_owner`` stamps every token it accepts (REST and MCP alike), never one it refuses.
-A stamp is one upsert, and only when the stored one is older than the resolution or names another channel: a
-busy client costs one write per window, not one per request. Its use is read with the token (one join), so an
-unchanged stamp costs no statement at all.
+A stamp is one upsert, and only when the stored one is older than the resolution, whatever channel it names: a
+busy client costs one write per window, not one per request (a key used over REST and MCP in turn wrote at each
+request while a change of channel wrote). So the channel is the one of the window's first use. Its use is read with
+the token (one join), so an unchanged stamp costs no statement at all. A stamp is bookkeeping: one that cannot be
+written (a read-only database, a lock or statement bound) is logged and the request goes on.
+
+A token's deletion deletes its use row, then the token: a stamp committed between the two statements left a row
+naming the deleted token, and the deferred foreign key failed the deletion (a password reset, a deactivation) at its
+commit. So a token to be deleted is locked first (:func:`_token_deleting`, on every path: a revocation, its page, its
+user's deletion, ``drf_create_token -r``): a stamp's check of its token then waits for the deletion and finds it gone.
 """
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import IntegrityError, models, transaction
+from django.db import DatabaseError, IntegrityError, models, transaction
+from django.db.models.signals import pre_delete
 from django.utils import timezone
 
-__all__ = ["STAMP_RESOLUTION", "TokenChannel", "TokenGone", "token_use_stamp"]
+__all__ = ["STAMP_RESOLUTION", "TokenChannel", "TokenGone", "install", "token_use_stamp"]
+
+logger = logging.getLogger(__name__)
 
 #: How stale a token's "last used" may be: a use within this window of the stored one writes nothing.
 STAMP_RESOLUTION = timedelta(minutes=5)
@@ -40,7 +51,7 @@ def token_use_stamp(token: Any, channel: str) -> None:
         use = token.use
     except ObjectDoesNotExist:
         use = None
-    if use is not None and use.channel == channel and now - use.last_used_at < STAMP_RESOLUTION:
+    if use is not None and now - use.last_used_at < STAMP_RESOLUTION:
         return
     try:
         with transaction.atomic():
@@ -52,3 +63,17 @@ def token_use_stamp(token: Any, channel: str) -> None:
             )
     except IntegrityError as gone:  # its token row went in the meantime: the key no longer authenticates
         raise TokenGone from gone
+    except DatabaseError as failed:  # its savepoint rolled back: the request's own work goes on
+        logger.warning("An API token's use was not recorded (%s): %s", channel, failed.__class__.__name__)
+
+
+def _token_deleting(sender: Any, instance: Any, using: str = "default", **kwargs: Any) -> None:
+    """Lock a token about to be deleted, before its use row goes (in the deletion's transaction; see above)."""
+    sender._base_manager.using(using).select_for_update().filter(key=instance.key).values_list("key").first()
+
+
+def install() -> None:
+    """Lock every token being deleted before the collector deletes its use (``pre_delete`` runs first)."""
+    from rest_framework.authtoken.models import Token
+
+    pre_delete.connect(_token_deleting, sender=Token, dispatch_uid="toolhub.api.token_use")
