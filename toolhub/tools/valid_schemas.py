@@ -5,6 +5,10 @@ remote schema of 9,000 properties (130 KB) took 8.6 s. A remote tool's ``inputSc
 the registry builds it (every governance change, in every process), its ``outputSchema`` at each call (a session
 per call), synchronously in the worker's event loop, where the call's timeout cannot cut it. Validity depends on
 the schema and the draft only, so a schema found valid once is not checked again.
+
+Only a schema that is plain JSON is kept: one that reads back from its JSON text as itself. The text writes a tuple
+as a list and a key ``1`` as ``"1"``, but the metaschema check calls a tuple no array: keyed by its text, a schema
+refused alone was accepted once its list form had been checked.
 """
 
 import hashlib
@@ -39,6 +43,8 @@ def _digest(cls: Any, schema: dict[str, Any]) -> bytes | None:
     """The schema's digest with its draft's, or ``None`` for one that is not plain JSON (checked every time)."""
     try:
         canonical = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if json.loads(canonical) != schema:  # a tuple, a key not a string: the text stands for another schema
+            return None
     except (TypeError, ValueError, RecursionError):
         return None
     text = f"{cls.__module__}.{cls.__qualname__}\n{canonical}"
