@@ -27,7 +27,6 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorWrapper
 
 from toolhub.conf import toolhub_settings
 from toolhub.prepared import GENERIC_PLAN_SETTING
@@ -164,14 +163,17 @@ def connection_chunked_reads(sender: Any, connection: BaseDatabaseWrapper, **kwa
     pooler does not keep (the next ``FETCH`` may reach another server connection: "cursor does not exist"), and which
     stays on the server connection that declared it. Such a read is materialized whole on the server anyway; a
     client-side cursor reads the same rows. Read when the cursor is made, so the setting may change at run time.
+
+    ``create_cursor`` is replaced, not ``chunked_cursor``: a new connection opens inside ``chunked_cursor`` (its
+    first statement a chunked read), and Django makes the cursor only once it is open, through this replacement.
     """
-    if connection.vendor != "postgresql" or "chunked_cursor" in vars(connection):
+    if connection.vendor != "postgresql" or "create_cursor" in vars(connection):
         return
-    server_side = connection.chunked_cursor
+    create_cursor = connection.create_cursor
 
-    def chunked_cursor() -> CursorWrapper:
-        if pooled() and connection.get_autocommit():
-            return connection.cursor()
-        return server_side()
+    def chunked_cursor_held_by_none(name: str | None = None) -> Any:
+        if name and pooled() and connection.get_autocommit():
+            return create_cursor(None)
+        return create_cursor(name)
 
-    connection.chunked_cursor = chunked_cursor  # type: ignore[method-assign]
+    connection.create_cursor = chunked_cursor_held_by_none  # type: ignore[method-assign]

@@ -13,6 +13,13 @@ Findings:
    one crashed at its first call (``AttributeError`` out of validation: the tuple is taken for a schema). The
    digest is now kept only for a schema that reads back from its JSON text as itself (plain JSON); any other is
    checked every time, as the module said it was.
+2. Review ep's ``connection_chunked_reads`` replaced ``chunked_cursor`` on ``connection_created``, but a connection
+   opens inside ``chunked_cursor`` (``_cursor`` -> ``ensure_connection``): when a new connection's first statement is
+   a chunked read outside a transaction (a new thread's: each ASGI request thread, a Celery worker's, a command's),
+   the call in progress was Django's own and declared its cursor ``WITH HOLD`` behind the pooler, the failure ep
+   fixed (its next ``FETCH`` may reach another server connection: "cursor does not exist", and the held cursor stays
+   on the first one). ep's test read on a connection opened before. The handler now replaces ``create_cursor``,
+   which Django calls once the connection is open, the first time included.
 
 Checked and holding:
 
@@ -29,25 +36,32 @@ Checked and holding:
   (``_checker``, the same formats each time), so it cannot differ for the same key. A schema changed after it was
   checked gets a new digest (content-addressed: it is checked again). Remote schemas arrive as JSON (plain by
   construction). The dict is guarded by a lock; eviction is oldest-first and only costs a re-check.
-- Pooler chunked reads (review ep): the handler is installed once per ``DatabaseWrapper`` (it stays across
-  reconnects, ``close_old_connections`` included, and ``connection_created`` fires again harmlessly); each thread
-  (Celery worker threads, ASGI's per-request threads, ``sync_to_async`` for the async ORM: Django has no async
-  connections) has its own wrapper, made through the same signal. The big readers (calls CSV/JSONL
-  ``export_rows``, ``audit_export_lines``, ``verify_audit``'s ``_walk_chain``) all read inside ``transaction.atomic``
-  and keep a streaming server-side cursor behind the pooler (review ep's test); what reads outside one (the
-  look-alike username check, ``_shares_chains``, ``sessions_end``) reads one column of a small table.
-  ``StreamedResponse`` takes each chunk on the request's thread, where the export's transaction lives.
+- Pooler chunked reads (review ep), after finding 2: the replacement stays on a connection closed and opened again
+  (``close_old_connections`` at each request and task), each thread's own connection gets it (Celery worker threads,
+  ASGI's per-request threads, ``sync_to_async`` for the async ORM: Django has no async connections). The big readers
+  (calls CSV/JSONL ``export_rows``, ``audit_export_lines``, ``verify_audit``'s ``_walk_chain``) all read inside
+  ``transaction.atomic`` and keep a streaming server-side cursor behind the pooler (review ep's test): no export is
+  read whole into memory. What reads outside one (the look-alike username check, ``_shares_chains``,
+  ``sessions_end``) reads one or two columns of a small table. ``StreamedResponse`` takes each chunk on the
+  request's thread, where the export's transaction lives.
 - ``role_unbounded`` inside an outer atomic: its atomic is a savepoint and PostgreSQL undoes a ``set_config(...,
   true)`` at ``ROLLBACK TO SAVEPOINT`` (review ep's W014 test runs inside the test's transaction and reads
   ``lock_timeout`` back as ``0``).
 """
 
+import threading
+from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
+from django.conf import settings
+from django.db import close_old_connections, connection, connections, transaction
+from django.test import override_settings
 from pydantic import ValidationError
 
 from toolhub.exceptions import ToolDefinitionError
+from toolhub.models import ToolCall
 from toolhub.tools.definition import Tool
 from toolhub.tools.jsonschema_args import validate_against_schema
 
@@ -111,3 +125,58 @@ def test_valid_arguments_within_the_byte_bound_still_pass_the_validation_budget(
     assert validate_against_schema("ew_big", schema, arguments) == arguments
     with pytest.raises(ValidationError, match="send fewer items"):
         validate_against_schema("ew_big", schema, {"rows": [{"id": i, "name": "n"} for i in range(9_000)]})
+
+
+@pytest.fixture
+def pooled() -> Iterator[None]:
+    with override_settings(TOOLHUB={**settings.TOOLHUB, "TRANSACTION_POOLER": True}):
+        yield
+
+
+@pytest.fixture
+def declared(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each server-side cursor opened, whether it is ``WITH HOLD`` (outlives its transaction: session state)."""
+    holds: list[bool] = []
+    original = psycopg.ServerCursor.execute
+
+    def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        holds.append(self.withhold)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.ServerCursor, "execute", execute)
+    return holds
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_behind_a_pooler_a_new_connections_first_statement_as_a_chunked_read_holds_no_cursor(
+    pooled: None, declared: list[bool]
+) -> None:
+    """Found: review ep's handler replaced ``chunked_cursor`` when the connection opened, but a new connection opens
+    inside ``chunked_cursor`` itself: on a thread's own new connection (each ASGI request thread, a Celery worker's,
+    a management command's) whose first statement is a chunked read outside a transaction, the call in progress was
+    Django's, which declared the cursor ``WITH HOLD`` behind the pooler (the failure ep fixed: its next ``FETCH`` may
+    reach another server connection). ep's test read on a connection opened before. Expect: no cursor held, whether
+    the read opens a new thread's connection, reopens a closed one (``close_old_connections``) or runs on an open
+    one; inside a transaction it still streams (a server-side cursor, not held)."""
+
+    def read() -> list[Any]:
+        return list(ToolCall.objects.values_list("id", flat=True).iterator(chunk_size=10))
+
+    def in_new_thread() -> None:
+        try:
+            read()  # the thread's first statement: it opens the thread's connection
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=in_new_thread)
+    worker.start()
+    worker.join()
+    connection.close()
+    read()
+    close_old_connections()
+    read()
+    with transaction.atomic():
+        read()
+
+    assert declared == [False], declared  # only the read inside the transaction is server-side
