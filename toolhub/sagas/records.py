@@ -106,22 +106,27 @@ def step_calls(key: str, run_id: uuid.UUID | None, *, tenant: str) -> QuerySet[T
 
 
 def plan_compensation(
-    saga: Saga, call: ToolCall, *, actor: str, status: CompensationStatus | None = None
+    saga: Saga, call: ToolCall, *, actor: str, status: CompensationStatus | None = None, file_late: bool = True
 ) -> Compensation:
-    """Number a step and plan its compensation; a step asked for before a rollback is compensated by it too.
+    """Number a step and plan its compensation; a step asked for before a rollback is filed under it too.
 
-    Held, when that rollback holds its steps for an operator (``held_for_operator``): it does not undo a late one alone.
+    Compensated by it, or held when that rollback holds its steps for an operator (``held_for_operator``) or the step's
+    own outcome is unknown (``status`` held): it does not undo such a step alone. A finished rollback it is filed
+    under is opened again (``_reopen``): the caller advances the saga, which finishes it again naming the step.
+    ``file_late=False``: the caller files the step under a new rollback of its own (``saga_rollback``).
     """
     tool = registry.get(call.tool_name)
     # A step whose tool left the code is held (``hold_unknown_steps``): nobody knows any more how to undo it.
     assert (tool is not None and tool.compensate_with) or status == CompensationStatus.HELD
     arguments, error = planned_arguments(call.tool_name, call)
-    late_for = saga.rollbacks.filter(requested_at__gt=call.created_at).order_by("-requested_at").first()
+    late_for = (
+        saga.rollbacks.filter(requested_at__gt=call.created_at).order_by("-requested_at").first() if file_late else None
+    )
     if status is None and late_for is not None:
         status = CompensationStatus.HELD if late_for.held_for_operator else CompensationStatus.PENDING
     status = status or CompensationStatus.RECORDED
-    if late_for is not None and late_for.finished_at is not None and status == CompensationStatus.PENDING:
-        _reopen(saga, late_for, call, actor)
+    if late_for is not None and late_for.finished_at is not None:
+        _reopen(saga, late_for, call, actor, held=status == CompensationStatus.HELD)
     saga.last_sequence += 1
     saga.save(update_fields=["last_sequence", "updated_at"])
     compensation = Compensation.objects.create(
@@ -146,12 +151,13 @@ def plan_compensation(
     return compensation
 
 
-def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str) -> None:
-    """Open a finished ``rollback`` again for a late step it is to compensate now.
+def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, *, held: bool) -> None:
+    """Open a finished ``rollback`` again for a late step filed under it: compensated now, or ``held`` for an operator.
 
-    It finishes again (``close_rollbacks``) once that is done, with an outcome naming the step, the conversation told
-    again; kept finished, it read done before one of its own compensations ran, and its one ``saga.rollback_finished``
-    never named it.
+    It finishes again (``close_rollbacks``) once that is done (a held step: at once, nothing to run), with an outcome
+    naming the step, the conversation told again; kept finished, it read done before one of its own compensations
+    ran, and its one ``saga.rollback_finished`` never named it (nor was a run's conversation told that a step of it
+    waits, outcome unknown, for an operator).
     """
     rollback.finished_at = None
     rollback.told_at = None
@@ -163,7 +169,7 @@ def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str) -> None:
         call_id=call.id,
         tool_name=call.tool_name,
         status=saga.status,
-        data={"rollback": rollback.pk, "late_step": str(call.id)},
+        data={"rollback": rollback.pk, "late_step": str(call.id), **({"held": True} if held else {})},
     )
 
 
@@ -209,7 +215,10 @@ def hold_unknown_steps(saga: Saga, actor: str) -> list[Compensation]:
         .exclude(id__in=known)
         .order_by("created_at")
     )
-    return [plan_compensation(saga, call, actor=actor, status=CompensationStatus.HELD) for call in unknown]
+    # Filed by the caller under the rollback it asks for now, never opening an older one.
+    return [
+        plan_compensation(saga, call, actor=actor, status=CompensationStatus.HELD, file_late=False) for call in unknown
+    ]
 
 
 def refresh_status(saga: Saga, actor: str) -> None:

@@ -155,7 +155,9 @@ def saga_record_step(*, call: ToolCall, actor: str = SAGA_ACTOR) -> Compensation
         if existing is not None:
             return existing
         compensation = plan_compensation(saga, call, actor=actor, status=CompensationStatus.HELD if unknown else None)
-        if compensation.status == CompensationStatus.PENDING:
+        if compensation.status != CompensationStatus.RECORDED:
+            # Filed under a rollback: a pending step starts; a finished rollback that a held one opened again
+            # finishes again at once, naming it.
             advance(saga, actor)
         refresh_status(saga, actor)
     return compensation
