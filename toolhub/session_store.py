@@ -7,6 +7,9 @@ column holds the key's digest (:func:`~toolhub.api.keys.key_digest`, 40 hex: the
 the key, and every lookup, write, rotation (``cycle_key``) and deletion digests it first. A row stored before, its key
 in clear, is found by no cookie: its holder signs in again, once. ``SESSION_ENGINE`` names this module.
 
+Expired rows sign in no one but stay until deleted: beat deletes them (:func:`sessions_clear_expired`, run by
+``toolhub.tasks.sessions_clear_task``), as Django's ``clearsessions`` would if anything ran it.
+
 No column names a session's user, so :func:`sessions_end` reads who each live session is signed in as from its data:
 Django refuses a deactivated account's or a former staff member's session only while that lasts, and the row, kept,
 signed its holder in again once the account was reactivated (``toolhub.api.token_revocation`` ends them instead).
@@ -22,7 +25,7 @@ from django.utils import timezone
 
 from toolhub.api.keys import key_digest
 
-__all__ = ["SessionStore", "sessions_end"]
+__all__ = ["SessionStore", "sessions_clear_expired", "sessions_end"]
 
 
 class SessionStore(db.SessionStore):
@@ -81,7 +84,7 @@ def sessions_end(user: Any, *, using: str = "default") -> int:
     """Delete every live session signed in as ``user`` (read from each one's data: no column names it); how many.
 
     The console's sessions are its staff's, so the table read is as long as the signed-in staff's sessions (expired
-    rows, which sign in no one, are left to ``clearsessions``).
+    rows, which sign in no one, are left to :func:`sessions_clear_expired`).
     """
     store = SessionStore()
     user_id = user._meta.pk.value_to_string(user)
@@ -94,3 +97,22 @@ def sessions_end(user: Any, *, using: str = "default") -> int:
     if ended:
         store.model.objects.using(using).filter(session_key__in=ended).delete()
     return len(ended)
+
+
+def sessions_clear_expired(*, batch: int = 1000, batches: int = 50) -> int:
+    """Delete the sessions that expired (they sign in no one); how many. Beat runs it (``sessions_clear_task``).
+
+    Nothing else deletes them (a row goes on sign-out, a password change or a revocation only): the table grew with
+    every sign-in for ever. A batch of ``batch`` keys at a time through the ``expire_date`` index, at most ``batches``
+    a call, each its own short statement: a first run over years of rows holds no long delete, later ticks go on.
+    """
+    model = SessionStore.get_model_class()
+    now = timezone.now()
+    cleared = 0
+    for _ in range(batches):
+        keys = list(model.objects.filter(expire_date__lt=now).values_list("session_key", flat=True)[:batch])
+        if keys:
+            cleared += model.objects.filter(session_key__in=keys, expire_date__lt=now).delete()[0]
+        if len(keys) < batch:
+            break
+    return cleared

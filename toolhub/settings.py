@@ -432,6 +432,8 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-expire": {"task": "approvals.tasks.expire_approvals_task", "schedule": 30.0},
     "agents-sweep": {"task": "agents_app.tasks.sweep_runs_task", "schedule": 60.0},
     "sagas-sweep": {"task": "toolhub.sagas.tasks.sagas_sweep_task", "schedule": 5.0},
+    # Expired console sessions (toolhub.session_store): nothing else deletes them.
+    "toolhub-sessions-clear": {"task": "toolhub.tasks.sessions_clear_task", "schedule": 900.0},
     # Signed audit checkpoints every AUDIT_CHECKPOINT_SECONDS of toolhub/conf.py: toolhub.beat sets it again from
     # TOOLHUB when Celery finalizes (a deployment's settings module sets TOOLHUB after importing this one).
     "toolhub-audit-checkpoint": {

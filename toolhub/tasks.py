@@ -12,6 +12,7 @@ from toolhub.checkpoints import CheckpointKeyError, CheckpointRefusedError, audi
 from toolhub.claims import ClaimHint
 from toolhub.conf import toolhub_settings
 from toolhub.execution import tool_call_execute
+from toolhub.session_store import sessions_clear_expired
 from toolhub.signals import running_after_task
 from toolhub.sweeper import calls_expire_awaiting_results, calls_reconcile_expired_leases, calls_redispatch_stale
 
@@ -89,6 +90,12 @@ def sweep_task() -> None:
     calls_redispatch_stale()
     calls_reconcile_expired_leases()
     calls_expire_awaiting_results()
+
+
+@shared_task(name="toolhub.tasks.sessions_clear_task", ignore_result=True)
+def sessions_clear_task() -> None:
+    """Delete expired console sessions (beat, every 15 minutes): nothing else does, and they pile up for ever."""
+    sessions_clear_expired()
 
 
 @shared_task(name="toolhub.tasks.audit_verify_tenant_task", ignore_result=True)

@@ -42,6 +42,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.sessions.models import Session
 from django.utils import timezone
 
 from tests.helpers import assert_audit_intact
@@ -49,12 +50,15 @@ from tests.sagas.sample_tools import LOG
 from tests.security_review.direct_sagas import direct_call, unheard_call
 from tests.security_review.test_review_2026_12_06_ce import EIGHT_DAYS, _age
 from tests.security_review.test_review_2026_12_06_da import BOOK_ONCE, _run_step_on_its_way, _sweep_at
+from toolhub.api.keys import key_digest
 from toolhub.calls import call_transition
+from toolhub.celery import app as celery_app
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.sagas.dashboard import sagas_attention_figures
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import sagas_sweep
 from toolhub.sagas.services import saga_call_settled, saga_rollback_on_demand
+from toolhub.session_store import SessionStore, sessions_clear_expired
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("saga_tools")]
 
@@ -170,3 +174,42 @@ def test_a_late_step_under_a_finished_held_rollback_reopens_it_and_is_named_held
     rollback.refresh_from_db()
     assert rollback.finished_at is not None and saga.status == SagaStatus.NEEDS_ATTENTION
     assert [entry for entry in LOG if entry[0] == "cancel"] == []
+
+
+def _session(*, expired: bool) -> str:
+    """A console session stored now (its row by the key's digest); ``expired``: its expiry a day ago. Its key."""
+    store = SessionStore()
+    store["_auth_user_id"] = "1"
+    store.create()
+    if expired:
+        Session.objects.filter(session_key=key_digest(store.session_key or "")).update(
+            expire_date=timezone.now() - dt.timedelta(days=1)
+        )
+    return store.session_key or ""
+
+
+def test_expired_console_sessions_are_cleared_by_beat_and_live_ones_kept() -> None:
+    """Found: nothing deleted expired sessions (``clearsessions`` was in no beat schedule): ``django_session`` grew with
+    every sign-in for ever. Expect: beat schedules ``toolhub.tasks.sessions_clear_task``, a task Celery knows; run, it
+    deletes the expired rows and keeps the live one, which still signs its holder in."""
+    entries = [e for e in celery_app.conf.beat_schedule.values() if e["task"] == "toolhub.tasks.sessions_clear_task"]
+    assert len(entries) == 1 and float(entries[0]["schedule"]) <= 3600, celery_app.conf.beat_schedule
+    live = _session(expired=False)
+    gone = [_session(expired=True) for _ in range(3)]
+    assert Session.objects.count() == 4
+
+    celery_app.tasks["toolhub.tasks.sessions_clear_task"].delay()
+
+    assert list(Session.objects.values_list("session_key", flat=True)) == [key_digest(live)]
+    assert SessionStore(live).load() == {"_auth_user_id": "1"}
+    assert all(not SessionStore().exists(key) for key in gone)
+
+
+def test_clearing_expired_sessions_is_bounded_a_call() -> None:
+    """Expect: one call deletes at most ``batch`` x ``batches`` expired rows (a first run over years of sign-ins is
+    no single long delete), and reports how many; the next call goes on."""
+    for _ in range(5):
+        _session(expired=True)
+    assert sessions_clear_expired(batch=2, batches=2) == 4
+    assert sessions_clear_expired(batch=2, batches=2) == 1
+    assert sessions_clear_expired() == 0 and not Session.objects.exists()
