@@ -239,13 +239,14 @@ def _standing_refusal(
     Checked when a call is requested and again when it executes, as grants are: an approval granted after the
     requester left, or a run that goes on after its user was removed, runs nothing more in their name. Nor does
     anything run in a tenant deleted meanwhile (``retired``), whoever asked: someone who acts in every tenant
-    keeps no tenant alive, and its deny grants and approval rules went with it. A saga's compensation
-    (``undoing``) is exempt: undoing what they did is the saga's work, not theirs.
+    keeps no tenant alive, and its deny grants and approval rules went with it; a saga's compensation included (an
+    agentic one's inner model would choose tools there unbound by them; its saga needs an operator). A compensation
+    (``undoing``) is exempt from its user's standing only: undoing what they did is the saga's work, not theirs.
     """
-    if principal.undoing:
-        return None
     if principal.tenant and principal.tenant in retired:
         return f"Tenant {principal.tenant!r}, this call's, no longer exists; nothing is run in it."
+    if principal.undoing:
+        return None
     if user is None:
         return None
     if user is _GONE:
