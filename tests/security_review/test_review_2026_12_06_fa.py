@@ -29,7 +29,12 @@ Checked and holding (read in the code, regression tests below):
   tool can carry: a run cannot make its calls look undoing to escape ``max_tool_calls``.
 - An undoing inner call keeps its compensation's tenant (the step's context ``tenant``, which no client sets) and is
   authorized with the step's user's grants (``user_id`` of the step's context) and the approval policy; only the
-  agent's tool list, its delegators' denies and the user's standing are not applied.
+  agent's tool list, its delegators' denies and the user's standing are not applied. The other principals rebuilt
+  from a recorded call (``policy.recorded_call_verdict``, ``approvals.editing``) read no standing (approval rules,
+  tenant arguments), so their not reading ``undoing`` changes nothing; the call's ``agent_name`` is stored empty.
+
+Not fixed (seen, no security effect): a subagent tool reached from a compensation starts a child run of the step's
+run with the run's context (not ``undoing``), governed and budgeted as the run's child.
 """
 
 from typing import Any
@@ -100,3 +105,28 @@ def test_a_run_cannot_be_started_undoing(alice: User) -> None:
     )
     assert answer.status_code == 400, answer.content
     assert not AgentRun.objects.exists()
+
+
+def test_mcp_meta_and_an_interaction_cannot_mark_a_call_undoing() -> None:
+    """Holds: MCP's ``_meta`` drops unknown keys instead of refusing them (``strict=False``), and an interaction's
+    context (an agentic tool's inner call) is layered over the call's. Expect: ``compensates`` is refused from
+    ``_meta`` whatever the allow list, and dropped from an interaction, so neither makes a call ``is_undoing``."""
+    from toolhub.authorization import CallPrincipal
+    from toolhub.direct import CallerContextError, client_context
+    from toolhub.models import is_undoing
+    from toolhub.pipeline import CallRequest, _effective_context
+    from toolhub.tools.context import ToolContext
+
+    with override_settings(TOOLHUB={"CLIENT_CONTEXT_KEYS": ["compensates"]}):
+        with pytest.raises(CallerContextError):
+            client_context({"compensates": "1"}, strict=False)
+    request = CallRequest(
+        tool_name="record_effect",
+        arguments={},
+        principal=CallPrincipal(user_id=1, username="alice", tenant="acme"),
+        context=ToolContext(tenant="acme", user_id=1),
+        interaction_context={"compensates": "1", "parent_tool": "desk"},
+    )
+    context = _effective_context(request)
+    assert context.get("parent_tool") == "desk"
+    assert not is_undoing("inner", context.as_dict())
