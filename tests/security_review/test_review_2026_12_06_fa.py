@@ -33,8 +33,8 @@ Checked and holding (read in the code, regression tests below):
   from a recorded call (``policy.recorded_call_verdict``, ``approvals.editing``) read no standing (approval rules,
   tenant arguments), so their not reading ``undoing`` changes nothing; the call's ``agent_name`` is stored empty.
 
-Not fixed (seen, no security effect): a subagent tool reached from a compensation starts a child run of the step's
-run with the run's context (not ``undoing``), governed and budgeted as the run's child.
+- A subagent tool is refused inside an agentic tool (an inner call) and, as a compensation itself, once its run ended
+  (``_refuse_unless_going``); a child it starts copies the run's stored context, so it is never ``undoing``.
 """
 
 from typing import Any
