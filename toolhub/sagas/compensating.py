@@ -13,7 +13,7 @@ from django.utils import timezone
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.dispatch import dispatch_call
-from toolhub.execution_checks import refusal_at_execution
+from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
@@ -128,9 +128,15 @@ def _may_ask_again(call: ToolCall) -> bool:
     """Whether the same call may go out again: a worker's is checked where it runs, an external one only here.
 
     An external call has no worker to check it (``toolhub.execution_checks``); one refused now is asked anew
-    through the pipeline instead, which records the refusal on a call of its own.
+    through the pipeline instead, which records the refusal on a call of its own. So is one whose approval no
+    longer suffices (governance asks more approvals of it now, as a worker would send it back): the new call is
+    held for a decision under the rules of now, not sent out again on the approvals it had.
     """
-    return not _is_external(call) or refusal_at_execution(call, registry.get(call.tool_name)) is None
+    if not _is_external(call):
+        return True
+    return (
+        refusal_at_execution(call, registry.get(call.tool_name)) is None and approval_no_longer_suffices(call) is None
+    )
 
 
 def attempts_of(call: ToolCall) -> int:
