@@ -19,7 +19,8 @@ Checked and holding (eu):
   release records the count it was released on (``_release`` is the only path to ``approved``), and the worker
   compares against the same ``_required_under_rules_now``; a call sent back and approved by two runs (eu's test).
 - A sent-back request keeps its askers (``request.askers.add`` adds, never replaces) and counts approvals of its
-  current round only: the first round's approver approving again counts once, never twice, and is not lost.
+  current round only: the first round's approver approving again counts once, never twice, and is not lost
+  (``test_a_compensation_sent_back_keeps_its_askers_barred_and_runs_once_on_two_approvals``).
 - The shortfall lookup reads the call's own request by ``call_id``; rules are matched with the call's tenant and
   requester (``database_rule_verdict``); ``rules_ask_several_approvers`` across tenants is only a pre-filter.
 - An external call's first release is judged by the count computed under the decision's lock (no queue gap); a
@@ -34,6 +35,10 @@ Checked and holding (eo):
   ``_NOBODY`` and ``visible_rows`` answers nothing.
 - MCP progress of a tenant-less call is cut only when the account is deactivated; the recheck reads a copy of the
   user (Django's ``__getstate__`` copies ``_state``), so the request's user is not refreshed under other threads.
+
+Left (not findings, noted): the claim that sends a call back counts as one of its ``attempts``; a superuser's
+``superuser_outside_approvers`` mark is on their own decision's event, while a later approver's releasing event
+lists them in ``approved_by`` without the mark.
 """
 
 from collections.abc import Iterator
@@ -50,6 +55,7 @@ from tests.security_review.conftest import client_for, rolled_back_step
 from tests.tenancy.conftest import make_user
 from toolhub import Param, Tool, registry, tool
 from toolhub.catalogue import tool_catalogue_sync, tool_definition_govern
+from toolhub.exceptions import DecisionNotAllowedError
 from toolhub.models import CallKind, CallStatus, Tenant, ToolCall, ToolDefinition
 from toolhub.sagas.models import Compensation, CompensationStatus
 from toolhub.sagas.recovery import compensation_retry_due
@@ -127,3 +133,74 @@ def test_an_external_compensation_raised_to_critical_is_not_asked_again_on_one_a
     assert compensation.call_id != call.id
     again = ApprovalRequest.objects.get(call_id=compensation.call_id)
     assert again.status == ApprovalStatus.PENDING and again.required_approvals == 2
+
+
+@tool(risk="high", idempotent=True)
+def review_ez_unseal(line: str) -> dict:
+    """Unseal a leased line (a worker runs it)."""
+    return {"unsealed": line}
+
+
+@tool(
+    risk="low",
+    compensate_with="review_ez_unseal",
+    compensation_mapping=lambda arguments, result: {"line": arguments["line"]},
+)
+def review_ez_seal(line: Annotated[str, Param("The leased line to seal.")]) -> dict:
+    """Seal a leased line."""
+    return {"line": line}
+
+
+@pytest.fixture
+def seal_tools() -> Iterator[None]:
+    with registry.temporarily(review_ez_unseal, review_ez_seal):
+        yield
+
+
+@pytest.fixture
+def acme_operator3(tenant: Tenant, roles: dict[str, Group]) -> User:
+    return make_user("acme-operator-ez3", tenant=tenant, staff=True, groups=(roles["operators"],))
+
+
+def test_a_compensation_sent_back_keeps_its_askers_barred_and_runs_once_on_two_approvals(
+    seal_tools: None,
+    acme_operator: User,
+    acme_operator2: User,
+    acme_operator3: User,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Holding: a worker's compensation approved by one operator and sent back because its tool was raised to
+    ``critical`` while it sat in the queue keeps the operator who rolled back barred (four eyes), counts the first
+    round's approver once in the new round, and runs once two distinct approvers released it: no second send-back.
+    """
+    committed = django_capture_on_commit_callbacks
+    rolled_back_step(acme_operator, "line-ez2", "review_ez_seal", {"line": "L-7"}, committed)
+    call = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="review_ez_unseal")
+    request = ApprovalRequest.objects.get(call=call)
+    assert call.status == CallStatus.PENDING_APPROVAL and acme_operator in request.askers.all()
+    with committed(execute=False) as callbacks:
+        approval_approve(request_id=request.pk, user=acme_operator2, expected_round=1)
+    tool_catalogue_sync()
+    definition = ToolDefinition.objects.get(name="review_ez_unseal")
+    tool_definition_govern(definition=definition, actor="operator:admin", risk_override="critical")
+    with committed(execute=True):
+        for callback in callbacks:
+            callback()
+
+    request.refresh_from_db()
+    call.refresh_from_db()
+    assert call.status == CallStatus.PENDING_APPROVAL
+    assert (request.round, request.required_approvals, request.source) == (2, 2, "rules_changed")
+    assert acme_operator in request.askers.all()
+    with pytest.raises(DecisionNotAllowedError), committed(execute=True):
+        approval_approve(request_id=request.pk, user=acme_operator, expected_round=2)
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=acme_operator2, expected_round=2)
+    call.refresh_from_db()
+    assert call.status == CallStatus.PENDING_APPROVAL
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=acme_operator3, expected_round=2)
+    call.refresh_from_db()
+    request.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED, (call.status, call.error)
+    assert request.status == ApprovalStatus.APPROVED and request.required_approvals == 2
