@@ -21,7 +21,7 @@ toolhub.W010   ``--deploy``: ``ALLOWED_HOSTS`` holds ``*`` (any Host header is b
 toolhub.W011   ``--deploy``: a ``CSRF_TRUSTED_ORIGINS`` origin is plain ``http://``
 toolhub.W012   ``--deploy``: the demo app is installed with DEBUG off (``TOOLHUB_DEMO=1``)
 toolhub.W013   ``--deploy``: Celery tasks run eagerly with DEBUG off (no ``CELERY_BROKER_URL``): no workers, no beat
-toolhub.W014   ``--deploy``: ``TRANSACTION_POOLER`` is on and the role has no time bounds (``toolhub.db_pooler``)
+toolhub.W014   ``--deploy``: ``TRANSACTION_POOLER`` is on and neither role nor server sets the bounds (``db_pooler``)
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot

@@ -7,7 +7,7 @@ bounds did not follow it to its next transaction. With the setting on, toolhub s
 
 - the bounds are the role's (``ALTER ROLE ... IN DATABASE ... SET``), which every server connection of the pool takes
   when it opens; ``toolhub_db_roles`` sets them for the role it manages (``role_settings_set``) and ``check --deploy``
-  names a role without them (``toolhub.W014``);
+  names a role without them that the server's configuration does not set either (``toolhub.W014``);
 - an operator command lifts the statement bound with ``SET LOCAL`` as each of its transactions begins
   (``transactions_unbounded``); its statements outside a transaction keep the role's bound;
 - ``migrate`` lifts nothing: it runs as the owner role, which toolhub does not bound;
@@ -85,22 +85,53 @@ SELECT b.name, (
 #: bound the check's next statement or idle moment.
 _READ_AS_BOUND_SQL = "SELECT set_config('lock_timeout', %s, true)"
 
+#: Of each bound, the value this session started with (milliseconds) and where its current value comes from.
+_SERVER_SQL = "SELECT name, reset_val, source FROM pg_settings WHERE name = ANY(%s)"
+
+#: Sources of a session's starting value that are not the server's own configuration: the client's startup
+#: ``options`` (which PgBouncer does not pass to its server connections) and the catalogue's settings as they were
+#: when this session began (read afresh from the catalogue instead).
+_NOT_THE_SERVERS = {"client", "global", "database", "user", "database user"}
+
+
+def server_bounds(cursor: Any, names: list[str]) -> dict[str, int | None]:
+    """The value (milliseconds) of each bound in ``names`` the server itself gives a new connection; none: unknown.
+
+    ``postgresql.conf``, ``ALTER SYSTEM``, the command line or the default, as ``pg_settings.reset_val`` holds it: not
+    the session's value, which toolhub's own ``SET`` (pooler off when the connection opened) or, behind a pooler,
+    another client's may have changed. A value the client's startup ``options`` may have given reads as unknown.
+    """
+    options = str(cursor.connection.info.get_parameters().get("options", "")).replace("-", "_")
+    cursor.execute(_SERVER_SQL, [names])
+    bounds: dict[str, int | None] = dict.fromkeys(names)
+    for name, reset_val, source in cursor.fetchall():
+        if source not in _NOT_THE_SERVERS and name not in options:
+            bounds[name] = int(reset_val)
+    return bounds
+
 
 def role_unbounded(using: str = "default") -> tuple[str, list[str]]:
-    """The connecting role and the bounds toolhub's settings ask for that neither it nor the database sets.
+    """The connecting role and the bounds toolhub's settings ask for that a new server connection of it lacks.
 
-    A stored value is read as PostgreSQL applies it, not as written: it keeps ``'0 ms'`` or ``'00'`` as given.
+    The bound is the one PostgreSQL applies to a new connection: the role's in this database over the role's over the
+    database's (the catalogue) over the server's configuration (``server_bounds``). A stored value is read as
+    PostgreSQL applies it, not as written: it keeps ``'0 ms'`` or ``'00'`` as given.
     """
     wanted = [name for setting, name in ROLE_BOUNDS.items() if int(getattr(settings, setting, 0)) > 0]
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute("SELECT current_user")
         role = cursor.fetchone()[0]
         cursor.execute(_APPLIED_SQL, [wanted])
+        applied = cursor.fetchall()
+        server = server_bounds(cursor, wanted)
         missing = []
-        for name, value in cursor.fetchall():
-            if value is not None:
+        for name, value in applied:
+            if value is None:
+                unbounded = not server[name]
+            else:
                 cursor.execute(_READ_AS_BOUND_SQL, [value])
-            if value is None or cursor.fetchone()[0] == "0":
+                unbounded = cursor.fetchone()[0] == "0"
+            if unbounded:
                 missing.append(name)
         transaction.set_rollback(True, using=using)
         return role, missing
@@ -108,7 +139,7 @@ def role_unbounded(using: str = "default") -> tuple[str, list[str]]:
 
 @register("toolhub", deploy=True)
 def check_pooler_role_bounds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """``--deploy`` with ``TRANSACTION_POOLER``: toolhub sets no bound itself, so the role must have them."""
+    """``--deploy`` with ``TRANSACTION_POOLER``: toolhub sets no bound itself, the role or server must set them."""
     if not pooled() or connections["default"].vendor != "postgresql":
         return []
     try:
@@ -125,7 +156,8 @@ def check_pooler_role_bounds(app_configs: Any = None, **kwargs: Any) -> list[Che
             f"{problem}: its statements and idle transactions may run for ever.",
             hint=f"Run `manage.py toolhub_db_roles --role {role}` as the owner with the same settings (it sets "
             "DATABASE_STATEMENT_TIMEOUT and DATABASE_IDLE_IN_TRANSACTION_TIMEOUT on the role), or ALTER ROLE ... "
-            "IN DATABASE ... SET statement_timeout = ...; idle_in_transaction_session_timeout likewise.",
+            "IN DATABASE ... SET statement_timeout = ...; idle_in_transaction_session_timeout likewise (or set both "
+            "in postgresql.conf). A bound given only in the connection's options does not reach the pool.",
             id="toolhub.W014",
         )
     ]

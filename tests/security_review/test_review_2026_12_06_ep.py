@@ -46,7 +46,8 @@ Checked and holding:
 
 Left (documented, not fixed): W014 reads only the catalogue (role in database, role, database); a bound set only in
 ``postgresql.conf`` (or ``ALTER SYSTEM``) is not seen, so the check warns although the pool is bounded (a false
-warning, never a missed one). A test cannot set the server's configuration on a shared server.
+warning, never a missed one). A test cannot set the server's configuration on a shared server. (Closed by review fg:
+the check now reads the server's value, ``toolhub.db_pooler.server_bounds``.)
 """
 
 from collections.abc import Iterator
