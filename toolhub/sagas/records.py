@@ -37,6 +37,7 @@ __all__ = [
     "compensable_tool_names",
     "step_calls",
     "plan_compensation",
+    "reopen_rollback",
     "planned_arguments",
     "record_missing_steps",
     "hold_unknown_steps",
@@ -112,7 +113,7 @@ def plan_compensation(
 
     Compensated by it, or held when that rollback holds its steps for an operator (``held_for_operator``) or the step's
     own outcome is unknown (``status`` held): it does not undo such a step alone. A finished rollback it is filed
-    under is opened again (``_reopen``): the caller advances the saga, which finishes it again naming the step.
+    under is opened again (``reopen_rollback``): the caller advances the saga, which finishes it again naming the step.
     ``file_late=False``: the caller files the step under a new rollback of its own (``saga_rollback``).
     """
     tool = registry.get(call.tool_name)
@@ -126,7 +127,8 @@ def plan_compensation(
         status = CompensationStatus.HELD if late_for.held_for_operator else CompensationStatus.PENDING
     status = status or CompensationStatus.RECORDED
     if late_for is not None and late_for.finished_at is not None:
-        _reopen(saga, late_for, call, actor, held=status == CompensationStatus.HELD)
+        held = {"held": True} if status == CompensationStatus.HELD else {}
+        reopen_rollback(saga, late_for, call, actor, cause={"late_step": str(call.id), **held})
     saga.last_sequence += 1
     saga.save(update_fields=["last_sequence", "updated_at"])
     compensation = Compensation.objects.create(
@@ -151,13 +153,14 @@ def plan_compensation(
     return compensation
 
 
-def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, *, held: bool) -> None:
-    """Open a finished ``rollback`` again for a late step filed under it: compensated now, or ``held`` for an operator.
+def reopen_rollback(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, *, cause: dict[str, Any]) -> None:
+    """Open a finished ``rollback`` again for its step ``call``, to run or hold now; ``cause`` says why, for the trail.
 
-    It finishes again (``close_rollbacks``) once that is done (a held step: at once, nothing to run), with an outcome
-    naming the step, the conversation told again; kept finished, it read done before one of its own compensations
-    ran, and its one ``saga.rollback_finished`` never named it (nor was a run's conversation told that a step of it
-    waits, outcome unknown, for an operator).
+    A late step filed under it (``plan_compensation``: compensated now, or held for an operator), or an operator's
+    retry of one of its compensations (``compensation_retry``). It finishes again (``close_rollbacks``) once that is
+    done (a held step: at once, nothing to run), with an outcome naming the step, the conversation told again; kept
+    finished, it read done before one of its own compensations ran, and its one ``saga.rollback_finished`` never
+    named what became of that step (nor was a run's conversation told).
     """
     rollback.finished_at = None
     rollback.told_at = None
@@ -169,7 +172,7 @@ def _reopen(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, *, held:
         call_id=call.id,
         tool_name=call.tool_name,
         status=saga.status,
-        data={"rollback": rollback.pk, "late_step": str(call.id), **({"held": True} if held else {})},
+        data={"rollback": rollback.pk, **cause},
     )
 
 

@@ -30,6 +30,7 @@ from toolhub.sagas.records import (
     lock_saga_of,
     lock_sagas,
     refresh_status,
+    reopen_rollback,
 )
 from toolhub.sagas.selectors import OPERATE_PERMISSION
 from toolhub.sagas.services import saga_advance, saga_sync_compensation
@@ -130,7 +131,7 @@ def compensation_retry(*, compensation: Compensation, actor: str, by: AbstractBa
     """
     with transaction.atomic():
         saga = lock_saga_of(compensation.pk)
-        current = Compensation.objects.select_related("call").get(pk=compensation.pk)
+        current = Compensation.objects.select_related("call", "step_call", "rollback").get(pk=compensation.pk)
         if current.status not in ATTENTION_COMPENSATION_STATUSES:
             raise InvalidTransitionError(
                 f"Compensation #{current.sequence} ({current.step_tool}) is {current.status}; only a failed, unknown "
@@ -140,6 +141,7 @@ def compensation_retry(*, compensation: Compensation, actor: str, by: AbstractBa
         if by is not None:
             current.retried_by.add(by)  # before the call goes out: its approval request reads who asked
         used = attempts_of(current.call) if current.call is not None else 0
+        previous = current.status
         compensation_transition(
             saga,
             current,
@@ -147,11 +149,16 @@ def compensation_retry(*, compensation: Compensation, actor: str, by: AbstractBa
             allowed_from=ATTENTION_COMPENSATION_STATUSES,
             actor=actor,
             event="compensation.retry_requested",
-            data={"previous_status": current.status},
+            data={"previous_status": previous},
             max_attempts=used + toolhub_settings().SAGA_MAX_ATTEMPTS,
             next_attempt_at=None,
             finished_at=None,
         )
+        rollback = current.rollback
+        if rollback is not None and rollback.finished_at is not None:
+            # Its rollback finishes again once the retry settles, naming what became of the step.
+            cause = {"retried": current.pk, "previous_status": previous}
+            reopen_rollback(saga, rollback, current.step_call, actor, cause=cause)
         advance(saga, actor)
         refresh_status(saga, actor)
         current.refresh_from_db()
