@@ -268,7 +268,10 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reas
     """Send a claimed call back for approval: its tool changed since it was approved, or ``reason`` says why not.
 
     ``reason``: why the approval no longer applies though the tool is the same (governance asks more approvals of
-    the call now: ``toolhub.signals.approval_shortfall``).
+    the call now: ``toolhub.signals.approval_shortfall``). The claim is given back, as a batch hands back a call it
+    never started (``toolhub.execution``): the tool did not run, so the claim is no attempt of the call's; a call sent
+    back however often runs its first time as attempt 1, and a compensation keeps every retry of its budget
+    (``SAGA_MAX_ATTEMPTS`` counts the call's ``attempts``). Only this claim's move: not a later one's.
     """
     source = "rules_changed" if reason else "tool_changed"  # ``approvals.models.ApprovalSource``
     reason = reason or (
@@ -280,10 +283,18 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reas
             call,
             to=CallStatus.PENDING_APPROVAL,
             allowed_from={CallStatus.RUNNING},
+            attempt=call.attempts,
             actor=actor,
-            data={"reason": reason, "approved_version": call.tool_version, "current_version": tool.version},
+            data={
+                "reason": reason,
+                "approved_version": call.tool_version,
+                "current_version": tool.version,
+                "attempt": call.attempts,
+            },
             tool_version=tool.version,
             approval_hash=approval_hash(tool.name, tool.version, call.arguments),
+            attempts=call.attempts - 1,
+            worker="",
             started_at=None,
             lease_expires_at=None,
         )
