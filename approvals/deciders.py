@@ -59,8 +59,10 @@ def decides_as_superuser_only(request: ApprovalRequest, user: AbstractBaseUser) 
     """Whether ``user`` may decide ``request`` only because they are a superuser: outside its approver restrictions.
 
     A superuser is not held to a tool group's approver group or permission (they could grant it to themselves), but
-    such a decision is audited distinctly (``superuser_outside_approvers`` on its event), so an auditor finds the
-    calls released past the approvers the tool's groups name without reading every approver's groups.
+    such a decision is audited distinctly (``superuser_outside_approvers`` on its event), and every approval event
+    whose ``approved_by`` counts such a superuser names them (``superusers_outside_approvers``: the releasing event
+    too, though another approver gave it), so an auditor finds the calls released past the approvers the tool's
+    groups name from the releasing event alone, without reading every approver's groups.
     """
     return bool(user.is_superuser) and not _meets_approver_restrictions(request, user)
 
@@ -147,6 +149,17 @@ class ApproverStanding:
             users = get_user_model().objects.filter(pk__in=unread).prefetch_related("groups")
             self._users.update({user.pk: user for user in users})
         return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
+
+    def superusers_only(self, request: ApprovalRequest, counted: Iterable[int]) -> frozenset[int]:
+        """Those of ``counted`` (read by ``counted``) whose approval counts only because they are superusers.
+
+        A release names them (``superusers_outside_approvers``) whoever gave the approval that released the call.
+        """
+        return frozenset(
+            pk
+            for pk in counted
+            if (user := self._users.get(pk)) is not None and decides_as_superuser_only(request, user)
+        )
 
 
 def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:

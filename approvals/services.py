@@ -216,11 +216,15 @@ def _decided(
         event, decision = _approval(request, user, comment, decisions)
     else:
         event, decision = _edit(request, user, comment, edited)
-    approvers = _approvers_counted(request, user, decisions)
+    approvers, outside = _approvers_counted(request, user, decisions, bool(marks))
     needed = required_approvals_now(request)
     # The trail says, for each approval, whose approvals of this version count now and how many the call needs:
-    # an auditor reads who released it from the releasing event alone (an earlier giver may no longer count).
-    event = replace(event, data={**(event.data or {}), **marks, "approved_by": approvers, "required_approvals": needed})
+    # an auditor reads who released it from the releasing event alone (an earlier giver may no longer count), and
+    # which of them count only as superusers outside the tool groups' approvers.
+    counted = {"approved_by": approvers, "required_approvals": needed}
+    if outside:
+        counted["superusers_outside_approvers"] = outside
+    event = replace(event, data={**(event.data or {}), **marks, **counted})
     if len(approvers) >= needed:
         # The decision's row, the request's move and the release are one write with both audit events.
         _release(request, user, comment, event, decision, needed)
@@ -237,8 +241,13 @@ def _decided(
     return request
 
 
-def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisions: Decisions) -> list[str]:
-    """Whose approvals of the current round count once ``user`` decided, oldest first, by username.
+def _approvers_counted(
+    request: ApprovalRequest, user: AbstractBaseUser, decisions: Decisions, user_outside: bool
+) -> tuple[list[str], list[str]]:
+    """Whose approvals of the current round count once ``user`` decided (by username, oldest first), and which.
+
+    The second list: those counted only as superusers outside the tool groups' approvers (``user_outside``: the
+    decider is one).
 
     The decision just made counts (an edit opens a new round in which only the editor's approval counts); earlier
     approvals of the round count only while their givers may still decide (``ApproverStanding``); one person once.
@@ -249,10 +258,13 @@ def _approvers_counted(request: ApprovalRequest, user: AbstractBaseUser, decisio
     for kind, round_, by, name in decisions:
         if round_ == request.round and kind != DecisionKind.REJECT and by:
             givers.setdefault(by, name)
-    counted = ApproverStanding().counted(request, (pk for pk in givers if pk != user.pk))
+    standing = ApproverStanding()
+    counted = standing.counted(request, (pk for pk in givers if pk != user.pk))
+    outside = standing.superusers_only(request, counted) | ({user.pk} if user_outside else set())
     names = {pk: name for pk, name in givers.items() if pk in counted}
     names[user.pk] = user.get_username()
-    return [names[pk] for pk in dict.fromkeys([*givers, user.pk]) if pk in names]
+    order = [pk for pk in dict.fromkeys([*givers, user.pk]) if pk in names]
+    return [names[pk] for pk in order], [names[pk] for pk in order if pk in outside]
 
 
 def _check_seen_version(

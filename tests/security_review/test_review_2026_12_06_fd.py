@@ -42,7 +42,7 @@ from typing import Annotated, Any
 import pytest
 from django.contrib.auth.models import Group, User
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_approve
 from tests.approvals.conftest import (  # noqa: F401 - fixtures, registered by being imported here
     Hold,
@@ -53,7 +53,7 @@ from tests.security_review.conftest import rolled_back_step
 from tests.tenancy.conftest import make_user
 from toolhub import Param, registry, tool
 from toolhub.catalogue import tool_catalogue_sync, tool_definition_govern
-from toolhub.models import AuditEvent, CallKind, CallStatus, Tenant, ToolCall, ToolDefinition
+from toolhub.models import AuditEvent, CallKind, CallStatus, Tenant, ToolCall, ToolDefinition, ToolGroup
 from toolhub.sagas.models import Compensation, CompensationAttempt, CompensationStatus
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +171,45 @@ def test_a_call_sent_back_for_more_approvals_runs_as_its_first_attempt(
     committed(approval_approve, request_id=request.pk, user=third_operator, expected_round=2)
     call.refresh_from_db()
     assert call.status == CallStatus.SUCCEEDED and call.attempts == 1
+
+
+def test_a_release_counting_a_superuser_outside_the_approvers_says_so(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+    committed: Settle,
+) -> None:
+    """Found: review eu marks a superuser's decision outside a tool group's approvers (``superuser_outside_approvers``)
+    on their own event only; when another approver's approval later released the call, the releasing event (the one
+    an auditor reads "who released it" from: ``approved_by``) named the superuser among the approvers with no mark,
+    reading as a release by the group's approvers alone.
+
+    Expect: every approval event whose ``approved_by`` counts a superuser outside the approvers names them in
+    ``superusers_outside_approvers``; a release by the group's approvers alone carries no such field.
+    """
+    treasury = Group.objects.create(name="treasury")
+    treasury.user_set.add(operator, second_operator)
+    ToolGroup.objects.create(name="payments", extra_tools=["risky_effect"], approver_group=treasury)
+    root = User.objects.create_superuser("root", "root@example.com", "root-password")
+    mixed, plain = hold("pay 1", approvers=2), hold("pay 2", approvers=2)
+
+    committed(approval_approve, request_id=mixed.pk, user=root, expected_round=1)
+    committed(approval_approve, request_id=mixed.pk, user=second_operator, expected_round=1)
+    committed(approval_approve, request_id=plain.pk, user=operator, expected_round=1)
+    committed(approval_approve, request_id=plain.pk, user=second_operator, expected_round=1)
+
+    def approvals(request: ApprovalRequest) -> list[dict[str, Any]]:
+        events = AuditEvent.objects.filter(call_id=request.call_id, event_type="approval.approve").order_by("seq")
+        return [event.payload for event in events]
+
+    first, releasing = approvals(mixed)
+    assert first.get("superuser_outside_approvers") is True
+    assert releasing["approved_by"] == ["root", second_operator.username]
+    assert "superuser_outside_approvers" not in releasing  # the decider is one of the approvers
+    assert releasing.get("superusers_outside_approvers") == ["root"], releasing
+    assert ToolCall.objects.get(pk=mixed.call_id).status == CallStatus.SUCCEEDED
+    for payload in approvals(plain):
+        assert "superusers_outside_approvers" not in payload
+        assert "superuser_outside_approvers" not in payload
+    mixed.refresh_from_db()
+    assert mixed.status == ApprovalStatus.APPROVED
