@@ -27,10 +27,10 @@ Checked and holding:
 - A compensation without a rollback is left as it was (nothing to reopen).
 - The late-step reopen (review ex) keeps its event data (``late_step``, ``held``): its tests pass unchanged.
 
-Left: resolving a compensation by hand (``compensation_resolve``) under a finished rollback does not open it again
-either: the rollback's trail names its status before the resolution, and the conversation is not told "resolved by an
-operator". Not in this review's brief (retry); the same ``reopen_rollback`` would serve it (finishing again at once,
-as for a held late step), but a resolution wakes no run, so the note would wait for the run's next wake-up.
+Closed after this review: resolving a compensation by hand (``compensation_resolve``) under a finished rollback did
+not open it again either (the rollback's trail kept its status before the resolution); it now reopens it through the
+same ``reopen_rollback`` and finishes again at once. A resolution wakes no run: the conversation hears the note at the
+run's next wake-up.
 """
 
 import json
@@ -44,7 +44,7 @@ from tests.sagas.sample_tools import LOG, RELEASE_FAILS
 from tests.security_review.direct_sagas import direct_call
 from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
-from toolhub.sagas.recovery import compensation_retry, saga_retry
+from toolhub.sagas.recovery import compensation_resolve, compensation_retry, saga_retry
 from toolhub.sagas.services import saga_rollback_on_demand
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("saga_tools")]
@@ -145,4 +145,35 @@ def test_held_steps_retried_together_under_a_finished_rollback_reopen_it_once(al
     rollback.refresh_from_db()
     assert rollback.finished_at is not None
     assert Saga.objects.get(pk=saga.pk).status == SagaStatus.COMPENSATED
+    assert_audit_intact()
+
+
+def test_a_held_step_resolved_by_hand_under_a_finished_rollback_is_named_by_it(alice: User) -> None:
+    """Found (this review's note, closed after it): a held compensation resolved by hand under its finished rollback
+    left that rollback's one ``saga.rollback_finished`` naming the step ``held`` for ever. Expect: the resolution
+    opens it again (``resolved``, the status before) and it finishes again at once, naming the step ``resolved``."""
+    direct_call("reserve", {"item": "known"}, saga="r", user=alice)
+    unknown = ToolCall.objects.create(
+        tool_name="reserve",
+        status=CallStatus.NEEDS_ATTENTION,
+        arguments={"item": "maybe"},
+        saga_id="r",
+        tenant="acme",
+        user=alice,
+    )
+    direct_call("explode", {"reason": "boom"}, saga="r", user=alice)
+    saga = Saga.objects.get(key="r", tenant="acme")
+    rollback = saga.rollbacks.get()
+    held = saga.compensations.get(step_call=unknown)
+    assert held.status == CompensationStatus.HELD and rollback.finished_at is not None
+
+    compensation_resolve(compensation=held, actor="user:operator", note="released by hand at the desk")
+
+    reopened = _rollback_events("saga.rollback_reopened", rollback.pk)
+    assert [(r["resolved"], r["previous_status"]) for r in reopened] == [(held.pk, "held")], reopened
+    finished = _rollback_events("saga.rollback_finished", rollback.pk)
+    assert [f["compensations"][str(held.sequence)] for f in finished] == ["held", "resolved"], finished
+    rollback.refresh_from_db()
+    assert rollback.finished_at is not None and rollback.told_at is None
+    assert ("release", "maybe") not in LOG  # resolved by hand: nothing run
     assert_audit_intact()

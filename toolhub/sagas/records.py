@@ -157,10 +157,11 @@ def reopen_rollback(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, 
     """Open a finished ``rollback`` again for its step ``call``, to run or hold now; ``cause`` says why, for the trail.
 
     A late step filed under it (``plan_compensation``: compensated now, or held for an operator), or an operator's
-    retry of one of its compensations (``compensation_retry``). It finishes again (``close_rollbacks``) once that is
-    done (a held step: at once, nothing to run), with an outcome naming the step, the conversation told again; kept
-    finished, it read done before one of its own compensations ran, and its one ``saga.rollback_finished`` never
-    named what became of that step (nor was a run's conversation told).
+    retry or resolution by hand of one of its compensations (``compensation_retry``, ``compensation_resolve``). It
+    finishes again (``close_rollbacks``) once that is done (a held step or a resolution: at once, nothing to run),
+    with an outcome naming the step, the conversation told again; kept finished, it read done before one of its own
+    compensations ran, and its one ``saga.rollback_finished`` never named what became of that step (nor was a run's
+    conversation told).
     """
     rollback.finished_at = None
     rollback.told_at = None

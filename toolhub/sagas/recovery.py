@@ -176,7 +176,7 @@ def compensation_resolve(
     allowed = ATTENTION_COMPENSATION_STATUSES | {CompensationStatus.PENDING, CompensationStatus.RETRY_SCHEDULED}
     with transaction.atomic():
         saga = lock_saga_of(compensation.pk)
-        current = Compensation.objects.select_related("step_call").get(pk=compensation.pk)
+        current = Compensation.objects.select_related("step_call", "rollback").get(pk=compensation.pk)
         refusal = None if by is None else compensation_settle_refusal(current.step_call.user_id, by, OPERATE_PERMISSION)
         if refusal:
             raise CompensationNotAllowedError(
@@ -188,18 +188,24 @@ def compensation_resolve(
                 "is unknown, held or still waiting can be resolved by hand."
             )
         assert saga is not None
+        previous = current.status
         compensation_transition(
             saga,
             current,
             to=CompensationStatus.RESOLVED,
             allowed_from=allowed,
             actor=actor,
-            data={"previous_status": current.status, "note": note},
+            data={"previous_status": previous, "note": note},
             resolved_by=actor[:200],
             resolution_note=note,
             next_attempt_at=None,
             finished_at=timezone.now(),
         )
+        rollback = current.rollback
+        if rollback is not None and rollback.finished_at is not None:
+            # As a retry: the rollback finishes again at once (``advance``), naming the step resolved.
+            cause = {"resolved": current.pk, "previous_status": previous}
+            reopen_rollback(saga, rollback, current.step_call, actor, cause=cause)
         advance(saga, actor)
         refresh_status(saga, actor)
     return current
