@@ -14,6 +14,7 @@ from toolhub.catalogue import effective_risk
 from toolhub.disclosure.groups import rules_seen_from
 from toolhub.governance import governance_cached
 from toolhub.models import ToolCall, ToolGroup
+from toolhub.policy import minimum_approvals
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.registry import registry
 
@@ -93,7 +94,7 @@ def _required_under_rules_now(request: ApprovalRequest, tool: Tool) -> int:
     """What ``request`` needs under the risk and the operators' rules of now, never fewer than it needed."""
     needed = request.required_approvals
     risk = risk_now(request, tool)
-    minimum = 2 if risk == Risk.CRITICAL else 1
+    minimum = minimum_approvals(risk)
     principal = CallPrincipal(user_id=request.requested_by_id, username="", tenant=request.tenant)
     verdict = database_rule_verdict(tool, risk, request.arguments or {}, principal)
     return max(needed, minimum, verdict.required_approvals if verdict else 0)

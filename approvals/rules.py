@@ -8,7 +8,7 @@ from typing import Any
 from approvals.models import ApprovalRule, Operator
 from toolhub.authorization import CallPrincipal, tool_group_names
 from toolhub.governance import governance_cached
-from toolhub.policy import ApprovalVerdict
+from toolhub.policy import ApprovalVerdict, minimum_approvals
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.results import to_json_value
 
@@ -47,7 +47,7 @@ def database_rule_verdict(
                 break
     if winner is None:
         return None
-    minimum = 2 if risk == Risk.CRITICAL else 1
+    minimum = minimum_approvals(risk)
     return ApprovalVerdict(
         reason=f"rule {winner.name!r} matched",
         source="rule",

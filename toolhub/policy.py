@@ -31,6 +31,7 @@ __all__ = [
     "ApprovalVerdict",
     "RULE_FAILED_REASON",
     "approval_verdict",
+    "minimum_approvals",
     "recorded_call_verdict",
     "register_approval_rule_source",
     "RuleSource",
@@ -63,6 +64,11 @@ def register_approval_rule_source(source: RuleSource) -> None:
         _rule_sources.append(source)
 
 
+def minimum_approvals(risk: str) -> int:
+    """The distinct approvers a call held at ``risk`` needs at least, whatever the rules ask: two for ``critical``."""
+    return 2 if risk == Risk.CRITICAL else 1
+
+
 def approval_verdict(
     *,
     tool: Tool,
@@ -78,7 +84,7 @@ def approval_verdict(
     logged without the withheld values; ``subject`` names the call in that log line.
     """
     risk = effective_risk(tool, definition)
-    minimum = 2 if risk == Risk.CRITICAL else 1
+    minimum = minimum_approvals(risk)
     rule = tool.needs_approval
     code_reason = "the tool always needs approval" if rule is True else None
     if callable(rule):
@@ -160,7 +166,7 @@ def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str,
     """
     definition = tool_definitions().get(tool.name)
     risk = effective_risk(tool, definition)
-    minimum = 2 if risk == Risk.CRITICAL else 1
+    minimum = minimum_approvals(risk)
     try:
         validated = validate_arguments(tool, arguments)
     except ArgumentsRefused:
