@@ -23,31 +23,37 @@ class FakeCrm:
         self.authorizations: list[str | None] = []
         #: More tools the server lists after its own two.
         self.extra_tools: list[dict[str, Any]] = []
+        #: Tools per page of the listing (``None``: one page), the cursor being the next tool's index.
+        self.page_size: int | None = None
 
     def server(self) -> Server[Any]:
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return types.ListToolsResult.model_validate(
+            tools = [
                 {
-                    "tools": [
-                        {
-                            "name": "lookup_customer",
-                            "description": self.description,
-                            "inputSchema": {
-                                "type": "object",
-                                "properties": {"customer_id": {"type": "string", "description": "The id."}},
-                                "required": ["customer_id"],
-                            },
-                            "annotations": {"readOnlyHint": True},
-                        },
-                        {
-                            "name": "delete_everything",
-                            "description": "Not selected.",
-                            "inputSchema": {"type": "object"},
-                        },
-                        *self.extra_tools,
-                    ]
-                }
-            )
+                    "name": "lookup_customer",
+                    "description": self.description,
+                    "inputSchema": {
+                        "type": "object",
+                        "properties": {"customer_id": {"type": "string", "description": "The id."}},
+                        "required": ["customer_id"],
+                    },
+                    "annotations": {"readOnlyHint": True},
+                },
+                {
+                    "name": "delete_everything",
+                    "description": "Not selected.",
+                    "inputSchema": {"type": "object"},
+                },
+                *self.extra_tools,
+            ]
+            if self.page_size is None:
+                return types.ListToolsResult.model_validate({"tools": tools})
+            start = int(getattr(params, "cursor", None) or 0)
+            end = start + self.page_size
+            page: dict[str, Any] = {"tools": tools[start:end]}
+            if end < len(tools):
+                page["nextCursor"] = str(end)
+            return types.ListToolsResult.model_validate(page)
 
         async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
             self.calls.append(dict(params.arguments or {}))

@@ -14,6 +14,7 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_approve
 from tests.helpers import RequestCall, assert_audit_intact, audit_text, event_types
 from tests.mcpclient.fake_server import FakeCrm
+from toolhub.exceptions import ToolError
 from toolhub.mcp_client.models import RemoteMcpCredential, RemoteMcpServer, RemoteMcpTool
 from toolhub.mcp_client.remote import RemoteServerError, remote_tools
 from toolhub.mcp_client.services import CredentialHeaders, remote_server_sync, remote_tool_accept
@@ -70,6 +71,53 @@ def test_a_listed_tool_without_a_name_of_its_own_is_skipped_and_the_others_are_f
 
     assert (counts["new"], counts["skipped"]) == (2, 2)  # lookup_customer and delete_everything
     assert set(RemoteMcpTool.objects.values_list("remote_name", flat=True)) == {"lookup_customer", "delete_everything"}
+
+
+def _many_tools(count: int) -> list[dict[str, Any]]:
+    return [{"name": f"extra_{n}", "description": "One more.", "inputSchema": {"type": "object"}} for n in range(count)]
+
+
+def test_a_listing_that_does_not_end_within_the_page_bound_is_refused_whole_and_nothing_is_removed(
+    crm: tuple[FakeCrm, str], server_row: RemoteMcpServer
+) -> None:
+    """Found: past 100 pages the listing was cut silently, so the tools on its later pages read as gone: the sync
+    marked ``extra_140`` removed. Expect: the sync refused whole, saying why; what was fetched before unchanged."""
+    fake = crm[0]
+    fake.extra_tools = _many_tools(150)
+    RemoteMcpServer.objects.filter(pk=server_row.pk).update(select_names=["lookup_customer", "extra_140"])
+    server_row.refresh_from_db()
+    assert remote_server_sync(server=server_row, actor="operator:operator")["new"] == 2  # one page: both fetched
+
+    fake.page_size = 1  # 152 pages
+    with pytest.raises(ToolError, match="more than 100 pages"):
+        remote_server_sync(server=server_row, actor="operator:operator")
+
+    assert set(RemoteMcpTool.objects.values_list("remote_name", "status")) == {
+        ("lookup_customer", "pending"),
+        ("extra_140", "pending"),
+    }
+    server_row.refresh_from_db()
+    assert "more than 100 pages" in server_row.last_error
+    fake.page_size = 2  # 76 pages: read whole
+    assert remote_server_sync(server=server_row, actor="operator:operator")["removed"] == 0
+
+
+def test_a_call_whose_listing_does_not_end_within_the_page_bound_fails_clearly_and_is_not_sent(
+    crm: tuple[FakeCrm, str], server_row: RemoteMcpServer, operator: User, alice: User, request_call: RequestCall
+) -> None:
+    """Found: the call read the first 100 pages only and was sent, though a second ``lookup_customer`` on a later
+    page meant its result would not be checked against the definition accepted (a call's listing must hold its
+    tool once). Expect: the call fails saying the listing did not end; nothing is sent to the server."""
+    accepted(server_row, operator)
+    twin = {"name": "lookup_customer", "description": "A twin.", "inputSchema": {"type": "object"}}
+    crm[0].extra_tools = [*_many_tools(140), twin]
+    crm[0].page_size = 1
+
+    call = request_call(TOOL, {"customer_id": "c-7"}, alice, tenant="acme")
+
+    assert call.status == "failed"
+    assert "more than 100 pages" in call.error
+    assert crm[0].calls == []
 
 
 def test_a_remote_call_is_held_approved_executed_once_and_audited(

@@ -46,11 +46,13 @@ from toolhub.mcp_client.remote import RemoteServerError, remote_tools
 
 
 class PagingCrm(FakeCrm):
-    """A server that lists its tools a page at a time, each page just under one answer's bound, for 100 pages."""
+    """A server that lists its tools a page at a time, each page just under one answer's bound, ``pages`` pages
+    (``None``: for ever)."""
 
-    def __init__(self, page_bytes: int) -> None:
+    def __init__(self, page_bytes: int, pages: int | None = None) -> None:
         super().__init__()
         self.page_bytes = page_bytes
+        self.pages = pages
         self.pages_served = 0
 
     def server(self) -> Server[Any]:
@@ -58,7 +60,10 @@ class PagingCrm(FakeCrm):
             page = int((params.cursor if params is not None else None) or 0)
             self.pages_served += 1
             tool = {"name": f"t{page}", "description": "p" * self.page_bytes, "inputSchema": {"type": "object"}}
-            return types.ListToolsResult.model_validate({"tools": [tool], "nextCursor": str(page + 1)})
+            more = self.pages is None or page + 1 < self.pages
+            return types.ListToolsResult.model_validate(
+                {"tools": [tool], **({"nextCursor": str(page + 1)} if more else {})}
+            )
 
         return Server("paging-crm", on_list_tools=list_tools)
 
@@ -82,10 +87,11 @@ def test_a_listing_paged_into_many_answers_is_bounded_as_one_use(settings: Any) 
 def test_a_paged_listing_within_the_bound_is_read_whole(settings: Any) -> None:
     """Found: (the fix's other side) a listing's pages together under the bound must still be read.
 
-    Expect: every page's tool is listed, up to the 100 pages ``_listed`` follows.
+    Expect: every page's tool is listed, up to the 100 pages ``_listed`` follows (a listing longer than that is
+    refused whole: ``tests/mcpclient/test_remote_mcp.py``).
     """
     settings.TOOLHUB = {**settings.TOOLHUB, "MAX_EXTERNAL_RESULT_BYTES": 1_000}
-    fake = PagingCrm(page_bytes=10)
+    fake = PagingCrm(page_bytes=10, pages=100)
     with serving(fake) as url:
         listed = remote_tools(url, name="crm", headers={}, timeout=60)
 

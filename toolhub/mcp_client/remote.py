@@ -51,15 +51,33 @@ class RemoteCallOutcome:
     is_error: bool = False
     #: The listing held the tool's name more than once: nothing was called (see ``remote_call``).
     listed_twice: bool = False
+    #: The listing had more than ``MAX_LISTING_PAGES`` pages: nothing was called.
+    listing_too_long: bool = False
+
+
+#: A server still paging after this many pages is refused whole, never read in part: a listing cut short would
+#: read the tools on its later pages as gone (a sync marks them removed, a call finds its tool unlisted).
+MAX_LISTING_PAGES = 100
+
+
+def _listing_too_long(name: str) -> RemoteServerError:
+    return RemoteServerError(
+        f"The MCP server {name!r} listed more than {MAX_LISTING_PAGES} pages of tools without an end; nothing was "
+        "changed or called. The server must end its listing (a last page without nextCursor) within "
+        f"{MAX_LISTING_PAGES} pages."
+    )
 
 
 def remote_tools(url: str, *, name: str, headers: Mapping[str, str], timeout: float) -> list[dict[str, Any]]:
     """Every tool the server lists, as wire-format dicts (``inputSchema``, ``annotations``)."""
 
-    async def main(client: Client) -> list[dict[str, Any]]:
+    async def main(client: Client) -> list[dict[str, Any]] | None:
         return await _listed(client)
 
-    return _run(url, name, headers, timeout, main)
+    listed: list[dict[str, Any]] | None = _run(url, name, headers, timeout, main)
+    if listed is None:
+        raise _listing_too_long(name)
+    return listed
 
 
 def remote_call(
@@ -84,7 +102,10 @@ def remote_call(
     from toolhub.mcp_client.definitions import definition_hash
 
     async def main(client: Client) -> RemoteCallOutcome:
-        named = [tool for tool in await _listed(client) if tool.get("name") == remote_name]
+        listing = await _listed(client)
+        if listing is None:
+            return RemoteCallOutcome(listed=None, listing_too_long=True)
+        named = [tool for tool in listing if tool.get("name") == remote_name]
         if len(named) > 1:
             return RemoteCallOutcome(listed=None, listed_twice=True)
         listed = kept(named[0]) if named else None
@@ -97,6 +118,8 @@ def remote_call(
         )
 
     outcome: RemoteCallOutcome = _run(url, name, headers, timeout, main)
+    if outcome.listing_too_long:
+        raise _listing_too_long(name)
     if outcome.listed_twice:
         # The pin is compared with one entry, while the SDK checks the result against the output schema of the
         # last entry of that name it read: a second entry (no ``outputSchema``) would let any result through.
@@ -107,10 +130,11 @@ def remote_call(
     return outcome
 
 
-async def _listed(client: Client) -> list[dict[str, Any]]:
+async def _listed(client: Client) -> list[dict[str, Any]] | None:
+    """Every tool listed, page after page; ``None`` when the listing has not ended after ``MAX_LISTING_PAGES``."""
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
-    for _ in range(100):  # a server paging forever is cut off
+    for _ in range(MAX_LISTING_PAGES):
         page = await client.list_tools(cursor=cursor, cache_mode="bypass")
         # Kept as listed, but storable: a NUL in one description must not stop the fetch or the quarantine.
         tools.extend(
@@ -118,8 +142,8 @@ async def _listed(client: Client) -> list[dict[str, Any]]:
         )
         cursor = page.next_cursor
         if not cursor:
-            break
-    return tools
+            return tools
+    return None
 
 
 def _run(url: str, name: str, headers: Mapping[str, str], timeout: float, body: Any) -> Any:
