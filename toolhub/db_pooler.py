@@ -85,28 +85,39 @@ SELECT b.name, (
 #: bound the check's next statement or idle moment.
 _READ_AS_BOUND_SQL = "SELECT set_config('lock_timeout', %s, true)"
 
-#: Of each bound, the value this session started with (milliseconds) and where its current value comes from.
-_SERVER_SQL = "SELECT name, reset_val, source FROM pg_settings WHERE name = ANY(%s)"
+#: Each bound back to the value this session started with, for a savepoint rolled back after: its ``source`` then
+#: says where that value came from (``pg_settings`` has no column for it; ``reset_val`` alone would not tell a
+#: starting value the server gave from one a role or database setting gave, since removed).
+_STARTING_SQL = "SELECT set_config(name, NULL, true) FROM unnest(%s::text[]) AS b(name)"
+_SERVER_SQL = "SELECT name, setting, source FROM pg_settings WHERE name = ANY(%s)"
 
-#: Sources of a session's starting value that are not the server's own configuration: the client's startup
-#: ``options`` (which PgBouncer does not pass to its server connections) and the catalogue's settings as they were
-#: when this session began (read afresh from the catalogue instead).
-_NOT_THE_SERVERS = {"client", "global", "database", "user", "database user"}
+#: Sources of a starting value that are the server's own configuration; any other (the client's startup ``options``,
+#: which PgBouncer does not pass to its server connections, or the catalogue's settings as they were when this
+#: session began, read afresh from the catalogue instead) is not the server's.
+_THE_SERVERS = {"default", "environment variable", "configuration file", "command line"}
 
 
 def server_bounds(cursor: Any, names: list[str]) -> dict[str, int | None]:
     """The value (milliseconds) of each bound in ``names`` the server itself gives a new connection; none: unknown.
 
-    ``postgresql.conf``, ``ALTER SYSTEM``, the command line or the default, as ``pg_settings.reset_val`` holds it: not
-    the session's value, which toolhub's own ``SET`` (pooler off when the connection opened) or, behind a pooler,
-    another client's may have changed. A value the client's startup ``options`` may have given reads as unknown.
+    ``postgresql.conf``, ``ALTER SYSTEM``, the command line or the default: the value this session started with when
+    the server's configuration gave it. Not the session's value, which toolhub's own ``SET`` (pooler off when the
+    connection opened) or, behind a pooler, another client's may have changed; and not a starting value from the
+    client's ``options`` or from a role or database setting, which a long-lived (pooled) session keeps after the
+    setting is gone. Inside a transaction: the bounds are reset for a savepoint only, rolled back.
     """
-    options = str(cursor.connection.info.get_parameters().get("options", "")).replace("-", "_")
-    cursor.execute(_SERVER_SQL, [names])
+    cursor.execute("SAVEPOINT toolhub_server_bounds")
+    try:
+        cursor.execute(_STARTING_SQL, [names])
+        cursor.execute(_SERVER_SQL, [names])
+        rows = cursor.fetchall()
+    finally:
+        cursor.execute("ROLLBACK TO SAVEPOINT toolhub_server_bounds")
+        cursor.execute("RELEASE SAVEPOINT toolhub_server_bounds")
     bounds: dict[str, int | None] = dict.fromkeys(names)
-    for name, reset_val, source in cursor.fetchall():
-        if source not in _NOT_THE_SERVERS and name not in options:
-            bounds[name] = int(reset_val)
+    for name, setting, source in rows:
+        if source in _THE_SERVERS:
+            bounds[name] = int(setting)
     return bounds
 
 
