@@ -21,7 +21,13 @@ Checked and holding:
 - ``SET LOCAL`` / ``set_config(..., true)`` with the pooler mode on: the operator command's lift (first statement of
   each transaction), the checkpoint's lift, the atomic tool's longer idle bound and the login guard's ``lock_timeout``
   apply inside their transaction and are gone in the next transaction on the same connection (another request or
-  tenant behind the pooler), committed or rolled back; no bound is left at session level (test 2).
+  tenant behind the pooler), committed or rolled back; no bound is left at session level (test 2). They fire: a role
+  bounded at 300 ms cancels a request's long statement, an operator transaction runs it, the next request's is
+  cancelled again; an atomic tool's transaction outlasts the role's idle bound, the next idle transaction does not
+  (test 4).
+- Documented (no test: operational): ``toolhub_db_roles``' settings reach a server connection only when it opens;
+  the pooler's open ones keep their starting values until replaced (seen through PgBouncer). The command's report
+  and the README now say so (PgBouncer's ``RECONNECT``).
 - grep of toolhub, agents_app, approvals, demo: no session advisory lock (the login guard and checkpoint numbering
   take ``pg_advisory_xact_lock``), no ``LISTEN``/``NOTIFY``, no ``SET ROLE``/``SET SESSION``/``search_path`` per
   session, no temporary table, no ``DECLARE ... WITH HOLD`` of toolhub's own. The only session ``SET``s
@@ -44,20 +50,21 @@ Checked and holding:
   W014 although a new server connection had ``statement_timeout`` 0; with the fix it names ``statement_timeout``.
 """
 
+import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from django.conf import settings
 from django.core.checks import run_checks
-from django.db import connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.test import override_settings
 
 from tests.security_review.pg_races import dsn
 from toolhub import login_guard
 from toolhub.audit import audit_append
 from toolhub.db_pooler import transactions_unbounded
-from toolhub.db_timeouts import transaction_idle_at_least, transaction_statements_unbounded
+from toolhub.db_timeouts import cancelled_by_bound, transaction_idle_at_least, transaction_statements_unbounded
 from toolhub.models import AuditEvent
 
 pytestmark = [pytest.mark.postgres]
@@ -211,3 +218,64 @@ def test_chunked_reads_leave_no_cursor_on_the_pooled_connection(administrator: t
     assert total >= 3 and len(outside) == len(inside) == total
     assert seen_cursors == [[], []]
     assert len(held) == 1  # inside a transaction it still streams from a server-side cursor
+
+
+def _slept(seconds: float) -> bool:
+    """Whether ``pg_sleep(seconds)`` ran to its end (not cancelled by the statement bound)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [seconds])
+    except OperationalError as exc:
+        if not cancelled_by_bound(exc):
+            raise
+        return False
+    return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_roles_bounds_and_their_transaction_local_lifts_fire_as_set(
+    administrator: tuple[psycopg.Connection, str],
+) -> None:
+    """Holding (regression): the bounds do not only read right, they fire. With ``TRANSACTION_POOLER`` on and the role
+    bounded (statement 300 ms, idle 400 ms), a request's long statement is cancelled; an operator command's
+    transaction runs it; the next request's is cancelled again; an atomic tool's transaction may stay idle longer than
+    the role's bound, and the next transaction left idle as long ends its session (the lift did not stay)."""
+    admin, alter = administrator
+    admin.execute(f"{alter} SET statement_timeout = 300")
+    admin.execute(f"{alter} SET idle_in_transaction_session_timeout = 400")
+    results: dict[str, bool] = {}
+
+    with override_settings(TOOLHUB=POOLED):
+        connection.close()
+        with transaction.atomic():
+            results["request"] = _slept(0.6)
+        with transactions_unbounded(), transaction.atomic():
+            results["operator"] = _slept(0.6)
+        with transaction.atomic():
+            results["next request"] = _slept(0.6)
+        with transaction.atomic():
+            transaction_idle_at_least(1)
+            time.sleep(0.8)
+            results["atomic tool idle"] = _slept(0)
+        ended: list[str] = []
+        try:
+            with transaction.atomic():
+                _slept(0)
+                time.sleep(0.8)
+                try:
+                    results["next idle"] = _slept(0)
+                except DatabaseError as exc:
+                    ended.append(getattr(exc.__cause__, "sqlstate", ""))
+                    raise
+        except DatabaseError:
+            results["next idle"] = False
+        connection.close()
+
+    assert results == {
+        "request": False,
+        "operator": True,
+        "next request": False,
+        "atomic tool idle": True,
+        "next idle": False,
+    }
+    assert ended == ["25P03"]  # idle_in_transaction_session_timeout: the server ended the session

@@ -46,6 +46,11 @@ class Command(OperatorCommand):
                 f"Role {report.role} {action} ({password}) in database {report.database}, schema {report.schema}, "
                 f"owned by {report.owner}: read/write on every table; audit tables {audit}. Marked as toolhub's "
                 "application role (its comment): every migrate grants it these rights again."
-                + (f" Set on the role in this database: {', '.join(report.bounds)}." if report.bounds else "")
+                + (
+                    f" Set on the role in this database: {', '.join(report.bounds)}; a server connection the pooler"
+                    " opened before keeps what it started with until the pooler replaces it (PgBouncer: RECONNECT)."
+                    if report.bounds
+                    else ""
+                )
             )
         )
