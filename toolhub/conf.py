@@ -77,7 +77,7 @@ class ToolhubSettings(BaseModel):
     WORKER_CLAIM_BATCH: Positive = 1
     # Let PostgreSQL prepare the hot path's statements (a call's audited writes, the locked reads of an approval
     # and of a loop step, the guarded status moves): parsed and planned once per connection, not per call.
-    # Turn off behind a connection pooler that cannot keep prepared statements (PgBouncer before 1.21 in
+    # Turn off behind a connection pooler that cannot keep prepared statements (PgBouncer before 1.22 in
     # transaction mode). Django's own queries are never prepared (it binds on the client).
     PREPARED_STATEMENTS: bool = True
     # Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``) a session's SET or RESET stays on

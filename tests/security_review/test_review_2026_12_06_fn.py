@@ -28,6 +28,12 @@ Checked and holding:
 - Documented (no test: operational): ``toolhub_db_roles``' settings reach a server connection only when it opens;
   the pooler's open ones keep their starting values until replaced (seen through PgBouncer). The command's report
   and the README now say so (PgBouncer's ``RECONNECT``).
+- Documented (corrected): the README asked for PgBouncer 1.21+ with ``max_prepared_statements`` to keep
+  ``PREPARED_STATEMENTS`` on; psycopg clears its prepared statements with ``DEALLOCATE ALL`` after every rollback of
+  a connection holding any (test 5 pins it on toolhub's connection), and PgBouncer handles ``DEALLOCATE ALL`` only
+  from 1.22 (its changelog; 1.21 passes it to the server connection, where it drops the statements PgBouncer keeps
+  there for every client). Not probed against 1.21/1.22 (Debian here ships 1.18, which keeps no prepared statement):
+  the README and ``conf.py`` now say 1.22.
 - grep of toolhub, agents_app, approvals, demo: no session advisory lock (the login guard and checkpoint numbering
   take ``pg_advisory_xact_lock``), no ``LISTEN``/``NOTIFY``, no ``SET ROLE``/``SET SESSION``/``search_path`` per
   session, no temporary table, no ``DECLARE ... WITH HOLD`` of toolhub's own. The only session ``SET``s
@@ -66,6 +72,7 @@ from toolhub.audit import audit_append
 from toolhub.db_pooler import transactions_unbounded
 from toolhub.db_timeouts import cancelled_by_bound, transaction_idle_at_least, transaction_statements_unbounded
 from toolhub.models import AuditEvent
+from toolhub.prepared import prepared_cursor
 
 pytestmark = [pytest.mark.postgres]
 
@@ -279,3 +286,33 @@ def test_the_roles_bounds_and_their_transaction_local_lifts_fire_as_set(
         "next idle": False,
     }
     assert ended == ["25P03"]  # idle_in_transaction_session_timeout: the server ended the session
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(TOOLHUB={**settings.TOOLHUB, "PREPARED_STATEMENTS": True})
+def test_a_rollback_drops_every_prepared_statement_of_the_session() -> None:
+    """Holding (regression; the premise of the README's PgBouncer version): once ``toolhub.prepared`` has prepared a
+    statement, a rolled-back transaction makes psycopg send ``DEALLOCATE ALL`` before the next statement (it clears
+    its cache on every rollback). PgBouncer handles ``DEALLOCATE ALL`` only from 1.22 (1.21 passes it to the server
+    connection, dropping the statements it keeps there for every client). Expect: the session's prepared statements
+    are gone after a rollback, so the README asks for 1.22 or newer."""
+    connection.close()
+    for _ in range(3):
+        with prepared_cursor(connection) as cursor:
+            cursor.execute("SELECT count(*) FROM toolhub_auditevent WHERE chain = %s", [0])
+            cursor.fetchone()
+
+    def prepared() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            return int(cursor.fetchone()[0])
+
+    before = prepared()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        prepared()
+        raise RuntimeError("the request failed")
+    after = prepared()
+    connection.close()
+
+    assert before == 1
+    assert after == 0
