@@ -134,17 +134,23 @@ class ApproverStanding:
     request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
     requester left runs nothing), so the call waits for another approver instead of running on fewer.
     One instance serves a list of requests: each decider is read once with their groups, whatever the number
-    of rows (``approval_may_decide`` reads the groups it loaded).
+    of rows (``approval_may_decide`` reads the groups it loaded). ``cached``: each decider is taken as the current
+    governance has them (``decider_as_now``: read once per process until governance changes), for a worker that
+    judges an approved call's approvers before it runs it (``approvals.shortfall``), under its governance scope.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, cached: bool = False) -> None:
         self._users: dict[int, AbstractBaseUser | None] = {}
+        self._cached = cached
 
     def counted(self, request: ApprovalRequest, decider_ids: Iterable[int | None]) -> frozenset[int]:
         """Those of ``decider_ids`` whose approval of ``request`` still counts."""
         ids = {pk for pk in decider_ids if pk is not None}
         unread = ids - set(self._users)
-        if unread:
+        if unread and self._cached:
+            model = get_user_model()
+            self._users.update({pk: decider_as_now(model(pk=pk)) for pk in unread})
+        elif unread:
             self._users.update(dict.fromkeys(unread))
             users = get_user_model().objects.filter(pk__in=unread).prefetch_related("groups")
             self._users.update({user.pk: user for user in users})

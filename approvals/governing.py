@@ -3,22 +3,22 @@
 A request copies these when it opens; a decision is judged on them as they are when it is made too, so a tool
 added to a restricted group, a group given approvers, a rule raised to more approvers or a tool raised to
 ``critical`` reaches requests already pending (``approvals.deciders``), and a worker sends back an approved call that
-governance asks more approvals of before it runs (``approval_shortfall``). Both are read through the governance
+governance asks more approvals of before it runs (``approvals.shortfall``). Both are read through the governance
 cache: no query per request or row.
 """
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from approvals.rules import database_rule_verdict, rules_ask_several_approvers
+from approvals.rules import database_rule_verdict
 from toolhub.authorization import CallPrincipal, tool_definitions, tool_group_names
 from toolhub.catalogue import effective_risk
 from toolhub.disclosure.groups import rules_seen_from
 from toolhub.governance import governance_cached
-from toolhub.models import ToolCall, ToolGroup
+from toolhub.models import ToolGroup
 from toolhub.policy import minimum_approvals
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.registry import registry
 
-__all__ = ["approval_shortfall", "governing_groups", "required_approvals_now", "restricts", "risk_now"]
+__all__ = ["governing_groups", "required_approvals_now", "required_under_rules_now", "restricts", "risk_now"]
 
 
 def governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:
@@ -58,39 +58,10 @@ def required_approvals_now(request: ApprovalRequest) -> int:
     keeps its count.
     """
     tool = registry.get(request.tool_name) if request.status == ApprovalStatus.PENDING else None
-    return request.required_approvals if tool is None else _required_under_rules_now(request, tool)
+    return request.required_approvals if tool is None else required_under_rules_now(request, tool)
 
 
-def approval_shortfall(call: ToolCall) -> str | None:
-    """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
-
-    An approved request keeps the approvals it was released on (``required_approvals``); when governance now asks
-    more of the call (its tool raised to ``critical``, a rule raised or added while it sat in the queue), the
-    approval no longer applies, as when its tool's definition changed: the worker sends it back for a new decision.
-
-    The request is read only when governance could ask more than one approval of the call now (its tool is critical
-    now, or some rule asks several; a call held at ``critical`` was released on two already): an approved call's
-    hot path costs no statement while no rule asks for several approvers.
-    """
-    tool = registry.get(call.tool_name)
-    if tool is None:
-        return None
-    critical_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL
-    if not (critical_now or rules_ask_several_approvers()):
-        return None
-    request = ApprovalRequest.objects.filter(call_id=call.id, status=ApprovalStatus.APPROVED).first()
-    if request is None:
-        return None
-    needed = _required_under_rules_now(request, tool)
-    if needed <= request.required_approvals:
-        return None
-    return (
-        f"the approval rules changed after approval (the call now needs {needed} approvals, it was released on "
-        f"{request.required_approvals}); the earlier approval no longer applies"
-    )
-
-
-def _required_under_rules_now(request: ApprovalRequest, tool: Tool) -> int:
+def required_under_rules_now(request: ApprovalRequest, tool: Tool) -> int:
     """What ``request`` needs under the risk and the operators' rules of now, never fewer than it needed."""
     needed = request.required_approvals
     risk = risk_now(request, tool)

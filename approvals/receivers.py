@@ -8,9 +8,9 @@ from typing import Any
 from django.dispatch import receiver
 
 from approvals import signals
-from approvals.governing import approval_shortfall as shortfall_of
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import approval_request_create
+from approvals.shortfall import approval_shortfall as shortfall_of
 from approvals.unanswered import approval_withdraw
 from toolhub.models import ToolCall
 from toolhub.policy import ApprovalVerdict

@@ -1,7 +1,9 @@
 """The decision path's reads, with SQL written once per process instead of compiled by the ORM each time.
 
 Every approval, rejection, expiry and escalation locks its request and reads it with its call, then (for a decision)
-the request's earlier decisions and who asked for it (``ApprovalRequest.askers``, kept as ``ASKERS_READ``). Rows
+the request's earlier decisions and who asked for it (``ApprovalRequest.askers``, kept as ``ASKERS_READ``). A worker
+about to run an approved call reads its request with the approvals it was released on and its askers in one statement
+(``released_request``). Rows
 become instances as the ORM makes them (``toolhub.rowread``), the call attached as ``select_related`` would attach it.
 """
 
@@ -9,13 +11,13 @@ import functools
 
 from django.db import connection
 
-from approvals.models import ApprovalDecision, ApprovalRequest
+from approvals.models import ApprovalDecision, ApprovalRequest, ApprovalStatus, DecisionKind
 from toolhub.governance import GOVERNANCE_STAMP_SQL
 from toolhub.models import ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, converted, instances_of, lock_clause
 
-__all__ = ["ASKERS_READ", "locked_request", "request_decisions"]
+__all__ = ["ASKERS_READ", "locked_request", "released_request", "request_decisions"]
 
 #: Where a request read here keeps the ids of who asked for it (``approvals.deciders.asker_ids`` reads it).
 ASKERS_READ = "_askers_read"
@@ -58,6 +60,42 @@ def request_decisions(request: ApprovalRequest) -> tuple[Decisions, int | None]:
     return decisions, stamp  # type: ignore[return-value]
 
 
+def released_request(call_id: object) -> tuple[ApprovalRequest | None, list[tuple[int | None, str]]]:
+    """The approved request of call ``call_id`` (``None``: none) and who gave its released round's approvals.
+
+    One statement: the request, who asked for it (kept as ``ASKERS_READ``) and its current round's approvals and
+    edits, each giver's id (``None``: the user was deleted since) with the name their decision carries, oldest first.
+    """
+    key = ApprovalRequest._meta.get_field("call").get_db_prep_value(call_id, connection)
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_released_sql(), [key])
+        rows = cursor.fetchall()
+    if not rows:
+        return None, []
+    width = len(ApprovalRequest._meta.concrete_fields)
+    (request,) = instances_of((ApprovalRequest,), rows[0][:width])
+    askers = rows[0][width]
+    request.__dict__[ASKERS_READ] = frozenset(int(pk) for pk in askers.split(",")) if askers else frozenset()
+    givers = [(by, name) for *_, present, by, name in rows if present is not None]
+    return request, list(dict.fromkeys(givers))
+
+
+@functools.cache
+def _released_sql() -> str:
+    q = connection.ops.quote_name
+    request, decision = ApprovalRequest._meta, ApprovalDecision._meta
+    column = {name: q(decision.get_field(name).column) for name in ("request", "round", "decision", "decided_by")}
+    return (
+        f"SELECT {columns_sql(ApprovalRequest, 'r')}, {_askers_sql('r.' + q(request.pk.column))}, "
+        f"d.{q(decision.pk.column)}, d.{column['decided_by']}, d.{q(decision.get_field('decided_by_name').column)} "
+        f"FROM {q(request.db_table)} r LEFT JOIN {q(decision.db_table)} d "
+        f"ON d.{column['request']} = r.{q(request.pk.column)} AND d.{column['round']} = r.{q('round')} "
+        f"AND d.{column['decision']} <> '{DecisionKind.REJECT.value}' "
+        f"WHERE r.{q(request.get_field('call').column)} = %s AND r.{q('status')} = '{ApprovalStatus.APPROVED.value}' "
+        f"ORDER BY d.{q(decision.get_field('created_at').column)}, d.{q(decision.pk.column)}"
+    )
+
+
 @functools.cache
 def _locked_request_sql() -> str:
     q = connection.ops.quote_name
@@ -70,15 +108,15 @@ def _locked_request_sql() -> str:
     )
 
 
-def _askers_sql() -> str:
-    """The ids of who asked for request ``%s``, as one comma-separated text (NULL: nobody)."""
+def _askers_sql(request: str = "%s") -> str:
+    """The ids of who asked for request ``request`` (SQL), as one comma-separated text (NULL: nobody)."""
     q = connection.ops.quote_name
     askers = ApprovalRequest.askers.through._meta
     asked, asker = (q(askers.get_field(name).column) for name in ("approvalrequest", "user"))
     joined = (
         f"string_agg(CAST({asker} AS text), ',')" if connection.vendor == "postgresql" else f"group_concat({asker})"
     )
-    return f"(SELECT {joined} FROM {q(askers.db_table)} WHERE {asked} = %s)"
+    return f"(SELECT {joined} FROM {q(askers.db_table)} WHERE {asked} = {request})"
 
 
 @functools.cache

@@ -400,7 +400,7 @@ def _release(
     ``decided`` (the deciding approval's audit event) and ``decision`` (its row) are written in the statement
     of the call's release, with the request's move. The request keeps the approvals it was released on
     (``needed``): a worker that finds governance asking more of the call sends it back
-    (``approvals.governing.approval_shortfall``).
+    (``approvals.shortfall.approval_shortfall``).
     """
     call = request.call
     if not approval_hash_matches(request.arguments_hash, call.tool_name, call.tool_version, request.arguments):

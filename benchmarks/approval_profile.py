@@ -33,6 +33,7 @@ STEPS = (
     ("approvals.services", "_decided", "approve: checks and one write"),
     ("toolhub.tasks", "tool_call_execute", "worker: re-check and tool"),
     ("toolhub.execution", "tool_calls_claim", "worker: claim"),
+    ("approvals.shortfall", "released_request", "worker: approvals it was released on"),
     ("toolhub.execution", "_record", "worker: outcome"),
     ("agents_app.loop", "run_advance", "step: transaction (BEGIN .. COMMIT)"),
     ("agents_app.loop", "locked_run", "step: run locked"),

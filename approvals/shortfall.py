@@ -1,0 +1,68 @@
+"""Whether the approval an approved call was released on still suffices when a worker is about to run it.
+
+Asked through ``toolhub.signals.approval_shortfall`` (``approvals.receivers``), under the worker's governance scope.
+Two things make it fall short, and both send the call back to the desk for a new round (``rules_changed``):
+governance asks more approvals of the call now (its tool raised to ``critical``, a rule raised or added while it sat
+in the queue), or some of the approvals it was released on no longer count because their givers may no longer
+decide it (deactivated, deleted, removed from its tenant, stripped of the right or of the tool groups' approver
+group): a call never runs on the word of someone who could not give it now, as a pending request's quorum counts
+only approvals whose givers still stand (``approvals.deciders.ApproverStanding``).
+"""
+
+from approvals.deciders import ApproverStanding
+from approvals.governing import required_under_rules_now
+from approvals.models import ApprovalRequest
+from approvals.rows import released_request
+from approvals.rules import rules_ask_several_approvers
+from toolhub.authorization import tool_definitions
+from toolhub.catalogue import effective_risk
+from toolhub.models import ToolCall
+from toolhub.tools.definition import Risk
+from toolhub.tools.registry import registry
+
+__all__ = ["approval_shortfall"]
+
+#: Names quoted in a send-back's reason at most (the rest are counted): the reason stays bounded.
+NAMED_AT_MOST = 3
+
+
+def approval_shortfall(call: ToolCall) -> str | None:
+    """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
+
+    The released round's approvals are read with their request and its askers in one statement
+    (``approvals.rows.released_request``); their givers are judged as the
+    worker's governance has them (``ApproverStanding(cached=True)``: read once per process until governance
+    changes). The rules are read again only when they could ask more than one approval of the call now (its tool is
+    critical now, or some rule asks several).
+    """
+    tool = registry.get(call.tool_name)
+    if tool is None:
+        return None
+    request, givers = released_request(call.id)
+    if request is None:
+        return None
+    critical_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL
+    if critical_now or rules_ask_several_approvers():
+        needed = required_under_rules_now(request, tool)
+        if needed > request.required_approvals:
+            return (
+                f"the approval rules changed after approval (the call now needs {needed} approvals, it was released "
+                f"on {request.required_approvals}); the earlier approval no longer applies"
+            )
+    return _lapsed(request, givers)
+
+
+def _lapsed(request: ApprovalRequest, givers: list[tuple[int | None, str]]) -> str | None:
+    """Why the approvals standing now fall short of those ``request`` was released on, naming whose lapsed."""
+    counted = ApproverStanding(cached=True).counted(request, (pk for pk, _ in givers))
+    if len(counted) >= request.required_approvals:
+        return None
+    lapsed = [name for pk, name in givers if pk not in counted]
+    named = ", ".join(lapsed[:NAMED_AT_MOST]) + (
+        f" and {len(lapsed) - NAMED_AT_MOST} more" if lapsed[NAMED_AT_MOST:] else ""
+    )
+    return (
+        f"the approval of {named} no longer counts: they may no longer decide this call (deactivated, deleted, "
+        f"removed from its tenant or without the right) since it was approved; {len(counted)} of the "
+        f"{request.required_approvals} approvals it was released on still count, so it needs a new decision"
+    )
