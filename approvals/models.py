@@ -119,7 +119,8 @@ class ApprovalSource(models.TextChoices):
     RULE = "rule"
     RISK = "risk"
     TOOL_CHANGED = "tool_changed", "tool changed"
-    #: sent back by the worker: governance asked more approvals of the approved call than it was released on
+    #: sent back by the worker: governance asked more approvals of the approved call than it was released on, or some
+    #: of those approvals lapsed (their givers may no longer decide it: ``approvals.shortfall``; the reason says which)
     RULES_CHANGED = "rules_changed", "rules changed"
 
 

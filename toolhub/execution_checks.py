@@ -57,7 +57,10 @@ def _made_for(call: ToolCall) -> int | None:
 
 
 def approval_no_longer_suffices(call: ToolCall) -> str | None:
-    """Why an approved call needs a new decision before it runs (governance asks more approvals now), or None.
+    """Why an approved call needs a new decision before it runs, or None.
+
+    Governance asks more approvals of it now, or some of those it was released on no longer count (their givers may
+    no longer decide it): the approvals app answers (``approvals.shortfall``).
 
     Asked under the caller's governance scope, after ``refusal_at_execution`` found nothing to refuse: a call
     that may not run at all is denied, not sent back to the desk. A call never held for approval is not asked about.

@@ -268,10 +268,11 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reas
     """Send a claimed call back for approval: its tool changed since it was approved, or ``reason`` says why not.
 
     ``reason``: why the approval no longer applies though the tool is the same (governance asks more approvals of
-    the call now: ``toolhub.signals.approval_shortfall``). The claim is given back, as a batch hands back a call it
-    never started (``toolhub.execution``): the tool did not run, so the claim is no attempt of the call's; a call sent
-    back however often runs its first time as attempt 1, and a compensation keeps every retry of its budget
-    (``SAGA_MAX_ATTEMPTS`` counts the call's ``attempts``). Only this claim's move: not a later one's.
+    the call now, or an approval it was released on lapsed: ``toolhub.signals.approval_shortfall``). The claim is
+    given back, as a batch hands back a call it never started (``toolhub.execution``): the tool did not run, so the
+    claim is no attempt of the call's; a call sent back however often runs its first time as attempt 1, and a
+    compensation keeps every retry of its budget (``SAGA_MAX_ATTEMPTS`` counts the call's ``attempts``). Only this
+    claim's move: not a later one's.
     """
     source = "rules_changed" if reason else "tool_changed"  # ``approvals.models.ApprovalSource``
     reason = reason or (

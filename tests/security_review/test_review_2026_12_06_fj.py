@@ -26,7 +26,12 @@ Checked and holding:
 - An approval whose giver still stands is not sent back (no extra round), and a call never held runs with no read.
 - Send-back does not loop or lose attempts: a call sent back for a lapsed approval runs as attempt 1 after the new
   round; a rule raised, lowered and raised again sends back only while it asks more than the call was released on.
-- Tenant scoping: the REST queue lists only the caller's tenants' requests; another tenant's request answers 404.
+- Tenant scoping: the REST queue lists only the caller's tenants' requests, another tenant's request answers 404;
+  the admin desk lists only theirs, another tenant's page is not shown and *Approve selected* with its id decides
+  nothing of it.
+- An external compensation's retry (review ez) is asked anew when an approval it had lapsed: it reads the same
+  ``approval_no_longer_suffices`` (``toolhub.sagas.compensating._may_ask_again``); outside a governance scope the
+  approvers are judged on a fresh stamp read.
 """
 
 from collections.abc import Callable
@@ -340,3 +345,27 @@ def test_the_rest_queue_is_scoped_to_the_callers_tenants(
     assert [row["id"] for row in rows] == [ours.pk]
     assert client.get(f"/api/v1/approvals/{theirs.pk}/").status_code == 404
     assert client.post(f"/api/v1/approvals/{theirs.pk}/approve/", {"round": 1}, format="json").status_code == 404
+
+
+def test_the_admin_desk_is_scoped_to_the_operators_tenants(
+    request_call: RequestCall,
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    other_tenant: Tenant,
+) -> None:
+    """Expect (holds): the desk lists only the operator's tenants' requests; another tenant's page answers 404 and
+    *Approve selected* with its id posted approves nothing of it."""
+    bob = User.objects.create_user("bob-fj2", "bob2@example.com", "bob-password")
+    TenantMembership.objects.create(user=bob, tenant=other_tenant)
+    ours = hold()
+    theirs = ApprovalRequest.objects.get(call=request_call("risky_effect", {"note": "globex"}, bob, tenant="globex"))
+    browser = Client()
+    browser.force_login(operator)
+    desk = browser.get("/admin/approvals/approvalrequest/").content.decode()
+    assert f"/admin/approvals/approvalrequest/{ours.pk}/change/" in desk
+    assert f"/admin/approvals/approvalrequest/{theirs.pk}/change/" not in desk
+    assert browser.get(f"/admin/approvals/approvalrequest/{theirs.pk}/change/").status_code in (302, 404)
+    selected = {"action": "approve_selected", "_selected_action": [theirs.pk]}
+    browser.post("/admin/approvals/approvalrequest/", selected)
+    browser.post("/admin/approvals/approvalrequest/", {**selected, "apply": "yes", "comment": "x", "marks": ""})
+    assert ApprovalRequest.objects.get(pk=theirs.pk).status == ApprovalStatus.PENDING
