@@ -10,11 +10,16 @@ Here the members' canonical forms are a set, made once per validator; an error n
 Each walk of the value (its canonical form) is charged to the validation budget, a unit a node (``spend``): one step
 per keyword applied was 80 s for 4,000 ``enum`` s of an ``allOf`` applied to one 130 KB array.
 
-``multipleOf`` with a float divisor: jsonschema divides in floating point, and an integer past a float's range
-(a JSON number of 400 digits, which ``json`` reads exactly) raised ``OverflowError`` out of validation.
+``multipleOf``: jsonschema divides in floating point whenever the divisor is a float. An integer past a float's
+range (a JSON number of 400 digits, which ``json`` reads exactly) raised ``OverflowError`` out of validation; a
+quotient that underflows to 0 passed (``5e-324`` a multiple of ``4.0``, ``1e-30`` of ``1e300``); an integer past
+2**53 was rounded first (``9007199254740993``, odd, a multiple of ``2.0``). Here the numbers divide exactly, as the
+JSON text writes them (a float as its shortest decimal form): ``0.3`` is a multiple of ``0.1``, as a model reads it.
 """
 
+import math
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from jsonschema.exceptions import ValidationError as SchemaViolation
@@ -29,9 +34,15 @@ def bounded_keywords(draft: Any) -> dict[str, Any]:
     draft_multiple_of = draft.VALIDATORS.get("multipleOf")
 
     def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[SchemaViolation]:
-        try:
+        if not validator.is_type(instance, "number"):
+            return
+        if _is_json_number(instance) and _is_json_number(divisor):
+            if not _exact_multiple(instance, divisor):
+                yield SchemaViolation(f"the value is not a multiple of {divisor!r}")
+            return
+        try:  # a number JSON does not decode to (a ``Decimal`` from Python): the draft's own check
             violations = list(draft_multiple_of(validator, divisor, instance, schema))
-        except OverflowError:  # too large to divide in floating point: no multiple that can be checked
+        except (ArithmeticError, ValueError):  # too large, not finite: no multiple that can be checked
             violations = [SchemaViolation(f"the value is not a multiple of {divisor!r}")]
         yield from violations
 
@@ -70,6 +81,29 @@ def bounded_keywords(draft: Any) -> dict[str, Any]:
     if draft_multiple_of is not None:
         keywords["multipleOf"] = multiple_of
     return keywords
+
+
+def _is_json_number(value: Any) -> bool:
+    """An ``int`` (not a ``bool``) or a finite ``float``: what ``json`` decodes a number to, exact in few digits."""
+    kind = type(value)
+    return kind is int or (kind is float and math.isfinite(value))
+
+
+def _exact_multiple(instance: int | float, divisor: int | float) -> bool:
+    """Whether ``instance`` divided by ``divisor`` is an integer, exactly, each read as its JSON text reads.
+
+    A float is its shortest decimal form (``repr``: at most 17 digits, exponents within 308), so the fractions
+    stay small; an integer holds at most ``sys.get_int_max_str_digits`` digits (``json`` refuses more).
+    """
+    if type(instance) is int and type(divisor) is int:
+        return instance % divisor == 0
+    top, bottom = _ratio(instance)
+    over, under = _ratio(divisor)
+    return (top * under) % (bottom * over) == 0  # (top / bottom) / (over / under), an integer
+
+
+def _ratio(number: int | float) -> tuple[int, int]:
+    return (number, 1) if type(number) is int else Decimal(repr(number)).as_integer_ratio()
 
 
 def _charged_canonical(value: Any) -> Any:
