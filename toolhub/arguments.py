@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from toolhub.audit_hash import canonical_json
 from toolhub.conf import toolhub_settings
-from toolhub.exceptions import ToolhubError
+from toolhub.exceptions import ToolDefinitionError, ToolhubError
 from toolhub.feedback import bounded_model_message, invalid_arguments_message, validator_failure_message
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_value_problem
 from toolhub.storable import json_storage_problem
@@ -88,6 +88,14 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
         return tool.validate_arguments(arguments)
     except ValidationError as exc:
         raise _refused(tool, arguments, invalid_arguments_message(tool.name, exc)) from None
+    except ToolDefinitionError:
+        # Its input model cannot be built (or would match a pattern by backtracking): the developer's to fix, and
+        # ``manage.py check`` names it. Refused, logged; the message to the model does not explain the code.
+        logger.exception("Tool %s cannot validate its arguments; the call is refused.", tool.name)
+        raise ArgumentsRefused(
+            f"Tool {tool.name!r} cannot validate its arguments (an error in its definition, logged for its "
+            "developers); nothing was executed."
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a developer's validator raising anything else refuses the arguments
         # Pydantic wraps only ValueError and AssertionError; anything else (a KeyError quoting the card it looked
         # up) would fail the request and reach the log whole. Refused, scrubbed, as a validation error is.

@@ -51,6 +51,7 @@ from toolhub.tools.context import context_key_named
 from toolhub.tools.context_types import is_context_type
 from toolhub.tools.definition import Tool
 from toolhub.tools.definition_rules import confusable_key, is_async_callable
+from toolhub.tools.linear_patterns import backtracking_patterns, backtracking_refusal
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 from toolhub.tools.typechecks import context_type_exposures
@@ -73,6 +74,11 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     id="toolhub.E001",
                 )
             )
+            continue
+        patterns = [found for schema in tool.inputs.core_schemas() for found in backtracking_patterns(schema)]
+        refusal = backtracking_refusal(tool.name, patterns)
+        if refusal:
+            problems.append(Error(f"{refusal}; its calls are refused.", obj=tool.name, id="toolhub.E001"))
             continue
         try:
             compensate_with = tool.compensate_with

@@ -13,6 +13,13 @@ Findings (``multipleOf`` of a JSON-schema tool: ``Tool.create`` with a schema, a
    ``0.07``, ``0.29``, ``0.57``... (1,363 of the 10,000 amounts 0.00-99.99) were refused as "Input should satisfy
    multipleOf 0.01", an error the model cannot act on. ``multipleOf`` now divides exactly, each number as its JSON
    text reads (a float as its shortest decimal form); no slower than jsonschema's (5,000 items, 40-75 ms either way).
+4. A pydantic-typed tool's pattern ran on Python's backtracking ``re`` when the model asked for it
+   (``regex_engine="python-re"``) or the pattern was a compiled ``re.Pattern``: ``^(a+)+$`` against 27 characters a
+   model sent held the web process 9.5 s (hours for 40), though the README says patterns run in linear time. Such a
+   tool is now refused: ``manage.py check`` names it and the pattern (E001), its calls are refused INVALID at once.
+5. A tool whose input model cannot be built (a look-ahead pattern Rust's engine refuses) let ``ToolDefinitionError``
+   out of ``tool_call_request`` (the request failed, no call recorded): now the call is recorded INVALID, the model
+   told the tool cannot validate its arguments, the cause logged.
 
 Checked and holding (tests below marked holding):
 
@@ -34,16 +41,18 @@ Left (not a finding here): a pydantic-typed parameter's ``Field(multiple_of=4.0)
 which a tool's ``int(amount)`` would spend minutes building; give it ``max_digits`` or bounds.
 """
 
+import re
 import time
 from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tests.helpers import RequestCall, audit_text
 from toolhub import registry
 from toolhub.arguments import ArgumentsRefused, parse_arguments, storable_arguments, validate_arguments
+from toolhub.checks import check_tools
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.models import CallStatus
 from toolhub.tools.definition import Tool
@@ -252,3 +261,73 @@ def test_validation_errors_stay_pydantic_errors_for_a_direct_check() -> None:
     """Holding: ``Tool.validate_arguments`` raises ``ValidationError`` (not ``OverflowError``) for a huge integer."""
     with pytest.raises(ValidationError, match="multipleOf"):
         _number(0.3).validate_arguments({"n": 10**4000 + 1})
+
+
+class _PythonRe(BaseModel):
+    """A developer's input model asking pydantic for Python's ``re`` (look-around support, say)."""
+
+    model_config = ConfigDict(regex_engine="python-re")
+    code: Annotated[str, Field(pattern=r"^(a+)+$")] = ""
+
+
+def _compiled_pattern_tool(code: Annotated[str, Field(pattern=re.compile(r"^(a+)+$"))]) -> str:
+    """A @tool function whose pattern is a compiled ``re.Pattern`` (pydantic-core then matches with ``re``)."""
+    ran.append({"code": code})
+    return code
+
+
+@pytest.mark.parametrize("make", ["model", "compiled"])
+def test_a_pydantic_pattern_matched_by_backtracking_re_is_refused(request_call: RequestCall, make: str) -> None:
+    """Found: a pydantic-typed tool whose pattern ran on Python's ``re`` (``regex_engine="python-re"`` or a compiled
+    ``re.Pattern``) took 9.5 s for 27 characters a model sent (``^(a+)+$``; hours for 40), in the web process.
+
+    Expect: the call refused at once (INVALID, nothing ran, the model told the tool cannot validate, no pattern
+    quoted), the cause logged; ``manage.py check`` names the tool and the pattern (E001).
+    """
+    if make == "model":
+        tool = Tool.create("check_code", "T.", _PythonRe, lambda arguments: ran.append({}))
+    else:
+        tool = Tool.from_function(_compiled_pattern_tool, name="check_code", description="T.")
+    ran.clear()
+    started = time.monotonic()
+    with registry.temporarily(tool):
+        call = request_call("check_code", {"code": "a" * 28 + "!"})
+        errors = [error for error in check_tools() if error.obj == "check_code"]
+    assert time.monotonic() - started < 5
+    assert call.status == CallStatus.INVALID and ran == []
+    assert "cannot validate its arguments" in call.error and "(a+)" not in call.error
+    assert [error.id for error in errors] == ["toolhub.E001"]
+    assert "'^(a+)+$' would be matched by Python's backtracking re" in errors[0].msg
+
+
+def test_a_tool_whose_model_cannot_be_built_refuses_its_calls(request_call: RequestCall) -> None:
+    """Found: a tool whose input model cannot be built (a look-ahead pattern Rust's engine refuses) let
+    ``ToolDefinitionError`` out of ``tool_call_request``: the request failed, no call recorded.
+
+    Expect: the call recorded INVALID, nothing ran, a bounded message without the developer's details.
+    """
+    tool = Tool.create("look_ahead", "T.", {"s": (Annotated[str, Field(pattern=r"^a+(?=b)")], "")}, _record)
+    ran.clear()
+    with registry.temporarily(tool):
+        call = request_call("look_ahead", {"s": "aab"})
+    assert call.status == CallStatus.INVALID and ran == []
+    assert call.error == (
+        "Tool 'look_ahead' cannot validate its arguments (an error in its definition, logged for its developers); "
+        "nothing was executed."
+    )
+
+
+def test_patterns_on_the_default_engine_are_not_flagged() -> None:
+    """Holding: a str pattern on pydantic's default engine (Rust), a model's and a function's, builds and validates."""
+
+    class Plain(BaseModel):
+        code: Annotated[str, Field(pattern=r"^(a+)+$")] = ""
+
+    tool = Tool.create("plain", "T.", Plain, lambda arguments: arguments)
+    started = time.monotonic()
+    with pytest.raises(ArgumentsRefused, match="code: String should match pattern"):
+        _intake(tool, '{"code": "' + "a" * 9_999 + '!"}')
+    assert time.monotonic() - started < 1
+    from toolhub.tools.linear_patterns import backtracking_patterns  # (new with the fix; the test held before it)
+
+    assert backtracking_patterns(tool.input_model.__pydantic_core_schema__) == []

@@ -23,6 +23,7 @@ from toolhub.tools.context import ToolContext
 from toolhub.tools.definition_rules import TOOL_ATTRIBUTE, refuse_invalid
 from toolhub.tools.factories import checked_output, external_fields, fields_of_function, mapping_fields
 from toolhub.tools.inputs import Inputs, ModelInputs, SignatureInputs
+from toolhub.tools.linear_patterns import backtracking_patterns, backtracking_refusal
 from toolhub.tools.options import (
     FUNCTION_TOOL_OPTIONS,
     TOOL_OPTIONS,
@@ -232,8 +233,13 @@ class Tool:
 
     @cached_property
     def input_model(self) -> type[BaseModel]:
-        """The pydantic model that validates this tool's arguments."""
-        return self.inputs.input_model(self.name)
+        """The pydantic model that validates this tool's arguments (its patterns matched in linear time)."""
+        model = self.inputs.input_model(self.name)
+        # ``^(a+)+$`` against forty characters a model sends would hold the process, and its GIL, for hours.
+        refusal = backtracking_refusal(self.name, backtracking_patterns(model.__pydantic_core_schema__))
+        if refusal:
+            raise ToolDefinitionError(f"{refusal}.")
+        return model
 
     @cached_property
     def json_schema(self) -> dict[str, Any]:

@@ -26,7 +26,13 @@ from toolhub.tools.context_types import context_object
 from toolhub.tools.jsonschema_args import validate_against_schema
 from toolhub.tools.presets import resolve_preset
 from toolhub.tools.progress import Progress
-from toolhub.tools.schema import build_input_model, closed_model, fast_json_schema, json_schema_of
+from toolhub.tools.schema import (
+    build_input_model,
+    closed_model,
+    fast_json_schema,
+    json_schema_of,
+    parameter_core_schemas,
+)
 from toolhub.tools.specs import InjectedParameter, ParameterSpec
 from toolhub.tools.typechecks import accepts_none
 
@@ -82,6 +88,13 @@ class Inputs:
     def input_model(self, tool_name: str) -> type[BaseModel]:
         """The pydantic model that validates the arguments."""
         return build_input_model(tool_name, self.parameters)
+
+    def core_schemas(self) -> list[Any]:
+        """The pydantic core schemas of every value the arguments are validated as, without a model built.
+
+        For checks made at startup (``backtracking_patterns``): the per-type ones ``json_schema`` uses already.
+        """
+        return parameter_core_schemas(self.parameters)
 
     def json_schema(self, built: Built) -> dict[str, Any]:
         """The inputs' JSON Schema (the tool caches it)."""
@@ -185,6 +198,9 @@ class ModelInputs(Inputs):
     def input_model(self, tool_name: str) -> type[BaseModel]:
         return closed_model(self.model)
 
+    def core_schemas(self) -> list[Any]:
+        return [self.model.__pydantic_core_schema__]
+
     def json_schema(self, built: Built) -> dict[str, Any]:
         return json_schema_of(built.name, built.input_model)
 
@@ -226,6 +242,9 @@ class SchemaInputs(Inputs):
 
     def input_model(self, tool_name: str) -> type[BaseModel]:
         raise ToolDefinitionError(f"Tool {tool_name!r} is validated by its JSON Schema; it has no input model.")
+
+    def core_schemas(self) -> list[Any]:
+        return []  # its patterns are checked when it is built (``jsonschema_args``)
 
     def json_schema(self, built: Built) -> dict[str, Any]:
         return copy.deepcopy(dict(self.schema))
@@ -269,6 +288,9 @@ class ExternalInputs(Inputs):
 
     def input_model(self, tool_name: str) -> type[BaseModel]:
         return self.inner.input_model(tool_name)
+
+    def core_schemas(self) -> list[Any]:
+        return self.inner.core_schemas()
 
     def json_schema(self, built: Built) -> dict[str, Any]:
         return self.inner.json_schema(built)

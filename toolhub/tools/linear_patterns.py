@@ -9,6 +9,10 @@ matched by a backtracking fallback.
 The engine bounds each compiled pattern (10 MiB); one schema's patterns are bounded together too
 (``MAX_SCHEMA_PATTERNS``, ``MAX_SCHEMA_PATTERN_BYTES``): a validator keeps every pattern of its schema compiled,
 and fifty ``\w{200}`` of a remote server's schema held 583 MiB in each process.
+
+A pydantic-typed tool's ``Field(pattern=...)`` runs on the same engine, unless its model asks for Python's
+(``regex_engine="python-re"``) or the pattern is a compiled ``re.Pattern`` (pydantic-core then matches with ``re``):
+``backtracking_patterns`` finds those, and such a tool is refused when its input model is built.
 """
 
 import hashlib
@@ -34,6 +38,8 @@ __all__ = [
     "MAX_SERVER_PATTERN_BYTES",
     "PatternBudgetSpent",
     "UnsupportedPattern",
+    "backtracking_patterns",
+    "backtracking_refusal",
     "compile_pattern",
     "linear_validator",
     "schema_matchers",
@@ -93,6 +99,48 @@ class PatternBudgetSpent(UnsupportedPattern):
 
 class SharedPatternBudgetSpent(PatternBudgetSpent):
     """A pattern past the budget its schema shares with others (``shared_pattern_budget``), not compiled."""
+
+
+#: Core-schema nodes whose ``config`` sets the regex engine of the strings within them.
+_CONFIGURED = frozenset({"model", "dataclass", "typed-dict"})
+
+
+def backtracking_patterns(schema: Mapping[str, Any]) -> list[str]:
+    """The patterns of a pydantic core ``schema`` that pydantic-core would match with Python's backtracking ``re``.
+
+    A string's pattern given as a compiled ``re.Pattern``, or under ``regex_engine="python-re"`` (its own, or the
+    config of the nearest model, dataclass or TypedDict holding it). Walked without recursion.
+    """
+    found: list[str] = []
+    pending: list[tuple[Any, str]] = [(schema, "rust-regex")]
+    while pending:
+        node, engine = pending.pop()
+        if isinstance(node, list | tuple):
+            pending.extend((item, engine) for item in node)
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        config = node.get("config")
+        if node.get("type") in _CONFIGURED and isinstance(config, Mapping):
+            engine = config.get("regex_engine", "rust-regex")
+        pattern = node.get("pattern")
+        if node.get("type") == "str" and pattern is not None:
+            if isinstance(pattern, re.Pattern) or node.get("regex_engine", engine) == "python-re":
+                found.append(pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern))
+        pending.extend((value, engine) for value in node.values() if isinstance(value, Mapping | list | tuple))
+    return found
+
+
+def backtracking_refusal(tool_name: str, patterns: list[str]) -> str | None:
+    """Why a tool whose parameters hold ``patterns`` (``backtracking_patterns``) is refused, or ``None`` (none)."""
+    if not patterns:
+        return None
+    shown = patterns[0] if len(patterns[0]) <= 100 else f"{patterns[0][:100]}..."
+    return (
+        f"Tool {tool_name!r}: its parameters' pattern {shown!r} would be matched by Python's backtracking re (a "
+        "compiled re.Pattern, or regex_engine='python-re'), in time a model's value can make exponential; give it as "
+        "a str with pydantic's default engine (Rust's regex: no look-around or backreferences)"
+    )
 
 
 def compile_pattern(pattern: str) -> Matcher:

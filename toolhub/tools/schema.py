@@ -7,7 +7,14 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.specs import Param, ParameterSpec
 
-__all__ = ["build_input_model", "closed_model", "drop_titles", "fast_json_schema", "json_schema_of"]
+__all__ = [
+    "build_input_model",
+    "closed_model",
+    "drop_titles",
+    "fast_json_schema",
+    "json_schema_of",
+    "parameter_core_schemas",
+]
 
 
 def build_input_model(tool_name: str, parameters: tuple[ParameterSpec, ...]) -> type[BaseModel]:
@@ -63,6 +70,20 @@ def fast_json_schema(parameters: tuple[ParameterSpec, ...]) -> dict[str, Any] | 
 _FORBID = ConfigDict(extra="forbid")
 _type_schemas: dict[Any, dict[str, Any]] = {}
 _type_adapters: dict[Any, TypeAdapter[Any]] = {}
+
+
+def parameter_core_schemas(parameters: tuple[ParameterSpec, ...]) -> list[Any]:
+    """Each parameter's pydantic core schema, from the per-type adapters ``fast_json_schema`` shares (no model built).
+
+    A type pydantic cannot validate is left out: building the model names it with the tool's name.
+    """
+    schemas = []
+    for spec in parameters:
+        try:
+            schemas.append(_type_adapter(_strip_param(spec.annotation)).core_schema)
+        except Exception:  # noqa: BLE001 - pydantic raises several kinds for unsupported types
+            continue
+    return schemas
 
 
 def _type_adapter(annotation: Any) -> TypeAdapter[Any]:
