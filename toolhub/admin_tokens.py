@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
 from django.core.exceptions import BadRequest, ObjectDoesNotExist
-from django.db.models import Q, QuerySet
+from django.db.models import DateTimeField, Q, QuerySet, Value
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -18,6 +18,7 @@ from rest_framework.authtoken.models import TokenProxy
 from toolhub.admin_governance_audit import GovernanceAudited
 from toolhub.admin_helpers import CrossTenantOnly
 from toolhub.api.keys import api_key_assign
+from toolhub.api.token_use import uses_recorded_since
 from toolhub.governance_trail import USER_TENANTS
 
 __all__ = ["ApiTokenAdmin", "LastUsedFilter"]
@@ -31,7 +32,11 @@ if admin.site.is_registered(TokenProxy):
 
 
 class LastUsedFilter(admin.SimpleListFilter):
-    """Tokens by their latest use: the ones nobody used for 30 days (or ever) are the ones to retire first."""
+    """Tokens by their latest use: the ones nobody used for 30 days (or ever) are the ones to retire first.
+
+    A token made before uses were recorded (``uses_recorded_since``) and unstamped since is never "never": it is
+    "unused" once recording has run for the whole 30 days, and in no choice before (its row says since when).
+    """
 
     title = "last used"
     parameter_name = "used"
@@ -41,12 +46,15 @@ class LastUsedFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         since = timezone.now() - UNUSED_FOR
+        start = uses_recorded_since(queryset.db)
+        never = Q(use__isnull=True) if start is None else Q(use__isnull=True, created__gte=start)
         if self.value() == "recently":
             return queryset.filter(use__last_used_at__gte=since)
         if self.value() == "unused":
-            return queryset.filter(Q(use__isnull=True) | Q(use__last_used_at__lt=since))
+            unstamped = Q(use__isnull=True) if start is None or start < since else never
+            return queryset.filter(unstamped | Q(use__last_used_at__lt=since))
         if self.value() == "never":
-            return queryset.filter(use__isnull=True)
+            return queryset.filter(never)
         return queryset
 
 
@@ -69,14 +77,22 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     list_filter = (*TokenAdmin.list_filter, LastUsedFilter)  # DRF's (when it was created), and the use
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).select_related("user", "use")
+        rows = super().get_queryset(request).select_related("user", "use")
+        # read once per page, for every row's "last used" (``last_used``)
+        return rows.annotate(uses_recorded_since=Value(uses_recorded_since(rows.db), output_field=DateTimeField()))
 
     @admin.display(description="last used", ordering="use__last_used_at")
     def last_used(self, obj: Any) -> str:
-        """When and where the token last authenticated a request (``toolhub.api.token_use``), or "never"."""
+        """When and where the token last authenticated a request (``toolhub.api.token_use``), or "never".
+
+        A token made before uses were recorded, unstamped since, says since when none was: it is not "never".
+        """
         try:
             use = obj.use
         except ObjectDoesNotExist:
+            start = getattr(obj, "uses_recorded_since", None)
+            if start is not None and obj.created < start:
+                return f"not since {localtime(start):%Y-%m-%d %H:%M} (no use was recorded before)"
             return "never"
         return f"{localtime(use.last_used_at):%Y-%m-%d %H:%M} ({use.get_channel_display()})"
 

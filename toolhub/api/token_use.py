@@ -8,6 +8,9 @@ request while a change of channel wrote). So the channel is the one of the windo
 the token (one join), so an unchanged stamp costs no statement at all. A stamp is bookkeeping: one that cannot be
 written (a read-only database, a lock or statement bound) is logged and the request goes on.
 
+Uses are recorded from the moment the table was made (migration ``0050_api_token_use``): a token older than that
+with no stamp may have been used every day before it, so it is not "never used" (:func:`uses_recorded_since`).
+
 A token's deletion deletes its use row, then the token: a stamp committed between the two statements left a row
 naming the deleted token, and the deferred foreign key failed the deletion (a password reset, a deactivation) at its
 commit. So a token to be deleted is locked first (:func:`_token_deleting`, on every path: a revocation, its page, its
@@ -15,7 +18,7 @@ user's deletion, ``drf_create_token -r``): a stamp's check of its token then wai
 """
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -23,7 +26,7 @@ from django.db import DatabaseError, IntegrityError, models, transaction
 from django.db.models.signals import pre_delete
 from django.utils import timezone
 
-__all__ = ["STAMP_RESOLUTION", "TokenChannel", "TokenGone", "install", "token_use_stamp"]
+__all__ = ["STAMP_RESOLUTION", "TokenChannel", "TokenGone", "install", "token_use_stamp", "uses_recorded_since"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,24 @@ class TokenChannel(models.TextChoices):
 
     REST = "rest", "REST API"
     MCP = "mcp", "MCP"
+
+
+#: The migration that made the use table: from when it was applied, every accepted token is stamped.
+USE_TABLE_MIGRATION = ("toolhub", "0050_api_token_use")
+
+
+def uses_recorded_since(using: str = "default") -> datetime | None:
+    """When tokens' uses began to be recorded (the use table's migration applied), ``None`` if nothing says.
+
+    A token made before then and never stamped since is unknown before it, not "never used": retiring it as such on
+    the day of the upgrade would cut off a client that uses it monthly. Read from ``django_migrations`` (one row).
+    """
+    from django.db.migrations.recorder import MigrationRecorder
+
+    app, name = USE_TABLE_MIGRATION
+    applied = MigrationRecorder.Migration.objects.using(using).filter(app=app, name=name).values_list("applied")
+    found = applied.first()
+    return found[0] if found is not None else None
 
 
 class TokenGone(Exception):

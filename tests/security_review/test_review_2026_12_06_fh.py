@@ -1,0 +1,221 @@
+"""Review 2026-12-06 (fh): API tokens' latest use and the admin's Tokens page, read as an attacker and an operator.
+
+Each finding's test fails on the code as found (main at 3fc511b) and states what was found ("Found: ...") and what
+is expected ("Expect: ...").
+
+Findings:
+
+1. Every token made before the use table existed read "never" used and was listed under "never" and "not in 30 days,
+   or never" (the ones to retire first) from the day of the upgrade: a token a monthly job used last week looked
+   abandoned. Now an unstamped token made before uses were recorded (migration ``0050_api_token_use`` applied) says
+   since when none was, is never "never", and is "unused" only once recording has run 30 days.
+   ``test_a_token_made_before_uses_were_recorded_is_not_called_never_used``.
+
+Checked and holding:
+
+- The Tokens page is all or nothing (``CrossTenantOnly``): a tenant's staff holding every ``authtoken`` permission
+  and ``auth.view_user`` see no module, and its list (filtered, searched), add, change, delete and history pages
+  answer 403 for their own tenant's user's token, another tenant's and a superuser's; so no count, filter or
+  last-use time crosses tenants. The user list refuses lookups through the token and its use (400).
+- The 30-day boundary is in absolute time (``timezone.now()``), so no time zone moves it; "recently" and "unused"
+  split every token (30 days less a minute: recent; and a minute: unused).
+- No Tokens page (list filtered, searched, sorted by last use, facets; change, delete, history) nor the stamp's name
+  shows the key or its digest.
+- MCP stamps an accepted key "mcp" and never an expired, inactive-user or unknown one (REST: tests/api).
+"""
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.helpers import console
+from tests.tenancy.conftest import make_user
+from toolhub.api.keys import api_key_issue, key_digest
+from toolhub.api.token_use import STAMP_RESOLUTION
+from toolhub.mcp_caller import token_user
+from toolhub.models import ApiTokenUse, Tenant
+
+TOKENS = "/admin/authtoken/tokenproxy/"
+
+
+def _rows(page: str) -> dict[str, str]:
+    """The Tokens list's rows: each token's user, and what its "last used" column says."""
+    row = r'class="field-user[^"]*"><a [^>]*>([^<]+)</a></th>.*?class="field-last_used">([^<]*)<'
+    return dict(re.findall(row, page))
+
+
+def _rest(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
+def _stamp(key: str, ago: timedelta, channel: str = "rest") -> None:
+    ApiTokenUse.objects.update_or_create(
+        token_id=key_digest(key), defaults={"last_used_at": timezone.now() - ago, "channel": channel}
+    )
+
+
+@pytest.mark.django_db
+def test_tenant_staff_holding_every_token_permission_reach_no_token_page(
+    tenant: Tenant, other_tenant: Tenant, alice: User
+) -> None:
+    """Holding. Found: the Tokens page is for people who cross the boundary only (``CrossTenantOnly``).
+
+    Expect: a tenant's operator holding every ``authtoken`` permission and ``auth.view_user`` sees no Tokens module,
+    and its list (filtered or not), add, change, delete and history pages answer 403, for a token of their own
+    tenant's user, of another tenant's, and of a superuser.
+    """
+    globex_user = make_user("globex-user", tenant=other_tenant)
+    root = User.objects.create_superuser("root", password="pw-root-123456")
+    for user in (alice, globex_user, root):
+        api_key_issue(user)
+    staff = make_user("acme-staff", tenant=tenant, staff=True)
+    staff.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="authtoken"),
+        Permission.objects.get(content_type__app_label="auth", codename="view_user"),
+    )
+    client = console(staff)
+
+    index = client.get("/admin/").content.decode()
+    assert TOKENS not in index
+    pages = [TOKENS, f"{TOKENS}?used=never", f"{TOKENS}?used=recently", f"{TOKENS}?q=root", f"{TOKENS}add/"]
+    for user in (alice, globex_user, root):
+        pages += [f"{TOKENS}{user.pk}/change/", f"{TOKENS}{user.pk}/delete/", f"{TOKENS}{user.pk}/history/"]
+    assert {page: client.get(page).status_code for page in pages} == dict.fromkeys(pages, 403)
+    assert client.post(f"{TOKENS}add/", {"user": globex_user.pk}).status_code == 403
+    assert client.post(f"{TOKENS}{root.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Token.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_tenant_staff_cannot_filter_users_by_their_tokens_use(tenant: Tenant, alice: User) -> None:
+    """Holding. Found: the user list refuses lookups through a reverse relation it does not declare.
+
+    Expect: a tenant's operator reading their tenant's users cannot ask the list which of them hold a token, or
+    used one since a date (``?auth_token__use__last_used_at__gte=``): 400, nothing listed.
+    """
+    key = api_key_issue(alice)
+    _stamp(key, timedelta(days=1))
+    staff = make_user("acme-staff", tenant=tenant, staff=True)
+    staff.user_permissions.add(Permission.objects.get(content_type__app_label="auth", codename="view_user"))
+    client = console(staff)
+    assert client.get("/admin/auth/user/").status_code == 200
+    for probe in (
+        "auth_token__use__last_used_at__gte=2000-01-01",
+        "auth_token__isnull=False",
+        "auth_token__use__channel=rest",
+        "auth_token__created__gte=2000-01-01",
+        "o=auth_token__use__last_used_at",
+    ):
+        answer = client.get(f"/admin/auth/user/?{probe}")
+        # a lookup is refused; ``o=`` takes column numbers only, so a field path there is ignored
+        assert answer.status_code == (200 if probe.startswith("o=") else 400), probe
+
+
+@pytest.mark.django_db
+def test_the_thirty_day_boundary_splits_every_token_into_one_choice(alice: User, operator: User) -> None:
+    """Holding. Found: "recently" is ``>= now - 30 days``, "unused" its complement or no stamp, in absolute time.
+
+    Expect: a token used 30 days less a minute ago is recent, one used 30 days and a minute ago is unused, one never
+    used is unused and never; each token in exactly one of recently / unused.
+    """
+    near = api_key_issue(alice)
+    _stamp(near, timedelta(days=30) - timedelta(minutes=1))
+    far = api_key_issue(operator)
+    _stamp(far, timedelta(days=30, minutes=1))
+    nobody = User.objects.create_user("carol", password="pw-carol-123456")
+    api_key_issue(nobody)
+    admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
+
+    recent = _rows(admin.get(f"{TOKENS}?used=recently").content.decode())
+    unused = _rows(admin.get(f"{TOKENS}?used=unused").content.decode())
+    never = _rows(admin.get(f"{TOKENS}?used=never").content.decode())
+    assert set(recent) == {"alice"}
+    assert set(unused) == {"operator", "carol"}
+    assert set(never) == {"carol"}
+
+
+@pytest.mark.django_db
+def test_no_token_page_shows_the_key_or_its_digest(alice: User) -> None:
+    """Holding. Found: the Tokens pages name a token by its user and creation time.
+
+    Expect: neither the key nor its digest on the list (filtered, searched, sorted by last use), change, delete or
+    history page, nor in the stamp's own name.
+    """
+    key = api_key_issue(alice)
+    assert _rest(key).get("/api/v1/calls/").status_code == 200
+    admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
+    pages = [TOKENS, f"{TOKENS}?used=recently", f"{TOKENS}?q=alice", f"{TOKENS}?o=3", f"{TOKENS}?_facets=1"]
+    pages += [f"{TOKENS}{alice.pk}/change/", f"{TOKENS}{alice.pk}/delete/", f"{TOKENS}{alice.pk}/history/"]
+    for page in pages:
+        answer = admin.get(page)
+        assert answer.status_code == 200, page
+        text = answer.content.decode()
+        assert key not in text and key_digest(key) not in text, page
+    use = ApiTokenUse.objects.get()
+    assert key_digest(key) not in str(use) and key not in str(use)
+
+
+@pytest.mark.django_db
+def test_mcp_stamps_an_accepted_token_and_never_a_refused_one(settings: Any, alice: User) -> None:
+    """Holding. Found: MCP reads a key through ``token_owner`` as REST does.
+
+    Expect: a key accepted over MCP is stamped "mcp"; an expired one, an inactive user's one (deactivated by a bulk
+    update, which revokes nothing) and an unknown one are refused and stamped with nothing.
+    """
+    key = api_key_issue(alice)
+    user, problem = token_user(f"Bearer {key}")
+    assert user == alice and problem == ""
+    assert ApiTokenUse.objects.get(token_id=key_digest(key)).channel == "mcp"
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": 3600}
+    bob = User.objects.create_user("bob", password="pw-bob-123456")
+    old = api_key_issue(bob)
+    Token.objects.filter(key=key_digest(old)).update(created=timezone.now() - timedelta(hours=2))
+    carol = User.objects.create_user("carol", password="pw-carol-123456")
+    idle = api_key_issue(carol)
+    User.objects.filter(pk=carol.pk).update(is_active=False)
+    for refused in (old, idle, "no-such-key"):
+        assert token_user(f"Bearer {refused}")[0] is None
+    assert list(ApiTokenUse.objects.values_list("token_id", flat=True)) == [key_digest(key)]
+    assert ApiTokenUse.objects.get().last_used_at > timezone.now() - STAMP_RESOLUTION
+
+
+@pytest.mark.django_db
+def test_a_token_made_before_uses_were_recorded_is_not_called_never_used(alice: User, operator: User) -> None:
+    """Found: every token made before the use table existed (migration ``0050_api_token_use``) read "never" on the
+    Tokens page and was listed under "never" and "not in 30 days, or never", the ones to retire first, the day the
+    upgrade went in: a token a monthly job used last week, whose use nobody could record, looked abandoned, and
+    retiring it broke the job. README: "never" is for a token nobody presented.
+
+    Expect: an unstamped token made before uses were recorded says since when none was recorded, is not "never",
+    and is "unused" only once recording has run for the whole 30 days; one made since, never used, stays "never".
+    """
+    from django.db.migrations.recorder import MigrationRecorder
+
+    recorded = MigrationRecorder.Migration.objects.filter(app="toolhub", name="0050_api_token_use")
+    start = timezone.now() - timedelta(days=3)  # the upgrade went in three days ago
+    assert recorded.update(applied=start) == 1
+    api_key_issue(alice)
+    Token.objects.filter(user=alice).update(created=start - timedelta(days=50))  # made long before, in use since
+    api_key_issue(operator)  # made since, never presented
+    admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
+
+    rows = _rows(admin.get(TOKENS).content.decode())
+    assert rows["operator"] == "never"
+    assert rows["alice"] != "never" and f"{timezone.localtime(start):%Y-%m-%d %H:%M}" in rows["alice"], rows
+    assert set(_rows(admin.get(f"{TOKENS}?used=never").content.decode())) == {"operator"}
+    assert set(_rows(admin.get(f"{TOKENS}?used=unused").content.decode())) == {"operator"}
+    assert set(_rows(admin.get(f"{TOKENS}?used=recently").content.decode())) == set()
+
+    # once recording has run for longer than 30 days, an unstamped old token is known unused for 30 days
+    recorded.update(applied=timezone.now() - timedelta(days=31))
+    assert set(_rows(admin.get(f"{TOKENS}?used=unused").content.decode())) == {"alice", "operator"}
+    assert set(_rows(admin.get(f"{TOKENS}?used=never").content.decode())) == {"operator"}
