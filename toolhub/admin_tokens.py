@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.options import IS_POPUP_VAR, TO_FIELD_VAR
 from django.core.exceptions import BadRequest, ObjectDoesNotExist
-from django.db.models import DateTimeField, Q, QuerySet, Value
+from django.db.models import DateTimeField, F, Q, QuerySet, Value
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -81,7 +81,8 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
         # read once per page, for every row's "last used" (``last_used``)
         return rows.annotate(uses_recorded_since=Value(uses_recorded_since(rows.db), output_field=DateTimeField()))
 
-    @admin.display(description="last used", ordering="use__last_used_at")
+    # "never" sorts as older than any use on every database (PostgreSQL puts NULLs last ascending, SQLite first)
+    @admin.display(description="last used", ordering=F("use__last_used_at").asc(nulls_first=True))
     def last_used(self, obj: Any) -> str:
         """When and where the token last authenticated a request (``toolhub.api.token_use``), or "never".
 

@@ -10,6 +10,10 @@ Findings:
    abandoned. Now an unstamped token made before uses were recorded (migration ``0050_api_token_use`` applied) says
    since when none was, is never "never", and is "unused" only once recording has run 30 days.
    ``test_a_token_made_before_uses_were_recorded_is_not_called_never_used``.
+2. Sorted by "last used", the never-used tokens went where the database puts NULLs: on PostgreSQL after the tokens
+   used today when sorted least recently used first (the order to find tokens to retire), and on top, as if just
+   used, when sorted most recent first (SQLite the opposite). Now "never" sorts as the oldest on every database
+   (``nulls_first`` ascending, reversed descending). ``test_sorting_by_last_use_puts_the_never_used_with_the_oldest``.
 
 Checked and holding:
 
@@ -22,6 +26,8 @@ Checked and holding:
 - No Tokens page (list filtered, searched, sorted by last use, facets; change, delete, history) nor the stamp's name
   shows the key or its digest.
 - MCP stamps an accepted key "mcp" and never an expired, inactive-user or unknown one (REST: tests/api).
+- A token's life (added on the page, used over REST and MCP, revoked by a password reset, issued again, deleted on
+  its page) leaves neither key nor digest in any audit event or admin history entry.
 """
 
 import re
@@ -152,7 +158,7 @@ def test_no_token_page_shows_the_key_or_its_digest(alice: User) -> None:
     key = api_key_issue(alice)
     assert _rest(key).get("/api/v1/calls/").status_code == 200
     admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
-    pages = [TOKENS, f"{TOKENS}?used=recently", f"{TOKENS}?q=alice", f"{TOKENS}?o=3", f"{TOKENS}?_facets=1"]
+    pages = [TOKENS, f"{TOKENS}?used=recently", f"{TOKENS}?q=alice", f"{TOKENS}?o=2", f"{TOKENS}?_facets=1"]
     pages += [f"{TOKENS}{alice.pk}/change/", f"{TOKENS}{alice.pk}/delete/", f"{TOKENS}{alice.pk}/history/"]
     for page in pages:
         answer = admin.get(page)
@@ -219,3 +225,59 @@ def test_a_token_made_before_uses_were_recorded_is_not_called_never_used(alice: 
     recorded.update(applied=timezone.now() - timedelta(days=31))
     assert set(_rows(admin.get(f"{TOKENS}?used=unused").content.decode())) == {"alice", "operator"}
     assert set(_rows(admin.get(f"{TOKENS}?used=never").content.decode())) == {"operator"}
+
+
+@pytest.mark.django_db
+def test_a_tokens_life_puts_neither_key_nor_digest_in_the_trail_or_the_history(tenant: Tenant, alice: User) -> None:
+    """Holding. Found: a token is named by ``token_handle`` and its key field is excluded from governance events.
+
+    Expect: a token added on the Tokens page, used over REST and MCP, then revoked by a password reset and made
+    again by ``api_key_issue`` then deleted on its page leaves neither key nor digest in any audit event (type,
+    actor, data) or admin history entry.
+    """
+    from django.contrib.admin.models import LogEntry
+
+    from tests.helpers import shown_key
+    from toolhub.models import AuditEvent
+
+    admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
+    added = admin.post(f"{TOKENS}add/", {"user": alice.pk})
+    first = shown_key(added)
+    assert _rest(first).get("/api/v1/calls/").status_code == 200
+    assert token_user(f"Bearer {first}")[0] == alice
+    alice.set_password("a-new-password-654321")
+    alice.save()
+    assert _rest(first).get("/api/v1/calls/").status_code == 401
+    second = api_key_issue(alice)
+    assert _rest(second).get("/api/v1/calls/").status_code == 200
+    assert admin.post(f"{TOKENS}{alice.pk}/delete/", {"post": "yes"}).status_code == 302
+
+    events = list(AuditEvent.objects.all())
+    assert any("revocation:password-changed" == event.actor for event in events)
+    text = " ".join(f"{e.event_type} {e.actor} {e.tool_name} {e.data}" for e in events)
+    text += " ".join(f"{e.object_id} {e.object_repr} {e.change_message}" for e in LogEntry.objects.all())
+    for secret in (first, second, key_digest(first), key_digest(second)):
+        assert secret not in text
+
+
+def _order(page: str) -> list[str]:
+    return list(_rows(page))
+
+
+@pytest.mark.django_db
+def test_sorting_by_last_use_puts_the_never_used_with_the_oldest(alice: User, operator: User) -> None:
+    """Found: the "last used" column sorted by ``use__last_used_at`` as the database puts NULLs: PostgreSQL puts them
+    last ascending and first descending, so sorted least recently used first (to find the tokens to retire) the
+    never-used tokens came after the ones used today, on the last page, and sorted most recent first they topped it
+    as if used just now; SQLite did the opposite.
+
+    Expect: "never" sorts as older than any use, on every database: ascending never, 40 days, 1 day; descending the
+    reverse.
+    """
+    _stamp(api_key_issue(alice), timedelta(days=1))
+    _stamp(api_key_issue(operator), timedelta(days=40))
+    api_key_issue(User.objects.create_user("carol", password="pw-carol-123456"))
+    admin = console(User.objects.create_superuser("root", password="pw-root-123456"))
+
+    assert _order(admin.get(f"{TOKENS}?o=2").content.decode()) == ["carol", "operator", "alice"]
+    assert _order(admin.get(f"{TOKENS}?o=-2").content.decode()) == ["alice", "operator", "carol"]
