@@ -26,6 +26,12 @@ Checked and holding:
 - No Tokens page (list filtered, searched, sorted by last use, facets; change, delete, history) nor the stamp's name
   shows the key or its digest.
 - MCP stamps an accepted key "mcp" and never an expired, inactive-user or unknown one (REST: tests/api).
+- Revoke while in use, on PostgreSQL: a user deleted on the user delete page while a request with their key stamps
+  it between the deletion's two statements commits, leaves nothing of the token and refuses the request (checked
+  to fail with the ``pre_delete`` lock taken out: the deletion's foreign key fails). Password reset: review ev.
+- A key presented for a tenant its user is not in is refused (400) in the same words for an existing and an
+  unknown tenant, and is stamped: the tenant is the request's, not the token's, and after a leak "was this key
+  used?" must answer yes. An expired key over MCP is told what to do, no key in the message, and not stamped.
 - A token's life (added on the page, used over REST and MCP, revoked by a password reset, issued again, deleted on
   its page) leaves neither key nor digest in any audit event or admin history entry.
 """
@@ -281,3 +287,85 @@ def test_sorting_by_last_use_puts_the_never_used_with_the_oldest(alice: User, op
 
     assert _order(admin.get(f"{TOKENS}?o=2").content.decode()) == ["carol", "operator", "alice"]
     assert _order(admin.get(f"{TOKENS}?o=-2").content.decode()) == ["alice", "operator", "carol"]
+
+
+@pytest.mark.django_db
+def test_a_key_presented_for_a_tenant_not_its_users_is_refused_and_still_counts_as_used(
+    settings: Any, alice: User, other_tenant: Tenant
+) -> None:
+    """Holding (by design). Found: the tenant is a request's parameter, not the token's: ``token_owner`` accepts the
+    key, stamps it, and the request is refused for the tenant it names.
+
+    Expect: naming another tenant is refused (400) in the same words whether it exists or not, and the key is
+    stamped: after a leak, "was this key used?" must answer yes for an intruder trying tenants with it. An expired
+    key is refused over MCP with what to do and no key in the message, and stamped with nothing.
+    """
+    key = api_key_issue(alice)
+    answers = {
+        slug: _rest(key).post(
+            "/api/v1/calls/", {"tool": "lookup_order", "arguments": {}, "tenant": slug}, format="json"
+        )
+        for slug in (other_tenant.slug, "no-such-tenant")
+    }
+    assert {answer.status_code for answer in answers.values()} == {400}
+    # the same words for a tenant that exists and one that does not: no oracle of the tenants
+    said = {answer.json()["detail"].replace(repr(slug), "<tenant>") for slug, answer in answers.items()}
+    assert len(said) == 1, said
+    assert ApiTokenUse.objects.filter(token_id=key_digest(key)).exists()
+
+    settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": 3600}
+    bob = User.objects.create_user("bob", password="pw-bob-123456")
+    old = api_key_issue(bob)
+    Token.objects.filter(key=key_digest(old)).update(created=timezone.now() - timedelta(hours=2))
+    user, problem = token_user(f"Bearer {old}")
+    assert user is None and "expired" in problem and "Tokens" in problem and old not in problem
+    assert not ApiTokenUse.objects.filter(token_id=key_digest(old)).exists()
+
+
+@pytest.mark.postgres  # row locks and a deferred foreign key: SQLite has neither
+@pytest.mark.django_db(transaction=True)
+def test_a_user_deleted_while_their_key_is_in_use_is_deleted(alice: User) -> None:
+    """Holding. Found: every token deletion locks its token first (``pre_delete``), whatever path deletes it.
+
+    Expect: an administrator deleting alice on the user delete page while a request with her key stamps it between
+    the deletion's two statements (its use rows, then the token): the deletion commits, nothing of her token is
+    left, and the request is refused.
+    """
+    import threading
+
+    from django.db import connection
+
+    from tests.security_review.pg_races import in_thread
+    from tests.security_review.test_review_2026_12_06_ev import _after_statement, _until_done_or_waiting
+    from toolhub.api.token_use import TokenChannel
+    from toolhub.api.tokens import TokenRefused, token_owner
+
+    key = api_key_issue(alice)
+    root = User.objects.create_superuser("root", password="pw-root-123456")
+    reached, release = threading.Event(), threading.Event()
+    use_table = ApiTokenUse._meta.db_table
+
+    def delete() -> int:
+        with connection.execute_wrapper(_after_statement(f'DELETE FROM "{use_table}"', reached, release)):
+            return console(root).post(f"/admin/auth/user/{alice.pk}/delete/", {"post": "yes"}).status_code
+
+    def request() -> Any:
+        try:
+            return token_owner(key, channel=TokenChannel.REST)[0].pk
+        except TokenRefused as refused:
+            return refused
+
+    deleting, deleted = in_thread(delete, "delete")
+    try:
+        assert reached.wait(10), deleted
+        requesting, requested = in_thread(request, "request")
+        _until_done_or_waiting(requesting)
+    finally:
+        release.set()
+        deleting.join(10)
+    requesting.join(10)
+
+    assert deleted == [302], deleted
+    assert not User.objects.filter(pk=alice.pk).exists()
+    assert not Token.objects.exists() and not ApiTokenUse.objects.exists()
+    assert len(requested) == 1 and isinstance(requested[0], TokenRefused), requested
