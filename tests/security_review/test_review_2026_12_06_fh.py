@@ -232,6 +232,11 @@ def test_a_token_made_before_uses_were_recorded_is_not_called_never_used(alice: 
     assert set(_rows(admin.get(f"{TOKENS}?used=unused").content.decode())) == {"alice", "operator"}
     assert set(_rows(admin.get(f"{TOKENS}?used=never").content.decode())) == {"operator"}
 
+    # a database that does not say when (no row for the migration): every unstamped token is "never", as before
+    recorded.delete()
+    assert _rows(admin.get(TOKENS).content.decode()) == {"alice": "never", "operator": "never"}
+    assert set(_rows(admin.get(f"{TOKENS}?used=never").content.decode())) == {"alice", "operator"}
+
 
 @pytest.mark.django_db
 def test_a_tokens_life_puts_neither_key_nor_digest_in_the_trail_or_the_history(tenant: Tenant, alice: User) -> None:
