@@ -34,6 +34,14 @@ Checked and holding:
   used?" must answer yes. An expired key over MCP is told what to do, no key in the message, and not stamped.
 - A token's life (added on the page, used over REST and MCP, revoked by a password reset, issued again, deleted on
   its page) leaves neither key nor digest in any audit event or admin history entry.
+- Probed without a test of its own: every REST view authenticates eagerly through DRF's defaults (no view sets
+  ``authentication_classes`` or overrides ``perform_authentication``; the schema, docs, export and artifact views
+  included), so each stamps; MCP is stateless, POST only, one ``token_owner`` per HTTP request; websockets are
+  refused before any token is read. The stamp's warning names the error's class only, and Django's error reports
+  hide ``HTTP_AUTHORIZATION``. A cross-tenant (non-superuser) person may make a token for a superuser: by design,
+  as they may also change superuser status (README, People's accounts).
+- README's token claims: one token a user (DRF's one-to-one), 90 days by default, ``Token`` (REST) and ``Bearer``
+  or ``Token`` (MCP), the list searched by username only, refused keys stamped with nothing.
 """
 
 import re
