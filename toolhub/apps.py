@@ -25,7 +25,9 @@ class ToolhubConfig(AppConfig):
     def ready(self) -> None:
         from toolhub import (
             checks,  # noqa: F401 - registers the system checks
+            database_checks,  # noqa: F401 - registers the checks of saved rows and roles
             db_pooler,  # noqa: F401 - registers the pooler's deploy check (toolhub.W014)
+            deployment_checks,  # noqa: F401 - registers the deploy checks (audit key, hosts, origins)
             login_guard,  # noqa: F401 - audits login lockouts
         )
         from toolhub.conf import toolhub_settings

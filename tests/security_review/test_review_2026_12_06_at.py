@@ -113,7 +113,7 @@ def test_w006_names_the_same_rows_in_the_same_order_after_an_update() -> None:
     """Found: W006 read grants unordered; a grant updated since (a new heap tuple, at the end) was named last, so
     its message changed from one run to the next.
     Expect: the rows in key order whatever was updated, so the same 25 are named past the bound."""
-    from toolhub.checks import check_governance_references
+    from toolhub.database_checks import check_governance_references
 
     assert connection.vendor == "postgresql"
     grants = [

@@ -15,7 +15,7 @@ Findings:
 4. ``check --deploy`` passed with ``DJANGO_ALLOWED_HOSTS=*``, with an ``http://`` origin in
    ``DJANGO_CSRF_TRUSTED_ORIGINS`` and with the demo app (``load_demo``, ``generate_calls``) installed by
    ``TOOLHUB_DEMO=1`` beside DEBUG off; Django's own deploy checks cover none of them. Now ``toolhub.W010``,
-   ``W011`` and ``W012`` (``toolhub/checks.py``), each with a hint. Likewise a production server without
+   ``W011`` and ``W012`` (``toolhub/deployment_checks.py``), each with a hint. Likewise a production server without
    ``CELERY_BROKER_URL`` (tasks eager in the web process: no worker time limits, no beat, so no sweeps, approval
    expiry or checkpoints) passed; now ``toolhub.W013``.
 5. ``_env_bool`` read any value but 1/true/yes/on as off: ``DJANGO_SECURE_SSL_REDIRECT=flase`` or

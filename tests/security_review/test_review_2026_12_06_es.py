@@ -103,7 +103,7 @@ def test_a_key_with_whitespace_inside_is_refused_clearly(monkeypatch: pytest.Mon
         signing_key()
     text = str(raised.value)
     assert "TOOLHUB_AUDIT_KEY" in text and "whitespace" in text and secret not in text and "spaces" not in text
-    from toolhub.checks import check_audit_key
+    from toolhub.deployment_checks import check_audit_key
 
     warnings = check_audit_key()
     assert [warning.id for warning in warnings] == ["toolhub.W004"] and "whitespace inside" in warnings[0].msg
