@@ -42,8 +42,7 @@ from agents_app.services import (
 )
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
-from toolhub.dispatch import runs_in_this_process
-from toolhub.tenancy import tenant_scope_now
+from toolhub.rights_recheck import still_visible_after_running_here
 
 #: What the user of a run that proceeded in their request is told when they may no longer read it (403).
 NO_LONGER_A_MEMBER_OF_RUN = (
@@ -232,6 +231,9 @@ class RunRollbackView(APIView):
         sagas = run_rollback_with_subagents(  # nothing to compensate: 409 (NothingToCompensateError)
             run=run, actor=f"user:{request.user.get_username()}", by=request.user
         )
+        # Compensated in the request (eager): a wait, after which the asker's rights are read again.
+        if not still_visible_after_running_here(request.user, runs_visible_to, run.pk):
+            return Response({"detail": NO_LONGER_A_MEMBER_OF_RUN}, status=status.HTTP_403_FORBIDDEN)
         return Response(RunRollbackSerializer(sagas).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -250,9 +252,7 @@ def _proceeded(request: Request, run: AgentRun, code: int) -> Response:
     that was a wait, so the user's rights are read again (``tenant_scope_now``), as a follow does after its wait, and
     a run they may no longer read (removed from its tenant, deactivated) answers 403 and nothing of it.
     """
-    if runs_in_this_process():
-        tenant_scope_now(request.user)
-        if not runs_visible_to(request.user).filter(pk=run.pk).exists():
-            return Response({"detail": NO_LONGER_A_MEMBER_OF_RUN}, status=status.HTTP_403_FORBIDDEN)
+    if not still_visible_after_running_here(request.user, runs_visible_to, run.pk):
+        return Response({"detail": NO_LONGER_A_MEMBER_OF_RUN}, status=status.HTTP_403_FORBIDDEN)
     run.refresh_from_db()
     return Response(RunSerializer(run, context={"request": request}).data, status=code)

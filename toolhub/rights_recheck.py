@@ -8,17 +8,28 @@ permissions and memberships as they are now) and the stream is cut off with :cla
 longer hold. Raising, not ending, is deliberate: the client sees a broken transfer, never a file that looks
 complete, and an audit export is recorded as failed. MCP's progress notifications of a followed call are such a
 stream too (``RightsRecheck``, asked before each batch of updates). The same re-read answers every request that
-waited (``?wait=``, MCP): one way to ask "still allowed?".
+waited (``?wait=``, MCP, or work run in the request itself: ``still_visible_after_running_here``): one way to ask
+"still allowed?".
 """
 
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from django.db.models import QuerySet
+
 from toolhub.conf import toolhub_settings
+from toolhub.dispatch import runs_in_this_process
 from toolhub.tenancy import TenantScope, tenant_scope_now
 
-__all__ = ["RightsRecheck", "RightsRevokedError", "console_reader_allowed", "scope_still_covers", "while_permitted"]
+__all__ = [
+    "RightsRecheck",
+    "RightsRevokedError",
+    "console_reader_allowed",
+    "scope_still_covers",
+    "still_visible_after_running_here",
+    "while_permitted",
+]
 
 T = TypeVar("T")
 
@@ -84,3 +95,17 @@ def while_permitted(chunks: Iterable[T], user: Any, allowed: Callable[[TenantSco
         close = getattr(source, "close", None)
         if close is not None:
             close()
+
+
+def still_visible_after_running_here(user: Any, visible: Callable[[Any], QuerySet[Any]], pk: Any) -> bool:
+    """Whether ``user`` may still read row ``pk`` of ``visible(user)`` after the work their request set off.
+
+    A request that starts a run, resumes one or rolls back a saga runs that work in this process when tasks are eager
+    (the embedded default): model turns, tools and compensations, for as long as they take. That was a wait: the
+    user's rights are read again (``tenant_scope_now``) and the row asked for among those they may read now, as a
+    follow does after its wait. Work sent to a worker waited for nothing: the memo of the request holds, unread.
+    """
+    if not runs_in_this_process():
+        return True
+    tenant_scope_now(user)
+    return visible(user).filter(pk=pk).exists()

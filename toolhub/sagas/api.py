@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from toolhub.api.pagination import NewestFirstCursorPagination
 from toolhub.api.schema import CONFLICT
 from toolhub.direct import DirectCallError, caller_principal
+from toolhub.rights_recheck import still_visible_after_running_here
 from toolhub.sagas.models import Compensation, Rollback, Saga
 from toolhub.sagas.selectors import OPERATE_PERMISSION, direct_saga_owner, saga_id_problem, sagas_visible_to
 from toolhub.sagas.services import NothingToCompensateError, SagaKeyTakenError, saga_open, saga_rollback_on_demand
@@ -67,6 +68,12 @@ class SagaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Saga
         fields = ["key", "tenant", "run_id", "status", "compensations", "rollbacks", "created_at", "updated_at"]
+
+
+#: What the asker of a rollback run in their request is told when they may no longer see the saga afterwards (403).
+NO_LONGER_A_MEMBER_OF_SAGA = (
+    "You are no longer a member of the tenant this saga belongs to; the rollback was done, its outcome is not shown."
+)
 
 
 # --- direct sagas: POST/GET /api/v1/sagas/, GET /api/v1/sagas/{saga_id}/, POST .../rollback/ ---------------
@@ -193,5 +200,8 @@ class SagaRollbackView(APIView):
             )
         except NothingToCompensateError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        # Compensated in the request (eager): a wait, after which the asker's rights are read again.
+        if not still_visible_after_running_here(user, sagas_visible_to, saga.pk):
+            return Response({"detail": NO_LONGER_A_MEMBER_OF_SAGA}, status=status.HTTP_403_FORBIDDEN)
         saga.refresh_from_db()
         return Response(SagaSerializer(saga).data, status=status.HTTP_202_ACCEPTED)
