@@ -1,4 +1,4 @@
-"""Wakes a run when one of its calls settles; the loop itself decides whether it can go on.
+"""Wakes a run when one of its calls settles, or its saga's finished rollback opens again; the loop decides the rest.
 
 In a tool worker the wake-up runs right there once the task's own work is done (no second broker hop
 for the step that follows a turn's last call); anywhere else (an operator's rejection, an external
@@ -20,7 +20,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_de
 from django.dispatch import receiver
 
 from toolhub.models import TenantMembership
-from toolhub.signals import after_task, call_askers, call_settled, saga_key_reserved
+from toolhub.signals import after_task, call_askers, call_settled, rollback_reopened, saga_key_reserved
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
@@ -30,6 +30,13 @@ User = get_user_model()
 def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None, **kwargs: Any) -> None:
     if run_id is None:
         return
+    if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
+        _send_advance(run_id)
+
+
+@receiver(rollback_reopened, dispatch_uid="agents_app.advance_on_rollback_reopened")
+def _on_rollback_reopened(sender: type, run_id: uuid.UUID, **kwargs: Any) -> None:
+    """A run's finished rollback was opened again: woken, the run tells its conversation once it finishes again."""
     if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
         _send_advance(run_id)
 

@@ -16,6 +16,7 @@ __all__ = [
     "approval_shortfall",
     "call_settled",
     "call_suspended",
+    "rollback_reopened",
     "saga_key_reserved",
     "after_task",
     "running_after_task",
@@ -52,6 +53,11 @@ call_settled = Signal()
 #: (the ToolCall, with its ``suspension``). Sent after commit, so work the tool left for later (a subagent's
 #: child run) starts only once the call is parked and can be settled.
 call_suspended = Signal()
+
+#: A finished rollback of a run's saga was opened again (``toolhub.sagas.records.reopen_rollback``); kwargs: ``run_id``,
+#: ``rollback_id``. Sent after commit. A held step or a resolution finishes it again at once with no call settling, so
+#: nothing else would wake the run (one that ended, above all) to tell its conversation (``saga_rollback_notes``).
+rollback_reopened = Signal()
 
 #: Asked (``send``) before a direct call takes a saga id; kwargs: ``key``, ``tenant``. A receiver returns True when
 #: the key is one an app keeps for its own sagas in that tenant (an agent run's id, before the run has made any

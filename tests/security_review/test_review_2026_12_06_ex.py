@@ -33,7 +33,8 @@ Checked and holding:
 Found, not fixed: a run's conversation reads its reopened rollback's note at the run's next wake-up. A heard late step
 wakes it (its own settle: tested above), but one whose notification was lost too and that the sweep files after the
 run ended wakes nothing (the runs sweep wakes running and waiting runs only): the note waits in the rollback
-(``told_at`` unset) until something wakes the run. Operators and the trail are told at once.
+(``told_at`` unset) until something wakes the run. Operators and the trail are told at once. Closed by review fk:
+every reopen of a run's rollback wakes the run (``rollback_reopened``).
 """
 
 import datetime as dt

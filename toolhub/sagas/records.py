@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from toolhub.sagas.models import (
     Saga,
     SagaStatus,
 )
+from toolhub.signals import rollback_reopened
 from toolhub.tools.registry import registry
 from toolhub.transitions import TransitionTable, guarded_update
 
@@ -161,8 +163,15 @@ def reopen_rollback(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, 
     finishes again (``close_rollbacks``) once that is done (a held step or a resolution: at once, nothing to run),
     with an outcome naming the step, the conversation told again; kept finished, it read done before one of its own
     compensations ran, and its one ``saga.rollback_finished`` never named what became of that step (nor was a run's
-    conversation told).
+    conversation told). A run's saga wakes the run after commit (``rollback_reopened``): a held step or a resolution
+    settles no call, and a run that ended is woken by nothing else; a wake-up that finds the rollback under way (a
+    retry) tells nothing, its call's settling wakes the run again.
     """
+    if saga.run_id is not None:
+        run_id, rollback_id = saga.run_id, rollback.pk
+        transaction.on_commit(
+            lambda: rollback_reopened.send(sender=Rollback, run_id=run_id, rollback_id=rollback_id), robust=True
+        )
     rollback.finished_at = None
     rollback.told_at = None
     rollback.save(update_fields=["finished_at", "told_at"])
