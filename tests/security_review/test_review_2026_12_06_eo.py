@@ -47,6 +47,7 @@ Checked and found holding (no test here unless named):
   per HTTP request (stateless); no thread-local or ``lru_cache`` holds a principal.
 - Left as it is (noted): ``POST /api/v1/runs/{id}/rollback/`` and ``sagas/{id}/rollback/`` in eager mode run the
   compensations in the request and answer the saga (statuses, sanitized last errors; no results) without a re-read.
+  Closed by review fk (``rights_recheck.still_visible_after_running_here``: 403 for a saga or run no longer visible).
 - API key revocation during a wait: the key was valid when the request was authenticated; a revocation that comes
   with a deactivation or a new password (``token_revocation``) is seen as the deactivation; a key deleted alone
   while its holder's rights hold ends at the next request (not changed here).
