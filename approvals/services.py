@@ -33,7 +33,7 @@ from toolhub.exceptions import (
     DecisionNotAllowedError,
     NotInTenantError,
 )
-from toolhub.governance import governance_scope
+from toolhub.governance import governance_scope, governance_scope_stamp
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
@@ -411,7 +411,17 @@ def _release(
     released = decided_row(request, ApprovalStatus.APPROVED, required_approvals=needed)
     writes = [*([decision] if decision else []), released]
     edited = request.arguments if request.arguments != call.arguments else None
-    if not tool_call_release(call=call, actor=_actor(user), arguments=edited, preceding=[decided], writes=writes):
+    # Judged under the governance read after the request's lock (``_decide``): kept on the call, so a worker claiming it
+    # under the same stamp reads nothing to know its approvals still stand (``approvals.shortfall``).
+    approved_under = governance_scope_stamp()
+    if not tool_call_release(
+        call=call,
+        actor=_actor(user),
+        arguments=edited,
+        preceding=[decided],
+        writes=writes,
+        approved_under=approved_under,
+    ):
         # The call left pending_approval some other way; the decision is audited all the same.
         audit_call_event(call, decided.event_type, actor=decided.actor, data=decided.data)
     username = user.get_username()

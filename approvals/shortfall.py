@@ -16,6 +16,7 @@ from approvals.rows import released_request
 from approvals.rules import rules_ask_several_approvers
 from toolhub.authorization import tool_definitions
 from toolhub.catalogue import effective_risk
+from toolhub.governance import governance_scope_stamp
 from toolhub.models import ToolCall
 from toolhub.tools.definition import Risk
 from toolhub.tools.registry import registry
@@ -34,15 +35,24 @@ def approval_shortfall(call: ToolCall) -> str | None:
     worker's governance has them (``ApproverStanding(cached=True)``: read once per process until governance
     changes). The rules are read again only when they could ask more than one approval of the call now (its tool is
     critical now, or some rule asks several).
+
+    Nothing is read when the worker's governance is the one the approvals were judged under at release
+    (``ToolCall.approved_under``: every change that could lapse one stamps a new governance version) and no rule or
+    risk could ask more than one approval now: an approved call's hot path then costs no statement.
     """
     tool = registry.get(call.tool_name)
     if tool is None:
         return None
+    several_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL or (
+        rules_ask_several_approvers()
+    )
+    unchanged = call.approved_under is not None and call.approved_under == governance_scope_stamp()
+    if unchanged and not several_now:
+        return None
     request, givers = released_request(call.id)
     if request is None:
         return None
-    critical_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL
-    if critical_now or rules_ask_several_approvers():
+    if several_now:
         needed = required_under_rules_now(request, tool)
         if needed > request.required_approvals:
             return (

@@ -33,6 +33,7 @@ __all__ = [
     "GOVERNANCE_STAMP_CHECK",
     "GOVERNANCE_STAMP_SQL",
     "governance_stamp",
+    "governance_scope_stamp",
     "governance_triggers_install",
 ]
 
@@ -173,6 +174,12 @@ def governance_scope(
         yield cache.stamp
     finally:
         _scope.reset(token)
+
+
+def governance_scope_stamp() -> int | None:
+    """The stamp of the ``governance_scope`` this runs in, read by nothing (``None`` outside one, or unknown)."""
+    scoped = _scope.get()
+    return scoped.stamp if scoped is not None else None
 
 
 def governance_stamp(*, assume_current: bool) -> int | None:

@@ -63,14 +63,17 @@ def tool_call_release(
     arguments: Mapping[str, Any] | None = None,
     preceding: Sequence[EventSpec] = (),
     writes: Sequence[Write] = (),
+    approved_under: int | None = None,
 ) -> bool:
     """Queue an approved call for execution (with operator-edited arguments, when given).
 
     ``preceding``: the deciding approval's audit events, appended with the release's in one write;
-    ``writes``: the approval's own rows, written in the same statement (``call_transition``).
+    ``writes``: the approval's own rows, written in the same statement (``call_transition``);
+    ``approved_under``: the governance stamp its approvals were judged under, kept on the call: a worker that claims
+    it under the same stamp knows nothing that decides approvals changed since (``toolhub.signals.approval_shortfall``).
     """
     tool = registry.get(call.tool_name)
-    fields: dict[str, Any] = {"queued_at": timezone.now()}
+    fields: dict[str, Any] = {"queued_at": timezone.now(), "approved_under": approved_under}
     data: dict[str, Any] = {"reason": "approved"}
     if arguments is not None:
         # The operator's edit is what was approved: the binding follows the new arguments.

@@ -1,8 +1,8 @@
 """The whole approve -> executed -> run completed path stays few statements (in process, eager tasks).
 
 On PostgreSQL: the approval (the request locked, its decisions, one write), the worker's claim (which returns
-the call and its agent's tools: no read of either), the approvals it was released on with their request (their
-givers' standing judged again: ``approvals.shortfall``), the tool's own insert, the outcome, and the loop step (the
+the call and its agent's tools: no read of either; nor of the approvals it was released on while governance is
+the one they were judged under: ``approvals.shortfall``), the tool's own insert, the outcome, and the loop step (the
 run locked, its turn's calls, one write of the run).
 """
 
@@ -23,9 +23,10 @@ from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
 
-#: 11 before the claim returned the call and its agent's tools (a read of each); 9 before the worker judged the
-#: approvers' standing again (review fj: one read of the released round's approvals, with their request and askers).
-APPROVE_TO_COMPLETED_STATEMENTS_POSTGRESQL = 10
+#: 11 before the claim returned the call and its agent's tools (a read of each); 10 when the worker read the
+#: approvals it was released on whatever the governance (review fj), before the call kept the stamp they were
+#: judged under (``ToolCall.approved_under``).
+APPROVE_TO_COMPLETED_STATEMENTS_POSTGRESQL = 9
 
 SCRIPT = [
     {"content": "", "tool_calls": [{"name": "risky_effect", "arguments": {"note": "held"}}]},
@@ -34,7 +35,7 @@ SCRIPT = [
 
 
 @pytest.mark.postgres
-def test_approve_to_completed_is_ten_statements(
+def test_approve_to_completed_is_nine_statements(
     alice: User, operator: User, django_capture_on_commit_callbacks: Any
 ) -> None:
     # given a run waiting for the approval of its one call
@@ -53,7 +54,7 @@ def test_approve_to_completed_is_ten_statements(
     with CaptureQueriesContext(connection) as captured, django_capture_on_commit_callbacks(execute=True):
         approval_approve(request_id=request.pk, user=decider, comment="go")
 
-    # then it took ten statements, and every effect happened once
+    # then it took nine statements, and every effect happened once
     statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
     assert len(statements) <= APPROVE_TO_COMPLETED_STATEMENTS_POSTGRESQL, "\n".join(statements)
     run.refresh_from_db()

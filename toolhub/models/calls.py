@@ -168,6 +168,12 @@ class ToolCall(models.Model):
     model_call_id = models.CharField(max_length=100, blank=True)
     saga_id = models.CharField(max_length=100, blank=True)
     approval_hash = models.CharField(max_length=64, blank=True)
+    approved_under = models.BigIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The governance stamp its approvals were judged under when it was released (none: not known).",
+    )
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="What the model is told when the call did not succeed.")
     error_detail = models.TextField(blank=True, help_text="Full detail (traceback) for auditors only.")
