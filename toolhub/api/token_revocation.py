@@ -13,8 +13,19 @@ or a copy is the account as it now is). Not another password: Django's hash upgr
 rewrites only ``password``, ``set_password``'s mark cleared, usable before and after) and one unusable hash for
 another (each ``set_unusable_password`` draws a new one; an account signing in by token only keeps its token). A
 save that writes no password (a login's ``last_login``, an e-mail) keeps them; an administrator makes a new token
-in the admin's Tokens when the person needs one. ``QuerySet.update`` sends no signal: nothing in toolhub changes a
-password or deactivates an account that way.
+in the admin's Tokens when the person needs one.
+
+``QuerySet.update`` (a shell, a script, raw SQL) sends no signal, so what it deactivates or unstaffs keeps its
+tokens and sessions, refused only while that lasts. The save that gives the account back what it lost revokes them
+then: one making an inactive account active deletes its tokens (left from a deactivation, or made while it could
+not use them), one giving the console back (active staff, stored as not) deletes its sessions (the console's login
+signs in active staff only, so any session left is one it issued before). A password written by ``update`` is seen
+by no save after it (the stored hash is already the new one): its sessions end by Django's check of their hash, its
+tokens stay.
+
+A deleted account's sessions go with it (``pre_delete``, in the deletion's transaction; its tokens go by cascade):
+left until they expired, they signed in again once the account was restored with the same id and password hash
+(``loaddata`` of a backup).
 
 Console sessions likewise: Django refuses a session whose password hash is no longer the account's, or whose account
 is inactive or (``toolhub.api.sessions``, the admin) no longer staff, but only while that lasts: the row was kept,
@@ -29,7 +40,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import is_password_usable
 from django.db import transaction
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_save, pre_delete, pre_save
 
 from toolhub.governance_trail import governance_append, governance_tenants
 from toolhub.session_store import sessions_end
@@ -85,6 +96,10 @@ def _another_password(stored: str | None, written: str, *, hash_upgrade: bool) -
 
 #: Set by :func:`_user_saving`: whether the save takes the console away (active staff before, not after).
 _CONSOLE_LOST = "_toolhub_console_lost"
+#: Set by :func:`_user_saving`: whether the save gives the console back (not active staff before, active staff after).
+_CONSOLE_REGAINED = "_toolhub_console_regained"
+#: Set by :func:`_user_saving`: whether the save makes an inactive account active.
+_REACTIVATED = "_toolhub_reactivated"
 
 
 def _console(active: Any, staff: Any) -> bool:
@@ -93,43 +108,56 @@ def _console(active: Any, staff: Any) -> bool:
 
 
 def _user_saving(sender: Any, instance: Any, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
-    """Whether the save writes another password, and whether it takes the console away (active staff no more).
+    """Whether the save writes another password, takes the console away, gives it back or reactivates the account.
 
-    The stored row is read once, and only when the save writes the password or leaves the account off the console.
+    The stored row is read once, and only when the save writes the password or the flags (never at a login's save).
     """
     marked = getattr(instance, "_password", None) is not None  # ``set_password``, until the save ends
     writes = set(update_fields) if update_fields is not None else None
     reads_password = not marked and (writes is None or "password" in writes)
-    reads_flags = not _console(instance.is_active, getattr(instance, "is_staff", False)) and (
-        writes is None or bool(writes & {"is_active", "is_staff"})
-    )
-    new, lost = marked, False
+    reads_flags = writes is None or bool(writes & {"is_active", "is_staff"})
+    console = _console(instance.is_active, getattr(instance, "is_staff", False))
+    new, lost, regained, reactivated = marked, False, False, False
     if instance.pk is not None and (reads_password or reads_flags):
         stored = sender._base_manager.using(kwargs.get("using") or "default").filter(pk=instance.pk)
         row = stored.values_list("password", "is_active", "is_staff").first()
         if row is not None:
             if reads_password:
                 new = _another_password(row[0], instance.password, hash_upgrade=not raw and writes == {"password"})
-            lost = reads_flags and _console(row[1], row[2])
+            if reads_flags:
+                lost = not console and _console(row[1], row[2])
+                regained = console and not _console(row[1], row[2])
+                reactivated = bool(instance.is_active and not row[1])
     setattr(instance, _NEW_PASSWORD, new)
     setattr(instance, _CONSOLE_LOST, lost)
+    setattr(instance, _CONSOLE_REGAINED, regained)
+    setattr(instance, _REACTIVATED, reactivated)
 
 
 def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
-    """A user saved with another password (:func:`_user_saving`) or inactive, ``loaddata``'s raw saves included."""
+    """A user saved with another password (:func:`_user_saving`), inactive or given back what it had lost.
+
+    ``loaddata``'s raw saves included.
+    """
     if created:
         return
     using = kwargs.get("using") or "default"
     new_password = getattr(instance, _NEW_PASSWORD, False)
     if new_password:
         tokens_revoke(instance, why=PASSWORD_CHANGED, using=using)
-    elif not instance.is_active:
+    elif not instance.is_active or getattr(instance, _REACTIVATED, False):
         tokens_revoke(instance, why=DEACTIVATED, using=using)
-    if new_password or getattr(instance, _CONSOLE_LOST, False):
+    if new_password or getattr(instance, _CONSOLE_LOST, False) or getattr(instance, _CONSOLE_REGAINED, False):
         sessions_end(instance, using=using)
 
 
+def _user_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A user deleted: its sessions go in the deletion's transaction (its tokens go by cascade)."""
+    sessions_end(instance, using=kwargs.get("using") or "default")
+
+
 def install() -> None:
-    """Revoke a user's tokens (and end its sessions) whenever the user is saved with another password or inactive."""
+    """Revoke a user's tokens and end its sessions as the module says: at the saves above and at its deletion."""
     pre_save.connect(_user_saving, sender=get_user_model(), dispatch_uid="toolhub.api.token_revocation")
     post_save.connect(_user_saved, sender=get_user_model(), dispatch_uid="toolhub.api.token_revocation")
+    pre_delete.connect(_user_deleting, sender=get_user_model(), dispatch_uid="toolhub.api.token_revocation")
