@@ -18,6 +18,13 @@ Findings:
    deletion ends its sessions in the deletion's transaction (``pre_delete``; the admin's "delete selected" goes
    through it too); its tokens already went by cascade.
 
+3. Session ends were not audited (a token's revocation is a ``governance.deleted`` event): an operator's sessions
+   ended by a password reset, a deactivation or a deletion left no trace an auditor could read. Now each ending that
+   deletes any appends one ``login.sessions_ended`` event in each of the account's tenants' chains (the platform's
+   when none), naming the account, how many and why (actor ``revocation:password-changed|console-lost|
+   account-deleted``), never a cookie or its digest (``token_revocation.sessions_revoke``). An own password change
+   counts the changer's session too (deleted, then saved again under a new key by ``update_session_auth_hash``).
+
 Checked and holding (tests below marked "holds"):
 
 - A deleted account's session signs in no one while the account is gone (``ModelBackend.get_user`` finds no user;
@@ -32,10 +39,10 @@ Checked and holding (tests below marked "holds"):
 - A password written by ``QuerySet.update``: the session is refused and deleted at its next request by Django's
   session-hash check (``get_user`` flushes it), so it does not come back with the old hash either.
 - Left: a password written by ``QuerySet.update`` keeps the API token (no save sees the change: the stored hash is
-  already the new one; the token table holds no trace of the password it was made under). Session ends are not
-  audited (token revocations are); an ended session's row holds only a digest and a user id.
+  already the new one; the token table holds no trace of the password it was made under).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,7 +56,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.helpers import console
+from tests.helpers import assert_audit_intact, console
 from toolhub.api.keys import api_key_issue
 from toolhub.direct import CallerContextError, caller_principal
 from toolhub.mcp_caller import token_user
@@ -196,6 +203,56 @@ def test_the_admins_bulk_delete_ends_the_deleted_accounts_sessions(staff: User, 
     assert _session_answers(cookie) == (302, 401)
     assert _stored_sessions() == 1
     assert admin.get("/admin/").status_code == 200
+
+
+def _session_digests() -> list[str]:
+    """The session table's stored keys (digests of the cookies)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT session_key FROM django_session")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_ended_sessions_are_in_the_accounts_tenants_trails(staff: User, other_tenant: Tenant) -> None:
+    """Found: a deactivation deleted the account's sessions with nothing in the audit trail (its token's revocation
+    is a ``governance.deleted`` event). Expect: one ``login.sessions_ended`` event in each of the account's tenants'
+    chains, naming the account, how many sessions and why, never the cookie or its stored digest; a deletion too."""
+    TenantMembership.objects.create(user=staff, tenant=other_tenant)
+    cookies = [_signed_in(staff), _signed_in(staff)]
+    digests = _session_digests()
+    # when
+    staff.is_active = False
+    staff.save()
+    # then
+    ended = AuditEvent.objects.filter(event_type="login.sessions_ended").order_by("tenant")
+    assert [(event.tenant, event.actor) for event in ended] == [
+        ("acme", "revocation:console-lost"),
+        ("globex", "revocation:console-lost"),
+    ]
+    assert ended[0].payload == {"user_id": staff.pk, "username": "staffer", "sessions": 2}
+    for event in AuditEvent.objects.all():
+        text = json.dumps(event.payload) + event.actor
+        assert not any(secret in text for secret in [*cookies, *digests]), event.event_type
+    assert_audit_intact()
+    # when
+    staff.is_active = True
+    staff.save()
+    cookie = _signed_in(staff)
+    staff.delete()
+    # then
+    assert _session_answers(cookie) == (302, 401)
+    assert AuditEvent.objects.filter(
+        event_type="login.sessions_ended", actor="revocation:account-deleted", tenant="acme"
+    ).exists()
+    assert_audit_intact()
+
+
+def test_a_save_ending_no_session_records_nothing(staff: User) -> None:
+    """Holds with the fix (regression): a deactivation of an account signed in nowhere appends no session event."""
+    # when
+    staff.is_active = False
+    staff.save()
+    # then
+    assert not AuditEvent.objects.filter(event_type="login.sessions_ended").exists()
 
 
 def test_a_deleted_accounts_session_signs_in_no_one(staff: User) -> None:

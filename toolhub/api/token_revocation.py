@@ -27,6 +27,10 @@ A deleted account's sessions go with it (``pre_delete``, in the deletion's trans
 left until they expired, they signed in again once the account was restored with the same id and password hash
 (``loaddata`` of a backup).
 
+Sessions ended are recorded as tokens revoked are: one ``login.sessions_ended`` event in the trail of each of the
+account's tenants (the platform's when it has none), naming the account, how many sessions and why (actor
+``revocation:<why>``: ``password-changed``, ``console-lost``, ``account-deleted``), never a key or its digest.
+
 Console sessions likewise: Django refuses a session whose password hash is no longer the account's, or whose account
 is inactive or (``toolhub.api.sessions``, the admin) no longer staff, but only while that lasts: the row was kept,
 and reactivating the account, or making it staff again, signed the old session in again. So a save writing another
@@ -42,13 +46,17 @@ from django.contrib.auth.hashers import is_password_usable
 from django.db import transaction
 from django.db.models.signals import post_save, pre_delete, pre_save
 
-from toolhub.governance_trail import governance_append, governance_tenants
+from toolhub.audit import audit_append
+from toolhub.governance_trail import USER_TENANTS, governance_append, governance_tenants
 from toolhub.session_store import sessions_end
 
-__all__ = ["install", "tokens_revoke"]
+__all__ = ["install", "sessions_revoke", "tokens_revoke"]
 
 PASSWORD_CHANGED = "password-changed"
 DEACTIVATED = "deactivated"
+#: Why sessions end besides a new password: the console taken away (or given back, ending those left from before).
+CONSOLE_LOST = "console-lost"
+ACCOUNT_DELETED = "account-deleted"
 
 
 def tokens_revoke(user: Any, *, why: str, using: str = "default") -> int:
@@ -79,6 +87,17 @@ def tokens_revoke(user: Any, *, why: str, using: str = "default") -> int:
         # (a token's ``ApiTokenUse`` goes with it) would match the key column against user ids and delete nothing.
         Token._base_manager.using(using).filter(key__in=[token.key for token in tokens]).delete()
     return len(tokens)
+
+
+def sessions_revoke(user: Any, *, why: str, using: str = "default") -> int:
+    """End ``user``'s console sessions (``sessions_end``), recorded in its tenants' trails when any ended; how many."""
+    with transaction.atomic(using=using):
+        ended = sessions_end(user, using=using)
+        if ended:
+            data = {"user_id": user.pk, "username": user.get_username(), "sessions": ended}
+            for tenant in governance_tenants(user, fields=(), lookups=USER_TENANTS) or [""]:
+                audit_append(event_type="login.sessions_ended", actor=f"revocation:{why}", data=data, tenant=tenant)
+    return ended
 
 
 #: Set by :func:`_user_saving`: whether the save writes another password than the stored one.
@@ -147,13 +166,15 @@ def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any
         tokens_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif not instance.is_active or getattr(instance, _REACTIVATED, False):
         tokens_revoke(instance, why=DEACTIVATED, using=using)
-    if new_password or getattr(instance, _CONSOLE_LOST, False) or getattr(instance, _CONSOLE_REGAINED, False):
-        sessions_end(instance, using=using)
+    if new_password:
+        sessions_revoke(instance, why=PASSWORD_CHANGED, using=using)
+    elif getattr(instance, _CONSOLE_LOST, False) or getattr(instance, _CONSOLE_REGAINED, False):
+        sessions_revoke(instance, why=CONSOLE_LOST, using=using)
 
 
 def _user_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
     """A user deleted: its sessions go in the deletion's transaction (its tokens go by cascade)."""
-    sessions_end(instance, using=kwargs.get("using") or "default")
+    sessions_revoke(instance, why=ACCOUNT_DELETED, using=kwargs.get("using") or "default")
 
 
 def install() -> None:
