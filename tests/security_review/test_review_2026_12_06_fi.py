@@ -38,6 +38,13 @@ Checked and holding (tests below marked "holds"):
   permission caches living on the request's user object only.
 - A password written by ``QuerySet.update``: the session is refused and deleted at its next request by Django's
   session-hash check (``get_user`` flushes it), so it does not come back with the old hash either.
+- Read in the code: toolhub has no password-reset flow (no ``password_reset`` URL); ``changepassword``, the admin's
+  password form and ``load_demo`` set a password through ``set_password`` and ``save`` (review cu/en's path); no
+  toolhub code deactivates, unstaffs or sets a password by ``QuerySet.update``, and no admin action on users does
+  (the user list has only Django's "delete selected", which deletes through the collector: ``pre_delete`` per user).
+  Every REST view (``toolhub.api``, ``agents_app``, ``approvals``) authenticates through DRF's classes, so a cookie
+  is taken only by ``ConsoleSessionAuthentication`` (active staff now); no other view reads a session; MCP takes API
+  tokens only, issues no session and reads the token's user and tenant at each HTTP request.
 - Left: a password written by ``QuerySet.update`` keeps the API token (no save sees the change: the stored hash is
   already the new one; the token table holds no trace of the password it was made under).
 """
