@@ -38,6 +38,8 @@ Checked and holding (tests below marked "holds"):
   permission caches living on the request's user object only.
 - A password written by ``QuerySet.update``: the session is refused and deleted at its next request by Django's
   session-hash check (``get_user`` flushes it), so it does not come back with the old hash either.
+- With the fix, an administrator deleting their own account gets the delete page's redirect (the session ended in
+  the deletion is not written again) and is signed out.
 - Read in the code: toolhub has no password-reset flow (no ``password_reset`` URL); ``changepassword``, the admin's
   password form and ``load_demo`` set a password through ``set_password`` and ``save`` (review cu/en's path); no
   toolhub code deactivates, unstaffs or sets a password by ``QuerySet.update``, and no admin action on users does
@@ -334,3 +336,18 @@ def test_a_password_written_by_an_update_ends_the_session_at_its_next_request(st
     assert _stored_sessions() == 0
     User.objects.filter(pk=staff.pk).update(password=old)
     assert _session_answers(cookie) == (302, 401)
+
+
+def test_an_administrator_deleting_their_own_account_is_answered_and_signed_out(superuser: User) -> None:
+    """Holds with the fix (regression): the session ended inside the deletion is the one answering; the delete page
+    still redirects (no ``SessionInterrupted``: nothing is written to the deleted session) and the next page asks
+    for a login."""
+    browser = Client()
+    browser.force_login(superuser)
+    # when
+    deleted = browser.post(f"/admin/auth/user/{superuser.pk}/delete/", {"post": "yes"})
+    # then
+    assert deleted.status_code == 302, deleted.status_code
+    assert not User.objects.filter(pk=superuser.pk).exists()
+    assert browser.get("/admin/").status_code == 302
+    assert _stored_sessions() == 0
