@@ -1,15 +1,16 @@
 """A download that streams re-reads its reader's rights between chunks: one that outlives them stops.
 
 An export is authorized, scoped and audited when its request begins, then streams for as long as the rows take (a
-tenant's whole trail, every call of a filter: minutes). A reader removed from the tenant, deactivated, or stripped
-of the permission meanwhile must not keep receiving it. Between chunks, at most every
-``STREAM_RIGHTS_RECHECK_SECONDS``, the rights are read again (``toolhub.tenancy.tenant_scope_now``: the user's row,
-permissions and memberships as they are now) and the stream is cut off with :class:`RightsRevokedError` when they no
-longer hold. Raising, not ending, is deliberate: the client sees a broken transfer, never a file that looks
-complete, and an audit export is recorded as failed. MCP's progress notifications of a followed call are such a
-stream too (``RightsRecheck``, asked before each batch of updates). The same re-read answers every request that
-waited (``?wait=``, MCP, or work run in the request itself: ``still_visible_after_running_here``): one way to ask
-"still allowed?".
+tenant's whole trail, every call of a filter: minutes). A reader removed from the tenant, deactivated, stripped
+of the permission, or whose session or key ended (a password reset) meanwhile must not keep receiving it. Between
+chunks, at most every ``STREAM_RIGHTS_RECHECK_SECONDS``, the rights are read again
+(``toolhub.tenancy.tenant_scope_now``: the user's row, permissions and memberships as they are now, and the
+credential the request came with, ``toolhub.credentials``) and the stream is cut off with
+:class:`RightsRevokedError` when they no longer hold. Raising, not ending, is deliberate: the client sees a broken
+transfer, never a file that looks complete, and an audit export is recorded as failed. MCP's progress notifications
+of a followed call are such a stream too (``RightsRecheck``, asked before each batch of updates). The same re-read
+answers every request that waited (``?wait=``, MCP, or work run in the request itself:
+``still_visible_after_running_here``): one way to ask "still allowed?".
 """
 
 import time

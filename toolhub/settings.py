@@ -215,6 +215,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The session's user carries its session, asked again after a wait (toolhub.credentials).
+    "toolhub.credentials.SessionCredentialMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # Last: turns a login axes refused into the lockout page.
     "axes.middleware.AxesMiddleware",

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, Q, QuerySet
 
+from toolhub.credentials import credential_holds
 from toolhub.exceptions import NotInTenantError
 
 __all__ = [
@@ -97,7 +98,9 @@ def tenant_scope_now(user: Any) -> TenantScope:
     The memo holds for one request; a request that followed a call for seconds (``?wait=``, MCP) may outlive a
     membership, and the rights the scope and a row's visibility rest on (``is_active``, ``is_staff``,
     ``is_superuser``, permissions) may be revoked meanwhile: the user's row is read again and the auth backend's
-    permission caches dropped, so what the request answers afterwards is asked of the rights as they are now.
+    permission caches dropped, so what the request answers afterwards is asked of the rights as they are now. The
+    credential the request came with is asked too (``toolhub.credentials``): revoked meanwhile (a key deleted, a
+    password reset ending keys and sessions), the user reads as inactive, answered nothing.
     """
     if user is not None and getattr(user, "is_authenticated", False):
         _reload_rights(user)
@@ -113,6 +116,9 @@ def _reload_rights(user: Any) -> None:
     try:
         user.refresh_from_db(fields=fields)
     except ObjectDoesNotExist:
+        user.is_active = False
+    if user.is_active and not credential_holds(user):
+        # The key or session the request came with was revoked meanwhile (``toolhub.credentials``): no one now.
         user.is_active = False
 
 

@@ -22,6 +22,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from toolhub.api.keys import key_digest
 from toolhub.api.token_use import TokenChannel, TokenGone, token_use_stamp
 from toolhub.conf import toolhub_settings
+from toolhub.credentials import credential_carried
 
 __all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "install", "token_handle", "token_owner"]
 
@@ -62,7 +63,17 @@ def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
         token_use_stamp(token, channel)
     except TokenGone as gone:
         raise TokenRefused(INVALID) from gone
+    # Asked again with the user's rights after a wait: a key deleted or grown old meanwhile answers nothing more.
+    credential_carried(token.user, lambda: _still_good(token.key))
     return token.user, token
+
+
+def _still_good(digest: str) -> bool:
+    """Whether the key stored as ``digest`` still authenticates (not deleted, not older than allowed); one read."""
+    from rest_framework.authtoken.models import Token
+
+    created = Token.objects.filter(key=digest).values_list("created", flat=True).first()
+    return created is not None and not _expired(created)
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
