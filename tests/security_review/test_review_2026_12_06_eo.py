@@ -50,7 +50,9 @@ Checked and found holding (no test here unless named):
   Closed by review fk (``rights_recheck.still_visible_after_running_here``: 403 for a saga or run no longer visible).
 - API key revocation during a wait: the key was valid when the request was authenticated; a revocation that comes
   with a deactivation or a new password (``token_revocation``) is seen as the deactivation; a key deleted alone
-  while its holder's rights hold ends at the next request (not changed here).
+  while its holder's rights hold ends at the next request (not changed here). Since review fo the re-read asks the
+  key (and a console session) again too (``toolhub.credentials``): a new password or a deleted key is answered
+  nothing after the wait.
 """
 
 import time
