@@ -5,16 +5,18 @@ goes through the same pipeline as any call (the step's user and tenant, their gr
 rules); its outcome moves the compensation on, to a scheduled retry, or to an operator's attention.
 """
 
+import copy
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.dispatch import dispatch_call
 from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.models import (
@@ -24,7 +26,7 @@ from toolhub.sagas.models import (
     CompensationStatus,
     Saga,
 )
-from toolhub.sagas.records import audit_saga, compensation_transition, planned_arguments
+from toolhub.sagas.records import audit_compensation, audit_saga, compensation_transition, planned_arguments
 from toolhub.tools.context import ToolContext
 from toolhub.tools.registry import registry
 
@@ -178,8 +180,22 @@ def compensation_request(saga: Saga, compensation: Compensation) -> CallRequest:
 
 
 def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, actor: str) -> None:
+    """Move a running compensation on by its call's outcome, which includes the calls held on its behalf.
+
+    An agentic compensation's inner call held for an operator's approval is not waited for by its model (told it
+    runs once approved), so the compensation's call may succeed before the undo is done: the compensation stays
+    running until such calls settle (``held_inner_outcome``), and one that did not succeed is its outcome.
+    """
     if compensation.status != CompensationStatus.RUNNING or compensation.call_id != call.id or not call.is_settled:
         return
+    held = held_inner_outcome(call)
+    if held is not None:
+        status, error = held
+        if status == "":
+            _wait_for_held(saga, compensation, error, actor)
+            return
+        call = copy.copy(call)
+        call.status, call.error = status, error
     now = timezone.now()
     CompensationAttempt.objects.get_or_create(
         call=call,
@@ -235,6 +251,45 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
             finished_at=now,
             **common,
         )
+
+
+def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
+    """What the calls held on behalf of a compensation's succeeded attempt make of it: ``None`` when none was held.
+
+    Held: made inside this attempt (an agentic compensation's inner calls) and not settled when it finished, so its
+    model never saw their outcome. ``("", why)`` while one is still open; else the first that did not succeed, as
+    ``(status, error)`` naming it; ``None`` when all succeeded.
+    """
+    if call.status != CallStatus.SUCCEEDED or call.started_at is None or call.finished_at is None:
+        return None
+    held = (
+        ToolCall.objects.filter(
+            kind=CallKind.INNER, context__parent_call_id=str(call.id), created_at__gte=call.started_at
+        )
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=call.finished_at))
+        .order_by("created_at", "position")
+    )
+    rows = list(held.values_list("id", "tool_name", "status", "error")[:200])
+    for pk, name, status, _ in rows:
+        if status not in SETTLED_STATUSES:
+            return "", f"Its inner call {pk} ({name}) is {status}; the step is undone only once it succeeds."
+    for pk, name, status, error in rows:
+        if status != CallStatus.SUCCEEDED:
+            why = f"Its inner call {pk} ({name}), held when its model answered, ended {status}"
+            return status, f"{why}: {error}"[:2000] if error else f"{why}; the step was not undone."
+    return None
+
+
+def _wait_for_held(saga: Saga, compensation: Compensation, why: str, actor: str) -> None:
+    """Keep the compensation running while a call held on its behalf is open; said once, in its trail and error."""
+    now = timezone.now()
+    if compensation.last_error == why:
+        # The sweep comes back to it: touched, so the ones whose outcome was lost are reached before it again.
+        Compensation.objects.filter(pk=compensation.pk).update(updated_at=now)
+        return
+    Compensation.objects.filter(pk=compensation.pk).update(last_error=why, updated_at=now)
+    compensation.last_error = why
+    audit_compensation(saga, compensation, "compensation.waiting", actor=actor, data={"reason": why})
 
 
 def close_rollbacks(saga: Saga, actor: str) -> None:

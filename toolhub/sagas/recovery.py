@@ -88,7 +88,8 @@ def sagas_sweep(*, limit: int = 200) -> dict[str, int]:
     for compensation_id in due.order_by("next_attempt_at").values_list("id", flat=True)[:limit]:
         counts["retried"] += compensation_retry_due(compensation_id=compensation_id)
     settled = Compensation.objects.filter(status=CompensationStatus.RUNNING, call__status__in=list(SETTLED_STATUSES))
-    for compensation_id in settled.values_list("id", flat=True)[:limit]:
+    # Oldest touched first: one waiting on a call held on its behalf is touched each time (``_wait_for_held``).
+    for compensation_id in settled.order_by("updated_at", "id").values_list("id", flat=True)[:limit]:
         saga_sync_compensation(compensation_id=compensation_id)
         counts["synced"] += 1
     for saga_id in list(_stalled_rollbacks()[:limit]):

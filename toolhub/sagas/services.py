@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from toolhub.exceptions import ToolhubError
-from toolhub.models import ROLLBACK_KINDS, STEP_KINDS, CallKind, CallStatus, ToolCall, is_saga_step
+from toolhub.models import ROLLBACK_KINDS, STEP_KINDS, CallKind, CallStatus, ToolCall, is_saga_step, is_undoing
 from toolhub.sagas.compensating import advance, apply_call_outcome
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, RollbackTrigger, Saga
 from toolhub.sagas.records import (
@@ -93,8 +93,8 @@ def saga_ignores(call: ToolCall) -> bool:
     Sagas follow compensations, succeeded steps of compensable tools, and failed direct calls that share a
     saga id; a call of a tool without compensation in a run, or outside any saga, concerns none.
     """
-    if call.kind not in STEP_KINDS:
-        return False
+    if call.kind not in STEP_KINDS or is_undoing(call.kind, call.context):
+        return False  # a compensation, or a call held on its behalf whose outcome is the compensation's
     if not is_saga_step(call.kind, call.context) or not saga_key_of(call):
         return True
     tool = registry.get(call.tool_name)
@@ -107,8 +107,14 @@ def saga_call_settled(*, call_id: uuid.UUID) -> None:
     call = ToolCall.objects.filter(pk=call_id).first()
     if call is None:
         return
-    if call.kind == CallKind.COMPENSATION:
-        compensation_id = Compensation.objects.filter(call_id=call.id).values_list("id", flat=True).first()
+    if is_undoing(call.kind, call.context):
+        # Its own call, or one an agentic compensation's model left held (``held_inner_outcome``): either settles it.
+        undoing_call = (
+            call.id if call.kind == CallKind.COMPENSATION else _uuid((call.context or {}).get("parent_call_id"))
+        )
+        if undoing_call is None:
+            return
+        compensation_id = Compensation.objects.filter(call_id=undoing_call).values_list("id", flat=True).first()
         if compensation_id is not None:
             saga_sync_compensation(compensation_id=compensation_id)
         return
@@ -337,3 +343,10 @@ def saga_advance(*, saga_id: int, actor: str = SAGA_ACTOR) -> None:
         if saga is not None:
             advance(saga, actor)
             refresh_status(saga, actor)
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
