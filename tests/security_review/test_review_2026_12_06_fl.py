@@ -16,6 +16,12 @@ Findings:
    failed, needs attention). (``test_a_held_inner_call_keeps_the_compensation_running``,
    ``test_an_approved_inner_call_completes_the_compensation``,
    ``test_a_rejected_inner_call_fails_the_compensation``.)
+2. The saga's audit events (``saga_audit_events``, the "Audit events" of its admin page) held its steps' and its
+   compensation calls' events only, not those of the calls an agentic compensation's model chose and ran (what undid
+   the step, and their approvals): an auditor following a rollback saw the step compensated and not how. Fixed: the
+   events of every call made on behalf of the saga's compensations (``undoing()``, naming a step of the saga in
+   ``compensates``, of its tenant) are listed with them
+   (``test_the_sagas_audit_events_show_the_calls_made_undoing_its_steps``).
 
 Checked and holding (regression tests below where marked):
 """
@@ -140,3 +146,24 @@ def test_a_rejected_inner_call_fails_the_compensation(
     assert undo.status == CompensationStatus.FAILED, (undo.status, undo.last_error)
     assert str(inner.pk) in undo.last_error and "rejected" in undo.last_error
     assert undo.step_call.status == CallStatus.SUCCEEDED
+
+
+def test_the_sagas_audit_events_show_the_calls_made_undoing_its_steps(
+    alice: User, acme_operator: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: the saga's audit events (``saga_audit_events``, its admin page's "Audit events") held its steps' and
+    its compensation calls' events only: the calls an agentic compensation's model chose and ran (what actually
+    undid the step, its approvals) were missing, so an auditor following the saga saw "compensated" and not how.
+    Expect: the events of every call made on behalf of the saga's compensations are listed with them."""
+    from toolhub.sagas.selectors import saga_audit_events
+
+    with registry.temporarily(reserve_fl_trip, *HELD_DESK.__toolhub_tools__()):
+        undo, inner = _held_undo(alice, acme_operator, django_capture_on_commit_callbacks)
+    events = saga_audit_events(undo.saga)
+    inner_events = [e.event_type for e in events if e.call_id == inner.pk]
+    assert inner_events == ["call.requested", "call.pending_approval"], inner_events
+    desk = client_for(acme_operator)
+    desk.force_login(acme_operator)
+    page = desk.get(f"/admin/sagas/saga/{undo.saga_id}/change/")
+    assert page.status_code == 200
+    assert "risky_effect" in page.content.decode()

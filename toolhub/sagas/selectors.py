@@ -6,7 +6,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, IntegerField, Q, QuerySet, Value
 
 from toolhub.audit_hash import canonical_json
-from toolhub.models import AuditEvent, ToolCall, is_undoing
+from toolhub.models import AuditEvent, ToolCall, is_undoing, undoing
 from toolhub.sagas.models import Compensation, CompensationStatus, Rollback, Saga, SagaStatus
 from toolhub.selectors import displayed_arguments
 from toolhub.tenancy import has_tenant_wide_role, visible_rows
@@ -128,9 +128,18 @@ def saga_compensations(saga: Saga) -> QuerySet[Compensation]:
 
 
 def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
-    """The audit events of a saga's steps and compensation calls, and of the saga itself."""
-    call_ids = list(saga.compensations.values_list("step_call_id", flat=True))
-    call_ids += [pk for pk in saga.compensations.values_list("call_id", flat=True) if pk]
+    """The audit events of a saga's steps, of the calls made undoing them, and of the saga itself.
+
+    The calls made undoing a step: its compensation's own, and those made on its behalf (``is_undoing``: an agentic
+    compensation's inner calls name the step they ``compensate``), what its model chose and ran included.
+    """
+    steps = list(saga.compensations.values_list("step_call_id", flat=True))
+    call_ids = steps + [pk for pk in saga.compensations.values_list("call_id", flat=True) if pk]
+    call_ids += list(
+        ToolCall.objects.filter(tenant=saga.tenant, context__compensates__in=[str(pk) for pk in steps])
+        .filter(undoing())
+        .values_list("id", flat=True)[:10_000]
+    )
     events = AuditEvent.objects.filter(call_id__in=call_ids)
     if saga.run_id is not None:
         events = events | AuditEvent.objects.filter(run_id=saga.run_id, event_type__startswith="saga.")
