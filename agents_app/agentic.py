@@ -5,6 +5,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -14,8 +15,9 @@ from agents_app.models import AgentRun
 from agents_app.models_adapters import adapter_for
 from agents_app.selectors import agent_for_run, providers_usable_by
 from toolhub.agentic.models import InnerModel
+from toolhub.audit import audit_append
 from toolhub.exceptions import ModelError, ToolError
-from toolhub.models import is_undoing
+from toolhub.models import ToolCall, is_undoing
 from toolhub.tools.context import ToolContext
 
 __all__ = ["agentic_model"]
@@ -57,6 +59,8 @@ def agentic_model(ctx: ToolContext, *, agent: str = "", provider: str = "") -> I
     # not charged to the run whose step it undoes, nor refused because that run ended or spent what it was given.
     if run is not None and not is_undoing("", ctx.as_dict()):
         adapter = _ChargedToRun(adapter, run.id)
+    else:
+        adapter = _RecordedOnCall.of(adapter, ctx)
     return InnerModel(adapter=adapter, profile=chosen.provider.effective_schema_profile)
 
 
@@ -137,6 +141,51 @@ class _ChargedToRun:
         spent = run.prompt_tokens + run.completion_tokens + spending_below(run.id).tokens
         if spent >= limit:
             raise ModelError(f"the run's token budget ({limit} tokens, given by its parent run) is spent")
+
+
+@dataclass(frozen=True)
+class _RecordedOnCall:
+    """An inner model no run pays for (a compensation's, or a direct call's): its turns are on its call's trail.
+
+    Each turn it was billed for is an ``agentic.model_turn`` event of its call (tokens, tool calls asked), so what it
+    spent is seen and summed there; its turns and inner calls are bounded by the agentic tool's ``max_iterations``
+    and ``max_calls``.
+    """
+
+    adapter: Any
+    call_id: uuid.UUID
+    tool_name: str
+    tenant: str
+    run_id: uuid.UUID | None
+
+    @classmethod
+    def of(cls, adapter: Any, ctx: ToolContext) -> Any:
+        row = ToolCall.objects.filter(id=ctx.call_id).values_list("id", "tool_name", "tenant", "run_id").first()
+        return adapter if row is None else cls(adapter, *row)
+
+    def complete(self, **kwargs: Any) -> Any:
+        try:
+            turn = self.adapter.complete(**kwargs)
+        except Exception as exc:
+            billed = billed_tokens(exc)
+            if any(billed):
+                self._record(*billed, asked=0, refused=True)
+            raise
+        self._record(turn.prompt_tokens, turn.completion_tokens, asked=len(turn.tool_calls or ()), refused=False)
+        return turn
+
+    def _record(self, prompt_tokens: int, completion_tokens: int, *, asked: int, refused: bool) -> None:
+        data = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "tool_calls": asked}
+        with transaction.atomic():
+            audit_append(
+                event_type="agentic.model_turn",
+                actor="agentic",
+                data={**data, "refused": True} if refused else data,
+                call_id=self.call_id,
+                run_id=self.run_id,
+                tool_name=self.tool_name,
+                tenant=self.tenant,
+            )
 
 
 def _run_of(ctx: ToolContext) -> AgentRun | None:
