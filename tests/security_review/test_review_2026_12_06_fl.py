@@ -29,6 +29,12 @@ Findings:
    naming its own agent. Fixed where the model is chosen (``agents_app.agentic.agentic_model``): a model no run pays
    for is wrapped to append each billed turn to its call's trail (``agentic.model_turn``: tokens, tool calls asked,
    a refused answer's billed tokens too) (``test_what_the_compensations_model_spent_is_on_its_trail``).
+4. A compensation attempt that failed left the calls held on its behalf waiting: the desk's model asked for a held
+   undo and then ran out of turns (or failed), the compensation was scheduled again (its retry's model asks again)
+   or left failed, and the old held call stayed before the operators: approved, it undid the step a second time, or
+   once after the compensation was counted failed. Fixed where the attempt's outcome is applied
+   (``apply_call_outcome`` -> ``withdraw_held_inner``): the calls still waiting on behalf of an attempt that did not
+   succeed are withdrawn with their approval requests (``test_a_failed_attempts_held_inner_call_is_withdrawn``).
 
 Checked and holding (regression tests below where marked):
 - Whom the compensation's inner calls run as: the step's user (``compensation_request``: ``user_id`` of the step,
@@ -395,3 +401,46 @@ def test_an_expired_inner_call_fails_the_compensation(
     assert undo.status == CompensationStatus.FAILED, (undo.status, undo.last_error)
     assert str(inner.pk) in undo.last_error and "expired" in undo.last_error
     assert undo.step_call.status == CallStatus.SUCCEEDED
+
+
+SHORT_DESK = SimpleAgenticTool(
+    "undo_fl_short_desk", "Undo a trip through a held effect.", tools=[risky_effect], max_iterations=1, agent="fl-short"
+)
+
+
+@tool(compensate_with="undo_fl_short_desk", compensation_mapping=lambda arguments, result: {"task": f"undo {result}"})
+def reserve_fl_short_trip(city: str) -> dict[str, Any]:
+    """Reserve a trip; undone by a desk whose model runs out of turns after asking for a held effect."""
+    return {"trip": f"T-{city}"}
+
+
+def test_a_failed_attempts_held_inner_call_is_withdrawn(
+    alice: User, acme_operator: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: the desk's model asked for a held undo and then ran out of turns: the compensation's attempt failed and
+    was scheduled again (a retry runs the model again, which asks again), yet the held call of the failed attempt
+    stayed before the operators: approving it and the retry's each ran the undo (twice, for a tool not idempotent),
+    after the compensation had already been counted failed.
+    Expect: a compensation attempt that fails withdraws the calls still held on its behalf (their approval requests
+    with them); the retry asks afresh."""
+    agent_create(
+        name="fl-short",
+        provider="scripted",
+        script=[{"tool_calls": [{"name": "risky_effect", "arguments": {"note": "undo"}}]}],
+        tools=[],
+    )
+    with registry.temporarily(reserve_fl_short_trip, *SHORT_DESK.__toolhub_tools__()):
+        with django_capture_on_commit_callbacks(execute=True):
+            made = client_for(alice).post(
+                "/api/v1/calls/",
+                {"tool": "reserve_fl_short_trip", "arguments": {"city": "oslo"}, "saga_id": "s"},
+                format="json",
+            )
+        step = ToolCall.objects.get(pk=made.json()["id"])
+        with django_capture_on_commit_callbacks(execute=True):
+            saga_rollback_on_demand(saga_key="s", tenant="acme", actor="user:acme-operator", by=acme_operator)
+    undo = Compensation.objects.get(step_call=step)
+    assert undo.status == CompensationStatus.RETRY_SCHEDULED, (undo.status, undo.last_error)
+    inner = ToolCall.objects.get(kind=CallKind.INNER, tool_name="risky_effect")
+    assert inner.status == CallStatus.CANCELLED, inner.status
+    assert not ApprovalRequest.objects.filter(call=inner, status="pending").exists()

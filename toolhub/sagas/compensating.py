@@ -188,6 +188,8 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
     """
     if compensation.status != CompensationStatus.RUNNING or compensation.call_id != call.id or not call.is_settled:
         return
+    if call.status != CallStatus.SUCCEEDED:
+        withdraw_held_inner(call, actor)
     held = held_inner_outcome(call)
     if held is not None:
         status, error = held
@@ -278,6 +280,27 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
             why = f"Its inner call {pk} ({name}), held when its model answered, ended {status}"
             return status, f"{why}: {error}"[:2000] if error else f"{why}; the step was not undone."
     return None
+
+
+def withdraw_held_inner(call: ToolCall, actor: str) -> None:
+    """Withdraw the calls still waiting on behalf of a compensation's attempt that did not succeed.
+
+    Its model asked for them, then the attempt failed (out of turns, say): the compensation is retried or left to an
+    operator, and a retry's model asks again, so one approved later would undo the step a second time.
+    """
+    from toolhub.waiting import WITHDRAWABLE_STATUSES, tool_call_withdraw
+
+    if call.started_at is None:
+        return
+    waiting = ToolCall.objects.filter(
+        kind=CallKind.INNER,
+        context__parent_call_id=str(call.id),
+        created_at__gte=call.started_at,
+        status__in=list(WITHDRAWABLE_STATUSES),
+    )
+    reason = f"the compensation's attempt it was asked in ended {call.status}; a retry asks again"
+    for inner in waiting.order_by("created_at", "position")[:200]:
+        tool_call_withdraw(call=inner, actor=actor, reason=reason)
 
 
 def _wait_for_held(saga: Saga, compensation: Compensation, why: str, actor: str) -> None:
