@@ -265,8 +265,11 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
     if call.status != CallStatus.SUCCEEDED or call.started_at is None or call.finished_at is None:
         return None
     held = (
-        ToolCall.objects.filter(
-            kind=CallKind.INNER, context__parent_call_id=str(call.id), created_at__gte=call.started_at
+        ToolCall.objects.filter(  # the tenant's calls since the attempt began (its index), not every call's context
+            tenant=call.tenant,
+            created_at__gte=call.started_at,
+            kind=CallKind.INNER,
+            context__parent_call_id=str(call.id),
         )
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=call.finished_at))
         .order_by("created_at", "position")
@@ -292,10 +295,11 @@ def withdraw_held_inner(call: ToolCall, actor: str) -> None:
 
     if call.started_at is None:
         return
-    waiting = ToolCall.objects.filter(
+    waiting = ToolCall.objects.filter(  # as ``held_inner_outcome``: the tenant's calls since the attempt began
+        tenant=call.tenant,
+        created_at__gte=call.started_at,
         kind=CallKind.INNER,
         context__parent_call_id=str(call.id),
-        created_at__gte=call.started_at,
         status__in=list(WITHDRAWABLE_STATUSES),
     )
     reason = f"the compensation's attempt it was asked in ended {call.status}; a retry asks again"

@@ -136,7 +136,9 @@ def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
     steps = list(saga.compensations.values_list("step_call_id", flat=True))
     call_ids = steps + [pk for pk in saga.compensations.values_list("call_id", flat=True) if pk]
     call_ids += list(
-        ToolCall.objects.filter(tenant=saga.tenant, context__compensates__in=[str(pk) for pk in steps])
+        # The tenant's calls since the saga began (its index), not every call's context.
+        ToolCall.objects.filter(tenant=saga.tenant, created_at__gte=saga.created_at)
+        .filter(context__compensates__in=[str(pk) for pk in steps])
         .filter(undoing())
         .values_list("id", flat=True)[:10_000]
     )
