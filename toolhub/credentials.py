@@ -4,10 +4,11 @@ A request that waits (``?wait=``, MCP's follows and status waits, a call or run 
 export streaming for minutes) reads its user's rights again afterwards (``toolhub.tenancy.tenant_scope_now``). The
 rights of the account are not all: a password reset because the account was feared taken deletes its API keys and
 its console sessions (``toolhub.api.token_revocation``), an administrator deletes one key alone (the admin's Tokens),
-a key grows too old; the account keeps its flags and memberships. So authentication marks the user object with a
-check of the credential it used (:func:`credential_carried`: ``token_owner`` for the REST API and MCP, the
-:class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_holds`):
-one no longer good reads as an account no longer active, answered nothing, whatever waited.
+a key grows too old, a session expires (its row stays until beat's sweep); the account keeps its flags and
+memberships. So authentication marks the user object with a check of the credential it used
+(:func:`credential_carried`: ``token_owner`` for the REST API and MCP, the :class:`SessionCredentialMiddleware` for the
+console's session), and the re-read asks it (:func:`credential_holds`): one no longer good reads as an account no
+longer active, answered nothing, whatever waited.
 """
 
 from collections.abc import Callable
@@ -41,14 +42,21 @@ def _session_user(request: HttpRequest) -> Any:
     session = request.session
     if getattr(user, "is_authenticated", False) and session.session_key:
         # The key read when asked: a password changed by its own user saves the session under a new key.
-        credential_carried(user, lambda: _session_lives(session))
+        signed_in_as = user._meta.pk.value_to_string(user)
+        credential_carried(user, lambda: _session_lives(session, signed_in_as))
     return user
 
 
-def _session_lives(session: Any) -> bool:
-    """Whether ``session``'s key (as it is now) is still in the store: ended sessions' rows are deleted."""
+def _session_lives(session: Any, signed_in_as: str) -> bool:
+    """Whether ``session``'s key (as it is now) would still sign in ``signed_in_as``; one read of its store.
+
+    Loaded afresh through its store, as the next request would be: a session ended (its row deleted), expired (its
+    row left for beat's sweep: ``exists`` would still answer it) or signed in as someone else since signs in no one.
+    """
+    from django.contrib.auth import SESSION_KEY
+
     key = session.session_key
-    return bool(key) and bool(session.exists(key))
+    return bool(key) and type(session)(session_key=key).load().get(SESSION_KEY) == signed_in_as
 
 
 class SessionCredentialMiddleware:
