@@ -108,6 +108,13 @@ def _console_request(key: str) -> HttpRequest:
     return request
 
 
+def credential_carried_by(user: Any) -> bool:
+    """Whether ``user`` carries a credential's check (``toolhub.credentials``)."""
+    from toolhub.credentials import _CHECK_ATTRIBUTE
+
+    return getattr(user, _CHECK_ATTRIBUTE, None) is not None
+
+
 def _signed_in(user: User) -> str:
     """A console session signed in as ``user`` (as the login view makes one); its key."""
     store = SessionStore()
@@ -277,21 +284,25 @@ def test_the_middleware_adds_no_statement_to_a_console_page(operator: User, sett
     """Found: (holds) the session's user marked lazily, its check only asked after a wait.
     Expect: the console's index issues as many queries with ``SessionCredentialMiddleware`` as without it.
     """
-    client = ConsoleClient()
-    client.force_login(operator)
-    client.get("/admin/")  # warm: content types, permissions caches of the process
+    signed_in = ConsoleClient()
+    signed_in.force_login(operator)
 
-    def counted() -> int:
+    def counted() -> tuple[int, bool]:
+        client = ConsoleClient()  # a client loads the middleware once: a new one reads them as set now
+        client.cookies = signed_in.cookies
+        client.get("/admin/")  # warm: content types, permission caches of the process
         with CaptureQueriesContext(connection) as queries:
-            assert client.get("/admin/").status_code == 200
-        return len(queries)
+            answer = client.get("/admin/")
+        assert answer.status_code == 200
+        return len(queries), credential_carried_by(answer.wsgi_request.user)
 
-    with_it = counted()
+    with_it, marked = counted()
     settings.MIDDLEWARE = [
         name for name in settings.MIDDLEWARE if name != "toolhub.credentials.SessionCredentialMiddleware"
     ]
-    without = counted()
+    without, unmarked = counted()
 
+    assert (marked, unmarked) == (True, False)  # the comparison is of the middleware and its absence
     assert with_it == without
 
 
