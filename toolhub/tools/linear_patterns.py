@@ -109,8 +109,13 @@ def backtracking_patterns(schema: Mapping[str, Any]) -> list[str]:
     """The patterns of a pydantic core ``schema`` that pydantic-core would match with Python's backtracking ``re``.
 
     A string's pattern given as a compiled ``re.Pattern``, or under ``regex_engine="python-re"`` (its own, or the
-    config of the nearest model, dataclass or TypedDict holding it). Walked without recursion.
+    config of the nearest model, dataclass or TypedDict holding it). A ``definition-ref`` is followed to the schema
+    it names, under the engine where it is made: pydantic-core builds a shared definition (a type alias used twice,
+    a recursive model) with the config of each place referring to it, not of where ``definitions`` lists it. Walked
+    without recursion, each definition once per engine (a recursive model refers to itself).
     """
+    definitions = _definitions(schema)
+    followed: set[tuple[str, str]] = set()
     found: list[str] = []
     pending: list[tuple[Any, str]] = [(schema, "rust-regex")]
     while pending:
@@ -127,8 +132,27 @@ def backtracking_patterns(schema: Mapping[str, Any]) -> list[str]:
         if node.get("type") == "str" and pattern is not None:
             if isinstance(pattern, re.Pattern) or node.get("regex_engine", engine) == "python-re":
                 found.append(pattern.pattern if isinstance(pattern, re.Pattern) else str(pattern))
+        ref = node.get("schema_ref")
+        if node.get("type") == "definition-ref" and isinstance(ref, str) and (ref, engine) not in followed:
+            followed.add((ref, engine))
+            pending.extend((target, engine) for target in definitions.get(ref, ()))
         pending.extend((value, engine) for value in node.values() if isinstance(value, Mapping | list | tuple))
-    return found
+    return list(dict.fromkeys(found))
+
+
+def _definitions(schema: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """Each ``ref`` of a pydantic core ``schema`` -> the schemas carrying it (listed in ``definitions`` or inline)."""
+    held: dict[str, list[Mapping[str, Any]]] = {}
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list | tuple):
+            pending.extend(node)
+        elif isinstance(node, Mapping):
+            if isinstance(node.get("ref"), str):
+                held.setdefault(node["ref"], []).append(node)
+            pending.extend(value for value in node.values() if isinstance(value, Mapping | list | tuple))
+    return held
 
 
 def backtracking_refusal(tool_name: str, patterns: list[str]) -> str | None:
