@@ -110,15 +110,17 @@ def withheld_names(tool_name: str, *arguments: Mapping[str, Any], version: str |
 
     A call is read with the tool as it is now. A name it no longer has (a parameter renamed: ``pin`` to
     ``door_pin``, or dropped), or every name once the tool is no longer registered (renamed, removed, a
-    remote server's tool withdrawn), may have been sensitive when the call was made: its value is not shown.
+    remote server's tool withdrawn, or one whose schema cannot be built), may have been sensitive when the call
+    was made: its value is not shown.
     Only for the very ``version`` the call was made with (``ToolCall.tool_version``) is a name the schema
     does not declare known to be an extra argument that a tool with no secret admits (a remote server's).
     """
     names = frozenset(name for mapping in arguments for name in mapping)
     tool = registry.get(tool_name)
-    if tool is None:
+    schema = tool.known_json_schema if tool is not None else None
+    if tool is None or schema is None:  # no tool, or one whose parameters cannot be read: any name may be a secret
         return names
-    admits_others = tool.json_schema.get("additionalProperties", True) is not False
+    admits_others = schema.get("additionalProperties", True) is not False
     if tool.sensitive or (admits_others and version == tool.version):
         return tool.withheld(names)
     return tool.undeclared(names)

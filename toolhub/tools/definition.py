@@ -252,8 +252,23 @@ class Tool:
         return strict_schema(self.name, self.json_schema)
 
     @cached_property
+    def known_json_schema(self) -> dict[str, Any] | None:
+        """``json_schema``, or ``None`` when it cannot be built (``ToolDefinitionError``: its calls are refused).
+
+        What reads a call's names against the schema (which values to withhold) must not fail with it: a refused
+        call of such a tool is recorded and shown, each name taken for one the schema may not declare.
+        """
+        try:
+            return self.json_schema
+        except ToolDefinitionError:
+            return None
+
+    @cached_property
     def declared_names(self) -> frozenset[str]:
-        """Every property name the inputs' schema declares, nested models' fields included: published words."""
+        """Every property name the inputs' schema declares, nested models' fields included: published words.
+
+        Empty when the schema cannot be built: then no key of a sensitive mapping is taken for a published word.
+        """
         names: set[str] = set()
 
         def walk(node: Any) -> None:
@@ -267,12 +282,16 @@ class Tool:
                 for child in node:
                     walk(child)
 
-        walk(self.json_schema)
+        walk(self.known_json_schema)
         return frozenset(names)
 
     def undeclared(self, names: Iterable[str]) -> frozenset[str]:
-        """Those of ``names`` its schema does not declare (a misspelt ``PIN``, a parameter it no longer has)."""
-        return frozenset(names) - frozenset(self.json_schema.get("properties", {}))
+        """Those of ``names`` its schema does not declare (a misspelt ``PIN``, a parameter it no longer has).
+
+        All of them when the schema cannot be built: which ones it declares is unknown.
+        """
+        schema = self.known_json_schema
+        return frozenset(names) - frozenset(schema.get("properties", {}) if schema is not None else ())
 
     def withheld(self, names: Iterable[str]) -> frozenset[str]:
         """Of a call's argument names, those whose values are never kept or shown as sent.
