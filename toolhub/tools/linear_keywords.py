@@ -99,7 +99,10 @@ def _exact_multiple(instance: int | float, divisor: int | float) -> bool:
         return instance % divisor == 0
     top, bottom = _ratio(instance)
     over, under = _ratio(divisor)
-    return (top * under) % (bottom * over) == 0  # (top / bottom) / (over / under), an integer
+    # (top / bottom) / (over / under) = (top * under) / (bottom * over), each ratio in lowest terms: an integer
+    # exactly when ``over`` divides ``top`` and ``bottom`` divides ``under``. No product: 4,299 digits times a
+    # float's 324 took 80 us, twice what the step charged for it costs.
+    return top % over == 0 and under % bottom == 0
 
 
 def _ratio(number: int | float) -> tuple[int, int]:
