@@ -27,10 +27,10 @@ Findings:
 
 Checked and holding (tests below marked holding):
 
-- ``backtracking_patterns`` over nested models, discriminated unions, generic models, a pydantic dataclass's and a
-  TypedDict's own config, a stdlib dataclass under a ``python-re`` model, compiled patterns (a compiled alias too),
-  a ``python-re`` parent with a ``rust-regex`` child (not flagged: pydantic-core uses the child's config, measured),
-  and recursive models (no loop).
+- ``backtracking_patterns`` over nested models (a function parameter's too, through its per-type adapter),
+  discriminated unions, generic models, a pydantic dataclass's and a TypedDict's own config, a stdlib dataclass
+  under a ``python-re`` model, compiled patterns (a compiled alias too), a ``python-re`` parent with a
+  ``rust-regex`` child (not flagged: pydantic-core uses the child's config, measured), recursive models (no loop).
 - ``multipleOf``: a divisor ``true``, ``0``, ``-0.0`` or negative is refused when the tool is built (metaschema);
   pydantic refuses ``multiple_of=0``; ``-0.0`` and ``0`` are multiples; ``2.0`` is a multiple of ``1``, ``4`` of
   ``2.0``; ``true`` is not a number.
@@ -342,3 +342,19 @@ def test_multiple_of_ignores_booleans() -> None:
     tool = Tool.create("bools", "T.", schema, lambda value: value)
     assert tool.is_valid_arguments({"n": True})
     assert not tool.is_valid_arguments({"m": True})
+
+
+def _takes_a_model_with_an_alias(order: _HoldingAliasTwice) -> str:
+    """A @tool function whose parameter is such a model: checked through the per-type adapter and the built model."""
+    return "ok"
+
+
+def test_a_function_parameter_holding_a_backtracking_definition_is_refused() -> None:
+    """Holding (with finding 1's fix): a function tool's parameter typed as such a model is named by
+    ``manage.py check`` (from the per-type ``TypeAdapter``'s core schema, no model built) and its model refused."""
+    tool = Tool.from_function(_takes_a_model_with_an_alias, name="alias_param", description="T.")
+    with registry.temporarily(tool):
+        errors = [error for error in check_tools() if error.obj == "alias_param"]
+    assert [error.id for error in errors] == ["toolhub.E001"]
+    with pytest.raises(ToolDefinitionError, match="backtracking re"):
+        tool.input_model  # noqa: B018 - building it is the check
