@@ -40,6 +40,13 @@ Checked and holding (tests below marked holding):
 - A remote MCP server cannot make the 9,000-property schema check run again per call: an output schema is checked
   only once its listing hashes to the accepted (pinned) definition, and ``valid_schemas`` keeps it by digest; the
   listing fetched by a sync records, it does not check schemas.
+
+Left (not changed here): one registered tool whose input model cannot be built (fm now counts a ``python-re``
+model among them) makes ``GET /api/v1/tools/`` (for a non-operator) and every ``/api/v1/tools/export/<format>/``
+answer 400 with its ``ToolDefinitionError`` for every caller, since the listing reads each tool's ``json_schema``
+(seen here; a look-ahead tool did so before fm). E001 fails ``manage.py check`` and so ``migrate`` and
+``runserver``, which keeps such a tool from a normal deploy; leaving it out of listings instead is a design choice
+for the catalogue's owners.
 """
 
 import dataclasses
