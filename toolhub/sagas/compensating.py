@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from toolhub.agentic.simple import MAX_CALLS
 from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.dispatch import dispatch_call
@@ -184,7 +185,8 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
 
     An agentic compensation's inner call held for an operator's approval is not waited for by its model (told it
     runs once approved), so the compensation's call may succeed before the undo is done: the compensation stays
-    running until such calls settle (``held_inner_outcome``), and one that did not succeed is its outcome.
+    running until such calls settle (``held_inner_outcome``), and one that did not succeed is its outcome. An attempt
+    that did not succeed first withdraws those still waiting; one already running is waited for the same way.
     """
     if compensation.status != CompensationStatus.RUNNING or compensation.call_id != call.id or not call.is_settled:
         return
@@ -256,13 +258,16 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
 
 
 def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
-    """What the calls held on behalf of a compensation's succeeded attempt make of it: ``None`` when none was held.
+    """What the calls held on behalf of a compensation's settled attempt make of it: ``None`` when they change nothing.
 
     Held: made inside this attempt (an agentic compensation's inner calls) and not settled when it finished, so its
-    model never saw their outcome. ``("", why)`` while one is still open; else the first that did not succeed, as
-    ``(status, error)`` naming it; ``None`` when all succeeded.
+    model never saw their outcome. ``("", why)`` while one is still open (an attempt that did not succeed withdrew
+    those waiting: one approved and running meanwhile cannot be). Then, for a succeeded attempt, the first that did
+    not succeed, as ``(status, error)`` naming it; for one that did not succeed, a call that succeeded after it ended
+    makes its outcome unknown (``needs_attention``): the step may be undone in part, and a retry's model would ask
+    again, so an operator decides; else its own failure stands.
     """
-    if call.status != CallStatus.SUCCEEDED or call.started_at is None or call.finished_at is None:
+    if not call.is_settled or call.started_at is None or call.finished_at is None:
         return None
     held = (
         ToolCall.objects.filter(  # the tenant's calls since the attempt began (its index), not every call's context
@@ -274,10 +279,19 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=call.finished_at))
         .order_by("created_at", "position")
     )
-    rows = list(held.values_list("id", "tool_name", "status", "error")[:200])
+    rows = list(held.values_list("id", "tool_name", "status", "error")[:MAX_CALLS])
     for pk, name, status, _ in rows:
         if status not in SETTLED_STATUSES:
             return "", f"Its inner call {pk} ({name}) is {status}; the step is undone only once it succeeds."
+    if call.status != CallStatus.SUCCEEDED:
+        for pk, name, status, _ in rows:
+            if status == CallStatus.SUCCEEDED:
+                return CallStatus.NEEDS_ATTENTION, (
+                    f"Its inner call {pk} ({name}) succeeded after the attempt it was asked in ended {call.status}: "
+                    "the step may be undone in part, and a retry's model would ask again; check the step and "
+                    "resolve the compensation by hand or retry it."
+                )
+        return None
     for pk, name, status, error in rows:
         if status != CallStatus.SUCCEEDED:
             why = f"Its inner call {pk} ({name}), held when its model answered, ended {status}"
@@ -303,7 +317,7 @@ def withdraw_held_inner(call: ToolCall, actor: str) -> None:
         status__in=list(WITHDRAWABLE_STATUSES),
     )
     reason = f"the compensation's attempt it was asked in ended {call.status}; a retry asks again"
-    for inner in waiting.order_by("created_at", "position")[:200]:
+    for inner in waiting.order_by("created_at", "position")[:MAX_CALLS]:
         tool_call_withdraw(call=inner, actor=actor, reason=reason)
 
 
