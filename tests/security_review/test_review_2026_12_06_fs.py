@@ -18,6 +18,13 @@ Findings:
    an automatic retry (``test_a_failed_attempts_running_inner_call_is_waited_for_and_not_retried_over``,
    ``test_a_failed_attempts_running_inner_call_that_fails_lets_the_retry_go``).
 
+2. An inner call held for approval and decided before the desk's model answered (rejected while the model took its
+   next turn) was not counted as held: ``held_inner_outcome`` read only the calls not settled when the attempt
+   finished, though the model is never told a held call's outcome; the compensation succeeded and the step read
+   ``compensated`` with nothing undone. Fixed there: held is also a call whose trail shows it ever waited for an
+   approval or an external result (``HELD_STATUSES``)
+   (``test_a_held_inner_call_decided_before_its_model_answered_is_the_compensations_outcome``).
+
 Checked and holding (regression tests below where marked):
 - Who can set what makes a call "undoing": ``compensates`` is reserved (REST, MCP ``_meta``, a run's context, an
   interaction's context refuse or drop it: review fa's tests); ``kind`` ``inner`` is set only by
@@ -43,18 +50,19 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.test import override_settings
 from django.utils import timezone
 
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from tests.security_review.conftest import client_for
+from tests.tenancy.conftest import make_user
 from tests.testapp.tools import record_effect, risky_effect
 from toolhub import tool
 from toolhub.agentic import SimpleAgenticTool
 from toolhub.calls import call_transition
-from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.models import CallKind, CallStatus, Tenant, ToolCall
 from toolhub.sagas import compensating
 from toolhub.sagas.models import Compensation, CompensationStatus
 from toolhub.sagas.selectors import saga_audit_events
@@ -62,6 +70,12 @@ from toolhub.sagas.services import saga_call_settled, saga_rollback_on_demand
 from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def desk_operator(tenant: Tenant, roles: dict[str, Group]) -> User:
+    return make_user("acme-operator-fs", tenant=tenant, staff=True, groups=(roles["operators"],))
+
 
 SHORT_DESK = SimpleAgenticTool(
     "undo_fs_short_desk", "Undo a trip through a held effect.", tools=[risky_effect], max_iterations=1, agent="fs-short"
@@ -278,3 +292,54 @@ def test_an_inner_call_names_its_outer_call_whatever_the_runs_context_says(
     assert inner_of_run.context["parent_tool"] == "fs_run_desk"
     undo.refresh_from_db()
     assert undo.status == CompensationStatus.RUNNING and str(inner.pk) in undo.last_error
+
+
+def test_a_held_inner_call_decided_before_its_model_answered_is_the_compensations_outcome(
+    alice: User,
+    acme_operator: User,
+    desk_operator: User,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found: the desk's model is told its held undo "runs once approved" and is never told more; an operator rejected
+    it while the model took its next turn, the model answered, and the compensation succeeded, the step
+    ``compensated``: ``held_inner_outcome`` counted as held only the calls not settled when the attempt finished.
+    Expect: a call held when its model was answered is the compensation's outcome whenever it settled: rejected, the
+    compensation fails naming it, and the step stays done."""
+    from approvals.services import approval_reject
+    from toolhub.agentic import inner as inner_module
+
+    asked = inner_module.inner_tool_call
+
+    def rejected_meanwhile(*args: Any, **kwargs: Any) -> ToolCall:
+        call = asked(*args, **kwargs)
+        if call.status == CallStatus.PENDING_APPROVAL:
+            request = ApprovalRequest.objects.get(call=call)
+            approval_reject(request_id=request.pk, user=desk_operator, comment="no")
+        return call
+
+    monkeypatch.setattr(inner_module, "inner_tool_call", rejected_meanwhile)
+    with registry.temporarily(reserve_fs_trip, *HELD_DESK.__toolhub_tools__()):
+        agent_create(
+            name="fs-held",
+            provider="scripted",
+            script=[{"tool_calls": [{"name": "risky_effect", "arguments": {"note": "undo"}}]}, {"content": "asked"}],
+            tools=[],
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            made = client_for(alice).post(
+                "/api/v1/calls/",
+                {"tool": "reserve_fs_trip", "arguments": {"city": "oslo"}, "saga_id": "fs"},
+                format="json",
+            )
+        step = ToolCall.objects.get(pk=made.json()["id"])
+        with django_capture_on_commit_callbacks(execute=True):
+            saga_rollback_on_demand(saga_key="fs", tenant="acme", actor="user:acme-operator", by=acme_operator)
+    undo = Compensation.objects.select_related("call").get(step_call=step)
+    inner = ToolCall.objects.get(kind=CallKind.INNER, tool_name="risky_effect")
+    assert inner.status == CallStatus.REJECTED
+    assert undo.call is not None and undo.call.status == CallStatus.SUCCEEDED
+    step.refresh_from_db()
+    assert undo.status == CompensationStatus.FAILED, (undo.status, undo.last_error)
+    assert str(inner.pk) in undo.last_error and "rejected" in undo.last_error
+    assert step.status == CallStatus.SUCCEEDED

@@ -9,7 +9,7 @@ import copy
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from toolhub.agentic.simple import MAX_CALLS
@@ -17,7 +17,7 @@ from toolhub.authorization import CallPrincipal
 from toolhub.calls import call_transition
 from toolhub.dispatch import dispatch_call
 from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
-from toolhub.models import SETTLED_STATUSES, CallKind, CallStatus, ToolCall
+from toolhub.models import SETTLED_STATUSES, AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.models import (
@@ -257,11 +257,17 @@ def apply_call_outcome(saga: Saga, compensation: Compensation, call: ToolCall, a
         )
 
 
+#: Statuses in which an inner call's model is told it runs (or is answered) later, and left without its outcome.
+HELD_STATUSES = (CallStatus.PENDING_APPROVAL, CallStatus.AWAITING_RESULT)
+
+
 def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
     """What the calls held on behalf of a compensation's settled attempt make of it: ``None`` when they change nothing.
 
-    Held: made inside this attempt (an agentic compensation's inner calls) and not settled when it finished, so its
-    model never saw their outcome. ``("", why)`` while one is still open (an attempt that did not succeed withdrew
+    Held: made inside this attempt (an agentic compensation's inner calls) and either not settled when it finished or
+    ever waiting for an operator's approval or an external result (``HELD_STATUSES``, read in its trail): its model
+    was told such a call runs later and never saw its outcome, though it may have been decided before the model
+    answered. ``("", why)`` while one is still open (an attempt that did not succeed withdrew
     those waiting: one approved and running meanwhile cannot be). Then, for a succeeded attempt, the first that did
     not succeed, as ``(status, error)`` naming it; for one that did not succeed, a call that succeeded after it ended
     makes its outcome unknown (``needs_attention``): the step may be undone in part, and a retry's model would ask
@@ -276,7 +282,7 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
             kind=CallKind.INNER,
             context__parent_call_id=str(call.id),
         )
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=call.finished_at))
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=call.finished_at) | Exists(_held_once()))
         .order_by("created_at", "position")
     )
     rows = list(held.values_list("id", "tool_name", "status", "error")[:MAX_CALLS])
@@ -287,7 +293,8 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
         for pk, name, status, _ in rows:
             if status == CallStatus.SUCCEEDED:
                 return CallStatus.NEEDS_ATTENTION, (
-                    f"Its inner call {pk} ({name}) succeeded after the attempt it was asked in ended {call.status}: "
+                    f"Its inner call {pk} ({name}), held when its model answered, succeeded though the attempt ended "
+                    f"{call.status}: "
                     "the step may be undone in part, and a retry's model would ask again; check the step and "
                     "resolve the compensation by hand or retry it."
                 )
@@ -297,6 +304,11 @@ def held_inner_outcome(call: ToolCall) -> tuple[str, str] | None:
             why = f"Its inner call {pk} ({name}), held when its model answered, ended {status}"
             return status, f"{why}: {error}"[:2000] if error else f"{why}; the step was not undone."
     return None
+
+
+def _held_once() -> QuerySet[AuditEvent]:
+    """Whether the call of the outer query was ever held: an event of its trail in one of ``HELD_STATUSES``."""
+    return AuditEvent.objects.filter(call_id=OuterRef("id"), status__in=HELD_STATUSES)
 
 
 def withdraw_held_inner(call: ToolCall, actor: str) -> None:
