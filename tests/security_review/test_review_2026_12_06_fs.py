@@ -41,9 +41,15 @@ Checked and holding (regression tests below where marked):
   (an agentic tool's inner calls per run of its loop; the attempt is one run, ``started_at`` set by each claim);
   ``saga_audit_events``' 10,000 undoing calls are several steps' compensations at 200 calls an attempt and five
   attempts each, past any saga the samples make (not probed further).
-- A held call that never settles: its approval expires (review fl's test), and the sweep touches a waiting
-  compensation once per pass, the ``limit`` of a pass bounding the work, oldest touched first, so one whose outcome
-  was lost (never touched) comes before the waiting ones.
+- A held call that never settles: none does for ever: its approval expires (``APPROVAL_TIMEOUT_SECONDS``; review
+  fl's test), an external result expires (``EXTERNAL_RESULT_TIMEOUT_SECONDS``; a suspension that never expires is a
+  subagent's, refused inside an agentic tool), an approved one lost in the queue is sent again and one whose worker
+  died is settled by the lease reconciler. Meanwhile the sweep reads a waiting compensation once per pass, the
+  ``limit`` of a pass bounding the work, oldest touched first (a compensation whose outcome was lost, never touched,
+  comes before the waiting ones), and says ``compensation.waiting`` once
+  (``test_the_sweep_keeps_a_waiting_compensation_waiting_and_says_so_once``).
+- ``agentic.model_turn`` (``_RecordedOnCall``): the call's own row names tenant, run and tool (``ctx.call_id`` is
+  reserved); its data are token counts and how many tool calls were asked, never text; nothing sums it into a run.
 """
 
 import json
@@ -343,3 +349,26 @@ def test_a_held_inner_call_decided_before_its_model_answered_is_the_compensation
     assert undo.status == CompensationStatus.FAILED, (undo.status, undo.last_error)
     assert str(inner.pk) in undo.last_error and "rejected" in undo.last_error
     assert step.status == CallStatus.SUCCEEDED
+
+
+def test_the_sweep_keeps_a_waiting_compensation_waiting_and_says_so_once(
+    alice: User, acme_operator: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Holds: a compensation waiting on a call held on its behalf is read by every sweep (its call is settled). Expect:
+    each pass leaves it running and touched (so others, oldest touched first, are reached before it), its trail says
+    ``compensation.waiting`` once, not once per pass, and no attempt is recorded while it waits."""
+    from toolhub.models import AuditEvent
+    from toolhub.sagas.recovery import sagas_sweep
+
+    with registry.temporarily(reserve_fs_trip, *HELD_DESK.__toolhub_tools__()):
+        undo, inner = _held_undo(alice, acme_operator, django_capture_on_commit_callbacks)
+        touched = []
+        for _ in range(2):
+            with django_capture_on_commit_callbacks(execute=True):
+                sagas_sweep(limit=10)
+            undo.refresh_from_db()
+            touched.append(undo.updated_at)
+    assert undo.status == CompensationStatus.RUNNING and str(inner.pk) in undo.last_error
+    assert touched[0] < touched[1]
+    assert AuditEvent.objects.filter(event_type="compensation.waiting", call_id=undo.step_call_id).count() == 1
+    assert not undo.attempt_log.exists()
