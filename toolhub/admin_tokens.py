@@ -1,6 +1,6 @@
 """The admin's Tokens page: API tokens, shown and made without ever showing a key but once."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -31,6 +31,14 @@ if admin.site.is_registered(TokenProxy):
     admin.site.unregister(TokenProxy)
 
 
+def _recorded_since(request: HttpRequest, using: str) -> datetime | None:
+    """``uses_recorded_since``, read once per request: the rows, the filter and each of its facets ask it."""
+    read: dict[str, datetime | None] = request.__dict__.setdefault("_toolhub_uses_recorded_since", {})
+    if using not in read:
+        read[using] = uses_recorded_since(using)
+    return read[using]
+
+
 class LastUsedFilter(admin.SimpleListFilter):
     """Tokens by their latest use: the ones nobody used for 30 days (or ever) are the ones to retire first.
 
@@ -45,17 +53,17 @@ class LastUsedFilter(admin.SimpleListFilter):
         return [("recently", "in the last 30 days"), ("unused", "not in 30 days, or never"), ("never", "never")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() not in ("recently", "unused", "never"):
+            return queryset
         since = timezone.now() - UNUSED_FOR
-        start = uses_recorded_since(queryset.db)
+        start = _recorded_since(request, queryset.db)
         never = Q(use__isnull=True) if start is None else Q(use__isnull=True, created__gte=start)
         if self.value() == "recently":
             return queryset.filter(use__last_used_at__gte=since)
         if self.value() == "unused":
             unstamped = Q(use__isnull=True) if start is None or start < since else never
             return queryset.filter(unstamped | Q(use__last_used_at__lt=since))
-        if self.value() == "never":
-            return queryset.filter(never)
-        return queryset
+        return queryset.filter(never)
 
 
 @admin.register(TokenProxy)
@@ -79,7 +87,8 @@ class ApiTokenAdmin(GovernanceAudited, CrossTenantOnly, TokenAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request).select_related("user", "use")
         # read once per page, for every row's "last used" (``last_used``)
-        return rows.annotate(uses_recorded_since=Value(uses_recorded_since(rows.db), output_field=DateTimeField()))
+        start = _recorded_since(request, rows.db)
+        return rows.annotate(uses_recorded_since=Value(start, output_field=DateTimeField()))
 
     # "never" sorts as older than any use on every database (PostgreSQL puts NULLs last ascending, SQLite first)
     @admin.display(description="last used", ordering=F("use__last_used_at").asc(nulls_first=True))
