@@ -156,16 +156,24 @@ def check_pooler_role_bounds(app_configs: Any = None, **kwargs: Any) -> list[Che
     try:
         role, missing = role_unbounded()
     except DatabaseError as exc:
-        problem, role = f"could not be read ({type(exc).__name__})", "the application role"
+        problem = f"could not be read ({type(exc).__name__})"
+        role, first = (
+            "<the application role>",
+            (
+                "Make the database reachable as the application role (DATABASE_URL) and run the check again; if the "
+                "bounds are missing, run"
+            ),
+        )
     else:
         if not missing:
             return []
         problem = f"are not set for role {role!r} in this database: {', '.join(missing)}"
+        first = "Run"
     return [
         Warning(
             f"TOOLHUB['TRANSACTION_POOLER'] is on, so toolhub sets no time bound per session, and the role's bounds "
             f"{problem}: its statements and idle transactions may run for ever.",
-            hint=f"Run `manage.py toolhub_db_roles --role {role}` as the owner with the same settings (it sets "
+            hint=f"{first} `manage.py toolhub_db_roles --role {role}` as the owner with the same settings (it sets "
             "DATABASE_STATEMENT_TIMEOUT and DATABASE_IDLE_IN_TRANSACTION_TIMEOUT on the role), or ALTER ROLE ... "
             "IN DATABASE ... SET statement_timeout = ...; idle_in_transaction_session_timeout likewise (or set both "
             "in postgresql.conf). A bound given only in the connection's options does not reach the pool.",

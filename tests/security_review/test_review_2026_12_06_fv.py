@@ -10,6 +10,11 @@ Findings:
    ``last used`` filter read it before looking whether a choice was made, and Django asks the filter once per choice
    for the facet counts. Now it is read once per request (``admin_tokens._recorded_since``), by the rows and the
    filter alike. ``test_the_tokens_list_reads_when_uses_began_once_per_page``.
+2. W014's hint when the role's bounds could not be read (database unreachable, transaction aborted) told the operator
+   to run ``manage.py toolhub_db_roles --role the application role``: a command that fails as written, and nothing
+   about the read that failed. It now says to make the database reachable as the application role and run the
+   check again, the role a placeholder (``<the application role>``).
+   ``test_w014_unreadable_hint_names_no_role_as_a_command_argument``.
 
 Checked and holding:
 
@@ -341,3 +346,30 @@ def test_w014_a_bound_only_in_the_connections_options_warns() -> None:
     assert len(warnings) == 1
     assert "statement_timeout, idle_in_transaction_session_timeout" in warnings[0].msg
     assert "only in the connection's options does not reach the pool" in (warnings[0].hint or "")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_w014_unreadable_hint_names_no_role_as_a_command_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: when the role's bounds could not be read (the database unreachable, the transaction aborted), the
+    hint said "Run `manage.py toolhub_db_roles --role the application role`": a command that fails as written
+    (three arguments), and nothing about the read that failed.
+    Expect: the hint says to make the database reachable as the application role and run the check again, and shows
+    the role as a placeholder, not as words to paste."""
+    from django.db import OperationalError
+
+    from toolhub import db_pooler
+
+    def unreachable(using: str = "default") -> tuple[str, list[str]]:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(db_pooler, "role_unbounded", unreachable)
+    with override_settings(TOOLHUB=POOLED):
+        warnings = check_pooler_role_bounds()
+
+    assert [warning.id for warning in warnings] == ["toolhub.W014"]
+    assert "could not be read (OperationalError)" in warnings[0].msg
+    hint = warnings[0].hint or ""
+    assert "--role the application role" not in hint, hint
+    assert hint.startswith("Make the database reachable as the application role") and "run the check again" in hint
+    assert "--role <the application role>" in hint
