@@ -12,7 +12,7 @@ Findings:
    the hook, holding the deletion's transaction (and its row locks) all along: 300,000 session decodes. Now one
    deletion reads the live sessions once, whatever it deletes (``session_store.sessions_signed_in``, kept on the
    deletion's origin until its first ``post_delete``), and a user with none costs no statement
-   (``sessions_revoke`` in the caller's transaction, no savepoint of its own).
+   (``sessions_revoke`` in the caller's transaction, no savepoint of its own): 1,041 statements, about 5 s.
 
 Checked and holding (tests below marked "holds"):
 
@@ -29,6 +29,8 @@ Checked and holding (tests below marked "holds"):
   chains intact; ``createsuperuser`` on an existing username refuses and ends nothing.
 - A reactivation and a token made after it in the same transaction: the new token stays (the save revokes what
   was left before it; the user admin has no token inline, so a form cannot make one before the save).
+- Read in the code: the admin's "delete selected" on People (``GovernanceAudited.delete_queryset``) deletes through
+  one ``QuerySet.delete()``, one origin for the whole selection (the fix's test deletes the same way).
 - Read in the code: the console signs in active staff only (``AdminSite.has_permission``, also asked by
   ``ConsoleSessionAuthentication``), so a superuser who is not staff has no session to end; ``loaddata``'s raw
   saves go through the same ``pre_save``/``post_save`` (review fi's test).
