@@ -34,11 +34,14 @@ __all__ = [
 DECIDE_PERMISSION = "approvals.decide_approvalrequest"
 
 
-def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str | None:
+def approval_may_decide(
+    request: ApprovalRequest, user: AbstractBaseUser, *, governing_now: bool | None = None
+) -> str | None:
     """Why ``user`` may not decide ``request``, or ``None`` when they may.
 
     A user outside the request's tenant is refused with :class:`NotInTenantError` before anything
     else is checked, so that the answer reveals nothing of the request (callers answer it as 404).
+    ``governing_now``: held to the restrictions of the groups governing its tool now (``further_restrictions``).
     """
     require_tenant(user, request.tenant)
     if not user.has_perm(DECIDE_PERMISSION):
@@ -50,7 +53,7 @@ def approval_may_decide(request: ApprovalRequest, user: AbstractBaseUser) -> str
             "You asked for this call in its user's name (you retried its run, or rolled back the saga it undoes a step "
             "of, retried it or chose to compensate its held step); another operator must decide it."
         )
-    if not user.is_superuser and not _meets_approver_restrictions(request, user):
+    if not user.is_superuser and not _meets_approver_restrictions(request, user, governing_now):
         return "Only the approvers of this tool's groups may decide this request."
     return None
 
@@ -67,9 +70,11 @@ def decides_as_superuser_only(request: ApprovalRequest, user: AbstractBaseUser) 
     return bool(user.is_superuser) and not _meets_approver_restrictions(request, user)
 
 
-def _meets_approver_restrictions(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+def _meets_approver_restrictions(
+    request: ApprovalRequest, user: AbstractBaseUser, governing_now: bool | None = None
+) -> bool:
     """Whether ``user`` meets the approver group and permission of ``request``'s tool groups (then and now)."""
-    further = further_restrictions(request)
+    further = further_restrictions(request, governing_now=governing_now)
     if not (request.approver_group_id or request.approver_permission or further):
         return True
     groups = _group_ids(user)
@@ -134,27 +139,32 @@ class ApproverStanding:
     request's tenant or stripped of the right, it no longer counts toward the quorum (as a call whose
     requester left runs nothing), so the call waits for another approver instead of running on fewer.
     One instance serves a list of requests: each decider is read once with their groups, whatever the number
-    of rows (``approval_may_decide`` reads the groups it loaded). ``cached``: each decider is taken as the current
-    governance has them (``decider_as_now``: read once per process until governance changes), for a worker that
-    judges an approved call's approvers before it runs it (``approvals.shortfall``), under its governance scope.
+    of rows (``approval_may_decide`` reads the groups it loaded). ``released``: the approvals an approved call was
+    released on, judged by a worker before it runs it (``approvals.shortfall``), under its governance scope: each
+    decider is taken as the current governance has them (``decider_as_now``: read once per process until governance
+    changes) and held to the restrictions of the groups governing its tool now, as a pending request's deciders are
+    (a tool added to a restricted group, a group given approvers while the call sat in the queue).
     """
 
-    def __init__(self, *, cached: bool = False) -> None:
+    def __init__(self, *, released: bool = False) -> None:
         self._users: dict[int, AbstractBaseUser | None] = {}
-        self._cached = cached
+        self._released = released
 
     def counted(self, request: ApprovalRequest, decider_ids: Iterable[int | None]) -> frozenset[int]:
         """Those of ``decider_ids`` whose approval of ``request`` still counts."""
         ids = {pk for pk in decider_ids if pk is not None}
         unread = ids - set(self._users)
-        if unread and self._cached:
+        if unread and self._released:
             model = get_user_model()
             self._users.update({pk: decider_as_now(model(pk=pk)) for pk in unread})
         elif unread:
             self._users.update(dict.fromkeys(unread))
             users = get_user_model().objects.filter(pk__in=unread).prefetch_related("groups")
             self._users.update({user.pk: user for user in users})
-        return frozenset(pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user))
+        governing_now = True if self._released else None
+        return frozenset(
+            pk for pk in ids if (user := self._users[pk]) is not None and _may_decide_now(request, user, governing_now)
+        )
 
     def superusers_only(self, request: ApprovalRequest, counted: Iterable[int]) -> frozenset[int]:
         """Those of ``counted`` (read by ``counted``) whose approval counts only because they are superusers.
@@ -168,9 +178,9 @@ class ApproverStanding:
         )
 
 
-def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser) -> bool:
+def _may_decide_now(request: ApprovalRequest, user: AbstractBaseUser, governing_now: bool | None = None) -> bool:
     try:
-        return approval_may_decide(request, user) is None
+        return approval_may_decide(request, user, governing_now=governing_now) is None
     except NotInTenantError:
         return False
 
@@ -209,20 +219,24 @@ def round_standing(request: ApprovalRequest, standing: ApproverStanding | None =
     return RoundStanding(frozenset(pk for pk, _ in approved if pk is not None), counted, given_by, remaining, needed)
 
 
-def further_restrictions(request: ApprovalRequest) -> list[tuple[int | None, str]]:
+def further_restrictions(
+    request: ApprovalRequest, *, governing_now: bool | None = None
+) -> list[tuple[int | None, str]]:
     """The other governing groups' restrictions (group id, permission) that hold besides the request's own.
 
     Those copied when the request opened, and, while it is pending, those of the groups governing its tool now
     (``approvals.governing``: a tool added to a restricted group, a group given approvers): a decision meets the
     rules as they stood at creation and as they stand when it is made, never looser than either. The escalation
-    group stands in for the request's own restriction only, never for these.
+    group stands in for the request's own restriction only, never for these. ``governing_now``: whether those of now
+    hold too (by default, while it is pending); a worker about to run an approved call asks so of the approvals it
+    was released on (``ApproverStanding(released=True)``), as governance asking more of it sends it back.
     """
     recorded = [
         (item.get("group"), item.get("permission") or "")
         for item in request.further_restrictions or []
         if isinstance(item, dict) and (item.get("group") or item.get("permission"))
     ]
-    if request.status != ApprovalStatus.PENDING:
+    if not (request.status == ApprovalStatus.PENDING if governing_now is None else governing_now):
         return recorded
     held = {(request.approver_group_id, request.approver_permission), *recorded}
     now = [

@@ -5,8 +5,9 @@ Two things make it fall short, and both send the call back to the desk for a new
 governance asks more approvals of the call now (its tool raised to ``critical``, a rule raised or added while it sat
 in the queue), or some of the approvals it was released on no longer count because their givers may no longer
 decide it (deactivated, deleted, removed from its tenant, stripped of the right or of the tool groups' approver
-group): a call never runs on the word of someone who could not give it now, as a pending request's quorum counts
-only approvals whose givers still stand (``approvals.deciders.ApproverStanding``).
+group, or outside the approvers a tool group names since): a call never runs on the word of someone who could not
+give it now, as a pending request's quorum counts only approvals whose givers still stand
+(``approvals.deciders.ApproverStanding``).
 """
 
 from approvals.deciders import ApproverStanding
@@ -31,10 +32,10 @@ def approval_shortfall(call: ToolCall) -> str | None:
     """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
 
     The released round's approvals are read with their request and its askers in one statement
-    (``approvals.rows.released_request``); their givers are judged as the
-    worker's governance has them (``ApproverStanding(cached=True)``: read once per process until governance
-    changes). The rules are read again only when they could ask more than one approval of the call now (its tool is
-    critical now, or some rule asks several).
+    (``approvals.rows.released_request``); their givers are judged as the worker's governance has them
+    (``ApproverStanding(released=True)``: read once per process until governance changes), held to the approver
+    restrictions of the tool's groups now as a pending request's deciders are. The rules are read again only when
+    they could ask more than one approval of the call now (its tool is critical now, or some rule asks several).
 
     Nothing is read when the worker's governance is the one the approvals were judged under at release
     (``ToolCall.approved_under``: every change that could lapse one stamps a new governance version) and no rule or
@@ -64,7 +65,7 @@ def approval_shortfall(call: ToolCall) -> str | None:
 
 def _lapsed(request: ApprovalRequest, givers: list[tuple[int | None, str]]) -> str | None:
     """Why the approvals standing now fall short of those ``request`` was released on, naming whose lapsed."""
-    counted = ApproverStanding(cached=True).counted(request, (pk for pk, _ in givers))
+    counted = ApproverStanding(released=True).counted(request, (pk for pk, _ in givers))
     if len(counted) >= request.required_approvals:
         return None
     lapsed = [name for pk, name in givers if pk not in counted]
@@ -73,6 +74,7 @@ def _lapsed(request: ApprovalRequest, givers: list[tuple[int | None, str]]) -> s
     )
     return (
         f"the approval of {named} no longer counts: they may no longer decide this call (deactivated, deleted, "
-        f"removed from its tenant or without the right) since it was approved; {len(counted)} of the "
+        f"removed from its tenant, without the right or not among its tool groups' approvers) since it was approved; "
+        f"{len(counted)} of the "
         f"{request.required_approvals} approvals it was released on still count, so it needs a new decision"
     )
