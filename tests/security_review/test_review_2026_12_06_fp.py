@@ -7,14 +7,16 @@ Findings:
 1. An approval that a tool group's restriction made since no longer covers still ran the call: the worker judged
    the approvals an approved call was released on (``ApproverStanding(cached=True)``) with the approver restrictions
    the request copied when it opened only (``further_restrictions`` adds those of now only while a request is
-   pending), so a tool added to a group restricting approvers, or its group given an approver group or permission,
-   between the release and the worker's claim, let the call run on the word of an operator who could not give it
-   now, though the README says the worker sends back what governance asks more of "the same changes, made while it
-   sat in the queue" and a pending request's deciders are held to them. ``ApproverStanding(released=True)`` (the
-   worker's, ``approvals.shortfall``) now holds the givers to the restrictions of the tool's groups now
-   (``further_restrictions(governing_now=True)``); the call goes back to the desk for a new round. Tests:
+   pending), so a tool added to a group restricting approvers, or its group given an approver group or permission
+   (or another one) between the release and the worker's claim, let the call run on the word of an operator who could
+   not give it now, though the README says the worker sends back what governance asks more of "the same changes,
+   made while it sat in the queue" and a pending request's deciders are held to them.
+   ``ApproverStanding(released=True)`` (the worker's, ``approvals.shortfall``) now holds the givers to the
+   restrictions of the tool's groups now (``further_restrictions(governing_now=True)``); the call goes back to the
+   desk for a new round. Tests:
    ``test_a_tool_group_restricting_approvers_after_release_sends_the_call_back``,
-   ``test_a_group_given_an_approver_permission_after_release_sends_the_call_back``; README.
+   ``test_a_group_given_an_approver_permission_after_release_sends_the_call_back``,
+   ``test_a_group_whose_approvers_changed_after_release_sends_the_call_back``; README.
 
 Checked and holding:
 - The fast path never skips a lapse: every change that makes an approval lapse stamps governance (the triggers on
@@ -323,3 +325,25 @@ def test_an_approver_unstaffed_after_release_still_counts(
     _run(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
+
+
+def test_a_group_whose_approvers_changed_after_release_sends_the_call_back(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Found: the tool's group, restricting approvers to treasury (the approver's group) when the call was held, handed
+    to finance after the approval: the call ran on the word of an operator finance does not count (the request's
+    copied restriction, treasury, was all the worker read).
+
+    Expect: it goes back to the desk, as a pending request's treasury approval would no longer count.
+    """
+    treasury, finance = Group.objects.create(name="treasury-fp"), Group.objects.create(name="finance-fp")
+    treasury.user_set.add(operator)
+    group = ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"], approver_group=treasury)
+    request = hold()
+    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    group.approver_group = finance
+    group.save()
+    _run(callbacks, django_capture_on_commit_callbacks)
+    assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
