@@ -26,8 +26,9 @@ Checked and holding:
   the call back; ``approved_under`` equals the stamp at release and the stamp moved after the change. ``is_staff``
   is not watched on UPDATE, but no decider's standing reads it (the API decides without it), so the fast path and
   the full read agree.
-- The worker's stamp is current: a single claim checks ``_current``'s stamp in its UPDATE (a moved stamp fails it
-  and the claim reads the stamp again), a claim whose stamp moved while it waited for its locks sets
+- The worker's stamp is current: a single claim checks the process's cached stamp in its UPDATE (a moved stamp fails
+  it and the claim reads the stamp again: a worker whose cache still holds the release's stamp after a raw-SQL
+  deactivation judges the approvals under the new one), a claim whose stamp moved while it waited for its locks sets
   ``governance_moved`` (PostgreSQL) and the re-check reads the stamp, a batch's claims read it; the last claim try
   (unchecked) reads it fresh first. Only another thread putting an older stamp back into the process's cache between
   a claim and its re-check could skew it, and that skews the full read's cached deciders alike (not probed: a race).
@@ -62,6 +63,7 @@ from tests.approvals.conftest import (  # noqa: F401 - fixtures, registered by b
     third_operator,
 )
 from tests.helpers import RequestCall
+from toolhub.governance import governance_stamp
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
@@ -347,3 +349,22 @@ def test_a_group_whose_approvers_changed_after_release_sends_the_call_back(
     group.save()
     _run(callbacks, django_capture_on_commit_callbacks)
     assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
+
+
+def test_a_worker_whose_cached_stamp_is_the_releases_reads_the_approvals_when_governance_moved(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): a worker process whose cache still holds the stamp the call was released under (it read none
+    since) while a deactivation by raw SQL moved it: the claim's UPDATE checks that cached stamp and fails, the claim
+    reads the stamp again, and the re-check judges the approvals under the new one: sent back, nothing ran."""
+    request = hold()
+    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    released_under = ToolCall.objects.get(pk=request.call_id).approved_under
+    _deactivated_by_sql(operator)
+    assert governance_stamp(assume_current=True) == released_under != _stamp()
+    _run(callbacks, django_capture_on_commit_callbacks)
+    call = ToolCall.objects.get(pk=request.call_id)
+    assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0)
+    assert governance_stamp(assume_current=True) == _stamp()
