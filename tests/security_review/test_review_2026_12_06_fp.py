@@ -29,9 +29,10 @@ Checked and holding:
 - The worker's stamp is current: a single claim checks the process's cached stamp in its UPDATE (a moved stamp fails
   it and the claim reads the stamp again: a worker whose cache still holds the release's stamp after a raw-SQL
   deactivation judges the approvals under the new one), a claim whose stamp moved while it waited for its locks sets
-  ``governance_moved`` (PostgreSQL) and the re-check reads the stamp, a batch's claims read it; the last claim try
-  (unchecked) reads it fresh first. Only another thread putting an older stamp back into the process's cache between
-  a claim and its re-check could skew it, and that skews the full read's cached deciders alike (not probed: a race).
+  ``governance_moved`` (PostgreSQL) and the re-check reads the stamp, a batch's re-checks read it (test); the
+  last claim try (unchecked) reads it fresh first. Only another thread of the same process putting an older stamp
+  back as the process's cache (``_snapshot`` of a stamp it read before the change) between a claim and its re-check
+  could make the re-check use the release's stamp again; not probed: a race between threads, left noted.
 - ``approved_under`` is never stale: only ``_release`` sets it (``tool_call_release``), a call sent back and approved
   again keeps the new release's stamp and runs, a call never released carries none (read in full); no path copies a
   call row (retries go through the pipeline as new calls); a compensation retried or a call requeued by the
@@ -368,3 +369,24 @@ def test_a_worker_whose_cached_stamp_is_the_releases_reads_the_approvals_when_go
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0)
     assert governance_stamp(assume_current=True) == _stamp()
+
+
+def test_a_batch_claim_reads_the_approvals_of_each_call_it_runs(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): a worker claiming a batch (``WORKER_CLAIM_BATCH`` 2) checks no stamp in its claims, so each
+    call's re-check reads the stamp: both calls released by an approver deactivated since go back to the desk."""
+    settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "WORKER_CLAIM_BATCH": 2}
+    first, second = hold("pay 1"), hold("pay 2")
+    callbacks = [
+        *_released_not_run(first, operator, django_capture_on_commit_callbacks),
+        *_released_not_run(second, operator, django_capture_on_commit_callbacks),
+    ]
+    _deactivated_by_sql(operator)
+    _run(callbacks, django_capture_on_commit_callbacks)
+    for request in (first, second):
+        call = ToolCall.objects.get(pk=request.call_id)
+        assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0), request
