@@ -206,15 +206,16 @@ def _claim(
     from toolhub.tools.registry import registry
 
     stamp = governance_stamp(assume_current=attempt == 0)
+    checked = stamp if attempt < _CLAIM_ATTEMPTS - 1 else None
     now = timezone.now()
-    return call_transition(
+    claimed = call_transition(
         call,
         to=CallStatus.RUNNING,
         allowed_from={CallStatus.QUEUED},
         actor=f"worker:{worker}",
         data={"attempt": call.attempts + 1},
         # the last attempt does not check: a stream of governance changes must not starve a call
-        checked_stamp=stamp if attempt < _CLAIM_ATTEMPTS - 1 else None,
+        checked_stamp=checked,
         decided_stamp=stamp,  # unchecked or not, whether it held after the claim's locks (``governance_moved``)
         # a hinted claim: only in the hinted attempt, and the row comes back with the move
         attempt=call.attempts if refresh else None,
@@ -225,6 +226,9 @@ def _claim(
         started_at=now,
         lease_expires_at=now + call_lease(registry.get(call.tool_name)),
     )
+    if claimed:
+        call.claim_stamp = checked
+    return claimed
 
 
 #: Claims of one delivery, the first under the stamp this process last saw.

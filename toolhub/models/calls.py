@@ -142,6 +142,9 @@ class ToolCall(models.Model):
     #: write's locks (PostgreSQL), and whether a governance change committed while it waited for them.
     stamp_after_write: int | None = None
     governance_moved: bool = False
+    #: Set by a worker's claim that checked the governance stamp (``toolhub.claims``), not stored: the stamp it
+    #: checked, which the re-check before the tool runs decides under (not whatever the process caches by then).
+    claim_stamp: int | None = None
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=16, choices=CallKind.choices, default=CallKind.CALL)
