@@ -49,6 +49,7 @@ from tests.approvals.conftest import (  # noqa: F401 - fixtures, registered by b
     hold,
     third_operator,
 )
+from tests.approvals.released import released_not_run, run_held, sent_back
 from tests.helpers import RequestCall
 from toolhub.exceptions import DecisionNotAllowedError
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
@@ -56,26 +57,6 @@ from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, Too
 pytestmark = pytest.mark.django_db
 
 Settle = Callable[..., Any]
-
-
-def _released_not_run(request: ApprovalRequest, user: User, capture: Any) -> list[Callable[[], Any]]:
-    """Approve so the call is released, holding its dispatch: the worker runs it when the callbacks run."""
-    with capture(execute=False) as callbacks:
-        approval_approve(request_id=request.pk, user=user, expected_round=request.round)
-    assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.QUEUED
-    return list(callbacks)
-
-
-def _run(callbacks: list[Callable[[], Any]], capture: Any) -> None:
-    with capture(execute=True):
-        for callback in callbacks:
-            callback()
-
-
-def _sent_back(call_id: Any) -> dict[str, Any]:
-    event = AuditEvent.objects.filter(call_id=call_id, event_type="call.pending_approval").order_by("seq").last()
-    assert event is not None and event.actor.startswith("worker:"), event
-    return dict(event.payload)
 
 
 def test_an_approval_whose_giver_was_deactivated_before_the_worker_runs_does_not_release(
@@ -92,14 +73,14 @@ def test_an_approval_whose_giver_was_deactivated_before_the_worker_runs_does_not
     whose approval no longer counts; another approver's approval then runs it, as attempt 1.
     """
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     operator.is_active = False
     operator.save(update_fields=["is_active"])
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.status == CallStatus.PENDING_APPROVAL, call.status
     assert call.attempts == 0
-    reason = _sent_back(call.id)["reason"]
+    reason = sent_back(call.id)["reason"]
     assert "the approval of operator no longer counts" in reason and "0 of the 1" in reason, reason
     request.refresh_from_db()
     assert (request.status, request.round, request.required_approvals) == (ApprovalStatus.PENDING, 2, 1)
@@ -118,9 +99,9 @@ def test_an_approval_whose_giver_left_the_tenant_before_the_worker_runs_does_not
     Expect: the call goes back to the desk; nothing ran.
     """
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     TenantMembership.objects.filter(user=operator).delete()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
 
 
@@ -138,9 +119,9 @@ def test_an_approval_whose_giver_left_the_approver_group_before_the_worker_runs_
     treasury.user_set.add(operator, second_operator)
     ToolGroup.objects.create(name="payments-fj", extra_tools=["risky_effect"], approver_group=treasury)
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     treasury.user_set.remove(operator)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
 
 
@@ -154,12 +135,12 @@ def test_an_approval_whose_giver_was_deleted_before_the_worker_runs_does_not_rel
     Expect: it goes back to the desk, the event naming the approval by the name it was given under.
     """
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     operator.delete()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.status == CallStatus.PENDING_APPROVAL
-    assert "the approval of operator no longer counts" in _sent_back(call.id)["reason"]
+    assert "the approval of operator no longer counts" in sent_back(call.id)["reason"]
 
 
 def test_one_lapsed_approval_of_two_sends_a_critical_call_back_for_two_again(
@@ -177,13 +158,13 @@ def test_one_lapsed_approval_of_two_sends_a_critical_call_back_for_two_again(
     """
     request = hold(approvers=2)
     committed(approval_approve, request_id=request.pk, user=operator, expected_round=1)
-    callbacks = _released_not_run(request, second_operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, second_operator, django_capture_on_commit_callbacks)
     operator.is_active = False
     operator.save(update_fields=["is_active"])
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.status == CallStatus.PENDING_APPROVAL
-    assert "1 of the 2" in _sent_back(call.id)["reason"]
+    assert "1 of the 2" in sent_back(call.id)["reason"]
     request.refresh_from_db()
     assert request.required_approvals == 2 and request.round == 2
     committed(approval_approve, request_id=request.pk, user=second_operator, expected_round=2)
@@ -201,10 +182,10 @@ def test_an_approval_whose_giver_still_stands_runs_without_a_new_round(
     """Expect (holds): a governance change that leaves the approver standing (another user deactivated) sends
     nothing back: the call runs in its first round."""
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     second_operator.is_active = False
     second_operator.save(update_fields=["is_active"])
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
     assert not AuditEvent.objects.filter(call_id=call.id, event_type="call.pending_approval", actor__startswith="w")
@@ -301,7 +282,7 @@ def test_a_rule_raised_lowered_and_raised_again_sends_back_only_while_it_asks_mo
     """Expect (holds): a call released on one approval, sent back for a rule raised to two; the rule lowered and a
     second round released on two; the rule raised again to two asks nothing more: it runs, as attempt 1."""
     request = hold("pay fj")
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     rule = ApprovalRule.objects.create(
         name="two for fj",
         tool_name="risky_effect",
@@ -310,7 +291,7 @@ def test_a_rule_raised_lowered_and_raised_again_sends_back_only_while_it_asks_mo
         value="pay fj",
         required_approvals=2,
     )
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0)
     rule.required_approvals = 1
@@ -319,10 +300,10 @@ def test_a_rule_raised_lowered_and_raised_again_sends_back_only_while_it_asks_mo
     assert request.required_approvals == 2  # never fewer than it needed
     committed(approval_approve, request_id=request.pk, user=second_operator, expected_round=2)
     request.refresh_from_db()
-    callbacks = _released_not_run(request, third_operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, third_operator, django_capture_on_commit_callbacks)
     rule.required_approvals = 2
     rule.save()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call.refresh_from_db()
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
 

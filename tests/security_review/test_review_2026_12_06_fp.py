@@ -63,33 +63,14 @@ from tests.approvals.conftest import (  # noqa: F401 - fixtures, registered by b
     secret_tool,
     third_operator,
 )
+from tests.approvals.released import released_not_run, run_held, sent_back
 from tests.helpers import RequestCall
 from toolhub.governance import governance_stamp
-from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
+from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
 Settle = Callable[..., Any]
-
-
-def _released_not_run(request: ApprovalRequest, user: User, capture: Any) -> list[Callable[[], Any]]:
-    """Approve so the call is released, holding its dispatch: the worker runs it when the callbacks run."""
-    with capture(execute=False) as callbacks:
-        approval_approve(request_id=request.pk, user=user, expected_round=request.round)
-    assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.QUEUED
-    return list(callbacks)
-
-
-def _run(callbacks: list[Callable[[], Any]], capture: Any) -> None:
-    with capture(execute=True):
-        for callback in callbacks:
-            callback()
-
-
-def _sent_back(call_id: Any) -> dict[str, Any]:
-    event = AuditEvent.objects.filter(call_id=call_id, event_type="call.pending_approval").order_by("seq").last()
-    assert event is not None and event.actor.startswith("worker:"), event
-    return dict(event.payload)
 
 
 def test_a_tool_group_restricting_approvers_after_release_sends_the_call_back(
@@ -109,12 +90,12 @@ def test_a_tool_group_restricting_approvers_after_release_sends_the_call_back(
     treasury = Group.objects.create(name="treasury-fp")
     treasury.user_set.add(second_operator)
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"], approver_group=treasury)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.status == CallStatus.PENDING_APPROVAL, call.status
-    assert "the approval of operator no longer counts" in _sent_back(call.id)["reason"]
+    assert "the approval of operator no longer counts" in sent_back(call.id)["reason"]
     request.refresh_from_db()
     assert request.status == ApprovalStatus.PENDING
     committed(approval_approve, request_id=request.pk, user=second_operator, expected_round=request.round)
@@ -133,9 +114,9 @@ def test_a_group_given_an_approver_permission_after_release_sends_the_call_back(
     """
     ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"])
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     ToolGroup.objects.filter(name="payments-fp").update(approver_permission="approvals.add_approvalrule")
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
 
 
@@ -151,14 +132,14 @@ def test_a_restriction_lifted_or_met_after_release_sends_nothing_back(
     treasury.user_set.add(operator)
     group = ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"], approver_group=treasury)
     first, second = hold("pay 1"), hold("pay 2")
-    callbacks = _released_not_run(first, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(first, operator, django_capture_on_commit_callbacks)
     ToolGroup.objects.create(name="audit-fp", extra_tools=["risky_effect"], approver_group=treasury)
-    _run(callbacks, django_capture_on_commit_callbacks)
-    callbacks = _released_not_run(second, operator, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(second, operator, django_capture_on_commit_callbacks)
     group.approver_group = None
     group.save()
     ToolGroup.objects.filter(name="audit-fp").delete()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     for request in (first, second):
         call = ToolCall.objects.get(pk=request.call_id)
         assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1), request
@@ -211,15 +192,15 @@ def test_every_change_that_lapses_an_approval_stamps_governance_and_sends_the_ca
     groups cleared, their membership moved to another tenant each stamp a new governance version (the triggers), so
     the worker reads the approvals and sends the call back."""
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.approved_under is not None and call.approved_under == _stamp()
     change(operator)
     assert _stamp() != call.approved_under
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call.refresh_from_db()
     assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0)
-    assert "the approval of operator no longer counts" in _sent_back(call.id)["reason"]
+    assert "the approval of operator no longer counts" in sent_back(call.id)["reason"]
 
 
 def _stamp() -> int | None:
@@ -243,14 +224,14 @@ def test_a_direct_permission_or_the_superuser_bit_taken_back_sends_the_call_back
     root = User.objects.create_superuser("root-fp", "root@example.com", "root-password")
     treasury = Group.objects.create(name="treasury-fp")
     first = hold("pay 1")
-    callbacks = _released_not_run(first, direct, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(first, direct, django_capture_on_commit_callbacks)
     direct.user_permissions.remove(_decide_permission())
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"], approver_group=treasury)
     second = hold("pay 2")
-    callbacks = _released_not_run(second, root, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(second, root, django_capture_on_commit_callbacks)
     User.objects.filter(pk=root.pk).update(is_superuser=False)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     for request in (first, second):
         assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL, request
 
@@ -266,15 +247,15 @@ def test_the_stamp_kept_on_a_call_is_its_latest_release(
     never the first one's, and runs; a call held for approval and never released carries none."""
     request = hold()
     assert ToolCall.objects.get(pk=request.call_id).approved_under is None
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     first = ToolCall.objects.get(pk=request.call_id).approved_under
     _deactivated_by_update(operator)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     request.refresh_from_db()
-    callbacks = _released_not_run(request, second_operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, second_operator, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.approved_under == _stamp() and call.approved_under != first
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call.refresh_from_db()
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
 
@@ -303,10 +284,10 @@ def test_the_send_back_reason_is_bounded_and_names_no_secret(
     request = ApprovalRequest.objects.get(call=call)
     for user in givers[:4]:
         committed(approval_approve, request_id=request.pk, user=user, expected_round=1)
-    callbacks = _released_not_run(request, givers[4], django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, givers[4], django_capture_on_commit_callbacks)
     User.objects.filter(pk__in=[user.pk for user in givers]).update(is_active=False)
-    _run(callbacks, django_capture_on_commit_callbacks)
-    payload = _sent_back(call.id)
+    run_held(callbacks, django_capture_on_commit_callbacks)
+    payload = sent_back(call.id)
     reason = payload["reason"]
     assert "and 2 more" in reason and "0 of the 5" in reason, reason
     assert len(reason) < 1000, len(reason)
@@ -323,9 +304,9 @@ def test_an_approver_unstaffed_after_release_still_counts(
     """Expect (holds): ``is_staff`` cleared by a bulk update stamps nothing (not a watched column) and lapses
     nothing: no decider's standing reads it (the REST API decides without the console), so the call runs."""
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     User.objects.filter(pk=operator.pk).update(is_staff=False)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
 
@@ -345,10 +326,10 @@ def test_a_group_whose_approvers_changed_after_release_sends_the_call_back(
     treasury.user_set.add(operator)
     group = ToolGroup.objects.create(name="payments-fp", extra_tools=["risky_effect"], approver_group=treasury)
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     group.approver_group = finance
     group.save()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.PENDING_APPROVAL
 
 
@@ -361,11 +342,11 @@ def test_a_worker_whose_cached_stamp_is_the_releases_reads_the_approvals_when_go
     since) while a deactivation by raw SQL moved it: the claim's UPDATE checks that cached stamp and fails, the claim
     reads the stamp again, and the re-check judges the approvals under the new one: sent back, nothing ran."""
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     released_under = ToolCall.objects.get(pk=request.call_id).approved_under
     _deactivated_by_sql(operator)
     assert governance_stamp(assume_current=True) == released_under != _stamp()
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     call = ToolCall.objects.get(pk=request.call_id)
     assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0)
     assert governance_stamp(assume_current=True) == _stamp()
@@ -382,11 +363,11 @@ def test_a_batch_claim_reads_the_approvals_of_each_call_it_runs(
     settings.TOOLHUB = {**getattr(settings, "TOOLHUB", {}), "WORKER_CLAIM_BATCH": 2}
     first, second = hold("pay 1"), hold("pay 2")
     callbacks = [
-        *_released_not_run(first, operator, django_capture_on_commit_callbacks),
-        *_released_not_run(second, operator, django_capture_on_commit_callbacks),
+        *released_not_run(first, operator, django_capture_on_commit_callbacks),
+        *released_not_run(second, operator, django_capture_on_commit_callbacks),
     ]
     _deactivated_by_sql(operator)
-    _run(callbacks, django_capture_on_commit_callbacks)
+    run_held(callbacks, django_capture_on_commit_callbacks)
     for request in (first, second):
         call = ToolCall.objects.get(pk=request.call_id)
         assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 0), request

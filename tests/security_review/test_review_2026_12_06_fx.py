@@ -15,27 +15,18 @@ re-check decides under that one (review fp's tests); a claim that checked nothin
 reads the stamp for its re-check.
 """
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from approvals.models import ApprovalRequest
-from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - the fixture, registered by being imported here
+from tests.approvals.released import released_not_run
 from toolhub import claims, execution, governance
 from toolhub.models import CallStatus, ToolCall
 
 pytestmark = pytest.mark.django_db
-
-
-def _released_not_run(request: ApprovalRequest, user: User, capture: Any) -> list[Callable[[], Any]]:
-    with capture(execute=False) as callbacks:
-        approval_approve(request_id=request.pk, user=user, expected_round=request.round)
-    assert ToolCall.objects.get(pk=request.call_id).status == CallStatus.QUEUED
-    return list(callbacks)
 
 
 def test_an_older_cache_put_back_after_the_claim_is_not_what_the_recheck_decides_under(
@@ -51,7 +42,7 @@ def test_an_older_cache_put_back_after_the_claim_is_not_what_the_recheck_decides
     Expect: the re-check decides under the stamp the claim checked: the call goes back to the desk, nothing ran.
     """
     request = hold()
-    callbacks = _released_not_run(request, operator, django_capture_on_commit_callbacks)
+    callbacks = released_not_run(request, operator, django_capture_on_commit_callbacks)
     released_under = ToolCall.objects.get(pk=request.call_id).approved_under
     stale = governance._current  # the release's governance, its approver loaded, as a thread may still hold it
     assert stale.stamp == released_under is not None
