@@ -4,34 +4,51 @@ A request that waits (``?wait=``, MCP's follows and status waits, a call or run 
 export streaming for minutes) reads its user's rights again afterwards (``toolhub.tenancy.tenant_scope_now``). The
 rights of the account are not all: a password reset because the account was feared taken deletes its API keys and
 its console sessions (``toolhub.api.token_revocation``), an administrator deletes one key alone (the admin's Tokens),
-a key grows too old, a session expires (its row stays until beat's sweep); the account keeps its flags and
-memberships. So authentication marks the user object with a check of the credential it used
-(:func:`credential_carried`: ``token_owner`` for the REST API and MCP, the :class:`SessionCredentialMiddleware` for the
-console's session), and the re-read asks it (:func:`credential_holds`): one no longer good reads as an account no
-longer active, answered nothing, whatever waited.
+a key grows too old; the account keeps its flags and memberships. So authentication marks the user object with a
+check of the credential it used (:func:`credential_carried`: ``token_owner`` for the REST API and MCP, the
+:class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_holds`):
+one no longer good reads as an account no longer active, answered nothing, whatever waited.
+
+A check answers with the credential's row while it is good (a ``QuerySet``: the key's, the session's in
+``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
+(:func:`credential_rows`): an API call run in its request costs no statement more for it. A session store that is
+no table answers ``True`` or ``False`` instead, asked apart.
 """
 
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
-__all__ = ["SessionCredentialMiddleware", "credential_carried", "credential_holds"]
+__all__ = ["SessionCredentialMiddleware", "credential_carried", "credential_holds", "credential_rows"]
+
+#: A credential's check: its row while it authenticates (``QuerySet``), or, where no table keeps it, whether it does.
+CredentialCheck = Callable[[], "QuerySet[Any] | bool"]
 
 #: Where a user object keeps the check of the credential its request authenticated with.
 _CHECK_ATTRIBUTE = "_toolhub_credential_holds"
 
 
-def credential_carried(user: Any, still_good: Callable[[], bool]) -> None:
+def credential_carried(user: Any, still_good: CredentialCheck) -> None:
     """Mark ``user`` (this request's object) as authenticated by a credential ``still_good`` asks about again."""
     setattr(user, _CHECK_ATTRIBUTE, still_good)
 
 
+def credential_rows(user: Any) -> "QuerySet[Any] | bool | None":
+    """What ``user``'s credential check answers now: its row while good (read it as ``EXISTS``), a bool, or ``None``.
+
+    ``None``: no credential marked (a user authenticated otherwise, a test's forced one), nothing to ask.
+    """
+    still_good = getattr(user, _CHECK_ATTRIBUTE, None)
+    return None if still_good is None else still_good()
+
+
 def credential_holds(user: Any) -> bool:
     """Whether the credential ``user``'s request authenticated with is still good (one read; none marked: yes)."""
-    still_good = getattr(user, _CHECK_ATTRIBUTE, None)
-    return still_good is None or bool(still_good())
+    held = credential_rows(user)
+    return held is None or (held.exists() if isinstance(held, QuerySet) else bool(held))
 
 
 def _session_user(request: HttpRequest) -> Any:
@@ -47,16 +64,13 @@ def _session_user(request: HttpRequest) -> Any:
     return user
 
 
-def _session_lives(session: Any, signed_in_as: str) -> bool:
-    """Whether ``session``'s key (as it is now) would still sign in ``signed_in_as``; one read of its store.
-
-    Loaded afresh through its store, as the next request would be: a session ended (its row deleted), expired (its
-    row left for beat's sweep: ``exists`` would still answer it) or signed in as someone else since signs in no one.
-    """
-    from django.contrib.auth import SESSION_KEY
-
+def _session_lives(session: Any) -> "QuerySet[Any] | bool":
+    """``session``'s row under its key as it is now (ended sessions' rows are deleted), or whether its store has it."""
     key = session.session_key
-    return bool(key) and type(session)(session_key=key).load().get(SESSION_KEY) == signed_in_as
+    if not key:
+        return False
+    rows = getattr(session, "credential_rows", None)  # toolhub.session_store's; another engine is asked apart
+    return rows(key) if rows is not None else bool(session.exists(key))
 
 
 class SessionCredentialMiddleware:

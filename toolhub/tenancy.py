@@ -13,10 +13,9 @@ records); only people who cross the boundary see them, besides their owner where
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Exists, Model, Q, QuerySet
 
-from toolhub.credentials import credential_holds
+from toolhub.credentials import credential_rows
 from toolhub.exceptions import NotInTenantError
 
 __all__ = [
@@ -113,12 +112,23 @@ def _reload_rights(user: Any) -> None:
         if hasattr(user, attribute):
             delattr(user, attribute)
     fields = [field.attname for field in user._meta.concrete_fields if field.name in _RIGHTS_FIELDS]
-    try:
-        user.refresh_from_db(fields=fields)
-    except ObjectDoesNotExist:
+    # The credential the request came with, asked in the same statement when it is a row (``toolhub.credentials``).
+    held = credential_rows(user)
+    rows = user._meta.model._base_manager.db_manager(user._state.db).filter(pk=user.pk)
+    if isinstance(held, QuerySet):
+        rows = rows.annotate(credential_holds=Exists(held))
+        fields_read = [*fields, "credential_holds"]
+    else:
+        fields_read = fields
+    row = rows.values_list(*fields_read).first()
+    if row is None:
         user.is_active = False
-    if user.is_active and not credential_holds(user):
-        # The key or session the request came with was revoked meanwhile (``toolhub.credentials``): no one now.
+        return
+    for attname, value in zip(fields, row, strict=False):
+        setattr(user, attname, value)
+    holds = row[-1] if isinstance(held, QuerySet) else held is None or bool(held)
+    if user.is_active and not holds:
+        # The key or session the request came with was revoked meanwhile: no one now.
         user.is_active = False
 
 

@@ -68,12 +68,16 @@ def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
     return token.user, token
 
 
-def _still_good(digest: str) -> bool:
-    """Whether the key stored as ``digest`` still authenticates (not deleted, not older than allowed); one read."""
+def _still_good(digest: str) -> Any:
+    """The row of the key stored as ``digest`` while it authenticates (not deleted, not older than allowed).
+
+    A ``QuerySet``, read as an ``EXISTS`` inside the re-read of its user's row (``toolhub.credentials``).
+    """
     from rest_framework.authtoken.models import Token
 
-    created = Token.objects.filter(key=digest).values_list("created", flat=True).first()
-    return created is not None and not _expired(created)
+    rows = Token.objects.filter(key=digest)
+    max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
+    return rows if max_age is None else rows.filter(created__gte=timezone.now() - timedelta(seconds=max_age))
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
