@@ -9,23 +9,47 @@ check of the credential it used (:func:`credential_carried`: ``token_owner`` for
 :class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_holds`):
 one no longer good reads as an account no longer active, answered nothing, whatever waited.
 
-A check answers with the credential's row while it is good (a ``QuerySet``: the key's, the session's in
+A check answers with the credential's row while it is good (a :class:`CredentialRow`: the key's, the session's in
 ``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
-(:func:`credential_rows`): an API call run in its request costs no statement more for it. A session store that is
-no table answers ``True`` or ``False`` instead, asked apart.
+(``toolhub.tenancy``, its SQL written once per process): an API call run in its request costs no statement, and no
+query compiled, more for it. A session store that is no table answers ``True`` or ``False`` instead, asked apart.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
-__all__ = ["SessionCredentialMiddleware", "credential_carried", "credential_holds", "credential_rows"]
+__all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried", "credential_holds", "credential_rows"]
 
-#: A credential's check: its row while it authenticates (``QuerySet``), or, where no table keeps it, whether it does.
-CredentialCheck = Callable[[], "QuerySet[Any] | bool"]
+
+@dataclass(frozen=True)
+class CredentialRow:
+    """A credential's row while it authenticates, asked as an ``EXISTS`` in its user's re-read.
+
+    ``model``'s row whose ``field`` is ``value`` (and, given ``since``, whose ``created_field`` is at or after it).
+    """
+
+    model: type[Model]
+    field: str
+    value: Any
+    created_field: str = ""
+    since: datetime | None = None
+
+    def exists(self) -> bool:
+        """Whether the row is there (one read), for a re-read that is not the rights' (``credential_holds``)."""
+        rows = self.model._default_manager.filter(**{self.field: self.value})
+        if self.since is not None:
+            rows = rows.filter(**{f"{self.created_field}__gte": self.since})
+        return bool(rows.exists())
+
+
+#: A credential's check: its row while it authenticates, or, where no table keeps it, whether it does.
+CredentialCheck = Callable[[], "CredentialRow | bool"]
 
 #: Where a user object keeps the check of the credential its request authenticated with.
 _CHECK_ATTRIBUTE = "_toolhub_credential_holds"
@@ -36,7 +60,7 @@ def credential_carried(user: Any, still_good: CredentialCheck) -> None:
     setattr(user, _CHECK_ATTRIBUTE, still_good)
 
 
-def credential_rows(user: Any) -> "QuerySet[Any] | bool | None":
+def credential_rows(user: Any) -> "CredentialRow | bool | None":
     """What ``user``'s credential check answers now: its row while good (read it as ``EXISTS``), a bool, or ``None``.
 
     ``None``: no credential marked (a user authenticated otherwise, a test's forced one), nothing to ask.
@@ -48,7 +72,7 @@ def credential_rows(user: Any) -> "QuerySet[Any] | bool | None":
 def credential_holds(user: Any) -> bool:
     """Whether the credential ``user``'s request authenticated with is still good (one read; none marked: yes)."""
     held = credential_rows(user)
-    return held is None or (held.exists() if isinstance(held, QuerySet) else bool(held))
+    return held is None or (held.exists() if isinstance(held, CredentialRow) else bool(held))
 
 
 def _session_user(request: HttpRequest) -> Any:
@@ -64,7 +88,7 @@ def _session_user(request: HttpRequest) -> Any:
     return user
 
 
-def _session_lives(session: Any) -> "QuerySet[Any] | bool":
+def _session_lives(session: Any) -> "CredentialRow | bool":
     """``session``'s row under its key as it is now (ended sessions' rows are deleted), or whether its store has it."""
     key = session.session_key
     if not key:

@@ -54,11 +54,13 @@ class SessionStore(db.SessionStore):
             return None
 
     def credential_rows(self, session_key: str) -> Any:
-        """The row of ``session_key`` (a ``QuerySet``): a request's re-read asks it inside its user's read."""
-        return self.model.objects.filter(session_key=key_digest(session_key))
+        """The row of ``session_key`` (``toolhub.credentials.CredentialRow``): a re-read asks it in its user's read."""
+        from toolhub.credentials import CredentialRow
+
+        return CredentialRow(self.model, "session_key", key_digest(session_key))
 
     def exists(self, session_key: str) -> bool:
-        return bool(self.credential_rows(session_key).exists())
+        return bool(self.model.objects.filter(session_key=key_digest(session_key)).exists())
 
     async def aexists(self, session_key: str) -> bool:
         return bool(await self.model.objects.filter(session_key=key_digest(session_key)).aexists())

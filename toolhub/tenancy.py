@@ -10,13 +10,16 @@ Rows with an empty tenant belong to nobody's tenant (calls of a user without a t
 records); only people who cross the boundary see them, besides their owner where a selector says so.
 """
 
+import functools
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db.models import Exists, Model, Q, QuerySet
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Model, Q, QuerySet
 
-from toolhub.credentials import credential_rows
+from toolhub.credentials import CredentialRow, credential_rows
 from toolhub.exceptions import NotInTenantError
+from toolhub.prepared import prepared_cursor
 
 __all__ = [
     "CROSS_TENANT_PERMISSION",
@@ -111,25 +114,48 @@ def _reload_rights(user: Any) -> None:
     for attribute in (_CACHE_ATTRIBUTE, *_PERMISSION_CACHES):
         if hasattr(user, attribute):
             delattr(user, attribute)
-    fields = [field.attname for field in user._meta.concrete_fields if field.name in _RIGHTS_FIELDS]
+    fields = tuple(field.attname for field in user._meta.concrete_fields if field.name in _RIGHTS_FIELDS)
     # The credential the request came with, asked in the same statement when it is a row (``toolhub.credentials``).
     held = credential_rows(user)
-    rows = user._meta.model._base_manager.db_manager(user._state.db).filter(pk=user.pk)
-    if isinstance(held, QuerySet):
-        rows = rows.annotate(credential_holds=Exists(held))
-        fields_read = [*fields, "credential_holds"]
-    else:
-        fields_read = fields
-    row = rows.values_list(*fields_read).first()
+    row_of = held if isinstance(held, CredentialRow) else None
+    alias = user._state.db or DEFAULT_DB_ALIAS
+    connection = connections[alias]
+    shape = None if row_of is None else (row_of.model, row_of.field, row_of.created_field if row_of.since else "")
+    params = []
+    if row_of is not None:
+        meta = row_of.model._meta
+        params.append(meta.get_field(row_of.field).get_db_prep_value(row_of.value, connection))
+        if row_of.since is not None:
+            params.append(meta.get_field(row_of.created_field).get_db_prep_value(row_of.since, connection))
+    params.append(user._meta.pk.get_db_prep_value(user.pk, connection))
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_rights_sql(alias, user._meta.model, fields, shape), params)
+        row = cursor.fetchone()
     if row is None:
         user.is_active = False
         return
     for attname, value in zip(fields, row, strict=False):
-        setattr(user, attname, value)
-    holds = row[-1] if isinstance(held, QuerySet) else held is None or bool(held)
+        setattr(user, attname, bool(value))  # the rights' columns are booleans (0/1 on SQLite)
+    holds = bool(row[-1]) if row_of is not None else held is None or bool(held)
     if user.is_active and not holds:
         # The key or session the request came with was revoked meanwhile: no one now.
         user.is_active = False
+
+
+@functools.cache
+def _rights_sql(alias: str, model: type[Model], fields: tuple[str, ...], shape: tuple[Any, str, str] | None) -> str:
+    """The user's rights columns and, given a credential's ``shape`` (model, key field, created field), its EXISTS."""
+    q = connections[alias].ops.quote_name
+    meta = model._meta
+    columns = [f"u.{q(meta.get_field(name).column)}" for name in fields]
+    if shape is not None:
+        credential, field, created = shape
+        table = credential._meta
+        where = f"c.{q(table.get_field(field).column)} = %s"
+        if created:
+            where += f" AND c.{q(table.get_field(created).column)} >= %s"
+        columns.append(f"EXISTS (SELECT 1 FROM {q(table.db_table)} c WHERE {where})")
+    return f"SELECT {', '.join(columns)} FROM {q(meta.db_table)} u WHERE u.{q(meta.pk.column)} = %s"
 
 
 def scoped(queryset: QuerySet[M], user: Any, field: str = "tenant") -> QuerySet[M]:

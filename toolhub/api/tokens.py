@@ -22,7 +22,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from toolhub.api.keys import key_digest
 from toolhub.api.token_use import TokenChannel, TokenGone, token_use_stamp
 from toolhub.conf import toolhub_settings
-from toolhub.credentials import credential_carried
+from toolhub.credentials import CredentialRow, credential_carried
 
 __all__ = ["ExpiringTokenAuthentication", "TokenExpired", "TokenRefused", "install", "token_handle", "token_owner"]
 
@@ -68,16 +68,16 @@ def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
     return token.user, token
 
 
-def _still_good(digest: str) -> Any:
+def _still_good(digest: str) -> CredentialRow:
     """The row of the key stored as ``digest`` while it authenticates (not deleted, not older than allowed).
 
-    A ``QuerySet``, read as an ``EXISTS`` inside the re-read of its user's row (``toolhub.credentials``).
+    Asked as an ``EXISTS`` inside the re-read of its user's row (``toolhub.credentials``).
     """
     from rest_framework.authtoken.models import Token
 
-    rows = Token.objects.filter(key=digest)
     max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
-    return rows if max_age is None else rows.filter(created__gte=timezone.now() - timedelta(seconds=max_age))
+    since = None if max_age is None else timezone.now() - timedelta(seconds=max_age)
+    return CredentialRow(Token, "key", digest, "created", since)
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
