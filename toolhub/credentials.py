@@ -31,20 +31,21 @@ __all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried",
 class CredentialRow:
     """A credential's row while it authenticates, asked as an ``EXISTS`` in its user's re-read.
 
-    ``model``'s row whose ``field`` is ``value`` (and, given ``since``, whose ``created_field`` is at or after it).
+    ``model``'s row whose ``field`` is ``value`` (and, given ``at_least``, whose ``bound_field`` is at or after it: a
+    key made no longer ago than allowed, a session expiring no sooner than now).
     """
 
     model: type[Model]
     field: str
     value: Any
-    created_field: str = ""
-    since: datetime | None = None
+    bound_field: str = ""
+    at_least: datetime | None = None
 
     def exists(self) -> bool:
         """Whether the row is there (one read), for a re-read that is not the rights' (``credential_holds``)."""
         rows = self.model._default_manager.filter(**{self.field: self.value})
-        if self.since is not None:
-            rows = rows.filter(**{f"{self.created_field}__gte": self.since})
+        if self.at_least is not None:
+            rows = rows.filter(**{f"{self.bound_field}__gte": self.at_least})
         return bool(rows.exists())
 
 
@@ -88,13 +89,22 @@ def _session_user(request: HttpRequest) -> Any:
     return user
 
 
-def _session_lives(session: Any) -> "CredentialRow | bool":
-    """``session``'s row under its key as it is now (ended sessions' rows are deleted), or whether its store has it."""
+def _session_lives(session: Any, signed_in_as: str) -> "CredentialRow | bool":
+    """``session``'s row under its key while it signs someone in, or whether it would sign in ``signed_in_as``.
+
+    ``toolhub.session_store``'s sessions answer their row, not expired (an ended session's row is deleted; an expired
+    one's waits for beat's sweep, yet signs in no one). Another engine's is loaded afresh through its store, as the
+    next request would load it (one read): ``exists`` would answer an expired row, or nothing, for a signed cookie.
+    """
+    from django.contrib.auth import SESSION_KEY
+
     key = session.session_key
     if not key:
         return False
-    rows = getattr(session, "credential_rows", None)  # toolhub.session_store's; another engine is asked apart
-    return rows(key) if rows is not None else bool(session.exists(key))
+    rows = getattr(session, "credential_rows", None)
+    if rows is not None:
+        return rows(key)
+    return type(session)(session_key=key).load().get(SESSION_KEY) == signed_in_as
 
 
 class SessionCredentialMiddleware:

@@ -57,7 +57,7 @@ class SessionStore(db.SessionStore):
         """The row of ``session_key`` (``toolhub.credentials.CredentialRow``): a re-read asks it in its user's read."""
         from toolhub.credentials import CredentialRow
 
-        return CredentialRow(self.model, "session_key", key_digest(session_key))
+        return CredentialRow(self.model, "session_key", key_digest(session_key), "expire_date", timezone.now())
 
     def exists(self, session_key: str) -> bool:
         return bool(self.model.objects.filter(session_key=key_digest(session_key)).exists())

@@ -120,13 +120,13 @@ def _reload_rights(user: Any) -> None:
     row_of = held if isinstance(held, CredentialRow) else None
     alias = user._state.db or DEFAULT_DB_ALIAS
     connection = connections[alias]
-    shape = None if row_of is None else (row_of.model, row_of.field, row_of.created_field if row_of.since else "")
+    shape = None if row_of is None else (row_of.model, row_of.field, row_of.bound_field if row_of.at_least else "")
     params = []
     if row_of is not None:
         meta = row_of.model._meta
         params.append(meta.get_field(row_of.field).get_db_prep_value(row_of.value, connection))
-        if row_of.since is not None:
-            params.append(meta.get_field(row_of.created_field).get_db_prep_value(row_of.since, connection))
+        if row_of.at_least is not None:
+            params.append(meta.get_field(row_of.bound_field).get_db_prep_value(row_of.at_least, connection))
     params.append(user._meta.pk.get_db_prep_value(user.pk, connection))
     with prepared_cursor(connection) as cursor:
         cursor.execute(_rights_sql(alias, user._meta.model, fields, shape), params)
@@ -144,16 +144,16 @@ def _reload_rights(user: Any) -> None:
 
 @functools.cache
 def _rights_sql(alias: str, model: type[Model], fields: tuple[str, ...], shape: tuple[Any, str, str] | None) -> str:
-    """The user's rights columns and, given a credential's ``shape`` (model, key field, created field), its EXISTS."""
+    """The user's rights columns and, given a credential's ``shape`` (model, key field, bound field), its EXISTS."""
     q = connections[alias].ops.quote_name
     meta = model._meta
     columns = [f"u.{q(meta.get_field(name).column)}" for name in fields]
     if shape is not None:
-        credential, field, created = shape
+        credential, field, bound = shape
         table = credential._meta
         where = f"c.{q(table.get_field(field).column)} = %s"
-        if created:
-            where += f" AND c.{q(table.get_field(created).column)} >= %s"
+        if bound:
+            where += f" AND c.{q(table.get_field(bound).column)} >= %s"
         columns.append(f"EXISTS (SELECT 1 FROM {q(table.db_table)} c WHERE {where})")
     return f"SELECT {', '.join(columns)} FROM {q(meta.db_table)} u WHERE u.{q(meta.pk.column)} = %s"
 
