@@ -9,11 +9,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from toolhub.audit import audit_append
+from toolhub.commit_once import on_commit_once
 from toolhub.conf import toolhub_settings
 from toolhub.models import SAGA_STEPS, CallStatus, ToolCall
 from toolhub.sagas.mapping import MappingError, compensation_arguments
@@ -168,9 +168,11 @@ def reopen_rollback(saga: Saga, rollback: Rollback, call: ToolCall, actor: str, 
     retry) tells nothing, its call's settling wakes the run again.
     """
     if saga.run_id is not None:
+        # Once per transaction: a bulk resolution reopens (and finishes again) one rollback per compensation resolved.
         run_id, rollback_id = saga.run_id, rollback.pk
-        transaction.on_commit(
-            lambda: rollback_reopened.send(sender=Rollback, run_id=run_id, rollback_id=rollback_id), robust=True
+        on_commit_once(
+            (rollback_reopened, run_id, rollback_id),
+            lambda: rollback_reopened.send(sender=Rollback, run_id=run_id, rollback_id=rollback_id),
         )
     rollback.finished_at = None
     rollback.told_at = None

@@ -1,0 +1,264 @@
+"""Review fu (2026-12-06): rollback wake-ups and in-request re-reads (review fk), the remote MCP listing bound (aae2718).
+
+Each finding's test failed on the reviewed code (main at fe8d6ff) and passes now ("Found: ...", "Expect: ...").
+
+Findings:
+
+1. A wake storm from one bulk resolution: resolving every compensation of a finished rollback in one action
+   (``compensations_resolve``) reopened and finished the rollback once per row, each reopen sending
+   ``rollback_reopened`` after commit: one ``advance_run_task`` per compensation for one run (eager: the run's step run
+   that many times in the operator's request), all but the first finding nothing. Now one wake-up per run and
+   rollback per transaction (``toolhub.commit_once.on_commit_once``).
+
+Checked and holding: see the tests marked holding below.
+"""
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+from django.contrib.auth.models import User
+from mcp.server import Server
+
+import agents_app.tasks as tasks
+from agents_app.models import AgentRun
+from tests.helpers import assert_audit_intact
+from tests.mcpclient.fake_server import FakeCrm, serving
+from tests.sagas.sample_tools import RELEASE_FAILS
+from toolhub import ToolContext
+from toolhub.authorization import CallPrincipal
+from toolhub.mcp_client.remote import MAX_LISTING_PAGES, RemoteServerError, remote_tools
+from toolhub.models import AuditEvent, ToolCall
+from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.sagas.models import CompensationStatus, Saga
+from toolhub.sagas.recovery import compensation_retry, compensations_resolve
+from toolhub.sagas.services import saga_rollback_on_demand
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _reserve_many(count: int) -> list[dict[str, Any]]:
+    """A script reserving ``count`` seats in one turn, then answering."""
+    calls = [{"name": "reserve", "arguments": {"item": f"seat-{n}"}} for n in range(count)]
+    return [{"content": "", "tool_calls": calls}, {"content": "reserved"}]
+
+
+def _notes(run: Any) -> list[str]:
+    run.refresh_from_db()
+    return [m["content"] for m in run.messages if m["role"] == "system"]
+
+
+@pytest.mark.usefixtures("saga_tools")
+def test_resolving_every_compensation_of_a_rollback_at_once_wakes_its_run_once(
+    alice: User, acme_operator: User, make_agent: Any, start: Any, settings: Any, monkeypatch: Any
+) -> None:
+    """Found: an ended run's rollback had six failed compensations; an operator resolved them by hand in one action
+    (the Sagas or Compensations page's *Resolve by hand*: ``compensations_resolve``, one transaction). Each resolution
+    reopened the rollback and finished it again at once, and each reopen sent ``rollback_reopened`` after commit: six
+    ``advance_run_task`` messages for one run (eager, the embedded default: six runs of the run's step in the operator's
+    request), one per row acted on, where the first told the conversation and five found nothing to do.
+    Expect: one wake-up per run and rollback per transaction (``toolhub.commit_once.on_commit_once``), told once."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 1}
+    run = start(make_agent(tools=["reserve"], script=_reserve_many(6)), alice)
+    RELEASE_FAILS["on"] = True
+    saga_rollback_on_demand(saga_key=str(run.id), run_id=run.id, tenant="acme", actor="alice")
+    RELEASE_FAILS["on"] = False
+    saga = Saga.objects.get(run_id=run.id)
+    assert list(saga.compensations.values_list("status", flat=True)) == [CompensationStatus.FAILED] * 6
+    assert len(_notes(run)) == 1
+    woken = _woken(monkeypatch)
+
+    resolved = compensations_resolve(
+        scope=saga.compensations.all(), actor=f"user:{acme_operator.username}", note="by phone", by=acme_operator
+    )
+
+    assert resolved == (6, [])
+    assert AuditEvent.objects.filter(event_type="saga.rollback_reopened").count() == 6  # each row's, in the trail
+    assert woken == [str(run.id)]
+    notes = _notes(run)
+    assert len(notes) == 2 and notes[1].count("resolved by an operator (by phone)") == 6, notes
+    assert saga.rollbacks.get().told_at is not None
+    assert_audit_intact()
+
+
+def _woken(monkeypatch: Any) -> list[str]:
+    """The runs ``advance_run_task`` is asked to advance from now on (each wake-up: one message, or eager one run)."""
+    woken: list[str] = []
+    real = tasks.run_advance
+
+    def counted(**kwargs: Any) -> Any:
+        woken.append(str(kwargs["run_id"]))
+        return real(**kwargs)
+
+    monkeypatch.setattr(tasks, "run_advance", counted)
+    return woken
+
+
+def _globex_call(name: str, arguments: dict[str, Any], *, saga: str, user: User) -> ToolCall:
+    """``user``'s direct call of ``name`` in globex's saga ``saga``, executed in process."""
+    principal = CallPrincipal(user_id=user.pk, username=user.username, tenant="globex")
+    call = tool_call_request(
+        request=CallRequest(
+            tool_name=name, arguments=arguments, principal=principal, context=ToolContext(tenant="globex"), saga_id=saga
+        )
+    )
+    call.refresh_from_db()
+    return call
+
+
+@pytest.mark.usefixtures("saga_tools")
+def test_a_reopened_rollback_of_another_tenants_saga_named_as_a_run_wakes_no_run(
+    alice: User, globex_user: User, globex_operator: User, make_agent: Any, start: Any, settings: Any, monkeypatch: Any
+) -> None:
+    """Holding: globex's direct saga keyed by acme's run id (a saga id is per tenant, so the key is free there); its
+    step's compensation failed and globex's operator resolves it by hand, reopening and finishing its rollback again.
+    The wake-up follows the saga's own ``run_id`` (none for a direct saga), never its key: acme's run is not woken and
+    its conversation hears nothing of globex."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 1}
+    run = start(make_agent(tools=["reserve"], script=_reserve_many(1)), alice)
+    key = str(run.id)
+    _globex_call("reserve", {"item": "globex-seat"}, saga=key, user=globex_user)
+    RELEASE_FAILS["on"] = True
+    _globex_call("explode", {"reason": "boom"}, saga=key, user=globex_user)
+    RELEASE_FAILS["on"] = False
+    saga = Saga.objects.get(key=key, tenant="globex")
+    assert saga.run_id is None and saga.rollbacks.get().finished_at is not None
+    woken = _woken(monkeypatch)
+    before = _notes(run)
+
+    compensations_resolve(
+        scope=saga.compensations.all(), actor=f"user:{globex_operator.username}", note="done", by=globex_operator
+    )
+
+    assert AuditEvent.objects.filter(event_type="saga.rollback_reopened", tenant="globex").count() == 1
+    assert woken == []
+    assert _notes(run) == before
+    assert "globex-seat" not in json.dumps(AgentRun.objects.get(pk=run.id).messages)
+
+
+@pytest.mark.usefixtures("saga_tools")
+def test_a_reopened_rollback_whose_run_row_is_gone_wakes_nothing_and_fails_nothing(
+    alice: User, acme_operator: User, make_agent: Any, start: Any, settings: Any, monkeypatch: Any
+) -> None:
+    """Holding: a run's saga whose run row is gone (deleted by SQL: nothing in toolhub deletes a run) has its failed
+    compensation resolved by hand: the rollback reopens and finishes again, the wake-up finds no run (``run_advance``
+    idle) and the resolution stands; the trail verifies."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 1}
+    run = start(make_agent(tools=["reserve"], script=_reserve_many(1)), alice)
+    RELEASE_FAILS["on"] = True
+    saga_rollback_on_demand(saga_key=str(run.id), run_id=run.id, tenant="acme", actor="alice")
+    RELEASE_FAILS["on"] = False
+    saga = Saga.objects.get(run_id=run.id)
+    AgentRun.objects.filter(pk=run.id).delete()
+    woken = _woken(monkeypatch)
+
+    resolve = compensations_resolve(
+        scope=saga.compensations.all(), actor=f"user:{acme_operator.username}", note="done", by=acme_operator
+    )
+
+    assert resolve == (1, [])
+    assert woken == [str(run.id)]
+    assert saga.rollbacks.get().finished_at is not None
+    assert_audit_intact()
+
+
+@pytest.mark.usefixtures("saga_tools")
+def test_retrying_a_failing_compensation_again_and_again_tells_one_note_per_retry_and_wakes_boundedly(
+    alice: User, acme_operator: User, make_agent: Any, start: Any, settings: Any, monkeypatch: Any
+) -> None:
+    """Holding: an operator retries the failing compensation of an ended run's rollback five times, one retry a
+    request. Each retry reopens the rollback (one wake-up, finding it under way: no note) and its call's settling
+    finishes it again (one wake-up, one note, the outcome as it stands): two wake-ups and one note a retry, never
+    more, nothing left waking the run after the last."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 1}
+    run = start(make_agent(tools=["reserve"], script=_reserve_many(1)), alice)
+    RELEASE_FAILS["on"] = True
+    saga_rollback_on_demand(saga_key=str(run.id), run_id=run.id, tenant="acme", actor="alice")
+    compensation = Saga.objects.get(run_id=run.id).compensations.get()
+    woken = _woken(monkeypatch)
+
+    for _ in range(5):
+        compensation_retry(compensation=compensation, actor=f"user:{acme_operator.username}", by=acme_operator)
+    RELEASE_FAILS["on"] = False
+
+    compensation.refresh_from_db()
+    assert compensation.status == CompensationStatus.FAILED
+    notes = _notes(run)
+    assert len(notes) == 1 + 5 and all("NOT rolled back" in note for note in notes), notes
+    assert len(woken) <= 2 * 5, woken
+    assert_audit_intact()
+
+
+# --- a remote MCP listing that does not end (aae2718) ----------------------------------------------------------------
+
+#: A secret in the server's URL and its credential: neither may reach the error kept, shown or audited.
+SECRET_QUERY = "?key=s3cr3t-in-the-url"
+CREDENTIAL = "Bearer tok-s3cr3t"
+
+
+class EndlessCrm(FakeCrm):
+    """A server whose listing pages ``tools`` tools a page, each page's next cursor ``cursor(page)``, ``pages`` pages
+    (``None``: for ever)."""
+
+    def __init__(self, cursor: Any, tools: int = 1, pages: int | None = None) -> None:
+        super().__init__()
+        self.cursor, self.tools, self.pages = cursor, tools, pages
+        self.served = 0
+
+    def server(self) -> Server[Any]:
+        async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            self.served += 1
+            tools = [{"name": f"t{n}", "inputSchema": {"type": "object"}} for n in range(self.tools)]
+            more = self.pages is None or self.served < self.pages
+            page = {"tools": tools, **({"nextCursor": self.cursor(self.served)} if more else {})}
+            return types.ListToolsResult.model_validate(page)
+
+        return Server("endless-crm", on_list_tools=list_tools)
+
+
+@pytest.mark.parametrize(
+    "cursor, tools, pages",
+    [
+        pytest.param(lambda page: "same", 1, None, id="the-same-cursor-forever"),
+        pytest.param(lambda page: f"next-{page}", 0, None, id="empty-pages-forever"),
+        pytest.param(lambda page: str(page), 1, MAX_LISTING_PAGES + 1, id="one-page-past-the-bound"),
+    ],
+)
+def test_a_listing_that_does_not_end_within_the_bound_is_refused_after_the_bound_naming_no_secret(
+    cursor: Any, tools: int, pages: int | None
+) -> None:
+    """Holding: a server repeating one cursor (a loop), paging empty pages for ever, or ending on page 101 is asked
+    for 100 pages, no more, and refused whole with the fixed message naming the server by its name: no URL, no
+    secret of the URL or of the credential."""
+    fake = EndlessCrm(cursor, tools, pages)
+    with serving(fake) as url, pytest.raises(RemoteServerError) as failed:
+        remote_tools(url + SECRET_QUERY, name="crm", headers={"Authorization": CREDENTIAL}, timeout=60)
+
+    assert fake.served == MAX_LISTING_PAGES
+    said = str(failed.value)
+    assert said.startswith("The MCP server 'crm' listed more than 100 pages of tools without an end"), said
+    assert len(said) < 300 and "127.0.0.1" not in said and "s3cr3t" not in said
+
+
+def test_a_listing_of_exactly_the_bound_is_read_whole() -> None:
+    """Holding: 100 pages, the last without a cursor, are read whole (the bound is on pages still paging after it)."""
+    fake = EndlessCrm(lambda page: str(page), 1, MAX_LISTING_PAGES)
+    with serving(fake) as url:
+        listed = remote_tools(url, name="crm", headers={}, timeout=60)
+
+    assert fake.served == MAX_LISTING_PAGES and len(listed) == MAX_LISTING_PAGES
+
+
+def test_a_huge_cursor_is_cut_by_the_bytes_bound_of_the_use(settings: Any) -> None:
+    """Holding: a cursor of 30,000 bytes a page (sent back with each request) is counted with the answers it came in:
+    the use's bytes bound (64 x ``MAX_EXTERNAL_RESULT_BYTES``) refuses it on the third page, the message naming the
+    setting and not the URL, nothing of the cursor quoted."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "MAX_EXTERNAL_RESULT_BYTES": 1_000}
+    fake = EndlessCrm(lambda page: "c" * 30_000, 0)
+    with serving(fake) as url, pytest.raises(RemoteServerError) as failed:
+        remote_tools(url + SECRET_QUERY, name="crm", headers={}, timeout=60)
+
+    said = str(failed.value)
+    assert fake.served <= 3 and "MAX_EXTERNAL_RESULT_BYTES" in said, said
+    assert len(said) < 300 and "ccc" not in said and "127.0.0.1" not in said and "s3cr3t" not in said
