@@ -5,7 +5,7 @@ from typing import Any
 import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, serializers
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +19,7 @@ from approvals.versions import shown_arguments, shown_diff, shown_original_argum
 from toolhub.api.filters import choice_help
 from toolhub.api.schema import CONFLICT
 from toolhub.governance import governance_scope
+from toolhub.rights_recheck import still_visible_after_running_here
 
 
 class ApprovalDecisionSerializer(serializers.ModelSerializer):
@@ -151,6 +152,13 @@ class ApprovalDetailView(generics.RetrieveAPIView):
             return super().retrieve(request, *args, **kwargs)
 
 
+#: What a decider is told when the work their decision set off ran in their request and they may no longer read it.
+NO_LONGER_A_MEMBER_OF_REQUEST = (
+    "You are no longer a member of the tenant this approval request belongs to; your decision was recorded, "
+    "its request is not shown."
+)
+
+
 class _DecisionView(APIView):
     input_serializer = DecisionInputSerializer
     throttle_scope = "decisions"
@@ -167,6 +175,10 @@ class _DecisionView(APIView):
         payload.is_valid(raise_exception=True)
         # Refusals (403 not allowed, 409 decided or changed, 400 unusable edits) answer by their class.
         decided = self.decide(pk, request.user, payload.validated_data)
+        # Released or rejected, the call and its run's next turns ran in the request (eager): a wait, after which the
+        # decider's rights are read again.
+        if not still_visible_after_running_here(request.user, approval_requests_visible_to, decided.pk):
+            return Response({"detail": NO_LONGER_A_MEMBER_OF_REQUEST}, status=status.HTTP_403_FORBIDDEN)
         decided = (
             ApprovalRequest.objects.select_related("call", "requested_by")
             .prefetch_related("decisions", "askers")

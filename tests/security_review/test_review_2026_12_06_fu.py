@@ -1,16 +1,42 @@
-"""Review fu (2026-12-06): rollback wake-ups and in-request re-reads (review fk), the remote MCP listing bound (aae2718).
+"""Review fu (2026-12-06): rollback wake-ups and in-request re-reads (review fk), remote MCP listing bound (aae2718).
 
-Each finding's test failed on the reviewed code (main at fe8d6ff) and passes now ("Found: ...", "Expect: ...").
+Seen by alice (acme, API key) and acme's operator. Each finding's test failed on the reviewed code (main at fe8d6ff)
+and passes now ("Found: ...", "Expect: ...").
 
 Findings:
 
-1. A wake storm from one bulk resolution: resolving every compensation of a finished rollback in one action
-   (``compensations_resolve``) reopened and finished the rollback once per row, each reopen sending
-   ``rollback_reopened`` after commit: one ``advance_run_task`` per compensation for one run (eager: the run's step run
-   that many times in the operator's request), all but the first finding nothing. Now one wake-up per run and
-   rollback per transaction (``toolhub.commit_once.on_commit_once``).
+1. Wake storm from one bulk resolution: resolving every compensation of a finished rollback in one action
+   (``compensations_resolve``, the Sagas/Compensations *Resolve by hand*) reopened and finished the rollback once per
+   row, each reopen sending ``rollback_reopened`` after commit: one ``advance_run_task`` per compensation for one run
+   (eager: the run's step that many times in the operator's request), all but the first finding nothing. Now one
+   wake-up per run and rollback per transaction (``toolhub.commit_once.on_commit_once``).
+2. Approval decisions answered without the re-read: ``POST /api/v1/approvals/{id}/approve/`` (``reject/``) released
+   (or settled) the call, and eager the call and its run's next turns ran in the request; a decider removed from the
+   tenant meanwhile was answered 200 with the request (tenant, tool, arguments, deciders) that reading back refuses
+   (404). Now ``still_visible_after_running_here`` answers 403, the decision standing.
+3. The same for ``POST /api/v1/calls/{id}/result/`` and ``.../cancel/``: settling the call woke its run, whose next
+   turns ran in the request; a user removed meanwhile was answered the call. Now 403 with a direct call's text.
 
-Checked and holding: see the tests marked holding below.
+Checked and holding:
+- A reopen's wake-up follows the saga's ``run_id``, never its key: globex's direct saga keyed by acme's run id, its
+  rollback reopened by globex's operator, wakes no acme run and tells its conversation nothing (tested).
+- A saga whose run row is gone: the wake-up finds no run (idle), the resolution stands, chains verify (tested).
+- Retrying a failing compensation of an ended run five times, a request each: one note per retry (the rollback as it
+  stands), at most two wake-ups per retry (the reopen's finds it under way; the retry's call's tells), nothing after.
+- ``still_visible_after_running_here`` with workers answers without a re-read: the views only queue (``pipeline``
+  dispatches when ``runs_in_this_process`` is false; ``inline_worker`` is set only inside an agentic tool's worker),
+  so nothing was waited for (read in code). ``POST /api/v1/sagas/`` (open) runs nothing. Direct calls re-read through
+  ``direct_call_request``; run start/retry/rollback and saga rollback through the shared re-read (fk).
+- Remote MCP listings (``MAX_LISTING_PAGES``): one cursor repeated for ever, empty pages for ever, and 101 pages are
+  asked for 100 pages and refused whole with a fixed message naming the server by name (no URL, no secret of the URL
+  or credential, < 300 characters); exactly 100 pages are read whole; a 30,000-byte cursor is cut by the use's bytes
+  bound on the third page, the message naming the setting and quoting nothing of it (tested). A sync keeps the
+  message scrubbed and cut to 2,000 characters as its last error (read in code: ``remote_server_sync``).
+- Not fixed: ``POST /api/v1/runs/{id}/cancel/`` of a subagent's run wakes its parent (its call settles), whose next
+  turns run in the request (eager) before the child is answered; the answer is the child as cancelled (nothing the
+  parent's turns wrote), so it is left as noted, as is MCP's ``toolhub_cancel_call`` (its answer: the tool's name and
+  the call's status). The per-call wake-ups of a cancellation withdrawing many calls of one run (``call_settled``, one
+  each) are the same pattern outside this review's scope.
 """
 
 import json
@@ -20,20 +46,24 @@ import mcp_types as types
 import pytest
 from django.contrib.auth.models import User
 from mcp.server import Server
+from rest_framework.test import APIClient
 
 import agents_app.tasks as tasks
 from agents_app.models import AgentRun
+from approvals.models import ApprovalRequest
 from tests.helpers import assert_audit_intact
+from tests.mcp.conftest import token
 from tests.mcpclient.fake_server import FakeCrm, serving
 from tests.sagas.sample_tools import RELEASE_FAILS
-from toolhub import ToolContext
+from toolhub import Risk, Tool, ToolContext, tool
 from toolhub.authorization import CallPrincipal
 from toolhub.mcp_client.remote import MAX_LISTING_PAGES, RemoteServerError, remote_tools
-from toolhub.models import AuditEvent, ToolCall
+from toolhub.models import AuditEvent, CallStatus, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import CompensationStatus, Saga
 from toolhub.sagas.recovery import compensation_retry, compensations_resolve
 from toolhub.sagas.services import saga_rollback_on_demand
+from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,6 +218,145 @@ def test_retrying_a_failing_compensation_again_and_again_tells_one_note_per_retr
     assert len(notes) == 1 + 5 and all("NOT rolled back" in note for note in notes), notes
     assert len(woken) <= 2 * 5, woken
     assert_audit_intact()
+
+
+# --- a decision whose released call (and its run) ran in the decider's request --------------------------------------
+
+#: What the operator's request does while the work it set off runs in it (set by each test).
+WHILE_RUNNING: list[Any] = []
+
+#: What a decider who left the tenant while the work their decision set off ran in their request is told.
+NO_LONGER_A_MEMBER_OF_REQUEST = (
+    "You are no longer a member of the tenant this approval request belongs to; your decision was recorded, "
+    "its request is not shown."
+)
+
+
+@tool(risk=Risk.HIGH)
+def fu_wire(amount: int, ctx: ToolContext) -> dict:
+    """Wire money (held for an operator's approval)."""
+    for change in WHILE_RUNNING:
+        change()
+    return {"wired": amount}
+
+
+@tool
+def fu_note(text: str, ctx: ToolContext) -> dict:
+    """Write a note."""
+    for change in WHILE_RUNNING:
+        change()
+    return {"noted": text}
+
+
+WIRE_THEN_NOTE = [
+    {"content": "", "tool_calls": [{"name": "fu_wire", "arguments": {"amount": 5}}]},
+    {"content": "", "tool_calls": [{"name": "fu_note", "arguments": {"text": "after the wire"}}]},
+    {"content": "done"},
+]
+
+
+@pytest.fixture
+def decision_tools() -> Any:
+    WHILE_RUNNING.clear()
+    with registry.temporarily(fu_wire, fu_note):
+        yield
+    WHILE_RUNNING.clear()
+
+
+def _api_client(user: User) -> APIClient:
+    """A REST client authenticated by ``user``'s API key: the user is read afresh on every request."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token(user)}")
+    return client
+
+
+@pytest.mark.usefixtures("decision_tools")
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_decision_whose_work_ran_in_the_request_answers_a_decider_who_left_meanwhile_nothing(
+    decision: str, alice: User, acme_operator: User, make_agent: Any, start: Any
+) -> None:
+    """Found: acme's operator approved (or rejected) alice's run's held ``fu_wire`` with ``POST
+    /api/v1/approvals/{id}/approve/`` (``reject/``); eager (the embedded default), the released call and the run's
+    next turns (``fu_note``) ran in that request, and meanwhile the operator was removed from acme. The answer was 200
+    with the request (tenant, tool, arguments, who decided), read without the rights being read again, where reading
+    it back answers 404: the documented rule ("whatever waited ... a call or run that ran in the request ... answers
+    one revoked meanwhile nothing more") was kept by the call, run and rollback views, not by the decisions.
+    Expect: the decision stands (recorded, the work done) and the answer is 403 naming no tenant, tool or argument,
+    through the one re-read of every view that ran work in its request (``still_visible_after_running_here``)."""
+    run = start(make_agent(tools=["fu_wire", "fu_note"], script=WIRE_THEN_NOTE), alice)
+    request = ApprovalRequest.objects.get(call__run_id=run.id)
+    client = _api_client(acme_operator)
+    WHILE_RUNNING.append(lambda: TenantMembership.objects.filter(user_id=acme_operator.pk).delete())
+
+    answer = client.post(f"/api/v1/approvals/{request.pk}/{decision}/", {"round": 1}, format="json")
+
+    request.refresh_from_db()
+    assert request.status == ("approved" if decision == "approve" else "rejected")
+    assert ToolCall.objects.get(run_id=run.id, tool_name="fu_note").status == CallStatus.SUCCEEDED  # ran in it
+    assert client.get(f"/api/v1/approvals/{request.pk}/").status_code == 404
+    assert answer.status_code == 403, answer.content
+    assert answer.json() == {"detail": NO_LONGER_A_MEMBER_OF_REQUEST}
+
+
+@pytest.mark.usefixtures("decision_tools")
+def test_a_decider_who_stays_is_answered_the_decided_request(
+    alice: User, acme_operator: User, make_agent: Any, start: Any
+) -> None:
+    """Holding: the re-read refuses only a decider the wait outlived: acme's operator, still in acme, approves and is
+    answered 200 with the request approved, the run having gone on in the request."""
+    run = start(make_agent(tools=["fu_wire", "fu_note"], script=WIRE_THEN_NOTE), alice)
+    request = ApprovalRequest.objects.get(call__run_id=run.id)
+
+    answer = _api_client(acme_operator).post(f"/api/v1/approvals/{request.pk}/approve/", {"round": 1}, format="json")
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["status"] == "approved" and answer.json()["tool_name"] == "fu_wire"
+    run.refresh_from_db()
+    assert run.status == "completed"
+
+
+FU_LOOKUP = Tool.external(
+    "fu_lookup",
+    "Look a customer up (answered by a connector).",
+    {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+)
+
+#: What the user of a call is told when the work their answer set off ran in the request and they left meanwhile.
+NO_LONGER_A_MEMBER_OF_CALL = "You are no longer a member of the tenant this call was made in; its outcome is not shown."
+
+
+@pytest.mark.usefixtures("decision_tools")
+@pytest.mark.parametrize("action", ["result", "cancel"])
+def test_a_call_answered_or_cancelled_whose_run_went_on_in_the_request_answers_a_user_who_left_nothing(
+    action: str, alice: User, make_agent: Any, start: Any
+) -> None:
+    """Found: alice's run waited on a call (an external ``fu_lookup`` awaiting its result, or a held ``fu_wire``); she
+    posted the result (``POST /api/v1/calls/{id}/result/``) or cancelled it (``.../cancel/``); eager, the run woke and
+    its next turn (``fu_note``) ran in that request, and meanwhile she was removed from acme. The answer was 200 with
+    the call (tenant, tool, arguments, result), where reading it back answers 404. Expect: 403 with the text a direct
+    call's answer gives, nothing of the call; the result kept (or the call cancelled) and the run gone on."""
+    first = "fu_lookup" if action == "result" else "fu_wire"
+    arguments = {"email": "bob@acme.example"} if action == "result" else {"amount": 5}
+    script = [
+        {"content": "", "tool_calls": [{"name": first, "arguments": arguments}]},
+        {"content": "", "tool_calls": [{"name": "fu_note", "arguments": {"text": "after it"}}]},
+        {"content": "done"},
+    ]
+    with registry.temporarily(FU_LOOKUP):
+        run = start(make_agent(tools=[first, "fu_note"], script=script), alice)
+        call = ToolCall.objects.get(run_id=run.id, tool_name=first)
+        client = _api_client(alice)
+        WHILE_RUNNING.append(lambda: TenantMembership.objects.filter(user_id=alice.pk).delete())
+
+        body = {"result": {"customer": "Bob"}} if action == "result" else {"reason": "not needed"}
+        answer = client.post(f"/api/v1/calls/{call.pk}/{action}/", body, format="json")
+
+    call.refresh_from_db()
+    assert call.status == (CallStatus.SUCCEEDED if action == "result" else CallStatus.CANCELLED)
+    assert ToolCall.objects.get(run_id=run.id, tool_name="fu_note").status == CallStatus.SUCCEEDED  # ran in it
+    assert client.get(f"/api/v1/calls/{call.pk}/").status_code == 404
+    assert answer.status_code == 403, answer.content
+    assert answer.json() == {"detail": NO_LONGER_A_MEMBER_OF_CALL}
 
 
 # --- a remote MCP listing that does not end (aae2718) ----------------------------------------------------------------

@@ -7,7 +7,7 @@ from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics
+from rest_framework import generics, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -26,6 +26,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
+from toolhub.direct import NO_LONGER_A_MEMBER
 from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
 from toolhub.downloads import attachment_response
@@ -38,6 +39,7 @@ from toolhub.models import (
     ToolDefinition,
     is_undoing,
 )
+from toolhub.rights_recheck import still_visible_after_running_here
 from toolhub.selectors import (
     OPERATE_CALL_PERMISSION,
     call_may_operate,
@@ -298,7 +300,7 @@ class CallResultView(APIView):
             result=data.get("result"),
             error=data.get("error"),
         )
-        return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
+        return _settled_here(request, call)
 
 
 class CallCancelView(APIView):
@@ -323,7 +325,18 @@ class CallCancelView(APIView):
         actor = f"user:{request.user.get_username()}"
         reason = f"cancelled by {actor}: {body.validated_data['reason'].strip() or 'no reason given'}"
         call = tool_call_cancel(call=call, actor=actor, reason=reason, reader=request.user)
-        return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
+        return _settled_here(request, call)
+
+
+def _settled_here(request: Request, call: ToolCall) -> Response:
+    """The call the request settled, or a refusal for a caller the work it set off outlived.
+
+    Settled, the call wakes its run (or its saga goes on): eager, the run's next turns (or the next compensations) ran
+    in the request, a wait after which the caller's rights are read again, as after a call run in the request.
+    """
+    if not still_visible_after_running_here(request.user, tool_calls_visible_to, call.pk):
+        return Response({"detail": NO_LONGER_A_MEMBER}, status=status.HTTP_403_FORBIDDEN)
+    return Response(ToolCallSerializer(_with_artifacts(ToolCall.objects.all()).get(pk=call.pk)).data)
 
 
 def _not_awaited(call: ToolCall) -> str:
