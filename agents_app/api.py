@@ -203,7 +203,8 @@ class RunCancelView(APIView):
         body = CancelInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = run_cancel_by(run=run, user=request.user, reason=body.validated_data["reason"])
-        return Response(RunSerializer(run, context={"request": request}).data)
+        # A subagent's run ended settles its parent's call: eager, the parent's next turns ran in the request.
+        return _proceeded(request, run, status.HTTP_200_OK)
 
 
 class RunRollbackView(APIView):
@@ -246,7 +247,7 @@ def _operable_run(request: Request, pk: str, action: str) -> AgentRun:
 
 
 def _proceeded(request: Request, run: AgentRun, code: int) -> Response:
-    """The run as it is after it was started or resumed: the whole run, or a refusal for a reader it outlived.
+    """The run after it was started, resumed or cancelled: the whole run, or a refusal for a reader it outlived.
 
     A run this process proceeds (eager tasks) ran its model turns and tools in the request, for as long as they took:
     that was a wait, so the user's rights are read again (``tenant_scope_now``), as a follow does after its wait, and

@@ -13,9 +13,11 @@ from typing import Annotated, Any
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from toolhub.direct import NO_LONGER_A_MEMBER
 from toolhub.feedback import invalid_arguments_message
 from toolhub.models import ToolCall
-from toolhub.selectors import call_may_operate, tool_calls_operable_by
+from toolhub.rights_recheck import still_visible_after_running_here
+from toolhub.selectors import call_may_operate, tool_calls_operable_by, tool_calls_visible_to
 from toolhub.waiting import CallNotWithdrawableError, CancelReasonError, tool_call_cancel
 
 __all__ = ["CANCEL_TOOL", "CANCEL_TOOL_DEFINITION", "cancel_call"]
@@ -66,6 +68,9 @@ def cancel_call(user: Any, arguments: Mapping[str, Any] | None) -> types.CallToo
         cancelled: ToolCall = tool_call_cancel(call=call, actor=actor, reason=reason, reader=user)
     except (CallNotWithdrawableError, CancelReasonError) as exc:
         return _refusal(str(exc))
+    # Settled, the call woke its run: eager, its next turns ran in this request, a wait after which rights are re-read.
+    if not still_visible_after_running_here(user, tool_calls_visible_to, cancelled.pk):
+        return _refusal(NO_LONGER_A_MEMBER)
     return types.CallToolResult(
         content=[
             types.TextContent(type="text", text=f"The call of {cancelled.tool_name} was cancelled; it will not run.")

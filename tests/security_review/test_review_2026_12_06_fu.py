@@ -16,6 +16,10 @@ Findings:
    (404). Now ``still_visible_after_running_here`` answers 403, the decision standing.
 3. The same for ``POST /api/v1/calls/{id}/result/`` and ``.../cancel/``: settling the call woke its run, whose next
    turns ran in the request; a user removed meanwhile was answered the call. Now 403 with a direct call's text.
+4. The same for ``POST /api/v1/runs/{id}/cancel/`` of a subagent's run: its end settled the parent's call and the
+   parent's next turns ran in the request; the child was answered to a user removed meanwhile. Now the run views'
+   ``_proceeded`` (403). And MCP's ``toolhub_cancel_call``, which answered the tool's name and the call cancelled:
+   now the error result with a direct call's text.
 
 Checked and holding:
 - A reopen's wake-up follows the saga's ``run_id``, never its key: globex's direct saga keyed by acme's run id, its
@@ -32,11 +36,8 @@ Checked and holding:
   or credential, < 300 characters); exactly 100 pages are read whole; a 30,000-byte cursor is cut by the use's bytes
   bound on the third page, the message naming the setting and quoting nothing of it (tested). A sync keeps the
   message scrubbed and cut to 2,000 characters as its last error (read in code: ``remote_server_sync``).
-- Not fixed: ``POST /api/v1/runs/{id}/cancel/`` of a subagent's run wakes its parent (its call settles), whose next
-  turns run in the request (eager) before the child is answered; the answer is the child as cancelled (nothing the
-  parent's turns wrote), so it is left as noted, as is MCP's ``toolhub_cancel_call`` (its answer: the tool's name and
-  the call's status). The per-call wake-ups of a cancellation withdrawing many calls of one run (``call_settled``, one
-  each) are the same pattern outside this review's scope.
+- Not fixed: the per-call wake-ups of a cancellation withdrawing many calls of one run (``call_settled``, one each)
+  are the bulk pattern of finding 1, outside this review's scope (a cancelled run's wake-ups find it ended).
 """
 
 import json
@@ -55,8 +56,10 @@ from tests.helpers import assert_audit_intact
 from tests.mcp.conftest import token
 from tests.mcpclient.fake_server import FakeCrm, serving
 from tests.sagas.sample_tools import RELEASE_FAILS
+from tests.testapp.tools import ask_researcher
 from toolhub import Risk, Tool, ToolContext, tool
 from toolhub.authorization import CallPrincipal
+from toolhub.mcp_cancel import cancel_call
 from toolhub.mcp_client.remote import MAX_LISTING_PAGES, RemoteServerError, remote_tools
 from toolhub.models import AuditEvent, CallStatus, TenantMembership, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
@@ -357,6 +360,66 @@ def test_a_call_answered_or_cancelled_whose_run_went_on_in_the_request_answers_a
     assert client.get(f"/api/v1/calls/{call.pk}/").status_code == 404
     assert answer.status_code == 403, answer.content
     assert answer.json() == {"detail": NO_LONGER_A_MEMBER_OF_CALL}
+
+
+@pytest.mark.usefixtures("decision_tools")
+def test_a_subagent_run_cancelled_whose_parent_went_on_in_the_request_answers_a_user_who_left_nothing(
+    alice: User, make_agent: Any, start: Any
+) -> None:
+    """Found: alice's run asked a researcher subagent, whose run waited on a held call; she cancelled the child
+    (``POST /api/v1/runs/{child}/cancel/``); its end settled the parent's call, so, eager, the parent woke and its next
+    turn (``fu_note``) ran in that request, and meanwhile she was removed from acme. The answer was 200 with the child
+    run (messages, calls), where reading it back answers 404. Expect: the run views' answer for a run that proceeded
+    in the request: 403 with nothing of it, the child cancelled and the parent gone on all the same."""
+    parent_script = [
+        {"content": "", "tool_calls": [{"name": "ask_researcher", "arguments": {"task": "find it"}}]},
+        {"content": "", "tool_calls": [{"name": "fu_note", "arguments": {"text": "after the child"}}]},
+        {"content": "done"},
+    ]
+    child_script = [
+        {"content": "", "tool_calls": [{"name": "fu_wire", "arguments": {"amount": 5}}]},
+        {"content": "child done"},
+    ]
+    with registry.temporarily(ask_researcher):
+        make_agent(name="researcher", tools=["fu_wire"], script=child_script)
+        parent = start(make_agent(tools=["ask_researcher", "fu_note"], script=parent_script), alice)
+        child = AgentRun.objects.get(parent_run=parent)
+        client = _api_client(alice)
+        WHILE_RUNNING.append(lambda: TenantMembership.objects.filter(user_id=alice.pk).delete())
+
+        answer = client.post(f"/api/v1/runs/{child.id}/cancel/", {"reason": "not needed"}, format="json")
+
+    child.refresh_from_db()
+    assert child.status == "cancelled"
+    assert ToolCall.objects.get(run_id=parent.id, tool_name="fu_note").status == CallStatus.SUCCEEDED  # ran in it
+    assert client.get(f"/api/v1/runs/{child.id}/").status_code == 404
+    assert answer.status_code == 403, answer.content
+    assert "no longer a member" in answer.json()["detail"] and "fu_wire" not in answer.content.decode()
+
+
+@pytest.mark.usefixtures("decision_tools")
+def test_a_call_cancelled_over_mcp_whose_run_went_on_in_the_request_answers_a_user_who_left_nothing(
+    alice: User, make_agent: Any, start: Any
+) -> None:
+    """Found: MCP's ``toolhub_cancel_call`` (``cancel_call``) of alice's run's held ``fu_wire``: the run woke and its
+    next turn (``fu_note``) ran in the request (eager), alice removed from acme meanwhile; the answer named the tool and
+    the call cancelled. Expect: as REST's cancel, the error result with a direct call's text, the call cancelled."""
+    script = [
+        {"content": "", "tool_calls": [{"name": "fu_wire", "arguments": {"amount": 5}}]},
+        {"content": "", "tool_calls": [{"name": "fu_note", "arguments": {"text": "after it"}}]},
+        {"content": "done"},
+    ]
+    run = start(make_agent(tools=["fu_wire", "fu_note"], script=script), alice)
+    call = ToolCall.objects.get(run_id=run.id, tool_name="fu_wire")
+    WHILE_RUNNING.append(lambda: TenantMembership.objects.filter(user_id=alice.pk).delete())
+
+    answer = cancel_call(User.objects.get(pk=alice.pk), {"call_id": str(call.pk), "reason": "not needed"})
+
+    call.refresh_from_db()
+    assert call.status == CallStatus.CANCELLED
+    assert ToolCall.objects.get(run_id=run.id, tool_name="fu_note").status == CallStatus.SUCCEEDED  # ran in it
+    assert answer.is_error and answer.structured_content is None, answer
+    assert [block.text for block in answer.content] == [NO_LONGER_A_MEMBER_OF_CALL]
 
 
 # --- a remote MCP listing that does not end (aae2718) ----------------------------------------------------------------
