@@ -18,7 +18,7 @@ query compiled, more for it. A session store that is no table answers ``True`` o
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
@@ -31,8 +31,9 @@ __all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried",
 class CredentialRow:
     """A credential's row while it authenticates, asked as an ``EXISTS`` in its user's re-read.
 
-    ``model``'s row whose ``field`` is ``value`` (and, given ``at_least``, whose ``bound_field`` is at or after it: a
-    key made no longer ago than allowed, a session expiring no sooner than now).
+    ``model``'s row whose ``field`` is ``value`` (and, given ``at_least``, whose ``bound_field`` is at or after it,
+    or strictly after it with ``bound_lookup="gt"``: a key made no longer ago than allowed, a session expiring later
+    than now, as Django's store loads one).
     """
 
     model: type[Model]
@@ -40,12 +41,13 @@ class CredentialRow:
     value: Any
     bound_field: str = ""
     at_least: datetime | None = None
+    bound_lookup: Literal["gte", "gt"] = "gte"
 
     def exists(self) -> bool:
         """Whether the row is there (one read), for a re-read that is not the rights' (``credential_holds``)."""
         rows = self.model._default_manager.filter(**{self.field: self.value})
         if self.at_least is not None:
-            rows = rows.filter(**{f"{self.bound_field}__gte": self.at_least})
+            rows = rows.filter(**{f"{self.bound_field}__{self.bound_lookup}": self.at_least})
         return bool(rows.exists())
 
 

@@ -57,7 +57,8 @@ class SessionStore(db.SessionStore):
         """The row of ``session_key`` (``toolhub.credentials.CredentialRow``): a re-read asks it in its user's read."""
         from toolhub.credentials import CredentialRow
 
-        return CredentialRow(self.model, "session_key", key_digest(session_key), "expire_date", timezone.now())
+        # Live while it expires later than now, as ``load`` reads it (``expire_date__gt``), not at its expiry instant.
+        return CredentialRow(self.model, "session_key", key_digest(session_key), "expire_date", timezone.now(), "gt")
 
     def exists(self, session_key: str) -> bool:
         return bool(self.model.objects.filter(session_key=key_digest(session_key)).exists())

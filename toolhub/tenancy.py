@@ -44,6 +44,9 @@ _PERMISSION_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
 #: The user's columns that decide what they may see: re-read after a wait.
 _RIGHTS_FIELDS = frozenset({"is_active", "is_staff", "is_superuser"})
 
+#: A credential's bound (``CredentialRow.bound_lookup``) as SQL.
+_BOUND_OPERATORS = {"gte": ">=", "gt": ">"}
+
 M = TypeVar("M", bound=Model)
 
 
@@ -120,7 +123,10 @@ def _reload_rights(user: Any) -> None:
     row_of = held if isinstance(held, CredentialRow) else None
     alias = user._state.db or DEFAULT_DB_ALIAS
     connection = connections[alias]
-    shape = None if row_of is None else (row_of.model, row_of.field, row_of.bound_field if row_of.at_least else "")
+    shape = None
+    if row_of is not None:
+        bound = (row_of.bound_field, row_of.bound_lookup) if row_of.at_least is not None else None
+        shape = (row_of.model, row_of.field, bound)
     params = []
     if row_of is not None:
         meta = row_of.model._meta
@@ -143,8 +149,10 @@ def _reload_rights(user: Any) -> None:
 
 
 @functools.cache
-def _rights_sql(alias: str, model: type[Model], fields: tuple[str, ...], shape: tuple[Any, str, str] | None) -> str:
-    """The user's rights columns and, given a credential's ``shape`` (model, key field, bound field), its EXISTS."""
+def _rights_sql(
+    alias: str, model: type[Model], fields: tuple[str, ...], shape: tuple[Any, str, tuple[str, str] | None] | None
+) -> str:
+    """The user's rights columns and, given a credential's ``shape`` (model, key, bound, lookup), its EXISTS."""
     q = connections[alias].ops.quote_name
     meta = model._meta
     columns = [f"u.{q(meta.get_field(name).column)}" for name in fields]
@@ -152,8 +160,9 @@ def _rights_sql(alias: str, model: type[Model], fields: tuple[str, ...], shape: 
         credential, field, bound = shape
         table = credential._meta
         where = f"c.{q(table.get_field(field).column)} = %s"
-        if bound:
-            where += f" AND c.{q(table.get_field(bound).column)} >= %s"
+        if bound is not None:
+            bound_field, lookup = bound
+            where += f" AND c.{q(table.get_field(bound_field).column)} {_BOUND_OPERATORS[lookup]} %s"
         columns.append(f"EXISTS (SELECT 1 FROM {q(table.db_table)} c WHERE {where})")
     return f"SELECT {', '.join(columns)} FROM {q(meta.db_table)} u WHERE u.{q(meta.pk.column)} = %s"
 
