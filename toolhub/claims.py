@@ -18,7 +18,7 @@ from toolhub.audit_hash import chain_for
 from toolhub.authorization import agent_tools_sql
 from toolhub.calls import CALL_TABLE, call_transition
 from toolhub.dispatch import call_lease
-from toolhub.governance import governance_stamp
+from toolhub.governance import governance_hold
 from toolhub.models import CallStatus, ToolCall
 from toolhub.prepared import prepared_cursor
 from toolhub.rowread import columns_sql, instance_of
@@ -205,7 +205,8 @@ def _claim(
     """Move ``call`` (queued in its ``attempts``) to ``running`` for ``worker``: claim try ``attempt`` of a delivery."""
     from toolhub.tools.registry import registry
 
-    stamp = governance_stamp(assume_current=attempt == 0)
+    held = governance_hold(assume_current=attempt == 0)
+    stamp = held.stamp
     checked = stamp if attempt < _CLAIM_ATTEMPTS - 1 else None
     now = timezone.now()
     claimed = call_transition(
@@ -227,7 +228,7 @@ def _claim(
         lease_expires_at=now + call_lease(registry.get(call.tool_name)),
     )
     if claimed:
-        call.claim_stamp = checked
+        call.claim_hold = held if checked is not None else None
     return claimed
 
 

@@ -71,10 +71,10 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
 
     ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none, unless
     a governance change committed while the claim waited for its locks (``call.governance_moved``). It decides under
-    the very stamp the claim checked (``call.claim_stamp``), not the process's cache as it is by then: another
-    thread may have put back a stamp it read before the change.
+    the very governance the claim checked (``call.claim_hold``), not the process's cache as it is by then: another
+    thread may have put back a stamp it read before the change, or read a newer one (which stays the process's).
     """
-    claimed_under = call.claim_stamp if stamp_checked and not call.governance_moved else None
+    claimed_under = call.claim_hold if stamp_checked and not call.governance_moved else None
     call.governance_moved = False  # checked here, under the governance as it is now: not again when it runs
     from toolhub.tools.registry import registry
 
@@ -83,7 +83,7 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
         # What was approved is not what would run: a fresh decision is needed.
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return
-    with governance_scope(stamp=claimed_under):  # none: read now
+    with governance_scope(hold=claimed_under):  # none: read now
         refusal = refusal_at_execution(call, tool)
         shortfall = approval_no_longer_suffices(call) if refusal is None else None
     if shortfall:

@@ -33,6 +33,7 @@ __all__ = [
     "GOVERNANCE_STAMP_CHECK",
     "GOVERNANCE_STAMP_SQL",
     "governance_stamp",
+    "governance_hold",
     "governance_scope_stamp",
     "governance_triggers_install",
 ]
@@ -143,6 +144,11 @@ class GovernanceHold:
     def __init__(self) -> None:
         self._cache: _Cache | None = None
 
+    @property
+    def stamp(self) -> int | None:
+        """The stamp of the governance held (``None``: not read yet, or nothing cached)."""
+        return self._cache.stamp if self._cache is not None else None
+
 
 @contextmanager
 def governance_scope(
@@ -187,10 +193,20 @@ def governance_stamp(*, assume_current: bool) -> int | None:
 
     For a write that checks the stamp itself (``GOVERNANCE_STAMP_CHECK``): when that check fails, read it.
     """
+    return governance_hold(assume_current=assume_current).stamp
+
+
+def governance_hold(*, assume_current: bool) -> GovernanceHold:
+    """``governance_stamp``'s governance itself, held: a later ``governance_scope(hold=)`` decides under it.
+
+    A write that checked the stamp (a worker's claim) and decides after it (the re-check) keeps what it checked, not
+    the number: passed as ``governance_scope(stamp=)`` once another thread read a newer one, that older stamp would
+    go back as the process's current cache (empty, reloaded under the older label) and fail every checked write.
+    """
+    hold = GovernanceHold()
     current = _current
-    if assume_current and current.stamp is not None:
-        return current.stamp
-    return _snapshot().stamp
+    hold._cache = current if assume_current and current.stamp is not None else _snapshot()
+    return hold
 
 
 #: The governance stamp as a scalar subquery: a read that needs it anyway carries it (``governance_scope(stamp=)``).

@@ -1,11 +1,15 @@
 """The tool catalogue and governed tool calls: their rows, statuses, idempotency keys and artifacts."""
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
 from toolhub.visible import visible_text
+
+if TYPE_CHECKING:
+    from toolhub.governance import GovernanceHold
 
 
 class RiskLevel(models.TextChoices):
@@ -142,9 +146,10 @@ class ToolCall(models.Model):
     #: write's locks (PostgreSQL), and whether a governance change committed while it waited for them.
     stamp_after_write: int | None = None
     governance_moved: bool = False
-    #: Set by a worker's claim that checked the governance stamp (``toolhub.claims``), not stored: the stamp it
-    #: checked, which the re-check before the tool runs decides under (not whatever the process caches by then).
-    claim_stamp: int | None = None
+    #: Set by a worker's claim that checked the governance stamp (``toolhub.claims``), not stored: the governance it
+    #: checked (``GovernanceHold``), which the re-check before the tool runs decides under (not whatever the process
+    #: caches by then, and without putting its stamp back as the process's).
+    claim_hold: "GovernanceHold | None" = None
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=16, choices=CallKind.choices, default=CallKind.CALL)
