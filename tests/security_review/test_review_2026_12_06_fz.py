@@ -16,6 +16,13 @@ Checked and holding:
   logged (robust) under its key's name and the next action still runs.
 - the re-check still decides under the claim's governance when another thread puts back an older cache (review fx's
   test, unchanged, on the hold).
+- a claim that checked nothing (the last attempt) leaves no held governance, even on a call object that carried one
+  from an earlier claim: its re-check reads the stamp; a batch's re-check and its hand-back read none of it; a worker's
+  claim builds a fresh call object per delivery (``_queued_call``, a hinted one), so none is reused across retries.
+- decisions sent to a worker (tasks not eager) answer 200 with the decided request and read no rights again; eager,
+  a decider who stays gets 200 with the body and one who left gets 403 with the decision standing (review fu's tests;
+  no ``ATOMIC_REQUESTS``, and neither the REST views nor MCP's ``cancel_call`` run inside an atomic block, so the
+  403 is a Response after the decision's or cancellation's own commit, not a rollback).
 """
 
 import logging
@@ -109,3 +116,58 @@ def test_the_recheck_leaves_a_newer_process_cache_alone(
     call = ToolCall.objects.get(pk=request.call_id)
     assert call.status == CallStatus.SUCCEEDED, call.status
     assert newest and governance._current is newest[0], (governance._current.stamp, newest[0].stamp)
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_a_decision_sent_to_a_worker_is_answered_without_a_re_read(
+    decision: str,
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Holding. Found: with workers (tasks not eager) the released call and its run's turns run elsewhere: the
+    decision view answers 200 with the decided request, and reads no rights again (nothing waited).
+
+    Expect: 200 with the request's body and status, ``tenant_scope_now`` not asked by the re-read.
+    """
+    from rest_framework.test import APIClient
+
+    from tests.mcp.conftest import token
+    from toolhub import rights_recheck
+    from toolhub.celery import app as celery_app
+
+    celery_app.conf.task_always_eager = False  # a worker's call (conftest's _celery_mode restores it)
+
+    def no_re_read(user: Any) -> Any:
+        raise AssertionError("rights read again with nothing run in the request")
+
+    monkeypatch.setattr(rights_recheck, "tenant_scope_now", no_re_read)
+    request = hold()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token(operator)}")
+    answer = client.post(f"/api/v1/approvals/{request.pk}/{decision}/", {"round": request.round}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["id"] == request.pk
+    assert answer.json()["status"] == ("approved" if decision == "approve" else "rejected")
+
+
+def test_a_claim_that_checked_nothing_leaves_no_governance_for_its_re_check(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Holding. Found: the last claim attempt (unchecked, so a stream of changes starves no call) leaves the call no
+    held governance, even on a call object that carried one from an earlier claim: its re-check reads the stamp.
+
+    Expect: ``claim_hold`` None after the unchecked claim, the checked one holding the stamp it checked.
+    """
+    request = hold()
+    released_not_run(request, operator, django_capture_on_commit_callbacks)
+    call = ToolCall.objects.get(pk=request.call_id)
+    call.claim_hold = governance.governance_hold(assume_current=False)  # left by an earlier claim of this object
+    assert claims._claim(call, "w1", attempt=claims._CLAIM_ATTEMPTS - 1)
+    assert call.claim_hold is None
+    ToolCall.objects.filter(pk=call.pk).update(status=CallStatus.QUEUED)
+    call.status = CallStatus.QUEUED
+    assert claims._claim(call, "w2", attempt=1)
+    assert call.claim_hold is not None and call.claim_hold.stamp == governance._read_stamp()
