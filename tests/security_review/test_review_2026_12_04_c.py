@@ -199,12 +199,12 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
     assert call.status == CallStatus.QUEUED
     chain = chain_for(call.id, "acme")
 
-    real_stamp = claims.governance_stamp
+    real_hold = claims.governance_hold  # the claim reads its stamp as the governance it holds
     reads: list[int | None] = []
 
-    def stamp_then(*, assume_current: bool) -> int | None:
-        stamp = real_stamp(assume_current=assume_current)
-        reads.append(stamp)
+    def hold_then(*, assume_current: bool) -> Any:
+        held = real_hold(assume_current=assume_current)
+        reads.append(held.stamp)
         if len(reads) < claims._CLAIM_ATTEMPTS:
             # a governance change commits between the stamp's read and the claim's statement: the claim misses
             with psycopg.connect(**dsn(), autocommit=True) as bump:
@@ -216,9 +216,9 @@ def test_a_grant_revoked_while_the_last_claim_attempt_waits_on_the_chain_head_is
             queued = ToolCall.objects.get(pk=call.pk)
             with governance_scope():
                 assert refusal_at_execution(queued, tools.get("record_effect")) is None
-        return stamp
+        return held
 
-    monkeypatch.setattr(claims, "governance_stamp", stamp_then)
+    monkeypatch.setattr(claims, "governance_hold", hold_then)
 
     with chain_head_locked(chain):
         worker, result = in_thread(lambda: tool_call_execute(call_id=call.id, worker="w1"))
