@@ -8,7 +8,8 @@ Findings:
    runs calls in the request's thread) another thread that read the stamp before a change can put that older cache
    back between the claim and the re-check: the call then ran on governance from before the change, and with
    ``ToolCall.approved_under`` equal to that older stamp the approvals were not even read (a deactivated approver's
-   approval released it). The re-check now decides under the very stamp the claim checked (``ToolCall.claim_stamp``).
+   approval released it). The re-check now decides under what the claim checked (``ToolCall.claim_stamp``; since
+   review fz, the governance it held: ``ToolCall.claim_hold``).
 
 Checked and holding: a claim whose check found the stamp moved claims again under the stamp read then, and the
 re-check decides under that one (review fp's tests); a claim that checked nothing (the last attempt, a batch)
