@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from tests.audit.conftest import audit_key  # noqa: F401 - a fixture, registered by being imported here
 from tests.profiles.conftest import fake_model  # noqa: F401 - the fake OpenAI-compatible endpoint, a fixture
 from tests.security_review.direct_sagas import saga_tools  # noqa: F401 - the sample saga tools, a fixture
+from tests.security_review.while_running import report_tool  # noqa: F401 - tools during which the world changes
 from tests.subagents.conftest import make_agent, start  # noqa: F401 - scripted agents and runs, fixtures
 from tests.tenancy.conftest import (  # noqa: F401 - fixtures, registered by being imported here
     _tenancy_tools,

@@ -55,7 +55,6 @@ Checked and found holding (no test here unless named):
   nothing after the wait.
 """
 
-import time
 from typing import Any
 
 import anyio
@@ -70,48 +69,14 @@ from rest_framework.test import APIClient
 from agents_app.models import AgentRun
 from agents_app.services import agent_create
 from tests.mcp.conftest import live_asgi, token  # noqa: F401 - live_asgi is a fixture
+from tests.security_review.while_running import WHILE_RUNNING
 from toolhub import tenancy
 from toolhub.models import CallStatus, TenantMembership, ToolCall
-from toolhub.tools import tool
-from toolhub.tools.definition import Risk
-from toolhub.tools.progress import Progress
-from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 #: What a caller who left the call's tenant while it was followed (or ran) is told, over REST and MCP alike.
 NO_LONGER_A_MEMBER = "You are no longer a member of the tenant this call was made in; its outcome is not shown."
-
-#: What the tool does while it runs (set by each test): the world changes during the request's wait.
-WHILE_RUNNING: list[Any] = []
-
-
-@tool(risk=Risk.LOW)
-def eo_acme_report(note: str) -> str:
-    """A report of acme's books (the world changes while it is written)."""
-    for change in WHILE_RUNNING:
-        change()
-    return f"acme books: {note}"
-
-
-@tool(risk=Risk.LOW, timeout=30)
-def eo_acme_ledger(progress: Progress) -> str:
-    """Read acme's ledger in two steps, reporting each (the world changes between them)."""
-    progress.update("step 1: opened the ledger", current=1, total=2)
-    time.sleep(1.0)  # the MCP follower sends what is new every 0.2 s
-    for change in WHILE_RUNNING:
-        change()
-    progress.update("step 2: acme ledger balance 1,234,567", current=2, total=2)
-    time.sleep(1.0)
-    return "ledger read"
-
-
-@pytest.fixture
-def report_tool() -> Any:
-    WHILE_RUNNING.clear()
-    with registry.temporarily(eo_acme_report, eo_acme_ledger):
-        yield
-    WHILE_RUNNING.clear()
 
 
 def _api_client(user: User) -> APIClient:
@@ -137,7 +102,7 @@ def test_a_call_run_in_the_request_whose_caller_left_the_tenant_meanwhile_answer
     client = _api_client(alice)
 
     answer = client.post(
-        "/api/v1/calls/", {"tool": "eo_acme_report", "arguments": {"note": "q4"}, "tenant": "acme"}, format="json"
+        "/api/v1/calls/", {"tool": "acme_report", "arguments": {"note": "q4"}, "tenant": "acme"}, format="json"
     )
 
     row = ToolCall.objects.get(user=alice)
@@ -165,7 +130,7 @@ def test_an_mcp_call_run_in_the_request_whose_caller_left_the_tenant_meanwhile_a
             async with Client(streamable_http_client(f"{live_asgi}/mcp", http_client=http)) as client:
                 await client.list_tools()  # as a client does first (its output schemas are then known)
                 try:
-                    return await client.call_tool("eo_acme_report", {"note": "q4"})
+                    return await client.call_tool("acme_report", {"note": "q4"})
                 except MCPError as refused:  # the refusal is the answer under test
                     return refused
 
@@ -188,8 +153,8 @@ def test_a_run_that_ran_in_the_request_whose_starter_left_the_tenant_meanwhile_s
         name="eo-reporter",
         tenant="acme",
         provider="scripted",
-        tools=["eo_acme_report"],
-        script=[{"tool_calls": [{"name": "eo_acme_report", "arguments": {"note": "q4"}}]}, {"content": "done"}],
+        tools=["acme_report"],
+        script=[{"tool_calls": [{"name": "acme_report", "arguments": {"note": "q4"}}]}, {"content": "done"}],
     )
     _leave(alice)
     client = _api_client(alice)
@@ -213,9 +178,7 @@ def test_a_user_deactivated_while_her_tenantless_call_ran_is_answered_nothing(re
     client = _api_client(dana)
     WHILE_RUNNING.append(lambda: User.objects.filter(pk=dana.pk).update(is_active=False))
 
-    answer = client.post(
-        "/api/v1/calls/?wait=5", {"tool": "eo_acme_report", "arguments": {"note": "q4"}}, format="json"
-    )
+    answer = client.post("/api/v1/calls/?wait=5", {"tool": "acme_report", "arguments": {"note": "q4"}}, format="json")
 
     assert ToolCall.objects.get(user=dana).status == CallStatus.SUCCEEDED
     assert answer.status_code == 403, answer.content
@@ -235,7 +198,7 @@ def test_a_call_run_here_and_asked_to_wait_reads_the_rights_once(
 
     answer = _api_client(alice).post(
         "/api/v1/calls/?wait=5",
-        {"tool": "eo_acme_report", "arguments": {"note": "q4"}, "tenant": "acme"},
+        {"tool": "acme_report", "arguments": {"note": "q4"}, "tenant": "acme"},
         format="json",
     )
 
@@ -272,7 +235,7 @@ def test_mcp_progress_stops_once_the_caller_left_the_tenant(
             async with Client(streamable_http_client(f"{live_asgi}/mcp", http_client=http)) as client:
                 await client.list_tools()
                 try:
-                    return await client.call_tool("eo_acme_ledger", {}, progress_callback=progress)
+                    return await client.call_tool("acme_ledger", {}, progress_callback=progress)
                 except MCPError as refused:  # the refusal is the answer under test
                     return refused
 

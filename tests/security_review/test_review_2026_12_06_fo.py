@@ -50,52 +50,16 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.mcp.conftest import live_asgi, token  # noqa: F401 - live_asgi is a fixture
+from tests.security_review.while_running import WHILE_RUNNING
 from toolhub import mcp_status
 from toolhub.api import governed
 from toolhub.audit import audit_append
 from toolhub.models import AuditEvent, CallStatus, TenantMembership, ToolCall
-from toolhub.tools import tool
-from toolhub.tools.definition import Risk
-from toolhub.tools.progress import Progress
-from toolhub.tools.registry import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 #: What a caller whose standing ended while the request waited is told (a deactivation's answer).
 NO_LONGER_A_MEMBER = "You are no longer a member of the tenant this call was made in; its outcome is not shown."
-
-#: What the tool does while it runs (set by each test): the world changes during the request's wait.
-WHILE_RUNNING: list[Any] = []
-
-
-@tool(risk=Risk.LOW)
-def fo_acme_report(note: str) -> str:
-    """A report of acme's books (the world changes while it is written)."""
-    for change in WHILE_RUNNING:
-        change()
-    return f"acme books: {note}"
-
-
-@tool(risk=Risk.LOW, timeout=30)
-def fo_acme_ledger(progress: Progress) -> str:
-    """Read acme's ledger in two steps, reporting each (the world changes between them)."""
-    import time
-
-    progress.update("step 1: opened the ledger", current=1, total=2)
-    time.sleep(1.0)  # the MCP follower sends what is new every 0.2 s
-    for change in WHILE_RUNNING:
-        change()
-    progress.update("step 2: acme ledger balance 1,234,567", current=2, total=2)
-    time.sleep(1.0)
-    return "ledger read"
-
-
-@pytest.fixture
-def report_tool() -> Any:
-    WHILE_RUNNING.clear()
-    with registry.temporarily(fo_acme_report, fo_acme_ledger):
-        yield
-    WHILE_RUNNING.clear()
 
 
 def _api_client(key: str) -> APIClient:
@@ -139,7 +103,7 @@ def test_a_call_run_in_the_request_whose_key_a_new_password_revoked_answers_noth
     WHILE_RUNNING.append(lambda: _new_password(alice))
 
     answer = _api_client(key).post(
-        "/api/v1/calls/", {"tool": "fo_acme_report", "arguments": {"note": "q4"}, "tenant": "acme"}, format="json"
+        "/api/v1/calls/", {"tool": "acme_report", "arguments": {"note": "q4"}, "tenant": "acme"}, format="json"
     )
 
     assert ToolCall.objects.get(user=alice).status == CallStatus.SUCCEEDED
@@ -153,7 +117,7 @@ def test_a_get_wait_whose_key_was_deleted_meanwhile_shows_nothing(alice: User, m
     it waited; the answer was the call's detail (200).
     Expect: 404, as the account read after the wait has no good credential: nothing of the call.
     """
-    call = ToolCall.objects.create(tool_name="fo_acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
+    call = ToolCall.objects.create(tool_name="acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
     key = token(alice)
 
     def waited(*, call: ToolCall, seconds: float) -> ToolCall:
@@ -172,7 +136,7 @@ def test_a_kept_key_is_answered_after_the_wait(alice: User, monkeypatch: pytest.
     """Found: (holds) the control: nothing revoked during the wait.
     Expect: alice is answered her call (200); asking after the key costs her nothing.
     """
-    call = ToolCall.objects.create(tool_name="fo_acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
+    call = ToolCall.objects.create(tool_name="acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
     key = token(alice)
 
     def waited(*, call: ToolCall, seconds: float) -> ToolCall:
@@ -184,7 +148,7 @@ def test_a_kept_key_is_answered_after_the_wait(alice: User, monkeypatch: pytest.
     answer = _api_client(key).get(f"/api/v1/calls/{call.pk}/?wait=5")
 
     assert answer.status_code == 200, answer.content
-    assert answer.json()["tool"] == "fo_acme_report"
+    assert answer.json()["tool"] == "acme_report"
 
 
 def test_an_mcp_call_run_in_the_request_whose_key_was_deleted_meanwhile_answers_the_refusal(
@@ -199,7 +163,7 @@ def test_an_mcp_call_run_in_the_request_whose_key_was_deleted_meanwhile_answers_
     key = token(alice)
     WHILE_RUNNING.append(lambda: _key_deleted(alice))
 
-    answer = anyio.run(_mcp, live_asgi, key, lambda client: client.call_tool("fo_acme_report", {"note": "q4"}))
+    answer = anyio.run(_mcp, live_asgi, key, lambda client: client.call_tool("acme_report", {"note": "q4"}))
 
     assert ToolCall.objects.get(user=alice).status == CallStatus.SUCCEEDED
     assert isinstance(answer, MCPError), answer
@@ -226,7 +190,7 @@ def test_mcp_progress_stops_once_the_callers_key_was_revoked(
         messages.append(message)
 
     answer = anyio.run(
-        _mcp, live_asgi, key, lambda client: client.call_tool("fo_acme_ledger", {}, progress_callback=progress)
+        _mcp, live_asgi, key, lambda client: client.call_tool("acme_ledger", {}, progress_callback=progress)
     )
 
     assert ToolCall.objects.get(user=alice).status == CallStatus.SUCCEEDED
@@ -243,7 +207,7 @@ def test_the_mcp_status_tools_wait_whose_key_was_deleted_meanwhile_shows_nothing
     waited and the call succeeded; the answer was its result ("acme secret total").
     Expect: "There is no call ... among yours.", as for any call not the caller's.
     """
-    call = ToolCall.objects.create(tool_name="fo_acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
+    call = ToolCall.objects.create(tool_name="acme_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
     key = token(alice)
 
     async def waited(*, call_id: Any, status: str, seconds: float, read: Any) -> None:
