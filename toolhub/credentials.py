@@ -6,7 +6,7 @@ rights of the account are not all: a password reset because the account was fear
 its console sessions (``toolhub.api.token_revocation``), an administrator deletes one key alone (the admin's Tokens),
 a key grows too old; the account keeps its flags and memberships. So authentication marks the user object with a
 check of the credential it used (:func:`credential_carried`: ``token_owner`` for the REST API and MCP, the
-:class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_holds`):
+:class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_rows`):
 one no longer good reads as an account no longer active, answered nothing, whatever waited.
 
 A check answers with the credential's row while it is good (a :class:`CredentialRow`: the key's, the session's in
@@ -24,7 +24,7 @@ from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
-__all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried", "credential_holds", "credential_rows"]
+__all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried", "credential_rows"]
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,6 @@ class CredentialRow:
     bound_field: str = ""
     at_least: datetime | None = None
     bound_lookup: Literal["gte", "gt"] = "gte"
-
-    def exists(self) -> bool:
-        """Whether the row is there (one read), for a re-read that is not the rights' (``credential_holds``)."""
-        rows = self.model._default_manager.filter(**{self.field: self.value})
-        if self.at_least is not None:
-            rows = rows.filter(**{f"{self.bound_field}__{self.bound_lookup}": self.at_least})
-        return bool(rows.exists())
 
 
 #: A credential's check: its row while it authenticates, or, where no table keeps it, whether it does.
@@ -70,12 +63,6 @@ def credential_rows(user: Any) -> "CredentialRow | bool | None":
     """
     still_good = getattr(user, _CHECK_ATTRIBUTE, None)
     return None if still_good is None else still_good()
-
-
-def credential_holds(user: Any) -> bool:
-    """Whether the credential ``user``'s request authenticated with is still good (one read; none marked: yes)."""
-    held = credential_rows(user)
-    return held is None or (held.exists() if isinstance(held, CredentialRow) else bool(held))
 
 
 def _session_user(request: HttpRequest) -> Any:

@@ -62,7 +62,7 @@ from tests.mcp.conftest import live_asgi, token  # noqa: F401 - live_asgi is a f
 from toolhub.api import governed
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import token_owner
-from toolhub.credentials import SessionCredentialMiddleware, credential_holds
+from toolhub.credentials import SessionCredentialMiddleware, credential_rows
 from toolhub.models import CallStatus, ToolCall
 from toolhub.session_store import SessionStore, sessions_end
 from toolhub.tenancy import tenant_scope_now
@@ -131,6 +131,12 @@ def _signed_in(user: User) -> str:
 
 
 # Finding 1: a session that expired during the wait
+
+
+def _holds(user: Any) -> bool:
+    """Whether ``user``'s request would still be answered after a wait: the re-read itself (``tenant_scope_now``)."""
+    tenant_scope_now(user)
+    return bool(user.is_active)
 
 
 def test_a_calls_export_stops_once_its_readers_session_expired(operator: User, alice: User, settings: Any) -> None:
@@ -215,15 +221,15 @@ def test_the_request_changing_its_own_password_keeps_its_session(operator: User)
     user.set_password("a-new-password-0")
     user.save()
     update_session_auth_hash(changing, user)
-    assert credential_holds(changing.user)  # before its answer saves the session
+    assert _holds(changing.user)  # before its answer saves the session
     changing.session.save()  # as SessionMiddleware does after the response
 
     assert changing.session.session_key != key
-    assert credential_holds(changing.user)
+    assert _holds(changing.user)
     tenant_scope_now(changing.user)
     assert changing.user.is_active
-    assert not credential_holds(other.user)
-    assert credential_holds(_console_request(changing.session.session_key).user)
+    assert not _holds(other.user)
+    assert _holds(_console_request(changing.session.session_key).user)
 
 
 def test_login_and_logout_in_a_request_replace_the_marked_user(operator: User, alice: User) -> None:
@@ -234,7 +240,7 @@ def test_login_and_logout_in_a_request_replace_the_marked_user(operator: User, a
     request = _console_request(_signed_in(operator))
     assert request.user.pk == operator.pk
     login(request, alice, backend="django.contrib.auth.backends.ModelBackend")
-    assert request.user.pk == alice.pk and credential_holds(request.user)
+    assert request.user.pk == alice.pk and _holds(request.user)
     logout(request)
     assert not request.user.is_authenticated
     assert not tenant_scope_now(request.user).tenants
@@ -255,7 +261,7 @@ def test_a_key_at_its_age_limit_holds_and_one_second_past_reads_revoked(
     monkeypatch.setattr(timezone, "now", lambda: clock["now"])
 
     user, _ = token_owner(key, channel=TokenChannel.REST)
-    assert credential_holds(user)
+    assert _holds(user)
     clock["now"] = now + timedelta(seconds=1)
     tenant_scope_now(user)
 
@@ -272,14 +278,14 @@ def test_a_requests_mark_stays_on_its_own_user_object(alice: User, operator: Use
     second, _ = token_owner(key, channel=TokenChannel.MCP)
     assert first is not second
     decider = decider_as_now(operator)
-    assert decider is not None and credential_holds(decider)
+    assert decider is not None and credential_rows(decider) is None  # carries no check
     session_user = _console_request(_signed_in(operator)).user
 
     Token.objects.filter(user=alice).delete()
 
-    assert not credential_holds(first) and not credential_holds(second)
-    assert credential_holds(decider_as_now(operator))
-    assert credential_holds(session_user)
+    assert not _holds(first) and not _holds(second)
+    assert credential_rows(decider_as_now(operator)) is None
+    assert _holds(session_user)
 
 
 def test_the_middleware_adds_no_statement_to_a_console_page(operator: User, settings: Any) -> None:
