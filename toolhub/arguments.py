@@ -17,7 +17,7 @@ from toolhub.conf import toolhub_settings
 from toolhub.exceptions import ToolDefinitionError, ToolhubError
 from toolhub.feedback import bounded_model_message, invalid_arguments_message, validator_failure_message
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_value_problem
-from toolhub.storable import json_storage_problem
+from toolhub.storable import json_storage_problem, stored_numbers
 from toolhub.tools.definition import Tool
 from toolhub.tools.results import to_json_value
 from toolhub.tools.secrets import SecretScrubber
@@ -106,7 +106,11 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
-    """The validated arguments as JSON; values coerced into what no JSON column stores are refused."""
+    """The validated arguments as JSON, as the database gives them back; what no JSON column stores is refused.
+
+    As given back (``stored_numbers``: ``1e16`` an integer, ``-0.0`` zero): the approval binding is made over these,
+    and checked against the row read back.
+    """
     try:
         stored = to_json_value(validated)
     except ValueError as exc:  # keys a validator made collide as text (``to_json_value``)
@@ -117,7 +121,7 @@ def storable_arguments(tool: Tool, validated: dict[str, Any]) -> dict[str, Any]:
     if problem:
         message = f"Invalid arguments for tool {tool.name!r}; nothing was executed: {problem}."
         raise _refused(tool, validated, message)
-    return stored
+    return stored_numbers(stored)
 
 
 def without_sensitive_values(text: str, tool: Tool, arguments: Mapping[str, Any]) -> str:

@@ -9,10 +9,11 @@ raised ``ValueError`` after the tool ran, so its outcome was never recorded.
 import math
 import sys
 from collections.abc import Mapping
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
-__all__ = ["json_storage_problem", "storable_text", "storable_value"]
+__all__ = ["json_storage_problem", "storable_text", "storable_value", "stored_numbers"]
 
 
 def json_storage_problem(value: Any, path: str = "") -> str | None:
@@ -61,6 +62,32 @@ def storable_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable_value(item) for item in value]
     return value
+
+
+def stored_numbers(value: Any) -> Any:
+    """Storable JSON data with its numbers as the database gives them back: the same value on every database.
+
+    PostgreSQL's jsonb keeps a number as ``numeric``, which has no exponent and no negative zero: ``1e16`` (a float
+    Python writes ``1e+16``: 16 digits or more before the point) comes back as the integer ``10000000000000000`` and
+    ``-0.0`` as ``0.0``. A binding made over the value as sent (an approval's ``approval_hash``) then no longer
+    matched the value read back, and the call could never run. Any other finite float comes back as it went. The
+    value is returned itself when no number changes (the usual case: nothing is copied).
+    """
+    if type(value) is float:
+        if value == 0:
+            return 0.0 if math.copysign(1.0, value) < 0 else value
+        return int(Decimal(repr(value))) if abs(value) >= _EXPONENT_FROM else value
+    if isinstance(value, dict):
+        changed = {key: stored_numbers(item) for key, item in value.items()}
+        return changed if any(changed[key] is not item for key, item in value.items()) else value
+    if isinstance(value, list):
+        items = [stored_numbers(item) for item in value]
+        return items if any(new is not old for new, old in zip(items, value, strict=True)) else value
+    return value
+
+
+#: The least float ``repr`` writes with an exponent above zero (``1e+16``), which jsonb writes out in digits.
+_EXPONENT_FROM = 1e16
 
 
 #: Digits before the decimal point PostgreSQL's ``numeric`` (a jsonb number) holds, when Python sets no limit.
