@@ -15,8 +15,29 @@ Findings:
    MCP, the agent loop); the call stayed pending until it expired, whatever the operators did. The intake now stores
    numbers as the database gives them back (``toolhub.storable.stored_numbers``, from ``storable_arguments``): what
    is bound is what is read back, on every database.
+2. (Minor) A request body holding an integer of more than 4,300 digits (``POST /api/v1/calls/``, any JSON body)
+   answered 400 "JSON parse error - Exceeds the limit (4300 digits) for integer string conversion: value has 5000
+   digits; use sys.set_int_max_str_digits() to increase the limit": DRF's decoder wrapped ``int()``'s error before
+   ``toolhub.json_intake`` could word it, though the intake says it never passes on that advice (arguments sent as
+   text were worded). ``StorableJSONParser`` now lets every error but a syntax error (kept as DRF words it, with its
+   position) reach the intake: "The request body is not valid JSON (an integer with more than 4300 digits)".
 
-Checked and holding:
+Checked and holding (REST probed on SQLite, the approval paths on PostgreSQL; no test for those already held by
+earlier reviews' tests):
+
+- ``POST /api/v1/calls/`` with ``1e309``/``-1e309`` (400, "not a finite number"), ``NaN``/``Infinity`` (400), a
+  400-digit integer (accepted: jsonb stores it), ``1e-400`` (0.0), ``"5"`` for a number, ``1`` for a boolean,
+  ``true`` for an integer, duplicate keys (the last wins), a backtracking ``pattern`` against 5,000 ``a`` s and a
+  ``!`` (refused at once, linear engine), a lone surrogate or NUL in a value, a key or the tool's name, an extra
+  property, a 20,000-character key, bodies and argument texts nested 10,000 deep (400, no recursion), 200,000 items
+  (the byte limit), ``1e309``/``NaN`` inside arguments sent as text, a context value ``1e309``, an idempotency key
+  holding a NUL: each a 400 with a bounded message, nothing executed, no 500; refused calls recorded ``invalid``.
+- A refused call's ``raw_arguments`` of a sensitive tool: text ``json.loads`` accepts but the intake refuses
+  (``NaN``, a lone surrogate) is redacted before it is kept; text it cannot read is withheld whole (read in code).
+- Compensation arguments: planned values pass ``json_storage_problem``, then the compensation's call takes the same
+  intake (nesting, size, schema) as any call; a result too deep to check fails its call (recorded), read in code.
+- The langgraph adapter's comparison of the graph's arguments with the call's (``1e16 == 10**16`` in Python; its
+  asked binding is made through ``storable_arguments`` on both sides).
 
 - An operator's edit to such a value (approve-with-edit) ran on PostgreSQL already (the release re-binds the edited
   version); held by ``test_an_operators_edit_to_such_a_float_runs``.
@@ -144,3 +165,36 @@ def test_an_operators_edit_to_such_a_float_runs(
     assert call.status == CallStatus.SUCCEEDED, (call.status, call.error)
     assert ran == [{"amount": 10**16}]
     assert_audit_intact()
+
+
+def test_a_request_body_with_a_too_long_integer_is_refused_without_the_interpreters_advice(alice: User) -> None:
+    """A client posts ``{"tool": ..., "arguments": {"amount": <5,000 digits>}}`` to ``POST /api/v1/calls/``.
+
+    Found: 400 "JSON parse error - Exceeds the limit (4300 digits) for integer string conversion: value has 5000
+    digits; use sys.set_int_max_str_digits() to increase the limit": DRF's decoder wrapped ``int()``'s own error
+    before ``json_intake`` could word it (as it does for arguments sent as text), so the client was told a detail of
+    the server and advice only its operators could follow.
+    Expect: 400 naming the problem as the intake does ("an integer with more than 4300 digits"), nothing recorded;
+    a syntax error keeps DRF's wording and position, ``NaN`` is refused.
+    """
+    client = APIClient(raise_request_exception=False)
+    client.force_authenticate(alice)
+    with registry.temporarily(_pay_tool(risk="low")):
+        huge = client.post(
+            "/api/v1/calls/",
+            f'{{"tool": "gh_pay", "arguments": {{"amount": {"9" * 5000}}}}}',
+            content_type="application/json",
+        )
+        broken = client.post("/api/v1/calls/", '{"tool": "gh_pay", "arguments": ', content_type="application/json")
+        nan = client.post(
+            "/api/v1/calls/", '{"tool": "gh_pay", "arguments": {"amount": NaN}}', content_type="application/json"
+        )
+
+    assert huge.status_code == 400, huge.content
+    detail = huge.json()["detail"]
+    assert "an integer with more than 4300 digits" in detail and "sys." not in detail, detail
+    assert broken.status_code == 400 and broken.json()["detail"].startswith(
+        "JSON parse error - Expecting value: line 1"
+    )
+    assert nan.status_code == 400 and "NaN" in nan.json()["detail"], nan.content
+    assert not ToolCall.objects.exists()

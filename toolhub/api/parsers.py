@@ -9,12 +9,13 @@ body nobody authenticated is never decoded (decoding 2 MB of ``[[],[],...]`` tak
 a view that never reads its body stores nothing from it.
 """
 
-import io
+import json
 from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import DataAndFiles, JSONParser, MultiPartParser
+from rest_framework.utils import json as drf_json
 
 from toolhub.conf import toolhub_settings
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked, json_nesting_depth
@@ -53,8 +54,17 @@ class StorableJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - the body is not valid {encoding} text: {exc}") from None
         limit = toolhub_settings().MAX_REQUEST_NESTING
 
-        def decode(body: str) -> Any:  # DRF's own decoder (strict: no NaN), its parse errors unchanged
-            return super(StorableJSONParser, self).parse(io.BytesIO(body.encode(encoding)), media_type, parser_context)
+        def decode(body: str) -> Any:
+            """DRF's decoding (strict: no NaN); a syntax error worded as DRF words it (with its position).
+
+            Any other ``ValueError`` (an integer past ``sys.get_int_max_str_digits()``, ``NaN``) goes to
+            ``json_loads_checked`` to word: DRF put ``int()``'s own text in its answer, which tells the client to call
+            ``sys.set_int_max_str_digits()``, a detail of the server nobody outside can act on.
+            """
+            try:
+                return drf_json.loads(body, parse_constant=drf_json.strict_constant if self.strict else None)
+            except json.JSONDecodeError as exc:
+                raise ParseError(f"JSON parse error - {exc}") from None
 
         try:
             return json_loads_checked(text, max_depth=limit, loads=decode)
