@@ -10,9 +10,9 @@ Findings:
    back from the ``numeric`` jsonb keeps as the integer ``10000000000000000``, and ``-0.0`` as ``0.0``. The approval
    binding (``approval_hash``) was made over the arguments as Python held them, so every approval of such a call
    answered "The arguments under approval no longer match the version that was approved" (the desk read the
-   request's arguments back), and an operator's edit to such a value was refused by the worker ("The arguments
-   differ from what was approved"). A model reached it with ``{"amount": 1e16}`` or ``-0.0`` by any entrance (REST,
-   MCP, the agent loop); the call stayed pending until it expired, whatever the operators did. The intake now stores
+   request's arguments back). A model reached it with ``{"amount": 1e16}`` or ``-0.0`` over REST (tested) and by
+   every entrance that takes the same intake (MCP, the agent loop); the call stayed pending until it expired,
+   whatever the operators did. The intake now stores
    numbers as the database gives them back (``toolhub.storable.stored_numbers``, from ``storable_arguments``): what
    is bound is what is read back, on every database.
 2. (Minor) A request body holding an integer of more than 4,300 digits (``POST /api/v1/calls/``, any JSON body)
@@ -38,7 +38,6 @@ earlier reviews' tests):
   intake (nesting, size, schema) as any call; a result too deep to check fails its call (recorded), read in code.
 - The langgraph adapter's comparison of the graph's arguments with the call's (``1e16 == 10**16`` in Python; its
   asked binding is made through ``storable_arguments`` on both sides).
-
 - An operator's edit to such a value (approve-with-edit) ran on PostgreSQL already (the release re-binds the edited
   version); held by ``test_an_operators_edit_to_such_a_float_runs``.
 """
