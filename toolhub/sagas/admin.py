@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
@@ -18,6 +19,7 @@ from toolhub.admin_marks import page_seen, seen_field
 from toolhub.admin_tables import admin_table, short_id, time_cell
 from toolhub.audit import redact
 from toolhub.exceptions import InvalidTransitionError
+from toolhub.sagas.admin_trail import trail_html, trail_page
 from toolhub.sagas.models import (
     ATTENTION_COMPENSATION_STATUSES,
     Compensation,
@@ -34,7 +36,7 @@ from toolhub.sagas.recovery import (
     retry_marks,
     saga_retry,
 )
-from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary, saga_audit_events
+from toolhub.sagas.selectors import OPERATE_PERMISSION, call_summary
 from toolhub.selectors import withheld_names
 
 
@@ -272,7 +274,12 @@ class SagaAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _OperatorAct
             self.admin_site.admin_view(require_POST(self.retry_view)),
             name="sagas_saga_retry",
         )
-        return [retry, *super().get_urls()]
+        trail = path(
+            "<path:object_id>/audit-events/",
+            self.admin_site.admin_view(self.audit_events_view),
+            name="sagas_saga_audit_events",
+        )
+        return [retry, trail, *super().get_urls()]
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Retry, from the saga's own page, the compensations needing attention it showed; then back to the page."""
@@ -356,21 +363,21 @@ class SagaAdmin(ExactSearchMixin, TenantScopedAdmin, ReadOnlyMixin, _OperatorAct
 
     @admin.display(description="Audit events")
     def audit_events(self, obj: Saga) -> str:
-        return admin_table(
-            "saga-audit-events",
-            ("When", "Event", "Tool", "Status", "Actor", "Data"),
-            (
-                (
-                    time_cell(e.created_at),
-                    e.event_type,
-                    e.tool_name,
-                    e.status,
-                    e.actor,
-                    pretty_json(e.payload),
-                )
-                for e in saga_audit_events(obj)[:500]
-            ),
-        )
+        return trail_html(obj, trail_page(obj))
+
+    def audit_events_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The saga's trail past the page's first events, a page at a time (``?after=``: the last event read)."""
+        saga = self.get_object(request, object_id)  # tenant-scoped: another tenant's saga is absent
+        if saga is None or not self.has_view_permission(request, saga):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "saga": saga,
+            "title": f"Audit events of saga {saga.key}",
+            "trail": trail_html(saga, trail_page(saga, request.GET.get("after"))),
+        }
+        return TemplateResponse(request, "admin/sagas/saga/audit_events.html", context)
 
 
 class CompensationAttemptInline(ReadOnlyMixin, admin.TabularInline):

@@ -131,21 +131,29 @@ def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
     """The audit events of a saga's steps, of the calls made undoing them, and of the saga itself.
 
     The calls made undoing a step: its compensation's own, and those made on its behalf (``is_undoing``: an agentic
-    compensation's inner calls name the step they ``compensate``), what its model chose and ran included.
+    compensation's inner calls name the step they ``compensate``), what its model chose and ran included. Every one:
+    they are subqueries of the events' statement, nothing is read into memory or cut here; a caller shows a page of
+    the events and says when it is cut (an auditor never reads a cut trail as whole).
     """
-    steps = list(saga.compensations.values_list("step_call_id", flat=True))
-    call_ids = steps + [pk for pk in saga.compensations.values_list("call_id", flat=True) if pk]
-    call_ids += list(
+    steps = [str(pk) for pk in saga.compensations.values_list("step_call_id", flat=True)]
+    undoing_calls = (
         # The tenant's calls since the saga began (its index), not every call's context.
         ToolCall.objects.filter(tenant=saga.tenant, created_at__gte=saga.created_at)
-        .filter(context__compensates__in=[str(pk) for pk in steps])
+        .filter(context__compensates__in=steps)
         .filter(undoing())
-        .values_list("id", flat=True)[:10_000]
+        .order_by()
+        .values("id")
     )
-    events = AuditEvent.objects.filter(call_id__in=call_ids)
+    compensations = saga.compensations.order_by()
+    calls = compensations.values("step_call_id").union(
+        compensations.filter(call_id__isnull=False).values("call_id"), undoing_calls, all=True
+    )
+    events = AuditEvent.objects.filter(call_id__in=calls).order_by().values("id")
     if saga.run_id is not None:
-        events = events | AuditEvent.objects.filter(run_id=saga.run_id, event_type__startswith="saga.")
-    return events.order_by("created_at", "id")
+        own = AuditEvent.objects.filter(run_id=saga.run_id, event_type__startswith="saga.").order_by().values("id")
+        events = events.union(own, all=True)
+    # One statement whose every part reads an index (an ``OR`` of subqueries would scan the whole trail).
+    return AuditEvent.objects.filter(id__in=events).order_by("created_at", "id")
 
 
 def call_summary(call: ToolCall) -> str:
