@@ -31,25 +31,26 @@ NAMED_AT_MOST = 3
 def approval_shortfall(call: ToolCall) -> str | None:
     """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
 
-    The released round's approvals are read with their request and its askers in one statement
+    Nothing is read when the worker's governance is the one the approvals were judged under at release
+    (``ToolCall.approved_under``): every change that could lapse one, or change a rule or a risk override, stamps a
+    new governance version (a tool's code risk is its version), so the release counted what governance asks now. An
+    approved call's hot path costs no statement, whatever rules other tenants or tools have (a two-approver rule
+    anywhere, a critical tool: review gb).
+
+    Otherwise the released round's approvals are read with their request and its askers in one statement
     (``approvals.rows.released_request``); their givers are judged as the worker's governance has them
     (``ApproverStanding(released=True)``: read once per process until governance changes), held to the approver
     restrictions of the tool's groups now as a pending request's deciders are. The rules are read again only when
     they could ask more than one approval of the call now (its tool is critical now, or some rule asks several).
-
-    Nothing is read when the worker's governance is the one the approvals were judged under at release
-    (``ToolCall.approved_under``: every change that could lapse one stamps a new governance version) and no rule or
-    risk could ask more than one approval now: an approved call's hot path then costs no statement.
     """
     tool = registry.get(call.tool_name)
     if tool is None:
         return None
+    if call.approved_under is not None and call.approved_under == governance_scope_stamp():
+        return None
     several_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL or (
         rules_ask_several_approvers()
     )
-    unchanged = call.approved_under is not None and call.approved_under == governance_scope_stamp()
-    if unchanged and not several_now:
-        return None
     request, givers = released_request(call.id)
     if request is None:
         return None
