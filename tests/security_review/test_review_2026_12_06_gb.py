@@ -38,8 +38,8 @@ Checked and holding:
 - Compensation calls, and an agentic compensation's inner calls, held for approval are released, claimed and
   re-checked by the same path (``_execute_claimed``); an external compensation's retry reads in full outside any scope
   (``governance_scope_stamp()`` is ``None``) (read in the code; reviews ez, fd).
-- The edit-and-approve path keeps the stamp its release judged the edit's approvals under, and the worker checks the
-  edited arguments' binding before the approvals (read in the code).
+- A call released by an edit (the editor's approval) goes back to the desk when the editor lapses before the worker
+  claims it, with the edited arguments; another operator's approval of that version runs exactly it (test).
 - The send-back reason names at most three usernames (``decided_by_name``, 150 characters) and a count of the rest,
   never an argument (review fp's test).
 - Shared assumption, noted: a tool moved into a code-declared group (``@tool(group=)``, not part of its version)
@@ -60,6 +60,7 @@ from approvals.models import ApprovalRequest, ApprovalRule
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - the fixture, registered by being imported here
 from tests.approvals.released import released_not_run, run_held, sent_back
+from tests.testapp.models import SideEffect
 from toolhub.claims import tool_calls_claim
 from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
 from toolhub.sweeper import calls_reconcile_expired_leases
@@ -258,3 +259,30 @@ def test_a_call_requeued_after_its_worker_died_is_checked_again_at_its_next_clai
     call.refresh_from_db()
     assert (call.status, call.attempts) == (CallStatus.PENDING_APPROVAL, 1), call.status
     assert "the approval of operator no longer counts" in sent_back(call.pk)["reason"]
+
+
+def test_an_edit_that_released_the_call_lapses_with_its_editor_and_the_edit_runs_after_a_new_round(
+    hold: Hold,  # noqa: F811 - the fixture
+    operator: User,
+    second_operator: User,
+    committed: Settle,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): an operator's edit released the call (it counts as their approval); deactivated before the
+    worker claims it, the call goes back to the desk with the edited arguments, and another operator's approval of
+    that version runs exactly it."""
+    request = hold("pay 5000")
+    with django_capture_on_commit_callbacks(execute=False) as held:
+        approval_approve(request_id=request.pk, user=operator, arguments={"note": "pay 50"}, expected_round=1)
+    call = ToolCall.objects.get(pk=request.call_id)
+    assert (call.status, call.arguments) == (CallStatus.QUEUED, {"note": "pay 50"})
+    User.objects.filter(pk=operator.pk).update(is_active=False)
+    run_held(list(held), django_capture_on_commit_callbacks)
+    call.refresh_from_db()
+    assert (call.status, call.arguments) == (CallStatus.PENDING_APPROVAL, {"note": "pay 50"})
+    assert "the approval of operator no longer counts" in sent_back(call.pk)["reason"]
+    request.refresh_from_db()
+    committed(approval_approve, request_id=request.pk, user=second_operator, expected_round=request.round)
+    call.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED
+    assert SideEffect.objects.get(tool="risky_effect").note == "pay 50"
