@@ -35,9 +35,11 @@ Checked and holding:
   (``governance_moved``) or its last, unchecked try reads it (read in the code; reviews fx, fz).
 - No production ``governance_scope`` encloses a worker's claim or re-check (an eager task runs on commit, after the
   decision's scope closed): a nested scope would hand the claim and the re-check the outer stamp (read in the code).
-- Compensation calls, and an agentic compensation's inner calls, held for approval are released, claimed and
-  re-checked by the same path (``_execute_claimed``); an external compensation's retry reads in full outside any scope
-  (``governance_scope_stamp()`` is ``None``) (read in the code; reviews ez, fd).
+- A compensation's call held for approval, released by an operator deactivated before the worker claims it, goes
+  back to the desk with the compensation still running, and runs once another operator approves: compensated once
+  (test). An agentic compensation's inner calls held for approval are released, claimed and re-checked by the same
+  path (``_execute_claimed``, their principal ``undoing``); an external compensation's retry reads in full outside
+  any scope (``governance_scope_stamp()`` is ``None``) (read in the code; reviews ez, fd).
 - A call released by an edit (the editor's approval) goes back to the desk when the editor lapses before the worker
   claims it, with the edited arguments; another operator's approval of that version runs exactly it (test).
 - The send-back reason names at most three usernames (``decided_by_name``, 150 characters) and a count of the rest,
@@ -47,9 +49,9 @@ Checked and holding:
   judges an unchanged stamp's approvals as released, as it did for non-critical tools before this review.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -60,12 +62,41 @@ from approvals.models import ApprovalRequest, ApprovalRule
 from approvals.services import approval_approve
 from tests.approvals.conftest import Hold, hold  # noqa: F401 - the fixture, registered by being imported here
 from tests.approvals.released import released_not_run, run_held, sent_back
+from tests.security_review.conftest import rolled_back_step
+from tests.tenancy.conftest import make_user
 from tests.testapp.models import SideEffect
+from toolhub import Param, registry, tool
 from toolhub.claims import tool_calls_claim
-from toolhub.models import AuditEvent, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
+from toolhub.models import AuditEvent, CallKind, CallStatus, Tenant, TenantMembership, ToolCall, ToolGroup
+from toolhub.sagas.models import Compensation, CompensationStatus
 from toolhub.sweeper import calls_reconcile_expired_leases
 
 pytestmark = pytest.mark.django_db
+
+
+@tool(risk="high")
+def review_gb_release(line: str) -> dict:
+    """Release a reserved line (held for an operator: high risk)."""
+    SideEffect.objects.create(call_id="", tool="review_gb_release", note=line)
+    return {"released": line}
+
+
+@tool(
+    risk="low",
+    compensate_with="review_gb_release",
+    compensation_mapping=lambda arguments, result: {"line": arguments["line"]},
+)
+def review_gb_reserve(line: Annotated[str, Param("The line to reserve.")]) -> dict:
+    """Reserve a line."""
+    return {"line": line}
+
+
+@pytest.fixture
+def line_tools() -> Iterator[None]:
+    """The reserve step and its held compensation, registered for the test."""
+    with registry.temporarily(review_gb_release, review_gb_reserve):
+        yield
+
 
 Settle = Callable[..., Any]
 
@@ -286,3 +317,34 @@ def test_an_edit_that_released_the_call_lapses_with_its_editor_and_the_edit_runs
     call.refresh_from_db()
     assert call.status == CallStatus.SUCCEEDED
     assert SideEffect.objects.get(tool="risky_effect").note == "pay 50"
+
+
+def test_a_compensation_whose_approver_lapsed_goes_back_to_the_desk_and_stays_running(
+    line_tools: None,
+    acme_operator: User,
+    roles: dict[str, Group],
+    tenant: Tenant,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): a compensation's call held for approval and released by an operator deactivated before the
+    worker claims it goes back to the desk (the compensation still running, not failed), and runs once another
+    operator approves it: the step is compensated once."""
+    committed = django_capture_on_commit_callbacks
+    second = make_user("acme-operator-gb2", tenant=tenant, staff=True, groups=(roles["operators"],))
+    third = make_user("acme-operator-gb3", tenant=tenant, staff=True, groups=(roles["operators"],))
+    rolled_back_step(acme_operator, "line-gb1", "review_gb_reserve", {"line": "L-1"}, committed)
+    call = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="review_gb_release")
+    request = ApprovalRequest.objects.get(call=call)
+    callbacks = released_not_run(request, second, committed)
+    User.objects.filter(pk=second.pk).update(is_active=False)
+    run_held(callbacks, committed)
+    call.refresh_from_db()
+    assert call.status == CallStatus.PENDING_APPROVAL
+    assert Compensation.objects.get(call=call).status == CompensationStatus.RUNNING
+    request.refresh_from_db()
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=third, expected_round=request.round)
+    call.refresh_from_db()
+    assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
+    assert Compensation.objects.get(call=call).status == CompensationStatus.SUCCEEDED
+    assert SideEffect.objects.filter(tool="review_gb_release").count() == 1
