@@ -30,7 +30,8 @@ Checked and holding:
 - A call re-queued by the reconciler after its worker died (an idempotent tool) is claimed and re-checked again;
   its approver deactivated meanwhile sends it back, the lost attempt still counted (test).
 - Batch claims (``WORKER_CLAIM_BATCH`` > 1) check no stamp and keep no hold: each call's re-check reads the stamp
-  just before it runs (review fp's test); a handed-back call is re-checked at its next claim. A single claim decides
+  just before it runs: an approver deactivated while the batch's first call ran sends the second back (test; review
+  fp's for a change before the batch); a handed-back call is re-checked at its next claim. A single claim decides
   in the governance its UPDATE checked (``claim_hold``), one whose stamp moved while it waited for its locks
   (``governance_moved``) or its last, unchecked try reads it (read in the code; reviews fx, fz).
 - No production ``governance_scope`` encloses a worker's claim or re-check (an eager task runs on commit, after the
@@ -89,6 +90,19 @@ def review_gb_release(line: str) -> dict:
 def review_gb_reserve(line: Annotated[str, Param("The line to reserve.")]) -> dict:
     """Reserve a line."""
     return {"line": line}
+
+
+#: What ``review_gb_pay`` does while it runs (set by a test): governance changes between a batch's calls.
+WHILE_PAYING: list[Callable[[], Any]] = []
+
+
+@tool(risk="high")
+def review_gb_pay(note: str) -> dict:
+    """Pay (held for an operator: high risk); the world changes while it runs."""
+    for change in WHILE_PAYING:
+        change()
+    SideEffect.objects.create(call_id="", tool="review_gb_pay", note=note)
+    return {"paid": note}
 
 
 @pytest.fixture
@@ -348,3 +362,33 @@ def test_a_compensation_whose_approver_lapsed_goes_back_to_the_desk_and_stays_ru
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
     assert Compensation.objects.get(call=call).status == CompensationStatus.SUCCEEDED
     assert SideEffect.objects.filter(tool="review_gb_release").count() == 1
+
+
+def test_a_batch_reads_a_change_made_while_its_first_call_ran_before_its_second_runs(
+    request_call: Any,
+    alice: User,
+    operator: User,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): a worker claims two approved calls in one batch (``WORKER_CLAIM_BATCH`` 2); the first runs on
+    the release's stamp and, while it runs, its approver is deactivated: the second call's re-check, made just before
+    it would run, reads the stamp again and sends it back (the batch's claim checked no stamp for it)."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "WORKER_CLAIM_BATCH": 2}
+    with registry.temporarily(review_gb_pay):
+        first = request_call("review_gb_pay", {"note": "pay 1"}, alice, tenant="acme")
+        second = request_call("review_gb_pay", {"note": "pay 2"}, alice, tenant="acme")
+        callbacks = [
+            *released_not_run(ApprovalRequest.objects.get(call=first), operator, django_capture_on_commit_callbacks),
+            *released_not_run(ApprovalRequest.objects.get(call=second), operator, django_capture_on_commit_callbacks),
+        ]
+        WHILE_PAYING[:] = [lambda: User.objects.filter(pk=operator.pk).update(is_active=False)]
+        try:
+            run_held(callbacks[:1], django_capture_on_commit_callbacks)  # claims both, the first call first
+        finally:
+            WHILE_PAYING.clear()
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == (CallStatus.SUCCEEDED, CallStatus.PENDING_APPROVAL)
+    assert "the approval of operator no longer counts" in sent_back(second.pk)["reason"]
+    assert list(SideEffect.objects.filter(tool="review_gb_pay").values_list("note", flat=True)) == ["pay 1"]
