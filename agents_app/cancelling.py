@@ -22,6 +22,7 @@ from agents_app.steprows import locked_run
 from approvals.models import ApprovalRequest, ApprovalStatus
 from toolhub.audit import audit_append
 from toolhub.authorization import CallPrincipal, standing_refusal
+from toolhub.calls import settling_together
 from toolhub.models import CallStatus, ToolCall, undoing
 from toolhub.waiting import WITHDRAWABLE_STATUSES, tool_call_withdraw
 
@@ -57,7 +58,8 @@ def run_cancel_locked(run: AgentRun, *, actor: str, reason: str) -> None:
     Every row the cancellation changes is locked before its first audit append, in the order a decision takes
     them (the run's approval requests, then their calls): an append locks a chain head, which a decider or a
     worker holding one of those rows may be waiting for. Then children end before parents: a child's end
-    settles its parent's waiting call (``subagent_run_ended``), as when it ends on its own.
+    settles its parent's waiting call (``subagent_run_ended``), as when it ends on its own. The calls it settles are
+    told of together (``settling_together``): each run is woken once, not once per withdrawn call.
     """
     tree = _locked_tree(run)
     run_ids = [each.id for each in tree]
@@ -66,9 +68,10 @@ def run_cancel_locked(run: AgentRun, *, actor: str, reason: str) -> None:
     settled_by_children = ToolCall.objects.filter(id__in=parent_calls)
     locked_calls = _withdrawn_calls(run_ids, WITHDRAWABLE_STATUSES) | settled_by_children
     list(locked_calls.select_for_update().order_by("id").values_list("id", flat=True))
-    for each in reversed(tree):
-        why = reason if each is run else f"its parent run {each.parent_run_id} was cancelled"
-        _end_cancelled(each, actor=actor, reason=why)
+    with settling_together():
+        for each in reversed(tree):
+            why = reason if each is run else f"its parent run {each.parent_run_id} was cancelled"
+            _end_cancelled(each, actor=actor, reason=why)
 
 
 def _held_requests(run_ids: list[uuid.UUID]) -> QuerySet[ApprovalRequest]:

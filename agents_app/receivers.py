@@ -20,7 +20,14 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_de
 from django.dispatch import receiver
 
 from toolhub.models import TenantMembership
-from toolhub.signals import after_task, call_askers, call_settled, rollback_reopened, saga_key_reserved
+from toolhub.signals import (
+    after_task,
+    call_askers,
+    call_settled,
+    once_for_calls_settled_together,
+    rollback_reopened,
+    saga_key_reserved,
+)
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
@@ -30,6 +37,13 @@ User = get_user_model()
 def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None, **kwargs: Any) -> None:
     if run_id is None:
         return
+    # Many calls settled together (a cancelled run's withdrawn ones): their run is woken once.
+    if not once_for_calls_settled_together(("agents_app.wake", run_id), functools.partial(_wake, run_id)):
+        _wake(run_id)
+
+
+def _wake(run_id: uuid.UUID) -> None:
+    """Advance the run in this worker after its task (``after_task``), else through an ``advance_run_task``."""
     if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
         _send_advance(run_id)
 
@@ -37,8 +51,7 @@ def _on_call_settled(sender: type, call_id: uuid.UUID, run_id: uuid.UUID | None,
 @receiver(rollback_reopened, dispatch_uid="agents_app.advance_on_rollback_reopened")
 def _on_rollback_reopened(sender: type, run_id: uuid.UUID, **kwargs: Any) -> None:
     """A run's finished rollback was opened again: woken, the run tells its conversation once it finishes again."""
-    if not after_task(lambda seconds_left: _advance_here(run_id, seconds_left)):
-        _send_advance(run_id)
+    _wake(run_id)
 
 
 @receiver(call_askers, dispatch_uid="agents_app.run_retriers_ask")

@@ -6,8 +6,10 @@ inserts the events and moves the head's hash.
 """
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -19,10 +21,20 @@ from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.rowread import assign_row, columns_sql
 from toolhub.rowwrite import insert_params, insert_sql
-from toolhub.signals import call_settled
+from toolhub.signals import call_settled, settled_together
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
-__all__ = ["CALL_TABLE", "CALL_TRANSITIONS", "call_insert", "call_transition", "notify_settled", "one_write"]
+__all__ = [
+    "CALL_TABLE",
+    "CALL_TRANSITIONS",
+    "call_insert",
+    "call_transition",
+    "notify_settled",
+    "one_write",
+    "settling_together",
+]
+
+logger = logging.getLogger(__name__)
 
 _S = CallStatus
 
@@ -160,7 +172,7 @@ def call_transition(
             return False
         _note_governance_moved(call, expected)
         if to in SETTLED_STATUSES:
-            transaction.on_commit(lambda: notify_settled(call), robust=True)
+            _notify_after_commit(call)
     return True
 
 
@@ -232,3 +244,46 @@ def one_write() -> AbstractContextManager[Any]:
 def notify_settled(call: ToolCall) -> None:
     """Tell listeners (the agent loop, the sagas) that a call settled; call only after the commit."""
     call_settled.send(sender=ToolCall, call_id=call.id, run_id=call.run_id, call=call)
+
+
+#: The calls settled inside ``settling_together``, told of together once its transaction commits.
+_settling: ContextVar[list[ToolCall] | None] = ContextVar("toolhub_settling_together", default=None)
+
+
+def _notify_after_commit(call: ToolCall) -> None:
+    batch = _settling.get()
+    if batch is not None:
+        batch.append(call)
+    else:
+        transaction.on_commit(lambda: notify_settled(call), robust=True)
+
+
+@contextmanager
+def settling_together() -> Iterator[None]:
+    """Calls settled in the block (many withdrawn at once: a cancelled run's) are told of together after commit.
+
+    Each call's listeners still hear of it (the sagas follow each), but a follow-up serving many calls (a run's
+    wake-up: ``once_for_calls_settled_together``) is done once: one broker message per run, not one per call. Waiters
+    on a call read its row (``toolhub.direct.call_wait``), so none waits longer. Nothing is told when the block
+    raises: its transaction rolls back (a caller that commits anyway leaves the runs to the sweep, as a lost wake-up).
+    """
+    if _settling.get() is not None:  # an enclosing block tells them
+        yield
+        return
+    batch: list[ToolCall] = []
+    token = _settling.set(batch)
+    try:
+        yield
+    finally:
+        _settling.reset(token)
+    if batch:
+        transaction.on_commit(functools.partial(_notify_settled_together, batch), robust=True)
+
+
+def _notify_settled_together(calls: list[ToolCall]) -> None:
+    with settled_together():
+        for call in calls:
+            try:
+                notify_settled(call)
+            except Exception:  # noqa: BLE001 - as ``on_commit(robust=True)`` kept each call's listeners apart
+                logger.exception("listeners of settled call %s failed; the sweeps repair what they left", call.id)

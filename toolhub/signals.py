@@ -2,7 +2,7 @@
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -19,7 +19,9 @@ __all__ = [
     "rollback_reopened",
     "saga_key_reserved",
     "after_task",
+    "once_for_calls_settled_together",
     "running_after_task",
+    "settled_together",
     "task_seconds_left",
 ]
 
@@ -46,7 +48,8 @@ approval_shortfall = Signal()
 
 #: A call reached a settled status; kwargs: ``call_id``, ``run_id`` (or None) and ``call`` (the ToolCall as that
 #: transition left it, so a listener need not read it again). Sent after commit. A receiver whose follow-up
-#: would be another broker message may hand it to ``after_task`` instead.
+#: would be another broker message may hand it to ``after_task`` instead, and one whose follow-up serves many
+#: calls at once (a run's wake-up) to ``once_for_calls_settled_together``.
 call_settled = Signal()
 
 #: A running call's tool suspended itself (``ToolSuspend``) and the call now awaits its result; kwargs: ``call``
@@ -119,3 +122,40 @@ def running_after_task(*, seconds: float) -> Iterator[None]:
                 action(left)
             except Exception:  # noqa: BLE001 - a follow-up must not undo the task's own recorded work
                 logger.exception("an after-task action failed; the sweeps repair what it left undone")
+
+
+#: The follow-ups of calls settled together (``settled_together``), by key: each done once, after all were told.
+_together: ContextVar[dict[Hashable, Callable[[], None]] | None] = ContextVar("toolhub_settled_together", default=None)
+
+
+def once_for_calls_settled_together(key: Hashable, action: Callable[[], None]) -> bool:
+    """Have ``action`` done once for every call told of with the same ``key`` while calls settled together are told.
+
+    A cancelled run withdraws its 200 waiting calls in one transaction: its listeners hear of each, but the run is
+    woken once (one broker message, not 200). Returns False outside such a telling: then do ``action`` now.
+    """
+    scope = _together.get()
+    if scope is None:
+        return False
+    scope.setdefault(key, action)
+    return True
+
+
+@contextmanager
+def settled_together() -> Iterator[None]:
+    """Tell listeners of several settled calls in the block, then do their follow-ups, each key's once, in order.
+
+    A follow-up that fails is logged and the others still done (as ``on_commit(robust=True)`` did for each call);
+    what it left undone the sweeps repair (a run whose wake-up was lost is woken by ``sweep_runs_task``).
+    """
+    scope: dict[Hashable, Callable[[], None]] = {}
+    token = _together.set(scope)
+    try:
+        yield
+    finally:
+        _together.reset(token)
+    for action in scope.values():
+        try:
+            action()
+        except Exception:  # noqa: BLE001 - one run's lost wake-up must not cost the others theirs
+            logger.exception("a follow-up of calls settled together failed; the sweeps repair what it left undone")

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from toolhub.agentic.simple import MAX_CALLS
 from toolhub.authorization import CallPrincipal
-from toolhub.calls import call_transition
+from toolhub.calls import call_transition, settling_together
 from toolhub.dispatch import dispatch_call
 from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
 from toolhub.models import SETTLED_STATUSES, AuditEvent, CallKind, CallStatus, ToolCall
@@ -315,7 +315,8 @@ def withdraw_held_inner(call: ToolCall, actor: str) -> None:
     """Withdraw the calls still waiting on behalf of a compensation's attempt that did not succeed.
 
     Its model asked for them, then the attempt failed (out of turns, say): the compensation is retried or left to an
-    operator, and a retry's model asks again, so one approved later would undo the step a second time.
+    operator, and a retry's model asks again, so one approved later would undo the step a second time. They are told
+    of together (``settling_together``): a run is woken once, however many it withdraws.
     """
     from toolhub.waiting import WITHDRAWABLE_STATUSES, tool_call_withdraw
 
@@ -329,8 +330,9 @@ def withdraw_held_inner(call: ToolCall, actor: str) -> None:
         status__in=list(WITHDRAWABLE_STATUSES),
     )
     reason = f"the compensation's attempt it was asked in ended {call.status}; a retry asks again"
-    for inner in waiting.order_by("created_at", "position")[:MAX_CALLS]:
-        tool_call_withdraw(call=inner, actor=actor, reason=reason)
+    with settling_together():
+        for inner in waiting.order_by("created_at", "position")[:MAX_CALLS]:
+            tool_call_withdraw(call=inner, actor=actor, reason=reason)
 
 
 def _wait_for_held(saga: Saga, compensation: Compensation, why: str, actor: str) -> None:
