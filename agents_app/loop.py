@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -51,8 +52,8 @@ from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request, visible_tool_names
 from toolhub.sagas.services import saga_rollback_notes, saga_rollback_on_failure
 from toolhub.tools.context import ToolContext
-from toolhub.tools.definition import ReturnBehavior
-from toolhub.tools.export import openai_tool
+from toolhub.tools.definition import ReturnBehavior, Tool
+from toolhub.tools.export import buildable, openai_tool
 from toolhub.tools.registry import registry
 
 __all__ = ["Advance", "run_advance", "visible_tool_definitions", "run_principal", "run_tool_context"]
@@ -118,10 +119,18 @@ def run_advance(*, run_id: uuid.UUID, seconds_left: float | None = None) -> Adva
 def visible_tool_definitions(run: AgentRun) -> list[dict[str, Any]]:
     """The OpenAI-style definitions of the tools this run's model sees now, in its provider's schema profile.
 
-    Progressive disclosure (``agents_app.disclosure``) decides which, after permissions.
+    Progressive disclosure (``agents_app.disclosure``) decides which, after permissions; one whose schema cannot be
+    built is left out (``buildable``).
     """
-    profile = run.agent.provider.effective_schema_profile
-    return [openai_tool(tool, profile) for tool in run_disclosure(run).tools]
+    return _definitions(run_disclosure(run).tools, run.agent.provider.effective_schema_profile)
+
+
+def _definitions(tools: Sequence[Tool], profile: str) -> list[dict[str, Any]]:
+    """The definitions the model is sent, in ``profile``, each tool's whose schema can be built.
+
+    One that cannot is left out and named to operators (``buildable``): it does not cost a run all its others.
+    """
+    return buildable(tools, lambda tool: openai_tool(tool, profile))
 
 
 def run_principal(run: AgentRun) -> CallPrincipal:
@@ -218,11 +227,10 @@ def _begin_step(run: AgentRun, now: Any, seconds_left: float | None) -> _Step | 
     except Exception as exc:  # noqa: BLE001 - a provider that cannot be used fails the step like its model
         _fail_step(run, failure(run.id, exc), now=now)
         return Advance.STEPPED
-    profile = run.agent.provider.effective_schema_profile
     return _Step(
         adapter=adapter,
         messages=messages_with_additions(list(run.messages), disclosure.prompt_additions),
-        tools=[openai_tool(tool, profile) for tool in disclosure.tools],
+        tools=_definitions(disclosure.tools, run.agent.provider.effective_schema_profile),
         stream=run.agent.stream,
     )
 

@@ -31,7 +31,7 @@ from toolhub.disclosure.unfolding import UnfoldingTool, facade_of
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.feedback import invalid_arguments_message, unknown_tool_message
 from toolhub.tools.definition import Tool
-from toolhub.tools.export import tool_definition
+from toolhub.tools.export import buildable, tool_definition
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -252,11 +252,11 @@ def describe_tool(principal: CallPrincipal, arguments: Mapping[str, Any] | None)
     name = parsed.name
     granted = set(callable_names(principal))
     tool = registry.get(name)
-    if tool is not None and name in granted:
+    # One whose schema cannot be built is described as no tool (``buildable`` names it to operators).
+    described = buildable([tool], lambda each: tool_definition(each, "mcp")) if tool and name in granted else []
+    if tool is not None and described:
         holders, _ = _groups_by_tool(granted | _granted(principal, _facades()))
-        return _answer(
-            {"tool": tool_definition(tool, "mcp"), "category": tool.category, "groups": holders.get(name, [])}
-        )
+        return _answer({"tool": described[0], "category": tool.category, "groups": holders.get(name, [])})
     facade = _facades().get(name)
     if facade is not None:
         group = _group(facade, granted | _granted(principal, [name]))

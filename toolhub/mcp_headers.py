@@ -37,7 +37,7 @@ def header_declaring_tools() -> frozenset[str]:
     """
     global _declaring
     if _declaring is None or _declaring[0] != len(registry):
-        names = frozenset(tool.name for tool in registry.code_tools() if _declares_header(tool.json_schema))
+        names = frozenset(tool.name for tool in registry.code_tools() if _declares_header(tool.known_json_schema))
         _declaring = (len(registry), names)
     return _declaring[1] | governance_cached(("mcp_header_tools",), _provided_declaring)
 
@@ -45,7 +45,7 @@ def header_declaring_tools() -> frozenset[str]:
 def _provided_declaring() -> frozenset[str]:
     code = {tool.name for tool in registry.code_tools()}
     provided = (registry.get(name) for name in registry.names() if name not in code)
-    return frozenset(tool.name for tool in provided if tool is not None and _declares_header(tool.json_schema))
+    return frozenset(tool.name for tool in provided if tool is not None and _declares_header(tool.known_json_schema))
 
 
 def header_schemas_for(user: Any, tenant: str | None) -> dict[str, Mapping[str, Any]]:

@@ -66,7 +66,7 @@ from toolhub.mcp_status import STATUS_TOOL, STATUS_TOOL_DEFINITION, call_result,
 from toolhub.models import CallKind, CallStatus, ToolCall
 from toolhub.rights_recheck import RightsRecheck
 from toolhub.tenancy import tenant_scope_now
-from toolhub.tools.export import tool_definition
+from toolhub.tools.export import buildable, tool_definition
 from toolhub.tools.registry import registry
 
 __all__ = ["INTERNAL_ERROR_MESSAGE", "STATUS_TOOL", "TENANT_HEADER", "build_server", "mcp_asgi_app"]
@@ -78,7 +78,8 @@ _STABLE_TOOLS = (STATUS_TOOL_DEFINITION, CANCEL_TOOL_DEFINITION, FIND_TOOL_DEFIN
 
 
 def _list_tools_sync(ctx: ServerRequestContext[Any, Any]) -> types.ListToolsResult:
-    tools = [types.Tool.model_validate(tool_definition(tool, "mcp")) for tool in listed_tools(request_principal(ctx))]
+    listed = listed_tools(request_principal(ctx))
+    tools = buildable(listed, lambda tool: types.Tool.model_validate(tool_definition(tool, "mcp")))
     tools.extend(types.Tool.model_validate(definition) for definition in _STABLE_TOOLS)
     return types.ListToolsResult(tools=tools)
 

@@ -20,10 +20,10 @@ __all__ = ["InnerState", "inner_definitions", "inner_tool_call", "inner_calls_of
 def inner_definitions(ctx: ToolContext, members: Sequence[Tool], profile: str) -> list[dict[str, Any]]:
     """The inner model's tool definitions: the members the call's principal is granted, nothing else."""
     from toolhub.agentic.runstate import granted_for
-    from toolhub.tools.export import openai_tool
+    from toolhub.tools.export import buildable, openai_tool
 
     allowed = set(granted_for(ctx, [tool.name for tool in members]))
-    return [openai_tool(tool, profile) for tool in members if tool.name in allowed]
+    return buildable((tool for tool in members if tool.name in allowed), lambda tool: openai_tool(tool, profile))
 
 
 def inner_tool_call(

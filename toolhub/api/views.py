@@ -48,7 +48,7 @@ from toolhub.selectors import (
     tool_calls_visible_to,
 )
 from toolhub.tenancy import tenant_scope
-from toolhub.tools.export import EXPORT_FORMATS, tool_definitions
+from toolhub.tools.export import EXPORT_FORMATS, buildable, tool_definitions
 from toolhub.tools.registry import registry
 from toolhub.waiting import ResultNotAwaitedError, tool_call_cancel, tool_call_submit_result
 
@@ -175,7 +175,8 @@ class ToolListView(generics.ListAPIView):
 
     def _callable_schemas(self) -> dict[str, Any]:
         if not hasattr(self, "_schemas"):
-            self._schemas = {tool.name: tool.json_schema for tool in _tools_for(self.request)}
+            # A tool whose schema cannot be built is left out (``buildable``), not the whole listing refused.
+            self._schemas = dict(buildable(_tools_for(self.request), lambda tool: (tool.name, tool.json_schema)))
         return self._schemas
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:

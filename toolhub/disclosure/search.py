@@ -23,7 +23,8 @@ def search_document(tool: Tool) -> SearchDocument:
     """What a provider may know of a tool: name, description, category, tags and parameter descriptions."""
     parameters = {p.name: (p.description or "") for p in tool.parameters}
     if not parameters:
-        properties = tool.json_schema.get("properties", {}) if isinstance(tool.json_schema, dict) else {}
+        schema = tool.known_json_schema  # ``None`` when it cannot be built: the tool is then found by its words
+        properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
         parameters = {k: str(v.get("description", "")) for k, v in properties.items() if isinstance(v, dict)}
     return SearchDocument(
         name=tool.name,

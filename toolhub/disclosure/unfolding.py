@@ -313,15 +313,21 @@ class UnfoldingTool:
 
     def _context(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         from toolhub.disclosure.principals import principal_of_context
+        from toolhub.tools.export import buildable
         from toolhub.tools.registry import registry
 
         principal, context = principal_of_context(ctx), dict(ctx)
-        details = []
+        seen_tools = []
         for name in usable_tools(self.child_names(), principal, context=context):
             tool = registry.get(name)
             seen = tool_seen_by(tool, principal, context=context) if tool is not None else None
             if seen is not None:
-                details.append({"name": name, "description": seen.description, "parameters": seen.json_schema})
+                seen_tools.append(seen)
+        # One whose schema cannot be built is left out (``buildable``), not the facade's guidance refused.
+        details = buildable(
+            seen_tools,
+            lambda seen: {"name": seen.name, "description": seen.description, "parameters": seen.json_schema},
+        )
         return {"facade": self.name, "description": self.description, "notes": self.child_usage_notes, "tools": details}
 
 

@@ -56,7 +56,8 @@ PROVIDERS: dict[str, str] = {
 
 def document_from_tool(tool: "Tool") -> SearchDocument:
     """What a provider indexes of a registered tool: the words the model would read in its definition."""
-    properties: dict[str, Any] = tool.json_schema.get("properties", {}) if tool.json_schema else {}
+    schema = tool.known_json_schema  # ``None`` when it cannot be built: indexed by its words, never failing the index
+    properties: dict[str, Any] = schema.get("properties", {}) if schema else {}
     parameters = {
         name: str(spec.get("description", "")) if isinstance(spec, Mapping) else "" for name, spec in properties.items()
     }

@@ -10,12 +10,14 @@ it back before validation). MCP gets the tool's own JSON Schema.
 
 import copy
 import functools
-from collections.abc import Iterable
-from typing import Any
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from toolhub.exceptions import ToolDefinitionError
 from toolhub.tools.definition import Tool
 from toolhub.tools.factories import output_adapter
 from toolhub.tools.options import Risk
@@ -27,6 +29,7 @@ from toolhub.tools.strict import strict_schema
 __all__ = [
     "EXPORT_FORMATS",
     "SCHEMA_PROFILES",
+    "buildable",
     "openai_tool",
     "profile_parameters",
     "strict_schema",
@@ -38,6 +41,42 @@ __all__ = [
 SCHEMA_PROFILES = tuple(PROFILES)
 
 EXPORT_FORMATS = (*SCHEMA_PROFILES, "mcp")
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How much of a tool's build error the operators' log keeps (pydantic's can run to pages).
+_REPORTED_CHARS = 400
+
+
+def buildable(tools: Iterable[Tool], build: Callable[[Tool], T]) -> list[T]:
+    """Each of ``tools`` built by ``build`` (its definition, its schema), leaving out one whose schema cannot be built.
+
+    A tool made at runtime (dynamic, a remote server's; ``manage.py check`` E001 keeps a code tool from a deploy)
+    whose schema fails must not deny a listing to everyone: the model, the client and the catalogue get the others,
+    never its builder's message; operators read which tool and why in the log (``report_unbuildable``).
+    """
+    built: list[T] = []
+    for tool in tools:
+        try:
+            built.append(build(tool))
+        except ToolDefinitionError as exc:
+            report_unbuildable(tool.name, str(exc))
+    return built
+
+
+@functools.lru_cache(maxsize=256)  # once per tool and problem in a process, not once per listing
+def report_unbuildable(name: str, problem: str) -> None:
+    """Tell operators a tool is left out of listings: its name, the check's id, the (bounded) reason and what to do."""
+    shown = problem if len(problem) <= _REPORTED_CHARS else problem[: _REPORTED_CHARS - 3] + "..."
+    logger.warning(
+        "Tool %r is left out of every tool listing (toolhub.E001): its schema cannot be built: %s Hint: give its "
+        "parameters types pydantic validates from JSON (manage.py check names the problem: E001, E004 for strict "
+        "mode), or have a remote tool's server fix its schema and accept it again; its calls are refused meanwhile.",
+        name[:100],
+        shown,
+    )
 
 
 def tool_definition(tool: Tool, export_format: str) -> dict[str, Any]:
@@ -72,8 +111,8 @@ def tool_definition(tool: Tool, export_format: str) -> dict[str, Any]:
 
 
 def tool_definitions(tools: Iterable[Tool], export_format: str) -> Any:
-    """Several tools in ``export_format``: a list, or for MCP the ``tools/list`` result object."""
-    definitions = [tool_definition(tool, export_format) for tool in tools]
+    """Several tools in ``export_format``: a list, or for MCP the ``tools/list`` result object (``buildable`` ones)."""
+    definitions = buildable(tools, lambda tool: tool_definition(tool, export_format))
     if export_format == "mcp":
         return {"tools": definitions}
     return definitions
