@@ -58,6 +58,9 @@ class ToolhubConfig(AppConfig):
         from toolhub.api import token_use
 
         token_use.install()  # a token being deleted is locked before its use row goes (no stamp slips in between)
+        from toolhub.api import token_binding
+
+        token_binding.install()  # a token is bound to its user's password when made, refused under another
         from toolhub.db_pooler import connection_chunked_reads
         from toolhub.db_timeouts import connection_bounded, migrate_unbounded
 

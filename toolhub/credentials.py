@@ -9,22 +9,37 @@ check of the credential it used (:func:`credential_carried`: ``token_owner`` for
 :class:`SessionCredentialMiddleware` for the console's session), and the re-read asks it (:func:`credential_rows`):
 one no longer good reads as an account no longer active, answered nothing, whatever waited.
 
+A credential is issued under its user's password, and a session signs in active staff only (the console's): a
+password or the console taken away without a save (``QuerySet.update``, ``bulk_update``, SQL: no signal, so no
+revocation deletes the row) leaves the credential's row. So the re-read also reads the password's column, and a
+credential authenticated under another :func:`password_fingerprint` than the one read now holds no more; a session's
+mark (``console=True``) holds only while the account is staff.
+
 A check answers with the credential's row while it is good (a :class:`CredentialRow`: the key's, the session's in
 ``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
 (``toolhub.tenancy``, its SQL written once per process): an API call run in its request costs no statement, and no
 query compiled, more for it. A session store that is no table answers ``True`` or ``False`` instead, asked apart.
 """
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from django.contrib.auth.hashers import is_password_usable
 from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 
-__all__ = ["CredentialRow", "SessionCredentialMiddleware", "credential_carried", "credential_rows"]
+__all__ = [
+    "CredentialRow",
+    "SessionCredentialMiddleware",
+    "credential_carried",
+    "credential_console",
+    "credential_rows",
+    "password_fingerprint",
+]
 
 
 @dataclass(frozen=True)
@@ -51,9 +66,35 @@ CredentialCheck = Callable[[], "CredentialRow | bool"]
 _CHECK_ATTRIBUTE = "_toolhub_credential_holds"
 
 
-def credential_carried(user: Any, still_good: CredentialCheck) -> None:
-    """Mark ``user`` (this request's object) as authenticated by a credential ``still_good`` asks about again."""
+#: Where a user object keeps whether its credential is the console's (holds only while its account is staff).
+_CONSOLE_ATTRIBUTE = "_toolhub_credential_console"
+
+
+def password_fingerprint(password: str | None) -> str:
+    """What a credential remembers of the password it was issued under: the stored hash's SHA-256, ``""`` if unusable.
+
+    Not the hash itself (a copy of it in another table would be one more place to read it from), and no key to it: the
+    hash is salted, so its digest verifies no guess, and a ``SECRET_KEY`` rotation ends no credential. Every unusable
+    password is one (``set_unusable_password`` draws a new random one each time, none a password: no change).
+    """
+    if password is None or not is_password_usable(password):
+        return ""
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def credential_carried(user: Any, still_good: CredentialCheck, *, console: bool = False) -> None:
+    """Mark ``user`` (this request's object) as authenticated by a credential ``still_good`` asks about again.
+
+    ``user.password`` is the one the credential was checked under (its object read at the authentication);
+    ``console``: a session, good only while the account is staff.
+    """
     setattr(user, _CHECK_ATTRIBUTE, still_good)
+    setattr(user, _CONSOLE_ATTRIBUTE, console)
+
+
+def credential_console(user: Any) -> bool:
+    """Whether ``user``'s credential is the console's session (asked again only while the account is staff)."""
+    return bool(getattr(user, _CONSOLE_ATTRIBUTE, False))
 
 
 def credential_rows(user: Any) -> "CredentialRow | bool | None":
@@ -74,7 +115,7 @@ def _session_user(request: HttpRequest) -> Any:
     if getattr(user, "is_authenticated", False) and session.session_key:
         # The key read when asked: a password changed by its own user saves the session under a new key.
         signed_in_as = user._meta.pk.value_to_string(user)
-        credential_carried(user, lambda: _session_lives(session, signed_in_as))
+        credential_carried(user, lambda: _session_lives(session, signed_in_as), console=True)
     return user
 
 

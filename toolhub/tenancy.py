@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model, Q, QuerySet
 
-from toolhub.credentials import CredentialRow, credential_rows
+from toolhub.credentials import CredentialRow, credential_console, credential_rows, password_fingerprint
 from toolhub.exceptions import NotInTenantError
 from toolhub.prepared import prepared_cursor
 
@@ -105,7 +105,9 @@ def tenant_scope_now(user: Any) -> TenantScope:
     ``is_superuser``, permissions) may be revoked meanwhile: the user's row is read again and the auth backend's
     permission caches dropped, so what the request answers afterwards is asked of the rights as they are now. The
     credential the request came with is asked too (``toolhub.credentials``): revoked meanwhile (a key deleted, a
-    password reset ending keys and sessions), the user reads as inactive, answered nothing.
+    password reset ending keys and sessions), or its account's password written since it authenticated, or a
+    session's account no longer staff (even by ``QuerySet.update``: no signal), the user reads as inactive, answered
+    nothing.
     """
     if user is not None and getattr(user, "is_authenticated", False):
         _reload_rights(user)
@@ -135,7 +137,7 @@ def _reload_rights(user: Any) -> None:
             params.append(meta.get_field(row_of.bound_field).get_db_prep_value(row_of.at_least, connection))
     params.append(user._meta.pk.get_db_prep_value(user.pk, connection))
     with prepared_cursor(connection) as cursor:
-        cursor.execute(_rights_sql(alias, user._meta.model, fields, shape), params)
+        cursor.execute(_rights_sql(alias, user._meta.model, fields, shape, marked=held is not None), params)
         row = cursor.fetchone()
     if row is None:
         user.is_active = False
@@ -143,6 +145,11 @@ def _reload_rights(user: Any) -> None:
     for attname, value in zip(fields, row, strict=False):
         setattr(user, attname, bool(value))  # the rights' columns are booleans (0/1 on SQLite)
     holds = bool(row[-1]) if row_of is not None else held is None or bool(held)
+    if held is not None:
+        # Issued under the password the request authenticated with (its object's), and a session for staff only.
+        password = row[len(fields)]
+        holds = holds and password_fingerprint(password) == password_fingerprint(getattr(user, "password", None))
+        holds = holds and (user.is_staff or not credential_console(user))
     if user.is_active and not holds:
         # The key or session the request came with was revoked meanwhile: no one now.
         user.is_active = False
@@ -150,12 +157,22 @@ def _reload_rights(user: Any) -> None:
 
 @functools.cache
 def _rights_sql(
-    alias: str, model: type[Model], fields: tuple[str, ...], shape: tuple[Any, str, tuple[str, str] | None] | None
+    alias: str,
+    model: type[Model],
+    fields: tuple[str, ...],
+    shape: tuple[Any, str, tuple[str, str] | None] | None,
+    *,
+    marked: bool = False,
 ) -> str:
-    """The user's rights columns and, given a credential's ``shape`` (model, key, bound, lookup), its EXISTS."""
+    """The user's rights columns, its password's when a credential ``marked`` it, and the credential's EXISTS.
+
+    The EXISTS given the credential's ``shape`` (model, key, bound, lookup).
+    """
     q = connections[alias].ops.quote_name
     meta = model._meta
     columns = [f"u.{q(meta.get_field(name).column)}" for name in fields]
+    if marked:
+        columns.append(f"u.{q(meta.get_field('password').column)}")
     if shape is not None:
         credential, field, bound = shape
         table = credential._meta

@@ -50,7 +50,8 @@ RLO = "\u202e"
 
 
 def _deleted_list(page: str) -> str:
-    found = re.search(r'<ul id="deleted-objects">(.*?)</ul>', page, re.S)
+    # To the list's own end (the confirmation's form follows it): a row's nested list (a token's binding) ends first.
+    found = re.search(r'<ul id="deleted-objects">(.*?)</ul>\s*<form', page, re.S)
     assert found, page[:500]
     return found.group(1)
 

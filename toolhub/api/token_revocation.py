@@ -21,7 +21,8 @@ then: one making an inactive account active deletes its tokens (left from a deac
 not use them), one giving the console back (active staff, stored as not) deletes its sessions (the console's login
 signs in active staff only, so any session left is one it issued before). A password written by ``update`` is seen
 by no save after it (the stored hash is already the new one): its sessions end by Django's check of their hash, its
-tokens stay.
+tokens by their binding to the password they were made under (``toolhub.api.token_binding``; a save that rehashes
+the same password at a login rebinds them).
 
 A deleted account's sessions go with it (``pre_delete``, in the deletion's transaction; its tokens go by cascade):
 left until they expired, they signed in again once the account was restored with the same id and password hash
@@ -48,6 +49,7 @@ from django.contrib.auth.hashers import is_password_usable
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 
+from toolhub.api.token_binding import tokens_rebind
 from toolhub.audit import audit_append
 from toolhub.governance_trail import USER_TENANTS, governance_append, governance_tenants
 from toolhub.session_store import sessions_end, sessions_signed_in
@@ -121,6 +123,9 @@ def _another_password(stored: str | None, written: str, *, hash_upgrade: bool) -
     return not (hash_upgrade and is_password_usable(stored) and is_password_usable(written))
 
 
+#: Set by :func:`_user_saving`: whether the save writes the same password hashed anew (Django's rehash at a login).
+_REHASHED = "_toolhub_rehashed"
+
 #: Set by :func:`_user_saving`: whether the save takes the console away (active staff before, not after).
 _CONSOLE_LOST = "_toolhub_console_lost"
 #: Set by :func:`_user_saving`: whether the save gives the console back (not active staff before, active staff after).
@@ -144,18 +149,20 @@ def _user_saving(sender: Any, instance: Any, raw: bool = False, update_fields: A
     reads_password = not marked and (writes is None or "password" in writes)
     reads_flags = writes is None or bool(writes & {"is_active", "is_staff"})
     console = _console(instance.is_active, getattr(instance, "is_staff", False))
-    new, lost, regained, reactivated = marked, False, False, False
+    new, rehashed, lost, regained, reactivated = marked, False, False, False, False
     if instance.pk is not None and (reads_password or reads_flags):
         stored = sender._base_manager.using(kwargs.get("using") or "default").filter(pk=instance.pk)
         row = stored.values_list("password", "is_active", "is_staff").first()
         if row is not None:
             if reads_password:
                 new = _another_password(row[0], instance.password, hash_upgrade=not raw and writes == {"password"})
+                rehashed = not new and row[0] != instance.password
             if reads_flags:
                 lost = not console and _console(row[1], row[2])
                 regained = console and not _console(row[1], row[2])
                 reactivated = bool(instance.is_active and not row[1])
     setattr(instance, _NEW_PASSWORD, new)
+    setattr(instance, _REHASHED, rehashed)
     setattr(instance, _CONSOLE_LOST, lost)
     setattr(instance, _CONSOLE_REGAINED, regained)
     setattr(instance, _REACTIVATED, reactivated)
@@ -174,6 +181,8 @@ def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any
         tokens_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif not instance.is_active or getattr(instance, _REACTIVATED, False):
         tokens_revoke(instance, why=DEACTIVATED, using=using)
+    if getattr(instance, _REHASHED, False):
+        tokens_rebind(instance, using=using)  # the same password: its tokens still hold (``token_binding``)
     if new_password:
         sessions_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif getattr(instance, _CONSOLE_LOST, False) or getattr(instance, _CONSOLE_REGAINED, False):

@@ -20,6 +20,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from toolhub.api.keys import key_digest
+from toolhub.api.token_binding import token_holds
 from toolhub.api.token_use import TokenChannel, TokenGone, token_use_stamp
 from toolhub.conf import toolhub_settings
 from toolhub.credentials import CredentialRow, credential_carried
@@ -50,8 +51,9 @@ def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
     """
     from rest_framework.authtoken.models import Token
 
-    token = Token.objects.select_related("user", "use").filter(key=key_digest(key)).first()  # the table holds digests
-    if token is None or not token.user.is_active:
+    token = Token.objects.select_related("user", "use", "binding").filter(key=key_digest(key)).first()  # digests
+    # Refused too under another password than the one it was issued under (even written by ``update``: no signal).
+    if token is None or not token.user.is_active or not token_holds(token):
         raise TokenRefused(INVALID)
     if _expired(token.created):
         max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS

@@ -28,7 +28,7 @@ from toolhub.models.calls import (
 )
 from toolhub.models.governance import GovernanceVersion, Grant, GrantEffect, ToolGroup
 from toolhub.models.tenants import RetiredTenantSlug, Tenant, TenantMembership, refuse_identity_change
-from toolhub.models.tokens import ApiTokenUse
+from toolhub.models.tokens import ApiTokenBinding, ApiTokenUse
 
 __all__ = [
     "SETTLED_STATUSES",
@@ -39,6 +39,7 @@ __all__ = [
     "is_saga_step",
     "is_undoing",
     "undoing",
+    "ApiTokenBinding",
     "ApiTokenUse",
     "AuditChainHead",
     "AuditCheckpoint",

@@ -19,3 +19,17 @@ class ApiTokenUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.token} used {self.last_used_at:%Y-%m-%d %H:%M} over {self.get_channel_display()}"
+
+
+class ApiTokenBinding(models.Model):
+    """The password a token was issued under (``toolhub.credentials.password_fingerprint``), asked at each use.
+
+    A row of its own beside DRF's token, as its use is, made with the token (``toolhub.api.token_binding``) and
+    gone with it (``CASCADE``). A token with none authenticates no one (one written past the model's save).
+    """
+
+    token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="binding")
+    password_fingerprint = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"binding of {self.token}"
