@@ -20,6 +20,8 @@ in the console and globex's operator, auditor and member holding real API tokens
 - every tenant-scoped admin's change list filtered through its tenant field (``=``, ``__exact``, ``__in``,
   ``__iexact``, ``__startswith``), through ``tenant__name`` / ``tenant__slug``, or searched for an acme row's id,
   lists and counts exactly what the same filter naming a missing tenant or id does;
+- every registered admin's add page (in no other sweep) is refused or offers only the viewer's tenants and no row
+  of acme in its selects;
 - the calls export filtered toward acme, and the audit trail's export and "verify now" naming acme (in any
   spelling), answer as for a tenant that does not exist.
 
@@ -71,6 +73,7 @@ from tests.tenancy.test_api_sweep import (  # noqa: F401 - a fixture, registered
 )
 from toolhub.api.keys import api_key_issue
 from toolhub.exports import EXPORT_FORMATS
+from toolhub.models import Tenant, TenantMembership
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -295,6 +298,36 @@ def _changelist_pairs(model: type[Model], tenant_field: str, pks: list[str]) -> 
     return pairs
 
 
+def _add_pages_offer_nothing_of_acme(who: User, rows: dict[type[Model], list[str]]) -> int:
+    """Every registered admin's add page (swept nowhere else): refused, or a form whose choices are the viewer's.
+
+    No select offers a tenant the viewer is not in, nor a row of acme; the page names no acme row's id.
+    Answers how many add forms were drawn. A fresh session: the pages swept before left messages quoting the ids
+    the viewer typed, which the next page drawn shows.
+    """
+    client = console(who)
+    theirs = {pk for pks in rows.values() for pk in pks if len(pk) == 36}
+    own = set(TenantMembership.objects.filter(user=who).values_list("tenant__slug", flat=True))
+    drawn = 0
+    for model in admin.site._registry:
+        response = client.get(_url(model, "add"))
+        assert response.status_code in (200, 302, 403), (who.username, model._meta.label, response.status_code)
+        if response.status_code != 200:
+            continue
+        drawn += 1
+        assert not [pk for pk in theirs if pk in _page(response)], (who.username, model._meta.label)
+        for name, field in response.context["adminform"].form.fields.items():
+            choices = getattr(field, "queryset", None)
+            if choices is None:
+                continue
+            offered = {str(pk) for pk in choices.values_list("pk", flat=True)}
+            assert not offered & set(rows.get(choices.model, [])), (who.username, model._meta.label, name)
+            if choices.model is Tenant:
+                slugs = set(choices.values_list("slug", flat=True))
+                assert slugs <= own, (who.username, model._meta.label, name, slugs)
+    return drawn
+
+
 def test_no_admin_page_tells_another_tenants_row_or_tenant_from_a_missing_one(
     acme: AcmeData,
     acme_everywhere: dict[type[Model], list[str]],  # noqa: F811 - the fixture imported above
@@ -310,10 +343,10 @@ def test_no_admin_page_tells_another_tenants_row_or_tenant_from_a_missing_one(
     posted, the bare ``<id>/`` redirect too); a change list filtered through the tenant field, ``tenant__name``,
     ``tenant__slug``, ``pk`` or searched for an acme id lists and counts what the filter naming nothing does; the
     calls export filtered toward acme is empty and the trail export and verify naming acme answer as a missing
-    tenant. Nothing changes.
+    tenant; an add page offers no other tenant nor acme's rows. Nothing changes.
     """
     before = {key: value for key, value in database_state().items() if key != "audit_events"}
-    told, listed = 0, 0
+    told, listed, offered = 0, 0, 0
     for who in (globex_operator, globex_auditor, globex_developer, tenantless_staff):
         client = console(who)
         for model, pks in acme_everywhere.items():
@@ -331,6 +364,7 @@ def test_no_admin_page_tells_another_tenants_row_or_tenant_from_a_missing_one(
                 named, absent = _listed(client, changelist, theirs), _listed(client, changelist, nothing)
                 assert named == absent, (who.username, model._meta.label, theirs, named, absent)
                 listed += isinstance(named[1], list)
+        offered += _add_pages_offer_nothing_of_acme(who, acme_everywhere)
         for spelling in ("acme", "ACME", " acme ", "acme\u200b"):
             for page in ("/admin/toolhub/toolcall/verify/", "/admin/toolhub/toolcall/export-trail/"):
                 named, absent = client.post(page, {"tenant": spelling}), client.post(page, {"tenant": "nope"})
@@ -347,5 +381,5 @@ def test_no_admin_page_tells_another_tenants_row_or_tenant_from_a_missing_one(
                 assert response.status_code in (200, 302, 403), (who.username, query, response.status_code)
                 text = _page(response)
                 assert not [pk for pks in acme_everywhere.values() for pk in pks if len(pk) == 36 and pk in text]
-    assert told and listed  # the pages did answer: "doesn't exist" messages compared, change lists read
+    assert told and listed and offered  # the pages answered: messages compared, lists read, add forms drawn
     assert {key: value for key, value in database_state().items() if key != "audit_events"} == before
