@@ -18,13 +18,15 @@ mark (``console=True``) holds only while the account is staff.
 A check answers with the credential's row while it is good (a :class:`CredentialRow`: the key's, the session's in
 ``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
 (``toolhub.tenancy``, its SQL written once per process): an API call run in its request costs no statement, and no
-query compiled, more for it. A session store that is no table answers ``True`` or ``False`` instead, asked apart.
+query compiled, more for it. A session store that is no table answers ``True`` or ``False`` instead, asked apart as
+the next request would sign it in (its store read, then its account).
 """
 
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from django.contrib.auth.hashers import is_password_usable
@@ -123,18 +125,41 @@ def _session_lives(session: Any, signed_in_as: str) -> "CredentialRow | bool":
     """``session``'s row under its key while it signs someone in, or whether it would sign in ``signed_in_as``.
 
     ``toolhub.session_store``'s sessions answer their row, not expired (an ended session's row is deleted; an expired
-    one's waits for beat's sweep, yet signs in no one). Another engine's is loaded afresh through its store, as the
-    next request would load it (one read): ``exists`` would answer an expired row, or nothing, for a signed cookie.
+    one's waits for beat's sweep, yet signs in no one). Another engine's is loaded afresh through its store and asked
+    as the next request would ask it (Django's ``get_user``: the backend, the account, the password's hash), so a
+    password reset refuses it here as there; its data naming the user is not enough.
     """
-    from django.contrib.auth import SESSION_KEY
-
     key = session.session_key
     if not key:
         return False
     rows = getattr(session, "credential_rows", None)
     if rows is not None:
         return rows(key)
-    return type(session)(session_key=key).load().get(SESSION_KEY) == signed_in_as
+    return _signs_in(type(session)(session_key=key).load()) == signed_in_as
+
+
+class _AsLoaded(dict[str, Any]):
+    """A session's data as its store loaded it, read by ``get_user`` as a request's session: nothing written back.
+
+    ``get_user`` flushes a session it refuses and rotates the key of one hashed under a retired ``SECRET_KEY``: here
+    that would delete or re-key the browser's session from a re-read, so both only touch this copy.
+    """
+
+    def flush(self) -> None:
+        self.clear()
+
+    def cycle_key(self) -> None:
+        """The key a browser holds stays: its next request rotates it, as Django does."""
+
+
+def _signs_in(data: dict[str, Any]) -> str | None:
+    """Whom a session holding ``data`` signs in now (the user's id as text), as Django's ``get_user`` reads it."""
+    from django.contrib.auth import get_user  # the auth app's models: imported once apps are ready
+
+    user = get_user(SimpleNamespace(session=_AsLoaded(data)))  # type: ignore[arg-type]
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return str(user._meta.pk.value_to_string(user))
 
 
 class SessionCredentialMiddleware:

@@ -1,0 +1,275 @@
+"""Review 2026-12-06 (ga): the credential re-read reviewed again (``toolhub.credentials``, ``tenancy._reload_rights``).
+
+Seen by alice, a member of tenant acme, and olga (``operator``), an operator of acme in the console.
+
+Findings:
+
+1. A console session of another engine than toolhub's (``cache``, ``cached_db``, ``signed_cookies``) was asked at the
+   re-read only whether its data still named the user (``_session_lives``: ``load()[SESSION_KEY]``), not whether it
+   would sign the user in: Django's ``get_user`` also checks the session's password hash (and its backend). An
+   administrator resetting olga's password (the account feared taken) while her request waited (``?wait=`` through
+   the console's session, an export between chunks) did not stop it: the waiting request was answered the call
+   (200) while the next request through the same cookie signed in no one. Fail open, on exactly the revocation the
+   re-read exists for. Fix: another engine's session is asked as the next request asks it: Django's ``get_user`` on
+   the data its store loads (hash, fallbacks, backend, active account), nothing written back to the store.
+
+Checked and holding:
+
+- A session whose user changes in the same browser while a request waits (sign-out, then sign-in as someone else):
+  the waiting request reads as no one, never as the new user, on toolhub's store and on the cache engine
+  (``test_a_browser_signed_in_as_someone_else_meanwhile_answers_no_one``).
+- A new sign-in of the same user in the same browser while a request waits keeps the session's key (Django's
+  ``login`` rotates only an anonymous session's): the waiting request holds. The key rotated (``cycle_key``, as
+  ``update_session_auth_hash`` does): the waiting request on the old key reads as ended (fail closed; the README says
+  so of another tab after a password change).
+- The token's age limit read at the re-read, not at authentication: lowered while a request waits, a key now too
+  old reads as revoked. The SQL written once per process and shape (a key with and without an age bound, a session:
+  the cache key holds the alias, the user model, the columns and the credential's model, field and bound) answers
+  each credential its own, whichever shape was written first (``test_the_statement_cache_keeps_each_shape_apart``).
+- Expiry at the boundary with ``USE_TZ`` off and a non-UTC ``TIME_ZONE``, on SQLite (text comparison) and
+  PostgreSQL (naive ``timestamp`` cast by the session's time zone): expired at its instant, live a microsecond before,
+  as Django's store loads it (``test_the_session_boundary_without_time_zones``).
+- POST /api/v1/calls/ keeps its 11 statements (tests/security_review/test_review_2026_12_06_fw.py pins it): the
+  fix reads the user again only for another engine's session.
+- MCP requests carry the API key only (``token_owner`` in ``authenticated``; no cookie is read on ``/mcp``): a
+  follow's reader is a ``copy.copy`` of the request's user, so it carries the key's check (review fo's tests).
+- Work run in a request: every view that can run work eagerly (``POST /api/v1/calls/`` through
+  ``direct_call_request``; runs' create, retry, cancel and rollback; sagas' rollback; approvals' approve and
+  reject; calls' result and cancel; MCP's ``tools/call``, ``toolhub_cancel_call`` and status waits) re-reads the
+  rights before answering. The console's actions that release work (approve/reject in the admin, compensations
+  retried or resolved, runs cancelled, "Verify now") answer a redirect and a message naming only what the page
+  already showed (a request's number and tool, counts), never the work's outcome.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, login, logout
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends import cache as cache_sessions
+from django.contrib.sessions.backends import cached_db, signed_cookies
+from django.http import HttpRequest, HttpResponse
+from django.test import RequestFactory
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from toolhub import tenancy
+from toolhub.api import governed
+from toolhub.api.keys import api_key_issue, key_digest
+from toolhub.api.token_use import TokenChannel
+from toolhub.api.tokens import token_owner
+from toolhub.credentials import SessionCredentialMiddleware
+from toolhub.models import CallStatus, ToolCall
+from toolhub.session_store import SessionStore
+from toolhub.tenancy import tenant_scope_now
+
+pytestmark = pytest.mark.django_db
+
+#: Django's session engines that keep no row in toolhub's table, each with its store.
+OTHER_ENGINES = [cache_sessions.SessionStore, cached_db.SessionStore, signed_cookies.SessionStore]
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def _signed_in(user: User, store: Any) -> str:
+    """A session of ``store``'s engine signed in as ``user`` (as the login view makes one); its key (the cookie)."""
+    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
+    store[BACKEND_SESSION_KEY] = MODEL_BACKEND
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.save()  # a new key for a database or cache store, the signed data itself for signed cookies
+    return str(store.session_key)
+
+
+def _console_request(session: Any) -> HttpRequest:
+    """A request carrying ``session``, through the auth middlewares as settings order them."""
+    request = RequestFactory().get("/admin/")
+    request.session = session
+    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
+    SessionCredentialMiddleware(lambda r: HttpResponse())(request)
+    return request
+
+
+def _holds(user: Any) -> bool:
+    """Whether ``user``'s waiting request would still be answered: the re-read itself (``tenant_scope_now``)."""
+    tenant_scope_now(user)
+    return bool(user.is_active)
+
+
+def _password_reset(user: User) -> None:
+    """An administrator resets ``user``'s password (the admin's form: ``set_password`` and a save)."""
+    fresh = User.objects.get(pk=user.pk)
+    fresh.set_password("a-reset-password-7")
+    fresh.save()
+
+
+# Finding 1: another engine's session asked only whether it named the user
+
+
+@pytest.mark.parametrize("engine", OTHER_ENGINES, ids=lambda engine: engine.__module__.rpartition(".")[2])
+def test_another_engines_session_after_a_password_reset_reads_as_no_one(
+    operator: User, engine: Any, settings: Any
+) -> None:
+    """Found: with ``SESSION_ENGINE`` ``cache``, ``cached_db`` or ``signed_cookies``, olga's password reset while her
+    request waited left the re-read answering her (``load()`` still named her id), though the next request through
+    the same cookie signs in no one (Django's check of the session's password hash).
+    Expect: the waiting request reads as no one, as the next request does.
+    """
+    settings.SESSION_ENGINE = engine.__module__
+    key = _signed_in(operator, engine())
+    user = _console_request(engine(key)).user
+    assert _holds(user)  # the control: the session signs her in until the reset
+
+    _password_reset(operator)
+    waited = _holds(user)
+    next_request = _console_request(engine(key)).user.is_authenticated  # after: Django's refusal flushes the session
+
+    assert (waited, next_request) == (False, False)
+
+
+def test_a_rest_wait_through_a_cache_session_reset_meanwhile_shows_nothing(
+    operator: User, alice: User, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: ``SESSION_ENGINE`` the cache; olga's ``GET /api/v1/calls/{id}/?wait=5`` through the console's session;
+    her password was reset while it waited; the answer was the call's detail (200).
+    Expect: 404, as through toolhub's store: nothing of the call.
+    """
+    settings.SESSION_ENGINE = "django.contrib.sessions.backends.cache"
+    call = ToolCall.objects.create(tool_name="ga_report", status=CallStatus.QUEUED, tenant="acme", user=alice)
+
+    def waited(*, call: ToolCall, seconds: float) -> ToolCall:
+        _password_reset(operator)
+        call.refresh_from_db()
+        return call
+
+    monkeypatch.setattr(governed, "call_wait", waited)
+    client = APIClient()  # a new client: its middleware (the session's engine) read as set now
+    client.force_login(operator)
+
+    answer = client.get(f"/api/v1/calls/{call.pk}/?wait=5")
+
+    assert answer.status_code == 404, answer.content
+
+
+@pytest.mark.parametrize("engine", OTHER_ENGINES, ids=lambda engine: engine.__module__.rpartition(".")[2])
+def test_another_engines_session_kept_holds_and_is_not_written(operator: User, engine: Any, settings: Any) -> None:
+    """Holding (the fix's control). Expect: a session kept through the wait still reads as its user; the re-read
+    writes nothing to the store (the next request through the cookie still signs in)."""
+    settings.SESSION_ENGINE = engine.__module__
+    key = _signed_in(operator, engine())
+    user = _console_request(engine(key)).user
+
+    assert _holds(user) and _holds(user) and user.is_staff
+    assert _console_request(engine(key)).user.pk == operator.pk
+
+
+@pytest.mark.parametrize("engine", OTHER_ENGINES, ids=lambda engine: engine.__module__.rpartition(".")[2])
+def test_another_engines_session_under_a_retired_secret_is_not_rotated(
+    operator: User, engine: Any, settings: Any
+) -> None:
+    """Holding (the fix's side effects). A session hashed under a ``SECRET_KEY`` now in ``SECRET_KEY_FALLBACKS``: the
+    next request signs it in and rotates its key (``get_user``'s ``cycle_key``).
+    Expect: the re-read reads it as its user and rotates nothing (a key rotated there would reach no browser).
+    """
+    settings.SESSION_ENGINE = engine.__module__
+    key = _signed_in(operator, engine())
+    user = _console_request(engine(key)).user
+    assert user.pk == operator.pk  # signed in when the request began
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "ga-" + "r" * 60
+
+    assert _holds(user)
+    assert engine(key).load().get(SESSION_KEY) == str(operator.pk)  # still under its key
+
+
+# Holding
+
+
+@pytest.mark.parametrize(
+    "engine", [SessionStore, cache_sessions.SessionStore], ids=lambda engine: engine.__module__.rpartition(".")[2]
+)
+def test_a_browser_signed_in_as_someone_else_meanwhile_answers_no_one(
+    alice: User, operator: User, engine: Any, settings: Any
+) -> None:
+    """Holding. alice's request waits; in the same browser she signs out and olga signs in (``logout``, ``login``).
+    Expect: the waiting request reads as no one, and is never olga's; olga's own request is hers.
+    """
+    settings.SESSION_ENGINE = engine.__module__
+    key = _signed_in(alice, engine())
+    waiting = _console_request(engine(key)).user
+    assert waiting.pk == alice.pk  # signed in when the request began
+    browser = _console_request(engine(key))
+
+    logout(browser)
+    login(browser, operator, backend=MODEL_BACKEND)
+    browser.session.save()  # as SessionMiddleware does after the answer
+
+    assert not _holds(waiting) and waiting.pk == alice.pk
+    assert _console_request(engine(key)).user.is_authenticated is False
+    olga = _console_request(engine(browser.session.session_key)).user
+    assert olga.pk == operator.pk and _holds(olga)
+
+
+def test_a_new_sign_in_keeps_the_key_and_a_rotation_ends_the_old_one(operator: User) -> None:
+    """Holding. olga's request waits; she signs in again in another tab of the same browser (``login`` of the user
+    the session already signs in keeps its key), then the tab's session is rotated (``cycle_key``, as
+    ``update_session_auth_hash`` does).
+    Expect: after the sign-in the waiting request still reads as olga; after the rotation, on the old key, as ended
+    (fail closed); the new key signs her in.
+    """
+    key = _signed_in(operator, SessionStore())
+    waiting = _console_request(SessionStore(key)).user
+    assert waiting.pk == operator.pk  # signed in when the request began
+    tab = _console_request(SessionStore(key))
+
+    login(tab, operator, backend=MODEL_BACKEND)
+    tab.session.save()
+    assert tab.session.session_key == key and _holds(waiting)
+
+    tab.session.cycle_key()
+    assert tab.session.session_key != key
+    assert not _holds(waiting)
+    assert _holds(_console_request(SessionStore(tab.session.session_key)).user)
+
+
+def test_the_statement_cache_keeps_each_shape_apart(alice: User, operator: User, settings: Any) -> None:
+    """Holding. The rights' SQL is written once per process and shape: a key with an age bound, one without, a
+    session; the age limit is read at the re-read (lowered while a request waits, an old key reads as revoked).
+    Expect: each re-read answers its own credential as it is now, whichever shape was written first.
+    """
+    settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": None}
+    key = api_key_issue(alice)
+    by_key, _ = token_owner(key, channel=TokenChannel.REST)
+    by_session = _console_request(SessionStore(_signed_in(operator, SessionStore()))).user
+    assert _holds(by_key) and _holds(by_session)
+
+    Token.objects.filter(key=key_digest(key)).update(created=timezone.now() - timedelta(hours=2))
+    assert _holds(by_key)  # no age limit: an old key is good
+    settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": 3600}  # lowered while it waits
+    assert not _holds(by_key)
+    assert _holds(by_session)  # the session's shape unaffected by the key's
+
+    tenancy._rights_sql.cache_clear()  # written again, in another order: the same answers
+    assert not _holds(by_key) and _holds(by_session)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_the_session_boundary_without_time_zones(
+    operator: User, settings: Any, monkeypatch: pytest.MonkeyPatch, zone: str
+) -> None:
+    """Holding. ``USE_TZ`` off (naive local times), ``TIME_ZONE`` UTC or not, on SQLite and PostgreSQL.
+    Expect: a session expiring exactly now reads as no one, as its store loads it; a microsecond before, its user.
+    """
+    settings.USE_TZ, settings.TIME_ZONE = False, zone
+    key = _signed_in(operator, SessionStore())
+    user = _console_request(SessionStore(key)).user
+    at = timezone.now().replace(microsecond=250) + timedelta(seconds=5)
+    SessionStore.get_model_class().objects.filter(session_key=key_digest(key)).update(expire_date=at)
+
+    monkeypatch.setattr(timezone, "now", lambda: at - timedelta(microseconds=1))
+    assert SessionStore(key).load().get(SESSION_KEY) == str(operator.pk)
+    assert _holds(user)
+    monkeypatch.setattr(timezone, "now", lambda: at)
+    assert SessionStore(key).load() == {}
+    assert not _holds(user)
