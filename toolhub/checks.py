@@ -1,7 +1,7 @@
 """System checks over the registered tools, reported by ``manage.py check`` at startup; every toolhub check's id.
 
-The database's (``W006``-``W009``) are in ``toolhub.database_checks``, the deployment's (``W004``, ``W010``-``W013``)
-in ``toolhub.deployment_checks``, the pooler's (``W014``) in ``toolhub.db_pooler``.
+The database's (``W006``-``W009``) are in ``toolhub.database_checks``, the deployment's (``W004``, ``W010``-``W013``,
+``W015``-``W016``) in ``toolhub.deployment_checks``, the pooler's (``W014``) in ``toolhub.db_pooler``.
 
 =============  ==========================================================================
 toolhub.E001   a tool's parameters have no JSON Schema (an unsupported type)
@@ -25,6 +25,8 @@ toolhub.W011   ``--deploy``: a ``CSRF_TRUSTED_ORIGINS`` origin is plain ``http:/
 toolhub.W012   ``--deploy``: the demo app is installed with DEBUG off (``TOOLHUB_DEMO=1``)
 toolhub.W013   ``--deploy``: Celery tasks run eagerly with DEBUG off (no ``CELERY_BROKER_URL``): no workers, no beat
 toolhub.W014   ``--deploy``: ``TRANSACTION_POOLER`` is on and neither role nor server sets the bounds (``db_pooler``)
+toolhub.W015   ``--deploy``: ``SESSION_ENGINE`` is not ``toolhub.session_store`` (sessions not ended, keys in clear)
+toolhub.W016   ``--deploy``: ``SessionCredentialMiddleware`` missing or before ``AuthenticationMiddleware``
 =============  ==========================================================================
 
 Compensations are checked in ``toolhub.sagas.checks`` (``toolhub.E101``-``E103``, ``W101``: a mapping that cannot

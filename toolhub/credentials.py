@@ -19,7 +19,7 @@ A check answers with the credential's row while it is good (a :class:`Credential
 ``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
 (``toolhub.tenancy``, its SQL written once per process): an API call run in its request costs no statement, and no
 query compiled, more for it. A session store that is no table answers ``True`` or ``False`` instead, asked apart as
-the next request would sign it in (its store read, then its account).
+the next request would sign it in (its store read, then its account: ``toolhub.W015`` warns of such an engine).
 """
 
 import hashlib

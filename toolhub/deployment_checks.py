@@ -1,9 +1,11 @@
 """``manage.py check --deploy``: the audit key, and what Django's own deploy checks leave open.
 
-``toolhub.W004`` and ``W010``-``W013``, listed in ``toolhub.checks`` (``W014`` is ``toolhub.db_pooler``'s).
+``toolhub.W004``, ``W010``-``W013``, ``W015`` and ``W016``, listed in ``toolhub.checks`` (``W014`` is
+``toolhub.db_pooler``'s).
 """
 
 import os
+from importlib import import_module
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -70,12 +72,13 @@ def _spans_a_top_level_domain(pattern: str) -> bool:
 
 @register("toolhub", deploy=True)
 def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """What Django's own deploy checks leave open: any Host believed, a CSRF origin over http, the demo installed.
+    """What Django's own deploy checks leave open: any Host believed, a CSRF origin over http, the demo, the sessions.
 
     ``*`` lets a forged Host header (``USE_X_FORWARDED_HOST``'s too) into the absolute links built from a request (the
     API's next pages); an ``http://`` origin trusts forms posted from a page anyone on the path can
     change; the demo app brings ``load_demo`` (its users and grants) and ``generate_calls`` (synthetic history in the
-    audit trail) to a real database.
+    audit trail) to a real database; console sessions kept or asked otherwise than toolhub promises (``W015``,
+    ``W016``: :func:`_console_sessions`).
     """
     found: list[CheckMessage] = []
     spanning = [host for host in settings.ALLOWED_HOSTS if host.startswith(".") and _spans_a_top_level_domain(host)]
@@ -133,6 +136,7 @@ def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[Che
                 id="toolhub.W012",
             )
         )
+    found.extend(_console_sessions())  # W015, W016
     if not settings.DEBUG and getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
         found.append(
             Warning(
@@ -142,6 +146,67 @@ def check_deployment_posture(app_configs: Any = None, **kwargs: Any) -> list[Che
                 hint="Set CELERY_BROKER_URL (e.g. redis://redis.internal:6379/0) on every process, and run workers and "
                 "exactly one beat (README, Production).",
                 id="toolhub.W013",
+            )
+        )
+    return found
+
+
+#: The session engine toolhub's promises about console sessions rest on (``toolhub.settings``).
+SESSION_ENGINE = "toolhub.session_store"
+
+
+def _toolhub_sessions(engine: str) -> bool:
+    """Whether ``engine`` (a ``SESSION_ENGINE``) stores sessions in ``toolhub.session_store``'s way (or is it)."""
+    from toolhub.session_store import SessionStore
+
+    try:
+        store = getattr(import_module(engine), "SessionStore", None)
+    except ImportError:
+        return False  # Django answers the first request with the error; here it is another engine, warned of
+    return isinstance(store, type) and issubclass(store, SessionStore)
+
+
+#: The middleware that marks a console session's user with its session, and the one whose user it marks.
+CREDENTIAL_MIDDLEWARE = "toolhub.credentials.SessionCredentialMiddleware"
+AUTHENTICATION_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+def _console_sessions() -> list[CheckMessage]:
+    """Console sessions kept elsewhere than ``toolhub.session_store``, or never asked again, lose what it promises.
+
+    Its table holds keys' digests, ``sessions_end`` ends an account's sessions from it (a password changed, the
+    console taken away or given back, the account deleted) and the rights' re-read asks a session in the user's
+    statement; under Django's own stores nothing ends a session but its expiry (one refused while its account was no
+    staff signs in again once staff is given back), and its database stores keep every cookie in clear. Without
+    ``SessionCredentialMiddleware`` after ``AuthenticationMiddleware`` a session's user carries no check, so an export
+    or a wait through a session ended meanwhile goes on (``toolhub.credentials``).
+    """
+    found: list[CheckMessage] = []
+    engine = str(settings.SESSION_ENGINE)
+    if not _toolhub_sessions(engine):
+        found.append(
+            Warning(
+                f"SESSION_ENGINE is {engine[:200]!r}: console sessions are not ended when their account's password "
+                "changes, its console is taken away or given back, or it is deleted, and a database store keeps "
+                "each cookie's key in clear.",
+                hint=f"Set SESSION_ENGINE = {SESSION_ENGINE!r} (toolhub.settings' value), or a store subclassing "
+                f"{SESSION_ENGINE}.SessionStore.",
+                id="toolhub.W015",
+            )
+        )
+    middleware = list(settings.MIDDLEWARE)
+    if CREDENTIAL_MIDDLEWARE not in middleware or (
+        AUTHENTICATION_MIDDLEWARE in middleware
+        and middleware.index(CREDENTIAL_MIDDLEWARE) < middleware.index(AUTHENTICATION_MIDDLEWARE)
+    ):
+        found.append(
+            Warning(
+                f"MIDDLEWARE does not hold {CREDENTIAL_MIDDLEWARE} after {AUTHENTICATION_MIDDLEWARE}: a console "
+                "session ended or expired while its request waited (an export, a ?wait=) is not asked again, and the "
+                "request goes on answering its user.",
+                hint=f"Put {CREDENTIAL_MIDDLEWARE!r} right after {AUTHENTICATION_MIDDLEWARE!r}, as toolhub.settings "
+                "does.",
+                id="toolhub.W016",
             )
         )
     return found

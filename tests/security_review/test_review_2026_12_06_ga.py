@@ -12,6 +12,16 @@ Findings:
    (200) while the next request through the same cookie signed in no one. Fail open, on exactly the revocation the
    re-read exists for. Fix: another engine's session is asked as the next request asks it: Django's ``get_user`` on
    the data its store loads (hash, fallbacks, backend, active account), nothing written back to the store.
+2. Nothing warned an operator who set another ``SESSION_ENGINE``: toolhub's promises about sessions rest on its
+   store (``toolhub.session_store``): keys stored as digests, ``sessions_end`` ending an account's sessions when its
+   password changes, its console is taken away or given back, or it is deleted (it reads that store's table), and
+   the re-read asked inside the rights' statement. Under ``cache``, ``cached_db`` or ``signed_cookies`` those ends
+   end nothing (a session refused while its account was not staff signs in again once staff is given back) and
+   ``cached_db`` stores cookies in clear. Fix: ``manage.py check --deploy`` warns (``toolhub.W015``) unless the
+   engine is toolhub's store (or a subclass of it).
+3. Nor did anything warn of a ``MIDDLEWARE`` (a deployment's own list) without ``SessionCredentialMiddleware`` after
+   ``AuthenticationMiddleware``: the console session's user then carries no check, so an export or a ``?wait=``
+   through a session ended meanwhile goes on answering its user (fail open, silently). Fix: ``toolhub.W016``.
 
 Checked and holding:
 
@@ -50,9 +60,11 @@ from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends import cache as cache_sessions
 from django.contrib.sessions.backends import cached_db, signed_cookies
+from django.core.checks import CheckMessage, run_checks
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -181,6 +193,84 @@ def test_another_engines_session_under_a_retired_secret_is_not_rotated(
 
     assert _holds(user)
     assert engine(key).load().get(SESSION_KEY) == str(operator.pk)  # still under its key
+
+
+# Finding 2: no check warned of another session engine
+
+
+@pytest.mark.parametrize(
+    ("engine", "warned"),
+    [
+        ("django.contrib.sessions.backends.cached_db", True),
+        ("django.contrib.sessions.backends.cache", True),
+        ("django.contrib.sessions.backends.signed_cookies", True),
+        ("django.contrib.sessions.backends.db", True),
+        ("toolhub.session_store", False),
+    ],
+)
+def test_the_deploy_check_warns_of_another_session_engine(engine: str, warned: bool, settings: Any) -> None:
+    """Found: ``manage.py check --deploy`` said nothing of a ``SESSION_ENGINE`` other than toolhub's store, under
+    which ``sessions_end`` ends no session (a password change, the console taken away or given back, a deletion),
+    cookies are stored in clear (Django's database stores) and the re-read loads each session apart.
+    Expect: ``toolhub.W015`` naming the engine and the store to set, for every engine but toolhub's.
+    """
+    settings.SESSION_ENGINE = engine
+    messages = run_checks(include_deployment_checks=True, tags=["toolhub"])
+    found: list[CheckMessage] = [message for message in messages if message.id == "toolhub.W015"]
+
+    assert bool(found) is warned
+    if warned:
+        assert engine in found[0].msg and "toolhub.session_store" in (found[0].hint or "")
+
+
+CREDENTIAL_MIDDLEWARE = "toolhub.credentials.SessionCredentialMiddleware"
+AUTHENTICATION_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
+
+
+def _without_credential_middleware(middleware: list[str]) -> list[str]:
+    return [name for name in middleware if name != CREDENTIAL_MIDDLEWARE]
+
+
+def _credential_middleware_first(middleware: list[str]) -> list[str]:
+    rest = _without_credential_middleware(middleware)
+    return [CREDENTIAL_MIDDLEWARE, *rest]
+
+
+@pytest.mark.parametrize(
+    ("arranged", "warned"),
+    [(_without_credential_middleware, True), (_credential_middleware_first, True), (list, False)],
+    ids=["missing", "before-authentication", "as-settings"],
+)
+def test_the_deploy_check_warns_of_a_session_never_asked_again(
+    operator: User, arranged: Any, warned: bool, settings: Any
+) -> None:
+    """Found: a ``MIDDLEWARE`` without ``SessionCredentialMiddleware`` after ``AuthenticationMiddleware`` (a deployment
+    writing its own list) left console sessions' users unmarked: a session ended while its request waited (an
+    export, a ``?wait=``) was never asked again, and ``check --deploy`` said nothing.
+    Expect: ``toolhub.W016`` when it is missing or before ``AuthenticationMiddleware``; none as toolhub's settings
+    order them. (The effect: an unmarked session's user still reads as active after its session ended.)
+    """
+    settings.MIDDLEWARE = arranged(list(settings.MIDDLEWARE))
+    key = _signed_in(operator, SessionStore())
+    request = RequestFactory().get("/admin/")
+    request.session = SessionStore(key)
+
+    def view(request: HttpRequest) -> HttpResponse:
+        assert request.user.pk == operator.pk
+        SessionStore().delete(key)  # ended while the request waited
+        return HttpResponse(str(_holds(request.user)))
+
+    chain: Any = view  # the auth middlewares in the order settings list them
+    for name in reversed(
+        [name for name in settings.MIDDLEWARE if name in (AUTHENTICATION_MIDDLEWARE, CREDENTIAL_MIDDLEWARE)]
+    ):
+        chain = import_string(name)(chain)
+    answered = chain(request).content == b"True"
+    messages = run_checks(include_deployment_checks=True, tags=["toolhub"])
+    found = [message for message in messages if message.id == "toolhub.W016"]
+
+    assert answered is warned  # the effect the warning names
+    assert bool(found) is warned
 
 
 # Holding
