@@ -2,7 +2,9 @@
 
 An auditor reading the saga's page must never take a cut trail for the whole: each page shows ``TRAIL_PAGE`` events,
 oldest first; when more follow, it says how many of how many it shows and links the next page (keyed by the last
-event shown, so every page is one indexed read, whatever the trail's length).
+event shown, so every page is one indexed read, whatever the trail's length). A page asked after an event that is not
+on the trail (another saga's or tenant's, an id no event has, text that is no id) shows the start and says so: read as
+the page asked for, an auditor following a stale or edited link would take the first events for later ones.
 """
 
 from dataclasses import dataclass
@@ -32,14 +34,34 @@ class TrailPage:
     before: int
     total: int | None  # counted only when the trail does not fit on this page
     next_after: int | None
+    #: Asked after something that is no event of this trail: the page is its start, and says so.
+    unknown_after: bool = False
+
+
+#: The largest id of an event (a ``bigint``): a larger ``after`` names none (and is never sent to the database).
+_LARGEST_ID = 2**63 - 1
+
+
+def _event_id(after: str) -> int | None:
+    """``after`` as an event id when it is one written in ASCII digits within the ids' range, else ``None``.
+
+    ``str.isdigit`` alone accepts ``²`` and other digits ``int`` refuses, and ``int`` refuses more than
+    ``sys.get_int_max_str_digits()`` digits: both were a 500.
+    """
+    if not (after.isascii() and after.isdigit()) or len(after) > len(str(_LARGEST_ID)):
+        return None
+    value = int(after)
+    return value if value <= _LARGEST_ID else None
 
 
 def trail_page(saga: Saga, after: str | None = None) -> TrailPage:
-    """The ``TRAIL_PAGE`` events of ``saga``'s trail after event ``after`` (an id on it; else from the start)."""
+    """The ``TRAIL_PAGE`` events of ``saga``'s trail after event ``after`` (an id on it; else from the start, said)."""
     trail = saga_audit_events(saga)
     start = None
-    if after and after.isdigit():
-        start = trail.filter(id=int(after)).values_list("created_at", "id").first()
+    event_id = _event_id(after) if after else None
+    if event_id is not None:
+        start = trail.filter(id=event_id).values_list("created_at", "id").first()
+    unknown = bool(after) and start is None
     page = trail
     before = 0
     if start is not None:
@@ -48,11 +70,15 @@ def trail_page(saga: Saga, after: str | None = None) -> TrailPage:
         before = trail.filter(~later).count()
     rows = list(page[: TRAIL_PAGE + 1])
     if len(rows) <= TRAIL_PAGE and before == 0:
-        return TrailPage(events=rows, before=0, total=None, next_after=None)
+        return TrailPage(events=rows, before=0, total=None, next_after=None, unknown_after=unknown)
     events = rows[:TRAIL_PAGE]
     more = len(rows) > TRAIL_PAGE
     return TrailPage(
-        events=events, before=before, total=trail.count(), next_after=events[-1].pk if more and events else None
+        events=events,
+        before=before,
+        total=trail.count(),
+        next_after=events[-1].pk if more and events else None,
+        unknown_after=unknown,
     )
 
 
@@ -66,9 +92,16 @@ def trail_html(saga: Saga, page: TrailPage) -> SafeString:
             for e in page.events
         ),
     )
+    url = reverse("admin:sagas_saga_audit_events", args=[saga.pk])
+    if page.unknown_after:
+        unknown = format_html(
+            '<p class="errornote" id="saga-audit-events-unknown">{}</p>',
+            "The page asked for follows no event of this saga's trail (another saga's, or an id no event of it has): "
+            "its trail is shown from the start.",
+        )
+        table = format_html("{}{}", unknown, table)
     if page.total is None:
         return format_html("{}", table)
-    url = reverse("admin:sagas_saga_audit_events", args=[saga.pk])
     shown = (
         format_html("the first {} of {} events", len(page.events), f"{page.total:,}")
         if page.before == 0
