@@ -26,10 +26,16 @@ Checked and holding (tests below where marked):
   ``1e16``, ``1.5e300``, ``-1.5e300``, ``1.7976931348623157e308``, ``-0.0``, ``1e-7``, ``5e-324``, ``2**53 + 1``,
   a 4,000-digit integer, ``123456789012345.6``, nested lists and objects: what it returns equals, by type and text,
   what PostgreSQL gives back. SQLite keeps the text Django wrote (``json.dumps``), so it gives back the same.
+- ``stored_numbers`` against 7,993 random finite doubles (every bit pattern, and values across 50 decades) sent
+  to PostgreSQL as one jsonb array: no difference in type or text.
 - A call held for approval before gh's change (its binding made over ``1e+16`` while the row holds
-  ``10000000000000000``) cannot be approved as it is; an operator's approve-with-edit re-binds the version read
-  back (``approvals.services._edit``), so such a call is released that way (read in code; gh's holding test runs an
-  edit to ``1e16``).
+  ``10000000000000000``) cannot be approved as it is: the approval answers "The arguments under approval no longer
+  match ...; Reject this request and ask for the call again" (clear, nothing recorded). An edit that changes a value
+  re-binds the version read back (``approvals.services._edit``); an edit to the same values is no edit
+  (``approvals.editing``). Not changed: accepting a second, legacy form of the binding would weaken it for a
+  transitional case the desk already answers (read in code).
+- Compensation retries and the approval desk bind pages by marks of status, attempts and times, never by a
+  digest of JSON values; a desk's ``expected_hash`` is compared as the stored text.
 - Hashes over values before they are stored: the idempotency fingerprint is kept as text and compared with the
   fingerprint of the retry's request (never recomputed from the row); the audit hash covers ``data`` kept as text
   exactly as hashed; ``result_sha256`` of an external or subagent result is over the result as posted (documented
