@@ -9,8 +9,8 @@ token (one join: no statement more), and ``token_owner`` refuses one whose user'
 row with no binding (``bulk_create``, SQL) authenticates no one, as a key stored as no digest does.
 
 Django's rehash of a password at a login is no new password (as for revocation): that save rebinds the user's tokens
-(:func:`tokens_rebind`). One unusable password for another is none either: every unusable password has one
-fingerprint.
+bound to the hash it replaces (:func:`tokens_rebind`), not one a reset by ``update`` ended. One unusable password for
+another is none either: every unusable password has one fingerprint.
 """
 
 from typing import Any
@@ -32,12 +32,18 @@ def token_holds(token: Any) -> bool:
     return bool(bound == password_fingerprint(token.user.password))
 
 
-def tokens_rebind(user: Any, *, using: str = "default") -> int:
-    """Bind ``user``'s tokens to its password as stored now (a rehash of the same password); how many."""
+def tokens_rebind(user: Any, *, replaced: str, using: str = "default") -> int:
+    """Bind ``user``'s tokens bound to the hash ``replaced`` to its password as stored now (a rehash); how many.
+
+    Only those: a token bound to another password (ended by a reset written by ``update``) stays ended when the reset
+    password is rehashed at a login.
+    """
     from toolhub.models import ApiTokenBinding
 
     fingerprint = password_fingerprint(user.password)
-    bindings = ApiTokenBinding.objects.using(using).filter(token__user_id=user.pk)
+    bindings = ApiTokenBinding.objects.using(using).filter(
+        token__user_id=user.pk, password_fingerprint=password_fingerprint(replaced)
+    )
     return int(bindings.update(password_fingerprint=fingerprint))
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import is_password_usable
+from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 
@@ -120,10 +120,29 @@ def _another_password(stored: str | None, written: str, *, hash_upgrade: bool) -
         return False
     if not is_password_usable(stored) and not is_password_usable(written):
         return False  # one "no password" for another
-    return not (hash_upgrade and is_password_usable(stored) and is_password_usable(written))
+    return not (hash_upgrade and _rehash(stored, written))
 
 
-#: Set by :func:`_user_saving`: whether the save writes the same password hashed anew (Django's rehash at a login).
+def _rehash(stored: str, written: str) -> bool:
+    """Whether ``written`` over ``stored`` is one Django's login would make (``verify_password``'s ``must_update``).
+
+    The stored hash is one it upgrades (another hasher than the preferred one, or the preferred one's outdated work
+    factor or salt) and the written one is the preferred hasher's: a new password written as a hash over a current
+    one (``save(update_fields=["password"])`` in a script) is a new password, as the same hash by ``update`` is.
+    """
+    if not (is_password_usable(stored) and is_password_usable(written)):
+        return False
+    preferred = get_hasher("default")
+    try:
+        hasher, upgraded = identify_hasher(stored), identify_hasher(written)
+    except ValueError:  # a hasher no longer installed: Django upgrades none
+        return False
+    outdated = hasher.algorithm != preferred.algorithm or preferred.must_update(stored)
+    return bool(outdated and upgraded.algorithm == preferred.algorithm)
+
+
+#: Set by :func:`_user_saving`: the hash a save replaces with the same password hashed anew (Django's rehash at a
+#: login), or ``None``.
 _REHASHED = "_toolhub_rehashed"
 
 #: Set by :func:`_user_saving`: whether the save takes the console away (active staff before, not after).
@@ -149,14 +168,15 @@ def _user_saving(sender: Any, instance: Any, raw: bool = False, update_fields: A
     reads_password = not marked and (writes is None or "password" in writes)
     reads_flags = writes is None or bool(writes & {"is_active", "is_staff"})
     console = _console(instance.is_active, getattr(instance, "is_staff", False))
-    new, rehashed, lost, regained, reactivated = marked, False, False, False, False
+    new, lost, regained, reactivated = marked, False, False, False
+    rehashed: str | None = None
     if instance.pk is not None and (reads_password or reads_flags):
         stored = sender._base_manager.using(kwargs.get("using") or "default").filter(pk=instance.pk)
         row = stored.values_list("password", "is_active", "is_staff").first()
         if row is not None:
             if reads_password:
                 new = _another_password(row[0], instance.password, hash_upgrade=not raw and writes == {"password"})
-                rehashed = not new and row[0] != instance.password
+                rehashed = row[0] if not new and row[0] != instance.password else None
             if reads_flags:
                 lost = not console and _console(row[1], row[2])
                 regained = console and not _console(row[1], row[2])
@@ -181,8 +201,9 @@ def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any
         tokens_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif not instance.is_active or getattr(instance, _REACTIVATED, False):
         tokens_revoke(instance, why=DEACTIVATED, using=using)
-    if getattr(instance, _REHASHED, False):
-        tokens_rebind(instance, using=using)  # the same password: its tokens still hold (``token_binding``)
+    replaced = getattr(instance, _REHASHED, None)
+    if replaced is not None:  # the same password: the tokens bound to the hash replaced still hold (``token_binding``)
+        tokens_rebind(instance, replaced=replaced, using=using)
     if new_password:
         sessions_revoke(instance, why=PASSWORD_CHANGED, using=using)
     elif getattr(instance, _CONSOLE_LOST, False) or getattr(instance, _CONSOLE_REGAINED, False):
