@@ -17,7 +17,7 @@ from django.utils import timezone
 from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now, decides_as_superuser_only
 from approvals.editing import EditedVersion, edited_version
-from approvals.governing import governing_groups, required_approvals_now, restricts
+from approvals.governing import approval_stamp, governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
 from approvals.unanswered import expire_request
@@ -33,7 +33,7 @@ from toolhub.exceptions import (
     DecisionNotAllowedError,
     NotInTenantError,
 )
-from toolhub.governance import governance_scope, governance_scope_stamp
+from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict
@@ -412,8 +412,9 @@ def _release(
     writes = [*([decision] if decision else []), released]
     edited = request.arguments if request.arguments != call.arguments else None
     # Judged under the governance read after the request's lock (``_decide``): kept on the call, so a worker claiming it
-    # under the same stamp reads nothing to know its approvals still stand (``approvals.shortfall``).
-    approved_under = governance_scope_stamp()
+    # under the same stamp, its tool in the same code groups, reads nothing to know its approvals still stand
+    # (``approvals.shortfall``).
+    approved_under = approval_stamp(call.tool_name)
     if not tool_call_release(
         call=call,
         actor=_actor(user),

@@ -11,14 +11,14 @@ give it now, as a pending request's quorum counts only approvals whose givers st
 """
 
 from approvals.deciders import ApproverStanding
-from approvals.governing import required_under_rules_now
+from approvals.governing import approval_stamp, required_under_rules_now
 from approvals.models import ApprovalRequest
-from approvals.rows import released_request
+from approvals.rows import ASKERS_READ, released_request
 from approvals.rules import rules_ask_several_approvers
 from toolhub.authorization import tool_definitions
 from toolhub.catalogue import effective_risk
-from toolhub.governance import governance_scope_stamp
 from toolhub.models import ToolCall
+from toolhub.sagas.selectors import compensation_askers
 from toolhub.tools.definition import Risk
 from toolhub.tools.registry import registry
 
@@ -32,8 +32,9 @@ def approval_shortfall(call: ToolCall) -> str | None:
     """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
 
     Nothing is read when the worker's governance is the one the approvals were judged under at release
-    (``ToolCall.approved_under``): every change that could lapse one, or change a rule or a risk override, stamps a
-    new governance version (a tool's code risk is its version), so the release counted what governance asks now. An
+    (``ToolCall.approved_under``, ``approvals.governing.approval_stamp``): every change that could lapse one, or change
+    a rule or a risk override, stamps a new governance version (a tool's code risk and rule are its version, its code
+    group is in the stamp compared: review gm), so the release counted what governance asks now. An
     approved call's hot path costs no statement, whatever rules other tenants or tools have (a two-approver rule
     anywhere, a critical tool: review gb).
 
@@ -46,7 +47,7 @@ def approval_shortfall(call: ToolCall) -> str | None:
     tool = registry.get(call.tool_name)
     if tool is None:
         return None
-    if call.approved_under is not None and call.approved_under == governance_scope_stamp():
+    if call.approved_under is not None and call.approved_under == approval_stamp(call.tool_name):
         return None
     several_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL or (
         rules_ask_several_approvers()
@@ -54,6 +55,9 @@ def approval_shortfall(call: ToolCall) -> str | None:
     request, givers = released_request(call.id)
     if request is None:
         return None
+    # Who asked for a compensation since its release (a retrier, ``Compensation.retried_by``) decides it no more than
+    # its first askers: the same call queued again never runs on its retrier's own approval (review gm).
+    request.__dict__[ASKERS_READ] = request.__dict__[ASKERS_READ] | frozenset(compensation_askers(call))
     if several_now:
         needed = required_under_rules_now(request, tool)
         if needed > request.required_approvals:
@@ -75,7 +79,8 @@ def _lapsed(request: ApprovalRequest, givers: list[tuple[int | None, str]]) -> s
     )
     return (
         f"the approval of {named} no longer counts: they may no longer decide this call (deactivated, deleted, "
-        f"removed from its tenant, without the right or not among its tool groups' approvers) since it was approved; "
+        f"removed from its tenant, without the right, not among its tool groups' approvers, or among those who asked "
+        f"for it) since it was approved; "
         f"{len(counted)} of the "
         f"{request.required_approvals} approvals it was released on still count, so it needs a new decision"
     )

@@ -90,6 +90,8 @@ def launch(saga: Saga, compensation: Compensation, actor: str) -> None:
             started_at=None,
             finished_at=None,
             lease_expires_at=None,
+            # Its askers changed (a retrier: ``retried_by``): the worker judges its approvals again (review gm).
+            approved_under=None,
             **({"attempts": attempt} if external else {}),
         )
         if requeued:
