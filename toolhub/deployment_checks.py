@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Warning, register
+from django.utils.module_loading import import_string
 
 from toolhub.conf import toolhub_settings
 
@@ -171,6 +172,31 @@ CREDENTIAL_MIDDLEWARE = "toolhub.credentials.SessionCredentialMiddleware"
 AUTHENTICATION_MIDDLEWARE = "django.contrib.auth.middleware.AuthenticationMiddleware"
 
 
+def _middleware_class(name: str) -> type | None:
+    """The class a ``MIDDLEWARE`` entry names, or ``None`` when it is none (Django reports that one itself)."""
+    try:
+        found = import_string(name)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _session_user_marked(middleware: list[str]) -> bool:
+    """Whether the session's user the request ends up with is the one ``SessionCredentialMiddleware`` marked.
+
+    By class, not by path: a subclass of either is one (a deployment's own authentication middleware sets
+    ``request.user`` as Django's does), so a credential middleware must come after every authentication one.
+    """
+    from django.contrib.auth.middleware import AuthenticationMiddleware
+
+    from toolhub.credentials import SessionCredentialMiddleware
+
+    classes = [_middleware_class(name) for name in middleware]
+    marking = [at for at, cls in enumerate(classes) if cls is not None and issubclass(cls, SessionCredentialMiddleware)]
+    setting = [at for at, cls in enumerate(classes) if cls is not None and issubclass(cls, AuthenticationMiddleware)]
+    return bool(marking) and (not setting or max(marking) > max(setting))
+
+
 def _console_sessions() -> list[CheckMessage]:
     """Console sessions kept elsewhere than ``toolhub.session_store``, or never asked again, lose what it promises.
 
@@ -178,8 +204,9 @@ def _console_sessions() -> list[CheckMessage]:
     console taken away or given back, the account deleted) and the rights' re-read asks a session in the user's
     statement; under Django's own stores nothing ends a session but its expiry (one refused while its account was no
     staff signs in again once staff is given back), and its database stores keep every cookie in clear. Without
-    ``SessionCredentialMiddleware`` after ``AuthenticationMiddleware`` a session's user carries no check, so an export
-    or a wait through a session ended meanwhile goes on (``toolhub.credentials``).
+    ``SessionCredentialMiddleware`` after every ``AuthenticationMiddleware`` (subclasses of either too: one listed
+    later sets ``request.user`` again, unmarked) a session's user carries no check, so an export or a wait through a
+    session ended meanwhile goes on (``toolhub.credentials``).
     """
     found: list[CheckMessage] = []
     engine = str(settings.SESSION_ENGINE)
@@ -194,18 +221,14 @@ def _console_sessions() -> list[CheckMessage]:
                 id="toolhub.W015",
             )
         )
-    middleware = list(settings.MIDDLEWARE)
-    if CREDENTIAL_MIDDLEWARE not in middleware or (
-        AUTHENTICATION_MIDDLEWARE in middleware
-        and middleware.index(CREDENTIAL_MIDDLEWARE) < middleware.index(AUTHENTICATION_MIDDLEWARE)
-    ):
+    if not _session_user_marked(list(settings.MIDDLEWARE)):
         found.append(
             Warning(
-                f"MIDDLEWARE does not hold {CREDENTIAL_MIDDLEWARE} after {AUTHENTICATION_MIDDLEWARE}: a console "
-                "session ended or expired while its request waited (an export, a ?wait=) is not asked again, and the "
-                "request goes on answering its user.",
-                hint=f"Put {CREDENTIAL_MIDDLEWARE!r} right after {AUTHENTICATION_MIDDLEWARE!r}, as toolhub.settings "
-                "does.",
+                f"MIDDLEWARE does not hold {CREDENTIAL_MIDDLEWARE} after {AUTHENTICATION_MIDDLEWARE} and every "
+                "subclass of it: a console session ended or expired while its request waited (an export, a ?wait=) "
+                "is not asked again, and the request goes on answering its user.",
+                hint=f"Put {CREDENTIAL_MIDDLEWARE!r} (or a subclass of it) right after the last authentication "
+                f"middleware ({AUTHENTICATION_MIDDLEWARE!r} or your own subclass of it), as toolhub.settings does.",
                 id="toolhub.W016",
             )
         )
