@@ -12,8 +12,9 @@ one no longer good reads as an account no longer active, answered nothing, whate
 A credential is issued under its user's password, and a session signs in active staff only (the console's): a
 password or the console taken away without a save (``QuerySet.update``, ``bulk_update``, SQL: no signal, so no
 revocation deletes the row) leaves the credential's row. So the re-read also reads the password's column, and a
-credential authenticated under another :func:`password_fingerprint` than the one read now holds no more; a session's
-mark (``console=True``) holds only while the account is staff.
+credential authenticated under another :func:`password_fingerprint` than the one read now holds no more (a key: bound
+to another, its binding read in the same statement, so Django's rehash at a login, which rebinds it, keeps it); a
+session's mark (``console=True``) holds only while the account is staff.
 
 A check answers with the credential's row while it is good (a :class:`CredentialRow`: the key's, the session's in
 ``toolhub.session_store``), so the re-read asks it as an ``EXISTS`` in the statement that reads the user's row
@@ -51,6 +52,11 @@ class CredentialRow:
     ``model``'s row whose ``field`` is ``value`` (and, given ``at_least``, whose ``bound_field`` is at or after it,
     or strictly after it with ``bound_lookup="gt"``: a key made no longer ago than allowed, a session expiring later
     than now, as Django's store loads one).
+
+    ``fingerprint``: the model and field (its primary key the credential's) holding the
+    :func:`password_fingerprint` the credential is bound to now, read instead of the row's existence: a key rebound at
+    a rehash of the same password (``toolhub.api.token_binding``) holds under the new hash, as its next request does.
+    Without it the credential holds under the password its request authenticated with only.
     """
 
     model: type[Model]
@@ -59,6 +65,7 @@ class CredentialRow:
     bound_field: str = ""
     at_least: datetime | None = None
     bound_lookup: Literal["gte", "gt"] = "gte"
+    fingerprint: tuple[type[Model], str] | None = None
 
 
 #: A credential's check: its row while it authenticates, or, where no table keeps it, whether it does.

@@ -128,7 +128,7 @@ def _reload_rights(user: Any) -> None:
     shape = None
     if row_of is not None:
         bound = (row_of.bound_field, row_of.bound_lookup) if row_of.at_least is not None else None
-        shape = (row_of.model, row_of.field, bound)
+        shape = (row_of.model, row_of.field, bound, row_of.fingerprint)
     params = []
     if row_of is not None:
         meta = row_of.model._meta
@@ -146,9 +146,13 @@ def _reload_rights(user: Any) -> None:
         setattr(user, attname, bool(value))  # the rights' columns are booleans (0/1 on SQLite)
     holds = bool(row[-1]) if row_of is not None else held is None or bool(held)
     if held is not None:
-        # Issued under the password the request authenticated with (its object's), and a session for staff only.
-        password = row[len(fields)]
-        holds = holds and password_fingerprint(password) == password_fingerprint(getattr(user, "password", None))
+        # Bound to the password now (its binding's, read), else issued under the one the request authenticated with
+        # (its object's); and a session for staff only.
+        password = password_fingerprint(row[len(fields)])
+        if row_of is not None and row_of.fingerprint is not None:
+            holds = row[-1] is not None and row[-1] == password
+        else:
+            holds = holds and password == password_fingerprint(getattr(user, "password", None))
         holds = holds and (user.is_staff or not credential_console(user))
     if user.is_active and not holds:
         # The key or session the request came with was revoked meanwhile: no one now.
@@ -160,13 +164,14 @@ def _rights_sql(
     alias: str,
     model: type[Model],
     fields: tuple[str, ...],
-    shape: tuple[Any, str, tuple[str, str] | None] | None,
+    shape: tuple[Any, str, tuple[str, str] | None, tuple[Any, str] | None] | None,
     *,
     marked: bool = False,
 ) -> str:
     """The user's rights columns, its password's when a credential ``marked`` it, and the credential's EXISTS.
 
-    The EXISTS given the credential's ``shape`` (model, key, bound, lookup).
+    The EXISTS given the credential's ``shape`` (model, key, bound, lookup, fingerprint); with a fingerprint, the
+    fingerprint its row is bound to instead (``NULL``: no such row).
     """
     q = connections[alias].ops.quote_name
     meta = model._meta
@@ -174,13 +179,20 @@ def _rights_sql(
     if marked:
         columns.append(f"u.{q(meta.get_field('password').column)}")
     if shape is not None:
-        credential, field, bound = shape
+        credential, field, bound, fingerprint = shape
         table = credential._meta
         where = f"c.{q(table.get_field(field).column)} = %s"
         if bound is not None:
             bound_field, lookup = bound
             where += f" AND c.{q(table.get_field(bound_field).column)} {_BOUND_OPERATORS[lookup]} %s"
-        columns.append(f"EXISTS (SELECT 1 FROM {q(table.db_table)} c WHERE {where})")
+        if fingerprint is None:
+            columns.append(f"EXISTS (SELECT 1 FROM {q(table.db_table)} c WHERE {where})")
+        else:
+            binding, bound_to = fingerprint[0]._meta, fingerprint[1]
+            columns.append(
+                f"(SELECT b.{q(binding.get_field(bound_to).column)} FROM {q(table.db_table)} c "
+                f"JOIN {q(binding.db_table)} b ON b.{q(binding.pk.column)} = c.{q(table.pk.column)} WHERE {where})"
+            )
     return f"SELECT {', '.join(columns)} FROM {q(meta.db_table)} u WHERE u.{q(meta.pk.column)} = %s"
 
 

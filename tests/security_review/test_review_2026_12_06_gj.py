@@ -13,22 +13,59 @@ Findings:
    where W015 takes a subclass of toolhub's store). Fix: the check resolves the entries' classes and asks that a
    credential middleware (or subclass) come after every authentication middleware (or subclass).
 
+2. A key's request waiting (``?wait=``, an MCP follow) while its owner signed in to the console elsewhere and Django
+   rehashed the password (``check_password``'s save, after a hasher change or an upgrade's iterations): review gd's
+   re-read compared the stored hash with the one the request authenticated under and answered the request nothing,
+   though ``token_binding`` had rebound the key to the new hash and its next request was answered (a refusal the
+   credential's own check does not make). Fix: a ``CredentialRow`` may name the fingerprint its credential is bound
+   to (``fingerprint``: the key's ``ApiTokenBinding``), read in the re-read's one statement instead of the row's
+   ``EXISTS`` and compared with the password now; a session, bound to no row, is still compared with the password
+   its request authenticated under.
+
 Checked and holding:
 
-(filled in below)
+- ``_signs_in``'s ``get_user`` on a copy (``_AsLoaded``): sends no signal (``user_logged_in`` and
+  ``update_last_login`` are ``login``'s, not ``get_user``'s), writes no session (a refused one's ``flush`` and a
+  retired secret's ``cycle_key`` touch the copy; ga's tests), and the store's ``load()`` writes nothing a request
+  would not: ``cache`` and ``signed_cookies`` read only (a bad or expired signed cookie's ``create()`` marks the copy
+  modified, never saved), ``cached_db`` on a cache miss sets the cache to the row's data, as the next request would.
+  Under ``signed_cookies`` the copy's key is the cookie itself, so ``load()`` reads the data signed when the request
+  began (a password reset is refused by its hash; nothing can end such a session: W015 says so). Cost per re-read
+  under another engine: the store's read, the user's ``SELECT`` (``ModelBackend.get_user``) and the rights'
+  statement; toolhub's store keeps its one statement (ga, gd, fw pin it).
+- A session after a rehash at a login elsewhere reads as no one at the re-read, as the next request through its
+  cookie does (Django's hash check):
+  ``test_holding_a_waiting_session_after_a_rehash_elsewhere_reads_as_its_next_request``.
+  A password written by ``update`` still ends a waiting key's request, in one statement
+  (``test_holding_a_waiting_token_request_after_a_bulk_password_reset_reads_no_one``).
+- A superuser's session unstaffed meanwhile reads as no one (read, not tested: the console mark asks ``is_staff``, as
+  ``admin.site.has_permission`` and ``ConsoleSessionAuthentication`` do); a superuser's key is no console mark.
+- Every path a session's user takes is the marked one: DRF's ``SessionAuthentication`` (through
+  ``ConsoleSessionAuthentication``) returns ``request._request.user``, the middleware's lazy object, and DRF sets it
+  back as is; the console's views and exports read ``request.user``; MCP takes keys only. ``login`` replaces
+  ``request.user`` with an unmarked object, but only in the sign-in's own request, which waits for nothing; no view
+  of toolhub uses ``request.auser`` (Django's async path, unmarked).
+- W015 takes a subclass of toolhub's store and names any other engine (bounded to 200 characters, id, hint); an
+  engine that does not import is warned of as another engine.
 """
 
 from typing import Any
 
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.utils.module_loading import import_string
 
+from toolhub.api.keys import api_key_issue
+from toolhub.api.token_use import TokenChannel
+from toolhub.api.tokens import TokenRefused, token_owner
 from toolhub.credentials import SessionCredentialMiddleware
 from toolhub.session_store import SessionStore
 from toolhub.tenancy import tenant_scope_now
@@ -57,6 +94,15 @@ def _signed_in(user: User) -> str:
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.create()
     return str(store.session_key)
+
+
+def _console_user(key: str) -> Any:
+    """The request's user through the auth middlewares, as settings order them."""
+    request = RequestFactory().get("/admin/")
+    request.session = SessionStore(key)
+    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
+    SessionCredentialMiddleware(lambda r: HttpResponse())(request)
+    return request.user
 
 
 def _holds(user: Any) -> bool:
@@ -125,3 +171,61 @@ def test_the_deploy_check_takes_a_subclass_of_the_credential_middleware(operator
     for middleware in (listed, _replaced(listed, AUTHENTICATION_MIDDLEWARE, sso)):
         assert not _ended_session_answered(operator, middleware)
         assert not _w016(middleware, settings), middleware
+
+
+def test_a_waiting_token_request_holds_after_a_rehash_at_a_console_login(alice: User, settings: Any) -> None:
+    """Found: alice's key request waiting (``?wait=``, an MCP follow); she signs in to the console elsewhere and Django
+    rehashes her password (``check_password``'s save; ``token_binding`` rebinds her key to the new hash); the re-read
+    compared the password now with the one the request authenticated under and answered her nothing, though her key
+    holds and its next request is answered.
+    Expect: the waiting request holds, as the next one does (the key's binding read at the re-read).
+    """
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+    ]
+    User.objects.filter(pk=alice.pk).update(password=make_password("pw", hasher="md5"))
+    alice.refresh_from_db()
+    key = api_key_issue(alice)
+    user, _ = token_owner(key, channel=TokenChannel.REST)
+    assert _holds(user)
+
+    assert User.objects.get(pk=alice.pk).check_password("pw")  # a console login elsewhere: Django saves the rehash
+
+    assert token_owner(key, channel=TokenChannel.REST)[0].pk == alice.pk  # the next request holds
+    assert _holds(user)
+
+
+def test_holding_a_waiting_session_after_a_rehash_elsewhere_reads_as_its_next_request(
+    operator: User, settings: Any
+) -> None:
+    """Holding. A rehash at a login elsewhere changes the session's password hash (Django's ``get_session_auth_hash``).
+    Expect: the waiting session reads as no one, as the next request through its cookie signs in no one (Django's
+    own refusal), not as a token rebound does."""
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+    ]
+    User.objects.filter(pk=operator.pk).update(password=make_password("pw", hasher="md5"))
+    operator.refresh_from_db()
+    key = _signed_in(operator)
+    user = _console_user(key)
+    assert user.pk == operator.pk and _holds(user)
+
+    assert User.objects.get(pk=operator.pk).check_password("pw")  # another browser's login saves the rehash
+
+    assert (_holds(user), _console_user(key).is_authenticated) == (False, False)
+
+
+def test_holding_a_waiting_token_request_after_a_bulk_password_reset_reads_no_one(alice: User) -> None:
+    """Holding (the binding read at the re-read). Expect: a password written by ``update`` (no signal, no rebind)
+    while a key's request waits answers it nothing, as its next request is refused; one statement for the re-read."""
+    key = api_key_issue(alice)
+    user, _ = token_owner(key, channel=TokenChannel.REST)
+    User.objects.filter(pk=alice.pk).update(password=make_password("reset"))
+
+    with CaptureQueriesContext(connection) as read:
+        assert not _holds(user)
+    assert len(read.captured_queries) == 1
+    with pytest.raises(TokenRefused):
+        token_owner(key, channel=TokenChannel.REST)

@@ -73,13 +73,15 @@ def token_owner(key: str, *, channel: str) -> tuple[Any, Any]:
 def _still_good(digest: str) -> CredentialRow:
     """The row of the key stored as ``digest`` while it authenticates (not deleted, not older than allowed).
 
-    Asked as an ``EXISTS`` inside the re-read of its user's row (``toolhub.credentials``).
+    Asked inside the re-read of its user's row (``toolhub.credentials``), with the password it is bound to now.
     """
     from rest_framework.authtoken.models import Token
 
     max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
     since = None if max_age is None else timezone.now() - timedelta(seconds=max_age)
-    return CredentialRow(Token, "key", digest, "created", since)
+    from toolhub.models import ApiTokenBinding
+
+    return CredentialRow(Token, "key", digest, "created", since, fingerprint=(ApiTokenBinding, "password_fingerprint"))
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
