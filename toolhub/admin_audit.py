@@ -44,6 +44,7 @@ from toolhub.admin_tables import admin_table
 from toolhub.admin_verify import audit_verify_view
 from toolhub.audit_console import call_timeline, own_chain_position, own_positions_shown
 from toolhub.caller_view import CHAIN_POSITION_FIELDS
+from toolhub.calls import settling_together
 from toolhub.downloads import StreamedResponse
 from toolhub.exports import EXPORT_FORMATS, export_record, export_rows, export_stream
 from toolhub.models import AuditEvent, ToolCall, ToolDefinition
@@ -148,13 +149,14 @@ class ToolCallAdmin(LeanChangeListMixin, TenantScopedAdmin, ReadOnlyMixin, Comme
         actor = f"user:{request.user.get_username()}"
         reason = f"cancelled by {actor}: {form.cleaned_data['reason'].strip()}"
         cancelled, refusals = 0, []
-        for call in waiting:
-            try:
-                tool_call_cancel(call=call, actor=actor, reason=reason, reader=request.user)
-            except (CallNotWithdrawableError, CancelReasonError) as refused:
-                refusals.append(f"{call.tool_name} ({str(call.pk)[:8]}): {refused}")
-            else:
-                cancelled += 1
+        with settling_together():  # a run waiting on many of them is woken once, not once per call
+            for call in waiting:
+                try:
+                    tool_call_cancel(call=call, actor=actor, reason=reason, reader=request.user)
+                except (CallNotWithdrawableError, CancelReasonError) as refused:
+                    refusals.append(f"{call.tool_name} ({str(call.pk)[:8]}): {refused}")
+                else:
+                    cancelled += 1
         self.message_user(
             request, f"Cancelled {cancelled} call(s).", messages.SUCCESS if cancelled else messages.WARNING
         )

@@ -6,7 +6,6 @@ inserts the events and moves the head's hash.
 """
 
 import functools
-import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -21,7 +20,7 @@ from toolhub.governance import GOVERNANCE_STAMP_CHECK
 from toolhub.models import SETTLED_STATUSES, CallStatus, ToolCall
 from toolhub.rowread import assign_row, columns_sql
 from toolhub.rowwrite import insert_params, insert_sql
-from toolhub.signals import call_settled, settled_together
+from toolhub.signals import SettledTogether, call_settled
 from toolhub.transitions import TransitionTable, guarded_update_sql
 
 __all__ = [
@@ -34,7 +33,6 @@ __all__ = [
     "settling_together",
 ]
 
-logger = logging.getLogger(__name__)
 
 _S = CallStatus
 
@@ -246,16 +244,22 @@ def notify_settled(call: ToolCall) -> None:
     call_settled.send(sender=ToolCall, call_id=call.id, run_id=call.run_id, call=call)
 
 
-#: The calls settled inside ``settling_together``, told of together once its transaction commits.
-_settling: ContextVar[list[ToolCall] | None] = ContextVar("toolhub_settling_together", default=None)
+#: The block of ``settling_together`` the calls settled now belong to.
+_settling: ContextVar[SettledTogether | None] = ContextVar("toolhub_settling_together", default=None)
 
 
 def _notify_after_commit(call: ToolCall) -> None:
-    batch = _settling.get()
-    if batch is not None:
-        batch.append(call)
-    else:
-        transaction.on_commit(lambda: notify_settled(call), robust=True)
+    """The call's notice, an after-commit action of its own: Django drops it with a savepoint rolled back."""
+    together = _settling.get()
+    transaction.on_commit(lambda: _notify(call, together), robust=True)  # a lambda: Django's log names it
+
+
+def _notify(call: ToolCall, together: SettledTogether | None) -> None:
+    if together is None:
+        notify_settled(call)
+        return
+    with together.telling():
+        notify_settled(call)
 
 
 @contextmanager
@@ -264,26 +268,18 @@ def settling_together() -> Iterator[None]:
 
     Each call's listeners still hear of it (the sagas follow each), but a follow-up serving many calls (a run's
     wake-up: ``once_for_calls_settled_together``) is done once: one broker message per run, not one per call. Waiters
-    on a call read its row (``toolhub.direct.call_wait``), so none waits longer. Nothing is told when the block
-    raises: its transaction rolls back (a caller that commits anyway leaves the runs to the sweep, as a lost wake-up).
+    on a call read its row (``toolhub.direct.call_wait``), so none waits longer. Each call's notice is its own
+    after-commit action (a savepoint rolled back drops its calls' notices, as it drops any), and the follow-ups' one
+    is registered however the block ends: calls that committed before it raised (outside a transaction, or a caller
+    that commits anyway) are told too. Nested blocks are told by the outermost.
     """
     if _settling.get() is not None:  # an enclosing block tells them
         yield
         return
-    batch: list[ToolCall] = []
-    token = _settling.set(batch)
+    together = SettledTogether()
+    token = _settling.set(together)
     try:
         yield
     finally:
         _settling.reset(token)
-    if batch:
-        transaction.on_commit(functools.partial(_notify_settled_together, batch), robust=True)
-
-
-def _notify_settled_together(calls: list[ToolCall]) -> None:
-    with settled_together():
-        for call in calls:
-            try:
-                notify_settled(call)
-            except Exception:  # noqa: BLE001 - as ``on_commit(robust=True)`` kept each call's listeners apart
-                logger.exception("listeners of settled call %s failed; the sweeps repair what they left", call.id)
+        transaction.on_commit(together.finish, robust=True)

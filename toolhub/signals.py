@@ -21,7 +21,7 @@ __all__ = [
     "after_task",
     "once_for_calls_settled_together",
     "running_after_task",
-    "settled_together",
+    "SettledTogether",
     "task_seconds_left",
 ]
 
@@ -124,7 +124,7 @@ def running_after_task(*, seconds: float) -> Iterator[None]:
                 logger.exception("an after-task action failed; the sweeps repair what it left undone")
 
 
-#: The follow-ups of calls settled together (``settled_together``), by key: each done once, after all were told.
+#: The follow-ups of calls settled together (``SettledTogether.telling``), by key: each done once, after all were told.
 _together: ContextVar[dict[Hashable, Callable[[], None]] | None] = ContextVar("toolhub_settled_together", default=None)
 
 
@@ -141,21 +141,39 @@ def once_for_calls_settled_together(key: Hashable, action: Callable[[], None]) -
     return True
 
 
-@contextmanager
-def settled_together() -> Iterator[None]:
-    """Tell listeners of several settled calls in the block, then do their follow-ups, each key's once, in order.
+class SettledTogether:
+    """The follow-ups of several calls settled together: each call told in ``telling``, then ``finish`` does them.
 
-    A follow-up that fails is logged and the others still done (as ``on_commit(robust=True)`` did for each call);
-    what it left undone the sweeps repair (a run whose wake-up was lost is woken by ``sweep_runs_task``).
+    Each call's notice and the ``finish`` are after-commit actions of their own (``toolhub.calls.settling_together``),
+    so Django keeps or drops each with its savepoint; a notice told after ``finish`` (a context copied while the
+    calls were settling) does its follow-ups at once, lost to no one.
     """
-    scope: dict[Hashable, Callable[[], None]] = {}
-    token = _together.set(scope)
-    try:
-        yield
-    finally:
-        _together.reset(token)
-    for action in scope.values():
+
+    def __init__(self) -> None:
+        self._actions: dict[Hashable, Callable[[], None]] = {}
+        self._finished = False
+
+    @contextmanager
+    def telling(self) -> Iterator[None]:
+        """Listeners told in the block hand their follow-ups (``once_for_calls_settled_together``) to ``finish``."""
+        if self._finished:
+            yield
+            return
+        token = _together.set(self._actions)
         try:
-            action()
-        except Exception:  # noqa: BLE001 - one run's lost wake-up must not cost the others theirs
-            logger.exception("a follow-up of calls settled together failed; the sweeps repair what it left undone")
+            yield
+        finally:
+            _together.reset(token)
+
+    def finish(self) -> None:
+        """Do the follow-ups, each key's once, in order; one that fails is logged and the others still done.
+
+        What it left undone the sweeps repair (a run whose wake-up was lost is woken by ``sweep_runs_task``).
+        """
+        self._finished = True
+        actions, self._actions = list(self._actions.values()), {}
+        for action in actions:
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - one run's lost wake-up must not cost the others theirs
+                logger.exception("a follow-up of calls settled together failed; the sweeps repair what it left undone")
