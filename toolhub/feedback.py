@@ -4,6 +4,7 @@ import difflib
 import traceback
 import unicodedata
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
@@ -13,6 +14,9 @@ from toolhub.exceptions import ToolError
 from toolhub.tools.context_types import ContextObjectUnavailable
 from toolhub.tools.presets import PresetUnavailable
 from toolhub.tools.timeouts import ToolTimeoutError
+
+if TYPE_CHECKING:
+    from toolhub.tools.definition import Tool
 
 __all__ = [
     "bounded_model_message",
@@ -30,12 +34,30 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
     """Name the closest tools so the model can correct itself (``TOOLHUB["UNKNOWN_TOOL_HANDLER"]``).
 
     ``available`` are the tools the caller may see (``pipeline.visible_tool_names``), never the whole
-    catalogue: a suggestion must not reveal a tool the run may not use.
+    catalogue: a suggestion must not reveal a tool the run may not use, nor name one every listing leaves out
+    (its schema cannot be built: ``buildable``), whose calls are refused.
     """
+    available = _listable(available)
     handler_path = toolhub_settings().UNKNOWN_TOOL_HANDLER
     if handler_path:
         return str(import_string(handler_path)(name, sorted(available)))
     return default_unknown_tool_message(name, available)
+
+
+def _listable(names: Iterable[str]) -> list[str]:
+    """``names`` but those of registered tools whose schema cannot be built (left out of listings: ``buildable``)."""
+    from toolhub.tools.export import buildable
+    from toolhub.tools.registry import registry
+
+    kept = list(names)
+    tools = [tool for tool in map(registry.get, kept) if tool is not None]
+    unlisted = {tool.name for tool in tools} - set(buildable(tools, _name_if_built))
+    return [name for name in kept if name not in unlisted]
+
+
+def _name_if_built(tool: "Tool") -> str:
+    tool.json_schema  # noqa: B018 - building it (``ToolDefinitionError`` when it cannot be) is the question
+    return tool.name
 
 
 def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:

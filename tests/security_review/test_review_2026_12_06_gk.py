@@ -17,6 +17,9 @@ Findings:
    once (one wake per run); a notice told after that does its follow-ups at once.
 3. The calls admin's "Cancel selected calls" withdrew each call apart, outside ``settling_together``: cancelling the
    30 calls a run waited on sent 30 ``advance_run_task`` messages for it. The action's loop is now one block.
+4. The unknown-tool message (REST, MCP, the agent loop, an agentic tool's inner model) suggested a tool whose schema
+   cannot be built, one ``buildable`` leaves out of every listing: "Did you mean: <that tool>?", for a call it then
+   refuses. The suggestions (and the "Available tools" list) now name only tools that can be listed.
 
 Checked and holding:
 
@@ -42,10 +45,12 @@ from django.test import Client
 from agents_app.models import AgentRun
 from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
 from tests.helpers import RequestCall, assert_audit_intact
-from tests.security_review.test_review_2026_12_06_ge import _held_run
+from tests.security_review.test_review_2026_12_06_ge import _held_run, _unbuildable
 from toolhub.calls import settling_together
+from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallStatus, ToolCall
 from toolhub.signals import call_settled, once_for_calls_settled_together
+from toolhub.tools.registry import registry
 from toolhub.waiting import tool_call_withdraw
 
 pytestmark = pytest.mark.django_db
@@ -172,6 +177,26 @@ def test_nested_blocks_and_a_raising_listener_still_tell_every_call_once(
         call_settled.disconnect(dispatch_uid="review-gk-failing")
     assert sorted(heard.told) == sorted(call.id for call in calls)
     assert heard.follow_ups == [None]
+
+
+def test_the_unknown_tool_message_names_no_tool_left_out_of_the_listings(
+    request_call: RequestCall, alice: User
+) -> None:
+    """Found: a misspelt call was answered "Did you mean: <a tool whose schema cannot be built>?", a tool every
+    listing leaves out (``buildable``) and whose calls are refused.
+
+    Expect: the suggestion, and the list of available tools, name only tools that can be listed; a call to the
+    broken tool itself refused as invalid, nothing executed, no builder internals in its error.
+    """
+    broken = _unbuildable("gk_unbuildable_probe")
+    with registry.temporarily(broken):
+        missed = request_call("gk_unbuildable_prob", {"pin": "aab"}, alice)
+        called = request_call(broken.name, {"pin": "aab"}, alice)
+        listed = unknown_tool_message("zzzzzzzz", [broken.name, "record_effect"])
+    assert missed.status == CallStatus.INVALID and broken.name not in missed.error
+    assert broken.name not in listed and "record_effect" in listed
+    assert called.status == CallStatus.INVALID and "nothing was executed" in called.error
+    assert "look-ahead" not in called.error and "regex" not in called.error
 
 
 def test_an_operator_cancelling_many_calls_of_a_run_in_the_admin_wakes_it_once(
