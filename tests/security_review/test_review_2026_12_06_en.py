@@ -63,6 +63,8 @@ from django.test import Client
 from django.urls import set_script_prefix
 from rest_framework.test import APIClient
 
+from tests.security_review.console_sessions import cookie_after_login
+
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "a long enough password 1"  # noqa: S105 - a test user's
@@ -89,20 +91,13 @@ def _answers(cookie: str) -> tuple[int, int]:
     return console.get("/admin/").status_code, api.get("/api/v1/calls/").status_code
 
 
-def _signed_in(user: User) -> str:
-    """A browser's session cookie after ``user`` signed in with their password."""
-    browser = Client()
-    assert browser.login(username=user.username, password=PASSWORD)
-    return str(browser.cookies[settings.SESSION_COOKIE_NAME].value)
-
-
 def test_a_session_refused_while_its_account_was_inactive_does_not_come_back_with_the_account(
     operator: User, tenant: Any
 ) -> None:
     """Found: a deactivated superuser's session was refused (302, 401) but kept; saved active again, the same cookie
     opened the console (200) and the REST API (200). Expect: the deactivation deletes the account's sessions; the
     cookie signs in to nothing after the reactivation."""
-    cookie = _signed_in(operator)
+    cookie = cookie_after_login(operator, PASSWORD)
     assert _answers(cookie) == (200, 200)
     # when
     operator.is_active = False
@@ -120,7 +115,7 @@ def test_a_session_refused_while_its_account_was_not_staff_does_not_come_back_wi
     """Found: the same for staff: ``is_staff`` cleared, the session was refused (302, 401) and kept; set again
     (``update_fields`` as a script would), the old cookie was signed in again. Expect: taking the console away
     deletes the sessions."""
-    cookie = _signed_in(operator)
+    cookie = cookie_after_login(operator, PASSWORD)
     # when
     operator.is_staff = False
     operator.save(update_fields=["is_staff"])
@@ -137,7 +132,7 @@ def test_an_own_password_change_keeps_the_changer_and_deletes_the_accounts_other
     """Found: the account's other session was refused by its password hash but its row kept until that browser
     came back (a restore of the old hash by ``loaddata`` would have signed it in again). Expect: the row is deleted
     with the change; the changer stays signed in (``update_session_auth_hash``), the other browser is signed out."""
-    other = _signed_in(operator)
+    other = cookie_after_login(operator, PASSWORD)
     changer = Client()
     assert changer.login(username="op", password=PASSWORD)
     # when
@@ -159,7 +154,7 @@ def test_an_own_password_change_keeps_the_changer_and_deletes_the_accounts_other
 def test_a_save_that_keeps_the_console_ends_no_session(operator: User, tenant: Any) -> None:
     """Holds with the fix (regression): a save writing neither another password nor the flags away (a login's
     ``last_login``, an e-mail) keeps the sessions."""
-    cookie = _signed_in(operator)
+    cookie = cookie_after_login(operator, PASSWORD)
     # when
     operator.email = "new@example.com"
     operator.save()

@@ -66,6 +66,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.helpers import assert_audit_intact, console
+from tests.security_review.console_sessions import cookie_after_login
 from toolhub.api.keys import api_key_issue
 from toolhub.direct import CallerContextError, caller_principal
 from toolhub.mcp_caller import token_user
@@ -86,13 +87,6 @@ def staff(tenant: Tenant) -> User:
     user.groups.add(group)
     TenantMembership.objects.create(user=user, tenant=tenant)
     return user
-
-
-def _signed_in(user: User) -> str:
-    """A browser's session cookie after ``user`` signed in with their password."""
-    browser = Client()
-    assert browser.login(username=user.username, password=PASSWORD)
-    return str(browser.cookies[settings.SESSION_COOKIE_NAME].value)
 
 
 def _browser(cookie: str) -> tuple[Client, APIClient]:
@@ -131,7 +125,7 @@ def test_an_account_deactivated_by_an_update_gets_neither_session_nor_token_back
     (401, MCP refused) but kept both; the administrator's save making the account active again brought the cookie
     back on the console and the REST API (200, 200) and the token on REST and MCP. Expect: the reactivating save
     ends the sessions and deletes the token (recorded as a revocation in acme's trail)."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     key = api_key_issue(staff)
     assert _session_answers(cookie) == (200, 200)
     assert _token_answers(key) == (200, True)
@@ -155,7 +149,7 @@ def test_an_account_unstaffed_by_an_update_gets_no_session_back_with_staff(staff
     """Found: ``update(is_staff=False)`` refused the session (302, 401) and kept it; a save setting ``is_staff``
     again (``update_fields``, as a script would) signed the old cookie in again (200, 200). Expect: the save giving
     the console back ends the sessions left from before; the API token, which unstaffing does not touch, stays."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     key = api_key_issue(staff)
     User.objects.filter(pk=staff.pk).update(is_staff=False)
     assert _session_answers(cookie) == (302, 401)
@@ -172,7 +166,7 @@ def test_an_account_unstaffed_by_an_update_gets_no_session_back_with_staff(staff
 def test_a_save_that_keeps_an_active_staff_account_so_ends_nothing(staff: User) -> None:
     """Holds with the fix (regression): a full save of an account that stays active staff (the admin's user form
     changing an e-mail) neither ends its sessions nor deletes its token."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     key = api_key_issue(staff)
     # when
     staff.email = "elsewhere@example.com"
@@ -186,7 +180,7 @@ def test_a_deleted_and_restored_account_gets_no_session_back(staff: User, tmp_pa
     """Found: the deleted account's session rows stayed; restored from a backup by ``loaddata`` (same id, same
     password hash), the old cookie opened the console and the REST API again (200, 200). Expect: the deletion ends
     the account's sessions; the restored account is signed in nowhere."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     backup = tmp_path / "staff.json"
     backup.write_text(serializers.serialize("json", [staff]))
     # when
@@ -200,7 +194,7 @@ def test_a_deleted_and_restored_account_gets_no_session_back(staff: User, tmp_pa
 def test_the_admins_bulk_delete_ends_the_deleted_accounts_sessions(staff: User, superuser: User) -> None:
     """Found: the admin's "delete selected" on the user list left the deleted accounts' session rows. Expect: they
     are deleted with the accounts (the deleting administrator's own session kept)."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     admin = console(superuser)
     # when
     deleted = admin.post(
@@ -226,7 +220,7 @@ def test_ended_sessions_are_in_the_accounts_tenants_trails(staff: User, other_te
     is a ``governance.deleted`` event). Expect: one ``login.sessions_ended`` event in each of the account's tenants'
     chains, naming the account, how many sessions and why, never the cookie or its stored digest; a deletion too."""
     TenantMembership.objects.create(user=staff, tenant=other_tenant)
-    cookies = [_signed_in(staff), _signed_in(staff)]
+    cookies = [cookie_after_login(staff, PASSWORD), cookie_after_login(staff, PASSWORD)]
     digests = _session_digests()
     # when
     staff.is_active = False
@@ -245,7 +239,7 @@ def test_ended_sessions_are_in_the_accounts_tenants_trails(staff: User, other_te
     # when
     staff.is_active = True
     staff.save()
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     staff.delete()
     # then
     assert _session_answers(cookie) == (302, 401)
@@ -266,7 +260,7 @@ def test_a_save_ending_no_session_records_nothing(staff: User) -> None:
 
 def test_a_deleted_accounts_session_signs_in_no_one(staff: User) -> None:
     """Holds (regression): while the account is gone its cookie opens neither the console nor the REST API."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     # when
     User.objects.filter(pk=staff.pk).delete()
     # then
@@ -277,7 +271,7 @@ def test_a_membership_removed_leaves_the_session_nothing_of_the_tenant(staff: Us
     """Holds (regression): the session and the token outlive the membership, but nothing is cached on either: the
     next REST request lists none of acme's calls, by cookie or token, and MCP refuses acme as the caller's tenant."""
     ToolCall.objects.create(tool_name="t", status=CallStatus.SUCCEEDED, tenant="acme")
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     key = api_key_issue(staff)
     _page, api = _browser(cookie)
     token_api = APIClient()
@@ -299,7 +293,7 @@ def test_a_deleted_tenant_leaves_its_members_sessions_nothing_of_it(staff: User,
     """Holds (regression): deleting the tenant (memberships cascade) empties the member's next REST answer and MCP
     refuses the slug."""
     ToolCall.objects.create(tool_name="t", status=CallStatus.SUCCEEDED, tenant="acme")
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     key = api_key_issue(staff)
     _page, api = _browser(cookie)
     assert len(api.get("/api/v1/calls/").json()["results"]) == 1
@@ -315,7 +309,7 @@ def test_a_deleted_tenant_leaves_its_members_sessions_nothing_of_it(staff: User,
 def test_permissions_taken_with_a_group_are_gone_at_the_next_page(staff: User) -> None:
     """Holds (regression): removed from the group granting ``view_toolcall``, the session's next request for the
     calls' list is refused (403); nothing of the permissions is kept on the session."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     page, _api = _browser(cookie)
     assert page.get("/admin/toolhub/toolcall/").status_code == 200
     # when
@@ -327,7 +321,7 @@ def test_permissions_taken_with_a_group_are_gone_at_the_next_page(staff: User) -
 def test_a_password_written_by_an_update_ends_the_session_at_its_next_request(staff: User) -> None:
     """Holds (regression): a hash written by ``QuerySet.update`` (no signal) fails Django's session-hash check, which
     deletes the row at the next request; restoring the old hash afterwards brings nothing back."""
-    cookie = _signed_in(staff)
+    cookie = cookie_after_login(staff, PASSWORD)
     old = staff.password
     # when
     User.objects.filter(pk=staff.pk).update(password=make_password("another long password 2"))

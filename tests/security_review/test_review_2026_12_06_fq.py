@@ -44,7 +44,7 @@ from typing import Any
 
 import httpx
 import pytest
-from django.contrib.auth import BACKEND_SESSION_KEY, SESSION_KEY, login, logout, update_session_auth_hash
+from django.contrib.auth import login, logout, update_session_auth_hash
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
@@ -59,6 +59,7 @@ from rest_framework.test import APIClient
 
 from approvals.deciders import decider_as_now
 from tests.mcp.conftest import live_asgi, token  # noqa: F401 - live_asgi is a fixture
+from tests.security_review.console_sessions import session_signed_in
 from toolhub.api import governed
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import token_owner
@@ -117,17 +118,6 @@ def credential_carried_by(user: Any) -> bool:
     from toolhub.credentials import _CHECK_ATTRIBUTE
 
     return getattr(user, _CHECK_ATTRIBUTE, None) is not None
-
-
-def _signed_in(user: User) -> str:
-    """A console session signed in as ``user`` (as the login view makes one); its key."""
-    store = SessionStore()
-    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    store["_auth_user_hash"] = user.get_session_auth_hash()
-    store.create()
-    assert store.session_key is not None
-    return store.session_key
 
 
 # Finding 1: a session that expired during the wait
@@ -213,7 +203,7 @@ def test_the_request_changing_its_own_password_keeps_its_session(operator: User)
     a re-read; the other request's, on the old key, reads as ended (a copy of the cookie is not told from a tab); a
     request on the new key holds.
     """
-    key = _signed_in(operator)
+    key = session_signed_in(operator)
     changing, other = _console_request(key), _console_request(key)
     assert changing.user.is_authenticated and other.user.is_authenticated
 
@@ -237,7 +227,7 @@ def test_login_and_logout_in_a_request_replace_the_marked_user(operator: User, a
     Expect: after ``login()`` the new user is the one signed in now (nothing carried over from the previous object);
     after ``logout()`` the anonymous user, which reads nothing.
     """
-    request = _console_request(_signed_in(operator))
+    request = _console_request(session_signed_in(operator))
     assert request.user.pk == operator.pk
     login(request, alice, backend="django.contrib.auth.backends.ModelBackend")
     assert request.user.pk == alice.pk and _holds(request.user)
@@ -279,7 +269,7 @@ def test_a_requests_mark_stays_on_its_own_user_object(alice: User, operator: Use
     assert first is not second
     decider = decider_as_now(operator)
     assert decider is not None and credential_rows(decider) is None  # carries no check
-    session_user = _console_request(_signed_in(operator)).user
+    session_user = _console_request(session_signed_in(operator)).user
 
     Token.objects.filter(user=alice).delete()
 
@@ -353,7 +343,7 @@ def test_an_export_under_asgi_asks_the_session_on_the_requests_thread(
     settings.TOOLHUB = {**settings.TOOLHUB, "STREAM_RIGHTS_RECHECK_SECONDS": 0}
     ToolCall.objects.create(tool_name="fq_secret_lookup", status=CallStatus.SUCCEEDED, tenant="acme", user=alice)
 
-    status, body, broken = _asgi_export(live_asgi, _signed_in(operator))
+    status, body, broken = _asgi_export(live_asgi, session_signed_in(operator))
     assert (status, broken) == (200, None), body
     assert b"fq_secret_lookup" in body
 
@@ -364,6 +354,6 @@ def test_an_export_under_asgi_asks_the_session_on_the_requests_thread(
         return reread(user)
 
     monkeypatch.setattr(rights_recheck, "tenant_scope_now", ended_first)
-    status, body, broken = _asgi_export(live_asgi, _signed_in(operator))
+    status, body, broken = _asgi_export(live_asgi, session_signed_in(operator))
     assert b"fq_secret_lookup" not in body
     assert broken is not None or status != 200

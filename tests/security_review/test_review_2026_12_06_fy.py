@@ -23,39 +23,18 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import SESSION_KEY
-from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import AnonymousUser, User
 from django.contrib.sessions.backends.db import SessionStore as DjangoDbSessionStore
-from django.http import HttpResponse
-from django.test import RequestFactory
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 from rest_framework.authtoken.models import Token
 
+from tests.security_review.console_sessions import console_user, session_signed_in
 from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import token_owner
-from toolhub.credentials import SessionCredentialMiddleware
 from toolhub.session_store import SessionStore
 from toolhub.tenancy import tenant_scope_now
-
-
-def _signed_in(user: User, store: Any) -> str:
-    """A session of ``store``'s engine signed in as ``user``; its key."""
-    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
-    store["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
-    store["_auth_user_hash"] = user.get_session_auth_hash()
-    store.create()
-    return str(store.session_key)
-
-
-def _console_user(session: Any) -> Any:
-    """The request's user through the auth middlewares, as settings order them (a ``SimpleLazyObject``)."""
-    request = RequestFactory().get("/admin/")
-    request.session = session
-    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
-    SessionCredentialMiddleware(lambda r: HttpResponse())(request)
-    return request.user
 
 
 def _freeze(monkeypatch: pytest.MonkeyPatch, at: datetime) -> None:
@@ -69,8 +48,8 @@ def test_a_session_expiring_exactly_now_reads_as_no_one(operator: User, monkeypa
 
     Expect: the re-read agrees with the store: expired at its expiry instant, no one.
     """
-    key = _signed_in(operator, SessionStore())
-    user = _console_user(SessionStore(key))
+    key = session_signed_in(operator, SessionStore())
+    user = console_user(SessionStore(key))
     assert user.is_active and tenant_scope_now(user).allows("acme")
     at = timezone.now().replace(microsecond=0) + timedelta(seconds=5)
     SessionStore.get_model_class().objects.filter(session_key=key_digest(key)).update(expire_date=at)
@@ -82,8 +61,8 @@ def test_a_session_expiring_exactly_now_reads_as_no_one(operator: User, monkeypa
 @pytest.mark.django_db
 def test_a_session_expiring_a_moment_later_holds(operator: User, monkeypatch: pytest.MonkeyPatch) -> None:
     """Holding. Expect: a session whose expiry is a microsecond ahead still signs in and reads as its user."""
-    key = _signed_in(operator, SessionStore())
-    user = _console_user(SessionStore(key))
+    key = session_signed_in(operator, SessionStore())
+    user = console_user(SessionStore(key))
     at = timezone.now().replace(microsecond=0) + timedelta(seconds=5)
     SessionStore.get_model_class().objects.filter(session_key=key_digest(key)).update(expire_date=at)
     _freeze(monkeypatch, at - timedelta(microseconds=1))
@@ -165,8 +144,8 @@ def test_anonymous_and_lazy_users(alice: User) -> None:
 def test_another_session_engine_is_loaded_through_its_store(operator: User) -> None:
     """Holding. Expect: Django's own database store (no ``credential_rows``) is asked by loading the session: good
     while it signs in, no one once expired or ended."""
-    key = _signed_in(operator, DjangoDbSessionStore())
-    user = _console_user(DjangoDbSessionStore(key))
+    key = session_signed_in(operator, DjangoDbSessionStore())
+    user = console_user(DjangoDbSessionStore(key))
     assert tenant_scope_now(user).allows("acme") and user.is_active
     DjangoDbSessionStore.get_model_class().objects.filter(session_key=key).update(expire_date=timezone.now())
     assert not tenant_scope_now(user).allows("acme") and not user.is_active

@@ -55,7 +55,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, login, logout
+from django.contrib.auth import SESSION_KEY, login, logout
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends import cache as cache_sessions
@@ -68,6 +68,7 @@ from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.security_review.console_sessions import session_signed_in
 from toolhub import tenancy
 from toolhub.api import governed
 from toolhub.api.keys import api_key_issue, key_digest
@@ -83,15 +84,6 @@ pytestmark = pytest.mark.django_db
 #: Django's session engines that keep no row in toolhub's table, each with its store.
 OTHER_ENGINES = [cache_sessions.SessionStore, cached_db.SessionStore, signed_cookies.SessionStore]
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
-
-
-def _signed_in(user: User, store: Any) -> str:
-    """A session of ``store``'s engine signed in as ``user`` (as the login view makes one); its key (the cookie)."""
-    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
-    store[BACKEND_SESSION_KEY] = MODEL_BACKEND
-    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    store.save()  # a new key for a database or cache store, the signed data itself for signed cookies
-    return str(store.session_key)
 
 
 def _console_request(session: Any) -> HttpRequest:
@@ -129,7 +121,7 @@ def test_another_engines_session_after_a_password_reset_reads_as_no_one(
     Expect: the waiting request reads as no one, as the next request does.
     """
     settings.SESSION_ENGINE = engine.__module__
-    key = _signed_in(operator, engine())
+    key = session_signed_in(operator, engine())
     user = _console_request(engine(key)).user
     assert _holds(user)  # the control: the session signs her in until the reset
 
@@ -169,7 +161,7 @@ def test_another_engines_session_kept_holds_and_is_not_written(operator: User, e
     """Holding (the fix's control). Expect: a session kept through the wait still reads as its user; the re-read
     writes nothing to the store (the next request through the cookie still signs in)."""
     settings.SESSION_ENGINE = engine.__module__
-    key = _signed_in(operator, engine())
+    key = session_signed_in(operator, engine())
     user = _console_request(engine(key)).user
 
     assert _holds(user) and _holds(user) and user.is_staff
@@ -185,7 +177,7 @@ def test_another_engines_session_under_a_retired_secret_is_not_rotated(
     Expect: the re-read reads it as its user and rotates nothing (a key rotated there would reach no browser).
     """
     settings.SESSION_ENGINE = engine.__module__
-    key = _signed_in(operator, engine())
+    key = session_signed_in(operator, engine())
     user = _console_request(engine(key)).user
     assert user.pk == operator.pk  # signed in when the request began
     settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
@@ -251,7 +243,7 @@ def test_the_deploy_check_warns_of_a_session_never_asked_again(
     order them. (The effect: an unmarked session's user still reads as active after its session ended.)
     """
     settings.MIDDLEWARE = arranged(list(settings.MIDDLEWARE))
-    key = _signed_in(operator, SessionStore())
+    key = session_signed_in(operator, SessionStore())
     request = RequestFactory().get("/admin/")
     request.session = SessionStore(key)
 
@@ -286,7 +278,7 @@ def test_a_browser_signed_in_as_someone_else_meanwhile_answers_no_one(
     Expect: the waiting request reads as no one, and is never olga's; olga's own request is hers.
     """
     settings.SESSION_ENGINE = engine.__module__
-    key = _signed_in(alice, engine())
+    key = session_signed_in(alice, engine())
     waiting = _console_request(engine(key)).user
     assert waiting.pk == alice.pk  # signed in when the request began
     browser = _console_request(engine(key))
@@ -308,7 +300,7 @@ def test_a_new_sign_in_keeps_the_key_and_a_rotation_ends_the_old_one(operator: U
     Expect: after the sign-in the waiting request still reads as olga; after the rotation, on the old key, as ended
     (fail closed); the new key signs her in.
     """
-    key = _signed_in(operator, SessionStore())
+    key = session_signed_in(operator, SessionStore())
     waiting = _console_request(SessionStore(key)).user
     assert waiting.pk == operator.pk  # signed in when the request began
     tab = _console_request(SessionStore(key))
@@ -331,7 +323,7 @@ def test_the_statement_cache_keeps_each_shape_apart(alice: User, operator: User,
     settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": None}
     key = api_key_issue(alice)
     by_key, _ = token_owner(key, channel=TokenChannel.REST)
-    by_session = _console_request(SessionStore(_signed_in(operator, SessionStore()))).user
+    by_session = _console_request(SessionStore(session_signed_in(operator, SessionStore()))).user
     assert _holds(by_key) and _holds(by_session)
 
     Token.objects.filter(key=key_digest(key)).update(created=timezone.now() - timedelta(hours=2))
@@ -352,7 +344,7 @@ def test_the_session_boundary_without_time_zones(
     Expect: a session expiring exactly now reads as no one, as its store loads it; a microsecond before, its user.
     """
     settings.USE_TZ, settings.TIME_ZONE = False, zone
-    key = _signed_in(operator, SessionStore())
+    key = session_signed_in(operator, SessionStore())
     user = _console_request(SessionStore(key)).user
     at = timezone.now().replace(microsecond=250) + timedelta(seconds=5)
     SessionStore.get_model_class().objects.filter(session_key=key_digest(key)).update(expire_date=at)

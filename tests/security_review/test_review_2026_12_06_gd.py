@@ -50,42 +50,19 @@ A request waiting while a concurrent login rehashes the same password reads as n
 from typing import Any
 
 import pytest
-from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.hashers import make_password
-from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.db import connection
-from django.http import HttpResponse
-from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.security_review.console_sessions import console_user, session_signed_in
 from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenRefused, token_owner
-from toolhub.credentials import SessionCredentialMiddleware
 from toolhub.session_store import SessionStore
 from toolhub.tenancy import tenant_scope_now
-
-
-def _signed_in(user: User) -> str:
-    """A console session signed in as ``user`` (as the admin's login leaves it); its key."""
-    store = SessionStore()
-    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
-    store["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
-    store["_auth_user_hash"] = user.get_session_auth_hash()
-    store.create()
-    return str(store.session_key)
-
-
-def _console_user(key: str) -> Any:
-    """The request's user through the auth middlewares, as settings order them."""
-    request = RequestFactory().get("/admin/")
-    request.session = SessionStore(key)
-    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
-    SessionCredentialMiddleware(lambda r: HttpResponse())(request)
-    return request.user
 
 
 def _rest_status(key: str) -> int:
@@ -148,12 +125,12 @@ def test_a_waiting_session_request_after_a_bulk_password_reset_reads_no_one(oper
 
     Expect: no one at the re-read, as the next request through the cookie is.
     """
-    key = _signed_in(operator)
-    user = _console_user(key)
+    key = session_signed_in(operator)
+    user = console_user(SessionStore(key))
     assert tenant_scope_now(user).allows("acme") and user.is_staff
     User.objects.filter(pk=operator.pk).update(password=make_password("reset"))
     assert not tenant_scope_now(user).allows("acme") and not user.is_active
-    assert not _console_user(key).is_authenticated  # the next request: Django's own check agrees
+    assert not console_user(SessionStore(key)).is_authenticated  # the next request: Django's own check agrees
 
 
 @pytest.mark.django_db
@@ -163,8 +140,8 @@ def test_a_waiting_session_request_after_a_bulk_unstaffing_reads_no_one(operator
 
     Expect: a session signs in active staff only: no one at the re-read, as at the session's next request.
     """
-    key = _signed_in(operator)
-    user = _console_user(key)
+    key = session_signed_in(operator)
+    user = console_user(SessionStore(key))
     assert tenant_scope_now(user).allows("acme")
     User.objects.filter(pk=operator.pk).update(is_staff=False)
     assert not tenant_scope_now(user).allows("acme") and not user.is_active
@@ -174,7 +151,7 @@ def test_a_waiting_session_request_after_a_bulk_unstaffing_reads_no_one(operator
 def test_holding_a_waiting_request_after_a_bulk_deactivation_reads_no_one(alice: User, operator: User) -> None:
     """Holding. Expect: ``update(is_active=False)`` during the wait leaves a token's and a session's request no one."""
     user, _ = token_owner(api_key_issue(alice), channel=TokenChannel.REST)
-    by_session = _console_user(_signed_in(operator))
+    by_session = console_user(SessionStore(session_signed_in(operator)))
     assert tenant_scope_now(user).allows("acme") and tenant_scope_now(by_session).allows("acme")
     User.objects.filter(pk__in=[alice.pk, operator.pk]).update(is_active=False)
     assert not tenant_scope_now(user).allows("acme") and not tenant_scope_now(by_session).allows("acme")

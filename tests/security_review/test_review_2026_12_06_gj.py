@@ -52,7 +52,6 @@ Checked and holding:
 from typing import Any
 
 import pytest
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
@@ -63,6 +62,7 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils.module_loading import import_string
 
+from tests.security_review.console_sessions import console_user, session_signed_in
 from toolhub.api.keys import api_key_issue
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenRefused, token_owner
@@ -86,25 +86,6 @@ class AuditedSessionCredentialMiddleware(SessionCredentialMiddleware):
     """A deployment's own credential middleware (toolhub's, subclassed): it marks the session's user as toolhub's."""
 
 
-def _signed_in(user: User) -> str:
-    """A console session of toolhub's store signed in as ``user`` (as the admin's login leaves it); its key."""
-    store = SessionStore()
-    store[SESSION_KEY] = user._meta.pk.value_to_string(user)
-    store[BACKEND_SESSION_KEY] = MODEL_BACKEND
-    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    store.create()
-    return str(store.session_key)
-
-
-def _console_user(key: str) -> Any:
-    """The request's user through the auth middlewares, as settings order them."""
-    request = RequestFactory().get("/admin/")
-    request.session = SessionStore(key)
-    AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
-    SessionCredentialMiddleware(lambda r: HttpResponse())(request)
-    return request.user
-
-
 def _holds(user: Any) -> bool:
     """Whether ``user``'s waiting request would still be answered: the re-read itself (``tenant_scope_now``)."""
     tenant_scope_now(user)
@@ -113,7 +94,7 @@ def _holds(user: Any) -> bool:
 
 def _ended_session_answered(operator: User, middleware: list[str]) -> bool:
     """Whether a request through ``middleware``'s auth middlewares, its session ended while it waited, still holds."""
-    key = _signed_in(operator)
+    key = session_signed_in(operator)
     request = RequestFactory().get("/admin/")
     request.session = SessionStore(key)
 
@@ -208,13 +189,13 @@ def test_holding_a_waiting_session_after_a_rehash_elsewhere_reads_as_its_next_re
     ]
     User.objects.filter(pk=operator.pk).update(password=make_password("pw", hasher="md5"))
     operator.refresh_from_db()
-    key = _signed_in(operator)
-    user = _console_user(key)
+    key = session_signed_in(operator)
+    user = console_user(SessionStore(key))
     assert user.pk == operator.pk and _holds(user)
 
     assert User.objects.get(pk=operator.pk).check_password("pw")  # another browser's login saves the rehash
 
-    assert (_holds(user), _console_user(key).is_authenticated) == (False, False)
+    assert (_holds(user), console_user(SessionStore(key)).is_authenticated) == (False, False)
 
 
 def test_holding_a_waiting_token_request_after_a_bulk_password_reset_reads_no_one(alice: User) -> None:
