@@ -131,29 +131,30 @@ def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
     """The audit events of a saga's steps, of the calls made undoing them, and of the saga itself.
 
     The calls made undoing a step: its compensation's own, and those made on its behalf (``is_undoing``: an agentic
-    compensation's inner calls name the step they ``compensate``), what its model chose and ran included. Every one:
-    they are subqueries of the events' statement, nothing is read into memory or cut here; a caller shows a page of
-    the events and says when it is cut (an auditor never reads a cut trail as whole).
+    compensation's inner calls name the step they ``compensate``), what its model chose and ran included. Every one,
+    uncut: their ids are read first (two indexed statements; a saga's undoing calls are bounded by its steps, each
+    compensation's ``max_calls`` and ``SAGA_MAX_ATTEMPTS``), and a caller shows a page of the events and says when it
+    is cut (an auditor never reads a cut trail as whole). Not one statement of nested subqueries: under statistics
+    older than the rows (a fresh saga's calls), PostgreSQL ran the calls' part once per event read, for minutes.
     """
-    steps = [str(pk) for pk in saga.compensations.values_list("step_call_id", flat=True)]
-    undoing_calls = (
-        # The tenant's calls since the saga began (its index), not every call's context.
-        ToolCall.objects.filter(tenant=saga.tenant, created_at__gte=saga.created_at)
-        .filter(context__compensates__in=steps)
-        .filter(undoing())
-        .order_by()
-        .values("id")
-    )
-    compensations = saga.compensations.order_by()
-    calls = compensations.values("step_call_id").union(
-        compensations.filter(call_id__isnull=False).values("call_id"), undoing_calls, all=True
-    )
-    events = AuditEvent.objects.filter(call_id__in=calls).order_by().values("id")
+    compensations = list(saga.compensations.values_list("step_call_id", "call_id"))
+    steps = [str(step) for step, _ in compensations]
+    call_ids = [*(step for step, _ in compensations), *(call for _, call in compensations if call)]
+    if steps:
+        call_ids += (
+            ToolCall.objects.filter(
+                # The tenant's calls since the saga began (its index), not every call's context.
+                tenant=saga.tenant,
+                created_at__gte=saga.created_at,
+                context__compensates__in=steps,
+            )
+            .filter(undoing())
+            .values_list("id", flat=True)
+        )
+    events = Q(call_id__in=call_ids)
     if saga.run_id is not None:
-        own = AuditEvent.objects.filter(run_id=saga.run_id, event_type__startswith="saga.").order_by().values("id")
-        events = events.union(own, all=True)
-    # One statement whose every part reads an index (an ``OR`` of subqueries would scan the whole trail).
-    return AuditEvent.objects.filter(id__in=events).order_by("created_at", "id")
+        events |= Q(run_id=saga.run_id, event_type__startswith="saga.")
+    return AuditEvent.objects.filter(events).order_by("created_at", "id")
 
 
 def call_summary(call: ToolCall) -> str:
