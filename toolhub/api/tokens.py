@@ -77,10 +77,10 @@ def _still_good(digest: str) -> CredentialRow:
     """
     from rest_framework.authtoken.models import Token
 
-    max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
-    since = None if max_age is None else timezone.now() - timedelta(seconds=max_age)
     from toolhub.models import ApiTokenBinding
 
+    max_age = toolhub_settings().API_TOKEN_MAX_AGE_SECONDS
+    since = None if max_age is None else timezone.now() - timedelta(seconds=max_age)
     return CredentialRow(Token, "key", digest, "created", since, fingerprint=(ApiTokenBinding, "password_fingerprint"))
 
 
