@@ -64,11 +64,10 @@ from django.core.checks import CheckMessage, run_checks
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.security_review.console_sessions import session_signed_in
+from tests.security_review.console_sessions import ended_session_answered, session_signed_in, waiting_request_holds
 from toolhub import tenancy
 from toolhub.api import governed
 from toolhub.api.keys import api_key_issue, key_digest
@@ -77,7 +76,6 @@ from toolhub.api.tokens import token_owner
 from toolhub.credentials import SessionCredentialMiddleware
 from toolhub.models import CallStatus, ToolCall
 from toolhub.session_store import SessionStore
-from toolhub.tenancy import tenant_scope_now
 
 pytestmark = pytest.mark.django_db
 
@@ -93,12 +91,6 @@ def _console_request(session: Any) -> HttpRequest:
     AuthenticationMiddleware(lambda r: HttpResponse()).process_request(request)
     SessionCredentialMiddleware(lambda r: HttpResponse())(request)
     return request
-
-
-def _holds(user: Any) -> bool:
-    """Whether ``user``'s waiting request would still be answered: the re-read itself (``tenant_scope_now``)."""
-    tenant_scope_now(user)
-    return bool(user.is_active)
 
 
 def _password_reset(user: User) -> None:
@@ -123,10 +115,10 @@ def test_another_engines_session_after_a_password_reset_reads_as_no_one(
     settings.SESSION_ENGINE = engine.__module__
     key = session_signed_in(operator, engine())
     user = _console_request(engine(key)).user
-    assert _holds(user)  # the control: the session signs her in until the reset
+    assert waiting_request_holds(user)  # the control: the session signs her in until the reset
 
     _password_reset(operator)
-    waited = _holds(user)
+    waited = waiting_request_holds(user)
     next_request = _console_request(engine(key)).user.is_authenticated  # after: Django's refusal flushes the session
 
     assert (waited, next_request) == (False, False)
@@ -164,7 +156,7 @@ def test_another_engines_session_kept_holds_and_is_not_written(operator: User, e
     key = session_signed_in(operator, engine())
     user = _console_request(engine(key)).user
 
-    assert _holds(user) and _holds(user) and user.is_staff
+    assert waiting_request_holds(user) and waiting_request_holds(user) and user.is_staff
     assert _console_request(engine(key)).user.pk == operator.pk
 
 
@@ -183,7 +175,7 @@ def test_another_engines_session_under_a_retired_secret_is_not_rotated(
     settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
     settings.SECRET_KEY = "ga-" + "r" * 60
 
-    assert _holds(user)
+    assert waiting_request_holds(user)
     assert engine(key).load().get(SESSION_KEY) == str(operator.pk)  # still under its key
 
 
@@ -243,21 +235,7 @@ def test_the_deploy_check_warns_of_a_session_never_asked_again(
     order them. (The effect: an unmarked session's user still reads as active after its session ended.)
     """
     settings.MIDDLEWARE = arranged(list(settings.MIDDLEWARE))
-    key = session_signed_in(operator, SessionStore())
-    request = RequestFactory().get("/admin/")
-    request.session = SessionStore(key)
-
-    def view(request: HttpRequest) -> HttpResponse:
-        assert request.user.pk == operator.pk
-        SessionStore().delete(key)  # ended while the request waited
-        return HttpResponse(str(_holds(request.user)))
-
-    chain: Any = view  # the auth middlewares in the order settings list them
-    for name in reversed(
-        [name for name in settings.MIDDLEWARE if name in (AUTHENTICATION_MIDDLEWARE, CREDENTIAL_MIDDLEWARE)]
-    ):
-        chain = import_string(name)(chain)
-    answered = chain(request).content == b"True"
+    answered = ended_session_answered(operator, settings.MIDDLEWARE)
     messages = run_checks(include_deployment_checks=True, tags=["toolhub"])
     found = [message for message in messages if message.id == "toolhub.W016"]
 
@@ -287,10 +265,10 @@ def test_a_browser_signed_in_as_someone_else_meanwhile_answers_no_one(
     login(browser, operator, backend=MODEL_BACKEND)
     browser.session.save()  # as SessionMiddleware does after the answer
 
-    assert not _holds(waiting) and waiting.pk == alice.pk
+    assert not waiting_request_holds(waiting) and waiting.pk == alice.pk
     assert _console_request(engine(key)).user.is_authenticated is False
     olga = _console_request(engine(browser.session.session_key)).user
-    assert olga.pk == operator.pk and _holds(olga)
+    assert olga.pk == operator.pk and waiting_request_holds(olga)
 
 
 def test_a_new_sign_in_keeps_the_key_and_a_rotation_ends_the_old_one(operator: User) -> None:
@@ -307,12 +285,12 @@ def test_a_new_sign_in_keeps_the_key_and_a_rotation_ends_the_old_one(operator: U
 
     login(tab, operator, backend=MODEL_BACKEND)
     tab.session.save()
-    assert tab.session.session_key == key and _holds(waiting)
+    assert tab.session.session_key == key and waiting_request_holds(waiting)
 
     tab.session.cycle_key()
     assert tab.session.session_key != key
-    assert not _holds(waiting)
-    assert _holds(_console_request(SessionStore(tab.session.session_key)).user)
+    assert not waiting_request_holds(waiting)
+    assert waiting_request_holds(_console_request(SessionStore(tab.session.session_key)).user)
 
 
 def test_the_statement_cache_keeps_each_shape_apart(alice: User, operator: User, settings: Any) -> None:
@@ -324,16 +302,16 @@ def test_the_statement_cache_keeps_each_shape_apart(alice: User, operator: User,
     key = api_key_issue(alice)
     by_key, _ = token_owner(key, channel=TokenChannel.REST)
     by_session = _console_request(SessionStore(session_signed_in(operator, SessionStore()))).user
-    assert _holds(by_key) and _holds(by_session)
+    assert waiting_request_holds(by_key) and waiting_request_holds(by_session)
 
     Token.objects.filter(key=key_digest(key)).update(created=timezone.now() - timedelta(hours=2))
-    assert _holds(by_key)  # no age limit: an old key is good
+    assert waiting_request_holds(by_key)  # no age limit: an old key is good
     settings.TOOLHUB = {**settings.TOOLHUB, "API_TOKEN_MAX_AGE_SECONDS": 3600}  # lowered while it waits
-    assert not _holds(by_key)
-    assert _holds(by_session)  # the session's shape unaffected by the key's
+    assert not waiting_request_holds(by_key)
+    assert waiting_request_holds(by_session)  # the session's shape unaffected by the key's
 
     tenancy._rights_sql.cache_clear()  # written again, in another order: the same answers
-    assert not _holds(by_key) and _holds(by_session)
+    assert not waiting_request_holds(by_key) and waiting_request_holds(by_session)
 
 
 @pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
@@ -351,7 +329,7 @@ def test_the_session_boundary_without_time_zones(
 
     monkeypatch.setattr(timezone, "now", lambda: at - timedelta(microseconds=1))
     assert SessionStore(key).load().get(SESSION_KEY) == str(operator.pk)
-    assert _holds(user)
+    assert waiting_request_holds(user)
     monkeypatch.setattr(timezone, "now", lambda: at)
     assert SessionStore(key).load() == {}
-    assert not _holds(user)
+    assert not waiting_request_holds(user)

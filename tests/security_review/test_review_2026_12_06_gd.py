@@ -57,7 +57,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.security_review.console_sessions import console_user, session_signed_in
+from tests.security_review.console_sessions import console_user, session_signed_in, upgradable_password
 from toolhub.api.keys import api_key_issue, key_digest
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenRefused, token_owner
@@ -161,12 +161,7 @@ def test_holding_a_waiting_request_after_a_bulk_deactivation_reads_no_one(alice:
 def test_holding_a_rehash_at_login_keeps_the_token(alice: User, settings: Any) -> None:
     """Holding. Expect: Django's upgrade of the stored hash at a login is no new password: the key still works,
     before and after, and the account's password is the same one."""
-    settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
-        "django.contrib.auth.hashers.MD5PasswordHasher",
-    ]
-    User.objects.filter(pk=alice.pk).update(password=make_password("pw", hasher="md5"))
-    alice.refresh_from_db()
+    upgradable_password(alice, "pw", settings)
     key = api_key_issue(alice)
     assert _rest_status(key) == 200
     assert alice.check_password("pw")  # saves the rehash (``update_fields=["password"]``)

@@ -48,10 +48,9 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.security_review.console_sessions import PBKDF2_THEN_MD5, upgradable_password
 from toolhub.api.keys import api_key_issue
 from toolhub.models import ApiTokenBinding
-
-PBKDF2_THEN_MD5 = ["django.contrib.auth.hashers.PBKDF2PasswordHasher", "django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _rest_status(key: str) -> int:
@@ -81,9 +80,7 @@ def test_a_rehash_at_login_does_not_revive_a_token_a_bulk_reset_ended(alice: Use
 def test_holding_a_rehash_keeps_the_token_bound_to_the_rehashed_password(alice: User, settings: Any) -> None:
     """Holding. Expect: a token made under an md5 hash keeps working after the login's upgrade to PBKDF2 (its
     binding follows the hash it was bound to), and a bulk reset after it ends it."""
-    settings.PASSWORD_HASHERS = PBKDF2_THEN_MD5
-    User.objects.filter(pk=alice.pk).update(password=make_password("pw", hasher="md5"))
-    alice.refresh_from_db()
+    upgradable_password(alice, "pw", settings)
     key = api_key_issue(alice)
     assert alice.check_password("pw")
     assert User.objects.get(pk=alice.pk).password.startswith("pbkdf2_")

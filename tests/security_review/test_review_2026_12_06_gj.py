@@ -57,18 +57,20 @@ from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.db import connection
-from django.http import HttpRequest, HttpResponse
-from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
-from django.utils.module_loading import import_string
 
-from tests.security_review.console_sessions import console_user, session_signed_in
+from tests.security_review.console_sessions import (
+    console_user,
+    ended_session_answered,
+    session_signed_in,
+    upgradable_password,
+    waiting_request_holds,
+)
 from toolhub.api.keys import api_key_issue
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenRefused, token_owner
 from toolhub.credentials import SessionCredentialMiddleware
 from toolhub.session_store import SessionStore
-from toolhub.tenancy import tenant_scope_now
 
 pytestmark = pytest.mark.django_db
 
@@ -84,31 +86,6 @@ class SsoAuthenticationMiddleware(AuthenticationMiddleware):
 
 class AuditedSessionCredentialMiddleware(SessionCredentialMiddleware):
     """A deployment's own credential middleware (toolhub's, subclassed): it marks the session's user as toolhub's."""
-
-
-def _holds(user: Any) -> bool:
-    """Whether ``user``'s waiting request would still be answered: the re-read itself (``tenant_scope_now``)."""
-    tenant_scope_now(user)
-    return bool(user.is_active)
-
-
-def _ended_session_answered(operator: User, middleware: list[str]) -> bool:
-    """Whether a request through ``middleware``'s auth middlewares, its session ended while it waited, still holds."""
-    key = session_signed_in(operator)
-    request = RequestFactory().get("/admin/")
-    request.session = SessionStore(key)
-
-    def view(request: HttpRequest) -> HttpResponse:
-        assert request.user.pk == operator.pk
-        SessionStore().delete(key)  # ended while the request waited
-        return HttpResponse(str(_holds(request.user)))
-
-    chain: Any = view
-    for name in reversed(middleware):
-        cls = import_string(name)
-        if issubclass(cls, (AuthenticationMiddleware, SessionCredentialMiddleware)):
-            chain = cls(chain)
-    return bool(chain(request).content == b"True")
 
 
 def _w016(middleware: list[str], settings: Any) -> bool:
@@ -137,7 +114,7 @@ def test_the_deploy_check_warns_of_an_authentication_middleware_after_the_creden
     both = [*listed, own]  # Django's and toolhub's as settings order them, a second one after both
 
     for middleware in (replaced, both):
-        assert _ended_session_answered(operator, middleware)  # the effect the warning names
+        assert ended_session_answered(operator, middleware)  # the effect the warning names
         assert _w016(middleware, settings), middleware
 
 
@@ -150,7 +127,7 @@ def test_the_deploy_check_takes_a_subclass_of_the_credential_middleware(operator
     sso = f"{HERE}.SsoAuthenticationMiddleware"
     listed = _replaced(list(settings.MIDDLEWARE), CREDENTIAL_MIDDLEWARE, own)
     for middleware in (listed, _replaced(listed, AUTHENTICATION_MIDDLEWARE, sso)):
-        assert not _ended_session_answered(operator, middleware)
+        assert not ended_session_answered(operator, middleware)
         assert not _w016(middleware, settings), middleware
 
 
@@ -161,20 +138,15 @@ def test_a_waiting_token_request_holds_after_a_rehash_at_a_console_login(alice: 
     holds and its next request is answered.
     Expect: the waiting request holds, as the next one does (the key's binding read at the re-read).
     """
-    settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
-        "django.contrib.auth.hashers.MD5PasswordHasher",
-    ]
-    User.objects.filter(pk=alice.pk).update(password=make_password("pw", hasher="md5"))
-    alice.refresh_from_db()
+    upgradable_password(alice, "pw", settings)
     key = api_key_issue(alice)
     user, _ = token_owner(key, channel=TokenChannel.REST)
-    assert _holds(user)
+    assert waiting_request_holds(user)
 
     assert User.objects.get(pk=alice.pk).check_password("pw")  # a console login elsewhere: Django saves the rehash
 
     assert token_owner(key, channel=TokenChannel.REST)[0].pk == alice.pk  # the next request holds
-    assert _holds(user)
+    assert waiting_request_holds(user)
 
 
 def test_holding_a_waiting_session_after_a_rehash_elsewhere_reads_as_its_next_request(
@@ -183,19 +155,14 @@ def test_holding_a_waiting_session_after_a_rehash_elsewhere_reads_as_its_next_re
     """Holding. A rehash at a login elsewhere changes the session's password hash (Django's ``get_session_auth_hash``).
     Expect: the waiting session reads as no one, as the next request through its cookie signs in no one (Django's
     own refusal), not as a token rebound does."""
-    settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
-        "django.contrib.auth.hashers.MD5PasswordHasher",
-    ]
-    User.objects.filter(pk=operator.pk).update(password=make_password("pw", hasher="md5"))
-    operator.refresh_from_db()
+    upgradable_password(operator, "pw", settings)
     key = session_signed_in(operator)
     user = console_user(SessionStore(key))
-    assert user.pk == operator.pk and _holds(user)
+    assert user.pk == operator.pk and waiting_request_holds(user)
 
     assert User.objects.get(pk=operator.pk).check_password("pw")  # another browser's login saves the rehash
 
-    assert (_holds(user), console_user(SessionStore(key)).is_authenticated) == (False, False)
+    assert (waiting_request_holds(user), console_user(SessionStore(key)).is_authenticated) == (False, False)
 
 
 def test_holding_a_waiting_token_request_after_a_bulk_password_reset_reads_no_one(alice: User) -> None:
@@ -206,7 +173,7 @@ def test_holding_a_waiting_token_request_after_a_bulk_password_reset_reads_no_on
     User.objects.filter(pk=alice.pk).update(password=make_password("reset"))
 
     with CaptureQueriesContext(connection) as read:
-        assert not _holds(user)
+        assert not waiting_request_holds(user)
     assert len(read.captured_queries) == 1
     with pytest.raises(TokenRefused):
         token_owner(key, channel=TokenChannel.REST)
