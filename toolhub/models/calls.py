@@ -180,7 +180,12 @@ class ToolCall(models.Model):
         null=True,
         blank=True,
         editable=False,
-        help_text="The governance stamp its approvals were judged under when it was released (none: not known).",
+        help_text=(
+            "The stamp its approvals were judged under at release: the governance stamp, bound to the group its "
+            "tool's code declared then (approvals.governing.approval_stamp). A worker claiming it under the same "
+            "stamp reads no approvals; none (not known, or cleared when a compensation's retry queued it again): "
+            "the worker reads its approvals, request and askers in full."
+        ),
     )
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, help_text="What the model is told when the call did not succeed.")
