@@ -31,7 +31,7 @@ Checked and holding:
   queued call in motion; a compensation's retrier is added before its call goes out, the requeue clears
   ``approved_under`` and the full read reads ``compensation_askers`` (gm, test there), and an external compensation's
   retry reads them in full before it may go out again (``_may_ask_again``, outside any governance scope: test here).
-  A whole saga's retry (``compensations_retry``) adds the retrier to each before any launches; one launched later by
+  A whole saga's retry (``compensations_retry``) adds the retrier to each before it launches; one launched later by
   ``advance`` is requeued through the same ``launch``.
 - The stamp cannot be carried or forged: ``approved_under`` is written only by ``tool_call_release`` (under the
   decision's scope, stamp read after the request's lock) and cleared by a compensation's requeue; it is
