@@ -271,9 +271,11 @@ def settling_together() -> Iterator[None]:
     on a call read its row (``toolhub.direct.call_wait``), so none waits longer. Each call's notice is its own
     after-commit action (a savepoint rolled back drops its calls' notices, as it drops any), and the follow-ups' one
     is registered however the block ends: calls that committed before it raised (outside a transaction, or a caller
-    that commits anyway) are told too. Nested blocks are told by the outermost.
+    that commits anyway) are told too. Nested blocks are told by the outermost; a block entered in a context copied
+    from one that has finished (an asyncio task started in it) is a block of its own.
     """
-    if _settling.get() is not None:  # an enclosing block tells them
+    enclosing = _settling.get()
+    if enclosing is not None and not enclosing.finished:  # an enclosing block tells them
         yield
         return
     together = SettledTogether()

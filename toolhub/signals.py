@@ -165,6 +165,11 @@ class SettledTogether:
         finally:
             _together.reset(token)
 
+    @property
+    def finished(self) -> bool:
+        """Whether ``finish`` ran: a notice told now, or a block entered in a context still naming it, is on its own."""
+        return self._finished
+
     def finish(self) -> None:
         """Do the follow-ups, each key's once, in order; one that fails is logged and the others still done.
 

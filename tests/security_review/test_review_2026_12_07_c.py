@@ -2,9 +2,18 @@
 
 Reviews ge and gk (tests/security_review/test_review_2026_12_06_{ge,gk}.py) made a run's cancel, a failed
 compensation's withdrawn inner calls and the calls admin's bulk cancel wake each run once; this review tried the
-block's edges on the code as found (main at 8711560).
+block's edges (main at 8711560).
 
-Findings: none. Every probe below held on the code as found; those cheap enough stay as regression tests.
+Each finding's test fails on the code as found and says what was found and what is expected.
+
+Findings:
+
+1. A context copied inside a ``settling_together`` block (an asyncio task, ``copy_context``) still named the block
+   after it had finished; a ``settling_together`` block entered there later took it for an enclosing block and
+   registered no follow-up of its own, so every call it settled did its follow-ups at once: three calls of one run
+   withdrawn together in it woke the run three times. A block now yields to an enclosing one only while that one has
+   not finished (``SettledTogether.finished``); otherwise it is a block of its own, told together, its run woken once
+   (``test_a_block_entered_in_a_context_copied_from_a_finished_block_tells_its_calls_together``).
 
 Checked and holding:
 
@@ -31,9 +40,10 @@ Checked and holding:
   call's notice is told at its own commit, inside the block, its follow-up parked; the block's end (its ``finally``)
   does it once, also when it raises (gk's ``test_calls_settled_before_the_block_raised_...`` covers the raising
   case inside a transaction; the admin test above covers the loop outside one).
-- Nested blocks: the inner one registers nothing, the outermost tells; a context copied in the block and run after
-  it tells its calls at once (gk's tests), and a block entered in such a copied context (its ``_settling`` still the
-  finished one) yields to it: each notice done at once, none lost.
+- Nested blocks: the inner one registers nothing, the outermost tells; a call settled (outside any block) in a
+  context copied in a block and run after it is told at once (gk's tests). A block entered in such a context before
+  the enclosing block's follow-ups ran (same connection, same transaction) still joins it: they are done once, at
+  its commit.
 - A wake lost when the process dies between the commit and the block's end (or the send): the README (Agents, "When
   a tool worker settles ...") promises the runs sweep (every 60 s) wakes a running or waiting run idle for a
   minute with every call of its turn settled (``runs_to_wake``), cancelled calls count as settled: a bulk cancel of a
@@ -43,6 +53,7 @@ Checked and holding:
   nothing. The sagas' listener catches its own errors, so a failure there costs no call its run's wake.
 """
 
+import contextvars
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +73,7 @@ from approvals.signals import approval_cancelled
 from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
 from tests.helpers import RequestCall, assert_audit_intact, for_a_worker
 from tests.security_review.test_review_2026_12_06_ge import _held_run
+from tests.security_review.test_review_2026_12_06_gk import _Heard, _held, heard  # noqa: F401 - heard: a fixture
 from toolhub.calls import settling_together
 from toolhub.claims import tool_call_claim
 from toolhub.execution import tool_call_run_claimed
@@ -278,3 +290,32 @@ def test_a_run_cancel_that_fails_mid_way_tells_and_sends_nothing(
     assert not WebhookDelivery.objects.exists()
     assert sent == []
     assert not AuditEvent.objects.filter(run_id=run.pk, event_type__in=["call.cancelled", "run.cancelled"]).exists()
+
+
+def test_a_block_entered_in_a_context_copied_from_a_finished_block_tells_its_calls_together(
+    request_call: RequestCall,
+    alice: User,
+    heard: _Heard,  # noqa: F811 - the imported fixture
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Found: a context copied inside a ``settling_together`` block still named that block after it had finished; a
+    block entered there later took it for an enclosing one and registered no follow-up of its own, so each call it
+    settled did its follow-ups at once: three calls of one run withdrawn together there, three wakes for the run.
+
+    Expect: such a block is one of its own: its calls told together, the run's follow-up done once.
+    """
+    first, *later = _held(request_call, alice, 4)
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic(), settling_together():
+        copied = contextvars.copy_context()
+        assert tool_call_withdraw(call=first, actor="user:alice", reason="first")
+    assert heard.follow_ups == [None]
+
+    def withdraw_together() -> None:
+        with settling_together():
+            for call in later:
+                assert tool_call_withdraw(call=call, actor="user:alice", reason="later")
+
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        copied.run(withdraw_together)
+    assert heard.told == [first.id, *(call.id for call in later)]
+    assert heard.follow_ups == [None, None], f"{len(heard.follow_ups) - 1} follow-ups for three calls settled together"
