@@ -1,7 +1,8 @@
 """Production-volume tables made in SQL and the PostgreSQL plans of what a sweep sends (reviews d, n)."""
 
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.db import connection
@@ -74,3 +75,39 @@ def seq_scans(plan: str) -> list[str]:
 def max_loops(plan: str) -> int:
     """How often the plan's most repeated node ran (a subquery per row shows here)."""
     return max(int(loops) for loops in re.findall(r"loops=(\d+)", plan))
+
+
+def json_plans(run: Callable[[], Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The statements ``run`` sent (reads only), each with its ``EXPLAIN (ANALYZE, FORMAT JSON)`` root node.
+
+    Statistics stay as they were (no ANALYZE): the rows a test just wrote are newer than them, as in CI.
+    """
+    with CaptureQueriesContext(connection) as queries:
+        run()
+    plans = []
+    with connection.cursor() as cursor:
+        for query in queries.captured_queries:
+            sql = query["sql"]
+            if not sql.startswith(("SELECT", "WITH")):
+                continue
+            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+            (plan,) = cursor.fetchone()
+            plans.append((sql, (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]))
+    assert plans, run
+    return plans
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of a JSON plan, subplans included."""
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from nodes(child)
+
+
+def rows_read(plan: dict[str, Any], table: str) -> int:
+    """The rows the plan's scans of ``table`` fetched, kept or filtered out, over all their loops."""
+    return sum(
+        (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+        for node in nodes(plan)
+        if node.get("Relation Name") == table
+    )

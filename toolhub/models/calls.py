@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 
 from toolhub.visible import visible_text
 
@@ -245,6 +246,16 @@ class ToolCall(models.Model):
                 condition=models.Q(status__in=list(ENDED_STEP_STATUSES))
                 & (models.Q(run_id__isnull=False) | ~models.Q(saga_id="")),
                 name="toolcall_ended_saga_step",
+            ),
+            # The calls made undoing a saga step (an agentic compensation's inner calls name it: ``compensates``),
+            # few whatever the calls' history: a saga's trail finds them by their steps (``saga_audit_events``),
+            # which otherwise read every call of the tenant since the saga began. Its condition is implied by the
+            # trail's equality on the key, so the planner proves the query's rows within it.
+            models.Index(
+                KeyTransform("compensates", "context"),
+                models.F("tenant"),
+                condition=models.Q(context__compensates__isnull=False),
+                name="toolcall_compensates",
             ),
             # The provider's id of the tool call: auditors find a call by it (the correlation id).
             models.Index(fields=["model_call_id"], name="toolcall_model_call"),

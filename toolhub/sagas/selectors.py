@@ -136,19 +136,19 @@ def saga_audit_events(saga: Saga) -> QuerySet[AuditEvent]:
     compensation's ``max_calls`` and ``SAGA_MAX_ATTEMPTS``), and a caller shows a page of the events and says when it
     is cut (an auditor never reads a cut trail as whole). Not one statement of nested subqueries: under statistics
     older than the rows (a fresh saga's calls), PostgreSQL ran the calls' part once per event read, for minutes.
+    The undoing calls are read on ``toolcall_compensates`` (by their steps), not among the tenant's calls since the
+    saga began: a saga opened long ago read every call its tenant made since, on each page (review e).
     """
     compensations = list(saga.compensations.values_list("step_call_id", "call_id"))
     steps = [str(step) for step, _ in compensations]
     call_ids = [*(step for step, _ in compensations), *(call for _, call in compensations if call)]
     if steps:
         call_ids += (
-            ToolCall.objects.filter(
-                # The tenant's calls since the saga began (its index), not every call's context.
-                tenant=saga.tenant,
-                created_at__gte=saga.created_at,
-                context__compensates__in=steps,
-            )
+            # ``toolcall_compensates``: the calls naming these steps, of the saga's tenant. Unordered, with no time
+            # bound: under statistics older than the rows, either drew the planner to the tenant's calls by time.
+            ToolCall.objects.filter(context__compensates__in=steps, tenant=saga.tenant)
             .filter(undoing())
+            .order_by()
             .values_list("id", flat=True)
         )
     events = Q(call_id__in=call_ids)
