@@ -19,7 +19,14 @@ Checked and holding:
   (a hashed array, no subplan), each page four or six statements (pinned by reviews gc, gl).
 - ``held_inner_outcome``'s ``Exists(_held_once())`` under an OR runs as a per-row index probe on the events'
   ``call_id`` (one loop per inner call of the attempt, never a hashed subplan over every held event), under stale
-  statistics too (300 inner calls, 8,000 held events of other calls: 300 loops of 0 rows).
+  statistics too (300 inner calls, 3,000 held events of other calls: 300 loops of 0 rows)
+  (``test_held_inner_calls_are_probed_per_call_not_hashed_over_every_held_event``).
+- ``sagas_visible_to`` for a requester (``Q(pk__in=own) | Q(pk__in=opened)``): two hashed subplans, each run once
+  (loops 1), never per saga.
+
+Left for a next review (measured, not fixed): that same requester's list walks the sagas by time and filters each
+through the hashed subplans: with 3,000 sagas of others, a page of alice's one saga read all 3,001 (one pass, not a
+loop per row; rows read grow with the other sagas). Reading the requester's saga ids first would bound it.
 """
 
 from typing import Any
