@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('toolhub', '0052_api_token_binding'),
+        ('toolhub', '0053_toolcall_approved_under_help'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
