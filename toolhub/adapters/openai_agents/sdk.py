@@ -26,6 +26,7 @@ from toolhub.adapters._common import offered_tools
 from toolhub.conf import toolhub_settings
 from toolhub.direct import caller_principal
 from toolhub.models import CallStatus
+from toolhub.storable import storable_value
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
@@ -224,13 +225,17 @@ def _traced_without_data(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kept_state(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` as stored: tool calls redacted (``redacted_state``), the SDK's ledger bound to what is kept.
+    """``state`` as stored: tool calls redacted (``redacted_state``), storable, the SDK's ledger bound to what is kept.
+
+    Storable (``storable_value``): a model's NUL character or lone surrogate (in its text, a reasoning item, a
+    call's arguments) is written out as its escape, as toolhub's own runs keep a model's text; jsonb refuses it,
+    and the run, its calls already on the approval desk, could not be stored.
 
     The SDK binds each call id to a fingerprint of its arguments and refuses a restored call whose arguments
-    differ ("reused a tool call ID"): a redacted call's binding is computed again, by the SDK's own function,
-    from the arguments kept, only where the stored binding is the one of the arguments the model sent.
+    differ ("reused a tool call ID"): a redacted or escaped call's binding is computed again, by the SDK's own
+    function, from the arguments kept, only where the stored binding is the one of the arguments the model sent.
     """
-    kept = redacted_state(state)
+    kept = storable_value(redacted_state(state))
     ledger = (kept.get("context") or {}).get("tool_invocations")
     if not isinstance(ledger, dict):
         return kept
