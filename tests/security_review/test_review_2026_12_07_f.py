@@ -17,6 +17,11 @@ Findings:
    SDK's call-id fingerprints computed again over the arguments kept. The run pauses, the operator's decision
    runs the call once and the resumed run reads its result.
    ``test_an_sdk_run_whose_model_wrote_a_nul_pauses_and_resumes``.
+2. (Any database) The same SDK run whose tool call's id (the endpoint's) held a lone surrogate failed at once:
+   ``governed_call_id`` encoded it to UTF-8 for ``uuid5`` and raised ``UnicodeEncodeError`` (the SDK's ``UserError``
+   "Error running tool ..."); one holding a NUL, once the state is kept escaped (finding 1), would resume under
+   another derived id than the one its pause requested. ``governed_call_id`` now derives from the id as the state
+   keeps it (``storable_text``); the same test, id ``"call\\u0000\\ud800"``.
 
 Checked and holding (probed on PostgreSQL through ``tool_call_request``, a low-risk tool run by the eager worker,
 ``assert_audit_intact`` after each; no test kept for those earlier reviews already hold):
@@ -35,6 +40,16 @@ Checked and holding (probed on PostgreSQL through ``tool_call_request``, a low-r
   holding NaN, a NUL, a lone surrogate or 900 levels fails its call with "The tool suspended itself with a payload
   that cannot be stored as JSON; nothing awaits a result." and the problem named; a reason holding a NUL and a
   lone surrogate is stored escaped.
+- ``POST /api/v1/calls/{id}/result/`` (an external tool's call): ``1e16``/``-0.0`` stored as jsonb gives them back
+  (200; ``result_sha256`` is over the result as posted, as review gl noted), a 30-digit integer exactly, duplicate
+  keys (the last wins); ``NaN`` (400, not valid JSON), ``1e400`` (400, not a finite number), a NUL in the result or
+  the error, a lone surrogate in a key (400, named, "nothing was done"), ``{"error": 5}`` (failed, "5"), a 3 MB
+  body (413): the call keeps awaiting its result when refused, audit intact.
+- ``POST /api/v1/approvals/{id}/approve/`` with edited arguments on PostgreSQL: a NUL or a lone surrogate in a
+  value, ``NaN``, ``1e400``, a comment holding a NUL or ``NaN``: 400 with the place named, nothing run, the call
+  still pending; ``1e16``, ``-0.0`` and a 30-digit integer: approved, run once with the value as stored (the
+  release binds the version read back), audit intact. Arguments sent as text: 400 (an object is asked for).
+
 """
 
 import json
@@ -62,9 +77,13 @@ def fake() -> Iterator[FakeModel]:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("written", ["note\u0000", "note\ud800"], ids=["NUL", "lone surrogate"])
+@pytest.mark.parametrize(
+    ("written", "call_id"),
+    [("note\u0000", "call_1"), ("note\ud800", "call_1"), ("note", "call\u0000\ud800")],
+    ids=["NUL", "lone surrogate", "in the call's id"],
+)
 def test_an_sdk_run_whose_model_wrote_a_nul_pauses_and_resumes(
-    written: str, fake: FakeModel, alice: User, operator_client: APIClient
+    written: str, call_id: str, fake: FakeModel, alice: User, operator_client: APIClient
 ) -> None:
     """The model answers with text holding a NUL (or a lone surrogate) beside a call of a high-risk tool.
 
@@ -75,7 +94,7 @@ def test_an_sdk_run_whose_model_wrote_a_nul_pauses_and_resumes(
     """
     arguments = json.dumps({"note": "kept"})
     fake.queue(
-        completion(content=written, tool_calls=[{"id": "call_1", "name": "risky_effect", "arguments": arguments}]),
+        completion(content=written, tool_calls=[{"id": call_id, "name": "risky_effect", "arguments": arguments}]),
         completion(content="Recorded."),
     )
     agent = agent_for(fake, alice, "risky_effect")
@@ -84,7 +103,7 @@ def test_an_sdk_run_whose_model_wrote_a_nul_pauses_and_resumes(
 
     assert outcome.paused is not None
     stored = json.dumps(PausedAgentRun.objects.get(pk=outcome.paused.pk).state)
-    assert "note\\\\u0000" in stored or "note\\\\ud800" in stored
+    assert "\\\\u0000" in stored or "\\\\ud800" in stored
     request = ApprovalRequest.objects.get(call__tool_name="risky_effect")
     approved = operator_client.post(f"/api/v1/approvals/{request.pk}/approve/", {}, format="json")
     assert approved.status_code == 200, approved.content

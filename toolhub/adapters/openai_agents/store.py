@@ -20,6 +20,7 @@ from toolhub.authorization import CallPrincipal, standing_refusal
 from toolhub.direct import call_wait, caller_principal, direct_call_request
 from toolhub.exceptions import ToolhubError
 from toolhub.models import CallKind, CallStatus, ToolCall
+from toolhub.storable import storable_text
 from toolhub.tenancy import tenant_scope
 from toolhub.tools.registry import registry
 from toolhub.waiting import CallNotWithdrawableError, tool_call_cancel
@@ -64,8 +65,12 @@ class PendingItem:
 
 
 def governed_call_id(run_key: str, sdk_call_id: str) -> uuid.UUID:
-    """The toolhub call id of the SDK's ``sdk_call_id`` in run ``run_key`` (stable across pause and resume)."""
-    return uuid.uuid5(_CALL_NAMESPACE, f"{run_key}\x1f{sdk_call_id}")
+    """The toolhub call id of the SDK's ``sdk_call_id`` in run ``run_key`` (stable across pause and resume).
+
+    Derived from the id as the paused state keeps it (``storable_text``: a NUL or a lone surrogate escaped), so the
+    resumed run, which reads it back escaped, reaches the call its pause requested.
+    """
+    return uuid.uuid5(_CALL_NAMESPACE, f"{run_key}\x1f{storable_text(sdk_call_id)}")
 
 
 def governed_call(
