@@ -40,6 +40,7 @@ from agents_app.services import (
     run_retry,
     run_start_by_reference,
 )
+from toolhub.api.governed import request_tenant_named
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
 from toolhub.rights_recheck import still_visible_after_running_here
@@ -153,12 +154,16 @@ class RunListCreateView(generics.ListAPIView):
         payload = RunInputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
+        context = dict(data["context"])
+        named = request_tenant_named(request, context.get("tenant"))  # also ?tenant= and X-Toolhub-Tenant
+        if named is not None:
+            context["tenant"] = named
         run = run_start_by_reference(
             user=request.user,
             agent_id=data.get("agent_id"),
             agent_name=data.get("agent"),
             input=data["input"],
-            context=data["context"],
+            context=context,
         )
         return _proceeded(request, run, status.HTTP_201_CREATED)
 

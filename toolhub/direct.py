@@ -47,6 +47,8 @@ __all__ = [
     "call_approval_id",
     "call_hidden_from",
     "ran_here",
+    "TENANT_HEADER",
+    "tenant_named",
 ]
 
 #: A call in one of these statuses may still change on its own or by a decision; ``?wait=`` follows it.
@@ -88,6 +90,28 @@ class DirectCall:
 
     call: ToolCall
     replayed: bool = False
+
+
+#: The header MCP clients (and REST clients, as MCP's) name their tenant in.
+TENANT_HEADER = "X-Toolhub-Tenant"
+
+
+def tenant_named(*, body: str | None = None, query: str | None = None, header: str | None = None) -> str | None:
+    """The tenant a request names, in its body (``"tenant"``), its query (``?tenant=``) or ``X-Toolhub-Tenant``.
+
+    Every entrance reads all three (REST's writes, MCP): one that read only its own let a tenant named elsewhere
+    go unread, and the call ran in the caller's only tenant, not the one named. A tenant named anywhere is asked for
+    (``caller_principal`` refuses one the caller is no member of); two places naming different ones are refused,
+    saying where, never what (repeated values arrive joined, ``acme, globex``, which names no tenant).
+    """
+    named = [
+        (where, value)
+        for where, value in (("the body's tenant", body), ("?tenant=", query), (f"the {TENANT_HEADER} header", header))
+        if value
+    ]
+    if len({value for _, value in named}) > 1:
+        raise CallerContextError(f"{' and '.join(where for where, _ in named)} name different tenants; name one.")
+    return named[0][1] if named else None
 
 
 def caller_principal(user: AbstractBaseUser, *, tenant: str | None = None) -> CallPrincipal:

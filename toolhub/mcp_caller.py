@@ -8,6 +8,7 @@ access runs in a thread (``in_thread``).
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -19,7 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from toolhub.api.token_use import TokenChannel
 from toolhub.api.tokens import TokenExpired, TokenRefused, token_owner
 from toolhub.authorization import CallPrincipal
-from toolhub.direct import DirectCallError, caller_principal
+from toolhub.direct import TENANT_HEADER as _TENANT_HEADER
+from toolhub.direct import CallerContextError, DirectCallError, caller_principal, tenant_named
 from toolhub.mcp_headers import header_schemas_allowed, header_schemas_for
 
 __all__ = [
@@ -33,8 +35,8 @@ __all__ = [
     "request_user",
 ]
 
-#: A member of several tenants says which one they act for.
-TENANT_HEADER = "x-toolhub-tenant"
+#: A member of several tenants says which one they act for (or ``?tenant=``, ``tenant_named``).
+TENANT_HEADER = _TENANT_HEADER.lower()
 #: What a request without a usable token is told.
 AUTHENTICATION_REQUIRED = "Authentication required: send Authorization: Bearer <your toolhub API token>."
 #: Where the authenticated user travels from the auth wrapper to the handlers.
@@ -88,10 +90,28 @@ def header_value(scope: Scope, name: str) -> str:
     return ", ".join(values)
 
 
-def _caller(authorization: str, tenant: str | None) -> tuple[Any, dict[str, Any], str]:
-    """The token's user, their tools' ``Mcp-Param-*`` header schemas and why no user (one thread hop)."""
+def query_value(scope: Scope, name: str) -> str:
+    """Every ``name`` parameter of the request's query string, joined as :func:`header_value` joins headers."""
+    return ", ".join(parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name, []))
+
+
+def _tenant_named(scope: Scope) -> "str | None | CallerContextError":
+    """The tenant the request names (``X-Toolhub-Tenant`` or ``?tenant=``, ``tenant_named``), else why it is refused."""
+    try:
+        return tenant_named(query=query_value(scope, "tenant"), header=header_value(scope, TENANT_HEADER))
+    except CallerContextError as refused:
+        return refused
+
+
+def _caller(authorization: str, tenant: "str | None | CallerContextError") -> tuple[Any, dict[str, Any], str]:
+    """The token's user, their tools' ``Mcp-Param-*`` header schemas and why no user (one thread hop).
+
+    A request naming two tenants gets no schema (its calls are refused by ``request_tenant`` before any is asked).
+    """
     user, problem = token_user(authorization)
-    return user, (header_schemas_for(user, tenant) if user is not None else {}), problem
+    if user is None or isinstance(tenant, CallerContextError):
+        return user, {}, problem
+    return user, header_schemas_for(user, tenant), problem
 
 
 def authenticated(app: ASGIApp) -> ASGIApp:
@@ -101,7 +121,7 @@ def authenticated(app: ASGIApp) -> ASGIApp:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        tenant = header_value(scope, TENANT_HEADER) or None
+        tenant = _tenant_named(scope)
         # The user, and which tools' headers the SDK may check for them: worked out here, where the database is read.
         user, schemas, problem = await in_thread(_caller)(header_value(scope, "authorization"), tenant)
         if user is None:
@@ -135,9 +155,15 @@ def request_user(ctx: ServerRequestContext[Any, Any]) -> Any:
 
 
 def request_tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The tenant the caller named (``X-Toolhub-Tenant``), as the auth wrapper read it."""
+    """The tenant the caller named (``X-Toolhub-Tenant`` or ``?tenant=``), as the auth wrapper read it.
+
+    Named differently in both, the request is refused (invalid request), nothing listed or called.
+    """
     request = ctx.request
-    return request.scope.get(_TENANT_SCOPE_KEY) if request is not None else None
+    named = request.scope.get(_TENANT_SCOPE_KEY) if request is not None else None
+    if isinstance(named, CallerContextError):
+        raise MCPError(types.INVALID_REQUEST, str(named))
+    return named  # type: ignore[no-any-return]
 
 
 def request_client(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
 from toolhub.api.wait_slots import wait_slot
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
+    TENANT_HEADER,
     WAITING_STATUSES,
     CallerContextError,
     DirectCallError,
@@ -30,6 +31,7 @@ from toolhub.direct import (
     call_hidden_from,
     call_wait,
     direct_call_request,
+    tenant_named,
 )
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -38,7 +40,7 @@ from toolhub.selectors import tool_calls_visible_to
 from toolhub.tenancy import tenant_scope_now
 from toolhub.tools.registry import registry
 
-__all__ = ["CallCollectionView", "CallWaitDetailView", "toolhub_error_response"]
+__all__ = ["CallCollectionView", "CallWaitDetailView", "request_tenant_named", "toolhub_error_response"]
 
 #: The HTTP answer to a call in each status (a refused call's ``invalid``/``denied`` are refined below).
 _STATUS_CODES: dict[str, int] = {
@@ -64,6 +66,12 @@ _ERROR_CODES: list[tuple[type[Exception], int]] = [
     (CallerContextError, status.HTTP_400_BAD_REQUEST),
     (DirectCallError, status.HTTP_400_BAD_REQUEST),
 ]
+
+
+def request_tenant_named(request: Request, body: str | None) -> str | None:
+    """The tenant a REST write names (``tenant_named``): ``body``'s, ``?tenant=`` or ``X-Toolhub-Tenant``."""
+    query = ", ".join(request.query_params.getlist("tenant")) or None
+    return tenant_named(body=body, query=query, header=request.headers.get(TENANT_HEADER))
 
 
 def toolhub_error_response(exc: DirectCallError) -> Response:
@@ -215,7 +223,7 @@ class CallCollectionView(CallListView):
                 tool_name=data["tool"],
                 arguments=arguments,
                 context=data["context"],
-                tenant=data.get("tenant"),
+                tenant=request_tenant_named(request, data.get("tenant")),
                 saga_id=data.get("saga_id", ""),
                 idempotency_key=header_key or body_key,
                 kind=CallKind.API,

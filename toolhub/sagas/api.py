@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from toolhub.api.governed import request_tenant_named
 from toolhub.api.pagination import NewestFirstCursorPagination
 from toolhub.api.schema import CONFLICT
 from toolhub.direct import DirectCallError, caller_principal
@@ -116,7 +117,7 @@ class SagaListView(generics.ListAPIView):
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         try:
-            principal = caller_principal(request.user, tenant=data.get("tenant"))
+            principal = caller_principal(request.user, tenant=request_tenant_named(request, data.get("tenant")))
             saga = saga_open(
                 key=data.get("saga_id") or str(uuid.uuid4()),
                 tenant=principal.tenant,
