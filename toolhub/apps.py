@@ -69,6 +69,7 @@ class ToolhubConfig(AppConfig):
         pre_migrate.connect(migrate_unbounded, sender=self, dispatch_uid="toolhub.db_timeouts.migrate_unbounded")
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
+        post_migrate.connect(_install_binding_triggers, sender=self)
         post_migrate.connect(_capability_permissions, sender=self)
         post_migrate.connect(_app_role_rights, sender=self)  # last: after whatever the handlers above create
         for table, events in GOVERNANCE_TABLES.items():
@@ -124,6 +125,15 @@ def _install_governance_triggers(using: str = "default", **kwargs: Any) -> None:
     from toolhub.governance import governance_triggers_install
 
     governance_triggers_install(connections[using])
+
+
+def _install_binding_triggers(using: str = "default", **kwargs: Any) -> None:
+    """A deactivation by ``update`` or SQL ends the account's tokens (``toolhub.api.token_binding``)."""
+    from django.db import connections
+
+    from toolhub.api.token_binding import binding_triggers_install
+
+    binding_triggers_install(connections[using])
 
 
 def _app_role_rights(using: str = "default", **kwargs: Any) -> None:

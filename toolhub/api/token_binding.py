@@ -11,16 +11,30 @@ row with no binding (``bulk_create``, SQL) authenticates no one, as a key stored
 Django's rehash of a password at a login is no new password (as for revocation): that save rebinds the user's tokens
 bound to the hash it replaces (:func:`tokens_rebind`), not one a reset by ``update`` ended. One unusable password for
 another is none either: every unusable password has one fingerprint.
+
+A deactivation ends the tokens too, whatever writes it: a save deletes them (``toolhub.api.token_revocation``), and
+``QuerySet.update`` or SQL, which no signal sees and whose reactivation by ``update`` leaves the row as it was, is seen
+by a trigger on the user table (:func:`binding_triggers_install`, installed after each ``migrate``) that binds the
+account's tokens to no password when it turns inactive: refused from then on, reactivated or not (an administrator
+makes a new one in the admin's Tokens).
 """
 
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.signals import post_save
 
 from toolhub.credentials import password_fingerprint
 
-__all__ = ["install", "token_holds", "tokens_rebind"]
+__all__ = ["binding_triggers_drop", "binding_triggers_install", "install", "token_holds", "tokens_rebind"]
+
+#: The trigger (and, on PostgreSQL, its function) ending a deactivated account's tokens.
+TRIGGER = "toolhub_tokens_unbind"
+
+#: What a deactivated account's tokens are bound to: no password's fingerprint (64 hex characters, or empty), so
+#: they are refused, no rehash rebinds them, and a dump of them (``dumpdata``) loads them as refused as they were.
+DEACTIVATED = "!deactivated"
 
 
 def token_holds(token: Any) -> bool:
@@ -72,3 +86,62 @@ def install() -> None:
 
     for model in (Token, TokenProxy):
         post_save.connect(_token_saved, sender=model, dispatch_uid=f"toolhub.api.token_binding.{model.__name__}")
+
+
+def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
+    """Create (or replace) the trigger unbinding an account's tokens when it turns inactive; whether it is there.
+
+    Row-level, on the user's ``is_active`` going from true to false only (a login's ``last_login``, a save keeping
+    the flag fire nothing): it binds the account's tokens to :data:`DEACTIVATED`, in the statement's transaction
+    (not deleting their bindings: a token with none is bound afresh when ``loaddata`` restores it). Installed by
+    migration 0053 and again after each ``migrate`` (as the governance stamps are), so a rebuild of the user table
+    (SQLite) gets it back; nothing while the tables it names are not all there (a migration back).
+    """
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from toolhub.models import ApiTokenBinding
+
+    user = get_user_model()._meta
+    if not any(field.name == "is_active" for field in user.concrete_fields):
+        return False  # a custom user model without the flag: nothing deactivates it
+    tables = {user.db_table, Token._meta.db_table, ApiTokenBinding._meta.db_table}
+    if not tables <= set(connection.introspection.table_names()):
+        return False
+    q = connection.ops.quote_name
+    token, binding = Token._meta, ApiTokenBinding._meta
+    active = q(user.get_field("is_active").column)
+    unbind = (
+        f"UPDATE {q(binding.db_table)} SET {q(binding.get_field('password_fingerprint').column)} = '{DEACTIVATED}' "
+        f"WHERE {q(binding.get_field('token').column)} IN "
+        f"(SELECT {q(token.pk.column)} FROM {q(token.db_table)} "
+        f"WHERE {q(token.get_field('user').column)} = NEW.{q(user.pk.column)})"
+    )
+    when = f"OLD.{active} AND NOT NEW.{active}"
+    on = f"AFTER UPDATE OF {active} ON {q(user.db_table)} FOR EACH ROW"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT current_schema()")
+            schema = q(cursor.fetchone()[0])
+            # Its own schema only (``pg_temp`` last), as the governance and audit triggers' functions.
+            cursor.execute(
+                f"CREATE OR REPLACE FUNCTION {TRIGGER}() RETURNS trigger AS $$ BEGIN {unbind}; RETURN NULL; END; $$ "
+                f"LANGUAGE plpgsql SET search_path = {schema}, pg_temp"
+            )
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON {q(user.db_table)}")
+            cursor.execute(f"CREATE TRIGGER {TRIGGER} {on} WHEN ({when}) EXECUTE FUNCTION {TRIGGER}()")
+        elif connection.vendor == "sqlite":
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")
+            cursor.execute(f"CREATE TRIGGER {TRIGGER} {on} WHEN {when} BEGIN {unbind}; END")
+        else:
+            return False
+    return True
+
+
+def binding_triggers_drop(connection: BaseDatabaseWrapper) -> None:
+    """Drop the trigger (and its function): before its bindings' table goes, on a migration back."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"DROP FUNCTION IF EXISTS {TRIGGER}() CASCADE")  # and its trigger
+        elif connection.vendor == "sqlite":
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")

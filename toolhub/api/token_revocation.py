@@ -16,13 +16,14 @@ save that writes no password (a login's ``last_login``, an e-mail) keeps them; a
 in the admin's Tokens when the person needs one.
 
 ``QuerySet.update`` (a shell, a script, raw SQL) sends no signal, so what it deactivates or unstaffs keeps its
-tokens and sessions, refused only while that lasts. The save that gives the account back what it lost revokes them
-then: one making an inactive account active deletes its tokens (left from a deactivation, or made while it could
-not use them), one giving the console back (active staff, stored as not) deletes its sessions (the console's login
-signs in active staff only, so any session left is one it issued before). A password written by ``update`` is seen
-by no save after it (the stored hash is already the new one): its sessions end by Django's check of their hash, its
-tokens by their binding to the password they were made under (``toolhub.api.token_binding``; a save that rehashes
-the same password at a login rebinds them).
+sessions, refused only while that lasts; its tokens are ended by a trigger as it turns inactive
+(``toolhub.api.token_binding``: bound to no password, refused once active again), their rows left. The save that
+gives the account back what it lost revokes them then: one making an inactive account active deletes its tokens
+(left from a deactivation, or made while it could not use them), one giving the console back (active staff, stored
+as not) deletes its sessions (the console's login signs in active staff only, so any session left is one it issued
+before). A password written by ``update`` is seen by no save after it (the stored hash is already the new one): its
+sessions end by Django's check of their hash, its tokens by their binding to the password they were made under
+(``toolhub.api.token_binding``; a save that rehashes the same password at a login rebinds them).
 
 A deleted account's sessions go with it (``pre_delete``, in the deletion's transaction; its tokens go by cascade):
 left until they expired, they signed in again once the account was restored with the same id and password hash

@@ -25,7 +25,8 @@ class ApiTokenBinding(models.Model):
     """The password a token was issued under (``toolhub.credentials.password_fingerprint``), asked at each use.
 
     A row of its own beside DRF's token, as its use is, made with the token (``toolhub.api.token_binding``) and
-    gone with it (``CASCADE``). A token with none authenticates no one (one written past the model's save).
+    gone with it (``CASCADE``). A token with none authenticates no one (one written past the model's save), nor one
+    whose account was deactivated since (``token_binding.DEACTIVATED``, written by a trigger whatever deactivated it).
     """
 
     token = models.OneToOneField("authtoken.Token", on_delete=models.CASCADE, primary_key=True, related_name="binding")
