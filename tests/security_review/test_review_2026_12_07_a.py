@@ -13,7 +13,7 @@ Findings:
    loaded working, and a login's rehash of an md5 hash rebound it. The README promises a deactivation ends the
    account's tokens ("a reactivated account gets a new one from the admin's Tokens"); gd's and gi's "Left" item.
    Nothing but the row's state was read, and ``update(False)`` then ``update(True)`` leaves it as it was. Fix: a
-   trigger on the user table (``toolhub.api.token_binding.binding_triggers_install``; migration 0053 installs it,
+   trigger on the user table (``toolhub.api.token_binding.binding_triggers_install``; migration 0055 installs it,
    reverse drops it before 0052's table goes, and ``post_migrate`` installs it again as the governance triggers,
    since a SQLite rebuild of the table drops it) binds the account's tokens to ``DEACTIVATED`` (no password's
    fingerprint) when ``is_active`` goes from true to false, in the writing statement's transaction. The token's
@@ -34,7 +34,7 @@ Checked and holding:
 - A deactivation by save then a reactivation by ``update``: the save deleted the key (audited), nothing comes back
   (``test_holding_a_deactivation_by_save_then_a_reactivation_by_update_leaves_no_key``).
 - The trigger fires only on ``is_active`` true to false (a login's ``last_login`` save, a save keeping the flag: no
-  change, the new key holds); installed twice it is replaced; dropped (before 0053) the old behaviour is back
+  change, the new key holds); installed twice it is replaced; dropped (before 0055) the old behaviour is back
   (``test_holding_the_trigger_is_dropped_and_installed_again``). The query-count pins hold (a trigger's statement
   is no Django query): token authentication one statement, the re-read one, POST /api/v1/calls/ 11 (fw).
 - Two keys of one user: impossible (DRF's ``Token.user`` is one-to-one). Token regeneration (delete, issue): bound
@@ -205,8 +205,8 @@ def test_holding_the_admin_password_form_ends_the_key(alice: User) -> None:
 
 
 def test_holding_the_trigger_is_dropped_and_installed_again(alice: User) -> None:
-    """Holding (migration 0053 both ways; ``migrate`` installs it again after every run). Expect: without the
-    trigger a deactivation and reactivation by ``update`` leave the key (before 0053); installed again, the next
+    """Holding (migration 0055 both ways; ``migrate`` installs it again after every run). Expect: without the
+    trigger a deactivation and reactivation by ``update`` leave the key (before 0055); installed again, the next
     deactivation ends it."""
     from toolhub.api.token_binding import binding_triggers_drop, binding_triggers_install
 

@@ -94,7 +94,7 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
     Row-level, on the user's ``is_active`` going from true to false only (a login's ``last_login``, a save keeping
     the flag fire nothing): it binds the account's tokens to :data:`DEACTIVATED`, in the statement's transaction
     (not deleting their bindings: a token with none is bound afresh when ``loaddata`` restores it). Installed by
-    migration 0053 and again after each ``migrate`` (as the governance stamps are), so a rebuild of the user table
+    migration 0055 and again after each ``migrate`` (as the governance stamps are), so a rebuild of the user table
     (SQLite) gets it back; nothing while the tables it names are not all there (a migration back).
     """
     from django.contrib.auth import get_user_model

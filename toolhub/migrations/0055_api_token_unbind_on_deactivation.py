@@ -23,7 +23,7 @@ def drop_binding_triggers(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("toolhub", "0052_api_token_binding"),
+        ("toolhub", "0054_toolcall_compensates"),
     ]
 
     operations = [
