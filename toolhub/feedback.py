@@ -4,7 +4,6 @@ import difflib
 import traceback
 import unicodedata
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
@@ -15,13 +14,11 @@ from toolhub.tools.context_types import ContextObjectUnavailable
 from toolhub.tools.presets import PresetUnavailable
 from toolhub.tools.timeouts import ToolTimeoutError
 
-if TYPE_CHECKING:
-    from toolhub.tools.definition import Tool
-
 __all__ = [
     "bounded_model_message",
     "default_unknown_tool_message",
     "unknown_tool_message",
+    "unbuildable_tool_message",
     "invalid_arguments_message",
     "validator_failure_message",
     "default_invalid_arguments_message",
@@ -46,18 +43,27 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
 
 def _listable(names: Iterable[str]) -> list[str]:
     """``names`` but those of registered tools whose schema cannot be built (left out of listings: ``buildable``)."""
-    from toolhub.tools.export import buildable
+    from toolhub.tools.export import listable
     from toolhub.tools.registry import registry
 
     kept = list(names)
     tools = [tool for tool in map(registry.get, kept) if tool is not None]
-    unlisted = {tool.name for tool in tools} - set(buildable(tools, _name_if_built))
+    unlisted = {tool.name for tool in tools} - {tool.name for tool in listable(tools)}
     return [name for name in kept if name not in unlisted]
 
 
-def _name_if_built(tool: "Tool") -> str:
-    tool.json_schema  # noqa: B018 - building it (``ToolDefinitionError`` when it cannot be) is the question
-    return tool.name
+def unbuildable_tool_message(name: str) -> str:
+    """What a page, form or check says of one tool whose schema cannot be built (``export.listed_schema``: ``None``).
+
+    Bounded and the same everywhere: the tool, the check's id and what to do; the builder's own message is only in
+    the operators' log (``export.report_unbuildable``).
+    """
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    return (
+        f"Tool {shown!r} cannot be described: its schema cannot be built (toolhub.E001), so its parameters are "
+        "unknown and its calls are refused. Hint: its developers give its parameters types that validate from JSON "
+        "(manage.py check names the problem), or its server fixes its schema and it is accepted again."
+    )
 
 
 def default_unknown_tool_message(name: str, available: Iterable[str]) -> str:

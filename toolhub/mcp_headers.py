@@ -20,6 +20,7 @@ from toolhub.authorization import authorize_tools
 from toolhub.direct import DirectCallError, caller_principal
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.governance import governance_cached, governance_scope
+from toolhub.tools.export import listed_schema
 from toolhub.tools.registry import registry
 
 __all__ = ["header_declaring_tools", "header_schemas_for", "header_schemas_allowed", "header_schema"]
@@ -61,8 +62,9 @@ def header_schemas_for(user: Any, tenant: str | None) -> dict[str, Mapping[str, 
         schemas: dict[str, Mapping[str, Any]] = {}
         for name, denial in authorize_tools(names, principal).items():
             tool = registry.get(name) if denial is None else None
-            if tool is not None:
-                schemas[name] = tool.json_schema
+            schema = listed_schema(tool) if tool is not None else None  # one that cannot be built: nothing to check
+            if schema is not None:
+                schemas[name] = schema
         return schemas
 
 

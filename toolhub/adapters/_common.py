@@ -14,6 +14,7 @@ from toolhub.models import AuditEvent, CallStatus, ToolCall
 from toolhub.pipeline import visible_tool_names
 from toolhub.selectors import displayed_arguments
 from toolhub.tools.definition import Tool
+from toolhub.tools.export import listable
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -88,7 +89,8 @@ def offered_tools(principal: CallPrincipal) -> list[Tool]:
     principal may use is left out with its context tool. The meta tools are left out too: they change a run's
     tool list from one turn to the next, which a framework's fixed list of tools does not do. ``tool_seen_by``
     gives the schema: a by-category facade offers only the categories holding a tool the principal may use, as
-    a run, MCP and the catalogue offer it (a category of denied tools reads like one that does not exist).
+    a run, MCP and the catalogue offer it (a category of denied tools reads like one that does not exist). One whose
+    schema cannot be built is left out (``listable``), as every listing leaves it out, not every tool refused.
     """
     offered = []
     for name in visible_tool_names(principal):
@@ -96,7 +98,7 @@ def offered_tools(principal: CallPrincipal) -> list[Tool]:
         seen = tool_seen_by(tool, principal) if tool is not None else None
         if seen is not None:
             offered.append(seen)
-    return offered
+    return listable(offered)
 
 
 def own_call(call_id: uuid.UUID, principal: CallPrincipal, tool_name: str) -> ToolCall | None:

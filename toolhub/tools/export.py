@@ -30,6 +30,8 @@ __all__ = [
     "EXPORT_FORMATS",
     "SCHEMA_PROFILES",
     "buildable",
+    "listable",
+    "listed_schema",
     "openai_tool",
     "profile_parameters",
     "strict_schema",
@@ -64,6 +66,30 @@ def buildable(tools: Iterable[Tool], build: Callable[[Tool], T]) -> list[T]:
         except ToolDefinitionError as exc:
             report_unbuildable(tool.name, str(exc))
     return built
+
+
+def listable(tools: Iterable[Tool]) -> list[Tool]:
+    """``tools`` but those whose schema cannot be built (``buildable``): what may be listed, offered or described."""
+    return buildable(tools, _schema_built)
+
+
+def listed_schema(tool: Tool) -> dict[str, Any] | None:
+    """``tool.json_schema``, or ``None`` (told to operators once, as ``buildable`` does) when it cannot be built.
+
+    For one tool's readers (a form, a rule's check, a page): the tool's own page says so in bounded words
+    (``feedback.unbuildable_tool_message``), the others' pages and checks go on.
+    """
+    found = buildable([tool], _schema_of)
+    return found[0] if found else None
+
+
+def _schema_of(tool: Tool) -> dict[str, Any]:
+    return tool.json_schema
+
+
+def _schema_built(tool: Tool) -> Tool:
+    tool.json_schema  # noqa: B018 - building it (``ToolDefinitionError`` when it cannot be) is the question
+    return tool
 
 
 @functools.lru_cache(maxsize=256)  # once per tool and problem in a process, not once per listing
