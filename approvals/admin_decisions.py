@@ -24,6 +24,7 @@ from approvals.forms import (
     CommentForm,
     DecisionForm,
     shown_fields_version,
+    unbuildable_problem,
 )
 from approvals.governing import required_approvals_now
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
@@ -140,7 +141,9 @@ class DecisionViewsMixin:
         if can_decide:
             # Shown as a warning only: the service has the final word when the button is pressed.
             try:
-                context["decision_refusal"] = approval_may_decide(obj, request.user)
+                context["decision_refusal"] = approval_may_decide(obj, request.user) or unbuildable_problem(
+                    obj.tool_name
+                )
             except NotInTenantError as exc:
                 context["decision_refusal"] = str(exc)
             context.setdefault(

@@ -12,16 +12,19 @@ from datetime import datetime
 from typing import Any
 
 from approvals.models import ApprovalRule, Operator
+from toolhub.feedback import unbuildable_tool_message
 from toolhub.references import (
     ORDERABLE,
     group_members,
     json_type,
     json_types,
+    parameter_names,
     parameter_schema,
     tool_name_problem,
     value_problem,
 )
 from toolhub.tools.definition import Tool
+from toolhub.tools.export import listed_schema
 from toolhub.tools.registry import registry
 
 __all__ = ["rule_problems"]
@@ -43,6 +46,8 @@ def rule_problems(rule: ApprovalRule) -> dict[str, str]:
                 "tool_group": f"Tool {tool.name!r} is not in this tool group, and a call matches only when it is of "
                 "both: name the tool or the group, or add the tool to the group."
             }
+        if rule.argument and listed_schema(tool) is None:
+            return {"argument": unbuildable_tool_message(tool.name)}
         return _condition_problems(rule, [tool], f"tool {tool.name!r}")
     if rule.tool_group_id:
         # The group is not named: a tenant's staff may see a global rule whose group they may not (admin_relations).
@@ -69,7 +74,7 @@ def _condition_problems(rule: ApprovalRule, tools: Sequence[Tool], covered: str)
         return {}
     schemas = [schema for tool in tools if (schema := parameter_schema(tool, rule.argument)) is not None]
     if not schemas:
-        names = sorted({name for tool in tools for name in tool.json_schema.get("properties") or {}})
+        names = sorted({name for tool in tools for name in parameter_names(tool)})
         close = difflib.get_close_matches(rule.argument, names, n=3, cutoff=0.5)
         hint = (
             f" Did you mean: {', '.join(close)}?"

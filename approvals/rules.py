@@ -9,6 +9,7 @@ from approvals.models import ApprovalRule, Operator
 from toolhub.authorization import CallPrincipal, tool_group_names
 from toolhub.governance import governance_cached
 from toolhub.policy import ApprovalVerdict, minimum_approvals
+from toolhub.references import parameter_names
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.results import to_json_value
 
@@ -28,7 +29,7 @@ def database_rule_verdict(
     # Rules compare JSON values as operators enter them: an enum member, a date or a Decimal as the JSON it is
     # sent and stored as (``"/"``, ``"2026-01-31"``, ``"10.5"``), never a Python object no JSON value equals.
     read = to_json_value(dict(arguments)) if any(rule.argument for rule in rules) else {}
-    parameters = frozenset(tool.json_schema.get("properties") or ())
+    parameters = frozenset(parameter_names(tool))
     winner: ApprovalRule | None = None
     platform_floor = 0
     for rule in rules:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now, decides_as_superuser_only
 from approvals.editing import EditedVersion, edited_version
+from approvals.forms import unbuildable_problem
 from approvals.governing import approval_stamp, governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
@@ -210,6 +211,9 @@ def _decided(
         _reject(request, user, comment, marks)
         return request
 
+    unbuildable = unbuildable_problem(request.tool_name)
+    if unbuildable:
+        raise DecisionNotAllowedError(f"Nothing was recorded: {unbuildable}")
     _check_seen_version(request, decisions, *seen)
     edited = edited_version(request, arguments) if arguments is not None else None
     if edited is None:

@@ -20,6 +20,7 @@ from django.db import DatabaseError, transaction
 from referencing.exceptions import Unresolvable
 
 from toolhub.tools.definition import Tool
+from toolhub.tools.export import listed_schema
 from toolhub.tools.linear_patterns import linear_validator
 from toolhub.tools.registry import registry
 from toolhub.tools.validation_budget import MAX_VALIDATION_STEPS, ValidationBudgetSpent
@@ -29,6 +30,7 @@ __all__ = [
     "group_members",
     "json_type",
     "json_types",
+    "parameter_names",
     "parameter_schema",
     "reference_warnings",
     "saved_rows",
@@ -70,13 +72,23 @@ def group_members(group_name: str, extra_tools: object) -> list[Tool]:
 
 
 def parameter_schema(tool: Tool, parameter: str) -> dict[str, Any] | None:
-    """The JSON Schema of one of ``tool``'s parameters, its references resolvable (``None``: no such parameter)."""
-    schema = tool.json_schema
+    """The JSON Schema of one of ``tool``'s parameters, its references resolvable (``None``: no such parameter).
+
+    ``None`` too when the tool's schema cannot be built (``listed_schema``): its parameters are unknown.
+    """
+    schema = listed_schema(tool)
+    if schema is None:
+        return None
     spec = (schema.get("properties") or {}).get(parameter)
     if not isinstance(spec, Mapping):
         return None
     shared = {key: schema[key] for key in ("$defs", "definitions") if key in schema}
     return {**shared, **spec}
+
+
+def parameter_names(tool: Tool) -> list[str]:
+    """``tool``'s top-level parameters (none known when its schema cannot be built: ``listed_schema``)."""
+    return list((listed_schema(tool) or {}).get("properties") or ())
 
 
 def json_types(schema: Mapping[str, Any], root: Mapping[str, Any] | None = None) -> frozenset[str] | None:
