@@ -7,43 +7,24 @@ governance asks more approvals of before it runs (``approvals.shortfall``). Both
 cache: no query per request or row.
 """
 
-import hashlib
-
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.rules import database_rule_verdict
 from toolhub.authorization import CallPrincipal, tool_definitions, tool_group_names
 from toolhub.catalogue import effective_risk
 from toolhub.disclosure.groups import rules_seen_from
-from toolhub.governance import governance_cached, governance_scope_stamp
+from toolhub.governance import governance_cached
 from toolhub.models import ToolGroup
 from toolhub.policy import minimum_approvals
 from toolhub.tools.definition import Risk, Tool
 from toolhub.tools.registry import registry
 
 __all__ = [
-    "approval_stamp",
     "governing_groups",
     "required_approvals_now",
     "required_under_rules_now",
     "restricts",
     "risk_now",
 ]
-
-
-def approval_stamp(tool_name: str) -> int | None:
-    """The stamp an approval of ``tool_name``'s call is judged under: this scope's governance, and the code's group.
-
-    The governance stamp moves with every row that decides approvers, but the group a tool's code declares
-    (``@tool(group=)``, no part of its version) reaches the catalogue only when it syncs: a worker on code that moved
-    the tool into a group restricting approvers would otherwise take approvals judged without that group as judged
-    under its governance (review gm). A tool declaring no group keeps the stamp itself. ``None``: no stamp known.
-    """
-    stamp = governance_scope_stamp()
-    tool = registry.get(tool_name)
-    if stamp is None or tool is None or not tool.group:
-        return stamp
-    digest = hashlib.sha256(f"{stamp}\0{tool.group}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def governing_groups(tool_name: str, tenant: str) -> list[ToolGroup]:

@@ -18,7 +18,7 @@ from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now, decides_as_superuser_only
 from approvals.editing import EditedVersion, edited_version
 from approvals.forms import unbuildable_problem
-from approvals.governing import approval_stamp, governing_groups, required_approvals_now, restricts
+from approvals.governing import governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
 from approvals.unanswered import expire_request
@@ -37,7 +37,7 @@ from toolhub.exceptions import (
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches
-from toolhub.policy import ApprovalVerdict
+from toolhub.policy import ApprovalVerdict, decision_stamp
 from toolhub.sagas.selectors import compensation_askers
 from toolhub.storable import json_storage_problem
 from toolhub.transitions import guarded_save
@@ -418,7 +418,7 @@ def _release(
     # Judged under the governance read after the request's lock (``_decide``): kept on the call, so a worker claiming it
     # under the same stamp, its tool in the same code groups, reads nothing to know its approvals still stand
     # (``approvals.shortfall``).
-    approved_under = approval_stamp(call.tool_name)
+    approved_under = decision_stamp(call.tool_name)
     if not tool_call_release(
         call=call,
         actor=_actor(user),

@@ -11,13 +11,14 @@ give it now, as a pending request's quorum counts only approvals whose givers st
 """
 
 from approvals.deciders import ApproverStanding
-from approvals.governing import approval_stamp, required_under_rules_now
+from approvals.governing import required_under_rules_now
 from approvals.models import ApprovalRequest
 from approvals.rows import ASKERS_READ, released_request
 from approvals.rules import rules_ask_several_approvers
 from toolhub.authorization import tool_definitions
 from toolhub.catalogue import effective_risk
 from toolhub.models import ToolCall
+from toolhub.policy import decision_stamp
 from toolhub.sagas.selectors import compensation_askers
 from toolhub.tools.definition import Risk
 from toolhub.tools.registry import registry
@@ -32,7 +33,7 @@ def approval_shortfall(call: ToolCall) -> str | None:
     """Why the approval ``call`` was released on no longer suffices, or ``None``: asked before a worker runs it.
 
     Nothing is read when the worker's governance is the one the approvals were judged under at release
-    (``ToolCall.approved_under``, ``approvals.governing.approval_stamp``): every change that could lapse one, or change
+    (``ToolCall.approved_under``, ``toolhub.policy.decision_stamp``): every change that could lapse one, or change
     a rule or a risk override, stamps a new governance version (a tool's code risk and rule are its version, its code
     group is in the stamp compared: review gm), so the release counted what governance asks now. An
     approved call's hot path costs no statement, whatever rules other tenants or tools have (a two-approver rule
@@ -47,7 +48,7 @@ def approval_shortfall(call: ToolCall) -> str | None:
     tool = registry.get(call.tool_name)
     if tool is None:
         return None
-    if call.approved_under is not None and call.approved_under == approval_stamp(call.tool_name):
+    if call.approved_under is not None and call.approved_under == decision_stamp(call.tool_name):
         return None
     several_now = effective_risk(tool, tool_definitions().get(tool.name)) == Risk.CRITICAL or (
         rules_ask_several_approvers()

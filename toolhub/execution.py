@@ -24,6 +24,7 @@ from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.outcomes import Outcome, run_outcome
+from toolhub.policy import ApprovalVerdict, policy_moved_verdict
 from toolhub.signals import call_suspended, task_seconds_left
 from toolhub.storable import storable_text
 from toolhub.tools.definition import Tool
@@ -69,6 +70,9 @@ def tool_call_execute(*, call_id: uuid.UUID, worker: str, hint: ClaimHint | None
 def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False) -> None:
     """Re-check a claimed call (tool version, permissions, approval binding and count, arguments), then run it.
 
+    A call queued as needing no approval is judged by the policy again when governance moved since (a rule added, a
+    risk raised while it waited): held now, it goes to the desk instead of running (``policy_moved_verdict``).
+
     ``stamp_checked``: the claim checked the governance stamp the cache holds; the re-check reads none, unless
     a governance change committed while the claim waited for its locks (``call.governance_moved``). It decides under
     the very governance the claim checked (``call.claim_hold``), not the process's cache as it is by then: another
@@ -83,20 +87,28 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
         # What was approved is not what would run: a fresh decision is needed.
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return
+    held: ApprovalVerdict | None = None
     with governance_scope(hold=claimed_under):  # none: read now
         refusal = refusal_at_execution(call, tool)
         shortfall = approval_no_longer_suffices(call) if refusal is None else None
+        if refusal is None and not shortfall:
+            assert tool is not None
+            try:
+                arguments = tool.validate_arguments(call.arguments)
+            except ValidationError:
+                refusal = f"The stored arguments no longer match tool {call.tool_name!r}; nothing was executed."
+            # Queued as needing no approval: the policy of now may hold it (a rule added while it waited).
+            held = policy_moved_verdict(call, tool) if refusal is None else None
     if shortfall:
         # Governance asks more approvals of it now than it was released on: a fresh decision is needed.
         assert tool is not None
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}", reason=shortfall)
         return
-    if refusal is None:
+    if held is not None:
         assert tool is not None
-        try:
-            arguments = tool.validate_arguments(call.arguments)
-        except ValidationError:
-            refusal = f"The stored arguments no longer match tool {call.tool_name!r}; nothing was executed."
+        reason = f"the approval policy changed after the call was queued: it needs approval now ({held.reason})"
+        tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}", reason=reason, verdict=held)
+        return
     if refusal:
         _finish(call, status=CallStatus.DENIED, error=refusal, worker=worker)
         return

@@ -30,7 +30,7 @@ from toolhub.dispatch import EAGER_WORKER, call_lease, dispatch_call, inline_wor
 from toolhub.feedback import unknown_tool_message
 from toolhub.governance import governance_scope
 from toolhub.models import CallKind, CallStatus, ToolCall
-from toolhub.policy import approval_verdict
+from toolhub.policy import approval_verdict, decision_stamp
 from toolhub.rowwrite import new_instance
 from toolhub.signals import approval_needed
 from toolhub.storable import storable_text, storable_value
@@ -250,6 +250,9 @@ def _decide(
         call.status = CallStatus.AWAITING_RESULT
         external = {"reason": "external tool: its result comes from outside"}
         return _Decision([requested, *rewritten, EventSpec("call.awaiting_result", "policy", external)], _nothing)
+    # The stamp the policy let it through under: a worker finding it moved judges the call again (a rule added, a
+    # risk raised while it waited in the queue holds it then), and reads nothing while it holds.
+    call.approved_under = decision_stamp(tool.name)
     queued = EventSpec("call.queued", "policy", {"reason": "no approval needed"}, status=CallStatus.QUEUED)
     if not runs_in_this_process():
         call.status = CallStatus.QUEUED

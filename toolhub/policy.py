@@ -12,6 +12,7 @@ held with the timeout of the operators' rule that matches it, and its approvers 
 developer's ``never`` only switches off the risk default, never an operator's rule.
 """
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ from typing import Any
 from toolhub.arguments import ArgumentsRefused, validate_arguments
 from toolhub.authorization import CallPrincipal, principal_of_call, tool_definitions
 from toolhub.catalogue import effective_risk
+from toolhub.governance import governance_scope_stamp
 from toolhub.models import ToolCall, ToolDefinition
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk, Tool
+from toolhub.tools.registry import registry
 from toolhub.tools.secrets import SecretScrubber
 
 logger = logging.getLogger(__name__)
@@ -31,7 +34,9 @@ __all__ = [
     "ApprovalVerdict",
     "RULE_FAILED_REASON",
     "approval_verdict",
+    "decision_stamp",
     "minimum_approvals",
+    "policy_moved_verdict",
     "recorded_call_verdict",
     "register_approval_rule_source",
     "RuleSource",
@@ -186,3 +191,36 @@ def recorded_call_verdict(*, call: ToolCall, tool: Tool, arguments: Mapping[str,
         with SecretScrubber.for_arguments(tool, validated).scope():
             logger.exception("The approval rules of %s failed on %s; it is held for an operator.", tool.name, subject)
         return ApprovalVerdict(RULE_FAILED_REASON, "code", risk, None, None, minimum)
+
+
+def decision_stamp(tool_name: str) -> int | None:
+    """The stamp a decision on ``tool_name``'s call is made under: this scope's governance, and the code's group.
+
+    Kept on the call (``ToolCall.approved_under``) when the policy queues it and when its approvals release it: a
+    worker claiming it under the same stamp knows nothing that decides whether it is held, nor by whom, changed since.
+    The governance stamp moves with every row that decides it (rules, risk overrides, approvers), but the group a
+    tool's code declares (``@tool(group=)``, no part of its version) reaches the catalogue only when it syncs: a
+    worker on code that moved the tool into a group would otherwise take a decision made without that group as made
+    under its governance (review gm). A tool declaring no group keeps the stamp itself. ``None``: no stamp known.
+    """
+    stamp = governance_scope_stamp()
+    tool = registry.get(tool_name)
+    if stamp is None or tool is None or not tool.group:
+        return stamp
+    digest = hashlib.sha256(f"{stamp}\0{tool.group}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def policy_moved_verdict(call: ToolCall, tool: Tool) -> ApprovalVerdict | None:
+    """The verdict on a queued call never held for approval, when governance moved since the policy queued it.
+
+    Permissions are checked when a call executes: a rule added, or a risk override raised, while the call waited for
+    a worker holds it as it would hold the call asked now (``recorded_call_verdict``, the request path's policy).
+    Nothing is read while the stamp is the one the call was decided under (``decision_stamp``); a call without one
+    (queued before it was recorded, a compensation's retry) is judged again. Asked under the worker's governance scope.
+    """
+    if call.approval_hash:
+        return None  # held once: its approvals are judged instead (``toolhub.signals.approval_shortfall``)
+    if call.approved_under is not None and call.approved_under == decision_stamp(call.tool_name):
+        return None
+    return recorded_call_verdict(call=call, tool=tool, arguments=call.arguments)

@@ -268,11 +268,15 @@ def _subagent_run_of(call: ToolCall) -> str:
     return str(payload.get("subagent_run") or "") if isinstance(payload, dict) else ""
 
 
-def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reason: str = "") -> bool:
-    """Send a claimed call back for approval: its tool changed since it was approved, or ``reason`` says why not.
+def tool_call_require_reapproval(
+    *, call: ToolCall, tool: Tool, actor: str, reason: str = "", verdict: ApprovalVerdict | None = None
+) -> bool:
+    """Send a claimed call (back) for approval: its tool changed since it was approved, or ``reason`` says why.
 
     ``reason``: why the approval no longer applies though the tool is the same (governance asks more approvals of
-    the call now, or an approval it was released on lapsed: ``toolhub.signals.approval_shortfall``). The claim is
+    the call now, or an approval it was released on lapsed: ``toolhub.signals.approval_shortfall``), or why a call
+    queued as needing none needs one now; ``verdict``: the policy's verdict that holds such a call
+    (``toolhub.policy.policy_moved_verdict``), its terms those of the new request, judged once. The claim is
     given back, as a batch hands back a call it never started (``toolhub.execution``): the tool did not run, so the
     claim is no attempt of the call's; a call sent back however often runs its first time as attempt 1, and a
     compensation keeps every retry of its budget (``SAGA_MAX_ATTEMPTS`` counts the call's ``attempts``). Only this
@@ -304,8 +308,8 @@ def tool_call_require_reapproval(*, call: ToolCall, tool: Tool, actor: str, reas
             lease_expires_at=None,
         )
         if moved:
-            verdict = _changed_tool_verdict(call, tool, reason, source)
-            approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=verdict)
+            terms = replace(verdict, reason=reason) if verdict else _changed_tool_verdict(call, tool, reason, source)
+            approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=terms)
     return moved
 
 

@@ -182,10 +182,11 @@ class ToolCall(models.Model):
         blank=True,
         editable=False,
         help_text=(
-            "The stamp its approvals were judged under at release: the governance stamp, bound to the group its "
-            "tool's code declared then (approvals.governing.approval_stamp). A worker claiming it under the same "
-            "stamp reads no approvals; none (not known, or cleared when a compensation's retry queued it again): "
-            "the worker reads its approvals, request and askers in full."
+            "The stamp it was decided under: when the policy queued it as needing no approval, or when its "
+            "approvals released it; the governance stamp, bound to the group its tool's code declared then "
+            "(toolhub.policy.decision_stamp). A worker claiming it under the same stamp reads nothing; otherwise, or "
+            "none (not known, or cleared when a compensation's retry queued it again), the worker judges it again: "
+            "the policy of now for a call never held, its approvals, request and askers in full for an approved one."
         ),
     )
     result = models.JSONField(null=True, blank=True)
