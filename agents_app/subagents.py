@@ -275,7 +275,7 @@ def _on_call_suspended(sender: type, call: ToolCall, **kwargs: Any) -> None:
 
 
 def _run_waits(run_id: uuid.UUID) -> bool:
-    """Move a running run to ``waiting`` while a call of its turn awaits its result; whether it moved.
+    """Move a running run to ``waiting`` while a call of its turn awaits its result or an approval; whether it moved.
 
     A run whose step holds it (its lease), or whose call was settled meanwhile (a child's answer, then the run's
     wake-up), is left as it is. The run's row is locked first, and the move checked in a statement of its own: a move
@@ -300,17 +300,24 @@ def _run_waits(run_id: uuid.UUID) -> bool:
 
 
 def _parked_condition(now: Any) -> tuple[str, list[Any]]:
-    """The SQL condition (and parameters) that a run has no step in flight and a call of its turn awaits a result."""
+    """The SQL condition (and parameters): a run has no step in flight and a call of its turn awaits someone outside.
+
+    Its result, or an approval: a call its worker sent to the desk (``call_suspended``) was queued, its run running.
+    """
     run, calls = f'"{AgentRun._meta.db_table}"', f'"{ToolCall._meta.db_table}"'
     sql = (
         f'({run}."step_lease_until" IS NULL OR {run}."step_lease_until" <= %s) AND EXISTS (SELECT 1 FROM {calls} c '
-        f'WHERE c."run_id" = {run}."id" AND c."turn" = {run}."turn" AND c."kind" = %s AND c."status" = %s)'
+        f'WHERE c."run_id" = {run}."id" AND c."turn" = {run}."turn" AND c."kind" = %s AND c."status" IN (%s, %s))'
     )
-    return sql, [now, CallKind.CALL.value, CallStatus.AWAITING_RESULT.value]
+    return sql, [now, CallKind.CALL.value, CallStatus.AWAITING_RESULT.value, CallStatus.PENDING_APPROVAL.value]
+
+
+#: A run's call parked waiting for someone outside: its result, or an approval (sent to the desk by its worker).
+_PARKED = [CallStatus.AWAITING_RESULT, CallStatus.PENDING_APPROVAL]
 
 
 def runs_waiting_on_parked_calls(*, limit: int = 500) -> int:
-    """Move to ``waiting`` the running runs whose turn's call is parked awaiting its result; return how many.
+    """Move to ``waiting`` the running runs whose turn's call awaits its result or an approval; return how many.
 
     The runs sweep (``sweep_runs_task``) repairs what ``_on_call_suspended`` would have done: a worker dying between
     committing a call's suspension and that receiver left its run ``running`` (the run pages, the admin and the API
@@ -320,7 +327,7 @@ def runs_waiting_on_parked_calls(*, limit: int = 500) -> int:
     """
     run_status = AgentRun.objects.filter(id=OuterRef("run_id")).order_by().values("status")[:1]
     parked = (
-        ToolCall.objects.filter(status=CallStatus.AWAITING_RESULT, kind=CallKind.CALL, run_id__isnull=False)
+        ToolCall.objects.filter(status__in=_PARKED, kind=CallKind.CALL, run_id__isnull=False)
         .annotate(run_status=Subquery(run_status))
         .filter(run_status=RunStatus.RUNNING)
         .order_by("created_at")

@@ -52,9 +52,10 @@ approval_shortfall = Signal()
 #: calls at once (a run's wake-up) to ``once_for_calls_settled_together``.
 call_settled = Signal()
 
-#: A running call's tool suspended itself (``ToolSuspend``) and the call now awaits its result; kwargs: ``call``
-#: (the ToolCall, with its ``suspension``). Sent after commit, so work the tool left for later (a subagent's
-#: child run) starts only once the call is parked and can be settled.
+#: A running call now waits for someone outside, and its run with it; kwargs: ``call``. Its tool suspended itself
+#: (``ToolSuspend``: the call awaits its result, with its ``suspension``), or its worker sent it to the approval desk
+#: (``toolhub.waiting.tool_call_require_reapproval``: no ``suspension``). Sent after commit, so work the tool left
+#: for later (a subagent's child run) starts only once the call is parked and can be settled.
 call_suspended = Signal()
 
 #: A finished rollback of a run's saga was opened again (``toolhub.sagas.records.reopen_rollback``); kwargs: ``run_id``,

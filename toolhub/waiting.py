@@ -32,7 +32,7 @@ from toolhub.models import CallStatus, ToolCall, is_undoing
 from toolhub.pipeline import approval_hash
 from toolhub.policy import ApprovalVerdict, recorded_call_verdict
 from toolhub.selectors import withheld_names
-from toolhub.signals import approval_needed, approval_withdrawing
+from toolhub.signals import approval_needed, approval_withdrawing, call_suspended
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -310,6 +310,8 @@ def tool_call_require_reapproval(
         if moved:
             terms = replace(verdict, reason=reason) if verdict else _changed_tool_verdict(call, tool, reason, source)
             approval_needed.send(sender=ToolCall, call=call, reason=reason, verdict=terms)
+            # Its run waits for the decision, as for a call held when asked (one queued as needing none was running).
+            transaction.on_commit(lambda: call_suspended.send(sender=ToolCall, call=call), robust=True)
     return moved
 
 

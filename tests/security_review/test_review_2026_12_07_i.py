@@ -15,7 +15,11 @@ Findings:
    stamp reads nothing. Migration ``toolhub 0054`` (help text only). Tests:
    ``test_a_rule_added_while_a_call_waits_in_the_queue_sends_it_to_the_desk``,
    ``test_a_risk_override_raised_to_high_while_a_call_waits_sends_it_to_the_desk``,
-   ``test_a_compensation_queued_before_a_rule_for_its_tool_waits_for_approval_and_still_runs``; README.
+   ``test_a_compensation_queued_before_a_rule_for_its_tool_waits_for_approval_and_still_runs``,
+   ``test_a_runs_queued_call_sent_to_the_desk_suspends_the_run_until_approved`` (the run was left ``running`` while
+   its call waited at the desk, since nothing wakes a run with an open call: the send-back now sends
+   ``call_suspended``, whose receiver moves the run to ``waiting``, and the runs sweep's repair
+   ``runs_waiting_on_parked_calls`` counts a call pending approval as parked too); README.
 
 Checked and holding:
 - A change that does not hold the call (a rule for another tool) moves the stamp: the worker judges the call again,
@@ -30,8 +34,7 @@ Checked and holding:
   tests/posture/test_api_query_counts.py.
 - A queued call whose arguments no longer validate is still denied, not sent to the desk (validation comes first).
 - Not changed, noted: a call already running is not stopped; an atomic tool run by the asking process whose last,
-  unchecked write saw governance move re-checks refusals only (``_holds_after_write``), as before; the run's
-  suspension follows the call's ``pending_approval`` as for an approved call sent back (not tested here).
+  unchecked write saw governance move re-checks refusals only (``_holds_after_write``), as before.
 """
 
 from collections.abc import Callable
@@ -40,6 +43,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from agents_app.models import AgentRun, RunStatus
+from agents_app.subagents import runs_waiting_on_parked_calls
 from approvals.models import ApprovalRequest, ApprovalRule
 from approvals.services import approval_approve
 from tests.approvals.released import run_held, sent_back
@@ -164,3 +169,47 @@ def test_a_compensation_queued_before_a_rule_for_its_tool_waits_for_approval_and
     assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1)
     assert Compensation.objects.get(call=call).status == CompensationStatus.SUCCEEDED
     assert SideEffect.objects.filter(tool="undo_saga_step").count() == 1
+
+
+def test_a_runs_queued_call_sent_to_the_desk_suspends_the_run_until_approved(
+    alice: User,
+    operator: User,
+    make_agent: Any,
+    start: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Found: a run's call queued as needing no approval ran after a rule for its tool was added.
+    Expect: the worker sends it to the desk and the run waits (``waiting`` at once: ``call_suspended``, as for a call
+    held when asked; it was ``running`` while its call was queued); the operator's approval runs the call once and
+    lets the run go on to its answer."""
+    committed = django_capture_on_commit_callbacks
+    dispatched: list[tuple[str, Any]] = []
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, hint=None: dispatched.append((call_id, hint)))
+    monkeypatch.setattr("toolhub.pipeline.runs_in_this_process", lambda: False)  # queued for a worker
+    script = [
+        {"content": "", "tool_calls": [{"name": "record_effect", "arguments": {"note": "run 1"}}]},
+        {"content": "done"},
+    ]
+    run = start(make_agent(tools=["record_effect"], script=script, tenant="acme"), alice)
+    call = ToolCall.objects.get(run_id=run.pk)
+    assert call.status == CallStatus.QUEUED and len(dispatched) == 1
+    ApprovalRule.objects.create(name="stop record_effect", tool_name="record_effect")
+    with committed(execute=True):
+        execute_tool_call_task(dispatched[0][0], hint=dispatched[0][1])
+    call.refresh_from_db()
+    run.refresh_from_db()
+    assert call.status == CallStatus.PENDING_APPROVAL and SideEffect.objects.count() == 0
+    assert run.status == RunStatus.WAITING, run.status
+    # The sweep's repair, for a receiver lost (a worker died after the commit): the run is moved the same way.
+    AgentRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    assert runs_waiting_on_parked_calls() == 1
+    assert AgentRun.objects.get(pk=run.pk).status == RunStatus.WAITING
+    request = ApprovalRequest.objects.get(call=call)
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=operator, expected_round=request.round)
+        execute_tool_call_task(dispatched[-1][0], hint=dispatched[-1][1])
+    call.refresh_from_db()
+    run.refresh_from_db()
+    assert call.status == CallStatus.SUCCEEDED and SideEffect.objects.count() == 1
+    assert (run.status, run.output) == (RunStatus.COMPLETED, "done")
