@@ -69,7 +69,7 @@ def tool_call_release(
 
     ``preceding``: the deciding approval's audit events, appended with the release's in one write;
     ``writes``: the approval's own rows, written in the same statement (``call_transition``);
-    ``approved_under``: the governance stamp its approvals were judged under (``approvals.governing.approval_stamp``),
+    ``approved_under``: the governance stamp its approvals were judged under (``toolhub.policy.decision_stamp``),
     kept on the call: a worker that claims it under the same stamp knows nothing that decides approvals changed since
     (``toolhub.signals.approval_shortfall``).
     """

@@ -12,7 +12,7 @@ Findings:
    (``toolhub.policy.policy_moved_verdict`` -> ``recorded_call_verdict`` -> ``approval_verdict``): held now, it goes
    to the approval desk (``tool_call_require_reapproval`` with the verdict's terms: ``call.pending_approval`` by the
    worker, saying why; its claim given back) and runs once approved, by someone other than who asked. An unchanged
-   stamp reads nothing. Migration ``toolhub 0054`` (help text only). Tests:
+   stamp reads nothing. Migration ``toolhub 0056`` (help text only). Tests:
    ``test_a_rule_added_while_a_call_waits_in_the_queue_sends_it_to_the_desk``,
    ``test_a_risk_override_raised_to_high_while_a_call_waits_sends_it_to_the_desk``,
    ``test_a_compensation_queued_before_a_rule_for_its_tool_waits_for_approval_and_still_runs``,

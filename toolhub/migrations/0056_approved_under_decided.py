@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('toolhub', '0053_toolcall_approved_under_help'),
+        ('toolhub', '0055_api_token_unbind_on_deactivation'),
     ]
 
     operations = [
