@@ -43,6 +43,7 @@ from agents_app.services import (
 from toolhub.api.governed import request_tenant_named
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
+from toolhub.direct import TENANT_HEADER, CallerContextError
 from toolhub.rights_recheck import still_visible_after_running_here
 
 #: What the user of a run that proceeded in their request is told when they may no longer read it (403).
@@ -75,6 +76,27 @@ class AgentFilter(django_filters.FilterSet):
         fields = ["name", "provider"]
 
 
+#: A body with no ``tenant`` key (``null`` there means a global agent).
+_UNNAMED = object()
+
+
+def _agent_tenant(request: Request, body: object) -> str | None:
+    """The new agent's tenant: as every write reads it (``request_tenant_named``), ``null`` in the body: global.
+
+    A body's ``null`` with a tenant named by ``?tenant=`` or ``X-Toolhub-Tenant`` is refused rather than read
+    as either (an administrator meaning acme made an agent every tenant runs); named nowhere, the caller's only one.
+    """
+    named = request_tenant_named(request, None if body is _UNNAMED else body)
+    if body is None and named is not None:
+        raise CallerContextError(
+            f"the body's tenant (null: a global agent) and ?tenant= or the {TENANT_HEADER} header name different "
+            "tenants; name one."
+        )
+    if body is None:
+        return None
+    return named if named is not None else agent_default_tenant(request.user)
+
+
 class AgentListCreateView(generics.ListAPIView):
     """List the agents of your tenants and the global ones (paginated, filtered by ``AgentFilter``), or create one."""
 
@@ -91,7 +113,7 @@ class AgentListCreateView(generics.ListAPIView):
         payload.is_valid(raise_exception=True)
         data = dict(payload.validated_data)
         model = data.pop("model")
-        tenant = data.pop("tenant") if "tenant" in data else agent_default_tenant(request.user)
+        tenant = _agent_tenant(request, data.pop("tenant", _UNNAMED))
         agent = agent_create(
             **data, tenant=tenant, provider=model["provider"], script=model.get("script"), created_by=request.user
         )

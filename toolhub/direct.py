@@ -96,14 +96,17 @@ class DirectCall:
 TENANT_HEADER = "X-Toolhub-Tenant"
 
 
-def tenant_named(*, body: str | None = None, query: str | None = None, header: str | None = None) -> str | None:
+def tenant_named(*, body: object = None, query: str | None = None, header: str | None = None) -> str | None:
     """The tenant a request names, in its body (``"tenant"``), its query (``?tenant=``) or ``X-Toolhub-Tenant``.
 
     Every entrance reads all three (REST's writes, MCP): one that read only its own let a tenant named elsewhere
     go unread, and the call ran in the caller's only tenant, not the one named. A tenant named anywhere is asked for
     (``caller_principal`` refuses one the caller is no member of); two places naming different ones are refused,
-    saying where, never what (repeated values arrive joined, ``acme, globex``, which names no tenant).
+    saying where, never what (repeated values arrive joined, ``acme, globex``, which names no tenant). A body's
+    tenant that is no string (a run's ``context`` is any JSON object) is refused as such, never compared.
     """
+    if body is not None and not isinstance(body, str):
+        raise CallerContextError("The tenant must be a tenant's slug (a string).")
     named = [
         (where, value)
         for where, value in (("the body's tenant", body), ("?tenant=", query), (f"the {TENANT_HEADER} header", header))

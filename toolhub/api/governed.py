@@ -68,7 +68,7 @@ _ERROR_CODES: list[tuple[type[Exception], int]] = [
 ]
 
 
-def request_tenant_named(request: Request, body: str | None) -> str | None:
+def request_tenant_named(request: Request, body: object = None) -> str | None:
     """The tenant a REST write names (``tenant_named``): ``body``'s, ``?tenant=`` or ``X-Toolhub-Tenant``."""
     query = ", ".join(request.query_params.getlist("tenant")) or None
     return tenant_named(body=body, query=query, header=request.headers.get(TENANT_HEADER))

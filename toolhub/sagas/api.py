@@ -140,13 +140,15 @@ _TENANT_PARAMETER = OpenApiParameter(
 
 
 def visible_saga(request: Request, saga_id: str) -> Saga:
-    """The saga ``saga_id`` among those the caller may see, in ``?tenant=`` when given.
+    """The saga ``saga_id`` among those the caller may see, in the tenant ``?tenant=`` or ``X-Toolhub-Tenant`` names.
 
     Saga ids are per tenant, so someone in several tenants may see two sagas of one id: they are asked which
-    tenant they mean (400) rather than answered with either. Another tenant's saga answers as a missing one.
+    tenant they mean (400) rather than answered with either. Another tenant's saga answers as a missing one. The
+    tenant is read as every write reads it (``request_tenant_named``): a rollback naming globex in the header
+    must not roll back acme's saga of that id.
     """
     sagas = sagas_visible_to(request.user).filter(key=saga_id)
-    tenant = request.query_params.get("tenant")
+    tenant = request_tenant_named(request)
     if tenant is not None:
         sagas = sagas.filter(tenant=tenant)
     found = list(sagas[:2])
