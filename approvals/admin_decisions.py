@@ -24,7 +24,6 @@ from approvals.forms import (
     CommentForm,
     DecisionForm,
     shown_fields_version,
-    unbuildable_problem,
 )
 from approvals.governing import required_approvals_now
 from approvals.models import ApprovalRequest, ApprovalStatus, DecisionKind
@@ -36,7 +35,9 @@ from toolhub.admin_marks import row_bindings, row_mark
 from toolhub.admin_tables import admin_table
 from toolhub.api.throttling import throttle_wait
 from toolhub.exceptions import ApprovalError, EditedArgumentsError, NotInTenantError
+from toolhub.execution_checks import unbuildable_problem
 from toolhub.selectors import withheld_names
+from toolhub.tools.registry import registry
 
 __all__ = ["DECISIONS", "DecisionViewsMixin"]
 
@@ -142,7 +143,7 @@ class DecisionViewsMixin:
             # Shown as a warning only: the service has the final word when the button is pressed.
             try:
                 context["decision_refusal"] = approval_may_decide(obj, request.user) or unbuildable_problem(
-                    obj.tool_name
+                    registry.get(obj.tool_name)
                 )
             except NotInTenantError as exc:
                 context["decision_refusal"] = str(exc)

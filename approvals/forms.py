@@ -14,7 +14,6 @@ from typing import Any
 from django import forms
 
 from toolhub.arguments import MAX_NESTING, ArgumentsRefused, parse_arguments
-from toolhub.feedback import unbuildable_tool_message
 from toolhub.json_intake import JSONRefused, RefusalKind, json_loads_checked
 from toolhub.tools.definition import Tool
 from toolhub.tools.export import listed_schema
@@ -29,7 +28,6 @@ __all__ = [
     "definition_changed",
     "fields_version",
     "shown_fields_version",
-    "unbuildable_problem",
 ]
 
 #: Why an approval posted from a page read under another definition of the tool is refused.
@@ -174,20 +172,10 @@ def shown_fields_version(tool_name: str) -> str:
     """The ``fields_version`` a page shows a request of ``tool_name`` under ("" for a tool no longer registered).
 
     "" too for one whose schema cannot be built (``listed_schema``): no field is made from it, and approving its
-    call is refused (``unbuildable_problem``).
+    call is refused (``toolhub.execution_checks.unbuildable_problem``).
     """
     tool = registry.get(tool_name)
     return fields_version(tool) if tool is not None and listed_schema(tool) is not None else ""
-
-
-def unbuildable_problem(tool_name: str) -> str | None:
-    """Why a request of ``tool_name`` cannot be approved now: its tool's schema cannot be built (``None``: it can).
-
-    Its arguments cannot be checked, nor its version bound: the page says so in bounded words (no builder
-    internals), approving is refused with the same words, rejecting stays open.
-    """
-    tool = registry.get(tool_name)
-    return unbuildable_tool_message(tool_name) if tool is not None and listed_schema(tool) is None else None
 
 
 def definition_changed(tool_name: str, seen: str) -> bool:

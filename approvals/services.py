@@ -17,7 +17,6 @@ from django.utils import timezone
 from approvals import signals
 from approvals.deciders import ApproverStanding, approval_may_decide, decider_as_now, decides_as_superuser_only
 from approvals.editing import EditedVersion, edited_version
-from approvals.forms import unbuildable_problem
 from approvals.governing import governing_groups, required_approvals_now, restricts
 from approvals.models import APPROVAL_TRANSITIONS, ApprovalRequest, ApprovalStatus, DecisionKind
 from approvals.rows import ASKERS_READ, Decisions, locked_request, request_decisions
@@ -34,12 +33,14 @@ from toolhub.exceptions import (
     DecisionNotAllowedError,
     NotInTenantError,
 )
+from toolhub.execution_checks import unbuildable_problem
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall
 from toolhub.pipeline import approval_hash, approval_hash_matches
 from toolhub.policy import ApprovalVerdict, decision_stamp
 from toolhub.sagas.selectors import compensation_askers
 from toolhub.storable import json_storage_problem
+from toolhub.tools.registry import registry
 from toolhub.transitions import guarded_save
 from toolhub.waiting import tool_call_refuse, tool_call_release
 
@@ -211,7 +212,7 @@ def _decided(
         _reject(request, user, comment, marks)
         return request
 
-    unbuildable = unbuildable_problem(request.tool_name)
+    unbuildable = unbuildable_problem(registry.get(request.tool_name))
     if unbuildable:
         raise DecisionNotAllowedError(f"Nothing was recorded: {unbuildable}")
     _check_seen_version(request, decisions, *seen)

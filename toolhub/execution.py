@@ -19,7 +19,7 @@ from toolhub.claims import ClaimHint, tool_calls_claim
 from toolhub.conf import toolhub_settings
 from toolhub.db_timeouts import transaction_idle_at_least, written_past_bound
 from toolhub.dispatch import EAGER_WORKER, dispatch_call
-from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
+from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution, unbuildable_problem
 from toolhub.feedback import exception_detail
 from toolhub.governance import governance_scope
 from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
@@ -83,7 +83,13 @@ def _execute_claimed(call: ToolCall, worker: str, *, stamp_checked: bool = False
     from toolhub.tools.registry import registry
 
     tool = registry.get(call.tool_name)
-    if call.approval_hash and tool is not None and tool.version != call.tool_version:
+    # A tool whose schema cannot be built has no version to compare: ``refusal_at_execution`` denies its call.
+    if (
+        call.approval_hash
+        and tool is not None
+        and unbuildable_problem(tool) is None
+        and tool.version != call.tool_version
+    ):
         # What was approved is not what would run: a fresh decision is needed.
         tool_call_require_reapproval(call=call, tool=tool, actor=f"worker:{worker}")
         return

@@ -7,17 +7,34 @@ so that is where it is checked as a worker checks what it runs.
 from typing import Any
 
 from toolhub.authorization import authorization_denial, principal_of_call, tenant_argument_denial
+from toolhub.feedback import unbuildable_tool_message
 from toolhub.models import ToolCall, is_undoing
 from toolhub.pipeline import approval_hash_matches
 from toolhub.signals import approval_shortfall
+from toolhub.tools.definition import Tool
+from toolhub.tools.export import listed_schema
 
-__all__ = ["refusal_at_execution", "approval_no_longer_suffices"]
+__all__ = ["approval_no_longer_suffices", "refusal_at_execution", "unbuildable_problem"]
+
+
+def unbuildable_problem(tool: Tool | None) -> str | None:
+    """Why a call of ``tool`` cannot go out now: its schema cannot be built (``None``: it can, or no such tool).
+
+    Its arguments cannot be validated nor its version bound (``Tool.version`` hashes the schema): a worker denies
+    its call, approving it is refused, its request's page says so; in bounded words (``unbuildable_tool_message``),
+    the builder's own message only in the operators' log (``export.listed_schema``).
+    """
+    return unbuildable_tool_message(tool.name) if tool is not None and listed_schema(tool) is None else None
 
 
 def refusal_at_execution(call: ToolCall, tool: Any) -> str | None:
     """Permissions, the user's standing and the approval binding, as they are now; the refusal's text, or None."""
     if tool is None:
         return f"Tool {call.tool_name!r} no longer exists; nothing was executed."
+    unbuildable = unbuildable_problem(tool)
+    if unbuildable:
+        # A dynamic tool registered again with a broken definition: ``version`` and validation would raise.
+        return f"Nothing was executed: {unbuildable}"
     principal = principal_of_call(
         user_id=_made_for(call),
         tenant=call.tenant,
