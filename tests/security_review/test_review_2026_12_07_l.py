@@ -28,7 +28,17 @@ Checked and holding:
 - ``tool_call_require_reapproval`` reads ``version``: only reached for a tool whose schema builds now.
 - ``_has_time_for`` reads ``effective_timeout`` only (no schema).
 - The inline path (the requesting process runs the call) validates through ``arguments.validate_arguments``,
-  which already refuses a ``ToolDefinitionError`` as INVALID (review gk).
+  which already refuses a ``ToolDefinitionError`` as INVALID (review gk); so do ``pipeline``'s approval binding
+  (``version`` read after validation), LangGraph's ``_asked_hash`` (``None`` when refused) and an agentic tool's
+  inner call (run only once its request validated, the same cached ``Tool``).
+- Grep of every other reader of ``json_schema``/``strict_json_schema``/``input_model``/``version``: REST catalogue
+  (``buildable``), MCP ``tools/list`` and ``toolhub_describe_tool``, agent loop and agentic inner lists, adapters'
+  tool objects (after ``offered_tools``), ``selectors.withheld_names``, ``Tool.withheld``/``undeclared``
+  (``known_json_schema``), ``catalogue`` and ``disclosure.unfolding``'s facade version (code tools: E001 at deploy),
+  ``registry._same_definition`` (registration before the freeze only), the sweeper (``idempotent``/``atomic`` only):
+  none left that lets one unbuildable tool break another's listing or call.
+- The denied call settles through ``call_transition`` as a call of a tool no longer registered does, which notifies
+  its run after commit (``calls.notify_settled``); not exercised with a run here.
 """
 
 import pytest
