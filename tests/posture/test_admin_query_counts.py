@@ -71,8 +71,8 @@ FEW, MORE = 2, 5
 class World:
     """Who the rows belong to and how to build them through the project's own paths."""
 
-    tenant: Tenant
-    alice: User
+    tenant: Tenant  # whose rows the makers make
+    alice: User  # a member of ``tenant`` who asks for calls and runs
     staff: User
     request_call: RequestCall
     committed: Callable[..., Any]
@@ -81,7 +81,7 @@ class World:
 Make = Callable[[World, int], None]
 
 
-# --- rows of acme, one admin each ------------------------------------------------------------------------
+# --- rows of one tenant (``world.tenant``: acme here, another in the tenant-boundary sweeps), one admin each --
 
 
 def _tenant(world: World, index: int) -> None:
@@ -122,12 +122,16 @@ def _grant(world: World, index: int) -> None:
 
 def _tool_call(world: World, index: int) -> None:
     # The governed path writes the call and its audit events (requested, started, succeeded).
-    world.request_call("record_effect", {"note": f"row {index}"}, world.alice, tenant="acme", agent_name="bot")
+    world.request_call(
+        "record_effect", {"note": f"row {index}"}, world.alice, tenant=world.tenant.slug, agent_name="bot"
+    )
 
 
 def _held_call(world: World, index: int) -> None:
     # A high-risk call is held: the pipeline opens its approval request.
-    world.request_call("risky_effect", {"note": f"pay {index}"}, world.alice, tenant="acme", agent_name="bot")
+    world.request_call(
+        "risky_effect", {"note": f"pay {index}"}, world.alice, tenant=world.tenant.slug, agent_name="bot"
+    )
 
 
 def _approval_rule(world: World, index: int) -> None:
@@ -143,7 +147,9 @@ def _approval_rule(world: World, index: int) -> None:
 
 def _webhook_delivery(world: World, index: int) -> None:
     WebhookDelivery.objects.create(
-        event="approval.requested", payload={"tenant": "acme", "index": index}, next_attempt_at=timezone.now()
+        event="approval.requested",
+        payload={"tenant": world.tenant.slug, "index": index},
+        next_attempt_at=timezone.now(),
     )
 
 
@@ -153,23 +159,23 @@ def _model_provider(world: World, index: int) -> None:
 
 def _agent(world: World, index: int) -> None:
     provider = ModelProvider.objects.create(name=f"agent-provider-{index}", kind=ProviderKind.SCRIPTED)
-    agent_create(name=f"agent-{index}", tenant="acme", provider=provider.name, script=[{"content": "hi"}])
+    agent_create(name=f"agent-{index}", tenant=world.tenant.slug, provider=provider.name, script=[{"content": "hi"}])
 
 
 def _agent_run(world: World, index: int) -> None:
-    agent = agent_create(name=f"runner-{index}", tenant="acme", script=[{"content": "done"}])
+    agent = agent_create(name=f"runner-{index}", tenant=world.tenant.slug, script=[{"content": "done"}])
     run = world.committed(run_start, agent=agent, user=world.alice, input=f"run {index}")
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED, run.error
 
 
 def _saga(world: World, index: int) -> None:
-    Saga.objects.create(key=f"saga-{index}", tenant="acme", run_id=uuid.uuid4(), last_sequence=1)
+    Saga.objects.create(key=f"saga-{index}", tenant=world.tenant.slug, run_id=uuid.uuid4(), last_sequence=1)
 
 
 def _compensation(world: World, index: int) -> None:
-    saga = Saga.objects.create(key=f"compensated-{index}", tenant="acme", last_sequence=1)
-    step = ToolCall.objects.create(tool_name="saga_step", status=CallStatus.SUCCEEDED, tenant="acme")
+    saga = Saga.objects.create(key=f"compensated-{index}", tenant=world.tenant.slug, last_sequence=1)
+    step = ToolCall.objects.create(tool_name="saga_step", status=CallStatus.SUCCEEDED, tenant=world.tenant.slug)
     Compensation.objects.create(
         saga=saga, sequence=1, step_call=step, step_tool="saga_step", tool_name="undo_saga_step"
     )
@@ -195,25 +201,31 @@ def _remote_mcp_tool(world: World, index: int) -> None:
 
 
 def _remote_mcp_credential(world: World, index: int) -> None:
-    RemoteMcpCredential.objects.create(server=_remote_server(index), tenant="acme", credential_env="CRM_TOKEN_ACME")
+    RemoteMcpCredential.objects.create(
+        server=_remote_server(index), tenant=world.tenant.slug, credential_env=f"CRM_TOKEN_{world.tenant.slug.upper()}"
+    )
 
 
 def _account(world: World, index: int) -> None:
-    Account.objects.create(account_id=f"ACC-{index}", owner="alice", tenant="acme", balance=Decimal("10"))
+    Account.objects.create(
+        account_id=f"ACC-{index}", owner=world.alice.username, tenant=world.tenant.slug, balance=Decimal("10")
+    )
 
 
 def _ledger_entry(world: World, index: int) -> None:
-    account = Account.objects.create(account_id=f"LEDGER-{index}", owner="alice", tenant="acme")
+    account = Account.objects.create(account_id=f"LEDGER-{index}", owner=world.alice.username, tenant=world.tenant.slug)
     LedgerEntry.objects.create(account=account, amount=Decimal("5"), kind="debit")
 
 
 def _order(world: World, index: int) -> None:
-    Order.objects.create(product=f"widget {index}", amount=Decimal("3"), tenant="acme", created_by="alice")
+    Order.objects.create(
+        product=f"widget {index}", amount=Decimal("3"), tenant=world.tenant.slug, created_by=world.alice.username
+    )
 
 
 def _paused_agent_run(world: World, index: int) -> None:
     PausedAgentRun.objects.create(
-        run_key=f"sdk-run-{index}", tenant="acme", user=world.alice, agent_name="sdk-bot", state={}
+        run_key=f"sdk-run-{index}", tenant=world.tenant.slug, user=world.alice, agent_name="sdk-bot", state={}
     )
 
 

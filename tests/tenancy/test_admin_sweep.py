@@ -56,22 +56,26 @@ def tenantless_staff(roles: dict[str, Group]) -> User:
     return make_user("nobody-staff", staff=True, groups=tuple(roles.values()))
 
 
+def rows_everywhere(world: World, index: int) -> dict[type[Model], list[str]]:
+    """Rows of ``world.tenant`` in every tenant-scoped admin (made with ``index``), their primary keys by model."""
+    for make in {ROWS[model] for model in _scoped_admins()}:  # one maker may serve two admins (users, members)
+        make(world, index)
+    rows = {}
+    for model, ma in _scoped_admins().items():
+        scoped = model._default_manager.filter(**{ma.tenant_field: world.tenant.slug})
+        pks = [str(pk) for pk in scoped.values_list("pk", flat=True)]
+        assert pks, f"{model._meta.label}: the row maker made no row of {world.tenant.slug}"
+        rows[model] = pks
+    return rows
+
+
 @pytest.fixture
 def acme_everywhere(
     acme: AcmeData, tenant: Tenant, alice: User, acme_operator: User, request_call: RequestCall, committed: Any
 ) -> dict[type[Model], list[str]]:
     """Rows of acme in every tenant-scoped admin, and their primary keys by model."""
     world = World(tenant=tenant, alice=alice, staff=acme_operator, request_call=request_call, committed=committed)
-    for make in {ROWS[model] for model in _scoped_admins()}:  # one maker may serve two admins (users, members)
-        make(world, 900)
-    rows = {}
-    for model, ma in _scoped_admins().items():
-        pks = [
-            str(pk) for pk in model._default_manager.filter(**{ma.tenant_field: "acme"}).values_list("pk", flat=True)
-        ]
-        assert pks, f"{model._meta.label}: the row maker made no row of acme"
-        rows[model] = pks
-    return rows
+    return rows_everywhere(world, 900)
 
 
 def _url(model: type[Model], view: str, *args: Any) -> str:
