@@ -67,6 +67,7 @@ class ToolhubConfig(AppConfig):
         connection_created.connect(connection_bounded, dispatch_uid="toolhub.db_timeouts.connection_bounded")
         connection_created.connect(connection_chunked_reads, dispatch_uid="toolhub.db_pooler.connection_chunked_reads")
         pre_migrate.connect(migrate_unbounded, sender=self, dispatch_uid="toolhub.db_timeouts.migrate_unbounded")
+        pre_migrate.connect(_binding_triggers_migrating, sender=self)
         post_migrate.connect(_sync_catalogue, sender=self)
         post_migrate.connect(_install_governance_triggers, sender=self)
         post_migrate.connect(_install_binding_triggers, sender=self)
@@ -134,6 +135,15 @@ def _install_binding_triggers(using: str = "default", **kwargs: Any) -> None:
     from toolhub.api.token_binding import binding_triggers_install
 
     binding_triggers_install(connections[using])
+
+
+def _binding_triggers_migrating(using: str = "default", **kwargs: Any) -> None:
+    """SQLite: no binding trigger while migrations run (a table rebuild fails on it); ``post_migrate`` installs it."""
+    from django.db import connections
+
+    from toolhub.api.token_binding import binding_triggers_migrating
+
+    binding_triggers_migrating(connections[using])
 
 
 def _app_role_rights(using: str = "default", **kwargs: Any) -> None:

@@ -27,7 +27,14 @@ from django.db.models.signals import post_save
 
 from toolhub.credentials import password_fingerprint
 
-__all__ = ["binding_triggers_drop", "binding_triggers_install", "install", "token_holds", "tokens_rebind"]
+__all__ = [
+    "binding_triggers_drop",
+    "binding_triggers_install",
+    "binding_triggers_migrating",
+    "install",
+    "token_holds",
+    "tokens_rebind",
+]
 
 #: The trigger (and, on PostgreSQL, its function) ending a deactivated account's tokens.
 TRIGGER = "toolhub_tokens_unbind"
@@ -94,8 +101,10 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
     Row-level, on the user's ``is_active`` going from true to false only (a login's ``last_login``, a save keeping
     the flag fire nothing): it binds the account's tokens to :data:`DEACTIVATED`, in the statement's transaction
     (not deleting their bindings: a token with none is bound afresh when ``loaddata`` restores it). Installed by
-    migration 0055 and again after each ``migrate`` (as the governance stamps are), so a rebuild of the user table
-    (SQLite) gets it back; nothing while the tables it names are not all there (a migration back).
+    migration 0055 (PostgreSQL) and again after each ``migrate`` (as the governance stamps are), so a rebuild of the
+    user table (SQLite) gets it back; nothing while the tables it names are not all there (a migration back). On
+    SQLite it is away while migrations run (:func:`binding_triggers_migrating`); accounts inactive before it are
+    ended by migration 0056.
     """
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
@@ -136,6 +145,18 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
         else:
             return False
     return True
+
+
+def binding_triggers_migrating(connection: BaseDatabaseWrapper) -> None:
+    """``pre_migrate`` (SQLite): no trigger while migrations run there; ``post_migrate`` installs it after the run.
+
+    Django rebuilds a SQLite table it alters (create ``new__``, copy, drop, rename), and SQLite's rename re-reads every
+    trigger: the user table's, naming the token or bindings table just dropped, fails the rename, and ``migrate``
+    stops (a migration of ``ApiTokenBinding``, or a DRF upgrade altering ``Token``). No request is served by a
+    SQLite database while it migrates; PostgreSQL alters in place and keeps it.
+    """
+    if connection.vendor == "sqlite":
+        binding_triggers_drop(connection)
 
 
 def binding_triggers_drop(connection: BaseDatabaseWrapper) -> None:

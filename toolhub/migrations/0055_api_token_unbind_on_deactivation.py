@@ -2,7 +2,8 @@
 
 The trigger is installed here and again after every ``migrate`` (``toolhub.apps._install_binding_triggers``: a
 rebuild of the user table on SQLite drops it). Backward, it goes before its bindings' table does (migration 0052's
-reverse): left behind, every deactivation would fail on the missing table.
+reverse): left behind, every deactivation would fail on the missing table. On SQLite it waits for the end of the run
+(``post_migrate``): a later migration rebuilding a table it names would fail on it (``binding_triggers_migrating``).
 """
 
 from django.db import migrations
@@ -11,7 +12,8 @@ from django.db import migrations
 def install_binding_triggers(apps, schema_editor):  # type: ignore[no-untyped-def]
     from toolhub.api.token_binding import binding_triggers_install
 
-    binding_triggers_install(schema_editor.connection)
+    if schema_editor.connection.vendor != "sqlite":
+        binding_triggers_install(schema_editor.connection)
 
 
 def drop_binding_triggers(apps, schema_editor):  # type: ignore[no-untyped-def]
