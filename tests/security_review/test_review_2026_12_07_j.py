@@ -21,16 +21,19 @@ Findings:
 Checked and holding:
 
 - A rebuild of ``auth_user`` itself on SQLite drops the trigger with the table; ``post_migrate`` (sent after every
-  ``migrate``, whatever app it names, and after ``flush``) installs it again before any request (read; the
-  rebuild of ``User`` ran in a probe with the trigger present).
+  ``migrate``, whatever app it names, and after ``flush``) installs it again before any request (read).
 - ``flush``: TRUNCATE (PostgreSQL) or DELETE fire no UPDATE trigger; ``post_migrate`` follows (read). Test databases:
   pytest-django's ``--create-db`` and reuse both run ``migrate`` (this file's runs, SQLite and PostgreSQL).
+- One transaction: a token made then its account deactivated by ``update`` is ended (its binding is inserted by
+  the token's ``post_save``, before); deactivated first then a token made: bound to the password, the README's
+  "a token made after that holds".
 - A token issued while the account is inactive, then the account reactivated by ``update``: it holds, as the
   README says ("a token made after that holds"); reactivated by a save it is deleted (``token_revocation``).
 - The application role (``toolhub.dbroles``): the trigger's function runs with the writer's rights; the role holds
-  SELECT, INSERT, UPDATE, DELETE on ``authtoken_token`` and ``toolhub_apitokenbinding`` (``DATA_PRIVILEGES``), which
-  the trigger's UPDATE needs (read, not run). ``CREATE OR REPLACE FUNCTION`` by a role not owning the function fails
-  as the governance triggers' does (same deployment rule: migrate as the owner; read).
+  SELECT, INSERT, UPDATE, DELETE on ``authtoken_token`` and ``toolhub_apitokenbinding`` (``DATA_PRIVILEGES``): in a
+  probe on PostgreSQL (``SET ROLE`` to a role ``toolhub_db_roles`` made, tests/audit/conftest.py's fixtures) its
+  ``update(is_active=False)`` bound alice's key to ``!deactivated``. ``CREATE OR REPLACE FUNCTION`` by a role not
+  owning the function fails as the governance triggers' does (same deployment rule: migrate as the owner; read).
 - search_path: the function names its tables in the schema it was installed in, ``pg_temp`` last (read).
 - Statement counts: review a's, gj's and fw's pins and ``tests/api/test_token_use.py`` pass with both fixes (the
   trigger adds no Django query to ``token_owner`` or the re-read).
