@@ -8,7 +8,7 @@ Findings:
 1. The upgrade ended only deactivations to come: an account deactivated by ``QuerySet.update`` or SQL before
    migration 0055 (the very case review a fixed, on every database upgraded from before it), or while migrated back
    to 0054, kept its key bound to its password (0052 bound it so), and a reactivation by ``update`` after the
-   upgrade gave it back (200). Fix: migration 0056 binds the keys of every account inactive when it runs to
+   upgrade gave it back (200). Fix: migration 0057 binds the keys of every account inactive when it runs to
    ``DEACTIVATED``, as the trigger would have (again after a migration back past it). Test:
    ``test_an_upgrade_ends_the_keys_of_accounts_already_deactivated_by_update``.
 2. On SQLite any later migration altering ``ApiTokenBinding`` or DRF's ``Token`` (a DRF upgrade) stopped
@@ -79,7 +79,7 @@ def test_an_upgrade_ends_the_keys_of_accounts_already_deactivated_by_update(alic
     binding_triggers_drop(connection)  # the database before 0055 (or migrated back to 0054)
     User.objects.filter(pk=alice.pk).update(is_active=False)
     _migrate_forward("0055_api_token_unbind_on_deactivation")
-    _migrate_forward("0056_api_token_unbind_inactive")
+    _migrate_forward("0057_api_token_unbind_inactive")
     User.objects.filter(pk=alice.pk).update(is_active=True)
     assert _rest_status(key) == 401
 

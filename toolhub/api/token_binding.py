@@ -104,7 +104,7 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
     migration 0055 (PostgreSQL) and again after each ``migrate`` (as the governance stamps are), so a rebuild of the
     user table (SQLite) gets it back; nothing while the tables it names are not all there (a migration back). On
     SQLite it is away while migrations run (:func:`binding_triggers_migrating`); accounts inactive before it are
-    ended by migration 0056.
+    ended by migration 0057.
     """
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token

@@ -23,7 +23,7 @@ def unbind_inactive(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("toolhub", "0055_api_token_unbind_on_deactivation"),
+        ("toolhub", "0056_approved_under_decided"),
     ]
 
     operations = [
