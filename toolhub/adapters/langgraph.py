@@ -102,7 +102,10 @@ def langgraph_call_id(thread_id: str, tool_call_id: str) -> uuid.UUID:
             "A governed LangGraph tool call needs a thread id (config['configurable']['thread_id']) and the "
             "model's tool call id; run the agent with a checkpointer and a thread id."
         )
-    return uuid.uuid5(_CALL_NAMESPACE, f"{thread_id}\x00{tool_call_id}")
+    # A lone surrogate (a model's tool call id may hold one) is read as "?": uuid5 cannot encode it, and LangGraph's
+    # checkpoint serializer keeps it as "?", so the resumed run's tool call id derives to the same call.
+    name = f"{thread_id}\x00{tool_call_id}".encode("utf-8", "replace")
+    return uuid.uuid5(_CALL_NAMESPACE, name.decode("utf-8"))
 
 
 @dataclass(frozen=True)
