@@ -53,7 +53,10 @@ def sagas_visible_to(user: AbstractBaseUser) -> QuerySet[Saga]:
         return visible_rows(Saga.objects.all(), user, tenant_wide=True)
     own = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="compensations__step_call__user")
     opened = visible_rows(Saga.objects.all(), user, tenant_wide=False, owner_field="created_by")
-    return Saga.objects.filter(Q(pk__in=own.values("pk")) | Q(pk__in=opened.values("pk")))
+    # One subquery of a UNION, not two ORed: PostgreSQL cannot join ORed subqueries, so it walked every saga by the
+    # list's order and filtered each (alice's one saga among 3,000 others read 3,001); the UNION is joined to the
+    # sagas by id, reading the requester's own (review m).
+    return Saga.objects.filter(pk__in=own.order_by().values("pk").union(opened.order_by().values("pk")))
 
 
 def direct_saga_owner(key: str, *, tenant: str) -> int | None:

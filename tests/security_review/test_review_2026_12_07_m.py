@@ -1,0 +1,54 @@
+"""Review m (2026-12-07): PostgreSQL plans under statistics older than the rows (review e's sweep, continued).
+
+Findings (each test failed on the code as found, main at 91dbe2c, and passes now):
+
+1. A requester's saga list (``GET /api/v1/sagas/``, and every ``sagas_visible_to`` read for someone without a
+   tenant-wide role: ``saga_for_run``, the dashboard's count, a saga's rollback) filtered the sagas by two ORed
+   ``pk IN (subquery)``: PostgreSQL cannot join ORed subqueries, so it walked every saga of every tenant by the
+   list's order and tested each against the two hashed subplans (alice's one saga among 3,000 others read 3,003
+   saga rows; review e measured it and left it). Now one ``pk IN (own UNION opened)``: the planner joins it to the
+   sagas by id and reads the requester's own. Same statements, same count
+   (``test_a_requesters_saga_list_reads_their_sagas_not_every_saga_by_time``).
+
+Checked and holding:
+- Review e's ``toolcall_compensates`` (migration 0054): its condition on PostgreSQL is
+  ``(context -> 'compensates') IS NOT NULL``; the trail's ``(context -> 'compensates') IN (...)`` and
+  ``agentic.inner``'s ``= ...`` are strict operators on that same expression, so the planner proves the condition
+  from them (e's test reads the plan under stale statistics: at most twice the undoing calls). The index is partial
+  (only calls carrying the key: compensations' inner calls), so a call without it adds no index entry.
+  ``saga_audit_events`` still orders by ``(created_at, id)``.
+"""
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from tests.security_review.conftest import client_for
+from tests.security_review.query_plans import clone, json_plans, rows_read
+from tests.security_review.test_review_2026_12_06_gc import _rolled_back_saga, book_gc_seat, unbook_gc_seat
+from tests.testapp.tools import record_effect
+from toolhub.sagas.models import Saga
+from toolhub.tools.registry import registry
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+SAGAS = Saga._meta.db_table
+
+
+def test_a_requesters_saga_list_reads_their_sagas_not_every_saga_by_time(
+    alice: User, acme_operator: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Found: a requester's list (``sagas_visible_to``: own steps' sagas OR sagas they opened, two ORed ``IN``
+    subqueries) walked every saga by time and filtered each: alice's one saga among 3,000 others read 3,003 saga rows.
+    Expect: under statistics older than the rows, the list reads the requester's sagas, not the others (at most 10
+    saga rows in all its statements), and still lists hers."""
+    with registry.temporarily(book_gc_seat, unbook_gc_seat, record_effect):
+        saga = _rolled_back_saga(alice, acme_operator, django_capture_on_commit_callbacks)
+    clone(Saga, saga, 3000, key="'other-' || g", created_by_id="NULL", created_at="clock_timestamp()")
+    client = client_for(alice)
+    listed: list[Any] = []
+    plans = json_plans(lambda: listed.append(client.get("/api/v1/sagas/")))
+    assert [row["key"] for row in listed[0].json()["results"]] == [saga.key], listed[0].content
+    read = {sql[:120]: rows_read(plan, SAGAS) for sql, plan in plans}
+    assert sum(read.values()) <= 10, read
