@@ -192,7 +192,16 @@ class ApprovalRequest(models.Model):
         ordering = ["-created_at"]
         permissions = [("decide_approvalrequest", "Can approve or reject held-back tool calls")]
         # A tenant's desk (oldest pending first) and decided pages (newest first), admin and API, read its own rows.
-        indexes = [models.Index(fields=["tenant", "created_at", "id"], name="approval_tenant_created")]
+        indexes = [
+            models.Index(fields=["tenant", "created_at", "id"], name="approval_tenant_created"),
+            # The desk (pending, oldest first) and its counts: the tenant's pending requests only, not every request
+            # it ever decided (review m: one pending among 3,000 decided read 3,001 rows, three times a page).
+            models.Index(
+                fields=["tenant", "created_at", "id"],
+                condition=models.Q(status="pending"),
+                name="approval_tenant_pending",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{visible_text(self.tool_name)} ({self.status})"  # a row's text is for pages

@@ -9,6 +9,12 @@ Findings (each test failed on the code as found, main at 91dbe2c, and passes now
    saga rows; review e measured it and left it). Now one ``pk IN (own UNION opened)``: the planner joins it to the
    sagas by id and reads the requester's own. Same statements, same count
    (``test_a_requesters_saga_list_reads_their_sagas_not_every_saga_by_time``).
+2. The approval desk (pending requests, oldest first), its title's pending count and its changelist count read
+   every request of the operator's tenant, decided ones included, filtering the status after
+   ``approval_tenant_created`` (one pending among 3,000 decided: 9,003 rows a page). Now a partial index
+   ``approval_tenant_pending`` on ``(tenant, created_at, id) WHERE status = 'pending'`` (approvals migration 0020)
+   holds the queue only; decided pages keep ``approval_tenant_created``
+   (``test_the_approval_desk_reads_the_operators_pending_requests``).
 
 Checked and holding:
 - Review e's ``toolcall_compensates`` (migration 0054): its condition on PostgreSQL is
@@ -17,17 +23,27 @@ Checked and holding:
   from them (e's test reads the plan under stale statistics: at most twice the undoing calls). The index is partial
   (only calls carrying the key: compensations' inner calls), so a call without it adds no index entry.
   ``saga_audit_events`` still orders by ``(created_at, id)``.
+- The approval desk's statements never read another tenant's requests (3,000 pending of globex: none read); a
+  decided page (``?status=...``, newest first) reads on ``approval_tenant_created`` as before.
+
+Left (not reached in this short review): a run's page, ``verify_audit`` / verification, trail exports and the calls
+changelist for an operator of one tenant among many were not measured.
 """
 
+import datetime as dt
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from approvals.models import ApprovalRequest
+from tests.helpers import console
 from tests.security_review.conftest import client_for
-from tests.security_review.query_plans import clone, json_plans, rows_read
+from tests.security_review.query_plans import ago, clone, json_plans, rows_read, uuid_of
 from tests.security_review.test_review_2026_12_06_gc import _rolled_back_saga, book_gc_seat, unbook_gc_seat
 from tests.testapp.tools import record_effect
+from toolhub.models import ToolCall
 from toolhub.sagas.models import Saga
 from toolhub.tools.registry import registry
 
@@ -51,4 +67,36 @@ def test_a_requesters_saga_list_reads_their_sagas_not_every_saga_by_time(
     plans = json_plans(lambda: listed.append(client.get("/api/v1/sagas/")))
     assert [row["key"] for row in listed[0].json()["results"]] == [saga.key], listed[0].content
     read = {sql[:120]: rows_read(plan, SAGAS) for sql, plan in plans}
+    assert sum(read.values()) <= 10, read
+
+
+def test_the_approval_desk_reads_the_operators_pending_requests(acme_operator: User) -> None:
+    """Found: the desk (``/admin/approvals/approvalrequest/``: pending, oldest first), its title's pending count and
+    its changelist count found the tenant's pending requests on ``approval_tenant_created`` and filtered the status:
+    each of the three read every request the tenant ever had, decided ones included (one pending among 3,000 decided:
+    3,001 rows each, 9,003 a page). Expect: under statistics older than the rows, the page reads the pending
+    requests of the operator's tenant (at most 10 rows in all), and lists the one pending."""
+    call = ToolCall.objects.create(tool_name="record_effect", status="pending_approval", tenant="acme")
+    pending = ApprovalRequest.objects.create(
+        call=call,
+        tenant="acme",
+        tool_name="record_effect",
+        reason="r",
+        expires_at=timezone.now() + dt.timedelta(days=1),
+    )
+    for prefix, tenant, status in (("acme-done", "acme", "approved"), ("globex", "globex", "pending")):
+        clone(ToolCall, call, 3000, id=uuid_of(prefix), tenant=f"'{tenant}'", created_at=ago("g + 10"))
+        clone(
+            ApprovalRequest,
+            pending,
+            3000,
+            call_id=uuid_of(prefix),
+            tenant=f"'{tenant}'",
+            status=f"'{status}'",
+            created_at=ago("g + 10"),
+        )
+    listed: list[Any] = []
+    plans = json_plans(lambda: listed.append(console(acme_operator).get("/admin/approvals/approvalrequest/")))
+    assert str(pending.pk) in listed[0].content.decode()
+    read = {sql[:300]: rows_read(plan, ApprovalRequest._meta.db_table) for sql, plan in plans}
     assert sum(read.values()) <= 10, read
