@@ -53,18 +53,22 @@ def analyze() -> None:
 
 def explained(sweep: Callable[[], Any]) -> list[tuple[str, str]]:
     """The statements ``sweep`` sent (reads and writes, not its savepoints), each with its EXPLAIN ANALYZE."""
-    with CaptureQueriesContext(connection) as queries:
-        sweep()
     plans = []
     with connection.cursor() as cursor:
-        for query in queries.captured_queries:
-            sql = query["sql"]
-            if not sql.startswith(("SELECT", "UPDATE", "WITH")) or "%s" in sql:
+        for sql in _statements(sweep, ("SELECT", "UPDATE", "WITH")):
+            if "%s" in sql:
                 continue
             cursor.execute("EXPLAIN ANALYZE " + sql)
             plans.append((sql, "\n".join(row[0] for row in cursor.fetchall())))
     assert plans, sweep
     return plans
+
+
+def _statements(run: Callable[[], Any], kinds: tuple[str, ...]) -> list[str]:
+    """The SQL of the statements ``run`` sent that start with one of ``kinds`` (not its savepoints)."""
+    with CaptureQueriesContext(connection) as queries:
+        run()
+    return [query["sql"] for query in queries.captured_queries if query["sql"].startswith(kinds)]
 
 
 def seq_scans(plan: str) -> list[str]:
@@ -82,14 +86,9 @@ def json_plans(run: Callable[[], Any]) -> list[tuple[str, dict[str, Any]]]:
 
     Statistics stay as they were (no ANALYZE): the rows a test just wrote are newer than them, as in CI.
     """
-    with CaptureQueriesContext(connection) as queries:
-        run()
     plans = []
     with connection.cursor() as cursor:
-        for query in queries.captured_queries:
-            sql = query["sql"]
-            if not sql.startswith(("SELECT", "WITH")):
-                continue
+        for sql in _statements(run, ("SELECT", "WITH")):
             cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
             (plan,) = cursor.fetchone()
             plans.append((sql, (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]))
