@@ -7,7 +7,7 @@ PostgreSQL, Redis and Celery worker processes; under CI=true a missing service f
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
@@ -71,20 +71,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _flush_past_the_audit_truncate_guard() -> Iterator[None]:
-    """Let the test database's owner empty the audit tables between transactional tests.
+def _flush_by_delete_past_the_audit_guard() -> Iterator[None]:
+    """Empty the tables between transactional tests with DELETE, in replica mode, instead of one TRUNCATE.
 
-    pytest-django empties every table with one TRUNCATE, which the audit tables refuse (statement
-    triggers, migration 0007). The flush, and nothing else, runs in replica mode, where ordinary
-    triggers do not fire; only a superuser may ask for that, never the application's role.
+    pytest-django empties every table after each transactional test (1,053 of them). PostgreSQL's TRUNCATE
+    gives every table and index new files: 0.32 s a flush, measured over tests/tenancy/test_api_boundary.py and
+    tests/api/test_governed_calls.py, where a DELETE of the few rows a test left takes 7 ms (the two files ran in
+    22 s instead of 50). Rolled-back tests leave the same dead rows for autovacuum.
+
+    The audit tables refuse both statements (migration 0007's triggers). The flush, and nothing else, runs in
+    replica mode, where ordinary triggers, foreign key checks among them, do not fire, so the order of the
+    DELETEs does not matter; only a superuser may ask for that, never the application's role. A flush that
+    resets sequences or cascades (``reset_sequences``, ``available_apps``) keeps Django's TRUNCATE.
     """
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     original = DatabaseOperations.sql_flush
 
-    def sql_flush(self: DatabaseOperations, *args: Any, **kwargs: Any) -> list[str]:
-        statements = original(self, *args, **kwargs)
-        return ["SET LOCAL session_replication_role = replica", *statements] if statements else statements
+    def sql_flush(
+        self: DatabaseOperations,
+        style: Any,
+        tables: Sequence[str],
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        if not tables:
+            return []
+        if reset_sequences or allow_cascade:
+            statements = original(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        else:
+            statements = [f"DELETE FROM {self.quote_name(table)}" for table in tables]
+        return ["SET LOCAL session_replication_role = replica", *statements]
 
     DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
     yield
