@@ -7,7 +7,7 @@ posted the sagas' retry/resolve and the runs' cancel on selections mixing the op
 needing the action, one where it makes no sense) with another tenant's, and raced a step's settle against a
 rollback of its saga on PostgreSQL.
 
-Findings: none. Every probe below held on the code as found.
+Findings: none. Every probe below held on the code as found (no fix, no migration).
 
 Checked and holding:
 
@@ -41,7 +41,13 @@ Checked and holding:
   calls after it: of two wakes racing (the block's one and a worker's), the later sees both commits. A run that
   compensates on error reads the rollback under ``saga_rollback``'s saga lock; the compensation call's notice runs
   the sagas' receiver (which closes the rollback, committed) before the agents' one (which wakes the run: apps
-  order, and in a block the wake waits for ``finish``), so the wake always follows the close. The calls that
+  order, and in a block the wake waits for ``finish``), so the wake follows the close; a compensation that
+  succeeded also moves its step to ``compensated`` in the closing transaction, whose notice wakes the run after
+  that commit, whatever the receivers' order. Raced on PostgreSQL: the run's step reads the rollback under way
+  holding the saga's lock while the compensation's due retry waits for it, then runs, closes the rollback and wakes
+  the run, which completes, its model told, without a sweep
+  (``test_a_compensation_settling_while_its_run_reads_the_rollback_under_way_wakes_the_run_after``; it still passes
+  with the two receivers swapped, through the step's own notice). The calls that
   settle inside a saga's own transaction (``withdraw_held_inner``'s block) are told after its commit, in a block of
   their own (or the enclosing unfinished one), the run woken once. Compensations and calls made on their behalf
   are never withdrawn by a run's or the calls admin's cancel (``tool_call_cancel`` refuses ``is_undoing``), so no
@@ -52,6 +58,7 @@ Checked and holding:
   Process death between commit and wake is the same (review c).
 """
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -60,9 +67,11 @@ from django.db import transaction
 from django.db.models import Max, Model
 from django.utils import timezone
 
+from agents_app.loop import Advance, run_advance
 from agents_app.models import AgentRun, RunStatus
+from agents_app.services import agent_create, run_start
 from approvals.models import ApprovalRequest, ApprovalStatus
-from tests.sagas.sample_tools import LOG
+from tests.sagas.sample_tools import LOG, RELEASE_FAILS
 from tests.security_review.direct_sagas import (  # noqa: F401 - saga_tools: a fixture, registered by being imported
     direct_call,
     saga_tools,
@@ -78,7 +87,7 @@ from toolhub.calls import call_transition
 from toolhub.models import AuditEvent, CallStatus, Tenant, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Compensation, CompensationStatus, RollbackTrigger, Saga, SagaStatus
-from toolhub.sagas.recovery import sagas_sweep
+from toolhub.sagas.recovery import compensation_retry_due, sagas_sweep
 from toolhub.sagas.services import saga_rollback, saga_rollback_on_demand
 
 pytestmark = pytest.mark.django_db
@@ -343,3 +352,49 @@ def test_a_step_settling_in_another_thread_while_a_rollback_reads_its_saga_is_un
     assert not saga.rollbacks.filter(finished_at__isnull=True).exists()
     assert sorted(item for name, item in LOG if name == "release") == ["first", "second"]
     assert sagas_sweep() == dict.fromkeys(sagas_sweep(), 0)
+
+
+ROLLED_BACK = [
+    {"content": "", "tool_calls": [{"name": "reserve", "arguments": {"item": "seat"}}]},
+    {"content": "", "tool_calls": [{"name": "explode", "arguments": {"reason": "card declined"}}]},
+    {"content": "Sorry: {last_tool_result}"},
+]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("saga_tools")
+def test_a_compensation_settling_while_its_run_reads_the_rollback_under_way_wakes_the_run_after(alice: User) -> None:
+    """Found: (held) a run whose agent compensates on error reads its rollback under way and goes idle while, in
+    another thread, the compensation's due retry (the sagas sweep's) runs and finishes the rollback: never raced.
+    Expect: the retry waits for the run's step (the saga's lock it holds), then undoes the step and closes the
+    rollback before its call's notice wakes the run (sagas' receiver first), so the run, woken once it is done,
+    finishes with its model told: completed, the saga compensated, the rollback told, without a sweep.
+    """
+    RELEASE_FAILS["on"] = True
+    agent = agent_create(
+        name="seat", provider="scripted", script=ROLLED_BACK, tools=["reserve", "explode"], compensate_on_error=True
+    )
+    run = run_start(agent=agent, user=alice, input="reserve my seat")
+    run.refresh_from_db()
+    saga = Saga.objects.get(key=str(run.id))
+    compensation = saga.compensations.get()
+    assert run.status in {RunStatus.RUNNING, RunStatus.WAITING}
+    assert compensation.status == CompensationStatus.RETRY_SCHEDULED
+    RELEASE_FAILS["on"] = False
+    Compensation.objects.filter(pk=compensation.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+
+    with transaction.atomic():
+        assert run_advance(run_id=run.id) == Advance.IDLE  # its rollback is under way: nothing to step
+        sweeper, retried = in_thread(lambda: compensation_retry_due(compensation_id=compensation.pk))
+        wait_for_lock_waiter("sagas_saga", 15)  # the retry waits for the saga the run's step holds
+    sweeper.join(30)
+    assert retried == [True]
+
+    run.refresh_from_db()
+    saga.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.output == "Sorry: exploded: card declined"
+    assert saga.status == SagaStatus.COMPENSATED
+    assert saga.rollbacks.get().told_at is not None
+    assert [item for name, item in LOG if name == "release"] == ["seat"]
