@@ -15,8 +15,8 @@ another is none either: every unusable password has one fingerprint.
 A deactivation ends the tokens too, whatever writes it: a save deletes them (``toolhub.api.token_revocation``), and
 ``QuerySet.update`` or SQL, which no signal sees and whose reactivation by ``update`` leaves the row as it was, is seen
 by a trigger on the user table (:func:`binding_triggers_install`, installed after each ``migrate``) that binds the
-account's tokens to no password when it turns inactive: refused from then on, reactivated or not (an administrator
-makes a new one in the admin's Tokens).
+account's tokens to no password when it turns inactive, or when its row is replaced by SQL with an inactive one:
+refused from then on, reactivated or not (an administrator makes a new one in the admin's Tokens).
 """
 
 from typing import Any
@@ -38,6 +38,10 @@ __all__ = [
 
 #: The trigger (and, on PostgreSQL, its function) ending a deactivated account's tokens.
 TRIGGER = "toolhub_tokens_unbind"
+#: Its twin on a user row inserted inactive: the row replaced by SQL (``DELETE`` then ``INSERT`` of the same id in one
+#: transaction, as a restore of the row does; SQLite's ``INSERT OR REPLACE``) keeps its tokens (the foreign key is
+#: checked at the commit, when the id is there again) and fires no update.
+TRIGGER_INSERTED = "toolhub_tokens_unbind_inserted"
 
 #: What a deactivated account's tokens are bound to: no password's fingerprint (64 hex characters, or empty), so
 #: they are refused, no rehash rebinds them, and a dump of them (``dumpdata``) loads them as refused as they were.
@@ -96,15 +100,16 @@ def install() -> None:
 
 
 def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
-    """Create (or replace) the trigger unbinding an account's tokens when it turns inactive; whether it is there.
+    """Create (or replace) the triggers unbinding an account's tokens when it turns inactive; whether they are there.
 
     Row-level, on the user's ``is_active`` going from true to false only (a login's ``last_login``, a save keeping
-    the flag fire nothing): it binds the account's tokens to :data:`DEACTIVATED`, in the statement's transaction
-    (not deleting their bindings: a token with none is bound afresh when ``loaddata`` restores it). Installed by
-    migration 0055 (PostgreSQL) and again after each ``migrate`` (as the governance stamps are), so a rebuild of the
-    user table (SQLite) gets it back; nothing while the tables it names are not all there (a migration back). On
-    SQLite it is away while migrations run (:func:`binding_triggers_migrating`); accounts inactive before it are
-    ended by migration 0057.
+    the flag fire nothing), and on a row inserted inactive (:data:`TRIGGER_INSERTED`: a new account has no token, a
+    row replaced by SQL keeps its own): they bind the account's tokens to :data:`DEACTIVATED`, in the statement's
+    transaction (not deleting their bindings: a token with none is bound afresh when ``loaddata`` restores it).
+    Installed by migration 0055 (PostgreSQL) and again after each ``migrate`` (as the governance stamps are), so a
+    rebuild of the user table (SQLite) gets them back; nothing while the tables named are not all there (a migration
+    back). On SQLite they are away while migrations run (:func:`binding_triggers_migrating`); accounts inactive before
+    them are ended by migration 0057.
     """
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
@@ -128,6 +133,8 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
     )
     when = f"OLD.{active} AND NOT NEW.{active}"
     on = f"AFTER UPDATE OF {active} ON {q(user.db_table)} FOR EACH ROW"
+    inserted_when = f"NOT NEW.{active}"
+    inserted_on = f"AFTER INSERT ON {q(user.db_table)} FOR EACH ROW"
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT current_schema()")
@@ -139,9 +146,15 @@ def binding_triggers_install(connection: BaseDatabaseWrapper) -> bool:
             )
             cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON {q(user.db_table)}")
             cursor.execute(f"CREATE TRIGGER {TRIGGER} {on} WHEN ({when}) EXECUTE FUNCTION {TRIGGER}()")
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER_INSERTED} ON {q(user.db_table)}")
+            cursor.execute(
+                f"CREATE TRIGGER {TRIGGER_INSERTED} {inserted_on} WHEN ({inserted_when}) EXECUTE FUNCTION {TRIGGER}()"
+            )
         elif connection.vendor == "sqlite":
             cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")
             cursor.execute(f"CREATE TRIGGER {TRIGGER} {on} WHEN {when} BEGIN {unbind}; END")
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER_INSERTED}")
+            cursor.execute(f"CREATE TRIGGER {TRIGGER_INSERTED} {inserted_on} WHEN {inserted_when} BEGIN {unbind}; END")
         else:
             return False
     return True
@@ -160,9 +173,10 @@ def binding_triggers_migrating(connection: BaseDatabaseWrapper) -> None:
 
 
 def binding_triggers_drop(connection: BaseDatabaseWrapper) -> None:
-    """Drop the trigger (and its function): before its bindings' table goes, on a migration back."""
+    """Drop the triggers (and their function): before its bindings' table goes, on a migration back."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(f"DROP FUNCTION IF EXISTS {TRIGGER}() CASCADE")  # and its trigger
+            cursor.execute(f"DROP FUNCTION IF EXISTS {TRIGGER}() CASCADE")  # and both triggers
         elif connection.vendor == "sqlite":
             cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}")
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER_INSERTED}")
