@@ -26,8 +26,8 @@ Design questions left by reviews a and h, decided:
   executes (``toolhub.execution_checks``): a member, active, granted. A password change is routine (a person
   rotating theirs, an expiry policy), not a loss of standing; withdrawing every held call of the account at each
   one would cancel legitimate work, and a call a feared intruder queued is shown on the desk with its requester and
-  arguments for the operator to reject. The account's standing is the withdrawal lever: a deactivation (by save or
-  by ``update``) withdraws or denies it. The README now says so.
+  arguments for the operator to reject. The account's standing is the lever: after a deactivation (by save or by
+  ``update``) the call, approved, is denied when it executes. The README now says so.
   ``test_holding_a_call_held_before_a_password_reset_runs_once_approved``,
   ``test_holding_a_call_held_before_a_deactivation_never_runs``.
 - A console session of an account deactivated and reactivated both by ``QuerySet.update`` signs in again. The README
@@ -38,10 +38,16 @@ Design questions left by reviews a and h, decided:
   left for a design of its own (see the report). Pinned with its remedies:
   ``test_holding_a_console_session_across_a_deactivation_and_reactivation_by_update``.
 
+Left (outside this review's topic): on SQLite an upsert of a row of a governance-watched table (here
+``User.objects.bulk_create([...], update_conflicts=True, ...)``) fails with "UNIQUE constraint failed:
+toolhub_governanceversion.id": the outer statement's conflict handling overrides the stamp trigger's ``INSERT OR
+IGNORE`` (``toolhub.governance.governance_triggers_install``). It fails closed (nothing written); PostgreSQL is fine.
+
 Checked and holding:
 
 - Deactivation by every path, then reactivation by ``update``: the admin's change form (a save: the key deleted,
-  audited), ``QuerySet.update``, ``bulk_update`` and raw SQL (the trigger binds the key to ``!deactivated``): REST
+  audited), ``QuerySet.update``, ``bulk_update``, raw SQL and, on PostgreSQL, ``bulk_create(update_conflicts=True)``
+  (an upsert, whose update fires the trigger; these four bind the key to ``!deactivated``): REST
   answers 401 and MCP's ``token_owner`` refuses, while inactive and once active again
   (``test_holding_every_deactivation_ends_the_key_for_rest_and_mcp``). The user admin has no bulk action but
   "delete selected" (a deletion: tokens by cascade, sessions by ``pre_delete``).
@@ -195,6 +201,20 @@ def test_holding_every_deactivation_ends_the_key_for_rest_and_mcp(alice: User, h
     assert _rest_status(key) == 401 and not _mcp_takes(key)
     bound = list(ApiTokenBinding.objects.filter(token__user=alice).values_list("password_fingerprint", flat=True))
     assert bound == ([] if how == "form" else [DEACTIVATED])
+
+
+@pytest.mark.postgres
+def test_holding_a_deactivation_by_upsert_ends_the_key(alice: User) -> None:
+    """Found: nothing wrong: a deactivation written as an upsert (``bulk_create(update_conflicts=True)``, ``INSERT
+    ... ON CONFLICT DO UPDATE``) fires the update trigger on PostgreSQL.
+
+    Expect: the key refused over REST and MCP once the account is reactivated by ``update``."""
+    key = api_key_issue(alice)
+    alice.is_active = False
+    User.objects.bulk_create([alice], update_conflicts=True, unique_fields=["id"], update_fields=["is_active"])
+    User.objects.filter(pk=alice.pk).update(is_active=True)
+
+    assert _rest_status(key) == 401 and not _mcp_takes(key)
 
 
 def _change_password(user: User, how: str) -> None:
