@@ -78,6 +78,7 @@ class ToolhubConfig(AppConfig):
 
 
 #: The core's tables that decide who may call what; a change to any of them stamps a new governance version.
+#: With the accounts' tables (``toolhub.governance.governance_watched_tables``).
 GOVERNANCE_TABLES = {
     "toolhub_tooldefinition": "INSERT OR UPDATE OR DELETE",
     "toolhub_toolgroup": "INSERT OR UPDATE OR DELETE",
@@ -87,13 +88,8 @@ GOVERNANCE_TABLES = {
     "toolhub_retiredtenantslug": "INSERT OR UPDATE OR DELETE",
     # Who may still act in a tenant: memberships, and below the active flag (toolhub.authorization._standing_refusal).
     "toolhub_tenantmembership": "INSERT OR UPDATE OR DELETE",
-    "auth_group": "INSERT OR UPDATE OR DELETE",
-    "auth_user_groups": "INSERT OR UPDATE OR DELETE",
-    # Capabilities are permissions (toolhub.disclosure.capabilities): who holds them decides too.
-    "auth_user_user_permissions": "INSERT OR UPDATE OR DELETE",
-    "auth_group_permissions": "INSERT OR UPDATE OR DELETE",
-    # Logins write last_login; only the superuser and active bits (and users coming and going) matter here.
-    "auth_user": "INSERT OR DELETE OR UPDATE OF is_superuser, is_active",
+    # The accounts' tables (users' superuser and active flags, groups, permissions, groups' permissions) are named
+    # from AUTH_USER_MODEL's models where they are read: toolhub.account_tables.account_governance_tables.
     # Remote MCP tools (toolhub.mcp_client): accepted definitions, quarantines, servers and credentials.
     "toolhub_remotemcpserver": "INSERT OR UPDATE OR DELETE",
     "toolhub_remotemcptool": "INSERT OR UPDATE OR DELETE",

@@ -11,6 +11,7 @@ toolhub.E004   a ``strict=True`` tool has a schema strict mode cannot express
 toolhub.E005   a registered context type is a parameter the model fills in (it would set the context)
 toolhub.E006   ``compensate_with`` is neither a tool's name, a ``Tool`` nor an ``@tool`` function (or is itself)
 toolhub.E007   a ``needs_approval`` rule cannot be called as ``rule(arguments, ctx)`` (or is async: never awaited)
+toolhub.E008   ``AUTH_USER_MODEL`` lacks what authorization reads and watches (``is_active``, ``is_superuser``, ...)
 toolhub.W001   a tool does not declare its risk level (it is treated as low)
 toolhub.W002   a preset secret is set neither in the settings nor in the environment
 toolhub.W003   a ``FromContext`` parameter's class is not a registered context type (its calls fail)
@@ -51,6 +52,35 @@ from toolhub.tools.linear_patterns import backtracking_patterns, backtracking_re
 from toolhub.tools.presets import Secret
 from toolhub.tools.registry import registry
 from toolhub.tools.typechecks import context_type_exposures
+
+#: The longest user model label a message repeats (it comes from settings).
+_LABEL_SHOWN = 80
+
+
+@register("toolhub")
+def check_user_model(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The user model must carry the rights toolhub reads and watches: active and superuser flags, groups, permissions.
+
+    Authorization caches a user's flags, groups and permissions behind the governance stamp, and the stamp's
+    triggers sit on the user model's own tables (``toolhub.account_tables``); a model without them would be read
+    as nothing deactivates or demotes, so it is refused at startup rather than trusted.
+    """
+    from django.conf import settings
+
+    from toolhub.account_tables import account_model_problems
+
+    problems = account_model_problems()
+    if not problems:
+        return []
+    label = str(settings.AUTH_USER_MODEL)[:_LABEL_SHOWN]
+    return [
+        Error(
+            f"The user model {label!r} has {', '.join(problems)}: toolhub cannot read or watch its users' rights.",
+            hint="Derive the user model from django.contrib.auth.models.AbstractUser (or AbstractBaseUser with "
+            "PermissionsMixin and an is_active BooleanField).",
+            id="toolhub.E008",
+        )
+    ]
 
 
 @register("toolhub")

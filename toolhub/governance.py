@@ -61,8 +61,14 @@ def governance_watch(table: str, *, events: str = "INSERT OR UPDATE OR DELETE") 
 
 
 def governance_watched_tables() -> dict[str, str]:
-    """The watched tables and their trigger events."""
-    return dict(_watched)
+    """The watched tables and their trigger events: the apps' and the accounts' (named from ``AUTH_USER_MODEL``).
+
+    The accounts' tables are read from the user model each time (``toolhub.account_tables``), never spelled
+    ``auth_user``: a project with its own user model keeps its users, their groups and permissions elsewhere.
+    """
+    from toolhub.account_tables import account_governance_tables
+
+    return {**_watched, **account_governance_tables()}
 
 
 class _Cache:
@@ -277,7 +283,8 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
     existing = set(connection.introspection.table_names())
     if "toolhub_governanceversion" not in existing:
         return []
-    tables = [table for table in sorted(_watched) if table in existing]
+    watched = governance_watched_tables()
+    tables = [table for table in sorted(watched) if table in existing]
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -290,7 +297,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
             for table in tables:
                 cursor.execute(f"DROP TRIGGER IF EXISTS toolhub_governance_bump ON {quote(table)}")
                 cursor.execute(
-                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_pg_events(_watched[table])} ON {quote(table)} "
+                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_pg_events(watched[table])} ON {quote(table)} "
                     "FOR EACH STATEMENT EXECUTE FUNCTION toolhub_governance_bump()"
                 )
         elif connection.vendor == "sqlite":
@@ -302,7 +309,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
             )
             cursor.execute("INSERT OR IGNORE INTO toolhub_governanceversion (id, stamp) VALUES (1, random())")
             for table in tables:
-                for event in _watched[table].split(" OR "):
+                for event in watched[table].split(" OR "):
                     name = quote(f"toolhub_gov_{table}_{event.split()[0].lower()}")
                     cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
                     cursor.execute(f"CREATE TRIGGER {name} AFTER {event} ON {quote(table)} BEGIN {bump}; END")
