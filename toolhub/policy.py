@@ -216,11 +216,18 @@ def policy_moved_verdict(call: ToolCall, tool: Tool) -> ApprovalVerdict | None:
 
     Permissions are checked when a call executes: a rule added, or a risk override raised, while the call waited for
     a worker holds it as it would hold the call asked now (``recorded_call_verdict``, the request path's policy).
-    Nothing is read while the stamp is the one the call was decided under (``decision_stamp``); a call without one
-    (queued before it was recorded, a compensation's retry) is judged again. Asked under the worker's governance scope.
+    Nothing is read while the stamp is the one the call was decided under (``decision_stamp``) and the tool is the
+    version it was decided on; a call without a stamp (queued before it was recorded, a compensation's retry) is judged
+    again, and so is one whose tool's code changed since (its code rule and risk are its version, and move no
+    governance stamp: a deploy making the tool ``needs_approval=True`` or ``high`` holds it; review p). Asked under
+    the worker's governance scope.
     """
     if call.approval_hash:
         return None  # held once: its approvals are judged instead (``toolhub.signals.approval_shortfall``)
-    if call.approved_under is not None and call.approved_under == decision_stamp(call.tool_name):
+    if (
+        call.approved_under is not None
+        and call.approved_under == decision_stamp(call.tool_name)
+        and call.tool_version == tool.version
+    ):
         return None
     return recorded_call_verdict(call=call, tool=tool, arguments=call.arguments)
