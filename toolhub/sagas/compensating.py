@@ -19,6 +19,7 @@ from toolhub.dispatch import dispatch_call
 from toolhub.execution_checks import approval_no_longer_suffices, refusal_at_execution
 from toolhub.models import SETTLED_STATUSES, AuditEvent, CallKind, CallStatus, ToolCall
 from toolhub.pipeline import CallRequest, tool_call_request
+from toolhub.policy import policy_moved_verdict
 from toolhub.sagas.conf import retry_delay_seconds
 from toolhub.sagas.models import (
     ACTIVE_COMPENSATION_STATUSES,
@@ -134,14 +135,18 @@ def _may_ask_again(call: ToolCall) -> bool:
 
     An external call has no worker to check it (``toolhub.execution_checks``); one refused now is asked anew
     through the pipeline instead, which records the refusal on a call of its own. So is one whose approval no
-    longer suffices (governance asks more approvals of it now, as a worker would send it back): the new call is
-    held for a decision under the rules of now, not sent out again on the approvals it had.
+    longer suffices (governance asks more approvals of it now, as a worker would send it back), and one never held
+    that the policy holds now (a rule for its tool added since it first went out, as a worker judges a queued call
+    again: ``policy_moved_verdict``; review p): the new call is held for a decision under the rules of now, not sent
+    out again on the approvals it had, or without one.
     """
     if not _is_external(call):
         return True
-    return (
-        refusal_at_execution(call, registry.get(call.tool_name)) is None and approval_no_longer_suffices(call) is None
-    )
+    tool = registry.get(call.tool_name)
+    if refusal_at_execution(call, tool) is not None or approval_no_longer_suffices(call) is not None:
+        return False
+    assert tool is not None  # refused above otherwise
+    return policy_moved_verdict(call, tool) is None
 
 
 def attempts_of(call: ToolCall) -> int:
