@@ -27,6 +27,8 @@ Checked and holding:
   (round 1, not asked again); a two-approver rule sends it back for two (``approvals.shortfall``), nothing runs on
   one (test). Approver groups come from the tool's groups, not rules: a group change moves the stamp and the worker
   reads the approvers of now (reviews fp, gm, b).
+- Held at execution by a rule asking two approvers: the request asks two (the verdict's terms), one approval
+  releases nothing, the second runs it once (test).
 - A batch (``WORKER_CLAIM_BATCH=3``) whose middle call a rule holds meanwhile: it goes to the desk, the first and last
   run; none left running (test).
 - A saga's compensation held at execution and rejected: the compensation fails, the saga needs attention, the step
@@ -352,3 +354,29 @@ def test_a_runs_call_held_at_execution_and_rejected_lets_the_run_answer(
     assert call.status == CallStatus.REJECTED and SideEffect.objects.count() == 0
     assert (run.status, run.output) == (RunStatus.COMPLETED, "not done")
     assert len(dispatched) == 1  # never queued again
+
+
+def test_a_call_held_at_execution_by_a_two_approver_rule_needs_both(
+    alice: User,
+    operator: User,
+    acme_operator: User,
+    tenant: Tenant,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """Expect (holds): a rule asking two approvers, added while a call waited, holds it at execution on its terms:
+    the request asks two, one approval releases nothing, the second runs the call once."""
+    committed = django_capture_on_commit_callbacks
+    call, callbacks = _queued(alice, "two looks", committed)
+    ApprovalRule.objects.create(name="two for record_effect", tool_name="record_effect", required_approvals=2)
+    run_held(callbacks, committed)
+    request = ApprovalRequest.objects.get(call=call)
+    assert request.required_approvals == 2
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=operator, expected_round=request.round)
+    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.PENDING_APPROVAL
+    assert SideEffect.objects.count() == 0
+    with committed(execute=True):
+        approval_approve(request_id=request.pk, user=acme_operator, expected_round=request.round)
+    call.refresh_from_db()
+    assert (call.status, call.attempts) == (CallStatus.SUCCEEDED, 1), (call.status, call.error)
+    assert SideEffect.objects.count() == 1
