@@ -43,13 +43,9 @@ def unknown_tool_message(name: str, available: Iterable[str]) -> str:
 
 def _listable(names: Iterable[str]) -> list[str]:
     """``names`` but those of registered tools whose schema cannot be built (left out of listings: ``buildable``)."""
-    from toolhub.tools.export import listable
-    from toolhub.tools.registry import registry
+    from toolhub.tools.export import listable_names
 
-    kept = list(names)
-    tools = [tool for tool in map(registry.get, kept) if tool is not None]
-    unlisted = {tool.name for tool in tools} - {tool.name for tool in listable(tools)}
-    return [name for name in kept if name not in unlisted]
+    return listable_names(names)
 
 
 def unbuildable_tool_message(name: str) -> str:

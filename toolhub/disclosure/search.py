@@ -14,6 +14,7 @@ from toolhub.disclosure.unfolding import usable_tools
 from toolhub.governance import governance_cached, governance_scope
 from toolhub.search import SearchDocument, SearchIndex, get_provider
 from toolhub.tools.definition import Tool
+from toolhub.tools.export import listable_names
 from toolhub.tools.registry import registry
 
 __all__ = ["DEEPEST_SEARCH", "OwnNamesIndex", "search_document", "searchable_names", "principal_index"]
@@ -41,7 +42,8 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
     In a run (``context`` given, even empty), a tool in tool groups is found only when one of them is eligible for
     it (its roles, tenant and agent, the run's context): a group bound to another tenant or role hides its tools
     from search too. Without a run (MCP's ``toolhub_find_tools``) groups' run-time rules do not apply, as they do
-    not to what ``tools/list`` shows and a client may call: search finds exactly what would be listed.
+    not to what ``tools/list`` shows and a client may call: search finds exactly what would be listed, so never a
+    tool whose schema cannot be built (``export.listable_names``; every listing leaves it out).
     """
     from toolhub.disclosure.visibility import is_navigation
 
@@ -52,7 +54,7 @@ def searchable_names(principal: CallPrincipal, context: Mapping[str, Any] | None
         if tool is None or tool.always_visible or is_navigation(name):
             continue
         names.append(name)
-    return sorted(usable_tools(names, principal, context=context))
+    return sorted(listable_names(usable_tools(names, principal, context=context)))
 
 
 #: Deepest a provider is asked when its answers hold duplicates or other names (the most a run holds, ``MAX_NAMES``).

@@ -489,10 +489,13 @@ def usable_in_call(names: Iterable[str], ctx: ToolContext) -> list[str]:
     """``names`` the principal of the call with ``ctx`` may see in its run (``usable_tools`` with the call's context).
 
     What a navigation tool's answer may name: a facade's unfold, an agentic tool's guide, refusal or inner model.
+    Never one whose schema cannot be built (``export.listable_names``): no listing gives the model its definition.
     """
     from toolhub.disclosure.principals import principal_of_context
+    from toolhub.tools.export import listable_names
 
-    return usable_tools(list(dict.fromkeys(names)), principal_of_context(ctx), context=dict(ctx))
+    usable = usable_tools(list(dict.fromkeys(names)), principal_of_context(ctx), context=dict(ctx))
+    return listable_names(usable)
 
 
 def _short(name: str) -> str:

@@ -22,6 +22,7 @@ from toolhub.tools.definition import Tool
 from toolhub.tools.factories import output_adapter
 from toolhub.tools.options import Risk
 from toolhub.tools.profiles import PROFILES, profile_schema, strict_safe
+from toolhub.tools.registry import registry
 from toolhub.tools.schema import drop_titles
 from toolhub.tools.schema_decimals import decimal_fragment, has_plain_decimals
 from toolhub.tools.strict import strict_schema
@@ -31,6 +32,7 @@ __all__ = [
     "SCHEMA_PROFILES",
     "buildable",
     "listable",
+    "listable_names",
     "listed_schema",
     "openai_tool",
     "profile_parameters",
@@ -71,6 +73,19 @@ def buildable(tools: Iterable[Tool], build: Callable[[Tool], T]) -> list[T]:
 def listable(tools: Iterable[Tool]) -> list[Tool]:
     """``tools`` but those whose schema cannot be built (``buildable``): what may be listed, offered or described."""
     return buildable(tools, _schema_built)
+
+
+def listable_names(names: Iterable[str]) -> list[str]:
+    """``names`` but those of registered tools whose schema cannot be built (``listable``), in their order.
+
+    For what names tools to the model or a client without their definitions (a search's hits, a facade's unfold, a
+    suggestion): a name every listing leaves out would send it to a tool it is never given and whose calls are
+    refused, and take the place of one it could use. A name no tool has is left to the caller's own rule.
+    """
+    kept = list(names)
+    tools = [tool for tool in map(registry.get, dict.fromkeys(kept)) if tool is not None]
+    unlisted = {tool.name for tool in tools} - {tool.name for tool in listable(tools)}
+    return [name for name in kept if name not in unlisted] if unlisted else kept
 
 
 def listed_schema(tool: Tool) -> dict[str, Any] | None:
