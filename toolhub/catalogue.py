@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from toolhub.models import ToolDefinition
 from toolhub.tools.definition import Tool
+from toolhub.tools.export import listable
 from toolhub.tools.registry import ToolRegistry, registry
 
 __all__ = ["tool_catalogue_sync", "effective_risk", "tool_definition_govern"]
@@ -12,11 +13,21 @@ __all__ = ["tool_catalogue_sync", "effective_risk", "tool_definition_govern"]
 
 @transaction.atomic
 def tool_catalogue_sync(*, source: ToolRegistry = registry) -> dict[str, int]:
-    """Mirror every registered tool into ``ToolDefinition``; keep operators' fields untouched."""
+    """Mirror every registered tool into ``ToolDefinition``; keep operators' fields untouched.
+
+    A tool whose schema cannot be built (``toolhub.E001``; ``migrate --skip-checks`` gets this far) has no version nor
+    schema to record: its row, if any, is kept as it was (not marked removed) and operators are told which tool and
+    why (``export.listable``); every other tool is synced.
+    """
     now = timezone.now()
     existing = {definition.name: definition for definition in ToolDefinition.objects.all()}
     created = updated = 0
-    for tool in source.code_tools():  # remote MCP tools are governed by their own rows
+    tools = source.code_tools()  # remote MCP tools are governed by their own rows
+    described = {tool.name for tool in listable(tools)}
+    for tool in tools:
+        if tool.name not in described:
+            existing.pop(tool.name, None)
+            continue
         values = {
             "description": tool.description,
             "module": tool.module,
