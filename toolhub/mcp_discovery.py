@@ -31,7 +31,7 @@ from toolhub.disclosure.unfolding import UnfoldingTool, facade_of
 from toolhub.disclosure.visibility import is_navigation
 from toolhub.feedback import invalid_arguments_message, unknown_tool_message
 from toolhub.tools.definition import Tool
-from toolhub.tools.export import buildable, tool_definition
+from toolhub.tools.export import buildable, listable_names, tool_definition
 from toolhub.tools.registry import registry
 
 __all__ = [
@@ -162,7 +162,10 @@ def _group(facade: UnfoldingTool, granted: set[str]) -> dict[str, Any] | None:
 
     The facade itself must be granted too, as it must for a run's model to see it.
     """
-    tools = sorted(name for name in facade.descendant_names() if name in granted and not is_navigation(name))
+    # Never one whose schema cannot be built: ``tools/list`` and ``toolhub_describe_tool`` leave it out.
+    tools = listable_names(
+        sorted(name for name in facade.descendant_names() if name in granted and not is_navigation(name))
+    )
     if not tools or facade.name not in granted:
         return None
     return {

@@ -14,7 +14,9 @@ Findings:
 2. A facade's unfold (``UnfoldingTool._unfold``) answered "These tools are available from your next turn" naming an
    unbuildable child, while its context tool and the next turn's definitions left it out. ``usable_in_call`` (what
    any navigation tool's answer may name: an unfold, an agentic tool's guide or refusal) now ends with
-   ``listable_names``; ``feedback``'s suggestions read the same helper (it was ``feedback._listable``).
+   ``listable_names``; ``feedback``'s suggestions read the same helper (it was ``feedback._listable``). MCP's
+   ``toolhub_describe_tool`` of a facade and ``toolhub_find_tools``' groups listed the child among the group's tools
+   (``mcp_discovery._group``); the group now keeps ``listable_names`` too.
    ``test_a_facades_unfold_names_no_unbuildable_child``
 3. The catalogue sync (``catalogue.tool_catalogue_sync``: ``post_migrate`` and ``manage.py sync_tools``, reached
    with ``--skip-checks``) read every code tool's ``version``/``json_schema`` unguarded: one unbuildable tool raised
@@ -61,7 +63,7 @@ from tests.security_review.test_review_2026_12_06_ge import _assert_reported_to_
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.direct import caller_principal
 from toolhub.disclosure import UnfoldingTool
-from toolhub.mcp_discovery import find_tools
+from toolhub.mcp_discovery import describe_tool, find_tools
 from toolhub.models import CallStatus, ToolCall, ToolDefinition, ToolGroup
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
@@ -117,9 +119,11 @@ def test_a_facades_unfold_names_no_unbuildable_child(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Found: a facade's unfold told the model "these tools are available from your next turn" naming a child whose
-    schema cannot be built, which its context tool and the next turn's definitions leave out.
+    schema cannot be built, which its context tool and the next turn's definitions leave out; MCP's
+    ``toolhub_describe_tool`` of the facade (and ``toolhub_find_tools``' groups) listed it among the group's tools,
+    which ``tools/list`` and describing it leave out.
 
-    Expect: the unfold names the other children only, as its context tool does.
+    Expect: the unfold and the MCP group name the other children only, as the context tool does.
     """
     broken = _unbuildable("s_facade_child")
     facade = UnfoldingTool.of("s_facade", "Effects.", [broken, registry.get("record_effect")])
@@ -131,7 +135,9 @@ def test_a_facades_unfold_names_no_unbuildable_child(
     with registry.temporarily(facade.facade, facade.context_tool, broken), caplog.at_level(logging.WARNING):
         agent = agent_create(name="s-facade", provider="scripted", tools=["s_facade"], tenant="acme", script=script)
         run = start_run(agent, alice, context={"tenant": "acme"})
+        group = describe_tool(caller_principal(alice), {"name": "s_facade"})
     assert run.status == RunStatus.COMPLETED, run.error
+    assert not group.is_error and (group.structured_content or {})["group"]["tools"] == ["record_effect"]
     unfolded = [tool["name"] for tool in _result_of(run.pk, "s_facade")["tools"]]
     described = [tool["name"] for tool in _result_of(run.pk, "s_facade_context")["tools"]]
     assert unfolded == described == ["record_effect"]
