@@ -30,6 +30,11 @@ Checked and holding:
 - A run suspended on an approval, whose agent holds a dynamic tool that becomes unbuildable meanwhile, resumes when
   the other call is approved: the next turn sends the others (``visible_tool_definitions``: ``buildable``), the run
   completes. ``test_a_suspended_run_resumes_when_one_of_its_tools_became_unbuildable``
+- A run held on a call of the very tool that became unbuildable (approving is refused, review d) resumes when the call
+  is rejected: the model is told, its next call runs, the run completes, the tool never ran.
+  ``test_a_run_held_on_a_call_of_a_tool_that_became_unbuildable_resumes_when_it_is_rejected``
+- An agent's ``tool_choice`` naming the broken tool sends no ``tool_choice`` (``OpenAIChatAdapter._tool_choice_for``
+  names a tool only when it is among the definitions sent), so the provider is never asked for a tool it lacks.
 - System checks (``run_checks``, as ``migrate`` runs them) report E001 for the tool and crash nowhere (approvals'
   W001 reads ``listed_schema`` since review d; ``sagas.checks`` reads compensations only); the OpenAPI schema
   (drf-spectacular documents no tool's schema) answers 200; the admin's agent list and change page, the run page,
@@ -57,9 +62,9 @@ from django.test import Client
 from agents_app.models import RunStatus
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
-from approvals.services import approval_approve
+from approvals.services import approval_approve, approval_reject
 from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
-from tests.security_review.test_review_2026_12_06_ge import _assert_reported_to_operators, _unbuildable
+from tests.security_review.test_review_2026_12_06_ge import _INTERNALS, _assert_reported_to_operators, _unbuildable
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.direct import caller_principal
 from toolhub.disclosure import UnfoldingTool
@@ -232,3 +237,40 @@ def test_checks_openapi_and_admin_pages_hold_with_one_unbuildable_tool(
     assert [problem.obj for problem in problems if problem.id == "toolhub.E001"] == [broken.name]
     assert run.status == RunStatus.COMPLETED, run.error
     assert statuses == dict.fromkeys(pages, 200)
+
+
+def test_a_run_held_on_a_call_of_a_tool_that_became_unbuildable_resumes_when_it_is_rejected(
+    alice: User,
+    acme_operator: User,
+    start_run: Any,  # noqa: F811 - the imported fixture
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Holding: a run suspended on an approval of a call whose dynamic tool becomes unbuildable meanwhile (approving
+    it is refused, review d) resumes once the call is rejected: the model is told, its next call of another tool
+    runs, the run completes; nothing of the broken tool's builder reaches it.
+    """
+    ran: list[str] = []
+    dynamic = Tool.create(
+        "s_held_broken", "Held for an operator.", {"note": (str, "")}, ran.append, needs_approval=True
+    )
+    script = [
+        {"tool_calls": [{"name": dynamic.name, "arguments": {"note": "held"}}]},
+        {"tool_calls": [{"name": "record_effect", "arguments": {"note": "after"}}]},
+        {"content": "done"},
+    ]
+    with registry.temporarily(dynamic):
+        agent = agent_create(
+            name="s-held", provider="scripted", tools=["record_effect", dynamic.name], tenant="acme", script=script
+        )
+        run = start_run(agent, alice, context={"tenant": "acme"})
+        assert run.status == RunStatus.WAITING, (run.status, run.error)
+        monkeypatch.setitem(registry._tools, dynamic.name, _unbuildable(dynamic.name))
+        held = ApprovalRequest.objects.get(call__run_id=run.pk)
+        with django_capture_on_commit_callbacks(execute=True):
+            approval_reject(request_id=held.pk, user=acme_operator, comment="tool broken")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, (run.status, run.error)
+    assert ToolCall.objects.get(run_id=run.pk, tool_name=dynamic.name).status == CallStatus.REJECTED
+    assert ToolCall.objects.get(run_id=run.pk, tool_name="record_effect").status == CallStatus.SUCCEEDED
+    assert ran == [] and not [word for word in _INTERNALS if word in str(run.messages)]
