@@ -33,6 +33,10 @@ Checked and holding:
 - A run held on a call of the very tool that became unbuildable (approving is refused, review d) resumes when the call
   is rejected: the model is told, its next call runs, the run completes, the tool never ran.
   ``test_a_run_held_on_a_call_of_a_tool_that_became_unbuildable_resumes_when_it_is_rejected``
+- A saga rolled back after a step's compensation tool became unbuildable: that compensation fails INVALID in bounded
+  words (nothing executed), the saga needs attention, the other step is still undone (``sagas.mapping`` reads the
+  compensation's ``parameters`` and ``declared_names``, never its schema).
+  ``test_a_rollback_whose_compensation_became_unbuildable_still_undoes_the_other_steps``
 - An agent's ``tool_choice`` naming the broken tool sends no ``tool_choice`` (``OpenAIChatAdapter._tool_choice_for``
   names a tool only when it is among the definitions sent), so the provider is never asked for a tool it lacks.
 - System checks (``run_checks``, as ``migrate`` runs them) report E001 for the tool and crash nowhere (approvals'
@@ -52,24 +56,30 @@ Checked and holding:
 """
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
 from django.test import Client
+from pydantic import Field
 
 from agents_app.models import RunStatus
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest
 from approvals.services import approval_approve, approval_reject
 from tests.agents.conftest import start_run  # noqa: F401 - a fixture, registered by being imported here
+from tests.sagas.sample_tools import LOG
+from tests.sagas.sample_tools import TOOLS as SAGA_TOOLS
+from tests.sagas.test_services import _call as _saga_call
+from tests.sagas.test_services import _compensations
 from tests.security_review.test_review_2026_12_06_ge import _INTERNALS, _assert_reported_to_operators, _unbuildable
 from toolhub.catalogue import tool_catalogue_sync
 from toolhub.direct import caller_principal
 from toolhub.disclosure import UnfoldingTool
 from toolhub.mcp_discovery import describe_tool, find_tools
 from toolhub.models import CallStatus, ToolCall, ToolDefinition, ToolGroup
+from toolhub.sagas.models import CompensationStatus, Saga, SagaStatus
 from toolhub.tools.definition import Tool
 from toolhub.tools.registry import registry
 
@@ -274,3 +284,35 @@ def test_a_run_held_on_a_call_of_a_tool_that_became_unbuildable_resumes_when_it_
     assert ToolCall.objects.get(run_id=run.pk, tool_name=dynamic.name).status == CallStatus.REJECTED
     assert ToolCall.objects.get(run_id=run.pk, tool_name="record_effect").status == CallStatus.SUCCEEDED
     assert ran == [] and not [word for word in _INTERNALS if word in str(run.messages)]
+
+
+@pytest.mark.django_db(transaction=True)  # a saga's rollback runs its compensations after commit
+def test_a_rollback_whose_compensation_became_unbuildable_still_undoes_the_other_steps(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Holding: a saga rolled back after one step's compensation tool was registered again with a definition whose
+    schema cannot be built: that compensation fails in bounded words (nothing executed; the builder's message only
+    in the log), the saga needs attention, and the other step is still undone.
+    """
+    LOG.clear()
+    with registry.temporarily(*SAGA_TOOLS):
+        _saga_call("reserve", {"item": "a"}, saga="s-broken", user=alice)
+        _saga_call("book", {"item": "b"}, saga="s-broken", user=alice)
+        broken = Tool.create(
+            "cancel_booking",
+            "Cannot be described.",
+            {"booking_id": (Annotated[str, Field(pattern=r"^a+(?=b)")], "")},
+            lambda booking_id: None,
+            idempotent=True,
+        )
+        monkeypatch.setitem(registry._tools, "cancel_booking", broken)
+        failed = _saga_call("explode", {"reason": "boom"}, saga="s-broken", user=alice)
+    assert failed.status == CallStatus.FAILED
+    by_step = {compensation.step_tool: compensation for compensation in _compensations("s-broken")}
+    assert by_step["reserve"].status == CompensationStatus.SUCCEEDED and ("release", "a") in LOG
+    refused = by_step["book"]
+    assert refused.status == CompensationStatus.FAILED and refused.call is not None
+    assert refused.call.status == CallStatus.INVALID and "nothing was executed" in refused.last_error
+    assert not [word for word in _INTERNALS if word in refused.last_error]
+    assert ("cancel", "B-b") not in LOG
+    assert Saga.objects.get(key="s-broken").status == SagaStatus.NEEDS_ATTENTION
