@@ -38,6 +38,7 @@ from django.utils.http import urlencode
 
 from toolhub.admin_deletion import ScopedDeletion
 from toolhub.admin_editable import StaleEditsRefused
+from toolhub.admin_json import CheckedJSONFields
 from toolhub.admin_lookups import GuardedLookups
 from toolhub.admin_relations import (
     OpenableLinksOnly,
@@ -89,7 +90,7 @@ class FixedIdentity:
         return (*super().get_readonly_fields(request, obj), *fixed)  # type: ignore[misc]
 
 
-class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
+class TenantScopedAdmin(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused, CheckedJSONFields):
     """Mixed into a ``ModelAdmin`` (before it): the user sees and acts on the rows of their tenants only.
 
     ``tenant_field`` is the path to the row's tenant slug (``"tenant"``, ``"saga__tenant"``,
@@ -331,7 +332,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value)
 
 
-class CrossTenantChangesOnly(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused):
+class CrossTenantChangesOnly(ScopedDeletion, OpenableLinksOnly, GuardedLookups, StaleEditsRefused, CheckedJSONFields):
     """Platform-wide configuration: anyone with the view permission reads it, only boundary-crossers change it."""
 
     def _crosses_boundary(self, request: HttpRequest) -> bool:
@@ -347,7 +348,7 @@ class CrossTenantChangesOnly(ScopedDeletion, OpenableLinksOnly, GuardedLookups, 
         return self._crosses_boundary(request) and super().has_delete_permission(request, obj)  # type: ignore[misc]
 
 
-class CrossTenantOnly(ScopedDeletion, GuardedLookups, StaleEditsRefused):
+class CrossTenantOnly(ScopedDeletion, GuardedLookups, StaleEditsRefused, CheckedJSONFields):
     """Pages for people who cross the boundary only (credentials, endpoints): absent for everyone else.
 
     Tenant-scoped staff never see the module, its list or its rows, whatever permissions they hold.
