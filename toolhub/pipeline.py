@@ -162,7 +162,7 @@ def _new_call(request: CallRequest, context: ToolContext) -> ToolCall:
         ToolCall,
         id=request.call_id or uuid.uuid4(),
         kind=request.kind,
-        tool_name=storable_text(request.tool_name[:200]),
+        tool_name=storable_text(request.tool_name[:200], within=200),
         status=CallStatus.QUEUED,
         tenant=request.principal.tenant,
         user_id=request.principal.user_id,
@@ -170,7 +170,7 @@ def _new_call(request: CallRequest, context: ToolContext) -> ToolCall:
         run_id=request.run_id,
         turn=request.turn,
         position=request.position,
-        model_call_id=storable_text(request.model_call_id[:100]),
+        model_call_id=storable_text(request.model_call_id[:100], within=100),
         saga_id=request.saga_id,
         context=_storable_context(context),
     )

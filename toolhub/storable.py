@@ -40,9 +40,14 @@ def json_storage_problem(value: Any, path: str = "") -> str | None:
     return None
 
 
-def storable_text(text: str) -> str:
-    """``text`` with NUL characters and lone surrogates written out as escapes, so any column stores it."""
-    return text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+def storable_text(text: str, *, within: int | None = None) -> str:
+    """``text`` with NUL characters and lone surrogates written out as escapes, so any column stores it.
+
+    ``within``: the column's length; the text is cut to it once escaped (each escape is six characters, so a text cut
+    to the length first could come out longer than the column, which PostgreSQL refuses).
+    """
+    kept = text.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")
+    return kept if within is None else kept[:within]
 
 
 def storable_value(value: Any) -> Any:

@@ -19,6 +19,13 @@ Findings:
    ``test_hostile_json_in_an_agents_form_is_refused_at_its_field``,
    ``test_hostile_json_in_an_approval_rules_forms_is_refused_at_its_field``,
    ``test_hostile_json_in_the_platforms_forms_is_refused_at_its_field``.
+2. (PostgreSQL) ``tools/call`` over MCP (2025-03-26, where the body's name needs no ``Mcp-Name`` header) of a tool
+   named with 199 characters and a NUL answered "Internal server error" (-32603) and recorded nothing: the pipeline
+   cut the name to the column's 200 characters and then escaped it (``storable_text``: a NUL is six characters), so
+   the row's name was 205 characters and PostgreSQL refused the insert. The same held for ``model_call_id`` (100)
+   and for any door calling the pipeline with such a name. ``storable_text`` now takes the column's length
+   (``within=``) and cuts after escaping; the call is recorded ``invalid`` and the client told the bounded "Unknown
+   tool ..." with its suggestions. ``test_an_mcp_call_of_a_long_name_ending_in_a_nul_is_refused_and_recorded``.
 
 Checked and holding:
 """
@@ -26,16 +33,19 @@ Checked and holding:
 import json
 from typing import Any
 
+import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
 from agents_app.models import Agent
 from approvals.models import ApprovalRule
-from tests.helpers import console
+from tests.helpers import assert_audit_intact, console
+from tests.mcp.conftest import live_asgi, token  # noqa: F401 - the live server, a fixture
 from tests.security_review.test_review_2026_12_05_cg import _FormAsPosted
+from tests.testapp.models import SideEffect
 from toolhub.mcp_client.models import RemoteMcpServer
-from toolhub.models import Tenant, ToolGroup
+from toolhub.models import CallStatus, Grant, Tenant, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
 
@@ -117,3 +127,39 @@ def test_hostile_json_in_the_platforms_forms_is_refused_at_its_field(superuser: 
                 _refused_at(client, url, {**posted, field: text}, field, said)
     assert not ToolGroup.objects.filter(name="t-thing").exists()
     assert not RemoteMcpServer.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_mcp_call_of_a_long_name_ending_in_a_nul_is_refused_and_recorded(
+    live_asgi: str,  # noqa: F811 - the fixture imported above
+    settings: Any,
+    alice: User,
+) -> None:
+    """Found: ``tools/call`` of ``"a" * 199 + "\\u0000"`` (2025-03-26, raw JSON-RPC) answered "Internal server error"
+    and recorded nothing: the name, cut to 200 characters and then escaped, was 205 characters for a 200-character
+    column.
+    Expect: the bounded "Unknown tool ..." error naming the caller's tool, the call recorded ``invalid`` with its name
+    escaped and cut to the column, nothing run, the audit trail intact."""
+    settings.TOOLHUB = {**settings.TOOLHUB, "DEFAULT_TOOL_ACCESS": "deny"}
+    Grant.objects.create(tool_name="record_effect", user=alice)
+    name = "a" * 199 + "\x00"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {"note": "n"}}}
+    headers = {
+        "Authorization": f"Bearer {token(alice)}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-03-26",
+    }
+
+    answer = httpx.post(f"{live_asgi}/mcp", content=json.dumps(body).encode(), headers=headers, timeout=30)
+
+    assert answer.status_code == 200, answer.text
+    (data,) = [line.removeprefix("data: ") for line in answer.text.splitlines() if line.startswith("data: ")]
+    error = json.loads(data)["error"]
+    assert error["code"] == -32602, error
+    assert error["message"].startswith("Unknown tool 'aaa") and "Available tools: record_effect." in error["message"]
+    call = ToolCall.objects.get()
+    assert (call.status, call.user_id, call.tool_name) == (CallStatus.INVALID, alice.pk, "a" * 199 + "\\")
+    assert not SideEffect.objects.exists()
+    assert_audit_intact()
