@@ -28,6 +28,29 @@ Findings:
    tool ..." with its suggestions. ``test_an_mcp_call_of_a_long_name_ending_in_a_nul_is_refused_and_recorded``.
 
 Checked and holding:
+
+- The agent loop against the local OpenAI-compatible fake: one turn of nine hostile calls (all but one reusing the
+  id ``c1``) is recorded call by call, each refusal bounded and read by the model, the valid ones run once, the ids
+  made unique and at most 100 characters (``model_answers._call_ids``)
+  (``test_holding_a_hostile_model_turn_makes_bounded_refusals_and_runs_the_valid_calls_once``). Probed besides: a
+  tool call whose name or arguments is not text (an integer, an object) or whose id is ``null`` fails the turn as the
+  endpoint's ("not a chat completion", retryable) or gets a derived id; 500 calls in one turn stop the run at the
+  agent's ``max_tool_calls`` with nothing run; ``-0`` is read as ``0.0``; a key given twice is read as its last value
+  (as the REST API reads it, review f); a 400-digit integer for a float parameter is refused by the schema.
+- The MCP server (raw JSON-RPC, both protocol versions): a tool name that is not text, ``null``, a list, 300,000
+  characters, a short name with a NUL (escaped, "Unknown tool ..."), arguments not an object (``-32602``),
+  ``Infinity``, a key of 100,000 characters; under 2026-07-28 a name that does not match ``Mcp-Name`` is refused
+  (``-32020``) before toolhub, so no NUL or lone surrogate reaches the pipeline as a name there; under 2025-03-26 the
+  SDK's parser refuses a lone surrogate anywhere (``-32700``); ``toolhub_call_status`` with hostile arguments answers
+  its usage line (review dg holds the rest).
+- Subagents: a subagent tool's arguments go through its input model (the pipeline's one validation) and its child's
+  task is the arguments' redacted JSON text; the model sets no tenant, user or budget (``SubagentLimits`` is code).
+- The admin's other edit fields, as globex's developer on the tenant's agent, rule and grant and the tool
+  definitions' page, and as a superuser on every add page: invalid UTF-8 (decoded with replacement characters, as
+  Django does), ``1e309``, ``-0``, ``2**70`` and 5,000 digits in number fields (refused by the fields' ranges),
+  200,000 characters (refused by the fields' lengths), a NUL in any posted field (400 before any view,
+  ``StorableAddressMiddleware``): no 500, nothing saved that the form refused. A lone surrogate cannot be sent in a
+  form (it is not UTF-8).
 """
 
 import json
@@ -42,12 +65,16 @@ from agents_app.models import Agent
 from approvals.models import ApprovalRule
 from tests.helpers import assert_audit_intact, console
 from tests.mcp.conftest import live_asgi, token  # noqa: F401 - the live server, a fixture
+from tests.security_review.test_review_2026_12_05_bp import _agent, _started
 from tests.security_review.test_review_2026_12_05_cg import _FormAsPosted
 from tests.testapp.models import SideEffect
+from tests.unit.fake_openai import FakeModel, Reply
 from toolhub.mcp_client.models import RemoteMcpServer
 from toolhub.models import CallStatus, Grant, Tenant, ToolCall, ToolGroup
 
 pytestmark = pytest.mark.django_db
+
+_SUM = '{"a": 1, "op": "+", "b": 2}'
 
 #: JSON texts no JSON column of a console form may take, and what its field then says (in part).
 HOSTILE_JSON = {
@@ -162,4 +189,62 @@ def test_an_mcp_call_of_a_long_name_ending_in_a_nul_is_refused_and_recorded(
     call = ToolCall.objects.get()
     assert (call.status, call.user_id, call.tool_name) == (CallStatus.INVALID, alice.pk, "a" * 199 + "\\")
     assert not SideEffect.objects.exists()
+    assert_audit_intact()
+
+
+#: One hostile turn of the fake OpenAI-compatible endpoint: (id, name, arguments) -> the call's status and what the
+#: model reads of it (in part).
+HOSTILE_TURN = [
+    ("c1", "a" * 199 + "\x00", _SUM, "invalid", "Unknown tool 'aaa"),
+    ("c1", "calculate", '{"a": 1e309, "op": "+", "b": 2}', "invalid", "a is not a finite number"),
+    ("c1", "calculate", '{"a": ' + "9" * 5000 + ', "op": "+", "b": 2}', "invalid", "more than 4300 digits"),
+    ("c1", "calculate", '{"a\\u0000": 1, "op": "+", "b": 2}', "invalid", "a key contains a NUL character"),
+    ("c1", "calculate", '{"a": 1, "op": "+\\ud800", "b": 2}', "invalid", "op contains an invalid character"),
+    ("c1", "calculate", '{"a": ' + "[" * 3000 + "]" * 3000 + "}", "invalid", "nested deeper than"),
+    ("c1", "calculate", '{"a": 1, "op": "+", "b": 2, "zz": 3}', "invalid", "zz: Extra inputs are not permitted"),
+    ("c1", "calculate", '{"a": 1, "op": "+", "b": 2, "b": 3}', "succeeded", "4.0"),
+    ("c" * 99 + "\x00", "calculate", '{"a": -0, "op": "+", "b": 2}', "succeeded", "2.0"),
+]
+
+
+def _completion(message: dict[str, Any], finish: str) -> Reply:
+    body = {
+        "id": "chatcmpl-t",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    }
+    return Reply(200, json.dumps(body).encode())
+
+
+def test_holding_a_hostile_model_turn_makes_bounded_refusals_and_runs_the_valid_calls_once(
+    fake_model: FakeModel, alice: User, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Checked (holding): one turn of the OpenAI-compatible endpoint with nine calls, all but the first reusing the
+    id ``c1``: a name of 199 characters and a NUL, ``1e309``, a 5,000-digit integer, a NUL in a key, a lone surrogate,
+    3,000 levels of nesting, an unknown field, a duplicated key, an id of 99 characters and a NUL with ``-0``.
+    Expect: each refused call ``invalid`` with a bounded message the model reads (nothing run), the duplicated key's
+    last value used, every id unique and at most 100 characters, each valid call run once, the run answered and its
+    audit trail intact."""
+    calls = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for call_id, name, arguments, _, _ in HOSTILE_TURN
+    ]
+    fake_model.queue(_completion({"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"))
+    fake_model.queue(_completion({"role": "assistant", "content": "done"}, "stop"))
+
+    run = _started(_agent(fake_model), alice, django_capture_on_commit_callbacks)
+
+    assert (run.status, run.output) == ("completed", "done"), run.error
+    rows = list(ToolCall.objects.filter(run_id=run.id).order_by("position"))
+    results = [message for message in run.messages if message["role"] == "tool"]
+    assert len(rows) == len(results) == len(HOSTILE_TURN)
+    for row, result, (_, _, _, status, said) in zip(rows, results, HOSTILE_TURN, strict=True):
+        assert row.status == status and said in result["content"], (row.tool_name[:20], row.status, result)
+        assert len(result["content"]) < 500 and result["tool_call_id"] == row.model_call_id
+    ids = [row.model_call_id for row in rows]
+    assert len(set(ids)) == len(ids) and all(len(call_id) <= 100 and "\x00" not in call_id for call_id in ids)
+    assert len(rows[0].tool_name) == 200
     assert_audit_intact()
