@@ -17,8 +17,9 @@ Left open (measured, not fixed):
    ``test_the_approval_desk_reads_the_operators_pending_requests`` fails (6,003 rows) when run after
    ``test_review_2026_12_06_dx.py`` (which analyzes):
    ``pytest tests/security_review/test_review_2026_12_06_dx.py tests/security_review/test_review_2026_12_07_m.py``.
-   In the whole suite a transactional test's flush in between (TRUNCATE resets the sizes) may hide it: its outcome
-   depends on which tests ran before it (not checked over the whole suite, an hour).
+   Checked in psql: ANALYZE inside a rolled-back transaction leaves ``reltuples``/``relpages``, and TRUNCATE (the
+   transactional tests' flush) keeps them; only autovacuum or a later ANALYZE changes them. So in the whole suite
+   its outcome depends on the tests before it and on autovacuum (the whole suite, an hour, was not run here).
 2. The audit browser searched by a run's id (the run page's "audit events of this run") or a call's id, for an
    operator of one tenant (``tenant IN (..) AND (call_id = key OR run_id = key)``): without statistics PostgreSQL
    walks ``audit_tenant_created`` in the list's order, 3,014 rows for a run of 10 events among its tenant's 3,000
