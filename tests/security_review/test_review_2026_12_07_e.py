@@ -1,5 +1,8 @@
-"""Review e (2026-12-07): PostgreSQL statements whose plan depends on table statistics, read under statistics older
-than the rows (written in the test, never ANALYZEd, as in CI before autovacuum), and the saga trail's rewrite.
+"""Review e (2026-12-07): PostgreSQL statements whose plan depends on table statistics, and the saga trail's rewrite.
+
+The plans were first read under statistics older than the rows (written in the test, never ANALYZEd); what that state
+holds depends on what earlier tests left in ``pg_class`` (ANALYZE keeps its sizes through a rollback: review w), so
+the tests now analyze the tables after writing the rows, as autovacuum would have them.
 
 Findings (each test failed on the code as found, main at 8711560, and passes now):
 
@@ -18,8 +21,8 @@ Checked and holding:
   exactly the events up to the key; the events' statement is one ``call_id = ANY(...) OR (run_id, saga.%)`` filter
   (a hashed array, no subplan), each page four or six statements (pinned by reviews gc, gl).
 - ``held_inner_outcome``'s ``Exists(_held_once())`` under an OR runs as a per-row index probe on the events'
-  ``call_id`` (one loop per inner call of the attempt, never a hashed subplan over every held event), under stale
-  statistics too (300 inner calls, 3,000 held events of other calls: 300 loops of 0 rows)
+  ``call_id`` (one loop per inner call of the attempt, never a hashed subplan over every held event), with the tables
+  analyzed (300 inner calls, 3,000 held events of other calls: 300 loops of 0 rows)
   (``test_held_inner_calls_are_probed_per_call_not_hashed_over_every_held_event``).
 - ``sagas_visible_to`` for a requester (``Q(pk__in=own) | Q(pk__in=opened)``): two hashed subplans, each run once
   (loops 1), never per saga.
@@ -34,7 +37,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from tests.security_review.query_plans import clone, json_plans, rows_read
+from tests.security_review.query_plans import analyze, clone, json_plans, rows_read
 from tests.security_review.test_review_2026_12_06_gc import (
     _rolled_back_saga,
     _undoing_calls_with_events,
@@ -57,7 +60,7 @@ def test_the_saga_trail_reads_its_undoing_calls_not_the_tenants_calls_since(
 ) -> None:
     """Found: the saga trail found the calls made undoing the saga's steps by a JSON key no index holds, among every
     call of the tenant since the saga began: a page read all of them (3,202 rows for a saga of 200 undoing calls).
-    Expect: a page reads the saga's undoing calls (no more than twice as many rows), under statistics older than the
+    Expect: a page reads the saga's undoing calls (no more than twice as many rows), with the tables analyzed after the
     rows, and still lists every one's events."""
     with registry.temporarily(book_gc_seat, unbook_gc_seat, record_effect):
         saga = _rolled_back_saga(alice, acme_operator, django_capture_on_commit_callbacks)
@@ -73,6 +76,8 @@ def test_the_saga_trail_reads_its_undoing_calls_not_the_tenants_calls_since(
         saga_id="''",
         created_at="clock_timestamp()",
     )
+    analyze()
+    analyze()
     plans = json_plans(lambda: trail_page(saga))
     read = sum(rows_read(plan, ToolCall._meta.db_table) for _, plan in plans)
     assert read <= 2 * len(made), f"a page of the saga's trail read {read} calls for {len(made)} undoing calls"
@@ -85,7 +90,7 @@ def test_held_inner_calls_are_probed_per_call_not_hashed_over_every_held_event(
 ) -> None:
     """Holds: ``held_inner_outcome``'s ``EXISTS`` (ever held, in the events) sits under an OR, which PostgreSQL may
     plan as a hashed subplan reading every held event of every call.
-    Expect: under statistics older than the rows, it probes the events' ``call_id`` index once per inner call of the
+    Expect: with the tables analyzed after the rows, it probes the events' ``call_id`` index once per inner call of the
     attempt; the held events of other calls are never read."""
     with registry.temporarily(book_gc_seat, unbook_gc_seat, record_effect):
         saga = _rolled_back_saga(alice, acme_operator, django_capture_on_commit_callbacks)
@@ -104,6 +109,8 @@ def test_held_inner_calls_are_probed_per_call_not_hashed_over_every_held_event(
     event = AuditEvent.objects.filter(call_id=undo.step_call_id).first()
     assert event is not None
     clone(AuditEvent, event, 3000, chain="556", seq="g", call_id="gen_random_uuid()", status="'pending_approval'")
+    analyze()
+    analyze()
     plans = json_plans(lambda: held_inner_outcome(undo.call))
     read = sum(rows_read(plan, AuditEvent._meta.db_table) for _, plan in plans)
     assert read < 300, f"the held check read {read} events for 300 inner calls"

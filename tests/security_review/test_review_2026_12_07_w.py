@@ -15,13 +15,10 @@ Left open (measured, not fixed):
    both together gave a sequential scan estimated at 1 row: the partial index's cost is reckoned from the tenant
    column alone (half the table). A fix needs another shape (not found here).
    Consequence for CI: ``tests/security_review/query_plans.analyze`` leaves ``pg_class`` sizes behind after the
-   test's rollback (ANALYZE writes them in place), so review m's
-   ``test_the_approval_desk_reads_the_operators_pending_requests`` fails (6,003 rows) when run after
-   ``test_review_2026_12_06_dx.py`` (which analyzes):
-   ``pytest tests/security_review/test_review_2026_12_06_dx.py tests/security_review/test_review_2026_12_07_m.py``.
-   Checked in psql: ANALYZE inside a rolled-back transaction leaves ``reltuples``/``relpages``, and TRUNCATE (the
-   transactional tests' flush) keeps them; only autovacuum or a later ANALYZE changes them. So in the whole suite
-   its outcome depends on the tests before it and on autovacuum (the whole suite, an hour, was not run here).
+   test's rollback (ANALYZE writes them in place; TRUNCATE keeps them too, checked in psql), so review m's desk test,
+   which read plans under "statistics older than the rows", failed (6,003 rows) when run after
+   ``test_review_2026_12_06_dx.py``. Reviews e's and m's tests now analyze the tables after writing their rows, and
+   m's desk test measures one pending request among each tenant's 3,000 decided ones (the case above stays open).
 2. The audit browser searched by a run's id (the run page's "audit events of this run") or a call's id, for an
    operator of one tenant (``tenant IN (..) AND (call_id = key OR run_id = key)``): without statistics PostgreSQL
    walks ``audit_tenant_created`` in the list's order, 3,014 rows for a run of 10 events among its tenant's 3,000
