@@ -8,6 +8,7 @@ request names a model provider: endpoints and credentials are configured by admi
 from typing import Any
 
 import django_filters
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, status
@@ -41,6 +42,7 @@ from agents_app.services import (
     run_start_by_reference,
 )
 from toolhub.api.governed import request_tenant_named
+from toolhub.api.named_tenant import NamesOneOfTheirTenants
 from toolhub.api.schema import CONFLICT
 from toolhub.api.serializers import CancelInputSerializer
 from toolhub.direct import TENANT_HEADER, CallerContextError
@@ -100,7 +102,7 @@ def _agent_tenant(request: Request, body: object) -> str | None:
 class AgentListCreateView(generics.ListAPIView):
     """List the agents of your tenants and the global ones (paginated, filtered by ``AgentFilter``), or create one."""
 
-    permission_classes = [ManagesAgents]
+    permission_classes = [ManagesAgents, NamesOneOfTheirTenants]
     serializer_class = AgentSerializer
     filterset_class = AgentFilter
 
@@ -123,7 +125,7 @@ class AgentListCreateView(generics.ListAPIView):
 class AgentDetailView(APIView):
     """One agent of your tenants (or a global one); developers change it with PATCH."""
 
-    permission_classes = [ManagesAgents]
+    permission_classes = [ManagesAgents, NamesOneOfTheirTenants]
 
     @extend_schema(responses=AgentSerializer)
     def get(self, request: Request, pk: int) -> Response:
@@ -147,11 +149,17 @@ class RunFilter(django_filters.FilterSet):
 
     status = django_filters.ChoiceFilter(choices=RunStatus.choices, help_text="running, waiting, completed, ...")
     agent = django_filters.CharFilter(field_name="agent__name", help_text="The agent's name.")
-    tenant = django_filters.CharFilter(help_text="One of your tenants.")
+    tenant = django_filters.CharFilter(
+        method="named_tenant", help_text="One of your tenants (or X-Toolhub-Tenant); another is refused (400)."
+    )
 
     class Meta:
         model = AgentRun
         fields = ["status", "agent", "tenant"]
+
+    def named_tenant(self, queryset: QuerySet[AgentRun], name: str, value: str) -> QuerySet[AgentRun]:
+        """Documented here; every list reads it alike (``toolhub.api.named_tenant.NamedTenantFilter``)."""
+        return queryset
 
 
 class RunListCreateView(generics.ListAPIView):

@@ -48,6 +48,7 @@ __all__ = [
     "call_hidden_from",
     "ran_here",
     "TENANT_HEADER",
+    "not_a_member",
     "tenant_named",
 ]
 
@@ -117,11 +118,16 @@ def tenant_named(*, body: object = None, query: str | None = None, header: str |
     return named[0][1] if named else None
 
 
+def not_a_member(tenant: str) -> str:
+    """What a caller naming ``tenant`` is told when it is not theirs: one text for another's and a missing one."""
+    return f"You are not a member of tenant {tenant[:100]!r}; give the slug of one of yours."
+
+
 def caller_principal(user: AbstractBaseUser, *, tenant: str | None = None) -> CallPrincipal:
     """The principal of an authenticated caller: their only tenant, or ``tenant`` when they belong to it."""
     if tenant:
         if not tenant_scope(user).allows(tenant) or not Tenant.objects.filter(slug=tenant).exists():
-            raise CallerContextError(f"You are not a member of tenant {tenant[:100]!r}; give the slug of one of yours.")
+            raise CallerContextError(not_a_member(tenant))
         chosen = tenant
     else:
         tenants = sorted(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True))

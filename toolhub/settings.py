@@ -345,7 +345,11 @@ REST_FRAMEWORK = {
         # The console's session, taken while its user may sign in to the console (staff; toolhub.api.sessions).
         "toolhub.api.sessions.ConsoleSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A tenant named by ?tenant= or X-Toolhub-Tenant is one of the caller's, every request (toolhub.api.named_tenant).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "toolhub.api.named_tenant.NamesOneOfTheirTenants",
+    ],
     # JSON as stored; the browsable API writes invisible characters out, as the admin does (toolhub.api.renderers).
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -355,7 +359,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "toolhub.api.schema.ToolhubAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "toolhub.api.pagination.NewestFirstCursorPagination",
     # Lists name a django-filter FilterSet (filterset_class); it narrows the tenant-scoped queryset.
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # A list shows the rows of the tenant ?tenant= or X-Toolhub-Tenant names (toolhub.api.named_tenant).
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "toolhub.api.named_tenant.NamedTenantFilter",
+    ],
     # toolhub's errors answer the status their class declares (toolhub.exceptions), in every view.
     "EXCEPTION_HANDLER": "toolhub.api.exceptions.toolhub_exception_handler",
     "PAGE_SIZE": 50,

@@ -66,7 +66,8 @@ def test_filters_narrow_the_list_and_a_bad_status_is_refused(
 
     assert _ids(client.get("/api/v1/runs/?status=waiting")) == [str(waiting.pk)]
     assert _ids(client.get("/api/v1/runs/?status=completed&agent=answers")) == [str(done.pk)]
-    assert _ids(client.get("/api/v1/runs/?tenant=globex")) == []  # another tenant's runs: none, not an error
+    # another tenant named: refused as every request naming a tenant not theirs is (review 2026-12-07 r)
+    assert client.get("/api/v1/runs/?tenant=globex").status_code == 400
     refused = client.get("/api/v1/runs/?status=sleeping")
 
     assert refused.status_code == 400

@@ -89,8 +89,13 @@ def test_an_agent_naming_a_tenant_outside_the_body_is_made_there_or_refused(
     missing = _post(globex_developer, "/api/v1/agents/?tenant=no-such", AGENT)
 
     assert (by_query.status_code, by_header.status_code) == (400, 400), (by_query.content, by_header.content)
-    assert by_query.json() == by_header.json() == {"detail": "Unknown tenant 'acme' among yours."}
-    assert missing.json() == {"detail": "Unknown tenant 'no-such' among yours."}
+    # Refused before the view, as every request naming a tenant not theirs is (review 2026-12-07 r).
+    assert (
+        by_query.json()
+        == by_header.json()
+        == {"detail": "You are not a member of tenant 'acme'; give the slug of one of yours."}
+    )
+    assert missing.json() == {"detail": "You are not a member of tenant 'no-such'; give the slug of one of yours."}
     assert not Agent.objects.exists()
     own = _post(globex_developer, "/api/v1/agents/", AGENT, HTTP_X_TOOLHUB_TENANT="globex")
     assert own.status_code == 201 and own.json()["tenant"] == "globex", own.content
@@ -170,7 +175,8 @@ def test_a_saga_rollback_naming_another_tenant_in_the_header_rolls_back_nothing(
 
 def test_holding_case_spaces_repeats_and_list_filters(dana: User, alice: User) -> None:
     """Holding: a slug is compared exactly (``ACME``, `` acme`` are refused as not the caller's, one text), a
-    repeated parameter is one list, refused; dana's run list filtered on acme answers, whatever the header says."""
+    repeated parameter is one list, refused; dana's run list filtered on acme with the header naming globex is
+    refused (review 2026-12-07 r: lists read the header as writes do)."""
     refused = [
         _post(alice, path, {"tool": "record_effect", "arguments": {"note": "n"}}).json()
         for path in (
@@ -184,5 +190,6 @@ def test_holding_case_spaces_repeats_and_list_filters(dana: User, alice: User) -
         for name in ("ACME", " acme", "acme, acme")
     ]
     assert not ToolCall.objects.exists()
+    # A list reads the header as writes do since review 2026-12-07 r: the two naming different tenants are refused.
     listed = client_for(dana).get("/api/v1/runs/?tenant=acme", HTTP_X_TOOLHUB_TENANT="globex")
-    assert listed.status_code == 200 and listed.json()["results"] == [], listed.content
+    assert listed.status_code == 400, listed.content

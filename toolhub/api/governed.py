@@ -15,13 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from toolhub.api.fields import JSONObjectField, JSONObjectOrTextField
+from toolhub.api.named_tenant import request_tenant_named
 from toolhub.api.schema import ErrorSerializer
 from toolhub.api.serializers import CallOutcomeSerializer, ToolCallDetailSerializer
 from toolhub.api.views import CallDetailView, CallListView, _with_artifacts
 from toolhub.api.wait_slots import wait_slot
 from toolhub.authorization import CallPrincipal
 from toolhub.direct import (
-    TENANT_HEADER,
     WAITING_STATUSES,
     CallerContextError,
     DirectCallError,
@@ -31,7 +31,6 @@ from toolhub.direct import (
     call_hidden_from,
     call_wait,
     direct_call_request,
-    tenant_named,
 )
 from toolhub.feedback import unknown_tool_message
 from toolhub.models import CallKind, CallStatus, ToolCall
@@ -66,12 +65,6 @@ _ERROR_CODES: list[tuple[type[Exception], int]] = [
     (CallerContextError, status.HTTP_400_BAD_REQUEST),
     (DirectCallError, status.HTTP_400_BAD_REQUEST),
 ]
-
-
-def request_tenant_named(request: Request, body: object = None) -> str | None:
-    """The tenant a REST write names (``tenant_named``): ``body``'s, ``?tenant=`` or ``X-Toolhub-Tenant``."""
-    query = ", ".join(request.query_params.getlist("tenant")) or None
-    return tenant_named(body=body, query=query, header=request.headers.get(TENANT_HEADER))
 
 
 def toolhub_error_response(exc: DirectCallError) -> Response:

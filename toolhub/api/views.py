@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from toolhub.api.filters import CallFilter, ToolFilter
+from toolhub.api.named_tenant import request_tenant_named
 from toolhub.api.pagination import ByNameCursorPagination
 from toolhub.api.renderers import VisibleBrowsableAPIRenderer
 from toolhub.api.schema import CONFLICT, ToolhubAutoSchema
@@ -26,7 +27,7 @@ from toolhub.api.serializers import (
     ToolDefinitionSerializer,
 )
 from toolhub.authorization import CATALOGUE_PERMISSION, CallPrincipal
-from toolhub.direct import NO_LONGER_A_MEMBER
+from toolhub.direct import NO_LONGER_A_MEMBER, CallerContextError, not_a_member
 from toolhub.disclosure.groups import group_names_read, reader_group_namer
 from toolhub.disclosure.unfolding import tool_seen_by_any, usable_tools
 from toolhub.downloads import attachment_response
@@ -229,14 +230,17 @@ def _tools_for(request: Request) -> list[Any]:
 
 
 def _tenants_for(request: Request) -> list[str]:
-    """The tenants a listing is for: ``?tenant=`` (one of the user's), else their memberships (``""``: none)."""
+    """The tenants a listing is for: the one named (``?tenant=`` or the header; one of the user's), else theirs.
+
+    Their memberships, ``""`` for none; ``NamesOneOfTheirTenants`` refused a named tenant not theirs already.
+    """
     user = request.user
-    requested = request.query_params.get("tenant")
+    requested = request_tenant_named(request)
     if requested is None:
         return list(TenantMembership.objects.filter(user_id=user.pk).values_list("tenant__slug", flat=True)) or [""]
     # The shared boundary: superusers and the cross-tenant permission may ask for any existing tenant.
     if not tenant_scope(user).allows(requested) or not Tenant.objects.filter(slug=requested).exists():
-        raise ValidationError({"tenant": "No such tenant among yours; give the slug of one of your tenants."})
+        raise CallerContextError(not_a_member(requested))  # one text for a missing tenant and another's
     return [requested]
 
 
