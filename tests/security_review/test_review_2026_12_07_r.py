@@ -50,6 +50,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents_app.models import AgentRun, RunStatus
+from agents_app.services import agent_create
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.api.conftest import client_for
 from tests.tenancy.conftest import AcmeData
@@ -159,9 +160,9 @@ def test_a_list_shows_the_tenant_the_header_names_as_the_query_does(
 ) -> None:
     """Found: dana (acme and globex) listing calls with ``X-Toolhub-Tenant: globex`` got acme's call beside globex's
     (the header unread by reads; calls had no tenant filter at all), the run list heard ``?tenant=`` only, and the
-    tool listing too.
+    tool listing too; the agent list showed acme's agent.
     Expect: a list shows the rows of the tenant named, by ``?tenant=`` or the header alike; the two naming different
-    tenants are refused (400) as a write refuses them.
+    tenants are refused (400) as a write refuses them. Global agents are listed in every tenant.
     """
     client = _client(dana)
     with django_capture_on_commit_callbacks(execute=True):
@@ -182,6 +183,10 @@ def test_a_list_shows_the_tenant_the_header_names_as_the_query_does(
     assert differ.status_code == 400, differ.content
     assert differ.json() == {"detail": "?tenant= and the X-Toolhub-Tenant header name different tenants; name one."}
     assert tools.status_code == 200 and tools.json()["results"], tools.content
+    for tenant in ("acme", "globex", None):
+        agent_create(name=f"agent-{tenant}", tenant=tenant, script=[{"content": "Hello."}])
+    agents = client.get("/api/v1/agents/", HTTP_X_TOOLHUB_TENANT="globex")
+    assert sorted(row["name"] for row in agents.json()["results"]) == ["agent-None", "agent-globex"], agents.content
 
 
 def test_holding_malformed_tenants_are_refused_or_named_nowhere(
