@@ -227,7 +227,10 @@ class ToolCall(models.Model):
             # Status + newest first serves the console's status filter; the sweeper's few queued rows too.
             models.Index(fields=["status", "created_at"], name="toolcall_status_created"),
             models.Index(fields=["tool_name", "created_at"], name="toolcall_tool_created"),
-            models.Index(fields=["tenant", "created_at"], name="toolcall_tenant_created"),
+            # A tenant's calls in the console's order (``-created_at, -id``) to the last column: a page is a walk of it.
+            # With ``id`` left to a sort, statistics older than a tenant's calls (one new, or grown since the last
+            # ANALYZE) had the planner sort every call of the tenant for each page (review u).
+            models.Index(fields=["tenant", "created_at", "id"], name="toolcall_tenant_created"),
             # A member's own calls in their tenants (``visible_rows``): by time, their page walked their calls of a
             # tenant they left and the others' calls of theirs. The planner takes this index only knowing that a user's
             # calls keep to few tenants: statistics on (user, tenant), made in toolhub 0048 (PostgreSQL).
