@@ -35,19 +35,37 @@ Measured, not changed (statistics-only, hold once ANALYZEd):
 - The changelist's bounded count (``LIMIT 10001``) reads the tenant's calls up to that bound, by design.
 """
 
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
 
+from agents_app.models import AgentRun, RunStatus
+from approvals.models import ApprovalRequest
+from demo.models import Account
 from tests.helpers import console
 from tests.security_review.conftest import client_for
 from tests.security_review.query_plans import ago, clone, json_plans, rows_read, uuid_of
-from toolhub.models import AuditEvent, ToolCall
+from tests.tenancy.conftest import LEDGER_SCRIPT, ORDER_SCRIPT, _run
+from toolhub.audit import audit_append
+from toolhub.audit_export import ExportRange, audit_export_lines, audit_export_open
+from toolhub.audit_proof import audit_trail_verify
+from toolhub.models import AuditChainHead, AuditEvent, ToolCall
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 CALLS = ToolCall._meta.db_table
+
+
+def _answered(page: Any) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
+    """``page``'s response and the statements it sent, each with its plan (``json_plans``)."""
+    shown: list[Any] = []
+    plans = json_plans(lambda: shown.append(page()))
+    return shown[0], plans
 
 
 def test_the_calls_page_of_a_tenant_reads_the_page_not_its_whole_history(
@@ -66,10 +84,115 @@ def test_the_calls_page_of_a_tenant_reads_the_page_not_its_whole_history(
         "a platform user, ?tenant=acme": lambda: console(platform_user).get("/admin/toolhub/toolcall/?tenant=acme"),
     }
     for who, page in pages.items():
-        shown: list[Any] = []
-        plans = json_plans(lambda page=page: shown.append(page()))  # type: ignore[misc]
-        assert shown[0].status_code == 200 and str(newest.pk) in shown[0].content.decode(), who
+        response, plans = _answered(page)
+        assert response.status_code == 200 and str(newest.pk) in response.content.decode(), who
         listing = [(sql, plan) for sql, plan in plans if " ORDER BY " in sql and "COUNT(" not in sql and CALLS in sql]
         assert listing, who
         read = sum(rows_read(plan, CALLS) for _, plan in listing)
         assert read <= 110, f"{who}: the page of 100 calls read {read}"
+
+
+#: The tables a run's, a call's and an approval's pages read rows of that another tenant's work could grow.
+MEASURED = (CALLS, AuditEvent._meta.db_table, "agents_app_agentrun", "approvals_approvalrequest")
+
+
+def _rows_by_table(page: Any) -> dict[str, int]:
+    """The rows ``page``'s statements read of each measured table (its response must be 200)."""
+    response, plans = _answered(page)
+    assert response.status_code == 200, response
+    return {table: sum(rows_read(plan, table) for _, plan in plans) for table in MEASURED}
+
+
+def test_a_runs_page_and_its_approval_read_the_run_not_the_tenants_history(
+    alice: User, acme_operator: User, committed: Any
+) -> None:
+    """Holds: a run's admin page, the run through the API, a call's page (its trail re-verified) and an approval's
+    page read the run's, the call's and the request's rows. Expect: with 300 calls, runs, audit events and approval
+    requests of globex and 300 more of acme's other runs, none of them reads more than a few rows more of those
+    tables than with none (the call's page: of audit events; its lookup by key is statistics-only, see above)."""
+    Account.objects.create(account_id="ACC-ACME", owner="alice", tenant="acme", balance=Decimal("1000"))
+    ledger = committed(_run, alice, "acme-ledger-u", ["debit"], LEDGER_SCRIPT)
+    waiting = committed(_run, alice, "acme-orders-u", ["create_order"], ORDER_SCRIPT)
+    ledger.refresh_from_db()
+    waiting.refresh_from_db()
+    assert ledger.status == RunStatus.COMPLETED and waiting.status == RunStatus.WAITING, (ledger.error, waiting.error)
+    call = ToolCall.objects.get(run_id=ledger.id)
+    approval = ApprovalRequest.objects.get(call__run_id=waiting.id)
+    operator, api = console(acme_operator), client_for(alice)
+    pages = {
+        "the run's admin page": lambda: operator.get(f"/admin/agents_app/agentrun/{ledger.id}/change/"),
+        "the waiting run's admin page": lambda: operator.get(f"/admin/agents_app/agentrun/{waiting.id}/change/"),
+        "GET /api/v1/runs/{id}/": lambda: api.get(f"/api/v1/runs/{ledger.id}/"),
+        "the call's page": lambda: operator.get(f"/admin/toolhub/toolcall/{call.id}/change/"),
+        "the approval's page": lambda: operator.get(f"/admin/approvals/approvalrequest/{approval.pk}/change/"),
+    }
+    alone = {name: _rows_by_table(page) for name, page in pages.items()}
+    event = AuditEvent.objects.filter(call_id=call.id).first()
+    assert event is not None
+    for prefix, tenant, chain in (("globex", "globex", 901), ("acme-other", "acme", 902)):
+        clone(AgentRun, ledger, 300, id=uuid_of(f"{prefix}-run"), tenant=f"'{tenant}'", created_at=ago("g + 10"))
+        clone(
+            ToolCall,
+            call,
+            300,
+            id=uuid_of(prefix),
+            run_id=uuid_of(f"{prefix}-run"),
+            tenant=f"'{tenant}'",
+            key=f"'{prefix}-' || g",
+            created_at=ago("g + 10"),
+        )
+        clone(
+            AuditEvent,
+            event,
+            300,
+            chain=str(chain),
+            seq="g",
+            call_id=uuid_of(prefix),
+            run_id=uuid_of(f"{prefix}-run"),
+            tenant=f"'{tenant}'",
+            created_at=ago("g + 10"),
+        )
+        clone(
+            ApprovalRequest,
+            approval,
+            300,
+            call_id=uuid_of(prefix),
+            tenant=f"'{tenant}'",
+            status="'approved'",
+            created_at=ago("g + 10"),
+        )
+    for name, page in pages.items():
+        grown = _rows_by_table(page)
+        tables = (AuditEvent._meta.db_table,) if name == "the call's page" else MEASURED
+        more = {table: (alone[name][table], grown[table]) for table in tables if grown[table] > alone[name][table] + 5}
+        assert not more, f"{name} read more rows with others' data (without, with): {more}"
+
+
+def test_a_tenants_export_and_verification_read_no_other_chain(tenant: Any, other_tenant: Any) -> None:
+    """Holds: a tenant's trail export (whole, and since a time) and its verification read its own chains only.
+    Expect: with 400 events in globex's chains, none of globex's events is read (the rows read of the events are
+    those read with none)."""
+    with transaction.atomic():
+        for number in range(3):
+            audit_append(event_type="test.u", actor="review-u", tenant="acme", data={"n": number})
+        audit_append(event_type="test.u", actor="review-u", tenant="globex", data={"n": 0})
+    since = timezone.now() - dt.timedelta(minutes=5)
+    steps = {
+        "the whole export": lambda: list(audit_export_lines(audit_export_open("acme"))),
+        "the export since a time": lambda: list(
+            audit_export_lines(audit_export_open("acme", ExportRange(since=since)))
+        ),
+        "the verification": lambda: audit_trail_verify(tenant="acme"),
+    }
+    events = AuditEvent._meta.db_table
+
+    def read(step: Any) -> int:
+        return sum(rows_read(plan, events) for _, plan in json_plans(step))
+
+    alone = {name: read(step) for name, step in steps.items()}
+    theirs = AuditEvent.objects.get(tenant="globex")
+    clone(AuditEvent, theirs, 400, seq=f"{theirs.seq} + g", created_at=ago("g"))
+    AuditChainHead.objects.filter(chain=theirs.chain).update(seq=theirs.seq + 400)
+    for name, step in steps.items():
+        assert read(step) == alone[name], name
+    assert audit_trail_verify(tenant="acme").events_checked == 3
