@@ -154,7 +154,8 @@ def test_the_desk_reads_pending_requests_with_every_filter_search_and_list(
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_a_decided_request_leaves_the_pending_index(alice: User, acme_operator: User) -> None:
-    """Holds: a request rejected through the service is no longer in ``approval_tenant_pending``.
+    """Holds: a request rejected through the service is no longer read as pending (``approval_tenant_pending``, since
+    review y ``approval_tenant_status`` keyed on the status).
     Expect: the desk's page and title count then read no request row, say 0 pending, and the request is listed
     under ``?status=rejected``."""
     pending = _pending(alice)
