@@ -33,9 +33,12 @@ Measured on PostgreSQL 15 with a copy of the table (6,001 rows as above, ``ANALY
   used) but it too needs the desk's filter rewritten. Not taken.
 
 Checked and holding:
-- The statement counts of the desk and the API are unchanged (no query changed; the tests pinning them were run).
+- The statement counts of the desk and the API are unchanged (no query changed):
+  ``tests/posture/test_admin_query_counts.py`` and ``test_api_query_counts.py`` pass on PostgreSQL as before.
 - Review w's tests (every filter and search of the desk, a decided request leaving the queue) and review m's desk
-  test pass on the new index.
+  test pass on the new index, also run after ``test_review_2026_12_06_dx.py`` (whose ``pg_class`` sizes outlive it).
+- Migration 0021 applies, reverses (the partial index back, the statistics dropped) and reapplies on PostgreSQL; on
+  SQLite it only swaps the index.
 """
 
 import datetime as dt
