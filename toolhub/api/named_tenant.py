@@ -4,13 +4,15 @@ Every request is checked (``NamesOneOfTheirTenants``, a default permission): a t
 header that the caller is no member of is refused before the view runs, reads and writes alike, with the text a
 write gives (nothing read, nothing run); two places naming different tenants are refused. A list shows only the rows
 of the tenant named (``NamedTenantFilter``, a default filter backend); a row named by its id is acted on in its own
-tenant (a saga's id, per tenant, is looked up in the one named: ``toolhub.sagas.api.visible_saga``).
+tenant (a saga's id, per tenant, is looked up in the one named: ``toolhub.sagas.api.visible_saga``). The OpenAPI
+document says so on every operation of a view that reads them (``named_tenant_parameters``, ``toolhub.api.schema``).
 """
 
 from typing import Any
 
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q, QuerySet
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.filters import BaseFilterBackend
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -18,13 +20,42 @@ from rest_framework.request import Request
 from toolhub.direct import TENANT_HEADER, CallerContextError, not_a_member, tenant_named
 from toolhub.tenancy import tenant_scope
 
-__all__ = ["NamedTenantFilter", "NamesOneOfTheirTenants", "request_tenant_named"]
+__all__ = [
+    "NamedTenantFilter",
+    "NamesOneOfTheirTenants",
+    "named_tenant_parameters",
+    "reads_named_tenant",
+    "request_tenant_named",
+]
+
+_REFUSED = (
+    "another is refused (400), as are ?tenant= and the header naming different tenants; an empty value names nothing."
+)
+_LISTED = "One of your tenants' slugs: the list shows what is in it (an agent list keeps the global agents); "
+_ACTED_IN = (
+    "One of your tenants' slugs: where the operation takes a tenant (a row it makes, a saga id's tenant, the tools "
+    "exported) it is this one; elsewhere it is only checked (a row named by its id is read in its own tenant): "
+)
 
 
 def request_tenant_named(request: Request, body: object = None) -> str | None:
     """The tenant a REST request names (``tenant_named``): ``body``'s, ``?tenant=`` or ``X-Toolhub-Tenant``."""
     query = ", ".join(request.query_params.getlist("tenant")) or None
     return tenant_named(body=body, query=query, header=request.headers.get(TENANT_HEADER))
+
+
+def named_tenant_parameters(*, listing: bool) -> list[OpenApiParameter]:
+    """``?tenant=`` and ``X-Toolhub-Tenant``, as an operation reads them: a list filters by them, others act in them."""
+    description = (_LISTED if listing else _ACTED_IN) + _REFUSED
+    return [
+        OpenApiParameter("tenant", str, OpenApiParameter.QUERY, description=description),
+        OpenApiParameter(TENANT_HEADER, str, OpenApiParameter.HEADER, description=description),
+    ]
+
+
+def reads_named_tenant(view: Any) -> bool:
+    """Whether ``view`` checks the tenant a request names (``NamesOneOfTheirTenants`` among its permissions)."""
+    return any(issubclass(permission, NamesOneOfTheirTenants) for permission in getattr(view, "permission_classes", []))
 
 
 class NamesOneOfTheirTenants(BasePermission):

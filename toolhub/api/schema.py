@@ -3,7 +3,8 @@
 drf-spectacular documents only the success an operation declares, so a generated client met every 400,
 403, 404 and 429 as an undocumented status with no body to read. ``ToolhubAutoSchema`` (the project's
 ``DEFAULT_SCHEMA_CLASS``) adds the ones every view can answer, read off the operation itself; a view
-declares the ones only it answers (a conflict, ``CONFLICT``) in its ``extend_schema(responses=...)``.
+declares the ones only it answers (a conflict, ``CONFLICT``) in its ``extend_schema(responses=...)``. Every
+operation of a view that reads ``?tenant=`` and ``X-Toolhub-Tenant`` documents both (``toolhub.api.named_tenant``).
 """
 
 from typing import Any
@@ -54,6 +55,16 @@ class ToolhubAutoSchema(AutoSchema):
                 responses[code] = self._get_response_for_code(error, code)
         operation["responses"] = dict(sorted(responses.items()))
         return operation
+
+    def get_override_parameters(self) -> list[Any]:
+        """``?tenant=`` and ``X-Toolhub-Tenant`` wherever they are read; a view's own account of them comes after."""
+        # Here, not at the top: the views import named_tenant while DRF's settings import this module.
+        from toolhub.api.named_tenant import named_tenant_parameters, reads_named_tenant
+
+        own: list[Any] = super().get_override_parameters()
+        if not reads_named_tenant(self.view):
+            return own
+        return [*named_tenant_parameters(listing=self._is_list_view()), *own]
 
     def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
         """A request's text field that refuses "" (DRF's default ``allow_blank=False``) documents ``minLength: 1``."""
