@@ -42,6 +42,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents_app.models import AgentRun
+from agents_app.services import agent_create
 from tests.security_review.conftest import client_for
 from toolhub.direct import TENANT_HEADER
 from toolhub.models import Tenant, TenantMembership
@@ -145,8 +147,9 @@ def test_holding_naming_a_tenant_adds_no_statement_to_a_list(dana: User) -> None
 
 def test_holding_a_detail_by_id_is_read_in_its_own_tenant_a_list_in_the_named_one(dana: User) -> None:
     """Holding: the filter's skip keys on the view's lookup kwarg; every detail route's kwarg is it (or the view reads
-    its row itself). Expect: dana naming acme reads globex's saga by id only when the id is globex's (a saga id is
-    looked up in the tenant named: 404 for acme), and acme's list shows acme's saga only.
+    its row itself). Expect: dana naming acme reads acme's saga and gets 404 for globex's saga id (a saga id is looked
+    up in the tenant named), and acme's list shows acme's saga only; globex's run is read by
+    its id with acme named, and not listed in acme's runs.
     """
     (acme_key,) = _sagas(dana, 1, "acme")
     (globex_key,) = _sagas(dana, 1, "globex")
@@ -160,6 +163,14 @@ def test_holding_a_detail_by_id_is_read_in_its_own_tenant_a_list_in_the_named_on
     assert own.status_code == 200 and own.json()["key"] == acme_key
     assert other.status_code == 404
     assert Saga.objects.count() == 2
+
+    # A run's page is a RetrieveAPIView (the filter runs, keyed on ``pk``): read in its own tenant, not the named one.
+    agent = agent_create(name="helper", tenant=None, script=[{"content": "Hello."}])
+    run = AgentRun.objects.create(agent=agent, user=dana, tenant="globex", input="x")
+    page = client.get(f"/api/v1/runs/{run.pk}/", HTTP_X_TOOLHUB_TENANT="acme")
+    runs = client.get("/api/v1/runs/", HTTP_X_TOOLHUB_TENANT="acme").json()["results"]
+    assert page.status_code == 200 and page.json()["id"] == str(run.pk), page.content
+    assert runs == []
 
 
 def test_holding_anonymous_requests_naming_a_tenant_read_nothing(other_tenant: Tenant) -> None:
