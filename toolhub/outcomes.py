@@ -22,7 +22,7 @@ from toolhub.interceptors import (
     configured_interceptors,
     interceptors_after,
 )
-from toolhub.models import CallStatus, ToolCall
+from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
 from toolhub.storable import json_storage_problem, storable_text
 from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Tool
@@ -195,6 +195,11 @@ def _intercepted_result(call: ToolCall, result: Any) -> tuple[Any, list[str]]:
     return result, changed
 
 
+def _column_length(name: str) -> int:
+    """The length of ``ToolCallArtifact``'s column ``name``."""
+    return int(ToolCallArtifact._meta.get_field(name).max_length)  # type: ignore[arg-type]
+
+
 def _result_value(outcome: Any, artifact: dict[str, Any] | None = None) -> Any:
     if isinstance(outcome, ToolResult):
         if outcome.kind == "text":
@@ -218,8 +223,12 @@ def _artifact_of(outcome: Any, secrets: SecretScrubber) -> dict[str, Any] | str 
     if not (outcome.name and isinstance(outcome.name, str)) or not isinstance(outcome.media_type or "", str):
         # Built by hand (``ToolResult(kind="artifact", ...)``), not by ``ToolResult.artifact``: the row needs text.
         return "The tool returned an artifact without a name or with a media type that is not text; nothing was stored."
-    name = secrets.text(outcome.name)
-    media_type = secrets.text(outcome.media_type or "application/octet-stream")[:100]
+    # Storable and within the row's columns: a name a remote system gave may hold a NUL (PostgreSQL refused the row,
+    # and the outcome was never recorded); escaped, then cut (``within``), as a scrubbed secret may lengthen it.
+    name = storable_text(secrets.text(outcome.name), within=_column_length("name"))
+    media_type = storable_text(
+        secrets.text(outcome.media_type or "application/octet-stream"), within=_column_length("media_type")
+    )
     try:
         content = artifact_content(outcome)
     except Exception:  # noqa: BLE001
