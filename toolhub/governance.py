@@ -277,6 +277,21 @@ def _pg_events(events: str) -> str:
     return f"{events} OR TRUNCATE" if "DELETE" in events.split(" OR ") else events
 
 
+def _quoted_events(events: str, quote: Callable[[str], str]) -> list[str]:
+    """``events`` one by one, the columns of an ``UPDATE OF`` quoted (``quote``: the connection's ``quote_name``).
+
+    Unquoted, PostgreSQL folds a column's name to lower case: a user model's flag in a column such as ``IsActive``
+    (``db_column``, a legacy table) was not found, and installing the triggers raised (``migrate`` stopped).
+    """
+    quoted = []
+    for event in events.split(" OR "):
+        verb, _, columns = event.partition(" OF ")
+        if columns:
+            event = f"{verb} OF {', '.join(quote(column.strip()) for column in columns.split(','))}"
+        quoted.append(event)
+    return quoted
+
+
 def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -> list[str]:
     """Create (or replace) the stamp row and a trigger on every watched table that exists; return those tables."""
     connection = connection or default_connection
@@ -286,6 +301,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
     watched = governance_watched_tables()
     tables = [table for table in sorted(watched) if table in existing]
     quote = connection.ops.quote_name
+    events = {table: " OR ".join(_quoted_events(watched[table], quote)) for table in tables}
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT current_schema()")
@@ -297,7 +313,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
             for table in tables:
                 cursor.execute(f"DROP TRIGGER IF EXISTS toolhub_governance_bump ON {quote(table)}")
                 cursor.execute(
-                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_pg_events(watched[table])} ON {quote(table)} "
+                    f"CREATE TRIGGER toolhub_governance_bump AFTER {_pg_events(events[table])} ON {quote(table)} "
                     "FOR EACH STATEMENT EXECUTE FUNCTION toolhub_governance_bump()"
                 )
         elif connection.vendor == "sqlite":
@@ -309,7 +325,7 @@ def governance_triggers_install(connection: BaseDatabaseWrapper | None = None) -
             )
             cursor.execute("INSERT OR IGNORE INTO toolhub_governanceversion (id, stamp) VALUES (1, random())")
             for table in tables:
-                for event in watched[table].split(" OR "):
+                for event in _quoted_events(watched[table], quote):
                     name = quote(f"toolhub_gov_{table}_{event.split()[0].lower()}")
                     cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
                     cursor.execute(f"CREATE TRIGGER {name} AFTER {event} ON {quote(table)} BEGIN {bump}; END")
