@@ -32,8 +32,10 @@ Checked and holding:
   accept-offered) hold no JSON field; the approval desk's edit (``approvals.forms.ApproveForm``) reads its JSON box
   through ``parse_arguments`` and its generated JSON fields through ``json_loads_checked`` (``MAX_NESTING - 1``,
   storable), its enum fields only among their choices. A refused value is shown back as posted
-  (``InvalidJSONInput``), escaped by the widget's template and bounded by ``DATA_UPLOAD_MAX_MEMORY_SIZE``; a NUL in
-  any posted field is refused before any view (``StorableAddressMiddleware``, review t).
+  (``InvalidJSONInput``), escaped by the widget's template (``</textarea><script>`` in refused text and in a valid
+  value the form refuses: ``test_holding_a_refused_json_value_is_shown_back_escaped``) and bounded by
+  ``DATA_UPLOAD_MAX_MEMORY_SIZE``; a NUL in any posted field is refused before any view
+  (``StorableAddressMiddleware``, review t).
 - ``storable_text``'s other callers cut after escaping (``waiting``, ``call_arguments``, ``mcp_client.services``,
   ``subagents``, webhooks), or cut before escaping into JSON with no column length (progress messages,
   ``builtins.refusals``'s ``repr``, which escapes NUL and surrogates itself), or into a ``TextField`` (the
@@ -45,6 +47,7 @@ Checked and holding:
   triggers again on both databases (``_install_binding_triggers``).
 """
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,11 +60,13 @@ from django.db import connection, models
 from django.test import RequestFactory
 from django.test.utils import isolate_apps
 
-from tests.helpers import principal_for
+from agents_app.models import Agent
+from tests.helpers import console, principal_for
+from tests.security_review.test_review_2026_12_07_t import _form
 from toolhub import tool
 from toolhub.admin_json import CheckedJSONFields, CheckedJSONFormField
 from toolhub.governance import governance_triggers_install
-from toolhub.models import CallStatus, ToolCall, ToolCallArtifact
+from toolhub.models import CallStatus, Tenant, ToolCall, ToolCallArtifact
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -207,3 +212,25 @@ def test_holding_every_admin_forms_json_field_is_checked(admin_user: User) -> No
         "toolhub.ToolGroup.extra_tools",
         "toolhub.RemoteMcpServer.select_names",
     } <= seen
+
+
+def test_holding_a_refused_json_value_is_shown_back_escaped(globex_developer: User, other_tenant: Tenant) -> None:
+    """Found: nothing (holding): a refused JSON value is shown back as posted, inside the page's textarea.
+    Expect: the form again (200) with the refusal at its field; markup in the value (a ``</textarea>`` closing the
+    box, a script) is escaped, never written raw; refused text and a valid value refused by the form's own check
+    alike; no agent saved."""
+    client = console(globex_developer)
+    url = "/admin/agents_app/agent/add/"
+    posted = {**_form(client, url), "name": "zb-agent", "tenant": str(other_tenant.pk), "tools": "[]", "script": "[]"}
+    markup = "</textarea><script>alert(1)</script>"
+    for field, text in (
+        ("script", '[{"content": "' + markup + '", "n": ' + "9" * 5000 + "}]"),
+        ("script", "[" * 3000 + '"' + markup + '"' + "]" * 3000),
+        ("tools", json.dumps([markup])),
+    ):
+        answer = client.post(url, {**posted, field: text, "_save": "Save"})
+        assert answer.status_code == 200, (field, answer.status_code)
+        assert field in answer.context["adminform"].form.errors
+        page = answer.content.decode()
+        assert markup not in page and "&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert not Agent.objects.exists()
