@@ -6,14 +6,16 @@ Each finding's test fails on the code as found (main at 856166f) and says what w
 
 Findings:
 
-1. (PostgreSQL) A tool's artifact named with a NUL (``ToolResult.artifact(data, name="report\\x00.csv")``: a name
-   taken from a remote system, an archive's member) never had its outcome recorded: ``outcomes._artifact_of`` kept the
-   name (and the media type) as the tool gave them, scrubbed of secrets but never made storable, and PostgreSQL
-   refused the ``ToolCallArtifact`` row ("text fields cannot contain NUL"); in eager mode the request raised, on a
-   worker the call stayed ``running`` until its lease ran out. A name ``ToolResult(kind="artifact", ...)`` built by
-   hand is not cut to the column's 200 characters either, and a secret's marker (``[secret]``) may lengthen it past
-   them. Both are now ``storable_text(..., within=<the column's max_length>)``, the length read from
-   ``ToolCallArtifact``'s fields: escaped, then cut to the column. ``test_an_artifact_named_with_a_nul_is_stored``.
+1. (PostgreSQL) A tool's artifact named with a NUL (``ToolResult.artifact(data, name="report\\x00.csv")``: a name taken
+   from a remote system, an archive's member) never had its outcome recorded: ``outcomes._artifact_of`` kept the name
+   (and the media type) as the tool gave them, scrubbed of secrets but never made storable, and PostgreSQL refused the
+   ``ToolCallArtifact`` row ("text fields cannot contain NUL", in ``execution._finish``): in eager mode the request
+   raised, on a worker the call stayed ``running`` until its lease ran out; a NUL in the media type (written unquoted
+   into the summary the model reads) failed the call "cannot be serialized to JSON". A name
+   ``ToolResult(kind="artifact", ...)`` built by hand is not cut to the column's 200 characters either, and a secret's
+   marker (``[secret]``) may lengthen it past them. Both are now ``storable_text(..., within=<the column's
+   max_length>)``, the length read from ``ToolCallArtifact``'s fields: escaped, then cut to the column.
+   ``test_an_artifact_named_with_a_nul_is_stored``.
 2. (PostgreSQL) The governance stamp's triggers wrote the columns of ``UPDATE OF`` unquoted
    (``account_governance_tables`` names the user model's ``is_superuser``/``is_active`` columns, ``db_column``
    included): PostgreSQL folds an unquoted name to lower case, so a user model whose flag sits in a column such as
@@ -21,6 +23,13 @@ Findings:
    ``migrate`` stopped in its ``post_migrate`` and no account table was watched. ``governance_triggers_install``
    now quotes each column of an ``UPDATE OF`` event with the connection's ``quote_name`` (any app's
    ``governance_watch`` events too). ``test_a_user_models_flag_in_a_mixed_case_column_is_watched``.
+3. A dump listing a key's binding before its token (``dumpdata toolhub.apitokenbinding authtoken.token``, the
+   labels in that order, or two fixture files loaded so) restored the key: ``loaddata`` wrote the ended binding
+   (``!deactivated``, or the fingerprint of a password a reset by ``update`` replaced), then the token's raw save
+   (``token_binding._token_saved``, ``created``) bound it afresh to the account's password as stored, over the one
+   just loaded, and the key answered 200 again. A token loaded (``raw``) now keeps a binding already there
+   (``ignore_conflicts``); one loaded with none is bound afresh as before.
+   ``test_a_dump_listing_the_binding_first_loads_the_key_ended``.
 
 Checked and holding:
 
@@ -42,31 +51,40 @@ Checked and holding:
   pipeline's ``_raw_text``). An agent's name, a reason or comment and a tenant's slug come from forms and
   serializers whose ``CharField``/``SlugField`` refuse NUL; a remote MCP tool's name and definition are stored
   through ``storable_value``; a remote name that does not fit the local name is given no local name.
-- Review q's insert trigger: the suite's flush on PostgreSQL runs under ``session_replication_role = replica``
+- Review q's insert trigger (and review a's update trigger) on both databases: a whole ``dumpdata`` lists
+  ``authtoken`` before ``toolhub`` (``INSTALLED_APPS``), so the token loads first and its binding over it. The suite's
+  flush on PostgreSQL runs under ``session_replication_role = replica``
   (no trigger fires while tables are emptied) and a flush emits ``post_migrate``, which installs the binding
   triggers again on both databases (``_install_binding_triggers``).
 """
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django import forms
 from django.contrib import admin
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group, Permission, User
+from django.core import serializers
+from django.core.management import call_command
 from django.db import connection, models
 from django.test import RequestFactory
 from django.test.utils import isolate_apps
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from agents_app.models import Agent
 from tests.helpers import console, principal_for
 from tests.security_review.test_review_2026_12_07_t import _form
 from toolhub import tool
 from toolhub.admin_json import CheckedJSONFields, CheckedJSONFormField
+from toolhub.api.keys import api_key_issue
 from toolhub.governance import governance_triggers_install
-from toolhub.models import CallStatus, Tenant, ToolCall, ToolCallArtifact
+from toolhub.models import ApiTokenBinding, CallStatus, Tenant, ToolCall, ToolCallArtifact
 from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.storable import storable_text
 from toolhub.tools.context import ToolContext
@@ -138,6 +156,12 @@ def legacy_account() -> Iterator[type[models.Model]]:
                 db_table = "review_zb_account"
 
         yield LegacyAccount
+
+
+def _rest_status(key: str) -> int:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return int(client.get("/api/v1/calls/").status_code)
 
 
 def _stamp() -> int:
@@ -234,3 +258,28 @@ def test_holding_a_refused_json_value_is_shown_back_escaped(globex_developer: Us
         page = answer.content.decode()
         assert markup not in page and "&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert not Agent.objects.exists()
+
+
+# --- 3. a dump listing a token's binding before the token -------------------------------------------------------
+
+
+@pytest.mark.parametrize("ended_by", ["deactivation", "password reset"])
+def test_a_dump_listing_the_binding_first_loads_the_key_ended(alice: User, tmp_path: Path, ended_by: str) -> None:
+    """Found: ``dumpdata toolhub.apitokenbinding authtoken.token`` (the labels in that order) writes a key's binding
+    before its token; ``loaddata`` wrote the ended binding, then the token's save (``_token_saved``) bound it afresh
+    to the account's password as stored, over the binding just loaded: a key ended by a deactivation (reactivated by
+    ``update``) or by a password reset written by ``update`` answered 200 again after the restore.
+    Expect: the binding loaded with the token is kept whatever the order: the key stays refused (401)."""
+    key = api_key_issue(alice)
+    if ended_by == "deactivation":
+        User.objects.filter(pk=alice.pk).update(is_active=False)
+        User.objects.filter(pk=alice.pk).update(is_active=True)
+    else:
+        User.objects.filter(pk=alice.pk).update(password=make_password("reset-by-the-incident-team"))
+    assert _rest_status(key) == 401
+    token = Token.objects.get(user=alice)
+    dump = tmp_path / "tokens.json"
+    dump.write_text(serializers.serialize("json", [*ApiTokenBinding.objects.filter(token=token), token]))
+    Token.objects.filter(user=alice).delete()
+    call_command("loaddata", str(dump), verbosity=0)
+    assert _rest_status(key) == 401

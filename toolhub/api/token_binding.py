@@ -72,8 +72,15 @@ def tokens_rebind(user: Any, *, replaced: str, using: str = "default") -> int:
     return int(bindings.update(password_fingerprint=fingerprint))
 
 
-def _token_saved(sender: Any, instance: Any, created: bool = False, using: str = "default", **kwargs: Any) -> None:
-    """A token made: bound to its user's password as stored (read, not the caller's copy, which may be stale)."""
+def _token_saved(
+    sender: Any, instance: Any, created: bool = False, raw: bool = False, using: str = "default", **kwargs: Any
+) -> None:
+    """A token made: bound to its user's password as stored (read, not the caller's copy, which may be stale).
+
+    A token loaded (``loaddata``: ``raw``) keeps a binding already loaded with it: a dump may list the bindings
+    before the tokens (``dumpdata toolhub.apitokenbinding authtoken.token``), and binding the token afresh over
+    the one loaded gave a key ended by a deactivation or a password reset back its account.
+    """
     if not created:
         return
     from django.contrib.auth import get_user_model
@@ -83,11 +90,12 @@ def _token_saved(sender: Any, instance: Any, created: bool = False, using: str =
     stored = get_user_model()._base_manager.using(using).filter(pk=instance.user_id).values_list("password").first()
     fingerprint = password_fingerprint(stored[0] if stored is not None else None)
     # By its key: the admin's proxy answers ``pk`` with the user's id.
+    binding = ApiTokenBinding(token_id=instance.key, password_fingerprint=fingerprint)
+    if raw:
+        ApiTokenBinding.objects.using(using).bulk_create([binding], ignore_conflicts=True)
+        return
     ApiTokenBinding.objects.using(using).bulk_create(
-        [ApiTokenBinding(token_id=instance.key, password_fingerprint=fingerprint)],
-        update_conflicts=True,
-        unique_fields=["token"],
-        update_fields=["password_fingerprint"],
+        [binding], update_conflicts=True, unique_fields=["token"], update_fields=["password_fingerprint"]
     )
 
 
