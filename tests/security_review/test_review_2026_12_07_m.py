@@ -21,7 +21,9 @@ Findings (each test failed on the code as found, main at 91dbe2c, and passes now
    (``test_the_approval_desk_reads_the_operators_pending_requests``). Review w found that it holds only without
    statistics: analyzed, with another tenant's queue as long as this tenant's history (3,000 pending in globex
    beside acme's 3,000 decided), the planner reads globex's queue on the status index (3,001 rows a statement).
-   Left open; the test now measures, analyzed, one pending among 3,000 decided in each tenant.
+   The test now measures, analyzed, one pending among 3,000 decided in each tenant; review y replaced the partial
+   index with ``approval_tenant_status`` on ``(tenant, status, created_at, id)`` and statistics over
+   ``(tenant, status)`` (approvals 0021), which reads one row with globex's long queue too.
 
 Checked and holding:
 - Review e's ``toolcall_compensates`` (migration 0054): its condition on PostgreSQL is

@@ -5,7 +5,8 @@ Findings: none fixed. Two measured problems are left open below (no fix proven i
 test is committed for them).
 
 Left open (measured, not fixed):
-1. Review m's desk index holds only without statistics. With the approvals table analyzed (autovacuum's state in
+1. (Fixed since by review y: approvals 0021, ``test_review_2026_12_07_y.py``.) Review m's desk index holds only
+   without statistics. With the approvals table analyzed (autovacuum's state in
    production), one pending request of acme beside acme's 3,000 decided ones and globex's 3,000 pending ones: the
    desk's page and its changelist count read ``approvals_approvalrequest_status_...`` (status alone) and filter the
    tenant, reading globex's whole queue (3,001 rows each; the title's count, an index-only scan, keeps

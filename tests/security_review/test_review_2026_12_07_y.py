@@ -7,10 +7,10 @@ Findings (the test failed on the code as found, main at 856166f, and passes now)
    plan tests before it, the page) read globex's whole queue on the status index: 3,001 request rows a statement.
    Per-column statistics make acme half of all requests, so half of the pending ones, and
    ``approval_tenant_pending`` (``(tenant, created_at, id) WHERE status = 'pending'``) was costed at 1,501 rows.
-   Now the index is ``approval_tenant_pending`` on ``(tenant, status, created_at, id)`` over every request (the
+   Now the index is ``approval_tenant_status`` on ``(tenant, status, created_at, id)`` over every request (the
    status is a key column, so the desk's two conditions are both index conditions) and the statistics object
-   ``approval_tenant_status`` (``CREATE STATISTICS ... (mcv) ON tenant, status``, PostgreSQL only) tells the planner
-   which tenants' requests are pending: the desk's page, its count and the title's count are costed at 1 row and
+   ``approval_tenant_status_stats`` (``CREATE STATISTICS ... (mcv) ON tenant, status``, PostgreSQL only) tells the
+   planner which tenants' requests are pending: the desk's page, its count and the title's count are costed at 1 row and
    read 1 (approvals migration 0021; same statements, same queries)
    (``test_the_desk_reads_its_tenants_queue_not_another_tenants_with_statistics``).
 
