@@ -48,7 +48,7 @@ class AuditEvent(models.Model):
         constraints = [models.UniqueConstraint(fields=["chain", "seq"], name="audit_chain_seq_unique")]
         indexes = [
             models.Index(fields=["tool_name", "created_at"], name="audit_tool_created"),
-            models.Index(fields=["tenant", "created_at", "id"], name="audit_tenant_created"),
+            models.Index(fields=["tenant", "created_at"], name="audit_tenant_created"),
             models.Index(fields=["actor", "created_at"], name="audit_actor_created"),
             # Equality only (the audit browser's filter): no ``varchar_pattern_ops`` twin for LIKE, which
             # ``db_index=True`` would add on PostgreSQL and every append would maintain.
