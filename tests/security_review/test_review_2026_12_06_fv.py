@@ -206,6 +206,7 @@ def test_every_toolhub_check_is_registered_once() -> None:
     assert len(names) == len(set(names)) == len(found)
     assert found == {
         "toolhub.checks.check_tools": (["toolhub"], False),
+        "toolhub.checks.check_user_model": (["toolhub"], False),  # toolhub.E008 (review 2026-12-07 x)
         "toolhub.database_checks.check_governance_references": (["database", "toolhub"], False),
         "toolhub.database_checks.check_credential_references": (["database", "toolhub"], False),
         "toolhub.database_checks.check_app_roles": (["database", "toolhub"], False),
