@@ -55,18 +55,17 @@ from agents_app.models import AgentRun, RunStatus
 from approvals.models import ApprovalRequest, ApprovalRule
 from approvals.services import approval_approve, approval_reject
 from tests.approvals.released import run_held, sent_back
-from tests.helpers import RequestCall, event_types, for_a_worker, principal_for
+from tests.helpers import RequestCall, event_types, for_a_worker
 from tests.security_review.conftest import client_for, rolled_back_step
+from tests.security_review.test_review_2026_12_07_i import _queued
 from tests.tenancy.conftest import make_user
 from tests.testapp.models import SideEffect
 from toolhub import Param, Tool, governance, tool
 from toolhub.execution import tool_call_execute
 from toolhub.models import CallKind, CallStatus, Tenant, ToolCall
-from toolhub.pipeline import CallRequest, tool_call_request
 from toolhub.sagas.models import Compensation, CompensationStatus, Saga, SagaStatus
 from toolhub.sagas.recovery import compensation_retry
 from toolhub.tasks import execute_tool_call_task
-from toolhub.tools.context import ToolContext
 from toolhub.tools.definition import Risk
 from toolhub.tools.registry import registry
 
@@ -97,20 +96,6 @@ def seal_tools(settings: Any) -> Iterator[None]:
     settings.TOOLHUB = {**settings.TOOLHUB, "SAGA_MAX_ATTEMPTS": 1}
     with registry.temporarily(UNSEAL, review_p_seal):
         yield
-
-
-def _queued(user: User, note: str, capture: Any) -> tuple[ToolCall, list[Callable[[], Any]]]:
-    """A low-risk call of ``user``'s queued for a worker as needing no approval; its dispatch held."""
-    request = CallRequest(
-        tool_name="record_effect",
-        arguments={"note": note},
-        principal=principal_for(user, tenant="acme"),
-        context=ToolContext({"tenant": "acme", "user": user.username, "user_id": user.pk}),
-    )
-    with for_a_worker(), capture(execute=False) as callbacks:
-        call = tool_call_request(request=request)
-    assert ToolCall.objects.get(pk=call.pk).status == CallStatus.QUEUED
-    return call, list(callbacks)
 
 
 def _deployed(monkeypatch: pytest.MonkeyPatch, name: str, **changes: Any) -> None:

@@ -53,23 +53,15 @@ from agents_app.models import AgentRun, RunStatus
 from agents_app.services import agent_create
 from approvals.models import ApprovalRequest, ApprovalStatus
 from tests.api.conftest import client_for
+from tests.security_review.test_review_2026_12_07_h import dana  # noqa: F401 - a fixture, used by name
 from tests.tenancy.conftest import AcmeData
-from toolhub.models import CallStatus, Tenant, TenantMembership, ToolCall
+from toolhub.models import CallStatus, Tenant, ToolCall
 from toolhub.sagas.models import Saga
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NOT_GLOBEX = {"detail": "You are not a member of tenant 'globex'; give the slug of one of yours."}
 EFFECT = {"tool": "record_effect", "arguments": {"note": "n"}}
-
-
-@pytest.fixture
-def dana(tenant: Tenant, other_tenant: Tenant) -> User:
-    """A member of acme and globex."""
-    user = User.objects.create_user("dana", "dana@example.com", "dana-password")
-    TenantMembership.objects.create(user=user, tenant=tenant)
-    TenantMembership.objects.create(user=user, tenant=other_tenant)
-    return user
 
 
 def _client(user: User) -> Any:
@@ -156,7 +148,8 @@ def test_a_read_naming_a_tenant_not_theirs_is_refused_not_answered_with_their_ro
 
 
 def test_a_list_shows_the_tenant_the_header_names_as_the_query_does(
-    dana: User, django_capture_on_commit_callbacks: Any
+    dana: User,  # noqa: F811 - the fixture imported above
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     """Found: dana (acme and globex) listing calls with ``X-Toolhub-Tenant: globex`` got acme's call beside globex's
     (the header unread by reads; calls had no tenant filter at all), the run list heard ``?tenant=`` only, and the
@@ -190,7 +183,10 @@ def test_a_list_shows_the_tenant_the_header_names_as_the_query_does(
 
 
 def test_holding_malformed_tenants_are_refused_or_named_nowhere(
-    alice: User, dana: User, superuser: User, other_tenant: Tenant
+    alice: User,
+    dana: User,  # noqa: F811 - the fixture imported above
+    superuser: User,
+    other_tenant: Tenant,
 ) -> None:
     """Holding: a NUL is refused before any view (administrators too); blanks, a long or a non-ASCII slug are
     refused as not the caller's, the text cut short; a list or an object in a body is no slug; a number is its
