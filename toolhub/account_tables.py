@@ -30,25 +30,30 @@ def _user_model(user_model: type[models.Model] | None) -> type[models.Model]:
     return get_user_model()
 
 
+def _flag_column(meta: Any, name: str) -> str | None:
+    """The column of the user model's flag ``name``, or ``None`` when it has no such column."""
+    try:
+        field: Any = meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
+    return field.column if field.concrete and not field.many_to_many else None
+
+
+def _through_table(meta: Any, name: str) -> str | None:
+    """The table of the user model's many-to-many ``name``, or ``None`` when it has no such relation."""
+    try:
+        field: Any = meta.get_field(name)
+    except FieldDoesNotExist:
+        return None
+    return field.remote_field.through._meta.db_table if field.many_to_many else None
+
+
 def account_model_problems(user_model: type[models.Model] | None = None) -> list[str]:
     """What the user model lacks for toolhub to watch its rights (empty when it can): one line each."""
     meta = _user_model(user_model)._meta
-    problems = []
-    for name in RIGHTS_FLAGS:
-        try:
-            field: Any = meta.get_field(name)
-        except FieldDoesNotExist:
-            field = None
-        if field is None or not field.concrete or field.many_to_many:
-            problems.append(f"no {name} column")
-    for name in RIGHTS_RELATIONS:
-        try:
-            field = meta.get_field(name)
-        except FieldDoesNotExist:
-            field = None
-        if field is None or not field.many_to_many:
-            problems.append(f"no {name} many-to-many field")
-    return problems
+    return [f"no {name} column" for name in RIGHTS_FLAGS if _flag_column(meta, name) is None] + [
+        f"no {name} many-to-many field" for name in RIGHTS_RELATIONS if _through_table(meta, name) is None
+    ]
 
 
 def account_governance_tables(user_model: type[models.Model] | None = None) -> dict[str, str]:
@@ -61,24 +66,12 @@ def account_governance_tables(user_model: type[models.Model] | None = None) -> d
     """
     from django.contrib.auth.models import Group
 
-    model = _user_model(user_model)
-    meta = model._meta
-    flags = []
-    for name in RIGHTS_FLAGS:
-        try:
-            field: Any = meta.get_field(name)
-        except FieldDoesNotExist:
-            continue
-        if field.concrete and not field.many_to_many:
-            flags.append(field.column)
+    meta = _user_model(user_model)._meta
+    flags = [column for column in (_flag_column(meta, name) for name in RIGHTS_FLAGS) if column]
     tables = {meta.db_table: f"INSERT OR DELETE OR UPDATE OF {', '.join(flags)}" if flags else "INSERT OR DELETE"}
-    for name in RIGHTS_RELATIONS:
-        try:
-            relation: Any = meta.get_field(name)
-        except FieldDoesNotExist:
-            continue
-        if relation.many_to_many:
-            tables[relation.remote_field.through._meta.db_table] = _ALL
+    for table in (_through_table(meta, name) for name in RIGHTS_RELATIONS):
+        if table:
+            tables[table] = _ALL
     tables[Group._meta.db_table] = _ALL
     tables[Group.permissions.through._meta.db_table] = _ALL
     return tables

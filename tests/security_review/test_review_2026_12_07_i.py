@@ -74,6 +74,25 @@ def _queued(user: User, note: str, capture: Any) -> tuple[ToolCall, list[Callabl
     return call, list(callbacks)
 
 
+def _rolled_back_for_a_worker(
+    client: Any, saga_id: str, monkeypatch: pytest.MonkeyPatch, committed: Any
+) -> tuple[str, list[tuple[str, Any]]]:
+    """A saga of one succeeded ``saga_step`` rolled back: its compensation queued for a worker, the dispatch kept.
+
+    Returns the step's call id and the dispatches held (call id, hint)."""
+    with committed(execute=True):
+        assert client.post("/api/v1/sagas/", {"saga_id": saga_id}, format="json").status_code == 201
+        step = client.post(
+            "/api/v1/calls/", {"tool": "saga_step", "arguments": {"label": saga_id}, "saga_id": saga_id}, format="json"
+        )
+    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
+    dispatched: list[tuple[str, Any]] = []
+    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, hint=None: dispatched.append((call_id, hint)))
+    with for_a_worker(), committed(execute=True):
+        assert client.post(f"/api/v1/sagas/{saga_id}/rollback/", format="json").status_code == 202
+    return step.json()["id"], dispatched
+
+
 def _held_then_approved(call: ToolCall, operator: User, alice: User, capture: Any) -> None:
     """The call waits at the desk, nothing ran; alice may not decide it, the operator's approval runs it once."""
     call.refresh_from_db()
@@ -139,16 +158,7 @@ def test_a_compensation_queued_before_a_rule_for_its_tool_waits_for_approval_and
     failed, and not cancellable), and an operator's approval runs it once: the step is compensated once."""
     committed = django_capture_on_commit_callbacks
     client = client_for(alice)
-    with committed(execute=True):
-        assert client.post("/api/v1/sagas/", {"saga_id": "saga-i1"}, format="json").status_code == 201
-        step = client.post(
-            "/api/v1/calls/", {"tool": "saga_step", "arguments": {"label": "s1"}, "saga_id": "saga-i1"}, format="json"
-        )
-    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
-    dispatched: list[tuple[str, Any]] = []
-    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, hint=None: dispatched.append((call_id, hint)))
-    with for_a_worker(), committed(execute=True):
-        assert client.post("/api/v1/sagas/saga-i1/rollback/", format="json").status_code == 202
+    _, dispatched = _rolled_back_for_a_worker(client, "saga-i1", monkeypatch, committed)
     call = ToolCall.objects.get(kind=CallKind.COMPENSATION, tool_name="undo_saga_step")
     assert call.status == CallStatus.QUEUED and [str(call.pk)] == [call_id for call_id, _ in dispatched]
     ApprovalRule.objects.create(name="hold undo_saga_step", tool_name="undo_saga_step")

@@ -57,7 +57,7 @@ from approvals.services import approval_approve, approval_reject
 from tests.approvals.released import run_held, sent_back
 from tests.helpers import RequestCall, event_types, for_a_worker
 from tests.security_review.conftest import client_for, rolled_back_step
-from tests.security_review.test_review_2026_12_07_i import _queued
+from tests.security_review.test_review_2026_12_07_i import _queued, _rolled_back_for_a_worker
 from tests.tenancy.conftest import make_user
 from tests.testapp.models import SideEffect
 from toolhub import Param, Tool, governance, tool
@@ -246,16 +246,7 @@ def test_a_compensation_held_at_execution_and_rejected_settles_its_saga(
     fails, the saga needs attention, the step is not compensated, nothing ran."""
     committed = django_capture_on_commit_callbacks
     client = client_for(alice)
-    with committed(execute=True):
-        assert client.post("/api/v1/sagas/", {"saga_id": "saga-p1"}, format="json").status_code == 201
-        step = client.post(
-            "/api/v1/calls/", {"tool": "saga_step", "arguments": {"label": "p1"}, "saga_id": "saga-p1"}, format="json"
-        )
-    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED, step.content
-    dispatched: list[tuple[str, Any]] = []
-    monkeypatch.setattr(execute_tool_call_task, "delay", lambda call_id, hint=None: dispatched.append((call_id, hint)))
-    with for_a_worker(), committed(execute=True):
-        assert client.post("/api/v1/sagas/saga-p1/rollback/", format="json").status_code == 202
+    step_id, dispatched = _rolled_back_for_a_worker(client, "saga-p1", monkeypatch, committed)
     ApprovalRule.objects.create(name="hold undo_saga_step", tool_name="undo_saga_step")
     with committed(execute=True):
         execute_tool_call_task(dispatched[0][0], hint=dispatched[0][1])
@@ -268,7 +259,7 @@ def test_a_compensation_held_at_execution_and_rejected_settles_its_saga(
     assert call.status == CallStatus.REJECTED
     assert Compensation.objects.get(call=call).status == CompensationStatus.FAILED
     assert Saga.objects.get(key="saga-p1").status == SagaStatus.NEEDS_ATTENTION
-    assert ToolCall.objects.get(pk=step.json()["id"]).status == CallStatus.SUCCEEDED
+    assert ToolCall.objects.get(pk=step_id).status == CallStatus.SUCCEEDED
     assert not SideEffect.objects.filter(tool="undo_saga_step").exists()
 
 
